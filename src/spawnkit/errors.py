@@ -1,0 +1,302 @@
+"""Every error spawnkit raises, in one standard-library-only module.
+
+Why one module: errors cross process boundaries (a child's failure is
+re-raised in the parent), so the parent must be able to unpickle any of them
+without importing torch, a platform or a plugin.  Keeping the whole hierarchy
+here, importing nothing but the standard library, makes that true by
+construction; ``spawnkit.spec`` imports it for the same reason.
+
+Every class pickles through :meth:`SpawnkitError.__reduce__`, which rebuilds
+the instance from its message and its attribute dictionary instead of calling
+``__init__`` again, so subclasses may take whatever keyword arguments they like
+and still survive a round trip with every field intact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "BootstrapError",
+    "BootstrapOrderError",
+    "BootstrapTimeoutError",
+    "ChildError",
+    "ChildExitedError",
+    "ChildRaisedError",
+    "EntryResolutionError",
+    "HookApplyError",
+    "HookError",
+    "HookRegistrationError",
+    "HookTargetError",
+    "ImportGuardError",
+    "LazyProxyError",
+    "NamespaceError",
+    "PayloadError",
+    "PlatformConflictError",
+    "PlatformError",
+    "PlatformInitError",
+    "PlatformNotFoundError",
+    "PlatformPluginError",
+    "PlatformUnavailableError",
+    "PluginError",
+    "SpawnkitError",
+    "SpecSignatureError",
+    "StageError",
+]
+
+
+def _rebuild(cls: type[SpawnkitError], message: str, state: dict[str, Any]) -> SpawnkitError:
+    """Recreate an error without re-running ``__init__`` (see module docstring)."""
+    obj = cls.__new__(cls)
+    Exception.__init__(obj, message)
+    obj.__dict__.update(state)
+    return obj
+
+
+class SpawnkitError(Exception):
+    """Root of every spawnkit error; catch this to catch them all."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        message = str(self.args[0]) if self.args else ""
+        return (_rebuild, (type(self), message, dict(self.__dict__)))
+
+
+class NamespaceError(SpawnkitError, ValueError):
+    """A namespace was declared twice with different settings, or is unknown."""
+
+
+# --------------------------------------------------------------------- hooks
+class HookError(SpawnkitError):
+    """Base of the hook engine's errors."""
+
+
+class HookRegistrationError(HookError, TypeError):
+    """A hook cannot be registered as given (wrong kind, unknown type, not callable).
+
+    It subclasses ``TypeError`` because every case is a wrong type of argument,
+    so callers that already catch ``TypeError`` keep working.
+    """
+
+
+class HookTargetError(HookError, LookupError):
+    """A dotted target does not resolve, or names something that cannot be wrapped."""
+
+    def __init__(self, message: str, *, target: str = "", missing: str = "") -> None:
+        super().__init__(message)
+        self.target = target
+        self.missing = missing
+
+
+class HookApplyError(HookError):
+    """``apply_hooks()`` failed on one or more targets; nothing from that call stays patched.
+
+    ``failures`` maps each failing target to ``(sources, error text)``.
+    """
+
+    def __init__(self, message: str, *, failures: dict[str, tuple[list[str], str]] | None = None):
+        super().__init__(message)
+        self.failures = dict(failures or {})
+
+
+# ----------------------------------------------------------------- platforms
+class PlatformError(SpawnkitError, RuntimeError):
+    """Base of platform resolution errors; ``explanation`` is ``explain_platform()``'s text."""
+
+    def __init__(self, message: str, *, explanation: str = "", namespace: str = "") -> None:
+        super().__init__(message)
+        self.explanation = explanation
+        self.namespace = namespace
+
+    def __str__(self) -> str:
+        base = super().__str__()
+        if self.explanation:
+            return f"{base}\n\n{self.explanation}"
+        return base
+
+
+class PlatformNotFoundError(PlatformError):
+    """The selected platform name matches no built-in and no installed plugin."""
+
+
+class PlatformUnavailableError(PlatformError):
+    """The selected platform is installed but its hardware is not present."""
+
+
+class PlatformConflictError(PlatformError):
+    """Several platform plugins activated and none was selected."""
+
+
+class PlatformPluginError(PlatformError):
+    """A platform plugin is invalid: duplicate or reserved name, bad return, bad class."""
+
+
+class PlatformInitError(PlatformError):
+    """``init_backend()`` or resolution failed; later calls re-raise this with the first cause."""
+
+
+# ------------------------------------------------------------------- plugins
+class PluginError(SpawnkitError):
+    """A general plugin failed to import or its callback raised.
+
+    Carries the plugin name, entry-point value, distribution and version so
+    that the message can say exactly which installed package to fix.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        plugin: str = "",
+        value: str = "",
+        dist: str = "",
+        version: str = "",
+        group: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.plugin = plugin
+        self.value = value
+        self.dist = dist
+        self.version = version
+        self.group = group
+
+
+# ----------------------------------------------------------------- bootstrap
+class BootstrapError(SpawnkitError):
+    """A worker's staged bootstrap failed.
+
+    ``stage``, ``rank``, ``pid`` and ``host`` say where; ``traceback_text`` is
+    the child's formatted traceback, kept as text so it survives pickling even
+    when the original exception type cannot be imported in the parent.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        stage: str = "",
+        rank: int | None = None,
+        pid: int | None = None,
+        host: str = "",
+        traceback_text: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.rank = rank
+        self.pid = pid
+        self.host = host
+        self.traceback_text = traceback_text
+
+
+class BootstrapOrderError(BootstrapError):
+    """A stage was called out of order or twice; the message names the stage expected."""
+
+
+class StageError(BootstrapError):
+    """A bootstrap stage raised; the original exception is ``__cause__`` (in-process)."""
+
+
+class EntryResolutionError(StageError):
+    """The entry ``module:qualname`` does not import or does not resolve to a callable."""
+
+
+class PayloadError(BootstrapError):
+    """Payload bytes are truncated, corrupt, or cannot be captured."""
+
+
+class ImportGuardError(BootstrapError):
+    """A hook target module was imported before plugins were loaded.
+
+    ``findings`` is a list of plain dicts (module, targets, sources,
+    first_import, stale_bindings) so the report pickles without spawnkit types.
+    """
+
+    def __init__(self, message: str, *, findings: list[dict[str, Any]] | None = None, **kw: Any):
+        super().__init__(message, **kw)
+        self.findings = list(findings or [])
+
+
+class LazyProxyError(BootstrapError):
+    """A lazy proxy was used in a worker before the bootstrap applied hooks."""
+
+
+class SpecSignatureError(SpawnkitError):
+    """A spec file is unsigned, signed with another key, or was modified."""
+
+
+# ------------------------------------------------------------------ launcher
+class ChildError(SpawnkitError):
+    """A worker of a group failed; raised in the parent.
+
+    Subclasses put the root cause first in their message.  ``rank``, ``pid``,
+    ``host`` and ``stage`` say which worker and where it was.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        rank: int | None = None,
+        pid: int | None = None,
+        host: str = "",
+        stage: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.pid = pid
+        self.host = host
+        self.stage = stage
+
+
+class ChildRaisedError(ChildError):
+    """A worker raised.  ``child_exception`` is the original when it unpickled, else None;
+    ``exc_type`` is its qualified type name; ``traceback_text`` the child's traceback."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        exc_type: str = "",
+        traceback_text: str = "",
+        child_exception: BaseException | None = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(message, **kw)
+        self.exc_type = exc_type
+        self.traceback_text = traceback_text
+        self.child_exception = child_exception
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = dict(self.__dict__)
+        exc = state.get("child_exception")
+        if exc is not None:
+            import pickle
+
+            try:
+                pickle.loads(pickle.dumps(exc))
+            except Exception:
+                state["child_exception"] = None
+        return (_rebuild, (type(self), str(self.args[0]) if self.args else "", state))
+
+
+class ChildExitedError(ChildError):
+    """A worker exited (non-zero code or signal) without reporting an exception."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        exit_code: int | None = None,
+        signal_name: str = "",
+        **kw: Any,
+    ) -> None:
+        super().__init__(message, **kw)
+        self.exit_code = exit_code
+        self.signal_name = signal_name
+
+
+class BootstrapTimeoutError(ChildError):
+    """A worker did not finish its bootstrap (or the group its run) in time."""
+
+    def __init__(self, message: str, *, waited_s: float = 0.0, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.waited_s = waited_s

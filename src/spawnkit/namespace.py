@@ -1,0 +1,186 @@
+"""``Namespace``: the names an engine embeds spawnkit under, and the state that goes with them.
+
+An engine such as ``Namespace("sglang.srt", env_prefix="SGLANG")`` gets the
+entry-point groups ``sglang.srt.platforms`` / ``sglang.srt.plugins``, the
+variables ``SGLANG_PLATFORM`` / ``SGLANG_PLUGINS`` / ``SGLANG_USE_CPU_ENGINE``,
+its own hook registry, platform base class, current platform and plugin
+loading state.  Two namespaces in one process share nothing.
+
+Namespaces are interned by name: declaring the same name again with the same
+settings returns the same object (so a child rebuilding one from its spec's
+``NamespaceConfig`` finds the engine's if it exists); different settings are
+an error, because two parts of a program would otherwise disagree about which
+variables select the platform.
+
+The subsystems (hooks, platforms, plugins) are created lazily so that
+importing this module stays cheap and imports neither torch nor any plugin.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from spawnkit.errors import NamespaceError
+from spawnkit.spec import NamespaceConfig
+
+if TYPE_CHECKING:
+    from spawnkit.hooks.plugins import PluginManager
+    from spawnkit.hooks.registry import HookRegistry
+    from spawnkit.platforms.discovery import PlatformManager
+    from spawnkit.platforms.interface import Platform
+
+__all__ = ["DEFAULT_NAMESPACE_NAME", "Namespace", "default_namespace", "get_namespace"]
+
+DEFAULT_NAMESPACE_NAME = "spawnkit"
+
+
+class Namespace:
+    """One engine's view of spawnkit: groups, variables, hook registry, platform, plugins."""
+
+    _registry: ClassVar[dict[str, Namespace]] = {}
+    _registry_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    config: NamespaceConfig
+
+    def __new__(cls, name: str, env_prefix: str | None = None, **settings: Any) -> Namespace:
+        platform_base = settings.pop("platform_base", None)
+        if platform_base is not None and not isinstance(platform_base, str):
+            platform_base = f"{platform_base.__module__}:{platform_base.__qualname__}"
+        if platform_base is not None:
+            settings["platform_base"] = platform_base
+        config = NamespaceConfig.build(name, env_prefix, **settings)
+        return cls.from_config(config)
+
+    def __init__(self, name: str, env_prefix: str | None = None, **settings: Any) -> None:
+        # All work happens in __new__/from_config so that re-declaring returns the interned object.
+        pass
+
+    @classmethod
+    def from_config(cls, config: NamespaceConfig) -> Namespace:
+        """The interned namespace for ``config``, created if new; a conflicting one is an error."""
+        with cls._registry_lock:
+            existing = cls._registry.get(config.name)
+            if existing is not None:
+                if existing.config != config:
+                    raise NamespaceError(
+                        f"namespace {config.name!r} is already declared with different settings:\n"
+                        f"  existing: {existing.config}\n  new:      {config}\n"
+                        "Declare each namespace once (in the engine's own module) and import it."
+                    )
+                return existing
+            ns = object.__new__(cls)
+            ns.config = config
+            ns._lock = threading.RLock()
+            ns._hooks = None
+            ns._platforms = None
+            ns._plugins = None
+            cls._registry[config.name] = ns
+            return ns
+
+    _lock: threading.RLock
+    _hooks: HookRegistry | None
+    _platforms: PlatformManager | None
+    _plugins: PluginManager | None
+
+    # ------------------------------------------------------------- identity
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def env_prefix(self) -> str:
+        return self.config.env_prefix
+
+    def __repr__(self) -> str:
+        return f"Namespace({self.config.name!r}, env_prefix={self.config.env_prefix!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Namespace.from_config, (self.config,))
+
+    # ----------------------------------------------------------- subsystems
+    @property
+    def hooks(self) -> HookRegistry:
+        """This namespace's hook registry (the default namespace uses the default registry)."""
+        if self._hooks is None:
+            with self._lock:
+                if self._hooks is None:
+                    from spawnkit.hooks.registry import HookRegistry
+
+                    if self.name == DEFAULT_NAMESPACE_NAME:
+                        self._hooks = HookRegistry.default()
+                    else:
+                        self._hooks = HookRegistry(name=self.name)
+        return self._hooks
+
+    @property
+    def platforms(self) -> PlatformManager:
+        """Discovery, selection and the current platform of this namespace."""
+        if self._platforms is None:
+            with self._lock:
+                if self._platforms is None:
+                    from spawnkit.platforms.discovery import PlatformManager
+
+                    self._platforms = PlatformManager(self)
+        return self._platforms
+
+    @property
+    def plugins(self) -> PluginManager:
+        """General-plugin discovery and the load/apply stages of this namespace."""
+        if self._plugins is None:
+            with self._lock:
+                if self._plugins is None:
+                    from spawnkit.hooks.plugins import PluginManager
+
+                    self._plugins = PluginManager(self)
+        return self._plugins
+
+    # ------------------------------------------------------ convenience API
+    @property
+    def current_platform(self) -> Platform:
+        return self.platforms.current()
+
+    def initialize_current_platform(self) -> Platform:
+        return self.platforms.initialize()
+
+    def explain_platform(self) -> Any:
+        return self.platforms.explain()
+
+    def load_plugins(self, **kwargs: Any) -> Any:
+        return self.plugins.load(**kwargs)
+
+    def apply_plugin_hooks(self, **kwargs: Any) -> Any:
+        return self.plugins.apply(**kwargs)
+
+    def plugin_hook(self, target: str, type: Any = None) -> Any:
+        """Decorator registering on this namespace's registry (the seed's ``plugin_hook``)."""
+        from spawnkit.hooks.types import HookType
+
+        return self.hooks.plugin_hook(target, type=type if type is not None else HookType.AFTER)
+
+
+def default_namespace() -> Namespace:
+    """The ``spawnkit`` / ``SPAWNKIT`` namespace that the module-level API uses."""
+    return Namespace(DEFAULT_NAMESPACE_NAME, "SPAWNKIT")
+
+
+def get_namespace(ns: Namespace | str | NamespaceConfig | None = None) -> Namespace:
+    """Normalise the ``namespace=`` argument every public function accepts."""
+    if ns is None:
+        return default_namespace()
+    if isinstance(ns, Namespace):
+        return ns
+    if isinstance(ns, NamespaceConfig):
+        return Namespace.from_config(ns)
+    if isinstance(ns, str):
+        if ns == DEFAULT_NAMESPACE_NAME:
+            return default_namespace()
+        found = Namespace._registry.get(ns)
+        if found is None:
+            known = ", ".join(sorted(Namespace._registry)) or "none"
+            raise NamespaceError(
+                f"unknown namespace {ns!r} (declared in this process: {known}). Declare it with "
+                f"spawnkit.Namespace({ns!r}, env_prefix=...) before use, or pass the Namespace."
+            )
+        return found
+    raise TypeError(f"namespace must be a Namespace, a name or None, got {type(ns).__name__}")

@@ -1,0 +1,36 @@
+"""Where this process stands in a worker bootstrap, readable without importing anything.
+
+``Payload.materialize`` and the lazy proxy must refuse to run before hooks are
+applied *in a worker*, but work freely in a parent or a test.  The bootstrap
+flips these flags; everything else only reads them.  A forked child inherits
+the parent's values, which is why the bootstrap resets them when it starts.
+"""
+
+from __future__ import annotations
+
+_in_worker = False
+_hooks_applied = False
+
+
+def enter_worker() -> None:
+    """Mark this process as a bootstrapping worker whose hooks are not yet applied."""
+    global _in_worker, _hooks_applied
+    _in_worker = True
+    _hooks_applied = False
+
+
+def mark_hooks_applied() -> None:
+    global _hooks_applied
+    _hooks_applied = True
+
+
+def leave_worker() -> None:
+    """Forget worker state (used by in-process test helpers)."""
+    global _in_worker, _hooks_applied
+    _in_worker = False
+    _hooks_applied = False
+
+
+def too_early() -> bool:
+    """True inside a worker whose bootstrap has not applied hooks yet."""
+    return _in_worker and not _hooks_applied

@@ -1,0 +1,160 @@
+"""Opaque payload bytes: the engine's arguments, carried through a spawn untouched.
+
+multiprocessing unpickles a target's arguments *before* calling it, so an
+engine's ``ServerArgs`` passed directly would import the engine's config graph
+(and with it hook targets) before any plugin ran.  Wrapping it in ``Payload``
+keeps it as bytes until the bootstrap has applied hooks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import pickletools
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
+
+from spawnkit.errors import BootstrapOrderError, PayloadError
+from spawnkit.spec import _phase
+
+__all__ = ["Payload"]
+
+T = TypeVar("T")
+
+_MAIN_MODULES = frozenset({"__main__", "__mp_main__"})
+
+
+def _references_main(data: bytes) -> bool:
+    """Whether a pickle refers to ``__main__`` by name, which a spawned child cannot honour.
+
+    A spawned child re-imports the launching script as ``__mp_main__``, and a
+    reference to ``__main__.Thing`` may then fail or, worse, re-run script code
+    before hooks are applied; such objects go by value instead.
+    """
+    strings: list[str] = []
+    for opcode, arg, _pos in pickletools.genops(data):
+        name = opcode.name
+        if name in ("GLOBAL", "INST") and isinstance(arg, str):
+            if arg.split(" ", 1)[0] in _MAIN_MODULES:
+                return True
+        elif name == "STACK_GLOBAL":
+            if len(strings) >= 2 and strings[-2] in _MAIN_MODULES:
+                return True
+        elif name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8") and isinstance(
+            arg, str
+        ):
+            strings.append(arg)
+    return False
+
+
+@dataclass(frozen=True, slots=True)
+class Payload:
+    """Pickled bytes with their checksum and the captured object's type name.
+
+    ``by_value`` says whether cloudpickle was needed (lambdas, closures,
+    objects defined in ``__main__``); such payloads import cloudpickle when
+    materialized.
+    """
+
+    data: bytes = field(repr=False)
+    type_name: str
+    digest: str = field(repr=False)
+    by_value: bool = False
+
+    @classmethod
+    def capture(cls, obj: Any, *, by_value: bool | None = None) -> Payload:
+        """Pickle ``obj`` now, in the parent, so the child receives only bytes.
+
+        ``by_value=None`` picks plain pickle when it can take the object by
+        reference to an importable module, cloudpickle otherwise.
+        """
+        type_name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+        data: bytes | None = None
+        used_value = False
+        if by_value is not True:
+            try:
+                data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            except (pickle.PicklingError, AttributeError, TypeError) as exc:
+                if by_value is False:
+                    raise PayloadError(
+                        f"cannot capture a {type_name} payload with plain pickle: {exc}. "
+                        "Pass by_value=None (the default) to let cloudpickle take it by value."
+                    ) from exc
+                data = None
+            if data is not None and by_value is None and _references_main(data):
+                data = None
+        if data is None:
+            try:
+                import cloudpickle
+            except ImportError as exc:  # pragma: no cover - cloudpickle is a dependency
+                raise PayloadError(
+                    f"a {type_name} payload needs cloudpickle (it is defined in __main__ or is "
+                    "a lambda/closure), but cloudpickle is not installed: pip install cloudpickle"
+                ) from exc
+            try:
+                data = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception as exc:
+                raise PayloadError(
+                    f"cannot capture a {type_name} payload, even by value with cloudpickle: "
+                    f"{type(exc).__name__}: {exc}. Make the object picklable (define it at a "
+                    "module's top level, or give its class __reduce__)."
+                ) from exc
+            used_value = True
+        return cls(
+            data=data,
+            type_name=type_name,
+            digest=hashlib.blake2b(data, digest_size=16).hexdigest(),
+            by_value=used_value,
+        )
+
+    @property
+    def size(self) -> int:
+        return len(self.data)
+
+    @overload
+    def materialize(self, expected_type: None = None) -> Any: ...
+
+    @overload
+    def materialize(self, expected_type: type[T]) -> T: ...
+
+    def materialize(self, expected_type: type[Any] | None = None) -> Any:
+        """Unpickle the object; in a worker, only after the bootstrap applied hooks.
+
+        Unpickling imports the object's modules, which may be hook targets, so
+        doing it earlier would bind unpatched code: that is refused with
+        ``BootstrapOrderError``.
+        """
+        if _phase.too_early():
+            raise BootstrapOrderError(
+                f"Payload ({self.type_name}) materialized before the bootstrap applied hooks. "
+                "Unpickling imports the payload's modules, which would then hold unpatched "
+                "code. Materialize it in the entry function or after apply_plugin_hooks().",
+                stage="materialize_payload",
+            )
+        actual = hashlib.blake2b(self.data, digest_size=16).hexdigest()
+        if actual != self.digest:
+            raise PayloadError(
+                f"Payload ({self.type_name}, {len(self.data)} bytes) is corrupt or truncated: "
+                f"checksum {actual} does not match the {self.digest} recorded at capture. "
+                "The bytes were changed after Payload.capture(); capture the object again.",
+                stage="materialize_payload",
+            )
+        try:
+            obj = pickle.loads(self.data)
+        except (ImportError, AttributeError) as exc:
+            raise PayloadError(
+                f"Payload ({self.type_name}) refers to code this process cannot import: "
+                f"{type(exc).__name__}: {exc}. Install the package that defines it in the "
+                "worker's environment, or capture it by value.",
+                stage="materialize_payload",
+            ) from exc
+        except Exception as exc:
+            raise PayloadError(
+                f"Payload ({self.type_name}) could not be unpickled: {type(exc).__name__}: {exc}",
+                stage="materialize_payload",
+            ) from exc
+        if expected_type is not None and not isinstance(obj, expected_type):
+            got = f"{type(obj).__module__}.{type(obj).__qualname__}"
+            want = f"{expected_type.__module__}.{expected_type.__qualname__}"
+            raise TypeError(f"payload holds a {got}, but a {want} was expected")
+        return obj

@@ -1,0 +1,67 @@
+"""``ProcessSpec``: everything a worker needs, in standard-library types only.
+
+Unpickling a spec must import nothing of the engine, so every field is a
+builtin, a ``Connection``, or one of the small frozen dataclasses of
+``spawnkit.spec``.  The engine's own arguments travel as a :class:`Payload`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from typing import Any
+
+from spawnkit.spec._namespace_config import NamespaceConfig
+from spawnkit.spec.payload import Payload
+
+__all__ = ["ProcessSpec"]
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessSpec:
+    """One worker's instructions, decided by the parent.
+
+    ``platform`` and ``plugins`` are the parent's resolved selection: the child
+    loads exactly that platform (re-checking its hardware) and exactly those
+    plugins, so every rank does what the parent decided.  ``None`` means "not
+    decided; resolve in the child from the environment".
+
+    ``entry`` is ``"module:qualname"``; when the entry is not importable by
+    reference (a lambda, a closure, a function of ``__main__``) it is ``""`` and
+    ``entry_payload`` carries the callable by value.
+    """
+
+    entry: str
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    namespace: NamespaceConfig | None = None
+    platform: str | None = None
+    plugins: tuple[str, ...] | None = None
+    lenient_plugins: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    payload: Payload | None = None
+    entry_payload: Payload | None = None
+    report_conn: Connection | None = field(default=None, repr=False, compare=False)
+    death_conn: Connection | None = field(default=None, repr=False, compare=False)
+    run_id: str = ""
+    guard_policy: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.entry and self.entry_payload is None:
+            raise ValueError("ProcessSpec needs an entry 'module:qualname' or an entry_payload")
+        if self.entry and ":" not in self.entry:
+            raise ValueError(
+                f"ProcessSpec.entry must be 'module:qualname', got {self.entry!r} "
+                "(for example 'myengine.worker:run')"
+            )
+        if not (0 <= self.rank < self.world_size):
+            raise ValueError(f"rank {self.rank} is outside world_size {self.world_size}")
+        if self.local_rank < 0:
+            raise ValueError(f"local_rank must be >= 0, got {self.local_rank}")
+
+    def replace(self, **changes: Any) -> ProcessSpec:
+        """A copy with some fields changed (one spec per rank from a template)."""
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,110 @@
+"""Real distributions on disk for tests: a ``*.dist-info`` that importlib.metadata finds.
+
+This is what an installed wheel leaves behind (``METADATA`` and
+``entry_points.txt`` beside the package's modules), so discovery code under
+test takes exactly the path it takes in production; nothing is patched.
+Standard library only, so spawned children can use it too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import sys
+import textwrap
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+__all__ = ["Distribution", "write_distribution"]
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
+_EP_VALUE_RE = re.compile(r"^[A-Za-z_][\w.]*(\s*:\s*[A-Za-z_][\w.]*)?$")
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """What :func:`write_distribution` made: where, and which files."""
+
+    name: str
+    version: str
+    root: Path
+    dist_info: Path
+    modules: tuple[Path, ...] = field(default=())
+    entry_points: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+
+def _module_path(root: Path, module: str) -> Path:
+    """``pkg.sub.mod`` -> ``root/pkg/sub/mod.py``; ``pkg/`` alone -> ``__init__.py``."""
+    if module.endswith(".py") or "/" in module:
+        return root / module
+    parts = module.split(".")
+    return root.joinpath(*parts[:-1], parts[-1] + ".py")
+
+
+def write_distribution(
+    root: str | os.PathLike[str],
+    name: str,
+    version: str = "0.1.0",
+    *,
+    entry_points: Mapping[str, Mapping[str, str]] | None = None,
+    modules: Mapping[str, str] | None = None,
+    add_to_sys_path: bool = False,
+) -> Distribution:
+    """Write distribution ``name`` into directory ``root`` and return what was written.
+
+    ``entry_points`` maps group -> {entry-point name: "module:attr"}.
+    ``modules`` maps a dotted module name (or a relative file path) to its
+    source; missing package ``__init__.py`` files are created empty.  Invalid
+    names or entry-point values raise ``ValueError`` here, because a real
+    installer would refuse them too.
+    """
+    if not _NAME_RE.match(name):
+        raise ValueError(f"invalid distribution name {name!r}")
+    base = Path(root)
+    base.mkdir(parents=True, exist_ok=True)
+    eps = {g: dict(v) for g, v in (entry_points or {}).items()}
+    for group, items in eps.items():
+        for ep_name, value in items.items():
+            if not ep_name or "=" in ep_name or ep_name != ep_name.strip():
+                raise ValueError(f"invalid entry-point name {ep_name!r} in group {group!r}")
+            if not _EP_VALUE_RE.match(value.strip()):
+                raise ValueError(
+                    f"invalid entry-point value {value!r} for {ep_name!r} in group {group!r}: "
+                    "expected 'module' or 'module:attr'"
+                )
+    written: list[Path] = []
+    for module, source in (modules or {}).items():
+        path = _module_path(base, module)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # Create the package __init__ files a real wheel would carry.
+        rel_parent = path.parent
+        while rel_parent != base and base in rel_parent.parents:
+            init = rel_parent / "__init__.py"
+            if not init.exists():
+                init.write_text("")
+            rel_parent = rel_parent.parent
+        path.write_text(textwrap.dedent(source))
+        written.append(path)
+    safe = re.sub(r"[-.]+", "_", name)
+    dist_info = base / f"{safe}-{version}.dist-info"
+    dist_info.mkdir(parents=True, exist_ok=True)
+    (dist_info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    )
+    lines: list[str] = []
+    for group, items in eps.items():
+        lines.append(f"[{group}]")
+        lines.extend(f"{k} = {v}" for k, v in items.items())
+        lines.append("")
+    (dist_info / "entry_points.txt").write_text("\n".join(lines))
+    (dist_info / "RECORD").write_text("")
+    (dist_info / "INSTALLER").write_text("spawnkit.testing\n")
+    if add_to_sys_path and str(base) not in sys.path:
+        sys.path.insert(0, str(base))
+    importlib.invalidate_caches()
+    from spawnkit import _metadata
+
+    _metadata.clear_cache()
+    return Distribution(name, version, base, dist_info, tuple(written), eps)
