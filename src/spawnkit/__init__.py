@@ -48,25 +48,30 @@ _ERROR_NAMES = (
     "ChildError",
     "ChildExitedError",
     "ChildRaisedError",
+    "CustomOpError",
     "EntryResolutionError",
     "HookApplyError",
     "HookError",
     "HookRegistrationError",
     "HookTargetError",
     "ImportGuardError",
+    "LauncherUnavailableError",
     "LazyProxyError",
     "NamespaceError",
     "PayloadError",
     "PlatformConflictError",
+    "PlatformContractError",
     "PlatformError",
     "PlatformInitError",
     "PlatformNotFoundError",
     "PlatformPluginError",
     "PlatformUnavailableError",
     "PluginError",
+    "PreloadError",
     "SpawnkitError",
     "SpecSignatureError",
     "StageError",
+    "WorkerReuseError",
 )
 _EXPORTS.update(dict.fromkeys(_ERROR_NAMES, "spawnkit.errors"))
 
@@ -81,7 +86,7 @@ if TYPE_CHECKING:
         lazy,
         spawn_with_plugins,
     )
-    from spawnkit.errors import *  # noqa: F403
+    from spawnkit.errors import *
     from spawnkit.hooks import (
         HookRegistry,
         HookSource,

@@ -1,4 +1,4 @@
-"""Entry-point discovery, scanned once per process and read from metadata only.
+r"""Entry-point discovery, scanned once per process and read from metadata only.
 
 ``importlib.metadata.entry_points()`` rescans every distribution on every
 call (several milliseconds with a hundred installed packages), and spawnkit
@@ -8,18 +8,37 @@ grouped, is enough; nothing here imports a plugin module.
 The cache is cleared in forked children (``os.register_at_fork``) because the
 child's ``sys.path`` may differ, and by :func:`clear_cache` for tests that
 install distributions at run time.
+
+A launcher already scanned in the parent, so it sends the rows of the groups
+a worker needs inside the spec (:func:`snapshot`) and the worker
+:func:`seed`\ s them: the worker then neither scans nor even imports
+``importlib.metadata`` (itself several milliseconds of imports), and every
+rank sees exactly the plugins the parent decided on.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.metadata as md
 import os
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["EntryPointInfo", "clear_cache", "entry_points", "load_entry_point"]
+if TYPE_CHECKING:
+    import importlib.metadata as md
+
+__all__ = [
+    "EntryPointInfo",
+    "clear_cache",
+    "entry_points",
+    "load_entry_point",
+    "seed",
+    "snapshot",
+]
+
+#: One entry point as plain strings (name, value, group, dist, version): what travels in a spec.
+EntryPointRow = tuple[str, str, str, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,20 +66,53 @@ class EntryPointInfo:
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[EntryPointInfo, ...]] | None = None
+_seeded: dict[str, tuple[EntryPointInfo, ...]] = {}
+
+
+def _name_version(dist: md.Distribution) -> tuple[str | None, str | None]:
+    """Name and version from the metadata *headers* only.
+
+    ``dist.metadata`` runs the full email parser over the whole file (long
+    descriptions included): about 0.5 ms per distribution, most of a worker's
+    scan.  The two headers come first, so reading up to the first blank line
+    is enough; anything unusual falls back to the full parser.
+    """
+    text = dist.read_text("METADATA") or dist.read_text("PKG-INFO")
+    name = version = None
+    if text:
+        for line in text.splitlines():
+            if not line.strip():
+                break
+            key, sep, value = line.partition(":")
+            if not sep:
+                continue
+            key = key.strip().lower()
+            if key == "name" and name is None:
+                name = value.strip()
+            elif key == "version" and version is None:
+                version = value.strip()
+            if name is not None and version is not None:
+                return name, version
+    meta: Any = dist.metadata
+    if meta is None:
+        return name, version
+    return name or meta["Name"], version or meta["Version"]
 
 
 def _scan() -> dict[str, tuple[EntryPointInfo, ...]]:
+    import importlib.metadata as md
+
     grouped: dict[str, list[EntryPointInfo]] = {}
     seen_dists: set[str] = set()
     for dist in md.distributions():
-        meta: Any = dist.metadata
-        name = (meta["Name"] if meta is not None else None) or "<unknown>"
+        found_name, found_version = _name_version(dist)
+        name = found_name or "<unknown>"
         # The first distribution of a name on sys.path wins, as importlib does.
         key = name.lower().replace("-", "_").replace(".", "_")
         if key in seen_dists:
             continue
         seen_dists.add(key)
-        version = (meta["Version"] if meta is not None else None) or "?"
+        version = found_version or "?"
         for ep in dist.entry_points:
             grouped.setdefault(ep.group, []).append(
                 EntryPointInfo(ep.name, ep.value, ep.group, name, version)
@@ -71,6 +123,9 @@ def _scan() -> dict[str, tuple[EntryPointInfo, ...]]:
 def entry_points(group: str) -> tuple[EntryPointInfo, ...]:
     """Every entry point of ``group`` across installed distributions, in ``sys.path`` order."""
     global _cache
+    seeded = _seeded.get(group)
+    if seeded is not None:
+        return seeded
     cache = _cache
     if cache is None:
         with _lock:
@@ -85,7 +140,30 @@ def clear_cache() -> None:
     global _cache
     with _lock:
         _cache = None
+        _seeded.clear()
     importlib.invalidate_caches()
+
+
+def snapshot(groups: Iterable[str]) -> tuple[EntryPointRow, ...]:
+    """The entry points of ``groups`` as plain tuples, for a spec (see module docstring)."""
+    rows: list[EntryPointRow] = []
+    for group in dict.fromkeys(groups):
+        rows.extend((e.name, e.value, e.group, e.dist, e.version) for e in entry_points(group))
+    return tuple(rows)
+
+
+def seed(groups: Iterable[str], rows: Iterable[EntryPointRow]) -> None:
+    """Answer ``entry_points(g)`` for each of ``groups`` from ``rows`` instead of a scan.
+
+    Every listed group is seeded, including those with no rows: the parent saw
+    none, so the worker must not find any either.
+    """
+    grouped: dict[str, list[EntryPointInfo]] = {g: [] for g in groups}
+    for row in rows:
+        if row[2] in grouped:
+            grouped[row[2]].append(EntryPointInfo(*row))
+    with _lock:
+        _seeded.update({g: tuple(eps) for g, eps in grouped.items()})
 
 
 def load_entry_point(ep: EntryPointInfo) -> Any:
@@ -102,6 +180,7 @@ def load_entry_point(ep: EntryPointInfo) -> Any:
 def _after_fork() -> None:
     global _cache
     _cache = None
+    _seeded.clear()
 
 
 os.register_at_fork(after_in_child=_after_fork)

@@ -23,25 +23,30 @@ __all__ = [
     "ChildError",
     "ChildExitedError",
     "ChildRaisedError",
+    "CustomOpError",
     "EntryResolutionError",
     "HookApplyError",
     "HookError",
     "HookRegistrationError",
     "HookTargetError",
     "ImportGuardError",
+    "LauncherUnavailableError",
     "LazyProxyError",
     "NamespaceError",
     "PayloadError",
     "PlatformConflictError",
+    "PlatformContractError",
     "PlatformError",
     "PlatformInitError",
     "PlatformNotFoundError",
     "PlatformPluginError",
     "PlatformUnavailableError",
     "PluginError",
+    "PreloadError",
     "SpawnkitError",
     "SpecSignatureError",
     "StageError",
+    "WorkerReuseError",
 ]
 
 
@@ -128,6 +133,17 @@ class PlatformConflictError(PlatformError):
 
 class PlatformPluginError(PlatformError):
     """A platform plugin is invalid: duplicate or reserved name, bad return, bad class."""
+
+
+class PlatformContractError(PlatformPluginError, TypeError):
+    """A platform class breaks the device interface (unknown public name, bad override).
+
+    Raised when the class is defined; also a ``TypeError`` because it is one.
+    """
+
+
+class CustomOpError(SpawnkitError, ValueError):
+    """A ``CustomOp`` forward registration conflicts, or an op has no usable forward."""
 
 
 class PlatformInitError(PlatformError):
@@ -217,6 +233,22 @@ class ImportGuardError(BootstrapError):
 
 class LazyProxyError(BootstrapError):
     """A lazy proxy was used in a worker before the bootstrap applied hooks."""
+
+
+class WorkerReuseError(BootstrapError):
+    """A worker process already ran a spawnkit bootstrap or holds applied hooks (a reused worker).
+
+    Bootstrapping it again would mix two hook sets in one process, so it is
+    refused instead; the launcher must give every rank a fresh process.
+    """
+
+
+class LauncherUnavailableError(SpawnkitError, RuntimeError):
+    """An external launcher (Ray, torchrun) is not installed, not started or cannot place ranks."""
+
+
+class PreloadError(BootstrapError):
+    """A warm-start preload module failed to import, hung, or created an accelerator context."""
 
 
 class SpecSignatureError(SpawnkitError):

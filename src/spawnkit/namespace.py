@@ -19,7 +19,8 @@ importing this module stays cheap and imports neither torch nor any plugin.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from spawnkit.errors import NamespaceError
 from spawnkit.spec import NamespaceConfig
@@ -27,12 +28,15 @@ from spawnkit.spec import NamespaceConfig
 if TYPE_CHECKING:
     from spawnkit.hooks.plugins import PluginManager
     from spawnkit.hooks.registry import HookRegistry
+    from spawnkit.hooks.types import HookType
     from spawnkit.platforms.discovery import PlatformManager
     from spawnkit.platforms.interface import Platform
 
 __all__ = ["DEFAULT_NAMESPACE_NAME", "Namespace", "default_namespace", "get_namespace"]
 
 DEFAULT_NAMESPACE_NAME = "spawnkit"
+
+_H = TypeVar("_H")
 
 
 class Namespace:
@@ -152,7 +156,7 @@ class Namespace:
     def apply_plugin_hooks(self, **kwargs: Any) -> Any:
         return self.plugins.apply(**kwargs)
 
-    def plugin_hook(self, target: str, type: Any = None) -> Any:
+    def plugin_hook(self, target: str, type: HookType | None = None) -> Callable[[_H], _H]:
         """Decorator registering on this namespace's registry (the seed's ``plugin_hook``)."""
         from spawnkit.hooks.types import HookType
 

@@ -64,7 +64,9 @@ class NamespaceConfig:
             raise ValueError(f"namespace name must be a dotted identifier, got {name!r}")
         prefix = env_prefix if env_prefix is not None else name.replace(".", "_").upper()
         if not prefix or not prefix.replace("_", "a").isalnum():
-            raise ValueError(f"namespace {name!r}: env_prefix must be A-Z, 0-9 or _, got {prefix!r}")
+            raise ValueError(
+                f"namespace {name!r}: env_prefix must be A-Z, 0-9 or _, got {prefix!r}"
+            )
         return cls(
             name=name,
             env_prefix=prefix,

@@ -1,5 +1,32 @@
-"""Helpers and pytest fixtures for testing plugins and entry functions the way spawnkit runs them."""
+"""Helpers and pytest fixtures for testing plugins and entry functions as spawnkit runs them.
+
+The fixtures (``plugin_dist``, ``platform_selection``, ``plugin_allowlist``,
+``isolated_hooks``, ``launch_mode``, ``spawnkit_namespace``) come from the
+``pytest11`` plugin :mod:`spawnkit.testing.plugin`, active once spawnkit is
+installed.  The helpers below work without pytest too.
+"""
 
 from spawnkit.testing._dists import Distribution, write_distribution
+from spawnkit.testing._env import EnvOverlay, PlatformSelection, PluginAllowlist
+from spawnkit.testing._modes import LAUNCH_MODES, LaunchMode
+from spawnkit.testing._project import PluginProject, make_plugin_project, make_venv, pip_install
+from spawnkit.testing._run import ChildTraceback, EntryRun, run_entry
+from spawnkit.testing._sandbox import DistSandbox
 
-__all__ = ["Distribution", "write_distribution"]
+__all__ = [
+    "LAUNCH_MODES",
+    "ChildTraceback",
+    "DistSandbox",
+    "Distribution",
+    "EntryRun",
+    "EnvOverlay",
+    "LaunchMode",
+    "PlatformSelection",
+    "PluginAllowlist",
+    "PluginProject",
+    "make_plugin_project",
+    "make_venv",
+    "pip_install",
+    "run_entry",
+    "write_distribution",
+]

@@ -17,7 +17,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["Distribution", "write_distribution"]
+__all__ = [
+    "Distribution",
+    "check_dist_name",
+    "check_entry_points",
+    "module_path",
+    "package_modules",
+    "write_distribution",
+]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
 _EP_VALUE_RE = re.compile(r"^[A-Za-z_][\w.]*(\s*:\s*[A-Za-z_][\w.]*)?$")
@@ -35,12 +42,59 @@ class Distribution:
     entry_points: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
-def _module_path(root: Path, module: str) -> Path:
+def module_path(root: Path, module: str) -> Path:
     """``pkg.sub.mod`` -> ``root/pkg/sub/mod.py``; ``pkg/`` alone -> ``__init__.py``."""
     if module.endswith(".py") or "/" in module:
         return root / module
     parts = module.split(".")
     return root.joinpath(*parts[:-1], parts[-1] + ".py")
+
+
+_module_path = module_path
+
+
+def package_modules(modules: Mapping[str, str]) -> dict[str, str]:
+    """Map a dotted name that is also a package of another name to its ``__init__.py``.
+
+    ``{"plug": ..., "plug.platform": ...}`` would otherwise write both
+    ``plug.py`` and the package ``plug/``, and the package would silently
+    shadow the module's source.
+    """
+    dotted = [m for m in modules if not (m.endswith(".py") or "/" in m)]
+    packages = {".".join(m.split(".")[:i]) for m in dotted for i in range(1, m.count(".") + 1)}
+    out: dict[str, str] = {}
+    for module, source in modules.items():
+        if module in packages:
+            out["/".join(module.split(".")) + "/__init__.py"] = source
+        else:
+            out[module] = source
+    return out
+
+
+def check_dist_name(name: str) -> None:
+    """Refuse a distribution name no installer would accept."""
+    if not _NAME_RE.match(name):
+        raise ValueError(f"invalid distribution name {name!r}")
+
+
+def check_entry_points(eps: Mapping[str, Mapping[str, str]], *, values: bool = True) -> None:
+    """Refuse entry points an installer would refuse; ``values=False`` checks names only.
+
+    Names must be checked always: ``entry_points.txt`` cannot represent a name
+    containing ``=`` or surrounding blanks.  A malformed *value* can be
+    written, and doing so is how tests reproduce a broken installed plugin.
+    """
+    for group, items in eps.items():
+        for ep_name, value in items.items():
+            if not ep_name or "=" in ep_name or ep_name != ep_name.strip() or "\n" in ep_name:
+                raise ValueError(f"invalid entry-point name {ep_name!r} in group {group!r}")
+            if "\n" in value:
+                raise ValueError(f"entry-point value {value!r} for {ep_name!r} spans lines")
+            if values and not _EP_VALUE_RE.match(value.strip()):
+                raise ValueError(
+                    f"invalid entry-point value {value!r} for {ep_name!r} in group {group!r}: "
+                    "expected 'module' or 'module:attr'"
+                )
 
 
 def write_distribution(
@@ -51,6 +105,7 @@ def write_distribution(
     entry_points: Mapping[str, Mapping[str, str]] | None = None,
     modules: Mapping[str, str] | None = None,
     add_to_sys_path: bool = False,
+    validate: bool = True,
 ) -> Distribution:
     """Write distribution ``name`` into directory ``root`` and return what was written.
 
@@ -58,24 +113,16 @@ def write_distribution(
     ``modules`` maps a dotted module name (or a relative file path) to its
     source; missing package ``__init__.py`` files are created empty.  Invalid
     names or entry-point values raise ``ValueError`` here, because a real
-    installer would refuse them too.
+    installer would refuse them too; ``validate=False`` writes a malformed
+    value verbatim, so a test sees what discovery does with a broken plugin.
     """
-    if not _NAME_RE.match(name):
-        raise ValueError(f"invalid distribution name {name!r}")
+    check_dist_name(name)
     base = Path(root)
     base.mkdir(parents=True, exist_ok=True)
     eps = {g: dict(v) for g, v in (entry_points or {}).items()}
-    for group, items in eps.items():
-        for ep_name, value in items.items():
-            if not ep_name or "=" in ep_name or ep_name != ep_name.strip():
-                raise ValueError(f"invalid entry-point name {ep_name!r} in group {group!r}")
-            if not _EP_VALUE_RE.match(value.strip()):
-                raise ValueError(
-                    f"invalid entry-point value {value!r} for {ep_name!r} in group {group!r}: "
-                    "expected 'module' or 'module:attr'"
-                )
+    check_entry_points(eps, values=validate)
     written: list[Path] = []
-    for module, source in (modules or {}).items():
+    for module, source in package_modules(modules or {}).items():
         path = _module_path(base, module)
         path.parent.mkdir(parents=True, exist_ok=True)
         # Create the package __init__ files a real wheel would carry.

@@ -1,0 +1,72 @@
+"""The worker side of spawnkit: the staged bootstrap, its report, the import guard, lazy proxies.
+
+Exports load on first use (PEP 562): the child's command line imports
+``spawnkit.bootstrap.guard`` before anything else, and that must not pull in
+the hook engine, the platforms or the launcher with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Bound eagerly: the submodule ``lazy`` and the function ``lazy`` share a name, and importing
+# the submodule would otherwise leave the *module* as ``spawnkit.bootstrap.lazy``.
+from spawnkit.bootstrap.lazy import LazyObject, lazy
+
+_EXPORTS: dict[str, str] = {
+    "Bootstrapper": "spawnkit.bootstrap.process",
+    "bootstrap_process": "spawnkit.bootstrap.process",
+    "current_report": "spawnkit.bootstrap.process",
+    "current_spec": "spawnkit.bootstrap.process",
+    "BootstrapReport": "spawnkit.bootstrap.report",
+    "Stage": "spawnkit.bootstrap.stages",
+    "StageListener": "spawnkit.bootstrap.stages",
+    # written by the launcher (issue 5)
+    "spawn_with_plugins": "spawnkit.bootstrap.launcher",
+    "WorkerGroup": "spawnkit.bootstrap.launcher",
+    "cleanup": "spawnkit.bootstrap._cleanup",  # not .cleanup: a submodule would shadow it
+}
+
+__all__ = [
+    "BootstrapReport",
+    "Bootstrapper",
+    "LazyObject",
+    "Stage",
+    "StageListener",
+    "WorkerGroup",
+    "bootstrap_process",
+    "cleanup",
+    "current_report",
+    "current_spec",
+    "lazy",
+    "spawn_with_plugins",
+]
+
+if TYPE_CHECKING:
+    from spawnkit.bootstrap._cleanup import cleanup
+    from spawnkit.bootstrap.launcher import (
+        WorkerGroup,
+        spawn_with_plugins,
+    )
+    from spawnkit.bootstrap.process import (
+        Bootstrapper,
+        bootstrap_process,
+        current_report,
+        current_spec,
+    )
+    from spawnkit.bootstrap.report import BootstrapReport
+    from spawnkit.bootstrap.stages import Stage, StageListener
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'spawnkit.bootstrap' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,203 @@
+"""The worker's side of a launch: run the staged bootstrap and tell the launcher how it went.
+
+``child_main`` is the target every spawnkit worker process runs.  It does as
+little as possible itself, in this order, before the bootstrap takes over:
+make crashes and hangs diagnosable (``faulthandler`` writes fatal-signal
+tracebacks, and stack dumps on request, to a pipe the launcher reads), say
+hello, then call ``bootstrap_process(spec, listener=...)`` with a listener
+that forwards stage progress.  Whatever happens next (a stage raises, the
+entry raises, someone calls ``sys.exit``, the entry returns) is reported
+over the rank's report pipe *before* the process ends, so the launcher never
+has to guess a root cause from an exit code when Python was still running.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import pickle
+import signal
+import socket
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from spawnkit.bootstrap import _protocol as proto
+from spawnkit.spec import ProcessSpec
+
+__all__ = [
+    "CONTEXT_KEY",
+    "FAULT_CONN_KEY",
+    "arm_guard",
+    "child_main",
+    "spawn_main_reporting",
+]
+
+FAULT_CONN_KEY = "fault_conn"
+"""``spec.extra`` key of the pipe faulthandler writes to (fatal signals, stack dumps)."""
+CONTEXT_KEY = "context"
+"""``spec.extra`` key naming the pickling family: ``multiprocessing`` or ``multiprocess``."""
+
+
+def arm_guard() -> None:
+    """First statement of a fork server: record imports from now on (see ``guard.arm``)."""
+    from spawnkit.bootstrap import guard
+
+    guard.arm()
+
+
+def spawn_main_reporting(package: str, early_fd: int, **kwds: Any) -> None:
+    """Run the package's ``spawn_main``; a failure before ``child_main`` goes to ``early_fd``.
+
+    Until the spec is unpickled the report pipe does not exist yet, and
+    without this the launcher would only see "exit code 1" for the most
+    common spawn mistake (starting workers at a script's import time).
+    ``SystemExit`` is the normal way ``spawn_main`` ends and passes through.
+    """
+    import importlib
+
+    try:
+        importlib.import_module(f"{package}.spawn").spawn_main(**kwds)
+    except Exception:
+        text = traceback.format_exc()
+        try:
+            os.write(early_fd, text.encode("utf-8", "replace")[-60000:])
+        except OSError:
+            pass
+        raise
+
+
+def _picklers(kind: str) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    if kind == "multiprocess":
+        import dill
+
+        return dill.dumps, dill.loads
+    return (lambda obj: pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)), pickle.loads
+
+
+def _arm_faulthandler(conn: Any) -> int | None:
+    """Send fatal-signal tracebacks, and stack dumps on SIGUSR1, to the launcher's fault pipe."""
+    if conn is None:
+        return None
+    try:
+        faulthandler.enable(file=conn, all_threads=True)
+    except (OSError, ValueError, RuntimeError):
+        return None
+    register = getattr(faulthandler, "register", None)
+    sig = getattr(signal, "SIGUSR1", None)
+    if register is None or sig is None:
+        return None
+    try:
+        register(sig, file=conn, all_threads=True, chain=False)
+    except (OSError, ValueError, RuntimeError):
+        return None
+    return int(sig)
+
+
+class _Reporter:
+    """A ``StageListener`` that forwards progress; it never raises into the bootstrap.
+
+    A broken pipe means the launcher is gone; the parent-death watcher ends
+    this process, so sending quietly stops instead of failing a stage.
+    """
+
+    def __init__(self, conn: Any) -> None:
+        self._conn = conn
+        self.stage = proto.PRE_BOOTSTRAP
+        self.ready_sent = False
+
+    def send(self, msg: proto.Message) -> None:
+        if self._conn is None:
+            return
+        try:
+            self._conn.send(msg)
+        except (OSError, EOFError):
+            self._conn = None
+
+    def stage_started(self, stage: str) -> None:
+        self.stage = str(getattr(stage, "value", stage))
+        self.send(proto.StageStarted(self.stage))
+
+    def stage_finished(self, stage: str, seconds: float) -> None:
+        self.send(proto.StageFinished(str(getattr(stage, "value", stage)), float(seconds)))
+
+    def ready(self, report: Any) -> None:
+        self.stage = "entry"
+        self.ready_sent = True
+        try:
+            self.send(proto.Ready(report))
+        except Exception:  # an unpicklable report must not fail the worker
+            self.send(proto.Ready(None))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except OSError:
+                pass
+            self._conn = None
+
+
+def _failing_stage(exc: BaseException, reporter: _Reporter) -> str:
+    stage = getattr(exc, "stage", "")
+    if isinstance(stage, str) and stage and not reporter.ready_sent:
+        return stage
+    return reporter.stage
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    return 1
+
+
+def child_main(spec: ProcessSpec) -> None:
+    """Run the bootstrap and the entry for one rank; report the outcome before exiting."""
+    dump_signal = _arm_faulthandler(spec.extra.get(FAULT_CONN_KEY))
+    dumps, loads = _picklers(str(spec.extra.get(CONTEXT_KEY, "multiprocessing")))
+    reporter = _Reporter(spec.report_conn)
+    reporter.send(proto.Hello(os.getpid(), socket.gethostname(), dump_signal))
+    try:
+        from spawnkit.bootstrap.process import bootstrap_process
+
+        result = bootstrap_process(spec, listener=reporter)
+    except SystemExit as exc:
+        code = _exit_code(exc)
+        if code != 0 or not reporter.ready_sent:
+            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+            reporter.send(proto.Exited(_failing_stage(exc, reporter), code, text))
+        reporter.close()
+        raise
+    except BaseException as exc:
+        reporter.send(proto.failed_from_exception(_failing_stage(exc, reporter), exc, dumps, loads))
+        reporter.close()
+        _flush()
+        raise SystemExit(1) from None
+    try:
+        data = dumps(result)
+    except Exception as exc:
+        kind = f"{type(result).__module__}.{type(result).__qualname__}"
+        reporter.send(
+            proto.Result(
+                None,
+                f"its {kind} return value could not be pickled to send it back: "
+                f"{proto.describe_exception(exc)}: {exc}. Return plain data (or a picklable "
+                "object) from the entry function.",
+            )
+        )
+    else:
+        reporter.send(proto.Result(data))
+    reporter.close()
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass

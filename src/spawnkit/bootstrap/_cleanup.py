@@ -1,0 +1,181 @@
+"""Finding and ending a worker group's processes, including orphans of a dead launcher.
+
+A tree walk from the workers misses processes that were re-parented after
+their parent died, so every run is findable two more ways: a small record of
+the workers' pids (with their start times, so a reused pid is never killed)
+written by the launcher, and the ``SPAWNKIT_RUN_ID`` variable every worker
+exports to its own children.  :func:`cleanup` unions the three.
+
+Killing always snapshots the whole tree *before* signalling anything
+(a dead parent's children are otherwise unreachable), sends SIGTERM, waits a
+bounded time, sends SIGKILL, waits a bounded time again, and returns the pids
+it could not reap instead of waiting for them forever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from spawnkit.bootstrap._parent_death import RUN_ID_VAR
+
+__all__ = ["CleanupResult", "cleanup", "forget_run", "kill_trees", "record_run", "snapshot_tree"]
+
+_log = logging.getLogger("spawnkit.bootstrap")
+
+
+@dataclass
+class CleanupResult:
+    """What :func:`cleanup` did: ``ended`` were signalled and are gone, ``survivors`` are not."""
+
+    run_id: str
+    ended: list[int] = field(default_factory=list)
+    survivors: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.ended or self.survivors)
+
+
+def _runs_dir() -> Path:
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return Path(tempfile.gettempdir()) / f"spawnkit-{uid}" / "runs"
+
+
+def _record_path(run_id: str) -> Path:
+    safe = "".join(ch for ch in run_id if ch.isalnum() or ch in "-_")
+    return _runs_dir() / f"{safe}.json"
+
+
+def record_run(run_id: str, pids: Iterable[int]) -> None:
+    """Remember a run's worker pids and start times, for :func:`cleanup` after a launcher crash."""
+    entries: list[list[float]] = []
+    for pid in pids:
+        try:
+            entries.append([pid, psutil.Process(pid).create_time()])
+        except psutil.Error:
+            continue
+    path = _record_path(run_id)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"launcher": os.getpid(), "workers": entries}))
+        os.replace(tmp, path)
+    except OSError as exc:  # cleanup() still finds workers by their environment
+        _log.debug("could not record run %s: %s", run_id, exc)
+
+
+def forget_run(run_id: str) -> None:
+    with contextlib.suppress(OSError):
+        _record_path(run_id).unlink()
+
+
+def _recorded(run_id: str) -> list[psutil.Process]:
+    try:
+        data = json.loads(_record_path(run_id).read_text())
+    except (OSError, ValueError):
+        return []
+    found: list[psutil.Process] = []
+    for pid, created in data.get("workers", []):
+        try:
+            proc = psutil.Process(int(pid))
+            if abs(proc.create_time() - float(created)) < 0.01:
+                found.append(proc)
+        except (psutil.Error, ValueError, TypeError):
+            continue
+    return found
+
+
+def _tagged(run_id: str) -> list[psutil.Process]:
+    """Processes of this user whose initial environment carries ``SPAWNKIT_RUN_ID=run_id``."""
+    me = os.getuid() if hasattr(os, "getuid") else None
+    found: list[psutil.Process] = []
+    for proc in psutil.process_iter():
+        try:
+            if me is not None and proc.uids().real != me:
+                continue
+            if proc.environ().get(RUN_ID_VAR) == run_id:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def snapshot_tree(pids: Iterable[int]) -> list[psutil.Process]:
+    """The processes and all their descendants, captured now (before anything is signalled)."""
+    seen: dict[int, psutil.Process] = {}
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+        except psutil.Error:
+            continue
+        seen.setdefault(proc.pid, proc)
+        try:
+            for child in proc.children(recursive=True):
+                seen.setdefault(child.pid, child)
+        except psutil.Error:
+            continue
+    return list(seen.values())
+
+
+def _signal(procs: Iterable[psutil.Process], sig: int) -> None:
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except psutil.Error:
+            continue
+
+
+def kill_trees(
+    procs: list[psutil.Process], *, term_timeout: float, kill_timeout: float
+) -> list[int]:
+    """SIGTERM, bounded wait, SIGKILL, bounded wait; returns the pids still alive after all."""
+    if not procs:
+        return []
+    _signal(procs, signal.SIGTERM)
+    _gone, alive = psutil.wait_procs(procs, timeout=max(term_timeout, 0.0))
+    if alive:
+        _signal(alive, signal.SIGKILL)
+        _gone, alive = psutil.wait_procs(alive, timeout=max(kill_timeout, 0.0))
+    return sorted(proc.pid for proc in alive)
+
+
+def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:
+    """End every process of run ``run_id`` still alive: workers, their children, orphans.
+
+    For a launcher that was killed before it could tear its group down (or a
+    worker that spawned helpers outliving it).  Never touches this process or
+    its ancestors, even when they carry the run id themselves.  Bounded by
+    about ``timeout`` seconds; pids that survive SIGKILL are returned in
+    ``survivors`` rather than waited on.
+    """
+    if not run_id:
+        raise ValueError("cleanup() needs the run id of a worker group (WorkerGroup.run_id)")
+    protected = {os.getpid()}
+    with contextlib.suppress(psutil.Error):
+        protected.update(p.pid for p in psutil.Process().parents())
+    roots = {p.pid: p for p in (*_recorded(run_id), *_tagged(run_id)) if p.pid not in protected}
+    procs = [p for p in snapshot_tree(roots) if p.pid not in protected]
+    started = time.monotonic()
+    survivors = kill_trees(procs, term_timeout=timeout / 2, kill_timeout=timeout / 2)
+    forget_run(run_id)
+    ended = sorted(p.pid for p in procs if p.pid not in survivors)
+    if procs:
+        _log.info(
+            "cleanup(%s): ended %d process(es) in %.2f s; %d survived SIGKILL: %s",
+            run_id,
+            len(ended),
+            time.monotonic() - started,
+            len(survivors),
+            survivors,
+        )
+    return CleanupResult(run_id, ended, survivors)

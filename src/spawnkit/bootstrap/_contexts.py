@@ -1,0 +1,247 @@
+"""Which process machinery a launch uses: package (multiprocessing or multiprocess) x method.
+
+Every combination starts the worker the same way: the first statement of the
+new interpreter (spawn) or of the fork server (forkserver) arms the import
+guard, before ``__main__`` is re-imported or anything is unpickled.  All four
+variants are built here from one template so they cannot drift apart.  The
+spawn variant extends ``spawnkit.bootstrap._spawn``'s idea with an
+*early-error pipe*: if the child fails before spawnkit's own code runs (the
+classic case: a launching script without an ``if __name__ == "__main__":``
+guard, re-imported as ``__mp_main__``), its traceback reaches the launcher
+instead of only the child's stderr.  ``multiprocess`` is the
+dill-based fork of ``multiprocessing``: the same classes under another
+package name, which is what lets a single template serve both.
+
+Process classes are module attributes with stable names because a spawned
+child unpickles its ``Process`` object by reference.  The ``multiprocess``
+ones are created on first access (module ``__getattr__``) so that a
+``multiprocessing`` worker never imports ``multiprocess`` or dill.
+"""
+
+from __future__ import annotations
+
+import importlib
+import io
+import os
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spawnkit.bootstrap._forkserver import WarmServer
+
+__all__ = ["CONTEXTS", "START_METHODS", "LaunchContext", "get_launch_context"]
+
+CONTEXTS = ("multiprocessing", "multiprocess")
+START_METHODS = ("spawn", "forkserver")
+
+_GUARD_PROLOGUE = "from spawnkit.bootstrap import guard as _g; _g.arm(); "
+
+
+def _sub(package: str, name: str) -> Any:
+    return importlib.import_module(f"{package}.{name}")
+
+
+def _guarded_command_line(package: str, early_fd: int, **kwds: Any) -> list[str]:
+    """The package's spawn command line, run behind the guard and the early-error reporter."""
+    cmd: list[str] = list(_sub(package, "spawn").get_command_line(**kwds))
+    index = cmd.index("-c") + 1
+    args = ", ".join(f"{k}={v!r}" for k, v in kwds.items())
+    cmd[index] = (
+        f"{_GUARD_PROLOGUE}from spawnkit.bootstrap._child import spawn_main_reporting; "
+        f"spawn_main_reporting({package!r}, {early_fd}, {args})"
+    )
+    return cmd
+
+
+def _make_spawn_process(package: str) -> type:
+    """The guarded spawn Process class of one package (named by the caller)."""
+    context = _sub(package, "context")
+    popen_spawn_posix = _sub(package, "popen_spawn_posix")
+    spawn = _sub(package, "spawn")
+    util = _sub(package, "util")
+    reduction = context.reduction
+
+    class GuardedSpawnPopen(popen_spawn_posix.Popen):  # type: ignore[misc,name-defined]
+        """The package's spawn Popen, with the guard-arming prologue on its command line."""
+
+        def _launch(self, process_obj: Any) -> None:
+            tracker_fd = _sub(package, "resource_tracker").getfd()
+            self._fds.append(tracker_fd)
+            prep_data = spawn.get_preparation_data(process_obj._name)
+            fp = io.BytesIO()
+            context.set_spawning_popen(self)
+            try:
+                reduction.dump(prep_data, fp)
+                reduction.dump(process_obj, fp)
+            finally:
+                context.set_spawning_popen(None)
+            parent_r = child_w = child_r = parent_w = None
+            early_r, early_w = os.pipe()
+            try:
+                parent_r, child_w = os.pipe()
+                child_r, parent_w = os.pipe()
+                cmd = _guarded_command_line(
+                    package, early_w, tracker_fd=tracker_fd, pipe_handle=child_r
+                )
+                self._fds.extend([child_r, child_w, early_w])
+                self.pid = util.spawnv_passfds(spawn.get_executable(), cmd, self._fds)
+                self.sentinel = parent_r
+                with open(parent_w, "wb", closefd=False) as f:
+                    f.write(fp.getbuffer())
+            finally:
+                os.set_blocking(early_r, False)
+                self.early_error_fd = early_r
+                to_close = [fd for fd in (parent_r, parent_w, early_r) if fd is not None]
+                self.finalizer = util.Finalize(self, util.close_fds, to_close)
+                for fd in (child_r, child_w, early_w):
+                    if fd is not None:
+                        os.close(fd)
+
+    class SpawnProcess(context.SpawnProcess):  # type: ignore[misc,name-defined]
+        _start_method = "spawn"
+
+        @staticmethod
+        def _Popen(process_obj: Any) -> Any:
+            return GuardedSpawnPopen(process_obj)
+
+    return SpawnProcess
+
+
+def _make_warm_process(package: str) -> type:
+    """The forkserver Process class of one package, forking from the current warm server.
+
+    Built only when a warm start is asked for: a spawned worker never needs
+    it, and building it imports the forkserver machinery.
+    """
+    from spawnkit.bootstrap import _forkserver
+
+    context = _sub(package, "context")
+    popen_forkserver = _sub(package, "popen_forkserver")
+    spawn = _sub(package, "spawn")
+    util = _sub(package, "util")
+    forkserver = _sub(package, "forkserver")
+    reduction = context.reduction
+
+    class WarmPopen(popen_forkserver.Popen):  # type: ignore[misc,name-defined]
+        """The package's forkserver Popen, forking from this thread's current warm server."""
+
+        def _launch(self, process_obj: Any) -> None:
+            server = _forkserver.current_server()
+            prep_data = spawn.get_preparation_data(process_obj._name)
+            buf = io.BytesIO()
+            context.set_spawning_popen(self)
+            try:
+                reduction.dump(prep_data, buf)
+                reduction.dump(process_obj, buf)
+            finally:
+                context.set_spawning_popen(None)
+            self.sentinel, w = server.connect_to_new_process(self._fds)
+            parent_w = os.dup(w)
+            self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
+            with open(w, "wb", closefd=True) as f:
+                f.write(buf.getbuffer())
+            self.pid = forkserver.read_signed(self.sentinel)
+
+    class WarmProcess(context.ForkServerProcess):  # type: ignore[misc,name-defined]
+        _start_method = "forkserver"
+
+        @staticmethod
+        def _Popen(process_obj: Any) -> Any:
+            return WarmPopen(process_obj)
+
+    return WarmProcess
+
+
+_StdSpawnProcess = _make_spawn_process("multiprocessing")
+_StdSpawnProcess.__module__ = __name__
+_StdSpawnProcess.__qualname__ = _StdSpawnProcess.__name__ = "_StdSpawnProcess"
+_lazy: dict[str, type] = {}
+
+
+def __getattr__(name: str) -> Any:
+    """Classes built on first use: the multiprocess ones and every forkserver one."""
+    cls = _lazy.get(name)
+    if cls is not None:
+        return cls
+    if name == "_StdWarmProcess":
+        cls = _make_warm_process("multiprocessing")
+    elif name == "_DillSpawnProcess":
+        cls = _make_spawn_process("multiprocess")
+    elif name == "_DillWarmProcess":
+        cls = _make_warm_process("multiprocess")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    cls.__module__ = __name__
+    cls.__qualname__ = cls.__name__ = name
+    _lazy[name] = cls
+    return cls
+
+
+@dataclass
+class LaunchContext:
+    """What the launcher needs from a context: pipes, processes, how results pickle."""
+
+    package: str
+    start_method: str
+    process_class: Callable[..., Any]
+    server: WarmServer | None = None
+
+    def pipe(self) -> tuple[Any, Any]:
+        """A one-way pipe ``(read_end, write_end)`` of this package's Connection type."""
+        r, w = _sub(self.package, "connection").Pipe(duplex=False)
+        return r, w
+
+    def process(self, target: Callable[..., Any], args: tuple[Any, ...], name: str) -> Any:
+        return self.process_class(target=target, args=args, name=name, daemon=False)
+
+    def start(self, proc: Any) -> None:
+        if self.server is None:
+            proc.start()
+            return
+        from spawnkit.bootstrap import _forkserver
+
+        with _forkserver.launching(self.server):
+            proc.start()
+
+    def loads(self, data: bytes) -> Any:
+        if self.package == "multiprocess":
+            import dill
+
+            return dill.loads(data)
+        return pickle.loads(data)
+
+
+def get_launch_context(
+    context: str, start_method: str, preload: tuple[str, ...], namespace: Any
+) -> LaunchContext:
+    """Resolve ``context=`` and ``start_method=``; starts (or reuses) a warm server if needed."""
+    if context not in CONTEXTS:
+        raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
+    if start_method not in START_METHODS:
+        raise ValueError(
+            f"start_method must be one of {START_METHODS}, got {start_method!r}: fork is refused "
+            "because a forked worker inherits the launcher's imports (hook targets included) "
+            "and any accelerator context; use forkserver with preload= for fast starts"
+        )
+    if preload and start_method != "forkserver":
+        raise ValueError(
+            f"preload={list(preload)} needs start_method='forkserver' (a spawned worker starts "
+            "from a fresh interpreter, so there is nothing to preload into)"
+        )
+    if context == "multiprocess":
+        try:
+            importlib.import_module("multiprocess")
+        except ImportError as exc:
+            raise ValueError(
+                "context='multiprocess' needs the multiprocess package: pip install multiprocess"
+            ) from exc
+    if start_method == "spawn":
+        cls = _StdSpawnProcess if context == "multiprocessing" else __getattr__("_DillSpawnProcess")
+        return LaunchContext(context, "spawn", cls)
+    from spawnkit.bootstrap import _forkserver
+
+    server = _forkserver.get_server(context, tuple(preload), namespace)
+    cls = __getattr__("_StdWarmProcess" if context == "multiprocessing" else "_DillWarmProcess")
+    return LaunchContext(context, "forkserver", cls, server)

@@ -1,0 +1,152 @@
+"""``lazy("pkg.mod:Name")``: bind an engine's class at module scope without importing it.
+
+Spawn re-executes the launching script in every worker before plugins load,
+so a plain ``from engine import DiffGenerator`` at the script's top level
+imports a hook target too early (the import guard then stops the worker).  A
+lazy proxy makes the same binding cost nothing: it imports on first *use*
+(attribute read, call, ``isinstance``, subclassing), which in the parent is
+immediately and in a worker is after hooks are applied.  Used in a worker
+before that, it raises ``LazyProxyError`` instead of silently binding the
+unpatched original.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from typing import Any
+
+__all__ = ["LazyObject", "lazy"]
+
+_UNSET: Any = object()
+
+
+def _split(reference: str) -> tuple[str, str]:
+    if not isinstance(reference, str):
+        raise TypeError(f"lazy() takes a 'pkg.mod:Name' string, got {type(reference).__name__}")
+    module, sep, qualname = reference.partition(":")
+    module, qualname = module.strip(), qualname.strip()
+    valid_mod = bool(module) and all(p.isidentifier() for p in module.split("."))
+    valid_qual = not sep or (bool(qualname) and all(p.isidentifier() for p in qualname.split(".")))
+    if not (valid_mod and valid_qual):
+        raise ValueError(
+            f"lazy() reference {reference!r} must look like 'pkg.mod:Name' (or 'pkg.mod' for "
+            "the module itself), for example 'sglang.multimodal_gen:DiffGenerator'"
+        )
+    return module, qualname
+
+
+class LazyObject:
+    """The stand-in ``lazy`` returns; forwards everything to the object once resolved."""
+
+    __slots__ = ("__weakref__", "_lazy_lock", "_lazy_module", "_lazy_qualname", "_lazy_target")
+
+    def __init__(self, reference: str) -> None:
+        module, qualname = _split(reference)
+        object.__setattr__(self, "_lazy_module", module)
+        object.__setattr__(self, "_lazy_qualname", qualname)
+        object.__setattr__(self, "_lazy_target", _UNSET)
+        object.__setattr__(self, "_lazy_lock", threading.Lock())
+
+    # ----------------------------------------------------------- resolution
+    @property
+    def _lazy_reference(self) -> str:
+        qual = object.__getattribute__(self, "_lazy_qualname")
+        mod = object.__getattribute__(self, "_lazy_module")
+        return f"{mod}:{qual}" if qual else mod
+
+    def _lazy_resolve(self) -> Any:
+        target = object.__getattribute__(self, "_lazy_target")
+        if target is not _UNSET:
+            return target
+        reference = object.__getattribute__(self, "_lazy_reference")
+        # Imported here, not at module level: ``spawnkit.bootstrap`` imports this module
+        # eagerly and must stay nearly free for the child's command line.
+        from spawnkit.spec import _phase
+
+        if _phase.too_early():
+            from spawnkit.errors import LazyProxyError
+
+            raise LazyProxyError(
+                f"lazy proxy for {reference!r} was used in a worker before the bootstrap applied "
+                "hooks; resolving it now would import the unpatched original and keep it. Use it "
+                "inside the entry function (or after apply_plugin_hooks()), not at import time "
+                "of the launching script or of a module the payload imports.",
+                stage="apply_hooks",
+            )
+        with object.__getattribute__(self, "_lazy_lock"):
+            target = object.__getattribute__(self, "_lazy_target")
+            if target is not _UNSET:
+                return target
+            obj: Any = importlib.import_module(object.__getattribute__(self, "_lazy_module"))
+            walked = object.__getattribute__(self, "_lazy_module")
+            for part in filter(None, object.__getattribute__(self, "_lazy_qualname").split(".")):
+                try:
+                    obj = getattr(obj, part)
+                except AttributeError as exc:
+                    raise AttributeError(
+                        f"lazy proxy {reference!r}: {walked} has no attribute {part!r}"
+                    ) from exc
+                walked = f"{walked}.{part}"
+            object.__setattr__(self, "_lazy_target", obj)
+            return obj
+
+    @property
+    def _lazy_resolved(self) -> bool:
+        return object.__getattribute__(self, "_lazy_target") is not _UNSET
+
+    # ------------------------------------------------------------ forwarding
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for names not found on the proxy itself.
+        return getattr(object.__getattribute__(self, "_lazy_resolve")(), name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._lazy_resolve(), name, value)
+
+    def __delattr__(self, name: str) -> None:
+        delattr(self._lazy_resolve(), name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._lazy_resolve()(*args, **kwargs)
+
+    def __dir__(self) -> list[str]:
+        return dir(self._lazy_resolve())
+
+    def __instancecheck__(self, instance: Any) -> bool:
+        return isinstance(instance, self._lazy_resolve())
+
+    def __subclasscheck__(self, subclass: Any) -> bool:
+        return issubclass(subclass, self._lazy_resolve())
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (self._lazy_resolve(),)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazyObject):
+            other = other._lazy_resolve()
+        return bool(self._lazy_resolve() == other)
+
+    def __hash__(self) -> int:
+        return hash(self._lazy_resolve())
+
+    def __bool__(self) -> bool:
+        return bool(self._lazy_resolve())
+
+    def __repr__(self) -> str:
+        reference = object.__getattribute__(self, "_lazy_reference")
+        target = object.__getattribute__(self, "_lazy_target")
+        if target is _UNSET:
+            return f"<lazy {reference!r} (not imported yet)>"
+        return f"<lazy {reference!r} -> {target!r}>"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickles as the reference, so sending a proxy to a worker imports nothing there.
+        return (lazy, (object.__getattribute__(self, "_lazy_reference"),))
+
+
+def lazy(reference: str) -> Any:
+    """A proxy for ``"pkg.mod:Name"`` that imports nothing until used; see the module docstring.
+
+    Typed ``Any`` because the proxy stands for whatever it resolves to.
+    """
+    return LazyObject(reference)

@@ -1,0 +1,440 @@
+"""``bootstrap_process(spec)``: a worker's stages, run in the one order that keeps hooks effective.
+
+1. arm parent-death handling (a worker must never outlive its parent);
+2. initialise the platform the parent chose (plugins may ask for it);
+3. load plugins: register hooks only, then let the import guard check that
+   no target was imported earlier;
+4. apply hooks: targets are imported and patched;
+5. materialise the payload: unpickling imports engine modules, now patched;
+6. resolve the entry from its module *after* patching, so a hooked entry
+   runs its patched version (a binding taken earlier would hold the original);
+7. call the entry.
+
+:class:`Bootstrapper` exposes each stage as a method and refuses to run one
+early, twice or after a failure (``BootstrapOrderError`` naming the stage
+expected), so engines that drive the stages themselves cannot get the order
+wrong either.  A failing stage raises a ``BootstrapError`` that carries stage,
+rank, pid, host and the formatted traceback and survives pickling, so the
+parent sees exactly what the child saw.  An exception raised by the entry
+itself propagates unchanged.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import importlib.util
+import logging
+import os
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from spawnkit.bootstrap import guard
+from spawnkit.bootstrap.report import BootstrapReport
+from spawnkit.bootstrap.stages import STAGE_ORDER, Stage, StageListener
+from spawnkit.errors import (
+    BootstrapError,
+    BootstrapOrderError,
+    EntryResolutionError,
+    SpawnkitError,
+    StageError,
+)
+from spawnkit.spec import _phase
+
+if TYPE_CHECKING:
+    from spawnkit.bootstrap.guard import GuardResult
+    from spawnkit.namespace import Namespace
+    from spawnkit.spec import ProcessSpec
+
+__all__ = ["Bootstrapper", "bootstrap_process", "current_report", "current_spec"]
+
+_log = logging.getLogger("spawnkit.bootstrap")
+
+_UNSET: Any = object()
+_current_spec: ProcessSpec | None = None
+_current_report: BootstrapReport | None = None
+_PARENT_DEATH_MODULE = "spawnkit.bootstrap._parent_death"
+
+
+def current_spec() -> ProcessSpec | None:
+    """The spec this worker was started with (rank, world size, ...), for the entry function."""
+    return _current_spec
+
+
+def current_report() -> BootstrapReport | None:
+    """This worker's bootstrap report; set right before the entry is called."""
+    return _current_report
+
+
+def _set_current(spec: ProcessSpec | None, report: BootstrapReport | None) -> None:
+    global _current_spec, _current_report
+    _current_spec, _current_report = spec, report
+
+
+def _qualified(obj: object) -> str:
+    cls = type(obj)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _picklable(exc: BaseException) -> bool:
+    import pickle
+
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:
+        return False
+    return True
+
+
+class Bootstrapper:
+    """The staged bootstrap of one worker; one method per :class:`Stage`, run in order.
+
+    ``run()`` drives every stage; tests and engines that need to interleave
+    their own work call the stage methods one by one.
+    """
+
+    def __init__(self, spec: ProcessSpec, *, listener: StageListener | None = None) -> None:
+        from spawnkit.namespace import Namespace, default_namespace
+
+        self.spec = spec
+        self.listener = listener
+        self.namespace: Namespace = (
+            Namespace.from_config(spec.namespace) if spec.namespace else default_namespace()
+        )
+        self.rank = spec.rank
+        self.pid = os.getpid()
+        self.host = socket.gethostname()
+        self.stage_seconds: dict[str, float] = {}
+        self.guard_result: GuardResult | None = None
+        self.payload_obj: Any = _UNSET
+        self.entry: Callable[..., Any] | None = None
+        self.report: BootstrapReport | None = None
+        self._entry_from_payload: Any = _UNSET
+        self._next = 0
+        self._running: Stage | None = None
+        self._failed: Stage | None = None
+
+    # ------------------------------------------------------------ ordering
+    @property
+    def next_stage(self) -> Stage | None:
+        """The stage that may run now (``None`` once the entry ran)."""
+        return STAGE_ORDER[self._next] if self._next < len(STAGE_ORDER) else None
+
+    def _order_error(self, stage: Stage, message: str) -> BootstrapOrderError:
+        err = BootstrapOrderError(
+            message, stage=stage.value, rank=self.rank, pid=self.pid, host=self.host
+        )
+        err.expected = self.next_stage.value if self.next_stage else ""  # type: ignore[attr-defined]
+        return err
+
+    def _check_order(self, stage: Stage) -> None:
+        order = " -> ".join(s.value for s in STAGE_ORDER)
+        if self._failed is not None:
+            raise self._order_error(
+                stage,
+                f"stage {stage.value!r} cannot run: this bootstrap already failed in stage "
+                f"{self._failed.value!r}, and no later stage runs after a failure. Start a "
+                "new worker after fixing that error.",
+            )
+        if self._running is not None:
+            raise self._order_error(
+                stage,
+                f"stage {stage.value!r} was called while stage {self._running.value!r} is still "
+                f"running; stages run one at a time, in order: {order}.",
+            )
+        expected = self.next_stage
+        if stage is expected:
+            return
+        if expected is None or STAGE_ORDER.index(stage) < self._next:
+            nxt = f"the next stage is {expected.value!r}" if expected else "every stage has run"
+            raise self._order_error(
+                stage,
+                f"stage {stage.value!r} already ran in this bootstrap (each stage runs once); "
+                f"{nxt}. Order: {order}.",
+            )
+        raise self._order_error(
+            stage,
+            f"stage {stage.value!r} called too early: the stage expected now is "
+            f"{expected.value!r}. Stages run in order: {order}.",
+        )
+
+    def _stage(self, stage: Stage, action: Callable[[], Any]) -> Any:
+        self._check_order(stage)
+        self._running = stage
+        if self.listener is not None:
+            self.listener.stage_started(stage.value)
+        previous_phase = guard.set_phase(stage.value)
+        start = time.perf_counter()
+        try:
+            result = action()
+        except BaseException as exc:
+            self._failed = stage
+            self._running = None
+            guard.set_phase(previous_phase)
+            if stage is Stage.ENTRY or not isinstance(exc, Exception):
+                raise  # the entry's own errors (and interpreter exits) pass unchanged
+            err = self._stage_error(stage, exc)
+            if err is exc:
+                raise
+            raise err from exc
+        seconds = time.perf_counter() - start
+        guard.set_phase(previous_phase)
+        self._running = None
+        self._next += 1
+        self.stage_seconds[stage.value] = seconds
+        if self.listener is not None:
+            self.listener.stage_finished(stage.value, seconds)
+        return result
+
+    def _stage_error(self, stage: Stage, exc: Exception) -> BootstrapError:
+        """Our own bootstrap errors get their fields filled in; anything else is wrapped."""
+        tb = "".join(traceback.format_exception(exc))
+        where = f"rank {self.rank}, pid {self.pid} on {self.host}"
+        if isinstance(exc, BootstrapError):
+            exc.stage = stage.value
+            exc.rank, exc.pid, exc.host = self.rank, self.pid, self.host
+            exc.traceback_text = tb
+            return exc
+        err = StageError(
+            f"{type(exc).__name__}: {exc}\n(bootstrap stage {stage.value!r} of {where} failed; "
+            "later stages did not run)",
+            stage=stage.value,
+            rank=self.rank,
+            pid=self.pid,
+            host=self.host,
+            traceback_text=tb,
+        )
+        err.cause_type = _qualified(exc)  # type: ignore[attr-defined]
+        # The original, when it can travel to the parent (spawnkit's errors always can).
+        carry = isinstance(exc, SpawnkitError) or _picklable(exc)
+        err.cause = exc if carry else None  # type: ignore[attr-defined]
+        return err
+
+    # -------------------------------------------------------------- stages
+    def arm_parent_death(self) -> None:
+        """Apply ``spec.env``, mark this process a worker, and arm parent-death handling."""
+        self._stage(Stage.ARM_PARENT_DEATH, self._arm_parent_death)
+
+    def _arm_parent_death(self) -> None:
+        if self.spec.env:
+            os.environ.update(self.spec.env)
+        _phase.enter_worker()
+        _set_current(self.spec, None)
+        if importlib.util.find_spec(_PARENT_DEATH_MODULE) is not None:
+            module = importlib.import_module(_PARENT_DEATH_MODULE)
+            module.arm(self.spec)
+
+    def initialize_platform(self) -> None:
+        """Pin the parent's platform choice (if any) and initialise it."""
+        self._stage(Stage.PLATFORM, self._initialize_platform)
+
+    def _initialize_platform(self) -> None:
+        platforms = self.namespace.platforms
+        if self.spec.platform is not None:
+            platforms.set_selection(self.spec.platform)
+        platforms.initialize()
+
+    def load_plugins(self) -> None:
+        """Register every selected plugin's hooks, then run the import guard over the targets."""
+        self._stage(Stage.PLUGINS, self._load_plugins)
+
+    def _load_plugins(self) -> None:
+        manager = self.namespace.plugins
+        # True forces lenient; False leaves the namespace's variable and default in charge.
+        manager.load(names=self.spec.plugins, lenient=True if self.spec.lenient_plugins else None)
+        config = self.namespace.config
+        policy = guard.resolve_policy(
+            config.guard_policy, os.environ.get(config.guard_var), self.spec.guard_policy
+        )
+        self.guard_result = guard.check(
+            self.namespace,
+            self.namespace.hooks,
+            policy,
+            before=manager.report.modules_before,
+            plugin_imports=manager.report.plugin_imports,
+        )
+
+    def apply_hooks(self) -> None:
+        """Patch every registered target (strict: a target that fails stops the bootstrap)."""
+        self._stage(Stage.HOOKS, self._apply_hooks)
+
+    def _apply_hooks(self) -> None:
+        self.namespace.plugins.apply(strict=True)
+        _phase.mark_hooks_applied()
+
+    def materialize_payload(self) -> None:
+        """Unpickle the payload (and a by-value entry): their imports now see patched code."""
+        self._stage(Stage.PAYLOAD, self._materialize_payload)
+
+    def _materialize_payload(self) -> None:
+        if self.spec.payload is not None:
+            self.payload_obj = self.spec.payload.materialize()
+        if not self.spec.entry and self.spec.entry_payload is not None:
+            self._entry_from_payload = self.spec.entry_payload.materialize()
+
+    def resolve_entry(self) -> Callable[..., Any]:
+        """Read the entry from its module now, after patching; then tell the listener ``ready``."""
+        entry: Callable[..., Any] = self._stage(Stage.RESOLVE_ENTRY, self._resolve_entry)
+        self.entry = entry
+        self.report = self.build_report()
+        _set_current(self.spec, self.report)
+        if self.listener is not None:
+            self.listener.ready(self.report)
+        return entry
+
+    def _resolve_entry(self) -> Callable[..., Any]:
+        if not self.spec.entry:
+            obj = self._entry_from_payload
+            if not callable(obj):
+                raise EntryResolutionError(
+                    f"the by-value entry holds a {_qualified(obj)}, which is not callable; pass "
+                    "a function or a callable object as the entry"
+                )
+            return obj  # type: ignore[no-any-return]
+        return _resolve_reference(self.spec.entry)
+
+    def call_entry(self) -> Any:
+        """Call the entry: ``entry(payload)`` with a payload, ``entry()`` without."""
+        return self._stage(Stage.ENTRY, self._call_entry)
+
+    def _call_entry(self) -> Any:
+        assert self.entry is not None
+        if self.spec.payload is not None:
+            return self.entry(self.payload_obj)
+        return self.entry()
+
+    def run(self) -> Any:
+        """Every stage in order; returns the entry's result."""
+        self.arm_parent_death()
+        self.initialize_platform()
+        self.load_plugins()
+        self.apply_hooks()
+        self.materialize_payload()
+        self.resolve_entry()
+        return self.call_entry()
+
+    # -------------------------------------------------------------- report
+    def build_report(self) -> BootstrapReport:
+        """The report as it stands now, in plain types."""
+        spec = self.spec
+        manager = self.namespace.plugins
+        report = BootstrapReport(
+            rank=spec.rank,
+            pid=self.pid,
+            host=self.host,
+            namespace=self.namespace.name,
+            entry=spec.entry,
+            world_size=spec.world_size,
+            local_rank=spec.local_rank,
+            platform=self._platform_info(),
+            plugins=[
+                {
+                    "name": p.name,
+                    "value": p.value,
+                    "dist": p.dist,
+                    "version": p.version,
+                    "seconds": p.seconds,
+                    "imported": list(p.imported),
+                    "registrations": p.registrations,
+                }
+                for p in manager.report.loaded
+            ],
+            failed_plugins=[
+                {
+                    "name": f.name,
+                    "value": f.value,
+                    "dist": f.dist,
+                    "version": f.version,
+                    "error": f.error,
+                }
+                for f in manager.report.failed
+            ],
+            skipped_plugins=[
+                {"name": s.name, "dist": s.dist, "status": s.status, "reason": s.reason}
+                for s in manager.report.skipped
+            ],
+            hooks=self._hooks_info(),
+            stage_seconds=dict(self.stage_seconds),
+            guard=self.guard_result.to_dict() if self.guard_result else {},
+        )
+        return report
+
+    def _platform_info(self) -> dict[str, Any]:
+        try:
+            explanation = self.namespace.platforms.explain()
+        except Exception as exc:  # the report must not fail the bootstrap
+            return {"name": "?", "kind": "?", "how": f"explain() failed: {exc}"}
+        winner = getattr(explanation, "winner", None)
+        mode = getattr(explanation, "mode", "")
+        path = " -> ".join(getattr(explanation, "path", []) or [])
+        if self.spec.platform is not None:
+            how = f"pinned by the parent (ProcessSpec.platform={self.spec.platform!r})"
+        else:
+            var = getattr(explanation, "selector_var", "")
+            value = getattr(explanation, "selector_value", None)
+            how = f"{var}={value!r}" if value else "auto-detected in the worker"
+        if mode or path:
+            how += f"; mode {mode}" + (f": {path}" if path else "")
+        if winner is None:
+            return {"name": "?", "kind": "?", "how": how}
+        return {
+            "name": winner.name,
+            "kind": winner.kind,
+            "qualname": winner.qualname,
+            "dist": winner.dist,
+            "version": winner.version,
+            "how": how,
+        }
+
+    def _hooks_info(self) -> dict[str, list[dict[str, str]]]:
+        hooks: dict[str, list[dict[str, str]]] = {}
+        for applied in self.namespace.hooks.applied_targets():
+            hooks[applied.target] = [
+                {"type": reg.hook_type.name, "hook": reg.hook_name, "source": str(reg.source)}
+                for reg in applied.hooks
+            ]
+        return hooks
+
+
+def _resolve_reference(reference: str) -> Callable[..., Any]:
+    """``module:qualname`` -> the callable, with errors that say what to change."""
+    module_name, _, qualname = reference.partition(":")
+    if "<locals>" in qualname.split("."):
+        raise EntryResolutionError(
+            f"entry {reference!r} is a function defined inside another function; a worker "
+            "cannot import it. Define it at module level, or pass the callable itself so "
+            "spawnkit sends it by value."
+        )
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise EntryResolutionError(
+            f"entry {reference!r}: module {module_name!r} failed to import "
+            f"({type(exc).__name__}: {exc}). Install it in the worker's environment or fix the "
+            "entry string."
+        ) from exc
+    walked = module_name
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            names = [n for n in dir(obj) if not n.startswith("__")]
+            close = difflib.get_close_matches(part, names, n=3)
+            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise EntryResolutionError(
+                f"entry {reference!r}: {walked} has no attribute {part!r}.{hint}"
+            ) from None
+        walked = f"{walked}.{part}"
+    if not callable(obj):
+        raise EntryResolutionError(
+            f"entry {reference!r} resolves to a {_qualified(obj)}, which is not callable"
+        )
+    return obj  # type: ignore[no-any-return]
+
+
+def bootstrap_process(spec: ProcessSpec, *, listener: StageListener | None = None) -> Any:
+    """Run every bootstrap stage for ``spec`` and then its entry; returns the entry's result."""
+    return Bootstrapper(spec, listener=listener).run()

@@ -1,0 +1,91 @@
+"""``BootstrapReport``: what a worker's bootstrap did, in plain types only.
+
+The report is sent to the parent and shown by tools, so it must unpickle in
+a process that has neither the plugins nor the platform installed: every
+field is a builtin container of builtins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["BootstrapReport"]
+
+
+@dataclass
+class BootstrapReport:
+    """One worker's bootstrap: where it ran, what it chose, loaded and patched, and how long.
+
+    ``platform`` has ``name``, ``kind`` and ``how`` (how it was chosen) and,
+    where known, ``qualname``, ``dist`` and ``version``.  Each entry of
+    ``plugins`` has ``name``, ``value``, ``dist``, ``version``, ``seconds`` and
+    ``imported`` (modules its code imported while loading).  ``hooks`` maps a
+    target to its hooks as ``{"type", "hook", "source"}`` dicts.  ``guard`` has
+    ``policy``, ``armed``, ``violations`` and ``plugin_imports``.
+    """
+
+    rank: int
+    pid: int
+    host: str
+    namespace: str
+    entry: str = ""
+    world_size: int = 1
+    local_rank: int = 0
+    platform: dict[str, Any] = field(default_factory=dict)
+    plugins: list[dict[str, Any]] = field(default_factory=list)
+    failed_plugins: list[dict[str, Any]] = field(default_factory=list)
+    skipped_plugins: list[dict[str, Any]] = field(default_factory=list)
+    hooks: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    guard: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.stage_seconds.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """A deep copy as plain dicts and lists (JSON-serialisable)."""
+        return dataclasses.asdict(self)
+
+    def format(self) -> str:
+        """A human summary, for logs and ``spawnkit doctor``."""
+        lines = [
+            f"bootstrap of rank {self.rank}/{self.world_size} (pid {self.pid} on {self.host}), "
+            f"namespace {self.namespace!r}, entry {self.entry or '<by value>'}"
+        ]
+        p = self.platform
+        if p:
+            origin = f" from {p['dist']} {p.get('version', '')}".rstrip() if p.get("dist") else ""
+            lines.append(f"  platform: {p.get('name')} ({p.get('kind')}{origin}); {p.get('how')}")
+        lines.append(f"  plugins loaded: {len(self.plugins)}")
+        for plug in self.plugins:
+            extra = f", imported {', '.join(plug['imported'])}" if plug.get("imported") else ""
+            lines.append(
+                f"    {plug['name']} = {plug.get('value', '')} "
+                f"({plug.get('dist')} {plug.get('version')}, "
+                f"{plug.get('seconds', 0.0) * 1e3:.2f} ms{extra})"
+            )
+        for plug in self.failed_plugins:
+            lines.append(f"    FAILED (lenient) {plug['name']}: {plug.get('error', '')}")
+        for plug in self.skipped_plugins:
+            lines.append(f"    skipped {plug['name']}: {plug.get('reason', '')}")
+        lines.append(f"  hooks applied: {len(self.hooks)} target(s)")
+        for target, hooks in self.hooks.items():
+            desc = "; ".join(f"{h.get('type')} from {h.get('source')}" for h in hooks)
+            lines.append(f"    {target}: {desc}")
+        if self.guard:
+            lines.append(
+                f"  import guard: policy {self.guard.get('policy')}, "
+                f"{'armed' if self.guard.get('armed') else 'not armed'}, "
+                f"{len(self.guard.get('violations', []))} violation(s)"
+            )
+            for v in self.guard.get("violations", []):
+                lines.append(f"    early import of {v['module']} at {v.get('first_import')}")
+            for a in self.guard.get("plugin_imports", []):
+                lines.append(f"    allowed: {a['module']} imported by {a.get('plugin')}")
+        if self.stage_seconds:
+            timing = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in self.stage_seconds.items())
+            lines.append(f"  stages: {timing} (total {self.total_seconds * 1e3:.2f} ms)")
+        return "\n".join(lines)

@@ -1,0 +1,101 @@
+"""Argument parsing and the error policy shared by every subcommand.
+
+Bad input is one line on stderr with the fix and exit status 2 (argparse's
+usage dump is replaced, since the line already says what to do); a failure
+of the work itself is the error's own message and exit status 1 or the
+group's status; a traceback only with ``--debug``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from typing import NoReturn, TextIO
+
+from spawnkit.cli._errors import EXIT_FAILURE, EXIT_USAGE, UsageError
+from spawnkit.cli._output import Output
+
+__all__ = ["build_parser", "main"]
+
+Handler = Callable[[argparse.Namespace, Output, TextIO], int]
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors become :class:`UsageError` (one line, exit 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message, f"see '{self.prog} --help'")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from spawnkit.cli import bench, demo, doctor, launch
+
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", help="show full tracebacks for errors (also child ones)"
+    )
+    parser = _Parser(
+        prog="spawnkit",
+        description="Spawn-safe worker bootstrap: inspect, launch, benchmark, demo.",
+        parents=[common],
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for module in (doctor, launch, bench, demo):
+        module.add_parser(sub, common)
+    return parser
+
+
+def _command_of(argv: Sequence[str]) -> str:
+    for arg in argv:
+        if arg in ("doctor", "launch", "bench", "demo"):
+            return arg
+    return ""
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> int:
+    """Run one ``spawnkit`` command line and return its exit status (never raises)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    out_stream = stdout if stdout is not None else sys.stdout
+    err_stream = stderr if stderr is not None else sys.stderr
+    debug = "--debug" in args_list
+    command = _command_of(args_list)
+    try:
+        parser = build_parser()
+        try:
+            args = parser.parse_args(args_list)
+        except SystemExit as exc:  # --help / --version
+            return int(exc.code) if isinstance(exc.code, int) else 0
+        handler: Handler | None = getattr(args, "handler", None)
+        if handler is None:
+            parser.print_help(out_stream)
+            return EXIT_USAGE
+        return handler(args, Output(out_stream), err_stream)
+    except UsageError as exc:
+        if debug:
+            traceback.print_exc(file=err_stream)
+        err_stream.write(exc.line(command) + "\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err_stream.write(f"spawnkit {command}: interrupted\n".replace("  ", " "))
+        return 130
+    except Exception as exc:
+        from spawnkit.errors import SpawnkitError
+
+        if debug:
+            traceback.print_exc(file=err_stream)
+        prefix = f"spawnkit {command}: " if command else "spawnkit: "
+        if isinstance(exc, SpawnkitError):
+            err_stream.write(f"{prefix}{type(exc).__name__}: {exc}\n")
+        else:
+            err_stream.write(
+                f"{prefix}internal error: {type(exc).__name__}: {exc} "
+                "(rerun with --debug for the traceback, and report it)\n"
+            )
+        return EXIT_FAILURE

@@ -1,0 +1,100 @@
+"""The entry ``spawnkit doctor`` runs in a clean spawned child: what a real worker would see.
+
+The child goes through the full bootstrap (platform, plugins, hooks, import
+guard) exactly as a worker of this namespace would, and then reports what
+each plugin registered.  Running it in a fresh spawned process is the point:
+the doctor's own process has imported things a worker would not have, so only
+a child can tell whether the import guard would pass.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["find_conflicts", "probe", "registration_rows"]
+
+
+def _hook_name(hook: Any) -> str:
+    if isinstance(hook, str):
+        return hook
+    module = getattr(hook, "__module__", None) or "?"
+    qualname = getattr(hook, "__qualname__", None) or type(hook).__qualname__
+    return f"{module}:{qualname}"
+
+
+def registration_rows(registry: Any) -> list[dict[str, Any]]:
+    """Every registration of ``registry`` as plain dicts (target, type, hook, source, seq)."""
+    rows: list[dict[str, Any]] = []
+    for reg in registry.registrations():
+        hook_type = getattr(reg.hook_type, "name", str(reg.hook_type))
+        rows.append(
+            {
+                "target": reg.target,
+                "type": hook_type,
+                "hook": _hook_name(reg.hook),
+                "source": str(reg.source),
+                "seq": int(getattr(reg, "seq", 0)),
+            }
+        )
+    rows.sort(key=lambda r: (r["target"], r["seq"]))
+    return rows
+
+
+def find_conflicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Registrations that interfere: several REPLACEs (only the last counts), stacked AROUNDs.
+
+    ``severity`` is ``"conflict"`` when a registration is certain to be
+    ineffective, ``"note"`` when it depends on the hooks calling through.
+    """
+    by_target: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_target.setdefault(row["target"], []).append(row)
+    found: list[dict[str, Any]] = []
+    for target, regs in sorted(by_target.items()):
+        replaces = [r for r in regs if r["type"] == "REPLACE"]
+        if len(replaces) > 1:
+            winner = max(replaces, key=lambda r: r["seq"])
+            losers = [r for r in replaces if r is not winner]
+            found.append(
+                {
+                    "target": target,
+                    "severity": "conflict",
+                    "message": (
+                        f"{len(replaces)} REPLACE hooks on {target}; only the last registered "
+                        f"({winner['hook']} from {winner['source']}) takes effect, "
+                        + ", ".join(f"{r['hook']} from {r['source']}" for r in losers)
+                        + " never runs"
+                    ),
+                }
+            )
+        arounds = [r for r in regs if r["type"] == "AROUND"]
+        if len({r["source"] for r in arounds}) > 1:
+            found.append(
+                {
+                    "target": target,
+                    "severity": "note",
+                    "message": (
+                        f"{len(arounds)} AROUND hooks on {target} from "
+                        + ", ".join(sorted({r["source"] for r in arounds}))
+                        + "; each must call original_fn, or the hooks inside it are bypassed"
+                    ),
+                }
+            )
+    return found
+
+
+def probe() -> dict[str, Any]:
+    """Entry of the doctor's child: its bootstrap report and every hook registration."""
+    from spawnkit.bootstrap import current_report, current_spec
+    from spawnkit.namespace import get_namespace
+
+    spec = current_spec()
+    namespace = get_namespace(spec.namespace if spec is not None else None)
+    report = current_report()
+    rows = registration_rows(namespace.hooks)
+    return {
+        "report": report.to_dict() if report is not None else None,
+        "report_text": report.format() if report is not None else "",
+        "registrations": rows,
+        "conflicts": find_conflicts(rows),
+    }

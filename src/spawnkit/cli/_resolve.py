@@ -1,0 +1,246 @@
+"""Turning command-line strings into namespaces, entries, payloads and preloads, or a UsageError.
+
+Every check here runs in the parent *before* any worker starts, so a typo
+costs one line and exit status 2 instead of a group of workers failing in
+their bootstrap.  Nothing here imports an entry's module: finding its spec
+and reading its source is enough to say whether the name exists, and the
+import itself belongs in the worker, after its hooks are applied.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import importlib.util
+import json
+import pickletools
+import re
+from pathlib import Path
+from typing import Any
+
+from spawnkit.cli._errors import UsageError
+from spawnkit.namespace import Namespace
+from spawnkit.spec import Payload
+
+__all__ = [
+    "KNOWN_NAMESPACE_MODULES",
+    "check_entry",
+    "check_preload",
+    "load_payload_file",
+    "resolve_namespace",
+]
+
+# Modules that declare the namespaces spawnkit itself ships; importing them is cheap.
+KNOWN_NAMESPACE_MODULES = ("spawnkit.demo.namespace",)
+
+_DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+def _declare_known() -> None:
+    for module in KNOWN_NAMESPACE_MODULES:
+        mod = importlib.import_module(module)
+        factory = getattr(mod, "demo_namespace", None)
+        if callable(factory):
+            factory()
+
+
+def _groups_installed(name: str) -> bool:
+    from spawnkit import _metadata
+
+    return bool(
+        _metadata.entry_points(f"{name}.platforms") or _metadata.entry_points(f"{name}.plugins")
+    )
+
+
+def resolve_namespace(spec: str | None) -> Namespace:
+    """``None`` -> ``spawnkit``; a declared name; ``module:attr`` of a Namespace; or a name
+    whose ``<name>.platforms`` / ``<name>.plugins`` groups some installed package provides."""
+    from spawnkit.errors import NamespaceError
+    from spawnkit.namespace import get_namespace
+
+    if spec is None or spec == "":
+        return get_namespace(None)
+    if ":" in spec:
+        module_name, _, attr = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise UsageError(
+                f"namespace {spec!r}: cannot import module {module_name!r} ({exc})",
+                "pass 'module:attr' naming an importable module that declares the Namespace",
+            ) from exc
+        obj: Any = module
+        for part in attr.split("."):
+            obj = getattr(obj, part, None)
+        if callable(obj) and not isinstance(obj, Namespace):
+            obj = obj()
+        if not isinstance(obj, Namespace):
+            raise UsageError(
+                f"namespace {spec!r} is not a spawnkit.Namespace (got {type(obj).__name__})",
+                "point at the engine's Namespace object or a function returning it",
+            )
+        return obj
+    if not _DOTTED.match(spec):
+        raise UsageError(
+            f"namespace {spec!r} is not a dotted name",
+            "use a name such as 'spawnkit.demo' or 'module:attr' of a Namespace",
+        )
+    _declare_known()
+    try:
+        return get_namespace(spec)
+    except NamespaceError:
+        pass
+    if _groups_installed(spec):
+        return Namespace(spec)
+    known = sorted({"spawnkit", *Namespace._registry})
+    raise UsageError(
+        f"unknown namespace {spec!r}: it is not declared and no installed package provides "
+        f"entry-point groups {spec}.platforms or {spec}.plugins (known: {', '.join(known)})",
+        "use one of the known namespaces, install the engine's plugins, or pass "
+        "'module:attr' naming the engine's Namespace object",
+    )
+
+
+def _top_level_names(tree: ast.Module) -> tuple[set[str], bool]:
+    """Names bound at a module's top level, and whether it binds names dynamically."""
+    names: set[str] = set()
+    dynamic = False
+
+    def visit(body: list[ast.stmt]) -> None:
+        nonlocal dynamic
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                names.add(node.name)
+            elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    for sub in ast.walk(target):
+                        if isinstance(sub, ast.Name):
+                            names.add(sub.id)
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                for alias in node.names:
+                    if alias.name == "*":
+                        dynamic = True
+                    else:
+                        names.add(alias.asname or alias.name.split(".")[0])
+            elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
+                for field in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, field, []) or [])
+                for handler in getattr(node, "handlers", []) or []:
+                    visit(handler.body)
+            elif isinstance(node, ast.Expr | ast.Pass):
+                continue
+            else:
+                # Anything unusual (match, global tricks): do not claim a name is missing.
+                dynamic = dynamic or isinstance(node, ast.Match)
+
+    visit(tree.body)
+    if "__getattr__" in names or "id='globals'" in ast.dump(tree):
+        dynamic = True
+    return names, dynamic
+
+
+def check_entry(entry: str) -> str:
+    """``module:qualname`` whose module exists and (as far as its source shows) defines the name."""
+    module_name, sep, qualname = entry.partition(":")
+    if not sep or not _DOTTED.match(module_name) or not _DOTTED.match(qualname):
+        raise UsageError(
+            f"entry {entry!r} is not 'module:function'",
+            "name the worker function as module:function, for example 'mypkg.worker:main'",
+        )
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError) as exc:
+        spec = None
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        reason = "no such module on sys.path"
+    if spec is None:
+        raise UsageError(
+            f"unknown entry {entry!r}: module {module_name!r} cannot be found ({reason})",
+            "install the package that provides it, or run from the directory that contains it",
+        )
+    origin = spec.origin
+    if origin and origin.endswith(".py") and Path(origin).is_file():
+        try:
+            tree = ast.parse(Path(origin).read_text(encoding="utf-8"), filename=origin)
+        except (SyntaxError, UnicodeDecodeError, OSError) as exc:
+            raise UsageError(
+                f"entry {entry!r}: module {module_name!r} ({origin}) does not parse: {exc}",
+                "fix the syntax error in the entry's module",
+            ) from exc
+        names, dynamic = _top_level_names(tree)
+        head = qualname.split(".")[0]
+        if head not in names and not dynamic:
+            close = sorted(n for n in names if not n.startswith("_"))[:8]
+            raise UsageError(
+                f"unknown entry {entry!r}: module {module_name!r} defines no {head!r} "
+                f"(top-level names: {', '.join(close) or 'none'})",
+                "check the spelling of the function after the colon",
+            )
+    return entry
+
+
+def load_payload_file(path_text: str) -> Payload:
+    """The payload in ``path``: a ``.json`` document, or pickle bytes passed on unopened.
+
+    Pickle bytes are checked for structure with :mod:`pickletools` (which
+    executes nothing and imports nothing) and handed to the workers as they
+    are, so the parent never imports the payload's modules.
+    """
+    path = Path(path_text)
+    fix = "pass a .json file or a file written with pickle.dump(obj, f)"
+    if not path.exists():
+        raise UsageError(f"payload file {path_text!r} does not exist", fix)
+    if not path.is_file():
+        raise UsageError(f"payload file {path_text!r} is not a regular file", fix)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"payload file {path_text!r} cannot be read: {exc.strerror}", fix) from exc
+    if not data:
+        raise UsageError(f"payload file {path_text!r} is empty", fix)
+    if path.suffix.lower() == ".json":
+        try:
+            obj = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UsageError(f"payload file {path_text!r} is not valid JSON: {exc}", fix) from exc
+        return Payload.capture(obj)
+    try:
+        ops = list(pickletools.genops(data))
+    except Exception as exc:
+        raise UsageError(
+            f"payload file {path_text!r} is not a pickle ({type(exc).__name__}: {exc})", fix
+        ) from exc
+    end = ops[-1][2] if ops else -1
+    if not ops or ops[-1][0].name != "STOP" or end is None or end + 1 != len(data):
+        raise UsageError(
+            f"payload file {path_text!r} holds trailing bytes after its pickle or is truncated",
+            fix,
+        )
+    return Payload(
+        data=data,
+        type_name=f"pickle file {path.name}",
+        digest=hashlib.blake2b(data, digest_size=16).hexdigest(),
+    )
+
+
+def check_preload(modules: list[str]) -> list[str]:
+    """Forkserver preload modules must be importable dotted names (found, not imported)."""
+    for module in modules:
+        if not _DOTTED.match(module):
+            raise UsageError(
+                f"--preload {module!r} is not a module name",
+                "pass dotted module names such as 'numpy' or 'torch'",
+            )
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise UsageError(
+                f"--preload module {module!r} cannot be found",
+                "install it or drop it from --preload",
+            )
+    return modules

@@ -1,0 +1,257 @@
+"""``spawnkit doctor``: what a worker of this namespace would find, choose, load and patch.
+
+The parent part reads metadata and runs the platform decision (each
+``activate()`` is called, as discovery does); the import guard and the
+plugins' registrations come from a dry run of one worker in a clean spawned
+child, the only place where "would this import too early?" has a true
+answer.  The exit status is 1 exactly when a worker of this configuration
+would fail, and the output says why.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata as md
+import os
+import platform as _platform
+import sys
+from typing import Any, TextIO
+
+from spawnkit.cli._errors import EXIT_FAILURE, EXIT_OK
+from spawnkit.cli._output import Output
+
+__all__ = ["add_parser", "collect", "run"]
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="show platform, plugins, hooks and import-guard status of a namespace",
+        description=(
+            "Report what a spawned worker of NAMESPACE would do: platform decision, plugins "
+            "and their selection status, hook targets and conflicts, and an import-guard dry "
+            "run in a clean spawned child. Exit status 1 if such a worker would fail."
+        ),
+    )
+    p.add_argument("--namespace", metavar="NS", help="the engine namespace (default spawnkit)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="bound on the dry run (120 s)"
+    )
+    p.add_argument(
+        "--no-child", action="store_true", help="skip the spawned dry run (metadata only)"
+    )
+    p.set_defaults(handler=run)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
+def _environment(namespace: Any) -> dict[str, Any]:
+    cfg = namespace.config
+    variables = {
+        var: os.environ.get(var)
+        for var in (
+            cfg.platform_var,
+            cfg.plugins_var,
+            cfg.cpu_engine_var,
+            cfg.lenient_var,
+            cfg.guard_var,
+        )
+    }
+    return {
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "machine": f"{_platform.system()} {_platform.machine()}",
+        "torch": _version("torch"),
+        "spawnkit": _version("spawnkit"),
+        "namespace": cfg.name,
+        "platform_group": cfg.platform_group,
+        "plugin_group": cfg.plugin_group,
+        "guard_policy": cfg.guard_policy,
+        "variables": variables,
+    }
+
+
+def _platform_section(namespace: Any, problems: list[str]) -> dict[str, Any]:
+    from spawnkit.errors import SpawnkitError
+
+    section: dict[str, Any] = {"selection": None, "explanation": None, "text": ""}
+    try:
+        explanation = namespace.platforms.explain()
+        section["explanation"] = explanation.to_dict()
+        section["text"] = str(explanation)
+    except SpawnkitError as exc:
+        section["text"] = str(exc)
+    try:
+        selection = namespace.platforms.select()
+        section["selection"] = selection.to_dict()
+    except SpawnkitError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        problems.append(f"platform: {type(exc).__name__}: {first}")
+    return section
+
+
+def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, Any]]:
+    infos = namespace.plugins.discover()
+    rows = [
+        {
+            "name": i.name,
+            "value": i.value,
+            "dist": i.dist,
+            "version": i.version,
+            "status": i.status,
+            "reason": i.reason,
+        }
+        for i in infos
+    ]
+    raw = os.environ.get(namespace.config.plugins_var)
+    if raw is not None:
+        wanted = {n.strip() for n in raw.split(",") if n.strip()}
+        unknown = sorted(wanted - {i.name for i in infos})
+        if unknown:
+            warnings_out.append(
+                f"{namespace.config.plugins_var} names {', '.join(map(repr, unknown))}, which "
+                "match no installed plugin (check the spelling)"
+            )
+    return rows
+
+
+def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> dict[str, Any]:
+    """Everything ``doctor`` shows, as plain data; ``ok`` is False when a worker would fail."""
+    problems: list[str] = []
+    warnings_out: list[str] = []
+    data: dict[str, Any] = {"environment": _environment(namespace)}
+    data["platform"] = _platform_section(namespace, problems)
+    data["plugins"] = _plugins_section(namespace, warnings_out)
+    data["dry_run"] = None
+    if child:
+        from spawnkit.cli._group import run_probe
+
+        outcome = run_probe(namespace, timeout=timeout)
+        data["dry_run"] = outcome
+        if outcome.get("error"):
+            problems.append(f"dry run in a spawned worker failed: {outcome['error']}")
+        else:
+            result = outcome.get("result") or {}
+            for c in result.get("conflicts", []):
+                warnings_out.append(f"{c['severity']}: {c['message']}")
+            report = result.get("report") or {}
+            for v in (report.get("guard") or {}).get("violations", []):
+                warnings_out.append(
+                    f"import guard: {v.get('module')} was imported before plugins loaded "
+                    f"(at {v.get('first_import')})"
+                )
+    data["warnings"] = warnings_out
+    data["problems"] = problems
+    data["ok"] = not problems
+    return data
+
+
+def _render(data: dict[str, Any], out: Output) -> None:
+    env = data["environment"]
+    out.heading(f"spawnkit doctor: namespace {env['namespace']!r}")
+    rows = [
+        ("python", f"{env['python']} ({env['executable']})"),
+        ("machine", env["machine"]),
+        ("torch", env["torch"] or "not installed"),
+        ("spawnkit", env["spawnkit"] or "?"),
+        ("groups", f"{env['platform_group']}, {env['plugin_group']}"),
+        ("import guard policy", env["guard_policy"]),
+    ]
+    rows += [
+        (var, "<unset>" if value is None else value) for var, value in env["variables"].items()
+    ]
+    out.table(["setting", "value"], rows)
+
+    out.heading("platform")
+    plat = data["platform"]
+    expl = plat.get("explanation") or {}
+    candidates = expl.get("candidates") or []
+    if candidates:
+        out.table(
+            ["plugin", "distribution", "activate()", "detail"],
+            [
+                (
+                    f"{c['name']} = {c['value']}",
+                    f"{c['dist']} {c['version']}",
+                    c["outcome"],
+                    c.get("qualname") or c.get("error") or "",
+                )
+                for c in candidates
+            ],
+            title="platform plugins",
+        )
+    out.line(plat.get("text") or "")
+    sel = plat.get("selection")
+    if sel:
+        origin = f" from {sel['dist']} {sel['version']}" if sel.get("dist") else ""
+        out.line(f"would choose: {sel['kind']} {sel['name']!r} ({sel['qualname']}{origin})")
+
+    out.heading("general plugins")
+    if data["plugins"]:
+        out.table(
+            ["plugin", "distribution", "status", "reason"],
+            [
+                (
+                    f"{p['name']} = {p['value']}",
+                    f"{p['dist']} {p['version']}",
+                    p["status"],
+                    p["reason"],
+                )
+                for p in data["plugins"]
+            ],
+        )
+    else:
+        out.line(f"none installed in group {env['plugin_group']!r}")
+
+    dry = data.get("dry_run")
+    if dry is not None:
+        out.heading("dry run in a clean spawned worker")
+        result = dry.get("result") or {}
+        regs = result.get("registrations") or []
+        if regs:
+            out.table(
+                ["target", "type", "hook", "source"],
+                [(r["target"], r["type"], r["hook"], r["source"]) for r in regs],
+                title="hook registrations",
+            )
+        elif not dry.get("error"):
+            out.line("no hooks registered")
+        if result.get("report_text"):
+            out.line(result["report_text"])
+        if dry.get("error"):
+            out.line(f"FAILED: {dry['error']}")
+            if dry.get("traceback"):
+                out.line(dry["traceback"].rstrip())
+
+    for warning in data["warnings"]:
+        out.line(f"warning: {warning}")
+    if data["ok"]:
+        out.line("OK: a worker of this namespace would bootstrap.")
+    else:
+        out.line("PROBLEM: a worker of this namespace would fail:")
+        for problem in data["problems"]:
+            out.line(f"  - {problem}")
+
+
+def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
+    from spawnkit.cli._resolve import resolve_namespace
+
+    namespace = resolve_namespace(args.namespace)
+    data = collect(namespace, child=not args.no_child, timeout=args.timeout)
+    if not args.debug and data.get("dry_run"):
+        # The child's full traceback is for --debug; the error line already names the cause.
+        data["dry_run"] = {k: v for k, v in data["dry_run"].items() if k != "traceback"} | (
+            {"traceback": data["dry_run"].get("traceback")} if args.json else {}
+        )
+    if args.json:
+        out.json(data)
+    else:
+        _render(data, out)
+    return EXIT_OK if data["ok"] else EXIT_FAILURE

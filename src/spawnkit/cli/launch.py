@@ -1,0 +1,139 @@
+"""``spawnkit launch ENTRY``: start a worker group and watch every rank through its stages.
+
+All input is checked before the first worker starts (entry, payload file,
+namespace, preload modules), so a mistake is one line and exit status 2.
+Once the group runs, the exit status is the group's: 0 when every rank
+returned, otherwise the failing rank's exit code (or 1), with the root cause
+and the child's traceback (``--debug`` shows the full one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, TextIO
+
+from spawnkit.cli._errors import UsageError
+from spawnkit.cli._output import Output
+
+__all__ = ["START_METHODS", "add_parser", "run"]
+
+START_METHODS = ("spawn", "forkserver")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} must be more than 0 seconds")
+    return value
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "launch",
+        parents=[common],
+        help="start a worker group running ENTRY with plugins bootstrapped",
+        description=(
+            "Start NPROCS workers that each bootstrap (platform, plugins, hooks, payload) and "
+            "then call ENTRY; show each rank's progress and a table of stage timings."
+        ),
+    )
+    p.add_argument("entry", metavar="ENTRY", help="the worker function, as module:function")
+    p.add_argument("--nprocs", type=_positive_int, default=1, metavar="N", help="ranks (1)")
+    p.add_argument(
+        "--payload-file",
+        metavar="F",
+        help="argument for ENTRY: a .json file, or pickle bytes passed on unopened",
+    )
+    p.add_argument("--start-method", choices=START_METHODS, default="spawn")
+    p.add_argument(
+        "--preload",
+        metavar="MOD",
+        nargs="+",
+        action="extend",
+        default=[],
+        help="modules the forkserver imports once (forkserver only)",
+    )
+    p.add_argument("--namespace", metavar="NS", help="the engine namespace (default spawnkit)")
+    p.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=600.0,
+        metavar="S",
+        help="bound on the whole run, bootstrap and entry (600 s)",
+    )
+    p.add_argument(
+        "--app-dir",
+        default=".",
+        metavar="DIR",
+        help="folder put first on sys.path (in the workers too) to find ENTRY (default: .)",
+    )
+    p.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the outcome as JSON to FILE (or stdout, after the workers' own output)",
+    )
+    p.set_defaults(handler=run)
+
+
+def _validate(args: argparse.Namespace) -> tuple[Any, Any]:
+    from spawnkit.cli._output import check_json_target
+    from spawnkit.cli._resolve import (
+        check_entry,
+        check_preload,
+        load_payload_file,
+        resolve_namespace,
+    )
+
+    if args.preload and args.start_method != "forkserver":
+        raise UsageError(
+            f"--preload needs --start-method forkserver (got {args.start_method})",
+            "add --start-method forkserver, or drop --preload",
+        )
+    check_json_target(args.json)
+    app_dir = os.path.abspath(args.app_dir)
+    if not os.path.isdir(app_dir):
+        raise UsageError(f"--app-dir {args.app_dir!r} is not a folder", "pass an existing folder")
+    if app_dir not in sys.path:
+        # As `python -m` does for the working directory; spawned workers inherit sys.path.
+        sys.path.insert(0, app_dir)
+    namespace = resolve_namespace(args.namespace)
+    check_entry(args.entry)
+    check_preload(list(args.preload))
+    payload = load_payload_file(args.payload_file) if args.payload_file else None
+    return namespace, payload
+
+
+def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
+    namespace, payload = _validate(args)
+    from spawnkit.cli._group import run_group
+
+    return run_group(
+        entry=args.entry,
+        payload=payload,
+        nprocs=args.nprocs,
+        namespace=namespace,
+        start_method=args.start_method,
+        preload=list(args.preload),
+        timeout=args.timeout,
+        as_json=args.json,
+        debug=args.debug,
+        out=out,
+        err=err,
+    )

@@ -1,0 +1,35 @@
+"""A per-process record of what plugin hooks did, returned to the parent with each result.
+
+Hooks print, as the seed's do, but printed lines from several processes
+interleave and cannot be asserted on reliably; the demo's own plugins and the
+example plugins also append an event here, and the scheduler ships the list
+home with its result so the parent can show (and tests can check) which hook
+ran in which rank.  Standard library only.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+__all__ = ["clear", "events", "record"]
+
+_lock = threading.Lock()
+_events: list[dict[str, Any]] = []
+
+
+def record(hook: str, **data: Any) -> None:
+    """Note that ``hook`` ran, with small picklable details (numbers, strings)."""
+    with _lock:
+        _events.append({"hook": hook, **data})
+
+
+def events() -> list[dict[str, Any]]:
+    """A copy of the events recorded so far in this process."""
+    with _lock:
+        return [dict(e) for e in _events]
+
+
+def clear() -> None:
+    with _lock:
+        _events.clear()

@@ -1,0 +1,55 @@
+"""spawnkit's hook engine: BEFORE/AFTER/AROUND/REPLACE hooks on functions, methods and classes.
+
+Importing this package imports neither torch nor any hook target.  The plugin
+loading names (``load_plugins``, ``apply_plugin_hooks``, ``PluginManager``) live in
+``spawnkit.hooks.plugins`` and are imported on first use, so the engine itself
+works before (and without) the loader.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from spawnkit.hooks.registry import HookRegistry, plugin_hook
+from spawnkit.hooks.types import (
+    UNKNOWN_SOURCE,
+    AppliedTarget,
+    HookSource,
+    HookType,
+    Registration,
+    current_plugin_source,
+    plugin_source,
+)
+
+if TYPE_CHECKING:
+    from spawnkit.hooks.plugins import PluginManager, apply_plugin_hooks, load_plugins
+
+__all__ = [
+    "UNKNOWN_SOURCE",
+    "AppliedTarget",
+    "HookRegistry",
+    "HookSource",
+    "HookType",
+    "PluginManager",
+    "Registration",
+    "apply_plugin_hooks",
+    "current_plugin_source",
+    "load_plugins",
+    "plugin_hook",
+    "plugin_source",
+]
+
+_LAZY = frozenset({"PluginManager", "apply_plugin_hooks", "load_plugins"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module("spawnkit.hooks.plugins"), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'spawnkit.hooks' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return list(__all__)

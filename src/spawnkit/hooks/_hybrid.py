@@ -1,0 +1,37 @@
+"""A method that works on the class (acting on the default registry) and on an instance.
+
+The seed's plugins call ``HookRegistry.register(...)`` on the class, while an
+engine embedding spawnkit needs its own registry object; a descriptor that
+binds to ``cls.default()`` when looked up on the class serves both without
+duplicating every method as a classmethod.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Callable
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast
+
+__all__: list[str] = []
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class hybridmethod(Generic[P, R]):
+    """Bind to the instance, or to ``owner.default()`` when accessed on the class."""
+
+    def __init__(self, func: Callable[Concatenate[Any, P], R]) -> None:
+        self.__func__ = func
+        functools.update_wrapper(cast(Any, self), func)
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = name
+
+    def __get__(self, obj: object, owner: type | None = None) -> Callable[P, R]:
+        if obj is None:
+            if owner is None:  # pragma: no cover - Python always passes owner for class access
+                raise TypeError("hybridmethod needs an instance or an owner class")
+            obj = cast(Any, owner).default()
+        return cast("Callable[P, R]", types.MethodType(self.__func__, obj))

@@ -1,0 +1,437 @@
+"""General plugins of a namespace: discover from metadata, load in order, register only, apply.
+
+Why two stages.  Loading a plugin runs its code, which registers hooks on
+targets given as strings; applying patches those targets, which imports them.
+Keeping the stages apart is what lets a worker import *no* hook target until
+every plugin has registered, and lets the import guard look at the complete
+set of targets in between.
+
+Why strict.  A plugin that fails in one worker but not another (a missing
+optional dependency on one node) makes ranks disagree about the code they
+run; by default the failure stops the bootstrap with ``PluginError`` naming
+the plugin, its entry point, distribution and version.  Lenient mode logs and
+continues, except for the plugins of the selected platform's own
+distribution: those carry the device's kernels and are never optional.
+
+Selection rules, in order: the explicit ``names=`` (the parent's frozen
+selection) or else the namespace's ``<PREFIX>_PLUGINS`` variable (unset: all,
+empty: none, otherwise comma-separated names; an unknown name warns and lists
+what exists); plugins of a distribution that provides a platform other than
+the selected one are skipped without being imported.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import sys
+import time
+import traceback
+import types
+import warnings
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from spawnkit import _metadata
+from spawnkit._once import Once, OnceState
+from spawnkit.errors import PluginError, SpawnkitError
+
+if TYPE_CHECKING:
+    from spawnkit.namespace import Namespace
+
+__all__ = [
+    "FailedPlugin",
+    "LoadedPlugin",
+    "PluginInfo",
+    "PluginManager",
+    "PluginReport",
+    "PluginSelectionWarning",
+    "apply_plugin_hooks",
+    "load_plugins",
+]
+
+_log = logging.getLogger("spawnkit.hooks")
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+class PluginSelectionWarning(UserWarning):
+    """A selected plugin name matches no installed plugin, or two distributions share one."""
+
+
+def _norm(dist: str | None) -> str:
+    return (dist or "").lower().replace("-", "_").replace(".", "_")
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One discovered entry point and whether it would load (for ``spawnkit doctor``).
+
+    ``status`` is ``"selected"``, ``"not-selected"`` (filtered by name) or
+    ``"excluded"`` (its distribution provides an unselected platform).
+    """
+
+    name: str
+    value: str
+    dist: str
+    version: str
+    group: str
+    status: str = "selected"
+    reason: str = ""
+
+    def describe(self) -> str:
+        return f"plugin {self.name!r} = {self.value!r} from {self.dist} {self.version}"
+
+
+@dataclass(frozen=True)
+class LoadedPlugin:
+    """A plugin that loaded: how long it took and which modules its code imported."""
+
+    name: str
+    value: str
+    dist: str
+    version: str
+    seconds: float
+    imported: tuple[str, ...] = ()
+    registrations: int = 0
+
+
+@dataclass(frozen=True)
+class FailedPlugin:
+    """A plugin that failed in lenient mode; kept so the report says what is missing."""
+
+    name: str
+    value: str
+    dist: str
+    version: str
+    error: str
+    traceback_text: str = ""
+
+
+@dataclass
+class PluginReport:
+    """What :meth:`PluginManager.load` did, for the bootstrap report and the import guard."""
+
+    loaded: list[LoadedPlugin] = field(default_factory=list)
+    failed: list[FailedPlugin] = field(default_factory=list)
+    skipped: list[PluginInfo] = field(default_factory=list)
+    unknown_names: list[str] = field(default_factory=list)
+    lenient: bool = False
+    modules_before: frozenset[str] = frozenset()
+    applied: list[str] = field(default_factory=list)
+
+    @property
+    def plugin_imports(self) -> dict[str, str]:
+        """Module -> plugin that imported it while loading (the guard allows those)."""
+        found: dict[str, str] = {}
+        for plug in self.loaded:
+            for mod in plug.imported:
+                found.setdefault(mod, plug.name)
+        return found
+
+
+def _parse_bool(var: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(f"{var}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off")
+
+
+class PluginManager:
+    """General-plugin discovery and the load/apply stages of one namespace."""
+
+    def __init__(self, namespace: Namespace) -> None:
+        self.namespace = namespace
+        self.report = PluginReport()
+        self._load_once: Once[list[LoadedPlugin]] = Once(
+            f"{namespace.name}: load_plugins", again=self._again("load_plugins")
+        )
+        self._apply_once: Once[list[str]] = Once(
+            f"{namespace.name}: apply_plugin_hooks", again=self._again("apply_plugin_hooks")
+        )
+
+    def __repr__(self) -> str:
+        return f"PluginManager({self.namespace.name!r}, load={self._load_once.state.value})"
+
+    def _again(self, stage: str) -> Any:
+        def build(first: BaseException) -> BaseException:
+            if isinstance(first, SpawnkitError):
+                # Same type and fields (plugin, dist, ...), so callers see the first cause again.
+                return copy.copy(first)
+            return PluginError(
+                f"{stage} already failed in this process for namespace "
+                f"{self.namespace.name!r} ({type(first).__name__}: {first}); the failure is "
+                "final, so this call cannot succeed either. Fix the first error.",
+            )
+
+        return build
+
+    @property
+    def loaded(self) -> bool:
+        return self._load_once.state is OnceState.DONE
+
+    @property
+    def applied(self) -> bool:
+        return self._apply_once.state is OnceState.DONE
+
+    # ------------------------------------------------------------ discovery
+    def _lenient(self, lenient: bool | None) -> bool:
+        if lenient is not None:
+            return bool(lenient)
+        var = self.namespace.config.lenient_var
+        raw = os.environ.get(var)
+        if raw is not None:
+            return _parse_bool(var, raw)
+        return not self.namespace.config.strict_plugins
+
+    def _wanted(self, names: tuple[str, ...] | list[str] | None) -> tuple[set[str] | None, str]:
+        """The selected names (``None`` = all) and where the selection came from."""
+        if names is not None:
+            return {n.strip() for n in names if n.strip()}, "the parent's selection (names=)"
+        var = self.namespace.config.plugins_var
+        raw = os.environ.get(var)
+        if raw is None:
+            return None, ""
+        return {n.strip() for n in raw.split(",") if n.strip()}, f"{var}={raw!r}"
+
+    def _excluded_dists(self, candidates: tuple[_metadata.EntryPointInfo, ...]) -> dict[str, str]:
+        """Normalised dist -> reason, for dists providing a platform other than the selected one.
+
+        Asks the platform manager only when some plugin's distribution also
+        ships a platform, so a plain plugin set never triggers platform work.
+        """
+        platforms = self.namespace.platforms
+        plat_dists: dict[str, str] = dict(platforms.platform_dists())
+        providing: dict[str, list[str]] = {}
+        for ep_name, dist in plat_dists.items():
+            providing.setdefault(_norm(dist), []).append(ep_name)
+        if not any(_norm(ep.dist) in providing for ep in candidates):
+            return {}
+        selected = _norm(platforms.selected_dist())
+        return {
+            dist: (
+                f"its distribution provides platform {', '.join(sorted(eps))}, which is not the "
+                "selected platform"
+            )
+            for dist, eps in providing.items()
+            if dist != selected
+        }
+
+    def _classify(
+        self, names: tuple[str, ...] | list[str] | None
+    ) -> tuple[list[PluginInfo], list[str]]:
+        group = self.namespace.config.plugin_group
+        eps = _metadata.entry_points(group)
+        wanted, origin = self._wanted(names)
+        excluded = self._excluded_dists(eps) if eps else {}
+        infos: list[PluginInfo] = []
+        for ep in sorted(eps, key=lambda e: e.name):
+            status, reason = "selected", ""
+            if wanted is not None and ep.name not in wanted:
+                status, reason = "not-selected", f"not in {origin}"
+            elif _norm(ep.dist) in excluded:
+                status, reason = "excluded", excluded[_norm(ep.dist)]
+            infos.append(PluginInfo(ep.name, ep.value, ep.dist, ep.version, group, status, reason))
+        unknown = sorted(wanted - {ep.name for ep in eps}) if wanted else []
+        return infos, unknown
+
+    def discover(self, *, names: tuple[str, ...] | list[str] | None = None) -> list[PluginInfo]:
+        """Every plugin entry point of the namespace with its selection status; imports none."""
+        return self._classify(names)[0]
+
+    # --------------------------------------------------------------- loading
+    def load(
+        self, *, names: tuple[str, ...] | list[str] | None = None, lenient: bool | None = None
+    ) -> list[LoadedPlugin]:
+        """Import and call each selected plugin once per process; see the module docstring.
+
+        A re-entrant call (a plugin calling ``load_plugins()``) returns ``[]``.
+        """
+        result = self._load_once.run(lambda: self._load(names, lenient))
+        return list(result) if result is not None else []
+
+    def _load(
+        self, names: tuple[str, ...] | list[str] | None, lenient: bool | None
+    ) -> list[LoadedPlugin]:
+        from spawnkit.bootstrap import guard
+
+        report = self.report = PluginReport(lenient=self._lenient(lenient))
+        report.modules_before = guard.mark_plugins_began()
+        infos, unknown = self._classify(names)
+        report.unknown_names = unknown
+        if unknown:
+            available = ", ".join(sorted({i.name for i in infos})) or "none"
+            message = (
+                f"{self.namespace.config.plugin_group}: selected plugin name(s) "
+                f"{', '.join(map(repr, unknown))} match no installed plugin; installed: "
+                f"{available}. Check the spelling in {self.namespace.config.plugins_var}."
+            )
+            warnings.warn(message, PluginSelectionWarning, stacklevel=4)
+            _log.warning("%s", message)
+        selected = [i for i in infos if i.status == "selected"]
+        report.skipped = [i for i in infos if i.status != "selected"]
+        for info in report.skipped:
+            _log.debug("skipping %s: %s", info.describe(), info.reason)
+        self._check_duplicates(selected, report.lenient)
+        platform_dist = _norm(self._selected_dist_quiet()) if selected else ""
+        seen: set[str] = set()
+        for info in selected:
+            if info.name in seen:
+                continue  # duplicate name, already warned about; first on sys.path wins
+            seen.add(info.name)
+            strict = not report.lenient or (
+                bool(platform_dist) and _norm(info.dist) == platform_dist
+            )
+            self._load_one(info, strict, report)
+        return list(report.loaded)
+
+    def _selected_dist_quiet(self) -> str | None:
+        try:
+            dist: str | None = self.namespace.platforms.selected_dist()
+        except Exception:
+            # A platform failure is reported by the platform stage, not here; without a
+            # selected platform no dist gets the "always strict" treatment.
+            return None
+        return dist
+
+    def _check_duplicates(self, selected: list[PluginInfo], lenient: bool) -> None:
+        by_name: dict[str, list[PluginInfo]] = {}
+        for info in selected:
+            by_name.setdefault(info.name, []).append(info)
+        for name, infos in by_name.items():
+            if len(infos) < 2:
+                continue
+            dists = ", ".join(f"{i.dist} {i.version} ({i.value})" for i in infos)
+            message = (
+                f"plugin name {name!r} in {self.namespace.config.plugin_group} is provided by "
+                f"several distributions: {dists}. Uninstall one, or rename its entry point."
+            )
+            if not lenient:
+                first = infos[0]
+                raise PluginError(
+                    message,
+                    plugin=name,
+                    value=first.value,
+                    dist=first.dist,
+                    version=first.version,
+                    group=first.group,
+                )
+            warnings.warn(message + " Loading the first.", PluginSelectionWarning, stacklevel=5)
+
+    def _load_one(self, info: PluginInfo, strict: bool, report: PluginReport) -> None:
+        from spawnkit.bootstrap import guard
+        from spawnkit.hooks.types import HookSource, plugin_source
+
+        source = HookSource(info.name, info.dist, info.version)
+        ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
+        registry = self.namespace.hooks
+        before_regs = len(registry.registrations())
+        before_mods = set(sys.modules)
+        start = time.perf_counter()
+        step = "import"
+        try:
+            with plugin_source(source), guard.phase(f"plugin:{info.name}"):
+                obj = _metadata.load_entry_point(ep)
+                if isinstance(obj, types.ModuleType) and not ep.attr:
+                    pass  # a module entry point: importing it (its decorators) is the plugin
+                elif callable(obj):
+                    step = "call"
+                    obj()
+                else:
+                    step = "call"
+                    raise TypeError(
+                        f"entry point resolves to a {type(obj).__name__}, not a callable; point "
+                        "it at the plugin's register function ('module:register')"
+                    )
+        except Exception as exc:
+            registry.discard_source(source)
+            what = "failed to import" if step == "import" else "raised in its callback"
+            message = (
+                f"{info.describe()} {what}: {type(exc).__name__}: {exc}. Its hook "
+                f"registrations were discarded. Fix or upgrade {info.dist}, or deselect it "
+                f"with {self.namespace.config.plugins_var}"
+            )
+            if strict:
+                if report.lenient:
+                    message += (
+                        " (it belongs to the selected platform's distribution, so lenient mode "
+                        "does not apply)"
+                    )
+                raise PluginError(
+                    message + ".",
+                    plugin=info.name,
+                    value=info.value,
+                    dist=info.dist,
+                    version=info.version,
+                    group=info.group,
+                ) from exc
+            _log.warning(
+                "lenient plugin loading: %s; continuing without it.", message, exc_info=True
+            )
+            report.failed.append(
+                FailedPlugin(
+                    info.name,
+                    info.value,
+                    info.dist,
+                    info.version,
+                    f"{type(exc).__name__}: {exc}",
+                    "".join(traceback.format_exception(exc)),
+                )
+            )
+            return
+        seconds = time.perf_counter() - start
+        imported = tuple(m for m in sys.modules if m not in before_mods)
+        loaded = LoadedPlugin(
+            info.name,
+            info.value,
+            info.dist,
+            info.version,
+            seconds,
+            imported,
+            len(registry.registrations()) - before_regs,
+        )
+        report.loaded.append(loaded)
+        _log.debug("loaded %s in %.2f ms", info.describe(), seconds * 1e3)
+
+    # -------------------------------------------------------------- applying
+    def apply(self, *, strict: bool = True) -> list[str]:
+        """Patch every registered target once per process (loading plugins first if needed).
+
+        After this, payloads and lazy proxies may be resolved in a worker.
+        """
+        result = self._apply_once.run(lambda: self._apply(strict))
+        return list(result) if result is not None else []
+
+    def _apply(self, strict: bool) -> list[str]:
+        from spawnkit.spec import _phase
+
+        if self._load_once.state is OnceState.NOT_STARTED:
+            self.load()
+        patched: list[str] = list(self.namespace.hooks.apply_hooks(strict=strict))
+        self.report.applied = patched
+        _phase.mark_hooks_applied()
+        return patched
+
+    def reset_for_tests(self) -> None:
+        """Forget loading and applying (the registry is reset separately)."""
+        self._load_once.reset()
+        self._apply_once.reset()
+        self.report = PluginReport()
+
+
+def load_plugins(namespace: Any = None, **kwargs: Any) -> list[LoadedPlugin]:
+    """Load the namespace's general plugins (registration only); see :meth:`PluginManager.load`."""
+    from spawnkit.namespace import get_namespace
+
+    return get_namespace(namespace).plugins.load(**kwargs)
+
+
+def apply_plugin_hooks(namespace: Any = None, **kwargs: Any) -> list[str]:
+    """Apply every hook registered in the namespace; see :meth:`PluginManager.apply`."""
+    from spawnkit.namespace import get_namespace
+
+    return get_namespace(namespace).plugins.apply(**kwargs)

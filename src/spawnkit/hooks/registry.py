@@ -1,0 +1,728 @@
+"""``HookRegistry``: registering hooks, applying them atomically, and undoing them exactly.
+
+Registration only records (no import happens, so a plugin can register hooks
+on modules that must not be imported yet).  ``apply_hooks()`` resolves each
+target, builds its chain as flat closures (``_chain``), installs it, rebinds
+stale ``from X import Y`` bindings (``_propagate``) and journals every change
+(``_ledger``), so that a strict failure rolls the whole call back and
+``unapply()`` restores the exact raw objects that were there before.
+
+The state lives in an object, not in class attributes, so several engines in
+one process each get an independent registry; the class-level API (the seed's
+``HookRegistry.register(...)``) acts on ``HookRegistry.default()``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from spawnkit.errors import HookApplyError, HookError, HookRegistrationError
+from spawnkit.hooks import _resolve
+from spawnkit.hooks._chain import build_chain, is_async_callable
+from spawnkit.hooks._hybrid import hybridmethod
+from spawnkit.hooks._ledger import ABSENT, Journal
+from spawnkit.hooks._propagate import Rebind, find_holders
+from spawnkit.hooks.types import (
+    UNKNOWN_SOURCE,
+    AppliedTarget,
+    HookSource,
+    HookType,
+    Registration,
+    current_plugin_source,
+    describe_hook,
+)
+
+__all__ = ["HookRegistry", "plugin_hook"]
+
+logger = logging.getLogger("spawnkit.hooks")
+
+H = TypeVar("H")
+
+
+@dataclass
+class _Record:
+    """The ledger entry of one patched target (see module docstring)."""
+
+    key: str
+    display: str
+    res: _resolve.Resolved
+    kind: str
+    before: Any  # raw value in the owner's __dict__ before we patched (ABSENT: none)
+    original: Any  # the object other modules may hold (propagation source)
+    installed_raw: Any  # what is in the owner's __dict__ now
+    installed: Any  # the callable (or class) that replaced ``original``
+    regs: tuple[Registration, ...]
+    hooks: tuple[Any, ...]
+    hook_modules: frozenset[str]
+    bindings: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+
+    @property
+    def seqs(self) -> tuple[int, ...]:
+        return tuple(r.seq for r in self.regs)
+
+    @property
+    def propagates(self) -> bool:
+        return isinstance(self.res.owner, types.ModuleType)
+
+
+class _State:
+    """Everything a registry knows; swapped wholesale by ``isolated()``."""
+
+    def __init__(self) -> None:
+        self.regs: dict[str, list[Registration]] = {}
+        self.paths: dict[str, _resolve.TargetPath] = {}
+        self.display: dict[str, str] = {}
+        self.applied: dict[str, _Record] = {}
+        self.hook_objects: dict[int, Any] = {}  # seq -> imported "module:qualname" hook
+        self.seq = 0
+
+
+def _coerce_type(hook_type: object) -> HookType:
+    if isinstance(hook_type, HookType):
+        return hook_type
+    if isinstance(hook_type, str) and hook_type.upper() in HookType.__members__:
+        return HookType[hook_type.upper()]
+    raise HookRegistrationError(
+        f"unknown hook type {hook_type!r}; use HookType.BEFORE, HookType.AFTER, "
+        "HookType.AROUND or HookType.REPLACE"
+    )
+
+
+def _check_hook_object(hook: Any, hook_type: HookType, what: str) -> None:
+    if not callable(hook):
+        raise HookRegistrationError(
+            f"{what}: the hook is a {type(hook).__name__}, not a callable; pass a function, "
+            "a class (REPLACE only) or a 'module:qualname' string"
+        )
+    if isinstance(hook, type) and hook_type is not HookType.REPLACE:
+        raise HookRegistrationError(
+            f"{what}: the hook is the class {describe_hook(hook)}, and a class can only be "
+            f"a REPLACE hook (got {hook_type.name}); register it with HookType.REPLACE or "
+            "hook one of its methods with a function"
+        )
+
+
+def _cannot(hook: Any, src: HookSource, target: str) -> str:
+    return f"cannot register hook {describe_hook(hook)} from {src} on target {target!r}"
+
+
+def _hook_module(hook: Any) -> str | None:
+    if isinstance(hook, str):
+        return hook.partition(":")[0]
+    module = getattr(hook, "__module__", None)
+    return module if isinstance(module, str) else None
+
+
+class HookRegistry:
+    """Hooks on functions, methods and classes, applied in one atomic, reversible step.
+
+    Every public method works on the class (the default registry) and on an
+    instance (``HookRegistry(name="sglang.srt")``).
+    """
+
+    _default: ClassVar[HookRegistry | None] = None
+    _default_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, name: str = "spawnkit") -> None:
+        self.name = name
+        self._lock = threading.RLock()
+        self._state = _State()
+
+    def __repr__(self) -> str:
+        return (
+            f"HookRegistry(name={self.name!r}, targets={len(self._state.regs)}, "
+            f"applied={len(self._state.applied)})"
+        )
+
+    @classmethod
+    def default(cls) -> HookRegistry:
+        """The process-wide registry behind the class-level API and the default namespace."""
+        registry = HookRegistry._default
+        if registry is None:
+            with HookRegistry._default_lock:
+                registry = HookRegistry._default
+                if registry is None:
+                    registry = HookRegistry._default = HookRegistry()
+        return registry
+
+    # ------------------------------------------------------------ registering
+    @hybridmethod
+    def register(
+        self,
+        target: str,
+        hook: Callable[..., Any] | str,
+        hook_type: HookType = HookType.AFTER,
+        *,
+        source: HookSource | None = None,
+    ) -> None:
+        """Record a hook for ``target``; nothing is imported until ``apply_hooks()``.
+
+        ``source`` defaults to the plugin the loader is running
+        (``current_plugin_source``), else ``UNKNOWN_SOURCE``.
+        """
+        src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
+        if not isinstance(src, HookSource):
+            raise HookRegistrationError(
+                f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
+                f"be a HookSource, got {src!r}"
+            )
+        try:
+            path = _resolve.parse_target(target)
+            htype = _coerce_type(hook_type)
+        except HookError as exc:
+            raise type(exc)(f"{exc} (hook {describe_hook(hook)} from {src})") from None
+        if isinstance(hook, str):
+            try:
+                _resolve.check_hook_spec(hook)
+            except HookRegistrationError as exc:
+                raise HookRegistrationError(f"{_cannot(hook, src, target)}: {exc}") from None
+        elif not callable(hook) or (isinstance(hook, type) and htype is not HookType.REPLACE):
+            _check_hook_object(hook, htype, _cannot(hook, src, target))
+        with self._lock:
+            st = self._state
+            regs = st.regs.setdefault(path.key, [])
+            for prev in regs:
+                if prev.hook_type is htype and (prev.hook is hook or prev.hook == hook):
+                    logger.warning(
+                        "ignored a second registration of %s on target %r: it is already "
+                        "registered (by %s); a hook is applied once per target",
+                        Registration(target, hook, htype, src, -1).describe(),
+                        target,
+                        prev.source,
+                    )
+                    return
+            st.seq += 1
+            reg = Registration(target, hook, htype, src, st.seq)
+            if path.module_hint is not None or path.key not in st.paths:
+                st.paths[path.key] = path  # the explicit 'mod:qual' form is the more precise one
+            st.display.setdefault(path.key, target)
+            messages = _conflicts(regs, reg)
+            regs.append(reg)
+        logger.debug("registered %s on target %r", reg.describe(), target)
+        for message in messages:
+            logger.warning("%s", message)
+
+    @hybridmethod
+    def plugin_hook(self, target: str, type: HookType = HookType.AFTER) -> Callable[[H], H]:
+        """Decorator form of :meth:`register`; returns the decorated object unchanged."""
+
+        def decorate(obj: H) -> H:
+            self.register(target, obj, type)  # type: ignore[arg-type]
+            return obj
+
+        return decorate
+
+    @hybridmethod
+    def discard_source(self, source: HookSource) -> int:
+        """Drop every registration made by ``source`` (a plugin that failed while loading).
+
+        Targets already patched keep their chain until the next
+        ``apply_hooks()``, which rebuilds them without these hooks (or restores
+        the original when none are left).  Returns how many were dropped.
+        """
+        with self._lock:
+            st = self._state
+            dropped = 0
+            for key in list(st.regs):
+                kept = [r for r in st.regs[key] if r.source != source]
+                dropped += len(st.regs[key]) - len(kept)
+                st.regs[key] = kept
+        if dropped:
+            logger.info("discarded %d hook registration(s) from %s", dropped, source)
+        return dropped
+
+    # -------------------------------------------------------------- applying
+    @hybridmethod
+    def apply_hooks(self, *, strict: bool = True) -> list[str]:
+        """Patch every target whose registrations changed since it was last applied.
+
+        Returns the targets patched by this call (empty when nothing is new).
+        ``strict``: any failure rolls back everything this call changed and raises
+        one ``HookApplyError`` listing every failing target with its sources;
+        otherwise each failure is logged and the other targets are applied.
+        """
+        with self._lock:
+            return self._apply(strict)
+
+    def _apply(self, strict: bool) -> list[str]:
+        st = self._state
+        pending = [
+            k
+            for k, regs in st.regs.items()
+            if regs and (k not in st.applied or st.applied[k].seqs != tuple(r.seq for r in regs))
+        ]
+        orphans = [k for k in st.applied if not st.regs.get(k)]
+        if not pending and not orphans:
+            return []
+        journal = Journal()
+        snapshot = dict(st.applied)
+        failures: dict[str, tuple[list[str], str]] = {}
+        first_error: BaseException | None = None
+        messages: list[str] = []
+        patched: list[str] = []
+
+        def fail(key: str, exc: BaseException) -> None:
+            nonlocal first_error
+            sources = sorted({str(r.source) for r in st.regs.get(key, [])})
+            failures[key] = (sources, f"{type(exc).__name__}: {exc}")
+            if first_error is None:
+                first_error = exc
+
+        restore_rebinds: dict[int, Rebind] = {}
+        for key in orphans:
+            rec = st.applied.pop(key)
+            self._restore(rec, journal, restore_rebinds)
+            logger.debug("restored target %r: no hooks left on it", rec.display)
+
+        hooks: dict[str, list[tuple[Registration, Any]]] = {}
+        for key in pending:
+            try:
+                hooks[key] = [(r, self._hook_object(r)) for r in st.regs[key]]
+            except Exception as exc:
+                fail(key, exc)
+        classes = {
+            k
+            for k, pairs in hooks.items()
+            if any(r.hook_type is HookType.REPLACE and isinstance(o, type) for r, o in pairs)
+        }
+        # Whole-class REPLACE targets first, so that 'Class.method' targets land on the
+        # replacement; within a phase a target sorts before the targets below it.
+        phases = [sorted(classes, key=self._sort_key), [k for k in hooks if k not in classes]]
+        for index, phase in enumerate(phases):
+            if index == 1:
+                phase.sort(key=self._sort_key)
+            rebinds: dict[int, Rebind] = dict(restore_rebinds) if index == 0 else {}
+            skip: set[tuple[str, str]] = set()
+            done: list[_Record] = []
+            for key in phase:
+                prev = st.applied.pop(key, None)
+                if index == 0 and prev is not None:
+                    for dep in [d for d in st.applied if d.startswith(key + ".")]:
+                        # their owner is about to change: re-resolve them on the new class
+                        self._restore(st.applied.pop(dep), journal, rebinds)
+                        if dep not in hooks and st.regs.get(dep):
+                            try:
+                                hooks[dep] = [(r, self._hook_object(r)) for r in st.regs[dep]]
+                            except Exception as exc:
+                                fail(dep, exc)
+                                continue
+                            phases[1].append(dep)
+                try:
+                    rec = self._build(key, hooks[key], prev, messages)
+                    journal.put(rec.res.owner, rec.res.attr, rec.installed_raw)
+                except Exception as exc:
+                    if prev is not None:
+                        st.applied[key] = prev  # left untouched: the previous chain stays
+                    fail(key, exc)
+                    continue
+                st.applied[key] = rec
+                done.append(rec)
+                patched.append(rec.display)
+                if rec.propagates:
+                    skip.add((rec.res.owner.__name__, rec.res.attr))
+                    rebinds[id(rec.original)] = Rebind(
+                        rec.original, rec.installed, rec.hook_modules, key
+                    )
+                    if prev is not None and prev.installed is not rec.installed:
+                        rebinds[id(prev.installed)] = Rebind(
+                            prev.installed, rec.installed, rec.hook_modules, key
+                        )
+            self._propagate(rebinds, frozenset(skip), journal)
+
+        if failures:
+            if strict:
+                problems = journal.rollback()
+                st.applied = snapshot
+                raise self._apply_error(failures, problems) from first_error
+            for key, (sources, text) in failures.items():
+                logger.error(
+                    "hook target %r was not patched (hooks from %s): %s; the other targets "
+                    "were applied (strict=False)",
+                    st.display.get(key, key),
+                    ", ".join(sources),
+                    text,
+                )
+        for message in messages:
+            logger.warning("%s", message)
+        for name in patched:
+            logger.debug("applied hooks on target %r", name)
+        return patched
+
+    def _sort_key(self, key: str) -> tuple[str, ...]:
+        return self._state.paths[key].parts
+
+    def _hook_object(self, reg: Registration) -> Any:
+        if not isinstance(reg.hook, str):
+            return reg.hook
+        cache = self._state.hook_objects
+        obj = cache.get(reg.seq)
+        if obj is None:
+            what = f"{reg.describe()} on target {reg.target!r}"
+            try:
+                obj = _resolve.import_hook(reg.hook)
+            except HookRegistrationError as exc:
+                raise HookRegistrationError(f"{what}: {exc}") from exc.__cause__
+            _check_hook_object(obj, reg.hook_type, what)
+            cache[reg.seq] = obj
+        return obj
+
+    def _build(
+        self,
+        key: str,
+        pairs: list[tuple[Registration, Any]],
+        prev: _Record | None,
+        messages: list[str],
+    ) -> _Record:
+        """Resolve and build one target's chain; changes nothing (install is the caller's)."""
+        st = self._state
+        display = st.display[key]
+        regs = tuple(r for r, _ in pairs)
+        if prev is not None:
+            res, before, original = prev.res, prev.before, prev.original
+        else:
+            res = _resolve.resolve(st.paths[key], display)
+            before = vars(res.owner).get(res.attr, ABSENT)
+            original = res.raw
+        kind, func = _resolve.classify(res, display)
+        if kind == _resolve.CLASS:
+            wrong = [r for r in regs if r.hook_type is not HookType.REPLACE]
+            if wrong:
+                listed = "; ".join(r.describe() for r in wrong)
+                raise HookRegistrationError(
+                    f"hook target {display!r} is a class, and a class can only be replaced "
+                    f"(HookType.REPLACE with a subclass); got {listed}. Hook one of its methods "
+                    f"instead, e.g. '{display}.__init__'."
+                )
+            reg, replacement = pairs[-1]
+            if isinstance(replacement, type) and not issubclass(replacement, func):
+                messages.append(
+                    f"{reg.describe()} replaces class {display!r} with "
+                    f"{describe_hook(replacement)}, which is not a subclass of it: isinstance() "
+                    "and issubclass() checks against the original class will fail"
+                )
+            installed: Any = replacement
+            raw: Any = replacement
+        else:
+            self._check_override(key, res, regs, messages)
+            installed = build_chain(
+                func, pairs, key=key, display=display, is_async=is_async_callable(func)
+            )
+            if kind == _resolve.CLASSMETHOD:
+                raw = classmethod(installed)
+            elif kind in (_resolve.STATICMETHOD, _resolve.CALLABLE):
+                raw = staticmethod(installed)
+            else:
+                raw = installed
+        modules = frozenset(m for m in (_hook_module(o) for _, o in pairs) if m) | frozenset(
+            m for m in (_hook_module(r.hook) for r in regs) if m
+        )
+        return _Record(
+            key=key,
+            display=display,
+            res=res,
+            kind=kind,
+            before=before,
+            original=original,
+            installed_raw=raw,
+            installed=installed,
+            regs=regs,
+            hooks=tuple(o for _, o in pairs),
+            hook_modules=modules,
+            bindings=list(prev.bindings) if prev is not None else [],
+        )
+
+    def _check_override(
+        self,
+        key: str,
+        res: _resolve.Resolved,
+        regs: tuple[Registration, ...],
+        messages: list[str],
+    ) -> None:
+        """Warn when a method REPLACE overrides what a class REPLACE defined itself."""
+        if not res.had_own or not any(r.hook_type is HookType.REPLACE for r in regs):
+            return
+        parent = self._state.applied.get(key.rpartition(".")[0])
+        if parent is None or parent.kind != _resolve.CLASS or parent.installed is not res.owner:
+            return
+        method = next(r for r in reversed(regs) if r.hook_type is HookType.REPLACE)
+        messages.append(
+            f"{method.describe()} on {self._state.display[key]!r} overrides the implementation "
+            f"that {parent.regs[-1].describe()} defines in its replacement class "
+            f"{describe_hook(parent.installed)}"
+        )
+
+    def _propagate(
+        self, rebinds: dict[int, Rebind], skip: frozenset[tuple[str, str]], journal: Journal
+    ) -> None:
+        applied = self._state.applied
+        for modname, namespace, name, rebind in find_holders(rebinds, skip):
+            journal.rebind(modname, namespace, name, rebind.new)
+            rec = applied.get(rebind.key)
+            if rec is not None and rebind.new is rec.installed:
+                if not any(ns is namespace and n == name for _, ns, n in rec.bindings):
+                    rec.bindings.append((modname, namespace, name))
+                logger.debug(
+                    "rebound stale binding %s.%s to the hooked %r", modname, name, rec.display
+                )
+
+    def _restore(self, rec: _Record, journal: Journal, rebinds: dict[int, Rebind]) -> None:
+        """Put one target back as it was (journaled); late holders are left to ``rebinds``."""
+        journal.put(rec.res.owner, rec.res.attr, rec.before)
+        for modname, namespace, name in rec.bindings:
+            if namespace.get(name, ABSENT) is rec.installed:
+                journal.rebind(modname, namespace, name, rec.original)
+        if rec.propagates:
+            rebinds[id(rec.installed)] = Rebind(rec.installed, rec.original, frozenset(), rec.key)
+
+    def _apply_error(
+        self, failures: dict[str, tuple[list[str], str]], problems: list[str]
+    ) -> HookApplyError:
+        st = self._state
+        lines = [
+            f"apply_hooks() failed on {len(failures)} target(s); every change this call made "
+            "was rolled back, so no target is half-patched:"
+        ]
+        for key, (sources, text) in failures.items():
+            lines.append(
+                f"  - {st.display.get(key, key)!r} (hooks from {', '.join(sources)}): {text}"
+            )
+        lines.append(
+            "Fix or uninstall the plugins named above, or call apply_hooks(strict=False) to "
+            "apply the other targets and log these."
+        )
+        if problems:
+            lines.append("Rollback itself failed for: " + "; ".join(problems))
+        shown = {st.display.get(k, k): v for k, v in failures.items()}
+        return HookApplyError("\n".join(lines), failures=shown)
+
+    # ------------------------------------------------------------- undoing
+    @hybridmethod
+    def unapply(self) -> None:
+        """Restore every patched target and propagated binding to its exact original.
+
+        Registrations are kept: ``apply_hooks()`` afterwards applies them all again.
+        """
+        with self._lock:
+            st = self._state
+            journal = Journal()
+            rebinds: dict[int, Rebind] = {}
+            problems: list[str] = []
+            for rec in reversed(list(st.applied.values())):
+                try:
+                    self._restore(rec, journal, rebinds)
+                except Exception as exc:
+                    problems.append(f"{rec.display!r}: {type(exc).__name__}: {exc}")
+            st.applied.clear()
+            for modname, namespace, name, rebind in find_holders(rebinds):
+                namespace[name] = rebind.new
+                logger.debug("restored late binding %s.%s", modname, name)
+        if problems:
+            raise HookError(
+                "unapply() could not restore " + "; ".join(problems) + ". The other targets were "
+                "restored; the ones named are left as they are."
+            )
+
+    @hybridmethod
+    def reset(self) -> None:
+        """Unapply everything and forget every registration."""
+        with self._lock:
+            try:
+                self.unapply()
+            finally:
+                self._state = _State()
+
+    @hybridmethod
+    @contextlib.contextmanager
+    def isolated(self) -> Iterator[HookRegistry]:
+        """A clean registry for the block; on exit its patches are undone and the old state is back.
+
+        The registry object stays the same (the default namespace holds a
+        reference to it), only its state is swapped.
+        """
+        with self._lock:
+            saved = self._state
+            self._state = _State()
+        try:
+            yield self
+        finally:
+            with self._lock:
+                try:
+                    self.unapply()
+                finally:
+                    self._state = saved
+
+    # --------------------------------------------------------------- queries
+    def _key(self, target: str) -> str:
+        return _resolve.parse_target(target).key
+
+    @hybridmethod
+    def is_hook_applied(self, target: str, hook: Callable[..., Any] | str) -> bool:
+        """Whether ``hook`` is in the chain installed on ``target`` right now.
+
+        False also when something else overwrote the target since we patched it.
+        """
+        with self._lock:
+            rec = self._state.applied.get(self._key(target))
+            if (
+                rec is None
+                or vars(rec.res.owner).get(rec.res.attr, ABSENT) is not rec.installed_raw
+            ):
+                return False
+            return any(
+                r.hook is hook or r.hook == hook or obj is hook
+                for r, obj in zip(rec.regs, rec.hooks, strict=True)
+            )
+
+    @hybridmethod
+    def applied_targets(self) -> list[AppliedTarget]:
+        """Patched targets in the order they were applied, with their hooks and sources."""
+        with self._lock:
+            return [
+                AppliedTarget(
+                    target=rec.display,
+                    module=rec.res.module,
+                    qualname=rec.res.qualname,
+                    kind=self._kind_name(rec),
+                    hooks=rec.regs,
+                    propagated_to=tuple((m, n) for m, _, n in rec.bindings),
+                )
+                for rec in self._state.applied.values()
+            ]
+
+    @staticmethod
+    def _kind_name(rec: _Record) -> str:
+        func = getattr(rec.res.raw, "__func__", rec.res.raw)
+        if rec.kind != _resolve.CLASS and is_async_callable(func):
+            return f"async {rec.kind}"
+        return rec.kind
+
+    @hybridmethod
+    def registered_targets(self) -> list[str]:
+        """Targets with at least one registration, in first-registration order."""
+        with self._lock:
+            st = self._state
+            return [st.display[k] for k, regs in st.regs.items() if regs]
+
+    @hybridmethod
+    def registrations(self, target: str | None = None) -> list[Registration]:
+        """All registrations (or those of one target) in registration order."""
+        with self._lock:
+            st = self._state
+            if target is not None:
+                return list(st.regs.get(self._key(target), []))
+            return sorted((r for regs in st.regs.values() for r in regs), key=lambda r: r.seq)
+
+    @hybridmethod
+    def target_modules(self) -> dict[str, list[Registration]]:
+        """The module each registered target lives in, found without importing anything."""
+        with self._lock:
+            st = self._state
+            out: dict[str, list[Registration]] = {}
+            for key, regs in st.regs.items():
+                if not regs:
+                    continue
+                rec = st.applied.get(key)
+                module = rec.res.module if rec is not None else _resolve.guess_module(st.paths[key])
+                out.setdefault(module, []).extend(regs)
+            return out
+
+    @hybridmethod
+    def hook_modules(self, target: str) -> list[str]:
+        """Modules defining ``target``'s hooks: propagation leaves their bindings alone.
+
+        That is what lets a replacement call the original through its own
+        ``from X import Y`` without recursing into itself.
+        """
+        with self._lock:
+            regs = self._state.regs.get(self._key(target), [])
+            names = {_hook_module(r.hook) for r in regs}
+            names |= {_hook_module(self._state.hook_objects.get(r.seq)) for r in regs}
+            return sorted(n for n in names if n)
+
+    @hybridmethod
+    def stale_bindings(self, target: str) -> list[tuple[str, str]]:
+        """(module, attribute) pairs in ``sys.modules`` still holding the original object.
+
+        Only module-level targets have such bindings (a method is patched on its
+        class, which every importer shares).  Imports nothing: a target whose
+        module is not imported yet has none.
+        """
+        with self._lock:
+            key = self._key(target)
+            rec = self._state.applied.get(key)
+            path = self._state.paths.get(key) or _resolve.parse_target(target)
+            if rec is not None:
+                if not rec.propagates:
+                    return []
+                original, owner_name, attr = rec.original, rec.res.owner.__name__, rec.res.attr
+            else:
+                found = _find_imported(path)
+                if found is None:
+                    return []
+                original, owner_name, attr = found
+            excluded = set(self.hook_modules(target))
+        holders = find_holders(
+            {id(original): Rebind(original, None, frozenset(excluded), key)},
+            frozenset({(owner_name, attr)}),
+        )
+        return [(modname, name) for modname, _, name, _ in holders]
+
+
+def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:
+    """The module-level object a target names, if its module is already imported."""
+    parts = path.parts
+    for i in range(len(parts) - 1, 0, -1):
+        module = sys.modules.get(".".join(parts[:i]))
+        if module is None:
+            continue
+        if i != len(parts) - 1:
+            return None  # a class member: no module-level binding to go stale
+        value = vars(module).get(parts[-1], ABSENT)
+        return None if value is ABSENT else (value, module.__name__, parts[-1])
+    return None
+
+
+def _conflicts(regs: list[Registration], new: Registration) -> list[str]:
+    """Warnings about how ``new`` combines with the registrations already on its target."""
+    out: list[str] = []
+    target = new.target
+    replaces = [r for r in regs if r.hook_type is HookType.REPLACE]
+    others = [r for r in regs if r.hook_type is not HookType.REPLACE]
+    if new.hook_type is HookType.REPLACE and replaces:
+        out.append(
+            f"target {target!r} has several REPLACE hooks: {new.describe()} takes effect and "
+            f"{replaces[-1].describe()} is ignored (the last registered REPLACE wins)"
+        )
+    if new.hook_type is HookType.AROUND:
+        arounds = [r for r in regs if r.hook_type is HookType.AROUND]
+        if arounds:
+            listed = ", ".join(r.describe() for r in [*arounds, new])
+            out.append(
+                f"target {target!r} has {len(arounds) + 1} AROUND hooks ({listed}); they nest in "
+                "registration order, the last outermost, and one that does not call original_fn "
+                "bypasses every hook inside it"
+            )
+    mixes = (new.hook_type is HookType.REPLACE and not replaces and others) or (
+        new.hook_type is not HookType.REPLACE and replaces and not others
+    )
+    if mixes:
+        replace = new if new.hook_type is HookType.REPLACE else replaces[-1]
+        other = others[0] if others else new
+        out.append(
+            f"target {target!r} mixes REPLACE ({replace.describe()}) with other hooks "
+            f"({other.describe()}): BEFORE/AFTER/AROUND hooks wrap the replacement, not the "
+            "original"
+        )
+    return out
+
+
+def plugin_hook(target: str, type: HookType = HookType.AFTER) -> Callable[[H], H]:
+    """Decorator registering on the default registry (the seed's ``plugin_hook``)."""
+    return HookRegistry.default().plugin_hook(target, type)

@@ -1,0 +1,190 @@
+"""Hardware probes that never create an accelerator context and avoid importing torch.
+
+Resolution runs in launchers and forkserver parents.  ``torch.cuda.is_available()``
+calls ``cudaGetDeviceCount``, which runs ``cuInit`` and makes every later
+``fork`` of that process unable to use CUDA; importing torch costs about a
+second.  So the probes ask the driver's management libraries (NVML through
+ctypes) and the kernel's device files first, and read the torch build flavour
+from ``torch/version.py`` without executing ``torch/__init__``.  Each probe
+returns a :class:`Probe` saying why, which ``explain_platform()`` prints.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+__all__ = ["Probe", "cuda_available", "rocm_available", "torch_build", "xpu_available"]
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """Whether a built-in platform's hardware is usable here, and the evidence."""
+
+    available: bool
+    reason: str
+
+    def __bool__(self) -> bool:
+        return self.available
+
+
+@dataclass(frozen=True, slots=True)
+class TorchBuild:
+    installed: bool
+    version: str | None = None
+    cuda: str | None = None
+    hip: str | None = None
+    xpu: str | None = None
+
+
+def _load_version_file(path: Path) -> ModuleType | None:
+    spec = importlib.util.spec_from_file_location("_spawnkit_torch_version", path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception:
+        return None
+    return module
+
+
+def torch_build() -> TorchBuild:
+    """torch's version and accelerator flavour, read without importing torch when possible."""
+    version_mod: Any = sys.modules.get("torch.version")
+    if version_mod is None:
+        try:
+            spec = importlib.util.find_spec("torch")
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            return TorchBuild(installed=False)
+        locations = list(spec.submodule_search_locations or [])
+        if locations:
+            version_mod = _load_version_file(Path(locations[0]) / "version.py")
+        if version_mod is None:  # unusual layout: pay for the import
+            import torch.version as version_mod
+    return TorchBuild(
+        installed=True,
+        version=getattr(version_mod, "__version__", None),
+        cuda=getattr(version_mod, "cuda", None),
+        hip=getattr(version_mod, "hip", None),
+        xpu=getattr(version_mod, "xpu", None),
+    )
+
+
+def _visible_limit(var: str) -> int | None:
+    """How many devices ``CUDA_VISIBLE_DEVICES``-style ``var`` admits (None: no limit)."""
+    raw = os.environ.get(var)
+    if raw is None:
+        return None
+    count = 0
+    for item in raw.split(","):
+        item = item.strip()
+        if not item or item.startswith("-"):
+            break  # the CUDA runtime stops at the first invalid entry
+        count += 1
+    return count
+
+
+def _nvml_device_count() -> tuple[int | None, str]:
+    """Device count from NVML (no CUDA context, no cuInit), or None with the reason."""
+    try:
+        nvml = ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return None, "NVML (libnvidia-ml.so.1) not found: no NVIDIA driver"
+    try:
+        init = getattr(nvml, "nvmlInit_v2", None) or nvml.nvmlInit
+        rc = init()
+        if rc != 0:
+            return None, f"nvmlInit failed (NVML error {rc})"
+        count = ctypes.c_uint(0)
+        get = getattr(nvml, "nvmlDeviceGetCount_v2", None) or nvml.nvmlDeviceGetCount
+        rc = get(ctypes.byref(count))
+        nvml.nvmlShutdown()
+        if rc != 0:
+            return None, f"nvmlDeviceGetCount failed (NVML error {rc})"
+        return int(count.value), "NVML"
+    except AttributeError as exc:  # pragma: no cover - ancient driver
+        return None, f"NVML lacks {exc}"
+
+
+def cuda_available() -> Probe:
+    """NVIDIA GPUs visible (NVML and ``CUDA_VISIBLE_DEVICES``) and torch built with CUDA."""
+    count, how = _nvml_device_count()
+    if count is None:
+        return Probe(False, how)
+    limit = _visible_limit("CUDA_VISIBLE_DEVICES")
+    visible = count if limit is None else min(count, limit)
+    if visible <= 0:
+        return Probe(False, f"{how} reports {count} GPU(s), 0 visible (CUDA_VISIBLE_DEVICES)")
+    build = torch_build()
+    if not build.installed:
+        return Probe(False, f"{visible} NVIDIA GPU(s) visible but torch is not installed")
+    if not build.cuda:
+        return Probe(False, f"{visible} NVIDIA GPU(s) visible but torch {build.version} lacks CUDA")
+    return Probe(True, f"{visible} NVIDIA GPU(s) visible via {how}, torch CUDA {build.cuda}")
+
+
+def _kfd_gpu_nodes(root: Path = Path("/sys/class/kfd/kfd/topology/nodes")) -> int:
+    """GPU nodes in the AMD KFD topology (CPU nodes report ``simd_count 0``)."""
+    nodes = 0
+    try:
+        entries = list(root.iterdir())
+    except OSError:
+        return 0
+    for node in entries:
+        try:
+            text = (node / "properties").read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "simd_count" and value.strip() not in ("", "0"):
+                nodes += 1
+                break
+    return nodes
+
+
+def rocm_available() -> Probe:
+    """AMD GPUs in the kernel's KFD topology and torch built with HIP."""
+    if not os.path.exists("/dev/kfd"):
+        return Probe(False, "/dev/kfd not present: no AMD GPU driver")
+    nodes = _kfd_gpu_nodes()
+    if nodes == 0:
+        return Probe(False, "/dev/kfd present but the KFD topology lists no GPU")
+    for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        limit = _visible_limit(var)
+        if limit is not None:
+            nodes = min(nodes, limit)
+    if nodes == 0:
+        return Probe(False, "AMD GPU(s) present but none visible (*_VISIBLE_DEVICES)")
+    build = torch_build()
+    if not build.installed:
+        return Probe(False, f"{nodes} AMD GPU(s) but torch is not installed")
+    if not build.hip:
+        return Probe(False, f"{nodes} AMD GPU(s) but torch {build.version} lacks HIP")
+    return Probe(True, f"{nodes} AMD GPU(s) in KFD topology, torch HIP {build.hip}")
+
+
+def xpu_available() -> Probe:
+    """Intel GPUs through torch.xpu; torch is imported only when its build has XPU."""
+    build = torch_build()
+    if not build.installed:
+        return Probe(False, "torch is not installed")
+    if not build.xpu:
+        return Probe(False, f"torch {build.version} is not built with XPU")
+    import torch
+
+    # torch.xpu.device_count() enumerates through Level Zero Sysman where possible
+    # and does not initialise the XPU runtime's lazy state.
+    count = int(torch.xpu.device_count())
+    if count <= 0:
+        return Probe(False, f"torch XPU {build.xpu} finds no device")
+    return Probe(True, f"{count} XPU device(s), torch XPU {build.xpu}")

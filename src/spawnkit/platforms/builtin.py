@@ -1,0 +1,195 @@
+"""The in-tree platforms: CPU, CUDA, ROCm and XPU.
+
+torch is imported inside the methods, never at module level: the parent of a
+CPU job, a launcher, or ``spawnkit doctor`` resolves a platform without
+paying for (or being broken by) torch.  The probes that decide whether a
+built-in's hardware is present live in :mod:`spawnkit.platforms._probes` and
+create no accelerator context.
+"""
+
+from __future__ import annotations
+
+import os
+import platform as _pyplatform
+from typing import TYPE_CHECKING, Any
+
+from spawnkit.platforms._probes import Probe, cuda_available, rocm_available, xpu_available
+from spawnkit.platforms.interface import Platform, PlatformEnum
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+__all__ = [
+    "BUILTIN_PLATFORMS",
+    "BUILTIN_PROBES",
+    "CpuPlatform",
+    "CudaPlatform",
+    "RocmPlatform",
+    "XpuPlatform",
+    "cpu_available",
+    "cuda_available",
+    "rocm_available",
+    "xpu_available",
+]
+
+
+def _torch() -> ModuleType:
+    import torch
+
+    return torch
+
+
+def cpu_available() -> Probe:
+    return Probe(True, "the CPU is always available")
+
+
+def _cpu_model_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return _pyplatform.processor() or _pyplatform.machine() or "cpu"
+
+
+class CpuPlatform(Platform):
+    """Host CPU; memory figures from psutil, collectives over gloo."""
+
+    _enum = PlatformEnum.CPU
+    device_name = "cpu"
+    device_type = "cpu"
+    dispatch_key = "CPU"
+
+    def set_device(self, device: Any) -> None:
+        """There is one CPU device; anything else is a caller bug worth reporting."""
+        text = str(device)
+        if text not in ("cpu", "0", "cpu:0", "None"):
+            raise ValueError(f"CPU platform has a single device 'cpu', got {device!r}")
+
+    def get_device_name(self, device_id: int = 0) -> str:
+        return _cpu_model_name()
+
+    def get_device_count(self) -> int:
+        return 1
+
+    def get_device_total_memory(self, device_id: int = 0) -> int:
+        import psutil
+
+        return int(psutil.virtual_memory().total)
+
+    def get_current_memory_usage(self, device: Any = None) -> float:
+        """Resident set size of this process: what it holds of host memory right now."""
+        import psutil
+
+        return float(psutil.Process(os.getpid()).memory_info().rss)
+
+    def get_device_capability(self, device_id: int = 0) -> tuple[int, int] | None:
+        return None
+
+    def get_torch_distributed_backend_str(self) -> str:
+        return "gloo"
+
+
+class _TorchCudaApi(Platform):
+    """Shared by CUDA and ROCm: torch exposes both through ``torch.cuda``."""
+
+    def set_device(self, device: Any) -> None:
+        _torch().cuda.set_device(device)
+
+    def get_device_name(self, device_id: int = 0) -> str:
+        return str(_torch().cuda.get_device_name(device_id))
+
+    def get_device_count(self) -> int:
+        return int(_torch().cuda.device_count())
+
+    def get_device_total_memory(self, device_id: int = 0) -> int:
+        return int(_torch().cuda.get_device_properties(device_id).total_memory)
+
+    def get_current_memory_usage(self, device: Any = None) -> float:
+        """Bytes held by torch's caching allocator's live tensors on ``device``."""
+        return float(_torch().cuda.memory_allocated(device))
+
+    def get_device_capability(self, device_id: int = 0) -> tuple[int, int] | None:
+        major, minor = _torch().cuda.get_device_capability(device_id)
+        return int(major), int(minor)
+
+    def get_torch_distributed_backend_str(self) -> str:
+        return "nccl"
+
+    def support_cuda_graph(self) -> bool:
+        return True
+
+
+class CudaPlatform(_TorchCudaApi):
+    """NVIDIA GPUs through torch.cuda; NCCL collectives."""
+
+    _enum = PlatformEnum.CUDA
+    device_name = "cuda"
+    device_type = "cuda"
+    dispatch_key = "CUDA"
+
+    def get_default_attention_backend(self) -> str:
+        return "flash_attn"
+
+
+class RocmPlatform(_TorchCudaApi):
+    """AMD GPUs through torch's HIP build (``torch.cuda`` API, RCCL as ``nccl``)."""
+
+    _enum = PlatformEnum.ROCM
+    device_name = "rocm"
+    device_type = "cuda"
+    dispatch_key = "CUDA"
+
+    def get_default_attention_backend(self) -> str:
+        return "triton"
+
+
+class XpuPlatform(Platform):
+    """Intel GPUs through torch.xpu; XCCL collectives."""
+
+    _enum = PlatformEnum.XPU
+    device_name = "xpu"
+    device_type = "xpu"
+    dispatch_key = "XPU"
+
+    def set_device(self, device: Any) -> None:
+        _torch().xpu.set_device(device)
+
+    def get_device_name(self, device_id: int = 0) -> str:
+        return str(_torch().xpu.get_device_name(device_id))
+
+    def get_device_count(self) -> int:
+        return int(_torch().xpu.device_count())
+
+    def get_device_total_memory(self, device_id: int = 0) -> int:
+        return int(_torch().xpu.get_device_properties(device_id).total_memory)
+
+    def get_current_memory_usage(self, device: Any = None) -> float:
+        return float(_torch().xpu.memory_allocated(device))
+
+    def get_device_capability(self, device_id: int = 0) -> tuple[int, int] | None:
+        """XPUs have no (major, minor) capability; ``torch.xpu.get_device_capability`` has more."""
+        return None
+
+    def get_torch_distributed_backend_str(self) -> str:
+        return "xccl"
+
+
+#: Built-in name -> ``module:qualname``; discovery imports nothing it does not select.
+BUILTIN_PLATFORMS: dict[str, str] = {
+    "cpu": "spawnkit.platforms.builtin:CpuPlatform",
+    "cuda": "spawnkit.platforms.builtin:CudaPlatform",
+    "rocm": "spawnkit.platforms.builtin:RocmPlatform",
+    "xpu": "spawnkit.platforms.builtin:XpuPlatform",
+}
+
+#: Built-in name -> hardware probe, in the auto-detection order (after the CPU engine check).
+BUILTIN_PROBES = {
+    "cpu": cpu_available,
+    "cuda": cuda_available,
+    "rocm": rocm_available,
+    "xpu": xpu_available,
+}

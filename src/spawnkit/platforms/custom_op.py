@@ -1,0 +1,231 @@
+"""``CustomOp``: one module, the right kernel for the platform it runs on.
+
+Dispatch order for an op instance, decided **once, at its first call**:
+
+1. a function registered for the op's exact class and the current platform's
+   ``get_dispatch_key_name()`` with :meth:`CustomOp.register_oot_forward`
+   (how an out-of-tree platform plugs its kernels into in-tree layers);
+2. a ``forward_<device_type>`` method (``forward_cuda``, ``forward_cpu``, ...);
+3. ``forward_native``.
+
+Why the first call and not construction: models are often built before the
+platform's ``init_backend()`` has run, and ``init_backend()`` is where a
+plugin registers its kernels.  The first call therefore runs
+``initialize()`` on the op's namespace (resolution plus ``init_backend()``,
+once per process) and then stores the chosen bound method as the instance's
+``forward``; from then on ``nn.Module.__call__`` reaches the kernel with no
+extra Python frame, so the dispatch costs nothing per call.
+
+Registrations are keyed by the exact class: a subclass of ``RMSNorm`` is a
+different op and does not silently inherit a kernel written for its parent.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import types
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+from torch.nn.modules import module as _torch_module
+
+from spawnkit.errors import CustomOpError
+
+__all__ = ["CustomOp"]
+
+logger = logging.getLogger("spawnkit.platforms")
+
+_registry_lock = threading.Lock()
+# (exact op class, platform key) -> forward function taking (self, *args, **kwargs).
+_oot_forwards: dict[tuple[type, str], Callable[..., Any]] = {}
+# Op classes with instances that already dispatched, per key (to warn on late registration).
+_dispatched: set[tuple[type, str]] = set()
+
+
+# torch mutates its process-wide hook dicts in place, so references taken once stay valid.
+_G_BWD_PRE = _torch_module._global_backward_pre_hooks
+_G_BWD = _torch_module._global_backward_hooks
+_G_FWD = _torch_module._global_forward_hooks
+_G_FWD_PRE = _torch_module._global_forward_pre_hooks
+_tracing_state = torch._C._get_tracing_state
+_module_call = torch.nn.Module.__call__
+
+
+def _fn_name(fn: Callable[..., Any]) -> str:
+    return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+class CustomOp(torch.nn.Module):
+    """Base of ops with per-platform kernels; subclasses implement ``forward_native`` at least.
+
+    ``namespace`` (class attribute or constructor argument) says whose
+    current platform decides; None means the default namespace.
+    """
+
+    namespace: ClassVar[Any] = None
+
+    def __init__(self, *, namespace: Any = None) -> None:
+        super().__init__()
+        if namespace is not None:
+            self._op_namespace = namespace
+        self._dispatch_choice: str | None = None
+
+    # ---------------------------------------------------------- registry
+    @classmethod
+    def register_oot_forward(
+        cls,
+        op_class: type[CustomOp],
+        fn: Callable[..., Any],
+        platform_key: str,
+        *,
+        replace: bool = False,
+    ) -> None:
+        """Use ``fn(op, *args, **kwargs)`` as ``op_class``'s forward on platform ``platform_key``.
+
+        Registering a second function for the same class and key is an error
+        (two plugins fighting over one kernel should be noticed), unless
+        ``replace=True`` says the override is intended.
+        """
+        if not (isinstance(op_class, type) and issubclass(op_class, CustomOp)):
+            raise CustomOpError(
+                f"register_oot_forward: op_class must be a CustomOp subclass, got {op_class!r}"
+            )
+        if not callable(fn):
+            raise CustomOpError(
+                f"register_oot_forward({op_class.__qualname__}): fn must be callable, got {fn!r}"
+            )
+        if not isinstance(platform_key, str) or not platform_key.strip():
+            raise CustomOpError(
+                f"register_oot_forward({op_class.__qualname__}): platform_key must be the "
+                "platform's get_dispatch_key_name() (a non-empty string), got "
+                f"{platform_key!r}"
+            )
+        key = (op_class, platform_key)
+        with _registry_lock:
+            existing = _oot_forwards.get(key)
+            if existing is not None and existing is not fn and not replace:
+                raise CustomOpError(
+                    f"{op_class.__module__}.{op_class.__qualname__} already has an out-of-tree "
+                    f"forward for platform key {platform_key!r}: {_fn_name(existing)}; "
+                    f"refusing to replace it with {_fn_name(fn)}. Pass replace=True if "
+                    "overriding it is intended, or register under another key."
+                )
+            _oot_forwards[key] = fn
+            late = key in _dispatched
+        if late:
+            logger.warning(
+                "out-of-tree forward %s for %s on %r registered after instances already "
+                "dispatched; those instances keep their kernel (register in init_backend())",
+                _fn_name(fn),
+                op_class.__qualname__,
+                platform_key,
+            )
+
+    @classmethod
+    def unregister_oot_forward(cls, op_class: type[CustomOp], platform_key: str) -> None:
+        """Remove a registration (tests, and plugins that unload); missing ones are ignored."""
+        with _registry_lock:
+            _oot_forwards.pop((op_class, platform_key), None)
+
+    @classmethod
+    def oot_forward(cls, op_class: type[CustomOp], platform_key: str) -> Callable[..., Any] | None:
+        """The function registered for exactly ``op_class`` on ``platform_key``, if any."""
+        return _oot_forwards.get((op_class, platform_key))
+
+    # ---------------------------------------------------------- dispatch
+    @property
+    def dispatch_choice(self) -> str | None:
+        """What ``forward`` resolved to (``oot:<key>``, ``forward_<type>``, ``forward_native``)."""
+        return self._dispatch_choice
+
+    def _platform(self) -> Any:
+        from spawnkit.namespace import get_namespace
+
+        ns = self.__dict__.get("_op_namespace", type(self).namespace)
+        return get_namespace(ns).platforms.initialize()
+
+    def _choose_forward(self) -> tuple[str, Callable[..., Any]]:
+        platform = self._platform()
+        cls = type(self)
+        key = platform.get_dispatch_key_name()
+        if key:
+            with _registry_lock:
+                _dispatched.add((cls, key))
+                fn = _oot_forwards.get((cls, key))
+            if fn is not None:
+                return f"oot:{key}", types.MethodType(fn, self)
+        device_type = platform.device_type
+        if device_type:
+            name = f"forward_{device_type}"
+            method = getattr(self, name, None)
+            if callable(method):
+                return name, method
+        if type(self).forward_native is CustomOp.forward_native:
+            raise CustomOpError(
+                f"{cls.__module__}.{cls.__qualname__} has no forward for platform "
+                f"{type(platform).__qualname__} (dispatch key {key!r}, device type "
+                f"{device_type!r}): define forward_native (the portable fallback), a "
+                f"forward_{device_type or '<device_type>'} method, or register one with "
+                "CustomOp.register_oot_forward()."
+            )
+        return "forward_native", self.forward_native
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """``nn.Module.__call__`` minus two Python frames when nothing would observe the call.
+
+        Only after dispatch, and only while no module or global hook, tracing
+        or ``module.compile()`` is present; otherwise torch's own path runs
+        unchanged, so hook semantics are exactly those of ``nn.Module``.
+        """
+        d = self.__dict__
+        impl = d.get("forward")
+        try:
+            if impl is not None and not (
+                d["_forward_hooks"]
+                or d["_forward_pre_hooks"]
+                or d["_backward_hooks"]
+                or d["_backward_pre_hooks"]
+                or _G_FWD
+                or _G_FWD_PRE
+                or _G_BWD
+                or _G_BWD_PRE
+                or d.get("_compiled_call_impl") is not None
+                or _tracing_state() is not None
+            ):
+                return impl(*args, **kwargs)
+        except KeyError:  # a subclass skipped Module.__init__: let torch report it
+            pass
+        return _module_call(self, *args, **kwargs)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """First call only: choose the kernel, pin it as this instance's ``forward``, run it."""
+        choice, impl = self._choose_forward()
+        self._dispatch_choice = choice
+        # An instance attribute shadows this method, so later calls go straight to impl.
+        self.__dict__["forward"] = impl
+        return impl(*args, **kwargs)
+
+    def forward_native(self, *args: Any, **kwargs: Any) -> Any:
+        """The portable implementation in plain torch ops; every op should provide it."""
+        raise NotImplementedError(f"{type(self).__qualname__}.forward_native")
+
+    def reset_dispatch(self) -> None:
+        """Choose again at the next call (after a registration made on purpose later)."""
+        self.__dict__.pop("forward", None)
+        self._dispatch_choice = None
+
+    def _replicate_for_data_parallel(self) -> Any:
+        # DataParallel copies __dict__: a replica must not keep a kernel bound to the original.
+        replica = super()._replicate_for_data_parallel()  # type: ignore[no-untyped-call]
+        replica.__dict__.pop("forward", None)
+        replica.__dict__["_dispatch_choice"] = None
+        return replica
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A bound kernel does not pickle by reference; the copy dispatches afresh.
+        state = dict(self.__dict__)
+        state.pop("forward", None)
+        state["_dispatch_choice"] = None
+        return state

@@ -1,0 +1,124 @@
+"""What platform discovery decided and why: plain data for humans, JSON and pickling.
+
+A wrong platform is the most expensive silent failure an engine can have (the
+job runs, on the wrong hardware).  So every resolution records each
+candidate's outcome, each built-in probe and the path taken through the
+decision table; errors carry the text, ``spawnkit doctor`` prints it, and a
+launcher ships the :class:`PlatformSelection` to its children.  Only plain
+types live here so all of it pickles without importing any plugin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["CandidateOutcome", "PlatformExplanation", "PlatformSelection", "ProbeOutcome"]
+
+
+@dataclass(frozen=True)
+class PlatformSelection:
+    """The decision, without an instance: what the launcher puts into ``ProcessSpec.platform``.
+
+    ``kind`` is ``"plugin"``, ``"builtin"`` or ``"base"``; ``qualname`` the
+    class (``module:qualname`` or dotted, as the plugin returned it); ``dist``
+    and ``version`` the winning plugin's distribution (None for in-tree ones);
+    ``path`` the rows of the decision table that led here.
+    """
+
+    name: str
+    kind: str
+    qualname: str
+    dist: str | None = None
+    version: str | None = None
+    path: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CandidateOutcome:
+    """One platform entry point and what happened to it.
+
+    ``outcome`` is ``"activated"`` (returned ``qualname``), ``"none"``
+    (hardware absent), ``"error"`` (``error`` says what) or ``"skipped"``
+    (not imported, because another platform was selected by name).
+    """
+
+    name: str
+    value: str
+    dist: str
+    version: str
+    outcome: str
+    qualname: str | None = None
+    error: str | None = None
+
+    def describe(self) -> str:
+        source = f"{self.name!r} = {self.value!r} ({self.dist} {self.version})"
+        if self.outcome == "activated":
+            return f"{source}: activated -> {self.qualname}"
+        if self.outcome == "none":
+            return f"{source}: activate() returned None (hardware not available)"
+        if self.outcome == "skipped":
+            return f"{source}: not imported (another platform was selected by name)"
+        return f"{source}: ERROR {self.error}"
+
+
+@dataclass
+class ProbeOutcome:
+    """A built-in platform's hardware check."""
+
+    name: str
+    available: bool
+    reason: str
+
+
+@dataclass
+class PlatformExplanation:
+    """Everything one resolution looked at; ``str()`` for people, ``to_dict()`` for JSON."""
+
+    namespace: str
+    group: str
+    selector_var: str
+    selector_value: str | None
+    cpu_engine_var: str
+    cpu_engine_value: str | None
+    mode: str = "auto"
+    requested: str | None = None
+    candidates: list[CandidateOutcome] = field(default_factory=list)
+    probes: list[ProbeOutcome] = field(default_factory=list)
+    path: list[str] = field(default_factory=list)
+    winner: PlatformSelection | None = None
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        lines = [
+            f"Platform discovery for namespace {self.namespace!r} "
+            f"(entry-point group {self.group!r}):",
+            f"  {self.selector_var}={self.selector_value or '<unset>'}  "
+            f"{self.cpu_engine_var}={self.cpu_engine_value or '<unset>'}  mode: {self.mode}",
+        ]
+        if self.candidates:
+            lines.append("  candidates:")
+            lines.extend(f"    - {c.describe()}" for c in self.candidates)
+        else:
+            lines.append("  candidates: none installed")
+        if self.probes:
+            lines.append("  built-in probes:")
+            lines.extend(
+                f"    - {p.name}: {'available' if p.available else 'absent'} ({p.reason})"
+                for p in self.probes
+            )
+        if self.path:
+            lines.append("  path: " + " -> ".join(self.path))
+        if self.winner is not None:
+            w = self.winner
+            origin = f" from {w.dist} {w.version}" if w.dist else ""
+            lines.append(f"  winner: {w.kind} {w.name!r} ({w.qualname}{origin})")
+        if self.error:
+            lines.append(f"  error: {self.error.splitlines()[0]}")
+        return "\n".join(lines)

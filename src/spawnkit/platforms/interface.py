@@ -1,0 +1,368 @@
+"""The device interface every platform implements, and the check that keeps plugins honest.
+
+A platform plugin is written against this interface in a separate package,
+often months apart from the engine.  A misspelled override
+(``get_devce_name``) or one with a different signature would otherwise be
+silently ignored, and the engine would call the base implementation on the
+wrong hardware.  ``__init_subclass__`` therefore checks every class when it
+is *defined* (at the plugin's import, long before any worker starts):
+
+* each public name a subclass defines must already be part of the interface
+  (helpers belong behind a leading underscore);
+* each override must accept every call the interface allows (same parameter
+  names, defaults kept, extra parameters optional), and be the same kind of
+  attribute (method, classmethod, staticmethod, property or data value);
+* a device mixin's override must not be shadowed by an interface class that
+  comes earlier in the MRO (``class P(SRTPlatform, MyDeviceMixin)`` would lose
+  the mixin's methods if ``SRTPlatform`` redefined them).
+
+Engines extend the interface with their own base, declared with
+``class SRTPlatform(Platform, contract=True)``: its new public names become
+part of the interface its subclasses are checked against.
+
+This module imports only the standard library, so a plugin's ``device.py``
+and the parent process can import it without torch.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import inspect
+from typing import Any, ClassVar
+
+from spawnkit.errors import PlatformContractError
+
+__all__ = ["DeviceMixin", "Platform", "PlatformEnum"]
+
+
+class PlatformEnum(enum.Enum):
+    """Which kind of hardware a platform drives; ``OOT`` marks every out-of-tree plugin."""
+
+    CUDA = "cuda"
+    ROCM = "rocm"
+    XPU = "xpu"
+    CPU = "cpu"
+    OOT = "oot"
+    UNSPECIFIED = "unspecified"
+
+
+_CONTRACT_FLAG = "_spawnkit_contract"
+_DATA_TYPES = (str, int, float, bool, type(None))
+
+
+def _describe(obj: Any) -> str:
+    if isinstance(obj, staticmethod):
+        return "staticmethod"
+    if isinstance(obj, classmethod):
+        return "classmethod"
+    if isinstance(obj, property):
+        return "property"
+    if inspect.isfunction(obj):
+        return "method"
+    return f"{type(obj).__name__} value"
+
+
+def _kind(obj: Any) -> str:
+    """Coarse kind: the override must be of the same kind as the interface attribute."""
+    if isinstance(obj, staticmethod):
+        return "staticmethod"
+    if isinstance(obj, classmethod):
+        return "classmethod"
+    if isinstance(obj, property):
+        return "property"
+    if inspect.isfunction(obj):
+        return "method"
+    return "data"
+
+
+def _function_of(obj: Any) -> Any:
+    if isinstance(obj, (staticmethod, classmethod)):
+        return obj.__func__
+    return obj
+
+
+def _params(fn: Any, drop_first: bool) -> list[inspect.Parameter]:
+    params = list(inspect.signature(fn).parameters.values())
+    if (
+        drop_first
+        and params
+        and params[0].kind
+        in (
+            inspect.Parameter.POSITIONAL_ONLY,
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        )
+    ):
+        params = params[1:]
+    return params
+
+
+def _signature_problem(base: Any, override: Any, kind: str) -> str | None:
+    """Why ``override`` cannot stand in for ``base`` (None when every base call still works)."""
+    drop = kind != "staticmethod"
+    try:
+        bp = _params(_function_of(base), drop)
+        op = _params(_function_of(override), drop)
+    except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
+        return None
+    P = inspect.Parameter
+    o_positional = [p for p in op if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    o_by_name = {p.name: p for p in op if p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)}
+    o_varargs = any(p.kind is P.VAR_POSITIONAL for p in op)
+    o_varkw = any(p.kind is P.VAR_KEYWORD for p in op)
+    matched: set[str] = set()
+    position = 0
+    for p in bp:
+        if p.kind is P.VAR_POSITIONAL:
+            if not o_varargs:
+                return f"the interface accepts *{p.name}, the override does not"
+            continue
+        if p.kind is P.VAR_KEYWORD:
+            if not o_varkw:
+                return f"the interface accepts **{p.name}, the override does not"
+            continue
+        has_default = p.default is not P.empty
+        if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD):
+            if position < len(o_positional):
+                q = o_positional[position]
+                if p.kind is P.POSITIONAL_OR_KEYWORD and q.name != p.name and not o_varkw:
+                    return (
+                        f"parameter {position + 1} is named {q.name!r}, the interface names it "
+                        f"{p.name!r} (callers may pass it by keyword)"
+                    )
+                if p.kind is P.POSITIONAL_OR_KEYWORD and q.kind is P.POSITIONAL_ONLY:
+                    return f"parameter {p.name!r} became positional-only"
+                if has_default and q.default is P.empty:
+                    return f"parameter {p.name!r} lost its default (callers may omit it)"
+                matched.add(q.name)
+            elif not o_varargs:
+                return f"parameter {p.name!r} is missing"
+            position += 1
+            continue
+        # keyword-only in the interface
+        q2 = o_by_name.get(p.name)
+        if q2 is None:
+            if not o_varkw:
+                return f"keyword parameter {p.name!r} is missing"
+            continue
+        if has_default and q2.default is P.empty:
+            return f"parameter {p.name!r} lost its default (callers may omit it)"
+        matched.add(q2.name)
+    for q in op:
+        if q.name in matched or q.kind in (P.VAR_POSITIONAL, P.VAR_KEYWORD):
+            continue
+        if q.default is P.empty:
+            return f"extra parameter {q.name!r} has no default (interface callers never pass it)"
+    return None
+
+
+def _contract(cls: type, *, skip_self: bool = False) -> dict[str, tuple[type, Any]]:
+    """Public interface names visible to ``cls``: name -> (defining interface class, attribute)."""
+    names: dict[str, tuple[type, Any]] = {}
+    mro = cls.__mro__[1:] if skip_self else cls.__mro__
+    for klass in reversed(mro):
+        if not klass.__dict__.get(_CONTRACT_FLAG, False):
+            continue
+        for name, value in klass.__dict__.items():
+            if not name.startswith("_"):
+                names[name] = (klass, value)
+    return names
+
+
+def _check_class(cls: type, *, defines_contract: bool) -> None:
+    contract = _contract(cls, skip_self=True)
+    where = f"{cls.__module__}.{cls.__qualname__}"
+    own = {k: v for k, v in cls.__dict__.items() if not k.startswith("_")}
+    for name, value in own.items():
+        entry = contract.get(name)
+        if entry is None:
+            if defines_contract:
+                continue
+            bases = sorted({k.__qualname__ for k, _ in contract.values()})
+            hint = difflib.get_close_matches(name, list(contract), n=1)
+            suggestion = f" Did you mean {hint[0]!r}?" if hint else ""
+            raise PlatformContractError(
+                f"{where}.{name}: {name!r} is not part of the platform interface "
+                f"({', '.join(bases) or 'none'}).{suggestion} A public name on a platform class "
+                "must override an interface method or attribute; rename helpers with a leading "
+                "underscore, or declare an engine base with `class X(Platform, contract=True)`."
+            )
+        base_cls, base_value = entry
+        base_kind, over_kind = _kind(base_value), _kind(value)
+        if base_kind == "data":
+            if over_kind == "property" or isinstance(value, type(base_value)):
+                continue
+            if base_value is None and isinstance(value, _DATA_TYPES):
+                continue
+            raise PlatformContractError(
+                f"{where}.{name}: overrides {base_cls.__qualname__}.{name} (a "
+                f"{_describe(base_value)}) with a {_describe(value)}; it must be a "
+                f"{type(base_value).__name__}."
+            )
+        if base_kind != over_kind:
+            raise PlatformContractError(
+                f"{where}.{name}: overrides {base_cls.__qualname__}.{name} (a {base_kind}) with a "
+                f"{_describe(value)}; define it as a {base_kind} with the interface's signature."
+            )
+        if base_kind == "property":
+            continue
+        problem = _signature_problem(base_value, value, base_kind)
+        if problem is not None:
+            sig_base = inspect.signature(_function_of(base_value))
+            sig_over = inspect.signature(_function_of(value))
+            raise PlatformContractError(
+                f"{where}.{name}{sig_over}: incompatible override of "
+                f"{base_cls.__qualname__}.{name}{sig_base}: {problem}. Keep the interface's "
+                "parameters (names, order, defaults); extra parameters need defaults."
+            )
+    _check_shadowing(cls, _contract(cls), where)
+    enum_value = cls.__dict__.get("_enum")
+    if enum_value is not None and not isinstance(enum_value, PlatformEnum):
+        raise PlatformContractError(
+            f"{where}._enum must be a PlatformEnum member (out-of-tree platforms use "
+            f"PlatformEnum.OOT), got {enum_value!r}."
+        )
+
+
+def _check_shadowing(cls: type, contract: dict[str, tuple[type, Any]], where: str) -> None:
+    """A mixin's override hidden behind an interface class earlier in the MRO is a silent bug."""
+    mro = cls.__mro__
+    for name in contract:
+        owners = [k for k in mro if name in k.__dict__]
+        if len(owners) < 2 or not owners[0].__dict__.get(_CONTRACT_FLAG, False):
+            continue
+        winner = owners[0]
+        for later in owners[1:]:
+            if later.__dict__.get(_CONTRACT_FLAG, False):
+                continue
+            if issubclass(later, winner):
+                continue
+            raise PlatformContractError(
+                f"{where}: {later.__qualname__}.{name} is shadowed by "
+                f"{winner.__qualname__}.{name}, which comes first in the MRO, so the override "
+                f"would never run. List {later.__qualname__} before {winner.__qualname__} in "
+                f"the bases of {cls.__qualname__}, or stop redefining {name!r} in "
+                f"{winner.__qualname__}."
+            )
+
+
+class DeviceMixin:
+    """What the engine asks of a device; a plugin's device mixin overrides these.
+
+    Memory figures are bytes.  The defaults raise ``NotImplementedError``
+    naming the platform, so a missing implementation fails where it is
+    called instead of returning a plausible but wrong number.
+    """
+
+    _spawnkit_contract: ClassVar[bool] = True
+    _enum: ClassVar[PlatformEnum] = PlatformEnum.UNSPECIFIED
+    device_name: ClassVar[str] = ""
+    device_type: ClassVar[str] = ""
+
+    def __init_subclass__(cls, *, contract: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._spawnkit_contract = contract
+        _check_class(cls, defines_contract=contract)
+
+    def _missing(self, method: str) -> NotImplementedError:
+        label = self.device_name or "unspecified"
+        return NotImplementedError(
+            f"platform {type(self).__qualname__} (device {label!r}) does not implement "
+            f"{method}(). If no platform was found for this machine, install a platform plugin "
+            "or select a built-in one (e.g. <PREFIX>_PLATFORM=cpu); explain_platform() shows "
+            "what discovery found."
+        )
+
+    def set_device(self, device: Any) -> None:
+        """Make ``device`` the current device of this process."""
+        raise self._missing("set_device")
+
+    def get_device_name(self, device_id: int = 0) -> str:
+        """The marketing name of device ``device_id`` (e.g. ``NVIDIA H200``)."""
+        raise self._missing("get_device_name")
+
+    def get_device_count(self) -> int:
+        """How many devices of this platform this process can see."""
+        raise self._missing("get_device_count")
+
+    def get_device_total_memory(self, device_id: int = 0) -> int:
+        """Total memory of device ``device_id`` in bytes."""
+        raise self._missing("get_device_total_memory")
+
+    def get_current_memory_usage(self, device: Any = None) -> float:
+        """Memory this process currently uses on ``device``, in bytes."""
+        raise self._missing("get_current_memory_usage")
+
+    def get_device_capability(self, device_id: int = 0) -> tuple[int, int] | None:
+        """(major, minor) compute capability, or None where the notion does not apply."""
+        raise self._missing("get_device_capability")
+
+    def get_torch_distributed_backend_str(self) -> str:
+        """The ``torch.distributed`` backend for this device (``nccl``, ``gloo``, ...)."""
+        raise self._missing("get_torch_distributed_backend_str")
+
+    def is_cuda(self) -> bool:
+        return self._enum is PlatformEnum.CUDA
+
+    def is_rocm(self) -> bool:
+        return self._enum is PlatformEnum.ROCM
+
+    def is_xpu(self) -> bool:
+        return self._enum is PlatformEnum.XPU
+
+    def is_cpu(self) -> bool:
+        return self._enum is PlatformEnum.CPU
+
+    def is_out_of_tree(self) -> bool:
+        return self._enum is PlatformEnum.OOT
+
+
+class Platform(DeviceMixin, contract=True):
+    """The base platform: engine-facing capabilities on top of the device interface.
+
+    Instantiated as is when discovery finds nothing (the "base" row of the
+    decision table); then every device query raises and says how to select a
+    platform.  ``dispatch_key`` is the torch dispatch key this device's
+    kernels live under; ``get_dispatch_key_name()`` is the key ``CustomOp``
+    looks registrations up by (``register_oot_forward(..., platform_key=...)``).
+    """
+
+    dispatch_key: ClassVar[str] = ""
+
+    def get_default_attention_backend(self) -> str:
+        """Engine-neutral default; engines override this in their own base."""
+        return "torch_native"
+
+    def support_cuda_graph(self) -> bool:
+        return False
+
+    def get_dispatch_key_name(self) -> str:
+        return self.device_type
+
+    def init_backend(self) -> None:
+        """Once per process, after resolution: register kernels, import the runtime, etc."""
+
+    def _describe_selection(self) -> str:
+        selection = self.__dict__.get("_selection")
+        if selection is None:
+            return "not selected by discovery (constructed directly)"
+        how = " -> ".join(selection.path)
+        where = f" from {selection.dist} {selection.version}" if selection.dist else ""
+        text = f"selected as {selection.kind} {selection.name!r}{where}"
+        return f"{text} ({how})" if how else text
+
+    def __repr__(self) -> str:
+        cls = type(self)
+        return (
+            f"<{cls.__module__}.{cls.__qualname__} device_name={self.device_name!r} "
+            f"device_type={self.device_type!r} enum={self._enum.name}>"
+        )
+
+    def __str__(self) -> str:
+        cls = type(self)
+        name = self.device_name or "unspecified"
+        return (
+            f"{cls.__qualname__} (device {name!r}, torch device type "
+            f"{self.device_type or '-'!r}, {self._enum.name}; {cls.__module__}.{cls.__qualname__})"
+            f", {self._describe_selection()}"
+        )

@@ -1,0 +1,64 @@
+"""Example ops built on ``CustomOp``: what an out-of-tree platform plugs kernels into."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from spawnkit.platforms.custom_op import CustomOp
+
+__all__ = ["RMSNorm"]
+
+
+class RMSNorm(CustomOp):
+    """Root-mean-square layer norm, optionally fused with a residual add.
+
+    Computed in float32 and cast back, as the usual kernels do, so every
+    implementation (native, CUDA, out-of-tree) can be compared exactly
+    against ``forward_native`` within float tolerance.
+    """
+
+    def __init__(
+        self,
+        hidden_size: int,
+        eps: float = 1e-6,
+        *,
+        dtype: torch.dtype | None = None,
+        device: Any = None,
+        namespace: Any = None,
+    ) -> None:
+        super().__init__(namespace=namespace)
+        self.hidden_size = hidden_size
+        self.eps = eps
+        self.weight = torch.nn.Parameter(torch.ones(hidden_size, dtype=dtype, device=device))
+
+    def forward_native(
+        self, x: torch.Tensor, residual: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        orig_dtype = x.dtype
+        h = x.to(torch.float32)
+        if residual is not None:
+            h = h + residual.to(torch.float32)
+            residual = h.to(orig_dtype)
+        variance = h.pow(2).mean(dim=-1, keepdim=True)
+        h = h * torch.rsqrt(variance + self.eps)
+        out = (h * self.weight.to(torch.float32)).to(orig_dtype)
+        return out if residual is None else (out, residual)
+
+    def forward_cuda(
+        self, x: torch.Tensor, residual: torch.Tensor | None = None
+    ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+        """torch's fused ``rms_norm`` kernel (same float32 math as ``forward_native``)."""
+        orig_dtype = x.dtype
+        h = x.to(torch.float32)
+        if residual is not None:
+            h = h + residual.to(torch.float32)
+            residual = h.to(orig_dtype)
+        out = torch.nn.functional.rms_norm(
+            h, (self.hidden_size,), self.weight.to(torch.float32), self.eps
+        ).to(orig_dtype)
+        return out if residual is None else (out, residual)
+
+    def extra_repr(self) -> str:
+        return f"{self.hidden_size}, eps={self.eps}"

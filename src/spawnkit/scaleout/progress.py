@@ -1,0 +1,54 @@
+"""A stage listener that remembers where a worker is, for launchers that report afterwards.
+
+Ray actors and torchrun ranks have no pipe to a spawnkit parent that could
+receive each stage as it happens; they need to know, when something fails,
+which stage it failed in and whether the worker had become ready.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spawnkit.bootstrap.report import BootstrapReport
+
+__all__ = ["ProgressListener"]
+
+
+class ProgressListener:
+    """Records the current stage, finished stage durations and the ready report.
+
+    ``ready_event`` is set when the worker is ready *or* when it fails
+    (``fail``), so a thread waiting for readiness never waits on a worker that
+    has already given up.  ``forward`` is another listener to notify as well.
+    """
+
+    def __init__(self, forward: Any | None = None) -> None:
+        self.current: str = ""
+        self.finished: dict[str, float] = {}
+        self.report: BootstrapReport | None = None
+        self.failure: dict[str, Any] | None = None
+        self.ready_event = threading.Event()
+        self._forward = forward
+
+    def stage_started(self, stage: str) -> None:
+        self.current = str(stage)
+        if self._forward is not None:
+            self._forward.stage_started(stage)
+
+    def stage_finished(self, stage: str, seconds: float) -> None:
+        self.finished[str(stage)] = seconds
+        if self._forward is not None:
+            self._forward.stage_finished(stage, seconds)
+
+    def ready(self, report: BootstrapReport) -> None:
+        self.report = report
+        self.current = "entry"
+        self.ready_event.set()
+        if self._forward is not None:
+            self._forward.ready(report)
+
+    def fail(self, failure: dict[str, Any]) -> None:
+        self.failure = failure
+        self.ready_event.set()

@@ -1,0 +1,335 @@
+"""``run_entry``: one real spawned worker, the full staged bootstrap, the entry's result back.
+
+Why a real process and not an in-process imitation: what a plugin author
+needs to know is whether the entry works *after* a fresh interpreter loaded
+the platform, the plugins and the hooks in spawnkit's order; only a spawned
+child shows import-order mistakes, unpicklable payloads and patched-too-late
+bindings.  ``run_entry`` is a thin layer over ``spawn_with_plugins`` with
+``nprocs=1`` that makes the result easy to assert on and makes a failure in
+the child look like a failure in the test:
+
+* the child's own exception is re-raised (its type, its attributes) with the
+  child's formatted traceback as ``__cause__`` (a :class:`ChildTraceback`)
+  and as a note, so pytest shows where in the child it happened;
+* when the exception cannot be unpickled in the test process, the
+  launcher's ``ChildRaisedError`` (type name and traceback text) is raised;
+* bootstrap failures (a broken plugin, an entry that does not resolve) are
+  the same typed ``spawnkit.errors`` a real worker produces.
+
+Entries defined in a test module work: when the module is importable by
+name in a fresh interpreter (pytest's default ``prepend`` import mode puts
+its directory on ``sys.path``, which spawned children inherit) the entry
+travels as ``"module:qualname"`` and is resolved after the hooks are applied;
+otherwise (``--import-mode=importlib``, nested functions, lambdas) it travels
+by value with cloudpickle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from spawnkit.errors import BootstrapTimeoutError, ChildRaisedError
+from spawnkit.namespace import get_namespace
+from spawnkit.spec import Payload
+from spawnkit.testing._env import EnvOverlay
+
+if TYPE_CHECKING:
+    from spawnkit.bootstrap.report import BootstrapReport
+    from spawnkit.namespace import Namespace
+    from spawnkit.spec import NamespaceConfig
+
+__all__ = ["ChildTraceback", "EntryRun", "run_entry"]
+
+DEFAULT_TIMEOUT = 60.0
+
+
+class ChildTraceback(Exception):
+    """The worker's formatted traceback, set as ``__cause__`` of an exception re-raised here.
+
+    Not an error of its own: it only carries text, so pytest prints the
+    child's frames under "The above exception was the direct cause of ...".
+    """
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+    def __str__(self) -> str:
+        return "traceback in the spawned worker:\n\n" + self.text.rstrip()
+
+
+ChildTraceback.__module__ = "spawnkit.testing"
+
+
+@dataclass(frozen=True)
+class EntryRun:
+    """What :func:`run_entry` returns: the entry's value and how the worker got there.
+
+    Unpacks as ``result, report = run_entry(...)``.
+    """
+
+    result: Any
+    report: BootstrapReport | None
+    pid: int | None = None
+    exit_code: int | None = None
+    seconds: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __iter__(self) -> Iterator[Any]:
+        yield self.result
+        yield self.report
+
+
+def _find_spec_fresh(name: str) -> importlib.machinery.ModuleSpec | None:
+    """The spec a fresh interpreter with this ``sys.path`` would find, ignoring ``sys.modules``.
+
+    ``importlib.util.find_spec`` answers from ``sys.modules`` first, which is
+    exactly wrong here: pytest's ``importlib`` mode registers test modules
+    under names no fresh interpreter can import.
+    """
+    parts = name.split(".")
+    path: Sequence[str] | None = None
+    spec: importlib.machinery.ModuleSpec | None = None
+    for i in range(len(parts)):
+        spec = importlib.machinery.PathFinder.find_spec(
+            ".".join(parts[: i + 1]), list(path) if path is not None else None
+        )
+        if spec is None:
+            return None
+        if i < len(parts) - 1:
+            locations = spec.submodule_search_locations
+            if locations is None:
+                return None
+            path = list(locations)
+    return spec
+
+
+def _same_file(a: str | None, b: str | None) -> bool:
+    if not a or not b:
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def by_reference_name(entry: Callable[..., Any]) -> str | None:
+    """``"module:qualname"`` when a fresh spawned child can import ``entry`` by name, else None."""
+    module_name = getattr(entry, "__module__", None)
+    qualname = getattr(entry, "__qualname__", None)
+    if not isinstance(module_name, str) or not isinstance(qualname, str):
+        return None
+    if module_name in ("__main__", "__mp_main__") or "<" in qualname:
+        return None
+    module = sys.modules.get(module_name)
+    if module is None:
+        return None
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    if obj is not entry:
+        return None
+    return f"{module_name}:{qualname}" if _importable_fresh(module) else None
+
+
+def _importable_fresh(module: ModuleType) -> bool:
+    """Whether a spawned child can import ``module`` under its name (``__main__`` cannot)."""
+    if module.__name__ in ("__main__", "__mp_main__"):
+        return False
+    spec = _find_spec_fresh(module.__name__)
+    if spec is None:
+        return False
+    if spec.origin in ("built-in", "frozen"):
+        return True
+    return _same_file(spec.origin, getattr(module, "__file__", None))
+
+
+@contextlib.contextmanager
+def _pickled_by_value(modules: Sequence[ModuleType]) -> Iterator[None]:
+    """Make cloudpickle copy these modules' functions by value while the payload is captured."""
+    if not modules:
+        yield
+        return
+    import cloudpickle
+
+    registered: list[ModuleType] = []
+    try:
+        for module in modules:
+            try:
+                cloudpickle.register_pickle_by_value(module)
+            except ValueError:  # already registered, or not importable by name: leave it
+                continue
+            registered.append(module)
+        yield
+    finally:
+        for module in registered:
+            with contextlib.suppress(ValueError):
+                cloudpickle.unregister_pickle_by_value(module)
+
+
+def _wrap_by_value(entry: Callable[..., Any]) -> Callable[..., Any]:
+    """A closure around ``entry``: the launcher sends closures by value (cloudpickle)."""
+
+    def entry_by_value(*args: Any, **kwargs: Any) -> Any:
+        return entry(*args, **kwargs)
+
+    entry_by_value.__qualname__ = f"run_entry.<locals>.{getattr(entry, '__qualname__', 'entry')}"
+    entry_by_value.__name__ = getattr(entry, "__name__", "entry")
+    entry_by_value.__doc__ = getattr(entry, "__doc__", None)
+    return entry_by_value
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    add_note = getattr(exc, "add_note", None)
+    if callable(add_note):  # Python 3.11+
+        add_note(note)
+
+
+def _reraise_child(err: ChildRaisedError) -> None:
+    """Raise the child's own exception with its traceback attached, else ``err`` itself."""
+    child = err.child_exception
+    where = (
+        f"raised in the spawned worker (rank {err.rank}, pid {err.pid}"
+        + (f", stage {err.stage}" if err.stage else "")
+        + ")"
+    )
+    if child is None:
+        raise err
+    remote = ChildTraceback(err.traceback_text or str(err))
+    _add_note(
+        child, f"[spawnkit.testing.run_entry] {where}; its traceback is shown as the direct cause."
+    )
+    child.__traceback__ = None
+    # A bootstrap stage wraps a foreign error (a plugin's PluginError) in StageError and
+    # carries the original as ``.cause``; rebuild that chain: StageError <- cause <- traceback.
+    carried = getattr(child, "cause", None)
+    if isinstance(carried, BaseException) and carried is not child:
+        carried.__cause__ = remote
+        carried.__traceback__ = None
+        raise child from carried
+    raise child from remote
+
+
+def run_entry(
+    entry: str | Callable[..., Any],
+    payload: Any = None,
+    *,
+    namespace: Namespace | str | NamespaceConfig | None = None,
+    platform: str | None = None,
+    plugins: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    **launch: Any,
+) -> EntryRun:
+    """Run ``entry`` in one real spawned worker after the full staged bootstrap.
+
+    ``entry`` is ``"module:qualname"`` or a callable (a test-module function,
+    a nested function or a lambda; see the module docstring for how it
+    travels).  ``payload`` is captured in this process and materialized in
+    the worker after the hooks are applied; the entry is called with it
+    (``entry(payload)``), or with no argument when it is ``None``.
+
+    ``platform`` selects the platform by name and ``plugins`` the exact
+    general plugins allowed (``[]``: none), through the namespace's variables
+    for the duration of the call, so the parent's resolution and the child
+    agree; ``env`` adds variables for the child only.  ``timeout`` bounds the
+    bootstrap and, separately, the entry's run; the worker never outlives
+    the call.  Extra keyword arguments (``start_method``, ``context``, ...)
+    go to ``spawn_with_plugins``.
+    """
+    from spawnkit.bootstrap import spawn_with_plugins
+
+    ns = get_namespace(namespace)
+    overlay = EnvOverlay()
+    child_env = dict(env or {})
+    if platform is not None:
+        overlay.set(ns.config.platform_var, platform)
+        child_env.setdefault(ns.config.platform_var, platform)
+    if plugins is not None:
+        if isinstance(plugins, str):
+            raise TypeError("plugins must be a sequence of entry-point names, not a string")
+        allow = ",".join(plugins)
+        overlay.set(ns.config.plugins_var, allow)
+        child_env.setdefault(ns.config.plugins_var, allow)
+
+    launched: str | Callable[..., Any] = entry
+    by_value: list[ModuleType] = []
+    payload_module = sys.modules.get(type(payload).__module__)
+    if (
+        payload is not None
+        and not isinstance(payload, Payload)
+        and payload_module is not None
+        and not _importable_fresh(payload_module)
+    ):
+        by_value.append(payload_module)
+    if not isinstance(entry, str):
+        if not callable(entry):
+            raise TypeError(
+                f"entry must be 'module:qualname' or a callable, got {type(entry).__name__}"
+            )
+        ref = by_reference_name(entry)
+        if ref is not None:
+            launched = ref
+        else:
+            module = sys.modules.get(getattr(entry, "__module__", "") or "")
+            if module is not None and not _importable_fresh(module):
+                by_value.append(module)
+            launched = _wrap_by_value(entry)
+
+    start = time.monotonic()
+    try:
+        with _pickled_by_value(by_value):
+            if by_value and payload is not None and not isinstance(payload, Payload):
+                # Plain pickle would refer to the unimportable module by name.
+                payload = Payload.capture(payload, by_value=True)
+            group = spawn_with_plugins(
+                launched,
+                payload,
+                nprocs=1,
+                namespace=ns,
+                env=child_env or None,
+                ready_timeout=timeout,
+                join_timeout=timeout,
+                **launch,
+            )
+        with group:
+            reports = group.wait_ready(timeout)
+            if not group.join(timeout):
+                raise BootstrapTimeoutError(
+                    f"run_entry: the entry {_describe(entry)} did not return within {timeout} s "
+                    f"of the worker becoming ready; the worker was terminated. Raise "
+                    f"timeout= if it is merely slow.",
+                    rank=0,
+                    stage="entry",
+                    waited_s=timeout,
+                )
+            results = group.results()
+            pids = list(getattr(group, "pids", []) or [])
+            codes = list(getattr(group, "exit_codes", []) or [])
+    except ChildRaisedError as err:
+        _reraise_child(err)
+        raise  # pragma: no cover - _reraise_child always raises
+    finally:
+        overlay.undo()
+    return EntryRun(
+        result=results[0] if results else None,
+        report=reports[0] if reports else None,
+        pid=pids[0] if pids else None,
+        exit_code=codes[0] if codes else None,
+        seconds=time.monotonic() - start,
+    )
+
+
+def _describe(entry: str | Callable[..., Any]) -> str:
+    if isinstance(entry, str):
+        return repr(entry)
+    return f"{getattr(entry, '__module__', '?')}:{getattr(entry, '__qualname__', repr(entry))}"

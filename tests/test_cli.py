@@ -1,0 +1,369 @@
+"""The ``spawnkit`` command line: bad input, output modes, doctor, launch and bench."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from spawnkit.cli import main
+from spawnkit.cli._output import Output
+from spawnkit.cli._resolve import check_entry, load_payload_file
+
+SPAWNKIT = str(Path(sys.executable).with_name("spawnkit"))
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def entry_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A real importable module with a worker function, on sys.path for this test only."""
+    name = f"cli_entry_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent(
+            """
+            import os
+
+            def work(payload=None):
+                return {"pid": os.getpid(), "payload": payload}
+
+            def fail(payload=None):
+                raise ValueError("the entry failed on purpose")
+
+            def exit_three(payload=None):
+                raise SystemExit(3)
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+    return name
+
+
+def assert_one_line_usage(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, f"expected one line, got:\n{err}"
+    assert "Traceback" not in err
+    assert "Fix:" in lines[0]
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+# ---------------------------------------------------------------- bad input
+def test_unknown_entry_module_is_one_line_exit_2() -> None:
+    code, _, err = run_cli("launch", "no_such_module_xyz:main")
+    assert_one_line_usage(code, err, "unknown entry", "no_such_module_xyz")
+
+
+def test_entry_without_colon_is_rejected() -> None:
+    code, _, err = run_cli("launch", "just_a_module")
+    assert_one_line_usage(code, err, "module:function")
+
+
+def test_entry_with_missing_function_names_the_module(entry_module: str) -> None:
+    code, _, err = run_cli("launch", f"{entry_module}:wrok")
+    assert_one_line_usage(code, err, "defines no 'wrok'", "work")
+
+
+def test_entry_check_accepts_existing_function(entry_module: str) -> None:
+    assert check_entry(f"{entry_module}:work") == f"{entry_module}:work"
+
+
+@pytest.mark.parametrize(
+    ("content", "suffix", "needle"),
+    [
+        (None, ".pkl", "does not exist"),
+        (b"", ".pkl", "is empty"),
+        (b"hello, not a pickle", ".pkl", "is not a pickle"),
+        (pickle.dumps({"a": 1})[:-3], ".pkl", "not a pickle"),
+        (pickle.dumps({"a": 1}) + b"junk", ".pkl", "trailing bytes"),
+        (b"{not json", ".json", "not valid JSON"),
+    ],
+)
+def test_bad_payload_file(
+    tmp_path: Path, entry_module: str, content: bytes | None, suffix: str, needle: str
+) -> None:
+    path = tmp_path / f"payload{suffix}"
+    if content is not None:
+        path.write_bytes(content)
+    code, _, err = run_cli("launch", f"{entry_module}:work", "--payload-file", str(path))
+    assert_one_line_usage(code, err, needle, "payload file")
+
+
+def test_payload_file_pickle_passes_through_unopened(tmp_path: Path) -> None:
+    path = tmp_path / "args.pkl"
+    path.write_bytes(pickle.dumps({"lr": 0.1, "steps": [1, 2]}))
+    payload = load_payload_file(str(path))
+    assert payload.data == path.read_bytes()
+    assert payload.materialize() == {"lr": 0.1, "steps": [1, 2]}
+
+
+def test_payload_file_json_is_captured(tmp_path: Path) -> None:
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"n": 3}))
+    assert load_payload_file(str(path)).materialize() == {"n": 3}
+
+
+def test_unknown_namespace_is_one_line_exit_2() -> None:
+    code, _, err = run_cli("doctor", "--namespace", "no.such.engine")
+    assert_one_line_usage(code, err, "unknown namespace 'no.such.engine'", "spawnkit.demo")
+
+
+def test_namespace_module_attr_must_be_a_namespace() -> None:
+    code, _, err = run_cli("doctor", "--namespace", "os:path")
+    assert_one_line_usage(code, err, "is not a spawnkit.Namespace")
+
+
+def test_invalid_start_method_is_one_line_exit_2(entry_module: str) -> None:
+    code, _, err = run_cli("launch", f"{entry_module}:work", "--start-method", "fork")
+    assert_one_line_usage(code, err, "invalid choice: 'fork'", "spawnkit launch --help")
+
+
+def test_preload_of_missing_module(entry_module: str) -> None:
+    code, _, err = run_cli(
+        "launch", f"{entry_module}:work", "--start-method", "forkserver", "--preload", "nope_xyz"
+    )
+    assert_one_line_usage(code, err, "--preload module 'nope_xyz' cannot be found")
+
+
+def test_preload_needs_forkserver(entry_module: str) -> None:
+    code, _, err = run_cli("launch", f"{entry_module}:work", "--preload", "json")
+    assert_one_line_usage(code, err, "--preload needs --start-method forkserver")
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+def test_bad_nprocs(entry_module: str, value: str) -> None:
+    code, _, err = run_cli("launch", f"{entry_module}:work", "--nprocs", value)
+    assert_one_line_usage(code, err, "--nprocs")
+
+
+def test_unknown_subcommand() -> None:
+    code, _, err = run_cli("lanch")
+    assert_one_line_usage(code, err, "invalid choice: 'lanch'")
+
+
+def test_debug_adds_the_traceback() -> None:
+    code, _, err = run_cli("launch", "no_such_module_xyz:main", "--debug")
+    assert code == 2
+    assert "Traceback" in err
+    assert err.strip().splitlines()[-1].startswith("spawnkit launch: error: unknown entry")
+
+
+def test_console_script_bad_input_exit_status() -> None:
+    """The installed console script, as a user runs it: exit 2, one line, no traceback."""
+    proc = subprocess.run(
+        [SPAWNKIT, "launch", "no_such_module_xyz:main"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+# ------------------------------------------------------------------- output
+def test_plain_table_is_aligned_when_piped() -> None:
+    stream = io.StringIO()
+    out = Output(stream)
+    assert out.rich is False  # StringIO is not a terminal
+    out.table(["rank", "stage"], [(0, "load_plugins"), (12, "entry")], title="t")
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "t"
+    assert lines[1].split() == ["rank", "stage"]
+    assert lines[3].index("load_plugins") == lines[1].index("stage")
+    assert lines[4].startswith("12")
+
+
+def test_rich_table_when_forced() -> None:
+    stream = io.StringIO()
+    Output(stream, rich=True).table(["a", "b"], [("x", 1.5)])
+    text = stream.getvalue()
+    assert "x" in text and "1.500" in text and "─" in text
+
+
+# ------------------------------------------------------------------- doctor
+@pytest.fixture
+def installed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Write real distributions under tmp_path and make this process and its children see them."""
+    from spawnkit import _metadata
+    from spawnkit.testing import write_distribution
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def install(name: str, **kwargs: object) -> None:
+        write_distribution(tmp_path, name, "1.2", **kwargs)  # type: ignore[arg-type]
+        _metadata.clear_cache()
+
+    yield install
+    monkeypatch.undo()
+    _metadata.clear_cache()
+
+
+def _uid(tmp_path: Path) -> str:
+    return "ns" + "".join(c for c in tmp_path.name if c.isalnum())
+
+
+def test_doctor_demo_namespace_json() -> None:
+    code, out, err = run_cli("doctor", "--namespace", "spawnkit.demo", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["ok"] is True and data["problems"] == []
+    assert {p["name"] for p in data["plugins"]} >= {"batch_timer", "init_banner"}
+    result = data["dry_run"]["result"]
+    targets = {r["target"] for r in result["registrations"]}
+    assert targets >= {
+        "spawnkit.demo.scheduler.Scheduler.__init__",
+        "spawnkit.demo.scheduler.Scheduler.get_next_batch_to_run",
+    }
+    report = result["report"]
+    assert report["guard"]["armed"] is True and report["guard"]["violations"] == []
+    assert report["pid"] != os.getpid()  # it really ran in a spawned child
+    assert data["platform"]["selection"]["name"]
+
+
+def test_doctor_fails_when_a_plugin_would_fail_in_a_worker(tmp_path: Path, installed) -> None:
+    ns = _uid(tmp_path)
+    installed(
+        "exploding-plugin",
+        entry_points={f"{ns}.plugins": {"bad": f"{ns}_bad:register"}},
+        modules={f"{ns}_bad": "def register():\n    raise RuntimeError('plugin exploded')\n"},
+    )
+    code, out, err = run_cli("doctor", "--namespace", ns)
+    assert code == 1, out + err
+    assert "PROBLEM: a worker of this namespace would fail" in out
+    problem = out.split("PROBLEM:", 1)[1]
+    assert "dry run in a spawned worker failed" in problem
+    assert "load_plugins" in problem and "plugin exploded" in problem
+    assert "Traceback" not in out  # only with --debug
+    code, out, _ = run_cli("doctor", "--namespace", ns, "--debug")
+    assert code == 1 and "Traceback" in out
+
+
+def test_doctor_flags_conflicting_replace_hooks(tmp_path: Path, installed) -> None:
+    ns = _uid(tmp_path)
+    source = (
+        "from spawnkit.namespace import get_namespace\n"
+        "from spawnkit.hooks import HookType\n"
+        "def one(*a, **k):\n    return 1\n"
+        "def two(*a, **k):\n    return 2\n"
+        "def register():\n"
+        f"    reg = get_namespace({ns!r}).hooks\n"
+        "    reg.register('json.dumps', one, HookType.REPLACE)\n"
+        "    reg.register('json.dumps', two, HookType.REPLACE)\n"
+    )
+    installed(
+        "replacing-plugin",
+        entry_points={f"{ns}.plugins": {"rep": f"{ns}_rep:register"}},
+        modules={f"{ns}_rep": source},
+    )
+    code, out, err = run_cli("doctor", "--namespace", ns, "--json")
+    assert code == 0, out + err  # a conflict is flagged, but the worker would still run
+    data = json.loads(out)
+    conflicts = data["dry_run"]["result"]["conflicts"]
+    assert [c["severity"] for c in conflicts] == ["conflict"]
+    assert "2 REPLACE hooks on json.dumps" in conflicts[0]["message"]
+    assert any("2 REPLACE hooks" in w for w in data["warnings"])
+
+
+def test_doctor_fails_on_ambiguous_platform(tmp_path: Path, installed) -> None:
+    ns = _uid(tmp_path)
+    source = (
+        "from spawnkit.platforms.interface import Platform, PlatformEnum\n"
+        "class A(Platform):\n    _enum = PlatformEnum.OOT\n"
+        "    device_name = 'dev_a'\n    device_type = 'cpu'\n"
+        "class B(Platform):\n    _enum = PlatformEnum.OOT\n"
+        "    device_name = 'dev_b'\n    device_type = 'cpu'\n"
+        f"def act_a():\n    return '{ns}_plat.A'\n"
+        f"def act_b():\n    return '{ns}_plat.B'\n"
+    )
+    installed(
+        "two-platforms",
+        entry_points={
+            f"{ns}.platforms": {"dev_a": f"{ns}_plat:act_a", "dev_b": f"{ns}_plat:act_b"}
+        },
+        modules={f"{ns}_plat": source},
+    )
+    code, out, _ = run_cli("doctor", "--namespace", ns, "--no-child")
+    assert code == 1
+    problem = out.split("PROBLEM:", 1)[1]
+    assert "PlatformConflictError" in problem
+    assert "activated" in out and "dev_a" in out and "dev_b" in out
+
+
+# ------------------------------------------------------------------- launch
+def test_launch_runs_ranks_and_prints_stage_timings(tmp_path: Path, entry_module: str) -> None:
+    payload = tmp_path / "p.json"
+    payload.write_text(json.dumps({"x": 1}))
+    out_json = tmp_path / "launch.json"
+    code, out, err = run_cli(
+        "launch",
+        f"{entry_module}:work",
+        "--nprocs",
+        "2",
+        "--payload-file",
+        str(payload),
+        "--timeout",
+        "120",
+        "--json",
+        str(out_json),
+    )
+    assert code == 0, err
+    assert "stage timings (ms)" in out
+    for stage in ("initialize_platform", "load_plugins", "apply_hooks", "entry"):
+        assert stage in out
+    assert "rank 0 returned: {'pid':" in out and "'payload': {'x': 1}" in out
+    data = json.loads(out_json.read_text())
+    assert data["ok"] is True and len(data["reports"]) == 2
+    assert len({r["pid"] for r in data["reports"]}) == 2
+
+
+@pytest.mark.parametrize(("function", "status"), [("fail", 1), ("exit_three", 3)])
+def test_launch_exit_status_and_root_cause(entry_module: str, function: str, status: int) -> None:
+    code, _, err = run_cli("launch", f"{entry_module}:{function}", "--timeout", "120")
+    assert code == status
+    first = err.splitlines()[0]
+    assert first.startswith("spawnkit: FAILED: ")
+    assert "rank 0" in first and "'entry'" in first
+    if function == "fail":
+        assert "ValueError: the entry failed on purpose" in first
+        assert "Child traceback" in err  # the child's traceback reaches the user
+    else:
+        assert "sys.exit(3)" in first
+
+
+# -------------------------------------------------------------------- bench
+def test_bench_runs_each_benchmark_and_prints_ratios(tmp_path: Path) -> None:
+    folder = tmp_path / "benchmarks"
+    folder.mkdir()
+    for name, ratio in (("spawn_latency", 1.8), ("hook_overhead", 1.05)):
+        (folder / f"{name}.py").write_text(
+            "def run(quick):\n"
+            f"    return {{'quick': quick, 'spawnkit_ms': 10.0, 'ratio_vs_plain': {ratio}}}\n"
+        )
+    target = tmp_path / "bench.json"
+    code, out, err = run_cli("bench", "--quick", "--dir", str(folder), "--json", str(target))
+    assert code == 0, err
+    ratios = out.split("== ratios ==", 1)[1]
+    assert "spawn_latency.ratio_vs_plain" in ratios and "1.800" in ratios
+    assert "hook_overhead.ratio_vs_plain" in ratios and "1.050" in ratios
+    data = json.loads(target.read_text())
+    assert data["spawn_latency"]["quick"] is True
+    assert str(folder) not in sys.path
+
+
+def test_bench_without_benchmarks_is_usage_error(tmp_path: Path) -> None:
+    code, _, err = run_cli("bench", "--dir", str(tmp_path))
+    assert_one_line_usage(code, err, "benchmarks not found", "--dir")

@@ -1,0 +1,225 @@
+"""CustomOp dispatch (registry, forward_<device_type>, forward_native) and RMSNorm."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from typing import Any
+
+import pytest
+import torch
+
+from _platform_dists import PluginSite
+from spawnkit.errors import CustomOpError
+from spawnkit.platforms import CustomOp, RMSNorm
+
+pytest_plugins = ["_platform_dists"]
+
+
+class Toy(CustomOp):
+    def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    def forward_cpu(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 2
+
+
+class ToyChild(Toy):
+    pass
+
+
+class NativeOnly(CustomOp):
+    def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 3
+
+
+@pytest.fixture
+def cpu_ns(site: PluginSite) -> Any:
+    site.pm.set_selection("cpu")
+    yield site.ns
+    for cls in (Toy, ToyChild, NativeOnly, RMSNorm):
+        for key in ("cpu", "my_device"):
+            CustomOp.unregister_oot_forward(cls, key)
+
+
+def _oot(op: Toy, x: torch.Tensor) -> torch.Tensor:
+    return x + 100
+
+
+def test_forward_device_type_before_native(cpu_ns: Any) -> None:
+    op = Toy(namespace=cpu_ns)
+    assert op.dispatch_choice is None
+    assert op(torch.zeros(1)).item() == 2
+    assert op.dispatch_choice == "forward_cpu"
+    assert NativeOnly(namespace=cpu_ns)(torch.ones(1)).item() == 3
+
+
+def test_registered_forward_wins_for_the_exact_class_only(cpu_ns: Any) -> None:
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key="cpu")
+    op, child = Toy(namespace=cpu_ns), ToyChild(namespace=cpu_ns)
+    assert op(torch.zeros(1)).item() == 100 and op.dispatch_choice == "oot:cpu"
+    assert child(torch.zeros(1)).item() == 2  # a subclass is another op
+    assert CustomOp.oot_forward(Toy, "cpu") is _oot
+
+
+def test_registration_for_another_key_is_ignored(cpu_ns: Any) -> None:
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key="my_device")
+    assert Toy(namespace=cpu_ns)(torch.zeros(1)).item() == 2
+
+
+def test_registering_twice_needs_replace(cpu_ns: Any) -> None:
+    def other(op: Toy, x: torch.Tensor) -> torch.Tensor:
+        return x - 1
+
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key="cpu")
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key="cpu")  # same fn: idempotent
+    with pytest.raises(CustomOpError) as info:
+        CustomOp.register_oot_forward(Toy, fn=other, platform_key="cpu")
+    text = str(info.value)
+    assert "Toy" in text and "'cpu'" in text and "_oot" in text and "replace=True" in text
+    CustomOp.register_oot_forward(Toy, fn=other, platform_key="cpu", replace=True)
+    assert Toy(namespace=cpu_ns)(torch.zeros(1)).item() == -1
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        ((int, _oot, "cpu"), "CustomOp subclass"),
+        ((Toy, 3, "cpu"), "callable"),
+        ((Toy, _oot, ""), "platform_key"),
+    ],
+)
+def test_bad_registrations(args: tuple[Any, ...], fragment: str) -> None:
+    with pytest.raises(CustomOpError, match=fragment):
+        CustomOp.register_oot_forward(*args)
+
+
+def test_choice_is_made_once_per_instance(cpu_ns: Any) -> None:
+    op = Toy(namespace=cpu_ns)
+    assert op(torch.zeros(1)).item() == 2
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key="cpu")
+    assert op(torch.zeros(1)).item() == 2  # already dispatched
+    assert Toy(namespace=cpu_ns)(torch.zeros(1)).item() == 100  # new instances see it
+    op.reset_dispatch()
+    assert op(torch.zeros(1)).item() == 100
+
+
+def test_base_platform_uses_native(site: PluginSite) -> None:
+    site.pm.set_selection("base")
+    op = Toy(namespace=site.ns)
+    assert op(torch.zeros(1)).item() == 1 and op.dispatch_choice == "forward_native"
+
+
+def test_op_without_any_forward(cpu_ns: Any) -> None:
+    class Empty(CustomOp):
+        pass
+
+    with pytest.raises(CustomOpError, match="forward_native"):
+        Empty(namespace=cpu_ns)(torch.zeros(1))
+
+
+def test_module_hooks_still_run(cpu_ns: Any) -> None:
+    op = Toy(namespace=cpu_ns)
+    seen: list[str] = []
+    h1 = op.register_forward_pre_hook(lambda m, a: seen.append("pre"))
+    h2 = op.register_forward_hook(lambda m, a, out: out * 10)
+    assert op(torch.zeros(1)).item() == 20 and seen == ["pre"]
+    h1.remove()
+    h2.remove()
+    assert op(torch.zeros(1)).item() == 2
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, a, out: out + 0.5)
+    try:
+        assert op(torch.zeros(1)).item() == 2.5
+    finally:
+        handle.remove()
+
+
+def test_copies_dispatch_afresh(cpu_ns: Any) -> None:
+    op = RMSNorm(8, namespace=cpu_ns)
+    x = torch.randn(2, 8)
+    expected = op(x)
+    for clone in (copy.deepcopy(op), pickle.loads(pickle.dumps(op))):
+        assert clone.dispatch_choice is None
+        torch.testing.assert_close(clone(x), expected)
+
+
+def test_data_parallel_replicas_dispatch_for_themselves(cpu_ns: Any) -> None:
+    op = Toy(namespace=cpu_ns)
+    op(torch.zeros(1))
+    replica = op._replicate_for_data_parallel()
+    assert replica.dispatch_choice is None and "forward" not in replica.__dict__
+    assert replica(torch.zeros(1)).item() == 2
+    assert replica.__dict__["forward"].__self__ is replica
+
+
+def _reference_rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
+    xf = x.double()
+    return (xf / torch.sqrt(xf.pow(2).mean(-1, keepdim=True) + eps) * w.double()).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rmsnorm_matches_reference(cpu_ns: Any, dtype: torch.dtype) -> None:
+    torch.manual_seed(0)
+    op = RMSNorm(16, eps=1e-5, dtype=dtype, namespace=cpu_ns)
+    with torch.no_grad():
+        op.weight.copy_(torch.linspace(0.5, 1.5, 16))
+    x = torch.randn(3, 16, dtype=dtype)
+    out = op(x)
+    assert out.dtype == dtype
+    tol = 1e-5 if dtype is torch.float32 else 1e-2
+    torch.testing.assert_close(out, _reference_rms(x, op.weight, 1e-5), atol=tol, rtol=tol)
+    torch.testing.assert_close(op.forward_cuda(x), op.forward_native(x), atol=tol, rtol=tol)
+    res = torch.randn(3, 16, dtype=dtype)
+    normed, new_res = op(x, res)
+    torch.testing.assert_close(new_res, (x.float() + res.float()).to(dtype))
+    torch.testing.assert_close(normed, _reference_rms(new_res, op.weight, 1e-5), atol=tol, rtol=tol)
+
+
+def test_seed_diffusion_plugin_registers_rmsnorm_kernel_in_init_backend(site: PluginSite) -> None:
+    """The seed's MyDiffusionPlatform: dispatch key 'my_device', kernel registered at init."""
+    pkg = site.mod("mydiff")
+    body = """
+from spawnkit.platforms import Platform, PlatformEnum
+
+CALLS = []
+
+def rms_norm_forward(self, x, residual=None):
+    CALLS.append(tuple(x.shape))
+    return self.forward_native(x, residual)
+
+class MyDiffusionPlatform(Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "my_device"
+    device_type = "my_device"
+    dispatch_key = "PrivateUse1"
+
+    def get_dispatch_key_name(self) -> str:
+        return "my_device"
+
+    def init_backend(self) -> None:
+        from spawnkit.platforms.custom_op import CustomOp
+        from spawnkit.platforms.layers import RMSNorm
+        CustomOp.register_oot_forward(RMSNorm, fn=rms_norm_forward, platform_key="my_device")
+"""
+    site.add(
+        "my-platform-plugin",
+        {"my_device": f"{pkg}:activate_diffusion"},
+        {
+            f"{pkg}.__init__": "def activate_diffusion():\n"
+            f"    return '{pkg}.diffusion_platform.MyDiffusionPlatform'\n",
+            f"{pkg}.diffusion_platform": body,
+        },
+        version="0.1.0",
+    )
+    site.monkeypatch.setenv(site.var, "my_device")
+    try:
+        op = RMSNorm(4, namespace=site.ns)  # built before init_backend ran
+        x = torch.randn(2, 4)
+        out = op(x)
+        import sys
+
+        assert sys.modules[f"{pkg}.diffusion_platform"].CALLS == [(2, 4)]
+        assert op.dispatch_choice == "oot:my_device"
+        torch.testing.assert_close(out, op.forward_native(x))
+    finally:
+        CustomOp.unregister_oot_forward(RMSNorm, "my_device")

@@ -1,0 +1,178 @@
+"""The import guard: where modules were first imported, and which early imports fail a worker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from spawnkit.bootstrap import guard
+
+REPO_SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _run(code: str, cwd: Path, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+def _pkg(tmp_path: Path) -> str:
+    pkg = f"gd_{uuid.uuid4().hex[:8]}"
+    (tmp_path / pkg).mkdir()
+    (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / pkg / "sched.py").write_text(
+        "class Scheduler:\n    def run(self):\n        return 1\n"
+    )
+    (tmp_path / pkg / "cfg.py").write_text("class Cfg:\n    pass\n")
+    (tmp_path / pkg / "user.py").write_text(f"from {pkg}.sched import Scheduler\n")
+    return pkg
+
+
+# --------------------------------------------------------------- recording
+def test_guard_module_imports_only_the_standard_library(tmp_path: Path) -> None:
+    out = _run(
+        """
+        import json, sys
+        before = set(sys.modules)
+        import spawnkit.bootstrap.guard
+        print(json.dumps(sorted(set(sys.modules) - before)))
+        """,
+        tmp_path,
+    )
+    new = json.loads(out.stdout)
+    outside = [
+        m
+        for m in new
+        if m.split(".")[0] not in sys.stdlib_module_names
+        and m
+        not in ("spawnkit", "spawnkit.errors", "spawnkit.bootstrap", "spawnkit.bootstrap.guard")
+        and not m.startswith("spawnkit.bootstrap.lazy")
+    ]
+    assert not outside, outside
+    assert "torch" not in new
+
+
+def test_records_first_frame_outside_import_machinery_and_phase(tmp_path: Path) -> None:
+    pkg = _pkg(tmp_path)
+    out = _run(
+        f"""
+        import json, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from spawnkit.bootstrap import guard
+        guard.arm(); guard.arm()  # idempotent
+        assert sys.meta_path[0] is guard._RECORDER and sys.meta_path.count(guard._RECORDER) == 1
+        with guard.phase("initialize_platform"):
+            import importlib; importlib.import_module("{pkg}.user")
+        assert guard.current_phase() == "startup"
+        sched = guard.first_import("{pkg}.sched")
+        user = guard.first_import("{pkg}.user")
+        print(json.dumps([sched.filename, sched.lineno, sched.phase, user.filename,
+                          guard.first_import("json") is None, sched.describe()]))
+        """,
+        tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    sched_file, sched_line, phase, user_file, json_unrecorded, described = json.loads(out.stdout)
+    # sched was imported by user.py line 1, not by importlib's frames or the -c program
+    assert sched_file == str(tmp_path / pkg / "user.py") and sched_line == 1
+    assert phase == "initialize_platform"
+    assert "during the bootstrap stage 'initialize_platform'" in described
+    assert user_file == "<string>"  # import_module frames are skipped: the caller is the -c code
+    assert json_unrecorded  # imported before arm(): unknown, not invented
+
+
+def test_spawned_child_records_script_reexecution_and_argument_unpickling(tmp_path: Path) -> None:
+    pkg = _pkg(tmp_path)
+    script = tmp_path / "launch.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""\
+            import sys
+            sys.path.insert(0, {str(tmp_path)!r})
+            import {pkg}.sched
+            import json
+            from spawnkit.bootstrap import guard
+            from spawnkit.bootstrap._spawn import get_context
+
+
+            def probe(conn, cfg):
+                out = {{}}
+                for mod in ("{pkg}.sched", "{pkg}.cfg"):
+                    site = guard.first_import(mod)
+                    out[mod] = [site.filename, site.lineno, site.describe()] if site else None
+                out["armed"] = guard.armed()
+                conn.send(out)
+
+
+            if __name__ == "__main__":
+                from {pkg}.cfg import Cfg
+
+                ctx = get_context()
+                r, w = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=probe, args=(w, Cfg()))
+                p.start()
+                try:
+                    print(json.dumps(r.recv() if r.poll(60) else "timeout"))
+                finally:
+                    p.join(30)
+                    if p.is_alive():
+                        p.kill()
+                        p.join(5)
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = json.loads(proc.stdout)
+    assert found["armed"] is True
+    fname, line, text = found[f"{pkg}.sched"]
+    assert (fname, line) == (str(script), 3)
+    assert "launching script" in text
+    fname, _, text = found[f"{pkg}.cfg"]
+    assert fname.endswith("multiprocessing/spawn.py")
+    assert "unpickling the Process object" in text
+
+
+def test_get_context_rejects_other_start_methods() -> None:
+    from spawnkit.bootstrap._spawn import get_context
+
+    assert get_context() is get_context("spawn")
+    with pytest.raises(ValueError, match="fork"):
+        get_context("fork")
+
+
+# ------------------------------------------------------------------ policy
+@pytest.mark.parametrize(
+    ("default", "env", "override", "expected"),
+    [
+        ("error", None, None, "error"),
+        ("warn", None, None, "warn"),
+        ("error", "off", None, "off"),
+        ("error", " WARN ", None, "warn"),
+        ("error", "", None, "error"),
+        ("off", "warn", "error", "error"),
+    ],
+)
+def test_policy_precedence(
+    default: str, env: str | None, override: str | None, expected: str
+) -> None:
+    assert guard.resolve_policy(default, env, override) == expected
+
+
+def test_invalid_policy_names_its_origin() -> None:
+    with pytest.raises(ValueError, match="from the environment"):
+        guard.resolve_policy("error", "loud")
+    with pytest.raises(ValueError, match="from the spec"):
+        guard.resolve_policy("error", None, "maybe")

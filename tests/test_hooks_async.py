@@ -1,0 +1,140 @@
+"""``async def`` targets stay coroutine functions, and their hooks see awaited results."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from typing import TYPE_CHECKING
+
+import pytest
+
+from spawnkit.hooks import HookRegistry, HookType
+
+ASYNC = """
+import asyncio
+
+async def fetch(x, delay=0):
+    await asyncio.sleep(delay)
+    return [x]
+
+class Client:
+    async def get(self, x):
+        await asyncio.sleep(0)
+        return [self.name, x]
+
+    name = 'c'
+
+    @classmethod
+    async def build(cls, x):
+        return (cls, x)
+
+    @staticmethod
+    async def ping(x):
+        return x
+"""
+
+if TYPE_CHECKING:
+    from _hooks_support import Modules
+
+pytest_plugins = ("_hooks_support",)  # the mods and registry fixtures
+
+
+def test_async_function_with_every_hook_type(mods: Modules, registry: type[HookRegistry]) -> None:
+    m = mods.load("a", ASYNC)
+    original = m.fetch
+    target = mods.name("a.fetch")
+
+    async def areplace(x, delay=0):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(0)
+        return ["R", x]
+
+    async def abefore(x, delay=0):  # type: ignore[no-untyped-def]
+        return ((x + 1,), {"delay": delay})
+
+    def sync_after(result, x, delay=0):  # type: ignore[no-untyped-def]
+        assert not inspect.isawaitable(result)  # hooks see the awaited result
+        return [*result, "after"]
+
+    async def aaround(orig, x, delay=0):  # type: ignore[no-untyped-def]
+        return [*(await orig(x, delay=delay)), "around"]
+
+    def sync_around(orig, x, delay=0):  # type: ignore[no-untyped-def]
+        return orig(x, delay=delay)  # returns the coroutine; the engine awaits it
+
+    registry.register(target, areplace, HookType.REPLACE)
+    registry.register(target, abefore, HookType.BEFORE)
+    registry.register(target, sync_after, HookType.AFTER)
+    registry.register(target, aaround, HookType.AROUND)
+    registry.register(target, sync_around, HookType.AROUND)
+    registry.apply_hooks()
+    assert inspect.iscoroutinefunction(m.fetch)
+    assert m.fetch.__wrapped__ is original and m.fetch.__name__ == "fetch"
+    assert inspect.signature(m.fetch) == inspect.signature(original)
+    assert asyncio.run(m.fetch(1)) == ["R", 2, "after", "around"]
+    assert [a.kind for a in registry.applied_targets()] == ["async function"]
+    registry.unapply()
+    assert m.fetch is original and asyncio.run(m.fetch(1)) == [1]
+
+
+def test_sync_replace_of_async_target_is_awaitable(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("a", ASYNC)
+    registry.register(mods.name("a.fetch"), lambda x, delay=0: ["sync", x], HookType.REPLACE)
+    registry.apply_hooks()
+    assert inspect.iscoroutinefunction(m.fetch)
+    assert asyncio.run(m.fetch(3)) == ["sync", 3]
+
+
+def test_async_methods_of_each_kind(mods: Modules, registry: type[HookRegistry]) -> None:
+    m = mods.load("a", ASYNC)
+
+    class Sub(m.Client):  # type: ignore[misc, name-defined]
+        name = "sub"
+
+    registry.register(mods.name("a.Client.get"), lambda r, self, x: [*r, "h"])
+    registry.register(mods.name("a.Client.build"), lambda r, cls, x: ("h", *r))
+    registry.register(mods.name("a.Client.ping"), lambda r, x: r * 2)
+    registry.apply_hooks()
+    assert inspect.iscoroutinefunction(m.Client.get)
+    assert inspect.iscoroutinefunction(m.Client.build)
+    assert inspect.iscoroutinefunction(m.Client.ping)
+
+    async def main() -> list[object]:
+        return [
+            await Sub().get(1),
+            await Sub.build(2),
+            await m.Client().ping(3),
+        ]
+
+    assert asyncio.run(main()) == [["sub", 1, "h"], ("h", Sub, 2), 6]
+    kinds = {a.qualname: a.kind for a in registry.applied_targets()}
+    assert kinds == {
+        "Client.get": "async method",
+        "Client.build": "async classmethod",
+        "Client.ping": "async staticmethod",
+    }
+
+
+def test_async_hook_error_is_annotated_and_propagates(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("a", ASYNC)
+
+    async def bad(result, x, delay=0):  # type: ignore[no-untyped-def]
+        raise ValueError("boom")
+
+    registry.register(mods.name("a.fetch"), bad, HookType.AFTER)
+    registry.apply_hooks()
+    with pytest.raises(ValueError, match="boom") as info:
+        asyncio.run(m.fetch(1))
+    notes = getattr(info.value, "__notes__", [])
+    assert any("AFTER hook" in n and "bad" in n and mods.name("a.fetch") in n for n in notes)
+
+
+def test_async_before_bad_return_is_type_error(mods: Modules, registry: type[HookRegistry]) -> None:
+    m = mods.load("a", ASYNC)
+    registry.register(mods.name("a.fetch"), lambda x, delay=0: "nope", HookType.BEFORE)
+    registry.apply_hooks()
+    with pytest.raises(TypeError, match="BEFORE hook"):
+        asyncio.run(m.fetch(1))

@@ -1,0 +1,480 @@
+"""Registering, ordering, re-applying and querying hooks, on real modules in tmp_path."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from spawnkit.hooks import (
+    UNKNOWN_SOURCE,
+    HookRegistry,
+    HookSource,
+    HookType,
+    Registration,
+    current_plugin_source,
+    plugin_hook,
+    plugin_source,
+)
+
+SCHED = """
+class Scheduler:
+    def __init__(self, gpu_id=0):
+        self.gpu_id = gpu_id
+
+    def get_next_batch_to_run(self, x):
+        return x * 2
+
+def helper(a, b=1):
+    return a + b
+"""
+
+if TYPE_CHECKING:
+    from _hooks_support import Modules
+
+pytest_plugins = ("_hooks_support",)  # the mods and registry fixtures
+
+
+def test_seed_imperative_and_decorator_forms(
+    mods: Modules, registry: type[HookRegistry], capsys: pytest.CaptureFixture[str]
+) -> None:
+    sched = mods.load("sched", SCHED)
+    target = mods.name("sched.Scheduler")
+
+    def my_hook(original_fn, self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        result = original_fn(self, *args, **kwargs)
+        print(f"Scheduler initialized! gpu_id={self.gpu_id}")
+        return result
+
+    HookRegistry.register(f"{target}.__init__", my_hook, HookType.AROUND)
+
+    @plugin_hook(f"{target}.get_next_batch_to_run", type=HookType.AROUND)
+    def my_timer(original_fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return original_fn(*args, **kwargs) + 1
+
+    original = sched.Scheduler
+
+    @plugin_hook(target, type=HookType.REPLACE)
+    class MyScheduler(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            super().__init__(*args, **kwargs)
+            print("Enhanced scheduler initialized!")
+
+    assert my_timer.__name__ == "my_timer"  # the decorator returns the object unchanged
+    patched = HookRegistry.apply_hooks()
+    assert patched[0] == target  # class REPLACE first
+    assert set(patched) == {target, f"{target}.__init__", f"{target}.get_next_batch_to_run"}
+    s = sched.Scheduler(gpu_id=3)
+    assert type(s) is MyScheduler and isinstance(s, original)
+    assert s.get_next_batch_to_run(2) == 5
+    out = capsys.readouterr().out
+    assert "Enhanced scheduler initialized!" in out and "gpu_id=3" in out
+    # the method hooks landed on the replacement class; the original is untouched
+    assert "get_next_batch_to_run" not in vars(MyScheduler) or MyScheduler is not original
+    assert original(1).get_next_batch_to_run(2) == 4
+
+
+def test_order_replace_first_then_registration_order_last_outermost(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("m", "def f(x):\n    return [x]\n")
+    trace: list[str] = []
+    target = mods.name("m.f")
+
+    def before(x):  # type: ignore[no-untyped-def]
+        trace.append("before")
+        return ((x + 1,), {})
+
+    def around1(orig, x):  # type: ignore[no-untyped-def]
+        trace.append("a1:in")
+        r = orig(x)
+        trace.append("a1:out")
+        return [*r, "a1"]
+
+    def after(result, x):  # type: ignore[no-untyped-def]
+        trace.append("after")
+        return [*result, "after"]
+
+    def around2(orig, x):  # type: ignore[no-untyped-def]
+        trace.append("a2:in")
+        r = orig(x)
+        trace.append("a2:out")
+        return [*r, "a2"]
+
+    def replace(x):  # type: ignore[no-untyped-def]
+        trace.append("replace")
+        return ["R", x]
+
+    registry.register(target, before, HookType.BEFORE)
+    registry.register(target, around1, HookType.AROUND)
+    registry.register(target, after, HookType.AFTER)
+    registry.register(target, around2, HookType.AROUND)
+    registry.register(target, replace, HookType.REPLACE)  # registered last, applied first
+    registry.apply_hooks()
+    assert m.f(1) == ["R", 2, "a1", "after", "a2"]
+    # chain: replace <- before <- around1 <- after <- around2 (outermost)
+    assert trace == ["a2:in", "a1:in", "before", "replace", "a1:out", "after", "a2:out"]
+
+
+def test_last_replace_wins_and_warns_naming_both(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    m = mods.load("m", "def f():\n    return 'orig'\n")
+    target = mods.name("m.f")
+    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
+        registry.register(target, lambda: "one", HookType.REPLACE, source=HookSource("p1", "d1"))
+        registry.register(target, lambda: "two", HookType.REPLACE, source=HookSource("p2", "d2"))
+    registry.apply_hooks()
+    assert m.f() == "two"
+    text = caplog.text
+    assert "several REPLACE" in text and "'p1' (d1)" in text and "'p2' (d2)" in text
+
+
+def test_warns_on_several_arounds_and_on_replace_mixed(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    mods.load("m", "def f():\n    return 1\n")
+    target = mods.name("m.f")
+    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
+        registry.register(target, lambda o: o(), HookType.AROUND, source=HookSource("a"))
+        assert "AROUND" not in caplog.text
+        registry.register(target, lambda o: o(), HookType.AROUND, source=HookSource("b"))
+        assert "2 AROUND hooks" in caplog.text and "'a'" in caplog.text and "'b'" in caplog.text
+        caplog.clear()
+        registry.register(target, lambda: 2, HookType.REPLACE, source=HookSource("c"))
+    assert "mixes REPLACE" in caplog.text and "'c'" in caplog.text
+
+
+def test_default_type_is_after(mods: Modules, registry: type[HookRegistry]) -> None:
+    m = mods.load("m", "def f(x):\n    return x\n")
+    registry.register(mods.name("m.f"), lambda r, x: r * 3)
+    registry.apply_hooks()
+    assert m.f(2) == 6
+    assert registry.registrations()[0].hook_type is HookType.AFTER
+
+
+def test_after_returning_none_keeps_result(mods: Modules, registry: type[HookRegistry]) -> None:
+    m = mods.load("m", "def f(x):\n    return x + 1\n")
+    seen = []
+    registry.register(mods.name("m.f"), lambda r, x: seen.append((r, x)), HookType.AFTER)
+    registry.apply_hooks()
+    assert m.f(1) == 2 and seen == [(2, 1)]
+
+
+def test_before_may_change_args_and_kwargs(mods: Modules, registry: type[HookRegistry]) -> None:
+    m = mods.load("m", "def f(a, b=0):\n    return (a, b)\n")
+    registry.register(mods.name("m.f"), lambda a, b=0: ([a * 10], {"b": b + 1}), HookType.BEFORE)
+    registry.apply_hooks()
+    assert m.f(1, b=2) == (10, 3)
+
+
+def test_target_forms_colon_nested_and_subpackage(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write(
+        "sub.deep",
+        """
+        class Outer:
+            class Inner:
+                def m(self):
+                    return 'inner'
+
+        def f():
+            return 'f'
+        """,
+    )
+    # nothing imported yet: resolution imports the longest importable prefix itself
+    assert mods.name("sub.deep") not in sys.modules
+    registry.register(mods.name("sub.deep.Outer.Inner.m"), lambda r, s: r + "!", HookType.AFTER)
+    registry.register(f"{mods.name('sub.deep')}:f", lambda r: r + "?", HookType.AFTER)
+    registry.register(f"{mods.name('sub.deep')}:Outer.Inner", lambda r, s: r + "#")
+    assert mods.name("sub.deep") not in sys.modules  # register imports nothing
+    with pytest.raises(Exception, match="class"):
+        registry.apply_hooks()  # a class target with a non-REPLACE hook
+    registry.reset()
+    registry.register(mods.name("sub.deep.Outer.Inner.m"), lambda r, s: r + "!", HookType.AFTER)
+    registry.register(f"{mods.name('sub.deep')}:f", lambda r: r + "?", HookType.AFTER)
+    registry.apply_hooks()
+    deep = sys.modules[mods.name("sub.deep")]
+    assert deep.Outer.Inner().m() == "inner!"
+    assert deep.f() == "f?"
+    assert registry.is_hook_applied(mods.name("sub.deep.f"), registry.registrations()[1].hook)
+
+
+def test_colon_and_dotted_spellings_share_one_chain(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("m", "def f(x):\n    return x\n")
+    registry.register(mods.name("m.f"), lambda r, x: r + 1)
+    registry.register(f"{mods.name('m')}:f", lambda r, x: r * 10)
+    registry.apply_hooks()
+    assert m.f(1) == 20  # one chain of two hooks, not two chains
+    assert len(registry.applied_targets()) == 1
+
+
+def test_string_hook_imported_only_at_apply(mods: Modules, registry: type[HookRegistry]) -> None:
+    m = mods.load("m", "def f(x):\n    return x\n")
+    hooks_mod = mods.write("plugin_hooks", "def triple(result, x):\n    return result * 3\n")
+    registry.register(mods.name("m.f"), f"{hooks_mod}:triple", HookType.AFTER)
+    assert hooks_mod not in sys.modules
+    registry.apply_hooks()
+    assert hooks_mod in sys.modules
+    assert m.f(2) == 6
+    triple = sys.modules[hooks_mod].triple
+    assert registry.is_hook_applied(mods.name("m.f"), triple)
+    assert registry.is_hook_applied(mods.name("m.f"), f"{hooks_mod}:triple")
+    assert registry.hook_modules(mods.name("m.f")) == [hooks_mod]
+
+
+def test_reapply_applies_new_rebuilds_from_original_never_twice(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("m", "def f(x):\n    return [x]\n")
+    original = m.f
+    target = mods.name("m.f")
+    registry.register(target, lambda r, x: [*r, "a"])
+    assert registry.apply_hooks() == [target]
+    first = m.f
+    assert registry.apply_hooks() == []  # nothing new: no-op
+    assert m.f is first
+    registry.register(target, lambda r, x: [*r, "b"])
+    assert registry.apply_hooks() == [target]
+    assert m.f(1) == [1, "a", "b"]  # rebuilt from the original: "a" once
+    assert m.f.__wrapped__ is original
+    registry.unapply()
+    assert m.f is original
+    assert registry.apply_hooks() == [target]  # registrations survive unapply
+    assert m.f(1) == [1, "a", "b"]
+
+
+def test_duplicate_registration_is_ignored_with_warning(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    m = mods.load("m", "def f(x):\n    return x\n")
+
+    def add(r, x):  # type: ignore[no-untyped-def]
+        return r + 1
+
+    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
+        registry.register(mods.name("m.f"), add)
+        registry.register(mods.name("m.f"), add)
+    registry.apply_hooks()
+    assert m.f(0) == 1
+    assert "second registration" in caplog.text
+
+
+def test_sources_from_contextvar_explicit_and_unknown(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.load("m", "def f():\n    pass\ndef g():\n    pass\n")
+    src = HookSource("my_plugin", "my-dist", "1.2")
+    assert str(src) == "plugin 'my_plugin' (my-dist 1.2)"
+    assert str(HookSource("p", "d")) == "plugin 'p' (d)"
+    with plugin_source(src):
+        assert current_plugin_source.get() is src
+        registry.register(mods.name("m.f"), lambda r: r)
+        registry.register(mods.name("m.g"), lambda r: r, source=HookSource("explicit"))
+    assert current_plugin_source.get() is None
+    registry.register(mods.name("m.g"), lambda r: None, HookType.AFTER)
+    regs = registry.registrations()
+    assert [r.source for r in regs] == [src, HookSource("explicit"), UNKNOWN_SOURCE]
+    assert [r.seq for r in regs] == sorted(r.seq for r in regs)
+    registry.apply_hooks()
+    applied = {a.target: a for a in registry.applied_targets()}
+    assert applied[mods.name("m.f")].sources == (src,)
+    assert applied[mods.name("m.g")].kind == "function"
+    assert [h.hook_type for h in applied[mods.name("m.g")].hooks] == [HookType.AFTER] * 2
+
+
+def test_plugin_source_restores_on_error() -> None:
+    with pytest.raises(RuntimeError), plugin_source(HookSource("x")):
+        raise RuntimeError
+    assert current_plugin_source.get() is None
+
+
+def test_queries_discard_source_and_target_modules(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("m", "def f(x):\n    return x\n")
+    mods.write("later", "class K:\n    def m(self):\n        return 1\n")
+    bad, good = HookSource("bad"), HookSource("good")
+    registry.register(mods.name("m.f"), lambda r, x: r + 1, source=good)
+    registry.register(mods.name("m.f"), lambda r, x: r * 100, source=bad)
+    registry.register(mods.name("later.K.m"), lambda r, s: r, source=bad)
+    registry.register(f"{mods.name('later')}:K", type("K2", (), {}), HookType.REPLACE, source=bad)
+    assert registry.registered_targets() == [
+        mods.name("m.f"),
+        mods.name("later.K.m"),
+        f"{mods.name('later')}:K",
+    ]
+    modules = registry.target_modules()
+    assert set(modules) == {mods.name("m"), mods.name("later")}
+    assert len(modules[mods.name("later")]) == 2
+    assert mods.name("later") not in sys.modules  # found by parsing, not importing
+    assert registry.discard_source(bad) == 3
+    assert registry.registered_targets() == [mods.name("m.f")]
+    registry.apply_hooks()
+    assert m.f(1) == 2
+    assert registry.registrations(mods.name("m.f"))[0].source == good
+    assert isinstance(registry.registrations()[0], Registration)
+
+
+def test_discarding_all_hooks_of_applied_target_restores_it(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("m", "def f(x):\n    return x\n")
+    original = m.f
+    registry.register(mods.name("m.f"), lambda r, x: r + 1, source=HookSource("p"))
+    registry.apply_hooks()
+    assert m.f is not original
+    registry.discard_source(HookSource("p"))
+    assert registry.apply_hooks() == []
+    assert m.f is original and registry.applied_targets() == []
+
+
+def test_instances_are_independent_of_the_default(mods: Modules) -> None:
+    m = mods.load("m", "def f(x):\n    return x\n")
+    mine = HookRegistry(name="engine.a")
+    with HookRegistry.isolated():
+        mine.register(mods.name("m.f"), lambda r, x: r + 1)
+        assert HookRegistry.registered_targets() == []
+        assert HookRegistry.default().registered_targets() == []
+        assert mine.registered_targets() == [mods.name("m.f")]
+        mine.apply_hooks()
+        assert m.f(1) == 2
+        mine.reset()
+        assert m.f(1) == 1 and mine.registrations() == []
+
+
+def test_isolated_restores_outer_state_and_patches(mods: Modules) -> None:
+    m = mods.load("m", "def f(x):\n    return x\n")
+    original = m.f
+    with HookRegistry.isolated() as outer:
+        outer.register(mods.name("m.f"), lambda r, x: r + 1)
+        with HookRegistry.isolated() as inner:
+            assert inner is HookRegistry.default()
+            assert inner.registered_targets() == []
+            inner.register(mods.name("m.f"), lambda r, x: r * 10)
+            inner.apply_hooks()
+            assert m.f(1) == 10
+        assert m.f is original  # the inner block's patches are undone
+        assert HookRegistry.registered_targets() == [mods.name("m.f")]
+    assert HookRegistry.registered_targets() == []
+
+
+def test_reset_unapplies_and_clears(mods: Modules, registry: type[HookRegistry]) -> None:
+    m = mods.load("m", "def f(x):\n    return x\n")
+    original = m.f
+    registry.register(mods.name("m.f"), lambda r, x: r + 1)
+    registry.apply_hooks()
+    registry.reset()
+    assert m.f is original
+    assert registry.registrations() == [] and registry.apply_hooks() == []
+
+
+def test_is_hook_applied_false_when_overwritten(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("m", "def f(x):\n    return x\n")
+
+    def hook(r, x):  # type: ignore[no-untyped-def]
+        return r
+
+    registry.register(mods.name("m.f"), hook)
+    assert not registry.is_hook_applied(mods.name("m.f"), hook)
+    registry.apply_hooks()
+    assert registry.is_hook_applied(mods.name("m.f"), hook)
+    assert registry.is_hook_applied(f"{mods.name('m')}:f", hook)
+    assert not registry.is_hook_applied(mods.name("m.f"), lambda r: r)
+    m.f = lambda x: x  # someone else replaced it: our hook no longer runs
+    assert not registry.is_hook_applied(mods.name("m.f"), hook)
+
+
+def test_namespace_plugin_hook_uses_its_registry(mods: Modules) -> None:
+    from spawnkit.namespace import Namespace, default_namespace
+
+    assert default_namespace().hooks is HookRegistry.default()
+    ns = Namespace(f"hooktest.{mods.pkg}", env_prefix=f"HT{mods.pkg[4:]}".upper())
+    m = mods.load("m", "def f(x):\n    return x\n")
+    try:
+
+        @ns.plugin_hook(mods.name("m.f"), type=HookType.AROUND)
+        def around(orig, x):  # type: ignore[no-untyped-def]
+            return orig(x) + 5
+
+        assert HookRegistry.default().registrations(mods.name("m.f")) == []
+        ns.hooks.apply_hooks()
+        assert m.f(1) == 6
+    finally:
+        ns.hooks.reset()
+        Namespace._registry.pop(ns.name, None)
+
+
+def test_importing_hooks_imports_no_torch_and_no_loader() -> None:
+    code = (
+        "import sys, spawnkit.hooks as h; "
+        "assert 'torch' not in sys.modules, 'torch'; "
+        "assert 'spawnkit.hooks.plugins' not in sys.modules, 'plugins'; "
+        "print(sorted(h.__all__))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "HookRegistry" in proc.stdout and "load_plugins" in proc.stdout
+
+
+def test_lazy_loader_names_fail_clearly_or_resolve() -> None:
+    import spawnkit.hooks as hooks
+
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        hooks.nope  # noqa: B018
+    try:
+        import spawnkit.hooks.plugins  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError):
+            hooks.load_plugins  # noqa: B018
+    else:
+        assert callable(hooks.load_plugins)
+
+
+CHILD = """
+def f(x):
+    return x
+
+def child_main(queue):
+    import sys
+    from spawnkit.hooks import HookRegistry, HookType
+
+    mod = sys.modules[__name__]
+    HookRegistry.register(__name__ + ".f", __name__ + ":around", HookType.AROUND)
+    patched = HookRegistry.apply_hooks()
+    queue.put((patched, mod.f(1), f(2)))
+
+def around(orig, x):
+    return orig(x) + 100
+"""
+
+
+def test_hooks_apply_in_a_spawned_child_only(mods: Modules) -> None:
+    import multiprocessing
+
+    child = mods.load("child", CHILD)
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    proc = ctx.Process(target=child.child_main, args=(queue,))
+    proc.start()
+    try:
+        patched, via_module, via_global = queue.get(timeout=60)
+    finally:
+        proc.join(30)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(10)
+    assert proc.exitcode == 0
+    assert patched == [mods.name("child.f")]
+    assert via_module == 101 and via_global == 102  # the module's own global is hooked too
+    assert child.f(1) == 1  # the parent was never patched

@@ -1,0 +1,166 @@
+"""spawn_with_plugins() and WorkerGroup: the happy paths, under both start methods and contexts."""
+
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _launcher_support import MODES, Site, assert_group_gone, make_site, mode_kwargs
+from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit.errors import BootstrapTimeoutError, ChildRaisedError, PayloadError
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    yield from make_site(tmp_path, monkeypatch)
+
+
+@pytest.fixture(params=MODES)
+def mode(request: pytest.FixtureRequest) -> dict[str, str]:
+    return mode_kwargs(request)
+
+
+def test_results_reports_and_frozen_selection(site: Site, mode: dict[str, str]) -> None:
+    with spawn_with_plugins(
+        site.entry(), site.box(41), nprocs=2, namespace=site.ns, ready_timeout=60, **mode
+    ) as group:
+        assert group.ranks == [0, 1]
+        assert len(set(group.pids)) == 2
+        reports = group.wait_ready()
+        assert [r.rank for r in reports] == [0, 1]
+        assert [r.pid for r in reports] == group.pids
+        assert all(r.platform["name"] == "faultdev" for r in reports)
+        assert all(f"{site.pkg}.target.func" in r.hooks for r in reports)
+        results = group.results(timeout=60)
+        assert group.exit_codes == [0, 0]
+    assert [r["rank"] for r in results] == [0, 1]
+    assert all(r["world"] == 2 and r["value"] == 41 for r in results)
+    # The entry ran the patched target: the plugin's hook was applied before it was imported.
+    assert all(r["hooked"] == "orig+hooked" for r in results)
+    assert_group_gone(group)
+
+
+def test_callables_by_reference_and_by_value(site: Site, mode: dict[str, str]) -> None:
+    secret = "closure-value"
+
+    def closure() -> str:
+        return secret + str(os.getpid() > 0)
+
+    with spawn_with_plugins(closure, namespace=site.ns, **mode) as group:
+        assert group.results(timeout=60) == ["closure-valueTrue"]
+    with spawn_with_plugins(
+        lambda box: box.value * 2, site.box(21), namespace=site.ns, **mode
+    ) as g:
+        assert g.results(timeout=60) == [42]
+    # An importable function travels as its "module:qualname" string.
+    with spawn_with_plugins(time.monotonic, namespace=site.ns, **mode) as group:
+        (value,) = group.results(timeout=60)
+        assert isinstance(value, float)
+
+
+def test_join_polls_and_terminate_ends_everything(site: Site, mode: dict[str, str]) -> None:
+    group = spawn_with_plugins(
+        site.entry("sleep_forever"), nprocs=2, namespace=site.ns, grace_period=1.0, **mode
+    )
+    with group:
+        group.wait_ready(timeout=60)
+        started = time.monotonic()
+        assert group.join(timeout=0.2) is False
+        assert 0.15 < time.monotonic() - started < 5
+        assert group.exit_codes == [None, None]
+        group.terminate()
+        # SIGTERM ends a sleeping worker at once: exit codes are the signal, not SIGKILL.
+        assert group.exit_codes == [-15, -15]
+    assert_group_gone(group)
+
+
+def test_context_exit_tears_down_on_exception(site: Site, mode: dict[str, str]) -> None:
+    entry = site.entry("sleep_forever")
+    with pytest.raises(KeyError), spawn_with_plugins(entry, namespace=site.ns, **mode) as group:
+        group.wait_ready(timeout=60)
+        raise KeyError("user code failed")
+    assert_group_gone(group)
+
+
+def test_unpicklable_result_is_reported(site: Site, mode: dict[str, str]) -> None:
+    with (
+        spawn_with_plugins(site.entry("unpicklable"), namespace=site.ns, **mode) as group,
+        pytest.raises(ChildRaisedError) as info,
+    ):
+        group.join(timeout=60)
+    err = info.value
+    assert err.rank == 0 and err.stage == "entry"
+    assert "could not be pickled" in str(err)
+    assert "generator" in str(err)
+
+
+def test_results_timeout_is_pollable(site: Site, mode: dict[str, str]) -> None:
+    with (
+        spawn_with_plugins(site.entry("sleep_forever"), namespace=site.ns, **mode) as group,
+        pytest.raises(BootstrapTimeoutError) as info,
+    ):
+        group.results(timeout=0.3)
+        assert "still running" in str(info.value)
+        assert group.exit_codes == [None]  # not torn down: the caller may keep waiting
+
+
+def test_result_type_missing_in_parent(site: Site, tmp_path: os.PathLike[str]) -> None:
+    # The entry returns an instance of a class that only the worker can import.
+    code = (
+        "import sys, types\n"
+        "def make():\n"
+        "    mod = types.ModuleType('only_in_child_mod')\n"
+        "    exec('class Thing:\\n    pass', mod.__dict__)\n"
+        "    sys.modules['only_in_child_mod'] = mod\n"
+        "    mod.Thing.__module__ = 'only_in_child_mod'\n"
+        "    return mod.Thing()\n"
+    )
+    (site.root / f"{site.tag}_thing.py").write_text(code)
+    with (
+        spawn_with_plugins(f"{site.tag}_thing:make", namespace=site.ns) as group,
+        pytest.raises(PayloadError) as info,
+    ):
+        group.results(timeout=60)
+    assert "cannot unpickle" in str(info.value) and info.value.rank == 0
+
+
+def test_argument_validation(site: Site) -> None:
+    with pytest.raises(ValueError, match="module:function"):
+        spawn_with_plugins("not_a_reference", namespace=site.ns)
+    with pytest.raises(ValueError, match="fork is refused"):
+        spawn_with_plugins(site.entry(), namespace=site.ns, start_method="fork")
+    with pytest.raises(ValueError, match="forkserver"):
+        spawn_with_plugins(site.entry(), namespace=site.ns, preload=("json",))
+    with pytest.raises(ValueError, match="context"):
+        spawn_with_plugins(site.entry(), namespace=site.ns, context="threads")
+    with pytest.raises(ValueError, match="nprocs"):
+        spawn_with_plugins(site.entry(), namespace=site.ns, nprocs=0)
+
+
+def test_errors_pickle_with_child_exception(site: Site) -> None:
+    env = {"SKT_FAULT_STAGE": "entry", "SKT_FAULT_KIND": "raise", "SKT_FAULT_RANK": "0"}
+    with (
+        spawn_with_plugins(site.entry(), namespace=site.ns, env=env) as group,
+        pytest.raises(ChildRaisedError) as info,
+    ):
+        group.join(timeout=60)
+    err = pickle.loads(pickle.dumps(info.value))
+    assert isinstance(err, ChildRaisedError)
+    assert (err.rank, err.stage, err.pid) == (0, "entry", group.pids[0])
+    assert isinstance(err.child_exception, RuntimeError)
+    assert "injected fault in entry" in err.traceback_text
+    assert str(err).startswith("rank 0 (pid ")  # root cause first
+    assert "see the logs" not in str(err).lower()
+
+
+def test_sixteen_workers_on_a_small_machine(site: Site) -> None:
+    with spawn_with_plugins(site.entry("quick"), nprocs=16, namespace=site.ns) as group:
+        pids = group.results(timeout=120)
+    assert pids == group.pids
+    assert group.exit_codes == [0] * 16
+    assert_group_gone(group)

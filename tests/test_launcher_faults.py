@@ -1,0 +1,116 @@
+"""Fault injection: every bootstrap stage and the entry, times every way a worker can fail.
+
+Faults come from real distributions (platform ``init_backend``, plugin
+callback, hook-target import, payload ``__reduce__`` reconstructor, entry
+module import, entry function) and are switched on in rank 1 only, through
+the child's environment.  For each case the parent must raise the right
+typed error naming rank 1 and the stage, within the configured timeouts,
+and leave no process of the group behind.
+
+The full matrix runs under spawn/multiprocessing; the other three launch
+modes run a diagonal of it (every kind once, each at a different stage),
+which keeps the whole file affordable on two cores.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _launcher_support import KINDS, STAGES, Site, assert_group_gone, fault_env, make_site
+from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit.errors import BootstrapTimeoutError, ChildError, ChildExitedError, ChildRaisedError
+
+READY_TIMEOUT = 4.0
+JOIN_TIMEOUT = 10.0
+GRACE = 0.5
+# Teardown after the failure: grace, SIGTERM + grace, then SIGKILL; plus a stack dump on hangs.
+SLACK = 3 * GRACE + 4.0
+
+_FULL = [
+    pytest.param(stage, kind, "spawn", "multiprocessing", id=f"spawn-mp-{stage}-{kind}")
+    for stage in STAGES
+    for kind in KINDS
+]
+_DIAGONAL = [
+    pytest.param(
+        STAGES[(i + shift) % len(STAGES)],
+        kind,
+        method,
+        context,
+        id=f"{method}-{context}-{STAGES[(i + shift) % len(STAGES)]}-{kind}",
+    )
+    for shift, (method, context) in enumerate(
+        [
+            ("forkserver", "multiprocessing"),
+            ("spawn", "multiprocess"),
+            ("forkserver", "multiprocess"),
+        ]
+    )
+    for i, kind in enumerate(KINDS)
+]
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    yield from make_site(tmp_path, monkeypatch)
+
+
+def _check(err: ChildError, stage: str, kind: str) -> None:
+    assert err.rank == 1, str(err)
+    assert err.stage == stage, str(err)
+    text = str(err)
+    assert text.startswith("rank 1 (pid "), text
+    if kind == "raise":
+        assert isinstance(err, ChildRaisedError)
+        assert f"injected fault in {stage}" in err.traceback_text
+        assert err.child_exception is not None
+    elif kind == "exit":
+        assert isinstance(err, ChildExitedError) and err.exit_code == 3
+        assert "sys.exit(3)" in text
+    elif kind == "oexit":
+        assert isinstance(err, ChildExitedError) and err.exit_code == 9
+        assert "os._exit(9)" in text
+    elif kind == "sigkill":
+        assert isinstance(err, ChildExitedError) and err.signal_name == "SIGKILL"
+        assert "out-of-memory" in text
+    elif kind == "segv":
+        assert isinstance(err, ChildExitedError) and err.signal_name == "SIGSEGV"
+        assert "Segmentation fault" in text and "ctypes" in text
+    elif kind == "hang":
+        assert isinstance(err, BootstrapTimeoutError)
+        assert "time.sleep" in text or "in fault" in text  # the stack dump of the stuck worker
+
+
+@pytest.mark.parametrize(("stage", "kind", "method", "context"), _FULL + _DIAGONAL)
+def test_fault(site: Site, stage: str, kind: str, method: str, context: str) -> None:
+    hang_in_entry = kind == "hang" and stage == "entry"
+    join_timeout = READY_TIMEOUT + 2.0 if hang_in_entry else JOIN_TIMEOUT
+    started = time.monotonic()
+    with (
+        pytest.raises(ChildError) as info,
+        spawn_with_plugins(
+            site.entry(),
+            site.box(7),
+            nprocs=2,
+            namespace=site.ns,
+            start_method=method,
+            context=context,
+            env=fault_env(stage, kind, rank=1),
+            ready_timeout=READY_TIMEOUT,
+            join_timeout=join_timeout,
+            grace_period=GRACE,
+        ) as group,
+    ):
+        group.join()
+    elapsed = time.monotonic() - started
+    _check(info.value, stage, kind)
+    limit = (join_timeout if hang_in_entry else READY_TIMEOUT) + SLACK
+    assert elapsed < limit, f"took {elapsed:.1f} s (limit {limit:.1f} s)"
+    assert_group_gone(group)
+    # The failure is sticky: asking again raises the same error, without waiting.
+    with pytest.raises(type(info.value)):
+        group.join(timeout=0)

@@ -1,0 +1,100 @@
+"""Warm start: fork servers keyed by configuration, preloads checked, servers shut down."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from _launcher_support import Site, gone, make_site
+from spawnkit.bootstrap import _forkserver, spawn_with_plugins
+from spawnkit.errors import ChildRaisedError, ImportGuardError, PreloadError
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    yield from make_site(tmp_path, monkeypatch)
+
+
+def _run(site: Site, **kw: object) -> dict[str, object]:
+    with spawn_with_plugins(site.entry(), namespace=site.ns, start_method="forkserver", **kw) as g:
+        (result,) = g.results(timeout=60)
+    assert isinstance(result, dict)
+    return result
+
+
+def test_server_is_reused_per_key_and_shut_down(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = _run(site)
+    second = _run(site)
+    assert first["ppid"] == second["ppid"], "the same configuration must reuse its fork server"
+    assert first["hooked"] == "orig+hooked"  # workers from a server run the full bootstrap
+    server_pid = int(first["ppid"])  # type: ignore[call-overload]
+    monkeypatch.setenv("SKT_SOMETHING_CHANGED", "1")
+    third = _run(site)
+    assert third["ppid"] != server_pid, "a changed environment needs a new server"
+    assert _forkserver.shutdown_forkservers() >= 2
+    assert gone(server_pid) and gone(int(third["ppid"]))  # type: ignore[call-overload]
+
+
+def test_preloaded_modules_are_inherited(site: Site) -> None:
+    def has_json_tool() -> bool:
+        return "json.tool" in sys.modules
+
+    with spawn_with_plugins(
+        has_json_tool, namespace=site.ns, start_method="forkserver", preload=("json.tool",)
+    ) as group:
+        assert group.results(timeout=60) == [True]
+    with spawn_with_plugins(has_json_tool, namespace=site.ns) as group:
+        assert group.results(timeout=60) == [False]  # a cold spawn did not import it
+
+
+def test_preloaded_hook_target_fails_the_guard(site: Site) -> None:
+    with (
+        spawn_with_plugins(
+            site.entry(),
+            namespace=site.ns,
+            start_method="forkserver",
+            preload=(f"{site.pkg}.target",),
+        ) as group,
+        pytest.raises(ChildRaisedError) as info,
+    ):
+        group.join(timeout=60)
+    err = info.value
+    assert isinstance(err.child_exception, ImportGuardError), str(err)
+    assert err.stage == "load_plugins"
+    assert f"{site.pkg}.target" in str(err)
+    assert "through preload=" in str(err)  # the import site is named as the preload
+
+
+def test_preload_that_fails_to_import_is_reported(site: Site) -> None:
+    (site.root / f"{site.tag}_broken.py").write_text("raise ImportError('no such driver')\n")
+    with pytest.raises(PreloadError) as info:
+        spawn_with_plugins(
+            site.entry(),
+            namespace=site.ns,
+            start_method="forkserver",
+            preload=("json", f"{site.tag}_broken"),
+        )
+    text = str(info.value)
+    assert f"preload module '{site.tag}_broken' failed to import" in text
+    assert "no such driver" in text
+    assert not [c for c in psutil.Process().children() if "_forkserver" in " ".join(c.cmdline())]
+
+
+def test_preload_that_initializes_an_accelerator_is_refused(site: Site) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: a real context must be created to be refused")
+    (site.root / f"{site.tag}_cudainit.py").write_text("import torch\ntorch.cuda.init()\n")
+    with pytest.raises(PreloadError, match="initialized an accelerator context"):
+        spawn_with_plugins(
+            site.entry(),
+            namespace=site.ns,
+            start_method="forkserver",
+            preload=(f"{site.tag}_cudainit",),
+        )

@@ -1,0 +1,71 @@
+"""Many start/teardown cycles leak nothing: file descriptors, threads, processes, run records."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from _launcher_support import Site, make_site
+from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit.bootstrap._cleanup import _record_path
+
+CYCLES = 200
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    yield from make_site(tmp_path, monkeypatch)
+
+
+def _fds() -> int:
+    return len(os.listdir(f"/proc/{os.getpid()}/fd"))
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+@pytest.mark.parametrize("cycle", ["finish", "terminate", "fail"])
+def test_start_teardown_cycles_leak_nothing(site: Site, cycle: str) -> None:
+    """200 groups through the warm (forkserver) path: each finishes, is terminated, or fails."""
+    entry = site.entry("quick" if cycle == "finish" else "sleep_forever")
+    env = {"SKT_FAULT_STAGE": "entry", "SKT_FAULT_KIND": "raise"} if cycle == "fail" else None
+    if cycle == "fail":
+        entry = site.entry()
+
+    run_ids: list[str] = []
+
+    def one() -> None:
+        group = spawn_with_plugins(
+            entry, namespace=site.ns, start_method="forkserver", env=env, grace_period=0.5
+        )
+        run_ids.append(group.run_id)
+        with group:
+            if cycle == "finish":
+                assert group.join(timeout=30)
+            elif cycle == "terminate":
+                group.wait_ready(timeout=30)
+            else:
+                with pytest.raises(Exception, match="injected fault"):
+                    group.join(timeout=30)
+
+    one()  # warm up: fork server and resource tracker start once and stay
+    fds, threads, children = _fds(), threading.active_count(), _children()
+    started = time.monotonic()
+    for _ in range(CYCLES):
+        one()
+    elapsed = time.monotonic() - started
+    assert _fds() == fds, "file descriptors leaked"
+    assert threading.active_count() == threads, "threads leaked"
+    deadline = time.monotonic() + 3
+    while _children() - children and time.monotonic() < deadline:
+        time.sleep(0.05)  # forkserver workers are reaped by the server, asynchronously
+    assert _children() - children == set(), "processes leaked"
+    assert not [rid for rid in run_ids if _record_path(rid).exists()], "run records leaked"
+    print(f"{CYCLES} {cycle} cycles in {elapsed:.1f} s ({elapsed / CYCLES * 1000:.0f} ms each)")

@@ -1,0 +1,193 @@
+"""The device interface and its class-definition contract check."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from spawnkit.errors import PlatformContractError
+from spawnkit.platforms import DeviceMixin, Platform, PlatformEnum
+from spawnkit.platforms import device_mixin as alias
+
+
+def _seed_like() -> tuple[type, type]:
+    """The seed's my_platform_plugin device.py and platform.py, written against spawnkit."""
+
+    class MyDeviceMixin(alias.DeviceMixin):
+        _enum = alias.PlatformEnum.OOT
+        device_name = "my_device"
+        device_type = "my_device"
+
+        def set_device(self, device) -> None:  # type: ignore[no-untyped-def]
+            self._dev = device
+
+        def get_device_name(self, device_id=0) -> str:  # type: ignore[no-untyped-def]
+            return f"my-device-{device_id}"
+
+        def get_device_total_memory(self, device_id=0) -> int:  # type: ignore[no-untyped-def]
+            return 1 << 30
+
+        def get_current_memory_usage(self, device=None) -> float:  # type: ignore[no-untyped-def]
+            return 0.0
+
+        def get_device_capability(self, device_id=0):  # type: ignore[no-untyped-def]
+            return (1, 0)
+
+        def get_torch_distributed_backend_str(self) -> str:
+            return "my_ccl"
+
+    class MySRTPlatform(Platform, MyDeviceMixin):
+        def get_default_attention_backend(self) -> str:
+            return "my_attn"
+
+        def support_cuda_graph(self) -> bool:
+            return False
+
+    return MyDeviceMixin, MySRTPlatform
+
+
+def test_seed_plugin_is_writable_against_the_interface() -> None:
+    _mixin, plat = _seed_like()
+    p = plat()
+    assert alias.DeviceMixin is DeviceMixin and alias.PlatformEnum is PlatformEnum
+    assert p.is_out_of_tree() and not p.is_cuda() and not p.is_cpu()
+    assert p.get_device_name(3) == "my-device-3"  # the mixin's method, not the base's
+    assert p.get_torch_distributed_backend_str() == "my_ccl"
+    assert p.get_default_attention_backend() == "my_attn"
+    assert p.get_dispatch_key_name() == "my_device"
+    assert "MySRTPlatform" in str(p) and "my_device" in repr(p)
+
+
+def test_enum_predicates() -> None:
+    for member, pred in [
+        (PlatformEnum.CUDA, "is_cuda"),
+        (PlatformEnum.ROCM, "is_rocm"),
+        (PlatformEnum.XPU, "is_xpu"),
+        (PlatformEnum.CPU, "is_cpu"),
+        (PlatformEnum.OOT, "is_out_of_tree"),
+    ]:
+        cls = type("P", (Platform,), {"_enum": member})
+        p = cls()
+        preds = ["is_cuda", "is_rocm", "is_xpu", "is_cpu", "is_out_of_tree"]
+        assert [getattr(p, n)() for n in preds] == [n == pred for n in preds]
+
+
+def test_base_device_queries_say_how_to_fix() -> None:
+    with pytest.raises(NotImplementedError, match="does not implement get_device_name"):
+        Platform().get_device_name()
+    with pytest.raises(NotImplementedError, match="explain_platform"):
+        Platform().get_torch_distributed_backend_str()
+    assert Platform().get_dispatch_key_name() == ""
+    Platform().init_backend()
+
+
+def test_misspelled_public_name_is_rejected_with_suggestion() -> None:
+    with pytest.raises(PlatformContractError) as info:
+
+        class Bad(Platform):
+            def get_devce_name(self, device_id: int = 0) -> str:
+                return "x"
+
+    text = str(info.value)
+    assert "Bad.get_devce_name" in text and "Did you mean 'get_device_name'" in text
+    assert isinstance(info.value, TypeError)
+
+
+def test_private_helpers_are_allowed() -> None:
+    class Ok(Platform):
+        def _helper(self) -> int:
+            return 1
+
+    assert Ok()._helper() == 1
+
+
+@pytest.mark.parametrize(
+    ("source", "fragment"),
+    [
+        ("def get_device_name(self): return 'x'", "parameter 'device_id' is missing"),
+        ("def get_device_name(self, idx=0): return 'x'", "named 'idx'"),
+        ("def get_device_name(self, device_id): return 'x'", "lost its default"),
+        ("def set_device(self, device, strict): pass", "extra parameter 'strict'"),
+        ("def set_device(self, device, /): pass", "positional-only"),
+        ("@staticmethod\ndef set_device(device): pass", "staticmethod"),
+        ("set_device = 3", "int value"),
+        ("device_name = 3", "must be a str"),
+        ("def device_type(self): return 'x'", "must be a str"),
+        ("_enum = 'oot'", "PlatformEnum member"),
+    ],
+)
+def test_incompatible_overrides_are_rejected(source: str, fragment: str) -> None:
+    body = "class Bad(Platform):\n" + "\n".join("    " + line for line in source.splitlines())
+    scope: dict[str, Any] = {"Platform": Platform}
+    with pytest.raises(PlatformContractError) as info:
+        exec(body, scope)
+    assert fragment in str(info.value)
+    assert "Bad." in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "def get_device_name(self, device_id=0, *, verbose=False): return 'x'",
+        "def get_device_name(self, *args, **kwargs): return 'x'",
+        "def get_device_name(self, device_id: int = 1) -> str: return 'x'",
+        "def set_device(self, device, stream=None): pass",
+        "device_name = 'mine'",
+        "@property\ndef device_type(self): return 'mine'",
+    ],
+)
+def test_compatible_overrides_are_accepted(source: str) -> None:
+    body = "class Good(Platform):\n" + "\n".join("    " + line for line in source.splitlines())
+    exec(body, {"Platform": Platform})
+
+
+def test_mixin_shadowed_by_engine_base_is_rejected() -> None:
+    class EngineBase(Platform, contract=True):
+        def get_device_name(self, device_id: int = 0) -> str:
+            return "engine default"
+
+    class Mixin(DeviceMixin):
+        def get_device_name(self, device_id: int = 0) -> str:
+            return "mixin"
+
+    with pytest.raises(PlatformContractError, match="shadowed"):
+
+        class Wrong(EngineBase, Mixin):
+            pass
+
+    class Right(Mixin, EngineBase):
+        pass
+
+    assert Right().get_device_name() == "mixin"
+
+
+def test_engine_base_extends_the_interface() -> None:
+    class SRTPlatform(Platform, contract=True):
+        def get_graph_pool(self, size: int = 1) -> str:
+            return "default"
+
+    class Plugin(SRTPlatform):
+        def get_graph_pool(self, size: int = 1) -> str:
+            return "mine"
+
+    assert Plugin().get_graph_pool() == "mine"
+    with pytest.raises(PlatformContractError, match="get_graph_pool"):
+
+        class BadPlugin(SRTPlatform):
+            def get_graph_pool(self) -> str:
+                return "x"
+
+    with pytest.raises(PlatformContractError, match="not part of the platform interface"):
+
+        class Elsewhere(Platform):  # the engine's names do not leak into other namespaces
+            def get_graph_pool(self, size: int = 1) -> str:
+                return "x"
+
+
+def test_engine_base_overrides_are_checked_too() -> None:
+    with pytest.raises(PlatformContractError, match="support_cuda_graph"):
+
+        class SRTPlatform(Platform, contract=True):
+            def support_cuda_graph(self, extra: int) -> bool:
+                return False

@@ -1,0 +1,174 @@
+"""Namespaces: their own groups, variables, base classes and current platforms."""
+
+from __future__ import annotations
+
+import textwrap
+import uuid
+from pathlib import Path
+
+import pytest
+
+from _platform_dists import PluginSite
+from spawnkit.errors import PlatformContractError, PlatformPluginError
+from spawnkit.namespace import Namespace
+from spawnkit.platforms import explain_platform, initialize_current_platform
+from spawnkit.platforms.builtin import CpuPlatform
+
+ENGINE_BASE = """
+from spawnkit.platforms.interface import Platform, PlatformEnum
+
+class SRTPlatform(Platform, contract=True):
+    def get_graph_pool(self, size: int = 1) -> str:
+        return "engine"
+
+class CpuSRT(SRTPlatform):
+    _enum = PlatformEnum.CPU
+    device_name = "cpu"
+    device_type = "cpu"
+
+class WithOwnBuiltins(SRTPlatform, contract=True):
+    _builtin_platforms = {"cpu": __name__ + ":CpuSRT"}
+"""
+
+pytest_plugins = ["_platform_dists"]
+
+
+def _engine_site(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str = "SRTPlatform"
+) -> PluginSite:
+    mod = f"engine_{uuid.uuid4().hex[:8]}"
+    engine_dir = tmp_path / "engine"
+    engine_dir.mkdir()
+    (engine_dir / f"{mod}.py").write_text(textwrap.dedent(ENGINE_BASE))
+    monkeypatch.syspath_prepend(str(engine_dir))
+    s = PluginSite(tmp_path, monkeypatch, platform_base=f"{mod}:{base}")
+    s.engine_module = mod  # type: ignore[attr-defined]
+    return s
+
+
+def test_seed_names_for_an_engine_namespace() -> None:
+    name = f"eng{uuid.uuid4().hex[:6]}.srt"
+    ns = Namespace(name, env_prefix="SGLANG")
+    cfg = ns.config
+    assert cfg.platform_group == f"{name}.platforms"
+    assert (cfg.platform_var, cfg.cpu_engine_var) == ("SGLANG_PLATFORM", "SGLANG_USE_CPU_ENGINE")
+    assert ns.platforms is ns.platforms and ns.platforms.namespace is ns
+
+
+def test_two_namespaces_are_independent(
+    site: PluginSite, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "b").mkdir()
+    other = PluginSite(tmp_path / "b", monkeypatch)
+    try:
+        site.add_platform("alpha")
+        monkeypatch.setenv(other.var, "cpu")
+        assert site.pm.select().name == "alpha"  # the other namespace's variable is not ours
+        assert type(other.pm.current()) is CpuPlatform
+        assert other.pm.platform_dists() == {}  # our group's plugins are not theirs
+        assert site.pm.current() is not other.pm.current()
+        assert explain_platform(site.ns).namespace == site.ns.name
+        assert initialize_current_platform(other.ns) is other.pm.current()
+    finally:
+        other.cleanup()
+
+
+def test_custom_selector_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tag = uuid.uuid4().hex[:8].upper()
+    var = f"X{tag}_DIFFUSION_PLATFORM_OVERRIDE"
+    s = PluginSite(tmp_path, monkeypatch, platform_var=var)
+    try:
+        s.add_platform("my_device", activate="return None")
+        monkeypatch.setenv(var, "cpu")
+        assert type(s.pm.current()) is CpuPlatform
+        assert var in str(s.pm.current())
+    finally:
+        s.cleanup()
+
+
+def test_plugin_must_subclass_the_engine_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _engine_site(tmp_path, monkeypatch)
+    try:
+        s.add_platform("alpha")  # subclasses plain Platform
+        with pytest.raises(PlatformPluginError) as info:
+            s.pm.select()
+        assert "SRTPlatform" in str(info.value) and "not a subclass" in str(info.value)
+    finally:
+        s.cleanup()
+
+
+def test_plugin_on_the_engine_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = _engine_site(tmp_path, monkeypatch)
+    mod = s.engine_module  # type: ignore[attr-defined]
+    try:
+        body = (
+            f"from {mod} import SRTPlatform\nfrom spawnkit.platforms import PlatformEnum\n"
+            "class Plat(SRTPlatform):\n    _enum = PlatformEnum.OOT\n    device_name = 'd'\n"
+            "    device_type = 'd'\n    def get_graph_pool(self, size: int = 1) -> str:\n"
+            "        return 'plugin'\n"
+        )
+        s.add_platform("alpha", cls_body=body)
+        assert s.pm.current().get_graph_pool() == "plugin"  # type: ignore[attr-defined]
+    finally:
+        s.cleanup()
+
+
+def test_engine_contract_applies_to_its_plugins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _engine_site(tmp_path, monkeypatch)
+    mod = s.engine_module  # type: ignore[attr-defined]
+    try:
+        body = (
+            f"from {mod} import SRTPlatform\nfrom spawnkit.platforms import PlatformEnum\n"
+            "class Plat(SRTPlatform):\n    _enum = PlatformEnum.OOT\n    device_name = 'd'\n"
+            "    device_type = 'd'\n    def get_graph_pool(self) -> str:\n        return 'x'\n"
+        )
+        s.add_platform("alpha", cls_body=body)
+        with pytest.raises(PlatformPluginError) as info:
+            s.pm.select()
+        assert isinstance(info.value.__cause__, PlatformContractError)
+    finally:
+        s.cleanup()
+
+
+def test_builtins_are_composed_with_the_engine_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _engine_site(tmp_path, monkeypatch)
+    try:
+        monkeypatch.setenv(s.cpu_var, "1")
+        p = s.pm.current()
+        assert isinstance(p, CpuPlatform) and type(p).__name__ == "CpuPlatformForSRTPlatform"
+        assert p.get_graph_pool() == "engine"  # type: ignore[attr-defined]
+        assert p.get_torch_distributed_backend_str() == "gloo"
+        s.pm.reset_for_tests()
+        monkeypatch.delenv(s.cpu_var)
+        s.pm.set_selection("base")
+        assert type(s.pm.current()).__name__ == "SRTPlatform"
+    finally:
+        s.cleanup()
+
+
+def test_engine_base_may_name_its_own_builtins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _engine_site(tmp_path, monkeypatch, base="WithOwnBuiltins")
+    try:
+        s.pm.set_selection("cpu")
+        with pytest.raises(PlatformPluginError, match="not a subclass"):
+            s.pm.current()  # CpuSRT is an SRTPlatform but not a WithOwnBuiltins
+    finally:
+        s.cleanup()
+
+
+def test_unimportable_engine_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    s = PluginSite(tmp_path, monkeypatch, platform_base="no_such_engine_zz:Base")
+    try:
+        s.pm.set_selection("base")
+        with pytest.raises(PlatformPluginError, match="no_such_engine_zz:Base"):
+            s.pm.current()
+    finally:
+        s.cleanup()

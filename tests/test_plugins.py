@@ -1,0 +1,329 @@
+"""Plugin loading per namespace, with real distributions on sys.path (no patched metadata)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _bootstrap_helpers import World, isolated_imports, make_world
+from spawnkit.errors import PluginError
+from spawnkit.hooks.plugins import PluginSelectionWarning, apply_plugin_hooks, load_plugins
+from spawnkit.hooks.types import HookSource, HookType
+from spawnkit.spec import _phase
+
+RAISING_CALLBACK = """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+
+    def register():
+        NS.hooks.register("{eng}.sched.Scheduler.run", "{mod}:nope", HookType.AFTER)
+        raise RuntimeError("callback exploded")
+    """
+
+BROKEN_IMPORT = """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+    NS.hooks.register("{eng}.sched.Scheduler.run", "{mod}:nope", HookType.AFTER)
+    import missing_dependency_{name}  # noqa
+
+    def register():
+        pass
+    """
+
+DECORATOR_AT_IMPORT = """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+
+    @NS.plugin_hook("{eng}.sched.Scheduler.run", type=HookType.AROUND)
+    def around(original, self):
+        return "decorated:" + original(self)
+
+    def register():
+        pass
+    """
+
+RECORDING = """
+    from {eng}.events import EVENTS
+
+    def register():
+        EVENTS.append("{name}")
+    """
+
+
+@pytest.fixture
+def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
+    with isolated_imports():
+        w = make_world(tmp_path)
+        monkeypatch.delenv(w.ns.config.plugins_var, raising=False)
+        monkeypatch.delenv(w.ns.config.lenient_var, raising=False)
+        w.ns.platforms.set_selection("testdev")
+        yield w
+        w.ns.hooks.unapply()
+        _phase.leave_worker()
+
+
+def _events(world: World) -> list[object]:
+    return list(sys.modules[f"{world.eng}.events"].EVENTS)
+
+
+def test_discover_reads_metadata_only_and_reports_status(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = world.add_plugin("a"), world.add_plugin("b")
+    monkeypatch.setenv(world.ns.config.plugins_var, "b")
+    infos = world.ns.plugins.discover()
+    assert [(i.name, i.status) for i in infos] == [("a", "not-selected"), ("b", "selected")]
+    assert infos[0].dist == "eng-" + world.eng[4:] + "-plug-a" and infos[0].version == "1.0"
+    assert a not in sys.modules and b not in sys.modules
+
+
+def test_loads_in_name_order_registering_only(world: World) -> None:
+    world.add_plugin("zeta", RECORDING)
+    world.add_plugin("alpha", RECORDING)
+    world.add_plugin("mid")  # the AROUND plugin
+    loaded = load_plugins(world.ns)
+    assert [p.name for p in loaded] == ["alpha", "mid", "zeta"]
+    assert _events(world) == ["alpha", ("plugin mid", False), "zeta"]
+    # registration only: the target module is not imported by this stage
+    assert f"{world.eng}.sched" not in sys.modules
+    assert world.ns.hooks.registered_targets() == [f"{world.eng}.sched.Scheduler.run"]
+    mid = loaded[1]
+    assert (mid.dist, mid.version, mid.registrations) == (
+        f"{world.plugins['mid']}".replace("_", "-"),
+        "1.0",
+        1,
+    )
+
+
+def test_import_time_decorators_are_attributed_to_the_plugin(world: World) -> None:
+    mod = world.add_plugin("deco", DECORATOR_AT_IMPORT, dist="deco-dist", version="3.1")
+    load_plugins(world.ns)
+    (reg,) = world.ns.hooks.registrations()
+    assert reg.source == HookSource("deco", "deco-dist", "3.1")
+    assert reg.hook_type is HookType.AROUND
+    apply_plugin_hooks(world.ns)
+    sched = sys.modules[f"{world.eng}.sched"]
+    assert sched.Scheduler().run() == "decorated:orig"
+    assert mod in sys.modules
+
+
+def test_module_entry_point_is_imported_not_called(world: World) -> None:
+    world.add_plugin("modonly", DECORATOR_AT_IMPORT, value=f"{world.eng}_plug_modonly")
+    (loaded,) = load_plugins(world.ns)
+    assert loaded.name == "modonly" and loaded.registrations == 1
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [(None, ["a", "b"]), ("", []), ("b", ["b"]), (" a , b ", ["a", "b"])]
+)
+def test_env_var_selection(
+    world: World, monkeypatch: pytest.MonkeyPatch, raw: str | None, expected: list[str]
+) -> None:
+    world.add_plugin("a", RECORDING)
+    world.add_plugin("b", RECORDING)
+    if raw is not None:
+        monkeypatch.setenv(world.ns.config.plugins_var, raw)
+    assert [p.name for p in load_plugins(world.ns)] == expected
+
+
+def test_unknown_selected_name_warns_listing_installed(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.add_plugin("a", RECORDING)
+    monkeypatch.setenv(world.ns.config.plugins_var, "a,typo")
+    with pytest.warns(
+        PluginSelectionWarning, match=r"'typo' match no installed plugin; installed: a"
+    ):
+        loaded = load_plugins(world.ns)
+    assert [p.name for p in loaded] == ["a"]
+    assert world.ns.plugins.report.unknown_names == ["typo"]
+
+
+def test_explicit_names_override_the_env_var(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    world.add_plugin("a", RECORDING)
+    world.add_plugin("b", RECORDING)
+    monkeypatch.setenv(world.ns.config.plugins_var, "a")
+    assert [p.name for p in load_plugins(world.ns, names=("b",))] == ["b"]
+
+
+def test_plugins_of_an_unselected_platform_dist_are_skipped_without_import(world: World) -> None:
+    other = world.add_plugin("other", RECORDING, dist="other-device", platform_entry="otherdev")
+    # The platform's own distribution (same name, shadowing it) also ships a general plugin.
+    own = world.add_plugin(
+        "own", RECORDING, dist=f"plat-{world.eng[4:]}", version="2.0", platform_entry="testdev"
+    )
+    loaded = load_plugins(world.ns)
+    assert [p.name for p in loaded] == ["own"]
+    assert other not in sys.modules and own in sys.modules
+    (skipped,) = world.ns.plugins.report.skipped
+    assert skipped.name == "other" and skipped.status == "excluded"
+    assert "otherdev" in skipped.reason
+
+
+def test_failing_import_is_a_plugin_error_and_discards_partial_registrations(
+    world: World,
+) -> None:
+    world.add_plugin("good", RECORDING)
+    world.add_plugin("bad", BROKEN_IMPORT, dist="bad-dist", version="0.3")
+    with pytest.raises(PluginError) as info:
+        load_plugins(world.ns)
+    err = info.value
+    assert (err.plugin, err.dist, err.version) == ("bad", "bad-dist", "0.3")
+    assert err.value == f"{world.eng}_plug_bad:register"
+    assert "failed to import" in str(err) and "bad-dist 0.3" in str(err)
+    assert isinstance(err.__cause__, ModuleNotFoundError)
+    assert world.ns.hooks.registrations() == []
+    # final: a later call re-raises the same failure, with its fields
+    with pytest.raises(PluginError) as again:
+        load_plugins(world.ns)
+    assert again.value.plugin == "bad" and again.value.__cause__ is err
+    clone = pickle.loads(pickle.dumps(err))
+    assert (clone.plugin, clone.value, clone.dist, clone.version) == (
+        err.plugin,
+        err.value,
+        err.dist,
+        err.version,
+    )
+
+
+def test_raising_callback_is_a_plugin_error(world: World) -> None:
+    world.add_plugin("cb", RAISING_CALLBACK)
+    with pytest.raises(
+        PluginError, match="raised in its callback: RuntimeError: callback exploded"
+    ):
+        load_plugins(world.ns)
+    assert world.ns.hooks.registrations() == []
+
+
+@pytest.mark.parametrize("how", ["argument", "env"])
+def test_lenient_mode_logs_and_continues(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, how: str
+) -> None:
+    world.add_plugin("bad", RAISING_CALLBACK)
+    world.add_plugin("good", RECORDING)
+    kwargs = {"lenient": True} if how == "argument" else {}
+    if how == "env":
+        monkeypatch.setenv(world.ns.config.lenient_var, "1")
+    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
+        loaded = load_plugins(world.ns, **kwargs)
+    assert [p.name for p in loaded] == ["good"]
+    (failed,) = world.ns.plugins.report.failed
+    assert failed.name == "bad" and "callback exploded" in failed.error
+    assert "callback exploded" in caplog.text
+    assert world.ns.hooks.registrations() == []
+
+
+def test_lenient_never_applies_to_the_selected_platform_dist(world: World) -> None:
+    world.add_plugin(
+        "platplug",
+        RAISING_CALLBACK,
+        dist=f"plat-{world.eng[4:]}",
+        version="2.0",
+        platform_entry="testdev",
+    )
+    with pytest.raises(PluginError, match="lenient mode does not apply"):
+        load_plugins(world.ns, lenient=True)
+
+
+def test_invalid_lenient_env_value_is_rejected(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.add_plugin("a", RECORDING)
+    monkeypatch.setenv(world.ns.config.lenient_var, "perhaps")
+    with pytest.raises(ValueError, match="not a boolean"):
+        load_plugins(world.ns)
+
+
+def test_duplicate_names_across_distributions(world: World) -> None:
+    world.add_plugin("dup", RECORDING, dist="first-dist")
+    # Same entry name, another distribution (written under another root).
+    mod = f"{world.eng}_plug_dup2"
+    from spawnkit.testing import write_distribution
+
+    write_distribution(
+        world.root / "d_dup2",
+        "second-dist",
+        entry_points={world.ns.config.plugin_group: {"dup": f"{mod}:register"}},
+        modules={mod: "def register():\n    pass\n"},
+    )
+    sys.path.insert(0, str(world.root / "d_dup2"))
+    with pytest.raises(PluginError, match=r"first-dist.*second-dist|second-dist.*first-dist"):
+        load_plugins(world.ns)
+
+
+def test_non_callable_entry_point_is_a_plugin_error(world: World) -> None:
+    world.add_plugin("nc", "register = 42\n")
+    with pytest.raises(PluginError, match="not a callable"):
+        load_plugins(world.ns)
+
+
+def test_reentrant_call_returns_and_threads_wait_for_one_run(world: World) -> None:
+    world.add_plugin(
+        "slow",
+        """
+        import time
+        from spawnkit.hooks.plugins import load_plugins
+        from spawnkit.namespace import Namespace
+        from {eng}.events import EVENTS
+
+        def register():
+            EVENTS.append(("reentrant", load_plugins(Namespace("{ns}", "{PREFIX}"))))
+            time.sleep(0.3)
+        """,
+    )
+    results: list[list[str]] = []
+
+    def call() -> None:
+        results.append([p.name for p in load_plugins(world.ns)])
+
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert not any(t.is_alive() for t in threads)
+    assert results == [["slow"]] * 3
+    assert _events(world) == [("reentrant", [])]  # called once; the inner call returned
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_forked_child_does_not_inherit_done(world: World) -> None:
+    world.add_plugin("a", RECORDING)
+    load_plugins(world.ns)
+    assert world.ns.plugins.loaded
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        os._exit(0 if not world.ns.plugins.loaded else 1)
+    deadline = time.monotonic() + 30
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("forked child did not exit")
+        time.sleep(0.01)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_apply_loads_first_if_needed_and_marks_hooks_applied(world: World) -> None:
+    world.add_plugin("p")
+    _phase.enter_worker()
+    assert _phase.too_early()
+    patched = apply_plugin_hooks(world.ns)
+    assert patched == [f"{world.eng}.sched.Scheduler.run"]
+    assert not _phase.too_early()
+    assert sys.modules[f"{world.eng}.sched"].Scheduler().run() == "patched:orig"
+    assert apply_plugin_hooks(world.ns) == patched  # once per process

@@ -1,0 +1,375 @@
+"""spawnkit on a real local Ray cluster: fresh actors per rank, the staged bootstrap, typed errors.
+
+One cluster per xdist worker that runs this module, started and stopped here;
+a lock file in the session's base temp dir keeps two workers from running
+clusters at once on a two-core machine (and the xdist group keeps the module
+on one worker under ``--dist loadgroup``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spawnkit.errors import (
+    BootstrapTimeoutError,
+    ChildExitedError,
+    ChildRaisedError,
+)
+from spawnkit.spec import NamespaceConfig
+from spawnkit.testing import write_distribution
+
+ray = pytest.importorskip("ray", reason='Ray is not installed: pip install "spawnkit[ray]"')
+
+import spawnkit.ray as skray  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("spawnkit-ray")
+
+LOCK_WAIT_S = 600.0
+READY_S = 90.0
+
+APP_SRC = """
+import os, time
+
+def main(payload):
+    from spawnkit.bootstrap import current_report, current_spec
+    import skray_app.target as target
+
+    spec = current_spec()
+    report = current_report()
+    if payload.get("block_s"):
+        deadline = time.monotonic() + payload["block_s"]
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+    return {
+        "rank": spec.rank,
+        "local_rank": spec.local_rank,
+        "world_size": spec.world_size,
+        "env": {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE",
+                                               "LOCAL_WORLD_SIZE", "CUDA_VISIBLE_DEVICES",
+                                               "SKRAY_FROM_SPEC", "RAY_ADDRESS")},
+        "greet": target.greet("ray"),
+        "pid": os.getpid(),
+        "report_hooks": sorted(report.hooks),
+        "tag": payload["tag"],
+    }
+"""
+
+TARGET_SRC = """
+def greet(name):
+    return "hello " + name
+"""
+
+PLUGIN_SRC = """
+import os, time
+from spawnkit.hooks import HookType
+
+def _around(original, *args, **kwargs):
+    return original(*args, **kwargs) + " (patched on rank " + os.environ["RANK"] + ")"
+
+def register():
+    from spawnkit.namespace import get_namespace
+    get_namespace("skray").hooks.register("skray_app.target.greet", _around, HookType.AROUND)
+
+def register_fails_on_rank1():
+    if os.environ.get("RANK") == "1":
+        raise ValueError("skray plugin cannot register on rank 1")
+    register()
+
+def register_slowly():
+    time.sleep(60)
+"""
+
+
+def _namespace() -> NamespaceConfig:
+    return NamespaceConfig.build("skray", "SKRAY")
+
+
+def _site(root: Path, plugin: str = "register") -> Path:
+    write_distribution(
+        root,
+        "skray-app",
+        "1.0",
+        modules={"skray_app.entry": APP_SRC, "skray_app.target": TARGET_SRC},
+    )
+    write_distribution(
+        root,
+        "skray-plugin",
+        "3.1",
+        entry_points={"skray.plugins": {"patcher": f"skray_plugin:{plugin}"}},
+        modules={"skray_plugin": PLUGIN_SRC},
+    )
+    return root
+
+
+def _env(root: Path) -> dict[str, str]:
+    return {"PYTHONPATH": str(root), "SKRAY_FROM_SPEC": "yes", "CUDA_VISIBLE_DEVICES": "3"}
+
+
+@contextlib.contextmanager
+def _file_lock(path: Path, timeout: float) -> Iterator[None]:
+    fh = open(path, "a+")  # noqa: SIM115 - held for the whole block
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"another test worker held {path} for over {timeout:.0f}s")
+                time.sleep(0.2)
+        yield
+    finally:
+        fh.close()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    lock = tmp_path_factory.getbasetemp().parent / "spawnkit-ray-cluster.lock"
+    with _file_lock(lock, LOCK_WAIT_S):
+        # Short: Ray puts unix sockets under it, and their paths are length-limited.
+        temp_dir = tempfile.mkdtemp(prefix="skray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        saved = os.environ.pop("RAY_ADDRESS", None)
+        try:
+            ray.init(
+                address="local",
+                num_cpus=2,
+                include_dashboard=False,
+                configure_logging=False,
+                log_to_driver=False,
+                object_store_memory=80 * 1024 * 1024,
+                _temp_dir=temp_dir,
+            )
+        except Exception as exc:  # pragma: no cover - environment-dependent
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            pytest.skip(f"cannot start a local Ray cluster here: {type(exc).__name__}: {exc}")
+        try:
+            yield ray
+        finally:
+            ray.shutdown()
+            shutil.rmtree(temp_dir, ignore_errors=True)
+            if saved is not None:
+                os.environ["RAY_ADDRESS"] = saved
+
+
+def _gone(pids: list[int | None], within: float = 20.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(p is not None and _alive(p) for p in pids):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is dead for our purposes
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# -------------------------------------------------------------------------- tests
+def test_two_ranks_bootstrap_with_real_plugins(ray_cluster: Any, tmp_path: Path) -> None:
+    root = _site(tmp_path / "site")
+    with skray.spawn_on_ray(
+        "skray_app.entry:main",
+        {"tag": "t"},
+        nprocs=2,
+        namespace=_namespace(),
+        env=_env(root),
+        ready_timeout=READY_S,
+        join_timeout=60,
+    ) as group:
+        reports = group.wait_ready()
+        assert [r.rank for r in reports] == [0, 1]
+        assert all("skray_app.target.greet" in r.hooks for r in reports)
+        assert all(r.world_size == 2 for r in reports)
+        results = group.results()
+        pids = group.pids
+    assert group.dropped_env == ["CUDA_VISIBLE_DEVICES"]
+    assert len({r["pid"] for r in results}) == 2 and os.getpid() not in pids
+    assert sorted(r["local_rank"] for r in results) == [0, 1]  # one node: local == global
+    for rank, res in enumerate(results):
+        assert res["rank"] == rank and res["world_size"] == 2
+        assert res["greet"] == f"hello ray (patched on rank {rank})"
+        assert res["report_hooks"] == ["skray_app.target.greet"]
+        assert res["env"]["RANK"] == str(rank) and res["env"]["WORLD_SIZE"] == "2"
+        assert res["env"]["LOCAL_WORLD_SIZE"] == "2"
+        assert res["env"]["SKRAY_FROM_SPEC"] == "yes"
+        assert res["env"]["CUDA_VISIBLE_DEVICES"] != "3"  # never copied from the spec
+        assert res["env"]["RAY_ADDRESS"]  # nested Ray work joins this cluster
+        assert res["tag"] == "t"
+    assert group.exit_codes == [0, 0]
+    assert _gone(pids), "actors must not linger after the group finished"
+
+
+def test_failing_plugin_in_one_rank_surfaces_with_traceback(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    root = _site(tmp_path / "site", plugin="register_fails_on_rank1")
+    group = skray.spawn_on_ray(
+        "skray_app.entry:main",
+        {"tag": "t"},
+        nprocs=2,
+        namespace=_namespace(),
+        env=_env(root),
+        ready_timeout=READY_S,
+    )
+    try:
+        with pytest.raises(ChildRaisedError) as info:
+            group.wait_ready()
+        pids = group.pids
+    finally:
+        group.terminate()
+    err = info.value
+    assert err.rank == 1 and err.stage == "load_plugins"
+    assert "skray plugin cannot register on rank 1" in str(err)
+    assert "register_fails_on_rank1" in err.traceback_text  # the plugin's own frame
+    assert "register_fails_on_rank1" in str(err)  # the traceback is in the message too
+    assert "Effect: Ray group" in str(err) and "rank 0:" in str(err)  # what else it stopped
+    assert group.nodes[1] and group.nodes[1] in str(err)  # names the node
+    assert err.pid == pids[1]
+    # The failed rank's actor exits, and the healthy one is stopped too.
+    assert _gone(pids)
+    with pytest.raises(ChildRaisedError):  # the first failure stays the group's answer
+        group.join(1)
+
+
+def test_killed_actor_is_a_typed_error(ray_cluster: Any, tmp_path: Path) -> None:
+    root = _site(tmp_path / "site")
+    group = skray.spawn_on_ray(
+        "skray_app.entry:main",
+        {"tag": "t", "block_s": 60},
+        nprocs=2,
+        namespace=_namespace(),
+        env=_env(root),
+        ready_timeout=READY_S,
+    )
+    try:
+        group.wait_ready()
+        victim = group.pids[0]
+        assert victim is not None
+        os.kill(victim, signal.SIGKILL)
+        with pytest.raises(ChildExitedError) as info:
+            group.join(60)
+        pids = group.pids
+    finally:
+        group.terminate()
+    assert info.value.rank == 0 and info.value.stage == "entry"
+    assert info.value.pid == victim
+    assert "rank 0" in str(info.value) and "died" in str(info.value)
+    assert _gone(pids)
+
+
+def test_slow_bootstrap_times_out_naming_the_stage(ray_cluster: Any, tmp_path: Path) -> None:
+    root = _site(tmp_path / "site", plugin="register_slowly")
+    group = skray.spawn_on_ray(
+        "skray_app.entry:main",
+        {"tag": "t"},
+        nprocs=2,
+        namespace=_namespace(),
+        env=_env(root),
+        ready_timeout=READY_S,
+    )
+    try:
+        start = time.monotonic()
+        with pytest.raises(BootstrapTimeoutError) as info:
+            group.wait_ready(timeout=4)
+        assert time.monotonic() - start < 4 + 10
+        pids = group.pids
+    finally:
+        group.terminate()
+    assert info.value.stage == "load_plugins"
+    assert "load_plugins" in str(info.value)
+    assert _gone(pids)
+
+
+def test_reused_worker_is_refused(ray_cluster: Any, tmp_path: Path) -> None:
+    """A worker process that already applied a hook set does not bootstrap a second rank."""
+    import pickle
+
+    from spawnkit.scaleout._ray_actor import FAILED_EXIT_GRACE_S, RankActor
+
+    root = _site(tmp_path / "site")
+    template = skray.build_template(
+        "skray_app.entry:main", {"tag": "a"}, namespace=_namespace(), env=_env(root)
+    )
+    spec = template.replace(env={"PYTHONPATH": str(root)})
+    actor = (
+        ray.remote(RankActor)
+        .options(num_cpus=0, max_concurrency=2, runtime_env={"env_vars": {"PYTHONPATH": str(root)}})
+        .remote()
+    )
+    try:
+        pid = ray.get(actor.where.remote(), timeout=READY_S)["pid"]
+        first = ray.get(actor.run.remote(0, pickle.dumps(spec)), timeout=READY_S)
+        assert first["status"] == "ok", first
+        second = ray.get(actor.run.remote(0, pickle.dumps(spec)), timeout=READY_S)
+        # Nobody kills it: a rank that failed leaves on its own, it does not linger.
+        assert _gone([pid], within=FAILED_EXIT_GRACE_S + 15)
+    finally:
+        ray.kill(actor)
+    assert second["status"] == "failed"
+    failure = second["failure"]
+    assert failure["exc_type"] == "spawnkit.errors.WorkerReuseError"
+    assert failure["stage"] == "reuse_check"
+    assert "not fresh" in failure["message"]
+    assert "skray_app.target.greet" in failure["message"]  # names the hooks it holds
+    assert "skray-plugin 3.1" in failure["message"]  # and where they came from
+
+
+def test_placement_that_cannot_fit_times_out(ray_cluster: Any) -> None:
+    with pytest.raises(BootstrapTimeoutError, match="placement group") as info:
+        skray.spawn_on_ray("json:dumps", nprocs=2, resources={"CPU": 64}, ready_timeout=2)
+    assert info.value.stage == "placement"
+
+
+def _run_py(code: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def test_without_ray_installed_the_error_names_the_extra() -> None:
+    proc = _run_py(
+        "import sys; sys.modules['ray'] = None\n"
+        "import spawnkit.ray\n"  # importable without ray
+        "try:\n"
+        "    spawnkit.ray.spawn_on_ray('json:dumps', nprocs=1)\n"
+        "except ImportError as e:\n"
+        "    print('ERR', e)\n"
+    )
+    assert "ERR" in proc.stdout and 'pip install "spawnkit[ray]"' in proc.stdout, proc.stderr
+
+
+def test_without_a_cluster_spawnkit_does_not_start_one() -> None:
+    proc = _run_py(
+        "import spawnkit.ray\n"
+        "from spawnkit.errors import LauncherUnavailableError\n"
+        "try:\n"
+        "    spawnkit.ray.spawn_on_ray('json:dumps', nprocs=1)\n"
+        "except LauncherUnavailableError as e:\n"
+        "    print('ERR', e)\n"
+        "import ray; print('INIT', ray.is_initialized())\n"
+    )
+    assert "ERR" in proc.stdout and "ray.init" in proc.stdout, proc.stderr
+    assert "INIT False" in proc.stdout

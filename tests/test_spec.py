@@ -1,0 +1,219 @@
+"""ProcessSpec and Payload: what crosses the spawn boundary, and what unpickling it may import."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import pickletools
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from spawnkit.errors import BootstrapOrderError, PayloadError
+from spawnkit.spec import NamespaceConfig, Payload, ProcessSpec, _phase
+
+ALLOWED_SPAWNKIT = ("spawnkit", "spawnkit.errors", "spawnkit.spec")
+
+
+def _allowed(module: str) -> bool:
+    if module == "__mp_main__":
+        return True  # multiprocessing aliases the running __main__ under this name; no import
+    top = module.split(".", 1)[0]
+    if top in sys.stdlib_module_names:
+        return True
+    return module in ALLOWED_SPAWNKIT or module.startswith("spawnkit.spec.")
+
+
+def _full_spec() -> ProcessSpec:
+    return ProcessSpec(
+        entry="engine.worker:run",
+        rank=1,
+        local_rank=1,
+        world_size=4,
+        namespace=NamespaceConfig.build("t_spec", "T_SPEC"),
+        platform="cpu",
+        plugins=("a", "b"),
+        lenient_plugins=True,
+        env={"OMP_NUM_THREADS": "1"},
+        payload=Payload.capture({"server_args": [1, 2.5, "x", (None, True)]}),
+        run_id="run-1",
+        guard_policy="warn",
+        extra={"note": b"bytes"},
+    )
+
+
+def _globals_of(data: bytes) -> set[str]:
+    """Every module a pickle asks ``find_class`` for (GLOBAL and STACK_GLOBAL opcodes)."""
+    modules: set[str] = set()
+    strings: list[str] = []
+    for opcode, arg, _ in pickletools.genops(data):
+        if opcode.name in ("GLOBAL", "INST"):
+            modules.add(str(arg).split(" ", 1)[0])
+        elif opcode.name == "STACK_GLOBAL":
+            modules.add(strings[-2])
+        elif opcode.name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8"):
+            strings.append(str(arg))
+        elif opcode.name in ("BINGET", "LONG_BINGET", "GET"):
+            pass  # memo fetches of strings already seen are covered by the list above
+    return modules
+
+
+# ---------------------------------------------------------------- ProcessSpec
+def test_spec_is_frozen_and_replace_makes_per_rank_copies() -> None:
+    spec = _full_spec()
+    with pytest.raises(AttributeError):
+        spec.rank = 2  # type: ignore[misc]
+    other = spec.replace(rank=3, local_rank=3)
+    assert (other.rank, other.local_rank, spec.rank) == (3, 3, 1)
+    assert other.payload is spec.payload
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "fragment"),
+    [
+        ({"entry": "no_colon"}, "module:qualname"),
+        ({"entry": ""}, "entry_payload"),
+        ({"entry": "m:f", "rank": 2, "world_size": 2}, "outside world_size"),
+        ({"entry": "m:f", "local_rank": -1}, "local_rank"),
+    ],
+)
+def test_spec_rejects_invalid_fields(kwargs: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment):
+        ProcessSpec(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("protocol", [2, pickle.DEFAULT_PROTOCOL, pickle.HIGHEST_PROTOCOL])
+def test_pickled_spec_references_only_stdlib_and_spawnkit_spec(protocol: int) -> None:
+    data = pickle.dumps(_full_spec(), protocol=protocol)
+    modules = _globals_of(data)
+    assert "spawnkit.spec.process_spec" in modules  # the check does see our globals
+    bad = sorted(m for m in modules if not _allowed(m))
+    assert not bad, f"spec pickle references non-stdlib modules: {bad}"
+    assert pickle.loads(data) == _full_spec()
+
+
+def test_unpickling_spec_in_fresh_interpreter_imports_only_stdlib_and_spec(tmp_path: Path) -> None:
+    blob = tmp_path / "spec.pkl"
+    blob.write_bytes(pickle.dumps(_full_spec()))
+    code = textwrap.dedent(
+        f"""
+        import json, pickle, sys
+        before = set(sys.modules)
+        with open({str(blob)!r}, "rb") as f:
+            spec = pickle.load(f)
+        assert spec.rank == 1 and spec.payload.size > 0
+        print(json.dumps(sorted(set(sys.modules) - before)))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    new = json.loads(out.stdout)
+    assert "spawnkit.spec.process_spec" in new
+    bad = [m for m in new if not _allowed(m)]
+    assert not bad, f"unpickling a spec imported {bad}"
+    assert "torch" not in new and not any(m.startswith("spawnkit.hooks") for m in new)
+
+
+# -------------------------------------------------------------------- Payload
+class _Config:
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
+def test_payload_roundtrip_by_reference() -> None:
+    payload = Payload.capture(_Config(7))
+    assert not payload.by_value
+    assert payload.type_name.endswith("_Config")
+    obj = payload.materialize(_Config)
+    assert isinstance(obj, _Config) and obj.value == 7
+    assert pickle.loads(pickle.dumps(payload)) == payload
+
+
+def test_payload_expected_type_error_names_both_types() -> None:
+    payload = Payload.capture(_Config(1))
+    with pytest.raises(TypeError) as info:
+        payload.materialize(dict)
+    text = str(info.value)
+    assert "_Config" in text and "builtins.dict" in text
+
+
+def test_truncated_payload_is_a_payload_error() -> None:
+    good = Payload.capture(list(range(100)))
+    truncated = Payload(data=good.data[:-7], type_name=good.type_name, digest=good.digest)
+    with pytest.raises(PayloadError, match="corrupt or truncated") as info:
+        truncated.materialize()
+    assert info.value.stage == "materialize_payload"
+
+
+def test_corrupt_payload_with_matching_digest_is_a_payload_error() -> None:
+    import hashlib
+
+    data = b"\x80\x05not a pickle at all"
+    bad = Payload(data, "x.Y", hashlib.blake2b(data, digest_size=16).hexdigest())
+    with pytest.raises(PayloadError, match="could not be unpickled") as info:
+        bad.materialize()
+    assert info.value.__cause__ is not None
+
+
+def test_payload_refusing_before_hooks_applied_in_a_worker() -> None:
+    payload = Payload.capture({"a": 1})
+    _phase.enter_worker()
+    try:
+        with pytest.raises(BootstrapOrderError, match="before the bootstrap applied hooks"):
+            payload.materialize()
+        _phase.mark_hooks_applied()
+        assert payload.materialize() == {"a": 1}
+    finally:
+        _phase.leave_worker()
+
+
+def _make_closure(k: int):  # type: ignore[no-untyped-def]
+    def add(x: int) -> int:
+        return x + k
+
+    return add
+
+
+def _main_function() -> object:
+    """A function that claims to live in ``__main__``, as a launching script's functions do."""
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    exec("def triple(x):\n    return 3 * x\n", namespace)
+    return namespace["triple"]
+
+
+@pytest.mark.parametrize(
+    ("make", "arg", "expected"),
+    [
+        (lambda: lambda x: x * 2, 21, 42),
+        (lambda: _make_closure(5), 1, 6),
+        (_main_function, 5, 15),
+    ],
+    ids=["lambda", "closure", "main-function"],
+)
+def test_lambdas_closures_and_main_objects_go_by_value(
+    tmp_path: Path, make: object, arg: int, expected: int
+) -> None:
+    fn = make()  # type: ignore[operator]
+    payload = Payload.capture(fn)
+    assert payload.by_value
+    # A fresh interpreter, which has neither this test module's closure nor its __main__.
+    blob = tmp_path / "payload.pkl"
+    blob.write_bytes(pickle.dumps(payload))
+    code = (
+        f"import pickle; p = pickle.load(open({str(blob)!r}, 'rb')); print(p.materialize()({arg}))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == str(expected)
+
+
+def test_unpicklable_payload_is_a_payload_error() -> None:
+    import threading
+
+    with pytest.raises(PayloadError, match="cannot capture"):
+        Payload.capture(threading.Lock())

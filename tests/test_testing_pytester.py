@@ -1,0 +1,181 @@
+"""The pytest plugin seen from outside: a fresh pytest run, as a plugin author's suite sees it."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ("pytester",)
+
+FIXTURES = (
+    "plugin_dist",
+    "platform_selection",
+    "plugin_allowlist",
+    "isolated_hooks",
+    "launch_mode",
+    "spawnkit_namespace",
+)
+
+
+def test_fixtures_are_listed_with_their_docs(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    result = pytester.runpytest_subprocess("--fixtures", "-p", "no:cacheprovider", timeout=120)
+    assert result.ret == 0
+    text = result.stdout.str()
+    assert "fixtures defined from spawnkit.testing.plugin" in text
+    for name in FIXTURES:
+        result.stdout.fnmatch_lines([f"{name}*"])
+    # each one comes with the first line of its docstring
+    result.stdout.fnmatch_lines(
+        [
+            "plugin_dist*",
+            "*Factory of real distributions on a per-test ``sys.path`` entry.*",
+        ]
+    )
+    result.stdout.fnmatch_lines(["isolated_hooks*", "*restores every patch*"])
+    result.stdout.fnmatch_lines(["launch_mode*", "*once per launch mode*"])
+
+
+def test_launch_modes_marker_with_an_unknown_id_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_modes="""
+        import pytest
+
+        @pytest.mark.launch_modes("spawn-threads")
+        def test_x(launch_mode):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown mode(s) spawn-threads*"])
+
+
+def test_launch_modes_marker_deselects_other_modes(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        test_modes="""
+        import pytest
+
+        @pytest.mark.launch_modes("spawn-multiprocessing", "forkserver-multiprocessing")
+        def test_x(launch_mode):
+            assert launch_mode.context == "multiprocessing"
+
+        def test_all(launch_mode):
+            pass
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", timeout=120)
+    result.assert_outcomes(passed=5, deselected=1)
+
+
+LEAKY_SUITE = """
+import sys
+import types
+import uuid
+
+import pytest
+
+from spawnkit.hooks import HookType
+from spawnkit.namespace import Namespace
+
+mod = types.ModuleType("leaky_target_mod")
+exec("def compute(x):\\n    return x + 1\\n", mod.__dict__)
+sys.modules["leaky_target_mod"] = mod
+ORIGINAL = mod.compute
+NS = Namespace(f"t_{uuid.uuid4().hex[:8]}")
+
+
+def plus_100(result, *a, **k):
+    return result + 100
+
+
+def test_1_patches_through_the_isolated_registry(isolated_hooks):
+    isolated_hooks.register("leaky_target_mod.compute", plus_100, HookType.AFTER)
+    isolated_hooks.apply_hooks()
+    assert mod.compute(1) == 102
+
+
+def test_2_sees_the_original_again(isolated_hooks):
+    assert mod.compute is ORIGINAL
+
+
+def test_3_leaks_through_a_namespace_registry(isolated_hooks):
+    NS.hooks.register("leaky_target_mod.compute", plus_100, HookType.AFTER)
+    NS.hooks.apply_hooks()
+    assert mod.compute(1) == 102
+
+
+def test_4_the_leak_was_restored():
+    assert mod.compute is ORIGINAL
+
+
+def test_5_undoing_its_own_patch_is_fine(isolated_hooks):
+    NS.hooks.apply_hooks()
+    NS.hooks.unapply()
+    assert mod.compute is ORIGINAL
+
+
+def test_6_a_failing_test_keeps_its_own_failure(isolated_hooks):
+    NS.hooks.apply_hooks()
+    assert False, "the test's own assertion"
+"""
+
+
+def test_isolated_hooks_fails_a_test_that_leaks_a_patch(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_leaky=LEAKY_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    # test_6 fails for its own reason; its leak is still reported, as a teardown error.
+    result.assert_outcomes(passed=4, failed=2, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_3_leaks_through_a_namespace_registry FAILED*",
+            "*test_4_the_leak_was_restored PASSED*",
+        ]
+    )
+    text = result.stdout.str()
+    assert "isolated_hooks: 1 hook patch(es) leaked by this test" in text
+    assert "'leaky_target_mod.compute' patched through registry 't_" in text
+    assert "the test's own assertion" in text
+    assert "(the fixture restores it at teardown)" in text
+    # the leak test_3 already failed for is not reported twice
+    assert "ERROR at teardown of test_3" not in text
+    assert "ERROR at teardown of test_6_a_failing_test_keeps_its_own_failure" in text
+
+
+ENTRY_SUITE = """
+import os
+
+from spawnkit.testing import run_entry
+
+
+class Job:
+    def __init__(self, n):
+        self.n = n
+
+
+def square(job):
+    return job.n * job.n, os.getpid()
+
+
+def test_entry_in_this_module():
+    run = run_entry(square, Job(7), timeout=60)
+    assert run.result[0] == 49 and run.result[1] != os.getpid()
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        pytest.param((), id="prepend"),
+        pytest.param(("--import-mode=importlib",), id="importlib"),
+        pytest.param(("--import-mode=append",), id="append"),
+        pytest.param(("-n", "2"), id="xdist"),
+    ],
+)
+def test_run_entry_with_an_entry_defined_in_the_test_module(
+    pytester: pytest.Pytester, args: tuple[str, ...]
+) -> None:
+    pytester.makepyfile(test_entry_suite=ENTRY_SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=180)
+    result.assert_outcomes(passed=1)

@@ -1,0 +1,235 @@
+"""run_entry: a real spawned worker, the staged bootstrap, the result or the child's error."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import uuid
+
+import psutil
+import pytest
+
+from spawnkit.bootstrap import BootstrapReport, current_spec
+from spawnkit.errors import (
+    BootstrapTimeoutError,
+    ChildRaisedError,
+    EntryResolutionError,
+    PluginError,
+    StageError,
+)
+from spawnkit.testing import ChildTraceback, EntryRun, run_entry
+from spawnkit.testing._run import by_reference_name
+
+TIMEOUT = 60
+
+
+def describe_worker(payload=None):
+    spec = current_spec()
+    return {"pid": os.getpid(), "rank": spec.rank, "payload": payload, "entry": spec.entry}
+
+
+def raise_value_error(payload):
+    raise ValueError(f"bad payload {payload!r}")
+
+
+class Unpicklable(Exception):
+    def __reduce__(self):
+        raise TypeError("this exception refuses to be pickled")
+
+
+def raise_unpicklable():
+    raise Unpicklable("cannot travel")
+
+
+def read_env():
+    return {k: os.environ.get(k) for k in ("SK_TEST_VAR", "SK_OTHER")}
+
+
+def sleep_forever():
+    time.sleep(600)
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not psutil.pid_exists(pid):
+            return True
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_module_level_entry_runs_by_reference_in_a_spawned_worker():
+    run = run_entry(describe_worker, {"n": 3}, timeout=TIMEOUT)
+    assert isinstance(run, EntryRun)
+    assert run.result["payload"] == {"n": 3}
+    assert run.result["rank"] == 0
+    assert run.result["pid"] == run.pid != os.getpid()
+    assert run.result["entry"] == f"{__name__}:describe_worker"
+    assert isinstance(run.report, BootstrapReport)
+    assert run.report.pid == run.pid and run.report.namespace == "spawnkit"
+    assert run.exit_code == 0
+    result, report = run
+    assert result == run.result and report is run.report
+    assert _gone(run.pid)
+
+
+def test_string_entry_and_no_payload():
+    run = run_entry(f"{__name__}:describe_worker", timeout=TIMEOUT)
+    assert run.result["payload"] is None
+
+
+def test_nested_function_and_lambda_travel_by_value():
+    secret = uuid.uuid4().hex
+
+    def closure():
+        return secret, current_spec().entry
+
+    assert by_reference_name(closure) is None
+    run = run_entry(closure, timeout=TIMEOUT)
+    assert run.result == (secret, "")
+    assert run_entry(lambda p: p * 2, 21, timeout=TIMEOUT).result == 42
+
+
+def test_child_exception_is_reraised_with_its_type_and_traceback():
+    with pytest.raises(ValueError, match="bad payload 7") as info:
+        run_entry(raise_value_error, 7, timeout=TIMEOUT)
+    cause = info.value.__cause__
+    assert isinstance(cause, ChildTraceback)
+    assert "raise_value_error" in cause.text
+    assert f'File "{__file__}"' in cause.text
+    assert "ValueError: bad payload 7" in cause.text
+    notes = getattr(info.value, "__notes__", [])
+    if sys.version_info >= (3, 11):
+        assert any("spawned worker (rank 0" in n and "stage entry" in n for n in notes)
+
+
+def test_unpicklable_child_exception_arrives_as_child_raised_error():
+    with pytest.raises(ChildRaisedError) as info:
+        run_entry(raise_unpicklable, timeout=TIMEOUT)
+    err = info.value
+    assert err.child_exception is None
+    assert err.exc_type.endswith("Unpicklable")
+    assert "cannot travel" in err.traceback_text
+    assert err.rank == 0
+
+
+def test_env_reaches_only_the_child(monkeypatch):
+    monkeypatch.delenv("SK_TEST_VAR", raising=False)
+    run = run_entry(read_env, env={"SK_TEST_VAR": "yes"}, timeout=TIMEOUT)
+    assert run.result == {"SK_TEST_VAR": "yes", "SK_OTHER": None}
+    assert "SK_TEST_VAR" not in os.environ
+
+
+def test_an_entry_that_does_not_resolve_is_the_workers_entry_resolution_error():
+    missing = f"no_such_module_{uuid.uuid4().hex[:6]}"
+    with pytest.raises(EntryResolutionError) as info:
+        run_entry(f"{missing}:main", timeout=TIMEOUT)
+    assert info.value.stage == "resolve_entry"
+    assert missing in str(info.value)
+    with pytest.raises(EntryResolutionError, match="missing_function"):
+        run_entry(f"{__name__}:missing_function", timeout=TIMEOUT)
+
+
+def test_a_failing_plugin_is_the_workers_plugin_error(plugin_dist, spawnkit_namespace):
+    ns = spawnkit_namespace
+    mod = f"failing_{uuid.uuid4().hex[:6]}"
+    plugin_dist(
+        "failing-plugin",
+        "0.3.1",
+        entry_points={ns.config.plugin_group: {"failer": f"{mod}:register"}},
+        modules={mod: "def register():\n    raise RuntimeError('plugin exploded')\n"},
+    )
+    with pytest.raises(StageError) as info:
+        run_entry(describe_worker, namespace=ns, timeout=TIMEOUT)
+    # What a real worker raises: the load_plugins stage failed because of a PluginError.
+    stage_err = info.value
+    assert stage_err.stage == "load_plugins" and stage_err.rank == 0
+    err = stage_err.__cause__
+    assert isinstance(err, PluginError) and err is stage_err.cause
+    assert (err.plugin, err.dist, err.version) == ("failer", "failing-plugin", "0.3.1")
+    assert "plugin exploded" in str(err) and "failing-plugin 0.3.1" in str(stage_err)
+    assert isinstance(err.__cause__, ChildTraceback)
+    assert "RuntimeError: plugin exploded" in err.__cause__.text
+
+
+def test_an_invalid_entry_point_spec_is_the_workers_plugin_error(plugin_dist, spawnkit_namespace):
+    ns = spawnkit_namespace
+    plugin_dist(
+        "malformed-plugin",
+        "1.0",
+        entry_points={ns.config.plugin_group: {"bad": "not a module:at all"}},
+    )
+    with pytest.raises(StageError) as info:
+        run_entry(describe_worker, namespace=ns, timeout=TIMEOUT)
+    err = info.value.__cause__
+    assert isinstance(err, PluginError)
+    assert (err.plugin, err.dist, err.value) == ("bad", "malformed-plugin", "not a module:at all")
+    assert "not a module:at all" in str(info.value)
+
+
+def test_plugins_argument_selects_plugins(plugin_dist, spawnkit_namespace):
+    ns = spawnkit_namespace
+    mod = f"sel_{uuid.uuid4().hex[:6]}"
+    plugin_dist(
+        "selectable",
+        entry_points={
+            ns.config.plugin_group: {"good": f"{mod}:good", "bad": f"{mod}:bad"},
+        },
+        modules={mod: "def good():\n    pass\n\ndef bad():\n    raise RuntimeError('bad')\n"},
+    )
+    run = run_entry(describe_worker, namespace=ns, plugins=["good"], timeout=TIMEOUT)
+    assert [p["name"] for p in run.report.plugins] == ["good"]
+    assert ns.config.plugins_var not in os.environ
+    run = run_entry(describe_worker, namespace=ns, plugins=[], timeout=TIMEOUT)
+    assert run.report.plugins == []
+    with pytest.raises(TypeError, match="not a string"):
+        run_entry(describe_worker, namespace=ns, plugins="good", timeout=TIMEOUT)
+
+
+def test_entry_past_the_timeout_is_a_timeout_and_leaves_no_worker():
+    start = time.monotonic()
+    with pytest.raises(BootstrapTimeoutError) as info:
+        run_entry(sleep_forever, timeout=3)
+    assert time.monotonic() - start < 30
+    assert info.value.stage == "entry"
+    assert not [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if "sleep_forever" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE
+    ]
+
+
+def test_module_not_importable_by_name_travels_by_value(tmp_path):
+    """What ``--import-mode=importlib`` does: the module is in sys.modules under a name
+    no fresh interpreter can import."""
+    name = f"unimportable_{uuid.uuid4().hex[:6]}"
+    path = tmp_path / "elsewhere" / "helper_mod.py"
+    path.parent.mkdir()
+    path.write_text(
+        "import os\n\nclass Box:\n    def __init__(self, v):\n        self.v = v\n\n"
+        "def entry(box):\n    return ('by value', box.v, os.getpid())\n"
+    )
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        assert by_reference_name(module.entry) is None
+        run = run_entry(module.entry, module.Box(5), timeout=TIMEOUT)
+        assert run.result[:2] == ("by value", 5)
+        assert name not in sys.modules or sys.modules[name] is module
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_run_entry_under_each_launch_mode(launch_mode):
+    run = run_entry(describe_worker, "mode", timeout=TIMEOUT, **launch_mode.kwargs())
+    assert run.result["payload"] == "mode"
+    assert run.result["pid"] != os.getpid()

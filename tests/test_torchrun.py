@@ -1,0 +1,363 @@
+"""``torchrun -m spawnkit.run --spec FILE``: real torchrun, real ranks, real error files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from spawnkit.errors import SpecSignatureError
+from spawnkit.run import RankEnvError, rank_from_env, spec_for_rank
+from spawnkit.scaleout.errorfile import error_file_payload
+from spawnkit.spec import NamespaceConfig, Payload, ProcessSpec
+from spawnkit.spec.signing import generate_key, write_spec_file
+from spawnkit.testing import write_distribution
+
+TORCHRUN_TIMEOUT_S = 120
+
+ENTRY_SRC = """
+import json, os
+
+def main(payload):
+    from spawnkit.bootstrap import current_report, current_spec
+    import sktr_app.target as target
+
+    spec = current_spec()
+    report = current_report()
+    out = {
+        "rank": spec.rank,
+        "local_rank": spec.local_rank,
+        "world_size": spec.world_size,
+        "env_rank": os.environ.get("RANK"),
+        "greet": target.greet("x"),
+        "payload_tag": payload["tag"],
+        "report_rank": report.rank,
+        "report_hooks": sorted(report.hooks),
+        "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "from_spec": os.environ.get("SKTR_FROM_SPEC"),
+        "key_visible": "SPAWNKIT_SPEC_KEY" in os.environ,
+    }
+    with open(os.path.join(payload["out"], f"rank{spec.rank}.json"), "w") as fh:
+        json.dump(out, fh)
+    return out
+
+def crash(payload):
+    raise RuntimeError("entry of rank blew up on purpose")
+"""
+
+TARGET_SRC = """
+def greet(name):
+    return "hello " + name
+"""
+
+PLUGIN_SRC = """
+from spawnkit.hooks import HookType
+
+def _around(original, *args, **kwargs):
+    return original(*args, **kwargs) + " (patched)"
+
+def register():
+    from spawnkit.namespace import get_namespace
+    get_namespace("sktr").hooks.register("sktr_app.target.greet", _around, HookType.AROUND)
+
+def register_broken():
+    raise ValueError("sktr broken plugin refuses to register")
+"""
+
+
+def _namespace() -> NamespaceConfig:
+    return NamespaceConfig.build("sktr", "SKTR")
+
+
+def _write_app(root: Path, *, broken: bool = False) -> None:
+    write_distribution(
+        root,
+        "sktr-app",
+        "1.0",
+        modules={"sktr_app.entry": ENTRY_SRC, "sktr_app.target": TARGET_SRC},
+    )
+    value = "sktr_plugin:register_broken" if broken else "sktr_plugin:register"
+    write_distribution(
+        root,
+        "sktr-plugin",
+        "2.0",
+        entry_points={"sktr.plugins": {"patcher": value}},
+        modules={"sktr_plugin": PLUGIN_SRC},
+    )
+
+
+def _spec(tmp_path: Path, entry: str = "sktr_app.entry:main") -> ProcessSpec:
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    return ProcessSpec(
+        entry=entry,
+        namespace=_namespace(),
+        payload=Payload.capture({"tag": "t1", "out": str(out)}),
+        # The never-copy names must not reach the ranks; the ordinary one must.
+        env={"SKTR_FROM_SPEC": "yes", "CUDA_VISIBLE_DEVICES": "7", "RANK": "5"},
+    )
+
+
+def _env(root: Path, key: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SKTR_", "TORCHELASTIC_"))}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(root), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["SPAWNKIT_SPEC_KEY"] = key
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _torchrun(
+    spec_file: Path, env: dict[str, str], log_dir: Path
+) -> subprocess.CompletedProcess[str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "--monitor-interval",
+        "0.2",
+        "--log-dir",
+        str(log_dir),
+        "-m",
+        "spawnkit.run",
+        "--spec",
+        str(spec_file),
+    ]
+    return subprocess.run(
+        cmd, env=env, capture_output=True, text=True, timeout=TORCHRUN_TIMEOUT_S, check=False
+    )
+
+
+# ----------------------------------------------------------------- in-process units
+def test_rank_from_env_reads_torchrun_variables() -> None:
+    assert rank_from_env({"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"}) == (3, 1, 4)
+    assert rank_from_env({}) == (0, 0, 1)
+    with pytest.raises(RankEnvError, match="not WORLD_SIZE"):
+        rank_from_env({"RANK": "0", "LOCAL_RANK": "0"})
+    with pytest.raises(RankEnvError, match="integers"):
+        rank_from_env({"RANK": "a", "LOCAL_RANK": "0", "WORLD_SIZE": "2"})
+    with pytest.raises(RankEnvError, match="not a valid rank"):
+        rank_from_env({"RANK": "2", "LOCAL_RANK": "0", "WORLD_SIZE": "2"})
+
+
+def test_spec_for_rank_fills_ranks_and_filters_env(tmp_path: Path) -> None:
+    spec = spec_for_rank(_spec(tmp_path), {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"})
+    assert (spec.rank, spec.local_rank, spec.world_size) == (1, 1, 2)
+    assert spec.env == {"SKTR_FROM_SPEC": "yes"}
+
+
+def test_error_file_is_what_torchelastic_parses(tmp_path: Path) -> None:
+    """Parsed by torch's own ProcessFailure, the consumer torchrun's agent uses."""
+    from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
+
+    path = tmp_path / "error.json"
+    path.write_text(json.dumps(error_file_payload("ValueError", "bad", "Traceback: here\n")))
+    failure = ProcessFailure(local_rank=0, pid=1, exitcode=1, error_file=str(path))
+    assert failure.message["message"] == "ValueError: bad"
+    assert failure.message["extraInfo"]["py_callstack"] == "Traceback: here\n"
+    assert failure.timestamp > 0
+
+
+def test_single_rank_without_torchrun_writes_error_file(tmp_path: Path) -> None:
+    """``python -m spawnkit.run`` alone is rank 0 of 1; a failing plugin fills the error file."""
+    root = tmp_path / "site"
+    _write_app(root, broken=True)
+    key = generate_key()
+    spec_file = write_spec_file(_spec(tmp_path), tmp_path / "spec.bin", key)
+    env = _env(root, key)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        env.pop(name, None)
+    env["TORCHELASTIC_ERROR_FILE"] = str(tmp_path / "err.json")
+    proc = subprocess.run(
+        [sys.executable, "-m", "spawnkit.run", "--spec", str(spec_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TORCHRUN_TIMEOUT_S,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads((tmp_path / "err.json").read_text())
+    info = doc["message"]["extraInfo"]
+    assert "sktr broken plugin refuses to register" in doc["message"]["message"]
+    assert "load_plugins" in doc["message"]["message"]
+    assert "register_broken" in info["py_callstack"]  # the plugin's own frame
+    assert info["spawnkit_stage"] == "load_plugins" and info["spawnkit_rank"] == "0"
+    assert "register_broken" in proc.stderr
+
+
+# --------------------------------------------------------------------- real torchrun
+def _read_outputs(tmp_path: Path) -> list[dict[str, Any]]:
+    return [json.loads((tmp_path / "out" / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def test_torchrun_two_ranks_bootstrap_and_run(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    _write_app(root)
+    key = generate_key()
+    spec_file = write_spec_file(_spec(tmp_path), tmp_path / "spec.bin", key)
+    proc = _torchrun(spec_file, _env(root, key), tmp_path / "logs")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    outs = _read_outputs(tmp_path)
+    for rank, out in enumerate(outs):
+        assert out["rank"] == out["report_rank"] == rank
+        assert out["env_rank"] == str(rank)
+        assert out["local_rank"] == rank and out["world_size"] == 2
+        assert out["greet"] == "hello x (patched)"  # the plugin's hook was applied
+        assert out["report_hooks"] == ["sktr_app.target.greet"]
+        assert out["payload_tag"] == "t1"
+        assert out["from_spec"] == "yes"
+        assert out["cvd"] is None  # never copied from the spec
+        assert out["key_visible"] is False
+
+
+def test_torchrun_refuses_tampered_spec(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    _write_app(root)
+    key = generate_key()
+    spec_file = write_spec_file(_spec(tmp_path), tmp_path / "spec.bin", key)
+    data = bytearray(spec_file.read_bytes())
+    data[-5] ^= 0x40
+    spec_file.write_bytes(bytes(data))
+    proc = _torchrun(spec_file, _env(root, key), tmp_path / "logs")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "SpecSignatureError" in text and "failed its signature check" in text
+    assert "To enable traceback" not in text
+    assert not (tmp_path / "out" / "rank0.json").exists()
+
+
+def test_torchrun_failing_plugin_reaches_agent_table(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    _write_app(root, broken=True)
+    key = generate_key()
+    spec_file = write_spec_file(_spec(tmp_path), tmp_path / "spec.bin", key)
+    proc = _torchrun(spec_file, _env(root, key), tmp_path / "logs")
+    text = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    # torchrun's ChildFailedError table carries the rank's traceback from our error file.
+    assert "ChildFailedError" in text and "Root Cause" in text
+    table = text.split("Root Cause", 1)[1]
+    assert "error_file: <N/A>" not in table
+    assert "sktr broken plugin refuses to register" in table
+    assert "register_broken" in table  # the plugin's own frame
+    assert "bootstrap stage 'load_plugins' failed" in table  # rank and stage lead it
+    assert "To enable traceback" not in text
+
+
+def test_spec_file_refuses_connections(tmp_path: Path) -> None:
+    from multiprocessing import Pipe
+
+    a, b = Pipe()
+    try:
+        with pytest.raises(ValueError, match="Connection"):
+            write_spec_file(_spec(tmp_path).replace(death_conn=a), tmp_path / "s", generate_key())
+    finally:
+        a.close()
+        b.close()
+
+
+def test_missing_key_is_reported_to_error_file(tmp_path: Path) -> None:
+    key = generate_key()
+    spec_file = write_spec_file(_spec(tmp_path), tmp_path / "spec.bin", key)
+    env = _env(tmp_path, key)
+    del env["SPAWNKIT_SPEC_KEY"]
+    env.update(RANK="1", LOCAL_RANK="0", WORLD_SIZE="2")
+    env["TORCHELASTIC_ERROR_FILE"] = str(tmp_path / "err.json")
+    proc = subprocess.run(
+        [sys.executable, "-m", "spawnkit.run", "--spec", str(spec_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TORCHRUN_TIMEOUT_S,
+        check=False,
+    )
+    assert proc.returncode == 1
+    doc = json.loads((tmp_path / "err.json").read_text())
+    assert doc["message"]["extraInfo"]["spawnkit_stage"] == "read_spec"
+    assert doc["message"]["extraInfo"]["spawnkit_rank"] == "1"
+    assert SpecSignatureError.__name__ in doc["message"]["message"]
+
+
+DEMO_PLUGIN_SRC = """
+import json, os
+
+def _record(original, local_rank, rank, server_args, pipe_writer):
+    result = original(local_rank, rank, server_args, pipe_writer)
+    path = os.path.join(os.environ["SKTR_DEMO_OUT"], f"demo{rank}.json")
+    with open(path, "w") as fh:
+        json.dump({"rank": rank, "local_rank": local_rank, "result": result}, fh, default=str)
+    return result
+
+def register():
+    from spawnkit.demo.namespace import demo_namespace
+    from spawnkit.hooks import HookType
+    demo_namespace().hooks.register(
+        "spawnkit.demo.scheduler.run_scheduler_process", _record, HookType.AROUND
+    )
+"""
+
+
+def test_torchrun_runs_the_demo_entry(tmp_path: Path) -> None:
+    """The demo engine's real entry, two ranks, a plugin from a real distribution."""
+    from spawnkit.demo import ServerArgs
+    from spawnkit.demo.namespace import demo_namespace
+
+    root = tmp_path / "site"
+    write_distribution(
+        root,
+        "sktr-demo-recorder",
+        "0.3",
+        entry_points={"spawnkit.demo.plugins": {"sktr_recorder": "sktr_demo_rec:register"}},
+        modules={"sktr_demo_rec": DEMO_PLUGIN_SRC},
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    spec = ProcessSpec(
+        entry="spawnkit.demo.entry:scheduler_entry",
+        namespace=demo_namespace().config,
+        payload=Payload.capture(ServerArgs(num_requests=8, dp_size=2)),
+        env={"SKTR_DEMO_OUT": str(out)},
+    )
+    key = generate_key()
+    spec_file = write_spec_file(spec, tmp_path / "spec.bin", key)
+    proc = _torchrun(spec_file, _env(root, key), tmp_path / "logs")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rank in range(2):
+        doc = json.loads((out / f"demo{rank}.json").read_text())
+        assert doc["rank"] == rank and doc["local_rank"] == rank
+        assert doc["result"]["rank"] == rank and doc["result"]["tokens"] > 0
+
+
+def test_never_copy_list_covers_devices_ranks_and_launcher_state(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from spawnkit.scaleout.env import NEVER_COPY_ENV, split_env
+
+    assert {"CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "RANK", "LOCAL_RANK"} <= NEVER_COPY_ENV
+    with caplog.at_level("WARNING", logger="spawnkit.scaleout"):
+        kept, dropped = split_env(
+            {"A": "1", "CUDA_VISIBLE_DEVICES": "0", "TORCHELASTIC_ERROR_FILE": "/x"},
+            {"A": "2", "WORLD_SIZE": "8", "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR": "k"},
+            context="test group",
+        )
+    assert kept == {"A": "2"}  # later sources win
+    assert dropped == sorted(
+        [
+            "CUDA_VISIBLE_DEVICES",
+            "TORCHELASTIC_ERROR_FILE",
+            "WORLD_SIZE",
+            "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR",
+        ]
+    )
+    assert "test group" in caplog.text and "CUDA_VISIBLE_DEVICES" in caplog.text
+    with pytest.raises(TypeError, match="str to str"):
+        split_env({"A": 1})  # type: ignore[dict-item]
