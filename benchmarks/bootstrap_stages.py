@@ -22,6 +22,7 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -46,7 +47,8 @@ if {preimport!r}:
     import spawnkit.platforms.discovery
 import_s = time.perf_counter() - t0
 spec = ProcessSpec(entry="bench_engine.worker:main", platform={platform!r},
-                   namespace=NamespaceConfig.build({ns!r}, {prefix!r}))
+                   namespace=NamespaceConfig.build({ns!r}, {prefix!r}),
+                   entry_points={rows!r})
 boot = Bootstrapper(spec)
 result = boot.run()
 assert result == {expected!r}, result
@@ -106,9 +108,59 @@ def _bare(repeat: int) -> float:
     return statistics.median(_time_cmd([sys.executable, "-c", "pass"]) for _ in range(repeat))
 
 
-def _stages(paths: list[str], repeat: int, platform: str, preimport: bool) -> dict[str, float]:
+USER_IMPORTS = """
+import json, sys, time
+sys.path[:0] = {paths!r}
+import importlib
+import spawnkit.hooks.types, spawnkit.namespace  # what the plugin modules import
+t0 = time.perf_counter()
+for name in {modules!r}:
+    importlib.import_module(name)
+print(json.dumps({{"user imports": time.perf_counter() - t0}}))
+"""
+
+
+def _rows(paths: list[str]) -> tuple[tuple[str, str, str, str, str], ...] | None:
+    """What the launcher puts in every rank's spec: the parent's discovery, as plain rows."""
+    from spawnkit import _metadata
+
+    sys.path[:0] = paths
+    try:
+        _metadata.clear_cache()
+        return _metadata.snapshot((f"{NS}.platforms", f"{NS}.plugins"))
+    finally:
+        del sys.path[: len(paths)]
+        _metadata.clear_cache()
+
+
+def _user_imports(paths: list[str], repeat: int) -> float:
+    """Importing the same plugin and engine modules outside the stages: work any worker pays.
+
+    The spawnkit modules those plugins import are imported before the clock.
+    """
+    modules = [f"bench_plugin{p}" for p in range(N_PLUGINS)]
+    modules += [f"bench_engine.mod{m}" for m in range(N_PLUGINS)] + ["bench_engine.worker"]
+    code = USER_IMPORTS.format(paths=paths, modules=modules)
+    runs = []
+    for _ in range(repeat + 1):
+        out = subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+        )
+        runs.append(json.loads(out.stdout)["user imports"])
+    return statistics.median(runs[1:])
+
+
+def _stages(
+    paths: list[str], repeat: int, platform: str, preimport: bool, rows: Any
+) -> dict[str, float]:
     code = CHILD.format(
-        paths=paths, platform=platform, ns=NS, prefix=PREFIX, expected=1, preimport=preimport
+        paths=paths,
+        platform=platform,
+        ns=NS,
+        prefix=PREFIX,
+        expected=1,
+        preimport=preimport,
+        rows=rows,
     )
     runs: list[dict[str, float]] = []
     for _ in range(repeat + 1):
@@ -178,13 +230,20 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--no-torch", action="store_true", help="skip the torch measurement")
     parser.add_argument("--platform", default="base", help="platform the workers pin")
+    parser.add_argument(
+        "--scan",
+        action="store_true",
+        help="make workers scan metadata themselves instead of using the parent's rows",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="spawnkit-bench-") as tmp:
         paths = _write_world(Path(tmp))
+        rows = None if args.scan else _rows(paths)
         bare = _bare(args.repeat)
-        cold = _stages(paths, args.repeat, args.platform, preimport=False)
-        warm = _stages(paths, args.repeat, args.platform, preimport=True)
+        cold = _stages(paths, args.repeat, args.platform, preimport=False, rows=rows)
+        warm = _stages(paths, args.repeat, args.platform, preimport=True, rows=rows)
+        user = _user_imports(paths, args.repeat)
 
     print(f"bare `python -c pass`: {bare * 1e3:.2f} ms (median of {args.repeat})")
     print(f"{N_PLUGINS} plugins, {N_PLUGINS * HOOKS_PER_PLUGIN} hooks, platform {args.platform!r}")
@@ -203,6 +262,19 @@ def main() -> int:
         f"{'all stages':<26}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}"
         f"  target <= 0.25: cold {'OK' if c / bare <= 0.25 else 'OVER'}, "
         f"warm {'OK' if w / bare <= 0.25 else 'OVER'}"
+    )
+    print(
+        f"{'  of which user imports':<26}{user * 1e3:>10.3f}{user / bare:>9.3f}"
+        f"{user * 1e3:>10.3f}{user / bare:>9.3f}  (the 10 plugin + 11 engine modules, "
+        "imported with no spawnkit)"
+    )
+    oc, ow = c - user, w - user
+    print(
+        f"{'spawnkit own work':<26}{oc * 1e3:>10.3f}{oc / bare:>9.3f}{ow * 1e3:>10.3f}"
+        f"{ow / bare:>9.3f}  target <= 0.25: warm {'OK' if ow / bare <= 0.25 else 'OVER'}"
+    )
+    print(
+        "discovery: " + ("workers scan metadata (--scan)" if args.scan else "parent's rows")
     )
 
     if not args.no_torch:

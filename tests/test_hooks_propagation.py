@@ -152,3 +152,20 @@ def test_method_targets_do_not_propagate(mods: Modules, registry: type[HookRegis
     registry.apply_hooks()
     assert lib.Engine().run() == "run!"
     assert holder.run is raw  # a method alias in a module is not a from-import binding
+
+
+def test_clean_modules_are_not_swept(mods: Modules, registry: type[HookRegistry]) -> None:
+    """The bootstrap vouches for modules imported before any target: the sweep skips them.
+
+    Only modules named clean are skipped; every other holder is still rebound.
+    """
+    lib = mods.load("lib", LIB)
+    original = lib.get_rope
+    vouched = mods.load("vouched", "from PKG.lib import get_rope\n")
+    other = mods.load("other", "from PKG.lib import get_rope\n")
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    registry.apply_hooks(clean_modules={vouched.__name__})
+    assert other.get_rope is lib.get_rope is not original
+    assert vouched.get_rope is original
+    registry.unapply()
+    assert other.get_rope is original and lib.get_rope is original

@@ -20,7 +20,6 @@ legitimate parent in containers).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import sys
@@ -84,6 +83,8 @@ def _arm_pdeathsig(parent_pid: int, rank: int) -> None:
     if os.getppid() != parent_pid:
         _die(rank, parent_pid, "it was already re-parented before PR_SET_PDEATHSIG was armed")
     try:
+        import ctypes  # only where PDEATHSIG is armed
+
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     except (OSError, AttributeError):

@@ -44,6 +44,7 @@ from multiprocessing.connection import wait as _mp_wait
 from types import TracebackType
 from typing import Any
 
+from spawnkit import _metadata
 from spawnkit.bootstrap import _protocol as proto
 from spawnkit.bootstrap._child import CONTEXT_KEY, FAULT_CONN_KEY, child_main
 from spawnkit.bootstrap._contexts import LaunchContext, get_launch_context
@@ -849,34 +850,21 @@ def _entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | No
     return "", Payload.capture(entry, by_value=True)
 
 
-def _parent_selection(ns: Namespace) -> tuple[str | None, tuple[str, ...] | None]:
-    """The platform name and allowed plugin names, resolved once here for every rank."""
-    platform: str | None = None
-    plugins: tuple[str, ...] | None = None
-    try:
-        selection = ns.platforms.select()
-    except (ImportError, AttributeError, NotImplementedError):
-        selection = None
-    if selection is not None:
-        platform = getattr(selection, "name", None)
-    try:
-        infos = ns.plugins.discover()
-    except (ImportError, AttributeError, NotImplementedError):
-        infos = None
-    if infos is not None:
-        plugins = tuple(info.name for info in infos if _plugin_selected(info))
-    return platform, plugins
+def _parent_selection(
+    ns: Namespace,
+) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
+    """The platform, the plugins to load and their entry points, resolved once for every rank.
 
-
-def _plugin_selected(info: Any) -> bool:
-    for attr in ("selected", "allowed", "will_load", "enabled"):
-        value = getattr(info, attr, None)
-        if isinstance(value, bool):
-            return value
-    status = getattr(info, "status", None)
-    if isinstance(status, str):
-        return status in ("selected", "allowed", "load", "enabled", "ok")
-    return True
+    Resolving here, in the parent, means a misconfiguration (two platform
+    plugins activated, a platform whose hardware is missing) fails once with
+    the full explanation instead of once per rank, and every rank does what
+    the parent decided.  The entry-point rows travel in the spec so that
+    workers need not scan distribution metadata again.
+    """
+    selection = ns.platforms.select()
+    plugins = tuple(info.name for info in ns.plugins.discover() if info.status == "selected")
+    rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
+    return selection.name, plugins, rows
 
 
 def spawn_with_plugins(
@@ -914,7 +902,7 @@ def spawn_with_plugins(
         captured = payload
     else:
         captured = Payload.capture(payload)
-    platform, plugins = _parent_selection(ns)
+    platform, plugins, entry_points = _parent_selection(ns)
     lctx = get_launch_context(context, start_method, preload, ns.config)
     run_id = uuid.uuid4().hex[:16]
     child_env = {str(k): str(v) for k, v in (env or {}).items()}
@@ -933,6 +921,7 @@ def spawn_with_plugins(
         namespace=ns.config,
         platform=platform,
         plugins=plugins,
+        entry_points=entry_points,
         env=child_env,
         payload=captured,
         entry_payload=entry_payload,

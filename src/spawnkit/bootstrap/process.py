@@ -21,7 +21,6 @@ itself propagates unchanged.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.util
 import logging
@@ -32,6 +31,7 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from spawnkit import _metadata
 from spawnkit.bootstrap import guard
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.bootstrap.stages import STAGE_ORDER, Stage, StageListener
@@ -232,6 +232,9 @@ class Bootstrapper:
         self._stage(Stage.PLATFORM, self._initialize_platform)
 
     def _initialize_platform(self) -> None:
+        if self.spec.entry_points is not None:
+            config = self.namespace.config
+            _metadata.seed((config.platform_group, config.plugin_group), self.spec.entry_points)
         platforms = self.namespace.platforms
         if self.spec.platform is not None:
             platforms.set_selection(self.spec.platform)
@@ -262,7 +265,14 @@ class Bootstrapper:
         self._stage(Stage.HOOKS, self._apply_hooks)
 
     def _apply_hooks(self) -> None:
-        self.namespace.plugins.apply(strict=True)
+        manager = self.namespace.plugins
+        clean: frozenset[str] = frozenset()
+        result = self.guard_result
+        if result is not None and result.policy != "off" and not result.violations:
+            # No target module was imported before plugin loading began, so no module
+            # imported by then can hold an original: the stale-binding sweep skips them.
+            clean = manager.report.modules_before
+        manager.apply(strict=True, clean_modules=clean)
         _phase.mark_hooks_applied()
 
     def materialize_payload(self) -> None:
@@ -422,6 +432,8 @@ def _resolve_reference(reference: str) -> Callable[..., Any]:
             obj = getattr(obj, part)
         except AttributeError:
             names = [n for n in dir(obj) if not n.startswith("__")]
+            import difflib  # only on this error path
+
             close = difflib.get_close_matches(part, names, n=3)
             hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
             raise EntryResolutionError(

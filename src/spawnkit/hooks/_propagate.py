@@ -47,18 +47,26 @@ def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def find_holders(
-    rebinds: dict[int, Rebind], skip: frozenset[tuple[str, str]] = frozenset()
+    rebinds: dict[int, Rebind],
+    skip: frozenset[tuple[str, str]] = frozenset(),
+    clean_modules: frozenset[str] = frozenset(),
 ) -> list[tuple[str, dict[str, Any], str, Rebind]]:
     """Every (module, globals, name, rebind) whose global ``is`` one of the ``old`` objects.
 
     ``skip`` holds (module, name) pairs not to report: the targets' own
-    attributes, which the registry patches directly.
+    attributes, which the registry patches directly.  ``clean_modules`` are
+    modules the caller vouches for: the bootstrap passes those that finished
+    importing before any target module was imported (the import guard checked
+    that), which cannot hold an original; with torch loaded that is most of
+    ``sys.modules``, and skipping them is most of the sweep's cost.
     """
     if not rebinds:
         return []
     wanted = rebinds.keys()
     found: list[tuple[str, dict[str, Any], str, Rebind]] = []
     for modname, namespace in _module_dicts():
+        if modname in clean_modules:
+            continue
         try:
             if wanted.isdisjoint(map(id, namespace.values())):
                 continue

@@ -30,6 +30,7 @@ import time
 import traceback
 import types
 import warnings
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -398,20 +399,23 @@ class PluginManager:
         _log.debug("loaded %s in %.2f ms", info.describe(), seconds * 1e3)
 
     # -------------------------------------------------------------- applying
-    def apply(self, *, strict: bool = True) -> list[str]:
+    def apply(self, *, strict: bool = True, clean_modules: Collection[str] = ()) -> list[str]:
         """Patch every registered target once per process (loading plugins first if needed).
 
         After this, payloads and lazy proxies may be resolved in a worker.
+        ``clean_modules`` is passed to ``HookRegistry.apply_hooks``.
         """
-        result = self._apply_once.run(lambda: self._apply(strict))
+        result = self._apply_once.run(lambda: self._apply(strict, clean_modules))
         return list(result) if result is not None else []
 
-    def _apply(self, strict: bool) -> list[str]:
+    def _apply(self, strict: bool, clean_modules: Collection[str] = ()) -> list[str]:
         from spawnkit.spec import _phase
 
         if self._load_once.state is OnceState.NOT_STARTED:
             self.load()
-        patched: list[str] = list(self.namespace.hooks.apply_hooks(strict=strict))
+        patched: list[str] = list(
+            self.namespace.hooks.apply_hooks(strict=strict, clean_modules=clean_modules)
+        )
         self.report.applied = patched
         _phase.mark_hooks_applied()
         return patched

@@ -19,7 +19,7 @@ import logging
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
@@ -240,18 +240,22 @@ class HookRegistry:
 
     # -------------------------------------------------------------- applying
     @hybridmethod
-    def apply_hooks(self, *, strict: bool = True) -> list[str]:
+    def apply_hooks(
+        self, *, strict: bool = True, clean_modules: Collection[str] = ()
+    ) -> list[str]:
         """Patch every target whose registrations changed since it was last applied.
 
         Returns the targets patched by this call (empty when nothing is new).
         ``strict``: any failure rolls back everything this call changed and raises
         one ``HookApplyError`` listing every failing target with its sources;
         otherwise each failure is logged and the other targets are applied.
+        ``clean_modules``: modules known to hold no original (see
+        ``_propagate.find_holders``); the stale-binding sweep skips them.
         """
         with self._lock:
-            return self._apply(strict)
+            return self._apply(strict, frozenset(clean_modules))
 
-    def _apply(self, strict: bool) -> list[str]:
+    def _apply(self, strict: bool, clean_modules: frozenset[str] = frozenset()) -> list[str]:
         st = self._state
         pending = [
             k
@@ -334,7 +338,7 @@ class HookRegistry:
                         rebinds[id(prev.installed)] = Rebind(
                             prev.installed, rec.installed, rec.hook_modules, key
                         )
-            self._propagate(rebinds, frozenset(skip), journal)
+            self._propagate(rebinds, frozenset(skip), journal, clean_modules)
 
         if failures:
             if strict:
@@ -459,10 +463,14 @@ class HookRegistry:
         )
 
     def _propagate(
-        self, rebinds: dict[int, Rebind], skip: frozenset[tuple[str, str]], journal: Journal
+        self,
+        rebinds: dict[int, Rebind],
+        skip: frozenset[tuple[str, str]],
+        journal: Journal,
+        clean_modules: frozenset[str] = frozenset(),
     ) -> None:
         applied = self._state.applied
-        for modname, namespace, name, rebind in find_holders(rebinds, skip):
+        for modname, namespace, name, rebind in find_holders(rebinds, skip, clean_modules):
             journal.rebind(modname, namespace, name, rebind.new)
             rec = applied.get(rebind.key)
             if rec is not None and rebind.new is rec.installed:

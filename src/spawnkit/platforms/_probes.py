@@ -11,7 +11,6 @@ returns a :class:`Probe` saying why, which ``explain_platform()`` prints.
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import os
 import sys
@@ -95,6 +94,8 @@ def _visible_limit(var: str) -> int | None:
 
 def _nvml_device_count() -> tuple[int | None, str]:
     """Device count from NVML (no CUDA context, no cuInit), or None with the reason."""
+    import ctypes  # only when probing for NVIDIA hardware
+
     try:
         nvml = ctypes.CDLL("libnvidia-ml.so.1")
     except OSError:

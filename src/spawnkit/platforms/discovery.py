@@ -18,7 +18,6 @@ the XPU probe on a torch build with XPU (see ``_probes``).
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import pkgutil
@@ -356,6 +355,8 @@ class PlatformManager:
             return self._builtin(lowered, trace, how)
         matches = [ep for ep in eps if ep.name == requested]
         if not matches:
+            import difflib  # only on this error path
+
             close = difflib.get_close_matches(
                 requested, [ep.name for ep in eps] + list(RESERVED_NAMES), n=1
             )

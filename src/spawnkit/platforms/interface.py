@@ -26,7 +26,6 @@ and the parent process can import it without torch.
 
 from __future__ import annotations
 
-import difflib
 import enum
 import inspect
 from typing import Any, ClassVar
@@ -179,6 +178,8 @@ def _check_class(cls: type, *, defines_contract: bool) -> None:
             if defines_contract:
                 continue
             bases = sorted({k.__qualname__ for k, _ in contract.values()})
+            import difflib  # only on this error path
+
             hint = difflib.get_close_matches(name, list(contract), n=1)
             suggestion = f" Did you mean {hint[0]!r}?" if hint else ""
             raise PlatformContractError(

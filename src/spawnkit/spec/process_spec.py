@@ -27,6 +27,11 @@ class ProcessSpec:
     plugins, so every rank does what the parent decided.  ``None`` means "not
     decided; resolve in the child from the environment".
 
+    ``entry_points`` holds the parent's discovery for this namespace's two
+    groups as ``(name, value, group, dist, version)`` rows; a worker given
+    them answers discovery from them instead of scanning metadata (``None``:
+    scan in the child, as a worker started by hand does).
+
     ``entry`` is ``"module:qualname"``; when the entry is not importable by
     reference (a lambda, a closure, a function of ``__main__``) it is ``""`` and
     ``entry_payload`` carries the callable by value.
@@ -40,6 +45,7 @@ class ProcessSpec:
     platform: str | None = None
     plugins: tuple[str, ...] | None = None
     lenient_plugins: bool = False
+    entry_points: tuple[tuple[str, str, str, str, str], ...] | None = None
     env: dict[str, str] = field(default_factory=dict)
     payload: Payload | None = None
     entry_payload: Payload | None = None
