@@ -13,8 +13,6 @@ from _platform_dists import PluginSite
 from spawnkit.errors import CustomOpError
 from spawnkit.platforms import CustomOp, RMSNorm
 
-pytest_plugins = ["_platform_dists"]
-
 
 class Toy(CustomOp):
     def forward_native(self, x: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,6 @@ class Client:
 if TYPE_CHECKING:
     from _hooks_support import Modules
 
-pytest_plugins = ("_hooks_support",)  # the mods and registry fixtures
 
 
 def test_async_function_with_every_hook_type(mods: Modules, registry: type[HookRegistry]) -> None:

@@ -41,7 +41,6 @@ class Sub(Derived):
 if TYPE_CHECKING:
     from _hooks_support import Modules
 
-pytest_plugins = ("_hooks_support",)  # the mods and registry fixtures
 
 
 def test_instance_method_hooks_receive_self(mods: Modules, registry: type[HookRegistry]) -> None:

@@ -17,7 +17,6 @@ SRC = HookSource("acme", "acme-plugin", "2.0")
 if TYPE_CHECKING:
     from _hooks_support import Modules
 
-pytest_plugins = ("_hooks_support",)  # the mods and registry fixtures
 
 
 def test_class_hook_with_non_replace_type(mods: Modules, registry: type[HookRegistry]) -> None:

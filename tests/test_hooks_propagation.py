@@ -19,7 +19,6 @@ class Engine:
 if TYPE_CHECKING:
     from _hooks_support import Modules
 
-pytest_plugins = ("_hooks_support",)  # the mods and registry fixtures
 
 
 def test_from_import_bindings_are_rebound_and_restored(

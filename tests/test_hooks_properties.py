@@ -64,7 +64,6 @@ ops_strategy = st.lists(
 if TYPE_CHECKING:
     from _hooks_support import Modules
 
-pytest_plugins = ("_hooks_support",)  # the mods and registry fixtures
 
 
 def _make_hook(kind: HookType, tag: str, trace: list[str]) -> Callable[..., Any]:

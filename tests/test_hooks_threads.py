@@ -12,7 +12,6 @@ TIMEOUT = 30.0
 if TYPE_CHECKING:
     from _hooks_support import Modules
 
-pytest_plugins = ("_hooks_support",)  # the mods and registry fixtures
 
 
 def _run(threads: list[threading.Thread]) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import pickle
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -164,3 +165,30 @@ def test_sixteen_workers_on_a_small_machine(site: Site) -> None:
     assert pids == group.pids
     assert group.exit_codes == [0] * 16
     assert_group_gone(group)
+
+
+def report_selection(payload: object = None) -> tuple[str | None, tuple[str, ...] | None, str]:
+    from spawnkit.bootstrap import current_report, current_spec
+
+    spec = current_spec()
+    report = current_report()
+    assert spec is not None and report is not None
+    return spec.platform, spec.plugins, report.platform.get("name", "")
+
+
+def test_selection_variables_in_env_decide_in_the_parent(plugin_dist, spawnkit_namespace) -> None:
+    """``env=`` reaches the workers, so the parent resolves the selection with it, not without."""
+    ns = spawnkit_namespace
+    mod = f"sel_{uuid.uuid4().hex[:6]}"
+    plugin_dist(
+        "sel-plugins",
+        "1.0",
+        entry_points={ns.config.plugin_group: {"one": f"{mod}:one", "two": f"{mod}:two"}},
+        modules={mod: "def one():\n    pass\n\ndef two():\n    pass\n"},
+    )
+    env = {ns.config.platform_var: "cpu", ns.config.plugins_var: "two"}
+    assert ns.config.platform_var not in os.environ
+    with spawn_with_plugins(f"{__name__}:report_selection", namespace=ns, env=env) as group:
+        group.wait_ready(timeout=60)
+        [(platform, plugins, chosen)] = group.results(timeout=60)
+    assert (platform, plugins, chosen) == ("cpu", ("two",), "cpu")

@@ -25,8 +25,6 @@ from spawnkit.platforms import Platform
 from spawnkit.platforms._probes import Probe
 from spawnkit.platforms.builtin import CpuPlatform, CudaPlatform, RocmPlatform, XpuPlatform
 
-pytest_plugins = ["_platform_dists"]
-
 
 def _simulate(site: PluginSite, **available: bool) -> None:
     """Pretend accelerators exist: this machine has none, and probes are the only way to say so."""

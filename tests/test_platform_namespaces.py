@@ -30,7 +30,6 @@ class WithOwnBuiltins(SRTPlatform, contract=True):
     _builtin_platforms = {"cpu": __name__ + ":CpuSRT"}
 """
 
-pytest_plugins = ["_platform_dists"]
 
 
 def _engine_site(

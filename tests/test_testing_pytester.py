@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-pytest_plugins = ("pytester",)
-
 FIXTURES = (
     "plugin_dist",
     "platform_selection",

@@ -157,6 +157,14 @@ def test_a_failing_plugin_is_the_workers_plugin_error(plugin_dist, spawnkit_name
     assert "plugin exploded" in str(err) and "failing-plugin 0.3.1" in str(stage_err)
     assert isinstance(err.__cause__, ChildTraceback)
     assert "RuntimeError: plugin exploded" in err.__cause__.text
+    # The stage error is also a PluginError, so `except PluginError` catches it with both
+    # the plugin's and the stage's fields on one object.
+    assert isinstance(stage_err, PluginError)
+    assert (stage_err.plugin, stage_err.dist, stage_err.stage) == (
+        "failer",
+        "failing-plugin",
+        "load_plugins",
+    )
 
 
 def test_an_invalid_entry_point_spec_is_the_workers_plugin_error(plugin_dist, spawnkit_namespace):

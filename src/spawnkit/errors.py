@@ -208,7 +208,51 @@ class BootstrapOrderError(BootstrapError):
 
 
 class StageError(BootstrapError):
-    """A bootstrap stage raised; the original exception is ``__cause__`` (in-process)."""
+    """A bootstrap stage raised; the original exception is ``__cause__`` (in-process).
+
+    When the original is itself a spawnkit error (a ``PluginError``, a
+    ``PlatformUnavailableError``, a ``HookApplyError``), the stage error is built
+    by :func:`stage_error_type` as a subclass of *both*, so ``except PluginError``
+    still catches a plugin failure that surfaced through the bootstrap, with the
+    plugin's fields and the stage's fields on one object.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        message = str(self.args[0]) if self.args else ""
+        cause_cls = getattr(type(self), "_cause_cls", None)
+        if cause_cls is not None:
+            return (_rebuild_dual, (cause_cls, message, dict(self.__dict__)))
+        return (_rebuild, (type(self), message, dict(self.__dict__)))
+
+
+_dual_types: dict[type[SpawnkitError], type[StageError]] = {}
+
+
+def stage_error_type(cause_cls: type[BaseException]) -> type[StageError]:
+    """``StageError`` combined with ``cause_cls`` when that is a spawnkit error, else itself.
+
+    The combined classes are made on demand and cached; they pickle as
+    (cause class, message, fields), so any process that can import spawnkit
+    rebuilds the same combined type.
+    """
+    if not issubclass(cause_cls, SpawnkitError) or issubclass(cause_cls, BootstrapError):
+        return StageError
+    cls = _dual_types.get(cause_cls)
+    if cls is None:
+        cls = type(
+            f"StageError[{cause_cls.__name__}]",
+            (StageError, cause_cls),
+            {"_cause_cls": cause_cls, "__module__": __name__},
+        )
+        cls.__qualname__ = f"StageError[{cause_cls.__qualname__}]"
+        _dual_types[cause_cls] = cls
+    return cls
+
+
+def _rebuild_dual(
+    cause_cls: type[SpawnkitError], message: str, state: dict[str, Any]
+) -> SpawnkitError:
+    return _rebuild(stage_error_type(cause_cls), message, state)
 
 
 class EntryResolutionError(StageError):

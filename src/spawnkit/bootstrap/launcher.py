@@ -851,7 +851,7 @@ def _entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | No
 
 
 def _parent_selection(
-    ns: Namespace,
+    ns: Namespace, env: dict[str, str]
 ) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
     """The platform, the plugins to load and their entry points, resolved once for every rank.
 
@@ -861,8 +861,17 @@ def _parent_selection(
     the parent decided.  The entry-point rows travel in the spec so that
     workers need not scan distribution metadata again.
     """
-    selection = ns.platforms.select()
-    plugins = tuple(info.name for info in ns.plugins.discover() if info.status == "selected")
+    config = ns.config
+    # The namespace's selection variables given in ``env=`` win over the parent's own
+    # environment: the workers would see them, so the parent decides with them.
+    name = env.get(config.platform_var, "").strip() or None
+    names: tuple[str, ...] | None = None
+    if config.plugins_var in env:
+        names = tuple(n.strip() for n in env[config.plugins_var].split(",") if n.strip())
+    selection = ns.platforms.select(name)
+    plugins = tuple(
+        info.name for info in ns.plugins.discover(names=names) if info.status == "selected"
+    )
     rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
     return selection.name, plugins, rows
 
@@ -902,10 +911,10 @@ def spawn_with_plugins(
         captured = payload
     else:
         captured = Payload.capture(payload)
-    platform, plugins, entry_points = _parent_selection(ns)
+    child_env = {str(k): str(v) for k, v in (env or {}).items()}
+    platform, plugins, entry_points = _parent_selection(ns, child_env)
     lctx = get_launch_context(context, start_method, preload, ns.config)
     run_id = uuid.uuid4().hex[:16]
-    child_env = {str(k): str(v) for k, v in (env or {}).items()}
     child_env[RUN_ID_VAR] = run_id
     extra: dict[str, Any] = {
         PARENT_PID_KEY: os.getpid(),

@@ -41,6 +41,7 @@ from spawnkit.errors import (
     EntryResolutionError,
     SpawnkitError,
     StageError,
+    stage_error_type,
 )
 from spawnkit.spec import _phase
 
@@ -198,15 +199,19 @@ class Bootstrapper:
             exc.rank, exc.pid, exc.host = self.rank, self.pid, self.host
             exc.traceback_text = tb
             return exc
-        err = StageError(
-            f"{type(exc).__name__}: {exc}\n(bootstrap stage {stage.value!r} of {where} failed; "
+        cls = stage_error_type(type(exc))
+        # Exception.__str__: the bare message; a dual type's own __str__ (PlatformError
+        # appends its explanation) then renders the extra fields once, at the end.
+        text = Exception.__str__(exc) if cls is not StageError else str(exc)
+        err = cls.__new__(cls)
+        Exception.__init__(
+            err,
+            f"{type(exc).__name__}: {text}\n(bootstrap stage {stage.value!r} of {where} failed; "
             "later stages did not run)",
-            stage=stage.value,
-            rank=self.rank,
-            pid=self.pid,
-            host=self.host,
-            traceback_text=tb,
         )
+        err.__dict__.update(exc.__dict__)  # the cause's fields (plugin, dist, explanation...)
+        err.stage, err.rank, err.pid, err.host = stage.value, self.rank, self.pid, self.host
+        err.traceback_text = tb
         err.cause_type = _qualified(exc)  # type: ignore[attr-defined]
         # The original, when it can travel to the parent (spawnkit's errors always can).
         carry = isinstance(exc, SpawnkitError) or _picklable(exc)
