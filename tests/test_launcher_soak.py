@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 import time
@@ -24,6 +25,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
 
 
 def _fds() -> int:
+    gc.collect()  # a group dropped but not yet collected still holds its pipes
     return len(os.listdir(f"/proc/{os.getpid()}/fd"))
 
 
@@ -61,7 +63,9 @@ def test_start_teardown_cycles_leak_nothing(site: Site, cycle: str) -> None:
     for _ in range(CYCLES):
         one()
     elapsed = time.monotonic() - started
-    assert _fds() == fds, "file descriptors leaked"
+    # A leak grows with the 200 cycles; one fewer than the baseline is a transient fd
+    # (of the warm-up or of pytest itself) that closed meanwhile, not a leak.
+    assert _fds() <= fds, "file descriptors leaked"
     assert threading.active_count() == threads, "threads leaked"
     deadline = time.monotonic() + 3
     while _children() - children and time.monotonic() < deadline:

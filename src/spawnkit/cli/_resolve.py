@@ -10,7 +10,6 @@ import itself belongs in the worker, after its hooks are applied.
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib
 import importlib.util
 import json
@@ -219,11 +218,7 @@ def load_payload_file(path_text: str) -> Payload:
             f"payload file {path_text!r} holds trailing bytes after its pickle or is truncated",
             fix,
         )
-    return Payload(
-        data=data,
-        type_name=f"pickle file {path.name}",
-        digest=hashlib.blake2b(data, digest_size=16).hexdigest(),
-    )
+    return Payload.from_pickled(data, f"pickle file {path.name}")
 
 
 def check_preload(modules: list[str]) -> list[str]:

@@ -15,7 +15,6 @@ import importlib.util
 import os
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -42,7 +41,7 @@ class TorchBuild:
     xpu: str | None = None
 
 
-def _load_version_file(path: Path) -> ModuleType | None:
+def _load_version_file(path: str) -> ModuleType | None:
     spec = importlib.util.spec_from_file_location("_spawnkit_torch_version", path)
     if spec is None or spec.loader is None:
         return None
@@ -66,7 +65,7 @@ def torch_build() -> TorchBuild:
             return TorchBuild(installed=False)
         locations = list(spec.submodule_search_locations or [])
         if locations:
-            version_mod = _load_version_file(Path(locations[0]) / "version.py")
+            version_mod = _load_version_file(os.path.join(locations[0], "version.py"))
         if version_mod is None:  # unusual layout: pay for the import
             import torch.version as version_mod
     return TorchBuild(
@@ -133,16 +132,21 @@ def cuda_available() -> Probe:
     return Probe(True, f"{visible} NVIDIA GPU(s) visible via {how}, torch CUDA {build.cuda}")
 
 
-def _kfd_gpu_nodes(root: Path = Path("/sys/class/kfd/kfd/topology/nodes")) -> int:
-    """GPU nodes in the AMD KFD topology (CPU nodes report ``simd_count 0``)."""
+def _kfd_gpu_nodes(root: str = "/sys/class/kfd/kfd/topology/nodes") -> int:
+    """GPU nodes in the AMD KFD topology (CPU nodes report ``simd_count 0``).
+
+    ``os.path`` rather than ``pathlib``: this module is imported by every
+    worker, and pathlib (with urllib.parse behind it) is a few milliseconds.
+    """
     nodes = 0
     try:
-        entries = list(root.iterdir())
+        entries = os.listdir(root)
     except OSError:
         return 0
     for node in entries:
         try:
-            text = (node / "properties").read_text()
+            with open(os.path.join(root, node, "properties")) as fh:
+                text = fh.read()
         except OSError:
             continue
         for line in text.splitlines():

@@ -10,7 +10,6 @@ create no accelerator context.
 from __future__ import annotations
 
 import os
-import platform as _pyplatform
 from typing import TYPE_CHECKING, Any
 
 from spawnkit.platforms._probes import Probe, cuda_available, rocm_available, xpu_available
@@ -52,7 +51,9 @@ def _cpu_model_name() -> str:
                     return value.strip()
     except OSError:
         pass
-    return _pyplatform.processor() or _pyplatform.machine() or "cpu"
+    import platform  # only when a CPU name is asked for
+
+    return platform.processor() or platform.machine() or "cpu"
 
 
 class CpuPlatform(Platform):

@@ -8,9 +8,8 @@ keeps it as bytes until the bootstrap has applied hooks.
 
 from __future__ import annotations
 
-import hashlib
 import pickle
-import pickletools
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
@@ -31,6 +30,8 @@ def _references_main(data: bytes) -> bool:
     reference to ``__main__.Thing`` may then fail or, worse, re-run script code
     before hooks are applied; such objects go by value instead.
     """
+    import pickletools  # parent side only: workers never capture
+
     strings: list[str] = []
     for opcode, arg, _pos in pickletools.genops(data):
         name = opcode.name
@@ -45,6 +46,15 @@ def _references_main(data: bytes) -> bool:
         ):
             strings.append(arg)
     return False
+
+
+def _checksum(data: bytes) -> str:
+    """Length and CRC-32: enough to catch truncation and corruption in transit.
+
+    Not a signature (``spawnkit.spec.signing`` signs spec files); CRC-32 rather
+    than a cryptographic hash keeps OpenSSL's import out of every worker.
+    """
+    return f"{len(data)}:{zlib.crc32(data):08x}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +110,12 @@ class Payload:
                     "module's top level, or give its class __reduce__)."
                 ) from exc
             used_value = True
-        return cls(
-            data=data,
-            type_name=type_name,
-            digest=hashlib.blake2b(data, digest_size=16).hexdigest(),
-            by_value=used_value,
-        )
+        return cls.from_pickled(data, type_name, by_value=used_value)
+
+    @classmethod
+    def from_pickled(cls, data: bytes, type_name: str, *, by_value: bool = False) -> Payload:
+        """Wrap bytes that are already a pickle (a payload file, say), recording their checksum."""
+        return cls(data=data, type_name=type_name, digest=_checksum(data), by_value=by_value)
 
     @property
     def size(self) -> int:
@@ -131,7 +141,7 @@ class Payload:
                 "code. Materialize it in the entry function or after apply_plugin_hooks().",
                 stage="materialize_payload",
             )
-        actual = hashlib.blake2b(self.data, digest_size=16).hexdigest()
+        actual = _checksum(self.data)
         if actual != self.digest:
             raise PayloadError(
                 f"Payload ({self.type_name}, {len(self.data)} bytes) is corrupt or truncated: "
