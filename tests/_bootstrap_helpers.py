@@ -279,9 +279,9 @@ def child_stages(spec: ProcessSpec, conn: Any, calls: list[str]) -> None:
 
 def run_child(target: Any, *args: Any, timeout: float = CHILD_TIMEOUT) -> Any:
     """Start ``target(*args, conn)`` in a guarded spawned child; bounded wait; never leaks it."""
-    from spawnkit.bootstrap._spawn import get_context
+    from spawnkit.bootstrap._contexts import spawn_context
 
-    ctx = get_context()
+    ctx = spawn_context()
     reader, writer = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=target, args=(*args[:1], writer, *args[1:]), daemon=True)
     proc.start()

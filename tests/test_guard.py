@@ -102,7 +102,7 @@ def test_spawned_child_records_script_reexecution_and_argument_unpickling(tmp_pa
             import {pkg}.sched
             import json
             from spawnkit.bootstrap import guard
-            from spawnkit.bootstrap._spawn import get_context
+            from spawnkit.bootstrap._contexts import spawn_context
 
 
             def probe(conn, cfg):
@@ -117,7 +117,7 @@ def test_spawned_child_records_script_reexecution_and_argument_unpickling(tmp_pa
             if __name__ == "__main__":
                 from {pkg}.cfg import Cfg
 
-                ctx = get_context()
+                ctx = spawn_context()
                 r, w = ctx.Pipe(duplex=False)
                 p = ctx.Process(target=probe, args=(w, Cfg()))
                 p.start()
@@ -143,14 +143,6 @@ def test_spawned_child_records_script_reexecution_and_argument_unpickling(tmp_pa
     fname, _, text = found[f"{pkg}.cfg"]
     assert fname.endswith("multiprocessing/spawn.py")
     assert "unpickling the Process object" in text
-
-
-def test_get_context_rejects_other_start_methods() -> None:
-    from spawnkit.bootstrap._spawn import get_context
-
-    assert get_context() is get_context("spawn")
-    with pytest.raises(ValueError, match="fork"):
-        get_context("fork")
 
 
 # ------------------------------------------------------------------ policy

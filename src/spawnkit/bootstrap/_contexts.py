@@ -4,8 +4,7 @@ Every combination starts the worker the same way: the first statement of the
 new interpreter (spawn) or of the fork server (forkserver) arms the import
 guard, before ``__main__`` is re-imported or anything is unpickled.  All four
 variants are built here from one template so they cannot drift apart.  The
-spawn variant extends ``spawnkit.bootstrap._spawn``'s idea with an
-*early-error pipe*: if the child fails before spawnkit's own code runs (the
+spawn variant adds an *early-error pipe*: if the child fails before spawnkit's own code runs (the
 classic case: a launching script without an ``if __name__ == "__main__":``
 guard, re-imported as ``__mp_main__``), its traceback reaches the launcher
 instead of only the child's stderr.  ``multiprocess`` is the
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from spawnkit.bootstrap._forkserver import WarmServer
 
-__all__ = ["CONTEXTS", "START_METHODS", "LaunchContext", "get_launch_context"]
+__all__ = ["CONTEXTS", "START_METHODS", "LaunchContext", "get_launch_context", "spawn_context"]
 
 CONTEXTS = ("multiprocessing", "multiprocess")
 START_METHODS = ("spawn", "forkserver")
@@ -158,6 +157,27 @@ _StdSpawnProcess = _make_spawn_process("multiprocessing")
 _StdSpawnProcess.__module__ = __name__
 _StdSpawnProcess.__qualname__ = _StdSpawnProcess.__name__ = "_StdSpawnProcess"
 _lazy: dict[str, type] = {}
+
+
+class _GuardedSpawnContext(_sub("multiprocessing", "context").SpawnContext):  # type: ignore[misc]
+    """``multiprocessing.get_context("spawn")`` whose ``Process`` arms the guard first."""
+
+    Process = _StdSpawnProcess
+
+
+_SPAWN_CONTEXT: Any = None
+
+
+def spawn_context() -> Any:
+    """A stdlib-style spawn context (``Process``, ``Pipe``...) for workers started by hand.
+
+    Tests and tools that run their own target in a guarded child use this;
+    the launcher uses :class:`LaunchContext`.
+    """
+    global _SPAWN_CONTEXT
+    if _SPAWN_CONTEXT is None:
+        _SPAWN_CONTEXT = _GuardedSpawnContext()
+    return _SPAWN_CONTEXT
 
 
 def __getattr__(name: str) -> Any:

@@ -397,7 +397,8 @@ def _unknown_site() -> str:
         return "before the import guard was armed (interpreter start-up or sitecustomize)"
     return (
         "unknown: the import guard was not armed in this process; start workers through "
-        "spawnkit (spawnkit.bootstrap._spawn.get_context()) to record where"
+        "spawnkit (spawn_with_plugins, or spawnkit.bootstrap._contexts.spawn_context()) to "
+        "record where"
     )
 
 
