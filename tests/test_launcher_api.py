@@ -192,3 +192,42 @@ def test_selection_variables_in_env_decide_in_the_parent(plugin_dist, spawnkit_n
         group.wait_ready(timeout=60)
         [(platform, plugins, chosen)] = group.results(timeout=60)
     assert (platform, plugins, chosen) == ("cpu", ("two",), "cpu")
+
+
+def send_through_own_pipe(payload: object = None) -> int:
+    from spawnkit.bootstrap import current_spec
+
+    spec = current_spec()
+    assert spec is not None
+    conn = spec.extra["pipe_writer"]
+    conn.send({"rank": spec.rank, "pid": os.getpid()})
+    conn.close()
+    return spec.rank
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_rank_extra_hands_each_rank_its_own_connection(
+    spawnkit_namespace, start_method: str
+) -> None:
+    """The seed's SchedulerProcessSpec shape: one pipe writer per rank, in that rank's spec."""
+    from multiprocessing import Pipe
+
+    pipes = [Pipe(duplex=False) for _ in range(2)]
+    group = spawn_with_plugins(
+        f"{__name__}:send_through_own_pipe",
+        nprocs=2,
+        namespace=spawnkit_namespace,
+        start_method=start_method,
+        rank_extra=lambda rank: {"pipe_writer": pipes[rank][1]},
+    )
+    for _, writer in pipes:
+        writer.close()
+    with group:
+        assert group.results(timeout=60) == [0, 1]
+        pids = group.pids
+    got = []
+    for reader, _ in pipes:
+        assert reader.poll(10)
+        got.append(reader.recv())
+        reader.close()
+    assert got == [{"rank": 0, "pid": pids[0]}, {"rank": 1, "pid": pids[1]}]

@@ -38,7 +38,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as _mp_wait
 from types import TracebackType
@@ -889,6 +889,7 @@ def spawn_with_plugins(
     ready_timeout: float | None = DEFAULT_READY_TIMEOUT,
     join_timeout: float | None = None,
     grace_period: float = DEFAULT_GRACE_PERIOD,
+    rank_extra: Callable[[int], Mapping[str, Any]] | None = None,
 ) -> WorkerGroup:
     """Start ``nprocs`` workers that each bootstrap (platform, plugins, hooks) and run ``entry``.
 
@@ -899,7 +900,10 @@ def spawn_with_plugins(
     workers from a server that imported those modules once (warm start).
     ``ready_timeout`` bounds startup (None: unbounded), ``join_timeout`` the
     whole run (None: unbounded, for servers), ``grace_period`` each teardown
-    step.  Returns a running :class:`WorkerGroup`; use it as a context manager.
+    step.  ``rank_extra(rank)`` adds per-rank values to that rank's
+    ``spec.extra``: how an engine hands each rank its own ``Connection`` (the
+    seed's ``pipe_writer``); close your copy of a child's end after this
+    returns.  Returns a running :class:`WorkerGroup`; use it as a context manager.
     """
     if not isinstance(nprocs, int) or nprocs < 1:
         raise ValueError(f"nprocs must be a positive int, got {nprocs!r}")
@@ -947,7 +951,8 @@ def spawn_with_plugins(
     _live_groups.add(group)
     try:
         for rank in range(nprocs):
-            group._ranks.append(_start_rank(lctx, template, rank))
+            extra = dict(rank_extra(rank)) if rank_extra is not None else {}
+            group._ranks.append(_start_rank(lctx, template, rank, extra))
     except BaseException:
         group.terminate()
         raise
@@ -959,7 +964,9 @@ def spawn_with_plugins(
     return group
 
 
-def _start_rank(lctx: LaunchContext, template: ProcessSpec, rank: int) -> _Rank:
+def _start_rank(
+    lctx: LaunchContext, template: ProcessSpec, rank: int, extra: dict[str, Any]
+) -> _Rank:
     report_r, report_w = lctx.pipe()
     death_r, death_w = lctx.pipe()
     fault_r, fault_w = lctx.pipe()
@@ -968,7 +975,7 @@ def _start_rank(lctx: LaunchContext, template: ProcessSpec, rank: int) -> _Rank:
         local_rank=rank,
         report_conn=report_w,
         death_conn=death_r,
-        extra={**template.extra, FAULT_CONN_KEY: fault_w},
+        extra={**extra, **template.extra, FAULT_CONN_KEY: fault_w},
     )
     proc = lctx.process(child_main, (spec,), f"spawnkit-{template.run_id}-rank{rank}")
     try:

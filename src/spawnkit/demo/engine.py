@@ -5,17 +5,23 @@ The parent does what an engine's launcher does: capture ``ServerArgs`` as a
 hooks are applied), start the group in the ``spawnkit.demo`` namespace, wait
 for every rank's bootstrap report, then for its result.  Every wait is
 bounded by ``timeout``; a failing rank's root cause is raised as the
-launcher's typed ``ChildError``.  Importing this module imports neither
-torch nor the scheduler.
+launcher's typed ``ChildError``.  Each rank gets its own one-way pipe, the
+seed's ``pipe_writer``, through ``spawn_with_plugins(rank_extra=...)``: the
+worker's spec then has the seed's ``SchedulerProcessSpec`` shape (local_rank,
+rank, opaque ServerArgs bytes, pipe writer).  Importing this module imports
+neither torch nor the scheduler.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, Pipe
+from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
-from spawnkit.demo._pipe import PIPE_ADDRESS_VAR, PipeServer
+from spawnkit.demo.entry import PIPE_WRITER_KEY
 from spawnkit.demo.namespace import demo_namespace
 from spawnkit.demo.server_args import ServerArgs
 
@@ -79,25 +85,35 @@ class Engine:
         args = self.server_args
         started = time.monotonic()
         deadline = started + self.timeout
-        with PipeServer(args.dp_size) as pipes:
-            group = spawn_with_plugins(
-                ENTRY,
-                Payload.capture(args),
-                nprocs=args.dp_size,
-                namespace=demo_namespace(),
-                start_method=self.start_method,
-                env={**self.env, PIPE_ADDRESS_VAR: pipes.address},
-                ready_timeout=self.timeout,
-                join_timeout=self.timeout,
-            )
+        pipes = [Pipe(duplex=False) for _ in range(args.dp_size)]
+        try:
+            try:
+                group = spawn_with_plugins(
+                    ENTRY,
+                    Payload.capture(args),
+                    nprocs=args.dp_size,
+                    namespace=demo_namespace(),
+                    start_method=self.start_method,
+                    env=self.env,
+                    ready_timeout=self.timeout,
+                    join_timeout=self.timeout,
+                    rank_extra=lambda rank: {PIPE_WRITER_KEY: pipes[rank][1]},
+                )
+            finally:
+                for _, writer in pipes:  # the workers hold their own copies now
+                    writer.close()
             with group:
                 reports = group.wait_ready(timeout=max(0.1, deadline - time.monotonic()))
                 ready_at = time.monotonic()
                 results = group.results(timeout=max(0.1, deadline - time.monotonic()))
             wall = time.monotonic() - started
-            messages: dict[int, list[dict[str, Any]]] = {}
-            for msg in pipes.messages(timeout=max(1.0, deadline - time.monotonic())):
-                messages.setdefault(int(msg.get("rank", -1)), []).append(msg)
+            messages = _drain(
+                [reader for reader, _ in pipes], max(1.0, deadline - time.monotonic())
+            )
+        finally:
+            for reader, _ in pipes:
+                with contextlib.suppress(OSError):
+                    reader.close()
         return DemoRun(
             server_args=args,
             reports=list(reports),
@@ -106,3 +122,23 @@ class Engine:
             wall_seconds=wall,
             ready_seconds=ready_at - started,
         )
+
+
+def _drain(readers: list[Connection], timeout: float) -> dict[int, list[dict[str, Any]]]:
+    """Every message of every rank's pipe, read to EOF (the group has finished), bounded."""
+    messages: dict[int, list[dict[str, Any]]] = {}
+    pending = list(readers)
+    deadline = time.monotonic() + timeout
+    while pending:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        for conn in mp_wait(pending, left):
+            assert isinstance(conn, Connection)
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                pending.remove(conn)
+                continue
+            messages.setdefault(int(msg.get("rank", -1)), []).append(msg)
+    return messages

@@ -4,9 +4,10 @@ spawnkit calls an entry with the materialized payload only; the seed's
 ``run_scheduler_process(local_rank, rank, server_args, pipe_writer)`` also
 wants the ranks and a pipe.  The worker's :class:`ProcessSpec` is the seed's
 ``SchedulerProcessSpec`` in spawnkit's terms: ``local_rank``, ``rank``, the
-ServerArgs as opaque ``payload`` bytes, and the pipe (``extra["pipe_writer"]``
-when a launcher puts one there, otherwise a connection to the address in
-``spec.env``, see :mod:`spawnkit.demo._pipe`).  This module is deliberately
+ServerArgs as opaque ``payload`` bytes, and the pipe in ``extra["pipe_writer"]``
+(put there per rank by the demo's launcher; absent when the entry is started
+another way, e.g. by ``spawnkit launch`` or torchrun, and the scheduler then
+reports through its result only).  This module is deliberately
 not a hook target and imports the scheduler module only inside the call,
 after the bootstrap patched it.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from spawnkit.demo._pipe import connect
 from spawnkit.demo.server_args import ServerArgs
 
 __all__ = ["PIPE_WRITER_KEY", "scheduler_entry"]
@@ -36,8 +36,6 @@ def scheduler_entry(server_args: ServerArgs) -> dict[str, Any]:
     local_rank = spec.local_rank if spec is not None else 0
     rank = spec.rank if spec is not None else 0
     pipe_writer = spec.extra.get(PIPE_WRITER_KEY) if spec is not None else None
-    if pipe_writer is None:
-        pipe_writer = connect()
     # Resolve through the module attribute: a ``from`` import made earlier would
     # still hold the unpatched function.
     scheduler = importlib.import_module("spawnkit.demo.scheduler")
