@@ -8,7 +8,6 @@ drag hook targets in with it.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
@@ -101,12 +100,11 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'spawnkit' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    # Imported here, not at the top: unpickling a spec imports this package, and that
+    # must stay standard library plus spawnkit.spec and spawnkit.errors.
+    from spawnkit._lazy import load_export
+
+    return load_export(globals(), _EXPORTS, name)
 
 
 def __dir__() -> list[str]:

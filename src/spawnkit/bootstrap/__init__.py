@@ -7,8 +7,9 @@ the hook engine, the platforms or the launcher with it.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from spawnkit._lazy import load_export
 
 # Bound eagerly: the submodule ``lazy`` and the function ``lazy`` share a name, and importing
 # the submodule would otherwise leave the *module* as ``spawnkit.bootstrap.lazy``.
@@ -60,12 +61,7 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'spawnkit.bootstrap' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return load_export(globals(), _EXPORTS, name)
 
 
 def __dir__() -> list[str]:

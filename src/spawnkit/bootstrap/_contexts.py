@@ -54,13 +54,29 @@ def _guarded_command_line(package: str, early_fd: int, **kwds: Any) -> list[str]
     return cmd
 
 
+def _pickle_for_child(package: str, popen: Any, process_obj: Any) -> io.BytesIO:
+    """What a spawned or forkserver child reads first: preparation data, then the Process.
+
+    Pickled while ``popen`` is the spawning Popen, so Connections and fds in the
+    Process (its args, a rank's ``spec.extra``) are duplicated for that child.
+    """
+    context = _sub(package, "context")
+    buf = io.BytesIO()
+    context.set_spawning_popen(popen)
+    try:
+        context.reduction.dump(_sub(package, "spawn").get_preparation_data(process_obj._name), buf)
+        context.reduction.dump(process_obj, buf)
+    finally:
+        context.set_spawning_popen(None)
+    return buf
+
+
 def _make_spawn_process(package: str) -> type:
     """The guarded spawn Process class of one package (named by the caller)."""
     context = _sub(package, "context")
     popen_spawn_posix = _sub(package, "popen_spawn_posix")
     spawn = _sub(package, "spawn")
     util = _sub(package, "util")
-    reduction = context.reduction
 
     class GuardedSpawnPopen(popen_spawn_posix.Popen):  # type: ignore[misc,name-defined]
         """The package's spawn Popen, with the guard-arming prologue on its command line."""
@@ -68,14 +84,7 @@ def _make_spawn_process(package: str) -> type:
         def _launch(self, process_obj: Any) -> None:
             tracker_fd = _sub(package, "resource_tracker").getfd()
             self._fds.append(tracker_fd)
-            prep_data = spawn.get_preparation_data(process_obj._name)
-            fp = io.BytesIO()
-            context.set_spawning_popen(self)
-            try:
-                reduction.dump(prep_data, fp)
-                reduction.dump(process_obj, fp)
-            finally:
-                context.set_spawning_popen(None)
+            fp = _pickle_for_child(package, self, process_obj)
             parent_r = child_w = child_r = parent_w = None
             early_r, early_w = os.pipe()
             try:
@@ -118,24 +127,15 @@ def _make_warm_process(package: str) -> type:
 
     context = _sub(package, "context")
     popen_forkserver = _sub(package, "popen_forkserver")
-    spawn = _sub(package, "spawn")
     util = _sub(package, "util")
     forkserver = _sub(package, "forkserver")
-    reduction = context.reduction
 
     class WarmPopen(popen_forkserver.Popen):  # type: ignore[misc,name-defined]
         """The package's forkserver Popen, forking from this thread's current warm server."""
 
         def _launch(self, process_obj: Any) -> None:
             server = _forkserver.current_server()
-            prep_data = spawn.get_preparation_data(process_obj._name)
-            buf = io.BytesIO()
-            context.set_spawning_popen(self)
-            try:
-                reduction.dump(prep_data, buf)
-                reduction.dump(process_obj, buf)
-            finally:
-                context.set_spawning_popen(None)
+            buf = _pickle_for_child(package, self, process_obj)
             self.sentinel, w = server.connect_to_new_process(self._fds)
             parent_w = os.dup(w)
             self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))

@@ -8,9 +8,9 @@ works before (and without) the loader.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from spawnkit._lazy import load_export
 from spawnkit.hooks.registry import HookRegistry, plugin_hook
 from spawnkit.hooks.types import (
     UNKNOWN_SOURCE,
@@ -40,15 +40,13 @@ __all__ = [
     "plugin_source",
 ]
 
-_LAZY = frozenset({"PluginManager", "apply_plugin_hooks", "load_plugins"})
+_LAZY = dict.fromkeys(
+    ("PluginManager", "apply_plugin_hooks", "load_plugins"), "spawnkit.hooks.plugins"
+)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        value = getattr(importlib.import_module("spawnkit.hooks.plugins"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'spawnkit.hooks' has no attribute {name!r}")
+    return load_export(globals(), _LAZY, name)
 
 
 def __dir__() -> list[str]:

@@ -10,9 +10,9 @@ are loaded only when asked for.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
+from spawnkit._lazy import load_export
 from spawnkit.platforms.explanation import PlatformExplanation, PlatformSelection
 from spawnkit.platforms.interface import DeviceMixin, Platform, PlatformEnum
 
@@ -90,12 +90,7 @@ def explain_platform(namespace: Namespace | str | None = None) -> PlatformExplan
 def __getattr__(name: str) -> Any:
     if name == "current_platform":
         return _manager(None).current()
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'spawnkit.platforms' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+    return load_export(globals(), _LAZY, name)
 
 
 def __dir__() -> list[str]:
