@@ -276,7 +276,8 @@ class PluginManager:
         selected = [i for i in infos if i.status == "selected"]
         report.skipped = [i for i in infos if i.status != "selected"]
         for info in report.skipped:
-            _log.debug("skipping %s: %s", info.describe(), info.reason)
+            if _log.isEnabledFor(logging.DEBUG):
+                _log.debug("skipping %s: %s", info.describe(), info.reason)
         self._check_duplicates(selected, report.lenient)
         platform_dist = _norm(self._selected_dist_quiet()) if selected else ""
         seen: set[str] = set()
@@ -396,7 +397,8 @@ class PluginManager:
             len(registry.registrations()) - before_regs,
         )
         report.loaded.append(loaded)
-        _log.debug("loaded %s in %.2f ms", info.describe(), seconds * 1e3)
+        if _log.isEnabledFor(logging.DEBUG):
+            _log.debug("loaded %s in %.2f ms", info.describe(), seconds * 1e3)
 
     # -------------------------------------------------------------- applying
     def apply(self, *, strict: bool = True, clean_modules: Collection[str] = ()) -> list[str]:

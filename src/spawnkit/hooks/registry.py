@@ -205,7 +205,8 @@ class HookRegistry:
             st.display.setdefault(path.key, target)
             messages = _conflicts(regs, reg)
             regs.append(reg)
-        logger.debug("registered %s on target %r", reg.describe(), target)
+        if logger.isEnabledFor(logging.DEBUG):  # describe() formats; register() is per hook
+            logger.debug("registered %s on target %r", reg.describe(), target)
         for message in messages:
             logger.warning("%s", message)
 
