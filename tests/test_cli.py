@@ -43,6 +43,10 @@ def entry_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
             def exit_three(payload=None):
                 raise SystemExit(3)
+
+            def hang(payload=None):
+                import time
+                time.sleep(600)
             """
         )
     )
@@ -328,6 +332,13 @@ def test_launch_runs_ranks_and_prints_stage_timings(tmp_path: Path, entry_module
     data = json.loads(out_json.read_text())
     assert data["ok"] is True and len(data["reports"]) == 2
     assert len({r["pid"] for r in data["reports"]}) == 2
+
+
+def test_launch_timeout_names_the_cli_option(entry_module: str) -> None:
+    code, _, err = run_cli("launch", f"{entry_module}:hang", "--timeout", "2")
+    assert code == 1
+    assert "BootstrapTimeoutError" in err and "in hang" in err  # where it hangs
+    assert "pass a larger --timeout" in err and "join_timeout=" not in err
 
 
 @pytest.mark.parametrize(("function", "status"), [("fail", 1), ("exit_three", 3)])

@@ -11,6 +11,7 @@ import pytest
 
 from spawnkit.errors import HookApplyError, HookTargetError
 from spawnkit.hooks import HookRegistry, HookType
+from spawnkit.hooks.types import HookSource
 
 CLASSES = """
 class Base:
@@ -239,6 +240,56 @@ def test_nested_class_replace_and_rebuild_moves_method_hooks(
     assert "m" not in vars(first)  # the method hook moved to the new replacement
     registry.unapply()
     assert m.Outer.Inner is original and "m" not in vars(second)
+
+
+def test_class_replace_registered_after_method_hook_was_applied_moves_it(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load(
+        "late",
+        """
+        class C:
+            def m(self):
+                return 'orig'
+        """,
+    )
+    original = m.C
+    registry.register(mods.name("late.C.m"), lambda r, s: r + "!")
+    registry.apply_hooks()
+    assert m.C().m() == "orig!"
+    better = type("Better", (original,), {"m": lambda self: "better"})
+    registry.register(mods.name("late.C"), better, HookType.REPLACE)
+    registry.apply_hooks()
+    assert m.C is better and m.C().m() == "better!"  # the hook moved onto the replacement
+    assert vars(original)["m"](original()) == "orig"  # and left the original class
+    registry.unapply()
+    assert m.C is original and original().m() == "orig"
+    assert vars(better)["m"](better()) == "better"
+
+
+def test_discarded_class_replace_moves_method_hooks_back_to_the_original(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load(
+        "back",
+        """
+        class C:
+            def m(self):
+                return 'orig'
+        """,
+    )
+    original = m.C
+    better = type("Better", (original,), {"m": lambda self: "better"})
+    registry.register(mods.name("back.C.m"), lambda r, s: r + "!")
+    registry.register(mods.name("back.C"), better, HookType.REPLACE, source=HookSource("cls"))
+    registry.apply_hooks()
+    assert m.C is better and m.C().m() == "better!"
+    registry.discard_source(HookSource("cls"))  # e.g. the class plugin failed in lenient mode
+    registry.apply_hooks()
+    assert m.C is original and m.C().m() == "orig!"  # the method hook is still in force
+    assert vars(better)["m"](better()) == "better"  # and left the dropped replacement
+    registry.unapply()
+    assert vars(original)["m"](original()) == "orig"
 
 
 def test_non_descriptor_callable_in_class(mods: Modules, registry: type[HookRegistry]) -> None:

@@ -231,3 +231,74 @@ def test_rank_extra_hands_each_rank_its_own_connection(
         got.append(reader.recv())
         reader.close()
     assert got == [{"rank": 0, "pid": pids[0]}, {"rank": 1, "pid": pids[1]}]
+
+
+def test_failure_seen_by_exit_codes_is_still_raised(site: Site) -> None:
+    """Polling ``exit_codes`` after a rank failed must not let join() report success."""
+    env = {"SKT_FAULT_STAGE": "entry", "SKT_FAULT_KIND": "raise", "SKT_FAULT_RANK": "0"}
+    with spawn_with_plugins(site.entry(), namespace=site.ns, env=env) as group:
+        deadline = time.monotonic() + 60
+        while None in group.exit_codes and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert group.exit_codes == [1]
+        with pytest.raises(ChildRaisedError, match="injected fault in entry"):
+            group.join(timeout=10)
+        with pytest.raises(ChildRaisedError):
+            group.results(timeout=0)
+    assert_group_gone(group)
+
+
+_BIG_SPEC_LAUNCHER = """
+import sys, time
+from spawnkit.bootstrap import spawn_with_plugins
+
+if __name__ == "__mp_main__":  # runs only in the worker, while it re-imports this script
+    if sys.argv[2] == "raise":
+        raise RuntimeError("top level of the script failed in the worker")
+    time.sleep(60)
+
+
+def work(payload):
+    return len(payload)
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    try:
+        with spawn_with_plugins(work, "x" * 300_000, start_method=sys.argv[1],
+                                ready_timeout=3, grace_period=0.5) as group:
+            group.results(timeout=30)
+    except Exception as exc:
+        print(type(exc).__name__, str(exc).splitlines()[0])
+    print(f"elapsed {time.monotonic() - started:.1f}")
+"""
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+@pytest.mark.parametrize("fault", ["raise", "hang"])
+def test_spec_larger_than_a_pipe_never_blocks_start(
+    tmp_path: Path, start_method: str, fault: str
+) -> None:
+    """A child that dies or hangs before reading a >64 KiB spec: typed error, bounded time."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "launcher.py"
+    script.write_text(_BIG_SPEC_LAUNCHER)
+    proc = subprocess.run(
+        [sys.executable, str(script), start_method, fault],
+        capture_output=True,
+        text=True,
+        timeout=45,
+        cwd=tmp_path,
+    )
+    first, elapsed = proc.stdout.splitlines()[-2:]
+    if fault == "hang":
+        assert first.startswith("BootstrapTimeoutError rank 0"), proc.stdout + proc.stderr
+        assert "'process_start'" in first
+    elif start_method == "spawn":  # the early-error pipe carries the worker's traceback
+        assert first.startswith("ChildRaisedError rank 0"), proc.stdout + proc.stderr
+        assert "top level of the script failed in the worker" in first
+    else:
+        assert first.startswith("ChildExitedError rank 0"), proc.stdout + proc.stderr
+    assert float(elapsed.split()[1]) < 15, proc.stdout

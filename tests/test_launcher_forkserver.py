@@ -98,3 +98,35 @@ def test_preload_that_initializes_an_accelerator_is_refused(site: Site) -> None:
             start_method="forkserver",
             preload=(f"{site.tag}_cudainit",),
         )
+
+
+def test_server_starts_in_a_process_with_many_descriptors(site: Site) -> None:
+    """Descriptor numbers above 1024 (a server with many sockets) must not break warm start."""
+    import os
+    import resource
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1300:
+        pytest.skip("needs an open-file limit above 1300")
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert _run(site)["hooked"] == "orig+hooked"
+    finally:
+        for fd in held:
+            os.close(fd)
+
+
+def test_server_is_not_reused_after_set_executable(site: Site, tmp_path: Path) -> None:
+    """The key holds the interpreter the server runs: ``set_executable()`` needs a new one."""
+    import multiprocessing
+
+    first = _run(site)
+    other = tmp_path / "python-wrapper"
+    other.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    other.chmod(0o755)
+    multiprocessing.set_executable(str(other))
+    try:
+        second = _run(site)
+        assert second["ppid"] != first["ppid"], "a server of another interpreter was reused"
+        assert second["hooked"] == "orig+hooked"
+    finally:
+        multiprocessing.set_executable(sys.executable)

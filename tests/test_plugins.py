@@ -327,3 +327,65 @@ def test_apply_loads_first_if_needed_and_marks_hooks_applied(world: World) -> No
     assert not _phase.too_early()
     assert sys.modules[f"{world.eng}.sched"].Scheduler().run() == "patched:orig"
     assert apply_plugin_hooks(world.ns) == patched  # once per process
+
+
+def test_parent_selection_excludes_by_the_platform_given_in_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The launcher decides with ``env=``'s platform variable, not a fresh auto-discovery."""
+    from spawnkit.bootstrap.launcher import _parent_selection
+
+    with isolated_imports():
+        w = make_world(tmp_path)
+        cfg = w.ns.config
+        for var in (cfg.platform_var, cfg.plugins_var, cfg.lenient_var):
+            monkeypatch.delenv(var, raising=False)
+        # A second platform that also activates: auto-discovery alone would be a conflict.
+        w.add_plugin("other", RECORDING, dist="other-device", platform_entry="otherdev")
+        w.add_plugin("plain", RECORDING)
+        platform, plugins, _ = _parent_selection(w.ns, {cfg.platform_var: "testdev"})
+        assert platform == "testdev"
+        assert plugins == ("plain",)  # 'other' ships the unselected platform 'otherdev'
+        platform, plugins, _ = _parent_selection(w.ns, {cfg.platform_var: "otherdev"})
+        assert (platform, plugins) == ("otherdev", ("other", "plain"))
+
+
+def test_parent_selection_warns_about_unknown_names(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The parent drops unknown names from the spec, so it is the one that must warn."""
+    from spawnkit.bootstrap.launcher import _parent_selection
+
+    world.add_plugin("a", RECORDING)
+    env = {world.ns.config.plugins_var: "a,typo"}
+    with pytest.warns(PluginSelectionWarning, match=r"'typo' match no installed plugin"):
+        _, plugins, _ = _parent_selection(world.ns, env)
+    assert plugins == ("a",)
+
+
+DEFAULT_REGISTRY_PLUGIN = """
+    from spawnkit.hooks import HookRegistry, HookType
+
+    def around(original, self, *args, **kwargs):
+        return original(self, *args, **kwargs)
+
+    def register():
+        # Written against the class-level API, which is spawnkit's *default* namespace.
+        HookRegistry.register("{eng}.sched.Scheduler.run", around, HookType.AROUND)
+    """
+
+
+def test_hooks_put_on_the_default_registry_by_another_namespaces_plugin_are_refused(
+    world: World,
+) -> None:
+    """They would load fine and never run in this namespace's workers: a plugin failure."""
+    from spawnkit.hooks import HookRegistry
+
+    world.add_plugin("stray", DEFAULT_REGISTRY_PLUGIN)
+    with HookRegistry.isolated():
+        with pytest.raises(PluginError, match="default registry") as info:
+            load_plugins(world.ns)
+        assert HookRegistry.registrations() == []  # discarded there too
+    err = info.value
+    assert err.plugin == "stray" and f"get_namespace({world.ns.name!r}).hooks" in str(err)
+    assert world.ns.hooks.registrations() == []

@@ -109,6 +109,9 @@ def test_wrong_key_is_refused(tmp_path: Path) -> None:
 def test_malformed_header_is_refused() -> None:
     with pytest.raises(SpecSignatureError, match="malformed signature header"):
         verify_spec(b"SPAWNKIT-SPEC/1\n{not json}\nbody", KEY)
+    for header in (b"[1, 2]", b'"text"', b"3"):  # valid JSON, but not a header object
+        with pytest.raises(SpecSignatureError, match="malformed signature header"):
+            verify_spec(b"SPAWNKIT-SPEC/1\n" + header + b"\nbody", KEY)
     with pytest.raises(SpecSignatureError, match="no readable signature header"):
         verify_spec(b"SPAWNKIT-SPEC/1\n" + b"x" * 10000, KEY)
 

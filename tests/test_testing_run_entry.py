@@ -214,6 +214,54 @@ def test_entry_past_the_timeout_is_a_timeout_and_leaves_no_worker():
     ]
 
 
+def _slow_to_materialize() -> str:
+    time.sleep(2.0)
+    return "materialized"
+
+
+class SlowPayload:
+    """Unpickling it in the worker (the materialize_payload stage) takes 2 s of bootstrap."""
+
+    def __reduce__(self):
+        return (_slow_to_materialize, ())
+
+
+def sleep_two_seconds(payload):
+    time.sleep(2.0)
+    return payload
+
+
+def test_timeout_bounds_the_bootstrap_and_the_entry_separately():
+    # 2 s of bootstrap plus 2 s of entry: each within timeout=3.5, together past it.
+    run = run_entry(sleep_two_seconds, SlowPayload(), timeout=3.5)
+    assert run.result == "materialized"
+
+
+def test_entry_timeout_names_run_entrys_timeout_and_shows_where_it_hangs():
+    with pytest.raises(BootstrapTimeoutError) as info:
+        run_entry(sleep_forever, timeout=3)
+    message = str(info.value)
+    assert "Raise timeout=" in message and "join_timeout" not in message
+    assert "in sleep_forever" in message
+
+
+def _stuck_in_materialize() -> None:
+    time.sleep(600)
+
+
+class StuckPayload:
+    def __reduce__(self):
+        return (_stuck_in_materialize, ())
+
+
+def test_bootstrap_timeout_names_run_entrys_timeout():
+    with pytest.raises(BootstrapTimeoutError) as info:
+        run_entry(sleep_two_seconds, StuckPayload(), timeout=2)
+    message = str(info.value)
+    assert info.value.stage == "materialize_payload"
+    assert "pass a larger run_entry(timeout=)" in message and "ready_timeout" not in message
+
+
 def test_module_not_importable_by_name_travels_by_value(tmp_path):
     """What ``--import-mode=importlib`` does: the module is in sys.modules under a name
     no fresh interpreter can import."""

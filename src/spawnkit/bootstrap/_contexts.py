@@ -23,6 +23,7 @@ import importlib
 import io
 import os
 import pickle
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -71,6 +72,46 @@ def _pickle_for_child(package: str, popen: Any, process_obj: Any) -> io.BytesIO:
     return buf
 
 
+def _send_to_child(fd: int, data: bytes) -> None:
+    """Write a child's start data to ``fd`` (a pipe) without ever blocking the launcher.
+
+    The child reads its preparation data, re-imports ``__main__`` and only
+    then reads its ``Process``: a spec larger than the pipe buffer would make
+    ``start()`` wait for that re-import (forever if it hangs, before
+    ``ready_timeout`` is even armed; pytorch#131931).  What fits is written
+    now; the rest goes from a daemon thread that ends when the child has read
+    it or is gone.  A child that died first is not an error here: its exit,
+    with its early traceback, reaches the launcher through its sentinel.
+    """
+    w = os.dup(fd)
+    view = memoryview(data)
+    try:
+        os.set_blocking(w, False)
+        try:
+            view = view[os.write(w, view) :]
+        except BlockingIOError:
+            pass
+        os.set_blocking(w, True)
+    except OSError:  # EPIPE: the child is already gone
+        view = view[len(view) :]
+    if not view:
+        os.close(w)
+        return
+    threading.Thread(
+        target=_write_rest, args=(w, view), name="spawnkit-start-writer", daemon=True
+    ).start()
+
+
+def _write_rest(fd: int, view: memoryview) -> None:
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:  # the child died before reading everything; its sentinel says how
+        pass
+    finally:
+        os.close(fd)
+
+
 def _make_spawn_process(package: str) -> type:
     """The guarded spawn Process class of one package (named by the caller)."""
     context = _sub(package, "context")
@@ -85,27 +126,32 @@ def _make_spawn_process(package: str) -> type:
             tracker_fd = _sub(package, "resource_tracker").getfd()
             self._fds.append(tracker_fd)
             fp = _pickle_for_child(package, self, process_obj)
-            parent_r = child_w = child_r = parent_w = None
+            parent_r = parent_w = None
             early_r, early_w = os.pipe()
+            child_fds = [early_w]  # the child's ends: ours must be closed
             try:
                 parent_r, child_w = os.pipe()
+                child_fds.append(child_w)
                 child_r, parent_w = os.pipe()
+                child_fds.append(child_r)
                 cmd = _guarded_command_line(
                     package, early_w, tracker_fd=tracker_fd, pipe_handle=child_r
                 )
                 self._fds.extend([child_r, child_w, early_w])
                 self.pid = util.spawnv_passfds(spawn.get_executable(), cmd, self._fds)
                 self.sentinel = parent_r
-                with open(parent_w, "wb", closefd=False) as f:
-                    f.write(fp.getbuffer())
+                # The child's ends go before writing: holding child_r ourselves, a child
+                # that died before reading its spec would block the write forever.
+                while child_fds:
+                    os.close(child_fds.pop())
+                _send_to_child(parent_w, fp.getvalue())
             finally:
                 os.set_blocking(early_r, False)
                 self.early_error_fd = early_r
                 to_close = [fd for fd in (parent_r, parent_w, early_r) if fd is not None]
                 self.finalizer = util.Finalize(self, util.close_fds, to_close)
-                for fd in (child_r, child_w, early_w):
-                    if fd is not None:
-                        os.close(fd)
+                for fd in child_fds:
+                    os.close(fd)
 
     class SpawnProcess(context.SpawnProcess):  # type: ignore[misc,name-defined]
         _start_method = "spawn"
@@ -139,8 +185,10 @@ def _make_warm_process(package: str) -> type:
             self.sentinel, w = server.connect_to_new_process(self._fds)
             parent_w = os.dup(w)
             self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
-            with open(w, "wb", closefd=True) as f:
-                f.write(buf.getbuffer())
+            try:
+                _send_to_child(w, buf.getvalue())
+            finally:
+                os.close(w)
             self.pid = forkserver.read_signed(self.sentinel)
 
     class WarmProcess(context.ForkServerProcess):  # type: ignore[misc,name-defined]

@@ -24,7 +24,6 @@ import gc
 import importlib
 import os
 import pickle
-import select
 import signal
 import socket
 import sys
@@ -32,6 +31,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
+from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
 from spawnkit.errors import PreloadError
@@ -133,8 +133,9 @@ class WarmServer:
                     "module hangs at import time; remove it from preload=.",
                     stage="preload",
                 )
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
+            # poll-based: select() refuses descriptors above 1024, which a serving
+            # process with many sockets open hands out.
+            if not _mp_wait([fd], left):
                 continue
             data = os.read(fd, 65536)
             if not data:
@@ -329,7 +330,8 @@ def server_key(package: str, preload: tuple[str, ...], namespace: Any) -> tuple[
         tuple(sys.path),
         os.getcwd(),
         tuple(sorted(os.environ.items())),
-        sys.executable,
+        # The interpreter the server is started with (``set_executable()`` changes it).
+        os.fsdecode(_pkg(package, "spawn").get_executable()),
     )
 
 

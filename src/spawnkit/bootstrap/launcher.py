@@ -297,6 +297,11 @@ class WorkerGroup:
             ready_deadline = self._launched + self._ready_timeout
         join_deadline = None if self._join_timeout is None else self._launched + self._join_timeout
         while True:
+            # A failure recorded outside this loop (``exit_codes`` polls exits) comes
+            # before ``until()``: "every rank exited" must not turn it into success.
+            first = self._first_failure() if not self._closed else None
+            if first is not None:
+                self._fail(first)
             if until():
                 return True
             if self._closed:
@@ -870,7 +875,9 @@ def _parent_selection(
         names = tuple(n.strip() for n in env[config.plugins_var].split(",") if n.strip())
     selection = ns.platforms.select(name)
     plugins = tuple(
-        info.name for info in ns.plugins.discover(names=names) if info.status == "selected"
+        info.name
+        for info in ns.plugins.discover(names=names, platform=name)
+        if info.status == "selected"
     )
     rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
     return selection.name, plugins, rows

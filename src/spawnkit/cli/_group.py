@@ -180,6 +180,7 @@ def run_group(
             reports = group.wait_ready(timeout=1.0)
             results = group.results(timeout=1.0)
     except SpawnkitError as exc:
+        _name_the_timeout_option(exc)
         if as_json:
             emit_json(
                 out,
@@ -219,6 +220,19 @@ def run_group(
         out.line(f"rank {rank} returned: {text if len(text) <= 200 else text[:197] + '...'}")
     out.line(f"{nprocs} rank(s) finished in {wall:.2f} s ({start_method})")
     return EXIT_OK
+
+
+def _name_the_timeout_option(exc: BaseException) -> None:
+    """A launcher timeout names ready_timeout= / join_timeout=; a CLI user sets --timeout."""
+    from spawnkit.errors import BootstrapTimeoutError
+
+    if isinstance(exc, BootstrapTimeoutError) and exc.args and isinstance(exc.args[0], str):
+        text = exc.args[0]
+        text = text.replace("join_timeout= (or None for no limit)", "--timeout")
+        for keyword in ("ready_timeout=", "join_timeout="):
+            text = text.replace(f"larger {keyword}", "larger --timeout")
+            text = text.replace(keyword, "--timeout ")
+        exc.args = (text, *exc.args[1:])
 
 
 def run_probe(namespace: Any, *, timeout: float) -> dict[str, Any]:

@@ -199,11 +199,15 @@ class PluginManager:
             return None, ""
         return {n.strip() for n in raw.split(",") if n.strip()}, f"{var}={raw!r}"
 
-    def _excluded_dists(self, candidates: tuple[_metadata.EntryPointInfo, ...]) -> dict[str, str]:
+    def _excluded_dists(
+        self, candidates: tuple[_metadata.EntryPointInfo, ...], platform: str | None = None
+    ) -> dict[str, str]:
         """Normalised dist -> reason, for dists providing a platform other than the selected one.
 
         Asks the platform manager only when some plugin's distribution also
         ships a platform, so a plain plugin set never triggers platform work.
+        ``platform`` is a selection the caller decided on (the launcher's
+        ``env=``), resolved instead of this process's own selection.
         """
         platforms = self.namespace.platforms
         plat_dists: dict[str, str] = dict(platforms.platform_dists())
@@ -212,7 +216,11 @@ class PluginManager:
             providing.setdefault(_norm(dist), []).append(ep_name)
         if not any(_norm(ep.dist) in providing for ep in candidates):
             return {}
-        selected = _norm(platforms.selected_dist())
+        if platform is None:
+            selected = _norm(platforms.selected_dist())
+        else:
+            chosen = platforms.select(platform)
+            selected = _norm(chosen.dist if chosen.kind == "plugin" else None)
         return {
             dist: (
                 f"its distribution provides platform {', '.join(sorted(eps))}, which is not the "
@@ -223,12 +231,12 @@ class PluginManager:
         }
 
     def _classify(
-        self, names: tuple[str, ...] | list[str] | None
+        self, names: tuple[str, ...] | list[str] | None, platform: str | None = None
     ) -> tuple[list[PluginInfo], list[str]]:
         group = self.namespace.config.plugin_group
         eps = _metadata.entry_points(group)
         wanted, origin = self._wanted(names)
-        excluded = self._excluded_dists(eps) if eps else {}
+        excluded = self._excluded_dists(eps, platform) if eps else {}
         infos: list[PluginInfo] = []
         for ep in sorted(eps, key=lambda e: e.name):
             status, reason = "selected", ""
@@ -240,9 +248,30 @@ class PluginManager:
         unknown = sorted(wanted - {ep.name for ep in eps}) if wanted else []
         return infos, unknown
 
-    def discover(self, *, names: tuple[str, ...] | list[str] | None = None) -> list[PluginInfo]:
-        """Every plugin entry point of the namespace with its selection status; imports none."""
-        return self._classify(names)[0]
+    def discover(
+        self, *, names: tuple[str, ...] | list[str] | None = None, platform: str | None = None
+    ) -> list[PluginInfo]:
+        """Every plugin entry point of the namespace with its selection status; imports none.
+
+        A selected name that matches no plugin is warned about here too: the
+        launcher freezes only the names that exist into the workers' specs, so
+        its workers could not warn.  ``platform`` names the platform the
+        exclusion rule compares with (default: this process's selection).
+        """
+        infos, unknown = self._classify(names, platform)
+        if unknown:
+            self._warn_unknown(unknown, infos, stacklevel=3)
+        return infos
+
+    def _warn_unknown(self, unknown: list[str], infos: list[PluginInfo], stacklevel: int) -> None:
+        available = ", ".join(sorted({i.name for i in infos})) or "none"
+        message = (
+            f"{self.namespace.config.plugin_group}: selected plugin name(s) "
+            f"{', '.join(map(repr, unknown))} match no installed plugin; installed: "
+            f"{available}. Check the spelling in {self.namespace.config.plugins_var}."
+        )
+        warnings.warn(message, PluginSelectionWarning, stacklevel=stacklevel + 1)
+        _log.warning("%s", message)
 
     # --------------------------------------------------------------- loading
     def load(
@@ -265,14 +294,7 @@ class PluginManager:
         infos, unknown = self._classify(names)
         report.unknown_names = unknown
         if unknown:
-            available = ", ".join(sorted({i.name for i in infos})) or "none"
-            message = (
-                f"{self.namespace.config.plugin_group}: selected plugin name(s) "
-                f"{', '.join(map(repr, unknown))} match no installed plugin; installed: "
-                f"{available}. Check the spelling in {self.namespace.config.plugins_var}."
-            )
-            warnings.warn(message, PluginSelectionWarning, stacklevel=4)
-            _log.warning("%s", message)
+            self._warn_unknown(unknown, infos, stacklevel=4)
         selected = [i for i in infos if i.status == "selected"]
         report.skipped = [i for i in infos if i.status != "selected"]
         for info in report.skipped:
@@ -324,6 +346,28 @@ class PluginManager:
                 )
             warnings.warn(message + " Loading the first.", PluginSelectionWarning, stacklevel=5)
 
+    def _refuse_misrouted(self, default: Any, source: Any, before: int) -> None:
+        """Hooks a plugin of this namespace put on the *default* registry would never run.
+
+        A worker applies only its own namespace's registry, so a plugin written
+        against the class-level ``HookRegistry.register`` / ``plugin_hook`` but
+        loaded for an engine's namespace would load "successfully" and do
+        nothing.  That is refused like any other plugin failure.
+        """
+        stray = [r for r in default.registrations() if r.source == source][before:]
+        if not stray:
+            return
+        default.discard_source(source)
+        ns = self.namespace.name
+        targets = ", ".join(sorted({r.target for r in stray}))
+        raise RuntimeError(
+            f"it registered {len(stray)} hook(s) (on {targets}) on spawnkit's default registry "
+            f"(spawnkit.hooks.HookRegistry / plugin_hook), but it was loaded for namespace "
+            f"{ns!r}, whose workers apply only that namespace's registry, so those hooks would "
+            f"never run. Register through spawnkit.get_namespace({ns!r}).hooks (or the "
+            "engine's own registry) instead"
+        )
+
     def _load_one(self, info: PluginInfo, strict: bool, report: PluginReport) -> None:
         from spawnkit.bootstrap import guard
         from spawnkit.hooks.types import HookSource, plugin_source
@@ -331,7 +375,9 @@ class PluginManager:
         source = HookSource(info.name, info.dist, info.version)
         ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
         registry = self.namespace.hooks
+        default = type(registry).default()
         before_regs = len(registry.registrations())
+        before_default = _count_from(default, source) if default is not registry else 0
         before_mods = set(sys.modules)
         start = time.perf_counter()
         step = "import"
@@ -349,6 +395,8 @@ class PluginManager:
                         f"entry point resolves to a {type(obj).__name__}, not a callable; point "
                         "it at the plugin's register function ('module:register')"
                     )
+                if default is not registry:
+                    self._refuse_misrouted(default, source, before_default)
         except Exception as exc:
             registry.discard_source(source)
             what = "failed to import" if step == "import" else "raised in its callback"
@@ -441,3 +489,7 @@ def apply_plugin_hooks(namespace: Any = None, **kwargs: Any) -> list[str]:
     from spawnkit.namespace import get_namespace
 
     return get_namespace(namespace).plugins.apply(**kwargs)
+
+
+def _count_from(registry: Any, source: Any) -> int:
+    return sum(1 for r in registry.registrations() if r.source == source)

@@ -282,7 +282,16 @@ class HookRegistry:
 
         restore_rebinds: dict[int, Rebind] = {}
         for key in orphans:
-            rec = st.applied.pop(key)
+            rec = st.applied.pop(key, None)
+            if rec is None:
+                continue  # a method of a class orphan, restored with it below
+            if rec.kind == _resolve.CLASS:
+                for dep in [d for d in st.applied if d.startswith(key + ".")]:
+                    # they were patched on the replacement, which is going away:
+                    # re-resolve them on the class that comes back
+                    self._restore(st.applied.pop(dep), journal, restore_rebinds)
+                    if st.regs.get(dep) and dep not in pending:
+                        pending.append(dep)
             self._restore(rec, journal, restore_rebinds)
             logger.debug("restored target %r: no hooks left on it", rec.display)
 
@@ -308,9 +317,10 @@ class HookRegistry:
             done: list[_Record] = []
             for key in phase:
                 prev = st.applied.pop(key, None)
-                if index == 0 and prev is not None:
+                if index == 0:
                     for dep in [d for d in st.applied if d.startswith(key + ".")]:
-                        # their owner is about to change: re-resolve them on the new class
+                        # their owner is about to change (a first or a new class REPLACE):
+                        # re-resolve them on the new class
                         self._restore(st.applied.pop(dep), journal, rebinds)
                         if dep not in hooks and st.regs.get(dep):
                             try:

@@ -141,6 +141,8 @@ def verify_spec(
         raise SpecSignatureError(f"{source} has no readable signature header; refusing it.")
     try:
         header = json.loads(data[len(_MAGIC) : end].decode("utf-8"))
+        if not isinstance(header, dict):
+            raise ValueError(f"the header is a JSON {type(header).__name__}, not an object")
         sig = header.pop("sig")
         if not isinstance(sig, str) or header.get("alg") != _ALG:
             raise ValueError(f"unsupported signature algorithm {header.get('alg')!r}")

@@ -43,6 +43,7 @@ from spawnkit.spec import Payload
 from spawnkit.testing._env import EnvOverlay
 
 if TYPE_CHECKING:
+    from spawnkit.bootstrap.launcher import WorkerGroup
     from spawnkit.bootstrap.report import BootstrapReport
     from spawnkit.namespace import Namespace
     from spawnkit.spec import NamespaceConfig
@@ -298,7 +299,8 @@ def run_entry(
                 namespace=ns,
                 env=child_env or None,
                 ready_timeout=timeout,
-                join_timeout=timeout,
+                # No join_timeout: the launcher's counts from launch, bootstrap included, and
+                # its error says "join_timeout=". The entry's own bound is the join below.
                 **launch,
             )
         with group:
@@ -307,7 +309,8 @@ def run_entry(
                 raise BootstrapTimeoutError(
                     f"run_entry: the entry {_describe(entry)} did not return within {timeout} s "
                     f"of the worker becoming ready; the worker was terminated. Raise "
-                    f"timeout= if it is merely slow.",
+                    f"timeout= if it is merely slow; otherwise the stack below shows where "
+                    f"it hangs.{_hung_stack(group)}",
                     rank=0,
                     stage="entry",
                     waited_s=timeout,
@@ -318,6 +321,12 @@ def run_entry(
     except ChildRaisedError as err:
         _reraise_child(err)
         raise  # pragma: no cover - _reraise_child always raises
+    except BootstrapTimeoutError as err:
+        # The launcher's fix names its own ready_timeout=, which run_entry sets from timeout=.
+        if err.args and isinstance(err.args[0], str):
+            text = err.args[0].replace("larger ready_timeout=", "larger run_entry(timeout=)")
+            err.args = (text.replace("ready_timeout=", "run_entry timeout="), *err.args[1:])
+        raise
     finally:
         overlay.undo()
     return EntryRun(
@@ -327,6 +336,13 @@ def run_entry(
         exit_code=codes[0] if codes else None,
         seconds=time.monotonic() - start,
     )
+
+
+def _hung_stack(group: WorkerGroup) -> str:
+    """The still-running worker's stacks (its faulthandler, a bounded wait), for the timeout."""
+    stacks = group._dump_stacks([r for r in group._ranks if r.exitcode is None])
+    text = stacks.get(0, "").rstrip()
+    return f"\nStack of the worker at the deadline:\n{text}" if text else ""
 
 
 def _describe(entry: str | Callable[..., Any]) -> str:
