@@ -302,3 +302,16 @@ def test_spec_larger_than_a_pipe_never_blocks_start(
     else:
         assert first.startswith("ChildExitedError rank 0"), proc.stdout + proc.stderr
     assert float(elapsed.split()[1]) < 15, proc.stdout
+
+
+def test_results_after_terminate_raise_instead_of_returning_none(site: Site) -> None:
+    """A terminated rank has no return value; results() says so rather than hand back None."""
+    from spawnkit.errors import ChildExitedError
+
+    with spawn_with_plugins(site.entry("sleep_forever"), namespace=site.ns) as group:
+        group.wait_ready(timeout=60)
+        group.terminate()
+        assert group.join(timeout=10)
+        with pytest.raises(ChildExitedError, match="terminate") as info:
+            group.results(timeout=10)
+    assert info.value.rank == 0 and info.value.exit_code not in (0, None)

@@ -248,6 +248,19 @@ class WorkerGroup:
         values: list[Any] = []
         for r in self._ranks:
             res = r.result
+            if res is None and r.exitcode not in (0, None):
+                # Stopped by terminate() (the only way to get here without a failure):
+                # a None would read as the entry's return value.
+                raise ChildExitedError(
+                    f"{r.label} has no result: it was stopped (exit code {r.exitcode}) by "
+                    "terminate() before its entry function returned. Call results() before "
+                    "terminate(), or join() to wait for the entry.",
+                    rank=r.rank,
+                    pid=r.pid,
+                    host=r.host,
+                    stage=r.stage,
+                    exit_code=r.exitcode,
+                )
             if res is None or res.data is None:
                 values.append(None)
                 continue
