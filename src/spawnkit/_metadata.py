@@ -22,8 +22,7 @@ import importlib
 import os
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import importlib.metadata as md
@@ -41,8 +40,7 @@ __all__ = [
 EntryPointRow = tuple[str, str, str, str, str]
 
 
-@dataclass(frozen=True, slots=True)
-class EntryPointInfo:
+class EntryPointInfo(NamedTuple):
     """An entry point with the distribution that declared it (name and version)."""
 
     name: str

@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from spawnkit.errors import ImportGuardError
 
@@ -62,8 +62,7 @@ class ImportGuardWarning(RuntimeWarning):
     """Emitted instead of ``ImportGuardError`` when the guard policy is ``warn``."""
 
 
-@dataclass(frozen=True)
-class ImportSite:
+class ImportSite(NamedTuple):
     """Where a module was first imported: the importing frame and the bootstrap phase then."""
 
     module: str

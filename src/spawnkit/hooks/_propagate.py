@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__: list[str] = []
 
 
-@dataclass(frozen=True)
-class Rebind:
+class Rebind(NamedTuple):
     """Replace ``old`` by ``new`` in every module except ``excluded`` (the hook modules)."""
 
     old: Any

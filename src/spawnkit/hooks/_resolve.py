@@ -14,8 +14,7 @@ import importlib
 import inspect
 import sys
 import types
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from spawnkit.errors import HookRegistrationError, HookTargetError
 
@@ -24,8 +23,7 @@ __all__: list[str] = []
 _ABSENT: Any = object()
 
 
-@dataclass(frozen=True)
-class TargetPath:
+class TargetPath(NamedTuple):
     """A parsed target: ``key`` is the canonical dotted form both spellings share."""
 
     key: str
@@ -142,8 +140,7 @@ def _import_failed(display: str, module: str, exc: BaseException) -> HookTargetE
     )
 
 
-@dataclass(frozen=True)
-class Resolved:
+class Resolved(NamedTuple):
     """Where a target lives, and the raw value found there.
 
     ``had_own`` is False for an inherited method (restore = delete from the named

@@ -14,16 +14,18 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["Probe", "cuda_available", "rocm_available", "torch_build", "xpu_available"]
 
 
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """Whether a built-in platform's hardware is usable here, and the evidence."""
+class Probe(NamedTuple):
+    """Whether a built-in platform's hardware is usable here, and the evidence.
+
+    A named tuple, not a dataclass: every worker imports this module, and a
+    named tuple is an order of magnitude cheaper to define.
+    """
 
     available: bool
     reason: str
@@ -32,8 +34,7 @@ class Probe:
         return self.available
 
 
-@dataclass(frozen=True, slots=True)
-class TorchBuild:
+class TorchBuild(NamedTuple):
     installed: bool
     version: str | None = None
     cuda: str | None = None
