@@ -373,3 +373,74 @@ def test_without_a_cluster_spawnkit_does_not_start_one() -> None:
     )
     assert "ERR" in proc.stdout and "ray.init" in proc.stdout, proc.stderr
     assert "INIT False" in proc.stdout
+
+
+def test_failure_still_reported_after_the_failed_actor_exited(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """A driver that asks late gets the rank's traceback, not "its actor died"."""
+    root = _site(tmp_path / "site", plugin="register_fails_on_rank1")
+    group = skray.spawn_on_ray(
+        "skray_app.entry:main",
+        {"tag": "t"},
+        nprocs=2,
+        namespace=_namespace(),
+        env=_env(root),
+        ready_timeout=READY_S,
+    )
+    try:
+        # The failed rank returns its record from run() and then leaves on its own.
+        assert _gone([group.pids[1]], within=READY_S)
+        with pytest.raises(ChildRaisedError) as info:
+            group.wait_ready()
+    finally:
+        group.terminate()
+    assert info.value.rank == 1 and info.value.stage == "load_plugins"
+    assert "register_fails_on_rank1" in info.value.traceback_text
+
+
+def test_join_timeout_bounds_join_and_tears_down(ray_cluster: Any, tmp_path: Path) -> None:
+    root = _site(tmp_path / "site")
+    join_timeout = 25.0
+    group = skray.spawn_on_ray(
+        "skray_app.entry:main",
+        {"tag": "t", "block_s": 120},
+        nprocs=2,
+        namespace=_namespace(),
+        env=_env(root),
+        ready_timeout=READY_S,
+        join_timeout=join_timeout,
+    )
+    try:
+        group.wait_ready()
+        start = time.monotonic()
+        with pytest.raises(BootstrapTimeoutError, match="join_timeout") as info:
+            group.join()  # no timeout of its own: the group's join_timeout bounds it
+        assert time.monotonic() - start < join_timeout + 10
+        pids = group.pids
+    finally:
+        group.terminate()
+    assert info.value.stage == "entry"
+    assert _gone(pids)
+
+
+def test_results_after_terminate_is_a_typed_error(ray_cluster: Any, tmp_path: Path) -> None:
+    """As locally: join() is done once terminate() stopped the ranks; results() says why none."""
+    root = _site(tmp_path / "site")
+    group = skray.spawn_on_ray(
+        "skray_app.entry:main",
+        {"tag": "t", "block_s": 60},
+        nprocs=2,
+        namespace=_namespace(),
+        env=_env(root),
+        ready_timeout=READY_S,
+    )
+    try:
+        group.wait_ready()
+    finally:
+        group.terminate()
+    assert group.join(5) is True
+    with pytest.raises(ChildExitedError, match=r"terminate\(\)") as info:
+        group.results()
+    assert info.value.rank == 0
+    assert group.failure is None  # stopping on request is not a failure of the group

@@ -150,3 +150,16 @@ def test_verification_needs_no_engine_import(tmp_path: Path) -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_forged_headers_are_refused_with_the_signature_error() -> None:
+    """A header an attacker controls yields SpecSignatureError, never TypeError/RecursionError."""
+    magic, header, body = sign_spec(_spec(), KEY).split(b"\n", 2)
+    fields = json.loads(header)
+    for sig in ("\u00e9" * 64, "AB" * 32, 12):  # non-ASCII, wrong case, not text
+        forged = magic + b"\n" + json.dumps(dict(fields, sig=sig)).encode() + b"\n" + body
+        with pytest.raises(SpecSignatureError, match="malformed signature header"):
+            verify_spec(forged, KEY)
+    nested = magic + b"\n" + b"[" * 3000 + b"\n" + body
+    with pytest.raises(SpecSignatureError, match="malformed signature header"):
+        verify_spec(nested, KEY)

@@ -361,3 +361,27 @@ def test_never_copy_list_covers_devices_ranks_and_launcher_state(
     assert "test group" in caplog.text and "CUDA_VISIBLE_DEVICES" in caplog.text
     with pytest.raises(TypeError, match="str to str"):
         split_env({"A": 1})  # type: ignore[dict-item]
+
+
+def test_key_in_the_spec_env_does_not_reach_the_entry(tmp_path: Path) -> None:
+    """The signing key stays out of the rank's environment even if the spec's env names it."""
+    root = tmp_path / "site"
+    _write_app(root)
+    key = generate_key()
+    spec = _spec(tmp_path)
+    spec = spec.replace(env=dict(spec.env, SPAWNKIT_SPEC_KEY=key))
+    spec_file = write_spec_file(spec, tmp_path / "spec.bin", key)
+    env = _env(root, key)
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE"):
+        env.pop(name, None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "spawnkit.run", "--spec", str(spec_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TORCHRUN_TIMEOUT_S,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads((tmp_path / "out" / "rank0.json").read_text())
+    assert out["from_spec"] == "yes" and out["key_visible"] is False

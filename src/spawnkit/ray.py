@@ -24,8 +24,10 @@ What carries over from local spawning, unchanged:
   process that already holds applied hooks refuses to bootstrap
   (``WorkerReuseError``).
 
-Environment: the actors get exactly ``spec.env`` plus ``env=`` (later wins),
-minus :data:`spawnkit.scaleout.env.NEVER_COPY_ENV` (device visibility, rank
+Environment: on top of what Ray gives every worker on their node (its
+raylet's environment: for a local cluster, the driver's at ``ray.init``), the
+actors get ``spec.env`` plus ``env=`` (later wins), minus
+:data:`spawnkit.scaleout.env.NEVER_COPY_ENV` (device visibility, rank
 variables: Ray assigns devices per actor, and ``RANK``/``LOCAL_RANK``/
 ``WORLD_SIZE``/``LOCAL_WORLD_SIZE`` are set from each actor's rank), plus
 ``RAY_ADDRESS`` so an engine that spawns further Ray work from inside a rank
@@ -71,6 +73,8 @@ INSTALL_HINT = 'pip install "spawnkit[ray]"'
 _LAUNCHER = "ray"
 #: Extra seconds the driver waits beyond a deadline for an actor's own answer to arrive.
 _RPC_SLACK_S = 5.0
+#: How long a dead rank's already-returned ``run`` result is waited for before blaming the death.
+_RETURNED_WAIT_S = 0.5
 
 
 def _ray() -> Any:
@@ -342,7 +346,28 @@ class RayWorkerGroup:
         try:
             return ray.get(ref, timeout=timeout)
         except ray.exceptions.RayActorError as exc:
+            # A rank that failed returns its record from run() and then exits: when the
+            # driver asks later, the actor is gone but the record (and traceback) is not.
+            failure = self._returned_failure(rank)
+            if failure is not None:
+                raise self._fail(self._raised(failure)) from None
             raise self._fail(self._died(rank, exc)) from None
+
+    def _returned_failure(self, rank: int) -> dict[str, Any] | None:
+        """The failure record ``rank``'s ``run`` returned before its actor exited, if any."""
+        ray = self._ray
+        for r, ref in self._run_refs:
+            if r != rank:
+                continue
+            done, _ = ray.wait([ref], timeout=_RETURNED_WAIT_S)
+            if not done:
+                return None
+            try:
+                outcome = ray.get(ref, timeout=0)
+            except ray.exceptions.RayError:  # the actor died before run() returned
+                return None
+            return outcome.get("failure") if outcome.get("status") == "failed" else None
+        return None
 
     def _died(self, rank: int, exc: BaseException) -> ChildExitedError:
         where = self._where[rank] if rank < len(self._where) else {}
@@ -404,6 +429,9 @@ class RayWorkerGroup:
         self._raise_if_failed()
         if all(r is not None for r in self._reports):
             return [r for r in self._reports if r is not None]
+        if self._closed:
+            not_ready = [r for r in range(self.nprocs) if self._reports[r] is None]
+            raise self._stopped_error(not_ready[0], "became ready")
         budget = self._remaining() if timeout is None else timeout
         deadline = time.monotonic() + budget
         ray = self._ray
@@ -452,16 +480,25 @@ class RayWorkerGroup:
         """True once every rank finished; False if some still run after ``timeout`` seconds.
 
         The first rank that failed raises here (its ``ChildRaisedError`` or
-        ``ChildExitedError``) and the others are stopped.
+        ``ChildExitedError``) and the others are stopped.  Once the group's
+        ``join_timeout`` (seconds since the start) has passed with ranks still
+        running, a ``BootstrapTimeoutError`` tears the group down, as locally.
+        After ``terminate()`` it returns True at once (the ranks are stopped).
         """
         self._raise_if_failed()
         ray = self._ray
         deadline = None if timeout is None else time.monotonic() + timeout
+        join_deadline = None if self.join_timeout is None else self._t0 + self.join_timeout
         pending = {ref: rank for rank, ref in self._run_refs if self._outcomes[rank] is None}
+        if self._closed:
+            return self._join_closed(pending)
         while pending:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            limits = [d for d in (deadline, join_deadline) if d is not None]
+            left = None if not limits else max(0.0, min(limits) - time.monotonic())
             done, _ = ray.wait(list(pending), num_returns=1, timeout=left)
             if not done:
+                if join_deadline is not None and time.monotonic() >= join_deadline:
+                    raise self._join_timed_out(sorted(pending.values()))
                 return False
             rank = pending.pop(done[0])
             outcome = self._get(done[0], rank, 0)
@@ -473,12 +510,14 @@ class RayWorkerGroup:
         return True
 
     def results(self, timeout: float | None = None) -> list[Any]:
-        """The entries' return values by rank, waiting up to ``timeout`` (default join_timeout).
+        """The entries' return values by rank, once all finished (see :meth:`join`).
 
-        A timeout raises ``BootstrapTimeoutError`` and leaves the group running,
-        as the local group does: call again, or ``terminate()``.
+        ``timeout`` passing raises ``BootstrapTimeoutError`` and leaves the group
+        running, as the local group does: call again, or ``terminate()``.  The
+        group's ``join_timeout`` (counted from the start) passing tears it down.
+        A rank stopped by ``terminate()`` before it returned is a ``ChildExitedError``.
         """
-        wait = self.join_timeout if timeout is None else timeout
+        wait = timeout
         if not self.join(wait):
             running = [r for r in range(self.nprocs) if self._outcomes[r] is None]
             raise BootstrapTimeoutError(
@@ -492,7 +531,62 @@ class RayWorkerGroup:
                 pid=self._where[running[0]].get("pid"),
                 host=str(self._where[running[0]].get("host", "")),
             )
+        for rank, outcome in enumerate(self._outcomes):
+            if outcome is None:  # join() returned True only because terminate() stopped it
+                raise self._stopped_error(rank, "returned from its entry function")
         return [o["result"] if o is not None else None for o in self._outcomes]
+
+    def _join_closed(self, pending: dict[Any, int]) -> bool:
+        """``join`` after ``terminate()``: keep the outcomes that arrived; the rest were stopped."""
+        ray = self._ray
+        if not pending:
+            return True
+        done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+        for ref in done:
+            rank = pending[ref]
+            try:
+                outcome = ray.get(ref, timeout=0)
+            except ray.exceptions.RayError:  # killed by terminate()
+                continue
+            if outcome["status"] == "failed":
+                raise self._fail(self._raised(outcome["failure"]))
+            self._outcomes[rank] = outcome
+            self._stage[rank] = "finished"
+        return True
+
+    def _stopped_error(self, rank: int, what: str) -> ChildExitedError:
+        """Rank ``rank`` never ``what`` because ``terminate()`` stopped the group first."""
+        where = self._where[rank]
+        return ChildExitedError(
+            f"rank {rank} (ray, pid {where.get('pid')} on host {where.get('host', '?')}) never "
+            f"{what}: Ray group {self.run_id} was stopped by terminate() (stage "
+            f"{self._stage[rank]!r}). Call wait_ready()/results() before terminate(), or join() "
+            "to wait for the entry.",
+            rank=rank,
+            pid=where.get("pid"),
+            host=str(where.get("host", "")),
+            stage=self._stage[rank],
+            exit_code=None,
+            signal_name="",
+        )
+
+    def _join_timed_out(self, running: list[int]) -> ChildError:
+        """The group's ``join_timeout`` passed with ranks still running: tear down, as locally."""
+        first = running[0]
+        waited = time.monotonic() - self._t0
+        err = BootstrapTimeoutError(
+            f"rank {first} (ray, pid {self._where[first].get('pid')}) was still running (stage "
+            f"{self._stage[first]!r}) when Ray group {self.run_id}'s join_timeout="
+            f"{self.join_timeout} s passed; {len(running)} of {self.nprocs} rank(s) had not "
+            "finished.\nFix: pass a larger join_timeout= (or None for no limit) if the work is "
+            f"legitimately long.\nEffect: Ray group {self.run_id} is being torn down.",
+            stage=self._stage[first],
+            waited_s=waited,
+            rank=first,
+            pid=self._where[first].get("pid"),
+            host=str(self._where[first].get("host", "")),
+        )
+        return self._fail(err)
 
     # ------------------------------------------------------------ status
     @property

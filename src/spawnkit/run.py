@@ -131,8 +131,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         key_var = args.key_env or DEFAULT_KEY_VAR
         template = read_spec_file(args.spec, key_var=key_var)
         spec = spec_for_rank(template)
-        # The key has done its job; entry code and plugins have no business reading it.
+        # The key has done its job; entry code and plugins have no business reading it,
+        # not even when the writer put it into the spec's own env.
         os.environ.pop(key_var, None)
+        if key_var in spec.env:
+            spec = spec.replace(env={k: v for k, v in spec.env.items() if k != key_var})
     except Exception as exc:
         _report(exc, rank=rank, stage=READ_SPEC_STAGE)
         return 1

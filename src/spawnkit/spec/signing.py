@@ -23,6 +23,7 @@ import hmac
 import json
 import os
 import pickle
+import re
 import secrets
 import tempfile
 import time
@@ -49,6 +50,7 @@ _MAGIC = b"SPAWNKIT-SPEC/1\n"
 _ALG = "hmac-sha256"
 # A header longer than this is not ours; refusing early bounds what we parse before verifying.
 _MAX_HEADER = 4096
+_SIG_SHAPE = re.compile(r"[0-9a-f]{64}")
 
 
 def generate_key() -> str:
@@ -144,9 +146,13 @@ def verify_spec(
         if not isinstance(header, dict):
             raise ValueError(f"the header is a JSON {type(header).__name__}, not an object")
         sig = header.pop("sig")
-        if not isinstance(sig, str) or header.get("alg") != _ALG:
+        if header.get("alg") != _ALG:
             raise ValueError(f"unsupported signature algorithm {header.get('alg')!r}")
-    except (ValueError, KeyError, AttributeError, UnicodeDecodeError) as exc:
+        # hmac.compare_digest raises TypeError on non-ASCII text: check the shape first.
+        if not isinstance(sig, str) or not _SIG_SHAPE.fullmatch(sig):
+            raise ValueError("the signature is not 64 lowercase hex digits")
+    # RecursionError: a deeply nested JSON header (json's decoder recurses).
+    except (ValueError, KeyError, AttributeError, UnicodeDecodeError, RecursionError) as exc:
         raise SpecSignatureError(
             f"{source} has a malformed signature header ({exc}); refusing to unpickle it."
         ) from None
