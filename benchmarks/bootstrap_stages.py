@@ -273,9 +273,7 @@ def main() -> int:
         f"{'spawnkit own work':<26}{oc * 1e3:>10.3f}{oc / bare:>9.3f}{ow * 1e3:>10.3f}"
         f"{ow / bare:>9.3f}  target <= 0.25: warm {'OK' if ow / bare <= 0.25 else 'OVER'}"
     )
-    print(
-        "discovery: " + ("workers scan metadata (--scan)" if args.scan else "parent's rows")
-    )
+    print("discovery: " + ("workers scan metadata (--scan)" if args.scan else "parent's rows"))
 
     if not args.no_torch:
         base, armed = _torch(args.repeat)

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from _hooks_support import Modules
 
 
-
 def test_async_function_with_every_hook_type(mods: Modules, registry: type[HookRegistry]) -> None:
     m = mods.load("a", ASYNC)
     original = m.fetch

@@ -43,7 +43,6 @@ if TYPE_CHECKING:
     from _hooks_support import Modules
 
 
-
 def test_instance_method_hooks_receive_self(mods: Modules, registry: type[HookRegistry]) -> None:
     m = mods.load("c", CLASSES)
     seen = []

@@ -18,7 +18,6 @@ if TYPE_CHECKING:
     from _hooks_support import Modules
 
 
-
 def test_class_hook_with_non_replace_type(mods: Modules, registry: type[HookRegistry]) -> None:
     mods.load("m", "def f():\n    pass\n")
 

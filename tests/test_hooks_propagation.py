@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from _hooks_support import Modules
 
 
-
 def test_from_import_bindings_are_rebound_and_restored(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:

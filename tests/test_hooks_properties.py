@@ -65,7 +65,6 @@ if TYPE_CHECKING:
     from _hooks_support import Modules
 
 
-
 def _make_hook(kind: HookType, tag: str, trace: list[str]) -> Callable[..., Any]:
     if kind is HookType.BEFORE:
 

@@ -13,7 +13,6 @@ if TYPE_CHECKING:
     from _hooks_support import Modules
 
 
-
 def _run(threads: list[threading.Thread]) -> None:
     for t in threads:
         t.start()

@@ -31,7 +31,6 @@ class WithOwnBuiltins(SRTPlatform, contract=True):
 """
 
 
-
 def _engine_site(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, base: str = "SRTPlatform"
 ) -> PluginSite:

@@ -241,9 +241,7 @@ class HookRegistry:
 
     # -------------------------------------------------------------- applying
     @hybridmethod
-    def apply_hooks(
-        self, *, strict: bool = True, clean_modules: Collection[str] = ()
-    ) -> list[str]:
+    def apply_hooks(self, *, strict: bool = True, clean_modules: Collection[str] = ()) -> list[str]:
         """Patch every target whose registrations changed since it was last applied.
 
         Returns the targets patched by this call (empty when nothing is new).

@@ -24,6 +24,7 @@ __all__ = [
     "module_path",
     "package_modules",
     "write_distribution",
+    "write_modules",
 ]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
@@ -50,9 +51,6 @@ def module_path(root: Path, module: str) -> Path:
     return root.joinpath(*parts[:-1], parts[-1] + ".py")
 
 
-_module_path = module_path
-
-
 def package_modules(modules: Mapping[str, str]) -> dict[str, str]:
     """Map a dotted name that is also a package of another name to its ``__init__.py``.
 
@@ -69,6 +67,23 @@ def package_modules(modules: Mapping[str, str]) -> dict[str, str]:
         else:
             out[module] = source
     return out
+
+
+def write_modules(root: Path, modules: Mapping[str, str]) -> list[Path]:
+    """Write each module under ``root``, with the package ``__init__`` files a wheel carries."""
+    written: list[Path] = []
+    for module, source in modules.items():
+        path = module_path(root, module)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        parent = path.parent
+        while parent != root and root in parent.parents:
+            init = parent / "__init__.py"
+            if not init.exists():
+                init.write_text("")
+            parent = parent.parent
+        path.write_text(textwrap.dedent(source))
+        written.append(path)
+    return written
 
 
 def check_dist_name(name: str) -> None:
@@ -121,19 +136,7 @@ def write_distribution(
     base.mkdir(parents=True, exist_ok=True)
     eps = {g: dict(v) for g, v in (entry_points or {}).items()}
     check_entry_points(eps, values=validate)
-    written: list[Path] = []
-    for module, source in package_modules(modules or {}).items():
-        path = _module_path(base, module)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Create the package __init__ files a real wheel would carry.
-        rel_parent = path.parent
-        while rel_parent != base and base in rel_parent.parents:
-            init = rel_parent / "__init__.py"
-            if not init.exists():
-                init.write_text("")
-            rel_parent = rel_parent.parent
-        path.write_text(textwrap.dedent(source))
-        written.append(path)
+    written = write_modules(base, package_modules(modules or {}))
     safe = re.sub(r"[-.]+", "_", name)
     dist_info = base / f"{safe}-{version}.dist-info"
     dist_info.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import sysconfig
-import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +21,8 @@ from pathlib import Path
 from spawnkit.testing._dists import (
     check_dist_name,
     check_entry_points,
-    module_path,
     package_modules,
+    write_modules,
 )
 
 __all__ = ["PluginProject", "make_plugin_project", "make_venv", "pip_install"]
@@ -99,18 +98,7 @@ def make_plugin_project(
     root = Path(path)
     root.mkdir(parents=True, exist_ok=True)
     mods = package_modules(modules or {})
-    written: list[Path] = []
-    for module, source in mods.items():
-        target = module_path(root, module)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        parent = target.parent
-        while parent != root and root in parent.parents:
-            init = parent / "__init__.py"
-            if not init.exists():
-                init.write_text("")
-            parent = parent.parent
-        target.write_text(textwrap.dedent(source))
-        written.append(target)
+    written = write_modules(root, mods)
     packages, py_modules = _layout(mods)
     lines = [
         "[build-system]",
