@@ -6,6 +6,7 @@ stable, so rich is used only when the stream is a TTY, and never required.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -105,6 +106,17 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}"
     return str(value)
+
+
+def add_json_output_option(parser: argparse.ArgumentParser) -> None:
+    """``--json [FILE]`` for commands whose workers also print: ``-`` or no value is stdout."""
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        metavar="FILE",
+        help="write the outcome as JSON to FILE (or stdout, after the workers' own output)",
+    )
 
 
 def check_json_target(target: str | None) -> None:

@@ -13,7 +13,7 @@ from collections import defaultdict
 from typing import Any, TextIO
 
 from spawnkit.cli._errors import EXIT_OK
-from spawnkit.cli._output import Output
+from spawnkit.cli._output import Output, add_json_output_option
 
 __all__ = ["add_parser", "hook_summary", "run"]
 
@@ -41,13 +41,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--start-method", choices=("spawn", "forkserver"), default="spawn")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="bound (120 s)")
-    p.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="FILE",
-        help="write the outcome as JSON to FILE (or stdout, after the workers' own output)",
-    )
+    add_json_output_option(p)
     p.set_defaults(handler=run)
 
 

@@ -15,7 +15,7 @@ import sys
 from typing import Any, TextIO
 
 from spawnkit.cli._errors import UsageError
-from spawnkit.cli._output import Output
+from spawnkit.cli._output import Output, add_json_output_option
 
 __all__ = ["START_METHODS", "add_parser", "run"]
 
@@ -82,13 +82,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="folder put first on sys.path (in the workers too) to find ENTRY (default: .)",
     )
-    p.add_argument(
-        "--json",
-        nargs="?",
-        const="-",
-        metavar="FILE",
-        help="write the outcome as JSON to FILE (or stdout, after the workers' own output)",
-    )
+    add_json_output_option(p)
     p.set_defaults(handler=run)
 
 

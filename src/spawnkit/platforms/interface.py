@@ -51,15 +51,8 @@ _DATA_TYPES = (str, int, float, bool, type(None))
 
 
 def _describe(obj: Any) -> str:
-    if isinstance(obj, staticmethod):
-        return "staticmethod"
-    if isinstance(obj, classmethod):
-        return "classmethod"
-    if isinstance(obj, property):
-        return "property"
-    if inspect.isfunction(obj):
-        return "method"
-    return f"{type(obj).__name__} value"
+    kind = _kind(obj)
+    return f"{type(obj).__name__} value" if kind == "data" else kind
 
 
 def _kind(obj: Any) -> str:
