@@ -169,7 +169,12 @@ def default_namespace() -> Namespace:
 
 
 def get_namespace(ns: Namespace | str | NamespaceConfig | None = None) -> Namespace:
-    """Normalise the ``namespace=`` argument every public function accepts."""
+    """Normalise the ``namespace=`` argument every public function accepts.
+
+    A name not declared in this process is loaded from the installed engine
+    that registers it in the ``spawnkit.namespaces`` entry-point group; a name
+    nobody registered is a ``NamespaceError``, never guessed.
+    """
     if ns is None:
         return default_namespace()
     if isinstance(ns, Namespace):
@@ -181,10 +186,11 @@ def get_namespace(ns: Namespace | str | NamespaceConfig | None = None) -> Namesp
             return default_namespace()
         found = Namespace._registry.get(ns)
         if found is None:
-            known = ", ".join(sorted(Namespace._registry)) or "none"
-            raise NamespaceError(
-                f"unknown namespace {ns!r} (declared in this process: {known}). Declare it with "
-                f"spawnkit.Namespace({ns!r}, env_prefix=...) before use, or pass the Namespace."
-            )
+            # Not declared here yet: load the engine's registration (spawnkit.namespaces).
+            from spawnkit._namespace_registry import load_registered, unknown_namespace
+
+            found = load_registered(ns)
+            if found is None:
+                raise unknown_namespace(ns, sorted(Namespace._registry))
         return found
     raise TypeError(f"namespace must be a Namespace, a name or None, got {type(ns).__name__}")
