@@ -129,9 +129,15 @@ def _plugins(spec: ProcessSpec) -> None:
             _type_error("plugins", expected, value, f"item {_show(name)} is not a plugin name")
 
 
+# The last rows that passed: immutable, and shared by every rank's copy of a template, so
+# ``replace()`` per rank skips re-checking them (held strongly, so the id cannot be reused).
+_last_rows: tuple[Any, ...] | None = None
+
+
 def _entry_points(spec: ProcessSpec) -> None:
+    global _last_rows
     rows = spec.entry_points
-    if rows is None:
+    if rows is None or rows is _last_rows:
         return
     expected = "a tuple of (name, value, group, dist, version) str tuples or None"
     if type(rows) is not tuple:
@@ -144,6 +150,7 @@ def _entry_points(spec: ProcessSpec) -> None:
         and set(map(len, rows)) <= _ROW_LEN
         and set(map(type, chain.from_iterable(rows))) <= _STR
     ):
+        _last_rows = rows
         return
     for row in rows:
         if type(row) is not tuple or len(row) != _ROW_FIELDS:
