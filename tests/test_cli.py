@@ -220,6 +220,17 @@ def _uid(tmp_path: Path) -> str:
     return "ns" + "".join(c for c in tmp_path.name if c.isalnum())
 
 
+def _registered(tmp_path: Path, installed) -> str:
+    """A unique namespace whose engine registers it (``spawnkit.namespaces``), as doctor needs."""
+    ns = _uid(tmp_path)
+    installed(
+        f"{ns}-engine",
+        entry_points={"spawnkit.namespaces": {ns: f"{ns}_engine:NS"}},
+        modules={f"{ns}_engine": f"from spawnkit import Namespace\nNS = Namespace({ns!r})\n"},
+    )
+    return ns
+
+
 def test_doctor_demo_namespace_json() -> None:
     code, out, err = run_cli("doctor", "--namespace", "spawnkit.demo", "--json")
     assert code == 0, err
@@ -239,7 +250,7 @@ def test_doctor_demo_namespace_json() -> None:
 
 
 def test_doctor_fails_when_a_plugin_would_fail_in_a_worker(tmp_path: Path, installed) -> None:
-    ns = _uid(tmp_path)
+    ns = _registered(tmp_path, installed)
     installed(
         "exploding-plugin",
         entry_points={f"{ns}.plugins": {"bad": f"{ns}_bad:register"}},
@@ -257,7 +268,7 @@ def test_doctor_fails_when_a_plugin_would_fail_in_a_worker(tmp_path: Path, insta
 
 
 def test_doctor_flags_conflicting_replace_hooks(tmp_path: Path, installed) -> None:
-    ns = _uid(tmp_path)
+    ns = _registered(tmp_path, installed)
     source = (
         "from spawnkit.namespace import get_namespace\n"
         "from spawnkit.hooks import HookType\n"
@@ -283,7 +294,7 @@ def test_doctor_flags_conflicting_replace_hooks(tmp_path: Path, installed) -> No
 
 
 def test_doctor_fails_on_ambiguous_platform(tmp_path: Path, installed) -> None:
-    ns = _uid(tmp_path)
+    ns = _registered(tmp_path, installed)
     source = (
         "from spawnkit.platforms.interface import Platform, PlatformEnum\n"
         "class A(Platform):\n    _enum = PlatformEnum.OOT\n"

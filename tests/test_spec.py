@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from spawnkit.errors import BootstrapOrderError, PayloadError
+from spawnkit.errors import (
+    BootstrapOrderError,
+    PayloadError,
+    SpawnkitError,
+    SpecError,
+    SpecTypeError,
+    SpecValueError,
+)
 from spawnkit.spec import NamespaceConfig, Payload, ProcessSpec, _phase
 
 ALLOWED_SPAWNKIT = ("spawnkit", "spawnkit.errors", "spawnkit.spec")
@@ -76,13 +83,93 @@ def test_spec_is_frozen_and_replace_makes_per_rank_copies() -> None:
     [
         ({"entry": "no_colon"}, "module:qualname"),
         ({"entry": ""}, "entry_payload"),
-        ({"entry": "m:f", "rank": 2, "world_size": 2}, "outside world_size"),
+        ({"entry": "m:f", "rank": 2, "world_size": 2}, r"range\(world_size=2\)"),
         ({"entry": "m:f", "local_rank": -1}, "local_rank"),
     ],
 )
 def test_spec_rejects_invalid_fields(kwargs: dict[str, object], fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment):
         ProcessSpec(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "field", "needles"),
+    [
+        ({"plugins": "ab"}, SpecTypeError, "plugins", ["tuple of plugin names", "'ab'", "('ab',)"]),
+        ({"plugins": ("a", 1)}, SpecTypeError, "plugins", ["item 1"]),
+        ({"env": {"X": 1}}, SpecTypeError, "env['X']", ["a str", "int 1", "pass '1'"]),
+        ({"env": {1: "x"}}, SpecTypeError, "env", ["str keys", "key 1"]),
+        ({"env": [("X", "1")]}, SpecTypeError, "env", ["a dict", "list"]),
+        ({"entry": 123}, SpecTypeError, "entry", ["'module:qualname' str", "int 123"]),
+        ({"rank": "zero"}, SpecTypeError, "rank", ["an int", "str 'zero'"]),
+        ({"rank": True}, SpecTypeError, "rank", ["an int", "bool True"]),
+        ({"rank": -1}, SpecValueError, "rank", [">= 0", "-1"]),
+        ({"world_size": 0}, SpecValueError, "world_size", [">= 1", "got 0"]),
+        ({"world_size": 2.0}, SpecTypeError, "world_size", ["an int", "float 2.0"]),
+        ({"local_rank": None}, SpecTypeError, "local_rank", ["an int", "None"]),
+        ({"namespace": "minieng"}, SpecTypeError, "namespace", ["NamespaceConfig", "'minieng'"]),
+        ({"platform": 7}, SpecTypeError, "platform", ["platform name", "int 7"]),
+        ({"platform": ""}, SpecValueError, "platform", ["non-empty"]),
+        ({"lenient_plugins": "no"}, SpecTypeError, "lenient_plugins", ["a bool", "'no'"]),
+        ({"entry_points": (("a", "b", "c"),)}, SpecTypeError, "entry_points", ["row ('a'"]),
+        ({"entry_points": "x"}, SpecTypeError, "entry_points", ["str tuples"]),
+        ({"payload": {"a": 1}}, SpecTypeError, "payload", ["Payload", "Payload.capture"]),
+        ({"entry_payload": b"x"}, SpecTypeError, "entry_payload", ["Payload"]),
+        ({"report_conn": 3}, SpecTypeError, "report_conn", ["Connection", "int 3"]),
+        ({"death_conn": "pipe"}, SpecTypeError, "death_conn", ["Connection"]),
+        ({"run_id": 5}, SpecTypeError, "run_id", ["a str", "int 5"]),
+        ({"guard_policy": "warm"}, SpecValueError, "guard_policy", ["'warn'", "'warm'"]),
+        ({"guard_policy": 1}, SpecTypeError, "guard_policy", ["one of"]),
+        ({"extra": {2: "x"}}, SpecTypeError, "extra", ["str keys"]),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
+def test_spec_names_the_wrong_field_its_type_and_value(
+    kwargs: dict[str, object], error: type[SpecError], field: str, needles: list[str]
+) -> None:
+    with pytest.raises(error) as info:
+        ProcessSpec(**{"entry": "m:f", **kwargs})  # type: ignore[arg-type]
+    err = info.value
+    assert isinstance(err, SpawnkitError)
+    assert isinstance(err, TypeError if error is SpecTypeError else ValueError)
+    assert err.field == field
+    text = str(err)
+    assert text.startswith(f"ProcessSpec.{field} must be {err.expected}, got ")
+    for needle in needles:
+        assert needle in text, text
+    again = pickle.loads(pickle.dumps(err))  # it crosses process boundaries like every error
+    assert (type(again), str(again), again.field) == (error, text, field)
+
+
+def test_replace_checks_the_changed_fields_too() -> None:
+    spec = _full_spec()
+    with pytest.raises(SpecTypeError, match=r"ProcessSpec\.plugins"):
+        spec.replace(plugins="a")
+    with pytest.raises(SpecValueError, match=r"ProcessSpec\.rank"):
+        spec.replace(rank=4)
+
+
+def test_unambiguous_spellings_are_normalised() -> None:
+    class Index:
+        def __index__(self) -> int:
+            return 2
+
+    spec = ProcessSpec(entry="m:f", rank=Index(), world_size=3, plugins=["a"])  # type: ignore[arg-type]
+    assert (type(spec.rank), spec.rank, spec.plugins) == (int, 2, ("a",))
+    rows = [["n", "m:f", "g", "d", "1"]]
+    with pytest.raises(SpecTypeError):  # rows must be tuples: they are compared and hashed
+        ProcessSpec(entry="m:f", entry_points=rows)  # type: ignore[arg-type]
+
+
+def test_unpickling_a_spec_runs_no_field_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers only unpickle: the checks belong to the parent that built the spec."""
+    from spawnkit.spec import process_spec
+
+    data = pickle.dumps(_full_spec())
+    calls: list[object] = []
+    monkeypatch.setattr(process_spec, "check_spec", calls.append)
+    assert pickle.loads(data) == _full_spec()
+    assert len(calls) == 1  # only the _full_spec() built for the comparison
 
 
 @pytest.mark.parametrize("protocol", [2, pickle.DEFAULT_PROTOCOL, pickle.HIGHEST_PROTOCOL])

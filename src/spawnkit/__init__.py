@@ -68,7 +68,10 @@ _ERROR_NAMES = (
     "PluginError",
     "PreloadError",
     "SpawnkitError",
+    "SpecError",
     "SpecSignatureError",
+    "SpecTypeError",
+    "SpecValueError",
     "StageError",
     "WorkerReuseError",
 )

@@ -44,7 +44,10 @@ __all__ = [
     "PluginError",
     "PreloadError",
     "SpawnkitError",
+    "SpecError",
     "SpecSignatureError",
+    "SpecTypeError",
+    "SpecValueError",
     "StageError",
     "WorkerReuseError",
 ]
@@ -297,6 +300,28 @@ class PreloadError(BootstrapError):
 
 class SpecSignatureError(SpawnkitError):
     """A spec file is unsigned, signed with another key, or was modified."""
+
+
+class SpecError(SpawnkitError):
+    """A ``ProcessSpec`` field is wrong; ``field``, ``expected`` and ``value`` (a repr) name it.
+
+    Raised when the spec is built, in the parent, so that a bad field never
+    reaches a worker where it would fail later in an unrelated stage.
+    """
+
+    def __init__(self, message: str, *, field: str = "", expected: str = "", value: str = ""):
+        super().__init__(message)
+        self.field = field
+        self.expected = expected
+        self.value = value
+
+
+class SpecTypeError(SpecError, TypeError):
+    """A ``ProcessSpec`` field has the wrong type (``plugins="ab"``, ``env={"X": 1}``)."""
+
+
+class SpecValueError(SpecError, ValueError):
+    """A ``ProcessSpec`` field has the right type but an impossible value (``rank=-1``)."""
 
 
 # ------------------------------------------------------------------ launcher

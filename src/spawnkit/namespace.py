@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from spawnkit.errors import NamespaceError
-from spawnkit.spec import NamespaceConfig
+from spawnkit.spec import NamespaceConfig, _phase
 
 if TYPE_CHECKING:
     from spawnkit.hooks.plugins import PluginManager
@@ -164,14 +164,27 @@ class Namespace:
 
 
 def default_namespace() -> Namespace:
-    """The ``spawnkit`` / ``SPAWNKIT`` namespace that the module-level API uses."""
+    """The ``spawnkit`` / ``SPAWNKIT`` namespace: what the module-level API uses outside a worker.
+
+    Inside a worker the module-level API follows the namespace of the worker's
+    spec instead (see :func:`get_namespace`).
+    """
     return Namespace(DEFAULT_NAMESPACE_NAME, "SPAWNKIT")
 
 
 def get_namespace(ns: Namespace | str | NamespaceConfig | None = None) -> Namespace:
-    """Normalise the ``namespace=`` argument every public function accepts."""
+    """Normalise the ``namespace=`` argument every public function accepts.
+
+    ``None`` is the namespace of this worker's spec inside a bootstrapped
+    worker (the only platform and plugins that worker has), else the default.
+    A name not declared in this process is loaded from the installed engine
+    that registers it in the ``spawnkit.namespaces`` entry-point group; a name
+    nobody registered is a ``NamespaceError``, never guessed.
+    """
     if ns is None:
-        return default_namespace()
+        # In a worker, "no namespace" means the one its spec was bootstrapped for.
+        worker: Namespace | None = _phase.worker_namespace()
+        return worker if worker is not None else default_namespace()
     if isinstance(ns, Namespace):
         return ns
     if isinstance(ns, NamespaceConfig):
@@ -181,10 +194,11 @@ def get_namespace(ns: Namespace | str | NamespaceConfig | None = None) -> Namesp
             return default_namespace()
         found = Namespace._registry.get(ns)
         if found is None:
-            known = ", ".join(sorted(Namespace._registry)) or "none"
-            raise NamespaceError(
-                f"unknown namespace {ns!r} (declared in this process: {known}). Declare it with "
-                f"spawnkit.Namespace({ns!r}, env_prefix=...) before use, or pass the Namespace."
-            )
+            # Not declared here yet: load the engine's registration (spawnkit.namespaces).
+            from spawnkit._namespace_registry import load_registered, unknown_namespace
+
+            found = load_registered(ns)
+            if found is None:
+                raise unknown_namespace(ns, sorted(Namespace._registry))
         return found
     raise TypeError(f"namespace must be a Namespace, a name or None, got {type(ns).__name__}")

@@ -226,7 +226,7 @@ class Bootstrapper:
     def _arm_parent_death(self) -> None:
         if self.spec.env:
             os.environ.update(self.spec.env)
-        _phase.enter_worker()
+        _phase.enter_worker(self.namespace)
         _set_current(self.spec, None)
         if importlib.util.find_spec(_PARENT_DEATH_MODULE) is not None:
             module = importlib.import_module(_PARENT_DEATH_MODULE)

@@ -23,40 +23,37 @@ from spawnkit.namespace import Namespace
 from spawnkit.spec import Payload
 
 __all__ = [
-    "KNOWN_NAMESPACE_MODULES",
     "check_entry",
     "check_preload",
     "load_payload_file",
     "resolve_namespace",
 ]
 
-# Modules that declare the namespaces spawnkit itself ships; importing them is cheap.
-KNOWN_NAMESPACE_MODULES = ("spawnkit.demo.namespace",)
-
 _DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
-def _declare_known() -> None:
-    for module in KNOWN_NAMESPACE_MODULES:
-        mod = importlib.import_module(module)
-        factory = getattr(mod, "demo_namespace", None)
-        if callable(factory):
-            factory()
-
-
-def _groups_installed(name: str) -> bool:
+def _unregistered_groups(name: str) -> str:
+    """For the refusal: distributions that ship plugins for ``name`` although none registers it."""
     from spawnkit import _metadata
 
-    return bool(
-        _metadata.entry_points(f"{name}.platforms") or _metadata.entry_points(f"{name}.plugins")
+    dists = sorted(
+        {ep.dist for group in (f"{name}.platforms", f"{name}.plugins") for ep in
+         _metadata.entry_points(group)}
+    )  # fmt: skip
+    if not dists:
+        return ""
+    return (
+        f" (installed plugins for it come from {', '.join(dists)}, but without the engine's "
+        "registration its variable names are unknown, so spawnkit will not guess them)"
     )
 
 
 def resolve_namespace(spec: str | None) -> Namespace:
-    """``None`` -> ``spawnkit``; a declared name; ``module:attr`` of a Namespace; or a name
-    whose ``<name>.platforms`` / ``<name>.plugins`` groups some installed package provides."""
+    """``None`` -> ``spawnkit``; a name an installed engine registers (``spawnkit.namespaces``
+    entry points) or declared in this process; or ``module:attr`` of a Namespace."""
+    from spawnkit._namespace_registry import describe_unknown, load_registered, registration_hint
     from spawnkit.errors import NamespaceError
-    from spawnkit.namespace import get_namespace
+    from spawnkit.namespace import DEFAULT_NAMESPACE_NAME, get_namespace
 
     if spec is None or spec == "":
         return get_namespace(None)
@@ -85,20 +82,19 @@ def resolve_namespace(spec: str | None) -> Namespace:
             f"namespace {spec!r} is not a dotted name",
             "use a name such as 'spawnkit.demo' or 'module:attr' of a Namespace",
         )
-    _declare_known()
-    try:
+    if spec == DEFAULT_NAMESPACE_NAME or spec in Namespace._registry:
         return get_namespace(spec)
-    except NamespaceError:
-        pass
-    if _groups_installed(spec):
-        return Namespace(spec)
-    known = sorted({"spawnkit", *Namespace._registry})
-    raise UsageError(
-        f"unknown namespace {spec!r}: it is not declared and no installed package provides "
-        f"entry-point groups {spec}.platforms or {spec}.plugins (known: {', '.join(known)})",
-        "use one of the known namespaces, install the engine's plugins, or pass "
-        "'module:attr' naming the engine's Namespace object",
-    )
+    try:
+        found = load_registered(spec)
+    except NamespaceError as exc:
+        raise UsageError(str(exc)) from exc  # a broken registration: the message has the fix
+    if found is None:
+        raise UsageError(
+            describe_unknown(spec, sorted(Namespace._registry)) + _unregistered_groups(spec),
+            f"register it with {registration_hint(spec)}; or pass --namespace module:attr "
+            "naming the engine's Namespace object",
+        )
+    return found
 
 
 def _top_level_names(tree: ast.Module) -> tuple[set[str], bool]:

@@ -1,7 +1,9 @@
 """Platforms: the device interface, discovery, built-ins and out-of-tree op dispatch.
 
-``from spawnkit.platforms import current_platform`` resolves the default
-namespace's platform on first access (PEP 562), not at import: plugins import
+``from spawnkit.platforms import current_platform`` resolves the platform on
+first access (PEP 562), not at import.  Inside a spawnkit worker it is the
+platform of the worker's namespace (the spec's), elsewhere the default
+namespace's; ``ns.current_platform`` names one explicitly.  Plugins import
 this package for ``Platform`` long before any platform may be chosen, and a
 resolution at import time would run every plugin's ``activate()`` from inside
 another plugin's import.  ``CustomOp`` and ``RMSNorm`` import torch, so they
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from spawnkit._lazy import load_export
 from spawnkit.platforms.explanation import PlatformExplanation, PlatformSelection
 from spawnkit.platforms.interface import DeviceMixin, Platform, PlatformEnum
+from spawnkit.spec import _phase
 
 if TYPE_CHECKING:
     from spawnkit.namespace import Namespace
@@ -66,6 +69,12 @@ _default_manager: PlatformManager | None = None
 def _manager(namespace: Namespace | str | NamespaceConfig | None) -> PlatformManager:
     global _default_manager
     if namespace is None:
+        worker = _phase.worker_namespace()
+        if worker is not None:
+            # A worker of namespace "minieng" runs on minieng's platform; the default
+            # namespace's answer would be another engine's (usually "base").
+            manager: PlatformManager = worker.platforms
+            return manager
         # default_namespace() rebuilds a config on every call; current_platform may be hot.
         if _default_manager is None:
             from spawnkit.namespace import default_namespace

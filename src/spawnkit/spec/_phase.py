@@ -8,15 +8,26 @@ the parent's values, which is why the bootstrap resets them when it starts.
 
 from __future__ import annotations
 
+from typing import Any
+
 _in_worker = False
 _hooks_applied = False
+# The Namespace this worker was bootstrapped for: what the module-level API
+# (``get_namespace(None)``, ``spawnkit.platforms.current_platform``) answers for.
+_worker_namespace: Any = None
 
 
-def enter_worker() -> None:
-    """Mark this process as a bootstrapping worker whose hooks are not yet applied."""
-    global _in_worker, _hooks_applied
+def enter_worker(namespace: Any = None) -> None:
+    """Mark this process as a bootstrapping worker of ``namespace``, hooks not yet applied."""
+    global _in_worker, _hooks_applied, _worker_namespace
     _in_worker = True
     _hooks_applied = False
+    _worker_namespace = namespace
+
+
+def worker_namespace() -> Any:
+    """The namespace of this worker's spec; ``None`` outside a bootstrapped worker."""
+    return _worker_namespace
 
 
 def mark_hooks_applied() -> None:
@@ -26,9 +37,10 @@ def mark_hooks_applied() -> None:
 
 def leave_worker() -> None:
     """Forget worker state (used by in-process test helpers)."""
-    global _in_worker, _hooks_applied
+    global _in_worker, _hooks_applied, _worker_namespace
     _in_worker = False
     _hooks_applied = False
+    _worker_namespace = None
 
 
 def too_early() -> bool:

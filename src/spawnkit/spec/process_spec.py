@@ -13,6 +13,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from spawnkit.spec._namespace_config import NamespaceConfig
+from spawnkit.spec._validate import check_spec
 from spawnkit.spec.payload import Payload
 
 __all__ = ["ProcessSpec"]
@@ -56,17 +57,8 @@ class ProcessSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if not self.entry and self.entry_payload is None:
-            raise ValueError("ProcessSpec needs an entry 'module:qualname' or an entry_payload")
-        if self.entry and ":" not in self.entry:
-            raise ValueError(
-                f"ProcessSpec.entry must be 'module:qualname', got {self.entry!r} "
-                "(for example 'myengine.worker:run')"
-            )
-        if not (0 <= self.rank < self.world_size):
-            raise ValueError(f"rank {self.rank} is outside world_size {self.world_size}")
-        if self.local_rank < 0:
-            raise ValueError(f"local_rank must be >= 0, got {self.local_rank}")
+        # Runs when a spec is built or replaced, never when a worker unpickles one.
+        check_spec(self)
 
     def replace(self, **changes: Any) -> ProcessSpec:
         """A copy with some fields changed (one spec per rank from a template)."""

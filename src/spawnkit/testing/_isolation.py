@@ -122,14 +122,14 @@ class HookIsolation:
         self.registry: HookRegistry | None = None
         self._cm: Any = None
         self._baseline: dict[int, set[str]] = {}
-        self._phase: tuple[bool, bool] = (False, False)
+        self._phase: tuple[bool, bool, Any] = (False, False, None)
         self.reported: list[HookLeak] = []
 
     def start(self) -> HookRegistry:
         from spawnkit.hooks.registry import HookRegistry
         from spawnkit.spec import _phase
 
-        self._phase = (_phase._in_worker, _phase._hooks_applied)
+        self._phase = (_phase._in_worker, _phase._hooks_applied, _phase._worker_namespace)
         self._baseline = {
             key: {t.target for t in reg.applied_targets()} for key, reg in _registries().items()
         }
@@ -223,7 +223,7 @@ class HookIsolation:
                 HookLeak(leak.registry, leak.target, leak.sources, leak.reason, fixed)
                 for leak in leaks
             )
-        _phase._in_worker, _phase._hooks_applied = self._phase
+        _phase._in_worker, _phase._hooks_applied, _phase._worker_namespace = self._phase
         _reset_default_plugins()
         return found
 
