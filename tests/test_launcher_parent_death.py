@@ -284,3 +284,39 @@ def _exit_code() -> int:
     from spawnkit.bootstrap._parent_death import PARENT_DIED_EXIT_CODE
 
     return PARENT_DIED_EXIT_CODE
+
+
+def test_cleanup_does_not_list_a_zombie_it_did_not_end() -> None:
+    """A recorded pid that is already a zombie was not ended by cleanup(), nor does it survive."""
+    run_id = f"skt-zombie-{os.getpid()}-{time.monotonic_ns()}"
+    # The holder forks a child that exits at once and is never reaped: a zombie that is
+    # not our child, so nothing here can reap it either.
+    holder_code = (
+        "import os, sys, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0)\n"
+        "print(pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", holder_code], stdout=subprocess.PIPE, text=True
+    )
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        zombie = int(_read_line(holder, 30))
+        deadline = time.monotonic() + 10
+        while psutil.Process(zombie).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        record_run(run_id, [zombie, live.pid])
+        started = time.monotonic()
+        result = cleanup(run_id, timeout=4.0)
+        assert result.ended == [live.pid]
+        assert zombie not in result.survivors
+        assert time.monotonic() - started < 3.0  # no wait for a zombie that cannot go
+    finally:
+        for proc in (holder, live):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)

@@ -18,7 +18,8 @@ against:
   reported instead of waited on.
 * **Nothing is left behind.**  Teardown snapshots each worker's process tree
   before signalling anything; workers die by themselves when the launcher
-  dies (death pipe, plus PR_SET_PDEATHSIG); every process carries the run id,
+  dies, and end their own children first (death pipe, plus a guardian process
+  per worker on Linux, see ``_parent_death``); every process carries the run id,
   so :func:`spawnkit.cleanup` can sweep orphans; groups still running when the
   interpreter exits are torn down by an ``atexit`` handler.
 * **Decided once, in the parent.**  The platform and the allowed plugins are
@@ -991,8 +992,9 @@ def spawn_with_plugins(
     child_env[RUN_ID_VAR] = run_id
     extra: dict[str, Any] = {
         PARENT_PID_KEY: os.getpid(),
-        # PDEATHSIG fires when the creating *thread* exits, and a forkserver worker's parent
-        # is the server: ask for it only where its "parent" is this process's main thread.
+        # Only a spawned worker's parent is this process (a forkserver worker's is the
+        # server): there it checks getppid() against our pid, to catch a launcher that
+        # died before the worker armed its watch.
         PDEATHSIG_KEY: start_method == "spawn"
         and threading.current_thread() is threading.main_thread(),
         CONTEXT_KEY: context,
