@@ -522,7 +522,7 @@ class RayWorkerGroup:
         A rank stopped by ``terminate()`` before it returned is a ``ChildExitedError``.
         """
         wait = timeout
-        if not self.join(wait):
+        if not self.join(wait) and not self._closed:
             running = [r for r in range(self.nprocs) if self._outcomes[r] is None]
             raise BootstrapTimeoutError(
                 f"results() timed out after {wait or 0.0:.1f}s: rank(s) "
@@ -536,7 +536,7 @@ class RayWorkerGroup:
                 host=str(self._where[running[0]].get("host", "")),
             )
         for rank, outcome in enumerate(self._outcomes):
-            if outcome is None:  # join() returned True only because terminate() stopped it
+            if outcome is None:  # terminate() stopped it before its entry returned
                 raise self._stopped_error(rank, "returned from its entry function")
         return [o["result"] if o is not None else None for o in self._outcomes]
 
