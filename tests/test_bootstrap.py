@@ -80,6 +80,7 @@ def test_report_reaches_the_entry_with_plugins_hooks_platform_and_timings(world:
     assert report.platform["name"] == "testdev" and report.platform["kind"] == "plugin"
     assert report.platform["dist"] == f"plat-{world.eng[4:]}"
     assert "pinned by the parent" in report.platform["how"]
+    assert "set_selection" not in report.platform["how"]  # spawnkit's internals, not the user's
     (plugin,) = report.plugins
     assert (plugin["name"], plugin["dist"], plugin["version"]) == ("p1", "p-one", "1.2")
     hooks = report.hooks[f"{world.eng}.sched.Scheduler.run"]

@@ -170,7 +170,10 @@ def test_policy_precedence(
 
 
 def test_invalid_policy_names_its_origin() -> None:
-    with pytest.raises(ValueError, match="from the environment"):
-        guard.resolve_policy("error", "loud")
-    with pytest.raises(ValueError, match="from the spec"):
+    from spawnkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^SPAWNKIT_IMPORT_GUARD='loud' is not") as info:
+        guard.resolve_policy("error", "loud", var="SPAWNKIT_IMPORT_GUARD")
+    assert info.value.setting == "SPAWNKIT_IMPORT_GUARD"
+    with pytest.raises(ValueError, match=r"ProcessSpec.guard_policy='maybe'"):
         guard.resolve_policy("error", None, "maybe")

@@ -77,6 +77,7 @@ def test_join_polls_and_terminate_ends_everything(site: Site, mode: dict[str, st
         group.terminate()
         # SIGTERM ends a sleeping worker at once: exit codes are the signal, not SIGKILL.
         assert group.exit_codes == [-15, -15]
+        assert group.join(timeout=5) is False  # stopped work is not done work
     assert_group_gone(group)
 
 
@@ -311,7 +312,7 @@ def test_results_after_terminate_raise_instead_of_returning_none(site: Site) -> 
     with spawn_with_plugins(site.entry("sleep_forever"), namespace=site.ns) as group:
         group.wait_ready(timeout=60)
         group.terminate()
-        assert group.join(timeout=10)
+        assert group.join(timeout=10) is False  # stopped, not done
         with pytest.raises(ChildExitedError, match="terminate") as info:
             group.results(timeout=10)
     assert info.value.rank == 0 and info.value.exit_code not in (0, None)

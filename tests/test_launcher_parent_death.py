@@ -1,4 +1,4 @@
-"""A launcher that dies leaves nothing behind; cleanup(run_id) sweeps what escapes."""
+"""A launcher that dies leaves nothing behind, grandchildren included; cleanup() sweeps the rest."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -35,7 +36,11 @@ from spawnkit.bootstrap import spawn_with_plugins
 
 def main():
     ns = Namespace({tag!r}, env_prefix={prefix!r})
-    group = spawn_with_plugins({entry!r}, nprocs=2, namespace=ns, start_method=sys.argv[1])
+    method, _, context = sys.argv[1].partition("/")
+    context = context or "multiprocessing"
+    group = spawn_with_plugins(
+        {entry!r}, nprocs=2, namespace=ns, start_method=method, context=context
+    )
     group.wait_ready(timeout=60)
     if len(sys.argv) > 2:  # wait for the workers' markers
         deadline = time.monotonic() + 30
@@ -52,16 +57,45 @@ if __name__ == "__main__":
 """
 
 _GRANDPARENT = """
-import os, subprocess, sys, time
+import ctypes, os, subprocess, sys, time
 from pathlib import Path
 from spawnkit.bootstrap import current_spec
 
-def run():
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
-                             start_new_session=True)
+# A daemon: the started process forks, its child starts a new session, and the
+# started process exits, so the daemon is re-parented away from the worker's tree.
+_DAEMON = (
+    "import os, sys, time\\n"
+    "if os.fork():\\n"
+    "    os._exit(0)\\n"
+    "os.setsid()\\n"
+    "sys.stdout.write(str(os.getpid()) + chr(10)); sys.stdout.flush()\\n"
+    "time.sleep(600)\\n"
+)
+
+def _publish(pids):
     marker = os.environ["SKT_MARKER"] + str(current_spec().rank)
-    Path(marker + ".tmp").write_text(str(child.pid))
+    Path(marker + ".tmp").write_text(" ".join(map(str, pids)))
     os.replace(marker + ".tmp", marker)
+
+def _grandchild():
+    # Its own session, as servers start helpers: a process-group kill would miss it.
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                            start_new_session=True).pid
+
+def run():
+    _publish([_grandchild()])
+    time.sleep(600)
+
+def run_holding_gil():
+    _publish([_grandchild()])
+    # Native code that never releases the GIL: the worker's own watcher thread cannot run.
+    ctypes.PyDLL(None).sleep(600)
+
+def run_with_daemon():
+    started = subprocess.Popen([sys.executable, "-c", _DAEMON], stdout=subprocess.PIPE, text=True)
+    daemon = int(started.stdout.readline())
+    started.wait(30)
+    _publish([_grandchild(), daemon])
     time.sleep(600)
 """
 
@@ -115,29 +149,86 @@ def test_sigkilled_launcher_leaves_no_worker(site: Site, tmp_path: Path, method:
             launcher.wait(10)
 
 
-def test_cleanup_ends_a_dead_launchers_orphans(site: Site, tmp_path: Path) -> None:
+def _kill_launcher_and_watch(
+    site: Site, tmp_path: Path, mode: str, entry: str
+) -> tuple[dict[str, Any], list[list[int]], list[int], float]:
+    """Start a launcher, SIGKILL it once its workers started their own children.
+
+    Returns the launcher's info, each rank's published pids, the pids still
+    alive 2 s after the launcher's death (workers and descendants), and how
+    long until the last of the watched ones went.
+    """
     (site.root / f"{site.tag}_gp.py").write_text(textwrap.dedent(_GRANDPARENT))
     marker = str(tmp_path / "grandchild")
-    launcher = _launch(site, tmp_path, "spawn", f"{site.tag}_gp:run", marker)
-    grandchildren: list[int] = []
+    launcher = _launch(site, tmp_path, mode, f"{site.tag}_gp:{entry}", marker)
+    published: list[list[int]] = []
     try:
-        info = json.loads(_read_line(launcher, 60))
-        grandchildren = [int(Path(marker + str(r)).read_text()) for r in range(2)]
+        info = json.loads(_read_line(launcher, 90))
+        published = [[int(p) for p in Path(marker + str(r)).read_text().split()] for r in range(2)]
+        # Every worker and the child each one started (in its own session).
+        watched = [*info["pids"], *(pids[0] for pids in published)]
         launcher.send_signal(signal.SIGKILL)
         launcher.wait(10)
-        assert not _wait_gone(info["pids"], 2.0)
-        result = cleanup(info["run_id"], timeout=4.0)
-        assert not result.survivors
-        assert not _wait_gone(grandchildren, 2.0), "cleanup() left orphans of the run alive"
+        killed_at = time.monotonic()
+        alive = _wait_gone(watched, 2.0)
+        return info, published, alive, time.monotonic() - killed_at
     finally:
-        for pid in grandchildren:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait(10)
+        # Whatever the assertion says, no grandchild may outlive the test.
+        _kill([pids[0] for pids in published])
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.mark.parametrize(
+    "mode",
+    [
+        "spawn/multiprocessing",
+        "forkserver/multiprocessing",
+        "spawn/multiprocess",
+        "forkserver/multiprocess",
+    ],
+)
+def test_sigkilled_launcher_takes_every_workers_tree_with_it(
+    site: Site, tmp_path: Path, mode: str
+) -> None:
+    """No cleanup() call: the workers *and the processes they started* end within 2 s."""
+    _info, published, alive, _took = _kill_launcher_and_watch(site, tmp_path, mode, "run")
+    grandchildren = [pids[0] for pids in published]
+    assert not alive, f"{alive} outlived their launcher by 2 s (grandchildren: {grandchildren})"
+
+
+def test_worker_stuck_holding_the_gil_still_ends_with_its_tree(site: Site, tmp_path: Path) -> None:
+    """The worker's own watcher thread cannot run; its guardian process ends the tree."""
+    _info, _published, alive, _took = _kill_launcher_and_watch(
+        site, tmp_path, "spawn", "run_holding_gil"
+    )
+    assert not alive, f"{alive} outlived their launcher by 2 s"
+
+
+def test_cleanup_ends_what_left_the_workers_tree(site: Site, tmp_path: Path) -> None:
+    """A daemon re-parented away from its worker is the case the OS cannot tie to the launcher."""
+    info, published, alive, _took = _kill_launcher_and_watch(
+        site, tmp_path, "spawn", "run_with_daemon"
+    )
+    daemons = [pids[1] for pids in published]
+    try:
+        assert not alive
+        assert not [p for p in daemons if gone(p)], "the daemons should have escaped the tree"
+        result = cleanup(info["run_id"], timeout=4.0)
+        assert not result.survivors
+        assert sorted(result.ended) == sorted(daemons)
+        assert not _wait_gone(daemons, 2.0), "cleanup() left the run's daemons alive"
+    finally:
+        _kill(daemons)
 
 
 def test_cleanup_finds_processes_by_environment_and_record() -> None:
@@ -186,10 +277,46 @@ def test_pdeathsig_arming_race_is_closed(tmp_path: Path) -> None:
     )
     assert proc.returncode == _exit_code()
     assert "still alive" not in proc.stdout
-    assert "re-parented before PR_SET_PDEATHSIG" in proc.stderr
+    assert "already re-parented when it armed its watch" in proc.stderr
 
 
 def _exit_code() -> int:
     from spawnkit.bootstrap._parent_death import PARENT_DIED_EXIT_CODE
 
     return PARENT_DIED_EXIT_CODE
+
+
+def test_cleanup_does_not_list_a_zombie_it_did_not_end() -> None:
+    """A recorded pid that is already a zombie was not ended by cleanup(), nor does it survive."""
+    run_id = f"skt-zombie-{os.getpid()}-{time.monotonic_ns()}"
+    # The holder forks a child that exits at once and is never reaped: a zombie that is
+    # not our child, so nothing here can reap it either.
+    holder_code = (
+        "import os, sys, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    os._exit(0)\n"
+        "print(pid, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", holder_code], stdout=subprocess.PIPE, text=True
+    )
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        zombie = int(_read_line(holder, 30))
+        deadline = time.monotonic() + 10
+        while psutil.Process(zombie).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        record_run(run_id, [zombie, live.pid])
+        started = time.monotonic()
+        result = cleanup(run_id, timeout=4.0)
+        assert result.ended == [live.pid]
+        assert zombie not in result.survivors
+        assert time.monotonic() - started < 3.0  # no wait for a zombie that cannot go
+    finally:
+        for proc in (holder, live):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)

@@ -45,6 +45,16 @@ def test_selected_name_not_found_lists_available_and_how_to_install(site: Plugin
     assert "Did you mean 'alpha'" in text
     assert "pip install" in text and site.group in text
     assert not site.imported(site.mod("alpha"))
+    assert text.count("no platform named 'alpah'") == 1  # the message, not a second copy
+
+
+def test_a_pinned_selection_is_explained_in_the_users_terms(site: PluginSite) -> None:
+    site.add_platform("alpha", dist="alpha-dist")
+    site.pm.set_selection("alpha", by="the launcher")
+    site.pm.select()
+    path = " -> ".join(site.pm.explain().path)
+    assert "'alpha' chosen by the launcher" in path
+    assert "set_selection" not in path
 
 
 def test_selected_plugin_returning_none_is_unavailable(site: PluginSite) -> None:
@@ -433,7 +443,9 @@ def test_errors_carry_the_explanation(site: PluginSite) -> None:
     expl = site.pm.explain()
     outcomes = {c.name: c.outcome for c in expl.candidates}
     assert outcomes == {"alpha": "activated", "beta": "error"}
-    assert info.value.explanation == str(expl)
+    # The error's own message is its first line; the explanation does not repeat it.
+    assert info.value.explanation == expl.render(error=False)
+    assert str(info.value).count("failed during auto-discovery") == 1
     assert "Platform discovery for namespace" in str(info.value)
     assert "KeyError" in (expl.error or "")
 

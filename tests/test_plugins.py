@@ -137,15 +137,34 @@ def test_env_var_selection(
     assert [p.name for p in load_plugins(world.ns)] == expected
 
 
-def test_unknown_selected_name_warns_listing_installed(
+def test_unknown_selected_name_is_refused_listing_installed(
     world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In-process loading refuses a typo as the launcher does: no silent run without it."""
+    world.add_plugin("alpha", RECORDING)
+    monkeypatch.setenv(world.ns.config.plugins_var, "alpha,alpah")
+    with pytest.raises(PluginError) as info:
+        load_plugins(world.ns)
+    text = str(info.value)
+    assert "'alpah' (did you mean 'alpha'?)" in text and "installed: alpha" in text
+    assert world.ns.config.lenient_var in text
+    assert info.value.plugin == "alpah"
+    assert f"{world.eng}.events" not in sys.modules  # refused before any plugin ran
+
+
+def test_unknown_selected_name_is_one_warning_when_lenient(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     world.add_plugin("a", RECORDING)
     monkeypatch.setenv(world.ns.config.plugins_var, "a,typo")
-    with pytest.warns(
-        PluginSelectionWarning, match=r"'typo' match no installed plugin; installed: a"
+    monkeypatch.setenv(world.ns.config.lenient_var, "1")
+    with (
+        pytest.warns(PluginSelectionWarning, match=r"'typo', but no installed plugin") as seen,
+        caplog.at_level(logging.WARNING),
     ):
         loaded = load_plugins(world.ns)
+    assert len(seen) == 1 and seen[0].filename == __file__
+    assert not [r for r in caplog.records if "typo" in r.getMessage()]
     assert [p.name for p in loaded] == ["a"]
     assert world.ns.plugins.report.unknown_names == ["typo"]
 
@@ -350,15 +369,18 @@ def test_parent_selection_excludes_by_the_platform_given_in_env(
         assert (platform, plugins) == ("otherdev", ("other", "plain"))
 
 
-def test_parent_selection_warns_about_unknown_names(
+def test_parent_selection_refuses_unknown_names(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The parent drops unknown names from the spec, so it is the one that must warn."""
+    """The parent drops unknown names from the spec, so it is the one that must refuse."""
     from spawnkit.bootstrap.launcher import _parent_selection
 
     world.add_plugin("a", RECORDING)
     env = {world.ns.config.plugins_var: "a,typo"}
-    with pytest.warns(PluginSelectionWarning, match=r"'typo' match no installed plugin"):
+    with pytest.raises(PluginError, match=r"'typo', but no installed plugin"):
+        _parent_selection(world.ns, env)
+    env[world.ns.config.lenient_var] = "yes"
+    with pytest.warns(PluginSelectionWarning, match=r"'typo', but no installed plugin"):
         _, plugins, _ = _parent_selection(world.ns, env)
     assert plugins == ("a",)
 

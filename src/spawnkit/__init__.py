@@ -47,6 +47,7 @@ _ERROR_NAMES = (
     "ChildError",
     "ChildExitedError",
     "ChildRaisedError",
+    "ConfigError",
     "CustomOpError",
     "EntryResolutionError",
     "HookApplyError",

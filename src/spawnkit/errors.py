@@ -23,6 +23,7 @@ __all__ = [
     "ChildError",
     "ChildExitedError",
     "ChildRaisedError",
+    "ConfigError",
     "CustomOpError",
     "EntryResolutionError",
     "HookApplyError",
@@ -288,6 +289,20 @@ class WorkerReuseError(BootstrapError):
     Bootstrapping it again would mix two hook sets in one process, so it is
     refused instead; the launcher must give every rank a fresh process.
     """
+
+
+class ConfigError(SpawnkitError, ValueError):
+    """A launcher argument or a namespace variable has a value spawnkit refuses.
+
+    Raised before any worker starts wherever the parent can see it.
+    ``setting`` names the keyword (``ready_timeout``) or the environment
+    variable (``SPAWNKIT_IMPORT_GUARD``), so a caller can tell which knob to
+    fix without parsing the message.
+    """
+
+    def __init__(self, message: str, *, setting: str = "") -> None:
+        super().__init__(message)
+        self.setting = setting
 
 
 class LauncherUnavailableError(SpawnkitError, RuntimeError):

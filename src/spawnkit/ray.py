@@ -183,8 +183,11 @@ def spawn_spec_on_ray(
     strategy: str = "PACK",
 ) -> RayWorkerGroup:
     """:func:`spawn_on_ray` from a ready spec template (what ``spawn_with_plugins`` builds)."""
-    if nprocs < 1:
-        raise ValueError(f"nprocs must be >= 1, got {nprocs}")
+    from spawnkit.bootstrap._launch_checks import check_count, check_seconds
+
+    check_count("nprocs", nprocs)
+    check_seconds("ready_timeout", ready_timeout, none="no startup limit")
+    check_seconds("join_timeout", join_timeout, none="no limit")
     if template.report_conn is not None or template.death_conn is not None:
         raise ValueError(
             "a spec for Ray ranks cannot hold report_conn/death_conn: those are pipes of this "
@@ -477,13 +480,14 @@ class RayWorkerGroup:
         return self._timeout(sorted(pending.values()), "their bootstrap")
 
     def join(self, timeout: float | None = None) -> bool:
-        """True once every rank finished; False if some still run after ``timeout`` seconds.
+        """True once every rank's entry returned; False if some still run after ``timeout``.
 
         The first rank that failed raises here (its ``ChildRaisedError`` or
         ``ChildExitedError``) and the others are stopped.  Once the group's
         ``join_timeout`` (seconds since the start) has passed with ranks still
         running, a ``BootstrapTimeoutError`` tears the group down, as locally.
-        After ``terminate()`` it returns True at once (the ranks are stopped).
+        After ``terminate()`` it answers at once: True only if every rank's
+        entry had returned, False if ``terminate()`` stopped one first.
         """
         self._raise_if_failed()
         ray = self._ray
@@ -518,7 +522,7 @@ class RayWorkerGroup:
         A rank stopped by ``terminate()`` before it returned is a ``ChildExitedError``.
         """
         wait = timeout
-        if not self.join(wait):
+        if not self.join(wait) and not self._closed:
             running = [r for r in range(self.nprocs) if self._outcomes[r] is None]
             raise BootstrapTimeoutError(
                 f"results() timed out after {wait or 0.0:.1f}s: rank(s) "
@@ -532,7 +536,7 @@ class RayWorkerGroup:
                 host=str(self._where[running[0]].get("host", "")),
             )
         for rank, outcome in enumerate(self._outcomes):
-            if outcome is None:  # join() returned True only because terminate() stopped it
+            if outcome is None:  # terminate() stopped it before its entry returned
                 raise self._stopped_error(rank, "returned from its entry function")
         return [o["result"] if o is not None else None for o in self._outcomes]
 
@@ -552,7 +556,8 @@ class RayWorkerGroup:
                 raise self._fail(self._raised(outcome["failure"]))
             self._outcomes[rank] = outcome
             self._stage[rank] = "finished"
-        return True
+        # Stopped work is not done work: True only if every rank's entry returned.
+        return all(o is not None for o in self._outcomes)
 
     def _stopped_error(self, rank: int, what: str) -> ChildExitedError:
         """Rank ``rank`` never ``what`` because ``terminate()`` stopped the group first."""

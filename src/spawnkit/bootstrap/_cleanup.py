@@ -135,6 +135,28 @@ def _signal(procs: Iterable[psutil.Process], sig: int) -> None:
             continue
 
 
+def _running(proc: psutil.Process) -> bool:
+    """Alive and not a zombie: a zombie has already ended and only waits for its parent."""
+    try:
+        return bool(proc.is_running()) and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _wait_ended(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Poll until every process ended (zombies count as ended); returns those still running.
+
+    Not ``psutil.wait_procs``: for a process that is not our child it waits until
+    the pid disappears, which for a zombie whose parent never reaps is never.
+    """
+    end = time.monotonic() + max(timeout, 0.0)
+    while True:
+        alive = [p for p in procs if _running(p)]
+        if not alive or time.monotonic() >= end:
+            return alive
+        time.sleep(0.02)
+
+
 def kill_trees(
     procs: list[psutil.Process], *, term_timeout: float, kill_timeout: float
 ) -> list[int]:
@@ -142,18 +164,21 @@ def kill_trees(
     if not procs:
         return []
     _signal(procs, signal.SIGTERM)
-    _gone, alive = psutil.wait_procs(procs, timeout=max(term_timeout, 0.0))
+    alive = _wait_ended(procs, term_timeout)
     if alive:
         _signal(alive, signal.SIGKILL)
-        _gone, alive = psutil.wait_procs(alive, timeout=max(kill_timeout, 0.0))
+        alive = _wait_ended(alive, kill_timeout)
     return sorted(proc.pid for proc in alive)
 
 
 def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:
     """End every process of run ``run_id`` still alive: workers, their children, orphans.
 
-    For a launcher that was killed before it could tear its group down (or a
-    worker that spawned helpers outliving it).  Never touches this process or
+    A killed launcher's workers and their trees end by themselves (see
+    ``_parent_death``); this is for what the OS cannot tie to the launcher:
+    processes that left a worker's tree (a daemon that double-forked, now a
+    child of init) and the children of a worker that was itself SIGKILLed
+    (the OOM killer) while its launcher was gone too.  Never touches this process or
     its ancestors, even when they carry the run id themselves.  Bounded by
     about ``timeout`` seconds; pids that survive SIGKILL are returned in
     ``survivors`` rather than waited on.
@@ -164,7 +189,8 @@ def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:
     with contextlib.suppress(psutil.Error):
         protected.update(p.pid for p in psutil.Process().parents())
     roots = {p.pid: p for p in (*_recorded(run_id), *_tagged(run_id)) if p.pid not in protected}
-    procs = [p for p in snapshot_tree(roots) if p.pid not in protected]
+    # A zombie already ended before this call: it is neither ended by it nor a survivor.
+    procs = [p for p in snapshot_tree(roots) if p.pid not in protected and _running(p)]
     started = time.monotonic()
     survivors = kill_trees(procs, term_timeout=timeout / 2, kill_timeout=timeout / 2)
     forget_run(run_id)

@@ -1,21 +1,32 @@
-"""A worker ends itself when its launcher dies, however the launcher died.
+"""A worker and its whole process tree end when their launcher dies, however it died.
 
 Primary mechanism, armed first by the bootstrap: the launcher holds the write
 end of a pipe per rank and never writes to it; a daemon thread in the worker
 blocks reading the other end and gets EOF the moment the launcher's process
 is gone (exit, crash or SIGKILL), because the kernel closes its descriptors.
-That works on every POSIX system, needs no polling and reacts in
-milliseconds.  Only that worker holds its read end: spawn and forkserver
-children inherit no other rank's descriptors (the fork-inherited write ends
-that kept vLLM's EOF from arriving, vllm#28053, cannot happen here).
+The thread then ends the worker's own children (snapshotted first: once the
+worker is gone they are re-parented and no walk can find them) and the worker.
+Only that worker holds its read end: spawn and forkserver children inherit no
+other rank's descriptors (the fork-inherited write ends that kept vLLM's EOF
+from arriving, vllm#28053, cannot happen here).
 
-``PR_SET_PDEATHSIG`` is an extra on Linux for workers whose interpreter can no
-longer run the thread (native code holding the GIL).  Two known traps are
-avoided: it fires when the creating *thread* exits, so the launcher asks for
-it only when it starts workers from its main thread; and a launcher that died
-before ``prctl`` ran would never trigger it, so the parent pid recorded by the
-launcher is compared with ``getppid()`` after arming (never with 1, which is a
-legitimate parent in containers).
+The thread needs the interpreter, and a worker whose main thread holds the GIL
+in native code cannot run it.  ``PR_SET_PDEATHSIG=SIGKILL`` on the worker used
+to cover that, but it killed the worker *before* the thread could end the
+worker's children, which were left behind.  So on Linux a **guardian** covers
+it instead: a process forked from the worker while it is still single-threaded
+and small, that never runs Python again after the fork except ``os`` calls.
+It waits on the death pipe and on a pidfd of the launcher (the pidfd also
+fires when a stray fork of the launcher kept the pipe's write end open); once
+the launcher is gone it gives the worker a moment to end itself, then kills
+the worker's tree (children first, snapshotted from ``/proc``) and the worker.
+The guardian carries ``PR_SET_PDEATHSIG=SIGKILL`` towards the worker, so it
+never outlives it, and the worker ends it along with its other children.
+
+A launcher that died before the worker armed any of this is caught by
+comparing the parent pid recorded by the launcher with ``getppid()`` (spawn
+only: a forkserver worker's parent is the server; never compared with 1,
+which is a legitimate parent in containers).
 """
 
 from __future__ import annotations
@@ -24,6 +35,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Any
 
 from spawnkit.spec import ProcessSpec
@@ -36,9 +48,12 @@ so that :func:`spawnkit.cleanup` finds orphans."""
 
 PARENT_PID_KEY = "parent_pid"
 PDEATHSIG_KEY = "pdeathsig"
+"""``spec.extra`` key: True where the launcher is the worker's parent (spawn, main thread)."""
 PARENT_DIED_EXIT_CODE = 1
 
 _PR_SET_PDEATHSIG = 1
+_GUARDIAN_GRACE_S = 0.5
+"""How long the guardian lets a worker end its own tree before it does (well under 2 s)."""
 _lock = threading.Lock()
 _armed_conn: Any = None
 
@@ -56,6 +71,12 @@ def arm(spec: ProcessSpec) -> None:
             return
         _armed_conn = conn
     parent_pid = spec.extra.get(PARENT_PID_KEY)
+    launcher_is_parent = spec.extra.get(PDEATHSIG_KEY) and isinstance(parent_pid, int)
+    if launcher_is_parent and os.getppid() != parent_pid:
+        _die(spec.rank, parent_pid, "it was already re-parented when it armed its watch")
+    if isinstance(parent_pid, int) and sys.platform.startswith("linux"):
+        # Forked before the watcher thread starts, while this process has one thread.
+        _start_guardian(conn.fileno(), parent_pid)
     watcher = threading.Thread(
         target=_watch,
         args=(conn, spec.rank, parent_pid),
@@ -63,8 +84,6 @@ def arm(spec: ProcessSpec) -> None:
         daemon=True,
     )
     watcher.start()
-    if spec.extra.get(PDEATHSIG_KEY) and isinstance(parent_pid, int):
-        _arm_pdeathsig(parent_pid, spec.rank)
 
 
 def _watch(conn: Any, rank: int, parent_pid: int | None) -> None:
@@ -77,22 +96,102 @@ def _watch(conn: Any, rank: int, parent_pid: int | None) -> None:
     _die(rank, parent_pid, "its death pipe closed")
 
 
-def _arm_pdeathsig(parent_pid: int, rank: int) -> None:
-    if not sys.platform.startswith("linux"):
-        return
-    if os.getppid() != parent_pid:
-        _die(rank, parent_pid, "it was already re-parented before PR_SET_PDEATHSIG was armed")
+def _start_guardian(death_fd: int, launcher_pid: int) -> None:
+    """Fork the guardian (see the module docstring); a worker without one still has its thread."""
+    if threading.active_count() > 1:
+        return  # forking a multi-threaded process is unsafe; the watcher thread still covers
     try:
-        import ctypes  # only where PDEATHSIG is armed
+        launcher = os.pidfd_open(launcher_pid)
+    except (AttributeError, OSError):
+        launcher = -1  # old kernel, or the launcher is already gone: the pipe still covers
+    worker = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError:
+        pid = -1
+    if pid == 0:
+        try:
+            _guard(worker, death_fd, launcher)
+        finally:
+            os._exit(0)
+    if launcher >= 0:
+        os.close(launcher)
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+
+def _guard(worker: int, death_fd: int, launcher: int) -> None:
+    """The guardian's whole life: wait for the launcher's death, then end the worker's tree."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the launcher's to handle
+    keep = {2, death_fd, launcher}
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
     except (OSError, AttributeError):
-        return  # the death pipe still covers this worker
-    # The launcher may have died between the check above and prctl(): then the signal
-    # will never come, so look again now that it is armed.
-    if os.getppid() != parent_pid:
-        _die(rank, parent_pid, "it was re-parented while PR_SET_PDEATHSIG was being armed")
+        return  # without it the guardian could outlive the worker: better none
+    if os.getppid() != worker:
+        return
+    import select
+
+    while True:
+        try:
+            ready, _, _ = select.select([fd for fd in (death_fd, launcher) if fd >= 0], [], [])
+        except InterruptedError:
+            continue
+        if launcher in ready:
+            break
+        try:
+            if not os.read(death_fd, 4096):
+                break
+        except OSError:
+            break
+    # The worker's own watcher normally ends the tree (and this guardian) right away.
+    time.sleep(_GUARDIAN_GRACE_S)
+    me = os.getpid()
+    tree = [p for p in _descendants(worker) if p != me]
+    try:
+        os.write(
+            2,
+            (
+                f"spawnkit: worker pid {worker} did not end itself within {_GUARDIAN_GRACE_S} s "
+                f"of its launcher's death; killing it and its {len(tree)} descendant(s)\n"
+            ).encode(),
+        )
+    except OSError:
+        pass
+    for pid in (*tree, worker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _descendants(root: int) -> list[int]:
+    """Every descendant of ``root``, from one read of ``/proc`` (no psutil in the guardian)."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+            ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    found: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def _die(rank: int, parent_pid: int | None, why: str) -> None:

@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from spawnkit.errors import ImportGuardError
+from spawnkit.errors import ConfigError, ImportGuardError
 
 __all__ = [
     "POLICIES",
@@ -226,16 +226,28 @@ def _chain(site: ImportSite, limit: int = 6) -> list[str]:
     return chain
 
 
-def resolve_policy(default: str, env_value: str | None, override: str | None = None) -> str:
-    """``ProcessSpec.guard_policy`` beats the namespace's variable, which beats its default."""
-    for origin, value in (("spec", override), ("environment", env_value), ("namespace", default)):
-        if value is None or (origin == "environment" and not value.strip()):
+def resolve_policy(
+    default: str, env_value: str | None, override: str | None = None, *, var: str = ""
+) -> str:
+    """``ProcessSpec.guard_policy`` beats the namespace's variable, which beats its default.
+
+    ``var`` is the namespace's variable name, so a bad value is reported as
+    the setting the user typed (``SPAWNKIT_IMPORT_GUARD='warnn'``).
+    """
+    origins = (
+        ("ProcessSpec.guard_policy", override),
+        (var or "the environment", env_value),
+        ("the namespace's guard_policy", default),
+    )
+    for i, (origin, value) in enumerate(origins):
+        if value is None or (i == 1 and not value.strip()):
             continue
         policy = value.strip().lower()
         if policy not in POLICIES:
-            raise ValueError(
-                f"import guard policy {value!r} (from the {origin}) is not one of {POLICIES}; "
-                "use 'error' (default), 'warn' or 'off'"
+            raise ConfigError(
+                f"{origin}={value!r} is not an import guard policy; use 'error' (the "
+                "default), 'warn' or 'off'.",
+                setting=origin,
             )
         return policy
     return "error"

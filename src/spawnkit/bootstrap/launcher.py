@@ -18,7 +18,8 @@ against:
   reported instead of waited on.
 * **Nothing is left behind.**  Teardown snapshots each worker's process tree
   before signalling anything; workers die by themselves when the launcher
-  dies (death pipe, plus PR_SET_PDEATHSIG); every process carries the run id,
+  dies, and end their own children first (death pipe, plus a guardian process
+  per worker on Linux, see ``_parent_death``); every process carries the run id,
   so :func:`spawnkit.cleanup` can sweep orphans; groups still running when the
   interpreter exits are torn down by an ``atexit`` handler.
 * **Decided once, in the parent.**  The platform and the allowed plugins are
@@ -48,12 +49,19 @@ from spawnkit import _metadata
 from spawnkit.bootstrap import _protocol as proto
 from spawnkit.bootstrap._child import CONTEXT_KEY, FAULT_CONN_KEY, child_main
 from spawnkit.bootstrap._contexts import LaunchContext, get_launch_context
+from spawnkit.bootstrap._launch_checks import (
+    check_count,
+    check_entry_module,
+    check_seconds,
+    namespace_value,
+)
 from spawnkit.bootstrap._parent_death import PARENT_PID_KEY, PDEATHSIG_KEY, RUN_ID_VAR
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildError,
     ChildExitedError,
     ChildRaisedError,
+    ConfigError,
     PayloadError,
 )
 from spawnkit.namespace import Namespace, get_namespace
@@ -163,6 +171,7 @@ class WorkerGroup:
         self._failure: ChildError | None = None
         self._closed = False
         self._launched = time.monotonic()
+        self._call_timeout: float | None = None  # wait_ready(timeout=) while it runs
         self.unreaped_pids: list[int] = []
 
     # ---------------------------------------------------------- properties
@@ -215,27 +224,38 @@ class WorkerGroup:
         """Block until every rank passed its bootstrap; their ``BootstrapReport``s by rank.
 
         ``timeout`` overrides the remaining ``ready_timeout``; either way,
-        expiry tears the group down and raises ``BootstrapTimeoutError``.
+        expiry tears the group down and raises ``BootstrapTimeoutError``
+        naming the limit that expired.
         """
+        timeout = check_seconds(
+            "timeout", timeout, none="the group's ready_timeout", zero_ok=True, call="wait_ready"
+        )
         deadline = None if timeout is None else time.monotonic() + timeout
-        self._pump(lambda: all(r.ready for r in self._ranks), deadline, ready_deadline=deadline)
+        self._call_timeout = timeout
+        try:
+            self._pump(lambda: all(r.ready for r in self._ranks), deadline, ready_deadline=deadline)
+        finally:
+            self._call_timeout = None
         return [r.report_obj for r in self._ranks]
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` for every rank to finish; True once all exited successfully.
+        """Wait up to ``timeout`` for every rank to finish; True once every rank's entry returned.
 
-        Returns False when ``timeout`` passes first (call again to keep
-        waiting); raises the group's first failure.
+        False when ``timeout`` passes first (call again to keep waiting), and
+        False, at once, after :meth:`terminate` stopped a rank before its entry
+        returned: stopped work is not done work.  Raises the group's first failure.
         """
+        timeout = check_seconds("timeout", timeout, none="no limit", zero_ok=True, call="join")
         deadline = None if timeout is None else time.monotonic() + timeout
         done = self._pump(lambda: all(r.exitcode is not None for r in self._ranks), deadline)
-        if done:
-            self._close(initial_grace=0.0)
-        return done
+        if not done:
+            return False
+        self._close(initial_grace=0.0)
+        return not any(r.terminated and r.result is None for r in self._ranks)
 
     def results(self, timeout: float | None = None) -> list[Any]:
         """The entry functions' return values by rank, once all finished (see :meth:`join`)."""
-        if not self.join(timeout):
+        if not self.join(timeout) and not self._closed:
             waited = timeout if timeout is not None else 0.0
             running = [r.label for r in self._ranks if r.exitcode is None]
             raise BootstrapTimeoutError(
@@ -248,7 +268,7 @@ class WorkerGroup:
         values: list[Any] = []
         for r in self._ranks:
             res = r.result
-            if res is None and r.exitcode not in (0, None):
+            if res is None and (r.terminated or r.exitcode not in (0, None)):
                 # Stopped by terminate() (the only way to get here without a failure):
                 # a None would read as the entry's return value.
                 raise ChildExitedError(
@@ -611,13 +631,21 @@ class WorkerGroup:
             f"rank {r.rank} in {r.stage!r} for {now - (r.stage_since or r.started):.1f} s"
             for r in stuck[1:]
         )
+        if self._call_timeout is not None:
+            limit = f"wait_ready(timeout={self._call_timeout:g}) expired"
+            knob = "a larger timeout= to wait_ready() (None waits up to the group's ready_timeout)"
+        else:
+            limit = (
+                f"the group's startup deadline passed after {waited:.1f} s "
+                f"(ready_timeout={self._ready_timeout:g})"
+            )
+            knob = "a larger ready_timeout= to spawn_with_plugins()"
         text = (
             f"{first.label} is stuck in stage {first.stage!r}: it has been in that stage for "
-            f"{in_stage:.1f} s and the group's startup deadline passed after {waited:.1f} s "
-            f"(ready_timeout={self._ready_timeout}).\n"
+            f"{in_stage:.1f} s and {limit}.\n"
             f"{len(stuck)} of {self.world_size} rank(s) not ready"
             + (f"; also {others}" if others else "")
-            + ".\nFix: if that stage is legitimately slow, pass a larger ready_timeout=; "
+            + f".\nFix: if that stage is legitimately slow, pass {knob}; "
             "otherwise the stack below shows where it hangs.\n"
             f"Effect: worker group {self.run_id} is being torn down.\n"
         )
@@ -776,12 +804,10 @@ class WorkerGroup:
                         if r.proc.exitcode is not None:
                             r.exitcode = r.proc.exitcode
                             r.fault_text = self._read_fault(r)
-        if descendants:
-            import psutil
-
-            psutil.wait_procs(
-                [p for p in descendants if _alive(p)], timeout=max(0.0, end - time.monotonic())
-            )
+        # Polled, not psutil.wait_procs: a descendant that is not our child stays a zombie
+        # until its own parent reaps it, and waiting for that would use up the whole timeout.
+        while any(_alive(p) for p in descendants) and time.monotonic() < end:
+            time.sleep(0.02)
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True) and any(r.exitcode is None for r in self._ranks):
@@ -879,19 +905,32 @@ def _parent_selection(
     the parent decided.  The entry-point rows travel in the spec so that
     workers need not scan distribution metadata again.
     """
+    from spawnkit.bootstrap import guard
+    from spawnkit.hooks.plugins import _parse_bool
+
     config = ns.config
     # The namespace's selection variables given in ``env=`` win over the parent's own
     # environment: the workers would see them, so the parent decides with them.
     name = env.get(config.platform_var, "").strip() or None
     names: tuple[str, ...] | None = None
+    origin = ""
     if config.plugins_var in env:
-        names = tuple(n.strip() for n in env[config.plugins_var].split(",") if n.strip())
-    selection = ns.platforms.select(name)
-    plugins = tuple(
-        info.name
-        for info in ns.plugins.discover(names=names, platform=name)
-        if info.status == "selected"
+        raw = env[config.plugins_var]
+        names = tuple(n.strip() for n in raw.split(",") if n.strip())
+        origin = f"{config.plugins_var}={raw!r} (in env=)"
+    # Values every worker would refuse are refused once, here, by variable name.
+    guard.resolve_policy(
+        config.guard_policy,
+        namespace_value(env, os.environ, config.guard_var),
+        var=config.guard_var,
     )
+    lenient = (
+        _parse_bool(config.lenient_var, env[config.lenient_var])
+        if config.lenient_var in env
+        else None
+    )
+    selection = ns.platforms.select(name)
+    plugins = ns.plugins.select(names=names, platform=name, lenient=lenient, origin=origin)
     rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
     return selection.name, plugins, rows
 
@@ -925,11 +964,22 @@ def spawn_with_plugins(
     seed's ``pipe_writer``); close your copy of a child's end after this
     returns.  Returns a running :class:`WorkerGroup`; use it as a context manager.
     """
-    if not isinstance(nprocs, int) or nprocs < 1:
-        raise ValueError(f"nprocs must be a positive int, got {nprocs!r}")
+    check_count("nprocs", nprocs)
+    check_seconds("ready_timeout", ready_timeout, none="no startup limit")
+    check_seconds("join_timeout", join_timeout, none="no limit")
+    if (
+        grace_period is None
+        or check_seconds("grace_period", grace_period, none="", zero_ok=True) is None
+    ):
+        raise ConfigError(
+            "grace_period=None: must be a number of seconds (0: SIGKILL right after SIGTERM).",
+            setting="grace_period",
+        )
     preload = tuple(preload)
     ns = get_namespace(namespace)
     entry_str, entry_payload = _entry_reference(entry)
+    if entry_str:
+        check_entry_module(entry_str)
     captured: Payload | None
     if payload is None or isinstance(payload, Payload):
         captured = payload
@@ -942,8 +992,9 @@ def spawn_with_plugins(
     child_env[RUN_ID_VAR] = run_id
     extra: dict[str, Any] = {
         PARENT_PID_KEY: os.getpid(),
-        # PDEATHSIG fires when the creating *thread* exits, and a forkserver worker's parent
-        # is the server: ask for it only where its "parent" is this process's main thread.
+        # Only a spawned worker's parent is this process (a forkserver worker's is the
+        # server): there it checks getppid() against our pid, to catch a launcher that
+        # died before the worker armed its watch.
         PDEATHSIG_KEY: start_method == "spawn"
         and threading.current_thread() is threading.main_thread(),
         CONTEXT_KEY: context,

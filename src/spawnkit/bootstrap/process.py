@@ -242,7 +242,7 @@ class Bootstrapper:
             _metadata.seed((config.platform_group, config.plugin_group), self.spec.entry_points)
         platforms = self.namespace.platforms
         if self.spec.platform is not None:
-            platforms.set_selection(self.spec.platform)
+            platforms.set_selection(self.spec.platform, by="the launcher")
         platforms.initialize()
 
     def load_plugins(self) -> None:
@@ -255,7 +255,10 @@ class Bootstrapper:
         manager.load(names=self.spec.plugins, lenient=True if self.spec.lenient_plugins else None)
         config = self.namespace.config
         policy = guard.resolve_policy(
-            config.guard_policy, os.environ.get(config.guard_var), self.spec.guard_policy
+            config.guard_policy,
+            os.environ.get(config.guard_var),
+            self.spec.guard_policy,
+            var=config.guard_var,
         )
         self.guard_result = guard.check(
             self.namespace,

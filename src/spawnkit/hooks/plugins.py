@@ -15,9 +15,11 @@ distribution: those carry the device's kernels and are never optional.
 
 Selection rules, in order: the explicit ``names=`` (the parent's frozen
 selection) or else the namespace's ``<PREFIX>_PLUGINS`` variable (unset: all,
-empty: none, otherwise comma-separated names; an unknown name warns and lists
-what exists); plugins of a distribution that provides a platform other than
-the selected one are skipped without being imported.
+empty: none, otherwise comma-separated names); plugins of a distribution that
+provides a platform other than the selected one are skipped without being
+imported.  A selected name that matches no installed plugin is a
+``PluginError`` (did-you-mean and the installed names) unless lenient mode is
+on, where it is one warning: a typo must not silently run with no plugins.
 """
 
 from __future__ import annotations
@@ -139,7 +141,28 @@ def _parse_bool(var: str, raw: str) -> bool:
         return True
     if value in _FALSE:
         return False
-    raise ValueError(f"{var}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off")
+    from spawnkit.errors import ConfigError
+
+    raise ConfigError(
+        f"{var}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off.", setting=var
+    )
+
+
+def _user_stacklevel() -> int:
+    """``stacklevel`` for the caller of this function's caller that points outside spawnkit.
+
+    A warning about the user's configuration should show the user's line
+    (their ``spawn_with_plugins`` or ``load_plugins`` call), not a spawnkit
+    module they never wrote; inside a worker, where every frame is spawnkit's,
+    it stays on the warning's own line.
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
+        frame = frame.f_back
+        level += 1
+    return level if frame is not None else 1
 
 
 class PluginManager:
@@ -231,11 +254,15 @@ class PluginManager:
         }
 
     def _classify(
-        self, names: tuple[str, ...] | list[str] | None, platform: str | None = None
-    ) -> tuple[list[PluginInfo], list[str]]:
+        self,
+        names: tuple[str, ...] | list[str] | None,
+        platform: str | None = None,
+        origin: str = "",
+    ) -> tuple[list[PluginInfo], list[str], str]:
         group = self.namespace.config.plugin_group
         eps = _metadata.entry_points(group)
-        wanted, origin = self._wanted(names)
+        wanted, found_origin = self._wanted(names)
+        origin = origin or found_origin
         excluded = self._excluded_dists(eps, platform) if eps else {}
         infos: list[PluginInfo] = []
         for ep in sorted(eps, key=lambda e: e.name):
@@ -246,32 +273,73 @@ class PluginManager:
                 status, reason = "excluded", excluded[_norm(ep.dist)]
             infos.append(PluginInfo(ep.name, ep.value, ep.dist, ep.version, group, status, reason))
         unknown = sorted(wanted - {ep.name for ep in eps}) if wanted else []
-        return infos, unknown
+        return infos, unknown, origin
 
     def discover(
         self, *, names: tuple[str, ...] | list[str] | None = None, platform: str | None = None
     ) -> list[PluginInfo]:
         """Every plugin entry point of the namespace with its selection status; imports none.
 
-        A selected name that matches no plugin is warned about here too: the
-        launcher freezes only the names that exist into the workers' specs, so
-        its workers could not warn.  ``platform`` names the platform the
-        exclusion rule compares with (default: this process's selection).
+        Pure: an unknown selected name is not judged here (``spawnkit doctor``
+        lists it; :meth:`select` and :meth:`load` refuse it).  ``platform``
+        names the platform the exclusion rule compares with (default: this
+        process's selection).
         """
-        infos, unknown = self._classify(names, platform)
-        if unknown:
-            self._warn_unknown(unknown, infos, stacklevel=3)
-        return infos
+        return self._classify(names, platform)[0]
 
-    def _warn_unknown(self, unknown: list[str], infos: list[PluginInfo], stacklevel: int) -> None:
-        available = ", ".join(sorted({i.name for i in infos})) or "none"
+    def select(
+        self,
+        *,
+        names: tuple[str, ...] | list[str] | None = None,
+        platform: str | None = None,
+        lenient: bool | None = None,
+        origin: str = "",
+    ) -> tuple[str, ...]:
+        """The plugin names a launcher freezes into its workers' specs, checked once, here.
+
+        Refuses (``PluginError``) what would otherwise only show in every
+        worker, or nowhere: a selected name that matches no installed plugin
+        (the workers would silently run without it) and a name two
+        distributions provide.  Lenient mode turns each into one warning.
+        ``origin`` says where ``names`` came from, for the message.
+        """
+        infos, unknown, origin = self._classify(names, platform, origin)
+        lenient = self._lenient(lenient)
+        if unknown:
+            self._unknown(unknown, infos, lenient, origin)
+        selected = [i for i in infos if i.status == "selected"]
+        self._check_duplicates(selected, lenient)
+        return tuple(dict.fromkeys(i.name for i in selected))
+
+    def _unknown(
+        self, unknown: list[str], infos: list[PluginInfo], lenient: bool, origin: str
+    ) -> None:
+        """A selected name matches nothing: ``PluginError``, or one warning when lenient."""
+        import difflib  # only on this path
+
+        config = self.namespace.config
+        installed = sorted({i.name for i in infos})
+        parts = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, installed, n=1)
+            parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
         message = (
-            f"{self.namespace.config.plugin_group}: selected plugin name(s) "
-            f"{', '.join(map(repr, unknown))} match no installed plugin; installed: "
-            f"{available}. Check the spelling in {self.namespace.config.plugins_var}."
+            f"{origin or config.plugins_var} selects "
+            f"{', '.join(parts)}, but no installed plugin of {config.plugin_group!r} has that "
+            f"name; installed: {', '.join(installed) or 'none'}."
         )
-        warnings.warn(message, PluginSelectionWarning, stacklevel=stacklevel + 1)
-        _log.warning("%s", message)
+        if not lenient:
+            raise PluginError(
+                f"{message} Fix the name in {config.plugins_var}, or set "
+                f"{config.lenient_var}=1 to run without it.",
+                plugin=unknown[0],
+                group=config.plugin_group,
+            )
+        warnings.warn(
+            f"{message} Lenient mode ({config.lenient_var}): running without it.",
+            PluginSelectionWarning,
+            stacklevel=_user_stacklevel(),
+        )
 
     # --------------------------------------------------------------- loading
     def load(
@@ -291,10 +359,10 @@ class PluginManager:
 
         report = self.report = PluginReport(lenient=self._lenient(lenient))
         report.modules_before = guard.mark_plugins_began()
-        infos, unknown = self._classify(names)
+        infos, unknown, origin = self._classify(names)
         report.unknown_names = unknown
         if unknown:
-            self._warn_unknown(unknown, infos, stacklevel=4)
+            self._unknown(unknown, infos, report.lenient, origin)
         selected = [i for i in infos if i.status == "selected"]
         report.skipped = [i for i in infos if i.status != "selected"]
         for info in report.skipped:
@@ -344,7 +412,11 @@ class PluginManager:
                     version=first.version,
                     group=first.group,
                 )
-            warnings.warn(message + " Loading the first.", PluginSelectionWarning, stacklevel=5)
+            warnings.warn(
+                message + " Lenient mode: loading the first.",
+                PluginSelectionWarning,
+                stacklevel=_user_stacklevel(),
+            )
 
     def _refuse_misrouted(self, default: Any, source: Any, before: int) -> None:
         """Hooks a plugin of this namespace put on the *default* registry would never run.

@@ -93,7 +93,7 @@ class _Trace:
 
     def fail(self, cls: type[PlatformError], message: str) -> PlatformError:
         self.expl.error = message
-        return cls(message, explanation=str(self.expl), namespace=self.namespace)
+        return cls(message, explanation=self.expl.render(error=False), namespace=self.namespace)
 
 
 _managers: weakref.WeakSet[PlatformManager] = weakref.WeakSet()
@@ -117,6 +117,7 @@ class PlatformManager:
 
     def _reset_state(self) -> None:
         self._pinned: str | None = None
+        self._pinned_by = ""
         self._selections: dict[str | None, tuple[PlatformSelection, type[Platform]]] = {}
         self._current: PlatformSelection | None = None
         self._explanation: PlatformExplanation | None = None
@@ -161,11 +162,13 @@ class PlatformManager:
         return dists
 
     # ----------------------------------------------------------- selection
-    def set_selection(self, name: str | None) -> None:
+    def set_selection(self, name: str | None, *, by: str = "") -> None:
         """Pin the platform by name (a child pinning its parent's decision); None unpins.
 
         Must come before the platform is first resolved in this process:
         afterwards the pin could not change what callers already hold.
+        ``by`` says, in the user's terms, who decided (explanations and
+        reports show it); default: this call.
         """
         if name is not None:
             if not isinstance(name, str) or not name.strip():
@@ -179,7 +182,7 @@ class PlatformManager:
             if once_state is not OnceState.NOT_STARTED:
                 current = self._current.name if self._current is not None else None
                 if current == name and once_state is OnceState.DONE:
-                    self._pinned = name
+                    self._pinned, self._pinned_by = name, by
                     return
                 raise PlatformError(
                     f"set_selection({name!r}) for namespace {self.namespace.name!r} came after "
@@ -188,13 +191,14 @@ class PlatformManager:
                     "current_platform / initialize_current_platform().",
                     namespace=self.namespace.name,
                 )
-            self._pinned = name
+            self._pinned, self._pinned_by = name, by
 
     def _requested(self, name: str | None) -> tuple[str | None, str]:
         if name is not None:
             return name.strip(), f"selected by argument {name.strip()!r}"
         if self._pinned is not None:
-            return self._pinned, f"pinned by set_selection({self._pinned!r})"
+            by = self._pinned_by or f"set_selection({self._pinned!r})"
+            return self._pinned, f"{self._pinned!r} chosen by {by}"
         var = self.namespace.config.platform_var
         env = os.environ.get(var, "").strip()
         if env:

@@ -96,6 +96,14 @@ class PlatformExplanation:
         return asdict(self)
 
     def __str__(self) -> str:
+        return self.render()
+
+    def render(self, *, error: bool = True) -> str:
+        """The text for people; ``error=False`` leaves out the error line.
+
+        An exception that carries this explanation already starts with that
+        error; repeating it below would print the same message twice.
+        """
         lines = [
             f"Platform discovery for namespace {self.namespace!r} "
             f"(entry-point group {self.group!r}):",
@@ -119,6 +127,6 @@ class PlatformExplanation:
             w = self.winner
             origin = f" from {w.dist} {w.version}" if w.dist else ""
             lines.append(f"  winner: {w.kind} {w.name!r} ({w.qualname}{origin})")
-        if self.error:
+        if self.error and error:
             lines.append(f"  error: {self.error.splitlines()[0]}")
         return "\n".join(lines)

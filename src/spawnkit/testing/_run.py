@@ -304,7 +304,8 @@ def run_entry(
                 **launch,
             )
         with group:
-            reports = group.wait_ready(timeout)
+            # The group's own ready_timeout (= timeout) bounds this, so its error names it.
+            reports = group.wait_ready()
             if not group.join(timeout):
                 raise BootstrapTimeoutError(
                     f"run_entry: the entry {_describe(entry)} did not return within {timeout} s "

@@ -1,0 +1,115 @@
+"""What the launcher refuses before it starts a single worker.
+
+Every check here is something the parent can see without importing user
+code: a timeout that cannot mean anything (``0``, negative, NaN), a worker
+count that is not a count, an entry whose top-level module does not exist,
+and namespace variables with values no worker could accept.  Found here, each
+is one error naming the argument or variable; found in the workers, it was
+one ``ChildRaisedError`` per rank blaming a worker, or a wait that never ended.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from spawnkit.errors import ConfigError, EntryResolutionError
+
+__all__ = ["check_count", "check_entry_module", "check_seconds", "namespace_value"]
+
+
+def check_count(name: str, value: Any) -> int:
+    """A positive ``int`` (``True`` is not a count, though Python calls it one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(
+            f"{name}={value!r}: must be a positive int (the number of workers), not a "
+            f"{type(value).__name__}.",
+            setting=name,
+        )
+    if value < 1:
+        raise ConfigError(f"{name}={value!r}: must be at least 1.", setting=name)
+    return value
+
+
+def check_seconds(
+    name: str,
+    value: Any,
+    *,
+    none: str,
+    zero_ok: bool = False,
+    call: str = "",
+) -> float | None:
+    """A finite number of seconds (``> 0``, or ``>= 0`` when ``zero_ok``), or None.
+
+    ``none`` says what None means for this argument; it is offered as the
+    fix for infinity, which every wait here would otherwise turn into an
+    overflow or a wait that never ends.  ``call`` names the method whose
+    argument this is (``wait_ready``), for the message.
+    """
+    if value is None:
+        return None
+    shown = f"{call}({name}={value!r})" if call else f"{name}={value!r}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(
+            f"{shown}: must be a number of seconds or None ({none}), not a {type(value).__name__}.",
+            setting=name,
+        )
+    seconds = float(value)
+    if math.isnan(seconds):
+        raise ConfigError(
+            f"{shown} is not a number of seconds: every comparison with NaN is false, so the "
+            f"wait it bounds would never end. Pass a number, or None ({none}).",
+            setting=name,
+        )
+    if math.isinf(seconds):
+        raise ConfigError(
+            f"{shown} is not a usable number of seconds; pass None ({none}).", setting=name
+        )
+    if seconds < 0 or (seconds == 0 and not zero_ok):
+        bound = "at least 0" if zero_ok else "more than 0"
+        raise ConfigError(f"{shown}: must be {bound} seconds, or None ({none}).", setting=name)
+    return seconds
+
+
+def check_entry_module(entry: str) -> None:
+    """The entry's top-level package must be findable here, since the workers share ``sys.path``.
+
+    Only the top-level name is looked up: ``importlib.util.find_spec`` on it
+    consults the path finders and imports nothing (a dotted name would
+    import its parents, running user code in the launcher).  Deeper modules
+    and the function are resolved by the workers after their hooks are applied.
+    """
+    module = entry.partition(":")[0]
+    top = module.split(".")[0]
+    if not top or top in sys.modules:
+        return
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        found = None
+    if found is not None:
+        return
+    import difflib
+    import pkgutil
+
+    names = {m.name for m in pkgutil.iter_modules()} | {n.split(".")[0] for n in list(sys.modules)}
+    close = difflib.get_close_matches(top, sorted(names), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise EntryResolutionError(
+        f"entry {entry!r}: no module named {top!r} can be imported in the launcher, so no "
+        f"worker could import it either (they search the same sys.path).{hint} Install the "
+        "package, or put its directory on sys.path / PYTHONPATH before launching. No worker "
+        "was started.",
+        stage="resolve_entry",
+    )
+
+
+def namespace_value(env: Mapping[str, str], environ: Mapping[str, str], var: str) -> str | None:
+    """A namespace variable as the workers will see it: ``env=`` wins over the launcher's own."""
+    if var in env:
+        return env[var]
+    return environ.get(var)

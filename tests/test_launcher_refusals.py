@@ -1,0 +1,230 @@
+"""What spawn_with_plugins() refuses in the parent, before any worker exists, and how it says so.
+
+Each case used to start workers that then failed one by one (or ran doing the
+wrong thing, or waited forever); each is now one typed error naming the
+argument, variable or plugin, and no child process is created.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from _launcher_support import Site, assert_group_gone, fault_env, make_site
+from spawnkit import _metadata
+from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit.errors import (
+    BootstrapTimeoutError,
+    ChildExitedError,
+    ConfigError,
+    EntryResolutionError,
+    PluginError,
+    SpawnkitError,
+)
+from spawnkit.hooks.plugins import PluginSelectionWarning
+from spawnkit.testing import write_distribution
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    yield from make_site(tmp_path, monkeypatch)
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _refused(site: Site, exc: type[BaseException], entry: str = "", **kwargs: Any) -> Any:
+    """Call spawn_with_plugins expecting ``exc``; assert that no process was started."""
+    before = _children()
+    with pytest.raises(exc) as info:
+        spawn_with_plugins(entry or site.entry(), namespace=site.ns, **kwargs)
+    assert _children() - before == set(), "a child process was created before the refusal"
+    return info.value
+
+
+# ------------------------------------------------------------------ item 10
+def test_entry_whose_top_level_module_does_not_exist_is_refused_in_the_parent(site: Site) -> None:
+    err = _refused(site, EntryResolutionError, entry="no_such_module_zq:main", nprocs=2)
+    assert "no module named 'no_such_module_zq'" in str(err)
+    assert "No worker was started" in str(err)
+
+
+def test_a_misspelled_top_level_package_gets_a_did_you_mean(site: Site) -> None:
+    typo = site.pkg[:-1] + ".entry:run"  # drops the last letter of the package name
+    err = _refused(site, EntryResolutionError, entry=typo)
+    assert f"Did you mean {site.pkg!r}" in str(err)
+
+
+def test_entry_check_imports_nothing(site: Site) -> None:
+    """Only the top-level name is looked up: the entry's module is not imported in the parent."""
+    import sys
+
+    with spawn_with_plugins(site.entry("quick"), namespace=site.ns, ready_timeout=60) as group:
+        assert f"{site.pkg}.entry" not in sys.modules
+        assert group.join(timeout=60) is True
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [
+        ("ready_timeout", 0),
+        ("ready_timeout", -1),
+        ("ready_timeout", math.nan),
+        ("ready_timeout", math.inf),
+        ("ready_timeout", "30"),
+        ("join_timeout", -5),
+        ("join_timeout", 0),
+        ("join_timeout", math.nan),
+        ("join_timeout", math.inf),
+        ("grace_period", -1),
+        ("grace_period", math.nan),
+        ("grace_period", None),
+        ("nprocs", True),
+        ("nprocs", 0),
+        ("nprocs", 2.0),
+    ],
+)
+def test_bad_launcher_argument_is_a_value_error_naming_it(
+    site: Site, argument: str, value: Any
+) -> None:
+    err = _refused(site, ConfigError, **{argument: value})
+    assert isinstance(err, ValueError) and isinstance(err, SpawnkitError)
+    assert err.setting == argument
+    assert str(err).startswith(f"{argument}=")
+
+
+def test_zero_grace_period_is_allowed(site: Site) -> None:
+    with spawn_with_plugins(site.entry("quick"), namespace=site.ns, grace_period=0) as group:
+        assert group.join(timeout=60) is True
+
+
+@pytest.mark.parametrize("method", ["wait_ready", "join", "results"])
+@pytest.mark.parametrize("value", [math.nan, math.inf, -1, True])
+def test_bad_timeout_of_a_wait_is_refused_and_the_group_keeps_running(
+    site: Site, method: str, value: Any
+) -> None:
+    with spawn_with_plugins(site.entry("sleep_forever"), namespace=site.ns) as group:
+        with pytest.raises(ConfigError, match=r"timeout=") as info:
+            getattr(group, method)(timeout=value)
+        assert info.value.setting == "timeout"
+        assert group.failure is None and group.exit_codes == [None]
+    assert_group_gone(group)
+
+
+# ------------------------------------------------------------------ item 12
+def test_join_after_terminate_is_false(site: Site) -> None:
+    """Stopped work is not done work: a supervisor must not read a terminate() as success."""
+    with spawn_with_plugins(site.entry("sleep_forever"), nprocs=2, namespace=site.ns) as group:
+        group.wait_ready(timeout=60)
+        group.terminate()
+        assert group.join(timeout=5) is False
+        assert group.join() is False  # at once, every time
+        with pytest.raises(ChildExitedError, match=r"terminate\(\)"):
+            group.results(timeout=5)
+    assert group.exit_codes == [-15, -15]
+
+
+def test_join_is_true_when_every_entry_returned_even_after_terminate(site: Site) -> None:
+    with spawn_with_plugins(site.entry("quick"), nprocs=2, namespace=site.ns) as group:
+        assert group.join(timeout=60) is True
+        group.terminate()
+        assert group.join(timeout=1) is True
+
+
+def test_wait_ready_timeout_names_the_timeout_that_expired(site: Site) -> None:
+    group = spawn_with_plugins(
+        site.entry(),
+        namespace=site.ns,
+        env=fault_env("load_plugins", "hang"),
+        ready_timeout=300,
+    )
+    with group, pytest.raises(BootstrapTimeoutError) as info:
+        group.wait_ready(timeout=1.5)
+    text = str(info.value)
+    assert "wait_ready(timeout=1.5) expired" in text
+    assert "a larger timeout= to wait_ready()" in text
+    assert "ready_timeout=300" not in text
+
+
+def test_ready_timeout_expiring_still_names_ready_timeout(site: Site) -> None:
+    group = spawn_with_plugins(
+        site.entry(),
+        namespace=site.ns,
+        env=fault_env("load_plugins", "hang"),
+        ready_timeout=1.5,
+    )
+    with group, pytest.raises(BootstrapTimeoutError) as info:
+        group.wait_ready()
+    assert "(ready_timeout=1.5)" in str(info.value)
+    assert "a larger ready_timeout= to spawn_with_plugins()" in str(info.value)
+
+
+# ------------------------------------------------------------------- item 4
+def test_misspelled_plugin_name_is_refused_in_the_parent(site: Site) -> None:
+    var = site.ns.config.plugins_var
+    err = _refused(site, PluginError, env={var: "faultplg"}, nprocs=2)
+    text = str(err)
+    assert "'faultplg' (did you mean 'faultplug'?)" in text
+    assert "installed: faultplug" in text
+    assert var in text and site.ns.config.lenient_var in text
+    assert err.plugin == "faultplg"
+
+
+def test_misspelled_plugin_name_from_the_launchers_environment_is_refused(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(site.ns.config.plugins_var, "faultplug,tracr")
+    err = _refused(site, PluginError)
+    assert "'tracr'" in str(err)
+
+
+def test_lenient_turns_a_misspelled_plugin_into_one_warning_at_the_callers_line(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = {site.ns.config.plugins_var: "faultplg", site.ns.config.lenient_var: "1"}
+    with warnings.catch_warnings(record=True) as seen, caplog.at_level(logging.WARNING):
+        warnings.simplefilter("always")
+        group = spawn_with_plugins(site.entry("quick"), namespace=site.ns, env=env)
+    with group:
+        (report,) = group.wait_ready(timeout=60)
+        assert report.plugins == []
+    ours = [w for w in seen if issubclass(w.category, PluginSelectionWarning)]
+    assert len(ours) == 1, [str(w.message) for w in ours]
+    assert ours[0].filename == __file__  # the user's call, not a spawnkit module
+    assert "running without it" in str(ours[0].message)
+    assert not [r for r in caplog.records if "faultplg" in r.getMessage()]
+
+
+def test_invalid_guard_policy_is_refused_naming_the_variable(site: Site) -> None:
+    var = site.ns.config.guard_var
+    err = _refused(site, ConfigError, env={var: "warnn"})
+    assert err.setting == var
+    assert str(err).startswith(f"{var}='warnn' is not an import guard policy")
+
+
+def test_invalid_lenient_value_is_refused_naming_the_variable(site: Site) -> None:
+    var = site.ns.config.lenient_var
+    err = _refused(site, ConfigError, env={var: "maybe"})
+    assert err.setting == var
+
+
+def test_plugin_name_of_two_distributions_is_refused_in_the_parent(site: Site) -> None:
+    write_distribution(
+        site.root,
+        f"{site.tag}-copycat",
+        "2.0",
+        entry_points={site.ns.config.plugin_group: {"faultplug": f"{site.tag}_copycat:register"}},
+        modules={f"{site.tag}_copycat": "def register():\n    pass\n"},
+    )
+    _metadata.clear_cache()
+    err = _refused(site, PluginError)
+    assert "several distributions" in str(err)
+    assert f"{site.tag}-copycat 2.0" in str(err) or f"{site.tag}_copycat 2.0" in str(err)
