@@ -389,3 +389,32 @@ def test_hooks_put_on_the_default_registry_by_another_namespaces_plugin_are_refu
     err = info.value
     assert err.plugin == "stray" and f"get_namespace({world.ns.name!r}).hooks" in str(err)
     assert world.ns.hooks.registrations() == []
+
+
+def test_apply_waiting_for_another_threads_loading_is_bounded(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung plugin in the loading thread cannot hang apply_plugin_hooks() elsewhere."""
+    from spawnkit.hooks import plugins
+
+    world.add_plugin(
+        "slow",
+        """
+        import time
+
+        def register():
+            time.sleep(1.0)
+        """,
+    )
+    loader = threading.Thread(target=load_plugins, args=(world.ns,), daemon=True)
+    loader.start()
+    deadline = time.monotonic() + 30
+    while world.ns.plugins._load_once.state.value != "running":
+        assert time.monotonic() < deadline, "loading never started"
+        time.sleep(0.005)
+    monkeypatch.setattr(plugins, "LOAD_WAIT_S", 0.05)
+    with pytest.raises(PluginError, match=r"waited 0.05 s for load_plugins\(\), still running"):
+        apply_plugin_hooks(world.ns)
+    loader.join(timeout=30)
+    assert not loader.is_alive()
+    assert not world.ns.plugins.applied  # the refused call marked nothing done

@@ -252,7 +252,13 @@ class Bootstrapper:
     def _load_plugins(self) -> None:
         manager = self.namespace.plugins
         # True forces lenient; False leaves the namespace's variable and default in charge.
-        manager.load(names=self.spec.plugins, lenient=True if self.spec.lenient_plugins else None)
+        # apply_deferred=False: a plugin's own apply_plugin_hooks() call waits for the
+        # apply stage, which runs right after the guard has checked every target.
+        manager.load(
+            names=self.spec.plugins,
+            lenient=True if self.spec.lenient_plugins else None,
+            apply_deferred=False,
+        )
         config = self.namespace.config
         policy = guard.resolve_policy(
             config.guard_policy, os.environ.get(config.guard_var), self.spec.guard_policy
