@@ -222,6 +222,10 @@ def test_lenient_mode_logs_and_continues(
     assert failed.name == "bad" and "callback exploded" in failed.error
     assert "callback exploded" in caplog.text
     assert world.ns.hooks.registrations() == []
+    # Alerting keyed on ERROR must see a plugin that is missing, with where it failed.
+    (record,) = [r for r in caplog.records if "lenient plugin loading" in r.getMessage()]
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+    assert "Traceback" in caplog.text and "in register" in caplog.text
 
 
 def test_lenient_never_applies_to_the_selected_platform_dist(world: World) -> None:

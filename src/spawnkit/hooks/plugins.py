@@ -448,9 +448,9 @@ class PluginManager:
                     version=info.version,
                     group=info.group,
                 ) from exc
-            _log.warning(
-                "lenient plugin loading: %s; continuing without it.", message, exc_info=True
-            )
+            # ERROR, not WARNING: the run goes on without this plugin's hooks, and alerting
+            # keyed on ERROR must see that; the traceback says where it failed.
+            _log.error("lenient plugin loading: %s; continuing without it.", message, exc_info=True)
             report.failed.append(
                 FailedPlugin(
                     info.name,
