@@ -124,6 +124,19 @@ def test_module_entry_point_is_imported_not_called(world: World) -> None:
     assert loaded.name == "modonly" and loaded.registrations == 1
 
 
+def test_entry_point_naming_a_submodule_attribute_is_imported_not_called(world: World) -> None:
+    """``pkg:hooks`` where ``hooks`` is a module: importing it is the registration."""
+    mod = world.add_plugin(
+        "subonly",
+        "from . import hooks  # noqa: F401\n",
+        value=f"{world.eng}_plug_subonly:hooks",
+        extra_modules={"{mod}.hooks": DECORATOR_AT_IMPORT},
+    )
+    (loaded,) = load_plugins(world.ns)
+    assert loaded.value.endswith(":hooks") and loaded.registrations == 1
+    assert f"{mod}.hooks" in sys.modules
+
+
 @pytest.mark.parametrize(
     ("raw", "expected"), [(None, ["a", "b"]), ("", []), ("b", ["b"]), (" a , b ", ["a", "b"])]
 )

@@ -391,7 +391,9 @@ class PluginManager:
             f"(spawnkit.hooks.HookRegistry / plugin_hook), but it was loaded for namespace "
             f"{ns!r}, whose workers apply only that namespace's registry, so those hooks would "
             f"never run. Register through spawnkit.get_namespace({ns!r}).hooks (or the "
-            "engine's own registry) instead"
+            "engine's own registry) instead; an engine whose module re-exports "
+            "spawnkit.hooks.HookRegistry / plugin_hook for its plugins should export its "
+            "namespace's instead: HookRegistry = NS.HookRegistry, plugin_hook = NS.plugin_hook"
         )
 
     def _load_one(self, info: PluginInfo, strict: bool, report: PluginReport) -> None:
@@ -413,8 +415,8 @@ class PluginManager:
         try:
             with plugin_source(source), guard.phase(f"plugin:{info.name}"):
                 obj = _metadata.load_entry_point(ep)
-                if isinstance(obj, types.ModuleType) and not ep.attr:
-                    pass  # a module entry point: importing it (its decorators) is the plugin
+                if isinstance(obj, types.ModuleType):
+                    pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
                 elif callable(obj):
                     step = "call"
                     obj()
