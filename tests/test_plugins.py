@@ -435,3 +435,16 @@ def test_apply_waiting_for_another_threads_loading_is_bounded(
     loader.join(timeout=30)
     assert not loader.is_alive()
     assert not world.ns.plugins.applied  # the refused call marked nothing done
+
+
+def test_apply_after_a_failed_load_raises_instead_of_applying_part_of_the_plugins(
+    world: World,
+) -> None:
+    world.add_plugin("a_good")  # loads first, registers its AROUND hook
+    world.add_plugin("b_bad", RAISING_CALLBACK)
+    with pytest.raises(PluginError, match="b_bad"):
+        load_plugins(world.ns)
+    with pytest.raises(PluginError, match="b_bad"):
+        apply_plugin_hooks(world.ns)  # a caller that caught the first error
+    assert not world.ns.plugins.applied
+    assert f"{world.eng}.sched" not in sys.modules  # nothing was patched

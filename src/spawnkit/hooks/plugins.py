@@ -510,7 +510,9 @@ class PluginManager:
                 "gave up without applying anything. A plugin callback is hung or waits for "
                 "this thread; fix that plugin, or apply hooks after loading returns."
             )
-        if self._load_once.state is OnceState.NOT_STARTED:
+        if self._load_once.state is not OnceState.DONE:
+            # Not started: load now.  Failed: raise that failure again instead of applying
+            # the hooks of the plugins that happened to load before it (half a plugin set).
             self.load(apply_deferred=False)
 
     def _apply(self, strict: bool, clean_modules: Collection[str] = ()) -> list[str]:
