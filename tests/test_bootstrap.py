@@ -169,8 +169,9 @@ def test_corrupt_payload_is_a_payload_error(world: World) -> None:
     good = world.payload(3)
     bad = Payload(good.data[:-3], good.type_name, good.digest)
     _status, err, _, _ = _bootstrap(world, payload=bad)
-    assert isinstance(err, errors.PayloadError)
+    assert isinstance(err, errors.PayloadError) and isinstance(err, errors.StageError)
     _assert_located(err, "materialize_payload")
+    assert isinstance(err.cause, errors.PayloadError)
 
 
 @pytest.mark.parametrize(
@@ -225,6 +226,7 @@ def test_target_imported_by_platform_init_fails_with_import_guard_error(world: W
     env = {f"{world.prefix}_TEST_IMPORT_TARGET_IN_INIT": "1"}  # spec.env applies before stages
     _status, err, _, _ = _bootstrap(world, env=env)
     assert isinstance(err, errors.ImportGuardError), err
+    assert isinstance(err, errors.StageError)  # like every other stage failure
     _assert_located(err, "load_plugins")
     (finding,) = err.findings
     assert finding["module"] == f"{world.eng}.sched"
@@ -315,7 +317,7 @@ def test_script_importing_a_target_at_module_scope_gets_import_guard_error(
     world.add_plugin("p1")
     script = _launch_script(world, tmp_path, f"from {world.eng}.sched import Scheduler")
     out = _run_script(script)
-    assert out["status"] == "error" and out["type"] == "ImportGuardError"
+    assert out["status"] == "error" and out["type"] == "StageError[ImportGuardError]"
     (finding,) = out["findings"]  # type: ignore[misc]
     assert (finding["filename"], finding["lineno"]) == (str(script), 3)
     assert f"{script}:3" in str(out["message"])

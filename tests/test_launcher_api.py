@@ -13,7 +13,12 @@ import pytest
 
 from _launcher_support import MODES, Site, assert_group_gone, make_site, mode_kwargs
 from spawnkit.bootstrap import spawn_with_plugins
-from spawnkit.errors import BootstrapTimeoutError, ChildRaisedError, PayloadError
+from spawnkit.errors import (
+    BootstrapTimeoutError,
+    ChildRaisedError,
+    EntryResolutionError,
+    PayloadError,
+)
 
 
 @pytest.fixture
@@ -142,6 +147,12 @@ def test_argument_validation(site: Site) -> None:
         spawn_with_plugins(site.entry(), namespace=site.ns, context="threads")
     with pytest.raises(ValueError, match="nprocs"):
         spawn_with_plugins(site.entry(), namespace=site.ns, nprocs=0)
+
+
+def test_non_callable_entry_is_an_entry_resolution_error_in_the_parent(site: Site) -> None:
+    with pytest.raises(EntryResolutionError, match=r"42 \(type int\) is not callable") as info:
+        spawn_with_plugins(42, namespace=site.ns)  # type: ignore[arg-type]
+    assert info.value.stage == "resolve_entry"
 
 
 def test_errors_pickle_with_child_exception(site: Site) -> None:

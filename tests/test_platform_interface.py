@@ -94,6 +94,26 @@ def test_misspelled_public_name_is_rejected_with_suggestion() -> None:
     assert isinstance(info.value, TypeError)
 
 
+def test_every_bad_name_is_listed_at_once() -> None:
+    """One import shows every mistake, not one per round trip (as SGLang's check does)."""
+    with pytest.raises(PlatformContractError) as info:
+
+        class Bad(Platform):
+            _enum = "oot"  # type: ignore[assignment]
+            device_name = 3  # type: ignore[assignment]
+
+            def get_devce_name(self, device_id: int = 0) -> str:
+                return "x"
+
+            def set_device(self, device: Any, strict: bool) -> None:
+                pass
+
+    text = str(info.value)
+    assert "Bad breaks the platform interface in 4 places" in text
+    for fragment in ("get_devce_name", "must be a str", "extra parameter 'strict'", "_enum"):
+        assert fragment in text
+
+
 def test_private_helpers_are_allowed() -> None:
     class Ok(Platform):
         def _helper(self) -> int:

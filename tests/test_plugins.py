@@ -124,6 +124,19 @@ def test_module_entry_point_is_imported_not_called(world: World) -> None:
     assert loaded.name == "modonly" and loaded.registrations == 1
 
 
+def test_entry_point_naming_a_submodule_attribute_is_imported_not_called(world: World) -> None:
+    """``pkg:hooks`` where ``hooks`` is a module: importing it is the registration."""
+    mod = world.add_plugin(
+        "subonly",
+        "from . import hooks  # noqa: F401\n",
+        value=f"{world.eng}_plug_subonly:hooks",
+        extra_modules={"{mod}.hooks": DECORATOR_AT_IMPORT},
+    )
+    (loaded,) = load_plugins(world.ns)
+    assert loaded.value.endswith(":hooks") and loaded.registrations == 1
+    assert f"{mod}.hooks" in sys.modules
+
+
 @pytest.mark.parametrize(
     ("raw", "expected"), [(None, ["a", "b"]), ("", []), ("b", ["b"]), (" a , b ", ["a", "b"])]
 )
@@ -241,6 +254,10 @@ def test_lenient_mode_logs_and_continues(
     assert failed.name == "bad" and "callback exploded" in failed.error
     assert "callback exploded" in caplog.text
     assert world.ns.hooks.registrations() == []
+    # Alerting keyed on ERROR must see a plugin that is missing, with where it failed.
+    (record,) = [r for r in caplog.records if "lenient plugin loading" in r.getMessage()]
+    assert record.levelno == logging.ERROR and record.exc_info is not None
+    assert "Traceback" in caplog.text and "in register" in caplog.text
 
 
 def test_lenient_never_applies_to_the_selected_platform_dist(world: World) -> None:
@@ -411,3 +428,45 @@ def test_hooks_put_on_the_default_registry_by_another_namespaces_plugin_are_refu
     err = info.value
     assert err.plugin == "stray" and f"get_namespace({world.ns.name!r}).hooks" in str(err)
     assert world.ns.hooks.registrations() == []
+
+
+def test_apply_waiting_for_another_threads_loading_is_bounded(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hung plugin in the loading thread cannot hang apply_plugin_hooks() elsewhere."""
+    from spawnkit.hooks import plugins
+
+    world.add_plugin(
+        "slow",
+        """
+        import time
+
+        def register():
+            time.sleep(1.0)
+        """,
+    )
+    loader = threading.Thread(target=load_plugins, args=(world.ns,), daemon=True)
+    loader.start()
+    deadline = time.monotonic() + 30
+    while world.ns.plugins._load_once.state.value != "running":
+        assert time.monotonic() < deadline, "loading never started"
+        time.sleep(0.005)
+    monkeypatch.setattr(plugins, "LOAD_WAIT_S", 0.05)
+    with pytest.raises(PluginError, match=r"waited 0.05 s for load_plugins\(\), still running"):
+        apply_plugin_hooks(world.ns)
+    loader.join(timeout=30)
+    assert not loader.is_alive()
+    assert not world.ns.plugins.applied  # the refused call marked nothing done
+
+
+def test_apply_after_a_failed_load_raises_instead_of_applying_part_of_the_plugins(
+    world: World,
+) -> None:
+    world.add_plugin("a_good")  # loads first, registers its AROUND hook
+    world.add_plugin("b_bad", RAISING_CALLBACK)
+    with pytest.raises(PluginError, match="b_bad"):
+        load_plugins(world.ns)
+    with pytest.raises(PluginError, match="b_bad"):
+        apply_plugin_hooks(world.ns)  # a caller that caught the first error
+    assert not world.ns.plugins.applied
+    assert f"{world.eng}.sched" not in sys.modules  # nothing was patched

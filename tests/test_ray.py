@@ -27,6 +27,7 @@ from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildExitedError,
     ChildRaisedError,
+    EntryResolutionError,
 )
 from spawnkit.spec import NamespaceConfig
 from spawnkit.testing import write_distribution
@@ -187,6 +188,11 @@ def _alive(pid: int) -> bool:
 
 
 # -------------------------------------------------------------------------- tests
+def test_non_callable_entry_is_refused_before_any_actor() -> None:
+    with pytest.raises(EntryResolutionError, match=r"\(type int\) is not callable"):
+        skray.build_template(42)  # type: ignore[arg-type]
+
+
 def test_two_ranks_bootstrap_with_real_plugins(ray_cluster: Any, tmp_path: Path) -> None:
     root = _site(tmp_path / "site")
     with skray.spawn_on_ray(

@@ -201,6 +201,11 @@ def test_plugins_argument_selects_plugins(plugin_dist, spawnkit_namespace):
         run_entry(describe_worker, namespace=ns, plugins="good", timeout=TIMEOUT)
 
 
+def test_non_callable_entry_is_an_entry_resolution_error_before_spawning():
+    with pytest.raises(EntryResolutionError, match=r"\(type int\) is not callable"):
+        run_entry(42, timeout=TIMEOUT)
+
+
 def test_entry_past_the_timeout_is_a_timeout_and_leaves_no_worker():
     start = time.monotonic()
     with pytest.raises(BootstrapTimeoutError) as info:

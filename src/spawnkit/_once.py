@@ -9,6 +9,8 @@ it gives other threads no way to wait.  ``Once`` is a four-state machine
 * the first caller runs the action; other threads block until it finishes;
 * a re-entrant call from inside the action (a plugin callback calling
   ``load_plugins()``) returns ``None`` at once instead of deadlocking;
+  :meth:`Once.running_here` tells a caller it is inside the action, and
+  :meth:`Once.wait` bounds how long another thread waits for it;
 * a failure is final: later calls raise again, chained to the first cause;
 * forked children start from "not started" (``os.register_at_fork``).
 """
@@ -53,6 +55,7 @@ class Once(Generic[T]):
         self._state = OnceState.NOT_STARTED
         self._result: T | None = None
         self._error: BaseException | None = None
+        self._owner: int | None = None  # thread running the action
         _instances.add(self)  # type: ignore[arg-type]
 
     @property
@@ -67,6 +70,20 @@ class Once(Generic[T]):
     def result(self) -> T | None:
         return self._result
 
+    def running_here(self) -> bool:
+        """Whether the calling thread is inside the action right now (a nested call)."""
+        return self._state is OnceState.RUNNING and self._owner == threading.get_ident()
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s while another thread runs the action; False if it still is.
+
+        Returns at once when nothing runs, or when the caller is the one running it.
+        """
+        if not self._lock.acquire(timeout=max(timeout, 0.0)):
+            return False
+        self._lock.release()
+        return True
+
     def run(self, action: Callable[[], T]) -> T | None:
         with self._lock:
             if self._state is OnceState.DONE:
@@ -79,12 +96,15 @@ class Once(Generic[T]):
                     raise self._error
                 raise self._again(self._error) from self._error
             self._state = OnceState.RUNNING
+            self._owner = threading.get_ident()
             try:
                 result = action()
             except BaseException as exc:
                 self._state = OnceState.FAILED
                 self._error = exc
                 raise
+            finally:
+                self._owner = None
             self._result = result
             self._state = OnceState.DONE
             return result
@@ -95,6 +115,7 @@ class Once(Generic[T]):
         self._state = OnceState.NOT_STARTED
         self._result = None
         self._error = None
+        self._owner = None
 
 
 def _reset_all_after_fork() -> None:

@@ -235,11 +235,18 @@ _dual_types: dict[type[SpawnkitError], type[StageError]] = {}
 def stage_error_type(cause_cls: type[BaseException]) -> type[StageError]:
     """``StageError`` combined with ``cause_cls`` when that is a spawnkit error, else itself.
 
-    The combined classes are made on demand and cached; they pickle as
-    (cause class, message, fields), so any process that can import spawnkit
-    rebuilds the same combined type.
+    Bootstrap errors raised inside a stage (``ImportGuardError``,
+    ``PayloadError``, ``LazyProxyError``) are combined too, so ``except
+    StageError`` sees every stage failure and ``except ImportGuardError``
+    still sees the guard's.  The combined classes are made on demand and
+    cached; they pickle as (cause class, message, fields), so any process that
+    can import spawnkit rebuilds the same combined type.
     """
-    if not issubclass(cause_cls, SpawnkitError) or issubclass(cause_cls, BootstrapError):
+    if (
+        not issubclass(cause_cls, SpawnkitError)
+        or issubclass(cause_cls, StageError)
+        or cause_cls is BootstrapError
+    ):
         return StageError
     cls = _dual_types.get(cause_cls)
     if cls is None:

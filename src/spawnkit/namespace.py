@@ -28,7 +28,9 @@ from spawnkit.spec import NamespaceConfig, _phase
 if TYPE_CHECKING:
     from spawnkit.hooks.plugins import PluginManager
     from spawnkit.hooks.registry import HookRegistry
+    from spawnkit.hooks.registry import HookRegistry as _Registry
     from spawnkit.hooks.types import HookType
+    from spawnkit.hooks.types import HookType as _HookType
     from spawnkit.platforms.discovery import PlatformManager
     from spawnkit.platforms.interface import Platform
 
@@ -161,6 +163,34 @@ class Namespace:
         from spawnkit.hooks.types import HookType
 
         return self.hooks.plugin_hook(target, type=type if type is not None else HookType.AFTER)
+
+    # ----------------------------------------- seed-compatible module names
+    _hook_class: type[_Registry] | None = None
+
+    @property
+    def HookRegistry(self) -> type[_Registry]:
+        """A ``HookRegistry`` class whose class-level methods act on this namespace's registry.
+
+        For the engine's seed-compatible module, so plugins written against
+        SGLang's ``HookRegistry.register(...)`` run unchanged:
+        ``HookRegistry = NS.HookRegistry`` (see ``spawnkit.hooks._bound``).
+        """
+        cls = self._hook_class
+        if cls is None:
+            with self._lock:
+                cls = self._hook_class
+                if cls is None:
+                    from spawnkit.hooks._bound import bound_registry_class
+
+                    cls = self._hook_class = bound_registry_class(self.hooks, self.name)
+        return cls
+
+    @property
+    def HookType(self) -> type[_HookType]:
+        """The ``HookType`` enum, for ``HookType = NS.HookType`` beside the registry class."""
+        from spawnkit.hooks.types import HookType
+
+        return HookType
 
 
 def default_namespace() -> Namespace:

@@ -54,6 +54,7 @@ from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildError,
     ChildExitedError,
+    EntryResolutionError,
     LauncherUnavailableError,
 )
 from spawnkit.scaleout.env import split_env
@@ -93,6 +94,12 @@ def _entry_fields(entry: str | Callable[..., Any]) -> tuple[str, Payload | None]
     """``module:qualname`` when the entry is importable by name; else the callable by value."""
     if isinstance(entry, str):
         return entry, None
+    if not callable(entry):
+        raise EntryResolutionError(
+            f"entry {entry!r} (type {type(entry).__name__}) is not callable; pass a "
+            "'module:function' string or a callable",
+            stage="resolve_entry",
+        )
     module = getattr(entry, "__module__", None)
     qualname = getattr(entry, "__qualname__", "")
     if module and module not in ("__main__", "__mp_main__") and "<" not in qualname:

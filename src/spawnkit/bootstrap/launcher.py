@@ -62,6 +62,7 @@ from spawnkit.errors import (
     ChildExitedError,
     ChildRaisedError,
     ConfigError,
+    EntryResolutionError,
     PayloadError,
 )
 from spawnkit.namespace import Namespace, get_namespace
@@ -877,7 +878,11 @@ def _entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | No
             )
         return entry, None
     if not callable(entry):
-        raise TypeError(f"entry must be a 'module:function' string or a callable, got {entry!r}")
+        raise EntryResolutionError(
+            f"entry {entry!r} (type {type(entry).__name__}) is not callable; pass a "
+            "'module:function' string (for example 'myengine.worker:run') or a callable",
+            stage="resolve_entry",
+        )
     owner: Any = getattr(entry, "__module__", None)
     name: Any = getattr(entry, "__qualname__", None)
     if (

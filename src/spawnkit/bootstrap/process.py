@@ -13,7 +13,9 @@
 :class:`Bootstrapper` exposes each stage as a method and refuses to run one
 early, twice or after a failure (``BootstrapOrderError`` naming the stage
 expected), so engines that drive the stages themselves cannot get the order
-wrong either.  A failing stage raises a ``BootstrapError`` that carries stage,
+wrong either.  A failing stage raises a ``StageError`` (one that is also its
+cause's type when the cause is a spawnkit error, so ``except PluginError``
+and ``except StageError`` both catch a plugin failure) that carries stage,
 rank, pid, host and the formatted traceback and survives pickling, so the
 parent sees exactly what the child saw.  An exception raised by the entry
 itself propagates unchanged.
@@ -36,7 +38,6 @@ from spawnkit.bootstrap import guard
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.bootstrap.stages import STAGE_ORDER, Stage, StageListener
 from spawnkit.errors import (
-    BootstrapError,
     BootstrapOrderError,
     EntryResolutionError,
     SpawnkitError,
@@ -190,11 +191,11 @@ class Bootstrapper:
             self.listener.stage_finished(stage.value, seconds)
         return result
 
-    def _stage_error(self, stage: Stage, exc: Exception) -> BootstrapError:
-        """Our own bootstrap errors get their fields filled in; anything else is wrapped."""
+    def _stage_error(self, stage: Stage, exc: Exception) -> StageError:
+        """A ``StageError`` gets its fields filled in; anything else becomes one (see errors)."""
         tb = "".join(traceback.format_exception(exc))
         where = f"rank {self.rank}, pid {self.pid} on {self.host}"
-        if isinstance(exc, BootstrapError):
+        if isinstance(exc, StageError):
             exc.stage = stage.value
             exc.rank, exc.pid, exc.host = self.rank, self.pid, self.host
             exc.traceback_text = tb
@@ -252,7 +253,13 @@ class Bootstrapper:
     def _load_plugins(self) -> None:
         manager = self.namespace.plugins
         # True forces lenient; False leaves the namespace's variable and default in charge.
-        manager.load(names=self.spec.plugins, lenient=True if self.spec.lenient_plugins else None)
+        # apply_deferred=False: a plugin's own apply_plugin_hooks() call waits for the
+        # apply stage, which runs right after the guard has checked every target.
+        manager.load(
+            names=self.spec.plugins,
+            lenient=True if self.spec.lenient_plugins else None,
+            apply_deferred=False,
+        )
         config = self.namespace.config
         policy = guard.resolve_policy(
             config.guard_policy,

@@ -13,6 +13,12 @@ the plugin, its entry point, distribution and version.  Lenient mode logs and
 continues, except for the plugins of the selected platform's own
 distribution: those carry the device's kernels and are never optional.
 
+Why ``apply_plugin_hooks()`` never runs while plugins load.  Applying then
+would patch only what the plugins loaded so far registered and mark applying
+done, so every later plugin's hooks would silently never apply.  A call from
+inside a plugin (same thread) is deferred to the outer load/apply; a call from
+another thread waits, bounded by ``LOAD_WAIT_S``, for loading to finish.
+
 Selection rules, in order: the explicit ``names=`` (the parent's frozen
 selection) or else the namespace's ``<PREFIX>_PLUGINS`` variable (unset: all,
 empty: none, otherwise comma-separated names); plugins of a distribution that
@@ -55,6 +61,10 @@ __all__ = [
 ]
 
 _log = logging.getLogger("spawnkit.hooks")
+
+#: How long apply_plugin_hooks() in one thread waits for load_plugins() running in another
+#: (the launcher's default ready_timeout: a bootstrap slower than that fails anyway).
+LOAD_WAIT_S = 300.0
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
@@ -177,6 +187,8 @@ class PluginManager:
         self._apply_once: Once[list[str]] = Once(
             f"{namespace.name}: apply_plugin_hooks", again=self._again("apply_plugin_hooks")
         )
+        # strict flag of an apply_plugin_hooks() a plugin called while loading (None: none)
+        self._deferred_apply: bool | None = None
 
     def __repr__(self) -> str:
         return f"PluginManager({self.namespace.name!r}, load={self._load_once.state.value})"
@@ -343,14 +355,28 @@ class PluginManager:
 
     # --------------------------------------------------------------- loading
     def load(
-        self, *, names: tuple[str, ...] | list[str] | None = None, lenient: bool | None = None
+        self,
+        *,
+        names: tuple[str, ...] | list[str] | None = None,
+        lenient: bool | None = None,
+        apply_deferred: bool = True,
     ) -> list[LoadedPlugin]:
         """Import and call each selected plugin once per process; see the module docstring.
 
         A re-entrant call (a plugin calling ``load_plugins()``) returns ``[]``.
+        When a plugin asked for ``apply_plugin_hooks()`` while loading, that
+        request was deferred (applying then would patch a half-built registry);
+        this call honours it once every plugin has registered, unless
+        ``apply_deferred=False`` says the caller applies next itself (the
+        bootstrap's own apply stage).
         """
         result = self._load_once.run(lambda: self._load(names, lenient))
-        return list(result) if result is not None else []
+        if result is None:
+            return []
+        deferred = self._deferred_apply
+        if deferred is not None and apply_deferred:
+            self.apply(strict=deferred)
+        return list(result)
 
     def _load(
         self, names: tuple[str, ...] | list[str] | None, lenient: bool | None
@@ -437,7 +463,9 @@ class PluginManager:
             f"(spawnkit.hooks.HookRegistry / plugin_hook), but it was loaded for namespace "
             f"{ns!r}, whose workers apply only that namespace's registry, so those hooks would "
             f"never run. Register through spawnkit.get_namespace({ns!r}).hooks (or the "
-            "engine's own registry) instead"
+            "engine's own registry) instead; an engine whose module re-exports "
+            "spawnkit.hooks.HookRegistry / plugin_hook for its plugins should export its "
+            "namespace's instead: HookRegistry = NS.HookRegistry, plugin_hook = NS.plugin_hook"
         )
 
     def _load_one(self, info: PluginInfo, strict: bool, report: PluginReport) -> None:
@@ -459,8 +487,8 @@ class PluginManager:
         try:
             with plugin_source(source), guard.phase(f"plugin:{info.name}"):
                 obj = _metadata.load_entry_point(ep)
-                if isinstance(obj, types.ModuleType) and not ep.attr:
-                    pass  # a module entry point: importing it (its decorators) is the plugin
+                if isinstance(obj, types.ModuleType):
+                    pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
                 elif callable(obj):
                     step = "call"
                     obj()
@@ -494,9 +522,9 @@ class PluginManager:
                     version=info.version,
                     group=info.group,
                 ) from exc
-            _log.warning(
-                "lenient plugin loading: %s; continuing without it.", message, exc_info=True
-            )
+            # ERROR, not WARNING: the run goes on without this plugin's hooks, and alerting
+            # keyed on ERROR must see that; the traceback says where it failed.
+            _log.error("lenient plugin loading: %s; continuing without it.", message, exc_info=True)
             report.failed.append(
                 FailedPlugin(
                     info.name,
@@ -530,14 +558,39 @@ class PluginManager:
         After this, payloads and lazy proxies may be resolved in a worker.
         ``clean_modules`` is passed to ``HookRegistry.apply_hooks``.
         """
+        if self._load_once.running_here():
+            # Called from inside a plugin while plugins load: later plugins have not
+            # registered yet, so applying now would patch a half-built registry and mark
+            # applying done.  The outer load_plugins()/apply_plugin_hooks() applies all.
+            self._deferred_apply = strict or bool(self._deferred_apply)
+            _log.debug("apply_plugin_hooks() called while plugins load: deferred until loaded")
+            return []
+        self._wait_for_loading()
         result = self._apply_once.run(lambda: self._apply(strict, clean_modules))
         return list(result) if result is not None else []
+
+    def _wait_for_loading(self) -> None:
+        """Block (bounded) while another thread loads plugins, then make sure they are loaded.
+
+        Outside the apply gate on purpose: a plugin callback of the loading
+        thread that calls ``apply_plugin_hooks()`` must find that gate free.
+        """
+        if not self._load_once.wait(LOAD_WAIT_S):
+            raise PluginError(
+                f"apply_plugin_hooks() for namespace {self.namespace.name!r} waited "
+                f"{LOAD_WAIT_S:g} s for load_plugins(), still running in another thread, and "
+                "gave up without applying anything. A plugin callback is hung or waits for "
+                "this thread; fix that plugin, or apply hooks after loading returns."
+            )
+        if self._load_once.state is not OnceState.DONE:
+            # Not started: load now.  Failed: raise that failure again instead of applying
+            # the hooks of the plugins that happened to load before it (half a plugin set).
+            self.load(apply_deferred=False)
 
     def _apply(self, strict: bool, clean_modules: Collection[str] = ()) -> list[str]:
         from spawnkit.spec import _phase
 
-        if self._load_once.state is OnceState.NOT_STARTED:
-            self.load()
+        self._deferred_apply = None  # this call applies everything registered
         patched: list[str] = list(
             self.namespace.hooks.apply_hooks(strict=strict, clean_modules=clean_modules)
         )
@@ -549,6 +602,7 @@ class PluginManager:
         """Forget loading and applying (the registry is reset separately)."""
         self._load_once.reset()
         self._apply_once.reset()
+        self._deferred_apply = None
         self.report = PluginReport()
 
 

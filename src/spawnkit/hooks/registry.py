@@ -580,11 +580,19 @@ class HookRegistry:
         return _resolve.parse_target(target).key
 
     @hybridmethod
-    def is_hook_applied(self, target: str, hook: Callable[..., Any] | str) -> bool:
+    def is_hook_applied(
+        self,
+        target: str,
+        hook: Callable[..., Any] | str,
+        hook_type: HookType | str | None = None,
+    ) -> bool:
         """Whether ``hook`` is in the chain installed on ``target`` right now.
 
-        False also when something else overwrote the target since we patched it.
+        ``hook_type`` (SGLang's third argument) also requires it to be applied
+        as that type.  False also when something else overwrote the target
+        since we patched it.
         """
+        htype = None if hook_type is None else _coerce_type(hook_type)
         with self._lock:
             rec = self._state.applied.get(self._key(target))
             if (
@@ -593,7 +601,8 @@ class HookRegistry:
             ):
                 return False
             return any(
-                r.hook is hook or r.hook == hook or obj is hook
+                (r.hook is hook or r.hook == hook or obj is hook)
+                and (htype is None or r.hook_type is htype)
                 for r, obj in zip(rec.regs, rec.hooks, strict=True)
             )
 

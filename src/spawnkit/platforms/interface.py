@@ -162,9 +162,34 @@ def _contract(cls: type, *, skip_self: bool = False) -> dict[str, tuple[type, An
 
 
 def _check_class(cls: type, *, defines_contract: bool) -> None:
-    contract = _contract(cls, skip_self=True)
+    """Raise one ``PlatformContractError`` listing every problem of ``cls``, not the first.
+
+    A plugin author fixing a class one error per import would need as many
+    round trips as there are mistakes; every bad name is known at once.
+    """
     where = f"{cls.__module__}.{cls.__qualname__}"
+    problems = _member_problems(cls, where, defines_contract=defines_contract)
+    problems.extend(_shadowing_problems(cls, _contract(cls), where))
+    enum_value = cls.__dict__.get("_enum")
+    if enum_value is not None and not isinstance(enum_value, PlatformEnum):
+        problems.append(
+            f"{where}._enum must be a PlatformEnum member (out-of-tree platforms use "
+            f"PlatformEnum.OOT), got {enum_value!r}."
+        )
+    if len(problems) == 1:
+        raise PlatformContractError(problems[0])
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems)
+        raise PlatformContractError(
+            f"{where} breaks the platform interface in {len(problems)} places:\n{listed}"
+        )
+
+
+def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[str]:
+    """What is wrong with each public name ``cls`` defines itself."""
+    contract = _contract(cls, skip_self=True)
     own = {k: v for k, v in cls.__dict__.items() if not k.startswith("_")}
+    problems: list[str] = []
     for name, value in own.items():
         entry = contract.get(name)
         if entry is None:
@@ -175,12 +200,13 @@ def _check_class(cls: type, *, defines_contract: bool) -> None:
 
             hint = difflib.get_close_matches(name, list(contract), n=1)
             suggestion = f" Did you mean {hint[0]!r}?" if hint else ""
-            raise PlatformContractError(
+            problems.append(
                 f"{where}.{name}: {name!r} is not part of the platform interface "
                 f"({', '.join(bases) or 'none'}).{suggestion} A public name on a platform class "
                 "must override an interface method or attribute; rename helpers with a leading "
                 "underscore, or declare an engine base with `class X(Platform, contract=True)`."
             )
+            continue
         base_cls, base_value = entry
         base_kind, over_kind = _kind(base_value), _kind(value)
         if base_kind == "data":
@@ -188,39 +214,38 @@ def _check_class(cls: type, *, defines_contract: bool) -> None:
                 continue
             if base_value is None and isinstance(value, _DATA_TYPES):
                 continue
-            raise PlatformContractError(
+            problems.append(
                 f"{where}.{name}: overrides {base_cls.__qualname__}.{name} (a "
                 f"{_describe(base_value)}) with a {_describe(value)}; it must be a "
                 f"{type(base_value).__name__}."
             )
+            continue
         if base_kind != over_kind:
-            raise PlatformContractError(
+            problems.append(
                 f"{where}.{name}: overrides {base_cls.__qualname__}.{name} (a {base_kind}) with a "
                 f"{_describe(value)}; define it as a {base_kind} with the interface's signature."
             )
+            continue
         if base_kind == "property":
             continue
         problem = _signature_problem(base_value, value, base_kind)
         if problem is not None:
             sig_base = inspect.signature(_function_of(base_value))
             sig_over = inspect.signature(_function_of(value))
-            raise PlatformContractError(
+            problems.append(
                 f"{where}.{name}{sig_over}: incompatible override of "
                 f"{base_cls.__qualname__}.{name}{sig_base}: {problem}. Keep the interface's "
                 "parameters (names, order, defaults); extra parameters need defaults."
             )
-    _check_shadowing(cls, _contract(cls), where)
-    enum_value = cls.__dict__.get("_enum")
-    if enum_value is not None and not isinstance(enum_value, PlatformEnum):
-        raise PlatformContractError(
-            f"{where}._enum must be a PlatformEnum member (out-of-tree platforms use "
-            f"PlatformEnum.OOT), got {enum_value!r}."
-        )
+    return problems
 
 
-def _check_shadowing(cls: type, contract: dict[str, tuple[type, Any]], where: str) -> None:
+def _shadowing_problems(
+    cls: type, contract: dict[str, tuple[type, Any]], where: str
+) -> list[str]:
     """A mixin's override hidden behind an interface class earlier in the MRO is a silent bug."""
     mro = cls.__mro__
+    problems: list[str] = []
     for name in contract:
         owners = [k for k in mro if name in k.__dict__]
         if len(owners) < 2 or not owners[0].__dict__.get(_CONTRACT_FLAG, False):
@@ -231,13 +256,14 @@ def _check_shadowing(cls: type, contract: dict[str, tuple[type, Any]], where: st
                 continue
             if issubclass(later, winner):
                 continue
-            raise PlatformContractError(
+            problems.append(
                 f"{where}: {later.__qualname__}.{name} is shadowed by "
                 f"{winner.__qualname__}.{name}, which comes first in the MRO, so the override "
                 f"would never run. List {later.__qualname__} before {winner.__qualname__} in "
                 f"the bases of {cls.__qualname__}, or stop redefining {name!r} in "
                 f"{winner.__qualname__}."
             )
+    return problems
 
 
 class DeviceMixin:

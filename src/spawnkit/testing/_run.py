@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from spawnkit.errors import BootstrapTimeoutError, ChildRaisedError
+from spawnkit.errors import BootstrapTimeoutError, ChildRaisedError, EntryResolutionError
 from spawnkit.namespace import get_namespace
 from spawnkit.spec import Payload
 from spawnkit.testing._env import EnvOverlay
@@ -274,8 +274,10 @@ def run_entry(
         by_value.append(payload_module)
     if not isinstance(entry, str):
         if not callable(entry):
-            raise TypeError(
-                f"entry must be 'module:qualname' or a callable, got {type(entry).__name__}"
+            raise EntryResolutionError(
+                f"entry {entry!r} (type {type(entry).__name__}) is not callable; pass "
+                "'module:qualname' or a callable",
+                stage="resolve_entry",
             )
         ref = by_reference_name(entry)
         if ref is not None:
