@@ -67,6 +67,7 @@ _ERROR_NAMES = (
     "PlatformUnavailableError",
     "PluginError",
     "PreloadError",
+    "ProgressCallbackError",
     "SpawnkitError",
     "SpecSignatureError",
     "StageError",
