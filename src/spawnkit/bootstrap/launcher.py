@@ -1060,14 +1060,17 @@ def spawn_with_plugins(
             with _interrupt.children_start_deaf(deaf):
                 group._ranks.append(_start_rank(lctx, template, rank, extra))
             group._relay.emit(rank, proto.PRE_BOOTSTRAP, 0.0)
+        # psutil is imported here, not at module level: a launching script that imports this
+        # module is re-imported by every spawned worker, which should not pay for it.  Inside
+        # the try: a Ctrl-C during that import must not leave the started workers running.
+        from spawnkit.bootstrap._cleanup import record_run
+
+        record_run(run_id, group.pids)
     except BaseException:
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            group._interrupting = True
         group.terminate()
         raise
-    # psutil is imported here, not at module level: a launching script that imports this
-    # module is re-imported by every spawned worker, which should not pay for it.
-    from spawnkit.bootstrap._cleanup import record_run
-
-    record_run(run_id, group.pids)
     return group
 
 

@@ -108,6 +108,7 @@ def run_group(
 
     display = StageDisplay(out, nprocs, mode="quiet" if as_json == "-" else "auto")
     started = time.monotonic()
+    group = None
     try:
         with display.showing():
             group = spawn_with_plugins(
@@ -125,7 +126,7 @@ def run_group(
                 results = group.results()  # bounded by the group's join_timeout
                 reports = group.wait_ready(timeout=1.0)
     except KeyboardInterrupt:
-        return report_interrupt(display, "launch", err)
+        return report_interrupt(display, "launch", err, group)
     except SpawnkitError as exc:
         _name_the_timeout_option(exc)
         if as_json:
@@ -169,12 +170,18 @@ def run_group(
     return EXIT_OK
 
 
-def report_interrupt(display: StageDisplay, command: str, err: TextIO) -> int:
+def report_interrupt(display: StageDisplay, command: str, err: TextIO, group: Any = None) -> int:
     """After Ctrl-C (the launcher has stopped the group): one line on stderr, status 130.
 
-    A further Ctrl-C while the line is written is ignored: the workers are
-    gone, and a second message or a traceback would only bury the first.
+    ``group``, when given, is stopped here too, for a Ctrl-C that landed
+    between the launch returning and the ``with`` taking the group over (a
+    no-op otherwise).  A further Ctrl-C while the line is written is
+    ignored: the workers are gone, and a second message or a traceback would
+    only bury the first.
     """
+    if group is not None:
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: SIGKILL, then on
+            group.__exit__(KeyboardInterrupt, None, None)
     with _sigint_ignored():
         err.write(display.interrupted_line(command) + "\n")
         err.flush()
