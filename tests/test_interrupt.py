@@ -29,14 +29,14 @@ ENTRY = """
 import os, signal, time
 
 def slow(payload=None):
-    print(f"worker {os.getpid()} in entry", flush=True)
+    os.write(1, f"worker {os.getpid()} in entry\\n".encode())  # one write: lines stay whole
     time.sleep(120)
 
 def stubborn(payload=None):
     # Survives SIGTERM and Ctrl-C: only SIGKILL ends it.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    print(f"worker {os.getpid()} in entry", flush=True)
+    os.write(1, f"worker {os.getpid()} in entry\\n".encode())  # one write: lines stay whole
     time.sleep(120)
 """
 
@@ -139,7 +139,7 @@ import os, sys, time
 # Only in a spawned worker (its command line is ``python -c <spawnkit's prologue>``): hold it
 # in interpreter start-up, where a Ctrl-C used to end it with a KeyboardInterrupt traceback.
 if "-c" in sys.orig_argv and any("spawnkit" in a for a in sys.orig_argv):
-    print(f"starting {os.getpid()}", flush=True)
+    os.write(1, f"starting {os.getpid()}\\n".encode())
     time.sleep(float(os.environ.get("INTR_SLOW_START", "0")))
 """
 
