@@ -198,3 +198,28 @@ def test_demo_shows_each_scheduler_rank(app: Path) -> None:
     for rank in (0, 1):
         assert re.search(rf"^rank {rank}: load_plugins \(at [\d.]+ s\)$", proc.stdout, re.M)
         assert re.search(rf"^rank {rank}: done after [\d.]+ s$", proc.stdout, re.M)
+
+
+def test_tty_without_rich_prints_plain_lines(app: Path) -> None:
+    # A trimmed install where rich does not import: the terminal gets the piped form.
+    shadow = app / "norich"
+    (shadow / "rich").mkdir(parents=True)
+    (shadow / "rich" / "__init__.py").write_text("raise ImportError('rich removed')\n")
+    code, screen = run_on_pty(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(shadow)!r}); "
+            "from spawnkit.cli import main; sys.exit(main())",
+            "launch",
+            "live_entry:work",
+            "--app-dir",
+            str(app),
+        ],
+        app,
+    )
+    assert code == 0, screen
+    text = screen.replace("\r\n", "\n")
+    assert re.search(r"^rank 0: load_plugins \(at [\d.]+ s\)$", text, re.M), text
+    assert re.search(r"^rank 0: done after [\d.]+ s$", text, re.M)
+    assert "✔" not in text
