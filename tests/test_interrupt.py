@@ -56,6 +56,23 @@ if __name__ == "__main__":
     print("not interrupted", flush=True)
 """
 
+SCRIPT_TERMINATE = """
+import sys, time
+from spawnkit.bootstrap import spawn_with_plugins
+
+if __name__ == "__main__":
+    group = spawn_with_plugins("{module}:stubborn", nprocs=2, grace_period=60, ready_timeout=60)
+    group.wait_ready(60)
+    time.sleep(0.5)  # the entries print, then ignore SIGTERM
+    print("terminating", flush=True)
+    try:
+        group.terminate()
+    except KeyboardInterrupt:
+        print("terminate raised KeyboardInterrupt", group.exit_codes, flush=True)
+        sys.exit(130)
+    print("terminate returned", flush=True)
+"""
+
 
 class Launched:
     """A launcher process in its own session, its output read by threads (bounded waits)."""
@@ -268,4 +285,23 @@ def test_script_second_ctrl_c_escalates_to_sigkill(app: tuple[Path, str]) -> Non
     assert code == 130, err
     assert "caught KeyboardInterrupt ['entry', 'entry'] [-9, -9]" in out, out
     assert "Traceback" not in err
+    assert_gone(pids)
+
+
+def test_ctrl_c_during_a_plain_terminate_kills_then_raises(app: tuple[Path, str]) -> None:
+    folder, module = app
+    path = folder / "terminate_stubborn.py"
+    path.write_text(textwrap.dedent(SCRIPT_TERMINATE).format(module=module))
+    run = Launched([sys.executable, str(path)], folder)
+    try:
+        pids = worker_pids(run.wait_for(r"^worker \d+ in entry", count=2))
+        run.wait_for(r"^terminating")
+        time.sleep(1.0)  # terminate() is waiting out the minute of grace after SIGTERM
+        run.proc.send_signal(signal.SIGINT)
+        code, out, err = run.finish(timeout=20)
+    finally:
+        run.kill()
+    # The Ctrl-C is not swallowed: SIGKILL at once, then KeyboardInterrupt from terminate().
+    assert code == 130, out + err
+    assert "terminate raised KeyboardInterrupt [-9, -9]" in out, out
     assert_gone(pids)

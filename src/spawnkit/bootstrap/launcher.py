@@ -780,12 +780,15 @@ class WorkerGroup:
     def _stop_workers(self, initial_grace: float) -> None:
         """Teardown; a Ctrl-C during it sends SIGKILL at once, and is raised after unless the
         teardown was itself for a Ctrl-C (that one is still on its way up)."""
-        with _interrupt.second_interrupt_escalates():
-            try:
-                self._stop_gently(initial_grace, signal.SIGTERM)
-                return
-            except _interrupt.EscalateTeardown:
-                self._stop_gently(0.0, signal.SIGKILL)
+        try:
+            with _interrupt.second_interrupt_escalates():
+                try:
+                    self._stop_gently(initial_grace, signal.SIGTERM)
+                    return
+                except _interrupt.EscalateTeardown:
+                    self._stop_gently(0.0, signal.SIGKILL)
+        except _interrupt.EscalateTeardown:
+            pass  # pressed just as the teardown ended: nothing is left to kill
         if not self._interrupting:
             self._interrupting = True
             raise KeyboardInterrupt
