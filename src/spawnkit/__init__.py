@@ -68,6 +68,7 @@ _ERROR_NAMES = (
     "PlatformUnavailableError",
     "PluginError",
     "PreloadError",
+    "ProgressCallbackError",
     "SpawnkitError",
     "SpecError",
     "SpecSignatureError",

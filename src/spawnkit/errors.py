@@ -44,6 +44,7 @@ __all__ = [
     "PlatformUnavailableError",
     "PluginError",
     "PreloadError",
+    "ProgressCallbackError",
     "SpawnkitError",
     "SpecError",
     "SpecSignatureError",
@@ -423,3 +424,16 @@ class BootstrapTimeoutError(ChildError):
     def __init__(self, message: str, *, waited_s: float = 0.0, **kw: Any) -> None:
         super().__init__(message, **kw)
         self.waited_s = waited_s
+
+
+class ProgressCallbackError(SpawnkitError):
+    """The ``progress=`` callback given to ``spawn_with_plugins`` raised; the group was torn down.
+
+    The callback's own exception is ``__cause__``; ``rank`` and ``stage`` say
+    which event it was handling.
+    """
+
+    def __init__(self, message: str, *, rank: int | None = None, stage: str = "") -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.stage = stage

@@ -29,6 +29,7 @@ from spawnkit.spec import ProcessSpec
 __all__ = [
     "CONTEXT_KEY",
     "FAULT_CONN_KEY",
+    "SIGINT_RESTORE_KEY",
     "arm_guard",
     "child_main",
     "spawn_main_reporting",
@@ -38,6 +39,10 @@ FAULT_CONN_KEY = "fault_conn"
 """``spec.extra`` key of the pipe faulthandler writes to (fatal signals, stack dumps)."""
 CONTEXT_KEY = "context"
 """``spec.extra`` key naming the pickling family: ``multiprocessing`` or ``multiprocess``."""
+SIGINT_RESTORE_KEY = "sigint_restore"
+"""``spec.extra`` key: True when the launcher started this worker with SIGINT ignored, so
+that a Ctrl-C during its start-up and bootstrap is the launcher's to handle (it stops the
+worker and knows its stage); the entry function hears Ctrl-C again, as any program does."""
 
 
 def arm_guard() -> None:
@@ -95,6 +100,16 @@ def _arm_faulthandler(conn: Any) -> int | None:
     return int(sig)
 
 
+def _hear_sigint(on: bool) -> None:
+    """SIGINT raises KeyboardInterrupt (``on``) or is ignored; only in a worker started deaf."""
+    try:
+        if on:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, signal.default_int_handler if on else signal.SIG_IGN)
+    except (ValueError, OSError, AttributeError):
+        pass
+
+
 class _Reporter:
     """A ``StageListener`` that forwards progress; it never raises into the bootstrap.
 
@@ -102,10 +117,11 @@ class _Reporter:
     this process, so sending quietly stops instead of failing a stage.
     """
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, sigint_restore: bool = False) -> None:
         self._conn = conn
         self.stage = proto.PRE_BOOTSTRAP
         self.ready_sent = False
+        self.sigint_restore = sigint_restore
 
     def send(self, msg: proto.Message) -> None:
         if self._conn is None:
@@ -129,6 +145,8 @@ class _Reporter:
             self.send(proto.Ready(report))
         except Exception:  # an unpicklable report must not fail the worker
             self.send(proto.Ready(None))
+        if self.sigint_restore:
+            _hear_sigint(True)
 
     def close(self) -> None:
         if self._conn is not None:
@@ -159,13 +177,21 @@ def child_main(spec: ProcessSpec) -> None:
     """Run the bootstrap and the entry for one rank; report the outcome before exiting."""
     dump_signal = _arm_faulthandler(spec.extra.get(FAULT_CONN_KEY))
     dumps, loads = _picklers(str(spec.extra.get(CONTEXT_KEY, "multiprocessing")))
-    reporter = _Reporter(spec.report_conn)
+    deaf = bool(spec.extra.get(SIGINT_RESTORE_KEY))
+    if deaf:  # SIGINT stays ignored; unblocked, so that restoring the handler later is enough
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        except (ValueError, OSError, AttributeError):
+            pass
+    reporter = _Reporter(spec.report_conn, deaf)
     reporter.send(proto.Hello(os.getpid(), socket.gethostname(), dump_signal))
     try:
         from spawnkit.bootstrap.process import bootstrap_process
 
         result = bootstrap_process(spec, listener=reporter)
     except SystemExit as exc:
+        if deaf:  # the entry is over: a Ctrl-C now must not cut the report short
+            _hear_sigint(False)
         code = _exit_code(exc)
         if code != 0 or not reporter.ready_sent:
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -173,10 +199,14 @@ def child_main(spec: ProcessSpec) -> None:
         reporter.close()
         raise
     except BaseException as exc:
+        if deaf:
+            _hear_sigint(False)
         reporter.send(proto.failed_from_exception(_failing_stage(exc, reporter), exc, dumps, loads))
         reporter.close()
         _flush()
         raise SystemExit(1) from None
+    if deaf:
+        _hear_sigint(False)
     try:
         data = dumps(result)
     except Exception as exc:

@@ -46,8 +46,9 @@ from types import TracebackType
 from typing import Any
 
 from spawnkit import _metadata
+from spawnkit.bootstrap import _interrupt
 from spawnkit.bootstrap import _protocol as proto
-from spawnkit.bootstrap._child import CONTEXT_KEY, FAULT_CONN_KEY, child_main
+from spawnkit.bootstrap._child import CONTEXT_KEY, FAULT_CONN_KEY, SIGINT_RESTORE_KEY, child_main
 from spawnkit.bootstrap._contexts import LaunchContext, get_launch_context
 from spawnkit.bootstrap._launch_checks import (
     check_count,
@@ -56,6 +57,7 @@ from spawnkit.bootstrap._launch_checks import (
     namespace_value,
 )
 from spawnkit.bootstrap._parent_death import PARENT_PID_KEY, PDEATHSIG_KEY, RUN_ID_VAR
+from spawnkit.bootstrap._progress import DONE, FAILED, STOPPED, ProgressCallback, ProgressRelay
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildError,
@@ -125,6 +127,7 @@ class _Rank:
     fault_text: str = ""
     early_text: str = ""
     events: list[tuple[str, str, float]] = field(default_factory=list)
+    end_told: bool = False
 
     @property
     def label(self) -> str:
@@ -161,8 +164,11 @@ class WorkerGroup:
         ready_timeout: float | None,
         join_timeout: float | None,
         grace_period: float,
+        progress: ProgressCallback | None = None,
     ) -> None:
         self.run_id = run_id
+        self._relay = ProgressRelay(progress, run_id)
+        self._interrupting = False
         self._ctx = context
         self._ready_timeout = ready_timeout
         self._join_timeout = join_timeout
@@ -314,10 +320,29 @@ class WorkerGroup:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self._interrupting = True
         self.terminate()
 
     # ------------------------------------------------------- event pumping
     def _pump(
+        self,
+        until: Callable[[], bool],
+        deadline: float | None,
+        *,
+        ready_deadline: float | None = None,
+    ) -> bool:
+        """Ctrl-C while waiting stops the group (bounded) and is re-raised, never swallowed."""
+        try:
+            return self._pump_events(until, deadline, ready_deadline=ready_deadline)
+        except KeyboardInterrupt:
+            self._interrupting = True
+            for r in self._ranks:
+                r.terminated = r.terminated or r.exitcode is None
+            self._close(initial_grace=0.0)
+            raise
+
+    def _pump_events(
         self,
         until: Callable[[], bool],
         deadline: float | None,
@@ -331,6 +356,9 @@ class WorkerGroup:
             ready_deadline = self._launched + self._ready_timeout
         join_deadline = None if self._join_timeout is None else self._launched + self._join_timeout
         while True:
+            if self._relay.error is not None:
+                self._close(initial_grace=0.0)
+                raise self._relay.error
             # A failure recorded outside this loop (``exit_codes`` polls exits) comes
             # before ``until()``: "every rank exited" must not turn it into success.
             first = self._first_failure() if not self._closed else None
@@ -403,11 +431,13 @@ class WorkerGroup:
             r.host, r.dump_signal = msg.host, msg.dump_signal
         elif isinstance(msg, proto.StageStarted):
             r.stage, r.stage_since = msg.stage, now
+            self._relay.emit(r.rank, msg.stage, now - r.started)
         elif isinstance(msg, proto.StageFinished):
             r.stage_seconds[msg.stage] = msg.seconds
         elif isinstance(msg, proto.Ready):
             r.ready, r.report_obj = True, msg.report
             r.stage, r.stage_since = "entry", now
+            self._relay.emit(r.rank, "entry", now - r.started)
         elif isinstance(msg, proto.Result):
             r.result = msg
             r.ready = True
@@ -425,10 +455,31 @@ class WorkerGroup:
             return
         r.fault_text = self._read_fault(r)
         r.early_text = _read_early(r.proc)
+        self._tell_end(r)
         if r.terminated or r.failure is not None:
             return
         if r.exitcode != 0 or not r.ready or (r.result is not None and r.result.error):
             self._order.append(r)
+
+    def _tell_end(self, r: _Rank) -> None:
+        """The progress callback's last word on a rank: done, failed or stopped."""
+        if r.end_told:
+            return
+        r.end_told = True
+        named = self._failure is not None and self._failure.rank == r.rank
+        if r.terminated and not named and (r.failure is None or self._interrupting):
+            end = STOPPED
+        elif (
+            named
+            or r.failure is not None
+            or r.exitcode != 0
+            or not r.ready
+            or (r.result is not None and r.result.error)
+        ):
+            end = FAILED
+        else:
+            end = DONE
+        self._relay.emit(r.rank, end, time.monotonic() - r.started)
 
     def _poll_exits(self) -> None:
         if self._closed:
@@ -729,11 +780,21 @@ class WorkerGroup:
     def _close(self, *, initial_grace: float) -> None:
         if self._closed:
             return
+        told = self._relay.error
         try:
             self._stop_workers(initial_grace)
         finally:
             self._closed = True
             _live_groups.discard(self)
+            for r in self._ranks:
+                self._tell_end(r)
+            if self._relay.error is not None and self._relay.error is not told:
+                _log.warning(
+                    "worker group %s: %s",
+                    self.run_id,
+                    self._relay.error,
+                    exc_info=self._relay.error.__cause__,
+                )
             for r in self._ranks:
                 for conn in (r.report, r.death, r.fault):
                     with contextlib.suppress(OSError):
@@ -746,6 +807,22 @@ class WorkerGroup:
             forget_run(self.run_id)
 
     def _stop_workers(self, initial_grace: float) -> None:
+        """Teardown; a Ctrl-C during it sends SIGKILL at once, and is raised after unless the
+        teardown was itself for a Ctrl-C (that one is still on its way up)."""
+        try:
+            with _interrupt.second_interrupt_escalates():
+                try:
+                    self._stop_gently(initial_grace, signal.SIGTERM)
+                    return
+                except _interrupt.EscalateTeardown:
+                    self._stop_gently(0.0, signal.SIGKILL)
+        except _interrupt.EscalateTeardown:
+            pass  # pressed just as the teardown ended: nothing is left to kill
+        if not self._interrupting:
+            self._interrupting = True
+            raise KeyboardInterrupt
+
+    def _stop_gently(self, initial_grace: float, first: int) -> None:
         if initial_grace > 0:
             end = time.monotonic() + initial_grace
             while any(r.exitcode is None for r in self._ranks) and time.monotonic() < end:
@@ -763,7 +840,7 @@ class WorkerGroup:
         descendants += [p for p in extra if p.pid not in known and p.pid != os.getpid()]
         for r in live:
             r.terminated = True
-        self._signal_all(live, descendants, signal.SIGTERM)
+        self._signal_all(live, descendants, first)
         if live or descendants:
             self._reap(live, descendants, self._grace)
         live = [r for r in live if r.exitcode is None]
@@ -954,6 +1031,7 @@ def spawn_with_plugins(
     join_timeout: float | None = None,
     grace_period: float = DEFAULT_GRACE_PERIOD,
     rank_extra: Callable[[int], Mapping[str, Any]] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> WorkerGroup:
     """Start ``nprocs`` workers that each bootstrap (platform, plugins, hooks) and run ``entry``.
 
@@ -967,7 +1045,13 @@ def spawn_with_plugins(
     step.  ``rank_extra(rank)`` adds per-rank values to that rank's
     ``spec.extra``: how an engine hands each rank its own ``Connection`` (the
     seed's ``pipe_writer``); close your copy of a child's end after this
-    returns.  Returns a running :class:`WorkerGroup`; use it as a context manager.
+    returns.  ``progress(rank, stage, elapsed)`` is called from the group's wait
+    calls as each rank starts a stage, then once with ``done``/``failed``/
+    ``stopped`` (see ``spawnkit.bootstrap._progress``; a callback that raises
+    stops the run with ``ProgressCallbackError``).  Ctrl-C during a wait call
+    stops the group (bounded) and is re-raised; a second Ctrl-C meanwhile
+    kills the workers at once.  Returns a running :class:`WorkerGroup`; use it
+    as a context manager.
     """
     check_count("nprocs", nprocs)
     check_seconds("ready_timeout", ready_timeout, none="no startup limit")
@@ -993,6 +1077,8 @@ def spawn_with_plugins(
     child_env = {str(k): str(v) for k, v in (env or {}).items()}
     platform, plugins, entry_points = _parent_selection(ns, child_env)
     lctx = get_launch_context(context, start_method, preload, ns.config)
+    # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
+    deaf = lctx.server is None and _interrupt.will_start_deaf()
     run_id = uuid.uuid4().hex[:16]
     child_env[RUN_ID_VAR] = run_id
     extra: dict[str, Any] = {
@@ -1003,6 +1089,7 @@ def spawn_with_plugins(
         PDEATHSIG_KEY: start_method == "spawn"
         and threading.current_thread() is threading.main_thread(),
         CONTEXT_KEY: context,
+        SIGINT_RESTORE_KEY: deaf,
     }
     template = ProcessSpec(
         entry=entry_str,
@@ -1023,20 +1110,26 @@ def spawn_with_plugins(
         ready_timeout=ready_timeout,
         join_timeout=join_timeout,
         grace_period=grace_period,
+        progress=progress,
     )
     _live_groups.add(group)
     try:
         for rank in range(nprocs):
             extra = dict(rank_extra(rank)) if rank_extra is not None else {}
-            group._ranks.append(_start_rank(lctx, template, rank, extra))
+            with _interrupt.children_start_deaf(deaf):
+                group._ranks.append(_start_rank(lctx, template, rank, extra))
+            group._relay.emit(rank, proto.PRE_BOOTSTRAP, 0.0)
+        # psutil is imported here, not at module level: a launching script that imports this
+        # module is re-imported by every spawned worker, which should not pay for it.  Inside
+        # the try: a Ctrl-C during that import must not leave the started workers running.
+        from spawnkit.bootstrap._cleanup import record_run
+
+        record_run(run_id, group.pids)
     except BaseException:
+        if isinstance(sys.exc_info()[1], KeyboardInterrupt):
+            group._interrupting = True
         group.terminate()
         raise
-    # psutil is imported here, not at module level: a launching script that imports this
-    # module is re-imported by every spawned worker, which should not pay for it.
-    from spawnkit.bootstrap._cleanup import record_run
-
-    record_run(run_id, group.pids)
     return group
 
 

@@ -1,25 +1,36 @@
-"""Running a worker group for the CLI: live stage progress, the timing table, failures.
+"""Running a worker group for the CLI: live stage progress, the timing table, failures, Ctrl-C.
 
-The live view polls the group's public state (``stages``, ``exit_codes``)
-between bounded ``join(timeout)`` calls, so it never holds up supervision:
-the launcher still sees every report and exit as it happens.  On a terminal
-the view is a rich live table; piped, it prints one line per stage change,
-which reads well in CI logs.
+Progress comes from ``spawn_with_plugins(progress=...)`` into a
+:class:`~spawnkit.cli._live.StageDisplay`, fed as the launcher hears each
+stage.  Ctrl-C: the launcher stops the group (bounded) and re-raises; the
+command prints one line saying where each rank was, and exits 130.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
 from spawnkit.cli._errors import EXIT_FAILURE, EXIT_OK
+from spawnkit.cli._live import StageDisplay
 from spawnkit.cli._output import Output, emit_json
 
-__all__ = ["exit_status", "render_failure", "render_stage_table", "run_group", "run_probe"]
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "exit_status",
+    "report_interrupt",
+    "render_failure",
+    "render_stage_table",
+    "run_group",
+    "run_probe",
+]
 
-_POLL_S = 0.1
+EXIT_INTERRUPTED = 130
+"""128 + SIGINT: what a shell reports for a command ended by Ctrl-C."""
 
 
 def exit_status(exc: BaseException) -> int:
@@ -77,71 +88,6 @@ def render_stage_table(
     out.table(columns, rows, title="stage timings (ms)")
 
 
-class _Progress:
-    """What the parent saw of each rank: its stage changes, with the time they were seen."""
-
-    def __init__(self, out: Output, nprocs: int, *, live: bool) -> None:
-        self.out = out
-        self.nprocs = nprocs
-        self.stages: list[str] = ["starting"] * nprocs
-        self.exit_codes: list[int | None] = [None] * nprocs
-        self.entry_started: dict[int, float] = {}
-        self.finished_at: dict[int, float] = {}
-        self._live_obj: Any = None
-        self._live = live and out.rich
-
-    def _table(self) -> Any:
-        from rich.table import Table
-
-        table = Table(title="workers", title_justify="left")
-        for col in ("rank", "stage", "exit"):
-            table.add_column(col)
-        for rank in range(self.nprocs):
-            code = self.exit_codes[rank]
-            table.add_row(str(rank), self.stages[rank], "-" if code is None else str(code))
-        return table
-
-    @contextlib.contextmanager
-    def running(self) -> Iterator[_Progress]:
-        if self._live:
-            from rich.live import Live
-
-            with Live(self._table(), console=self.out.console, refresh_per_second=10) as live:
-                self._live_obj = live
-                try:
-                    yield self
-                finally:
-                    live.update(self._table())
-                    self._live_obj = None
-        else:
-            yield self
-
-    def update(self, stages: list[str], exit_codes: list[int | None]) -> None:
-        now = time.monotonic()
-        changed = False
-        for rank, (stage, code) in enumerate(zip(stages, exit_codes, strict=False)):
-            if stage == "entry" and rank not in self.entry_started:
-                self.entry_started[rank] = now
-            if code is not None and rank not in self.finished_at:
-                self.finished_at[rank] = now
-            shown = stage if code is None else f"exited ({stage})"
-            if shown != self.stages[rank] or code != self.exit_codes[rank]:
-                changed = True
-                self.stages[rank], self.exit_codes[rank] = shown, code
-                if not self._live:
-                    suffix = f", exit code {code}" if code is not None else ""
-                    self.out.line(f"rank {rank}: {shown}{suffix}")
-        if changed and self._live_obj is not None:
-            self._live_obj.update(self._table())
-
-    def entry_seconds(self) -> dict[int, float]:
-        return {
-            rank: self.finished_at[rank] - start
-            for rank, start in self.entry_started.items()
-            if rank in self.finished_at
-        }
-
-
 def run_group(
     *,
     entry: str,
@@ -160,25 +106,27 @@ def run_group(
     from spawnkit.bootstrap import spawn_with_plugins
     from spawnkit.errors import SpawnkitError
 
-    progress = _Progress(out, nprocs, live=as_json != "-")
+    display = StageDisplay(out, nprocs, mode="quiet" if as_json == "-" else "auto")
     started = time.monotonic()
+    group = None
     try:
-        group = spawn_with_plugins(
-            entry,
-            payload,
-            nprocs=nprocs,
-            namespace=namespace,
-            start_method=start_method,
-            preload=tuple(preload),
-            ready_timeout=timeout,
-            join_timeout=timeout,
-        )
-        with group, progress.running():
-            while not group.join(timeout=_POLL_S):
-                progress.update(group.stages, group.exit_codes)
-            progress.update(group.stages, group.exit_codes)
-            reports = group.wait_ready(timeout=1.0)
-            results = group.results(timeout=1.0)
+        with display.showing():
+            group = spawn_with_plugins(
+                entry,
+                payload,
+                nprocs=nprocs,
+                namespace=namespace,
+                start_method=start_method,
+                preload=tuple(preload),
+                ready_timeout=timeout,
+                join_timeout=timeout,
+                progress=display,
+            )
+            with group:
+                results = group.results()  # bounded by the group's join_timeout
+                reports = group.wait_ready(timeout=1.0)
+    except KeyboardInterrupt:
+        return report_interrupt(display, "launch", err, group)
     except SpawnkitError as exc:
         _name_the_timeout_option(exc)
         if as_json:
@@ -208,18 +156,49 @@ def run_group(
                 "start_method": start_method,
                 "wall_seconds": wall,
                 "reports": [r.to_dict() if r is not None else None for r in reports],
-                "entry_seconds": {str(k): v for k, v in progress.entry_seconds().items()},
+                "entry_seconds": {str(k): v for k, v in display.entry_seconds().items()},
                 "results": [repr(r) for r in results],
             },
         )
         if as_json == "-":
             return EXIT_OK
-    render_stage_table(out, reports, progress.entry_seconds())
+    render_stage_table(out, reports, display.entry_seconds())
     for rank, value in enumerate(results):
         text = repr(value)
         out.line(f"rank {rank} returned: {text if len(text) <= 200 else text[:197] + '...'}")
     out.line(f"{nprocs} rank(s) finished in {wall:.2f} s ({start_method})")
     return EXIT_OK
+
+
+def report_interrupt(display: StageDisplay, command: str, err: TextIO, group: Any = None) -> int:
+    """After Ctrl-C (the launcher has stopped the group): one line on stderr, status 130.
+
+    ``group``, when given, is stopped here too, for a Ctrl-C that landed
+    between the launch returning and the ``with`` taking the group over (a
+    no-op otherwise).  A further Ctrl-C while the line is written is
+    ignored: the workers are gone, and a second message or a traceback would
+    only bury the first.
+    """
+    if group is not None:
+        with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: SIGKILL, then on
+            group.__exit__(KeyboardInterrupt, None, None)
+    with _sigint_ignored():
+        err.write(display.interrupted_line(command) + "\n")
+        err.flush()
+    return EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _name_the_timeout_option(exc: BaseException) -> None:

@@ -64,7 +64,13 @@ def hook_summary(results: list[dict[str, Any]]) -> list[tuple[int, str, int, str
 
 
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
-    from spawnkit.cli._group import exit_status, render_failure, render_stage_table
+    from spawnkit.cli._group import (
+        exit_status,
+        render_failure,
+        render_stage_table,
+        report_interrupt,
+    )
+    from spawnkit.cli._live import StageDisplay
     from spawnkit.cli._output import check_json_target, emit_json
     from spawnkit.demo.engine import Engine
     from spawnkit.demo.server_args import ServerArgs
@@ -72,14 +78,20 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
 
     check_json_target(args.json)
     server_args = ServerArgs(dp_size=args.nprocs, num_requests=max(args.requests, args.nprocs))
-    engine = Engine(server_args, start_method=args.start_method, timeout=args.timeout)
+    display = StageDisplay(out, server_args.dp_size, mode="quiet" if args.json == "-" else "auto")
+    engine = Engine(
+        server_args, start_method=args.start_method, timeout=args.timeout, progress=display
+    )
     if args.json != "-":
         out.heading(
             f"spawnkit demo: {server_args.dp_size} scheduler(s) in namespace 'spawnkit.demo'"
         )
         out.line("(worker output follows as it happens)")
     try:
-        run_ = engine.run()
+        with display.showing():
+            run_ = engine.run()
+    except KeyboardInterrupt:
+        return report_interrupt(display, "demo", err)
     except SpawnkitError as exc:
         render_failure(exc, out, err, debug=args.debug)
         return exit_status(exc)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, Pipe
 from multiprocessing.connection import wait as mp_wait
@@ -62,6 +63,7 @@ class Engine:
         start_method: str = "spawn",
         timeout: float = 120.0,
         env: dict[str, str] | None = None,
+        progress: Callable[[int, str, float], object] | None = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
@@ -69,11 +71,12 @@ class Engine:
         self.start_method = start_method
         self.timeout = timeout
         self.env = dict(env or {})
+        self.progress = progress
 
     @classmethod
     def from_pretrained(cls, model_path: str = "spawnkit-demo/tiny-mlp", **kwargs: Any) -> Engine:
         """The seed's ``DiffGenerator.from_pretrained`` shape: ServerArgs fields as keywords."""
-        engine_keys = {"start_method", "timeout", "env"}
+        engine_keys = {"start_method", "timeout", "env", "progress"}
         engine_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in engine_keys}
         return cls(ServerArgs(model_path=model_path, **kwargs), **engine_kw)
 
@@ -98,6 +101,7 @@ class Engine:
                     ready_timeout=self.timeout,
                     join_timeout=self.timeout,
                     rank_extra=lambda rank: {PIPE_WRITER_KEY: pipes[rank][1]},
+                    progress=self.progress,
                 )
             finally:
                 for _, writer in pipes:  # the workers hold their own copies now

@@ -1,0 +1,82 @@
+"""The ``progress=`` callback of ``spawn_with_plugins``: the stages of each rank, as they happen.
+
+Workers already report every stage they start (that is how a failure names
+its stage), so watching start-up costs the workers nothing: the launcher
+calls ``progress(rank, stage, elapsed)`` from its own supervising thread,
+inside ``wait_ready()`` / ``join()`` / ``results()``, as the messages arrive.
+``elapsed`` is seconds since that rank was started.
+
+Per rank the stages come in order, each once: ``process_start`` (the process
+was started), every bootstrap stage as the worker starts it
+(``initialize_platform`` ... ``resolve_entry``), ``entry`` once it is ready,
+then exactly one end: ``done`` (its entry returned and it exited 0),
+``failed`` (it raised, exited non-zero, died, or is the rank a timeout names)
+or ``stopped`` (the launcher ended it: another rank failed, ``terminate()``,
+or Ctrl-C).
+
+A callback that raises stops the run instead of being ignored or killing the
+wait half-way: the group is torn down and the wait call raises
+:class:`~spawnkit.errors.ProgressCallbackError` with the callback's exception
+as ``__cause__`` (every later wait call raises it again).  If it raises while
+the group is already being torn down, the teardown completes and the error
+is logged as a warning, and still raised by a later wait call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from spawnkit.errors import ProgressCallbackError
+
+__all__ = [
+    "DONE",
+    "END_STAGES",
+    "FAILED",
+    "STOPPED",
+    "ProgressCallback",
+    "ProgressRelay",
+]
+
+DONE = "done"
+FAILED = "failed"
+STOPPED = "stopped"
+END_STAGES = frozenset({DONE, FAILED, STOPPED})
+
+ProgressCallback = Callable[[int, str, float], object]
+
+
+class ProgressRelay:
+    """Calls the callback once per stage change; turns its first exception into the run's error."""
+
+    def __init__(self, callback: ProgressCallback | None, run_id: str) -> None:
+        if callback is not None and not callable(callback):
+            raise TypeError(
+                f"progress must be a callable taking (rank, stage, elapsed), got {callback!r}"
+            )
+        self._callback = callback
+        self._run_id = run_id
+        self._last: dict[int, str] = {}
+        self.error: ProgressCallbackError | None = None
+
+    def emit(self, rank: int, stage: str, elapsed: float) -> None:
+        callback = self._callback
+        last = self._last.get(rank)
+        if callback is None or last == stage or last in END_STAGES:
+            return
+        self._last[rank] = stage
+        try:
+            callback(rank, stage, elapsed)
+        except Exception as exc:
+            self._callback = None  # one failure is the run's; no second call into broken code
+            name = getattr(callback, "__qualname__", None) or "the callback"
+            err = ProgressCallbackError(
+                f"the progress callback raised {type(exc).__name__}: {exc} (while told that "
+                f"rank {rank} reached {stage!r}).\nEffect: worker group {self._run_id} was torn "
+                "down: the launcher does not keep supervising workers past a failure in its "
+                "caller's code.\nFix: make the callback not raise (it runs in the launcher's "
+                f"wait calls; catch inside {name} what it may raise).",
+                rank=rank,
+                stage=stage,
+            )
+            err.__cause__ = exc
+            self.error = err

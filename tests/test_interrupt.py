@@ -1,0 +1,307 @@
+"""Ctrl-C with real signals: ``spawnkit launch`` and a script calling spawn_with_plugins.
+
+Each test starts the launcher in its own session (so ``killpg`` is what a
+terminal's Ctrl-C does: every process of the foreground group gets SIGINT),
+waits until the workers say where they are, signals, and checks the exit
+status, the output and that no worker is left.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+import psutil
+import pytest
+
+SPAWNKIT = str(Path(sys.executable).with_name("spawnkit"))
+
+ENTRY = """
+import os, signal, time
+
+def slow(payload=None):
+    os.write(1, f"worker {os.getpid()} in entry\\n".encode())  # one write: lines stay whole
+    time.sleep(120)
+
+def stubborn(payload=None):
+    # Survives SIGTERM and Ctrl-C: only SIGKILL ends it.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.write(1, f"worker {os.getpid()} in entry\\n".encode())  # one write: lines stay whole
+    time.sleep(120)
+"""
+
+SCRIPT = """
+import sys
+from spawnkit.bootstrap import spawn_with_plugins
+
+if __name__ == "__main__":
+    group = spawn_with_plugins(
+        "{module}:{function}", nprocs=2, grace_period={grace}, ready_timeout=60
+    )
+    try:
+        group.join(120)
+    except KeyboardInterrupt:
+        print("caught KeyboardInterrupt", group.stages, group.exit_codes, flush=True)
+        sys.exit(130)
+    print("not interrupted", flush=True)
+"""
+
+SCRIPT_TERMINATE = """
+import sys, time
+from spawnkit.bootstrap import spawn_with_plugins
+
+if __name__ == "__main__":
+    group = spawn_with_plugins("{module}:stubborn", nprocs=2, grace_period=60, ready_timeout=60)
+    group.wait_ready(60)
+    time.sleep(0.5)  # the entries print, then ignore SIGTERM
+    print("terminating", flush=True)
+    try:
+        group.terminate()
+    except KeyboardInterrupt:
+        print("terminate raised KeyboardInterrupt", group.exit_codes, flush=True)
+        sys.exit(130)
+    print("terminate returned", flush=True)
+"""
+
+
+class Launched:
+    """A launcher process in its own session, its output read by threads (bounded waits)."""
+
+    def __init__(self, argv: list[str], cwd: Path, env_extra: dict[str, str] | None = None) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(cwd), *sys.path]))
+        env.update(env_extra or {})
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.out: list[str] = []
+        self.err: list[str] = []
+        self._threads = [
+            threading.Thread(target=self._read, args=(self.proc.stdout, self.out), daemon=True),
+            threading.Thread(target=self._read, args=(self.proc.stderr, self.err), daemon=True),
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _read(self, stream: IO[str] | None, into: list[str]) -> None:
+        assert stream is not None
+        for line in stream:
+            into.append(line)
+            self.lines.put(line)
+
+    def wait_for(self, pattern: str, count: int = 1, timeout: float = 60.0) -> list[str]:
+        found: list[str] = []
+        deadline = time.monotonic() + timeout
+        while len(found) < count:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(
+                    f"no {pattern!r} within {timeout} s; output: {''.join(self.out + self.err)}"
+                ) from None
+            if re.search(pattern, line):
+                found.append(line)
+        return found
+
+    def finish(self, timeout: float = 30.0) -> tuple[int, str, str]:
+        code = self.proc.wait(timeout=timeout)
+        for t in self._threads:
+            t.join(5)
+        return code, "".join(self.out), "".join(self.err)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+def worker_pids(lines: list[str]) -> list[int]:
+    return [int(line.split()[1]) for line in lines]
+
+
+def assert_gone(pids: list[int], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if psutil.pid_exists(p) and _not_zombie(p)]
+        time.sleep(0.05)
+    assert not alive, f"workers still alive: {alive}"
+
+
+def _not_zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+SLOW_START = """
+import os, sys, time
+# Only in a spawned worker (its command line is ``python -c <spawnkit's prologue>``): hold it
+# in interpreter start-up, where a Ctrl-C used to end it with a KeyboardInterrupt traceback.
+if "-c" in sys.orig_argv and any("spawnkit" in a for a in sys.orig_argv):
+    os.write(1, f"starting {os.getpid()}\\n".encode())
+    time.sleep(float(os.environ.get("INTR_SLOW_START", "0")))
+"""
+
+
+@pytest.fixture
+def app(tmp_path: Path) -> tuple[Path, str]:
+    module = f"intr_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{module}.py").write_text(ENTRY)
+    (tmp_path / "sitecustomize.py").write_text(SLOW_START)
+    return tmp_path, module
+
+
+def launch(app: tuple[Path, str], function: str, slow_start: float = 0.0) -> Launched:
+    folder, module = app
+    return Launched(
+        [SPAWNKIT, "launch", f"{module}:{function}", "--nprocs", "2", "--app-dir", str(folder)],
+        folder,
+        {"INTR_SLOW_START": str(slow_start)},
+    )
+
+
+def test_launch_ctrl_c_in_entry_is_one_line_and_130(app: tuple[Path, str]) -> None:
+    run = launch(app, "slow")
+    try:
+        pids = worker_pids(run.wait_for(r"^worker \d+ in entry", count=2))
+        os.killpg(run.proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+        code, out, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 130, err
+    assert err.splitlines() == [
+        "spawnkit launch: interrupted; 2 workers stopped (rank 0 in entry, rank 1 in entry)"
+    ]
+    assert "Traceback" not in out + err
+    assert_gone(pids)
+
+
+def test_launch_ctrl_c_while_workers_start_prints_no_traceback(app: tuple[Path, str]) -> None:
+    run = launch(app, "slow", slow_start=30.0)
+    try:
+        # Both workers' interpreters are starting (in sitecustomize): before, each printed a
+        # KeyboardInterrupt traceback from there.
+        run.wait_for(r"^starting \d+", count=2)
+        os.killpg(run.proc.pid, signal.SIGINT)
+        code, out, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 130, err
+    assert "Traceback" not in out + err and "KeyboardInterrupt" not in out + err
+    assert len(err.splitlines()) == 1, err
+    (line,) = err.splitlines()
+    assert re.fullmatch(
+        r"spawnkit launch: interrupted; 2 workers stopped \(rank 0 in \w+, rank 1 in \w+\)", line
+    ), line
+    assert line.endswith("(rank 0 in process_start, rank 1 in process_start)"), line
+    deadline = time.monotonic() + 5.0
+    while True:  # every process of the session (workers, their resource tracker) ends
+        left = [p for p in psutil.process_iter() if _in_group(p, run.proc.pid)]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert not left, [p.cmdline() for p in left]
+
+
+def _in_group(proc: psutil.Process, pgid: int) -> bool:
+    try:
+        return os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE
+    except (OSError, psutil.Error):
+        return False
+
+
+def test_launch_second_ctrl_c_kills_stubborn_workers(app: tuple[Path, str]) -> None:
+    run = launch(app, "stubborn")
+    try:
+        pids = worker_pids(run.wait_for(r"^worker \d+ in entry", count=2))
+        run.proc.send_signal(signal.SIGINT)
+        time.sleep(0.5)  # teardown is now waiting out the SIGTERM grace period
+        run.proc.send_signal(signal.SIGINT)
+        code, out, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 130, err
+    assert err.splitlines() == [
+        "spawnkit launch: interrupted; 2 workers stopped (rank 0 in entry, rank 1 in entry)"
+    ]
+    assert "Traceback" not in out + err
+    assert_gone(pids)
+
+
+def _script(app: tuple[Path, str], function: str, grace: float) -> Launched:
+    folder, module = app
+    path = folder / f"launch_{function}.py"
+    path.write_text(
+        textwrap.dedent(SCRIPT).format(module=module, function=function, grace=grace)
+    )
+    return Launched([sys.executable, str(path)], folder)
+
+
+def test_script_ctrl_c_is_reraised_after_teardown(app: tuple[Path, str]) -> None:
+    run = _script(app, "slow", grace=3.0)
+    try:
+        pids = worker_pids(run.wait_for(r"^worker \d+ in entry", count=2))
+        run.proc.send_signal(signal.SIGINT)  # the launching process only
+        code, out, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 130, err
+    # join() stopped the group before re-raising: exit codes are known, nothing runs.
+    assert "caught KeyboardInterrupt ['entry', 'entry'] [-15, -15]" in out, out
+    assert "Traceback" not in err
+    assert_gone(pids)
+
+
+def test_script_second_ctrl_c_escalates_to_sigkill(app: tuple[Path, str]) -> None:
+    # Workers ignore SIGTERM and the grace period is a minute: only the escalation ends them.
+    run = _script(app, "stubborn", grace=60.0)
+    try:
+        pids = worker_pids(run.wait_for(r"^worker \d+ in entry", count=2))
+        run.proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)
+        assert run.proc.poll() is None and all(_not_zombie(p) for p in pids)
+        run.proc.send_signal(signal.SIGINT)
+        code, out, err = run.finish(timeout=20)
+    finally:
+        run.kill()
+    assert code == 130, err
+    assert "caught KeyboardInterrupt ['entry', 'entry'] [-9, -9]" in out, out
+    assert "Traceback" not in err
+    assert_gone(pids)
+
+
+def test_ctrl_c_during_a_plain_terminate_kills_then_raises(app: tuple[Path, str]) -> None:
+    folder, module = app
+    path = folder / "terminate_stubborn.py"
+    path.write_text(textwrap.dedent(SCRIPT_TERMINATE).format(module=module))
+    run = Launched([sys.executable, str(path)], folder)
+    try:
+        pids = worker_pids(run.wait_for(r"^worker \d+ in entry", count=2))
+        run.wait_for(r"^terminating")
+        time.sleep(1.0)  # terminate() is waiting out the minute of grace after SIGTERM
+        run.proc.send_signal(signal.SIGINT)
+        code, out, err = run.finish(timeout=20)
+    finally:
+        run.kill()
+    # The Ctrl-C is not swallowed: SIGKILL at once, then KeyboardInterrupt from terminate().
+    assert code == 130, out + err
+    assert "terminate raised KeyboardInterrupt [-9, -9]" in out, out
+    assert_gone(pids)
