@@ -16,9 +16,10 @@ What carries over from local spawning, unchanged:
   on it, so platform, plugins, hooks, payload and entry happen in the same
   order as in a locally spawned worker;
 * the errors: ``ChildRaisedError`` (naming rank, node, stage and carrying the
-  child's traceback), ``ChildExitedError`` for an actor that died (killed, OOM,
-  node lost), ``BootstrapTimeoutError`` with the stage each late rank is in;
-  the first failure wins and the rest of the group is torn down;
+  child's traceback), ``ChildExitedError`` for an actor that died (killed,
+  OOM), its subclass ``NodeLostError`` (with ``node``) when Ray marks the
+  rank's node dead, ``BootstrapTimeoutError`` with the stage each late rank
+  is in; the first failure wins and the rest of the group is torn down;
 * freshness: each group's actors get a runtime env of their own, so Ray starts
   new worker processes for them instead of handing out idle ones, and a
   process that already holds applied hooks refuses to bootstrap
@@ -55,8 +56,10 @@ from spawnkit.errors import (
     ChildError,
     ChildExitedError,
     LauncherUnavailableError,
+    NodeLostError,
 )
 from spawnkit.scaleout.env import split_env
+from spawnkit.scaleout._ray_nodes import dead_nodes, wait_node_dead
 from spawnkit.scaleout.failure import raised_error
 from spawnkit.spec import Payload, ProcessSpec
 
@@ -75,6 +78,10 @@ _LAUNCHER = "ray"
 _RPC_SLACK_S = 5.0
 #: How long a dead rank's already-returned ``run`` result is waited for before blaming the death.
 _RETURNED_WAIT_S = 0.5
+#: How often the wait loops ask Ray's node table whether a running rank's node died.
+_NODE_POLL_S = 2.0
+#: How long an unreachable rank's node is given to be declared dead before blaming the rank.
+_NODE_VERDICT_S = 5.0
 
 
 def _ray() -> Any:
@@ -371,6 +378,12 @@ class RayWorkerGroup:
 
     def _died(self, rank: int, exc: BaseException) -> ChildExitedError:
         where = self._where[rank] if rank < len(self._where) else {}
+        node_id = str(where.get("node", ""))
+        # "Unavailable" is what a call sees first when the node goes away; give Ray's health
+        # check a bounded moment to say whether the node itself is dead.
+        unreachable = isinstance(exc, getattr(self._ray.exceptions, "ActorUnavailableError", ()))
+        if wait_node_dead(self._ray, node_id, _NODE_VERDICT_S if unreachable else 0.0):
+            return self._node_lost(rank)
         stage = self._stage[rank]
         node = f", node {where['node']}" if where.get("node") else ""
         detail = str(exc).strip().splitlines()
@@ -386,6 +399,34 @@ class RayWorkerGroup:
             exit_code=None,
             signal_name="",
         )
+
+    def _node_lost(self, rank: int) -> NodeLostError:
+        """Rank ``rank`` is gone because Ray marked its node dead."""
+        where = self._where[rank]
+        node = str(where.get("node", ""))
+        ip = f" at {where['ip']}" if where.get("ip") else ""
+        return NodeLostError(
+            f"rank {rank} (ray, pid {where.get('pid')} on host {where.get('host', '?')}, node "
+            f"{node}{ip}) was lost with its node: Ray marked node {node} dead while the rank was "
+            f"in stage {self._stage[rank]!r}.\n{self._effect(rank)}\nFix: the node left the "
+            "cluster (removed, preempted, out of memory or unreachable); check it with "
+            "`ray status` or its raylet log, then start the group again.",
+            node=node,
+            rank=rank,
+            pid=where.get("pid"),
+            host=str(where.get("host", "")),
+            stage=self._stage[rank],
+            exit_code=None,
+            signal_name="",
+        )
+
+    def _check_nodes(self, ranks: list[int]) -> None:
+        """Raise ``NodeLostError`` (tearing down) if a node hosting one of ``ranks`` is dead."""
+        nodes = {str(self._where[r].get("node", "")): r for r in sorted(ranks, reverse=True)}
+        dead = dead_nodes(self._ray, nodes)
+        if dead:
+            first = min(nodes[n] for n in dead)
+            raise self._fail(self._node_lost(first))
 
     def _effect(self, rank: int) -> str:
         others = "; ".join(f"rank {r}: {self._stage[r]}" for r in range(self.nprocs) if r != rank)
@@ -442,8 +483,12 @@ class RayWorkerGroup:
         }
         while pending:
             left = max(0.0, deadline - time.monotonic())
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=left + _RPC_SLACK_S)
+            slice_s = min(left + _RPC_SLACK_S, _NODE_POLL_S)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=slice_s)
             if not done:
+                self._check_nodes(list(pending.values()))
+                if time.monotonic() < deadline + _RPC_SLACK_S:
+                    continue
                 raise self._late(pending)
             rank = pending.pop(done[0])
             answer = self._get(done[0], rank, 0)
@@ -495,8 +540,12 @@ class RayWorkerGroup:
         while pending:
             limits = [d for d in (deadline, join_deadline) if d is not None]
             left = None if not limits else max(0.0, min(limits) - time.monotonic())
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=left)
+            slice_s = _NODE_POLL_S if left is None else min(left, _NODE_POLL_S)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=slice_s)
             if not done:
+                self._check_nodes(list(pending.values()))
+                if left is None or time.monotonic() < min(limits):
+                    continue
                 if join_deadline is not None and time.monotonic() >= join_deadline:
                     raise self._join_timed_out(sorted(pending.values()))
                 return False
