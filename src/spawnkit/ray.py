@@ -58,8 +58,8 @@ from spawnkit.errors import (
     LauncherUnavailableError,
     NodeLostError,
 )
-from spawnkit.scaleout.env import split_env
 from spawnkit.scaleout._ray_nodes import dead_nodes, wait_node_dead
+from spawnkit.scaleout.env import split_env
 from spawnkit.scaleout.failure import raised_error
 from spawnkit.spec import Payload, ProcessSpec
 
