@@ -311,3 +311,14 @@ def test_srt_plugin_in_process(plugin_dist, isolated_hooks_for):
     assert run_scheduler_process(0, 0, server_args, writer) == ["req-1"]
     assert reader.recv()["status"] == "ready"
     # no unapply(): the fixture restores MY_SRT's patches and fails the test if one leaked
+
+
+def test_example_4_is_verbatim_in_the_docs():
+    """The code above is the code docs/testing.md shows (imports aside)."""
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[1] / "docs" / "testing.md").read_text()
+    section = docs.split("## Example 4", 1)[1]
+    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    body = block.split("from spawnkit.testing import run_entry\n", 1)[1].strip()
+    assert body in Path(__file__).read_text()
