@@ -4,7 +4,10 @@
 and two worker nodes, each a raylet of its own with its own node id.  One
 cluster serves the module; it is tiny (2 logical CPUs and 80 MiB of object
 store per node) and Ray's node health check is tightened so a removed node is
-declared dead in about a second instead of Ray's default ~15 s.  The lock
+declared dead in about a second instead of Ray's default ~15 s.  The head
+runs the dashboard (on a free port) because Ray's state API
+(``ray.util.state``), which checks that nothing of a group is left, is served
+by it; that needs ``ray[default]``, which the ``dev`` extra installs.  The lock
 file and xdist group are shared with tests/test_ray.py: one cluster at a time.
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -109,6 +113,8 @@ def _file_lock(path: Path, timeout: float) -> Iterator[None]:
 def ray_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
     from ray.cluster_utils import Cluster
 
+    if importlib.util.find_spec("aiohttp") is None:
+        pytest.skip('Ray\'s state API needs the dashboard: pip install "ray[default]"')
     lock = tmp_path_factory.getbasetemp().parent / "spawnkit-ray-cluster.lock"
     with _file_lock(lock, LOCK_WAIT_S):
         # Short: Ray puts unix sockets under it.  RAY_TMPDIR also keeps the cluster's address
@@ -124,7 +130,8 @@ def ray_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
                 initialize_head=True,
                 head_node_args={
                     "num_cpus": 0,
-                    "include_dashboard": False,
+                    "include_dashboard": True,
+                    "dashboard_port": 0,
                     "object_store_memory": NODE_ARGS["object_store_memory"],
                     "_system_config": HEALTH,
                 },
@@ -171,23 +178,21 @@ def _alive(pid: int | None) -> bool:
 
 
 def _leftovers(within: float = 20.0) -> tuple[list[str], list[str]]:
-    """Actors not DEAD and placement groups not REMOVED, from the GCS's own tables.
+    """Actors not DEAD and placement groups not REMOVED, as Ray's state API lists them.
 
-    ``ray.util.state`` needs the dashboard (``ray[default]``), which
-    ``spawnkit[ray]`` does not install; these are the tables it reads.
-    Polled: ``ray.kill`` and removal are asynchronous.
+    Polled: ``ray.kill`` and placement-group removal are asynchronous.
     """
-    from ray._private import state
+    from ray.util.state import list_actors, list_placement_groups
 
     deadline = time.monotonic() + within
     while True:
         actors = [
-            f"{aid} {a['State']}" for aid, a in state.actors().items() if a["State"] != "DEAD"
+            f"{a.actor_id} {a.class_name} {a.state}"
+            for a in list_actors(filters=[("state", "!=", "DEAD")], timeout=30)
         ]
         groups = [
-            f"{pid} {g['state']}"
-            for pid, g in ray.util.placement_group_table().items()
-            if g["state"] != "REMOVED"
+            f"{g.placement_group_id} {g.state}"
+            for g in list_placement_groups(filters=[("state", "!=", "REMOVED")], timeout=30)
         ]
         if (not actors and not groups) or time.monotonic() > deadline:
             return actors, groups
