@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from spawnkit.errors import ChildExitedError, NodeLostError
+from spawnkit.errors import BootstrapTimeoutError, ChildExitedError, NodeLostError
 from spawnkit.testing import write_distribution
 
 ray = pytest.importorskip("ray", reason='Ray is not installed: pip install "spawnkit[ray]"')
@@ -225,6 +225,24 @@ def test_spread_places_ranks_on_different_nodes_and_reports_name_them(
         # one rank per node: each is local rank 0 of a local world of 1
         assert report.local_rank == res["local_rank"] == 0
         assert res["local_world_size"] == "1"
+    assert _leftovers() == ([], [])
+
+
+def test_strict_spread_over_more_ranks_than_nodes_says_so(ray_nodes: Nodes) -> None:
+    # Resources would fit (2 nodes x 2 CPUs); distinct nodes for 3 ranks do not exist.
+    with pytest.raises(BootstrapTimeoutError) as info:
+        skray.spawn_on_ray(
+            "time:sleep",
+            1,
+            nprocs=3,
+            resources={"CPU": 0.5},
+            strategy="STRICT_SPREAD",
+            ready_timeout=3,
+        )
+    err = info.value
+    assert err.stage == "placement"
+    assert "STRICT_SPREAD needs 3 distinct nodes" in str(err)
+    assert "the cluster has 2" in str(err)  # the CPU-less head cannot hold one
     assert _leftovers() == ([], [])
 
 

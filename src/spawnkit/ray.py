@@ -78,6 +78,8 @@ _LAUNCHER = "ray"
 _RPC_SLACK_S = 5.0
 #: How long a dead rank's already-returned ``run`` result is waited for before blaming the death.
 _RETURNED_WAIT_S = 0.5
+#: Ray's placement strategies; anything else is refused before a placement group is made.
+_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 #: How often the wait loops ask Ray's node table whether a running rank's node died.
 _NODE_POLL_S = 2.0
 #: How long an unreachable rank's node is given to be declared dead before blaming the rank.
@@ -192,6 +194,12 @@ def spawn_spec_on_ray(
     """:func:`spawn_on_ray` from a ready spec template (what ``spawn_with_plugins`` builds)."""
     if nprocs < 1:
         raise ValueError(f"nprocs must be >= 1, got {nprocs}")
+    if strategy not in _STRATEGIES:
+        raise ValueError(
+            f"strategy must be one of {', '.join(_STRATEGIES)} (Ray's placement strategies), "
+            f"got {strategy!r}; SPREAD puts ranks on different nodes where it can, "
+            "STRICT_SPREAD only on different nodes."
+        )
     if template.report_conn is not None or template.death_conn is not None:
         raise ValueError(
             "a spec for Ray ranks cannot hold report_conn/death_conn: those are pipes of this "
@@ -274,6 +282,7 @@ class RayWorkerGroup:
         self._stage: list[str] = ["placement"] * nprocs
         self._error: ChildError | None = None
         self._closed = False
+        self._strategy = strategy
         self._pg: Any = placement_group([dict(bundle) for _ in range(nprocs)], strategy=strategy)
         self._remove_pg: Callable[[Any], None] = remove_placement_group
         try:
@@ -312,11 +321,24 @@ class RayWorkerGroup:
         try:
             ray.get(self._pg.ready(), timeout=self._remaining())
         except ray.exceptions.GetTimeoutError:
+            strict = ""
+            if self._strategy == "STRICT_SPREAD":
+                fit = sum(
+                    1
+                    for n in ray.nodes()
+                    if n.get("Alive")
+                    and all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in bundle.items())
+                )
+                strict = (
+                    f" STRICT_SPREAD needs {self.nprocs} distinct nodes that can each hold one "
+                    f"bundle, and the cluster has {fit}: use SPREAD, fewer ranks, or more nodes."
+                )
             raise BootstrapTimeoutError(
                 f"Ray group {self.run_id}: the placement group of {self.nprocs} bundle(s) "
-                f"{bundle} was not placed within {self.ready_timeout:.0f}s, so no rank started. "
-                f"The cluster has {ray.available_resources()} available of "
-                f"{ray.cluster_resources()}; lower resources=/nprocs or add nodes.",
+                f"{bundle} (strategy {self._strategy}) was not placed within "
+                f"{self.ready_timeout:.0f}s, so no rank started. The cluster has "
+                f"{ray.available_resources()} available of {ray.cluster_resources()}; lower "
+                f"resources=/nprocs or add nodes.{strict}",
                 waited_s=time.monotonic() - self._t0,
                 stage="placement",
             ) from None
@@ -524,8 +546,8 @@ class RayWorkerGroup:
     def join(self, timeout: float | None = None) -> bool:
         """True once every rank finished; False if some still run after ``timeout`` seconds.
 
-        The first rank that failed raises here (its ``ChildRaisedError`` or
-        ``ChildExitedError``) and the others are stopped.  Once the group's
+        The first rank that failed raises here (its ``ChildRaisedError``,
+        ``ChildExitedError`` or ``NodeLostError``) and the others are stopped.  Once the group's
         ``join_timeout`` (seconds since the start) has passed with ranks still
         running, a ``BootstrapTimeoutError`` tears the group down, as locally.
         After ``terminate()`` it returns True at once (the ranks are stopped).
