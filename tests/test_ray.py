@@ -450,3 +450,8 @@ def test_results_after_terminate_is_a_typed_error(ray_cluster: Any, tmp_path: Pa
         group.results()
     assert info.value.rank == 0
     assert group.failure is None  # stopping on request is not a failure of the group
+
+
+def test_unknown_strategy_is_refused_before_placing() -> None:
+    with pytest.raises(ValueError, match=r"strategy must be one of PACK, SPREAD.*got 'spread'"):
+        skray.spawn_on_ray("time:sleep", 1, nprocs=2, strategy="spread")

@@ -312,6 +312,25 @@ def test_launch_modes_marker_restricts_the_set(launch_mode):
     assert launch_mode.id == "spawn-multiprocessing"
 
 
+def test_launch_mode_docstring_and_docs_name_exactly_the_modes_it_runs():
+    """The fixture's docstring and docs/testing.md list the ids of LAUNCH_MODES, and no others."""
+    import ast
+    import re
+    from pathlib import Path
+
+    import spawnkit.testing.plugin as plugin
+
+    mode_id = re.compile(r"\b(?:spawn|fork|forkserver)-multiprocess(?:ing)?\b")
+    ids = {m.id for m in LAUNCH_MODES}
+    tree = ast.parse(Path(plugin.__file__).read_text())
+    (func,) = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "launch_mode"]
+    docstring = ast.get_docstring(func) or ""
+    assert set(mode_id.findall(docstring)) == ids, docstring
+    docs = (Path(__file__).parents[1] / "docs" / "testing.md").read_text()
+    (row,) = [line for line in docs.splitlines() if line.startswith("| `launch_mode` |")]
+    assert set(mode_id.findall(row)) == ids, row
+
+
 def test_launch_mode_reports_why_it_cannot_run():
     assert LaunchMode("nonsense").unavailable_reason() is not None
     assert "unknown multiprocessing package" in str(

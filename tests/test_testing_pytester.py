@@ -9,6 +9,7 @@ FIXTURES = (
     "platform_selection",
     "plugin_allowlist",
     "isolated_hooks",
+    "isolated_hooks_for",
     "launch_mode",
     "spawnkit_namespace",
 )
@@ -48,7 +49,7 @@ def test_launch_modes_marker_with_an_unknown_id_is_a_usage_error(pytester: pytes
     result.stderr.fnmatch_lines(["*unknown mode(s) spawn-threads*"])
 
 
-def test_launch_modes_marker_deselects_other_modes(pytester: pytest.Pytester) -> None:
+def test_launch_modes_marker_generates_only_the_named_modes(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
         test_modes="""
         import pytest
@@ -62,7 +63,17 @@ def test_launch_modes_marker_deselects_other_modes(pytester: pytest.Pytester) ->
         """
     )
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", timeout=120)
-    result.assert_outcomes(passed=5, deselected=1)
+    # The excluded mode is never generated: nothing "deselected" on every run of the suite.
+    result.assert_outcomes(passed=5)
+    assert "deselected" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*collected 5 items*"])
+    result.stdout.fnmatch_lines(
+        [
+            "*test_x[[]spawn-multiprocessing[]] PASSED*",
+            "*test_x[[]forkserver-multiprocessing[]] PASSED*",
+        ]
+    )
+    assert "test_x[spawn-multiprocess]" not in result.stdout.str()
 
 
 LEAKY_SUITE = """
@@ -177,3 +188,91 @@ def test_run_entry_with_an_entry_defined_in_the_test_module(
     pytester.makepyfile(test_entry_suite=ENTRY_SUITE)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=180)
     result.assert_outcomes(passed=1)
+
+
+NAMESPACED_SUITE = """
+import sys
+import types
+import uuid
+
+import pytest
+
+from spawnkit.hooks import HookType
+from spawnkit.namespace import Namespace
+
+mod = types.ModuleType("ns_target_mod")
+exec("def compute(x):\\n    return x + 1\\n", mod.__dict__)
+sys.modules["ns_target_mod"] = mod
+ORIGINAL = mod.compute
+ENGINE = Namespace(f"t_{uuid.uuid4().hex[:8]}")
+OTHER = Namespace(f"t_{uuid.uuid4().hex[:8]}")
+
+
+def plus_100(result, *a, **k):
+    return result + 100
+
+
+def plus_1000(result, *a, **k):
+    return result + 1000
+
+
+# Registered (not applied) before any test: the isolation hides it and gives it back.
+ENGINE.hooks.register("ns_target_mod.compute", plus_1000, HookType.AFTER)
+
+
+def test_1_factory_isolates_the_namespace(isolated_hooks_for):
+    hooks = isolated_hooks_for(ENGINE)
+    assert hooks is ENGINE.hooks
+    assert hooks.registrations() == []  # the module-level registration is set aside
+    assert isolated_hooks_for(ENGINE.name) is hooks  # same namespace, same registry
+    ENGINE.hooks.register("ns_target_mod.compute", plus_100, HookType.AFTER)
+    ENGINE.hooks.apply_hooks()
+    assert mod.compute(1) == 102
+
+
+def test_2_sees_the_original_and_its_registration_again():
+    assert mod.compute is ORIGINAL
+    assert len(ENGINE.hooks.registrations()) == 1
+
+
+def test_3_default_and_namespace_together(isolated_hooks, isolated_hooks_for):
+    isolated_hooks_for(ENGINE).register("ns_target_mod.compute", plus_100, HookType.AFTER)
+    ENGINE.hooks.apply_hooks()
+    assert isolated_hooks.registrations() == []
+    assert mod.compute(1) == 102
+
+
+@pytest.mark.parametrize("isolated_hooks", [ENGINE], indirect=True, ids=["engine"])
+def test_4_indirect_parametrization(isolated_hooks):
+    assert isolated_hooks is ENGINE.hooks
+    isolated_hooks.register("ns_target_mod.compute", plus_100, HookType.AFTER)
+    isolated_hooks.apply_hooks()
+    assert mod.compute(1) == 102
+
+
+def test_5_original_again():
+    assert mod.compute is ORIGINAL
+
+
+def test_6_a_namespace_not_isolated_still_leaks(isolated_hooks_for):
+    isolated_hooks_for(ENGINE)
+    OTHER.hooks.register("ns_target_mod.compute", plus_100, HookType.AFTER)
+    OTHER.hooks.apply_hooks()
+
+
+def test_7_the_leak_was_restored():
+    assert mod.compute is ORIGINAL
+"""
+
+
+def test_isolated_hooks_for_isolates_a_namespace_registry(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_namespaced=NAMESPACED_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=6, failed=1)
+    result.stdout.fnmatch_lines(["*test_6_a_namespace_not_isolated_still_leaks FAILED*"])
+    text = result.stdout.str()
+    assert "isolated_hooks: 1 hook patch(es) leaked by this test" in text
+    assert "isolated_hooks_for(namespace)" in text  # the fix names the namespaced fixture
+    assert "test_4_indirect_parametrization[engine] PASSED" in text

@@ -34,6 +34,7 @@ __all__ = [
     "LauncherUnavailableError",
     "LazyProxyError",
     "NamespaceError",
+    "NodeLostError",
     "PayloadError",
     "PlatformConflictError",
     "PlatformContractError",
@@ -416,6 +417,19 @@ class ChildExitedError(ChildError):
         super().__init__(message, **kw)
         self.exit_code = exit_code
         self.signal_name = signal_name
+
+
+class NodeLostError(ChildExitedError):
+    """A rank died with its cluster node (Ray marked the node dead); ``node`` is the node's id.
+
+    A subclass of ``ChildExitedError`` so code that handles a dead worker
+    still catches it; its own type says the fix is on the cluster's side
+    (the node), not in the rank's code.
+    """
+
+    def __init__(self, message: str, *, node: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.node = node
 
 
 class BootstrapTimeoutError(ChildError):

@@ -16,9 +16,10 @@ What carries over from local spawning, unchanged:
   on it, so platform, plugins, hooks, payload and entry happen in the same
   order as in a locally spawned worker;
 * the errors: ``ChildRaisedError`` (naming rank, node, stage and carrying the
-  child's traceback), ``ChildExitedError`` for an actor that died (killed, OOM,
-  node lost), ``BootstrapTimeoutError`` with the stage each late rank is in;
-  the first failure wins and the rest of the group is torn down;
+  child's traceback), ``ChildExitedError`` for an actor that died (killed,
+  OOM), its subclass ``NodeLostError`` (with ``node``) when Ray marks the
+  rank's node dead, ``BootstrapTimeoutError`` with the stage each late rank
+  is in; the first failure wins and the rest of the group is torn down;
 * freshness: each group's actors get a runtime env of their own, so Ray starts
   new worker processes for them instead of handing out idle ones, and a
   process that already holds applied hooks refuses to bootstrap
@@ -56,7 +57,9 @@ from spawnkit.errors import (
     ChildExitedError,
     EntryResolutionError,
     LauncherUnavailableError,
+    NodeLostError,
 )
+from spawnkit.scaleout._ray_nodes import dead_nodes, wait_node_dead
 from spawnkit.scaleout.env import split_env
 from spawnkit.scaleout.failure import raised_error
 from spawnkit.spec import Payload, ProcessSpec
@@ -76,6 +79,12 @@ _LAUNCHER = "ray"
 _RPC_SLACK_S = 5.0
 #: How long a dead rank's already-returned ``run`` result is waited for before blaming the death.
 _RETURNED_WAIT_S = 0.5
+#: Ray's placement strategies; anything else is refused before a placement group is made.
+_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+#: How often the wait loops ask Ray's node table whether a running rank's node died.
+_NODE_POLL_S = 2.0
+#: How long an unreachable rank's node is given to be declared dead before blaming the rank.
+_NODE_VERDICT_S = 5.0
 
 
 def _ray() -> Any:
@@ -195,6 +204,12 @@ def spawn_spec_on_ray(
     check_count("nprocs", nprocs)
     check_seconds("ready_timeout", ready_timeout, none="no startup limit")
     check_seconds("join_timeout", join_timeout, none="no limit")
+    if strategy not in _STRATEGIES:
+        raise ValueError(
+            f"strategy must be one of {', '.join(_STRATEGIES)} (Ray's placement strategies), "
+            f"got {strategy!r}; SPREAD puts ranks on different nodes where it can, "
+            "STRICT_SPREAD only on different nodes."
+        )
     if template.report_conn is not None or template.death_conn is not None:
         raise ValueError(
             "a spec for Ray ranks cannot hold report_conn/death_conn: those are pipes of this "
@@ -277,6 +292,7 @@ class RayWorkerGroup:
         self._stage: list[str] = ["placement"] * nprocs
         self._error: ChildError | None = None
         self._closed = False
+        self._strategy = strategy
         self._pg: Any = placement_group([dict(bundle) for _ in range(nprocs)], strategy=strategy)
         self._remove_pg: Callable[[Any], None] = remove_placement_group
         try:
@@ -315,11 +331,24 @@ class RayWorkerGroup:
         try:
             ray.get(self._pg.ready(), timeout=self._remaining())
         except ray.exceptions.GetTimeoutError:
+            strict = ""
+            if self._strategy == "STRICT_SPREAD":
+                fit = sum(
+                    1
+                    for n in ray.nodes()
+                    if n.get("Alive")
+                    and all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in bundle.items())
+                )
+                strict = (
+                    f" STRICT_SPREAD needs {self.nprocs} distinct nodes that can each hold one "
+                    f"bundle, and the cluster has {fit}: use SPREAD, fewer ranks, or more nodes."
+                )
             raise BootstrapTimeoutError(
                 f"Ray group {self.run_id}: the placement group of {self.nprocs} bundle(s) "
-                f"{bundle} was not placed within {self.ready_timeout:.0f}s, so no rank started. "
-                f"The cluster has {ray.available_resources()} available of "
-                f"{ray.cluster_resources()}; lower resources=/nprocs or add nodes.",
+                f"{bundle} (strategy {self._strategy}) was not placed within "
+                f"{self.ready_timeout:.0f}s, so no rank started. The cluster has "
+                f"{ray.available_resources()} available of {ray.cluster_resources()}; lower "
+                f"resources=/nprocs or add nodes.{strict}",
                 waited_s=time.monotonic() - self._t0,
                 stage="placement",
             ) from None
@@ -381,6 +410,12 @@ class RayWorkerGroup:
 
     def _died(self, rank: int, exc: BaseException) -> ChildExitedError:
         where = self._where[rank] if rank < len(self._where) else {}
+        node_id = str(where.get("node", ""))
+        # "Unavailable" is what a call sees first when the node goes away; give Ray's health
+        # check a bounded moment to say whether the node itself is dead.
+        unreachable = isinstance(exc, getattr(self._ray.exceptions, "ActorUnavailableError", ()))
+        if wait_node_dead(self._ray, node_id, _NODE_VERDICT_S if unreachable else 0.0):
+            return self._node_lost(rank)
         stage = self._stage[rank]
         node = f", node {where['node']}" if where.get("node") else ""
         detail = str(exc).strip().splitlines()
@@ -396,6 +431,34 @@ class RayWorkerGroup:
             exit_code=None,
             signal_name="",
         )
+
+    def _node_lost(self, rank: int) -> NodeLostError:
+        """Rank ``rank`` is gone because Ray marked its node dead."""
+        where = self._where[rank]
+        node = str(where.get("node", ""))
+        ip = f" at {where['ip']}" if where.get("ip") else ""
+        return NodeLostError(
+            f"rank {rank} (ray, pid {where.get('pid')} on host {where.get('host', '?')}, node "
+            f"{node}{ip}) was lost with its node: Ray marked node {node} dead while the rank was "
+            f"in stage {self._stage[rank]!r}.\n{self._effect(rank)}\nFix: the node left the "
+            "cluster (removed, preempted, out of memory or unreachable); check it with "
+            "`ray status` or its raylet log, then start the group again.",
+            node=node,
+            rank=rank,
+            pid=where.get("pid"),
+            host=str(where.get("host", "")),
+            stage=self._stage[rank],
+            exit_code=None,
+            signal_name="",
+        )
+
+    def _check_nodes(self, ranks: list[int]) -> None:
+        """Raise ``NodeLostError`` (tearing down) if a node hosting one of ``ranks`` is dead."""
+        nodes = {str(self._where[r].get("node", "")): r for r in sorted(ranks, reverse=True)}
+        dead = dead_nodes(self._ray, nodes)
+        if dead:
+            first = min(nodes[n] for n in dead)
+            raise self._fail(self._node_lost(first))
 
     def _effect(self, rank: int) -> str:
         others = "; ".join(f"rank {r}: {self._stage[r]}" for r in range(self.nprocs) if r != rank)
@@ -452,8 +515,12 @@ class RayWorkerGroup:
         }
         while pending:
             left = max(0.0, deadline - time.monotonic())
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=left + _RPC_SLACK_S)
+            slice_s = min(left + _RPC_SLACK_S, _NODE_POLL_S)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=slice_s)
             if not done:
+                self._check_nodes(list(pending.values()))
+                if time.monotonic() < deadline + _RPC_SLACK_S:
+                    continue
                 raise self._late(pending)
             rank = pending.pop(done[0])
             answer = self._get(done[0], rank, 0)
@@ -489,8 +556,8 @@ class RayWorkerGroup:
     def join(self, timeout: float | None = None) -> bool:
         """True once every rank's entry returned; False if some still run after ``timeout``.
 
-        The first rank that failed raises here (its ``ChildRaisedError`` or
-        ``ChildExitedError``) and the others are stopped.  Once the group's
+        The first rank that failed raises here (its ``ChildRaisedError``,
+        ``ChildExitedError`` or ``NodeLostError``) and the others are stopped.  Once the group's
         ``join_timeout`` (seconds since the start) has passed with ranks still
         running, a ``BootstrapTimeoutError`` tears the group down, as locally.
         After ``terminate()`` it answers at once: True only if every rank's
@@ -506,8 +573,12 @@ class RayWorkerGroup:
         while pending:
             limits = [d for d in (deadline, join_deadline) if d is not None]
             left = None if not limits else max(0.0, min(limits) - time.monotonic())
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=left)
+            slice_s = _NODE_POLL_S if left is None else min(left, _NODE_POLL_S)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=slice_s)
             if not done:
+                self._check_nodes(list(pending.values()))
+                if left is None or time.monotonic() < min(limits):
+                    continue
                 if join_deadline is not None and time.monotonic() >= join_deadline:
                     raise self._join_timed_out(sorted(pending.values()))
                 return False

@@ -23,7 +23,10 @@ class BootstrapReport:
     ``plugins`` has ``name``, ``value``, ``dist``, ``version``, ``seconds`` and
     ``imported`` (modules its code imported while loading).  ``hooks`` maps a
     target to its hooks as ``{"type", "hook", "source"}`` dicts.  ``guard`` has
-    ``policy``, ``armed``, ``violations`` and ``plugin_imports``.
+    ``policy``, ``armed``, ``violations`` and ``plugin_imports``.  ``node`` is
+    the cluster node the rank ran on, where a launcher knows one (Ray's node
+    id); on one machine several nodes share ``host``, so only the node tells
+    ranks apart.
     """
 
     rank: int
@@ -40,6 +43,7 @@ class BootstrapReport:
     hooks: dict[str, list[dict[str, str]]] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     guard: dict[str, Any] = field(default_factory=dict)
+    node: str = ""
 
     @property
     def total_seconds(self) -> float:
@@ -52,7 +56,8 @@ class BootstrapReport:
     def format(self) -> str:
         """A human summary, for logs and ``spawnkit doctor``."""
         lines = [
-            f"bootstrap of rank {self.rank}/{self.world_size} (pid {self.pid} on {self.host}), "
+            f"bootstrap of rank {self.rank}/{self.world_size} (pid {self.pid} on {self.host}"
+            f"{', node ' + self.node if self.node else ''}), "
             f"namespace {self.namespace!r}, entry {self.entry or '<by value>'}"
         ]
         p = self.platform

@@ -87,7 +87,7 @@ class RankActor:
             pass
         from spawnkit.scaleout.progress import ProgressListener
 
-        self._progress = ProgressListener()
+        self._progress = ProgressListener(node=self._node)
         self._started = False
 
     def where(self) -> dict[str, Any]:

@@ -22,15 +22,18 @@ class ProgressListener:
     ``ready_event`` is set when the worker is ready *or* when it fails
     (``fail``), so a thread waiting for readiness never waits on a worker that
     has already given up.  ``forward`` is another listener to notify as well.
+    ``node`` (a cluster node id) is stamped on the report when it is ready,
+    before the entry runs, so the entry's ``current_report()`` names it too.
     """
 
-    def __init__(self, forward: Any | None = None) -> None:
+    def __init__(self, forward: Any | None = None, *, node: str = "") -> None:
         self.current: str = ""
         self.finished: dict[str, float] = {}
         self.report: BootstrapReport | None = None
         self.failure: dict[str, Any] | None = None
         self.ready_event = threading.Event()
         self._forward = forward
+        self.node = node
 
     def stage_started(self, stage: str) -> None:
         self.current = str(stage)
@@ -43,6 +46,8 @@ class ProgressListener:
             self._forward.stage_finished(stage, seconds)
 
     def ready(self, report: BootstrapReport) -> None:
+        if self.node and not report.node:
+            report.node = self.node
         self.report = report
         self.current = "entry"
         self.ready_event.set()

@@ -1,28 +1,30 @@
 """In-process hook tests that cannot change the next test: isolation plus a leak check.
 
-Why both: ``HookRegistry.isolated()`` gives a test a clean default registry
-and undoes its patches, but a test can still patch through a registry the
-isolation does not cover (an engine namespace's own ``ns.hooks``), and then
+Why both: ``HookRegistry.isolated()`` gives a test a clean registry (the
+default one, or a namespace's ``ns.hooks``) and undoes its patches, but a
+test can still patch through a registry the isolation does not cover
+(another engine namespace's own ``ns.hooks``), and then
 every later test in that worker runs against patched code; the failure
 shows up far away, in a test that did nothing wrong.  So the fixture checks
 and fails the *leaking* test instead.
 
 What counts as a leak (precisely):
 
-1. A target that a registry *other than* the isolated default registry
-   (any namespace's registry) patched during the test and that is still
+1. A target that a registry *other than* the isolated ones (by default only
+   the default registry is isolated; :meth:`HookIsolation.isolate` adds a
+   namespace's) patched during the test and that is still
    patched when the test body returns.  The fixture unapplies such a
    registry on teardown when it had nothing applied before the test; a
    registry that already had patches is left alone and named in the failure.
-2. A target patched through the isolated registry that still holds the
+2. A target patched through an isolated registry that still holds the
    patched object after the fixture restored it: something re-bound it, or
    the restore itself failed.
 
-Patches made through the isolated registry are not leaks: restoring them is
+Patches made through an isolated registry are not leaks: restoring them is
 the fixture's job, so a test never needs to call ``unapply()``.  The
-bootstrap phase flags (``spawnkit.spec._phase``) and the default namespace's
-plugin-loading state are restored too, since ``apply_plugin_hooks()`` in a
-test flips them.
+bootstrap phase flags (``spawnkit.spec._phase``) and each isolated
+namespace's plugin-loading state are restored too, since
+``apply_plugin_hooks()`` in a test flips them.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from spawnkit.hooks.registry import HookRegistry
+    from spawnkit.namespace import Namespace
+    from spawnkit.spec import NamespaceConfig
 
 __all__ = ["HookIsolation", "HookLeak", "format_leaks"]
 
@@ -107,41 +111,79 @@ def _raw(owner: Any, attr: str) -> Any:
         return getattr(owner, attr, _ABSENT)
 
 
-def _reset_default_plugins() -> None:
-    from spawnkit.namespace import default_namespace
-
-    manager = default_namespace()._plugins
+def _reset_plugins(ns: Namespace) -> None:
+    manager = ns._plugins
     if manager is not None:
         manager.reset_for_tests()
 
 
+@dataclass
+class _Isolated:
+    namespace: Namespace
+    registry: HookRegistry
+    cm: Any
+
+
 class HookIsolation:
-    """Drives one isolated hook test: :meth:`start`, the test, :meth:`leaks`, :meth:`finish`."""
+    """Drives one isolated hook test: :meth:`begin`, :meth:`isolate` per namespace, the test,
+    :meth:`leaks`, :meth:`finish`.  :meth:`start` is ``begin`` plus isolating the default one.
+    """
 
     def __init__(self) -> None:
-        self.registry: HookRegistry | None = None
-        self._cm: Any = None
+        self._isolated: list[_Isolated] = []
+        self._begun = False
         self._baseline: dict[int, set[str]] = {}
         self._phase: tuple[bool, bool, Any] = (False, False, None)
         self.reported: list[HookLeak] = []
 
-    def start(self) -> HookRegistry:
-        from spawnkit.hooks.registry import HookRegistry
+    @property
+    def registry(self) -> HookRegistry | None:
+        """The first isolated registry (the default one for :meth:`start`), if any."""
+        return self._isolated[0].registry if self._isolated else None
+
+    @property
+    def registries(self) -> list[HookRegistry]:
+        return [i.registry for i in self._isolated]
+
+    def begin(self) -> None:
+        """Record what is patched now: anything patched later outside isolation is a leak."""
         from spawnkit.spec import _phase
 
+        if self._begun:
+            return
+        self._begun = True
         self._phase = (_phase._in_worker, _phase._hooks_applied, _phase._worker_namespace)
         self._baseline = {
             key: {t.target for t in reg.applied_targets()} for key, reg in _registries().items()
         }
-        _reset_default_plugins()
-        self._cm = HookRegistry.default().isolated()
-        self.registry = self._cm.__enter__()
-        return self.registry
+
+    def isolate(self, namespace: Namespace | NamespaceConfig | str | None = None) -> HookRegistry:
+        """A clean registry for ``namespace`` (``None``: the default one) until :meth:`finish`.
+
+        The namespace's plugin-loading state is reset now and again at the
+        end.  Isolating the same namespace twice returns the same registry.
+        """
+        from spawnkit.namespace import get_namespace
+
+        self.begin()
+        ns = get_namespace(namespace)
+        for done in self._isolated:
+            if done.namespace is ns:
+                return done.registry
+        _reset_plugins(ns)
+        cm = ns.hooks.isolated()
+        registry = cm.__enter__()
+        self._isolated.append(_Isolated(ns, registry, cm))
+        return registry
+
+    def start(self) -> HookRegistry:
+        return self.isolate(None)
 
     def _outside_leaks(self) -> list[tuple[HookRegistry, list[HookLeak]]]:
         out: list[tuple[HookRegistry, list[HookLeak]]] = []
+        isolated = {id(r) for r in self.registries}
         for key, reg in _registries().items():
-            if reg is self.registry:
+            if key in isolated:
                 continue
             before = self._baseline.get(key, set())
             new = [t for t in reg.applied_targets() if t.target not in before]
@@ -170,47 +212,9 @@ class HookIsolation:
         from spawnkit.spec import _phase
 
         found: list[HookLeak] = []
-        installed: list[_Installed] = []
-        registry = self.registry
-        if registry is not None:
-            for t in registry.applied_targets():
-                where = _owner_of(t.module, t.qualname)
-                if where is None:
-                    continue
-                owner, attr = where
-                installed.append(
-                    _Installed(t.target, owner, attr, _raw(owner, attr), list(t.propagated_to))
-                )
-        restore_error: BaseException | None = None
-        if self._cm is not None:
-            try:
-                self._cm.__exit__(None, None, None)
-            except HookError as exc:
-                restore_error = exc
-            self._cm = None
-        for item in installed:
-            still = _raw(item.owner, item.attr) is item.raw and item.raw is not _ABSENT
-            stale = [
-                f"{m}.{n}"
-                for m, n in item.bindings
-                if item.raw is not _ABSENT
-                and m in sys.modules
-                and vars(sys.modules[m]).get(n, _ABSENT) is item.raw
-            ]
-            if still or stale:
-                bound = f" (still bound at {', '.join(stale)})" if stale else ""
-                found.append(
-                    HookLeak(
-                        registry.name if registry is not None else "default",
-                        item.target,
-                        (),
-                        "still holds the patched object after the isolated registry was "
-                        f"restored{bound}"
-                        + (f"; restore failed: {restore_error}" if restore_error else ""),
-                    )
-                )
-        if restore_error is not None and not found:
-            found.append(HookLeak("default", "<unapply>", (), f"restore failed: {restore_error}"))
+        isolated, self._isolated = self._isolated, []
+        for iso in reversed(isolated):
+            found.extend(self._restore(iso))
         for reg, leaks in self._outside_leaks():
             fixed = False
             if not self._baseline.get(id(reg)):
@@ -224,7 +228,56 @@ class HookIsolation:
                 for leak in leaks
             )
         _phase._in_worker, _phase._hooks_applied, _phase._worker_namespace = self._phase
-        _reset_default_plugins()
+        for iso in isolated:
+            _reset_plugins(iso.namespace)
+        return found
+
+    @staticmethod
+    def _restore(iso: _Isolated) -> list[HookLeak]:
+        """Leave one isolated registry; rule 2 leaks of it (and a failed restore)."""
+        from spawnkit.errors import HookError
+
+        found: list[HookLeak] = []
+        installed: list[_Installed] = []
+        registry = iso.registry
+        for t in registry.applied_targets():
+            where = _owner_of(t.module, t.qualname)
+            if where is None:
+                continue
+            owner, attr = where
+            installed.append(
+                _Installed(t.target, owner, attr, _raw(owner, attr), list(t.propagated_to))
+            )
+        restore_error: BaseException | None = None
+        try:
+            iso.cm.__exit__(None, None, None)
+        except HookError as exc:
+            restore_error = exc
+        for item in installed:
+            still = _raw(item.owner, item.attr) is item.raw and item.raw is not _ABSENT
+            stale = [
+                f"{m}.{n}"
+                for m, n in item.bindings
+                if item.raw is not _ABSENT
+                and m in sys.modules
+                and vars(sys.modules[m]).get(n, _ABSENT) is item.raw
+            ]
+            if still or stale:
+                bound = f" (still bound at {', '.join(stale)})" if stale else ""
+                found.append(
+                    HookLeak(
+                        registry.name,
+                        item.target,
+                        (),
+                        "still holds the patched object after the isolated registry was "
+                        f"restored{bound}"
+                        + (f"; restore failed: {restore_error}" if restore_error else ""),
+                    )
+                )
+        if restore_error is not None and not found:
+            found.append(
+                HookLeak(registry.name, "<unapply>", (), f"restore failed: {restore_error}")
+            )
         return found
 
 
@@ -235,7 +288,7 @@ def format_leaks(leaks: list[HookLeak], *, when: str) -> str:
     lines.append(
         "A leaked patch changes every later test in this process. Patch through the registry "
         "the fixture yields (isolated_hooks.register(...); isolated_hooks.apply_hooks()), "
-        "or call unapply() on the other registry (e.g. namespace.hooks.unapply()) before the "
-        "test ends."
+        "isolate that namespace too (isolated_hooks_for(namespace)), or call unapply() on the "
+        "other registry (e.g. namespace.hooks.unapply()) before the test ends."
     )
     return "\n".join(lines)

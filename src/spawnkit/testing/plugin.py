@@ -10,8 +10,8 @@ directory and environment, so suites run under ``pytest -n auto``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -20,8 +20,14 @@ from spawnkit.testing._isolation import HookIsolation, format_leaks
 from spawnkit.testing._modes import LAUNCH_MODES, LaunchMode
 from spawnkit.testing._sandbox import DistSandbox
 
+if TYPE_CHECKING:
+    from spawnkit.hooks.registry import HookRegistry
+    from spawnkit.namespace import Namespace
+    from spawnkit.spec import NamespaceConfig
+
 __all__ = [
     "isolated_hooks",
+    "isolated_hooks_for",
     "launch_mode",
     "platform_selection",
     "plugin_allowlist",
@@ -32,38 +38,56 @@ __all__ = [
 
 _ISOLATION = pytest.StashKey[HookIsolation]()
 _MODE_IDS = frozenset(m.id for m in LAUNCH_MODES)
+_MODES_TEXT = ", ".join(repr(m.id) for m in LAUNCH_MODES)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "launch_modes(*ids): run a test using the launch_mode fixture only under these modes "
-        "(ids like 'spawn-multiprocessing', 'forkserver-multiprocessing', 'spawn-multiprocess')",
+        f"launch_modes(*ids): run a test using the launch_mode fixture only under these modes "
+        f"(of {_MODES_TEXT})",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize ``launch_mode`` with only the modes a ``launch_modes`` marker names.
+
+    Why here and not by deselecting later: deselected variants are still
+    generated and then counted as "N deselected" on every run of a suite that
+    restricts a test, which reads like a filter the user forgot.  Putting a
+    ``parametrize`` mark on the definition (before pytest's own hooks read
+    the marks) makes the fixture's full parameter list give way to it.
+    """
+    if "launch_mode" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("launch_modes")
+    if marker is None:
+        return
+    for mark in metafunc.definition.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames", "")
+        if "launch_mode" in (
+            names.replace(" ", "").split(",") if isinstance(names, str) else names
+        ):
+            return  # the test parametrizes it itself
+    modes = [m for m in LAUNCH_MODES if m.id in marker.args]
+    metafunc.definition.add_marker(
+        pytest.mark.parametrize("launch_mode", modes, indirect=True, ids=[m.id for m in modes])
     )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect launch-mode variants a ``launch_modes`` marker excludes (not skip: no noise)."""
-    keep: list[pytest.Item] = []
-    dropped: list[pytest.Item] = []
+    """Refuse a ``launch_modes`` marker that names a mode that does not exist (a typo)."""
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        mode = callspec.params.get("launch_mode") if callspec is not None else None
         marker = item.get_closest_marker("launch_modes")
-        if marker is not None:
-            unknown = sorted(set(marker.args) - _MODE_IDS)
-            if unknown:
-                raise pytest.UsageError(
-                    f"{item.nodeid}: @pytest.mark.launch_modes names unknown mode(s) "
-                    f"{', '.join(unknown)}; known: {', '.join(sorted(_MODE_IDS))}"
-                )
-        if isinstance(mode, LaunchMode) and marker is not None and mode.id not in marker.args:
-            dropped.append(item)
-        else:
-            keep.append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
+        if marker is None:
+            continue
+        unknown = sorted(set(marker.args) - _MODE_IDS)
+        if unknown:
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.launch_modes names unknown mode(s) "
+                f"{', '.join(unknown)}; known: {', '.join(sorted(_MODE_IDS))}"
+            )
 
 
 @pytest.fixture
@@ -134,11 +158,13 @@ def spawnkit_namespace() -> Any:
 
 @pytest.fixture(params=LAUNCH_MODES, ids=[m.id for m in LAUNCH_MODES])
 def launch_mode(request: pytest.FixtureRequest) -> LaunchMode:
-    """Runs the test once per launch mode: (spawn | forkserver) x (multiprocessing | multiprocess).
+    """Runs the test once per launch mode: spawn-multiprocessing, forkserver-multiprocessing,
+    spawn-multiprocess (``spawnkit.testing.LAUNCH_MODES``).
 
     Pass ``**launch_mode.kwargs()`` to ``spawn_with_plugins``/``run_entry``, or use
-    ``launch_mode.get_context()``.  Unavailable modes are skipped with the reason;
-    ``@pytest.mark.launch_modes("spawn-multiprocessing")`` restricts the set.
+    ``launch_mode.get_context()``.  A mode this machine cannot run is skipped with the
+    reason; ``@pytest.mark.launch_modes("spawn-multiprocessing")`` runs only the modes
+    named (the others are not generated, so nothing is reported as deselected).
     """
     mode: LaunchMode = request.param
     reason = mode.unavailable_reason()
@@ -148,22 +174,17 @@ def launch_mode(request: pytest.FixtureRequest) -> LaunchMode:
 
 
 @pytest.fixture
-def isolated_hooks(request: pytest.FixtureRequest) -> Iterator[Any]:
-    """A clean default ``HookRegistry`` for an in-process hook test; restores every patch.
+def _spawnkit_hook_isolation(request: pytest.FixtureRequest) -> Iterator[HookIsolation]:
+    """The one isolation of a test, shared by ``isolated_hooks`` and ``isolated_hooks_for``.
 
-    Yields the registry: ``isolated_hooks.register(target, hook, HookType.AROUND)``,
-    ``isolated_hooks.apply_hooks()``; class-level calls (``HookRegistry.register``,
-    ``plugin_hook``) and the default namespace use it too.  On teardown every
-    patch made through it is undone (no ``unapply()`` needed).  The test FAILS if
-    a patch leaked: a target patched through another registry (a namespace's
-    own ``ns.hooks``) and still patched when the test returns, or a target
-    that still holds its patched object after the restore.
+    One object, so a registry isolated through either fixture is never taken
+    for a leak by the other.
     """
     isolation = HookIsolation()
-    registry = isolation.start()
+    isolation.begin()
     request.node.stash[_ISOLATION] = isolation
     try:
-        yield registry
+        yield isolation
     finally:
         del request.node.stash[_ISOLATION]
         leaks = [
@@ -174,6 +195,40 @@ def isolated_hooks(request: pytest.FixtureRequest) -> Iterator[Any]:
         ]
         if leaks:
             pytest.fail(format_leaks(leaks, when="past the end of the test"), pytrace=False)
+
+
+@pytest.fixture
+def isolated_hooks(
+    request: pytest.FixtureRequest, _spawnkit_hook_isolation: HookIsolation
+) -> HookRegistry:
+    """A clean default ``HookRegistry`` for an in-process hook test; restores every patch.
+
+    Yields the registry: ``isolated_hooks.register(target, hook, HookType.AROUND)``,
+    ``isolated_hooks.apply_hooks()``; class-level calls (``HookRegistry.register``,
+    ``plugin_hook``) and the default namespace use it too.  On teardown every
+    patch made through it is undone (no ``unapply()`` needed).  The test FAILS if
+    a patch leaked: a target patched through a registry that is not isolated
+    (a namespace's own ``ns.hooks``) and still patched when the test returns,
+    or a target that still holds its patched object after the restore.
+    For an engine's namespace use ``isolated_hooks_for(ns)``, or parametrize
+    indirectly: ``@pytest.mark.parametrize("isolated_hooks", [ns], indirect=True)``.
+    """
+    return _spawnkit_hook_isolation.isolate(getattr(request, "param", None))
+
+
+@pytest.fixture
+def isolated_hooks_for(
+    _spawnkit_hook_isolation: HookIsolation,
+) -> Callable[[Namespace | NamespaceConfig | str | None], HookRegistry]:
+    """Factory: ``isolated_hooks_for(ns)`` isolates a namespace's own registry (``ns.hooks``).
+
+    Returns that registry, clean for the test: ``ns.hooks.register(...)``,
+    ``ns.plugin_hook`` and ``ns.apply_plugin_hooks()`` use it, and teardown
+    undoes its patches and resets the namespace's plugin-loading state.  Call
+    it once per namespace the test patches (``None`` is the default one); the
+    leak check of ``isolated_hooks`` covers every registry not isolated.
+    """
+    return _spawnkit_hook_isolation.isolate
 
 
 @pytest.hookimpl(wrapper=True)
