@@ -36,7 +36,6 @@ import signal
 import sys
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +47,8 @@ from spawnkit import _metadata
 from spawnkit.bootstrap import _protocol as proto
 from spawnkit.bootstrap._child import CONTEXT_KEY, FAULT_CONN_KEY, child_main
 from spawnkit.bootstrap._contexts import LaunchContext, get_launch_context
-from spawnkit.bootstrap._parent_death import PARENT_PID_KEY, PDEATHSIG_KEY, RUN_ID_VAR
+from spawnkit.bootstrap._parent_death import PARENT_PID_KEY, PDEATHSIG_KEY
+from spawnkit.bootstrap.specs import build_spec
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildError,
@@ -929,17 +929,9 @@ def spawn_with_plugins(
         raise ValueError(f"nprocs must be a positive int, got {nprocs!r}")
     preload = tuple(preload)
     ns = get_namespace(namespace)
-    entry_str, entry_payload = _entry_reference(entry)
-    captured: Payload | None
-    if payload is None or isinstance(payload, Payload):
-        captured = payload
-    else:
-        captured = Payload.capture(payload)
-    child_env = {str(k): str(v) for k, v in (env or {}).items()}
-    platform, plugins, entry_points = _parent_selection(ns, child_env)
+    template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
     lctx = get_launch_context(context, start_method, preload, ns.config)
-    run_id = uuid.uuid4().hex[:16]
-    child_env[RUN_ID_VAR] = run_id
+    run_id = template.run_id
     extra: dict[str, Any] = {
         PARENT_PID_KEY: os.getpid(),
         # PDEATHSIG fires when the creating *thread* exits, and a forkserver worker's parent
@@ -948,19 +940,7 @@ def spawn_with_plugins(
         and threading.current_thread() is threading.main_thread(),
         CONTEXT_KEY: context,
     }
-    template = ProcessSpec(
-        entry=entry_str,
-        world_size=nprocs,
-        namespace=ns.config,
-        platform=platform,
-        plugins=plugins,
-        entry_points=entry_points,
-        env=child_env,
-        payload=captured,
-        entry_payload=entry_payload,
-        run_id=run_id,
-        extra=extra,
-    )
+    template = template.replace(extra=extra)
     group = WorkerGroup(
         run_id=run_id,
         context=lctx,
