@@ -24,10 +24,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+import spawnkit
+from spawnkit.bench._checks import Check, print_checks
+from spawnkit.testing import write_distribution
 
-from spawnkit.testing import write_distribution  # noqa: E402
+#: The folder spawnkit is imported from (a checkout's src/ or site-packages), for the children.
+SRC = Path(spawnkit.__file__).resolve().parents[1]
 
 N_PLUGINS = 10
 HOOKS_PER_PLUGIN = 10
@@ -147,7 +149,7 @@ def _user_imports(paths: list[str], repeat: int) -> float:
             [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
         )
         runs.append(json.loads(out.stdout)["user imports"])
-    return statistics.median(runs[1:])
+    return float(statistics.median(runs[1:]))
 
 
 def _stages(
@@ -170,7 +172,7 @@ def _stages(
             capture_output=True,
             text=True,
             timeout=120,
-            env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"},
+            env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
         )
         runs.append(json.loads(out.stdout))
     runs = runs[1:]  # the first run warms caches
@@ -225,39 +227,71 @@ def _guard_direct() -> tuple[float, float, int, float]:
     return arm_s, torch_s, n, per_call
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--no-torch", action="store_true", help="skip the torch measurement")
-    parser.add_argument("--platform", default="base", help="platform the workers pin")
-    parser.add_argument(
-        "--scan",
-        action="store_true",
-        help="make workers scan metadata themselves instead of using the parent's rows",
-    )
-    args = parser.parse_args()
+def run(
+    quick: bool = False,
+    *,
+    repeat: int | None = None,
+    torch: bool = True,
+    platform: str = "base",
+    scan: bool = False,
+) -> dict[str, Any]:
+    """Measure the stages (and the guard on ``import torch``); also used by ``spawnkit bench``.
 
+    ``quick`` takes 2 repeats and, for torch, only the noise-free direct bound
+    (one ``import torch``) instead of the alternated wall-clock comparison.
+    """
+    repeat = repeat or (2 if quick else 7)
     with tempfile.TemporaryDirectory(prefix="spawnkit-bench-") as tmp:
         paths = _write_world(Path(tmp))
-        rows = None if args.scan else _rows(paths)
-        bare = _bare(args.repeat)
-        cold = _stages(paths, args.repeat, args.platform, preimport=False, rows=rows)
-        warm = _stages(paths, args.repeat, args.platform, preimport=True, rows=rows)
-        user = _user_imports(paths, args.repeat)
+        rows = None if scan else _rows(paths)
+        bare = _bare(repeat)
+        cold = _stages(paths, repeat, platform, preimport=False, rows=rows)
+        warm = _stages(paths, repeat, platform, preimport=True, rows=rows)
+        user = _user_imports(paths, repeat)
+    results: dict[str, Any] = {
+        "repeat": repeat,
+        "platform": platform,
+        "scan": scan,
+        "bare_s": bare,
+        "cold_s": cold,
+        "warm_s": warm,
+        "user_imports_s": user,
+        "skipped": [],
+    }
+    if torch and not quick:
+        base, armed = _torch(repeat)
+        results["torch_s"] = {"plain": base, "guarded": armed}
+    elif torch:
+        results["skipped"].append("--quick: the wall-clock guard comparison on import torch")
+    if torch:
+        arm_s, torch_s, n, per_call = _guard_direct()
+        results["guard_direct"] = {
+            "arm_s": arm_s,
+            "torch_s": torch_s,
+            "modules": n,
+            "per_module_s": per_call,
+        }
+    return results
 
-    print(f"bare `python -c pass`: {bare * 1e3:.2f} ms (median of {args.repeat})")
-    print(f"{N_PLUGINS} plugins, {N_PLUGINS * HOOKS_PER_PLUGIN} hooks, platform {args.platform!r}")
+
+def _totals(r: dict[str, Any]) -> tuple[float, float]:
+    """All stages, cold and warm, without the imports that happen before them."""
+    names = [n for n in r["cold_s"] if n != "imports before stages"]
+    return sum(r["cold_s"][n] for n in names), sum(r["warm_s"][n] for n in names)
+
+
+def report(r: dict[str, Any]) -> None:
+    """Per stage, cold and warm, as milliseconds and as a multiple of a bare start."""
+    bare, cold, warm, user = r["bare_s"], r["cold_s"], r["warm_s"], r["user_imports_s"]
+    print(f"bare `python -c pass`: {bare * 1e3:.2f} ms (median of {r['repeat']})")
+    print(f"{N_PLUGINS} plugins, {N_PLUGINS * HOOKS_PER_PLUGIN} hooks, platform {r['platform']!r}")
     print("cold: spawnkit's hook engine, platform discovery and importlib.metadata are first")
     print("imported inside the stages; warm: imported before the clock (stage work only)")
     print(f"{'stage':<26}{'cold ms':>10}{'x bare':>9}{'warm ms':>10}{'x bare':>9}")
-    totals = {"cold": 0.0, "warm": 0.0}
     for name in cold:
         c, w = cold[name], warm[name]
-        if name != "imports before stages":
-            totals["cold"] += c
-            totals["warm"] += w
         print(f"{name:<26}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}")
-    c, w = totals["cold"], totals["warm"]
+    c, w = _totals(r)
     print(
         f"{'all stages':<26}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}"
         f"  target <= 0.25: cold {'OK' if c / bare <= 0.25 else 'OVER'}, "
@@ -273,17 +307,19 @@ def main() -> int:
         f"{'spawnkit own work':<26}{oc * 1e3:>10.3f}{oc / bare:>9.3f}{ow * 1e3:>10.3f}"
         f"{ow / bare:>9.3f}  target <= 0.25: warm {'OK' if ow / bare <= 0.25 else 'OVER'}"
     )
-    print("discovery: " + ("workers scan metadata (--scan)" if args.scan else "parent's rows"))
+    print("discovery: " + ("workers scan metadata (--scan)" if r["scan"] else "parent's rows"))
 
-    if not args.no_torch:
-        base, armed = _torch(args.repeat)
+    if "torch_s" in r:
+        base, armed = r["torch_s"]["plain"], r["torch_s"]["guarded"]
         extra = armed / base - 1
         verdict = "OK" if extra <= 0.05 else "OVER TARGET"
         print(
             f"import torch: {base * 1e3:.1f} ms plain, {armed * 1e3:.1f} ms with the guard armed "
             f"-> {extra * 100:+.2f}% (target <= +5%) {verdict}  [wall clock, noisy]"
         )
-        arm_s, torch_s, n, per_call = _guard_direct()
+    if "guard_direct" in r:
+        g = r["guard_direct"]
+        arm_s, torch_s, n, per_call = g["arm_s"], g["torch_s"], g["modules"], g["per_module_s"]
         cost = arm_s + n * per_call
         verdict = "OK" if cost / torch_s <= 0.05 else "OVER TARGET"
         print(
@@ -291,6 +327,49 @@ def main() -> int:
             f"{arm_s * 1e3:.2f} ms to import and arm = {cost * 1e3:.2f} ms = "
             f"{cost / torch_s * 100:.2f}% of import torch (target <= 5%) {verdict}"
         )
+    for note in r["skipped"]:
+        print(f"skipped: {note}")
+
+
+def checks(r: dict[str, Any]) -> list[Check]:
+    """Stages against a bare start; the guard against ``import torch``."""
+    bare, user = r["bare_s"], r["user_imports_s"]
+    c, w = _totals(r)
+    out = [
+        Check("all stages, cold / python -c pass", c / bare, 0.25),
+        Check("all stages, warm / python -c pass", w / bare, 0.25),
+        Check("spawnkit own work, warm / python -c pass", (w - user) / bare, 0.25),
+    ]
+    if "torch_s" in r:
+        t = r["torch_s"]
+        out.append(Check("import torch, guard armed / plain", t["guarded"] / t["plain"], 1.05))
+    if "guard_direct" in r:
+        g = r["guard_direct"]
+        cost = g["arm_s"] + g["modules"] * g["per_module_s"]
+        out.append(Check("guard cost / import torch (direct)", cost / g["torch_s"], 0.05))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--no-torch", action="store_true", help="skip the torch measurement")
+    parser.add_argument("--platform", default="base", help="platform the workers pin")
+    parser.add_argument(
+        "--scan",
+        action="store_true",
+        help="make workers scan metadata themselves instead of using the parent's rows",
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    results = run(
+        repeat=args.repeat, torch=not args.no_torch, platform=args.platform, scan=args.scan
+    )
+    report(results)
+    print()
+    print_checks(checks(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
 
 

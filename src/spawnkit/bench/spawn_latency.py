@@ -34,8 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from spawnkit.bench._checks import Check, print_checks
 
 N_PLUGINS = 10
 HOOKS_PER_PLUGIN = 10
@@ -96,7 +95,7 @@ def _raw(method: str, module: str, n: int) -> list[float]:
     entry = importlib.import_module(module).entry
     pipes = [ctx.Pipe(duplex=False) for _ in range(n)]
     t0 = time.monotonic()
-    procs = [ctx.Process(target=entry, args=(w,)) for _r, w in pipes]
+    procs = [ctx.Process(target=entry, args=(w,)) for _r, w in pipes]  # type: ignore[attr-defined]
     for proc in procs:
         proc.start()
     stamps = [r.recv() - t0 for r, _w in pipes]
@@ -159,7 +158,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                 if name in ("raw-forkserver", "spawnkit-warm"):
                     fn(1)  # start the server outside the timed region, as a warm start does
                 for n in sizes:
-                    row = {"worker": worker, "variant": name, "n": n}
+                    row: dict[str, Any] = {"worker": worker, "variant": name, "n": n}
                     row.update(_measure(lambda fn=fn, n=n: fn(n), repeats))
                     results["rows"].append(row)
                     print(
@@ -229,6 +228,29 @@ def _print(results: dict[str, Any]) -> None:
         print(f"  {key:5s} " + "  ".join(f"{k} {v:6.2f}" for k, v in vals.items()))
 
 
+def report(results: dict[str, Any]) -> None:
+    """The side-by-side table and the ratios, as ``benchmarks/spawn_latency.py`` prints them."""
+    _print(results)
+
+
+def checks(results: dict[str, Any]) -> list[Check]:
+    """The issue-5 targets for every group size measured."""
+    out: list[Check] = []
+    for key, vals in results["ratios"].items():
+        out += [
+            Check(f"{key} cold / raw spawn, trivial", vals["cold_vs_raw_spawn_trivial"], 1.10),
+            Check(f"{key} cold / raw spawn, torch", vals["cold_vs_raw_spawn_torch"], 1.10),
+            Check(
+                f"{key} warm speedup over cold, torch",
+                vals["warm_speedup_vs_cold_torch"],
+                50.0,
+                at_least=True,
+            ),
+            Check(f"{key} warm / raw forkserver, torch", vals["warm_vs_raw_forkserver_torch"], 2.0),
+        ]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="groups of 1 and 2, one repeat")
@@ -236,9 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = run(quick=args.quick)
     _print(results)
+    print()
+    print_checks(checks(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
+
 
 
 if __name__ == "__main__":
