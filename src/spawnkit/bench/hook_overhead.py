@@ -47,6 +47,7 @@ def _wrapt() -> Any:
         return None
     return wrapt
 
+
 TARGETS = """
 def f(a, b=2):
     return a

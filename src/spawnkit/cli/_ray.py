@@ -18,6 +18,9 @@ from spawnkit.cli._output import Output, emit_json
 
 __all__ = ["check_ray", "run_ray"]
 
+#: Seconds to wait for the head's TCP port before calling the address unreachable.
+_PROBE_S = 5.0
+
 
 def check_ray() -> None:
     """Refuse before starting anything when Ray is not installed."""
@@ -32,9 +35,34 @@ def check_ray() -> None:
         )
 
 
+def _reachable(address: str) -> str | None:
+    """Why ``host:port`` cannot be reached, or None; "auto" and ``ray://`` are left to Ray.
+
+    ``ray.init()`` retries an unreachable head for minutes; a refused TCP
+    connect is the same answer in milliseconds, and keeps this wait bounded.
+    """
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=_PROBE_S):
+            return None
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc.strerror or exc}"
+
+
 def _connect(ray: Any, address: str | None, nprocs: int) -> None:
     from spawnkit.errors import LauncherUnavailableError
 
+    why = _reachable(address) if address else None
+    if why is not None:
+        raise LauncherUnavailableError(
+            f"cannot join the Ray cluster at {address}: nothing answers there ({why}). Nothing "
+            "was launched; check the address (`ray status` on the head node shows it), or drop "
+            "--address to start a local cluster."
+        )
     try:
         if address:
             ray.init(address=address, configure_logging=False)
