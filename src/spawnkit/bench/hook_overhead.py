@@ -12,7 +12,8 @@ ratios:
   imported beforehand), as a ratio to a bare ``python -c pass`` start.
 
 Run: ``python benchmarks/hook_overhead.py`` (``--quick`` for a short run,
-``--check`` to exit 1 when a target is missed).
+``--check`` to exit 1 when a target is missed).  ``wrapt`` is only a
+comparison: without it those rows are skipped with a note.
 """
 
 from __future__ import annotations
