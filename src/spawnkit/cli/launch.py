@@ -5,6 +5,10 @@ namespace, preload modules), so a mistake is one line and exit status 2.
 Once the group runs, the exit status is the group's: 0 when every rank
 returned, otherwise the failing rank's exit code (or 1), with the root cause
 and the child's traceback (``--debug`` shows the full one).
+
+``--launcher torchrun`` and ``--launcher ray`` run the same entry and payload
+under those launchers instead (see ``_torchrun`` and ``_ray``); the spec is
+built by the same code as ``spawn_with_plugins``'s.
 """
 
 from __future__ import annotations
