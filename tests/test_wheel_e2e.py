@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,7 @@ def _run(
     return proc
 
 
-def _clean_env(venv: Path, home: Path) -> dict[str, str]:
+def _clean_env(venv: Path, tmp: Path) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
@@ -53,7 +54,7 @@ def _clean_env(venv: Path, home: Path) -> dict[str, str]:
         and not k.startswith(("SPAWNKIT_", "TORCHELASTIC_"))
     }
     env["PATH"] = os.pathsep.join([str(venv / "bin"), "/usr/bin", "/bin"])
-    env["TMPDIR"] = str(home)
+    env["TMPDIR"] = str(tmp)
     env["OMP_NUM_THREADS"] = "1"
     env["PYTHONIOENCODING"] = "utf-8"
     return env
@@ -73,7 +74,16 @@ def test_wheel_in_a_fresh_venv_runs_bench_and_torchrun(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
     venv = tmp_path / "venv"
-    env = _clean_env(venv, home)
+    # Short: a forkserver's unix socket lives under TMPDIR, and those paths are length-limited.
+    short_tmp = Path(tempfile.mkdtemp(prefix="skw-", dir="/tmp"))
+    try:
+        _bench_and_torchrun(src, dist, home, venv, _clean_env(venv, short_tmp))
+        assert list(short_tmp.glob("spawnkit-torchrun-*")) == []  # spec and key removed
+    finally:
+        shutil.rmtree(short_tmp, ignore_errors=True)
+
+
+def _bench_and_torchrun(src: Path, dist: Path, home: Path, venv: Path, env: dict[str, str]) -> None:
     _run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src)],
         cwd=home,
@@ -116,4 +126,3 @@ def test_wheel_in_a_fresh_venv_runs_bench_and_torchrun(tmp_path: Path) -> None:
     assert "2 rank(s) finished under torchrun" in launch.stdout
     ranks = sorted(json.loads(p.read_text())["rank"] for p in out.glob("rank*.json"))
     assert ranks == [0, 1]
-    assert list(home.glob("spawnkit-torchrun-*")) == []  # spec and key removed
