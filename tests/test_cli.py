@@ -364,28 +364,3 @@ def test_launch_exit_status_and_root_cause(entry_module: str, function: str, sta
         assert "Child traceback" in err  # the child's traceback reaches the user
     else:
         assert "sys.exit(3)" in first
-
-
-# -------------------------------------------------------------------- bench
-def test_bench_runs_each_benchmark_and_prints_ratios(tmp_path: Path) -> None:
-    folder = tmp_path / "benchmarks"
-    folder.mkdir()
-    for name, ratio in (("spawn_latency", 1.8), ("hook_overhead", 1.05)):
-        (folder / f"{name}.py").write_text(
-            "def run(quick):\n"
-            f"    return {{'quick': quick, 'spawnkit_ms': 10.0, 'ratio_vs_plain': {ratio}}}\n"
-        )
-    target = tmp_path / "bench.json"
-    code, out, err = run_cli("bench", "--quick", "--dir", str(folder), "--json", str(target))
-    assert code == 0, err
-    ratios = out.split("== ratios ==", 1)[1]
-    assert "spawn_latency.ratio_vs_plain" in ratios and "1.800" in ratios
-    assert "hook_overhead.ratio_vs_plain" in ratios and "1.050" in ratios
-    data = json.loads(target.read_text())
-    assert data["spawn_latency"]["quick"] is True
-    assert str(folder) not in sys.path
-
-
-def test_bench_without_benchmarks_is_usage_error(tmp_path: Path) -> None:
-    code, _, err = run_cli("bench", "--dir", str(tmp_path))
-    assert_one_line_usage(code, err, "benchmarks not found", "--dir")

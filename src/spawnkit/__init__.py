@@ -38,6 +38,8 @@ _EXPORTS: dict[str, str] = {
     "spawn_with_plugins": "spawnkit.bootstrap",
     "WorkerGroup": "spawnkit.bootstrap",
     "cleanup": "spawnkit.bootstrap",
+    "build_spec": "spawnkit.bootstrap",
+    "write_launch_spec": "spawnkit.bootstrap",
 }
 
 _ERROR_NAMES = (
@@ -86,9 +88,11 @@ if TYPE_CHECKING:
         BootstrapReport,
         WorkerGroup,
         bootstrap_process,
+        build_spec,
         cleanup,
         lazy,
         spawn_with_plugins,
+        write_launch_spec,
     )
     from spawnkit.errors import *
     from spawnkit.hooks import (

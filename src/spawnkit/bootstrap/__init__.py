@@ -27,6 +27,8 @@ _EXPORTS: dict[str, str] = {
     "spawn_with_plugins": "spawnkit.bootstrap.launcher",
     "WorkerGroup": "spawnkit.bootstrap.launcher",
     "cleanup": "spawnkit.bootstrap._cleanup",  # not .cleanup: a submodule would shadow it
+    "build_spec": "spawnkit.bootstrap.specs",
+    "write_launch_spec": "spawnkit.bootstrap.specs",
 }
 
 __all__ = [
@@ -37,11 +39,13 @@ __all__ = [
     "StageListener",
     "WorkerGroup",
     "bootstrap_process",
+    "build_spec",
     "cleanup",
     "current_report",
     "current_spec",
     "lazy",
     "spawn_with_plugins",
+    "write_launch_spec",
 ]
 
 if TYPE_CHECKING:
@@ -57,6 +61,7 @@ if TYPE_CHECKING:
         current_spec,
     )
     from spawnkit.bootstrap.report import BootstrapReport
+    from spawnkit.bootstrap.specs import build_spec, write_launch_spec
     from spawnkit.bootstrap.stages import Stage, StageListener
 
 

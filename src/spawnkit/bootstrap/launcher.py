@@ -37,7 +37,6 @@ import signal
 import sys
 import threading
 import time
-import uuid
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,30 +44,24 @@ from multiprocessing.connection import wait as _mp_wait
 from types import TracebackType
 from typing import Any
 
-from spawnkit import _metadata
 from spawnkit.bootstrap import _interrupt
 from spawnkit.bootstrap import _protocol as proto
 from spawnkit.bootstrap._child import CONTEXT_KEY, FAULT_CONN_KEY, SIGINT_RESTORE_KEY, child_main
 from spawnkit.bootstrap._contexts import LaunchContext, get_launch_context
-from spawnkit.bootstrap._launch_checks import (
-    check_count,
-    check_entry_module,
-    check_seconds,
-    namespace_value,
-)
-from spawnkit.bootstrap._parent_death import PARENT_PID_KEY, PDEATHSIG_KEY, RUN_ID_VAR
+from spawnkit.bootstrap._launch_checks import check_count, check_seconds
+from spawnkit.bootstrap._parent_death import PARENT_PID_KEY, PDEATHSIG_KEY
 from spawnkit.bootstrap._progress import DONE, FAILED, STOPPED, ProgressCallback, ProgressRelay
+from spawnkit.bootstrap.specs import build_spec
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildError,
     ChildExitedError,
     ChildRaisedError,
     ConfigError,
-    EntryResolutionError,
     PayloadError,
 )
 from spawnkit.namespace import Namespace, get_namespace
-from spawnkit.spec import NamespaceConfig, Payload, ProcessSpec
+from spawnkit.spec import NamespaceConfig, ProcessSpec
 
 __all__ = ["WorkerGroup", "spawn_with_plugins"]
 
@@ -944,79 +937,6 @@ def _alive(proc: Any) -> bool:
 
 
 # --------------------------------------------------------------- launching
-def _entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | None]:
-    """``"module:qualname"`` when the child can import it; otherwise the callable by value."""
-    if isinstance(entry, str):
-        module, sep, qualname = entry.partition(":")
-        if not sep or not module or not qualname:
-            raise ValueError(
-                f"entry must be 'module:function' (for example 'myengine.worker:run'), "
-                f"got {entry!r}"
-            )
-        return entry, None
-    if not callable(entry):
-        raise EntryResolutionError(
-            f"entry {entry!r} (type {type(entry).__name__}) is not callable; pass a "
-            "'module:function' string (for example 'myengine.worker:run') or a callable",
-            stage="resolve_entry",
-        )
-    owner: Any = getattr(entry, "__module__", None)
-    name: Any = getattr(entry, "__qualname__", None)
-    if (
-        isinstance(owner, str)
-        and isinstance(name, str)
-        and owner not in _MAIN_MODULES
-        and "<" not in name
-    ):
-        obj: Any = sys.modules.get(owner)
-        for part in name.split("."):
-            obj = getattr(obj, part, None)
-        if obj is entry:
-            return f"{owner}:{name}", None
-    return "", Payload.capture(entry, by_value=True)
-
-
-def _parent_selection(
-    ns: Namespace, env: dict[str, str]
-) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
-    """The platform, the plugins to load and their entry points, resolved once for every rank.
-
-    Resolving here, in the parent, means a misconfiguration (two platform
-    plugins activated, a platform whose hardware is missing) fails once with
-    the full explanation instead of once per rank, and every rank does what
-    the parent decided.  The entry-point rows travel in the spec so that
-    workers need not scan distribution metadata again.
-    """
-    from spawnkit.bootstrap import guard
-    from spawnkit.hooks.plugins import _parse_bool
-
-    config = ns.config
-    # The namespace's selection variables given in ``env=`` win over the parent's own
-    # environment: the workers would see them, so the parent decides with them.
-    name = env.get(config.platform_var, "").strip() or None
-    names: tuple[str, ...] | None = None
-    origin = ""
-    if config.plugins_var in env:
-        raw = env[config.plugins_var]
-        names = tuple(n.strip() for n in raw.split(",") if n.strip())
-        origin = f"{config.plugins_var}={raw!r} (in env=)"
-    # Values every worker would refuse are refused once, here, by variable name.
-    guard.resolve_policy(
-        config.guard_policy,
-        namespace_value(env, os.environ, config.guard_var),
-        var=config.guard_var,
-    )
-    lenient = (
-        _parse_bool(config.lenient_var, env[config.lenient_var])
-        if config.lenient_var in env
-        else None
-    )
-    selection = ns.platforms.select(name)
-    plugins = ns.plugins.select(names=names, platform=name, lenient=lenient, origin=origin)
-    rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
-    return selection.name, plugins, rows
-
-
 def spawn_with_plugins(
     entry: str | Callable[..., Any],
     payload: Any = None,
@@ -1066,21 +986,11 @@ def spawn_with_plugins(
         )
     preload = tuple(preload)
     ns = get_namespace(namespace)
-    entry_str, entry_payload = _entry_reference(entry)
-    if entry_str:
-        check_entry_module(entry_str)
-    captured: Payload | None
-    if payload is None or isinstance(payload, Payload):
-        captured = payload
-    else:
-        captured = Payload.capture(payload)
-    child_env = {str(k): str(v) for k, v in (env or {}).items()}
-    platform, plugins, entry_points = _parent_selection(ns, child_env)
+    template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
     lctx = get_launch_context(context, start_method, preload, ns.config)
     # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
     deaf = lctx.server is None and _interrupt.will_start_deaf()
-    run_id = uuid.uuid4().hex[:16]
-    child_env[RUN_ID_VAR] = run_id
+    run_id = template.run_id
     extra: dict[str, Any] = {
         PARENT_PID_KEY: os.getpid(),
         # Only a spawned worker's parent is this process (a forkserver worker's is the
@@ -1091,19 +1001,7 @@ def spawn_with_plugins(
         CONTEXT_KEY: context,
         SIGINT_RESTORE_KEY: deaf,
     }
-    template = ProcessSpec(
-        entry=entry_str,
-        world_size=nprocs,
-        namespace=ns.config,
-        platform=platform,
-        plugins=plugins,
-        entry_points=entry_points,
-        env=child_env,
-        payload=captured,
-        entry_payload=entry_payload,
-        run_id=run_id,
-        extra=extra,
-    )
+    template = template.replace(extra=extra)
     group = WorkerGroup(
         run_id=run_id,
         context=lctx,

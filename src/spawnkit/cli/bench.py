@@ -1,141 +1,137 @@
-"""``spawnkit bench``: run the project's benchmarks side by side and print their ratios.
+"""``spawnkit bench``: run the shipped benchmarks and print their tables and targets with ✔/✘.
 
-The benchmarks live in the source tree (``benchmarks/*.py``, each with
-``run(quick) -> dict``), not in the installed package, so this finds them
-from ``--dir``, the working directory, or the checkout an editable install
-points at.  Each module is imported under its plain name with its folder on
-``sys.path``, because the spawn benchmarks start children that must import
-the same module by the same name.
+The benchmarks are part of the package (:mod:`spawnkit.bench`), so this
+works from an installed wheel; ``benchmarks/*.py`` in a checkout are thin
+entry points over the same modules.  Each benchmark prints its own
+side-by-side table (what the script prints), then its targets.  Speed is
+reported, not enforced: the exit status is 0 unless ``--check`` is given
+and a target was missed.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import contextlib
 import json
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from spawnkit.cli._errors import EXIT_OK, UsageError
+from spawnkit.bench import BENCHMARKS
+from spawnkit.cli._errors import EXIT_FAILURE, EXIT_OK, UsageError
 from spawnkit.cli._output import Output
 
-__all__ = ["BENCHMARKS", "add_parser", "find_benchmarks_dir", "run"]
-
-BENCHMARKS = ("spawn_latency", "hook_overhead")
+__all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "bench",
         parents=[common],
-        help="run the spawn-latency and hook-overhead benchmarks",
-        description="Run spawnkit's benchmarks in one process and print the side-by-side ratios.",
+        help="run the spawn-latency, hook-overhead and bootstrap-stage benchmarks",
+        description="Run spawnkit's benchmarks and print each one's table and targets.",
     )
     p.add_argument("--quick", action="store_true", help="few iterations (seconds, not minutes)")
     p.add_argument("--json", metavar="FILE", help="also write all figures to FILE as JSON")
-    p.add_argument("--dir", metavar="DIR", help="the benchmarks folder (default: found)")
     p.add_argument(
         "--only",
         metavar="NAME",
         action="append",
-        help="run only benchmarks/NAME.py (repeatable; any module with run(quick))",
+        choices=BENCHMARKS,
+        help=f"run only this benchmark (repeatable; one of {', '.join(BENCHMARKS)})",
     )
+    p.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="draw spawn latency against the number of workers to FILE (.svg or .png; "
+        "needs matplotlib: pip install 'spawnkit[plot]')",
+    )
+    p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     p.set_defaults(handler=run)
 
 
-def find_benchmarks_dir(explicit: str | None = None, names: tuple[str, ...] = BENCHMARKS) -> Path:
-    """The folder holding the ``names`` benchmarks: explicit, cwd, or the source checkout."""
-    candidates: list[Path] = []
-    if explicit:
-        candidates.append(Path(explicit))
-    else:
-        import spawnkit
-
-        candidates.append(Path.cwd() / "benchmarks")
-        candidates.append(Path(spawnkit.__file__).resolve().parents[2] / "benchmarks")
-    for folder in candidates:
-        if all((folder / f"{name}.py").is_file() for name in names):
-            return folder.resolve()
-    where = ", ".join(str(c) for c in candidates)
-    wanted = ", ".join(f"{n}.py" for n in names)
-    raise UsageError(
-        f"benchmarks not found (looked for {wanted} in {where})",
-        "run from a spawnkit source checkout or pass --dir path/to/benchmarks",
-    )
+def _check_file_target(option: str, target: str) -> None:
+    if not Path(target).resolve().parent.is_dir():
+        raise UsageError(
+            f"the folder of {option} file {target!r} does not exist",
+            "create the folder first or pass another path",
+        )
 
 
-def _flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield from _flatten(value, f"{prefix}.{key}" if prefix else str(key))
-    elif isinstance(data, list | tuple) and all(not isinstance(v, dict | list) for v in data):
-        yield prefix, ", ".join(str(v) for v in data)
-    elif isinstance(data, list | tuple):
-        for i, value in enumerate(data):
-            yield from _flatten(value, f"{prefix}[{i}]")
-    else:
-        yield prefix, data
+def _check_plot(target: str, names: tuple[str, ...]) -> None:
+    """Everything --plot needs is checked before minutes of measuring, not after."""
+    import importlib.util
+
+    from spawnkit.bench.plot import FORMATS, INSTALL_HINT
+
+    if Path(target).suffix.lower() not in FORMATS:
+        raise UsageError(
+            f"--plot {target!r} must end in {' or '.join(FORMATS)}",
+            "name the file e.g. spawn.svg",
+        )
+    _check_file_target("--plot", target)
+    if "spawn_latency" not in names:
+        raise UsageError(
+            "--plot draws the spawn_latency benchmark, which --only leaves out",
+            "add --only spawn_latency, or drop --plot",
+        )
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError("--plot needs matplotlib, which is not installed", INSTALL_HINT)
 
 
-def _is_ratio(key: str) -> bool:
-    leaf = key.rsplit(".", 1)[-1].lower()
-    return "ratio" in leaf or "speedup" in leaf or leaf.endswith("_x") or "vs" in leaf.split("_")
+def _write_json(target: str, data: Any) -> None:
+    try:
+        Path(target).write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+    except OSError as exc:
+        raise UsageError(
+            f"cannot write --json file {target!r}: {exc.strerror}",
+            "pass a path in a writable folder",
+        ) from exc
 
 
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
-    names = tuple(args.only) if args.only else BENCHMARKS
-    for name in names:
-        if not name.isidentifier():
-            raise UsageError(f"--only {name!r} is not a module name", "pass e.g. spawn_latency")
-    folder = find_benchmarks_dir(args.dir, names)
-    if args.json and not Path(args.json).resolve().parent.is_dir():
-        raise UsageError(
-            f"the folder of --json file {args.json!r} does not exist",
-            "create the folder first or pass another path",
-        )
-    results: dict[str, Any] = {}
-    added = str(folder) not in sys.path
-    if added:
-        sys.path.insert(0, str(folder))
-    try:
-        for name in names:
-            module = importlib.import_module(name)
-            runner = getattr(module, "run", None)
-            if not callable(runner):
-                raise UsageError(
-                    f"benchmark {folder / (name + '.py')} has no run(quick) function",
-                    "give the benchmark module a run(quick: bool) -> dict",
-                )
-            start = time.perf_counter()
-            figures = runner(args.quick)
-            elapsed = time.perf_counter() - start
-            if not isinstance(figures, dict):
-                raise UsageError(
-                    f"benchmark {name}.run() returned {type(figures).__name__}, not a dict",
-                    "return the figures as a dict",
-                )
-            results[name] = figures
-            rows = list(_flatten(figures))
-            out.heading(f"{name} ({elapsed:.1f} s{', quick' if args.quick else ''})")
-            out.table(["figure", "value"], rows)
-    finally:
-        if added and str(folder) in sys.path:
-            sys.path.remove(str(folder))
-    ratios = [(f"{n}.{k}", v) for n, figs in results.items() for k, v in _flatten(figs)]
-    ratios = [(k, v) for k, v in ratios if _is_ratio(k)]
-    if ratios:
-        out.heading("ratios")
-        out.table(["ratio", "value"], ratios)
+    from spawnkit.bench import load
+    from spawnkit.bench._checks import marks_for
+
+    names = tuple(dict.fromkeys(args.only)) if args.only else BENCHMARKS
     if args.json:
-        try:
-            Path(args.json).write_text(json.dumps(results, indent=2, sort_keys=True, default=str))
-        except OSError as exc:
-            raise UsageError(
-                f"cannot write --json file {args.json!r}: {exc.strerror}",
-                "pass a path in a writable folder",
-            ) from exc
+        _check_file_target("--json", args.json)
+    if args.plot:
+        _check_plot(args.plot, names)
+    yes, no = marks_for(out.stream)
+    everything: dict[str, Any] = {}
+    missed: list[str] = []
+    total = 0
+    for name in names:
+        module = load(name)
+        out.heading(f"{name}{' (quick)' if args.quick else ''}")
+        start = time.perf_counter()
+        results = module.run(args.quick)
+        elapsed = time.perf_counter() - start
+        # The module prints its table with print(), as the script does; it goes to our stream.
+        with contextlib.redirect_stdout(out.stream):
+            module.report(results)
+        found = module.checks(results)
+        total += len(found)
+        missed += [f"{name}: {c.label}" for c in found if not c.ok]
+        out.table(
+            ["target", "value", "limit", ""],
+            [(c.label, f"{c.value:.3f}", c.target_text, yes if c.ok else no) for c in found],
+            title=f"{name} targets ({elapsed:.1f} s)",
+        )
+        everything[name] = dict(
+            results, checks=[dict(c._asdict(), ok=c.ok) for c in found], seconds=elapsed
+        )
+    if args.plot and "spawn_latency" in everything:
+        from spawnkit.bench.plot import plot_spawn_latency
+
+        plot_spawn_latency(everything["spawn_latency"], args.plot)
+        out.line(f"spawn latency plot written to {args.plot}")
+    if args.json:
+        _write_json(args.json, everything)
         out.line(f"figures written to {args.json}")
-    return EXIT_OK
+    if missed:
+        out.line(f"{no} {len(missed)} of {total} targets missed: {'; '.join(missed)}")
+    else:
+        out.line(f"{yes} all {total} targets met")
+    return EXIT_FAILURE if (missed and args.check) else EXIT_OK

@@ -5,6 +5,10 @@ namespace, preload modules), so a mistake is one line and exit status 2.
 Once the group runs, the exit status is the group's: 0 when every rank
 returned, otherwise the failing rank's exit code (or 1), with the root cause
 and the child's traceback (``--debug`` shows the full one).
+
+``--launcher torchrun`` and ``--launcher ray`` run the same entry and payload
+under those launchers instead (see ``_torchrun`` and ``_ray``); the spec is
+built by the same code as ``spawn_with_plugins``'s.
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from typing import Any, TextIO
 from spawnkit.cli._errors import UsageError
 from spawnkit.cli._output import Output, add_json_output_option
 
-__all__ = ["START_METHODS", "add_parser", "run"]
+__all__ = ["LAUNCHERS", "START_METHODS", "add_parser", "run"]
 
 START_METHODS = ("spawn", "forkserver")
+LAUNCHERS = ("local", "torchrun", "ray")
 
 
 def _positive_int(text: str) -> int:
@@ -82,6 +87,21 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="folder put first on sys.path (in the workers too) to find ENTRY (default: .)",
     )
+    p.add_argument(
+        "--launcher",
+        choices=LAUNCHERS,
+        default="local",
+        help="local: spawned here (default); torchrun: `-m spawnkit.run` ranks from a signed "
+        "spec; ray: Ray actors on --address or a local cluster",
+    )
+    p.add_argument(
+        "--print-only",
+        action="store_true",
+        help="torchrun: write the spec and key, print the command, start nothing",
+    )
+    p.add_argument(
+        "--address", metavar="ADDR", help="ray: the cluster to join (default: start a local one)"
+    )
     add_json_output_option(p)
     p.set_defaults(handler=run)
 
@@ -101,6 +121,7 @@ def _validate(args: argparse.Namespace) -> tuple[Any, Any]:
             "add --start-method forkserver, or drop --preload",
         )
     check_json_target(args.json)
+    _check_launcher_options(args)
     app_dir = os.path.abspath(args.app_dir)
     if not os.path.isdir(app_dir):
         raise UsageError(f"--app-dir {args.app_dir!r} is not a folder", "pass an existing folder")
@@ -114,8 +135,67 @@ def _validate(args: argparse.Namespace) -> tuple[Any, Any]:
     return namespace, payload
 
 
+def _check_launcher_options(args: argparse.Namespace) -> None:
+    """Options that only one launcher understands are refused with the others."""
+    launcher = args.launcher
+    if args.print_only and launcher != "torchrun":
+        raise UsageError(
+            f"--print-only prints a torchrun command (got --launcher {launcher})",
+            "add --launcher torchrun, or drop --print-only",
+        )
+    if args.address and launcher != "ray":
+        raise UsageError(
+            f"--address names a Ray cluster (got --launcher {launcher})",
+            "add --launcher ray, or drop --address",
+        )
+    if launcher != "local" and (args.start_method != "spawn" or args.preload):
+        raise UsageError(
+            f"--start-method/--preload choose how local workers start; {launcher} starts its own",
+            "drop --start-method and --preload, or use --launcher local",
+        )
+    if launcher == "torchrun":
+        from spawnkit.cli._torchrun import check_torchrun
+
+        check_torchrun()
+    elif launcher == "ray":
+        from spawnkit.cli._ray import check_ray
+
+        check_ray()
+
+
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     namespace, payload = _validate(args)
+    if args.launcher == "torchrun":
+        from spawnkit.cli._torchrun import run_torchrun
+
+        return run_torchrun(
+            entry=args.entry,
+            payload=payload,
+            nprocs=args.nprocs,
+            namespace=namespace,
+            app_dir=os.path.abspath(args.app_dir),
+            timeout=args.timeout,
+            print_only=args.print_only,
+            as_json=args.json,
+            out=out,
+            err=err,
+        )
+    if args.launcher == "ray":
+        from spawnkit.cli._ray import run_ray
+
+        return run_ray(
+            entry=args.entry,
+            payload=payload,
+            nprocs=args.nprocs,
+            namespace=namespace,
+            app_dir=os.path.abspath(args.app_dir),
+            address=args.address,
+            timeout=args.timeout,
+            as_json=args.json,
+            debug=args.debug,
+            out=out,
+            err=err,
+        )
     from spawnkit.cli._group import run_group
 
     return run_group(

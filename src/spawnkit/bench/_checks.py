@@ -1,0 +1,62 @@
+"""A benchmark target and its verdict, printed the same way by the scripts and ``spawnkit bench``.
+
+Benchmarks measure; they never fail a test.  A target that is missed is
+shown with ✘ next to the figure and the limit, so a regression is visible in
+the table without reading the numbers against the README.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import NamedTuple, TextIO
+
+__all__ = ["Check", "marks_for", "print_checks"]
+
+
+class Check(NamedTuple):
+    """``value`` against ``target``: at most the target, or at least it when ``at_least``."""
+
+    label: str
+    value: float
+    target: float
+    at_least: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.value >= self.target if self.at_least else self.value <= self.target
+
+    @property
+    def target_text(self) -> str:
+        return f"{'>=' if self.at_least else '<='} {self.target:g}"
+
+
+def marks_for(stream: TextIO) -> tuple[str, str]:
+    """✔/✘ where the stream can encode them; OK/MISS on an ASCII-only stream."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        "✔✘".encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return "OK", "MISS"
+    return "✔", "✘"
+
+
+def print_checks(checks: Sequence[Check], stream: TextIO | None = None) -> None:
+    """The targets as an aligned table, then one summary line."""
+    out = stream if stream is not None else sys.stdout
+    yes, no = marks_for(out)
+    width = max((len(c.label) for c in checks), default=6)
+    out.write(f"{'target':<{width}}  {'value':>9}  {'limit':>8}\n")
+    out.write(f"{'-' * width}  {'-' * 9}  {'-' * 8}  --\n")
+    for c in checks:
+        mark = yes if c.ok else no
+        out.write(f"{c.label:<{width}}  {c.value:>9.3f}  {c.target_text:>8}  {mark}\n")
+    missed = [c for c in checks if not c.ok]
+    out.write(
+        "all targets met\n"
+        if not missed
+        else f"{len(missed)} of {len(checks)} targets missed: "
+        + ", ".join(c.label for c in missed)
+        + "\n"
+    )
+    out.flush()

@@ -1,0 +1,377 @@
+"""What a worker's bootstrap costs, stage by stage, next to a bare interpreter start.
+
+Two measurements, each against a baseline taken in the same run:
+
+* the bootstrap stages with 10 plugins (real distributions on ``sys.path``)
+  registering 100 hooks on 100 targets, timed inside fresh interpreters, as a
+  ratio to a bare ``python -c pass`` start (target: all stages <= 0.25x);
+* the import guard's cost on ``import torch`` (target: <= 5% more), with the
+  guard armed vs. not, alternated to cancel drift.
+
+Run: ``python benchmarks/bootstrap_stages.py [--repeat N] [--no-torch]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import spawnkit
+from spawnkit.bench._checks import Check, print_checks
+from spawnkit.testing import write_distribution
+
+#: The folder spawnkit is imported from (a checkout's src/ or site-packages), for the children.
+SRC = Path(spawnkit.__file__).resolve().parents[1]
+
+N_PLUGINS = 10
+HOOKS_PER_PLUGIN = 10
+NS = "bench_ns"
+PREFIX = "BENCH_NS"
+
+CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+from spawnkit.bootstrap import guard
+guard.arm()
+sys.path[:0] = {paths!r}
+from spawnkit.bootstrap.process import Bootstrapper
+from spawnkit.spec import NamespaceConfig, ProcessSpec
+if {preimport!r}:
+    import importlib.metadata, spawnkit.hooks.registry, spawnkit.hooks.plugins
+    import spawnkit.platforms.discovery
+import_s = time.perf_counter() - t0
+spec = ProcessSpec(entry="bench_engine.worker:main", platform={platform!r},
+                   namespace=NamespaceConfig.build({ns!r}, {prefix!r}),
+                   entry_points={rows!r})
+boot = Bootstrapper(spec)
+result = boot.run()
+assert result == {expected!r}, result
+out = dict(boot.stage_seconds)
+out["imports before stages"] = import_s
+print(json.dumps(out))
+"""
+
+
+def _write_world(root: Path) -> list[str]:
+    """An engine with 100 target functions and 10 plugin distributions hooking 10 each."""
+    targets = [f"bench_engine.mod{i // 10}.f{i % 10}" for i in range(N_PLUGINS * HOOKS_PER_PLUGIN)]
+    modules = {
+        f"bench_engine.mod{m}": "".join(f"def f{j}():\n    return {j}\n" for j in range(10))
+        for m in range(N_PLUGINS)
+    }
+    modules["bench_engine.worker"] = (
+        "def main():\n    from bench_engine import mod0\n    return mod0.f0()\n"
+    )
+    write_distribution(root / "engine", "bench-engine", "1.0", modules=modules)
+    paths = [str(root / "engine")]
+    for p in range(N_PLUGINS):
+        mine = targets[p * HOOKS_PER_PLUGIN : (p + 1) * HOOKS_PER_PLUGIN]
+        source = textwrap.dedent(
+            f"""
+            from spawnkit.hooks.types import HookType
+            from spawnkit.namespace import Namespace
+
+            def after(result, *args, **kwargs):
+                return result + 1
+
+            def register():
+                hooks = Namespace({NS!r}, {PREFIX!r}).hooks
+                for target in {mine!r}:
+                    hooks.register(target, "bench_plugin{p}:after", HookType.AFTER)
+            """
+        )
+        write_distribution(
+            root / f"plugin{p}",
+            f"bench-plugin{p}",
+            "1.0",
+            entry_points={f"{NS}.plugins": {f"plugin{p}": f"bench_plugin{p}:register"}},
+            modules={f"bench_plugin{p}": source},
+        )
+        paths.append(str(root / f"plugin{p}"))
+    return paths
+
+
+def _time_cmd(cmd: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    return time.perf_counter() - start
+
+
+def _bare(repeat: int) -> float:
+    _time_cmd([sys.executable, "-c", "pass"])  # warm the page cache
+    return statistics.median(_time_cmd([sys.executable, "-c", "pass"]) for _ in range(repeat))
+
+
+USER_IMPORTS = """
+import json, sys, time
+sys.path[:0] = {paths!r}
+import importlib
+import spawnkit.hooks.types, spawnkit.namespace  # what the plugin modules import
+t0 = time.perf_counter()
+for name in {modules!r}:
+    importlib.import_module(name)
+print(json.dumps({{"user imports": time.perf_counter() - t0}}))
+"""
+
+
+def _rows(paths: list[str]) -> tuple[tuple[str, str, str, str, str], ...] | None:
+    """What the launcher puts in every rank's spec: the parent's discovery, as plain rows."""
+    from spawnkit import _metadata
+
+    sys.path[:0] = paths
+    try:
+        _metadata.clear_cache()
+        return _metadata.snapshot((f"{NS}.platforms", f"{NS}.plugins"))
+    finally:
+        del sys.path[: len(paths)]
+        _metadata.clear_cache()
+
+
+def _user_imports(paths: list[str], repeat: int) -> float:
+    """Importing the same plugin and engine modules outside the stages: work any worker pays.
+
+    The spawnkit modules those plugins import are imported before the clock.
+    """
+    modules = [f"bench_plugin{p}" for p in range(N_PLUGINS)]
+    modules += [f"bench_engine.mod{m}" for m in range(N_PLUGINS)] + ["bench_engine.worker"]
+    code = USER_IMPORTS.format(paths=paths, modules=modules)
+    runs = []
+    for _ in range(repeat + 1):
+        out = subprocess.run(
+            [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+        )
+        runs.append(json.loads(out.stdout)["user imports"])
+    return float(statistics.median(runs[1:]))
+
+
+def _stages(
+    paths: list[str], repeat: int, platform: str, preimport: bool, rows: Any
+) -> dict[str, float]:
+    code = CHILD.format(
+        paths=paths,
+        platform=platform,
+        ns=NS,
+        prefix=PREFIX,
+        expected=1,
+        preimport=preimport,
+        rows=rows,
+    )
+    runs: list[dict[str, float]] = []
+    for _ in range(repeat + 1):
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
+        )
+        runs.append(json.loads(out.stdout))
+    runs = runs[1:]  # the first run warms caches
+    return {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+
+
+def _torch(repeat: int) -> tuple[float, float]:
+    plain = [sys.executable, "-c", "import torch"]
+    guarded = [
+        sys.executable,
+        "-c",
+        "from spawnkit.bootstrap import guard; guard.arm(); import torch",
+    ]
+    _time_cmd(plain)
+    base: list[float] = []
+    armed: list[float] = []
+    for _ in range(repeat):
+        base.append(_time_cmd(plain))
+        armed.append(_time_cmd(guarded))
+    # The guarded command also imports spawnkit.bootstrap.guard; that is part of its cost.
+    return statistics.median(base), statistics.median(armed)
+
+
+GUARD_PROBE = """
+import json, time
+t0 = time.perf_counter()
+from spawnkit.bootstrap import guard
+guard.arm()
+t1 = time.perf_counter()
+import torch
+t2 = time.perf_counter()
+n = len(guard._sites)
+# the recorder's own cost per new module, called from a frame as deep as torch's imports
+def deep(k):
+    if k:
+        return deep(k - 1)
+    start = time.perf_counter()
+    for _ in range(2000):
+        guard._RECORDER.find_spec("x")
+    return (time.perf_counter() - start) / 2000
+per_call = deep(30)
+print(json.dumps([t1 - t0, t2 - t1, n, per_call]))
+"""
+
+
+def _guard_direct() -> tuple[float, float, int, float]:
+    """Noise-free bound: modules recorded during ``import torch`` x the recorder's cost each."""
+    out = subprocess.run(
+        [sys.executable, "-c", GUARD_PROBE], check=True, capture_output=True, text=True, timeout=300
+    )
+    arm_s, torch_s, n, per_call = json.loads(out.stdout)
+    return arm_s, torch_s, n, per_call
+
+
+def run(
+    quick: bool = False,
+    *,
+    repeat: int | None = None,
+    torch: bool = True,
+    platform: str = "base",
+    scan: bool = False,
+) -> dict[str, Any]:
+    """Measure the stages (and the guard on ``import torch``); also used by ``spawnkit bench``.
+
+    ``quick`` takes 2 repeats and, for torch, only the noise-free direct bound
+    (one ``import torch``) instead of the alternated wall-clock comparison.
+    """
+    repeat = repeat or (2 if quick else 7)
+    with tempfile.TemporaryDirectory(prefix="spawnkit-bench-") as tmp:
+        paths = _write_world(Path(tmp))
+        rows = None if scan else _rows(paths)
+        bare = _bare(repeat)
+        cold = _stages(paths, repeat, platform, preimport=False, rows=rows)
+        warm = _stages(paths, repeat, platform, preimport=True, rows=rows)
+        user = _user_imports(paths, repeat)
+    results: dict[str, Any] = {
+        "repeat": repeat,
+        "platform": platform,
+        "scan": scan,
+        "bare_s": bare,
+        "cold_s": cold,
+        "warm_s": warm,
+        "user_imports_s": user,
+        "skipped": [],
+    }
+    if torch and not quick:
+        base, armed = _torch(repeat)
+        results["torch_s"] = {"plain": base, "guarded": armed}
+    elif torch:
+        results["skipped"].append("--quick: the wall-clock guard comparison on import torch")
+    if torch:
+        arm_s, torch_s, n, per_call = _guard_direct()
+        results["guard_direct"] = {
+            "arm_s": arm_s,
+            "torch_s": torch_s,
+            "modules": n,
+            "per_module_s": per_call,
+        }
+    return results
+
+
+def _totals(r: dict[str, Any]) -> tuple[float, float]:
+    """All stages, cold and warm, without the imports that happen before them."""
+    names = [n for n in r["cold_s"] if n != "imports before stages"]
+    return sum(r["cold_s"][n] for n in names), sum(r["warm_s"][n] for n in names)
+
+
+def report(r: dict[str, Any]) -> None:
+    """Per stage, cold and warm, as milliseconds and as a multiple of a bare start."""
+    bare, cold, warm, user = r["bare_s"], r["cold_s"], r["warm_s"], r["user_imports_s"]
+    print(f"bare `python -c pass`: {bare * 1e3:.2f} ms (median of {r['repeat']})")
+    print(f"{N_PLUGINS} plugins, {N_PLUGINS * HOOKS_PER_PLUGIN} hooks, platform {r['platform']!r}")
+    print("cold: spawnkit's hook engine, platform discovery and importlib.metadata are first")
+    print("imported inside the stages; warm: imported before the clock (stage work only)")
+    print(f"{'stage':<26}{'cold ms':>10}{'x bare':>9}{'warm ms':>10}{'x bare':>9}")
+    for name in cold:
+        c, w = cold[name], warm[name]
+        print(f"{name:<26}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}")
+    c, w = _totals(r)
+    print(
+        f"{'all stages':<26}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}"
+        f"  target <= 0.25: cold {'OK' if c / bare <= 0.25 else 'OVER'}, "
+        f"warm {'OK' if w / bare <= 0.25 else 'OVER'}"
+    )
+    print(
+        f"{'  of which user imports':<26}{user * 1e3:>10.3f}{user / bare:>9.3f}"
+        f"{user * 1e3:>10.3f}{user / bare:>9.3f}  (the 10 plugin + 11 engine modules, "
+        "imported with no spawnkit)"
+    )
+    oc, ow = c - user, w - user
+    print(
+        f"{'spawnkit own work':<26}{oc * 1e3:>10.3f}{oc / bare:>9.3f}{ow * 1e3:>10.3f}"
+        f"{ow / bare:>9.3f}  target <= 0.25: warm {'OK' if ow / bare <= 0.25 else 'OVER'}"
+    )
+    print("discovery: " + ("workers scan metadata (--scan)" if r["scan"] else "parent's rows"))
+
+    if "torch_s" in r:
+        base, armed = r["torch_s"]["plain"], r["torch_s"]["guarded"]
+        extra = armed / base - 1
+        verdict = "OK" if extra <= 0.05 else "OVER TARGET"
+        print(
+            f"import torch: {base * 1e3:.1f} ms plain, {armed * 1e3:.1f} ms with the guard armed "
+            f"-> {extra * 100:+.2f}% (target <= +5%) {verdict}  [wall clock, noisy]"
+        )
+    if "guard_direct" in r:
+        g = r["guard_direct"]
+        arm_s, torch_s, n, per_call = g["arm_s"], g["torch_s"], g["modules"], g["per_module_s"]
+        cost = arm_s + n * per_call
+        verdict = "OK" if cost / torch_s <= 0.05 else "OVER TARGET"
+        print(
+            f"guard direct: import torch recorded {n} modules x {per_call * 1e6:.2f} us + "
+            f"{arm_s * 1e3:.2f} ms to import and arm = {cost * 1e3:.2f} ms = "
+            f"{cost / torch_s * 100:.2f}% of import torch (target <= 5%) {verdict}"
+        )
+    for note in r["skipped"]:
+        print(f"skipped: {note}")
+
+
+def checks(r: dict[str, Any]) -> list[Check]:
+    """Stages against a bare start; the guard against ``import torch``."""
+    bare, user = r["bare_s"], r["user_imports_s"]
+    c, w = _totals(r)
+    out = [
+        Check("all stages, cold / python -c pass", c / bare, 0.25),
+        Check("all stages, warm / python -c pass", w / bare, 0.25),
+        Check("spawnkit own work, warm / python -c pass", (w - user) / bare, 0.25),
+    ]
+    if "torch_s" in r:
+        t = r["torch_s"]
+        out.append(Check("import torch, guard armed / plain", t["guarded"] / t["plain"], 1.05))
+    if "guard_direct" in r:
+        g = r["guard_direct"]
+        cost = g["arm_s"] + g["modules"] * g["per_module_s"]
+        out.append(Check("guard cost / import torch (direct)", cost / g["torch_s"], 0.05))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--no-torch", action="store_true", help="skip the torch measurement")
+    parser.add_argument("--platform", default="base", help="platform the workers pin")
+    parser.add_argument(
+        "--scan",
+        action="store_true",
+        help="make workers scan metadata themselves instead of using the parent's rows",
+    )
+    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+    results = run(
+        repeat=args.repeat, torch=not args.no_torch, platform=args.platform, scan=args.scan
+    )
+    report(results)
+    print()
+    print_checks(checks(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

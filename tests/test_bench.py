@@ -1,0 +1,143 @@
+"""``spawnkit bench``: the shipped benchmarks, their tables and targets, optional wrapt, --plot.
+
+Speed is never asserted here (benchmarks measure it); these tests check
+that the benchmarks run from the package, print what they promise, and that
+bad options are refused before minutes of measuring.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spawnkit.bench import BENCHMARKS, Check, print_checks
+from spawnkit.bench.hook_overhead import WRAPT_SKIPPED
+from spawnkit.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN_TIMEOUT_S = 300
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def _one_usage_line(code: int, err: str, *needles: str) -> None:
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("spawnkit bench: error: ") and "Fix:" in lines[0], lines
+    for needle in needles:
+        assert needle in lines[0], lines
+
+
+def test_check_verdicts_and_summary() -> None:
+    checks = [Check("low is good", 0.4, 0.5), Check("high is good", 20.0, 50.0, at_least=True)]
+    assert [c.ok for c in checks] == [True, False]
+    buf = io.StringIO()
+    print_checks(checks, buf)
+    lines = buf.getvalue().splitlines()
+    assert lines[2].endswith("<= 0.5  ✔") and lines[3].endswith(">= 50  ✘")
+    assert lines[-1] == "1 of 2 targets missed: high is good"
+
+
+def test_bench_prints_the_table_targets_and_json(tmp_path: Path) -> None:
+    target = tmp_path / "bench.json"
+    code, out, err = run_cli(
+        "bench", "--quick", "--only", "bootstrap_stages", "--json", str(target)
+    )
+    assert code == 0, err
+    assert "== bootstrap_stages (quick) ==" in out
+    assert "all stages" in out and "x bare" in out  # the script's side-by-side table
+    targets = out.split("bootstrap_stages targets (", 1)[1]
+    assert "all stages, cold / python -c pass" in targets and "<= 0.25" in targets
+    assert "✔" in targets or "✘" in targets
+    assert "targets met" in out.splitlines()[-1] or "targets missed" in out.splitlines()[-1]
+    data = json.loads(target.read_text())
+    checks = data["bootstrap_stages"]["checks"]
+    assert checks and all(isinstance(c["ok"], bool) and c["target"] for c in checks)
+    assert "rows[" not in out  # no flattened dump
+
+
+def test_bench_without_wrapt_skips_that_comparison_with_one_note() -> None:
+    # sys.modules[name] = None is how Python spells "this module cannot be imported".
+    code = (
+        "import sys; sys.modules['wrapt'] = None\n"
+        "from spawnkit.cli import main\n"
+        "sys.exit(main(['bench', '--quick', '--only', 'hook_overhead']))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "PYTHONIOENCODING": "utf-8"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "internal error" not in proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if "wrapt is not installed" in line]
+    assert notes == [f"note: {WRAPT_SKIPPED}"]
+    assert "AROUND / closure+hook" in proc.stdout and "AROUND / wrapt" not in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--plot", "latency.pdf"], ("must end in .svg or .png",)),
+        (["--plot", "no/such/folder/latency.svg"], ("folder of --plot file",)),
+        (["--plot", "latency.svg", "--only", "hook_overhead"], ("--only leaves out",)),
+        (["--json", "no/such/folder/bench.json"], ("folder of --json file",)),
+        (["--only", "nosuch"], ("invalid choice", "nosuch")),
+    ],
+)
+def test_bench_bad_options_are_refused_before_measuring(
+    args: list[str], needles: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli("bench", *args)
+    _one_usage_line(code, err, *needles)
+    assert "==" not in out  # nothing ran
+
+
+def test_plot_draws_one_line_per_variant(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from spawnkit.bench.plot import plot_spawn_latency
+
+    variants = ("raw-spawn", "spawnkit-cold", "spawnkit-warm")
+    rows = [
+        {"worker": w, "variant": v, "n": n, "mean_ms": 10.0 * (i + 1) * n, "group_ms": 1.0}
+        for w in ("trivial", "torch")
+        for i, v in enumerate(variants)
+        for n in (1, 2, 4)
+    ]
+    results = {"sizes": [1, 2, 4], "repeats": 1, "rows": rows}
+    svg = plot_spawn_latency(results, tmp_path / "latency.svg").read_text()
+    for text in (*variants, "trivial worker", "torch worker", "workers started together"):
+        assert text in svg
+    png = plot_spawn_latency(results, tmp_path / "latency.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+
+
+def test_benchmark_scripts_are_entry_points_over_the_package() -> None:
+    for name in BENCHMARKS:
+        source = (ROOT / "benchmarks" / f"{name}.py").read_text()
+        assert f"from spawnkit.bench.{name} import main" in source and len(source) < 1000
+    script = ROOT / "benchmarks" / "bootstrap_stages.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--no-torch", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "PYTHONIOENCODING": "utf-8"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "all stages" in proc.stdout and "spawnkit own work, warm" in proc.stdout
