@@ -27,8 +27,8 @@ from spawnkit.errors import HookApplyError, HookError, HookRegistrationError
 from spawnkit.hooks import _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
-from spawnkit.hooks._ledger import ABSENT, Journal
-from spawnkit.hooks._propagate import Rebind, find_holders
+from spawnkit.hooks._ledger import ABSENT, Journal, item_of
+from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
 from spawnkit.hooks.types import (
     UNKNOWN_SOURCE,
     AppliedTarget,
@@ -61,7 +61,9 @@ class _Record:
     regs: tuple[Registration, ...]
     hooks: tuple[Any, ...]
     hook_modules: frozenset[str]
-    bindings: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+    # (module, container, key, label): a module's globals and the name, or a module-level
+    # dict/list and the key/index ("TABLE['tok']")
+    bindings: list[tuple[str, Any, Any, str]] = field(default_factory=list)
 
     @property
     def seqs(self) -> tuple[int, ...]:
@@ -82,6 +84,8 @@ class _State:
         self.applied: dict[str, _Record] = {}
         self.hook_objects: dict[int, Any] = {}  # seq -> imported "module:qualname" hook
         self.seq = 0
+        # references to originals the sweep found and could not rebind, by (module, label)
+        self.stale: dict[tuple[str, str], StaleHolder] = {}
 
 
 def _coerce_type(hook_type: object) -> HookType:
@@ -479,22 +483,44 @@ class HookRegistry:
         clean_modules: frozenset[str] = frozenset(),
     ) -> None:
         applied = self._state.applied
-        for modname, namespace, name, rebind in find_holders(rebinds, skip, clean_modules):
-            journal.rebind(modname, namespace, name, rebind.new)
+        stale: list[StaleHolder] = []
+        holders = find_holders(rebinds, skip, clean_modules, containers=True, stale=stale)
+        for modname, container, key, label, rebind in holders:
+            journal.rebind(modname, container, key, rebind.new)
             rec = applied.get(rebind.key)
             if rec is not None and rebind.new is rec.installed:
-                if not any(ns is namespace and n == name for _, ns, n in rec.bindings):
-                    rec.bindings.append((modname, namespace, name))
+                if not any(c is container and k == key for _, c, k, _ in rec.bindings):
+                    rec.bindings.append((modname, container, key, label))
                 logger.debug(
-                    "rebound stale binding %s.%s to the hooked %r", modname, name, rec.display
+                    "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
+        self._note_stale(stale)
+
+    def _note_stale(self, stale: list[StaleHolder]) -> None:
+        """Keep what the sweep could not rebind; say so unless a bootstrap reports it by policy."""
+        if not stale:
+            return
+        st = self._state
+        fresh = [h for h in stale if (h.module, h.label) not in st.stale]
+        for holder in stale:
+            st.stale[(holder.module, holder.label)] = holder
+        if not fresh:
+            return
+        from spawnkit.spec import _phase
+
+        if _phase.too_early():
+            return  # a worker's bootstrap: its apply_hooks stage reports these per guard policy
+        logger.warning("%s", stale_message(self.stale_holders(fresh)))
 
     def _restore(self, rec: _Record, journal: Journal, rebinds: dict[int, Rebind]) -> None:
         """Put one target back as it was (journaled); late holders are left to ``rebinds``."""
         journal.put(rec.res.owner, rec.res.attr, rec.before)
-        for modname, namespace, name in rec.bindings:
-            if namespace.get(name, ABSENT) is rec.installed:
-                journal.rebind(modname, namespace, name, rec.original)
+        for modname, container, key, _label in rec.bindings:
+            if item_of(container, key) is rec.installed:
+                journal.rebind(modname, container, key, rec.original)
+        st = self._state
+        for where in [w for w, h in st.stale.items() if h.target == rec.key]:
+            del st.stale[where]
         if rec.propagates:
             rebinds[id(rec.installed)] = Rebind(rec.installed, rec.original, frozenset(), rec.key)
 
@@ -537,7 +563,7 @@ class HookRegistry:
                 except Exception as exc:
                     problems.append(f"{rec.display!r}: {type(exc).__name__}: {exc}")
             st.applied.clear()
-            for modname, namespace, name, rebind in find_holders(rebinds):
+            for modname, namespace, name, _label, rebind in find_holders(rebinds):
                 namespace[name] = rebind.new
                 logger.debug("restored late binding %s.%s", modname, name)
         if problems:
@@ -608,7 +634,7 @@ class HookRegistry:
                     qualname=rec.res.qualname,
                     kind=self._kind_name(rec),
                     hooks=rec.regs,
-                    propagated_to=tuple((m, n) for m, _, n in rec.bindings),
+                    propagated_to=tuple((m, label) for m, _, _, label in rec.bindings),
                 )
                 for rec in self._state.applied.values()
             ]
@@ -689,7 +715,28 @@ class HookRegistry:
             {id(original): Rebind(original, None, frozenset(excluded), key)},
             frozenset({(owner_name, attr)}),
         )
-        return [(modname, name) for modname, _, name, _ in holders]
+        return [(holder.module, holder.label) for holder in holders]
+
+    @hybridmethod
+    def stale_holders(self, holders: list[StaleHolder] | None = None) -> list[dict[str, str]]:
+        """References to replaced originals that applying could not rebind, as plain dicts.
+
+        Tuple items and default arguments of module-level functions: the
+        hooks do not run through them.  Keys: ``module``, ``name``, ``kind``,
+        ``target``.  Cleared for a target when it is restored.
+        """
+        with self._lock:
+            st = self._state
+            chosen = list(st.stale.values()) if holders is None else holders
+            return [
+                {
+                    "module": h.module,
+                    "name": h.label,
+                    "kind": h.kind,
+                    "target": st.display.get(h.target, h.target),
+                }
+                for h in chosen
+            ]
 
 
 def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:
@@ -704,6 +751,20 @@ def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:
         value = vars(module).get(parts[-1], ABSENT)
         return None if value is ABSENT else (value, module.__name__, parts[-1])
     return None
+
+
+def stale_message(holders: list[dict[str, str]]) -> str:
+    """One paragraph naming every stale holder: the consequence, then the fix."""
+    listed = "; ".join(
+        f"{h['module']}.{h['name']} ({h['kind']}) holds the original {h['target']!r}"
+        for h in holders
+    )
+    return (
+        f"{len(holders)} reference(s) to hooked originals could not be rebound: {listed}. "
+        "Calls through them run the original, without the hooks. Fix: look the target up "
+        "when it is called (e.g. `ops.tokenize` at call time, or a 'module:name' string "
+        "resolved then) instead of storing the function in a tuple or a default argument."
+    )
 
 
 def _conflicts(regs: list[Registration], new: Registration) -> list[str]:
