@@ -291,6 +291,25 @@ def _chain_sites(site: ImportSite, limit: int = 6) -> list[ImportSite]:
     return sites
 
 
+def _chain_window(sites: list[ImportSite]) -> tuple[str, str]:
+    """(window, phase) of the import that started a chain: what the fix must address.
+
+    Imports made by a bootstrap stage belong to it; before the bootstrap, the
+    outermost recognisable caller (the re-executed script, the unpickler, a
+    preload) is what ran the chain.
+    """
+    if not sites:
+        return STARTUP, ""
+    first = sites[0]
+    if first.phase != "startup":
+        return window_of(first.filename, first.phase, first.function), first.phase
+    for s in sites:
+        window = window_of(s.filename, s.phase, s.function)
+        if window in _OUTERMOST:
+            return window, s.phase
+    return STARTUP, first.phase
+
+
 def _chain(site: ImportSite, limit: int = 6) -> list[str]:
     return [f"{s.module} <- {s.filename}:{s.lineno}" for s in _chain_sites(site, limit)]
 
@@ -459,9 +478,10 @@ def _fix(window: str, module: str, phase: str, carriers: list[str]) -> str:
     if window == MAIN:
         return _FIX_SCRIPT.format(module=module)
     if window == STAGE:
+        who = "the platform's code" if phase == "initialize_platform" else "the code run"
         return (
-            f"the code run in stage {phase!r} imports it: import it inside the function that "
-            "needs it, so that it is imported after hooks are applied"
+            f"{who} in stage {phase!r} imports it: import it inside the function that needs "
+            "it, so that it is imported after hooks are applied"
         )
     return _FIX_ANY.format(module=module)
 
@@ -519,8 +539,7 @@ def check(
         for target in targets:
             bindings.extend(f"{m}.{a}" for m, a in _stale_bindings(registry, target, module))
         sites = _chain_sites(site) if site else []
-        root = sites[-1] if sites else None
-        window = window_of(root.filename, root.phase, root.function) if root else STARTUP
+        window, phase = _chain_window(sites)
         carriers: list[str] = []
         if window == UNPICKLING and extra:
             carriers = _carriers(extra, {s.module for s in sites})
@@ -537,7 +556,7 @@ def check(
                 "stale_bindings": sorted(set(bindings)),
                 "window": window if site else "",
                 "carriers": carriers,
-                "fix": _fix(window if site else "", module, root.phase if root else "", carriers),
+                "fix": _fix(window if site else "", module, phase, carriers),
             }
         )
     if result.violations:

@@ -253,7 +253,11 @@ class HookRegistry:
         one ``HookApplyError`` listing every failing target with its sources;
         otherwise each failure is logged and the other targets are applied.
         ``clean_modules``: modules known to hold no original (see
-        ``_propagate.find_holders``); the stale-binding sweep skips them.
+        ``_propagate.find_holders``); the stale-binding sweep skips their globals
+        (their dicts and lists are still searched).  References the sweep finds
+        but cannot rebind (tuple items, default arguments) are kept for
+        :meth:`stale_holders` and logged as a warning, except inside a worker's
+        bootstrap, which reports them per its import guard policy.
         """
         with self._lock:
             return self._apply(strict, frozenset(clean_modules))
@@ -269,11 +273,12 @@ class HookRegistry:
         if not pending and not orphans:
             return []
         journal = Journal()
-        snapshot = dict(st.applied)
+        snapshot, stale_snapshot = dict(st.applied), dict(st.stale)
         failures: dict[str, tuple[list[str], str]] = {}
         first_error: BaseException | None = None
         messages: list[str] = []
         patched: list[str] = []
+        stale: list[StaleHolder] = []
 
         def fail(key: str, exc: BaseException) -> None:
             nonlocal first_error
@@ -351,12 +356,12 @@ class HookRegistry:
                         rebinds[id(prev.installed)] = Rebind(
                             prev.installed, rec.installed, rec.hook_modules, key
                         )
-            self._propagate(rebinds, frozenset(skip), journal, clean_modules)
+            stale.extend(self._propagate(rebinds, frozenset(skip), journal, clean_modules))
 
         if failures:
             if strict:
                 problems = journal.rollback()
-                st.applied = snapshot
+                st.applied, st.stale = snapshot, stale_snapshot
                 raise self._apply_error(failures, problems) from first_error
             for key, (sources, text) in failures.items():
                 logger.error(
@@ -366,6 +371,7 @@ class HookRegistry:
                     ", ".join(sources),
                     text,
                 )
+        self._note_stale(stale)
         for message in messages:
             logger.warning("%s", message)
         for name in patched:
@@ -481,7 +487,8 @@ class HookRegistry:
         skip: frozenset[tuple[str, str]],
         journal: Journal,
         clean_modules: frozenset[str] = frozenset(),
-    ) -> None:
+    ) -> list[StaleHolder]:
+        """Rebind what holds an original; return the references that cannot be rebound."""
         applied = self._state.applied
         stale: list[StaleHolder] = []
         holders = find_holders(rebinds, skip, clean_modules, containers=True, stale=stale)
@@ -494,7 +501,7 @@ class HookRegistry:
                 logger.debug(
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
-        self._note_stale(stale)
+        return stale
 
     def _note_stale(self, stale: list[StaleHolder]) -> None:
         """Keep what the sweep could not rebind; say so unless a bootstrap reports it by policy."""
