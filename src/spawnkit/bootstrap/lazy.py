@@ -165,40 +165,38 @@ def _too_early(reference: str) -> Exception:
     window = guard.frame_window(frame, phase)
     context, fix = {
         guard.MAIN: (
-            "at module scope of the launching script, which spawn re-executes in every worker "
-            "before hooks are applied",
-            "use the proxy inside a function (the entry runs after hooks are applied) or under "
-            '`if __name__ == "__main__":`',
+            "at module scope of the launching script (spawn re-runs it in every worker before "
+            "hooks exist)",
+            'use it inside a function (the entry runs after hooks) or under `if __name__ == "'
+            '__main__":`',
         ),
         guard.UNPICKLING: (
-            "while the worker unpickled its Process arguments, before hooks are applied",
-            "do not touch the proxy while unpickling (e.g. in __setstate__); send plain data "
-            "or a spawnkit.Payload and use the proxy in the entry",
+            "while the worker unpickled its Process arguments (before hooks exist)",
+            "do not use it while unpickling (e.g. in __setstate__); send plain data or a "
+            "spawnkit.Payload and use the proxy in the entry",
         ),
         guard.PRELOAD: (
-            "in the warm-start server's preload, which no hook ever reaches",
-            "remove the module that uses it at import time from preload=, or use the proxy "
-            "inside a function",
+            "in the warm-start server's preload (no hook ever reaches it)",
+            "drop that module from preload=, or use the proxy inside a function",
         ),
         guard.PLUGIN: (
-            f"by the code of {phase[7:]} while it loaded, before hooks are applied",
-            "use the proxy inside the hook or the function that needs it, not at import time "
-            "of the plugin",
+            f"by the code of {phase[7:]} while it loaded (before hooks exist)",
+            "use it inside the hook or the function that needs it, not at the plugin's import",
         ),
     }.get(
         window,
         (
-            f"in a worker before the bootstrap applied hooks (stage {phase!r})"
+            f"in a worker's bootstrap stage {phase!r} (before hooks exist)"
             if window == guard.STAGE
-            else "in a worker before the bootstrap applied hooks",
+            else "in a worker before its hooks were applied",
             "use it inside the entry function (or after apply_plugin_hooks()), not at import "
             "time of a module the worker imports early",
         ),
     )
     err = LazyProxyError(
-        f"lazy proxy {reference!r} was used at {where} {context}: resolving it now would bind "
-        f"the unpatched original for good. Fix: {fix}.",
-        stage=phase if window in (guard.STAGE, guard.PLUGIN) else "",
+        f"lazy proxy {reference!r} used at {where} {context}, where it would bind the "
+        f"unpatched original. Fix: {fix}.",
+        stage="load_plugins" if window == guard.PLUGIN else phase if window == guard.STAGE else "",
     )
     err.reference = reference  # type: ignore[attr-defined]
     err.filename, err.lineno = filename, lineno  # type: ignore[attr-defined]

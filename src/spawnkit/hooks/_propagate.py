@@ -72,6 +72,9 @@ _DICTS = frozenset({dict, OrderedDict, defaultdict})
 _LISTS = frozenset({list})
 _TUPLES = frozenset({tuple})
 _FUNCTIONS = frozenset({types.FunctionType})
+_MUTABLE = _DICTS | _LISTS
+_CONTAINERS = _MUTABLE | _TUPLES | _FUNCTIONS
+_CHUNK = 64  # modules per C-level container check
 _defaults = attrgetter("__defaults__")
 _kwdefaults = attrgetter("__kwdefaults__")
 _flat = chain.from_iterable
@@ -94,6 +97,9 @@ def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
 
 def _container_items(values: list[Any], immutable_too: bool) -> Iterator[Any]:
     """Every item one level inside ``values``' containers, as one C-level iterator."""
+    # One pass over every global keeps the containers (a few in ten), then sort those.
+    wanted = _MUTABLE if not immutable_too else _CONTAINERS
+    values = list(compress(values, map(wanted.__contains__, map(type, values))))
     kinds = list(map(type, values))
     dicts = list(compress(values, map(_DICTS.__contains__, kinds)))
     parts: list[Iterator[Any]] = [
@@ -205,27 +211,52 @@ def find_holders(
     those that finished importing before any target module was imported (the
     import guard checked that).  Their globals, tuples and default arguments
     were all built before an original existed, so only their mutable
-    containers (dicts and lists: a registry filled later by a decorator) are
-    searched.  With torch loaded that is most of ``sys.modules``, and skipping
-    their globals is most of the sweep's cost.
+    containers (a registry dict filled later by a decorator) can hold one,
+    and only those of clean modules in a target's own top-level package are
+    searched (``eng.registry`` filled by ``eng.ops``).  With torch loaded the
+    clean modules are most of ``sys.modules``, and skipping them is most of
+    the sweep's cost.
     """
     if not rebinds:
         return []
     wanted = rebinds.keys()
-    found: list[Holder] = []
-    seen: set[int] = set()
+    related = frozenset(r.key.partition(".")[0] for r in rebinds.values())
+    direct: dict[str, dict[str, Any]] = {}
+    dirty: list[tuple[str, dict[str, Any], list[Any]]] = []  # searched in full
+    registries: list[tuple[str, dict[str, Any], list[Any]]] = []  # dicts and lists only
     for modname, namespace in _module_dicts():
         clean = modname in clean_modules
-        if clean and not containers:
+        if clean and not (containers and modname.partition(".")[0] in related):
             continue
         try:
             values = list(namespace.values())
-        except RuntimeError:
+        except RuntimeError:  # another thread changed the dict mid-scan: look again
             values = list(dict(namespace).values())
-        direct = not clean and not wanted.isdisjoint(map(id, values))
-        nested = containers and not wanted.isdisjoint(
-            map(id, _container_items(values, immutable_too=not clean))
-        )
-        if direct or nested:
-            _inspect(modname, namespace, rebinds, skip, clean, nested, seen, found, stale)
+        if clean:
+            registries.append((modname, namespace, values))
+            continue
+        dirty.append((modname, namespace, values))
+        if not wanted.isdisjoint(map(id, values)):
+            direct[modname] = namespace
+    nested: dict[str, dict[str, Any]] = {}
+    if containers:
+        for group, immutable_too in ((dirty, True), (registries, False)):
+            # C-level passes over chunks of modules first: only a chunk that holds an
+            # original is searched module by module.
+            for start in range(0, len(group), _CHUNK):
+                chunk = group[start : start + _CHUNK]
+                everything = list(_flat(values for _, _, values in chunk))
+                if wanted.isdisjoint(map(id, _container_items(everything, immutable_too))):
+                    continue
+                for modname, namespace, values in chunk:
+                    items = _container_items(values, immutable_too)
+                    if not wanted.isdisjoint(map(id, items)):
+                        nested[modname] = namespace
+    found: list[Holder] = []
+    seen: set[int] = set()
+    for modname, namespace in _module_dicts():
+        in_direct, in_nested = modname in direct, modname in nested
+        if in_direct or in_nested:
+            clean = modname in clean_modules
+            _inspect(modname, namespace, rebinds, skip, clean, in_nested, seen, found, stale)
     return found
