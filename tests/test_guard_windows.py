@@ -361,3 +361,25 @@ def test_originals_in_tuples_and_defaults_are_reported_under_policy_warn(world: 
     holders = value["guard"]["stale_holders"]
     assert sorted(h["name"] for h in holders) == ["PAIRS[0]", "run() default of 'fn'"]
     assert all(h["target"] == f"{pkg}.ops.tokenize" for h in holders)
+
+
+def test_lazy_proxy_used_by_plugin_code_while_it_loads_names_the_plugin_line(
+    world: World,
+) -> None:
+    world.add_plugin(
+        "early",
+        """
+        import spawnkit
+        NAME = spawnkit.lazy("{eng}.sched:Scheduler").__name__
+
+        def register():
+            pass
+        """,
+    )
+    status, err, _, tb = run_child(child_bootstrap, world.spec())
+    assert status == "error", tb
+    assert isinstance(err, errors.PluginError), tb
+    plugin_file = world.root / "d_early" / f"{world.plugins['early']}.py"
+    text = str(err)
+    assert "LazyProxyError" in text and f"{plugin_file}:3 (in <module>)" in text, text
+    assert "by the code of early while it loaded" in text, text

@@ -197,6 +197,8 @@ def test_originals_one_level_inside_module_containers(
         "from PKG.lib import Engine\nKEEP = {'mine': Engine}\n"
         "class Fast(Engine):\n    def run(self):\n        return 'fast'\n",
     )
+    # a module namespace kept as a value is not a container: the hook module keeps its own
+    mods.load("aliaser", "from PKG import plugin\nPLUGIN_NS = vars(plugin)\n")
     registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
     registry.register(mods.name("lib.Engine"), plugin.Fast, HookType.REPLACE)
     with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
@@ -211,6 +213,7 @@ def test_originals_one_level_inside_module_containers(
     assert holder.CLASSES["engine"] is plugin.Fast
     assert holder.TABLE["rope"](1) == ("hooked", "rope", 1)
     assert plugin.KEEP["mine"] is engine  # a hook module's own references are left alone
+    assert plugin.Engine is engine
     # a tuple item and default arguments cannot be rebound: reported, left as they are
     assert holder.PAIRS[0] is rope and holder.run.__defaults__ == (rope,)
     stale = registry.stale_holders()

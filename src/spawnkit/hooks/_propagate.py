@@ -153,7 +153,7 @@ def _inspect(
         if not containers or id(value) in seen:
             continue
         kind = type(value)
-        if kind in _DICTS and value is not _BUILTINS_DICT:
+        if kind in _DICTS:
             seen.add(id(value))
             for key, item in list(value.items()):
                 rebind = hit(item)
@@ -253,7 +253,11 @@ def find_holders(
                     if not wanted.isdisjoint(map(id, items)):
                         nested[modname] = namespace
     found: list[Holder] = []
-    seen: set[int] = set()
+    # Containers already walked; a module's own namespace is never one (``__builtins__``,
+    # ``vars(mod)`` kept somewhere): its globals follow that module's own rules.
+    seen: set[int] = {id(_BUILTINS_DICT)}
+    if nested:
+        seen.update(id(namespace) for _, namespace in _module_dicts())
     for modname, namespace in _module_dicts():
         in_direct, in_nested = modname in direct, modname in nested
         if in_direct or in_nested:
