@@ -186,9 +186,9 @@ def _too_early(reference: str) -> Exception:
     }.get(
         window,
         (
-            f"in a worker's bootstrap stage {phase!r} (before hooks exist)"
+            f"in a worker's bootstrap stage {phase!r}, before the bootstrap applied hooks"
             if window == guard.STAGE
-            else "in a worker before its hooks were applied",
+            else "in a worker before the bootstrap applied hooks",
             "use it inside the entry function (or after apply_plugin_hooks()), not at import "
             "time of a module the worker imports early",
         ),
