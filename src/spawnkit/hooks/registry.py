@@ -517,7 +517,7 @@ class HookRegistry:
 
         if _phase.too_early():
             return  # a worker's bootstrap: its apply_hooks stage reports these per guard policy
-        logger.warning("%s", stale_message(self.stale_holders(fresh)))
+        logger.warning("%s", _stale_message(self._holder_dicts(fresh)))
 
     def _restore(self, rec: _Record, journal: Journal, rebinds: dict[int, Rebind]) -> None:
         """Put one target back as it was (journaled); late holders are left to ``rebinds``."""
@@ -725,7 +725,7 @@ class HookRegistry:
         return [(holder.module, holder.label) for holder in holders]
 
     @hybridmethod
-    def stale_holders(self, holders: list[StaleHolder] | None = None) -> list[dict[str, str]]:
+    def stale_holders(self) -> list[dict[str, str]]:
         """References to replaced originals that applying could not rebind, as plain dicts.
 
         Tuple items and default arguments of module-level functions: the
@@ -733,17 +733,19 @@ class HookRegistry:
         ``target``.  Cleared for a target when it is restored.
         """
         with self._lock:
-            st = self._state
-            chosen = list(st.stale.values()) if holders is None else holders
-            return [
-                {
-                    "module": h.module,
-                    "name": h.label,
-                    "kind": h.kind,
-                    "target": st.display.get(h.target, h.target),
-                }
-                for h in chosen
-            ]
+            return self._holder_dicts(list(self._state.stale.values()))
+
+    def _holder_dicts(self, holders: list[StaleHolder]) -> list[dict[str, str]]:
+        display = self._state.display
+        return [
+            {
+                "module": h.module,
+                "name": h.label,
+                "kind": h.kind,
+                "target": display.get(h.target, h.target),
+            }
+            for h in holders
+        ]
 
 
 def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:
@@ -760,7 +762,7 @@ def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:
     return None
 
 
-def stale_message(holders: list[dict[str, str]]) -> str:
+def _stale_message(holders: list[dict[str, str]]) -> str:
     """One paragraph naming every stale holder: the consequence, then the fix."""
     listed = "; ".join(
         f"{h['module']}.{h['name']} ({h['kind']}) holds the original {h['target']!r}"
