@@ -247,7 +247,7 @@ def frame_window(frame: Any, phase: str) -> str:
         return PLUGIN if phase.startswith("plugin:") else STAGE
     while frame is not None:
         window = window_of(frame.f_code.co_filename, phase, frame.f_code.co_name)
-        if window in (MAIN, UNPICKLING, PRELOAD):
+        if window in _OUTERMOST:
             return window
         frame = frame.f_back
     return STARTUP
