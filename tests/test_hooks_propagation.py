@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import TYPE_CHECKING
 
+import pytest
+
+from spawnkit.errors import HookApplyError
 from spawnkit.hooks import HookRegistry, HookType
 
 LIB = """
@@ -167,3 +171,89 @@ def test_clean_modules_are_not_swept(mods: Modules, registry: type[HookRegistry]
     assert vouched.get_rope is original
     registry.unapply()
     assert other.get_rope is original and lib.get_rope is original
+
+
+CONTAINERS = """
+from PKG import lib
+
+TABLE = {"rope": lib.get_rope, "n": 1}
+HANDLERS = [len, lib.get_rope]
+CLASSES = {"engine": lib.Engine}
+PAIRS = (lib.get_rope,)
+
+def run(x, fn=lib.get_rope, *, kw=lib.get_rope):
+    return fn(x)
+"""
+
+
+def test_originals_one_level_inside_module_containers(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    lib = mods.load("lib", LIB)
+    rope, engine = lib.get_rope, lib.Engine
+    holder = mods.load("holder", CONTAINERS)
+    plugin = mods.load(
+        "plugin",
+        "from PKG.lib import Engine\nKEEP = {'mine': Engine}\n"
+        "class Fast(Engine):\n    def run(self):\n        return 'fast'\n",
+    )
+    # a module namespace kept as a value is not a container: the hook module keeps its own
+    mods.load("aliaser", "from PKG import plugin\nPLUGIN_NS = vars(plugin)\n")
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    registry.register(mods.name("lib.Engine"), plugin.Fast, HookType.REPLACE)
+    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
+        registry.apply_hooks()
+    (warning,) = [
+        r.getMessage() for r in caplog.records if "could not be rebound" in r.getMessage()
+    ]
+    assert f"{holder.__name__}.PAIRS[0] (tuple item)" in warning and "without the hooks" in warning
+    # dict values and list items are rebound (REPLACE of a class and AROUND-like AFTER alike)
+    assert holder.TABLE["rope"] is lib.get_rope and holder.TABLE["n"] == 1
+    assert holder.HANDLERS[0] is len and holder.HANDLERS[1] is lib.get_rope
+    assert holder.CLASSES["engine"] is plugin.Fast
+    assert holder.TABLE["rope"](1) == ("hooked", "rope", 1)
+    assert plugin.KEEP["mine"] is engine  # a hook module's own references are left alone
+    assert plugin.Engine is engine
+    # a tuple item and default arguments cannot be rebound: reported, left as they are
+    assert holder.PAIRS[0] is rope and holder.run.__defaults__ == (rope,)
+    stale = registry.stale_holders()
+    assert sorted((h["name"], h["kind"]) for h in stale) == [
+        ("PAIRS[0]", "tuple item"),
+        ("run() default of 'fn'", "default argument"),
+        ("run() default of 'kw'", "default argument"),
+    ]
+    assert {h["module"] for h in stale} == {holder.__name__}
+    assert {h["target"] for h in stale} == {mods.name("lib.get_rope")}
+    assert (holder.__name__, "TABLE['rope']") in registry.applied_targets()[-1].propagated_to
+    registry.unapply()
+    assert holder.TABLE["rope"] is rope and holder.HANDLERS[1] is rope
+    assert holder.CLASSES["engine"] is engine
+    assert registry.stale_holders() == []
+
+
+def test_container_rebinds_roll_back_with_a_failed_apply(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    lib = mods.load("lib", LIB)
+    rope = lib.get_rope
+    holder = mods.load("holder", CONTAINERS)
+    registry.register(mods.name("lib.get_rope"), lambda r, x: r)
+    registry.register(mods.name("lib.no_such_function"), lambda r: r)
+    with pytest.raises(HookApplyError):
+        registry.apply_hooks()
+    assert holder.TABLE["rope"] is rope and holder.HANDLERS[1] is rope
+    assert registry.stale_holders() == []  # nothing applied, nothing to report
+
+
+def test_clean_modules_mutable_containers_are_still_swept(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """A registry module imported early is filled later: its dict is searched all the same."""
+    registry_mod = mods.load("reg", "OPS = {}\nFROZEN = ()\n")
+    lib = mods.load("lib", LIB)
+    registry_mod.OPS["rope"] = lib.get_rope
+    registry_mod.FROZEN = (lib.get_rope,)  # a clean module's tuples are not searched
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    registry.apply_hooks(clean_modules={registry_mod.__name__})
+    assert registry_mod.OPS["rope"] is lib.get_rope
+    assert registry.stale_holders() == []

@@ -46,10 +46,16 @@ worker and knows its stage); the entry function hears Ctrl-C again, as any progr
 
 
 def arm_guard() -> None:
-    """First statement of a fork server: record imports from now on (see ``guard.arm``)."""
+    """First statement of a fork server: record imports from now on (see ``guard.arm``).
+
+    Also marks the server a worker whose hooks are not applied yet (its forked
+    workers inherit that): a lazy proxy used by a preloaded module refuses.
+    """
     from spawnkit.bootstrap import guard
+    from spawnkit.spec import _phase
 
     guard.arm()
+    _phase.enter_worker()
 
 
 def spawn_main_reporting(package: str, early_fd: int, **kwds: Any) -> None:

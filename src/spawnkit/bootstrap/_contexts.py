@@ -36,7 +36,12 @@ __all__ = ["CONTEXTS", "START_METHODS", "LaunchContext", "get_launch_context", "
 CONTEXTS = ("multiprocessing", "multiprocess")
 START_METHODS = ("spawn", "forkserver")
 
-_GUARD_PROLOGUE = "from spawnkit.bootstrap import guard as _g; _g.arm(); "
+# Arms the guard and marks the process a worker whose hooks are not applied yet, so
+# that a lazy proxy touched while ``__main__`` is re-executed refuses (see ``lazy``).
+_GUARD_PROLOGUE = (
+    "from spawnkit.bootstrap import guard as _g; _g.arm(); "
+    "from spawnkit.spec import _phase as _p; _p.enter_worker(); "
+)
 
 
 def _sub(package: str, name: str) -> Any:

@@ -47,6 +47,7 @@ __all__ = [
     "arm",
     "armed",
     "check",
+    "check_stale",
     "disarm",
     "first_import",
     "mark_plugins_began",
@@ -96,7 +97,10 @@ def _importlib_init() -> str:
     return importlib.__file__ or ""
 
 
-_SKIP_FILES = frozenset({__file__, _importlib_init()})
+# lazy.py: a proxy resolving imports on behalf of the frame that touched it.
+_SKIP_FILES = frozenset(
+    {__file__, _importlib_init(), os.path.join(os.path.dirname(__file__), "lazy.py")}
+)
 
 
 class _FirstImportRecorder:
@@ -190,40 +194,175 @@ def _main_files() -> set[str]:
     return files
 
 
+#: Where an import (or a lazy proxy's use) happened, as ``window_of`` names it.
+UNPICKLING, PRELOAD, MAIN, STARTUP, PLUGIN, STAGE = (
+    "unpickling",
+    "preload",
+    "main",
+    "startup",
+    "plugin",
+    "stage",
+)
+
+
+def _is_unpickler(filename: str) -> bool:
+    fname = filename.replace("\\", "/")
+    return fname.endswith(("multiprocessing/spawn.py", "multiprocess/spawn.py"))
+
+
+def _is_preload(filename: str) -> bool:
+    fname = filename.replace("\\", "/")
+    return fname.endswith(
+        ("multiprocessing/forkserver.py", "multiprocess/forkserver.py", "bootstrap/_forkserver.py")
+    )
+
+
+_OUTERMOST = frozenset({UNPICKLING, PRELOAD, MAIN})
+_REEXEC_FUNCTIONS = frozenset({"prepare", "_fixup_main_from_path", "_fixup_main_from_name"})
+
+
+def window_of(filename: str, phase: str, function: str = "") -> str:
+    """Which part of a worker's start a frame in ``filename`` ran in (one of the names above)."""
+    if _is_unpickler(filename):
+        return MAIN if function in _REEXEC_FUNCTIONS else UNPICKLING
+    if _is_preload(filename):
+        return PRELOAD
+    if os.path.abspath(filename) in _main_files():
+        return MAIN
+    if phase == "startup":
+        return STARTUP
+    if phase.startswith("plugin:"):
+        return PLUGIN
+    return STAGE
+
+
+def frame_window(frame: Any, phase: str) -> str:
+    """The window of a running frame: the phase once the bootstrap runs, else its callers say.
+
+    Before the bootstrap, the code that ran the frame is further out: the
+    launching script re-executed (spawn's ``prepare``), the Process being
+    unpickled (spawn's ``_main``) or a fork server's preload.
+    """
+    if phase != "startup":
+        return PLUGIN if phase.startswith("plugin:") else STAGE
+    while frame is not None:
+        window = window_of(frame.f_code.co_filename, phase, frame.f_code.co_name)
+        if window in _OUTERMOST:
+            return window
+        frame = frame.f_back
+    return STARTUP
+
+
 def _context_of(site: ImportSite) -> str:
     """Say which part of the worker's start made the import, in the user's terms."""
-    fname = site.filename.replace("\\", "/")
-    if fname.endswith("multiprocessing/spawn.py"):
+    window = window_of(site.filename, site.phase, site.function)
+    if window == UNPICKLING:
         return "while unpickling the Process object and its arguments (multiprocessing.spawn)"
-    if fname.endswith("multiprocessing/forkserver.py"):
+    if window == PRELOAD:
         return "by a forkserver preload"
-    if os.path.abspath(site.filename) in _main_files():
+    if window == MAIN:
         return "at module scope of the launching script, which spawn re-executes in every worker"
-    if site.phase == "startup":
+    if window == STARTUP:
         return "before the bootstrap started"
-    if site.phase.startswith("plugin:"):
+    if window == PLUGIN:
         return f"by the code of {site.phase[7:]} while it loaded"
     return f"during the bootstrap stage {site.phase!r}"
 
 
-def _chain(site: ImportSite, limit: int = 6) -> list[str]:
+def _chain_sites(site: ImportSite, limit: int = 6) -> list[ImportSite]:
     """Follow ``file -> module that file is -> where that module was imported`` upwards."""
     by_file: dict[str, str] = {}
     for name, mod in list(sys.modules.items()):
         path = getattr(mod, "__file__", None)
         if isinstance(path, str):
             by_file.setdefault(os.path.abspath(path), name)
-    chain: list[str] = []
+    sites: list[ImportSite] = []
     seen: set[str] = set()
     current: ImportSite | None = site
-    while current is not None and len(chain) < limit:
-        chain.append(f"{current.module} <- {current.filename}:{current.lineno}")
+    while current is not None and len(sites) < limit:
+        sites.append(current)
+        if window_of(current.filename, current.phase, current.function) in _OUTERMOST:
+            break  # spawn's own modules are not part of the user's chain
         owner = by_file.get(os.path.abspath(current.filename))
         if owner is None or owner in seen or owner in ("__main__", "__mp_main__"):
             break
         seen.add(owner)
         current = first_import(owner)
-    return chain
+    return sites
+
+
+def _chain_window(sites: list[ImportSite]) -> tuple[str, str]:
+    """(window, phase) of the import that started a chain: what the fix must address.
+
+    Imports made by a bootstrap stage belong to it; before the bootstrap, the
+    outermost recognisable caller (the re-executed script, the unpickler, a
+    preload) is what ran the chain.
+    """
+    if not sites:
+        return STARTUP, ""
+    first = sites[0]
+    if first.phase != "startup":
+        return window_of(first.filename, first.phase, first.function), first.phase
+    for s in sites:
+        window = window_of(s.filename, s.phase, s.function)
+        if window in _OUTERMOST:
+            return window, s.phase
+    return STARTUP, first.phase
+
+
+def _chain(site: ImportSite, limit: int = 6) -> list[str]:
+    return [f"{s.module} <- {s.filename}:{s.lineno}" for s in _chain_sites(site, limit)]
+
+
+def _referenced_modules(value: Any, budget: int = 2000, depth: int = 4) -> set[str]:
+    """Modules whose code unpickling ``value`` would import (its classes, functions, modules)."""
+    import types  # failure path only
+
+    named = (type, types.FunctionType, types.BuiltinFunctionType, types.MethodType)
+    found: set[str] = set()
+    seen: set[int] = set()
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack and budget > 0:
+        obj, level = stack.pop()
+        budget -= 1
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, types.ModuleType):
+            found.add(obj.__name__)
+            continue
+        if isinstance(obj, named):
+            module = getattr(obj, "__module__", None)
+            if isinstance(module, str):
+                found.add(module)
+            continue
+        found.add(type(obj).__module__)
+        if level >= depth:
+            continue
+        children: list[Any] = []
+        if isinstance(obj, dict):
+            children = [*obj.keys(), *obj.values()]
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            children = list(obj)
+        else:
+            attrs = getattr(obj, "__dict__", None)
+            if isinstance(attrs, dict):
+                children = list(attrs.values())
+        stack.extend((child, level + 1) for child in children)
+    parents = {m.rsplit(".", i)[0] for m in found for i in range(1, m.count(".") + 1)}
+    return found | parents
+
+
+def _carriers(arguments: Mapping[str, Any], modules: set[str]) -> list[str]:
+    """The ``spec.extra`` keys whose value, unpickled, imports one of ``modules``."""
+    out: list[str] = []
+    for key, value in arguments.items():
+        try:
+            if _referenced_modules(value) & modules:
+                out.append(key)
+        except Exception:  # an odd object must not hide the finding itself
+            continue
+    return out
 
 
 def resolve_policy(
@@ -261,6 +400,7 @@ class GuardResult:
     armed: bool
     violations: list[dict[str, Any]] = field(default_factory=list)
     plugin_imports: list[dict[str, Any]] = field(default_factory=list)
+    stale_holders: list[dict[str, str]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -268,6 +408,7 @@ class GuardResult:
             "armed": self.armed,
             "violations": [dict(v) for v in self.violations],
             "plugin_imports": [dict(a) for a in self.plugin_imports],
+            "stale_holders": [dict(h) for h in self.stale_holders],
         }
 
 
@@ -322,12 +463,39 @@ def _source_text(reg: Any) -> str:
     return str(source) if source is not None else "an unknown source"
 
 
-_FIX = (
-    'Fix: move that import under `if __name__ == "__main__":` or into the function that '
-    'uses it; or bind a lazy proxy instead (`Name = spawnkit.lazy("{module}:Name")`); or, '
-    'if the import is in a plugin\'s hook module, give the hook as a "module:qualname" string. '
-    "To only warn, set {var}=warn (or ProcessSpec.guard_policy)."
+_FIX_SCRIPT = (
+    'move that import under `if __name__ == "__main__":` or into the function that uses it, '
+    'or bind a lazy proxy instead (`Name = spawnkit.lazy("{module}:Name")`)'
 )
+_FIX_ANY = (
+    _FIX_SCRIPT + "; or, if the import is in a plugin's hook module, give the hook as a "
+    '"module:qualname" string'
+)
+
+
+def _fix(window: str, module: str, phase: str, carriers: list[str]) -> str:
+    """The one fix that applies where the import happened."""
+    if window == UNPICKLING:
+        what = ", ".join(f"spec.extra[{k!r}]" for k in carriers) or "that argument"
+        return (
+            f"do not send the object itself in {what}: send a 'module:Name' string and "
+            "import it in the entry, or wrap it in spawnkit.Payload (kept as bytes until "
+            "hooks are applied; call .materialize() in the entry)"
+        )
+    if window == PRELOAD:
+        return (
+            "remove that module (or the module that imports it) from preload=: a warm-start "
+            "server must not import a hook target"
+        )
+    if window == MAIN:
+        return _FIX_SCRIPT.format(module=module)
+    if window == STAGE:
+        who = "the platform's code" if phase == "initialize_platform" else "the code run"
+        return (
+            f"{who} in stage {phase!r} imports it: import it inside the function that needs "
+            "it, so that it is imported after hooks are applied"
+        )
+    return _FIX_ANY.format(module=module)
 
 
 def check(
@@ -337,13 +505,16 @@ def check(
     *,
     before: Collection[str] | None = None,
     plugin_imports: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> GuardResult:
     """Classify every hook target module; raise ``ImportGuardError`` when policy is ``error``.
 
     ``before`` is the set of modules present when plugin loading began
     (default: the last :func:`mark_plugins_began` snapshot, else everything
     imported now).  ``plugin_imports`` maps a module a plugin imported while
-    loading to that plugin's name, for the report.
+    loading to that plugin's name, for the report.  ``extra`` is the worker's
+    ``spec.extra``: when argument unpickling imported a target, the message
+    names the key that carried it.
     """
     result = GuardResult(policy=policy, armed=armed())
     if policy == "off":
@@ -379,6 +550,11 @@ def check(
         bindings: list[str] = []
         for target in targets:
             bindings.extend(f"{m}.{a}" for m, a in _stale_bindings(registry, target, module))
+        sites = _chain_sites(site) if site else []
+        window, phase = _chain_window(sites)
+        carriers: list[str] = []
+        if window == UNPICKLING and extra:
+            carriers = _carriers(extra, {s.module for s in sites})
         result.violations.append(
             {
                 "module": module,
@@ -388,18 +564,23 @@ def check(
                 "first_import": site.describe() if site else _unknown_site(),
                 "filename": site.filename if site else "",
                 "lineno": site.lineno if site else 0,
-                "chain": _chain(site) if site else [],
+                "chain": [f"{s.module} <- {s.filename}:{s.lineno}" for s in sites],
                 "stale_bindings": sorted(set(bindings)),
+                "window": window if site else "",
+                "carriers": carriers,
+                "fix": _fix(window if site else "", module, phase, carriers),
             }
         )
     if result.violations:
-        message = _message(namespace, result.violations)
+        message = _message(namespace, result.violations, policy)
         if policy == "error":
             raise ImportGuardError(message, findings=result.violations, stage="load_plugins")
-        warnings.warn(message, ImportGuardWarning, stacklevel=2)
-        import logging
-
-        logging.getLogger("spawnkit.bootstrap").warning("%s", message)
+        first = result.violations[0]
+        # Once, located at the user's import rather than at spawnkit's call of check().
+        where, line = first["filename"] or "<import guard>", first["lineno"]
+        if first["carriers"]:
+            where, line = f"spec.extra[{first['carriers'][0]!r}]", 0
+        warnings.warn_explicit(message, ImportGuardWarning, where, line)
     return result
 
 
@@ -413,18 +594,40 @@ def _unknown_site() -> str:
     )
 
 
-def _message(namespace: Any, violations: list[dict[str, Any]]) -> str:
-    ns_name = getattr(namespace, "name", str(namespace))
+def _guard_var(namespace: Any) -> str:
     config = getattr(namespace, "config", None)
-    var = getattr(config, "guard_var", "the namespace's guard variable")
+    return str(getattr(config, "guard_var", "the namespace's guard variable"))
+
+
+def _message(namespace: Any, violations: list[dict[str, Any]], policy: str = "error") -> str:
+    ns_name = getattr(namespace, "name", str(namespace))
     n = len(violations)
-    lines = [
-        f"import guard ({ns_name}): {n} hook target module{'s' if n > 1 else ''} "
-        "imported before plugins were loaded; code bound to the originals there would never "
-        "run the hooks."
-    ]
+    head = f"import guard ({ns_name}): {n} hook target module{'s' if n > 1 else ''} imported "
+    if policy == "error":
+        head += (
+            "before plugins were loaded; code bound to the originals there would never run the "
+            "hooks, so this worker stops."
+        )
+    else:
+        head += (
+            "before plugins were loaded. The worker continues (guard policy 'warn'), and code "
+            "bound to the originals there runs WITHOUT these hooks."
+        )
+    lines = [head]
     for v in violations:
-        lines.append(f"- module {v['module']!r}, first imported at {v['first_import']}")
+        if v.get("window") == UNPICKLING:
+            keys = ", ".join(f"spec.extra[{k!r}]" for k in v["carriers"])
+            by = (
+                f" from {keys} (returned by spawn_with_plugins(rank_extra=...))"
+                if keys
+                else " (none of spec.extra refers to it: another argument of the Process)"
+            )
+            lines.append(
+                f"- module {v['module']!r}, first imported while the worker unpickled its "
+                f"arguments{by}, before plugins load"
+            )
+        else:
+            lines.append(f"- module {v['module']!r}, first imported at {v['first_import']}")
         if len(v["chain"]) > 1:
             lines.append("  import chain: " + " ; ".join(v["chain"]))
         lines.append("  hooks it defeats: " + "; ".join(v["hooks"]))
@@ -433,5 +636,46 @@ def _message(namespace: Any, violations: list[dict[str, Any]]) -> str:
                 "  direct references to originals (would stay unpatched): "
                 + ", ".join(v["stale_bindings"])
             )
-    lines.append(_FIX.format(module=violations[0]["module"], var=var))
+        lines.append(f"  Fix: {v['fix']}.")
+    if policy == "error":
+        lines.append(
+            f"To run anyway with these hooks ineffective, set {_guard_var(namespace)}=warn "
+            "(or ProcessSpec.guard_policy='warn')."
+        )
     return "\n".join(lines)
+
+
+def check_stale(namespace: Any, holders: list[dict[str, str]], policy: str) -> None:
+    """Report what the stale-binding sweep could not rebind after ``apply_hooks()``, per policy.
+
+    ``holders`` come from ``HookRegistry.stale_holders()``: tuple items and
+    default arguments of module-level functions that hold a replaced
+    original.  The hooks never run through them.
+    """
+    if not holders or policy == "off":
+        return
+    ns_name = getattr(namespace, "name", str(namespace))
+    n = len(holders)
+    lines = [
+        f"import guard ({ns_name}): {n} module-level reference{'s' if n > 1 else ''} to hooked "
+        "originals could not be rebound after the hooks were applied; calls through "
+        f"{'them' if n > 1 else 'it'} run the original, without the hooks"
+        + (", so this worker stops." if policy == "error" else " (guard policy 'warn').")
+    ]
+    for h in holders:
+        lines.append(f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}")
+    lines.append(
+        "  Fix: look the target up when it is called (e.g. `ops.tokenize(...)` through its "
+        "module, or a dict or list entry, which the sweep rebinds) instead of keeping it in a "
+        "tuple or a default argument."
+    )
+    if policy == "error":
+        lines.append(
+            f"To run anyway with these references unhooked, set {_guard_var(namespace)}=warn "
+            "(or ProcessSpec.guard_policy='warn')."
+        )
+    message = "\n".join(lines)
+    if policy == "error":
+        raise ImportGuardError(message, findings=list(holders), stage="apply_hooks")
+    home = getattr(sys.modules.get(holders[0]["module"]), "__file__", None)
+    warnings.warn_explicit(message, ImportGuardWarning, home or holders[0]["module"], 0)

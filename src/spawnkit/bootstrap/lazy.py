@@ -7,7 +7,11 @@ lazy proxy makes the same binding cost nothing: it imports on first *use*
 (attribute read, call, ``isinstance``, subclassing), which in the parent is
 immediately and in a worker is after hooks are applied.  Used in a worker
 before that, it raises ``LazyProxyError`` instead of silently binding the
-unpatched original.
+unpatched original, whatever the import guard's policy: a worker started by
+spawnkit counts as "before hooks" from its first statement, so this covers
+the re-execution of ``__main__``, the unpickling of the Process arguments, a
+forkserver preload and every bootstrap stage up to ``apply_hooks``.  The
+error names the user's line that touched the proxy.
 """
 
 from __future__ import annotations
@@ -65,15 +69,7 @@ class LazyObject:
         from spawnkit.spec import _phase
 
         if _phase.too_early():
-            from spawnkit.errors import LazyProxyError
-
-            raise LazyProxyError(
-                f"lazy proxy for {reference!r} was used in a worker before the bootstrap applied "
-                "hooks; resolving it now would import the unpatched original and keep it. Use it "
-                "inside the entry function (or after apply_plugin_hooks()), not at import time "
-                "of the launching script or of a module the payload imports.",
-                stage="apply_hooks",
-            )
+            raise _too_early(reference)
         with object.__getattribute__(self, "_lazy_lock"):
             target = object.__getattribute__(self, "_lazy_target")
             if target is not _UNSET:
@@ -142,6 +138,69 @@ class LazyObject:
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickles as the reference, so sending a proxy to a worker imports nothing there.
         return (lazy, (object.__getattribute__(self, "_lazy_reference"),))
+
+
+def _user_frame() -> Any:
+    """The first frame outside this module: the user's code that touched the proxy."""
+    import sys
+
+    frame: Any = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    return frame
+
+
+def _too_early(reference: str) -> Exception:
+    """``LazyProxyError`` naming the user's line and the part of the worker's start it ran in."""
+    from spawnkit.bootstrap import guard
+    from spawnkit.errors import LazyProxyError
+
+    frame = _user_frame()
+    if frame is None:
+        where, filename, lineno = "<unknown>", "", 0
+    else:
+        filename, lineno = frame.f_code.co_filename, frame.f_lineno
+        where = f"{filename}:{lineno} (in {frame.f_code.co_name})"
+    phase = guard.current_phase()
+    window = guard.frame_window(frame, phase)
+    context, fix = {
+        guard.MAIN: (
+            "at module scope of the launching script (spawn re-runs it in every worker before "
+            "hooks exist)",
+            'use it inside a function (the entry runs after hooks) or under `if __name__ == "'
+            '__main__":`',
+        ),
+        guard.UNPICKLING: (
+            "while the worker unpickled its Process arguments (before hooks exist)",
+            "do not use it while unpickling (e.g. in __setstate__); send plain data or a "
+            "spawnkit.Payload and use the proxy in the entry",
+        ),
+        guard.PRELOAD: (
+            "in the warm-start server's preload (no hook ever reaches it)",
+            "drop that module from preload=, or use the proxy inside a function",
+        ),
+        guard.PLUGIN: (
+            f"by the code of {phase[7:]} while it loaded (before hooks exist)",
+            "use it inside the hook or the function that needs it, not at the plugin's import",
+        ),
+    }.get(
+        window,
+        (
+            f"in a worker's bootstrap stage {phase!r}, before the bootstrap applied hooks"
+            if window == guard.STAGE
+            else "in a worker before the bootstrap applied hooks",
+            "use it inside the entry function (or after apply_plugin_hooks()), not at import "
+            "time of a module the worker imports early",
+        ),
+    )
+    err = LazyProxyError(
+        f"lazy proxy {reference!r} used at {where} {context}, where it would bind the "
+        f"unpatched original. Fix: {fix}.",
+        stage="load_plugins" if window == guard.PLUGIN else phase if window == guard.STAGE else "",
+    )
+    err.reference = reference  # type: ignore[attr-defined]
+    err.filename, err.lineno = filename, lineno  # type: ignore[attr-defined]
+    return err
 
 
 def lazy(reference: str) -> Any:

@@ -273,6 +273,7 @@ class Bootstrapper:
             policy,
             before=manager.report.modules_before,
             plugin_imports=manager.report.plugin_imports,
+            extra=self.spec.extra,
         )
 
     def apply_hooks(self) -> None:
@@ -288,7 +289,24 @@ class Bootstrapper:
             # imported by then can hold an original: the stale-binding sweep skips them.
             clean = manager.report.modules_before
         manager.apply(strict=True, clean_modules=clean)
+        self._check_stale()
         _phase.mark_hooks_applied()
+
+    def _check_stale(self) -> None:
+        """What the sweep could not rebind (tuple items, default arguments), per guard policy."""
+        holders = self.namespace.hooks.stale_holders()
+        if not holders:
+            return
+        result = self.guard_result
+        if result is None:
+            config = self.namespace.config
+            policy = guard.resolve_policy(
+                config.guard_policy, os.environ.get(config.guard_var), self.spec.guard_policy
+            )
+        else:
+            policy = result.policy
+            result.stale_holders = holders
+        guard.check_stale(self.namespace, holders, policy)
 
     def materialize_payload(self) -> None:
         """Unpickle the payload (and a by-value entry): their imports now see patched code."""

@@ -18,6 +18,13 @@ __all__: list[str] = []
 ABSENT: Any = object()
 
 
+def item_of(container: Any, key: Any) -> Any:
+    """``container[key]`` of a dict (globals, a module-level dict) or a list; ``ABSENT`` if none."""
+    if isinstance(container, dict):
+        return container.get(key, ABSENT)
+    return container[key] if -len(container) <= key < len(container) else ABSENT
+
+
 def put_attr(owner: Any, attr: str, value: Any) -> None:
     """Set ``owner.attr``; ``ABSENT`` deletes it from the owner's own ``__dict__``."""
     if value is ABSENT:
@@ -47,13 +54,16 @@ class AttrChange:
 class BindingChange:
     """``namespace[name]`` (a propagated ``from X import Y`` binding): ``before`` -> ``after``.
 
+    ``namespace`` may also be a module-level dict or list holding the target
+    (``TABLE["tok"]``, ``HANDLERS[2]``), ``name`` then being its key or index.
+
     Undo only touches the name if it still holds what we put there: a module
     that rebound its own global since then made a decision we must not revert.
     """
 
     module: str
-    namespace: dict[str, Any]
-    name: str
+    namespace: Any  # a dict, or a list
+    name: Any
     before: Any
     after: Any
 
@@ -61,7 +71,7 @@ class BindingChange:
         self.namespace[self.name] = self.after
 
     def undo(self) -> None:
-        if self.namespace.get(self.name, ABSENT) is not self.after:
+        if item_of(self.namespace, self.name) is not self.after:
             return
         if self.before is ABSENT:
             del self.namespace[self.name]
@@ -86,8 +96,8 @@ class Journal:
         change.redo()
         self.changes.append(change)
 
-    def rebind(self, module: str, namespace: dict[str, Any], name: str, value: Any) -> None:
-        change = BindingChange(module, namespace, name, namespace.get(name, ABSENT), value)
+    def rebind(self, module: str, namespace: Any, name: Any, value: Any) -> None:
+        change = BindingChange(module, namespace, name, item_of(namespace, name), value)
         change.redo()
         self.changes.append(change)
 

@@ -1,18 +1,36 @@
-"""Finding and rebinding stale ``from X import Y`` bindings across ``sys.modules``.
+"""Finding stale references to hook targets' originals across ``sys.modules``, to rebind them.
 
 A module that ran ``from pkg.mod import f`` before the hooks were applied holds
 the original ``f`` in its own globals; patching ``pkg.mod.f`` alone leaves
 every call through that name unhooked (the hook is "applied" but never runs).
-One sweep per apply rebinds all of them at once: for each module, a C-level
-set intersection of the ids of its globals with the ids of the originals
-finds the (rare) modules that need a closer look, so the cost is one pass
-over module dictionaries, not one per target.
+The same goes, one level down, for an original stored in a module-level
+container: ``TABLE = {"tok": f}``, a registry dict filled by a decorator,
+``HANDLERS = [f]``, ``PAIRS = (f, g)`` and a default argument
+``def run(x, fn=f)`` of a module-level function.
+
+One sweep per apply finds all of them at once.  Per module, C-level passes
+(``map``/``compress``/``isdisjoint`` over the ids of its globals and of its
+containers' items) decide whether the module needs a closer look; only the
+(rare) modules that hold an original are walked in Python.  Globals, dict
+values and list items are rebound; tuple items and default arguments cannot
+be (or must not be: a default argument is a common way to keep the original
+on purpose) and come back as :class:`StaleHolder` for the caller to report.
+
+What the sweep does not see: references deeper than one level (a dict of
+dicts, an object's attribute, a closure cell, a class attribute, a
+``functools.partial``), containers of other types (sets, ``deque``, user
+classes), and references held outside module globals (locals of running
+frames, other objects).  Those keep the original.
 """
 
 from __future__ import annotations
 
 import sys
+import types
+from collections import OrderedDict, defaultdict
 from collections.abc import Iterator
+from itertools import chain, compress, repeat
+from operator import attrgetter, is_not
 from typing import Any, NamedTuple
 
 __all__: list[str] = []
@@ -27,9 +45,42 @@ class Rebind(NamedTuple):
     key: str  # the target this rebind belongs to
 
 
+class Holder(NamedTuple):
+    """A rebindable reference: ``container[key]`` (a module's globals, or a dict/list in them)."""
+
+    module: str
+    container: Any  # dict or list
+    key: Any
+    label: str  # the global's name, or e.g. "TABLE['tok']" / "HANDLERS[2]"
+    rebind: Rebind
+
+
+class StaleHolder(NamedTuple):
+    """A reference the sweep found but may not rebind (a tuple item, a default argument)."""
+
+    module: str
+    label: str  # e.g. "PAIRS[0]", "run() default of 'fn'"
+    kind: str  # "tuple item", "default argument"
+    target: str
+
+
 #: Never rebound: ``builtins`` holds every builtin function, and hooking a module's
 #: alias of one (``length = len``) must not hook the whole interpreter's ``len``.
 NEVER_REBOUND = frozenset({"builtins", "sys"})
+
+_DICTS = frozenset({dict, OrderedDict, defaultdict})
+_LISTS = frozenset({list})
+_TUPLES = frozenset({tuple})
+_FUNCTIONS = frozenset({types.FunctionType})
+_MUTABLE = _DICTS | _LISTS
+_CONTAINERS = _MUTABLE | _TUPLES | _FUNCTIONS
+_CHUNK = 64  # modules per C-level container check
+_defaults = attrgetter("__defaults__")
+_kwdefaults = attrgetter("__kwdefaults__")
+_flat = chain.from_iterable
+#: Every non-``__main__`` module's ``__builtins__`` is this dict: never a holder, and
+#: scanning it in each of a thousand modules would be most of the sweep's cost.
+_BUILTINS_DICT: Any = vars(sys.modules["builtins"])
 
 
 def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
@@ -44,38 +95,172 @@ def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
             yield name, namespace
 
 
+def _container_items(values: list[Any], immutable_too: bool) -> Iterator[Any]:
+    """Every item one level inside ``values``' containers, as one C-level iterator."""
+    # One pass over every global keeps the containers (a few in ten), then sort those.
+    wanted = _MUTABLE if not immutable_too else _CONTAINERS
+    values = list(compress(values, map(wanted.__contains__, map(type, values))))
+    kinds = list(map(type, values))
+    dicts = list(compress(values, map(_DICTS.__contains__, kinds)))
+    parts: list[Iterator[Any]] = [
+        _flat(map(dict.values, compress(dicts, map(is_not, dicts, repeat(_BUILTINS_DICT))))),
+        _flat(compress(values, map(_LISTS.__contains__, kinds))),
+    ]
+    if immutable_too:
+        functions = list(compress(values, map(_FUNCTIONS.__contains__, kinds)))
+        parts += [
+            _flat(compress(values, map(_TUPLES.__contains__, kinds))),
+            _flat(filter(None, map(_defaults, functions))),
+            _flat(map(dict.values, filter(None, map(_kwdefaults, functions)))),
+        ]
+    return chain.from_iterable(parts)
+
+
+def _parameters(func: types.FunctionType) -> tuple[str, ...]:
+    code = func.__code__
+    return code.co_varnames[: code.co_argcount]
+
+
+def _inspect(
+    modname: str,
+    namespace: dict[str, Any],
+    rebinds: dict[int, Rebind],
+    skip: frozenset[tuple[str, str]],
+    clean: bool,
+    containers: bool,
+    seen: set[int],
+    found: list[Holder],
+    stale: list[StaleHolder] | None,
+) -> None:
+    """The Python-level walk of one module already known to hold an original somewhere."""
+
+    def hit(value: Any) -> Rebind | None:
+        rebind = rebinds.get(id(value))
+        if rebind is None or value is not rebind.old or modname in rebind.excluded:
+            return None
+        return rebind
+
+    try:
+        items = list(namespace.items())
+    except RuntimeError:  # another thread changed the dict mid-scan: look again
+        items = list(dict(namespace).items())
+    for name, value in items:
+        rebind = None if clean else hit(value)
+        if rebind is not None:
+            if (modname, name) not in skip:
+                found.append(Holder(modname, namespace, name, name, rebind))
+            continue
+        if not containers or id(value) in seen:
+            continue
+        kind = type(value)
+        if kind in _DICTS:
+            seen.add(id(value))
+            for key, item in list(value.items()):
+                rebind = hit(item)
+                if rebind is not None:
+                    found.append(Holder(modname, value, key, f"{name}[{key!r}]", rebind))
+        elif kind is list:
+            seen.add(id(value))
+            for index, item in enumerate(list(value)):
+                rebind = hit(item)
+                if rebind is not None:
+                    found.append(Holder(modname, value, index, f"{name}[{index}]", rebind))
+        elif clean or stale is None:
+            continue
+        elif kind is tuple:
+            seen.add(id(value))
+            for index, item in enumerate(value):
+                rebind = hit(item)
+                if rebind is not None:
+                    stale.append(StaleHolder(modname, f"{name}[{index}]", "tuple item", rebind.key))
+        elif kind is types.FunctionType:
+            seen.add(id(value))
+            defaults = value.__defaults__ or ()
+            params = _parameters(value)[len(_parameters(value)) - len(defaults) :]
+            named = list(zip(params, defaults, strict=False))
+            named += list((value.__kwdefaults__ or {}).items())
+            for param, item in named:
+                rebind = hit(item)
+                if rebind is not None:
+                    stale.append(
+                        StaleHolder(
+                            modname,
+                            f"{name}() default of {param!r}",
+                            "default argument",
+                            rebind.key,
+                        )
+                    )
+
+
 def find_holders(
     rebinds: dict[int, Rebind],
     skip: frozenset[tuple[str, str]] = frozenset(),
     clean_modules: frozenset[str] = frozenset(),
-) -> list[tuple[str, dict[str, Any], str, Rebind]]:
-    """Every (module, globals, name, rebind) whose global ``is`` one of the ``old`` objects.
+    *,
+    containers: bool = False,
+    stale: list[StaleHolder] | None = None,
+) -> list[Holder]:
+    """Every rebindable reference to one of the ``old`` objects; ``stale`` gets the others.
 
     ``skip`` holds (module, name) pairs not to report: the targets' own
-    attributes, which the registry patches directly.  ``clean_modules`` are
-    modules the caller vouches for: the bootstrap passes those that finished
-    importing before any target module was imported (the import guard checked
-    that), which cannot hold an original; with torch loaded that is most of
-    ``sys.modules``, and skipping them is most of the sweep's cost.
+    attributes, which the registry patches directly.  ``containers`` extends
+    the search one level into module-level dicts, lists, tuples and the
+    defaults of module-level functions (see the module docstring).
+
+    ``clean_modules`` are modules the caller vouches for: the bootstrap passes
+    those that finished importing before any target module was imported (the
+    import guard checked that).  Their globals, tuples and default arguments
+    were all built before an original existed, so only their mutable
+    containers (a registry dict filled later by a decorator) can hold one,
+    and only those of clean modules in a target's own top-level package are
+    searched (``eng.registry`` filled by ``eng.ops``).  With torch loaded the
+    clean modules are most of ``sys.modules``, and skipping them is most of
+    the sweep's cost.
     """
     if not rebinds:
         return []
     wanted = rebinds.keys()
-    found: list[tuple[str, dict[str, Any], str, Rebind]] = []
+    related = frozenset(r.key.partition(".")[0] for r in rebinds.values())
+    direct: dict[str, dict[str, Any]] = {}
+    dirty: list[tuple[str, dict[str, Any], list[Any]]] = []  # searched in full
+    registries: list[tuple[str, dict[str, Any], list[Any]]] = []  # dicts and lists only
     for modname, namespace in _module_dicts():
-        if modname in clean_modules:
+        clean = modname in clean_modules
+        if clean and not (containers and modname.partition(".")[0] in related):
             continue
         try:
-            if wanted.isdisjoint(map(id, namespace.values())):
-                continue
-            items = list(namespace.items())
+            values = list(namespace.values())
         except RuntimeError:  # another thread changed the dict mid-scan: look again
-            items = list(dict(namespace).items())
-        for name, value in items:
-            rebind = rebinds.get(id(value))
-            if rebind is None or value is not rebind.old:
-                continue
-            if modname in rebind.excluded or (modname, name) in skip:
-                continue
-            found.append((modname, namespace, name, rebind))
+            values = list(dict(namespace).values())
+        if clean:
+            registries.append((modname, namespace, values))
+            continue
+        dirty.append((modname, namespace, values))
+        if not wanted.isdisjoint(map(id, values)):
+            direct[modname] = namespace
+    nested: dict[str, dict[str, Any]] = {}
+    if containers:
+        for group, immutable_too in ((dirty, True), (registries, False)):
+            # C-level passes over chunks of modules first: only a chunk that holds an
+            # original is searched module by module.
+            for start in range(0, len(group), _CHUNK):
+                chunk = group[start : start + _CHUNK]
+                everything = list(_flat(values for _, _, values in chunk))
+                if wanted.isdisjoint(map(id, _container_items(everything, immutable_too))):
+                    continue
+                for modname, namespace, values in chunk:
+                    items = _container_items(values, immutable_too)
+                    if not wanted.isdisjoint(map(id, items)):
+                        nested[modname] = namespace
+    found: list[Holder] = []
+    # Containers already walked; a module's own namespace is never one (``__builtins__``,
+    # ``vars(mod)`` kept somewhere): its globals follow that module's own rules.
+    seen: set[int] = {id(_BUILTINS_DICT)}
+    if nested:
+        seen.update(id(namespace) for _, namespace in _module_dicts())
+    for modname, namespace in _module_dicts():
+        in_direct, in_nested = modname in direct, modname in nested
+        if in_direct or in_nested:
+            clean = modname in clean_modules
+            _inspect(modname, namespace, rebinds, skip, clean, in_nested, seen, found, stale)
     return found

@@ -27,8 +27,8 @@ from spawnkit.errors import HookApplyError, HookError, HookRegistrationError
 from spawnkit.hooks import _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
-from spawnkit.hooks._ledger import ABSENT, Journal
-from spawnkit.hooks._propagate import Rebind, find_holders
+from spawnkit.hooks._ledger import ABSENT, Journal, item_of
+from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
 from spawnkit.hooks.types import (
     UNKNOWN_SOURCE,
     AppliedTarget,
@@ -61,7 +61,9 @@ class _Record:
     regs: tuple[Registration, ...]
     hooks: tuple[Any, ...]
     hook_modules: frozenset[str]
-    bindings: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+    # (module, container, key, label): a module's globals and the name, or a module-level
+    # dict/list and the key/index ("TABLE['tok']")
+    bindings: list[tuple[str, Any, Any, str]] = field(default_factory=list)
 
     @property
     def seqs(self) -> tuple[int, ...]:
@@ -82,6 +84,8 @@ class _State:
         self.applied: dict[str, _Record] = {}
         self.hook_objects: dict[int, Any] = {}  # seq -> imported "module:qualname" hook
         self.seq = 0
+        # references to originals the sweep found and could not rebind, by (module, label)
+        self.stale: dict[tuple[str, str], StaleHolder] = {}
 
 
 def _coerce_type(hook_type: object) -> HookType:
@@ -249,7 +253,11 @@ class HookRegistry:
         one ``HookApplyError`` listing every failing target with its sources;
         otherwise each failure is logged and the other targets are applied.
         ``clean_modules``: modules known to hold no original (see
-        ``_propagate.find_holders``); the stale-binding sweep skips them.
+        ``_propagate.find_holders``); the stale-binding sweep skips their globals
+        (their dicts and lists are still searched).  References the sweep finds
+        but cannot rebind (tuple items, default arguments) are kept for
+        :meth:`stale_holders` and logged as a warning, except inside a worker's
+        bootstrap, which reports them per its import guard policy.
         """
         with self._lock:
             return self._apply(strict, frozenset(clean_modules))
@@ -265,11 +273,12 @@ class HookRegistry:
         if not pending and not orphans:
             return []
         journal = Journal()
-        snapshot = dict(st.applied)
+        snapshot, stale_snapshot = dict(st.applied), dict(st.stale)
         failures: dict[str, tuple[list[str], str]] = {}
         first_error: BaseException | None = None
         messages: list[str] = []
         patched: list[str] = []
+        stale: list[StaleHolder] = []
 
         def fail(key: str, exc: BaseException) -> None:
             nonlocal first_error
@@ -347,12 +356,12 @@ class HookRegistry:
                         rebinds[id(prev.installed)] = Rebind(
                             prev.installed, rec.installed, rec.hook_modules, key
                         )
-            self._propagate(rebinds, frozenset(skip), journal, clean_modules)
+            stale.extend(self._propagate(rebinds, frozenset(skip), journal, clean_modules))
 
         if failures:
             if strict:
                 problems = journal.rollback()
-                st.applied = snapshot
+                st.applied, st.stale = snapshot, stale_snapshot
                 raise self._apply_error(failures, problems) from first_error
             for key, (sources, text) in failures.items():
                 logger.error(
@@ -362,6 +371,7 @@ class HookRegistry:
                     ", ".join(sources),
                     text,
                 )
+        self._note_stale(stale)
         for message in messages:
             logger.warning("%s", message)
         for name in patched:
@@ -477,24 +487,47 @@ class HookRegistry:
         skip: frozenset[tuple[str, str]],
         journal: Journal,
         clean_modules: frozenset[str] = frozenset(),
-    ) -> None:
+    ) -> list[StaleHolder]:
+        """Rebind what holds an original; return the references that cannot be rebound."""
         applied = self._state.applied
-        for modname, namespace, name, rebind in find_holders(rebinds, skip, clean_modules):
-            journal.rebind(modname, namespace, name, rebind.new)
+        stale: list[StaleHolder] = []
+        holders = find_holders(rebinds, skip, clean_modules, containers=True, stale=stale)
+        for modname, container, key, label, rebind in holders:
+            journal.rebind(modname, container, key, rebind.new)
             rec = applied.get(rebind.key)
             if rec is not None and rebind.new is rec.installed:
-                if not any(ns is namespace and n == name for _, ns, n in rec.bindings):
-                    rec.bindings.append((modname, namespace, name))
+                if not any(c is container and k == key for _, c, k, _ in rec.bindings):
+                    rec.bindings.append((modname, container, key, label))
                 logger.debug(
-                    "rebound stale binding %s.%s to the hooked %r", modname, name, rec.display
+                    "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
+        return stale
+
+    def _note_stale(self, stale: list[StaleHolder]) -> None:
+        """Keep what the sweep could not rebind; say so unless a bootstrap reports it by policy."""
+        if not stale:
+            return
+        st = self._state
+        fresh = [h for h in stale if (h.module, h.label) not in st.stale]
+        for holder in stale:
+            st.stale[(holder.module, holder.label)] = holder
+        if not fresh:
+            return
+        from spawnkit.spec import _phase
+
+        if _phase.too_early():
+            return  # a worker's bootstrap: its apply_hooks stage reports these per guard policy
+        logger.warning("%s", _stale_message(self._holder_dicts(fresh)))
 
     def _restore(self, rec: _Record, journal: Journal, rebinds: dict[int, Rebind]) -> None:
         """Put one target back as it was (journaled); late holders are left to ``rebinds``."""
         journal.put(rec.res.owner, rec.res.attr, rec.before)
-        for modname, namespace, name in rec.bindings:
-            if namespace.get(name, ABSENT) is rec.installed:
-                journal.rebind(modname, namespace, name, rec.original)
+        for modname, container, key, _label in rec.bindings:
+            if item_of(container, key) is rec.installed:
+                journal.rebind(modname, container, key, rec.original)
+        st = self._state
+        for where in [w for w, h in st.stale.items() if h.target == rec.key]:
+            del st.stale[where]
         if rec.propagates:
             rebinds[id(rec.installed)] = Rebind(rec.installed, rec.original, frozenset(), rec.key)
 
@@ -537,7 +570,7 @@ class HookRegistry:
                 except Exception as exc:
                     problems.append(f"{rec.display!r}: {type(exc).__name__}: {exc}")
             st.applied.clear()
-            for modname, namespace, name, rebind in find_holders(rebinds):
+            for modname, namespace, name, _label, rebind in find_holders(rebinds):
                 namespace[name] = rebind.new
                 logger.debug("restored late binding %s.%s", modname, name)
         if problems:
@@ -617,7 +650,7 @@ class HookRegistry:
                     qualname=rec.res.qualname,
                     kind=self._kind_name(rec),
                     hooks=rec.regs,
-                    propagated_to=tuple((m, n) for m, _, n in rec.bindings),
+                    propagated_to=tuple((m, label) for m, _, _, label in rec.bindings),
                 )
                 for rec in self._state.applied.values()
             ]
@@ -698,7 +731,30 @@ class HookRegistry:
             {id(original): Rebind(original, None, frozenset(excluded), key)},
             frozenset({(owner_name, attr)}),
         )
-        return [(modname, name) for modname, _, name, _ in holders]
+        return [(holder.module, holder.label) for holder in holders]
+
+    @hybridmethod
+    def stale_holders(self) -> list[dict[str, str]]:
+        """References to replaced originals that applying could not rebind, as plain dicts.
+
+        Tuple items and default arguments of module-level functions: the
+        hooks do not run through them.  Keys: ``module``, ``name``, ``kind``,
+        ``target``.  Cleared for a target when it is restored.
+        """
+        with self._lock:
+            return self._holder_dicts(list(self._state.stale.values()))
+
+    def _holder_dicts(self, holders: list[StaleHolder]) -> list[dict[str, str]]:
+        display = self._state.display
+        return [
+            {
+                "module": h.module,
+                "name": h.label,
+                "kind": h.kind,
+                "target": display.get(h.target, h.target),
+            }
+            for h in holders
+        ]
 
 
 def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:
@@ -713,6 +769,20 @@ def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:
         value = vars(module).get(parts[-1], ABSENT)
         return None if value is ABSENT else (value, module.__name__, parts[-1])
     return None
+
+
+def _stale_message(holders: list[dict[str, str]]) -> str:
+    """One paragraph naming every stale holder: the consequence, then the fix."""
+    listed = "; ".join(
+        f"{h['module']}.{h['name']} ({h['kind']}) holds the original {h['target']!r}"
+        for h in holders
+    )
+    return (
+        f"{len(holders)} reference(s) to hooked originals could not be rebound: {listed}. "
+        "Calls through them run the original, without the hooks. Fix: look the target up "
+        "when it is called (e.g. `ops.tokenize` at call time, or a 'module:name' string "
+        "resolved then) instead of storing the function in a tuple or a default argument."
+    )
 
 
 def _conflicts(regs: list[Registration], new: Registration) -> list[str]:

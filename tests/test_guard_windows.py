@@ -1,0 +1,385 @@
+"""Hook targets reached before hooks exist, in real spawned workers launched by real scripts.
+
+Three silent-wrong paths of issue 12, each run through ``spawn_with_plugins``
+from a launching script (spawn re-executes it in the worker) with real
+plugin distributions:
+
+* a lazy proxy used while a worker starts (the script's module scope, the
+  arguments being unpickled, a forkserver preload) is refused with a
+  ``LazyProxyError`` naming the user's line, whatever the guard policy;
+* a hook target stored in a module-level container by an engine module is
+  rebound (dict values, list items) or reported (tuple items, defaults);
+* a target imported by argument unpickling is blamed on the ``rank_extra``
+  key that carried it, with a fix that applies there.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _bootstrap_helpers import World, child_bootstrap, isolated_imports, make_world, run_child
+from spawnkit import errors
+from spawnkit.testing import write_distribution
+
+REPLACE_CLASS_PLUGIN = """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+
+    def register():
+        NS.hooks.register("{eng}.sched.Scheduler", "{mod}_fast:FastScheduler", HookType.REPLACE)
+    """
+
+FAST_SCHEDULER = """
+    from {eng}.sched import Scheduler
+
+    class FastScheduler(Scheduler):
+        def run(self):
+            return "fast"
+    """
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    with isolated_imports():
+        yield make_world(tmp_path)
+
+
+def _extra_dist(world: World, modules: dict[str, str]) -> str:
+    """Another engine package ``<eng>x`` next to the world's engine; returns its name."""
+    pkg = f"{world.eng}x"
+    root = world.root / "engine_x"
+    write_distribution(
+        root,
+        f"{pkg.replace('_', '-')}",
+        "0.1",
+        modules={k.format(x=pkg): world.fmt(v, x=pkg) for k, v in modules.items()},
+    )
+    sys.path.insert(0, str(root))
+    return pkg
+
+
+def _run_script(
+    world: World,
+    tmp_path: Path,
+    top_level: str = "",
+    *,
+    launch: str = "",
+    env: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], str, Path]:
+    """Write and run a launching script; returns its JSON outcome, its stderr and its path."""
+    paths = [p for p in sys.path if str(tmp_path) in p] + [str(Path(__file__).parent)]
+    script = tmp_path / "launch.py"
+    script.write_text(
+        f"import sys; sys.path[:0] = {paths!r}\n"
+        "import spawnkit\n"
+        + textwrap.dedent(top_level)
+        + textwrap.dedent(
+            f"""
+            import json
+
+
+            if __name__ == "__main__":
+                from spawnkit.bootstrap import spawn_with_plugins
+                from spawnkit.namespace import Namespace
+
+                out = {{}}
+                try:
+                    with spawn_with_plugins(
+                        "{world.eng}.worker:main",
+                        namespace=Namespace({world.ns.name!r}, {world.prefix!r}),
+                        ready_timeout=60,
+                        join_timeout=90,
+                        env={env or {}!r},
+                        {launch}
+                    ) as group:
+                        out["results"] = group.results(timeout=90)
+                except Exception as exc:
+                    out["error"] = type(exc).__name__
+                    out["exc_type"] = getattr(exc, "exc_type", "")
+                    out["message"] = str(exc)
+                    child = getattr(exc, "child_exception", None)
+                    out["child"] = str(child) if child is not None else ""
+                print(json.dumps(out, default=str))
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=180, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr, script
+
+
+def _line_of(script: Path, text: str) -> int:
+    lines = script.read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if text in line)
+
+
+def _summary(message: str) -> str:
+    """The parent's error without the child traceback it quotes."""
+    return message.split("Child traceback", 1)[0]
+
+
+# ------------------------------------------------- item 2: lazy proxy windows
+@pytest.mark.parametrize("policy", ["error", "off"])
+def test_lazy_proxy_at_script_module_scope_is_refused_naming_the_script_line(
+    world: World, tmp_path: Path, policy: str
+) -> None:
+    world.add_plugin("fast", REPLACE_CLASS_PLUGIN, extra_modules={"{mod}_fast": FAST_SCHEDULER})
+    out, _, script = _run_script(
+        world,
+        tmp_path,
+        f'Sched = spawnkit.lazy("{world.eng}.sched:Scheduler")\nNAME = Sched.__name__\n',
+        env={world.ns.config.guard_var: policy},
+    )
+    # Before: guard on, an ImportGuardError blaming spawnkit/bootstrap/lazy.py; guard off,
+    # the run succeeded with the proxy bound to the unpatched class.
+    assert out.get("error") == "ChildRaisedError", out
+    assert out["exc_type"].endswith("LazyProxyError")
+    summary = _summary(out["message"])
+    line = _line_of(script, "NAME = Sched.__name__")
+    assert f"{script}:{line}" in summary
+    assert "module scope of the launching script" in summary
+    assert "lazy.py" not in summary
+
+
+def test_lazy_proxy_touched_while_unpickling_arguments_is_refused(
+    world: World, tmp_path: Path
+) -> None:
+    world.add_plugin("fast", REPLACE_CLASS_PLUGIN, extra_modules={"{mod}_fast": FAST_SCHEDULER})
+    pkg = _extra_dist(
+        world,
+        {
+            "{x}.probe": """
+                import spawnkit
+
+                class Probe:
+                    def __setstate__(self, state):
+                        self.name = spawnkit.lazy("{eng}.sched:Scheduler").__name__
+                """
+        },
+    )
+    out, _, _ = _run_script(
+        world,
+        tmp_path,
+        f"def rank_extra(rank):\n    from {pkg}.probe import Probe\n"
+        "    p = Probe()\n    p.x = 1\n    return {'probe': p}\n",
+        launch="rank_extra=rank_extra,",
+    )
+    assert out.get("error") == "ChildRaisedError", out
+    assert out["exc_type"].endswith("LazyProxyError")
+    summary = _summary(out["message"])
+    probe_file = world.root / "engine_x" / pkg / "probe.py"
+    assert f"{probe_file}:6 (in __setstate__)" in summary
+    assert "unpickled its Process arguments" in summary
+
+
+def test_lazy_proxy_used_by_a_preloaded_module_is_refused(world: World, tmp_path: Path) -> None:
+    world.add_plugin("fast", REPLACE_CLASS_PLUGIN, extra_modules={"{mod}_fast": FAST_SCHEDULER})
+    pkg = _extra_dist(
+        world,
+        {
+            "{x}.warm": """
+                import spawnkit
+                NAME = spawnkit.lazy("{eng}.sched:Scheduler").__name__
+                """
+        },
+    )
+    out, _, _ = _run_script(
+        world, tmp_path, launch=f"start_method='forkserver', preload=({pkg + '.warm'!r},),"
+    )
+    assert out.get("error") == "PreloadError", out
+    warm_file = world.root / "engine_x" / pkg / "warm.py"
+    assert "LazyProxyError" in out["message"]
+    assert f"{warm_file}:3" in out["message"]
+    assert "preload" in out["message"]
+
+
+# ------------------------------------ item 11: what argument carried the target
+@pytest.mark.parametrize("policy", ["error", "warn"])
+def test_target_carried_by_a_rank_extra_value_names_the_key_and_a_fix_that_applies(
+    world: World, tmp_path: Path, policy: str
+) -> None:
+    world.add_plugin("p1")
+    out, stderr, _ = _run_script(
+        world,
+        tmp_path,
+        f"def rank_extra(rank):\n    from {world.eng}.sched import Scheduler\n"
+        "    return {'sched_cls': Scheduler}\n",
+        launch="rank_extra=rank_extra,",
+        env={world.ns.config.guard_var: policy},
+    )
+    if policy == "error":
+        assert out.get("error") == "ChildRaisedError", out
+        assert out["exc_type"].endswith("ImportGuardError")
+        text = out["child"]
+        assert "set " + world.ns.config.guard_var + "=warn" in text
+    else:
+        (result,) = out["results"]
+        assert result["result"] == "patched:orig"  # the entry imports after hooks: patched
+        (violation,) = result["report"]["guard"]["violations"]
+        assert violation["carriers"] == ["sched_cls"]
+        text = stderr[stderr.index("ImportGuardWarning") :]
+        assert text.count("import guard (") == 1  # once, not also as a log line
+        assert "The worker continues" in text and "WITHOUT these hooks" in text
+        assert "To only warn" not in text and "=warn" not in text
+    assert "spec.extra['sched_cls']" in text and "rank_extra" in text
+    assert "spawnkit.Payload" in text and "'module:Name' string" in text
+    # the fixes for a script's module scope do not apply to an argument
+    assert "__main__" not in text and "spawnkit.lazy" not in text
+
+
+# ------------------------------ item 3: originals stored in module containers
+ENGINE_X = {
+    "{x}.ops": """
+        from {x}.registry import register
+
+        @register("tok")
+        def tokenize(text):
+            return "orig:" + text
+        """,
+    "{x}.registry": """
+        OPS = {{}}
+
+        def register(name):
+            def deco(fn):
+                OPS[name] = fn
+                return fn
+            return deco
+
+        class Marker:
+            pass
+        """,
+    "{x}.tables": """
+        from {x} import ops
+
+        TABLE = {{"tok": ops.tokenize}}
+        HANDLERS = [str, ops.tokenize]
+        """,
+    "{x}.frozen": """
+        from {x} import ops
+
+        PAIRS = (ops.tokenize,)
+
+        def run(text, fn=ops.tokenize):
+            return fn(text)
+        """,
+    "{x}.worker": """
+        def main():
+            from spawnkit.bootstrap import current_report
+            from {x} import ops, registry, tables
+            calls = {{
+                "direct": ops.tokenize("a"),
+                "table": tables.TABLE["tok"]("a"),
+                "list": tables.HANDLERS[1]("a"),
+                "registry": registry.OPS["tok"]("a"),
+            }}
+            return {{"calls": calls, "guard": current_report().to_dict()["guard"]}}
+        """,
+}
+
+LOADER_PLUGIN = """
+    def register():
+        import {x}.{tables}  # an engine module imported by plugin code while it loads
+    """
+
+HOOK_PLUGIN = """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+
+    def replacement(text):
+        return "patched:" + text
+
+    def around(original, text):
+        return "around:" + original(text)
+
+    def register():
+        NS.hooks.register("{x}.ops.tokenize", "{mod}:{hook}", HookType.{kind})
+    """
+
+
+def _container_world(world: World, tables: str, kind: str) -> str:
+    pkg = _extra_dist(world, ENGINE_X)
+    world.add_plugin("aload", world.fmt(LOADER_PLUGIN, x=pkg, tables=tables))
+    hook = "replacement" if kind == "REPLACE" else "around"
+    world.add_plugin("hook", world.fmt(HOOK_PLUGIN, x=pkg, hook=hook, kind=kind, mod="{mod}"))
+    return pkg
+
+
+@pytest.mark.parametrize("kind", ["REPLACE", "AROUND"])
+def test_originals_in_module_dicts_and_lists_are_rebound(world: World, kind: str) -> None:
+    pkg = _container_world(world, "tables", kind)
+    import importlib
+
+    marker = importlib.import_module(f"{pkg}.registry").Marker()
+    # the registry module arrives with the spec's arguments: imported before plugins load
+    status, value, _, tb = run_child(
+        child_bootstrap, world.spec(entry=f"{pkg}.worker:main", extra={"m": marker})
+    )
+    assert status == "ok", tb
+    expected = "patched:a" if kind == "REPLACE" else "around:orig:a"
+    # Before: only "direct" was hooked; the three containers kept the original, 0 violations.
+    assert value["calls"] == dict.fromkeys(("direct", "table", "list", "registry"), expected)
+    assert value["guard"]["violations"] == [] and value["guard"]["stale_holders"] == []
+
+
+def test_originals_in_tuples_and_defaults_fail_the_worker_under_policy_error(
+    world: World,
+) -> None:
+    pkg = _container_world(world, "frozen", "REPLACE")
+    status, err, _, tb = run_child(child_bootstrap, world.spec(entry=f"{pkg}.worker:main"))
+    assert status == "error", tb
+    assert isinstance(err, errors.ImportGuardError), tb
+    assert err.stage == "apply_hooks"
+    text = str(err)
+    assert f"{pkg}.frozen.PAIRS[0] (tuple item)" in text
+    assert f"{pkg}.frozen.run() default of 'fn' (default argument)" in text
+    assert f"'{pkg}.ops.tokenize'" in text and "=warn" in text
+    assert {(f["module"], f["name"]) for f in err.findings} == {
+        (f"{pkg}.frozen", "PAIRS[0]"),
+        (f"{pkg}.frozen", "run() default of 'fn'"),
+    }
+
+
+def test_originals_in_tuples_and_defaults_are_reported_under_policy_warn(world: World) -> None:
+    pkg = _container_world(world, "frozen", "REPLACE")
+    status, value, _, tb = run_child(
+        child_bootstrap, world.spec(entry=f"{pkg}.worker:main", guard_policy="warn")
+    )
+    assert status == "ok", tb
+    assert value["calls"]["direct"] == "patched:a"
+    holders = value["guard"]["stale_holders"]
+    assert sorted(h["name"] for h in holders) == ["PAIRS[0]", "run() default of 'fn'"]
+    assert all(h["target"] == f"{pkg}.ops.tokenize" for h in holders)
+
+
+def test_lazy_proxy_used_by_plugin_code_while_it_loads_names_the_plugin_line(
+    world: World,
+) -> None:
+    world.add_plugin(
+        "early",
+        """
+        import spawnkit
+        NAME = spawnkit.lazy("{eng}.sched:Scheduler").__name__
+
+        def register():
+            pass
+        """,
+    )
+    status, err, _, tb = run_child(child_bootstrap, world.spec())
+    assert status == "error", tb
+    assert isinstance(err, errors.PluginError), tb
+    plugin_file = world.root / "d_early" / f"{world.plugins['early']}.py"
+    text = str(err)
+    assert "LazyProxyError" in text and f"{plugin_file}:3 (in <module>)" in text, text
+    assert "by the code of early while it loaded" in text, text
