@@ -1,4 +1,4 @@
-"""An engine, a plugin distribution hooking it and a payload, for the ``spawnkit launch`` tests.
+"""An engine (registering its namespace), a plugin distribution hooking it and a payload, for the ``spawnkit launch`` tests.
 
 The app is in namespace ``skl``; its entry functions write each rank's view
 to ``payload["out"]`` so the tests check what really ran.
@@ -64,11 +64,17 @@ def register():
 def write_app(root: Path) -> Path:
     """An engine module and a plugin distribution hooking it, in the ``skl`` namespace."""
     site = root / "site"
+    # The engine registers its namespace, as `spawnkit launch --namespace skl` requires.
     write_distribution(
         site,
         "skl-app",
         "1.0",
-        modules={"skl_app.entry": ENTRY_SRC, "skl_app.target": "def greet(n):\n    return n\n"},
+        entry_points={"spawnkit.namespaces": {"skl": "skl_app.namespace:NS"}},
+        modules={
+            "skl_app.namespace": "from spawnkit import Namespace\nNS = Namespace('skl')\n",
+            "skl_app.entry": ENTRY_SRC,
+            "skl_app.target": "def greet(n):\n    return n\n",
+        },
     )
     write_distribution(
         site,

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata
 from spawnkit.bootstrap._launch_checks import check_count, check_entry_module, namespace_value
-from spawnkit.errors import EntryResolutionError
+from spawnkit.errors import ConfigError, EntryResolutionError
 from spawnkit.spec import Payload, ProcessSpec
 
 if TYPE_CHECKING:
@@ -124,9 +124,10 @@ def _entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | No
     if isinstance(entry, str):
         module, sep, qualname = entry.partition(":")
         if not sep or not module or not qualname:
-            raise ValueError(
+            raise ConfigError(
                 f"entry must be 'module:function' (for example 'myengine.worker:run'), "
-                f"got {entry!r}"
+                f"got {entry!r}",
+                setting="entry",
             )
         return entry, None
     if not callable(entry):
