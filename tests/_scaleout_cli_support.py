@@ -1,4 +1,4 @@
-"""An engine (registering its namespace), a plugin distribution hooking it and a payload, for the ``spawnkit launch`` tests.
+"""An engine registering namespace ``skl``, a plugin hooking it and a payload, for launch tests.
 
 The app is in namespace ``skl``; its entry functions write each rank's view
 to ``payload["out"]`` so the tests check what really ran.
