@@ -41,6 +41,34 @@ def exit_status(exc: BaseException) -> int:
     return EXIT_FAILURE
 
 
+def report_failure(
+    exc: BaseException,
+    out: Output,
+    err: TextIO,
+    *,
+    as_json: str | None,
+    debug: bool,
+    **fields: Any,
+) -> int:
+    """One failed run, for every launcher: a JSON record if asked, the root cause on stderr."""
+    if as_json:
+        emit_json(
+            out,
+            as_json,
+            {
+                "ok": False,
+                **fields,
+                "error": type(exc).__name__,
+                "message": str(exc),
+                "rank": getattr(exc, "rank", None),
+                "stage": getattr(exc, "stage", None),
+                "exit_status": exit_status(exc),
+            },
+        )
+    render_failure(exc, out, err, debug=debug)
+    return exit_status(exc)
+
+
 def render_failure(exc: BaseException, out: Output, err: TextIO, *, debug: bool) -> None:
     """The root cause first (the launcher's message starts with it), then the child's traceback."""
     text = str(exc)
@@ -129,21 +157,7 @@ def run_group(
         return report_interrupt(display, "launch", err, group)
     except SpawnkitError as exc:
         _name_the_timeout_option(exc)
-        if as_json:
-            emit_json(
-                out,
-                as_json,
-                {
-                    "ok": False,
-                    "error": type(exc).__name__,
-                    "message": str(exc),
-                    "rank": getattr(exc, "rank", None),
-                    "stage": getattr(exc, "stage", None),
-                    "exit_status": exit_status(exc),
-                },
-            )
-        render_failure(exc, out, err, debug=debug)
-        return exit_status(exc)
+        return report_failure(exc, out, err, as_json=as_json, debug=debug)
     wall = time.monotonic() - started
     if as_json:
         emit_json(

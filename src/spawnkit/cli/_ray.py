@@ -104,7 +104,7 @@ def run_ray(
     """Start the group on Ray, wait for it, print timings and results; the exit status."""
     import ray
 
-    from spawnkit.cli._group import exit_status, render_failure, render_stage_table
+    from spawnkit.cli._group import render_stage_table, report_failure
     from spawnkit.errors import SpawnkitError
     from spawnkit.ray import spawn_on_ray
 
@@ -125,22 +125,7 @@ def run_ray(
             results = group.results(timeout=timeout)
             nodes = group.nodes
     except SpawnkitError as exc:
-        if as_json:
-            emit_json(
-                out,
-                as_json,
-                {
-                    "ok": False,
-                    "launcher": "ray",
-                    "error": type(exc).__name__,
-                    "message": str(exc),
-                    "rank": getattr(exc, "rank", None),
-                    "stage": getattr(exc, "stage", None),
-                    "exit_status": exit_status(exc),
-                },
-            )
-        render_failure(exc, out, err, debug=debug)
-        return exit_status(exc)
+        return report_failure(exc, out, err, as_json=as_json, debug=debug, launcher="ray")
     finally:
         ray.shutdown()
     wall = time.monotonic() - started
