@@ -49,6 +49,8 @@ _ERROR_NAMES = (
     "ChildRaisedError",
     "CustomOpError",
     "EntryResolutionError",
+    "ForkSafetyError",
+    "ForkServerError",
     "HookApplyError",
     "HookError",
     "HookRegistrationError",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -64,6 +65,7 @@ class EntryPointInfo(NamedTuple):
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[EntryPointInfo, ...]] | None = None
+_cache_fingerprint: tuple[tuple[str, int], ...] | None = None
 _seeded: dict[str, tuple[EntryPointInfo, ...]] = {}
 
 
@@ -124,12 +126,14 @@ def entry_points(group: str) -> tuple[EntryPointInfo, ...]:
     seeded = _seeded.get(group)
     if seeded is not None:
         return seeded
-    cache = _cache
-    if cache is None:
-        with _lock:
-            if _cache is None:
-                _cache = _scan()
-            cache = _cache
+    global _cache_fingerprint
+    fingerprint = path_fingerprint()
+    with _lock:
+        if _cache is None or _cache_fingerprint != fingerprint:
+            # First use, or something was installed or uninstalled since the last scan.
+            _cache = _scan()
+            _cache_fingerprint = fingerprint
+        cache = _cache
     return cache.get(group, ())
 
 
@@ -142,8 +146,29 @@ def clear_cache() -> None:
     importlib.invalidate_caches()
 
 
+def path_fingerprint() -> tuple[tuple[str, int], ...]:
+    """The modification time of every ``sys.path`` directory.
+
+    Installing or uninstalling a distribution adds or removes an entry in a
+    site directory, which changes that directory's mtime: a cheap (one
+    ``stat`` per entry) way to tell that a scan or a warm-start server is stale.
+    """
+    out: list[tuple[str, int]] = []
+    for entry in sys.path:
+        try:
+            out.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            continue
+    return tuple(out)
+
+
 def snapshot(groups: Iterable[str]) -> tuple[EntryPointRow, ...]:
-    """The entry points of ``groups`` as plain tuples, for a spec (see module docstring)."""
+    """The entry points of ``groups`` as plain tuples, for a spec (see module docstring).
+
+    A scan older than the last install or uninstall on ``sys.path`` is redone
+    (see :func:`entry_points`), so a launch never freezes stale rows into its
+    workers' specs.
+    """
     rows: list[EntryPointRow] = []
     for group in dict.fromkeys(groups):
         rows.extend((e.name, e.value, e.group, e.dist, e.version) for e in entry_points(group))

@@ -516,8 +516,10 @@ class WorkerGroup:
             return ""
         return (
             f"Launcher: the warm-start server imported {', '.join(hits)} through "
-            f"preload={list(preload)}; a hook target must not be preloaded. Remove it (or the "
-            "module that imports it) from preload=.\n"
+            f"preload={list(preload)} before any hook was applied: with "
+            "SPAWNKIT_WARM_BOOTSTRAP=worker each worker applies hooks itself, after the "
+            "server's preloads. Unset it (the server then applies hooks before preloading), or "
+            "remove the target (or the module that imports it) from preload=.\n"
         )
 
     def _early_error(self, r: _Rank, effect: str) -> ChildRaisedError:
@@ -937,7 +939,6 @@ def spawn_with_plugins(
         captured = Payload.capture(payload)
     child_env = {str(k): str(v) for k, v in (env or {}).items()}
     platform, plugins, entry_points = _parent_selection(ns, child_env)
-    lctx = get_launch_context(context, start_method, preload, ns.config)
     run_id = uuid.uuid4().hex[:16]
     child_env[RUN_ID_VAR] = run_id
     extra: dict[str, Any] = {
@@ -961,6 +962,10 @@ def spawn_with_plugins(
         run_id=run_id,
         extra=extra,
     )
+    # A warm server bootstraps once with what every rank shares: no payload, no run id.
+    shared_env = {k: v for k, v in child_env.items() if k != RUN_ID_VAR}
+    boot = template.replace(env=shared_env, payload=None, extra={})
+    lctx = get_launch_context(context, start_method, preload, ns.config, boot, ready_timeout)
     group = WorkerGroup(
         run_id=run_id,
         context=lctx,

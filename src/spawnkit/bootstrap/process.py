@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import logging
 import os
 import socket
+import sys
 import time
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -52,12 +51,16 @@ if TYPE_CHECKING:
 
 __all__ = ["Bootstrapper", "bootstrap_process", "current_report", "current_spec"]
 
-_log = logging.getLogger("spawnkit.bootstrap")
-
 _UNSET: Any = object()
 _current_spec: ProcessSpec | None = None
 _current_report: BootstrapReport | None = None
 _PARENT_DEATH_MODULE = "spawnkit.bootstrap._parent_death"
+_INHERITABLE = (Stage.PLATFORM, Stage.PLUGINS, Stage.HOOKS)
+
+# Set in a warm-start server by ``Bootstrapper.prebootstrap()``; a worker forked from it
+# inherits these and skips the stages they record (see ``Bootstrapper._inherit``).
+_server_boot: dict[str, Any] | None = None
+_server_guard: GuardResult | None = None
 
 
 def current_spec() -> ProcessSpec | None:
@@ -117,6 +120,10 @@ class Bootstrapper:
         self._next = 0
         self._running: Stage | None = None
         self._failed: Stage | None = None
+        self.stage_detail: dict[str, dict[str, float]] = {}
+        self._serving = False
+        # A pre-bootstrapped server's record, when this worker was forked from one.
+        self.inherited: dict[str, Any] | None = _server_boot
 
     # ------------------------------------------------------------ ordering
     @property
@@ -163,6 +170,17 @@ class Bootstrapper:
         )
 
     def _stage(self, stage: Stage, action: Callable[[], Any]) -> Any:
+        if (
+            self.inherited is not None
+            and stage in _INHERITABLE
+            and self.next_stage is stage
+            and self._failed is None
+        ):
+            # Done once in the server this worker was forked from: nothing to run here.
+            self._next += 1
+            if stage is Stage.HOOKS:
+                _phase.mark_hooks_applied()
+            return None
         self._check_order(stage)
         self._running = stage
         if self.listener is not None:
@@ -192,8 +210,11 @@ class Bootstrapper:
 
     def _stage_error(self, stage: Stage, exc: Exception) -> BootstrapError:
         """Our own bootstrap errors get their fields filled in; anything else is wrapped."""
+        import traceback  # only on this failure path: a worker that succeeds never needs it
+
         tb = "".join(traceback.format_exception(exc))
-        where = f"rank {self.rank}, pid {self.pid} on {self.host}"
+        who = "the warm-start server" if self._serving else f"rank {self.rank}"
+        where = f"{who}, pid {self.pid} on {self.host}"
         if isinstance(exc, BootstrapError):
             exc.stage = stage.value
             exc.rank, exc.pid, exc.host = self.rank, self.pid, self.host
@@ -224,13 +245,64 @@ class Bootstrapper:
         self._stage(Stage.ARM_PARENT_DEATH, self._arm_parent_death)
 
     def _arm_parent_death(self) -> None:
-        if self.spec.env:
-            os.environ.update(self.spec.env)
-        _phase.enter_worker()
-        _set_current(self.spec, None)
+        self._enter()
+        if self.inherited is not None:
+            self._check_inherited()
         if importlib.util.find_spec(_PARENT_DEATH_MODULE) is not None:
             module = importlib.import_module(_PARENT_DEATH_MODULE)
             module.arm(self.spec)
+
+    def _enter(self, *, server: bool = False) -> None:
+        if self.spec.env:
+            os.environ.update(self.spec.env)
+        _phase.enter_worker()
+        # A server bootstraps for every rank at once: it has no rank (``current_spec()`` is
+        # None there), so a plugin callback cannot mistake one rank's state for everyone's.
+        _set_current(None if server else self.spec, None)
+
+    def _check_inherited(self) -> None:
+        """A worker forked from a server must want exactly what the server bootstrapped."""
+        boot = self.inherited or {}
+        mine = _boot_identity(self.spec)
+        if boot.get("identity") != mine:
+            raise BootstrapOrderError(
+                f"this worker was forked from warm-start server pid {boot.get('server_pid')}, "
+                "which was bootstrapped for another platform, plugin set, entry points or "
+                "environment than this worker's spec asks for. Launch it through "
+                "spawn_with_plugins(start_method='forkserver'), which picks the server by key."
+            )
+        self.guard_result = _server_guard
+
+    def prebootstrap(self) -> None:
+        """Run the stages that every rank shares, once, in a warm-start fork server.
+
+        Parent-death handling is the forked worker's own (the server's parent
+        is watched through the server's alive pipe), so it is skipped here.
+        Workers forked afterwards inherit the platform, the loaded plugins and
+        the patched targets, and their reports name this process as the source.
+        """
+        global _server_boot, _server_guard
+        if self._next != 0 or self.inherited is not None:
+            raise self._order_error(
+                Stage.PLATFORM, "prebootstrap() runs once, in a fresh warm-start server"
+            )
+        started = time.time()
+        self._serving = True
+        self.pid = os.getpid()
+        self._enter(server=True)
+        self._next = STAGE_ORDER.index(Stage.PLATFORM)
+        self.initialize_platform()
+        self.load_plugins()
+        self.apply_hooks()
+        _set_current(None, None)
+        _server_guard = self.guard_result
+        _server_boot = {
+            "server_pid": os.getpid(),
+            "server_started": started,
+            "stages": {s.value: self.stage_seconds[s.value] for s in _INHERITABLE},
+            "stage_detail": dict(self.stage_detail),
+            "identity": _boot_identity(self.spec),
+        }
 
     def initialize_platform(self) -> None:
         """Pin the parent's platform choice (if any) and initialise it."""
@@ -277,8 +349,23 @@ class Bootstrapper:
             # No target module was imported before plugin loading began, so no module
             # imported by then can hold an original: the stale-binding sweep skips them.
             clean = manager.report.modules_before
+        # Import the target modules first, apart, so the report can tell a heavy framework
+        # imported by a target from the patching itself.  A module that fails here is left to
+        # ``apply`` below, which imports it again and reports it with its target and plugin.
+        started = time.perf_counter()
+        for module in self.namespace.hooks.target_modules():
+            if module not in sys.modules:
+                try:
+                    importlib.import_module(module)
+                except Exception:
+                    pass
+        imported = time.perf_counter()
         manager.apply(strict=True, clean_modules=clean)
         _phase.mark_hooks_applied()
+        self.stage_detail[Stage.HOOKS.value] = {
+            "import_targets": imported - started,
+            "patch": time.perf_counter() - imported,
+        }
 
     def materialize_payload(self) -> None:
         """Unpickle the payload (and a by-value entry): their imports now see patched code."""
@@ -374,7 +461,12 @@ class Bootstrapper:
             hooks=self._hooks_info(),
             stage_seconds=dict(self.stage_seconds),
             guard=self.guard_result.to_dict() if self.guard_result else {},
+            stage_detail={**(self.inherited or {}).get("stage_detail", {}), **self.stage_detail},
         )
+        if self.inherited is not None:
+            report.inherited = {
+                k: v for k, v in self.inherited.items() if k not in ("identity", "stage_detail")
+            }
         return report
 
     def _platform_info(self) -> dict[str, Any]:
@@ -412,6 +504,23 @@ class Bootstrapper:
                 for reg in applied.hooks
             ]
         return hooks
+
+
+def _boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:
+    """What a pre-bootstrapped server fixed for every worker forked from it."""
+    return (
+        spec.namespace,
+        spec.platform,
+        spec.plugins,
+        spec.lenient_plugins,
+        spec.entry_points,
+        spec.guard_policy,
+        tuple(sorted((k, v) for k, v in spec.env.items() if k not in _PER_LAUNCH_ENV)),
+    )
+
+
+#: Environment entries of a spec that differ per launch and decide nothing in the bootstrap.
+_PER_LAUNCH_ENV = frozenset({"SPAWNKIT_RUN_ID"})
 
 
 def _resolve_reference(reference: str) -> Callable[..., Any]:

@@ -30,7 +30,7 @@ import time
 import traceback
 import types
 import warnings
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +53,11 @@ __all__ = [
 ]
 
 _log = logging.getLogger("spawnkit.hooks")
+
+#: Called with ``(plugin name, distribution)`` right after each plugin loaded.  The warm-start
+#: server sets it to check, per plugin, that the plugin left the process safe to fork; what it
+#: raises fails plugin loading, with the plugin named.
+after_each_plugin: Callable[[str, str], None] | None = None
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
@@ -450,6 +455,8 @@ class PluginManager:
         report.loaded.append(loaded)
         if _log.isEnabledFor(logging.DEBUG):
             _log.debug("loaded %s in %.2f ms", info.describe(), seconds * 1e3)
+        if after_each_plugin is not None:
+            after_each_plugin(info.name, info.dist)
 
     # -------------------------------------------------------------- applying
     def apply(self, *, strict: bool = True, clean_modules: Collection[str] = ()) -> list[str]:
