@@ -19,7 +19,6 @@ import pickle
 import signal
 import socket
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +59,8 @@ def spawn_main_reporting(package: str, early_fd: int, **kwds: Any) -> None:
     try:
         importlib.import_module(f"{package}.spawn").spawn_main(**kwds)
     except Exception:
+        import traceback  # only on this failure path
+
         text = traceback.format_exc()
         try:
             os.write(early_fd, text.encode("utf-8", "replace")[-60000:])
@@ -168,6 +169,8 @@ def child_main(spec: ProcessSpec) -> None:
     except SystemExit as exc:
         code = _exit_code(exc)
         if code != 0 or not reporter.ready_sent:
+            import traceback  # only on this failure path
+
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             reporter.send(proto.Exited(_failing_stage(exc, reporter), code, text))
         reporter.close()

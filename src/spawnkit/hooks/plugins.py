@@ -23,11 +23,9 @@ the selected one are skipped without being imported.
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import sys
 import time
-import traceback
 import types
 import warnings
 from collections.abc import Callable, Collection
@@ -35,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata
+from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import PluginError, SpawnkitError
 
@@ -52,7 +51,7 @@ __all__ = [
     "load_plugins",
 ]
 
-_log = logging.getLogger("spawnkit.hooks")
+_log = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
 
 #: Called with ``(plugin name, distribution)`` right after each plugin loaded.  The warm-start
 #: server sets it to check, per plugin, that the plugin left the process safe to fork; what it
@@ -303,7 +302,7 @@ class PluginManager:
         selected = [i for i in infos if i.status == "selected"]
         report.skipped = [i for i in infos if i.status != "selected"]
         for info in report.skipped:
-            if _log.isEnabledFor(logging.DEBUG):
+            if _log.isEnabledFor(DEBUG):
                 _log.debug("skipping %s: %s", info.describe(), info.reason)
         self._check_duplicates(selected, report.lenient)
         platform_dist = _norm(self._selected_dist_quiet()) if selected else ""
@@ -427,6 +426,8 @@ class PluginManager:
                     version=info.version,
                     group=info.group,
                 ) from exc
+            import traceback  # only on this failure path
+
             _log.warning(
                 "lenient plugin loading: %s; continuing without it.", message, exc_info=True
             )
@@ -453,7 +454,7 @@ class PluginManager:
             len(registry.registrations()) - before_regs,
         )
         report.loaded.append(loaded)
-        if _log.isEnabledFor(logging.DEBUG):
+        if _log.isEnabledFor(DEBUG):
             _log.debug("loaded %s in %.2f ms", info.describe(), seconds * 1e3)
         if after_each_plugin is not None:
             after_each_plugin(info.name, info.dist)
