@@ -38,6 +38,7 @@ import argparse
 import json
 import multiprocessing as mp
 import multiprocessing.forkserver
+import os
 import statistics
 import sys
 import tempfile
@@ -229,6 +230,11 @@ def run(quick: bool = False) -> dict[str, Any]:
     root = Path(tmp.name)
     _write_site(root)
     sys.path.insert(0, str(root))
+    # The stdlib forkserver of Python < 3.12 ignores the parent's sys.path: without this its
+    # preload of the site's modules would fail silently (workers would import them each).
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(root), str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p
+    )
     Namespace(NS_NAME, env_prefix="BENCH_SPAWN_NS")
     results: dict[str, Any] = {"sizes": list(sizes), "repeats": repeats, "rows": []}
     try:

@@ -39,5 +39,13 @@ class LazyLogger:
             return level >= _WARNING
         return bool(self._get().isEnabledFor(level))
 
+    def debug(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        if self.isEnabledFor(DEBUG):
+            self._get().debug(msg, *args, **kwargs)
+
+    def info(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        if self.isEnabledFor(INFO):
+            self._get().info(msg, *args, **kwargs)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._get(), name)
