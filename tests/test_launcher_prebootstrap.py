@@ -21,7 +21,7 @@ import pytest
 
 from _launcher_support import Site, gone, make_site
 from spawnkit import _metadata
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit.bootstrap import _forkserver, spawn_with_plugins
 from spawnkit.errors import ForkSafetyError, ForkServerError
 from spawnkit.testing import write_distribution
 
@@ -229,9 +229,21 @@ def test_a_launch_racing_a_stuck_server_gets_a_typed_error_not_a_hang(site: Site
             group.results(timeout=10)
         assert time.monotonic() - started < 10
         assert f"pid {server}" in str(info.value) and "did not fork a worker" in str(info.value)
+        assert gone(server)  # the stuck server was killed, so the next launch replaces it
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(server, signal.SIGCONT)
+
+
+def test_a_launch_racing_the_servers_death_gets_a_typed_error(site: Site) -> None:
+    """Alive when picked, dead by the time the launch connects: refused, not a hang."""
+    pid = _launch(site, f"{_probe(site)}:plain")[0]
+    (server,) = [s for s in _forkserver._servers.values() if s.pid == pid]
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(ForkServerError) as info:
+        server.connect_to_new_process([])
+    assert f"pid {pid}" in str(info.value) and "killed by SIGKILL" in str(info.value)
+    assert "The next launch starts a new server" in str(info.value)
 
 
 def test_launching_script_binding_a_target_at_module_scope_gets_the_patched_one(

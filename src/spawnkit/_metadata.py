@@ -65,7 +65,7 @@ class EntryPointInfo(NamedTuple):
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[EntryPointInfo, ...]] | None = None
-_cache_fingerprint: tuple[tuple[str, int], ...] | None = None
+_cache_fingerprint: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] | None = None
 _seeded: dict[str, tuple[EntryPointInfo, ...]] = {}
 
 
@@ -146,20 +146,47 @@ def clear_cache() -> None:
     importlib.invalidate_caches()
 
 
-def path_fingerprint() -> tuple[tuple[str, int], ...]:
-    """The modification time of every ``sys.path`` directory.
+_META_SUFFIXES = (".dist-info", ".egg-info", ".egg-link", ".pth")
+_dir_state: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {}
 
-    Installing or uninstalling a distribution adds or removes an entry in a
-    site directory, which changes that directory's mtime: a cheap (one
-    ``stat`` per entry) way to tell that a scan or a warm-start server is stale.
+
+def path_fingerprint() -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """What is installed on ``sys.path``: each directory's metadata entries and their mtimes.
+
+    Installing, upgrading or uninstalling a distribution adds, renames or
+    rewrites a ``*.dist-info`` (or ``.egg-info``, ``.egg-link``, ``.pth``)
+    entry.  A directory is listed again only when its own mtime moved, so the
+    common case is one ``stat`` per entry; other files appearing in a
+    directory (logs, ``__pycache__``) change nothing here.
     """
-    out: list[tuple[str, int]] = []
+    out: list[tuple[str, tuple[tuple[str, int], ...]]] = []
     for entry in sys.path:
+        path = entry or "."
         try:
-            out.append((entry, os.stat(entry or ".").st_mtime_ns))
+            mtime = os.stat(path).st_mtime_ns
         except OSError:
             continue
+        state = _dir_state.get(path)
+        if state is None or state[0] != mtime:
+            state = (mtime, _meta_entries(path))
+            _dir_state[path] = state
+        out.append((entry, state[1]))
     return tuple(out)
+
+
+def _meta_entries(path: str) -> tuple[tuple[str, int], ...]:
+    try:
+        names = os.listdir(path)
+    except OSError:  # a zip file or an unreadable directory
+        return ()
+    found: list[tuple[str, int]] = []
+    for name in names:
+        if name.endswith(_META_SUFFIXES):
+            try:
+                found.append((name, os.stat(os.path.join(path, name)).st_mtime_ns))
+            except OSError:
+                continue
+    return tuple(sorted(found))
 
 
 def snapshot(groups: Iterable[str]) -> tuple[EntryPointRow, ...]:

@@ -226,10 +226,10 @@ class WarmServer:
                 chunks.append(data)
         return b"".join(chunks).decode("utf-8", "replace")
 
-    def _exit_text(self) -> str:
-        code = self._reap(2.0)
+    def _exit_text(self, timeout: float = 2.0, running: str = "") -> str:
+        code = self._reap(timeout)
         if code is None:
-            return "it stopped reporting without exiting"
+            return running or "it stopped reporting without exiting"
         if code < 0:
             try:
                 return f"it was killed by {signal.Signals(-code).name}"
@@ -292,8 +292,8 @@ class WarmServer:
         resource_tracker = _pkg(self.package, "resource_tracker")
         if self._alive_w is None:
             raise ForkServerError("the warm-start fork server was shut down", stage="preload")
+        client = socket.socket(socket.AF_UNIX)
         try:
-            client = socket.socket(socket.AF_UNIX)
             client.connect(self.address)
         except OSError as exc:
             client.close()
@@ -320,7 +320,8 @@ class WarmServer:
         timeout = getattr(_tls, "timeout", None) or self.fork_timeout
         if not _mp_wait([sentinel], timeout):
             raise self._gone(
-                f"it did not fork a worker within {timeout:.0f} s (stopped or stuck)",
+                f"it did not fork a worker within {timeout:.0f} s (stopped or stuck), so the "
+                "launcher killed it",
                 kill=True,
             )
         try:
@@ -335,7 +336,7 @@ class WarmServer:
         if kill and pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        state = self._exit_text() if pid is not None and not self.alive() else "it is still running"
+        state = self._exit_text(1.0 if kill else 0.0, running="it is still running")
         err = ForkServerError(
             f"the warm-start fork server (pid {pid}) could not start a worker: {what}; {state}. "
             "Effect: this launch started no further worker and is being torn down. The next "

@@ -272,6 +272,11 @@ class Bootstrapper:
                 "spawn_with_plugins(start_method='forkserver'), which picks the server by key."
             )
         self.guard_result = _server_guard
+        if self.spec.entry_points is not None:
+            # Forking dropped the server's seeded rows (``_metadata`` forgets them in a forked
+            # child); put the same rows back so nothing in this worker rescans metadata.
+            config = self.namespace.config
+            _metadata.seed((config.platform_group, config.plugin_group), self.spec.entry_points)
 
     def prebootstrap(self) -> None:
         """Run the stages that every rank shares, once, in a warm-start fork server.
@@ -297,6 +302,9 @@ class Bootstrapper:
         _set_current(None, None)
         _server_guard = self.guard_result
         _server_boot = {
+            # What every forked worker's report repeats; computed here once (a forked worker
+            # has lost the seeded entry-point rows, and explaining the platform would rescan).
+            "shared": self._shared_report_parts(),
             "server_pid": os.getpid(),
             "server_started": started,
             "stages": {s.value: self.stage_seconds[s.value] for s in _INHERITABLE},
@@ -419,20 +427,12 @@ class Bootstrapper:
         return self.call_entry()
 
     # -------------------------------------------------------------- report
-    def build_report(self) -> BootstrapReport:
-        """The report as it stands now, in plain types."""
-        spec = self.spec
+    def _shared_report_parts(self) -> dict[str, Any]:
+        """The parts of a report decided by platform, plugins and hooks (identical per rank)."""
         manager = self.namespace.plugins
-        report = BootstrapReport(
-            rank=spec.rank,
-            pid=self.pid,
-            host=self.host,
-            namespace=self.namespace.name,
-            entry=spec.entry,
-            world_size=spec.world_size,
-            local_rank=spec.local_rank,
-            platform=self._platform_info(),
-            plugins=[
+        return {
+            "platform": self._platform_info(),
+            "plugins": [
                 {
                     "name": p.name,
                     "value": p.value,
@@ -444,7 +444,7 @@ class Bootstrapper:
                 }
                 for p in manager.report.loaded
             ],
-            failed_plugins=[
+            "failed_plugins": [
                 {
                     "name": f.name,
                     "value": f.value,
@@ -454,18 +454,42 @@ class Bootstrapper:
                 }
                 for f in manager.report.failed
             ],
-            skipped_plugins=[
+            "skipped_plugins": [
                 {"name": s.name, "dist": s.dist, "status": s.status, "reason": s.reason}
                 for s in manager.report.skipped
             ],
-            hooks=self._hooks_info(),
+            "hooks": self._hooks_info(),
+        }
+
+    def build_report(self) -> BootstrapReport:
+        """The report as it stands now, in plain types."""
+        spec = self.spec
+        shared: dict[str, Any]
+        if self.inherited is not None:
+            shared = {  # fresh containers: this report is the worker's to change
+                k: (dict(v) if isinstance(v, dict) else [dict(x) for x in v])
+                for k, v in self.inherited["shared"].items()
+            }
+        else:
+            shared = self._shared_report_parts()
+        report = BootstrapReport(
+            rank=spec.rank,
+            pid=self.pid,
+            host=self.host,
+            namespace=self.namespace.name,
+            entry=spec.entry,
+            world_size=spec.world_size,
+            local_rank=spec.local_rank,
+            **shared,
             stage_seconds=dict(self.stage_seconds),
             guard=self.guard_result.to_dict() if self.guard_result else {},
             stage_detail={**(self.inherited or {}).get("stage_detail", {}), **self.stage_detail},
         )
         if self.inherited is not None:
             report.inherited = {
-                k: v for k, v in self.inherited.items() if k not in ("identity", "stage_detail")
+                k: v
+                for k, v in self.inherited.items()
+                if k not in ("identity", "stage_detail", "shared")
             }
         return report
 
