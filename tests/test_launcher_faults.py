@@ -10,6 +10,11 @@ and leave no process of the group behind.
 The full matrix runs under spawn/multiprocessing; the other three launch
 modes run a diagonal of it (every kind once, each at a different stage),
 which keeps the whole file affordable on two cores.
+
+Under forkserver the platform, plugin and hook stages run once, in the
+pre-bootstrapped server, for every rank: a fault there cannot hit a worker.
+It fails the launch itself with a ``ForkServerError`` naming the stage and
+the server, never a hang; the full set of kinds runs at those stages.
 """
 
 from __future__ import annotations
@@ -20,9 +25,15 @@ from pathlib import Path
 
 import pytest
 
-from _launcher_support import KINDS, STAGES, Site, assert_group_gone, fault_env, make_site
+from _launcher_support import KINDS, STAGES, Site, assert_group_gone, fault_env, gone, make_site
 from spawnkit.bootstrap import spawn_with_plugins
-from spawnkit.errors import BootstrapTimeoutError, ChildError, ChildExitedError, ChildRaisedError
+from spawnkit.errors import (
+    BootstrapTimeoutError,
+    ChildError,
+    ChildExitedError,
+    ChildRaisedError,
+    ForkServerError,
+)
 
 READY_TIMEOUT = 4.0
 JOIN_TIMEOUT = 10.0
@@ -51,6 +62,13 @@ _DIAGONAL = [
         ]
     )
     for i, kind in enumerate(KINDS)
+]
+
+_INHERITED = ("initialize_platform", "load_plugins", "apply_hooks")
+_SERVER = [
+    pytest.param(stage, kind, id=f"forkserver-server-{stage}-{kind}")
+    for stage in _INHERITED
+    for kind in KINDS
 ]
 
 
@@ -85,7 +103,49 @@ def _check(err: ChildError, stage: str, kind: str) -> None:
         assert "time.sleep" in text or "in fault" in text  # the stack dump of the stuck worker
 
 
-@pytest.mark.parametrize(("stage", "kind", "method", "context"), _FULL + _DIAGONAL)
+def _check_server(err: ForkServerError, stage: str, kind: str) -> None:
+    text = str(err)
+    assert err.stage == stage, text
+    assert f"warm-start fork server (pid {err.server_pid})" in text, text
+    if kind == "raise":
+        assert f"injected fault in {stage}" in err.traceback_text, text
+    elif kind == "exit":
+        assert "sys.exit(3)" in text, text
+    elif kind == "oexit":
+        assert "exited with code 9" in text, text
+    elif kind == "sigkill":
+        assert "killed by SIGKILL" in text, text
+    elif kind == "segv":
+        assert "killed by SIGSEGV" in text and "Segmentation fault" in text, text
+    elif kind == "hang":
+        assert ("did not finish starting" in text and "time.sleep" in text) or "in fault" in text
+
+
+@pytest.mark.parametrize(("stage", "kind"), _SERVER)
+def test_fault_in_the_server(site: Site, stage: str, kind: str) -> None:
+    started = time.monotonic()
+    with pytest.raises(ForkServerError) as info:
+        spawn_with_plugins(
+            site.entry(),
+            site.box(7),
+            nprocs=2,
+            namespace=site.ns,
+            start_method="forkserver",
+            env=fault_env(stage, kind, rank=1),
+            ready_timeout=READY_TIMEOUT,
+            grace_period=GRACE,
+        )
+    elapsed = time.monotonic() - started
+    _check_server(info.value, stage, kind)
+    assert elapsed < READY_TIMEOUT + SLACK, f"took {elapsed:.1f} s"
+    assert gone(info.value.server_pid or 0), "the failed server is still running"
+
+
+@pytest.mark.parametrize(
+    ("stage", "kind", "method", "context"),
+    _FULL
+    + [p for p in _DIAGONAL if not (p.values[2] == "forkserver" and p.values[0] in _INHERITED)],
+)
 def test_fault(site: Site, stage: str, kind: str, method: str, context: str) -> None:
     hang_in_entry = kind == "hang" and stage == "entry"
     join_timeout = READY_TIMEOUT + 2.0 if hang_in_entry else JOIN_TIMEOUT

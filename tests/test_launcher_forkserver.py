@@ -32,7 +32,7 @@ def test_server_is_reused_per_key_and_shut_down(
     first = _run(site)
     second = _run(site)
     assert first["ppid"] == second["ppid"], "the same configuration must reuse its fork server"
-    assert first["hooked"] == "orig+hooked"  # workers from a server run the full bootstrap
+    assert first["hooked"] == "orig+hooked"  # workers from a server see patched code
     server_pid = int(first["ppid"])  # type: ignore[call-overload]
     monkeypatch.setenv("SKT_SOMETHING_CHANGED", "1")
     third = _run(site)
@@ -53,7 +53,11 @@ def test_preloaded_modules_are_inherited(site: Site) -> None:
         assert group.results(timeout=60) == [False]  # a cold spawn did not import it
 
 
-def test_preloaded_hook_target_fails_the_guard(site: Site) -> None:
+def test_preloaded_hook_target_fails_the_guard_when_workers_bootstrap(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only where the server does not apply hooks first (workers bootstrap themselves)."""
+    monkeypatch.setenv(_forkserver.MODE_VAR, "worker")
     with (
         spawn_with_plugins(
             site.entry(),
@@ -69,6 +73,7 @@ def test_preloaded_hook_target_fails_the_guard(site: Site) -> None:
     assert err.stage == "load_plugins"
     assert f"{site.pkg}.target" in str(err)
     assert "through preload=" in str(err)  # the import site is named as the preload
+    assert f"{_forkserver.MODE_VAR}=worker" in str(err)  # and the mode that allowed it
 
 
 def test_preload_that_fails_to_import_is_reported(site: Site) -> None:

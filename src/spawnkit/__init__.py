@@ -52,6 +52,8 @@ _ERROR_NAMES = (
     "ConfigError",
     "CustomOpError",
     "EntryResolutionError",
+    "ForkSafetyError",
+    "ForkServerError",
     "HookApplyError",
     "HookError",
     "HookRegistrationError",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import threading
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -64,6 +65,7 @@ class EntryPointInfo(NamedTuple):
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[EntryPointInfo, ...]] | None = None
+_cache_fingerprint: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] | None = None
 _seeded: dict[str, tuple[EntryPointInfo, ...]] = {}
 
 
@@ -124,12 +126,14 @@ def entry_points(group: str) -> tuple[EntryPointInfo, ...]:
     seeded = _seeded.get(group)
     if seeded is not None:
         return seeded
-    cache = _cache
-    if cache is None:
-        with _lock:
-            if _cache is None:
-                _cache = _scan()
-            cache = _cache
+    global _cache_fingerprint
+    fingerprint = path_fingerprint()
+    with _lock:
+        if _cache is None or _cache_fingerprint != fingerprint:
+            # First use, or something was installed or uninstalled since the last scan.
+            _cache = _scan()
+            _cache_fingerprint = fingerprint
+        cache = _cache
     return cache.get(group, ())
 
 
@@ -142,8 +146,56 @@ def clear_cache() -> None:
     importlib.invalidate_caches()
 
 
+_META_SUFFIXES = (".dist-info", ".egg-info", ".egg-link", ".pth")
+_dir_state: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {}
+
+
+def path_fingerprint() -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+    """What is installed on ``sys.path``: each directory's metadata entries and their mtimes.
+
+    Installing, upgrading or uninstalling a distribution adds, renames or
+    rewrites a ``*.dist-info`` (or ``.egg-info``, ``.egg-link``, ``.pth``)
+    entry.  A directory is listed again only when its own mtime moved, so the
+    common case is one ``stat`` per entry; other files appearing in a
+    directory (logs, ``__pycache__``) change nothing here.
+    """
+    out: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+    for entry in sys.path:
+        path = entry or "."
+        try:
+            mtime = os.stat(path).st_mtime_ns
+        except OSError:
+            continue
+        state = _dir_state.get(path)
+        if state is None or state[0] != mtime:
+            state = (mtime, _meta_entries(path))
+            _dir_state[path] = state
+        out.append((entry, state[1]))
+    return tuple(out)
+
+
+def _meta_entries(path: str) -> tuple[tuple[str, int], ...]:
+    try:
+        names = os.listdir(path)
+    except OSError:  # a zip file or an unreadable directory
+        return ()
+    found: list[tuple[str, int]] = []
+    for name in names:
+        if name.endswith(_META_SUFFIXES):
+            try:
+                found.append((name, os.stat(os.path.join(path, name)).st_mtime_ns))
+            except OSError:
+                continue
+    return tuple(sorted(found))
+
+
 def snapshot(groups: Iterable[str]) -> tuple[EntryPointRow, ...]:
-    """The entry points of ``groups`` as plain tuples, for a spec (see module docstring)."""
+    """The entry points of ``groups`` as plain tuples, for a spec (see module docstring).
+
+    A scan older than the last install or uninstall on ``sys.path`` is redone
+    (see :func:`entry_points`), so a launch never freezes stale rows into its
+    workers' specs.
+    """
     rows: list[EntryPointRow] = []
     for group in dict.fromkeys(groups):
         rows.extend((e.name, e.value, e.group, e.dist, e.version) for e in entry_points(group))

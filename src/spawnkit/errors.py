@@ -26,6 +26,8 @@ __all__ = [
     "ConfigError",
     "CustomOpError",
     "EntryResolutionError",
+    "ForkSafetyError",
+    "ForkServerError",
     "HookApplyError",
     "HookError",
     "HookRegistrationError",
@@ -318,8 +320,25 @@ class LauncherUnavailableError(SpawnkitError, RuntimeError):
     """An external launcher (Ray, torchrun) is not installed, not started or cannot place ranks."""
 
 
-class PreloadError(BootstrapError):
+class ForkServerError(BootstrapError):
+    """The warm-start fork server could not serve: a stage of its bootstrap failed, it died, or
+    it stopped answering.  ``server_pid`` is the server; ``cause`` the server's exception, when
+    one was raised and unpickled; ``stage`` the stage it was in."""
+
+    server_pid: int | None = None
+    cause: BaseException | None = None
+
+
+class PreloadError(ForkServerError):
     """A warm-start preload module failed to import, hung, or created an accelerator context."""
+
+
+class ForkSafetyError(ForkServerError):
+    """Forking workers from the warm-start server would be unsafe: a thread is running in it, or
+    an accelerator context was created in it.  ``culprit`` names the plugin, platform or preload
+    responsible (``""`` where it could not be known)."""
+
+    culprit: str = ""
 
 
 class SpecSignatureError(SpawnkitError):

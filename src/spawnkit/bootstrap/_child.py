@@ -19,7 +19,6 @@ import pickle
 import signal
 import socket
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -71,6 +70,8 @@ def spawn_main_reporting(package: str, early_fd: int, **kwds: Any) -> None:
     try:
         importlib.import_module(f"{package}.spawn").spawn_main(**kwds)
     except Exception:
+        import traceback  # only on this failure path
+
         text = traceback.format_exc()
         try:
             os.write(early_fd, text.encode("utf-8", "replace")[-60000:])
@@ -200,6 +201,8 @@ def child_main(spec: ProcessSpec) -> None:
             _hear_sigint(False)
         code = _exit_code(exc)
         if code != 0 or not reporter.ready_sent:
+            import traceback  # only on this failure path
+
             text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
             reporter.send(proto.Exited(_failing_stage(exc, reporter), code, text))
         reporter.close()

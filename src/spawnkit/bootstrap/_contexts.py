@@ -179,7 +179,6 @@ def _make_warm_process(package: str) -> type:
     context = _sub(package, "context")
     popen_forkserver = _sub(package, "popen_forkserver")
     util = _sub(package, "util")
-    forkserver = _sub(package, "forkserver")
 
     class WarmPopen(popen_forkserver.Popen):  # type: ignore[misc,name-defined]
         """The package's forkserver Popen, forking from this thread's current warm server."""
@@ -194,7 +193,8 @@ def _make_warm_process(package: str) -> type:
                 _send_to_child(w, buf.getvalue())
             finally:
                 os.close(w)
-            self.pid = forkserver.read_signed(self.sentinel)
+            # Bounded: a server that died or stopped after the connect must not hang start().
+            self.pid = server.read_child_pid(self.sentinel)
 
     class WarmProcess(context.ForkServerProcess):  # type: ignore[misc,name-defined]
         _start_method = "forkserver"
@@ -260,6 +260,7 @@ class LaunchContext:
     start_method: str
     process_class: Callable[..., Any]
     server: WarmServer | None = None
+    fork_timeout: float | None = None
 
     def pipe(self) -> tuple[Any, Any]:
         """A one-way pipe ``(read_end, write_end)`` of this package's Connection type."""
@@ -275,7 +276,7 @@ class LaunchContext:
             return
         from spawnkit.bootstrap import _forkserver
 
-        with _forkserver.launching(self.server):
+        with _forkserver.launching(self.server, self.fork_timeout):
             proc.start()
 
     def loads(self, data: bytes) -> Any:
@@ -287,9 +288,19 @@ class LaunchContext:
 
 
 def get_launch_context(
-    context: str, start_method: str, preload: tuple[str, ...], namespace: Any
+    context: str,
+    start_method: str,
+    preload: tuple[str, ...],
+    namespace: Any,
+    boot: Any = None,
+    timeout: float | None = None,
 ) -> LaunchContext:
-    """Resolve ``context=`` and ``start_method=``; starts (or reuses) a warm server if needed."""
+    """Resolve ``context=`` and ``start_method=``; starts (or reuses) a warm server if needed.
+
+    ``boot`` is the spec every rank shares: a warm server bootstraps with it
+    once, unless ``SPAWNKIT_WARM_BOOTSTRAP=worker``; ``timeout`` bounds the
+    server's start.
+    """
     if context not in CONTEXTS:
         raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
     if start_method not in START_METHODS:
@@ -315,6 +326,14 @@ def get_launch_context(
         return LaunchContext(context, "spawn", cls)
     from spawnkit.bootstrap import _forkserver
 
-    server = _forkserver.get_server(context, tuple(preload), namespace)
+    mode = os.environ.get(_forkserver.MODE_VAR, "server").strip().lower() or "server"
+    if mode not in ("server", "worker"):
+        raise ValueError(
+            f"{_forkserver.MODE_VAR}={mode!r}: use 'server' (bootstrap once in the warm-start "
+            "server, the default) or 'worker' (every worker runs its own bootstrap)"
+        )
+    server = _forkserver.get_server(
+        context, tuple(preload), namespace, boot if mode == "server" else None, timeout
+    )
     cls = __getattr__("_StdWarmProcess" if context == "multiprocessing" else "_DillWarmProcess")
-    return LaunchContext(context, "forkserver", cls, server)
+    return LaunchContext(context, "forkserver", cls, server, timeout)

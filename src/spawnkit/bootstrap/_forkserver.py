@@ -1,19 +1,34 @@
-"""Warm start: a fork server per configuration that has imported heavy modules once.
+"""Warm start: a fork server per configuration, bootstrapped once, that forks ready workers.
 
 The standard library keeps one forkserver per process, configured by a global
 preload list that silently skips modules failing to import.  spawnkit keeps
-one server per *key* (package, preload list, namespace, ``sys.path``, working
-directory, environment and interpreter), because a worker forked from a server
-inherits all of those from the moment the server started: a later group whose
-key differs must not be served by a stale one.
+one server per *key* (everything that decides a bootstrap's outcome: package,
+preload list, namespace, platform, plugins, entry-point rows, environment,
+guard policy, ``sys.path`` and what is installed on it, working directory and
+interpreter), because a worker forked from a server inherits all of those
+from the moment the server started: a later group whose key differs must not
+be served by a stale one.
 
-Server start is checked, not assumed: the server arms the import guard before
-importing anything (so a preloaded hook target is later reported with the
-preload as its import site), imports each preload module, refuses to serve if
-a preload created an accelerator context (a forked child cannot use it), and
-reports the outcome over a status pipe that the launcher reads with a timeout.
-Only then does it enter the standard library's fork loop.  Servers stop when
-the launcher exits (``atexit``) or on :func:`shutdown_forkservers`.
+Pre-bootstrapped (the default): the server arms the import guard, then runs
+``initialize_platform`` -> ``load_plugins`` -> ``apply_hooks`` once with the
+spec every rank shares, then imports the preloads, which therefore see
+patched code (a preload may import hook targets).  A forked worker only arms
+parent death, materialises its payload, resolves its entry and runs it; its
+report names this server as the source of the stages it inherited.  With
+``SPAWNKIT_WARM_BOOTSTRAP=worker`` the server only preloads and each worker
+runs every stage itself (for plugins whose callbacks need per-rank state);
+preloading a hook target is then an import-guard error.
+
+Server start is checked, not assumed: before serving, the server refuses (a
+typed error naming the culprit) when an accelerator context was created by the
+platform, a plugin, hook application or a preload, or when a thread is still
+running (forking copies no thread, and a lock it held stays locked in every
+worker).  Progress, the outcome and any crash dump reach the launcher over
+pipes it reads with the launch's ``ready_timeout``.  Only then does the server
+enter the standard library's fork loop.  Servers stop when the launcher exits
+(``atexit``) or on :func:`shutdown_forkservers`; one that died is replaced on
+the next launch, and a launch that races its death fails with
+``ForkServerError`` instead of waiting.
 """
 
 from __future__ import annotations
@@ -26,17 +41,18 @@ import os
 import pickle
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Iterator
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
-from spawnkit.errors import PreloadError
+from spawnkit.errors import ForkSafetyError, ForkServerError, PreloadError
 
 __all__ = [
+    "MODE_VAR",
     "WarmServer",
     "current_server",
     "get_server",
@@ -45,7 +61,12 @@ __all__ = [
     "shutdown_forkservers",
 ]
 
+MODE_VAR = "SPAWNKIT_WARM_BOOTSTRAP"
+"""``server`` (default): bootstrap once in the server; ``worker``: every worker bootstraps."""
+
 _START_TIMEOUT = 120.0
+_FORK_TIMEOUT = 30.0
+_DUMP_WAIT = 0.5
 _OWN_PRELOAD = (
     # spawnkit's own worker-side modules: hook-neutral by construction (no engine code, no
     # plugin), and importing them is most of what a forked worker would otherwise repeat.
@@ -68,17 +89,47 @@ def _pkg(name: str, sub: str) -> Any:
     return importlib.import_module(f"{name}.{sub}")
 
 
-class WarmServer:
-    """One running fork server: its address, its "alive" pipe, and its pid."""
+def _frame(obj: Any) -> bytes:
+    data = pickle.dumps(obj)
+    return struct.pack("!I", len(data)) + data
 
-    def __init__(self, package: str, preload: tuple[str, ...]) -> None:
+
+def _unframe(raw: bytes) -> list[Any]:
+    """Messages from the status pipe; a torn last frame (the server died mid-write) is dropped."""
+    out: list[Any] = []
+    pos = 0
+    while pos + 4 <= len(raw):
+        (size,) = struct.unpack("!I", raw[pos : pos + 4])
+        if pos + 4 + size > len(raw):
+            break
+        try:
+            out.append(pickle.loads(raw[pos + 4 : pos + 4 + size]))
+        except Exception:
+            break
+        pos += 4 + size
+    return out
+
+
+class WarmServer:
+    """One running fork server: its address, its "alive" pipe, its pid and what it did at start."""
+
+    def __init__(self, package: str, preload: tuple[str, ...], boot: Any = None) -> None:
         self.package = package
         self.preload = preload
+        self.boot = boot
         self.pid: int | None = None
         self.address: Any = None
+        self.fork_timeout = _FORK_TIMEOUT
         self._alive_w: int | None = None
+        self._fault_r: int | None = None
         self._lock = threading.Lock()
         self.preload_seconds: dict[str, float] = {}
+        self.stage_seconds: dict[str, float] = {}
+        self.started_at = 0.0
+
+    @property
+    def prebootstrapped(self) -> bool:
+        return self.boot is not None
 
     # ------------------------------------------------------------ lifecycle
     def start(self, timeout: float = _START_TIMEOUT) -> None:
@@ -86,6 +137,7 @@ class WarmServer:
         spawn = _pkg(self.package, "spawn")
         connection = _pkg(self.package, "connection")
         _pkg(self.package, "resource_tracker").ensure_running()
+        boot = pickle.dumps(self.boot) if self.boot is not None else b""
         with socket.socket(socket.AF_UNIX) as listener:
             address = connection.arbitrary_address("AF_UNIX")
             listener.bind(address)
@@ -94,31 +146,46 @@ class WarmServer:
             listener.listen()
             alive_r, alive_w = os.pipe()
             status_r, status_w = os.pipe()
+            fault_r, fault_w = os.pipe()
+            boot_r, boot_w = os.pipe()
+            child_fds = [listener.fileno(), alive_r, status_w, fault_w, boot_r]
             try:
                 cmd = (
                     "from spawnkit.bootstrap._forkserver import serve; "
-                    f"serve({listener.fileno()}, {alive_r}, {status_w}, {self.package!r}, "
-                    f"{list(self.preload)!r}, {list(sys.path)!r})"
+                    f"serve({listener.fileno()}, {alive_r}, {status_w}, {fault_w}, {boot_r}, "
+                    f"{self.package!r}, {list(self.preload)!r}, {list(sys.path)!r})"
                 )
                 exe = spawn.get_executable()
                 args = [exe, *util._args_from_interpreter_flags(), "-c", cmd]
-                pid = util.spawnv_passfds(exe, args, [listener.fileno(), alive_r, status_w])
+                pid = util.spawnv_passfds(exe, args, child_fds)
             except BaseException:
-                os.close(alive_w)
-                os.close(status_r)
+                for fd in (alive_w, status_r, fault_r, boot_w):
+                    os.close(fd)
                 raise
             finally:
-                os.close(alive_r)
-                os.close(status_w)
+                for fd in child_fds[1:]:
+                    os.close(fd)
         self.pid, self.address, self._alive_w = pid, address, alive_w
+        self._fault_r = fault_r
+        os.set_blocking(fault_r, False)
+        # The spec goes from a thread: the server reads it first thing, but one that died
+        # before reading must not block this launch (its death is reported below).
+        threading.Thread(
+            target=_write_all, args=(boot_w, boot), name="spawnkit-server-boot", daemon=True
+        ).start()
         try:
             status = self._read_status(status_r, timeout)
         finally:
             os.close(status_r)
         if not status.get("ok"):
-            self.stop()
-            raise _preload_error(status, self.preload)
+            fault = self._read_fault()
+            err = _start_error(status, self, fault)
+            self.stop(0.5)
+            raise err
         self.preload_seconds = dict(status.get("seconds", {}))
+        self.stage_seconds = dict(status.get("stages", {}))
+        self.started_at = float(status.get("started", time.time()))
+        self.fork_timeout = max(timeout, 1.0)
 
     def _read_status(self, fd: int, timeout: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
@@ -126,13 +193,7 @@ class WarmServer:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                self.stop()
-                raise PreloadError(
-                    f"the warm-start fork server (pid {self.pid}) did not finish importing its "
-                    f"preload modules {list(self.preload)} within {timeout:.0f} s. A preloaded "
-                    "module hangs at import time; remove it from preload=.",
-                    stage="preload",
-                )
+                return self._timed_out(timeout, _unframe(b"".join(chunks)))
             # poll-based: select() refuses descriptors above 1024, which a serving
             # process with many sockets open hands out.
             if not _mp_wait([fd], left):
@@ -141,19 +202,34 @@ class WarmServer:
             if not data:
                 break
             chunks.append(data)
-        raw = b"".join(chunks)
-        if not raw:
-            return {"ok": False, "kind": "died", "module": "", "detail": self._exit_text()}
-        try:
-            status: dict[str, Any] = pickle.loads(raw)
-        except Exception:
-            return {"ok": False, "kind": "died", "module": "", "detail": self._exit_text()}
-        return status
+        messages = _unframe(b"".join(chunks))
+        final = [m for m in messages if "ok" in m]
+        if final:
+            status: dict[str, Any] = final[-1]
+            return status
+        where = _last_step(messages)
+        return {"ok": False, "kind": "died", "step": where, "detail": self._exit_text()}
 
-    def _exit_text(self) -> str:
-        code = self._reap(2.0)
+    def _timed_out(self, timeout: float, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        if self.pid is not None:  # ask faulthandler for the stack of the stuck server
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGUSR1)
+            time.sleep(_DUMP_WAIT)
+        return {"ok": False, "kind": "timeout", "step": _last_step(messages), "timeout": timeout}
+
+    def _read_fault(self) -> str:
+        fd, chunks = self._fault_r, []
+        if fd is None:
+            return ""
+        with contextlib.suppress(OSError):
+            while data := os.read(fd, 65536):
+                chunks.append(data)
+        return b"".join(chunks).decode("utf-8", "replace")
+
+    def _exit_text(self, timeout: float = 2.0, running: str = "") -> str:
+        code = self._reap(timeout)
         if code is None:
-            return "it stopped reporting without exiting"
+            return running or "it stopped reporting without exiting"
         if code < 0:
             try:
                 return f"it was killed by {signal.Signals(-code).name}"
@@ -191,6 +267,9 @@ class WarmServer:
             if self._alive_w is not None:
                 os.close(self._alive_w)
                 self._alive_w = None
+            if self._fault_r is not None:
+                os.close(self._fault_r)
+                self._fault_r = None
             if self.pid is not None:
                 # The server also exits when its last worker closes its copy of the alive
                 # pipe; a worker still running would keep it waiting, so bound the wait.
@@ -212,47 +291,173 @@ class WarmServer:
         reduction = _pkg(self.package, "reduction")
         resource_tracker = _pkg(self.package, "resource_tracker")
         if self._alive_w is None:
-            raise PreloadError("the warm-start fork server was shut down", stage="preload")
-        with socket.socket(socket.AF_UNIX) as client:
+            raise ForkServerError("the warm-start fork server was shut down", stage="preload")
+        client = socket.socket(socket.AF_UNIX)
+        try:
             client.connect(self.address)
+        except OSError as exc:
+            client.close()
+            raise self._gone(f"connecting to it failed ({exc})") from exc
+        with client:
             parent_r, child_w = os.pipe()
             child_r, parent_w = os.pipe()
             allfds = [child_r, child_w, self._alive_w, resource_tracker.getfd(), *fds]
             try:
                 reduction.sendfds(client, allfds)
                 return parent_r, parent_w
-            except BaseException:
+            except BaseException as exc:
                 os.close(parent_r)
                 os.close(parent_w)
+                if isinstance(exc, OSError):
+                    raise self._gone(f"sending it the request failed ({exc})") from exc
                 raise
             finally:
                 os.close(child_r)
                 os.close(child_w)
 
+    def read_child_pid(self, sentinel: int) -> int:
+        """The forked worker's pid, which the server writes first; bounded (see ``launching``)."""
+        timeout = getattr(_tls, "timeout", None) or self.fork_timeout
+        if not _mp_wait([sentinel], timeout):
+            raise self._gone(
+                f"it did not fork a worker within {timeout:.0f} s (stopped or stuck), so the "
+                "launcher killed it",
+                kill=True,
+            )
+        try:
+            pid: int = _pkg(self.package, "forkserver").read_signed(sentinel)
+        except (EOFError, OSError) as exc:
+            raise self._gone("it closed the connection before forking a worker") from exc
+        return pid
 
-def _preload_error(status: dict[str, Any], preload: tuple[str, ...]) -> PreloadError:
-    module = status.get("module", "")
+    def _gone(self, what: str, *, kill: bool = False) -> ForkServerError:
+        """The typed error of a launch that raced the server's death (or found it stuck)."""
+        pid = self.pid
+        if kill and pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        state = self._exit_text(1.0 if kill else 0.0, running="it is still running")
+        err = ForkServerError(
+            f"the warm-start fork server (pid {pid}) could not start a worker: {what}; {state}. "
+            "Effect: this launch started no further worker and is being torn down. The next "
+            "launch starts a new server; retry it.",
+            stage="arm_parent_death",
+        )
+        err.server_pid = pid
+        return err
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:  # the server died before reading: its status says how
+        pass
+    finally:
+        os.close(fd)
+
+
+def _last_step(messages: list[dict[str, Any]]) -> str:
+    steps = [m["step"] for m in messages if "step" in m]
+    return str(steps[-1]) if steps else "startup"
+
+
+def _step_text(step: str) -> str:
+    kind, _, name = step.partition(":")
+    if kind == "preload":
+        return f"importing preload module {name!r}"
+    if kind == "plugin":
+        return f"loading plugin {name!r} (stage 'load_plugins')"
+    return f"running stage {step!r}" if step != "startup" else "starting up"
+
+
+def _step_stage(step: str) -> str:
+    kind, _, _name = step.partition(":")
+    return {"plugin": "load_plugins", "preload": "preload", "startup": "preload"}.get(kind, step)
+
+
+def _start_error(status: dict[str, Any], server: WarmServer, fault: str) -> ForkServerError:
+    """The parent's typed error for a server that refused to serve or died starting."""
+    pid, preload = server.pid, server.preload
     kind = status.get("kind")
+    module = status.get("module", "")
+    dump = f"\nServer fault dump (pid {pid}):\n{fault.rstrip()}" if fault.strip() else ""
+    err: ForkServerError
     if kind == "accelerator":
-        msg = (
+        err = PreloadError(
             f"preload module {module!r} initialized an accelerator context "
             f"({', '.join(status.get('detail', []))}) in the warm-start fork server. Forked "
             "workers cannot use a context created before the fork, so this preload is "
             f"refused. Preload only modules that import without touching the device, "
-            f"or use start_method='spawn'."
+            f"or use start_method='spawn'.",
+            stage="preload",
         )
     elif kind == "import":
-        msg = (
+        err = PreloadError(
             f"preload module {module!r} failed to import in the warm-start fork server, so no "
             f"worker could be started from it.\n{status.get('traceback', '')}"
-            "Fix the import or remove it from preload=."
+            "Fix the import or remove it from preload=.",
+            stage="preload",
+            traceback_text=status.get("traceback", ""),
+        )
+    elif kind == "safety":
+        err = ForkSafetyError(str(status.get("message", "")), stage=status.get("stage", ""))
+        err.culprit = str(status.get("culprit", ""))
+    elif kind == "stage":
+        cause = _load(status.get("exc"))
+        err = ForkServerError(
+            f"the warm-start fork server (pid {pid}) failed in stage "
+            f"{status.get('stage')!r}, which it runs once for every worker it will fork: "
+            f"{status.get('message')}\n"
+            "Effect: no worker was started. Fix the cause; set "
+            f"{MODE_VAR}=worker to run this stage in each worker instead, or use "
+            "start_method='spawn'.\n"
+            f"Server traceback (pid {pid}):\n{str(status.get('traceback', '')).rstrip()}",
+            stage=str(status.get("stage", "")),
+            traceback_text=str(status.get("traceback", "")),
+        )
+        err.cause = cause
+    elif kind == "exited":
+        step = str(status.get("step", "startup"))
+        err = ForkServerError(
+            f"the warm-start fork server (pid {pid}) called sys.exit({status.get('code')}) "
+            f"while {_step_text(step)}, so it cannot serve workers. Effect: no worker was "
+            "started. Remove the exit from that code (a plugin or module must not end the "
+            f"process), or set {MODE_VAR}=worker.\n{status.get('traceback', '')}".rstrip(),
+            stage=_step_stage(step),
+        )
+    elif kind == "timeout":
+        step = str(status.get("step", "startup"))
+        err = ForkServerError(
+            f"the warm-start fork server (pid {pid}) did not finish starting within "
+            f"{status.get('timeout', 0.0):.0f} s: it is stuck {_step_text(step)} (stack "
+            "below). Effect: no worker was started; the server was killed. Fix the hang, or "
+            f"raise ready_timeout if that step is just slow.{dump}",
+            stage=_step_stage(step),
         )
     else:
-        msg = (
-            f"the warm-start fork server for preload={list(preload)} died while starting: "
-            f"{status.get('detail', 'no status was reported')}"
+        step = str(status.get("step", "startup"))
+        err = ForkServerError(
+            f"the warm-start fork server (pid {pid}) for preload={list(preload)} died while "
+            f"{_step_text(step)}: {status.get('detail', 'no status was reported')}. Effect: no "
+            f"worker was started.{dump}",
+            stage=_step_stage(step),
         )
-    return PreloadError(msg, stage="preload")
+    err.server_pid = pid
+    if kind in ("stage", "safety"):
+        err.traceback_text = err.traceback_text or str(status.get("traceback", ""))
+    return err
+
+
+def _load(data: bytes | None) -> BaseException | None:
+    if not data:
+        return None
+    try:
+        exc = pickle.loads(data)
+    except Exception:
+        return None
+    return exc if isinstance(exc, BaseException) else None
 
 
 def _accelerator_contexts() -> list[str]:
@@ -272,47 +477,262 @@ def _accelerator_contexts() -> list[str]:
     return found
 
 
+# ------------------------------------------------------------------- server side
+class _Refused(Exception):
+    """A fork-safety refusal inside the server, turned into a status message."""
+
+    def __init__(self, status: dict[str, Any]) -> None:
+        super().__init__(status.get("message", ""))
+        self.status = status
+
+
+def _refuse_accelerator(culprit: str, stage: str, contexts: list[str]) -> ForkSafetyError:
+    err = ForkSafetyError(
+        f"{culprit} created an accelerator context ({', '.join(contexts)}) in the warm-start "
+        "fork server. A worker forked from it cannot use a context created before the fork, so "
+        "the server refuses to serve. Defer device work to the entry (or to hook call time), "
+        f"or use start_method='spawn'.",
+        stage=stage,
+    )
+    err.culprit = culprit
+    return err
+
+
+class _ThreadOrigins:
+    """Which step started each thread, so a thread left running can be blamed on its plugin."""
+
+    def __init__(self) -> None:
+        import weakref
+
+        from spawnkit.bootstrap import guard
+
+        self._guard = guard
+        self.origins: weakref.WeakKeyDictionary[threading.Thread, str] = weakref.WeakKeyDictionary()
+        self._original = threading.Thread.start
+
+    def __enter__(self) -> _ThreadOrigins:
+        origins, original, guard = self.origins, self._original, self._guard
+
+        def start(thread: threading.Thread) -> None:
+            origins[thread] = guard.current_phase()
+            original(thread)
+
+        threading.Thread.start = start  # type: ignore[method-assign,assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        threading.Thread.start = self._original  # type: ignore[method-assign]
+
+    def check(self) -> None:
+        for thread in threading.enumerate():
+            if thread is threading.main_thread() or not thread.is_alive():
+                continue
+            step = self.origins.get(thread, "")
+            kind, _, name = step.partition(":")
+            if kind == "plugin":
+                culprit = f"plugin {name!r}"
+            elif kind == "preload":
+                culprit = f"preload module {name!r}"
+            elif step:
+                culprit = f"stage {step!r}"
+            else:
+                culprit = ""
+            by = f", started by {culprit}," if culprit else " (its starter is unknown)"
+            raise _Refused(
+                {
+                    "ok": False,
+                    "kind": "safety",
+                    "stage": _step_stage(step) if step else "preload",
+                    "culprit": culprit,
+                    "message": (
+                        f"thread {thread.name!r}{by} is still running in the warm-start fork "
+                        "server after its bootstrap. A forked worker gets no copy of it, and a "
+                        "lock it holds stays locked in every worker, so the server refuses to "
+                        "serve. Start the thread at hook call time or in the entry (plugin "
+                        "callbacks run once per server), or use start_method='spawn'."
+                    ),
+                }
+            )
+
+
+def _arm_faulthandler(fd: int) -> None:
+    import faulthandler
+
+    with contextlib.suppress(OSError, ValueError, RuntimeError, AttributeError):
+        faulthandler.enable(file=fd, all_threads=True)
+        faulthandler.register(signal.SIGUSR1, file=fd, all_threads=True, chain=False)
+
+
+def _disarm_faulthandler(fd: int) -> None:
+    import faulthandler
+
+    with contextlib.suppress(OSError, ValueError, RuntimeError, AttributeError):
+        faulthandler.unregister(signal.SIGUSR1)
+        faulthandler.disable()
+    os.close(fd)
+
+
+def _read_boot(fd: int) -> Any:
+    chunks = []
+    while data := os.read(fd, 65536):
+        chunks.append(data)
+    os.close(fd)
+    raw = b"".join(chunks)
+    return pickle.loads(raw) if raw else None
+
+
+def _prebootstrap(spec: Any, say: Any) -> dict[str, Any]:
+    """Platform, plugins and hooks, once, with a fork-safety check after each step."""
+    from spawnkit.bootstrap.process import Bootstrapper
+    from spawnkit.bootstrap.stages import Stage
+    from spawnkit.hooks import plugins
+
+    class Progress:
+        def stage_started(self, stage: str) -> None:
+            say({"step": str(getattr(stage, "value", stage))})
+
+        def stage_finished(self, stage: str, seconds: float) -> None:
+            stage = str(getattr(stage, "value", stage))
+            contexts = _accelerator_contexts()
+            if not contexts:
+                return
+            if stage == Stage.PLATFORM.value:
+                name = bootstrapper._platform_info().get("name", "?")
+                culprit = f"platform {name!r} (its init_backend)"
+            else:
+                culprit = "importing hook target modules (stage 'apply_hooks')"
+            raise _refuse_accelerator(culprit, stage, contexts)
+
+        def ready(self, report: Any) -> None:
+            return None
+
+    def after_plugin(name: str, dist: str) -> None:
+        say({"step": f"plugin:{name}"})
+        contexts = _accelerator_contexts()
+        if contexts:
+            raise _refuse_accelerator(f"plugin {name!r} from {dist}", "load_plugins", contexts)
+
+    bootstrapper = Bootstrapper(spec, listener=Progress())
+    plugins.after_each_plugin = after_plugin
+    try:
+        bootstrapper.prebootstrap()
+    except ForkSafetyError as exc:
+        # From a check after a stage, or (wrapped by the stage) after one plugin: the
+        # check's own message says it all.
+        own = exc.cause if isinstance(exc.cause, ForkSafetyError) else exc
+        raise _Refused(
+            {
+                "ok": False,
+                "kind": "safety",
+                "stage": exc.stage,
+                "culprit": own.culprit,
+                "message": Exception.__str__(own),
+            }
+        ) from exc
+    except Exception as exc:
+        import traceback
+
+        stage = str(getattr(exc, "stage", "") or bootstrapper.next_stage or "")
+        try:
+            blob = pickle.dumps(exc)
+        except Exception:
+            blob = None
+        raise _Refused(
+            {
+                "ok": False,
+                "kind": "stage",
+                "stage": stage,
+                "exc_type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+                "message": Exception.__str__(exc),
+                "traceback": getattr(exc, "traceback_text", "")
+                or "".join(traceback.format_exception(exc)),
+                "exc": blob,
+            }
+        ) from exc
+    finally:
+        plugins.after_each_plugin = None
+    return dict(bootstrapper.stage_seconds)
+
+
 def serve(
     listener_fd: int,
     alive_r: int,
     status_fd: int,
+    fault_fd: int,
+    boot_fd: int,
     package: str,
     preload: list[str],
     sys_path: list[str],
 ) -> None:
-    """The server's main: arm the guard, preload, report, then run the fork loop."""
+    """The server's main: guard, bootstrap once, preload, check fork safety, then fork loop."""
+    from spawnkit.bootstrap import guard
     from spawnkit.bootstrap._child import arm_guard
 
     arm_guard()
     sys.path[:] = sys_path
-    status: dict[str, Any] = {"ok": True, "seconds": {}}
+    _arm_faulthandler(fault_fd)
+    started = time.time()
+
+    last = {"step": "startup"}
+
+    def say(msg: dict[str, Any]) -> None:
+        last["step"] = msg.get("step", last["step"])
+        os.write(status_fd, _frame(msg))
+
+    spec = _read_boot(boot_fd)
+    status: dict[str, Any] = {"ok": True, "seconds": {}, "stages": {}, "started": started}
     for module in _OWN_PRELOAD:
         try:
             importlib.import_module(module)
         except ImportError:  # an optional part missing: the worker imports what it needs
             continue
     _pkg(package, "popen_forkserver")
-    for module in preload:
-        started = time.perf_counter()
-        try:
-            importlib.import_module(module)
-        except BaseException:
-            status = {
-                "ok": False,
-                "kind": "import",
-                "module": module,
-                "traceback": traceback.format_exc(),
-            }
-            break
-        status["seconds"][module] = time.perf_counter() - started
-        contexts = _accelerator_contexts()
-        if contexts:
-            status = {"ok": False, "kind": "accelerator", "module": module, "detail": contexts}
-            break
-    os.write(status_fd, pickle.dumps(status))
+    try:
+        with _ThreadOrigins() as threads:
+            if spec is not None:
+                status["stages"] = _prebootstrap(spec, say)
+            for module in preload:
+                say({"step": f"preload:{module}"})
+                begun = time.perf_counter()
+                try:
+                    with guard.phase(f"preload:{module}"):
+                        importlib.import_module(module)
+                except Exception:
+                    import traceback
+
+                    raise _Refused(
+                        {
+                            "ok": False,
+                            "kind": "import",
+                            "module": module,
+                            "traceback": traceback.format_exc(),
+                        }
+                    ) from None
+                status["seconds"][module] = time.perf_counter() - begun
+                contexts = _accelerator_contexts()
+                if contexts:
+                    raise _Refused(
+                        {"ok": False, "kind": "accelerator", "module": module, "detail": contexts}
+                    )
+            threads.check()
+    except _Refused as refused:
+        status = refused.status
+    except SystemExit as exc:
+        import traceback
+
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        status = {
+            "ok": False,
+            "kind": "exited",
+            "code": code,
+            "step": last["step"],
+            "traceback": traceback.format_exc(),
+        }
+    say(status)
     os.close(status_fd)
     if not status["ok"]:
         os._exit(1)
+    _disarm_faulthandler(fault_fd)
     # Everything preloaded is immortal for the server's children: keep their collector from
     # walking (and so copy-on-write faulting) the preloaded heap, which can cost a forked
     # torch worker more than the fork itself.
@@ -322,12 +742,24 @@ def serve(
 
 
 # ------------------------------------------------------------------ registry
-def server_key(package: str, preload: tuple[str, ...], namespace: Any) -> tuple[Any, ...]:
+def server_key(
+    package: str, preload: tuple[str, ...], namespace: Any, boot: Any = None
+) -> tuple[Any, ...]:
+    from spawnkit import _metadata
+
+    identity = None
+    if boot is not None:
+        from spawnkit.bootstrap.process import _boot_identity
+
+        identity = _boot_identity(boot)
     return (
         package,
         preload,
         namespace,
+        identity,
         tuple(sys.path),
+        # What is installed on sys.path: a pip install or uninstall changes a directory.
+        _metadata.path_fingerprint(),
         os.getcwd(),
         tuple(sorted(os.environ.items())),
         # The interpreter the server is started with (``set_executable()`` changes it).
@@ -335,17 +767,28 @@ def server_key(package: str, preload: tuple[str, ...], namespace: Any) -> tuple[
     )
 
 
-def get_server(package: str, preload: tuple[str, ...], namespace: Any) -> WarmServer:
-    """The running server for this key, started (and preloaded) on first use."""
-    key = server_key(package, preload, namespace)
+def get_server(
+    package: str,
+    preload: tuple[str, ...],
+    namespace: Any,
+    boot: Any = None,
+    timeout: float | None = None,
+) -> WarmServer:
+    """The running server for this key, started (bootstrapped, preloaded) on first use.
+
+    ``boot`` is the spec every rank shares (None: workers bootstrap themselves);
+    ``timeout`` bounds the start (the launch's ``ready_timeout``).
+    """
+    key = server_key(package, preload, namespace, boot)
     with _servers_lock:
         server = _servers.get(key)
         if server is not None and server.alive():
             return server
         if server is not None:
-            server.stop(0.5)
-        server = WarmServer(package, preload)
-        server.start()
+            server.stop(0.5)  # it died: replace it
+            del _servers[key]
+        server = WarmServer(package, preload, boot)
+        server.start(_START_TIMEOUT if timeout is None else timeout)
         _servers[key] = server
         return server
 
@@ -361,14 +804,17 @@ def shutdown_forkservers(timeout: float = _STOP_TIMEOUT) -> int:
 
 
 @contextlib.contextmanager
-def launching(server: WarmServer) -> Iterator[None]:
-    """Name the server the next ``Process.start()`` on this thread forks from."""
-    previous = getattr(_tls, "server", None)
-    _tls.server = server
+def launching(server: WarmServer, timeout: float | None = None) -> Iterator[None]:
+    """Name the server the next ``Process.start()`` on this thread forks from.
+
+    ``timeout`` (the launch's ``ready_timeout``) bounds the wait for the fork.
+    """
+    previous = getattr(_tls, "server", None), getattr(_tls, "timeout", None)
+    _tls.server, _tls.timeout = server, timeout
     try:
         yield
     finally:
-        _tls.server = previous
+        _tls.server, _tls.timeout = previous
 
 
 def current_server() -> WarmServer:

@@ -15,7 +15,6 @@ about ten times as much to define, and that is start-up time of every rank.
 from __future__ import annotations
 
 import pickle
-import traceback
 from typing import Any, NamedTuple
 
 __all__ = [
@@ -101,6 +100,8 @@ def failed_from_exception(
     stage: str, exc: BaseException, dumps: Any = None, loads: Any = None
 ) -> Failed:
     """Build the FAILED message; pickling is tried and round-tripped here, never assumed."""
+    import traceback  # only on this failure path: a worker that succeeds never needs it
+
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     exc_bytes: bytes | None = None
     dump = dumps if dumps is not None else pickle.dumps

@@ -49,7 +49,7 @@ from spawnkit.bootstrap import _protocol as proto
 from spawnkit.bootstrap._child import CONTEXT_KEY, FAULT_CONN_KEY, SIGINT_RESTORE_KEY, child_main
 from spawnkit.bootstrap._contexts import LaunchContext, get_launch_context
 from spawnkit.bootstrap._launch_checks import check_count, check_seconds
-from spawnkit.bootstrap._parent_death import PARENT_PID_KEY, PDEATHSIG_KEY
+from spawnkit.bootstrap._parent_death import PARENT_PID_KEY, PDEATHSIG_KEY, RUN_ID_VAR
 from spawnkit.bootstrap._progress import DONE, FAILED, STOPPED, ProgressCallback, ProgressRelay
 from spawnkit.bootstrap.specs import build_spec
 from spawnkit.errors import (
@@ -581,8 +581,10 @@ class WorkerGroup:
             return ""
         return (
             f"Launcher: the warm-start server imported {', '.join(hits)} through "
-            f"preload={list(preload)}; a hook target must not be preloaded. Remove it (or the "
-            "module that imports it) from preload=.\n"
+            f"preload={list(preload)} before any hook was applied: with "
+            "SPAWNKIT_WARM_BOOTSTRAP=worker each worker applies hooks itself, after the "
+            "server's preloads. Unset it (the server then applies hooks before preloading), or "
+            "remove the target (or the module that imports it) from preload=.\n"
         )
 
     def _early_error(self, r: _Rank, effect: str) -> ChildRaisedError:
@@ -987,10 +989,13 @@ def spawn_with_plugins(
     preload = tuple(preload)
     ns = get_namespace(namespace)
     template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
-    lctx = get_launch_context(context, start_method, preload, ns.config)
+    run_id = template.run_id
+    # A warm server bootstraps once with what every rank shares: no payload, no run id.
+    shared_env = {k: v for k, v in template.env.items() if k != RUN_ID_VAR}
+    boot = template.replace(env=shared_env, payload=None, extra={})
+    lctx = get_launch_context(context, start_method, preload, ns.config, boot, ready_timeout)
     # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
     deaf = lctx.server is None and _interrupt.will_start_deaf()
-    run_id = template.run_id
     extra: dict[str, Any] = {
         PARENT_PID_KEY: os.getpid(),
         # Only a spawned worker's parent is this process (a forkserver worker's is the

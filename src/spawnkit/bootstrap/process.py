@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import logging
 import os
 import socket
+import sys
 import time
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -53,12 +52,16 @@ if TYPE_CHECKING:
 
 __all__ = ["Bootstrapper", "bootstrap_process", "current_report", "current_spec"]
 
-_log = logging.getLogger("spawnkit.bootstrap")
-
 _UNSET: Any = object()
 _current_spec: ProcessSpec | None = None
 _current_report: BootstrapReport | None = None
 _PARENT_DEATH_MODULE = "spawnkit.bootstrap._parent_death"
+_INHERITABLE = (Stage.PLATFORM, Stage.PLUGINS, Stage.HOOKS)
+
+# Set in a warm-start server by ``Bootstrapper.prebootstrap()``; a worker forked from it
+# inherits these and skips the stages they record (see ``Bootstrapper._inherit``).
+_server_boot: dict[str, Any] | None = None
+_server_guard: GuardResult | None = None
 
 
 def current_spec() -> ProcessSpec | None:
@@ -118,6 +121,10 @@ class Bootstrapper:
         self._next = 0
         self._running: Stage | None = None
         self._failed: Stage | None = None
+        self.stage_detail: dict[str, dict[str, float]] = {}
+        self._serving = False
+        # A pre-bootstrapped server's record, when this worker was forked from one.
+        self.inherited: dict[str, Any] | None = _server_boot
 
     # ------------------------------------------------------------ ordering
     @property
@@ -164,6 +171,17 @@ class Bootstrapper:
         )
 
     def _stage(self, stage: Stage, action: Callable[[], Any]) -> Any:
+        if (
+            self.inherited is not None
+            and stage in _INHERITABLE
+            and self.next_stage is stage
+            and self._failed is None
+        ):
+            # Done once in the server this worker was forked from: nothing to run here.
+            self._next += 1
+            if stage is Stage.HOOKS:
+                _phase.mark_hooks_applied()
+            return None
         self._check_order(stage)
         self._running = stage
         if self.listener is not None:
@@ -193,8 +211,11 @@ class Bootstrapper:
 
     def _stage_error(self, stage: Stage, exc: Exception) -> StageError:
         """A ``StageError`` gets its fields filled in; anything else becomes one (see errors)."""
+        import traceback  # only on this failure path: a worker that succeeds never needs it
+
         tb = "".join(traceback.format_exception(exc))
-        where = f"rank {self.rank}, pid {self.pid} on {self.host}"
+        who = "the warm-start server" if self._serving else f"rank {self.rank}"
+        where = f"{who}, pid {self.pid} on {self.host}"
         if isinstance(exc, StageError):
             exc.stage = stage.value
             exc.rank, exc.pid, exc.host = self.rank, self.pid, self.host
@@ -225,13 +246,72 @@ class Bootstrapper:
         self._stage(Stage.ARM_PARENT_DEATH, self._arm_parent_death)
 
     def _arm_parent_death(self) -> None:
-        if self.spec.env:
-            os.environ.update(self.spec.env)
-        _phase.enter_worker(self.namespace)
-        _set_current(self.spec, None)
+        self._enter()
+        if self.inherited is not None:
+            self._check_inherited()
         if importlib.util.find_spec(_PARENT_DEATH_MODULE) is not None:
             module = importlib.import_module(_PARENT_DEATH_MODULE)
             module.arm(self.spec)
+
+    def _enter(self, *, server: bool = False) -> None:
+        if self.spec.env:
+            os.environ.update(self.spec.env)
+        _phase.enter_worker(self.namespace)
+        # A server bootstraps for every rank at once: it has no rank (``current_spec()`` is
+        # None there), so a plugin callback cannot mistake one rank's state for everyone's.
+        _set_current(None if server else self.spec, None)
+
+    def _check_inherited(self) -> None:
+        """A worker forked from a server must want exactly what the server bootstrapped."""
+        boot = self.inherited or {}
+        mine = _boot_identity(self.spec)
+        if boot.get("identity") != mine:
+            raise BootstrapOrderError(
+                f"this worker was forked from warm-start server pid {boot.get('server_pid')}, "
+                "which was bootstrapped for another platform, plugin set, entry points or "
+                "environment than this worker's spec asks for. Launch it through "
+                "spawn_with_plugins(start_method='forkserver'), which picks the server by key."
+            )
+        self.guard_result = _server_guard
+        if self.spec.entry_points is not None:
+            # Forking dropped the server's seeded rows (``_metadata`` forgets them in a forked
+            # child); put the same rows back so nothing in this worker rescans metadata.
+            config = self.namespace.config
+            _metadata.seed((config.platform_group, config.plugin_group), self.spec.entry_points)
+
+    def prebootstrap(self) -> None:
+        """Run the stages that every rank shares, once, in a warm-start fork server.
+
+        Parent-death handling is the forked worker's own (the server's parent
+        is watched through the server's alive pipe), so it is skipped here.
+        Workers forked afterwards inherit the platform, the loaded plugins and
+        the patched targets, and their reports name this process as the source.
+        """
+        global _server_boot, _server_guard
+        if self._next != 0 or self.inherited is not None:
+            raise self._order_error(
+                Stage.PLATFORM, "prebootstrap() runs once, in a fresh warm-start server"
+            )
+        started = time.time()
+        self._serving = True
+        self.pid = os.getpid()
+        self._enter(server=True)
+        self._next = STAGE_ORDER.index(Stage.PLATFORM)
+        self.initialize_platform()
+        self.load_plugins()
+        self.apply_hooks()
+        _set_current(None, None)
+        _server_guard = self.guard_result
+        _server_boot = {
+            # What every forked worker's report repeats; computed here once (a forked worker
+            # has lost the seeded entry-point rows, and explaining the platform would rescan).
+            "shared": self._shared_report_parts(),
+            "server_pid": os.getpid(),
+            "server_started": started,
+            "stages": {s.value: self.stage_seconds[s.value] for s in _INHERITABLE},
+            "stage_detail": dict(self.stage_detail),
+            "identity": _boot_identity(self.spec),
+        }
 
     def initialize_platform(self) -> None:
         """Pin the parent's platform choice (if any) and initialise it."""
@@ -288,9 +368,24 @@ class Bootstrapper:
             # No target module was imported before plugin loading began, so no module
             # imported by then can hold an original: the stale-binding sweep skips them.
             clean = manager.report.modules_before
+        # Import the target modules first, apart, so the report can tell a heavy framework
+        # imported by a target from the patching itself.  A module that fails here is left to
+        # ``apply`` below, which imports it again and reports it with its target and plugin.
+        started = time.perf_counter()
+        for module in self.namespace.hooks.target_modules():
+            if module not in sys.modules:
+                try:
+                    importlib.import_module(module)
+                except Exception:
+                    pass
+        imported = time.perf_counter()
         manager.apply(strict=True, clean_modules=clean)
         self._check_stale()
         _phase.mark_hooks_applied()
+        self.stage_detail[Stage.HOOKS.value] = {
+            "import_targets": imported - started,
+            "patch": time.perf_counter() - imported,
+        }
 
     def _check_stale(self) -> None:
         """What the sweep could not rebind (tuple items, default arguments), per guard policy."""
@@ -360,20 +455,12 @@ class Bootstrapper:
         return self.call_entry()
 
     # -------------------------------------------------------------- report
-    def build_report(self) -> BootstrapReport:
-        """The report as it stands now, in plain types."""
-        spec = self.spec
+    def _shared_report_parts(self) -> dict[str, Any]:
+        """The parts of a report decided by platform, plugins and hooks (identical per rank)."""
         manager = self.namespace.plugins
-        report = BootstrapReport(
-            rank=spec.rank,
-            pid=self.pid,
-            host=self.host,
-            namespace=self.namespace.name,
-            entry=spec.entry,
-            world_size=spec.world_size,
-            local_rank=spec.local_rank,
-            platform=self._platform_info(),
-            plugins=[
+        return {
+            "platform": self._platform_info(),
+            "plugins": [
                 {
                     "name": p.name,
                     "value": p.value,
@@ -385,7 +472,7 @@ class Bootstrapper:
                 }
                 for p in manager.report.loaded
             ],
-            failed_plugins=[
+            "failed_plugins": [
                 {
                     "name": f.name,
                     "value": f.value,
@@ -395,14 +482,43 @@ class Bootstrapper:
                 }
                 for f in manager.report.failed
             ],
-            skipped_plugins=[
+            "skipped_plugins": [
                 {"name": s.name, "dist": s.dist, "status": s.status, "reason": s.reason}
                 for s in manager.report.skipped
             ],
-            hooks=self._hooks_info(),
+            "hooks": self._hooks_info(),
+        }
+
+    def build_report(self) -> BootstrapReport:
+        """The report as it stands now, in plain types."""
+        spec = self.spec
+        shared: dict[str, Any]
+        if self.inherited is not None:
+            shared = {  # fresh containers: this report is the worker's to change
+                k: (dict(v) if isinstance(v, dict) else [dict(x) for x in v])
+                for k, v in self.inherited["shared"].items()
+            }
+        else:
+            shared = self._shared_report_parts()
+        report = BootstrapReport(
+            rank=spec.rank,
+            pid=self.pid,
+            host=self.host,
+            namespace=self.namespace.name,
+            entry=spec.entry,
+            world_size=spec.world_size,
+            local_rank=spec.local_rank,
+            **shared,
             stage_seconds=dict(self.stage_seconds),
             guard=self.guard_result.to_dict() if self.guard_result else {},
+            stage_detail={**(self.inherited or {}).get("stage_detail", {}), **self.stage_detail},
         )
+        if self.inherited is not None:
+            report.inherited = {
+                k: v
+                for k, v in self.inherited.items()
+                if k not in ("identity", "stage_detail", "shared")
+            }
         return report
 
     def _platform_info(self) -> dict[str, Any]:
@@ -440,6 +556,23 @@ class Bootstrapper:
                 for reg in applied.hooks
             ]
         return hooks
+
+
+def _boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:
+    """What a pre-bootstrapped server fixed for every worker forked from it."""
+    return (
+        spec.namespace,
+        spec.platform,
+        spec.plugins,
+        spec.lenient_plugins,
+        spec.entry_points,
+        spec.guard_policy,
+        tuple(sorted((k, v) for k, v in spec.env.items() if k not in _PER_LAUNCH_ENV)),
+    )
+
+
+#: Environment entries of a spec that differ per launch and decide nothing in the bootstrap.
+_PER_LAUNCH_ENV = frozenset({"SPAWNKIT_RUN_ID"})
 
 
 def _resolve_reference(reference: str) -> Callable[..., Any]:

@@ -27,6 +27,14 @@ class BootstrapReport:
     the cluster node the rank ran on, where a launcher knows one (Ray's node
     id); on one machine several nodes share ``host``, so only the node tells
     ranks apart.
+
+    ``stage_seconds`` holds the stages this process ran.  A worker forked from
+    a pre-bootstrapped warm-start server did not run platform, plugin and hook
+    stages itself: ``inherited`` then has ``server_pid``, ``server_started``
+    (Unix time), ``stages`` (those stages with the server's own timings) and
+    ``preload_seconds``.  ``stage_detail`` splits a stage where the split
+    matters: ``apply_hooks`` into ``import_targets`` (importing the target
+    modules, often a heavy framework) and ``patch``.
     """
 
     rank: int
@@ -44,6 +52,8 @@ class BootstrapReport:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     guard: dict[str, Any] = field(default_factory=dict)
     node: str = ""
+    inherited: dict[str, Any] = field(default_factory=dict)
+    stage_detail: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def total_seconds(self) -> float:
@@ -52,6 +62,12 @@ class BootstrapReport:
     def to_dict(self) -> dict[str, Any]:
         """A deep copy as plain dicts and lists (JSON-serialisable)."""
         return dataclasses.asdict(self)
+
+    def _detail(self, stage: str) -> str:
+        parts = self.stage_detail.get(stage)
+        if not parts:
+            return ""
+        return " (" + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in parts.items()) + ")"
 
     def format(self) -> str:
         """A human summary, for logs and ``spawnkit doctor``."""
@@ -91,6 +107,20 @@ class BootstrapReport:
             for a in self.guard.get("plugin_imports", []):
                 lines.append(f"    allowed: {a['module']} imported by {a.get('plugin')}")
         if self.stage_seconds:
-            timing = ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in self.stage_seconds.items())
+            timing = ", ".join(
+                f"{k} {v * 1e3:.2f} ms{self._detail(k)}" for k, v in self.stage_seconds.items()
+            )
             lines.append(f"  stages: {timing} (total {self.total_seconds * 1e3:.2f} ms)")
+        inh = self.inherited
+        if inh:
+            import time
+
+            when = time.strftime("%H:%M:%S", time.localtime(inh.get("server_started", 0.0)))
+            timing = ", ".join(
+                f"{k} {v * 1e3:.2f} ms{self._detail(k)}" for k, v in inh.get("stages", {}).items()
+            )
+            lines.append(
+                f"  inherited from warm-start server pid {inh.get('server_pid')} "
+                f"(bootstrapped at {when}): {timing}"
+            )
         return "\n".join(lines)

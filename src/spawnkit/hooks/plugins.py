@@ -31,18 +31,17 @@ on, where it is one warning: a typo must not silently run with no plugins.
 from __future__ import annotations
 
 import copy
-import logging
 import os
 import sys
 import time
-import traceback
 import types
 import warnings
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata
+from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import PluginError, SpawnkitError
 
@@ -60,7 +59,12 @@ __all__ = [
     "load_plugins",
 ]
 
-_log = logging.getLogger("spawnkit.hooks")
+_log = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
+
+#: Called with ``(plugin name, distribution)`` right after each plugin loaded.  The warm-start
+#: server sets it to check, per plugin, that the plugin left the process safe to fork; what it
+#: raises fails plugin loading, with the plugin named.
+after_each_plugin: Callable[[str, str], None] | None = None
 
 #: How long apply_plugin_hooks() in one thread waits for load_plugins() running in another
 #: (the launcher's default ready_timeout: a bootstrap slower than that fails anyway).
@@ -392,7 +396,7 @@ class PluginManager:
         selected = [i for i in infos if i.status == "selected"]
         report.skipped = [i for i in infos if i.status != "selected"]
         for info in report.skipped:
-            if _log.isEnabledFor(logging.DEBUG):
+            if _log.isEnabledFor(DEBUG):
                 _log.debug("skipping %s: %s", info.describe(), info.reason)
         self._check_duplicates(selected, report.lenient)
         platform_dist = _norm(self._selected_dist_quiet()) if selected else ""
@@ -522,6 +526,8 @@ class PluginManager:
                     version=info.version,
                     group=info.group,
                 ) from exc
+            import traceback  # only on this failure path
+
             # ERROR, not WARNING: the run goes on without this plugin's hooks, and alerting
             # keyed on ERROR must see that; the traceback says where it failed.
             _log.error("lenient plugin loading: %s; continuing without it.", message, exc_info=True)
@@ -548,8 +554,10 @@ class PluginManager:
             len(registry.registrations()) - before_regs,
         )
         report.loaded.append(loaded)
-        if _log.isEnabledFor(logging.DEBUG):
+        if _log.isEnabledFor(DEBUG):
             _log.debug("loaded %s in %.2f ms", info.describe(), seconds * 1e3)
+        if after_each_plugin is not None:
+            after_each_plugin(info.name, info.dist)
 
     # -------------------------------------------------------------- applying
     def apply(self, *, strict: bool = True, clean_modules: Collection[str] = ()) -> list[str]:

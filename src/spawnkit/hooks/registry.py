@@ -15,7 +15,6 @@ one process each get an independent registry; the class-level API (the seed's
 from __future__ import annotations
 
 import contextlib
-import logging
 import sys
 import threading
 import types
@@ -23,6 +22,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookApplyError, HookError, HookRegistrationError
 from spawnkit.hooks import _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
@@ -41,7 +41,7 @@ from spawnkit.hooks.types import (
 
 __all__ = ["HookRegistry", "plugin_hook"]
 
-logger = logging.getLogger("spawnkit.hooks")
+logger = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
 
 H = TypeVar("H")
 
@@ -209,7 +209,7 @@ class HookRegistry:
             st.display.setdefault(path.key, target)
             messages = _conflicts(regs, reg)
             regs.append(reg)
-        if logger.isEnabledFor(logging.DEBUG):  # describe() formats; register() is per hook
+        if logger.isEnabledFor(DEBUG):  # describe() formats; register() is per hook
             logger.debug("registered %s on target %r", reg.describe(), target)
         for message in messages:
             logger.warning("%s", message)

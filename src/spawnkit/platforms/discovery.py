@@ -18,7 +18,6 @@ the XPU probe on a torch build with XPU (see ``_probes``).
 
 from __future__ import annotations
 
-import logging
 import os
 import pkgutil
 import threading
@@ -27,6 +26,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata
+from spawnkit._log import DEBUG, INFO, LazyLogger
 from spawnkit._metadata import EntryPointInfo
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import (
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 __all__ = ["RESERVED_NAMES", "PlatformExplanation", "PlatformManager", "PlatformSelection"]
 
-logger = logging.getLogger("spawnkit.platforms")
+logger = LazyLogger("spawnkit.platforms")  # logging is imported only if a record is emitted
 
 #: Names a plugin may not use: they select the built-ins (and ``base`` the base platform).
 RESERVED_NAMES = ("cpu", "cuda", "rocm", "xpu", "base")
@@ -239,14 +239,15 @@ class PlatformManager:
                 self._local.resolving = False
             trace.expl.winner = result[0]
             self._selections[requested] = result
-            logger.info(
-                "namespace %r: platform %s %r (%s) [%s]",
-                self.namespace.name,
-                result[0].kind,
-                result[0].name,
-                result[0].qualname,
-                " -> ".join(result[0].path),
-            )
+            if logger.isEnabledFor(INFO):  # every worker selects: no logging import for it
+                logger.info(
+                    "namespace %r: platform %s %r (%s) [%s]",
+                    self.namespace.name,
+                    result[0].kind,
+                    result[0].name,
+                    result[0].qualname,
+                    " -> ".join(result[0].path),
+                )
             return result
 
     def selected_dist(self) -> str | None:
@@ -486,7 +487,8 @@ class PlatformManager:
                             "return a non-empty class qualname ('pkg.module.Class') or None"
                         )
         if outcome.outcome == "error":
-            logger.debug("platform candidate %s", outcome.describe())
+            if logger.isEnabledFor(DEBUG):
+                logger.debug("platform candidate %s", outcome.describe())
             if strict:
                 err = trace.fail(
                     PlatformPluginError,

@@ -1,0 +1,51 @@
+"""A logger that imports ``logging`` only when a record could be emitted.
+
+``logging`` (with what it imports) is several milliseconds of a cold
+worker's start, and a worker that succeeds logs nothing: spawnkit's
+worker-path modules log debug detail and lenient-mode warnings only.  Until
+something has imported ``logging`` no handler or level can have been
+configured, so a debug record could not be emitted: ``isEnabledFor`` answers
+that without the import; any real call imports it and delegates.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["DEBUG", "INFO", "LazyLogger"]
+
+DEBUG = 10
+INFO = 20
+_WARNING = 30  # the default effective level of an unconfigured logger
+
+
+class LazyLogger:
+    """``logging.getLogger(name)``, created on first real use."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._logger: Any = None
+
+    def _get(self) -> Any:
+        if self._logger is None:
+            import logging
+
+            self._logger = logging.getLogger(self._name)
+        return self._logger
+
+    def isEnabledFor(self, level: int) -> bool:
+        if self._logger is None and "logging" not in sys.modules:
+            return level >= _WARNING
+        return bool(self._get().isEnabledFor(level))
+
+    def debug(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        if self.isEnabledFor(DEBUG):
+            self._get().debug(msg, *args, **kwargs)
+
+    def info(self, msg: str, *args: Any, **kwargs: Any) -> None:
+        if self.isEnabledFor(INFO):
+            self._get().info(msg, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._get(), name)

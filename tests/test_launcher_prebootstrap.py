@@ -1,0 +1,278 @@
+"""Pre-bootstrapped warm start: the server runs platform, plugins and hooks once; workers inherit.
+
+Real processes and real distributions throughout: the server is a real fork
+server, plugins are ``*.dist-info`` distributions (and one real ``pip
+install``), threads and signals are real.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _launcher_support import Site, gone, make_site
+from spawnkit import _metadata
+from spawnkit.bootstrap import _forkserver, spawn_with_plugins
+from spawnkit.errors import ForkSafetyError, ForkServerError
+from spawnkit.testing import write_distribution
+
+_PROBE = """
+import os
+from spawnkit.bootstrap import current_report
+
+def run(box=None):
+    from {pkg}.target import func
+    report = current_report()
+    return {{"hooked": func(), "ppid": os.getppid(), "report": report.to_dict(),
+             "text": report.format()}}
+
+def plain(box=None):
+    return os.getppid()
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    yield from make_site(tmp_path, monkeypatch)
+
+
+def _probe(site: Site) -> str:
+    name = f"{site.tag}_probe"
+    (site.root / f"{name}.py").write_text(_PROBE.format(pkg=site.pkg))
+    return name
+
+
+def _launch(site: Site, entry: str, **kw: Any) -> Any:
+    with spawn_with_plugins(
+        entry, namespace=site.ns, start_method="forkserver", ready_timeout=60, **kw
+    ) as group:
+        return group.results(timeout=60)
+
+
+def test_workers_inherit_platform_plugins_and_hooks_from_the_server(site: Site) -> None:
+    probe = _probe(site)
+    first, second = _launch(site, f"{probe}:run", nprocs=2)
+    for out in (first, second):
+        assert out["hooked"] == "orig+hooked"
+        report = out["report"]
+        inherited = report["inherited"]
+        assert inherited["server_pid"] == out["ppid"]  # forked from that server
+        assert set(inherited["stages"]) == {"initialize_platform", "load_plugins", "apply_hooks"}
+        # This process ran only the worker's own stages; the inherited ones kept their timings.
+        assert "load_plugins" not in report["stage_seconds"]
+        assert "materialize_payload" in report["stage_seconds"]
+        assert [p["name"] for p in report["plugins"]] == ["faultplug"]
+        assert f"{site.pkg}.target.func" in report["hooks"]
+        assert set(report["stage_detail"]["apply_hooks"]) == {"import_targets", "patch"}
+        assert f"inherited from warm-start server pid {out['ppid']}" in out["text"]
+    assert first["report"]["inherited"] == second["report"]["inherited"]
+
+
+def test_a_preload_may_import_hook_targets_which_arrive_patched(site: Site) -> None:
+    probe = _probe(site)
+    (out,) = _launch(site, f"{probe}:run", preload=(f"{site.pkg}.target",))
+    assert out["hooked"] == "orig+hooked"
+    assert out["report"]["guard"]["violations"] == []
+
+
+def test_changed_plugin_set_or_env_overrides_start_a_new_server(site: Site) -> None:
+    probe = _probe(site)
+    base = _launch(site, f"{probe}:plain")[0]
+    assert _launch(site, f"{probe}:plain")[0] == base  # same key: same server
+    other_env = _launch(site, f"{probe}:plain", env={"SKT_ANYTHING": "1"})[0]
+    assert other_env != base
+    no_plugins = _launch(site, f"{probe}:run", env={site.ns.config.plugins_var: ""})[0]
+    assert no_plugins["ppid"] not in (base, other_env)
+    assert no_plugins["hooked"] == "orig"  # that server loaded no plugin
+
+
+_EXTRA_PLUGIN = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def around(original, *args, **kwargs):
+    return original(*args, **kwargs) + "+extra"
+
+def register():
+    get_namespace({ns!r}).hooks.register("{pkg}.target.func", around, HookType.AROUND)
+"""
+
+
+def test_a_real_pip_install_between_launches_starts_a_new_server(
+    site: Site, tmp_path: Path
+) -> None:
+    from spawnkit.testing._project import pip_install
+
+    probe = _probe(site)
+    (before,) = _launch(site, f"{probe}:run")
+    assert before["hooked"] == "orig+hooked"
+    project = tmp_path / "extra-plugin"
+    (project / "src").mkdir(parents=True)
+    mod = f"{site.tag}_extra"
+    (project / "src" / f"{mod}.py").write_text(_EXTRA_PLUGIN.format(ns=site.tag, pkg=site.pkg))
+    (project / "pyproject.toml").write_text(
+        textwrap.dedent(
+            f"""\
+            [build-system]
+            requires = ["setuptools"]
+            build-backend = "setuptools.build_meta"
+
+            [project]
+            name = "{site.tag}-extra"
+            version = "1.0"
+
+            [project.entry-points."{site.ns.config.plugin_group}"]
+            extra = "{mod}:register"
+
+            [tool.setuptools]
+            package-dir = {{"" = "src"}}
+            py-modules = ["{mod}"]
+            """
+        )
+    )
+    pip_install(
+        sys.executable,
+        project,
+        args=("--no-build-isolation", "--no-deps", "--target", str(site.root), "--upgrade"),
+    )
+    (after,) = _launch(site, f"{probe}:run")
+    assert after["ppid"] != before["ppid"], "a server from before the install was reused"
+    assert after["hooked"] == "orig+hooked+extra" or after["hooked"] == "orig+extra+hooked"
+    assert {p["name"] for p in after["report"]["plugins"]} == {"faultplug", "extra"}
+
+
+def _add_plugin(site: Site, name: str, body: str) -> None:
+    group = site.ns.config.plugin_group
+    write_distribution(
+        site.root,
+        f"{site.tag}-{name}",
+        "1.0",
+        entry_points={group: {name: f"{site.tag}_{name}:register"}},
+        modules={f"{site.tag}_{name}": body},
+    )
+    _metadata.clear_cache()
+
+
+def test_a_plugin_that_leaves_a_thread_running_is_refused_with_its_name(site: Site) -> None:
+    _add_plugin(
+        site,
+        "threader",
+        "import threading, time\n"
+        "def register():\n"
+        "    threading.Thread(target=time.sleep, args=(30,), name='poller', daemon=True).start()\n",
+    )
+    probe = _probe(site)
+    with pytest.raises(ForkSafetyError) as info:
+        _launch(site, f"{probe}:plain")
+    text = str(info.value)
+    assert "thread 'poller'" in text and "plugin 'threader'" in text, text
+    assert info.value.culprit == "plugin 'threader'"
+    assert info.value.stage == "load_plugins"
+    assert gone(info.value.server_pid or 0)
+
+
+def test_a_plugin_that_creates_an_accelerator_context_is_refused_with_its_name(
+    site: Site,
+) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device: a real context must be created to be refused")
+    _add_plugin(site, "cudaplug", "def register():\n    import torch\n    torch.cuda.init()\n")
+    with pytest.raises(ForkSafetyError) as info:
+        _launch(site, f"{_probe(site)}:plain")
+    assert "plugin 'cudaplug'" in str(info.value) and "torch.cuda" in str(info.value)
+
+
+def test_a_server_failure_in_an_inherited_stage_is_typed_and_names_the_stage(
+    site: Site,
+) -> None:
+    env = {"SKT_FAULT_STAGE": "load_plugins", "SKT_FAULT_KIND": "raise", "SKT_FAULT_RANK": "0"}
+    with pytest.raises(ForkServerError) as info:
+        _launch(site, f"{_probe(site)}:plain", env=env)
+    assert info.value.stage == "load_plugins"
+    assert "injected fault in load_plugins" in info.value.traceback_text
+    assert "SPAWNKIT_WARM_BOOTSTRAP=worker" in str(info.value)
+
+
+def test_a_dead_server_is_replaced_on_the_next_launch(site: Site) -> None:
+    probe = _probe(site)
+    first = _launch(site, f"{probe}:plain")[0]
+    os.kill(first, signal.SIGKILL)
+    deadline = time.monotonic() + 5
+    while not gone(first) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    second = _launch(site, f"{probe}:plain")[0]
+    assert second != first
+
+
+def test_a_launch_racing_a_stuck_server_gets_a_typed_error_not_a_hang(site: Site) -> None:
+    probe = _probe(site)
+    server = _launch(site, f"{probe}:plain")[0]
+    os.kill(server, signal.SIGSTOP)  # alive, so it is picked, but it will never fork
+    try:
+        started = time.monotonic()
+        with (
+            pytest.raises(ForkServerError) as info,
+            spawn_with_plugins(
+                f"{probe}:plain", namespace=site.ns, start_method="forkserver", ready_timeout=2
+            ) as group,
+        ):
+            group.results(timeout=10)
+        assert time.monotonic() - started < 10
+        assert f"pid {server}" in str(info.value) and "did not fork a worker" in str(info.value)
+        assert gone(server)  # the stuck server was killed, so the next launch replaces it
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(server, signal.SIGCONT)
+
+
+def test_a_launch_racing_the_servers_death_gets_a_typed_error(site: Site) -> None:
+    """Alive when picked, dead by the time the launch connects: refused, not a hang."""
+    pid = _launch(site, f"{_probe(site)}:plain")[0]
+    (server,) = [s for s in _forkserver._servers.values() if s.pid == pid]
+    os.kill(pid, signal.SIGKILL)
+    with pytest.raises(ForkServerError) as info:
+        server.connect_to_new_process([])
+    assert f"pid {pid}" in str(info.value) and "killed by SIGKILL" in str(info.value)
+    assert "The next launch starts a new server" in str(info.value)
+
+
+def test_launching_script_binding_a_target_at_module_scope_gets_the_patched_one(
+    site: Site, tmp_path: Path
+) -> None:
+    """Re-imported in the worker after the server applied hooks: the script's name is patched."""
+    import subprocess
+
+    script = tmp_path / "launch.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""\
+            import sys; sys.path[:0] = {[str(site.root), str(Path(__file__).parent)]!r}
+            from {site.pkg}.target import func
+            from spawnkit.bootstrap import spawn_with_plugins
+            from spawnkit.namespace import Namespace
+
+            def entry():
+                return func()
+
+            if __name__ == "__main__":
+                ns = Namespace({site.tag!r}, env_prefix={site.tag.upper()!r})
+                with spawn_with_plugins(entry, namespace=ns, start_method="forkserver") as g:
+                    print(g.results(timeout=60)[0], func())
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["orig+hooked", "orig"]  # worker patched; parent untouched

@@ -1,0 +1,66 @@
+"""A cold worker that succeeds imports nothing it would only need to report a failure."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from spawnkit.testing import write_distribution
+
+_PLUGIN = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import Namespace
+
+def around(original, *args, **kwargs):
+    return original(*args, **kwargs) + 1
+
+def register():
+    Namespace("wi_ns", "WI_NS").hooks.register("wi_target.f", around, HookType.AROUND)
+"""
+
+
+def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path: Path) -> None:
+    write_distribution(
+        tmp_path,
+        "wi-plugin",
+        "1.0",
+        entry_points={"wi_ns.plugins": {"wi": "wi_plugin:register"}},
+        modules={
+            "wi_plugin": _PLUGIN,
+            "wi_target": "def f():\n    return 1\n",
+            "wi_entry": (
+                "import sys\n"
+                "def run():\n"
+                "    from wi_target import f\n"
+                "    return [f(), 'logging' in sys.modules, 'traceback' in sys.modules]\n"
+            ),
+        },
+    )
+    script = tmp_path / "launch.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""\
+            import sys; sys.path.insert(0, {str(tmp_path)!r})
+
+            if __name__ == "__main__":
+                import json
+                from spawnkit.bootstrap import spawn_with_plugins
+                from spawnkit.namespace import Namespace
+
+                Namespace("wi_ns", "WI_NS")
+                with spawn_with_plugins("wi_entry:run", namespace="wi_ns") as group:
+                    print(json.dumps(group.results(timeout=60)[0]))
+            """
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    patched, has_logging, has_traceback = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert patched == 2  # the plugin's hook ran: the stages that used to log did run
+    assert not has_logging, "a successful cold worker imported logging"
+    assert not has_traceback, "a successful cold worker imported traceback"
