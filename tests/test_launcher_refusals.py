@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -228,3 +231,28 @@ def test_plugin_name_of_two_distributions_is_refused_in_the_parent(site: Site) -
     err = _refused(site, PluginError)
     assert "several distributions" in str(err)
     assert f"{site.tag}-copycat 2.0" in str(err) or f"{site.tag}_copycat 2.0" in str(err)
+
+
+# -------------------------------------------------- warm start under a deep TMPDIR
+def test_a_temp_dir_too_deep_for_the_servers_socket_is_a_config_error_naming_tmpdir(
+    tmp_path: Path,
+) -> None:
+    """A bare ``OSError: AF_UNIX path too long`` surfaced as an internal error before."""
+    deep = tmp_path / ("d" * 110)
+    deep.mkdir()
+    script = tmp_path / "launch_deep.py"
+    script.write_text(
+        "from spawnkit import spawn_with_plugins\n"
+        "from spawnkit.errors import ConfigError\n"
+        "if __name__ == '__main__':\n"
+        "    try:\n"
+        "        spawn_with_plugins('os:getpid', start_method='forkserver', ready_timeout=60)\n"
+        "    except ConfigError as exc:\n"
+        "        print('REFUSED', exc.setting, str(exc).splitlines()[0])\n"
+    )
+    env = {**os.environ, "TMPDIR": str(deep)}
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "REFUSED TMPDIR" in proc.stdout and "Set TMPDIR to a short path" in proc.stdout

@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from spawnkit.errors import ConfigError
+
 if TYPE_CHECKING:
     from spawnkit.bootstrap._forkserver import WarmServer
 
@@ -302,24 +304,27 @@ def get_launch_context(
     server's start.
     """
     if context not in CONTEXTS:
-        raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
+        raise ConfigError(f"context must be one of {CONTEXTS}, got {context!r}", setting="context")
     if start_method not in START_METHODS:
-        raise ValueError(
+        raise ConfigError(
             f"start_method must be one of {START_METHODS}, got {start_method!r}: fork is refused "
             "because a forked worker inherits the launcher's imports (hook targets included) "
-            "and any accelerator context; use forkserver with preload= for fast starts"
+            "and any accelerator context; use forkserver with preload= for fast starts",
+            setting="start_method",
         )
     if preload and start_method != "forkserver":
-        raise ValueError(
+        raise ConfigError(
             f"preload={list(preload)} needs start_method='forkserver' (a spawned worker starts "
-            "from a fresh interpreter, so there is nothing to preload into)"
+            "from a fresh interpreter, so there is nothing to preload into)",
+            setting="preload",
         )
     if context == "multiprocess":
         try:
             importlib.import_module("multiprocess")
         except ImportError as exc:
-            raise ValueError(
-                "context='multiprocess' needs the multiprocess package: pip install multiprocess"
+            raise ConfigError(
+                "context='multiprocess' needs the multiprocess package: pip install multiprocess",
+                setting="context",
             ) from exc
     if start_method == "spawn":
         cls = _StdSpawnProcess if context == "multiprocessing" else __getattr__("_DillSpawnProcess")
@@ -328,9 +333,10 @@ def get_launch_context(
 
     mode = os.environ.get(_forkserver.MODE_VAR, "server").strip().lower() or "server"
     if mode not in ("server", "worker"):
-        raise ValueError(
+        raise ConfigError(
             f"{_forkserver.MODE_VAR}={mode!r}: use 'server' (bootstrap once in the warm-start "
-            "server, the default) or 'worker' (every worker runs its own bootstrap)"
+            "server, the default) or 'worker' (every worker runs its own bootstrap)",
+            setting=_forkserver.MODE_VAR,
         )
     server = _forkserver.get_server(
         context, tuple(preload), namespace, boot if mode == "server" else None, timeout

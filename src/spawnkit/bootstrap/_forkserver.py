@@ -49,7 +49,7 @@ from collections.abc import Iterator
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
-from spawnkit.errors import ForkSafetyError, ForkServerError, PreloadError
+from spawnkit.errors import ConfigError, ForkSafetyError, ForkServerError, PreloadError
 
 __all__ = [
     "MODE_VAR",
@@ -140,7 +140,7 @@ class WarmServer:
         boot = pickle.dumps(self.boot) if self.boot is not None else b""
         with socket.socket(socket.AF_UNIX) as listener:
             address = connection.arbitrary_address("AF_UNIX")
-            listener.bind(address)
+            _bind(listener, address)
             if not util.is_abstract_socket_namespace(address):
                 os.chmod(address, 0o600)
             listener.listen()
@@ -831,3 +831,20 @@ def _forget_after_fork() -> None:
 
 os.register_at_fork(after_in_child=_forget_after_fork)
 atexit.register(shutdown_forkservers)
+
+
+def _bind(listener: socket.socket, address: str) -> None:
+    """Bind the server's socket; a temp dir too deep for a socket path is named, with the fix."""
+    try:
+        listener.bind(address)
+    except OSError as exc:
+        if "too long" not in str(exc):
+            raise
+        raise ConfigError(
+            f"the warm-start server's socket path {address!r} ({len(address)} bytes) is longer "
+            "than the OS allows for a Unix socket (about 107 bytes), because the temporary "
+            f"directory is deep (TMPDIR={os.environ.get('TMPDIR', '')!r}). Set TMPDIR to a "
+            "short path (for example /tmp) for the launching process, or use "
+            "start_method='spawn'.",
+            setting="TMPDIR",
+        ) from exc
