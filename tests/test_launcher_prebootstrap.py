@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from _launcher_support import Site, gone, make_site
@@ -235,11 +236,23 @@ def test_a_launch_racing_a_stuck_server_gets_a_typed_error_not_a_hang(site: Site
             os.kill(server, signal.SIGCONT)
 
 
+def _dead(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return True
+
+
 def test_a_launch_racing_the_servers_death_gets_a_typed_error(site: Site) -> None:
     """Alive when picked, dead by the time the launch connects: refused, not a hang."""
     pid = _launch(site, f"{_probe(site)}:plain")[0]
     (server,) = [s for s in _forkserver._servers.values() if s.pid == pid]
     os.kill(pid, signal.SIGKILL)
+    # kill() only queues the signal: wait (bounded) until the server is really gone.
+    deadline = time.monotonic() + 10
+    while not _dead(pid):
+        assert time.monotonic() < deadline, "the SIGKILLed server did not die within 10 s"
+        time.sleep(0.01)
     with pytest.raises(ForkServerError) as info:
         server.connect_to_new_process([])
     assert f"pid {pid}" in str(info.value) and "killed by SIGKILL" in str(info.value)

@@ -44,8 +44,12 @@ def test_every_stage_in_order_then_done(site: Site, start_method: str) -> None:
         progress=seen,
     ) as group:
         group.results(timeout=60)
+    # A warm worker forks from a server that already ran platform, plugins and hooks:
+    # it reports only the stages it runs itself.
+    inherited = {"initialize_platform", "load_plugins", "apply_hooks"}
+    expected = [s for s in BOOTSTRAP if start_method == "spawn" or s not in inherited]
     for rank in (0, 1):
-        assert seen.of(rank) == [*BOOTSTRAP, "done"]
+        assert seen.of(rank) == [*expected, "done"]
         times = [t for r, _, t in seen.events if r == rank]
         assert times == sorted(times) and times[0] == 0.0 and times[-1] > 0.0
 

@@ -107,10 +107,13 @@ def _import_longest_prefix(path: TargetPath, display: str) -> tuple[types.Module
     for i in range(len(parts) - 1, 0, -1):
         name = ".".join(parts[:i])
         mod = sys.modules.get(name)
-        if mod is not None:
+        if mod is not None and not getattr(getattr(mod, "__spec__", None), "_initializing", 0):
             return mod, i
+        # Absent, or still being imported by another thread (a plugin's thread applying while
+        # the bootstrap imports the target modules): import_module waits for it to finish
+        # instead of handing out a half-initialized module whose classes do not exist yet.
         parent = sys.modules.get(".".join(parts[: i - 1])) if i > 1 else None
-        if parent is not None and not hasattr(parent, "__path__"):
+        if mod is None and parent is not None and not hasattr(parent, "__path__"):
             continue  # a plain module has no submodules: no import attempt needed
         try:
             return importlib.import_module(name), i
