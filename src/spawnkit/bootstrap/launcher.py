@@ -46,10 +46,9 @@ from typing import Any
 
 from spawnkit.bootstrap import _interrupt
 from spawnkit.bootstrap import _protocol as proto
-from spawnkit.bootstrap._child import CONTEXT_KEY, FAULT_CONN_KEY, SIGINT_RESTORE_KEY, child_main
+from spawnkit.bootstrap._child import child_main
 from spawnkit.bootstrap._contexts import LaunchContext, get_launch_context
 from spawnkit.bootstrap._launch_checks import check_count, check_seconds
-from spawnkit.bootstrap._parent_death import PARENT_PID_KEY, PDEATHSIG_KEY
 from spawnkit.bootstrap._progress import DONE, FAILED, STOPPED, ProgressCallback, ProgressRelay
 from spawnkit.bootstrap.specs import build_spec
 from spawnkit.errors import (
@@ -62,6 +61,7 @@ from spawnkit.errors import (
 )
 from spawnkit.namespace import Namespace, get_namespace
 from spawnkit.spec import NamespaceConfig, ProcessSpec
+from spawnkit.spec._control import LaunchControl
 
 __all__ = ["WorkerGroup", "spawn_with_plugins"]
 
@@ -991,17 +991,16 @@ def spawn_with_plugins(
     # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
     deaf = lctx.server is None and _interrupt.will_start_deaf()
     run_id = template.run_id
-    extra: dict[str, Any] = {
-        PARENT_PID_KEY: os.getpid(),
+    control = LaunchControl(
+        parent_pid=os.getpid(),
         # Only a spawned worker's parent is this process (a forkserver worker's is the
         # server): there it checks getppid() against our pid, to catch a launcher that
         # died before the worker armed its watch.
-        PDEATHSIG_KEY: start_method == "spawn"
-        and threading.current_thread() is threading.main_thread(),
-        CONTEXT_KEY: context,
-        SIGINT_RESTORE_KEY: deaf,
-    }
-    template = template.replace(extra=extra)
+        pdeathsig=start_method == "spawn" and threading.current_thread() is threading.main_thread(),
+        context=context,
+        sigint_restore=deaf,
+    )
+    template = template.replace(_control=control)
     group = WorkerGroup(
         run_id=run_id,
         context=lctx,
@@ -1042,7 +1041,8 @@ def _start_rank(
         local_rank=rank,
         report_conn=report_w,
         death_conn=death_r,
-        extra={**extra, **template.extra, FAULT_CONN_KEY: fault_w},
+        extra=extra,
+        _control=template._control.replace(fault_conn=fault_w),
     )
     proc = lctx.process(child_main, (spec,), f"spawnkit-{template.run_id}-rank{rank}")
     try:
