@@ -655,7 +655,7 @@ class WorkerGroup:
         fault = _current_thread_first(r.fault_text.strip())
         if fault:
             detail += f"\nFatal error report written by the worker (faulthandler):\n{fault}"
-        err = ChildExitedError(
+        return ChildExitedError(
             f"{head}\n{detail}\n{effect}",
             rank=r.rank,
             pid=r.pid,
@@ -663,9 +663,8 @@ class WorkerGroup:
             stage=r.stage if exited is None else exited.stage,
             exit_code=code,
             signal_name=signal_name,
+            fault_text=fault,
         )
-        err.fault_text = fault  # type: ignore[attr-defined]
-        return err
 
     def _ready_timeout_error(self, stuck: list[_Rank], now: float) -> BootstrapTimeoutError:
         stacks = self._dump_stacks(stuck)
@@ -703,17 +702,16 @@ class WorkerGroup:
                 if first.stage == proto.PRE_BOOTSTRAP
                 else "No stack dump could be obtained from the worker."
             )
-        err = BootstrapTimeoutError(
+        return BootstrapTimeoutError(
             text,
             rank=first.rank,
             pid=first.pid,
             host=first.host,
             stage=first.stage,
             waited_s=in_stage,
+            stacks=stacks,
+            not_ready={r.rank: r.stage for r in stuck},
         )
-        err.stacks = stacks  # type: ignore[attr-defined]
-        err.not_ready = {r.rank: r.stage for r in stuck}  # type: ignore[attr-defined]
-        return err
 
     def _join_timeout_error(self, running: list[_Rank], now: float) -> BootstrapTimeoutError:
         stacks = self._dump_stacks(running)
@@ -727,16 +725,15 @@ class WorkerGroup:
         )
         if stacks.get(first.rank):
             text += f"Stack of {first.label} at the deadline:\n{stacks[first.rank].rstrip()}"
-        err = BootstrapTimeoutError(
+        return BootstrapTimeoutError(
             text,
             rank=first.rank,
             pid=first.pid,
             host=first.host,
             stage=first.stage,
             waited_s=now - self._launched,
+            stacks=stacks,
         )
-        err.stacks = stacks  # type: ignore[attr-defined]
-        return err
 
     def _dump_stacks(self, ranks: Sequence[_Rank]) -> dict[int, str]:
         """Ask each worker's faulthandler for all its threads' stacks; bounded wait."""
@@ -760,7 +757,7 @@ class WorkerGroup:
     def _fail(self, err: ChildError) -> None:
         self._failure = err
         self._close(initial_grace=self._grace)
-        err.unreaped_pids = list(self.unreaped_pids)  # type: ignore[attr-defined]
+        err.unreaped_pids = list(self.unreaped_pids)
         if self.unreaped_pids:
             err.args = (
                 f"{err.args[0]}\nWarning: pid(s) {self.unreaped_pids} survived SIGKILL and "
