@@ -245,6 +245,39 @@ def test_rank_extra_hands_each_rank_its_own_connection(
     assert got == [{"rank": 0, "pid": pids[0]}, {"rank": 1, "pid": pids[1]}]
 
 
+# Names the launcher's own control data used to travel under in spec.extra.
+_LAUNCHER_NAMES = ("context", "parent_pid", "pdeathsig", "fault_conn", "sigint_restore")
+
+
+def engine_extra_and_launcher_view(payload: object = None) -> tuple[dict[str, object], int]:
+    from spawnkit.bootstrap import current_spec
+
+    spec = current_spec()
+    assert spec is not None
+    return dict(spec.extra), os.getppid()
+
+
+def test_rank_extra_keys_named_like_launcher_data_reach_the_entry_unchanged(
+    spawnkit_namespace,
+) -> None:
+    """``spec.extra`` is the engine's: a key called ``context`` or ``parent_pid`` is its own.
+
+    The launcher's fault pipe, pid and flags travel apart, so they neither overwrite the
+    engine's values nor are overwritten by them (the worker still runs and reports).
+    """
+    mine = {name: f"engine's {name} for rank {{rank}}" for name in _LAUNCHER_NAMES}
+    with spawn_with_plugins(
+        f"{__name__}:engine_extra_and_launcher_view",
+        nprocs=2,
+        namespace=spawnkit_namespace,
+        rank_extra=lambda rank: {k: v.format(rank=rank) for k, v in mine.items()},
+    ) as group:
+        results = group.results(timeout=60)
+    for rank, (extra, parent) in enumerate(results):
+        assert extra == {k: v.format(rank=rank) for k, v in mine.items()}
+        assert parent == os.getpid()  # spawned by this launcher, pdeathsig armed as before
+
+
 def test_failure_seen_by_exit_codes_is_still_raised(site: Site) -> None:
     """Polling ``exit_codes`` after a rank failed must not let join() report success."""
     env = {"SKT_FAULT_STAGE": "entry", "SKT_FAULT_KIND": "raise", "SKT_FAULT_RANK": "0"}

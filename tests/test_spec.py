@@ -21,6 +21,9 @@ from spawnkit.errors import (
     SpecValueError,
 )
 from spawnkit.spec import NamespaceConfig, Payload, ProcessSpec, _phase
+from spawnkit.spec._control import LaunchControl
+
+_Ctl = LaunchControl  # short, for the table of wrong fields
 
 ALLOWED_SPAWNKIT = ("spawnkit", "spawnkit.errors", "spawnkit.spec")
 
@@ -49,6 +52,9 @@ def _full_spec() -> ProcessSpec:
         run_id="run-1",
         guard_policy="warn",
         extra={"note": b"bytes"},
+        _control=LaunchControl(
+            parent_pid=4242, pdeathsig=True, context="multiprocess", local_world_size=2
+        ),
     )
 
 
@@ -121,6 +127,12 @@ def test_spec_rejects_invalid_fields(kwargs: dict[str, object], fragment: str) -
         ({"guard_policy": "warm"}, SpecValueError, "guard_policy", ["'warn'", "'warm'"]),
         ({"guard_policy": 1}, SpecTypeError, "guard_policy", ["one of"]),
         ({"extra": {2: "x"}}, SpecTypeError, "extra", ["str keys"]),
+        ({"_control": {"context": "x"}}, SpecTypeError, "_control", ["LaunchControl", "dict"]),
+        ({"_control": _Ctl(fault_conn=3)}, SpecTypeError, "_control.fault_conn", ["int 3"]),
+        ({"_control": _Ctl(parent_pid=True)}, SpecTypeError, "_control.parent_pid", ["pid"]),
+        ({"_control": _Ctl(pdeathsig=1)}, SpecTypeError, "_control.pdeathsig", ["a bool"]),
+        ({"_control": _Ctl(context="dill")}, SpecValueError, "_control.context", ["'dill'"]),
+        ({"_control": _Ctl(local_world_size=0)}, SpecTypeError, "_control.local_world_size", ["1"]),
     ],
     ids=lambda v: v if isinstance(v, str) else None,
 )

@@ -212,7 +212,14 @@ class BootstrapError(SpawnkitError):
 
 
 class BootstrapOrderError(BootstrapError):
-    """A stage was called out of order or twice; the message names the stage expected."""
+    """A stage was called out of order or twice; ``expected`` names the stage that may run now.
+
+    ``expected`` is ``""`` once the entry ran (no stage may run any more).
+    """
+
+    def __init__(self, message: str, *, expected: str = "", **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.expected = expected
 
 
 class StageError(BootstrapError):
@@ -223,7 +230,16 @@ class StageError(BootstrapError):
     by :func:`stage_error_type` as a subclass of *both*, so ``except PluginError``
     still catches a plugin failure that surfaced through the bootstrap, with the
     plugin's fields and the stage's fields on one object.
+
+    ``cause_type`` is the original's qualified type name and ``cause`` the
+    original itself when it could travel to the parent (else ``None``).  They
+    are class-level defaults, not ``__init__`` arguments, because the
+    bootstrap builds these errors without calling ``__init__`` (the dual type's
+    other base has its own signature); set on an instance, they pickle with it.
     """
+
+    cause_type: str = ""
+    cause: BaseException | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         message = str(self.args[0]) if self.args else ""
@@ -291,7 +307,19 @@ class ImportGuardError(BootstrapError):
 
 
 class LazyProxyError(BootstrapError):
-    """A lazy proxy was used in a worker before the bootstrap applied hooks."""
+    """A lazy proxy was used in a worker before the bootstrap applied hooks.
+
+    ``reference`` is the proxy's ``"module:qualname"``; ``filename`` and
+    ``lineno`` say where it was used (``""`` and 0 when unknown).
+    """
+
+    def __init__(
+        self, message: str, *, reference: str = "", filename: str = "", lineno: int = 0, **kw: Any
+    ) -> None:
+        super().__init__(message, **kw)
+        self.reference = reference
+        self.filename = filename
+        self.lineno = lineno
 
 
 class WorkerReuseError(BootstrapError):
@@ -373,6 +401,8 @@ class ChildError(SpawnkitError):
 
     Subclasses put the root cause first in their message.  ``rank``, ``pid``,
     ``host`` and ``stage`` say which worker and where it was.
+    ``unreaped_pids`` lists the group's processes that survived SIGKILL during
+    the teardown that followed (empty when every one was reaped).
     """
 
     def __init__(
@@ -389,6 +419,7 @@ class ChildError(SpawnkitError):
         self.pid = pid
         self.host = host
         self.stage = stage
+        self.unreaped_pids: list[int] = []
 
 
 class ChildRaisedError(ChildError):
@@ -423,7 +454,11 @@ class ChildRaisedError(ChildError):
 
 
 class ChildExitedError(ChildError):
-    """A worker exited (non-zero code or signal) without reporting an exception."""
+    """A worker exited (non-zero code or signal) without reporting an exception.
+
+    ``fault_text`` is what the worker's faulthandler wrote before it died (the
+    Python stacks of a fatal signal), ``""`` when it wrote nothing.
+    """
 
     def __init__(
         self,
@@ -431,11 +466,13 @@ class ChildExitedError(ChildError):
         *,
         exit_code: int | None = None,
         signal_name: str = "",
+        fault_text: str = "",
         **kw: Any,
     ) -> None:
         super().__init__(message, **kw)
         self.exit_code = exit_code
         self.signal_name = signal_name
+        self.fault_text = fault_text
 
 
 class NodeLostError(ChildExitedError):
@@ -452,11 +489,26 @@ class NodeLostError(ChildExitedError):
 
 
 class BootstrapTimeoutError(ChildError):
-    """A worker did not finish its bootstrap (or the group its run) in time."""
+    """A worker did not finish its bootstrap (or the group its run) in time.
 
-    def __init__(self, message: str, *, waited_s: float = 0.0, **kw: Any) -> None:
+    ``stacks`` maps a rank to the stack dump it gave at the deadline (ranks
+    that could not dump are absent); ``not_ready`` maps each rank that was not
+    ready at a startup deadline to its stage (empty for a run's deadline).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        waited_s: float = 0.0,
+        stacks: dict[int, str] | None = None,
+        not_ready: dict[int, str] | None = None,
+        **kw: Any,
+    ) -> None:
         super().__init__(message, **kw)
         self.waited_s = waited_s
+        self.stacks = dict(stacks or {})
+        self.not_ready = dict(not_ready or {})
 
 
 class ProgressCallbackError(SpawnkitError):

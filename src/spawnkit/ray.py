@@ -371,7 +371,7 @@ class RayWorkerGroup:
                 spec = template.replace(
                     rank=rank,
                     local_rank=local_rank,
-                    extra=dict(template.extra, local_world_size=len(ranks)),
+                    _control=template._control.replace(local_world_size=len(ranks)),
                 )
                 data = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
                 self._stage[rank] = "process_start"

@@ -26,22 +26,10 @@ from spawnkit.bootstrap import _protocol as proto
 from spawnkit.spec import ProcessSpec
 
 __all__ = [
-    "CONTEXT_KEY",
-    "FAULT_CONN_KEY",
-    "SIGINT_RESTORE_KEY",
     "arm_guard",
     "child_main",
     "spawn_main_reporting",
 ]
-
-FAULT_CONN_KEY = "fault_conn"
-"""``spec.extra`` key of the pipe faulthandler writes to (fatal signals, stack dumps)."""
-CONTEXT_KEY = "context"
-"""``spec.extra`` key naming the pickling family: ``multiprocessing`` or ``multiprocess``."""
-SIGINT_RESTORE_KEY = "sigint_restore"
-"""``spec.extra`` key: True when the launcher started this worker with SIGINT ignored, so
-that a Ctrl-C during its start-up and bootstrap is the launcher's to handle (it stops the
-worker and knows its stage); the entry function hears Ctrl-C again, as any program does."""
 
 
 def arm_guard() -> None:
@@ -182,9 +170,9 @@ def _exit_code(exc: SystemExit) -> int:
 
 def child_main(spec: ProcessSpec) -> None:
     """Run the bootstrap and the entry for one rank; report the outcome before exiting."""
-    dump_signal = _arm_faulthandler(spec.extra.get(FAULT_CONN_KEY))
-    dumps, loads = _picklers(str(spec.extra.get(CONTEXT_KEY, "multiprocessing")))
-    deaf = bool(spec.extra.get(SIGINT_RESTORE_KEY))
+    dump_signal = _arm_faulthandler(spec._control.fault_conn)
+    dumps, loads = _picklers(spec._control.context)
+    deaf = spec._control.sigint_restore
     if deaf:  # SIGINT stays ignored; unblocked, so that restoring the handler later is enough
         try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -66,7 +66,7 @@ def _pickle_for_child(package: str, popen: Any, process_obj: Any) -> io.BytesIO:
     """What a spawned or forkserver child reads first: preparation data, then the Process.
 
     Pickled while ``popen`` is the spawning Popen, so Connections and fds in the
-    Process (its args, a rank's ``spec.extra``) are duplicated for that child.
+    Process (its args: a rank's ``spec.extra`` and its fault pipe) are duplicated for that child.
     """
     context = _sub(package, "context")
     buf = io.BytesIO()

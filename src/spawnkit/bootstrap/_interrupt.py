@@ -7,7 +7,7 @@ of it with a raw ``KeyboardInterrupt`` traceback on the shared terminal.  A
 disposition set to ``SIG_IGN`` is the only handler that survives ``exec``, so
 the launcher ignores SIGINT (blocked meanwhile, so a Ctrl-C is kept pending,
 not lost) just while it starts a spawned child; the worker hears SIGINT again
-right before its entry function (``_child.SIGINT_RESTORE_KEY``), where a program's own
+right before its entry function (``LaunchControl.sigint_restore``), where a program's own
 ``except KeyboardInterrupt`` belongs.  During the bootstrap the launcher stops
 workers itself (SIGTERM, then SIGKILL), so it knows the stage of each.
 

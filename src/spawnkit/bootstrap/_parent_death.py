@@ -40,15 +40,12 @@ from typing import Any
 
 from spawnkit.spec import ProcessSpec
 
-__all__ = ["PARENT_DIED_EXIT_CODE", "PARENT_PID_KEY", "PDEATHSIG_KEY", "RUN_ID_VAR", "arm"]
+__all__ = ["PARENT_DIED_EXIT_CODE", "RUN_ID_VAR", "arm"]
 
 RUN_ID_VAR = "SPAWNKIT_RUN_ID"
 """Environment variable carrying the group's run id, inherited by a worker's own children,
 so that :func:`spawnkit.cleanup` finds orphans."""
 
-PARENT_PID_KEY = "parent_pid"
-PDEATHSIG_KEY = "pdeathsig"
-"""``spec.extra`` key: True where the launcher is the worker's parent (spawn, main thread)."""
 PARENT_DIED_EXIT_CODE = 1
 
 _PR_SET_PDEATHSIG = 1
@@ -70,8 +67,8 @@ def arm(spec: ProcessSpec) -> None:
         if _armed_conn is conn:
             return
         _armed_conn = conn
-    parent_pid = spec.extra.get(PARENT_PID_KEY)
-    launcher_is_parent = spec.extra.get(PDEATHSIG_KEY) and isinstance(parent_pid, int)
+    parent_pid = spec._control.parent_pid
+    launcher_is_parent = spec._control.pdeathsig and isinstance(parent_pid, int)
     if launcher_is_parent and os.getppid() != parent_pid:
         _die(spec.rank, parent_pid, "it was already re-parented when it armed its watch")
     if isinstance(parent_pid, int) and sys.platform.startswith("linux"):

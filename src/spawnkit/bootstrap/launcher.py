@@ -46,10 +46,10 @@ from typing import Any
 
 from spawnkit.bootstrap import _interrupt
 from spawnkit.bootstrap import _protocol as proto
-from spawnkit.bootstrap._child import CONTEXT_KEY, FAULT_CONN_KEY, SIGINT_RESTORE_KEY, child_main
+from spawnkit.bootstrap._child import child_main
 from spawnkit.bootstrap._contexts import LaunchContext, get_launch_context
 from spawnkit.bootstrap._launch_checks import check_count, check_seconds
-from spawnkit.bootstrap._parent_death import PARENT_PID_KEY, PDEATHSIG_KEY, RUN_ID_VAR
+from spawnkit.bootstrap._parent_death import RUN_ID_VAR
 from spawnkit.bootstrap._progress import DONE, FAILED, STOPPED, ProgressCallback, ProgressRelay
 from spawnkit.bootstrap.specs import build_spec
 from spawnkit.errors import (
@@ -62,6 +62,7 @@ from spawnkit.errors import (
 )
 from spawnkit.namespace import Namespace, get_namespace
 from spawnkit.spec import NamespaceConfig, ProcessSpec
+from spawnkit.spec._control import LaunchControl
 
 __all__ = ["WorkerGroup", "spawn_with_plugins"]
 
@@ -657,7 +658,7 @@ class WorkerGroup:
         fault = _current_thread_first(r.fault_text.strip())
         if fault:
             detail += f"\nFatal error report written by the worker (faulthandler):\n{fault}"
-        err = ChildExitedError(
+        return ChildExitedError(
             f"{head}\n{detail}\n{effect}",
             rank=r.rank,
             pid=r.pid,
@@ -665,9 +666,8 @@ class WorkerGroup:
             stage=r.stage if exited is None else exited.stage,
             exit_code=code,
             signal_name=signal_name,
+            fault_text=fault,
         )
-        err.fault_text = fault  # type: ignore[attr-defined]
-        return err
 
     def _ready_timeout_error(self, stuck: list[_Rank], now: float) -> BootstrapTimeoutError:
         stacks = self._dump_stacks(stuck)
@@ -705,17 +705,16 @@ class WorkerGroup:
                 if first.stage == proto.PRE_BOOTSTRAP
                 else "No stack dump could be obtained from the worker."
             )
-        err = BootstrapTimeoutError(
+        return BootstrapTimeoutError(
             text,
             rank=first.rank,
             pid=first.pid,
             host=first.host,
             stage=first.stage,
             waited_s=in_stage,
+            stacks=stacks,
+            not_ready={r.rank: r.stage for r in stuck},
         )
-        err.stacks = stacks  # type: ignore[attr-defined]
-        err.not_ready = {r.rank: r.stage for r in stuck}  # type: ignore[attr-defined]
-        return err
 
     def _join_timeout_error(self, running: list[_Rank], now: float) -> BootstrapTimeoutError:
         stacks = self._dump_stacks(running)
@@ -729,16 +728,15 @@ class WorkerGroup:
         )
         if stacks.get(first.rank):
             text += f"Stack of {first.label} at the deadline:\n{stacks[first.rank].rstrip()}"
-        err = BootstrapTimeoutError(
+        return BootstrapTimeoutError(
             text,
             rank=first.rank,
             pid=first.pid,
             host=first.host,
             stage=first.stage,
             waited_s=now - self._launched,
+            stacks=stacks,
         )
-        err.stacks = stacks  # type: ignore[attr-defined]
-        return err
 
     def _dump_stacks(self, ranks: Sequence[_Rank]) -> dict[int, str]:
         """Ask each worker's faulthandler for all its threads' stacks; bounded wait."""
@@ -762,7 +760,7 @@ class WorkerGroup:
     def _fail(self, err: ChildError) -> None:
         self._failure = err
         self._close(initial_grace=self._grace)
-        err.unreaped_pids = list(self.unreaped_pids)  # type: ignore[attr-defined]
+        err.unreaped_pids = list(self.unreaped_pids)
         if self.unreaped_pids:
             err.args = (
                 f"{err.args[0]}\nWarning: pid(s) {self.unreaped_pids} survived SIGKILL and "
@@ -996,17 +994,16 @@ def spawn_with_plugins(
     lctx = get_launch_context(context, start_method, preload, ns.config, boot, ready_timeout)
     # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
     deaf = lctx.server is None and _interrupt.will_start_deaf()
-    extra: dict[str, Any] = {
-        PARENT_PID_KEY: os.getpid(),
+    control = LaunchControl(
+        parent_pid=os.getpid(),
         # Only a spawned worker's parent is this process (a forkserver worker's is the
         # server): there it checks getppid() against our pid, to catch a launcher that
         # died before the worker armed its watch.
-        PDEATHSIG_KEY: start_method == "spawn"
-        and threading.current_thread() is threading.main_thread(),
-        CONTEXT_KEY: context,
-        SIGINT_RESTORE_KEY: deaf,
-    }
-    template = template.replace(extra=extra)
+        pdeathsig=start_method == "spawn" and threading.current_thread() is threading.main_thread(),
+        context=context,
+        sigint_restore=deaf,
+    )
+    template = template.replace(_control=control)
     group = WorkerGroup(
         run_id=run_id,
         context=lctx,
@@ -1047,7 +1044,8 @@ def _start_rank(
         local_rank=rank,
         report_conn=report_w,
         death_conn=death_r,
-        extra={**extra, **template.extra, FAULT_CONN_KEY: fault_w},
+        extra=extra,
+        _control=template._control.replace(fault_conn=fault_w),
     )
     proc = lctx.process(child_main, (spec,), f"spawnkit-{template.run_id}-rank{rank}")
     try:

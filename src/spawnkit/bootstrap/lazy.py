@@ -193,14 +193,14 @@ def _too_early(reference: str) -> Exception:
             "time of a module the worker imports early",
         ),
     )
-    err = LazyProxyError(
+    return LazyProxyError(
         f"lazy proxy {reference!r} used at {where} {context}, where it would bind the "
         f"unpatched original. Fix: {fix}.",
         stage="load_plugins" if window == guard.PLUGIN else phase if window == guard.STAGE else "",
+        reference=reference,
+        filename=filename,
+        lineno=lineno,
     )
-    err.reference = reference  # type: ignore[attr-defined]
-    err.filename, err.lineno = filename, lineno  # type: ignore[attr-defined]
-    return err
 
 
 def lazy(reference: str) -> Any:

@@ -133,11 +133,14 @@ class Bootstrapper:
         return STAGE_ORDER[self._next] if self._next < len(STAGE_ORDER) else None
 
     def _order_error(self, stage: Stage, message: str) -> BootstrapOrderError:
-        err = BootstrapOrderError(
-            message, stage=stage.value, rank=self.rank, pid=self.pid, host=self.host
+        return BootstrapOrderError(
+            message,
+            stage=stage.value,
+            rank=self.rank,
+            pid=self.pid,
+            host=self.host,
+            expected=self.next_stage.value if self.next_stage else "",
         )
-        err.expected = self.next_stage.value if self.next_stage else ""  # type: ignore[attr-defined]
-        return err
 
     def _check_order(self, stage: Stage) -> None:
         order = " -> ".join(s.value for s in STAGE_ORDER)
@@ -234,10 +237,10 @@ class Bootstrapper:
         err.__dict__.update(exc.__dict__)  # the cause's fields (plugin, dist, explanation...)
         err.stage, err.rank, err.pid, err.host = stage.value, self.rank, self.pid, self.host
         err.traceback_text = tb
-        err.cause_type = _qualified(exc)  # type: ignore[attr-defined]
+        err.cause_type = _qualified(exc)
         # The original, when it can travel to the parent (spawnkit's errors always can).
         carry = isinstance(exc, SpawnkitError) or _picklable(exc)
-        err.cause = exc if carry else None  # type: ignore[attr-defined]
+        err.cause = exc if carry else None
         return err
 
     # -------------------------------------------------------------- stages

@@ -151,7 +151,7 @@ class RankActor:
         os.environ["RANK"] = str(spec.rank)
         os.environ["LOCAL_RANK"] = str(spec.local_rank)
         os.environ["WORLD_SIZE"] = str(spec.world_size)
-        local_world = spec.extra.get("local_world_size") if isinstance(spec.extra, dict) else None
+        local_world = spec._control.local_world_size
         if local_world is not None:
             os.environ["LOCAL_WORLD_SIZE"] = str(local_world)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from itertools import chain
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from spawnkit.spec._control import CONTEXTS, NO_CONTROL, LaunchControl
 from spawnkit.spec._namespace_config import GUARD_POLICIES, NamespaceConfig
 from spawnkit.spec.payload import Payload
 
@@ -160,13 +161,33 @@ def _entry_points(spec: ProcessSpec) -> None:
                 _type_error("entry_points", expected, rows, f"row {_show(row)}")
 
 
-def _conn(spec: ProcessSpec, field: str) -> None:
-    value = getattr(spec, field)
+def _conn(field: str, value: Any) -> None:
     # multiprocessing and multiprocess each have their own Connection class: check the behaviour.
     if value is not None and not (
         callable(getattr(value, "send", None)) and callable(getattr(value, "recv", None))
     ):
         _type_error(field, "a multiprocessing Connection or None", value)
+
+
+def _control(spec: ProcessSpec) -> None:
+    """The launcher's record: built by spawnkit, so a mistake here is a launcher bug."""
+    ctl = spec._control
+    if ctl is NO_CONTROL:
+        return
+    if type(ctl) is not LaunchControl:
+        _type_error("_control", "a LaunchControl", ctl, "set by spawnkit's launchers only")
+    _conn("_control.fault_conn", ctl.fault_conn)
+    pid = ctl.parent_pid
+    if pid is not None and (type(pid) is not int or pid <= 0):
+        _type_error("_control.parent_pid", "a pid (int > 0) or None", pid)
+    for name in ("pdeathsig", "sigint_restore"):
+        if type(getattr(ctl, name)) is not bool:
+            _type_error(f"_control.{name}", "a bool", getattr(ctl, name))
+    if ctl.context not in CONTEXTS:
+        _value_error("_control.context", f"one of {CONTEXTS}", ctl.context)
+    size = ctl.local_world_size
+    if size is not None and (type(size) is not int or size < 1):
+        _type_error("_control.local_world_size", "an int >= 1 or None", size)
 
 
 def check_spec(spec: ProcessSpec) -> None:
@@ -200,8 +221,8 @@ def check_spec(spec: ProcessSpec) -> None:
         _type_error("lenient_plugins", "a bool", spec.lenient_plugins)
     _entry_points(spec)
     _str_dict(spec, "env", values_too=True)
-    _conn(spec, "report_conn")
-    _conn(spec, "death_conn")
+    _conn("report_conn", spec.report_conn)
+    _conn("death_conn", spec.death_conn)
     if type(spec.run_id) is not str:
         _type_error("run_id", "a str", spec.run_id)
     policy = spec.guard_policy
@@ -210,3 +231,4 @@ def check_spec(spec: ProcessSpec) -> None:
             _type_error("guard_policy", f"one of {GUARD_POLICIES} or None", policy)
         _value_error("guard_policy", f"one of {GUARD_POLICIES} or None", policy)
     _str_dict(spec, "extra", values_too=False)
+    _control(spec)

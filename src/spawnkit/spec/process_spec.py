@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
+from spawnkit.spec._control import NO_CONTROL, LaunchControl
 from spawnkit.spec._namespace_config import NamespaceConfig
 from spawnkit.spec._validate import check_spec
 from spawnkit.spec.payload import Payload
@@ -36,6 +37,9 @@ class ProcessSpec:
     ``entry`` is ``"module:qualname"``; when the entry is not importable by
     reference (a lambda, a closure, a function of ``__main__``) it is ``""`` and
     ``entry_payload`` carries the callable by value.
+
+    ``extra`` is the engine's alone (``rank_extra`` fills it); what a
+    spawnkit launcher tells its own worker code travels in ``_control``.
     """
 
     entry: str
@@ -55,6 +59,7 @@ class ProcessSpec:
     run_id: str = ""
     guard_policy: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    _control: LaunchControl = NO_CONTROL
 
     def __post_init__(self) -> None:
         # Runs when a spec is built or replaced, never when a worker unpickles one.
