@@ -143,3 +143,40 @@ def test_benchmark_scripts_are_entry_points_over_the_package() -> None:
     assert proc.returncode == 0, proc.stderr
     assert "all stages" in proc.stdout and "apply_hooks: import_targets" in proc.stdout
     assert "spawnkit own stage work (no user imports)" in proc.stdout
+
+
+_RAW_WORKERS = """
+import os, time
+
+def dies(conn):
+    os._exit(3)
+
+def hangs(conn):
+    time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize(
+    ("func", "error", "needle"),
+    [
+        ("dies", RuntimeError, "exited with code 3"),
+        ("hangs", TimeoutError, "sent nothing within 3 s"),
+    ],
+)
+def test_raw_baseline_waits_are_bounded_and_leave_no_process(
+    func: str,
+    error: type[Exception],
+    needle: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import multiprocessing
+
+    from spawnkit.bench import spawn_latency
+
+    (tmp_path / "bench_raw_faulty.py").write_text(_RAW_WORKERS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(spawn_latency, "RAW_TIMEOUT_S", 3.0)
+    with pytest.raises(error, match=needle):
+        spawn_latency._raw_call("spawn", "bench_raw_faulty", func, 2)
+    assert multiprocessing.active_children() == []

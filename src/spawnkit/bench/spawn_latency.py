@@ -184,6 +184,8 @@ def _raw_call(method: str, module: str, func: str, n: int) -> tuple[float, list[
         values = [_recv(r, p, deadline, what) for (r, _w), p in zip(pipes, procs, strict=True)]
     finally:
         for proc in procs:
+            if proc.pid is None:  # a start above failed; nothing to wait for
+                continue
             proc.join(max(0.0, deadline - time.monotonic()))
             if proc.is_alive():
                 proc.kill()
