@@ -295,20 +295,20 @@ def report(r: dict[str, Any]) -> None:
     print(f"{N_PLUGINS} plugins, {N_PLUGINS * HOOKS_PER_PLUGIN} hooks, platform {r['platform']!r}")
     print("cold: spawnkit's hook engine, platform discovery and importlib.metadata are first")
     print("imported inside the stages; warm: imported before the clock (stage work only)")
-    print(f"{'stage':<26}{'cold ms':>10}{'x bare':>9}{'warm ms':>10}{'x bare':>9}")
+    print(f"{'stage':<30}{'cold ms':>10}{'x bare':>9}{'warm ms':>10}{'x bare':>9}")
     for name in cold:
         c, w = cold[name], warm[name]
-        print(f"{name:<26}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}")
+        print(f"{name:<30}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}")
     c, w = _totals(r)
-    print(f"{'all stages':<26}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}")
+    print(f"{'all stages':<30}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}")
     print(
-        f"{'  of which user imports':<26}{user * 1e3:>10.3f}{user / bare:>9.3f}"
+        f"{'  of which user imports':<30}{user * 1e3:>10.3f}{user / bare:>9.3f}"
         f"{user * 1e3:>10.3f}{user / bare:>9.3f}  (the 10 plugin + 11 engine modules, "
         "imported with no spawnkit)"
     )
     oc, ow = c - user, w - user
     print(
-        f"{'spawnkit own work':<26}{oc * 1e3:>10.3f}{oc / bare:>9.3f}{ow * 1e3:>10.3f}"
+        f"{'spawnkit own work':<30}{oc * 1e3:>10.3f}{oc / bare:>9.3f}{ow * 1e3:>10.3f}"
         f"{ow / bare:>9.3f}  (target: warm column <= {OWN_WORK_TARGET}; cold adds "
         "spawnkit's own first imports)"
     )
