@@ -4,7 +4,9 @@ Two measurements, each against a baseline taken in the same run:
 
 * the bootstrap stages with 10 plugins (real distributions on ``sys.path``)
   registering 100 hooks on 100 targets, timed inside fresh interpreters, as a
-  ratio to a bare ``python -c pass`` start (target: all stages <= 0.25x);
+  ratio to a bare ``python -c pass`` start, ``apply_hooks`` split into
+  importing the target modules and patching (target, issue 14: spawnkit's own
+  stage work, without importing the user's plugin and engine modules, <= 0.35x);
 * the import guard's cost on ``import torch`` (target: <= 5% more), with the
   guard armed vs. not, alternated to cancel drift.
 
@@ -55,6 +57,8 @@ boot = Bootstrapper(spec)
 result = boot.run()
 assert result == {expected!r}, result
 out = dict(boot.stage_seconds)
+for part, seconds in boot.stage_detail.get("apply_hooks", {{}}).items():
+    out["  apply_hooks: " + part] = seconds
 out["imports before stages"] = import_s
 print(json.dumps(out))
 """
@@ -274,9 +278,13 @@ def run(
     return results
 
 
+#: The issue-14 bound on spawnkit's own stage work, as a multiple of ``python -c pass``.
+OWN_WORK_TARGET = 0.35
+
+
 def _totals(r: dict[str, Any]) -> tuple[float, float]:
-    """All stages, cold and warm, without the imports that happen before them."""
-    names = [n for n in r["cold_s"] if n != "imports before stages"]
+    """All stages, cold and warm, without the imports before them or the split rows."""
+    names = [n for n in r["cold_s"] if n != "imports before stages" and not n.startswith(" ")]
     return sum(r["cold_s"][n] for n in names), sum(r["warm_s"][n] for n in names)
 
 
@@ -287,25 +295,22 @@ def report(r: dict[str, Any]) -> None:
     print(f"{N_PLUGINS} plugins, {N_PLUGINS * HOOKS_PER_PLUGIN} hooks, platform {r['platform']!r}")
     print("cold: spawnkit's hook engine, platform discovery and importlib.metadata are first")
     print("imported inside the stages; warm: imported before the clock (stage work only)")
-    print(f"{'stage':<26}{'cold ms':>10}{'x bare':>9}{'warm ms':>10}{'x bare':>9}")
+    print(f"{'stage':<30}{'cold ms':>10}{'x bare':>9}{'warm ms':>10}{'x bare':>9}")
     for name in cold:
         c, w = cold[name], warm[name]
-        print(f"{name:<26}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}")
+        print(f"{name:<30}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}")
     c, w = _totals(r)
+    print(f"{'all stages':<30}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}")
     print(
-        f"{'all stages':<26}{c * 1e3:>10.3f}{c / bare:>9.3f}{w * 1e3:>10.3f}{w / bare:>9.3f}"
-        f"  target <= 0.25: cold {'OK' if c / bare <= 0.25 else 'OVER'}, "
-        f"warm {'OK' if w / bare <= 0.25 else 'OVER'}"
-    )
-    print(
-        f"{'  of which user imports':<26}{user * 1e3:>10.3f}{user / bare:>9.3f}"
+        f"{'  of which user imports':<30}{user * 1e3:>10.3f}{user / bare:>9.3f}"
         f"{user * 1e3:>10.3f}{user / bare:>9.3f}  (the 10 plugin + 11 engine modules, "
         "imported with no spawnkit)"
     )
     oc, ow = c - user, w - user
     print(
-        f"{'spawnkit own work':<26}{oc * 1e3:>10.3f}{oc / bare:>9.3f}{ow * 1e3:>10.3f}"
-        f"{ow / bare:>9.3f}  target <= 0.25: warm {'OK' if ow / bare <= 0.25 else 'OVER'}"
+        f"{'spawnkit own work':<30}{oc * 1e3:>10.3f}{oc / bare:>9.3f}{ow * 1e3:>10.3f}"
+        f"{ow / bare:>9.3f}  (target: warm column <= {OWN_WORK_TARGET}; cold adds "
+        "spawnkit's own first imports)"
     )
     print("discovery: " + ("workers scan metadata (--scan)" if r["scan"] else "parent's rows"))
 
@@ -332,13 +337,19 @@ def report(r: dict[str, Any]) -> None:
 
 
 def checks(r: dict[str, Any]) -> list[Check]:
-    """Stages against a bare start; the guard against ``import torch``."""
+    """spawnkit's own stage work against a bare start; the guard against ``import torch``.
+
+    Own work is the stages less importing the user's modules, with spawnkit's
+    modules imported before the clock (the "warm" column): issue 14's bound.
+    """
     bare, user = r["bare_s"], r["user_imports_s"]
-    c, w = _totals(r)
+    _c, w = _totals(r)
     out = [
-        Check("all stages, cold / python -c pass", c / bare, 0.25),
-        Check("all stages, warm / python -c pass", w / bare, 0.25),
-        Check("spawnkit own work, warm / python -c pass", (w - user) / bare, 0.25),
+        Check(
+            "spawnkit own stage work (no user imports) / python -c pass",
+            (w - user) / bare,
+            OWN_WORK_TARGET,
+        ),
     ]
     if "torch_s" in r:
         t = r["torch_s"]
