@@ -273,6 +273,9 @@ class HookRegistry:
         if not pending and not orphans:
             return []
         journal = Journal()
+        # One resolver for the call: each target module is imported once, and the targets
+        # of a module (sorted together below) are resolved from it.
+        resolver = _resolve.Resolver()
         snapshot, stale_snapshot = dict(st.applied), dict(st.stale)
         failures: dict[str, tuple[list[str], str]] = {}
         first_error: BaseException | None = None
@@ -337,8 +340,10 @@ class HookRegistry:
                                 continue
                             phases[1].append(dep)
                 try:
-                    rec = self._build(key, hooks[key], prev, messages)
+                    rec = self._build(key, hooks[key], prev, messages, resolver)
                     journal.put(rec.res.owner, rec.res.attr, rec.installed_raw)
+                    if rec.kind == _resolve.CLASS:
+                        resolver.forget_owners()  # walks through this class now find another
                 except Exception as exc:
                     if prev is not None:
                         st.applied[key] = prev  # left untouched: the previous chain stays
@@ -402,6 +407,7 @@ class HookRegistry:
         pairs: list[tuple[Registration, Any]],
         prev: _Record | None,
         messages: list[str],
+        resolver: _resolve.Resolver,
     ) -> _Record:
         """Resolve and build one target's chain; changes nothing (install is the caller's)."""
         st = self._state
@@ -410,7 +416,7 @@ class HookRegistry:
         if prev is not None:
             res, before, original = prev.res, prev.before, prev.original
         else:
-            res = _resolve.resolve(st.paths[key], display)
+            res = resolver.resolve(st.paths[key], display)
             before = vars(res.owner).get(res.attr, ABSENT)
             original = res.raw
         kind, func = _resolve.classify(res, display)
