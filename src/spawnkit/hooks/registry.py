@@ -276,6 +276,7 @@ class HookRegistry:
         # One resolver for the call: each target module is imported once, and the targets
         # of a module (sorted together below) are resolved from it.
         resolver = _resolve.Resolver()
+        loaded: dict[str, Any] = {}  # 'module:qualname' hook -> object, for this call
         snapshot, stale_snapshot = dict(st.applied), dict(st.stale)
         failures: dict[str, tuple[list[str], str]] = {}
         first_error: BaseException | None = None
@@ -308,7 +309,7 @@ class HookRegistry:
         hooks: dict[str, list[tuple[Registration, Any]]] = {}
         for key in pending:
             try:
-                hooks[key] = [(r, self._hook_object(r)) for r in st.regs[key]]
+                hooks[key] = [(r, self._hook_object(r, loaded)) for r in st.regs[key]]
             except Exception as exc:
                 fail(key, exc)
         classes = {
@@ -334,7 +335,9 @@ class HookRegistry:
                         self._restore(st.applied.pop(dep), journal, rebinds)
                         if dep not in hooks and st.regs.get(dep):
                             try:
-                                hooks[dep] = [(r, self._hook_object(r)) for r in st.regs[dep]]
+                                hooks[dep] = [
+                                    (r, self._hook_object(r, loaded)) for r in st.regs[dep]
+                                ]
                             except Exception as exc:
                                 fail(dep, exc)
                                 continue
@@ -386,17 +389,20 @@ class HookRegistry:
     def _sort_key(self, key: str) -> tuple[str, ...]:
         return self._state.paths[key].parts
 
-    def _hook_object(self, reg: Registration) -> Any:
+    def _hook_object(self, reg: Registration, loaded: dict[str, Any]) -> Any:
+        """The hook itself; a string hook shared by many targets is imported once per call."""
         if not isinstance(reg.hook, str):
             return reg.hook
         cache = self._state.hook_objects
         obj = cache.get(reg.seq)
         if obj is None:
             what = f"{reg.describe()} on target {reg.target!r}"
-            try:
-                obj = _resolve.import_hook(reg.hook)
-            except HookRegistrationError as exc:
-                raise HookRegistrationError(f"{what}: {exc}") from exc.__cause__
+            obj = loaded.get(reg.hook)
+            if obj is None:
+                try:
+                    obj = loaded[reg.hook] = _resolve.import_hook(reg.hook)
+                except HookRegistrationError as exc:
+                    raise HookRegistrationError(f"{what}: {exc}") from exc.__cause__
             _check_hook_object(obj, reg.hook_type, what)
             cache[reg.seq] = obj
         return obj
