@@ -119,10 +119,10 @@ def _find_module(
     for i in range(len(parts) - 1, 0, -1):
         name = ".".join(parts[:i])
         mod = sys.modules.get(name)
-        if mod is not None:
+        if mod is not None and not _initializing(mod):
             return mod, i
         parent = sys.modules.get(".".join(parts[: i - 1])) if i > 1 else None
-        if parent is not None and not hasattr(parent, "__path__"):
+        if mod is None and parent is not None and not hasattr(parent, "__path__"):
             continue  # a plain module has no submodules: no import attempt needed
         exc = failed.get(name)
         if exc is None:
@@ -137,6 +137,15 @@ def _find_module(
                 continue
         return _Unimportable(name, exc, not_found=False)
     return _Unimportable(first_missing or parts[0], None, not_found=True)
+
+
+def _initializing(module: types.ModuleType) -> bool:
+    """Whether another thread may still be executing ``module`` (half its names missing).
+
+    ``import_module`` waits for that thread to finish; in the importing thread
+    itself (a module that applies hooks while it imports) it returns at once.
+    """
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 def _note_failure(name: str, exc: Exception, failed: dict[str, BaseException]) -> Exception:
