@@ -526,17 +526,18 @@ class Bootstrapper:
 
     def _platform_info(self) -> dict[str, Any]:
         try:
-            explanation = self.namespace.platforms.explain()
+            # decision(), not explain(): a worker that succeeds never builds the explanation
+            decision = self.namespace.platforms.decision()
         except Exception as exc:  # the report must not fail the bootstrap
             return {"name": "?", "kind": "?", "how": f"explain() failed: {exc}"}
-        winner = getattr(explanation, "winner", None)
-        mode = getattr(explanation, "mode", "")
-        path = " -> ".join(getattr(explanation, "path", []) or [])
+        winner = decision.get("winner")
+        mode = decision.get("mode", "")
+        path = " -> ".join(decision.get("path") or [])
         if self.spec.platform is not None:
             how = f"pinned by the parent (ProcessSpec.platform={self.spec.platform!r})"
         else:
-            var = getattr(explanation, "selector_var", "")
-            value = getattr(explanation, "selector_value", None)
+            var = decision.get("selector_var", "")
+            value = decision.get("selector_value")
             how = f"{var}={value!r}" if value else "auto-detected in the worker"
         if mode or path:
             how += f"; mode {mode}" + (f": {path}" if path else "")

@@ -87,51 +87,99 @@ def guess_module(path: TargetPath) -> str:
     return ".".join(parts[:-1])
 
 
-def _import_longest_prefix(path: TargetPath, display: str) -> tuple[types.ModuleType, int]:
-    """Import the longest importable module prefix of ``path``; return it and its length."""
+class _Unimportable(NamedTuple):
+    """Why no module prefix of a target imports; turned into an error per target."""
+
+    module: str  # the module whose import failed (or the first one missing)
+    cause: BaseException | None  # None: no prefix of the target exists at all
+    not_found: bool  # the named module itself is missing (not one of its dependencies)
+
+
+def _find_module(
+    path: TargetPath, failed: dict[str, BaseException]
+) -> tuple[types.ModuleType, int] | _Unimportable:
+    """The longest importable module prefix of ``path`` and its length, or why there is none.
+
+    ``failed`` holds the modules whose import already raised in this apply
+    call: they are not executed again for the next target that needs them.
+    """
+    hint = path.module_hint
+    if hint is not None:
+        exc = failed.get(hint)
+        if exc is None:
+            try:
+                return importlib.import_module(hint), hint.count(".") + 1
+            except Exception as err:
+                exc = _note_failure(hint, err, failed)
+        if isinstance(exc, ModuleNotFoundError):
+            return _Unimportable(exc.name or hint, exc, not_found=True)
+        return _Unimportable(hint, exc, not_found=False)
     parts = path.parts
-    if path.module_hint is not None:
-        n = path.module_hint.count(".") + 1
-        try:
-            return importlib.import_module(path.module_hint), n
-        except ModuleNotFoundError as exc:
-            raise HookTargetError(
-                f"hook target {display!r}: module {path.module_hint!r} cannot be imported "
-                f"({exc}). Install the package that provides it or fix the target.",
-                target=display,
-                missing=exc.name or path.module_hint,
-            ) from exc
-        except Exception as exc:
-            raise _import_failed(display, path.module_hint, exc) from exc
     first_missing: str | None = None
     for i in range(len(parts) - 1, 0, -1):
         name = ".".join(parts[:i])
         mod = sys.modules.get(name)
-        if mod is not None and not getattr(getattr(mod, "__spec__", None), "_initializing", 0):
+        if mod is not None and not _initializing(mod):
             return mod, i
-        # Absent, or still being imported by another thread (a plugin's thread applying while
-        # the bootstrap imports the target modules): import_module waits for it to finish
-        # instead of handing out a half-initialized module whose classes do not exist yet.
+        # Absent, or half-built by another thread's import: import_module (waits) decides.
         parent = sys.modules.get(".".join(parts[: i - 1])) if i > 1 else None
         if mod is None and parent is not None and not hasattr(parent, "__path__"):
             continue  # a plain module has no submodules: no import attempt needed
-        try:
-            return importlib.import_module(name), i
-        except ModuleNotFoundError as exc:
+        exc = failed.get(name)
+        if exc is None:
+            try:
+                return importlib.import_module(name), i
+            except Exception as err:
+                exc = _note_failure(name, err, failed)
+        if isinstance(exc, ModuleNotFoundError):
             missing = exc.name or name
             if missing == name or name.startswith(missing + "."):
                 first_missing = missing
                 continue
-            raise _import_failed(display, name, exc) from exc
-        except Exception as exc:
-            raise _import_failed(display, name, exc) from exc
-    missing = first_missing or parts[0]
-    raise HookTargetError(
-        f"hook target {display!r}: no module named {missing!r}, so no prefix of the target "
-        "can be imported. Install the package that provides it, or fix the spelling.",
-        target=display,
-        missing=missing,
-    )
+        return _Unimportable(name, exc, not_found=False)
+    return _Unimportable(first_missing or parts[0], None, not_found=True)
+
+
+def _initializing(module: types.ModuleType) -> bool:
+    """Whether another thread may still be executing ``module`` (half its names missing).
+
+    ``import_module`` waits for that thread to finish; in the importing thread
+    itself (a module that applies hooks while it imports) it returns at once.
+    """
+    return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
+
+
+def _note_failure(name: str, exc: Exception, failed: dict[str, BaseException]) -> Exception:
+    """Remember a failed import for ``name`` and for each of its parents that failed with it."""
+    failed[name] = exc
+    if not isinstance(exc, ModuleNotFoundError):
+        # 'pkg.mod.Cls' tried as a module fails because 'pkg.mod' raised: a sibling target
+        # 'pkg.mod.f' must get the same error, not a second execution of 'pkg.mod'.
+        parts = name.split(".")
+        for i in range(len(parts) - 1, 0, -1):
+            parent = ".".join(parts[:i])
+            if parent in sys.modules:
+                break
+            failed.setdefault(parent, exc)
+    return exc
+
+
+def _unimportable_error(path: TargetPath, display: str, why: _Unimportable) -> HookTargetError:
+    if why.cause is None:
+        return HookTargetError(
+            f"hook target {display!r}: no module named {why.module!r}, so no prefix of the "
+            "target can be imported. Install the package that provides it, or fix the spelling.",
+            target=display,
+            missing=why.module,
+        )
+    if why.not_found and path.module_hint is not None:
+        return HookTargetError(
+            f"hook target {display!r}: module {path.module_hint!r} cannot be imported "
+            f"({why.cause}). Install the package that provides it or fix the target.",
+            target=display,
+            missing=why.module,
+        )
+    return _import_failed(display, why.module, why.cause)
 
 
 def _import_failed(display: str, module: str, exc: BaseException) -> HookTargetError:
@@ -159,46 +207,113 @@ class Resolved(NamedTuple):
     defined_on: Any  # the class whose __dict__ holds ``raw`` (== owner unless inherited)
 
 
-def resolve(path: TargetPath, display: str) -> Resolved:
-    """Import what is needed and find the target's owner and raw value."""
-    module, n = _import_longest_prefix(path, display)
-    owner: Any = module
-    walked = module.__name__
-    names = path.parts[n:]
-    if not names:
-        raise HookTargetError(
-            f"hook target {display!r} names the module {walked!r} itself; hooks apply to "
-            "functions, methods and classes inside a module",
-            target=display,
-        )
-    for name in names[:-1]:
-        try:
-            owner = getattr(owner, name)
-        except AttributeError:
-            raise _missing(display, owner, walked, name) from None
-        walked = f"{walked}.{name}"
-        if not isinstance(owner, (type, types.ModuleType)):
+class _Owner(NamedTuple):
+    """A target's module and the object holding its attribute (the module or a class)."""
+
+    module: types.ModuleType
+    n: int  # how many parts of the target the module name takes
+    owner: Any
+    walked: str
+
+
+class _BadOwner(NamedTuple):
+    """The walk to a target's owner stopped: ``name`` is missing, or ``walked`` is no owner."""
+
+    owner: Any
+    walked: str
+    name: str | None  # None: ``walked`` is an instance, not a class or module
+
+
+_Found = _Owner | _BadOwner | _Unimportable
+
+
+class Resolver:
+    """Resolves the targets of one ``apply_hooks()`` call, one module at a time.
+
+    Why: targets cluster (a plugin hooks ten methods of one scheduler class),
+    so each module is imported once and each owner (module or class) is
+    walked once for every target under it, and a module that fails to import
+    is executed once and named in the error of every target it holds.  A
+    class REPLACE changes what a walk through that class finds, so the caller
+    drops the cached owners (:meth:`forget_owners`) after installing one.
+    """
+
+    def __init__(self) -> None:
+        self._failed: dict[str, BaseException] = {}
+        # (module hint, the target's parts but the last) -> what the walk there found
+        self._owners: dict[tuple[str | None, tuple[str, ...]], _Found] = {}
+
+    def forget_owners(self) -> None:
+        self._owners.clear()
+
+    def _owner(self, path: TargetPath) -> _Found:
+        key = (path.module_hint, path.parts[:-1])
+        found = self._owners.get(key)
+        if found is None:
+            found = self._owners[key] = self._walk(path)
+        return found
+
+    def _walk(self, path: TargetPath) -> _Found:
+        found = _find_module(path, self._failed)
+        if isinstance(found, _Unimportable):
+            return found
+        module, n = found
+        owner: Any = module
+        walked = module.__name__
+        for name in path.parts[n:-1]:
+            try:
+                owner = getattr(owner, name)
+            except AttributeError:
+                return _BadOwner(owner, walked, name)
+            walked = f"{walked}.{name}"
+            if not isinstance(owner, (type, types.ModuleType)):
+                return _BadOwner(owner, walked, None)
+        return _Owner(module, n, owner, walked)
+
+    def resolve(self, path: TargetPath, display: str) -> Resolved:
+        """Import what is needed and find the target's owner and raw value."""
+        found = self._owner(path)
+        if isinstance(found, _Unimportable):
+            raise _unimportable_error(path, display, found) from found.cause
+        if isinstance(found, _BadOwner):
+            if found.name is not None:
+                raise _missing(display, found.owner, found.walked, found.name)
             raise HookTargetError(
-                f"hook target {display!r}: {walked!r} is a {type(owner).__name__} instance, "
-                "not a class or module; hooks patch attributes of classes and modules only",
+                f"hook target {display!r}: {found.walked!r} is a {type(found.owner).__name__} "
+                "instance, not a class or module; hooks patch attributes of classes and "
+                "modules only",
                 target=display,
             )
-    attr = names[-1]
-    qualname = ".".join(path.parts[n:])
-    if isinstance(owner, type):
-        for klass in owner.__mro__:
-            if attr in klass.__dict__:
-                raw = klass.__dict__[attr]
-                return Resolved(owner, attr, raw, klass is owner, module.__name__, qualname, klass)
-        raise _missing(display, owner, walked, attr)
-    d = vars(owner)
-    if attr in d:
-        return Resolved(owner, attr, d[attr], True, owner.__name__, qualname, owner)
-    try:
-        raw = getattr(owner, attr)  # a module __getattr__ (PEP 562) may provide it
-    except AttributeError:
-        raise _missing(display, owner, walked, attr) from None
-    return Resolved(owner, attr, raw, False, owner.__name__, qualname, owner)
+        module, n, owner, walked = found
+        if n >= len(path.parts):
+            raise HookTargetError(
+                f"hook target {display!r} names the module {walked!r} itself; hooks apply to "
+                "functions, methods and classes inside a module",
+                target=display,
+            )
+        attr = path.parts[-1]
+        qualname = ".".join(path.parts[n:])
+        if isinstance(owner, type):
+            for klass in owner.__mro__:
+                if attr in klass.__dict__:
+                    raw = klass.__dict__[attr]
+                    return Resolved(
+                        owner, attr, raw, klass is owner, module.__name__, qualname, klass
+                    )
+            raise _missing(display, owner, walked, attr)
+        d = vars(owner)
+        if attr in d:
+            return Resolved(owner, attr, d[attr], True, owner.__name__, qualname, owner)
+        try:
+            raw = getattr(owner, attr)  # a module __getattr__ (PEP 562) may provide it
+        except AttributeError:
+            raise _missing(display, owner, walked, attr) from None
+        return Resolved(owner, attr, raw, False, owner.__name__, qualname, owner)
+
+
+def resolve(path: TargetPath, display: str) -> Resolved:
+    """Resolve one target on its own (see :class:`Resolver` for many at once)."""
+    return Resolver().resolve(path, display)
 
 
 def _missing(display: str, owner: Any, walked: str, name: str) -> HookTargetError:

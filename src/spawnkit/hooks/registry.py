@@ -273,6 +273,10 @@ class HookRegistry:
         if not pending and not orphans:
             return []
         journal = Journal()
+        # One resolver for the call: each target module is imported once, and the targets
+        # of a module (sorted together below) are resolved from it.
+        resolver = _resolve.Resolver()
+        loaded: dict[str, Any] = {}  # 'module:qualname' hook -> object, for this call
         snapshot, stale_snapshot = dict(st.applied), dict(st.stale)
         failures: dict[str, tuple[list[str], str]] = {}
         first_error: BaseException | None = None
@@ -305,7 +309,7 @@ class HookRegistry:
         hooks: dict[str, list[tuple[Registration, Any]]] = {}
         for key in pending:
             try:
-                hooks[key] = [(r, self._hook_object(r)) for r in st.regs[key]]
+                hooks[key] = [(r, self._hook_object(r, loaded)) for r in st.regs[key]]
             except Exception as exc:
                 fail(key, exc)
         classes = {
@@ -331,14 +335,18 @@ class HookRegistry:
                         self._restore(st.applied.pop(dep), journal, rebinds)
                         if dep not in hooks and st.regs.get(dep):
                             try:
-                                hooks[dep] = [(r, self._hook_object(r)) for r in st.regs[dep]]
+                                hooks[dep] = [
+                                    (r, self._hook_object(r, loaded)) for r in st.regs[dep]
+                                ]
                             except Exception as exc:
                                 fail(dep, exc)
                                 continue
                             phases[1].append(dep)
                 try:
-                    rec = self._build(key, hooks[key], prev, messages)
+                    rec = self._build(key, hooks[key], prev, messages, resolver)
                     journal.put(rec.res.owner, rec.res.attr, rec.installed_raw)
+                    if rec.kind == _resolve.CLASS:
+                        resolver.forget_owners()  # walks through this class now find another
                 except Exception as exc:
                     if prev is not None:
                         st.applied[key] = prev  # left untouched: the previous chain stays
@@ -381,17 +389,20 @@ class HookRegistry:
     def _sort_key(self, key: str) -> tuple[str, ...]:
         return self._state.paths[key].parts
 
-    def _hook_object(self, reg: Registration) -> Any:
+    def _hook_object(self, reg: Registration, loaded: dict[str, Any]) -> Any:
+        """The hook itself; a string hook shared by many targets is imported once per call."""
         if not isinstance(reg.hook, str):
             return reg.hook
         cache = self._state.hook_objects
         obj = cache.get(reg.seq)
         if obj is None:
             what = f"{reg.describe()} on target {reg.target!r}"
-            try:
-                obj = _resolve.import_hook(reg.hook)
-            except HookRegistrationError as exc:
-                raise HookRegistrationError(f"{what}: {exc}") from exc.__cause__
+            obj = loaded.get(reg.hook)
+            if obj is None:
+                try:
+                    obj = loaded[reg.hook] = _resolve.import_hook(reg.hook)
+                except HookRegistrationError as exc:
+                    raise HookRegistrationError(f"{what}: {exc}") from exc.__cause__
             _check_hook_object(obj, reg.hook_type, what)
             cache[reg.seq] = obj
         return obj
@@ -402,6 +413,7 @@ class HookRegistry:
         pairs: list[tuple[Registration, Any]],
         prev: _Record | None,
         messages: list[str],
+        resolver: _resolve.Resolver,
     ) -> _Record:
         """Resolve and build one target's chain; changes nothing (install is the caller's)."""
         st = self._state
@@ -410,7 +422,7 @@ class HookRegistry:
         if prev is not None:
             res, before, original = prev.res, prev.before, prev.original
         else:
-            res = _resolve.resolve(st.paths[key], display)
+            res = resolver.resolve(st.paths[key], display)
             before = vars(res.owner).get(res.attr, ABSENT)
             original = res.raw
         kind, func = _resolve.classify(res, display)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spawnkit._lazy import load_export
-from spawnkit.platforms.explanation import PlatformExplanation, PlatformSelection
+from spawnkit.platforms._selection import PlatformSelection
 from spawnkit.platforms.interface import DeviceMixin, Platform, PlatformEnum
 from spawnkit.spec import _phase
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from spawnkit.platforms.custom_op import CustomOp
     from spawnkit.platforms.discovery import PlatformManager
+    from spawnkit.platforms.explanation import PlatformExplanation
     from spawnkit.platforms.layers import RMSNorm
     from spawnkit.spec import NamespaceConfig
 
@@ -59,6 +60,7 @@ _LAZY = {
     "RocmPlatform": "spawnkit.platforms.builtin",
     "XpuPlatform": "spawnkit.platforms.builtin",
     "PlatformManager": "spawnkit.platforms.discovery",
+    "PlatformExplanation": "spawnkit.platforms.explanation",  # for explain_platform() only
     "CustomOp": "spawnkit.platforms.custom_op",
     "RMSNorm": "spawnkit.platforms.layers",
 }

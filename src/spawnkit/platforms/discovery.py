@@ -39,16 +39,12 @@ from spawnkit.errors import (
     PlatformUnavailableError,
 )
 from spawnkit.platforms._probes import Probe
-from spawnkit.platforms.explanation import (
-    CandidateOutcome,
-    PlatformExplanation,
-    PlatformSelection,
-    ProbeOutcome,
-)
+from spawnkit.platforms._selection import PlatformSelection
 from spawnkit.platforms.interface import Platform, PlatformEnum
 
 if TYPE_CHECKING:
     from spawnkit.namespace import Namespace
+    from spawnkit.platforms.explanation import CandidateOutcome, PlatformExplanation
 
 __all__ = ["RESERVED_NAMES", "PlatformExplanation", "PlatformManager", "PlatformSelection"]
 
@@ -71,29 +67,85 @@ def _exc_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+class _Candidate:
+    """One candidate's outcome while resolving (the fields of ``CandidateOutcome``).
+
+    A plain class: the explanation dataclasses are built from these only when
+    someone asks (``explain()``, doctor, an error), never in a worker whose
+    resolution succeeds.
+    """
+
+    __slots__ = ("dist", "error", "name", "outcome", "qualname", "value", "version")
+
+    def __init__(self, ep: EntryPointInfo, outcome: str) -> None:
+        self.name, self.value, self.dist, self.version = ep.name, ep.value, ep.dist, ep.version
+        self.outcome = outcome
+        self.qualname: str | None = None
+        self.error: str | None = None
+
+    def record(self) -> CandidateOutcome:
+        from spawnkit.platforms.explanation import CandidateOutcome
+
+        return CandidateOutcome(
+            self.name, self.value, self.dist, self.version, self.outcome, self.qualname, self.error
+        )
+
+    def describe(self) -> str:
+        return self.record().describe()
+
+
 class _Trace:
-    """Builds the explanation while resolving; errors are made through it so they carry it."""
+    """Records what one resolution looked at; errors are made through it so they carry it."""
 
     def __init__(self, manager: PlatformManager, mode: str, requested: str | None) -> None:
         cfg = manager.namespace.config
-        self.expl = PlatformExplanation(
-            namespace=cfg.name,
-            group=cfg.platform_group,
-            selector_var=cfg.platform_var,
-            selector_value=os.environ.get(cfg.platform_var),
-            cpu_engine_var=cfg.cpu_engine_var,
-            cpu_engine_value=os.environ.get(cfg.cpu_engine_var),
-            mode=mode,
-            requested=requested,
-        )
         self.namespace = cfg.name
+        self.group = cfg.platform_group
+        self.selector_var = cfg.platform_var
+        self.selector_value = os.environ.get(cfg.platform_var)
+        self.cpu_engine_var = cfg.cpu_engine_var
+        self.cpu_engine_value = os.environ.get(cfg.cpu_engine_var)
+        self.mode = mode
+        self.requested = requested
+        self.candidates: list[_Candidate] = []
+        self.probes: list[tuple[str, bool, str]] = []
+        self.path: list[str] = []
+        self.winner: PlatformSelection | None = None
+        self.error: str | None = None
+        self._built: PlatformExplanation | None = None
 
     def step(self, text: str) -> None:
-        self.expl.path.append(text)
+        self.path.append(text)
+
+    def explanation(self) -> PlatformExplanation:
+        """The explanation of this resolution; the same object once it has finished."""
+        if self._built is not None:
+            return self._built
+        from spawnkit.platforms.explanation import PlatformExplanation, ProbeOutcome
+
+        expl = PlatformExplanation(
+            namespace=self.namespace,
+            group=self.group,
+            selector_var=self.selector_var,
+            selector_value=self.selector_value,
+            cpu_engine_var=self.cpu_engine_var,
+            cpu_engine_value=self.cpu_engine_value,
+            mode=self.mode,
+            requested=self.requested,
+            candidates=[c.record() for c in self.candidates],
+            probes=[ProbeOutcome(*probe) for probe in self.probes],
+            path=list(self.path),
+            winner=self.winner,
+            error=self.error,
+        )
+        if self.winner is not None or self.error is not None:
+            self._built = expl  # finished: nothing changes it any more
+        return expl
 
     def fail(self, cls: type[PlatformError], message: str) -> PlatformError:
-        self.expl.error = message
-        return cls(message, explanation=self.expl.render(error=False), namespace=self.namespace)
+        self.error = message
+        text = self.explanation().render(error=False)
+        return cls(message, explanation=text, namespace=self.namespace)
 
 
 _managers: weakref.WeakSet[PlatformManager] = weakref.WeakSet()
@@ -120,7 +172,7 @@ class PlatformManager:
         self._pinned_by = ""
         self._selections: dict[str | None, tuple[PlatformSelection, type[Platform]]] = {}
         self._current: PlatformSelection | None = None
-        self._explanation: PlatformExplanation | None = None
+        self._trace: _Trace | None = None  # the last resolution's record
         name = self.namespace.config.name
         self._current_once: Once[Platform] = Once(
             f"{name}: resolve platform", again=self._again("resolution")
@@ -229,7 +281,7 @@ class PlatformManager:
             mode = "auto" if requested is None else "selected"
             trace = _Trace(self, mode, requested)
             trace.step(how)
-            self._explanation = trace.expl
+            self._trace = trace
             try:
                 if requested is None:
                     result = self._resolve_auto(trace)
@@ -237,7 +289,7 @@ class PlatformManager:
                     result = self._resolve_named(requested, how, trace)
             finally:
                 self._local.resolving = False
-            trace.expl.winner = result[0]
+            trace.winner = result[0]
             self._selections[requested] = result
             if logger.isEnabledFor(INFO):  # every worker selects: no logging import for it
                 logger.info(
@@ -282,14 +334,14 @@ class PlatformManager:
         if name == "base":
             qualname = self.namespace.config.platform_base
             trace.step("base platform")
-            sel = PlatformSelection("base", "base", qualname, path=list(trace.expl.path))
+            sel = PlatformSelection("base", "base", qualname, path=list(trace.path))
             return sel, base
         qualname = BUILTIN_PLATFORMS[name]
         cls = pkgutil.resolve_name(qualname)
         if not issubclass(cls, base):
             cls = self._for_base(name, cls, base, trace)
         trace.step(f"built-in {name!r}")
-        return PlatformSelection(name, "builtin", qualname, path=list(trace.expl.path)), cls
+        return PlatformSelection(name, "builtin", qualname, path=list(trace.path)), cls
 
     def _for_base(
         self, name: str, builtin: type[Platform], base: type[Platform], trace: _Trace
@@ -323,7 +375,7 @@ class PlatformManager:
             probe = self._probes[name]()
         except Exception as exc:
             probe = Probe(False, f"probe raised {_exc_text(exc)}")
-        trace.expl.probes.append(ProbeOutcome(name, probe.available, probe.reason))
+        trace.probes.append((name, probe.available, probe.reason))
         return probe
 
     def _available_text(self) -> str:
@@ -339,9 +391,7 @@ class PlatformManager:
         group = self.namespace.config.platform_group
         for ep in eps:
             if ep.name != requested:
-                trace.expl.candidates.append(
-                    CandidateOutcome(ep.name, ep.value, ep.dist, ep.version, "skipped")
-                )
+                trace.candidates.append(_Candidate(ep, "skipped"))
         lowered = requested.lower()
         if lowered in RESERVED_NAMES:
             claims = [ep for ep in eps if ep.name.lower() == lowered]
@@ -388,7 +438,7 @@ class PlatformManager:
         trace.step(f"plugin {ep.name!r} activated")
         cls = self._plugin_class(ep, outcome.qualname, trace)
         sel = PlatformSelection(
-            ep.name, "plugin", outcome.qualname, ep.dist, ep.version, list(trace.expl.path)
+            ep.name, "plugin", outcome.qualname, ep.dist, ep.version, list(trace.path)
         )
         return sel, cls
 
@@ -438,7 +488,7 @@ class PlatformManager:
             trace.step(f"1 plugin activated: {ep.name!r}")
             cls = self._plugin_class(ep, outcome.qualname, trace)
             sel = PlatformSelection(
-                ep.name, "plugin", outcome.qualname, ep.dist, ep.version, list(trace.expl.path)
+                ep.name, "plugin", outcome.qualname, ep.dist, ep.version, list(trace.path)
             )
             return sel, cls
         trace.step(f"0 of {len(eps)} plugin(s) activated")
@@ -456,10 +506,10 @@ class PlatformManager:
 
     def _activate(
         self, ep: EntryPointInfo, trace: _Trace, strict: bool = True
-    ) -> tuple[CandidateOutcome, BaseException | None]:
+    ) -> tuple[_Candidate, BaseException | None]:
         """Load and call one ``activate()``; strict: raise, else record the error."""
-        outcome = CandidateOutcome(ep.name, ep.value, ep.dist, ep.version, "error")
-        trace.expl.candidates.append(outcome)
+        outcome = _Candidate(ep, "error")
+        trace.candidates.append(outcome)
         exc: BaseException | None = None
         try:
             fn = _metadata.load_entry_point(ep)
@@ -585,7 +635,7 @@ class PlatformManager:
             )
             raise PlatformInitError(
                 f"constructing {selection.qualname} for {what} raised {_exc_text(exc)}.",
-                explanation=str(self._explanation or ""),
+                explanation=self._explanation_text(),
                 namespace=self.namespace.name,
             ) from exc
         instance.__dict__["_selection"] = selection
@@ -611,20 +661,43 @@ class PlatformManager:
                 f"{type(platform).__qualname__}.init_backend(){origin} failed in namespace "
                 f"{self.namespace.name!r}: {_exc_text(exc)}. The platform is resolved but not "
                 "usable; this failure is final for the process.",
-                explanation=str(self._explanation or ""),
+                explanation=self._explanation_text(),
                 namespace=self.namespace.name,
             ) from exc
         return platform
 
     def explain(self) -> PlatformExplanation:
         """What the last resolution did; runs one (errors recorded, not raised) if none ran."""
-        if self._explanation is None:
+        return self._last_trace().explanation()
+
+    def decision(self) -> dict[str, Any]:
+        """How the last resolution chose, in plain fields, without building its explanation.
+
+        Keys: ``winner`` (a :class:`PlatformSelection` or None), ``mode``,
+        ``path``, ``selector_var`` and ``selector_value``: what a worker's
+        report needs (``explain()`` has the rest).  Runs a resolution as
+        ``explain()`` does if none ran.
+        """
+        trace = self._last_trace()
+        return {
+            "winner": trace.winner,
+            "mode": trace.mode,
+            "path": list(trace.path),
+            "selector_var": trace.selector_var,
+            "selector_value": trace.selector_value,
+        }
+
+    def _last_trace(self) -> _Trace:
+        if self._trace is None:
             try:
                 self.select()
             except PlatformError:
                 pass
-        assert self._explanation is not None
-        return self._explanation
+        assert self._trace is not None
+        return self._trace
+
+    def _explanation_text(self) -> str:
+        return str(self._trace.explanation()) if self._trace is not None else ""
 
 
 def _after_fork() -> None:
@@ -633,7 +706,15 @@ def _after_fork() -> None:
         manager._local = threading.local()
         manager._selections = {}
         manager._current = None
-        manager._explanation = None
+        manager._trace = None
 
 
 os.register_at_fork(after_in_child=_after_fork)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PlatformExplanation":  # in __all__; loaded on first use (see _Trace)
+        from spawnkit.platforms.explanation import PlatformExplanation
+
+        return PlatformExplanation
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

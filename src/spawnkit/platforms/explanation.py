@@ -13,28 +13,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# Re-exported: the decision itself lives apart, so a worker resolving its platform
+# never imports (or defines) the explanation types below.
+from spawnkit.platforms._selection import PlatformSelection
+
 __all__ = ["CandidateOutcome", "PlatformExplanation", "PlatformSelection", "ProbeOutcome"]
-
-
-@dataclass(frozen=True)
-class PlatformSelection:
-    """The decision, without an instance: what the launcher puts into ``ProcessSpec.platform``.
-
-    ``kind`` is ``"plugin"``, ``"builtin"`` or ``"base"``; ``qualname`` the
-    class (``module:qualname`` or dotted, as the plugin returned it); ``dist``
-    and ``version`` the winning plugin's distribution (None for in-tree ones);
-    ``path`` the rows of the decision table that led here.
-    """
-
-    name: str
-    kind: str
-    qualname: str
-    dist: str | None = None
-    version: str | None = None
-    path: list[str] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
