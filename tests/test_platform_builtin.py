@@ -52,6 +52,23 @@ def test_builtin_qualnames_resolve_to_classes() -> None:
     }
 
 
+def test_one_table_of_builtins_drives_discovery() -> None:
+    """Reserved names, auto-detection order and qualnames all come from the BUILTINS rows."""
+    import pkgutil
+
+    from spawnkit.platforms.builtin import BUILTINS
+    from spawnkit.platforms.discovery import RESERVED_NAMES
+
+    assert RESERVED_NAMES == tuple(row.name for row in BUILTINS)
+    assert RESERVED_NAMES == ("cpu", "cuda", "rocm", "xpu", "base")
+    assert [row.name for row in BUILTINS if row.auto] == ["cuda", "rocm", "xpu"]
+    for row in BUILTINS:
+        assert row.probe is not None or not row.auto, row  # auto-detection needs a probe
+        if row.qualname is not None:
+            assert pkgutil.resolve_name(row.qualname).device_name == row.name
+    assert [row.name for row in BUILTINS if row.qualname is None] == ["base"]
+
+
 def test_cpu_platform_reports_real_figures() -> None:
     p = CpuPlatform()
     assert p.is_cpu() and p.get_torch_distributed_backend_str() == "gloo"

@@ -10,7 +10,8 @@ create no accelerator context.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from spawnkit.platforms._probes import Probe, cuda_available, rocm_available, xpu_available
 from spawnkit.platforms.interface import Platform, PlatformEnum
@@ -19,8 +20,10 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 __all__ = [
+    "BUILTINS",
     "BUILTIN_PLATFORMS",
     "BUILTIN_PROBES",
+    "Builtin",
     "CpuPlatform",
     "CudaPlatform",
     "RocmPlatform",
@@ -179,18 +182,37 @@ class XpuPlatform(Platform):
         return "xccl"
 
 
-#: Built-in name -> ``module:qualname``; discovery imports nothing it does not select.
-BUILTIN_PLATFORMS: dict[str, str] = {
-    "cpu": "spawnkit.platforms.builtin:CpuPlatform",
-    "cuda": "spawnkit.platforms.builtin:CudaPlatform",
-    "rocm": "spawnkit.platforms.builtin:RocmPlatform",
-    "xpu": "spawnkit.platforms.builtin:XpuPlatform",
-}
+class Builtin(NamedTuple):
+    """One built-in platform: what its name selects and how its hardware is found.
 
-#: Built-in name -> hardware probe, in the auto-detection order (after the CPU engine check).
-BUILTIN_PROBES = {
+    A named tuple, not a dataclass: every worker that resolves a platform reads
+    this table.  ``qualname`` None is the namespace's own platform base;
+    ``probe`` None means nothing to check (the CPU and the base are always
+    there); ``auto`` rows are probed, in table order, when no plugin activated.
+    """
+
+    name: str
+    qualname: str | None
+    probe: Callable[[], Probe] | None
+    auto: bool
+
+
+_HERE = "spawnkit.platforms.builtin"
+
+#: The built-ins, the one table of them: discovery's names, selection and auto-detection order.
+BUILTINS: tuple[Builtin, ...] = (
+    Builtin("cpu", f"{_HERE}:CpuPlatform", None, False),  # by name or <PREFIX>_USE_CPU_ENGINE
+    Builtin("cuda", f"{_HERE}:CudaPlatform", cuda_available, True),
+    Builtin("rocm", f"{_HERE}:RocmPlatform", rocm_available, True),
+    Builtin("xpu", f"{_HERE}:XpuPlatform", xpu_available, True),
+    Builtin("base", None, None, False),  # by name, or when nothing else is present
+)
+
+#: Built-in name -> ``module:qualname`` (from ``BUILTINS``; the base has none of its own).
+BUILTIN_PLATFORMS: dict[str, str] = {b.name: b.qualname for b in BUILTINS if b.qualname}
+
+#: Built-in name -> hardware probe (from ``BUILTINS``, plus the CPU's, which never fails).
+BUILTIN_PROBES: dict[str, Callable[[], Probe]] = {
     "cpu": cpu_available,
-    "cuda": cuda_available,
-    "rocm": rocm_available,
-    "xpu": xpu_available,
+    **{b.name: b.probe for b in BUILTINS if b.probe is not None},
 }

@@ -1,14 +1,11 @@
-"""Platform discovery: the decision table, its validations, and the per-process current platform.
+"""Platform discovery: the decision table and the per-process current platform.
 
-Decision table (``<PREFIX>`` is the namespace's env prefix):
-
-* a name is selected (``set_selection()`` by the parent, else ``<PREFIX>_PLATFORM``):
-  only that entry point is imported ("front-loading"); a built-in name
-  (``cpu cuda rocm xpu base``) is checked against the hardware; an unknown
-  name, or a plugin whose ``activate()`` returns None, is an error;
-* nothing selected: every plugin's ``activate()`` runs.  None activated:
-  ``<PREFIX>_USE_CPU_ENGINE=1`` -> CPU, else CUDA, ROCm, XPU if present, else
-  the namespace's base platform.  One activated: it.  Several: an error.
+``PlatformManager._decide`` is README's "Platform selection: the decision
+table", one commented branch per row; the built-ins it names are the rows of
+``builtin.BUILTINS``, and the checks of each candidate (with the record every
+error carries) are in ``_checks``.  A name is selected by ``set_selection()``
+(a parent pinning its decision), else ``<PREFIX>_PLATFORM``; then only that
+entry point is imported ("front-loading").
 
 Never is an error turned into a fallback: a plugin that raises while its
 hardware might be present would otherwise run the job on another device.
@@ -26,126 +23,65 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata
-from spawnkit._log import DEBUG, INFO, LazyLogger
+from spawnkit._log import INFO, LazyLogger
 from spawnkit._metadata import EntryPointInfo
 from spawnkit._once import Once, OnceState
-from spawnkit.errors import (
-    PlatformConflictError,
-    PlatformContractError,
-    PlatformError,
-    PlatformInitError,
-    PlatformNotFoundError,
-    PlatformPluginError,
-    PlatformUnavailableError,
+from spawnkit.errors import PlatformError, PlatformInitError, PlatformUnavailableError
+from spawnkit.platforms._checks import (
+    Candidate,
+    Trace,
+    activate,
+    activate_all,
+    available_text,
+    base_class,
+    conflict_error,
+    duplicate_error,
+    ep_label,
+    exc_text,
+    for_base,
+    not_found_error,
+    plugin_class,
+    reserved_error,
 )
 from spawnkit.platforms._probes import Probe
 from spawnkit.platforms._selection import PlatformSelection
-from spawnkit.platforms.interface import Platform, PlatformEnum
+from spawnkit.platforms.builtin import BUILTINS, Builtin
+from spawnkit.platforms.interface import Platform
 
 if TYPE_CHECKING:
     from spawnkit.namespace import Namespace
-    from spawnkit.platforms.explanation import CandidateOutcome, PlatformExplanation
+    from spawnkit.platforms.explanation import PlatformExplanation
 
 __all__ = ["RESERVED_NAMES", "PlatformExplanation", "PlatformManager", "PlatformSelection"]
 
 logger = LazyLogger("spawnkit.platforms")  # logging is imported only if a record is emitted
 
 #: Names a plugin may not use: they select the built-ins (and ``base`` the base platform).
-RESERVED_NAMES = ("cpu", "cuda", "rocm", "xpu", "base")
-_AUTO_ORDER = ("cuda", "rocm", "xpu")
+RESERVED_NAMES = tuple(row.name for row in BUILTINS)
+_BY_NAME = {row.name: row for row in BUILTINS}
 _TRUE = ("1", "true", "yes", "on")
+_Result = tuple[PlatformSelection, type[Platform]]
 
 
-def _ep_label(ep: EntryPointInfo) -> str:
-    return (
-        f"platform plugin {ep.name!r} (entry point {ep.value!r} in group {ep.group!r}, "
-        f"distribution {ep.dist} {ep.version})"
-    )
+def _probes() -> dict[str, Callable[[], Probe]]:
+    """The built-ins' hardware probes, a fresh dict: a test may replace one per manager."""
+    return {row.name: row.probe for row in BUILTINS if row.probe is not None}
 
 
-def _exc_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+def _again(namespace: str, what: str) -> Callable[[BaseException], BaseException]:
+    """The error every later caller gets after the first attempt at ``what`` failed."""
 
-
-class _Candidate:
-    """One candidate's outcome while resolving (the fields of ``CandidateOutcome``).
-
-    A plain class: the explanation dataclasses are built from these only when
-    someone asks (``explain()``, doctor, an error), never in a worker whose
-    resolution succeeds.
-    """
-
-    __slots__ = ("dist", "error", "name", "outcome", "qualname", "value", "version")
-
-    def __init__(self, ep: EntryPointInfo, outcome: str) -> None:
-        self.name, self.value, self.dist, self.version = ep.name, ep.value, ep.dist, ep.version
-        self.outcome = outcome
-        self.qualname: str | None = None
-        self.error: str | None = None
-
-    def record(self) -> CandidateOutcome:
-        from spawnkit.platforms.explanation import CandidateOutcome
-
-        return CandidateOutcome(
-            self.name, self.value, self.dist, self.version, self.outcome, self.qualname, self.error
+    def build(first: BaseException) -> BaseException:
+        return PlatformInitError(
+            f"platform {what} for namespace {namespace!r} previously failed in "
+            f"this process ({exc_text(first).splitlines()[0]}); it is not retried, so "
+            "every caller sees the same outcome. Fix the cause (chained below) and start "
+            "a new process.",
+            explanation=getattr(first, "explanation", ""),
+            namespace=namespace,
         )
 
-    def describe(self) -> str:
-        return self.record().describe()
-
-
-class _Trace:
-    """Records what one resolution looked at; errors are made through it so they carry it."""
-
-    def __init__(self, manager: PlatformManager, mode: str, requested: str | None) -> None:
-        cfg = manager.namespace.config
-        self.namespace = cfg.name
-        self.group = cfg.platform_group
-        self.selector_var = cfg.platform_var
-        self.selector_value = os.environ.get(cfg.platform_var)
-        self.cpu_engine_var = cfg.cpu_engine_var
-        self.cpu_engine_value = os.environ.get(cfg.cpu_engine_var)
-        self.mode = mode
-        self.requested = requested
-        self.candidates: list[_Candidate] = []
-        self.probes: list[tuple[str, bool, str]] = []
-        self.path: list[str] = []
-        self.winner: PlatformSelection | None = None
-        self.error: str | None = None
-        self._built: PlatformExplanation | None = None
-
-    def step(self, text: str) -> None:
-        self.path.append(text)
-
-    def explanation(self) -> PlatformExplanation:
-        """The explanation of this resolution; the same object once it has finished."""
-        if self._built is not None:
-            return self._built
-        from spawnkit.platforms.explanation import PlatformExplanation, ProbeOutcome
-
-        expl = PlatformExplanation(
-            namespace=self.namespace,
-            group=self.group,
-            selector_var=self.selector_var,
-            selector_value=self.selector_value,
-            cpu_engine_var=self.cpu_engine_var,
-            cpu_engine_value=self.cpu_engine_value,
-            mode=self.mode,
-            requested=self.requested,
-            candidates=[c.record() for c in self.candidates],
-            probes=[ProbeOutcome(*probe) for probe in self.probes],
-            path=list(self.path),
-            winner=self.winner,
-            error=self.error,
-        )
-        if self.winner is not None or self.error is not None:
-            self._built = expl  # finished: nothing changes it any more
-        return expl
-
-    def fail(self, cls: type[PlatformError], message: str) -> PlatformError:
-        self.error = message
-        text = self.explanation().render(error=False)
-        return cls(message, explanation=text, namespace=self.namespace)
+    return build
 
 
 _managers: weakref.WeakSet[PlatformManager] = weakref.WeakSet()
@@ -160,9 +96,7 @@ class PlatformManager:
         self._local = threading.local()
         #: Hardware probes by built-in name.  Per manager so a test can simulate a GPU
         #: for one namespace without touching the process-wide functions.
-        from spawnkit.platforms.builtin import BUILTIN_PROBES
-
-        self._probes: dict[str, Callable[[], Probe]] = dict(BUILTIN_PROBES)
+        self._probes = _probes()
         self._composed: dict[tuple[str, type], type[Platform]] = {}
         self._reset_state()
         _managers.add(self)
@@ -172,35 +106,20 @@ class PlatformManager:
         self._pinned_by = ""
         self._selections: dict[str | None, tuple[PlatformSelection, type[Platform]]] = {}
         self._current: PlatformSelection | None = None
-        self._trace: _Trace | None = None  # the last resolution's record
+        self._trace: Trace | None = None  # the last resolution's record
         name = self.namespace.config.name
         self._current_once: Once[Platform] = Once(
-            f"{name}: resolve platform", again=self._again("resolution")
+            f"{name}: resolve platform", again=_again(name, "resolution")
         )
         self._init_once: Once[Platform] = Once(
-            f"{name}: initialize platform", again=self._again("initialization (init_backend)")
+            f"{name}: initialize platform", again=_again(name, "initialization (init_backend)")
         )
-
-    def _again(self, what: str) -> Callable[[BaseException], BaseException]:
-        def build(first: BaseException) -> BaseException:
-            return PlatformInitError(
-                f"platform {what} for namespace {self.namespace.name!r} previously failed in "
-                f"this process ({_exc_text(first).splitlines()[0]}); it is not retried, so "
-                "every caller sees the same outcome. Fix the cause (chained below) and start "
-                "a new process.",
-                explanation=getattr(first, "explanation", ""),
-                namespace=self.namespace.name,
-            )
-
-        return build
 
     def reset_for_tests(self) -> None:
         """Forget every decision, pin, instance and probe override, as in a fresh process."""
-        from spawnkit.platforms.builtin import BUILTIN_PROBES
-
         with self._lock:
             self._reset_state()
-            self._probes = dict(BUILTIN_PROBES)
+            self._probes = _probes()
 
     # ------------------------------------------------------------ metadata
     def _entry_points(self) -> tuple[EntryPointInfo, ...]:
@@ -279,14 +198,11 @@ class PlatformManager:
                 )
             self._local.resolving = True
             mode = "auto" if requested is None else "selected"
-            trace = _Trace(self, mode, requested)
+            trace = Trace(self.namespace.config, mode, requested)
             trace.step(how)
             self._trace = trace
             try:
-                if requested is None:
-                    result = self._resolve_auto(trace)
-                else:
-                    result = self._resolve_named(requested, how, trace)
+                result = self._decide(requested, how, trace)
             finally:
                 self._local.resolving = False
             trace.winner = result[0]
@@ -307,308 +223,112 @@ class PlatformManager:
         selection = self._current if self._current is not None else self.select()
         return selection.dist if selection.kind == "plugin" else None
 
-    # ------------------------------------------------------------ resolution
-    def _base_class(self, trace: _Trace) -> type[Platform]:
-        qualname = self.namespace.config.platform_base
-        try:
-            base: Any = pkgutil.resolve_name(qualname)
-        except Exception as exc:
-            raise trace.fail(
-                PlatformPluginError,
-                f"the platform base {qualname!r} of namespace {self.namespace.name!r} does not "
-                f"import ({_exc_text(exc)}). The engine declaring the namespace must pass an "
-                "importable Platform subclass as platform_base=.",
-            ) from exc
-        if not (isinstance(base, type) and issubclass(base, Platform)):
-            raise trace.fail(
-                PlatformPluginError,
-                f"the platform base {qualname!r} of namespace {self.namespace.name!r} is "
-                f"{base!r}, not a subclass of spawnkit.platforms.Platform.",
-            )
-        return base
+    # ------------------------------------------------------ the decision table
+    def _decide(self, requested: str | None, how: str, trace: Trace) -> _Result:
+        """README's "Platform selection: the decision table", one branch per row.
 
-    def _builtin(self, name: str, trace: _Trace, how: str) -> tuple[PlatformSelection, type]:
-        from spawnkit.platforms.builtin import BUILTIN_PLATFORMS
+        ``requested`` is the selected name (argument, pin or ``<PREFIX>_PLATFORM``),
+        None when unset; ``how`` says which of those, for the messages.
+        """
+        eps = self._entry_points()
+        for ep in eps:
+            if requested is not None and ep.name != requested:
+                trace.candidates.append(Candidate(ep, "skipped"))
+        named = _BY_NAME.get(requested.lower()) if requested is not None else None
+        # Row "a built-in": that platform, its hardware checked.
+        if named is not None:
+            return self._named_builtin(named, how, eps, trace)
+        # Row "a plugin name": only that plugin is imported; activate() -> None is unavailable.
+        if requested is not None and any(ep.name == requested for ep in eps):
+            return self._named_plugin([ep for ep in eps if ep.name == requested], how, trace)
+        # Row "an unknown name": PlatformNotFoundError listing what is installed.
+        if requested is not None:
+            raise not_found_error(requested, how, eps, trace)
+        active = activate_all(eps, trace)
+        # Row "unset, N activated": PlatformConflictError naming each plugin and distribution.
+        if len(active) > 1:
+            raise conflict_error(active, trace)
+        # Row "unset, 1 activated": that plugin.
+        if active:
+            ep, qualname = active[0]
+            trace.step(f"1 plugin activated: {ep.name!r}")
+            return self._plugin(ep, qualname, trace)
+        trace.step(f"0 of {len(eps)} plugin(s) activated")
+        cfg = self.namespace.config
+        cpu_engine = os.environ.get(cfg.cpu_engine_var, "").strip()
+        # Row "unset, 0 activated", first part: <PREFIX>_USE_CPU_ENGINE=1 is the CPU.
+        if cpu_engine.lower() in _TRUE:
+            trace.step(f"{cfg.cpu_engine_var}={cpu_engine}")
+            return self._builtin(_BY_NAME["cpu"], trace)
+        # Row "unset, 0 activated", second part: CUDA, ROCm, XPU (table order), first present.
+        for row in BUILTINS:
+            if row.auto and self._probe(row, trace).available:
+                trace.step(f"{row.name} available")
+                return self._builtin(row, trace)
+        # Row "unset, 0 activated", last part: the namespace's base platform.
+        trace.step("no accelerator found")
+        return self._builtin(_BY_NAME["base"], trace)
 
-        base = self._base_class(trace)
-        if name == "base":
-            qualname = self.namespace.config.platform_base
-            trace.step("base platform")
-            sel = PlatformSelection("base", "base", qualname, path=list(trace.path))
-            return sel, base
-        qualname = BUILTIN_PLATFORMS[name]
-        cls = pkgutil.resolve_name(qualname)
-        if not issubclass(cls, base):
-            cls = self._for_base(name, cls, base, trace)
-        trace.step(f"built-in {name!r}")
-        return PlatformSelection(name, "builtin", qualname, path=list(trace.path)), cls
-
-    def _for_base(
-        self, name: str, builtin: type[Platform], base: type[Platform], trace: _Trace
-    ) -> type[Platform]:
-        """The built-in for an engine base: the base's own (``_builtin_platforms``) or composed."""
-        own = getattr(base, "_builtin_platforms", {}).get(name)
-        if own is not None:
-            cls: Any = pkgutil.resolve_name(own) if isinstance(own, str) else own
-            if not (isinstance(cls, type) and issubclass(cls, base)):
+    # ------------------------------------------------------ the rows' parts
+    def _named_builtin(
+        self, row: Builtin, how: str, eps: tuple[EntryPointInfo, ...], trace: Trace
+    ) -> _Result:
+        claims = [ep for ep in eps if ep.name.lower() == row.name]
+        if claims:
+            raise reserved_error(claims, trace)
+        if row.probe is not None:
+            probe = self._probe(row, trace)
+            if not probe.available:
                 raise trace.fail(
-                    PlatformPluginError,
-                    f"{base.__qualname__}._builtin_platforms[{name!r}] = {own!r} is not a "
-                    f"subclass of the namespace base {base.__qualname__}.",
+                    PlatformUnavailableError,
+                    f"{how} selects the built-in {row.name!r} platform, but its hardware is "
+                    f"not available in this process: {probe.reason}. Select a platform that "
+                    f"is present, or unset {self.namespace.config.platform_var} to "
+                    f"auto-detect. Available names: {available_text(eps)}.",
                 )
-            trace.step(f"engine built-in {cls.__qualname__}")
-            return cls
-        key = (name, base)
-        composed = self._composed.get(key)
-        if composed is None:
-            composed = type(
-                f"{builtin.__name__}For{base.__name__}",
-                (builtin, base),
-                {"__module__": builtin.__module__, "__doc__": builtin.__doc__},
-            )
-            self._composed[key] = composed
-        trace.step(f"composed {builtin.__name__} with {base.__qualname__}")
-        return composed
+        return self._builtin(row, trace)
 
-    def _probe(self, name: str, trace: _Trace) -> Probe:
+    def _builtin(self, row: Builtin, trace: Trace) -> _Result:
+        cfg = self.namespace.config
+        base = base_class(cfg, trace)
+        if row.qualname is None:  # the base row: the namespace's own platform base
+            trace.step("base platform")
+            sel = PlatformSelection(row.name, "base", cfg.platform_base, path=list(trace.path))
+            return sel, base
+        cls = pkgutil.resolve_name(row.qualname)
+        if not issubclass(cls, base):
+            cls = for_base(row.name, cls, base, self._composed, trace)
+        trace.step(f"built-in {row.name!r}")
+        return PlatformSelection(row.name, "builtin", row.qualname, path=list(trace.path)), cls
+
+    def _probe(self, row: Builtin, trace: Trace) -> Probe:
         try:
-            probe = self._probes[name]()
+            probe = self._probes[row.name]()
         except Exception as exc:
-            probe = Probe(False, f"probe raised {_exc_text(exc)}")
-        trace.probes.append((name, probe.available, probe.reason))
+            probe = Probe(False, f"probe raised {exc_text(exc)}")
+        trace.probes.append((row.name, probe.available, probe.reason))
         return probe
 
-    def _available_text(self) -> str:
-        names = [f"{n} (built-in)" for n in RESERVED_NAMES]
-        names += [f"{ep.name} ({ep.dist} {ep.version})" for ep in self._entry_points()]
-        return ", ".join(names)
-
-    def _resolve_named(
-        self, requested: str, how: str, trace: _Trace
-    ) -> tuple[PlatformSelection, type]:
-        eps = self._entry_points()
-        var = self.namespace.config.platform_var
-        group = self.namespace.config.platform_group
-        for ep in eps:
-            if ep.name != requested:
-                trace.candidates.append(_Candidate(ep, "skipped"))
-        lowered = requested.lower()
-        if lowered in RESERVED_NAMES:
-            claims = [ep for ep in eps if ep.name.lower() == lowered]
-            if claims:
-                raise self._reserved_error(claims, trace)
-            if lowered not in ("base", "cpu"):
-                probe = self._probe(lowered, trace)
-                if not probe.available:
-                    raise trace.fail(
-                        PlatformUnavailableError,
-                        f"{how} selects the built-in {lowered!r} platform, but its hardware is "
-                        f"not available in this process: {probe.reason}. Select a platform that "
-                        f"is present, or unset {var} to auto-detect. Available names: "
-                        f"{self._available_text()}.",
-                    )
-            return self._builtin(lowered, trace, how)
-        matches = [ep for ep in eps if ep.name == requested]
-        if not matches:
-            import difflib  # only on this error path
-
-            close = difflib.get_close_matches(
-                requested, [ep.name for ep in eps] + list(RESERVED_NAMES), n=1
-            )
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise trace.fail(
-                PlatformNotFoundError,
-                f"{how}: no platform named {requested!r} in namespace "
-                f"{self.namespace.name!r}.{hint} Available: {self._available_text()}. "
-                f"Install the platform's plugin package (e.g. 'pip install <package>'); it "
-                f"must declare an entry point {requested} = 'module:activate' in group "
-                f"{group!r}.",
-            )
+    def _named_plugin(self, matches: list[EntryPointInfo], how: str, trace: Trace) -> _Result:
         if len(matches) > 1:
-            raise self._duplicate_error(requested, matches, trace)
+            raise duplicate_error(matches[0].name, matches, trace)
         ep = matches[0]
-        outcome, _ = self._activate(ep, trace)
+        outcome, _ = activate(ep, trace)
         if outcome.qualname is None:
             raise trace.fail(
                 PlatformUnavailableError,
-                f"{how}: {_ep_label(ep)} is installed, but activate() returned None: its "
+                f"{how}: {ep_label(ep)} is installed, but activate() returned None: its "
                 "hardware is not available in this process (driver, runtime or visible-device "
-                f"settings). Check the device, or unset {var} to auto-detect.",
+                f"settings). Check the device, or unset {self.namespace.config.platform_var} "
+                "to auto-detect.",
             )
         trace.step(f"plugin {ep.name!r} activated")
-        cls = self._plugin_class(ep, outcome.qualname, trace)
-        sel = PlatformSelection(
-            ep.name, "plugin", outcome.qualname, ep.dist, ep.version, list(trace.path)
-        )
+        return self._plugin(ep, outcome.qualname, trace)
+
+    def _plugin(self, ep: EntryPointInfo, qualname: str, trace: Trace) -> _Result:
+        cls = plugin_class(ep, qualname, base_class(self.namespace.config, trace), trace)
+        sel = PlatformSelection(ep.name, "plugin", qualname, ep.dist, ep.version, list(trace.path))
         return sel, cls
-
-    def _resolve_auto(self, trace: _Trace) -> tuple[PlatformSelection, type]:
-        eps = self._entry_points()
-        reserved = [ep for ep in eps if ep.name.lower() in RESERVED_NAMES]
-        if reserved:
-            raise self._reserved_error(reserved, trace)
-        by_name: dict[str, list[EntryPointInfo]] = {}
-        for ep in eps:
-            by_name.setdefault(ep.name, []).append(ep)
-        for name, group in by_name.items():
-            if len(group) > 1:
-                raise self._duplicate_error(name, group, trace)
-        results = [(ep, *self._activate(ep, trace, strict=False)) for ep in eps]
-        outcomes = [(ep, o) for ep, o, _ in results]
-        failed = [(ep, o, e) for ep, o, e in results if o.outcome == "error"]
-        if failed:
-            ep, first, cause = failed[0]
-            more = (
-                f" ({len(failed) - 1} more plugin(s) failed too; see below)" if failed[1:] else ""
-            )
-            err = trace.fail(
-                PlatformPluginError,
-                f"{_ep_label(ep)} failed during auto-discovery: {first.error}.{more} "
-                "Discovery stops instead of falling back to another platform, which would run "
-                f"the job on the wrong hardware. Fix or uninstall {ep.dist}, or select a "
-                f"platform with {self.namespace.config.platform_var}=<name> (then only that "
-                "plugin is imported).",
-            )
-            raise err from cause
-        active = [(ep, o) for ep, o in outcomes if o.outcome == "activated"]
-        if len(active) > 1:
-            listing = "; ".join(
-                f"{ep.name!r} -> {o.qualname} ({ep.dist} {ep.version})" for ep, o in active
-            )
-            raise trace.fail(
-                PlatformConflictError,
-                f"{len(active)} platform plugins activated in namespace "
-                f"{self.namespace.name!r}: {listing}. Set "
-                f"{self.namespace.config.platform_var} to one of "
-                f"{', '.join(repr(ep.name) for ep, _ in active)} to choose.",
-            )
-        if active:
-            ep, outcome = active[0]
-            assert outcome.qualname is not None
-            trace.step(f"1 plugin activated: {ep.name!r}")
-            cls = self._plugin_class(ep, outcome.qualname, trace)
-            sel = PlatformSelection(
-                ep.name, "plugin", outcome.qualname, ep.dist, ep.version, list(trace.path)
-            )
-            return sel, cls
-        trace.step(f"0 of {len(eps)} plugin(s) activated")
-        cfg = self.namespace.config
-        cpu_engine = os.environ.get(cfg.cpu_engine_var, "").strip().lower()
-        if cpu_engine in _TRUE:
-            trace.step(f"{cfg.cpu_engine_var}={os.environ[cfg.cpu_engine_var].strip()}")
-            return self._builtin("cpu", trace, "cpu engine")
-        for name in _AUTO_ORDER:
-            if self._probe(name, trace).available:
-                trace.step(f"{name} available")
-                return self._builtin(name, trace, "probe")
-        trace.step("no accelerator found")
-        return self._builtin("base", trace, "fallback")
-
-    def _activate(
-        self, ep: EntryPointInfo, trace: _Trace, strict: bool = True
-    ) -> tuple[_Candidate, BaseException | None]:
-        """Load and call one ``activate()``; strict: raise, else record the error."""
-        outcome = _Candidate(ep, "error")
-        trace.candidates.append(outcome)
-        exc: BaseException | None = None
-        try:
-            fn = _metadata.load_entry_point(ep)
-        except Exception as e:
-            exc = e
-            outcome.error = f"importing the entry point raised {_exc_text(e)}"
-        else:
-            if not callable(fn):
-                outcome.error = f"the entry point is a {type(fn).__name__}, not a callable"
-            else:
-                try:
-                    result = fn()
-                except Exception as e:
-                    exc = e
-                    outcome.error = f"activate() raised {_exc_text(e)}"
-                else:
-                    if result is None:
-                        outcome.outcome = "none"
-                    elif isinstance(result, str) and result.strip():
-                        outcome.outcome = "activated"
-                        outcome.qualname = result.strip()
-                    else:
-                        outcome.error = (
-                            f"activate() returned {result!r} ({type(result).__name__}); it must "
-                            "return a non-empty class qualname ('pkg.module.Class') or None"
-                        )
-        if outcome.outcome == "error":
-            if logger.isEnabledFor(DEBUG):
-                logger.debug("platform candidate %s", outcome.describe())
-            if strict:
-                err = trace.fail(
-                    PlatformPluginError,
-                    f"{_ep_label(ep)}: {outcome.error}. Fix or reinstall {ep.dist}; a broken "
-                    "platform plugin is never skipped.",
-                )
-                raise err from exc
-        return outcome, exc
-
-    def _plugin_class(self, ep: EntryPointInfo, qualname: str, trace: _Trace) -> type[Platform]:
-        base = self._base_class(trace)
-        label = _ep_label(ep)
-        try:
-            cls = pkgutil.resolve_name(qualname)
-        except PlatformContractError as exc:
-            raise trace.fail(
-                PlatformPluginError,
-                f"{label}: activate() returned {qualname!r}, whose class breaks the platform "
-                f"interface: {exc}",
-            ) from exc
-        except Exception as exc:
-            raise trace.fail(
-                PlatformPluginError,
-                f"{label}: activate() returned {qualname!r}, which does not resolve "
-                f"({_exc_text(exc)}). Return the platform class as 'package.module.Class'.",
-            ) from exc
-        if not (isinstance(cls, type) and issubclass(cls, base)):
-            raise trace.fail(
-                PlatformPluginError,
-                f"{label}: activate() returned {qualname!r}, which is {cls!r}, not a subclass "
-                f"of the namespace's platform base {base.__module__}.{base.__qualname__}. "
-                f"Platforms of namespace {self.namespace.name!r} must subclass it.",
-            )
-        in_tree = cls.__module__.startswith("spawnkit.platforms.")
-        if not in_tree and getattr(cls, "_enum", None) is not PlatformEnum.OOT:
-            raise trace.fail(
-                PlatformPluginError,
-                f"{label}: {cls.__module__}.{cls.__qualname__} is an out-of-tree platform but "
-                f"its _enum is {getattr(cls, '_enum', None)!r}; declare "
-                "`_enum = PlatformEnum.OOT` (is_cuda() etc. would otherwise lie).",
-            )
-        for attr in ("device_name", "device_type"):
-            value = getattr(cls, attr, None)
-            if not (isinstance(value, str) and value.strip()):
-                raise trace.fail(
-                    PlatformPluginError,
-                    f"{label}: {cls.__qualname__}.{attr} is {value!r}; a platform plugin must "
-                    f"set {attr} to a non-empty string (e.g. 'my_device').",
-                )
-        return cls
-
-    def _reserved_error(self, eps: list[EntryPointInfo], trace: _Trace) -> PlatformError:
-        listing = "; ".join(_ep_label(ep) for ep in eps)
-        return trace.fail(
-            PlatformPluginError,
-            f"platform entry-point names {sorted({ep.name for ep in eps})} are reserved for "
-            f"spawnkit's built-ins ({', '.join(RESERVED_NAMES)}): {listing}. Rename the entry "
-            "point in the plugin's pyproject.toml and reinstall it.",
-        )
-
-    def _duplicate_error(
-        self, name: str, eps: list[EntryPointInfo], trace: _Trace
-    ) -> PlatformError:
-        listing = "; ".join(f"{ep.value!r} from {ep.dist} {ep.version}" for ep in eps)
-        return trace.fail(
-            PlatformPluginError,
-            f"{len(eps)} platform entry points are named {name!r} in group "
-            f"{eps[0].group!r}: {listing}. Names must be unique; uninstall one of the "
-            "distributions or rename its entry point.",
-        )
 
     # --------------------------------------------------------- the instance
     def current(self) -> Platform:
@@ -634,7 +354,7 @@ class PlatformManager:
                 else f"{selection.kind} platform {selection.name!r}"
             )
             raise PlatformInitError(
-                f"constructing {selection.qualname} for {what} raised {_exc_text(exc)}.",
+                f"constructing {selection.qualname} for {what} raised {exc_text(exc)}.",
                 explanation=self._explanation_text(),
                 namespace=self.namespace.name,
             ) from exc
@@ -659,7 +379,7 @@ class PlatformManager:
             origin = f" from {sel.dist} {sel.version}" if sel is not None and sel.dist else ""
             raise PlatformInitError(
                 f"{type(platform).__qualname__}.init_backend(){origin} failed in namespace "
-                f"{self.namespace.name!r}: {_exc_text(exc)}. The platform is resolved but not "
+                f"{self.namespace.name!r}: {exc_text(exc)}. The platform is resolved but not "
                 "usable; this failure is final for the process.",
                 explanation=self._explanation_text(),
                 namespace=self.namespace.name,
@@ -687,7 +407,7 @@ class PlatformManager:
             "selector_value": trace.selector_value,
         }
 
-    def _last_trace(self) -> _Trace:
+    def _last_trace(self) -> Trace:
         if self._trace is None:
             try:
                 self.select()
@@ -713,7 +433,7 @@ os.register_at_fork(after_in_child=_after_fork)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "PlatformExplanation":  # in __all__; loaded on first use (see _Trace)
+    if name == "PlatformExplanation":  # in __all__; loaded on first use (see Trace)
         from spawnkit.platforms.explanation import PlatformExplanation
 
         return PlatformExplanation

@@ -1,0 +1,374 @@
+"""What platform discovery checks about each candidate, and the record it keeps while checking.
+
+Apart from :mod:`spawnkit.platforms.discovery` so that the decision table
+there reads as its rows: loading and calling the plugins' ``activate()``,
+validating the class one names or the namespace's base, composing a built-in
+with an engine's base, and the errors of the table (reserved, duplicate or
+unknown names, conflicts).  Every error is made through :class:`Trace`, so it
+carries what the resolution looked at.
+"""
+
+from __future__ import annotations
+
+import os
+import pkgutil
+from typing import TYPE_CHECKING, Any
+
+from spawnkit import _metadata
+from spawnkit._log import DEBUG, LazyLogger
+from spawnkit._metadata import EntryPointInfo
+from spawnkit.errors import (
+    PlatformConflictError,
+    PlatformContractError,
+    PlatformError,
+    PlatformNotFoundError,
+    PlatformPluginError,
+)
+from spawnkit.platforms.builtin import BUILTINS
+from spawnkit.platforms.interface import Platform, PlatformEnum
+
+if TYPE_CHECKING:
+    from spawnkit.platforms._selection import PlatformSelection
+    from spawnkit.platforms.explanation import CandidateOutcome, PlatformExplanation
+    from spawnkit.spec import NamespaceConfig
+
+__all__ = [
+    "Candidate",
+    "Trace",
+    "activate",
+    "activate_all",
+    "available_text",
+    "base_class",
+    "conflict_error",
+    "duplicate_error",
+    "ep_label",
+    "exc_text",
+    "for_base",
+    "not_found_error",
+    "plugin_class",
+    "reserved_error",
+]
+
+logger = LazyLogger("spawnkit.platforms")  # logging is imported only if a record is emitted
+_NAMES = tuple(row.name for row in BUILTINS)
+
+
+def ep_label(ep: EntryPointInfo) -> str:
+    return (
+        f"platform plugin {ep.name!r} (entry point {ep.value!r} in group {ep.group!r}, "
+        f"distribution {ep.dist} {ep.version})"
+    )
+
+
+def exc_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Candidate:
+    """One candidate's outcome while resolving (the fields of ``CandidateOutcome``).
+
+    A plain class: the explanation dataclasses are built from these only when
+    someone asks (``explain()``, doctor, an error), never in a worker whose
+    resolution succeeds.
+    """
+
+    __slots__ = ("dist", "error", "name", "outcome", "qualname", "value", "version")
+
+    def __init__(self, ep: EntryPointInfo, outcome: str) -> None:
+        self.name, self.value, self.dist, self.version = ep.name, ep.value, ep.dist, ep.version
+        self.outcome = outcome
+        self.qualname: str | None = None
+        self.error: str | None = None
+
+    def record(self) -> CandidateOutcome:
+        from spawnkit.platforms.explanation import CandidateOutcome
+
+        return CandidateOutcome(
+            self.name, self.value, self.dist, self.version, self.outcome, self.qualname, self.error
+        )
+
+    def describe(self) -> str:
+        return self.record().describe()
+
+
+class Trace:
+    """Records what one resolution looked at; errors are made through it so they carry it."""
+
+    def __init__(self, cfg: NamespaceConfig, mode: str, requested: str | None) -> None:
+        self.namespace = cfg.name
+        self.group = cfg.platform_group
+        self.selector_var = cfg.platform_var
+        self.selector_value = os.environ.get(cfg.platform_var)
+        self.cpu_engine_var = cfg.cpu_engine_var
+        self.cpu_engine_value = os.environ.get(cfg.cpu_engine_var)
+        self.mode = mode
+        self.requested = requested
+        self.candidates: list[Candidate] = []
+        self.probes: list[tuple[str, bool, str]] = []
+        self.path: list[str] = []
+        self.winner: PlatformSelection | None = None
+        self.error: str | None = None
+        self._built: PlatformExplanation | None = None
+
+    def step(self, text: str) -> None:
+        self.path.append(text)
+
+    def explanation(self) -> PlatformExplanation:
+        """The explanation of this resolution; the same object once it has finished."""
+        if self._built is not None:
+            return self._built
+        from spawnkit.platforms.explanation import PlatformExplanation, ProbeOutcome
+
+        expl = PlatformExplanation(
+            namespace=self.namespace,
+            group=self.group,
+            selector_var=self.selector_var,
+            selector_value=self.selector_value,
+            cpu_engine_var=self.cpu_engine_var,
+            cpu_engine_value=self.cpu_engine_value,
+            mode=self.mode,
+            requested=self.requested,
+            candidates=[c.record() for c in self.candidates],
+            probes=[ProbeOutcome(*probe) for probe in self.probes],
+            path=list(self.path),
+            winner=self.winner,
+            error=self.error,
+        )
+        if self.winner is not None or self.error is not None:
+            self._built = expl  # finished: nothing changes it any more
+        return expl
+
+    def fail(self, cls: type[PlatformError], message: str) -> PlatformError:
+        self.error = message
+        text = self.explanation().render(error=False)
+        return cls(message, explanation=text, namespace=self.namespace)
+
+
+def activate(
+    ep: EntryPointInfo, trace: Trace, strict: bool = True
+) -> tuple[Candidate, BaseException | None]:
+    """Load and call one ``activate()``; strict: raise, else record the error."""
+    outcome = Candidate(ep, "error")
+    trace.candidates.append(outcome)
+    exc: BaseException | None = None
+    try:
+        fn = _metadata.load_entry_point(ep)
+    except Exception as e:
+        exc = e
+        outcome.error = f"importing the entry point raised {exc_text(e)}"
+    else:
+        if not callable(fn):
+            outcome.error = f"the entry point is a {type(fn).__name__}, not a callable"
+        else:
+            try:
+                result = fn()
+            except Exception as e:
+                exc = e
+                outcome.error = f"activate() raised {exc_text(e)}"
+            else:
+                if result is None:
+                    outcome.outcome = "none"
+                elif isinstance(result, str) and result.strip():
+                    outcome.outcome = "activated"
+                    outcome.qualname = result.strip()
+                else:
+                    outcome.error = (
+                        f"activate() returned {result!r} ({type(result).__name__}); it must "
+                        "return a non-empty class qualname ('pkg.module.Class') or None"
+                    )
+    if outcome.outcome == "error":
+        if logger.isEnabledFor(DEBUG):
+            logger.debug("platform candidate %s", outcome.describe())
+        if strict:
+            err = trace.fail(
+                PlatformPluginError,
+                f"{ep_label(ep)}: {outcome.error}. Fix or reinstall {ep.dist}; a broken "
+                "platform plugin is never skipped.",
+            )
+            raise err from exc
+    return outcome, exc
+
+
+def base_class(cfg: NamespaceConfig, trace: Trace) -> type[Platform]:
+    """The namespace's platform base (``platform_base=``), checked to be a ``Platform``."""
+    qualname = cfg.platform_base
+    try:
+        base: Any = pkgutil.resolve_name(qualname)
+    except Exception as exc:
+        raise trace.fail(
+            PlatformPluginError,
+            f"the platform base {qualname!r} of namespace {cfg.name!r} does not "
+            f"import ({exc_text(exc)}). The engine declaring the namespace must pass an "
+            "importable Platform subclass as platform_base=.",
+        ) from exc
+    if not (isinstance(base, type) and issubclass(base, Platform)):
+        raise trace.fail(
+            PlatformPluginError,
+            f"the platform base {qualname!r} of namespace {cfg.name!r} is "
+            f"{base!r}, not a subclass of spawnkit.platforms.Platform.",
+        )
+    return base
+
+
+def for_base(
+    name: str,
+    builtin: type[Platform],
+    base: type[Platform],
+    composed: dict[tuple[str, type], type[Platform]],
+    trace: Trace,
+) -> type[Platform]:
+    """The built-in for an engine base: the base's own (``_builtin_platforms``) or composed.
+
+    ``composed`` is the manager's cache, so one class per (built-in, base) pair.
+    """
+    own = getattr(base, "_builtin_platforms", {}).get(name)
+    if own is not None:
+        cls: Any = pkgutil.resolve_name(own) if isinstance(own, str) else own
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise trace.fail(
+                PlatformPluginError,
+                f"{base.__qualname__}._builtin_platforms[{name!r}] = {own!r} is not a "
+                f"subclass of the namespace base {base.__qualname__}.",
+            )
+        trace.step(f"engine built-in {cls.__qualname__}")
+        return cls
+    key = (name, base)
+    made = composed.get(key)
+    if made is None:
+        made = type(
+            f"{builtin.__name__}For{base.__name__}",
+            (builtin, base),
+            {"__module__": builtin.__module__, "__doc__": builtin.__doc__},
+        )
+        composed[key] = made
+    trace.step(f"composed {builtin.__name__} with {base.__qualname__}")
+    return made
+
+
+def plugin_class(
+    ep: EntryPointInfo, qualname: str, base: type[Platform], trace: Trace
+) -> type[Platform]:
+    """The class a plugin's ``activate()`` named, checked against the namespace's base."""
+    label = ep_label(ep)
+    try:
+        cls = pkgutil.resolve_name(qualname)
+    except PlatformContractError as exc:
+        raise trace.fail(
+            PlatformPluginError,
+            f"{label}: activate() returned {qualname!r}, whose class breaks the platform "
+            f"interface: {exc}",
+        ) from exc
+    except Exception as exc:
+        raise trace.fail(
+            PlatformPluginError,
+            f"{label}: activate() returned {qualname!r}, which does not resolve "
+            f"({exc_text(exc)}). Return the platform class as 'package.module.Class'.",
+        ) from exc
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise trace.fail(
+            PlatformPluginError,
+            f"{label}: activate() returned {qualname!r}, which is {cls!r}, not a subclass "
+            f"of the namespace's platform base {base.__module__}.{base.__qualname__}. "
+            f"Platforms of namespace {trace.namespace!r} must subclass it.",
+        )
+    in_tree = cls.__module__.startswith("spawnkit.platforms.")
+    if not in_tree and getattr(cls, "_enum", None) is not PlatformEnum.OOT:
+        raise trace.fail(
+            PlatformPluginError,
+            f"{label}: {cls.__module__}.{cls.__qualname__} is an out-of-tree platform but "
+            f"its _enum is {getattr(cls, '_enum', None)!r}; declare "
+            "`_enum = PlatformEnum.OOT` (is_cuda() etc. would otherwise lie).",
+        )
+    for attr in ("device_name", "device_type"):
+        value = getattr(cls, attr, None)
+        if not (isinstance(value, str) and value.strip()):
+            raise trace.fail(
+                PlatformPluginError,
+                f"{label}: {cls.__qualname__}.{attr} is {value!r}; a platform plugin must "
+                f"set {attr} to a non-empty string (e.g. 'my_device').",
+            )
+    return cls
+
+
+def reserved_error(eps: list[EntryPointInfo], trace: Trace) -> PlatformError:
+    listing = "; ".join(ep_label(ep) for ep in eps)
+    return trace.fail(
+        PlatformPluginError,
+        f"platform entry-point names {sorted({ep.name for ep in eps})} are reserved for "
+        f"spawnkit's built-ins ({', '.join(_NAMES)}): {listing}. Rename the entry "
+        "point in the plugin's pyproject.toml and reinstall it.",
+    )
+
+
+def duplicate_error(name: str, eps: list[EntryPointInfo], trace: Trace) -> PlatformError:
+    listing = "; ".join(f"{ep.value!r} from {ep.dist} {ep.version}" for ep in eps)
+    return trace.fail(
+        PlatformPluginError,
+        f"{len(eps)} platform entry points are named {name!r} in group "
+        f"{eps[0].group!r}: {listing}. Names must be unique; uninstall one of the "
+        "distributions or rename its entry point.",
+    )
+
+
+def activate_all(eps: tuple[EntryPointInfo, ...], trace: Trace) -> list[tuple[EntryPointInfo, str]]:
+    """Every plugin's ``activate()`` after the names are checked: the activated ones."""
+    reserved = [ep for ep in eps if ep.name.lower() in _NAMES]
+    if reserved:
+        raise reserved_error(reserved, trace)
+    by_name: dict[str, list[EntryPointInfo]] = {}
+    for ep in eps:
+        by_name.setdefault(ep.name, []).append(ep)
+    for name, group in by_name.items():
+        if len(group) > 1:
+            raise duplicate_error(name, group, trace)
+    results = [(ep, *activate(ep, trace, strict=False)) for ep in eps]
+    failed = [(ep, o, e) for ep, o, e in results if o.outcome == "error"]
+    if failed:
+        ep, first, cause = failed[0]
+        more = f" ({len(failed) - 1} more plugin(s) failed too; see below)" if failed[1:] else ""
+        err = trace.fail(
+            PlatformPluginError,
+            f"{ep_label(ep)} failed during auto-discovery: {first.error}.{more} "
+            "Discovery stops instead of falling back to another platform, which would run "
+            f"the job on the wrong hardware. Fix or uninstall {ep.dist}, or select a "
+            f"platform with {trace.selector_var}=<name> (then only that "
+            "plugin is imported).",
+        )
+        raise err from cause
+    return [(ep, o.qualname) for ep, o, _ in results if o.qualname is not None]
+
+
+def conflict_error(active: list[tuple[EntryPointInfo, str]], trace: Trace) -> PlatformError:
+    listing = "; ".join(
+        f"{ep.name!r} -> {qualname} ({ep.dist} {ep.version})" for ep, qualname in active
+    )
+    return trace.fail(
+        PlatformConflictError,
+        f"{len(active)} platform plugins activated in namespace "
+        f"{trace.namespace!r}: {listing}. Set "
+        f"{trace.selector_var} to one of "
+        f"{', '.join(repr(ep.name) for ep, _ in active)} to choose.",
+    )
+
+
+def not_found_error(
+    requested: str, how: str, eps: tuple[EntryPointInfo, ...], trace: Trace
+) -> PlatformError:
+    import difflib  # only on this error path
+
+    close = difflib.get_close_matches(requested, [ep.name for ep in eps] + list(_NAMES), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return trace.fail(
+        PlatformNotFoundError,
+        f"{how}: no platform named {requested!r} in namespace "
+        f"{trace.namespace!r}.{hint} Available: {available_text(eps)}. "
+        f"Install the platform's plugin package (e.g. 'pip install <package>'); it "
+        f"must declare an entry point {requested} = 'module:activate' in group "
+        f"{trace.group!r}.",
+    )
+
+
+def available_text(eps: tuple[EntryPointInfo, ...]) -> str:
+    names = [f"{n} (built-in)" for n in _NAMES]
+    names += [f"{ep.name} ({ep.dist} {ep.version})" for ep in eps]
+    return ", ".join(names)
