@@ -59,7 +59,7 @@ def test_one_table_of_builtins_drives_discovery() -> None:
     from spawnkit.platforms.builtin import BUILTINS
     from spawnkit.platforms.discovery import RESERVED_NAMES
 
-    assert RESERVED_NAMES == tuple(row.name for row in BUILTINS)
+    assert tuple(row.name for row in BUILTINS) == RESERVED_NAMES
     assert RESERVED_NAMES == ("cpu", "cuda", "rocm", "xpu", "base")
     assert [row.name for row in BUILTINS if row.auto] == ["cuda", "rocm", "xpu"]
     for row in BUILTINS:
