@@ -206,10 +206,14 @@ def test_sigkilled_launcher_takes_every_workers_tree_with_it(
     assert not alive, f"{alive} outlived their launcher by 2 s (grandchildren: {grandchildren})"
 
 
-def test_worker_stuck_holding_the_gil_still_ends_with_its_tree(site: Site, tmp_path: Path) -> None:
-    """The worker's own watcher thread cannot run; its guardian process ends the tree."""
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_worker_stuck_holding_the_gil_still_ends_with_its_tree(
+    site: Site, tmp_path: Path, method: str
+) -> None:
+    """The worker's own watcher thread cannot run; a guardian process ends the tree: the
+    worker's own under spawn, its fork server's (one for all its workers) under forkserver."""
     _info, _published, alive, _took = _kill_launcher_and_watch(
-        site, tmp_path, "spawn", "run_holding_gil"
+        site, tmp_path, method, "run_holding_gil"
     )
     assert not alive, f"{alive} outlived their launcher by 2 s"
 

@@ -671,6 +671,11 @@ def serve(
     arm_guard()
     sys.path[:] = sys_path
     _arm_faulthandler(fault_fd)
+    # First, while this process is small and has one thread: the guardian of every worker
+    # it will fork (see _parent_death), so forked workers need not fork one each.
+    from spawnkit.bootstrap._parent_death import start_server_guardian
+
+    start_server_guardian()
     started = time.time()
 
     last = {"step": "startup"}

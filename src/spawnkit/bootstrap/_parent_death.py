@@ -40,7 +40,7 @@ from typing import Any
 
 from spawnkit.spec import ProcessSpec
 
-__all__ = ["PARENT_DIED_EXIT_CODE", "RUN_ID_VAR", "arm"]
+__all__ = ["PARENT_DIED_EXIT_CODE", "RUN_ID_VAR", "arm", "start_server_guardian"]
 
 RUN_ID_VAR = "SPAWNKIT_RUN_ID"
 """Environment variable carrying the group's run id, inherited by a worker's own children,
@@ -53,6 +53,8 @@ _GUARDIAN_GRACE_S = 0.5
 """How long the guardian lets a worker end its own tree before it does (well under 2 s)."""
 _lock = threading.Lock()
 _armed_conn: Any = None
+_server_guarded = False
+"""True in a warm-start fork server (and so in its workers) once the server's guardian runs."""
 
 
 def arm(spec: ProcessSpec) -> None:
@@ -71,8 +73,10 @@ def arm(spec: ProcessSpec) -> None:
     launcher_is_parent = spec._control.pdeathsig and isinstance(parent_pid, int)
     if launcher_is_parent and os.getppid() != parent_pid:
         _die(spec.rank, parent_pid, "it was already re-parented when it armed its watch")
-    if isinstance(parent_pid, int) and sys.platform.startswith("linux"):
-        # Forked before the watcher thread starts, while this process has one thread.
+    if isinstance(parent_pid, int) and sys.platform.startswith("linux") and not _server_guarded:
+        # Forked before the watcher thread starts, while this process has one thread.  A warm
+        # worker skips it: its fork server's guardian covers it (a fork of a torch-sized
+        # worker costs ~5 ms, a fifth of a warm start).
         _start_guardian(conn.fileno(), parent_pid)
     watcher = threading.Thread(
         target=_watch,
@@ -115,7 +119,34 @@ def _start_guardian(death_fd: int, launcher_pid: int) -> None:
         os.close(launcher)
 
 
-def _guard(worker: int, death_fd: int, launcher: int) -> None:
+def start_server_guardian() -> None:
+    """In a warm-start fork server, before its preloads: one guardian for all its workers.
+
+    The server's parent is the launcher.  When the launcher dies, the server's
+    guardian gives the workers the same grace as a worker's own guardian, then
+    kills every process below the server (workers and their trees) and the
+    server.  Forked while the server is small and single-threaded, so it costs
+    once what a per-worker guardian would cost in every forked worker.
+    """
+    global _server_guarded
+    if not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return
+    try:
+        launcher = os.pidfd_open(os.getppid())
+    except (AttributeError, OSError):
+        return  # workers then fork their own guardians
+    server = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            _guard(server, -1, launcher, whole_tree=True)
+        finally:
+            os._exit(0)
+    os.close(launcher)
+    _server_guarded = True
+
+
+def _guard(worker: int, death_fd: int, launcher: int, *, whole_tree: bool = False) -> None:
     """The guardian's whole life: wait for the launcher's death, then end the worker's tree."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the launcher's to handle
     keep = {2, death_fd, launcher}
@@ -152,12 +183,15 @@ def _guard(worker: int, death_fd: int, launcher: int) -> None:
     time.sleep(_GUARDIAN_GRACE_S)
     me = os.getpid()
     tree = [p for p in _descendants(worker) if p != me]
+    if whole_tree and not tree:
+        return  # a fork server whose workers all ended themselves: it exits on its own
+    what = "warm-start server" if whole_tree else "worker"
     try:
         os.write(
             2,
             (
-                f"spawnkit: worker pid {worker} did not end itself within {_GUARDIAN_GRACE_S} s "
-                f"of its launcher's death; killing it and its {len(tree)} descendant(s)\n"
+                f"spawnkit: {what} pid {worker} did not end its tree within {_GUARDIAN_GRACE_S} "
+                f"s of its launcher's death; killing it and its {len(tree)} descendant(s)\n"
             ).encode(),
         )
     except OSError:
