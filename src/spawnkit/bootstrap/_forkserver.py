@@ -514,7 +514,7 @@ class _ThreadOrigins:
         origins, original, guard = self.origins, self._original, self._guard
 
         def start(thread: threading.Thread) -> None:
-            origins[thread] = guard.current_phase()
+            origins[thread] = guard.current_step()
             original(thread)
 
         threading.Thread.start = start  # type: ignore[method-assign,assignment]
@@ -695,7 +695,7 @@ def serve(
                 say({"step": f"preload:{module}"})
                 begun = time.perf_counter()
                 try:
-                    with guard.phase(f"preload:{module}"):
+                    with guard.step(f"preload:{module}"):
                         importlib.import_module(module)
                 except Exception:
                     import traceback

@@ -189,14 +189,14 @@ class Bootstrapper:
         self._running = stage
         if self.listener is not None:
             self.listener.stage_started(stage.value)
-        previous_phase = guard.set_phase(stage.value)
+        previous_step = guard.set_step(stage.value)
         start = time.perf_counter()
         try:
             result = action()
         except BaseException as exc:
             self._failed = stage
             self._running = None
-            guard.set_phase(previous_phase)
+            guard.set_step(previous_step)
             if stage is Stage.ENTRY or not isinstance(exc, Exception):
                 raise  # the entry's own errors (and interpreter exits) pass unchanged
             err = self._stage_error(stage, exc)
@@ -204,7 +204,7 @@ class Bootstrapper:
                 raise
             raise err from exc
         seconds = time.perf_counter() - start
-        guard.set_phase(previous_phase)
+        guard.set_step(previous_step)
         self._running = None
         self._next += 1
         self.stage_seconds[stage.value] = seconds
