@@ -583,7 +583,7 @@ def _read_boot(fd: int) -> Any:
 
 def _prebootstrap(spec: Any, say: Any) -> dict[str, Any]:
     """Platform, plugins and hooks, once, with a fork-safety check after each step."""
-    from spawnkit.bootstrap.process import Bootstrapper
+    from spawnkit.bootstrap.process import Bootstrapper, _platform_info
     from spawnkit.bootstrap.stages import Stage
     from spawnkit.hooks import plugins
 
@@ -597,10 +597,10 @@ def _prebootstrap(spec: Any, say: Any) -> dict[str, Any]:
             if not contexts:
                 return
             if stage == Stage.PLATFORM.value:
-                name = bootstrapper._platform_info().get("name", "?")
+                name = _platform_info(bootstrapper.namespace, spec).get("name", "?")
                 culprit = f"platform {name!r} (its init_backend)"
             else:
-                culprit = "importing hook target modules (stage 'apply_hooks')"
+                culprit = f"importing hook target modules (stage {Stage.HOOKS.value!r})"
             raise _refuse_accelerator(culprit, stage, contexts)
 
         def ready(self, report: Any) -> None:
@@ -610,7 +610,7 @@ def _prebootstrap(spec: Any, say: Any) -> dict[str, Any]:
         say({"step": f"plugin:{name}"})
         contexts = _accelerator_contexts()
         if contexts:
-            raise _refuse_accelerator(f"plugin {name!r} from {dist}", "load_plugins", contexts)
+            raise _refuse_accelerator(f"plugin {name!r} from {dist}", Stage.PLUGINS.value, contexts)
 
     bootstrapper = Bootstrapper(spec, listener=Progress())
     plugins.after_each_plugin = after_plugin

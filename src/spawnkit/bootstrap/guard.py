@@ -505,7 +505,9 @@ def _fix(window: str, module: str, step: str, carriers: list[str]) -> str:
     if window == MAIN:
         return _FIX_SCRIPT.format(module=module)
     if window == STAGE:
-        who = "the platform's code" if step == "initialize_platform" else "the code run"
+        from spawnkit.bootstrap.stages import Stage  # failure path only
+
+        who = "the platform's code" if step == Stage.PLATFORM else "the code run"
         return (
             f"{who} in stage {step!r} imports it: import it inside the function that needs "
             "it, so that it is imported after hooks are applied"
@@ -589,7 +591,9 @@ def check(
     if result.violations:
         message = _message(namespace, result.violations, policy)
         if policy == "error":
-            raise ImportGuardError(message, findings=result.violations, stage="load_plugins")
+            from spawnkit.bootstrap.stages import Stage  # failure path only
+
+            raise ImportGuardError(message, findings=result.violations, stage=Stage.PLUGINS.value)
         first = result.violations[0]
         # Once, located at the user's import rather than at spawnkit's call of check().
         where, line = first["filename"] or "<import guard>", first["lineno"]
@@ -691,6 +695,8 @@ def check_stale(namespace: Any, holders: list[dict[str, str]], policy: str) -> N
         )
     message = "\n".join(lines)
     if policy == "error":
-        raise ImportGuardError(message, findings=list(holders), stage="apply_hooks")
+        from spawnkit.bootstrap.stages import Stage  # failure path only
+
+        raise ImportGuardError(message, findings=list(holders), stage=Stage.HOOKS.value)
     home = getattr(sys.modules.get(holders[0]["module"]), "__file__", None)
     warnings.warn_explicit(message, ImportGuardWarning, home or holders[0]["module"], 0)

@@ -153,6 +153,7 @@ def _user_frame() -> Any:
 def _too_early(reference: str) -> Exception:
     """``LazyProxyError`` naming the user's line and the part of the worker's start it ran in."""
     from spawnkit.bootstrap import guard
+    from spawnkit.bootstrap.stages import Stage
     from spawnkit.errors import LazyProxyError
 
     frame = _user_frame()
@@ -196,7 +197,9 @@ def _too_early(reference: str) -> Exception:
     return LazyProxyError(
         f"lazy proxy {reference!r} used at {where} {context}, where it would bind the "
         f"unpatched original. Fix: {fix}.",
-        stage="load_plugins" if window == guard.PLUGIN else step if window == guard.STAGE else "",
+        stage=(
+            Stage.PLUGINS.value if window == guard.PLUGIN else step if window == guard.STAGE else ""
+        ),
         reference=reference,
         filename=filename,
         lineno=lineno,
