@@ -16,7 +16,7 @@ from _bootstrap_helpers import (
     run_child,
 )
 from spawnkit.bootstrap import Bootstrapper, Stage
-from spawnkit.bootstrap.stages import STAGE_ORDER
+from spawnkit.bootstrap.stages import SHARED_STAGES, STAGE_ORDER, STAGES
 from spawnkit.errors import BootstrapOrderError, LazyProxyError
 from spawnkit.spec import _phase
 
@@ -136,3 +136,20 @@ def test_in_process_order_errors_without_running_anything(world: World) -> None:
     with pytest.raises(BootstrapOrderError, match="'resolve_entry' called too early"):
         boot.resolve_entry()
     assert boot.next_stage is Stage.ARM_PARENT_DEATH  # a misuse does not consume a stage
+
+
+def test_each_row_of_the_stage_table_is_run_by_the_method_it_names(world: World) -> None:
+    # The table is the order: every stage once, and STAGE_ORDER / SHARED_STAGES read from it.
+    assert sorted(row.stage for row in STAGES) == sorted(Stage)
+    assert tuple(row.stage for row in STAGES) == STAGE_ORDER
+    assert SHARED_STAGES == (Stage.PLATFORM, Stage.PLUGINS, Stage.HOOKS)
+    boot = Bootstrapper(world.spec())
+    for row in STAGES[1:]:
+        method = getattr(boot, row.method)
+        assert method.__name__ == row.method and method.__doc__
+        # Called first, each method is refused as the stage its row names, and runs nothing.
+        with pytest.raises(BootstrapOrderError, match="called too early") as info:
+            method()
+        assert info.value.stage == row.stage.value
+        assert info.value.expected == STAGE_ORDER[0].value
+    assert boot.next_stage is STAGE_ORDER[0] and not boot.stage_seconds

@@ -68,7 +68,7 @@ def test_guard_module_imports_only_the_standard_library(tmp_path: Path) -> None:
     assert "torch" not in new
 
 
-def test_records_first_frame_outside_import_machinery_and_phase(tmp_path: Path) -> None:
+def test_records_first_frame_outside_import_machinery_and_step(tmp_path: Path) -> None:
     pkg = _pkg(tmp_path)
     out = _run(
         f"""
@@ -77,21 +77,21 @@ def test_records_first_frame_outside_import_machinery_and_phase(tmp_path: Path) 
         from spawnkit.bootstrap import guard
         guard.arm(); guard.arm()  # idempotent
         assert sys.meta_path[0] is guard._RECORDER and sys.meta_path.count(guard._RECORDER) == 1
-        with guard.phase("initialize_platform"):
+        with guard.step("initialize_platform"):
             import importlib; importlib.import_module("{pkg}.user")
-        assert guard.current_phase() == "startup"
+        assert guard.current_step() == "startup"
         sched = guard.first_import("{pkg}.sched")
         user = guard.first_import("{pkg}.user")
-        print(json.dumps([sched.filename, sched.lineno, sched.phase, user.filename,
+        print(json.dumps([sched.filename, sched.lineno, sched.step, user.filename,
                           guard.first_import("json") is None, sched.describe()]))
         """,
         tmp_path,
     )
     assert out.returncode == 0, out.stderr
-    sched_file, sched_line, phase, user_file, json_unrecorded, described = json.loads(out.stdout)
+    sched_file, sched_line, step, user_file, json_unrecorded, described = json.loads(out.stdout)
     # sched was imported by user.py line 1, not by importlib's frames or the -c program
     assert sched_file == str(tmp_path / pkg / "user.py") and sched_line == 1
-    assert phase == "initialize_platform"
+    assert step == "initialize_platform"
     assert "during the bootstrap stage 'initialize_platform'" in described
     assert user_file == "<string>"  # import_module frames are skipped: the caller is the -c code
     assert json_unrecorded  # imported before arm(): unknown, not invented

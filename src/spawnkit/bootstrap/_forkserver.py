@@ -514,7 +514,7 @@ class _ThreadOrigins:
         origins, original, guard = self.origins, self._original, self._guard
 
         def start(thread: threading.Thread) -> None:
-            origins[thread] = guard.current_phase()
+            origins[thread] = guard.current_step()
             original(thread)
 
         threading.Thread.start = start  # type: ignore[method-assign,assignment]
@@ -583,7 +583,7 @@ def _read_boot(fd: int) -> Any:
 
 def _prebootstrap(spec: Any, say: Any) -> dict[str, Any]:
     """Platform, plugins and hooks, once, with a fork-safety check after each step."""
-    from spawnkit.bootstrap.process import Bootstrapper
+    from spawnkit.bootstrap.process import Bootstrapper, _platform_info
     from spawnkit.bootstrap.stages import Stage
     from spawnkit.hooks import plugins
 
@@ -597,10 +597,10 @@ def _prebootstrap(spec: Any, say: Any) -> dict[str, Any]:
             if not contexts:
                 return
             if stage == Stage.PLATFORM.value:
-                name = bootstrapper._platform_info().get("name", "?")
+                name = _platform_info(bootstrapper.namespace, spec).get("name", "?")
                 culprit = f"platform {name!r} (its init_backend)"
             else:
-                culprit = "importing hook target modules (stage 'apply_hooks')"
+                culprit = f"importing hook target modules (stage {Stage.HOOKS.value!r})"
             raise _refuse_accelerator(culprit, stage, contexts)
 
         def ready(self, report: Any) -> None:
@@ -610,7 +610,7 @@ def _prebootstrap(spec: Any, say: Any) -> dict[str, Any]:
         say({"step": f"plugin:{name}"})
         contexts = _accelerator_contexts()
         if contexts:
-            raise _refuse_accelerator(f"plugin {name!r} from {dist}", "load_plugins", contexts)
+            raise _refuse_accelerator(f"plugin {name!r} from {dist}", Stage.PLUGINS.value, contexts)
 
     bootstrapper = Bootstrapper(spec, listener=Progress())
     plugins.after_each_plugin = after_plugin
@@ -700,7 +700,7 @@ def serve(
                 say({"step": f"preload:{module}"})
                 begun = time.perf_counter()
                 try:
-                    with guard.phase(f"preload:{module}"):
+                    with guard.step(f"preload:{module}"):
                         importlib.import_module(module)
                 except Exception:
                     import traceback

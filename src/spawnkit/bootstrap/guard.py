@@ -12,9 +12,10 @@ So the guard has two halves:
 * :func:`arm` puts a recording finder at ``sys.meta_path[0]`` as early as the
   child's command line allows.  It never finds anything (``find_spec`` returns
   ``None``); it only notes, for each module not yet in ``sys.modules``, the
-  first frame outside the import machinery and the bootstrap phase at the
-  time.  That costs one short frame walk per *new* module, nothing per
-  repeated import.
+  first frame outside the import machinery and the bootstrap step at the
+  time (a stage, ``plugin:<name>`` while a plugin loads, ``preload:<module>``
+  in a warm-start server, ``startup`` before the bootstrap).  That costs one
+  short frame walk per *new* module, nothing per repeated import.
 * :func:`check` runs once the targets are known (after plugins loaded): every
   target module that was already imported when plugin loading began is a
   violation, reported with where it was first imported, the hooks that it
@@ -51,9 +52,9 @@ __all__ = [
     "disarm",
     "first_import",
     "mark_plugins_began",
-    "phase",
     "resolve_policy",
-    "set_phase",
+    "set_step",
+    "step",
 ]
 
 POLICIES = ("error", "warn", "off")
@@ -64,25 +65,30 @@ class ImportGuardWarning(RuntimeWarning):
 
 
 class ImportSite(NamedTuple):
-    """Where a module was first imported: the importing frame and the bootstrap phase then."""
+    """Where a module was first imported: the importing frame and the bootstrap step then."""
 
     module: str
     filename: str
     lineno: int
     function: str
-    phase: str
+    step: str
 
     def __str__(self) -> str:
         return f"{self.filename}:{self.lineno}"
+
+    @property
+    def phase(self) -> str:
+        """Former name of :attr:`step`."""
+        return self.step
 
     def describe(self) -> str:
         """``file:line (in func) <why>``: the context that tells the user which code to move."""
         return f"{self.filename}:{self.lineno} (in {self.function}) {_context_of(self)}"
 
 
-# module -> (filename, lineno, function, phase); tuples, because this is the hot path.
+# module -> (filename, lineno, function, step); tuples, because this is the hot path.
 _sites: dict[str, tuple[str, int, str, str]] = {}
-_phase = "startup"
+_step = "startup"
 _armed_lock = threading.Lock()
 _plugins_began: frozenset[str] | None = None
 
@@ -114,9 +120,9 @@ class _FirstImportRecorder:
         while frame is not None and _is_machinery(frame.f_code.co_filename):
             frame = frame.f_back
         if frame is None:
-            _sites[name] = ("<unknown>", 0, "?", _phase)
+            _sites[name] = ("<unknown>", 0, "?", _step)
         else:
-            _sites[name] = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, _phase)
+            _sites[name] = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, _step)
         return None
 
     @staticmethod
@@ -148,25 +154,34 @@ def armed() -> bool:
     return _RECORDER in sys.meta_path
 
 
-def set_phase(name: str) -> str:
-    """Label the imports that follow (a stage or ``plugin:<name>``); returns the previous label."""
-    global _phase
-    previous, _phase = _phase, name
+def set_step(name: str) -> str:
+    """Label the imports that follow (a stage or ``plugin:<name>``); returns the previous label.
+
+    A step is finer than a stage (one plugin's loading inside ``load_plugins``);
+    "phase" means something else: where the process stands in a worker's
+    bootstrap (``spawnkit.spec._phase``).
+    """
+    global _step
+    previous, _step = _step, name
     return previous
 
 
 @contextmanager
-def phase(name: str) -> Iterator[None]:
-    """``set_phase`` for a block, restored afterwards even when the block raises."""
-    previous = set_phase(name)
+def step(name: str) -> Iterator[None]:
+    """``set_step`` for a block, restored afterwards even when the block raises."""
+    previous = set_step(name)
     try:
         yield
     finally:
-        set_phase(previous)
+        set_step(previous)
 
 
-def current_phase() -> str:
-    return _phase
+def current_step() -> str:
+    return _step
+
+
+# Former names of the three above, for callers outside spawnkit.
+set_phase, phase, current_phase = set_step, step, current_step
 
 
 def mark_plugins_began() -> frozenset[str]:
@@ -221,7 +236,7 @@ _OUTERMOST = frozenset({UNPICKLING, PRELOAD, MAIN})
 _REEXEC_FUNCTIONS = frozenset({"prepare", "_fixup_main_from_path", "_fixup_main_from_name"})
 
 
-def window_of(filename: str, phase: str, function: str = "") -> str:
+def window_of(filename: str, step: str, function: str = "") -> str:
     """Which part of a worker's start a frame in ``filename`` ran in (one of the names above)."""
     if _is_unpickler(filename):
         return MAIN if function in _REEXEC_FUNCTIONS else UNPICKLING
@@ -229,24 +244,24 @@ def window_of(filename: str, phase: str, function: str = "") -> str:
         return PRELOAD
     if os.path.abspath(filename) in _main_files():
         return MAIN
-    if phase == "startup":
+    if step == "startup":
         return STARTUP
-    if phase.startswith("plugin:"):
+    if step.startswith("plugin:"):
         return PLUGIN
     return STAGE
 
 
-def frame_window(frame: Any, phase: str) -> str:
-    """The window of a running frame: the phase once the bootstrap runs, else its callers say.
+def frame_window(frame: Any, step: str) -> str:
+    """The window of a running frame: the step once the bootstrap runs, else its callers say.
 
     Before the bootstrap, the code that ran the frame is further out: the
     launching script re-executed (spawn's ``prepare``), the Process being
     unpickled (spawn's ``_main``) or a fork server's preload.
     """
-    if phase != "startup":
-        return PLUGIN if phase.startswith("plugin:") else STAGE
+    if step != "startup":
+        return PLUGIN if step.startswith("plugin:") else STAGE
     while frame is not None:
-        window = window_of(frame.f_code.co_filename, phase, frame.f_code.co_name)
+        window = window_of(frame.f_code.co_filename, step, frame.f_code.co_name)
         if window in _OUTERMOST:
             return window
         frame = frame.f_back
@@ -255,7 +270,7 @@ def frame_window(frame: Any, phase: str) -> str:
 
 def _context_of(site: ImportSite) -> str:
     """Say which part of the worker's start made the import, in the user's terms."""
-    window = window_of(site.filename, site.phase, site.function)
+    window = window_of(site.filename, site.step, site.function)
     if window == UNPICKLING:
         return "while unpickling the Process object and its arguments (multiprocessing.spawn)"
     if window == PRELOAD:
@@ -265,8 +280,8 @@ def _context_of(site: ImportSite) -> str:
     if window == STARTUP:
         return "before the bootstrap started"
     if window == PLUGIN:
-        return f"by the code of {site.phase[7:]} while it loaded"
-    return f"during the bootstrap stage {site.phase!r}"
+        return f"by the code of {site.step[7:]} while it loaded"
+    return f"during the bootstrap stage {site.step!r}"
 
 
 def _chain_sites(site: ImportSite, limit: int = 6) -> list[ImportSite]:
@@ -281,7 +296,7 @@ def _chain_sites(site: ImportSite, limit: int = 6) -> list[ImportSite]:
     current: ImportSite | None = site
     while current is not None and len(sites) < limit:
         sites.append(current)
-        if window_of(current.filename, current.phase, current.function) in _OUTERMOST:
+        if window_of(current.filename, current.step, current.function) in _OUTERMOST:
             break  # spawn's own modules are not part of the user's chain
         owner = by_file.get(os.path.abspath(current.filename))
         if owner is None or owner in seen or owner in ("__main__", "__mp_main__"):
@@ -292,7 +307,7 @@ def _chain_sites(site: ImportSite, limit: int = 6) -> list[ImportSite]:
 
 
 def _chain_window(sites: list[ImportSite]) -> tuple[str, str]:
-    """(window, phase) of the import that started a chain: what the fix must address.
+    """(window, step) of the import that started a chain: what the fix must address.
 
     Imports made by a bootstrap stage belong to it; before the bootstrap, the
     outermost recognisable caller (the re-executed script, the unpickler, a
@@ -301,13 +316,13 @@ def _chain_window(sites: list[ImportSite]) -> tuple[str, str]:
     if not sites:
         return STARTUP, ""
     first = sites[0]
-    if first.phase != "startup":
-        return window_of(first.filename, first.phase, first.function), first.phase
+    if first.step != "startup":
+        return window_of(first.filename, first.step, first.function), first.step
     for s in sites:
-        window = window_of(s.filename, s.phase, s.function)
+        window = window_of(s.filename, s.step, s.function)
         if window in _OUTERMOST:
-            return window, s.phase
-    return STARTUP, first.phase
+            return window, s.step
+    return STARTUP, first.step
 
 
 def _chain(site: ImportSite, limit: int = 6) -> list[str]:
@@ -473,7 +488,7 @@ _FIX_ANY = (
 )
 
 
-def _fix(window: str, module: str, phase: str, carriers: list[str]) -> str:
+def _fix(window: str, module: str, step: str, carriers: list[str]) -> str:
     """The one fix that applies where the import happened."""
     if window == UNPICKLING:
         what = ", ".join(f"spec.extra[{k!r}]" for k in carriers) or "that argument"
@@ -490,9 +505,11 @@ def _fix(window: str, module: str, phase: str, carriers: list[str]) -> str:
     if window == MAIN:
         return _FIX_SCRIPT.format(module=module)
     if window == STAGE:
-        who = "the platform's code" if phase == "initialize_platform" else "the code run"
+        from spawnkit.bootstrap.stages import Stage  # failure path only
+
+        who = "the platform's code" if step == Stage.PLATFORM else "the code run"
         return (
-            f"{who} in stage {phase!r} imports it: import it inside the function that needs "
+            f"{who} in stage {step!r} imports it: import it inside the function that needs "
             "it, so that it is imported after hooks are applied"
         )
     return _FIX_ANY.format(module=module)
@@ -536,8 +553,8 @@ def check(
         ]
         if module not in before:
             plugin = plugin_imports.get(module)
-            if plugin is None and site is not None and site.phase.startswith("plugin:"):
-                plugin = site.phase[7:]
+            if plugin is None and site is not None and site.step.startswith("plugin:"):
+                plugin = site.step[7:]
             result.plugin_imports.append(
                 {
                     "module": module,
@@ -551,7 +568,7 @@ def check(
         for target in targets:
             bindings.extend(f"{m}.{a}" for m, a in _stale_bindings(registry, target, module))
         sites = _chain_sites(site) if site else []
-        window, phase = _chain_window(sites)
+        window, step = _chain_window(sites)
         carriers: list[str] = []
         if window == UNPICKLING and extra:
             carriers = _carriers(extra, {s.module for s in sites})
@@ -568,13 +585,15 @@ def check(
                 "stale_bindings": sorted(set(bindings)),
                 "window": window if site else "",
                 "carriers": carriers,
-                "fix": _fix(window if site else "", module, phase, carriers),
+                "fix": _fix(window if site else "", module, step, carriers),
             }
         )
     if result.violations:
         message = _message(namespace, result.violations, policy)
         if policy == "error":
-            raise ImportGuardError(message, findings=result.violations, stage="load_plugins")
+            from spawnkit.bootstrap.stages import Stage  # failure path only
+
+            raise ImportGuardError(message, findings=result.violations, stage=Stage.PLUGINS.value)
         first = result.violations[0]
         # Once, located at the user's import rather than at spawnkit's call of check().
         where, line = first["filename"] or "<import guard>", first["lineno"]
@@ -676,6 +695,8 @@ def check_stale(namespace: Any, holders: list[dict[str, str]], policy: str) -> N
         )
     message = "\n".join(lines)
     if policy == "error":
-        raise ImportGuardError(message, findings=list(holders), stage="apply_hooks")
+        from spawnkit.bootstrap.stages import Stage  # failure path only
+
+        raise ImportGuardError(message, findings=list(holders), stage=Stage.HOOKS.value)
     home = getattr(sys.modules.get(holders[0]["module"]), "__file__", None)
     warnings.warn_explicit(message, ImportGuardWarning, home or holders[0]["module"], 0)

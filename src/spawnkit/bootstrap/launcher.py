@@ -52,6 +52,7 @@ from spawnkit.bootstrap._launch_checks import check_count, check_seconds
 from spawnkit.bootstrap._parent_death import RUN_ID_VAR
 from spawnkit.bootstrap._progress import DONE, FAILED, STOPPED, ProgressCallback, ProgressRelay
 from spawnkit.bootstrap.specs import build_spec
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildError,
@@ -525,7 +526,7 @@ class WorkerGroup:
         msg = r.failure
         if isinstance(msg, proto.Failed):
             exc = proto.load_exception(msg.exc_bytes, self._ctx.loads)
-            when = "" if msg.stage != "entry" else " (its entry function raised)"
+            when = "" if msg.stage != Stage.ENTRY else " (its entry function raised)"
             text = (
                 f"{r.label} failed in stage {msg.stage!r}{when}: {msg.exc_type}: {msg.message}\n"
                 f"{self._preload_hint(exc)}{effect}\n"

@@ -153,6 +153,7 @@ def _user_frame() -> Any:
 def _too_early(reference: str) -> Exception:
     """``LazyProxyError`` naming the user's line and the part of the worker's start it ran in."""
     from spawnkit.bootstrap import guard
+    from spawnkit.bootstrap.stages import Stage
     from spawnkit.errors import LazyProxyError
 
     frame = _user_frame()
@@ -161,8 +162,8 @@ def _too_early(reference: str) -> Exception:
     else:
         filename, lineno = frame.f_code.co_filename, frame.f_lineno
         where = f"{filename}:{lineno} (in {frame.f_code.co_name})"
-    phase = guard.current_phase()
-    window = guard.frame_window(frame, phase)
+    step = guard.current_step()
+    window = guard.frame_window(frame, step)
     context, fix = {
         guard.MAIN: (
             "at module scope of the launching script (spawn re-runs it in every worker before "
@@ -180,13 +181,13 @@ def _too_early(reference: str) -> Exception:
             "drop that module from preload=, or use the proxy inside a function",
         ),
         guard.PLUGIN: (
-            f"by the code of {phase[7:]} while it loaded (before hooks exist)",
+            f"by the code of {step[7:]} while it loaded (before hooks exist)",
             "use it inside the hook or the function that needs it, not at the plugin's import",
         ),
     }.get(
         window,
         (
-            f"in a worker's bootstrap stage {phase!r}, before the bootstrap applied hooks"
+            f"in a worker's bootstrap stage {step!r}, before the bootstrap applied hooks"
             if window == guard.STAGE
             else "in a worker before the bootstrap applied hooks",
             "use it inside the entry function (or after apply_plugin_hooks()), not at import "
@@ -196,7 +197,9 @@ def _too_early(reference: str) -> Exception:
     return LazyProxyError(
         f"lazy proxy {reference!r} used at {where} {context}, where it would bind the "
         f"unpatched original. Fix: {fix}.",
-        stage="load_plugins" if window == guard.PLUGIN else phase if window == guard.STAGE else "",
+        stage=(
+            Stage.PLUGINS.value if window == guard.PLUGIN else step if window == guard.STAGE else ""
+        ),
         reference=reference,
         filename=filename,
         lineno=lineno,

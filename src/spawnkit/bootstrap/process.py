@@ -1,24 +1,15 @@
 """``bootstrap_process(spec)``: a worker's stages, run in the one order that keeps hooks effective.
 
-1. arm parent-death handling (a worker must never outlive its parent);
-2. initialise the platform the parent chose (plugins may ask for it);
-3. load plugins: register hooks only, then let the import guard check that
-   no target was imported earlier;
-4. apply hooks: targets are imported and patched;
-5. materialise the payload: unpickling imports engine modules, now patched;
-6. resolve the entry from its module *after* patching, so a hooked entry
-   runs its patched version (a binding taken earlier would hold the original);
-7. call the entry.
-
-:class:`Bootstrapper` exposes each stage as a method and refuses to run one
-early, twice or after a failure (``BootstrapOrderError`` naming the stage
-expected), so engines that drive the stages themselves cannot get the order
-wrong either.  A failing stage raises a ``StageError`` (one that is also its
-cause's type when the cause is a spawnkit error, so ``except PluginError``
-and ``except StageError`` both catch a plugin failure) that carries stage,
-rank, pid, host and the formatted traceback and survives pickling, so the
-parent sees exactly what the child saw.  An exception raised by the entry
-itself propagates unchanged.
+The order, and the reason for each step of it, is :data:`~spawnkit.bootstrap.stages.STAGES`;
+this module is the work each stage does.  :class:`Bootstrapper` has one method
+per stage (the table names it) and refuses to run one early, twice or after a
+failure (``BootstrapOrderError`` naming the stage expected), so engines that
+drive the stages themselves cannot get the order wrong either.  A failing
+stage raises a ``StageError`` (one that is also its cause's type when the
+cause is a spawnkit error, so ``except PluginError`` and ``except StageError``
+both catch a plugin failure) that carries stage, rank, pid, host and the
+formatted traceback and survives pickling, so the parent sees exactly what the
+child saw.  An exception raised by the entry itself propagates unchanged.
 """
 
 from __future__ import annotations
@@ -30,12 +21,12 @@ import socket
 import sys
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from spawnkit import _metadata
 from spawnkit.bootstrap import guard
 from spawnkit.bootstrap.report import BootstrapReport
-from spawnkit.bootstrap.stages import STAGE_ORDER, Stage, StageListener
+from spawnkit.bootstrap.stages import SHARED_STAGES, STAGE_ORDER, STAGES, Stage, StageListener
 from spawnkit.errors import (
     BootstrapOrderError,
     EntryResolutionError,
@@ -56,10 +47,10 @@ _UNSET: Any = object()
 _current_spec: ProcessSpec | None = None
 _current_report: BootstrapReport | None = None
 _PARENT_DEATH_MODULE = "spawnkit.bootstrap._parent_death"
-_INHERITABLE = (Stage.PLATFORM, Stage.PLUGINS, Stage.HOOKS)
+_R = TypeVar("_R")
 
 # Set in a warm-start server by ``Bootstrapper.prebootstrap()``; a worker forked from it
-# inherits these and skips the stages they record (see ``Bootstrapper._inherit``).
+# inherits these and skips the stages they record (see ``Bootstrapper._stage``).
 _server_boot: dict[str, Any] | None = None
 _server_guard: GuardResult | None = None
 
@@ -94,10 +85,30 @@ def _picklable(exc: BaseException) -> bool:
     return True
 
 
-class Bootstrapper:
-    """The staged bootstrap of one worker; one method per :class:`Stage`, run in order.
+#: Each row's stage by the name of its method, and back.
+_STAGE_OF: dict[str, Stage] = {row.method: row.stage for row in STAGES}
+_METHOD: dict[Stage, str] = {row.stage: row.method for row in STAGES}
 
-    ``run()`` drives every stage; tests and engines that need to interleave
+
+def _staged(work: Callable[[Bootstrapper], _R]) -> Callable[[Bootstrapper], _R]:
+    """``work`` run as the stage ``STAGES`` names it for: in order, timed, its failure typed."""
+    stage = _STAGE_OF[work.__name__]  # a method missing from the table fails at import
+
+    def run_stage(self: Bootstrapper) -> _R:
+        result: _R = self._stage(stage, lambda: work(self))
+        if stage is Stage.RESOLVE_ENTRY:
+            self._ready(result)  # type: ignore[arg-type]
+        return result
+
+    run_stage.__name__, run_stage.__qualname__ = work.__name__, work.__qualname__
+    run_stage.__doc__ = work.__doc__
+    return run_stage
+
+
+class Bootstrapper:
+    """The staged bootstrap of one worker; one method per row of ``STAGES``, run in its order.
+
+    ``run()`` walks the table; tests and engines that need to interleave
     their own work call the stage methods one by one.
     """
 
@@ -176,7 +187,7 @@ class Bootstrapper:
     def _stage(self, stage: Stage, action: Callable[[], Any]) -> Any:
         if (
             self.inherited is not None
-            and stage in _INHERITABLE
+            and stage in SHARED_STAGES
             and self.next_stage is stage
             and self._failed is None
         ):
@@ -189,14 +200,14 @@ class Bootstrapper:
         self._running = stage
         if self.listener is not None:
             self.listener.stage_started(stage.value)
-        previous_phase = guard.set_phase(stage.value)
+        previous_step = guard.set_step(stage.value)
         start = time.perf_counter()
         try:
             result = action()
         except BaseException as exc:
             self._failed = stage
             self._running = None
-            guard.set_phase(previous_phase)
+            guard.set_step(previous_step)
             if stage is Stage.ENTRY or not isinstance(exc, Exception):
                 raise  # the entry's own errors (and interpreter exits) pass unchanged
             err = self._stage_error(stage, exc)
@@ -204,7 +215,7 @@ class Bootstrapper:
                 raise
             raise err from exc
         seconds = time.perf_counter() - start
-        guard.set_phase(previous_phase)
+        guard.set_step(previous_step)
         self._running = None
         self._next += 1
         self.stage_seconds[stage.value] = seconds
@@ -244,11 +255,10 @@ class Bootstrapper:
         return err
 
     # -------------------------------------------------------------- stages
+    # One method per row of STAGES, named there; ``@_staged`` runs its body as that stage.
+    @_staged
     def arm_parent_death(self) -> None:
         """Apply ``spec.env``, mark this process a worker, and arm parent-death handling."""
-        self._stage(Stage.ARM_PARENT_DEATH, self._arm_parent_death)
-
-    def _arm_parent_death(self) -> None:
         self._enter()
         if self.inherited is not None:
             self._check_inherited()
@@ -283,7 +293,7 @@ class Bootstrapper:
             _metadata.seed((config.platform_group, config.plugin_group), self.spec.entry_points)
 
     def prebootstrap(self) -> None:
-        """Run the stages that every rank shares, once, in a warm-start fork server.
+        """Run the stages that every rank shares (``SHARED_STAGES``), once, in a warm-start server.
 
         Parent-death handling is the forked worker's own (the server's parent
         is watched through the server's alive pipe), so it is skipped here.
@@ -291,36 +301,34 @@ class Bootstrapper:
         the patched targets, and their reports name this process as the source.
         """
         global _server_boot, _server_guard
+        first = SHARED_STAGES[0]
         if self._next != 0 or self.inherited is not None:
             raise self._order_error(
-                Stage.PLATFORM, "prebootstrap() runs once, in a fresh warm-start server"
+                first, "prebootstrap() runs once, in a fresh warm-start server"
             )
         started = time.time()
         self._serving = True
         self.pid = os.getpid()
         self._enter(server=True)
-        self._next = STAGE_ORDER.index(Stage.PLATFORM)
-        self.initialize_platform()
-        self.load_plugins()
-        self.apply_hooks()
+        self._next = STAGE_ORDER.index(first)
+        for stage in SHARED_STAGES:
+            getattr(self, _METHOD[stage])()
         _set_current(None, None)
         _server_guard = self.guard_result
         _server_boot = {
             # What every forked worker's report repeats; computed here once (a forked worker
             # has lost the seeded entry-point rows, and explaining the platform would rescan).
-            "shared": self._shared_report_parts(),
+            "shared": _shared_report_parts(self.namespace, self.spec),
             "server_pid": os.getpid(),
             "server_started": started,
-            "stages": {s.value: self.stage_seconds[s.value] for s in _INHERITABLE},
+            "stages": {s.value: self.stage_seconds[s.value] for s in SHARED_STAGES},
             "stage_detail": dict(self.stage_detail),
             "identity": _boot_identity(self.spec),
         }
 
+    @_staged
     def initialize_platform(self) -> None:
         """Pin the parent's platform choice (if any) and initialise it."""
-        self._stage(Stage.PLATFORM, self._initialize_platform)
-
-    def _initialize_platform(self) -> None:
         if self.spec.entry_points is not None:
             config = self.namespace.config
             _metadata.seed((config.platform_group, config.plugin_group), self.spec.entry_points)
@@ -329,11 +337,9 @@ class Bootstrapper:
             platforms.set_selection(self.spec.platform, by="the launcher")
         platforms.initialize()
 
+    @_staged
     def load_plugins(self) -> None:
         """Register every selected plugin's hooks, then run the import guard over the targets."""
-        self._stage(Stage.PLUGINS, self._load_plugins)
-
-    def _load_plugins(self) -> None:
         manager = self.namespace.plugins
         # True forces lenient; False leaves the namespace's variable and default in charge.
         # apply_deferred=False: a plugin's own apply_plugin_hooks() call waits for the
@@ -359,11 +365,9 @@ class Bootstrapper:
             extra=self.spec.extra,
         )
 
+    @_staged
     def apply_hooks(self) -> None:
         """Patch every registered target (strict: a target that fails stops the bootstrap)."""
-        self._stage(Stage.HOOKS, self._apply_hooks)
-
-    def _apply_hooks(self) -> None:
         manager = self.namespace.plugins
         clean: frozenset[str] = frozenset()
         result = self.guard_result
@@ -406,27 +410,17 @@ class Bootstrapper:
             result.stale_holders = holders
         guard.check_stale(self.namespace, holders, policy)
 
+    @_staged
     def materialize_payload(self) -> None:
         """Unpickle the payload (and a by-value entry): their imports now see patched code."""
-        self._stage(Stage.PAYLOAD, self._materialize_payload)
-
-    def _materialize_payload(self) -> None:
         if self.spec.payload is not None:
             self.payload_obj = self.spec.payload.materialize()
         if not self.spec.entry and self.spec.entry_payload is not None:
             self._entry_from_payload = self.spec.entry_payload.materialize()
 
+    @_staged
     def resolve_entry(self) -> Callable[..., Any]:
-        """Read the entry from its module now, after patching; then tell the listener ``ready``."""
-        entry: Callable[..., Any] = self._stage(Stage.RESOLVE_ENTRY, self._resolve_entry)
-        self.entry = entry
-        self.report = self.build_report()
-        _set_current(self.spec, self.report)
-        if self.listener is not None:
-            self.listener.ready(self.report)
-        return entry
-
-    def _resolve_entry(self) -> Callable[..., Any]:
+        """Read the entry from its module now, after patching (READY follows; see ``_ready``)."""
         if not self.spec.entry:
             obj = self._entry_from_payload
             if not callable(obj):
@@ -437,129 +431,141 @@ class Bootstrapper:
             return obj  # type: ignore[no-any-return]
         return _resolve_reference(self.spec.entry)
 
+    def _ready(self, entry: Callable[..., Any]) -> None:
+        """After ``resolve_entry`` finished (so its time is in it): the report, to the listener."""
+        self.entry = entry
+        self.report = self.build_report()
+        _set_current(self.spec, self.report)
+        if self.listener is not None:
+            self.listener.ready(self.report)
+
+    @_staged
     def call_entry(self) -> Any:
         """Call the entry: ``entry(payload)`` with a payload, ``entry()`` without."""
-        return self._stage(Stage.ENTRY, self._call_entry)
-
-    def _call_entry(self) -> Any:
         assert self.entry is not None
         if self.spec.payload is not None:
             return self.entry(self.payload_obj)
         return self.entry()
 
     def run(self) -> Any:
-        """Every stage in order; returns the entry's result."""
-        self.arm_parent_death()
-        self.initialize_platform()
-        self.load_plugins()
-        self.apply_hooks()
-        self.materialize_payload()
-        self.resolve_entry()
-        return self.call_entry()
-
-    # -------------------------------------------------------------- report
-    def _shared_report_parts(self) -> dict[str, Any]:
-        """The parts of a report decided by platform, plugins and hooks (identical per rank)."""
-        manager = self.namespace.plugins
-        return {
-            "platform": self._platform_info(),
-            "plugins": [
-                {
-                    "name": p.name,
-                    "value": p.value,
-                    "dist": p.dist,
-                    "version": p.version,
-                    "seconds": p.seconds,
-                    "imported": list(p.imported),
-                    "registrations": p.registrations,
-                }
-                for p in manager.report.loaded
-            ],
-            "failed_plugins": [
-                {
-                    "name": f.name,
-                    "value": f.value,
-                    "dist": f.dist,
-                    "version": f.version,
-                    "error": f.error,
-                }
-                for f in manager.report.failed
-            ],
-            "skipped_plugins": [
-                {"name": s.name, "dist": s.dist, "status": s.status, "reason": s.reason}
-                for s in manager.report.skipped
-            ],
-            "hooks": self._hooks_info(),
-        }
+        """Every stage, in the order of ``STAGES``; returns the entry's result (the last stage)."""
+        result: Any = None
+        for row in STAGES:
+            result = getattr(self, row.method)()
+        return result
 
     def build_report(self) -> BootstrapReport:
         """The report as it stands now, in plain types."""
-        spec = self.spec
-        shared: dict[str, Any]
-        if self.inherited is not None:
-            shared = {  # fresh containers: this report is the worker's to change
-                k: (dict(v) if isinstance(v, dict) else [dict(x) for x in v])
-                for k, v in self.inherited["shared"].items()
-            }
-        else:
-            shared = self._shared_report_parts()
-        report = BootstrapReport(
-            rank=spec.rank,
-            pid=self.pid,
-            host=self.host,
-            namespace=self.namespace.name,
-            entry=spec.entry,
-            world_size=spec.world_size,
-            local_rank=spec.local_rank,
-            **shared,
-            stage_seconds=dict(self.stage_seconds),
-            guard=self.guard_result.to_dict() if self.guard_result else {},
-            stage_detail={**(self.inherited or {}).get("stage_detail", {}), **self.stage_detail},
-        )
-        if self.inherited is not None:
-            report.inherited = {
-                k: v
-                for k, v in self.inherited.items()
-                if k not in ("identity", "stage_detail", "shared")
-            }
-        return report
+        return _build_report(self)
 
-    def _platform_info(self) -> dict[str, Any]:
-        try:
-            # decision(), not explain(): a worker that succeeds never builds the explanation
-            decision = self.namespace.platforms.decision()
-        except Exception as exc:  # the report must not fail the bootstrap
-            return {"name": "?", "kind": "?", "how": f"explain() failed: {exc}"}
-        winner = decision.get("winner")
-        mode = decision.get("mode", "")
-        path = " -> ".join(decision.get("path") or [])
-        if self.spec.platform is not None:
-            how = f"pinned by the parent (ProcessSpec.platform={self.spec.platform!r})"
-        else:
-            var = decision.get("selector_var", "")
-            value = decision.get("selector_value")
-            how = f"{var}={value!r}" if value else "auto-detected in the worker"
-        if mode or path:
-            how += f"; mode {mode}" + (f": {path}" if path else "")
-        if winner is None:
-            return {"name": "?", "kind": "?", "how": how}
-        return {
-            "name": winner.name,
-            "kind": winner.kind,
-            "qualname": winner.qualname,
-            "dist": winner.dist,
-            "version": winner.version,
-            "how": how,
+
+# -------------------------------------------------------------- report
+def _shared_report_parts(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
+    """The parts of a report decided by platform, plugins and hooks (identical per rank)."""
+    manager = namespace.plugins
+    return {
+        "platform": _platform_info(namespace, spec),
+        "plugins": [
+            {
+                "name": p.name,
+                "value": p.value,
+                "dist": p.dist,
+                "version": p.version,
+                "seconds": p.seconds,
+                "imported": list(p.imported),
+                "registrations": p.registrations,
+            }
+            for p in manager.report.loaded
+        ],
+        "failed_plugins": [
+            {
+                "name": f.name,
+                "value": f.value,
+                "dist": f.dist,
+                "version": f.version,
+                "error": f.error,
+            }
+            for f in manager.report.failed
+        ],
+        "skipped_plugins": [
+            {"name": s.name, "dist": s.dist, "status": s.status, "reason": s.reason}
+            for s in manager.report.skipped
+        ],
+        "hooks": _hooks_info(namespace),
+    }
+
+
+def _build_report(boot: Bootstrapper) -> BootstrapReport:
+    """``boot``'s report as it stands now, in plain types."""
+    spec = boot.spec
+    shared: dict[str, Any]
+    if boot.inherited is not None:
+        shared = {  # fresh containers: this report is the worker's to change
+            k: (dict(v) if isinstance(v, dict) else [dict(x) for x in v])
+            for k, v in boot.inherited["shared"].items()
         }
+    else:
+        shared = _shared_report_parts(boot.namespace, spec)
+    report = BootstrapReport(
+        rank=spec.rank,
+        pid=boot.pid,
+        host=boot.host,
+        namespace=boot.namespace.name,
+        entry=spec.entry,
+        world_size=spec.world_size,
+        local_rank=spec.local_rank,
+        **shared,
+        stage_seconds=dict(boot.stage_seconds),
+        guard=boot.guard_result.to_dict() if boot.guard_result else {},
+        stage_detail={**(boot.inherited or {}).get("stage_detail", {}), **boot.stage_detail},
+    )
+    if boot.inherited is not None:
+        report.inherited = {
+            k: v
+            for k, v in boot.inherited.items()
+            if k not in ("identity", "stage_detail", "shared")
+        }
+    return report
 
-    def _hooks_info(self) -> dict[str, list[dict[str, str]]]:
-        hooks: dict[str, list[dict[str, str]]] = {}
-        for applied in self.namespace.hooks.applied_targets():
-            hooks[applied.target] = [
-                {"type": reg.hook_type.name, "hook": reg.hook_name, "source": str(reg.source)}
-                for reg in applied.hooks
-            ]
-        return hooks
+
+def _platform_info(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
+    """Which platform runs, and how it was chosen."""
+    try:
+        # decision(), not explain(): a worker that succeeds never builds the explanation
+        decision = namespace.platforms.decision()
+    except Exception as exc:  # the report must not fail the bootstrap
+        return {"name": "?", "kind": "?", "how": f"explain() failed: {exc}"}
+    winner = decision.get("winner")
+    mode = decision.get("mode", "")
+    path = " -> ".join(decision.get("path") or [])
+    if spec.platform is not None:
+        how = f"pinned by the parent (ProcessSpec.platform={spec.platform!r})"
+    else:
+        var = decision.get("selector_var", "")
+        value = decision.get("selector_value")
+        how = f"{var}={value!r}" if value else "auto-detected in the worker"
+    if mode or path:
+        how += f"; mode {mode}" + (f": {path}" if path else "")
+    if winner is None:
+        return {"name": "?", "kind": "?", "how": how}
+    return {
+        "name": winner.name,
+        "kind": winner.kind,
+        "qualname": winner.qualname,
+        "dist": winner.dist,
+        "version": winner.version,
+        "how": how,
+    }
+
+
+def _hooks_info(namespace: Namespace) -> dict[str, list[dict[str, str]]]:
+    hooks: dict[str, list[dict[str, str]]] = {}
+    for applied in namespace.hooks.applied_targets():
+        hooks[applied.target] = [
+            {"type": reg.hook_type.name, "hook": reg.hook_name, "source": str(reg.source)}
+            for reg in applied.hooks
+        ]
+    return hooks
 
 
 def _boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:

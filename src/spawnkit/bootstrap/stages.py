@@ -1,25 +1,33 @@
 """The bootstrap's stages, in the only order a worker may run them, and the listener protocol.
 
-The order is the point of spawnkit: a worker must pick its platform before
-plugins look at it, register every hook before any target is patched, patch
-before the payload is unpickled (unpickling imports the engine's modules),
-and read the entry from its module only after patching.  Keeping the order in
-one tuple lets the bootstrapper enforce it and error messages name it.
+The order is the point of spawnkit, and :data:`STAGES` is the one place that
+writes it: each row names a stage and the :class:`~spawnkit.bootstrap.Bootstrapper`
+method that runs it, with the rule that puts the row where it is.
+``Bootstrapper.run()`` walks the table, the order check (``BootstrapOrderError``)
+and the report read their order from it, and a warm-start server runs the rows
+marked ``shared``.  Anything else that names a stage compares against
+:class:`Stage`, never a bare string.
+
+Standard library only, and nothing heavy: the launcher and the failure paths of
+worker-side modules import this for the names alone.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 if TYPE_CHECKING:
     from spawnkit.bootstrap.report import BootstrapReport
 
-__all__ = ["STAGE_ORDER", "Stage", "StageListener"]
+__all__ = ["SHARED_STAGES", "STAGES", "STAGE_ORDER", "Stage", "StageListener", "StageRow"]
 
 
 class Stage(str, enum.Enum):
-    """One step of a worker's bootstrap; the value is what reports and errors show."""
+    """One step of a worker's bootstrap; the value is what reports and errors show.
+
+    The members' order here means nothing: :data:`STAGES` orders them.
+    """
 
     ARM_PARENT_DEATH = "arm_parent_death"
     PLATFORM = "initialize_platform"
@@ -33,8 +41,41 @@ class Stage(str, enum.Enum):
         return self.value
 
 
+class StageRow(NamedTuple):
+    """One row of :data:`STAGES`."""
+
+    stage: Stage
+    #: The ``Bootstrapper`` method that runs the stage (engines may call it themselves).
+    method: str
+    #: The same for every rank: a warm-start server runs it once and forks the result.
+    shared: bool = False
+
+
+#: Every stage, in the order a worker runs them; each comment is the rule that places its row.
+STAGES: tuple[StageRow, ...] = (
+    # First: a worker must never outlive its parent, whatever a later stage hangs on.
+    # Per worker: a fork server's parent is watched through the server's own alive pipe.
+    StageRow(Stage.ARM_PARENT_DEATH, "arm_parent_death"),
+    # Before plugins: a plugin may ask which platform runs, and must get the parent's choice.
+    StageRow(Stage.PLATFORM, "initialize_platform", shared=True),
+    # Register hooks only, importing no target; then the guard checks none was imported early.
+    StageRow(Stage.PLUGINS, "load_plugins", shared=True),
+    # Only now is every hook registered: import the targets and patch them, once.
+    StageRow(Stage.HOOKS, "apply_hooks", shared=True),
+    # After patching: unpickling imports the engine's modules, which must load patched.
+    StageRow(Stage.PAYLOAD, "materialize_payload"),
+    # After patching, read from its module: a binding taken earlier would be the original.
+    # The report is complete here, so READY goes to the parent when this stage finishes.
+    StageRow(Stage.RESOLVE_ENTRY, "resolve_entry"),
+    # Last, and the only stage whose exceptions pass unchanged: they are the user's own.
+    StageRow(Stage.ENTRY, "call_entry"),
+)
+
 #: Every stage in the order ``bootstrap_process`` runs them.
-STAGE_ORDER: tuple[Stage, ...] = tuple(Stage)
+STAGE_ORDER: tuple[Stage, ...] = tuple(row.stage for row in STAGES)
+
+#: The stages a warm-start server runs once for every worker it forks.
+SHARED_STAGES: tuple[Stage, ...] = tuple(row.stage for row in STAGES if row.shared)
 
 
 class StageListener(Protocol):

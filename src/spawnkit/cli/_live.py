@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from spawnkit.bootstrap._progress import DONE, END_STAGES, FAILED, STOPPED
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.cli._output import Output
 
 __all__ = ["StageDisplay"]
@@ -61,7 +62,7 @@ class StageDisplay:
                 view.end, view.end_elapsed = stage, elapsed
             else:
                 view.stage = stage
-                if stage == "entry":
+                if stage == Stage.ENTRY:
                     view.entry_at = elapsed
         if not self.live and not self.quiet:
             self.out.line(self._plain(rank, view))

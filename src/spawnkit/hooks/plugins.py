@@ -489,7 +489,7 @@ class PluginManager:
         start = time.perf_counter()
         step = "import"
         try:
-            with plugin_source(source), guard.phase(f"plugin:{info.name}"):
+            with plugin_source(source), guard.step(f"plugin:{info.name}"):
                 obj = _metadata.load_entry_point(ep)
                 if isinstance(obj, types.ModuleType):
                     pass  # names a module: importing it (its @plugin_hook decorators) is the plugin

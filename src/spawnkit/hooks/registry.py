@@ -318,15 +318,15 @@ class HookRegistry:
             if any(r.hook_type is HookType.REPLACE and isinstance(o, type) for r, o in pairs)
         }
         # Whole-class REPLACE targets first, so that 'Class.method' targets land on the
-        # replacement; within a phase a target sorts before the targets below it.
-        phases = [sorted(classes, key=self._sort_key), [k for k in hooks if k not in classes]]
-        for index, phase in enumerate(phases):
+        # replacement; within a round a target sorts before the targets below it.
+        rounds = [sorted(classes, key=self._sort_key), [k for k in hooks if k not in classes]]
+        for index, keys in enumerate(rounds):
             if index == 1:
-                phase.sort(key=self._sort_key)
+                keys.sort(key=self._sort_key)
             rebinds: dict[int, Rebind] = dict(restore_rebinds) if index == 0 else {}
             skip: set[tuple[str, str]] = set()
             done: list[_Record] = []
-            for key in phase:
+            for key in keys:
                 prev = st.applied.pop(key, None)
                 if index == 0:
                     for dep in [d for d in st.applied if d.startswith(key + ".")]:
@@ -341,7 +341,7 @@ class HookRegistry:
                             except Exception as exc:
                                 fail(dep, exc)
                                 continue
-                            phases[1].append(dep)
+                            rounds[1].append(dep)
                 try:
                     rec = self._build(key, hooks[key], prev, messages, resolver)
                     journal.put(rec.res.owner, rec.res.attr, rec.installed_raw)

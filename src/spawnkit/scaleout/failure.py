@@ -56,9 +56,15 @@ def describe_failure(
 
 def failure_message(failure: dict[str, Any], *, launcher: str, effect: str = "") -> str:
     """Root cause first: which rank, where, which stage, what; then the child's traceback."""
+    from spawnkit.bootstrap.stages import Stage  # failure path only
+
     node = f", node {failure['node']}" if failure.get("node") else ""
-    stage = failure.get("stage") or "entry"
-    what = "the entry function raised" if stage == "entry" else f"bootstrap stage {stage!r} failed"
+    stage = failure.get("stage") or Stage.ENTRY.value
+    what = (
+        "the entry function raised"
+        if stage == Stage.ENTRY
+        else f"bootstrap stage {stage!r} failed"
+    )
     lines = [
         f"rank {failure['rank']} ({launcher}, pid {failure['pid']} "
         f"on host {failure['host']}{node}): {what}: {failure['exc_type']}: {failure['message']}"

@@ -1,4 +1,9 @@
-"""Where this process stands in a worker bootstrap, readable without importing anything.
+"""This process's phase, readable without importing anything: the one meaning of "phase".
+
+Three phases: not a worker (a parent, a test), a worker whose bootstrap has
+not applied hooks yet, and a worker with hooks applied.  (The finer "which
+stage or plugin is running now", that the import guard records, is its
+*step*: ``guard.current_step()``.)
 
 ``Payload.materialize`` and the lazy proxy must refuse to run before hooks are
 applied *in a worker*, but work freely in a parent or a test.  The bootstrap

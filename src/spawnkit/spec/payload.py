@@ -23,6 +23,13 @@ T = TypeVar("T")
 _MAIN_MODULES = frozenset({"__main__", "__mp_main__"})
 
 
+def _payload_stage() -> str:
+    """The stage a payload error names (imported here, on the failure paths only)."""
+    from spawnkit.bootstrap.stages import Stage
+
+    return Stage.PAYLOAD.value
+
+
 def _references_main(data: bytes) -> bool:
     """Whether a pickle refers to ``__main__`` by name, which a spawned child cannot honour.
 
@@ -139,7 +146,7 @@ class Payload:
                 f"Payload ({self.type_name}) materialized before the bootstrap applied hooks. "
                 "Unpickling imports the payload's modules, which would then hold unpatched "
                 "code. Materialize it in the entry function or after apply_plugin_hooks().",
-                stage="materialize_payload",
+                stage=_payload_stage(),
             )
         actual = _checksum(self.data)
         if actual != self.digest:
@@ -147,7 +154,7 @@ class Payload:
                 f"Payload ({self.type_name}, {len(self.data)} bytes) is corrupt or truncated: "
                 f"checksum {actual} does not match the {self.digest} recorded at capture. "
                 "The bytes were changed after Payload.capture(); capture the object again.",
-                stage="materialize_payload",
+                stage=_payload_stage(),
             )
         try:
             obj = pickle.loads(self.data)
@@ -156,12 +163,12 @@ class Payload:
                 f"Payload ({self.type_name}) refers to code this process cannot import: "
                 f"{type(exc).__name__}: {exc}. Install the package that defines it in the "
                 "worker's environment, or capture it by value.",
-                stage="materialize_payload",
+                stage=_payload_stage(),
             ) from exc
         except Exception as exc:
             raise PayloadError(
                 f"Payload ({self.type_name}) could not be unpickled: {type(exc).__name__}: {exc}",
-                stage="materialize_payload",
+                stage=_payload_stage(),
             ) from exc
         if expected_type is not None and not isinstance(obj, expected_type):
             got = f"{type(obj).__module__}.{type(obj).__qualname__}"
