@@ -7,11 +7,13 @@ the table without reading the numbers against the README.
 
 from __future__ import annotations
 
+import json
 import sys
-from collections.abc import Sequence
-from typing import NamedTuple, TextIO
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple, TextIO
 
-__all__ = ["Check", "marks_for", "print_checks"]
+__all__ = ["Check", "marks_for", "present", "print_checks"]
 
 
 class Check(NamedTuple):
@@ -60,3 +62,19 @@ def print_checks(checks: Sequence[Check], stream: TextIO | None = None) -> None:
         + "\n"
     )
     out.flush()
+
+
+def present(
+    results: dict[str, Any],
+    report: Callable[[dict[str, Any]], None],
+    checks: Callable[[dict[str, Any]], list[Check]],
+    json_path: str | None = None,
+) -> list[Check]:
+    """A benchmark script's ending: its table, its targets with verdicts, optionally JSON."""
+    report(results)
+    print()
+    found = checks(results)
+    print_checks(found)
+    if json_path:
+        Path(json_path).write_text(json.dumps(results, indent=2))
+    return found

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import spawnkit
-from spawnkit.bench._checks import Check, print_checks
+from spawnkit.bench._checks import Check, present
 from spawnkit.testing import write_distribution
 
 #: The folder spawnkit is imported from (a checkout's src/ or site-packages), for the children.
@@ -376,11 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     results = run(
         repeat=args.repeat, torch=not args.no_torch, platform=args.platform, scan=args.scan
     )
-    report(results)
-    print()
-    print_checks(checks(results))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    present(results, report, checks, args.json)
     return 0
 
 

@@ -22,7 +22,6 @@ import argparse
 import functools
 import gc
 import importlib
-import json
 import logging
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from spawnkit.bench._checks import Check, print_checks
+from spawnkit.bench._checks import Check, present
 from spawnkit.hooks import HookRegistry, HookType
 
 #: The one-line note when the optional comparison cannot run.
@@ -341,12 +340,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     opts = parser.parse_args(argv)
     results = run(quick=opts.quick)
-    report(results)
-    print()
-    found = checks(results)
-    print_checks(found)
-    if opts.json:
-        Path(opts.json).write_text(json.dumps(results, indent=2))
+    found = present(results, report, checks, opts.json)
     return 1 if (opts.check and not all(c.ok for c in found)) else 0
 
 

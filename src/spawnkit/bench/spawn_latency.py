@@ -38,7 +38,6 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
-import json
 import multiprocessing as mp
 import multiprocessing.forkserver
 import os
@@ -51,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import spawnkit
-from spawnkit.bench._checks import Check, print_checks
+from spawnkit.bench._checks import Check, present
 
 #: The folder spawnkit is imported from (a checkout's src/ or site-packages), for the servers.
 SRC = Path(spawnkit.__file__).resolve().parents[1]
@@ -443,11 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
     args = parser.parse_args(argv)
     results = run(quick=args.quick)
-    report(results)
-    print()
-    print_checks(checks(results))
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    present(results, report, checks, args.json)
     return 0
 
 
