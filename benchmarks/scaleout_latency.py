@@ -95,7 +95,7 @@ def _child_env(root: Path) -> dict[str, str]:
 
 # ------------------------------------------------------------------ runners
 def run_local(root: Path) -> float:
-    from spawnkit.bootstrap.launcher import spawn_with_plugins
+    from spawnkit.launch.launcher import spawn_with_plugins
 
     t0 = time.perf_counter()
     with spawn_with_plugins(
@@ -108,7 +108,7 @@ def run_local(root: Path) -> float:
 
 
 def run_ray(root: Path) -> float:
-    import spawnkit.ray as skray
+    import spawnkit.scaleout.ray as skray
 
     t0 = time.perf_counter()
     with skray.spawn_on_ray(

@@ -279,7 +279,7 @@ def child_stages(spec: ProcessSpec, conn: Any, calls: list[str]) -> None:
 
 def run_child(target: Any, *args: Any, timeout: float = CHILD_TIMEOUT) -> Any:
     """Start ``target(*args, conn)`` in a guarded spawned child; bounded wait; never leaks it."""
-    from spawnkit.bootstrap._contexts import spawn_context
+    from spawnkit.protocol.popen import spawn_context
 
     ctx = spawn_context()
     reader, writer = ctx.Pipe(duplex=False)

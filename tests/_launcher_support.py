@@ -21,8 +21,8 @@ import psutil
 import pytest
 
 from spawnkit import _metadata
-from spawnkit.bootstrap import _forkserver
-from spawnkit.bootstrap._cleanup import _tagged
+from spawnkit.launch import _warm_server
+from spawnkit.launch._cleanup import _tagged
 from spawnkit.namespace import Namespace
 from spawnkit.testing import write_distribution
 
@@ -217,7 +217,7 @@ def make_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]
     """Body of each test file's ``site`` fixture."""
     yield Site(tmp_path, monkeypatch)
     # A fork server is keyed by sys.path; this test's one is never reused.
-    _forkserver.shutdown_forkservers()
+    _warm_server.shutdown_forkservers()
 
 
 __all__ = [

@@ -57,7 +57,7 @@ def test_guard_module_imports_only_the_standard_library(tmp_path: Path) -> None:
         and m
         not in (
             "spawnkit",
-            "spawnkit._lazy",
+            "spawnkit._exports",
             "spawnkit.errors",
             "spawnkit.bootstrap",
             "spawnkit.bootstrap.guard",
@@ -108,7 +108,7 @@ def test_spawned_child_records_script_reexecution_and_argument_unpickling(tmp_pa
             import {pkg}.sched
             import json
             from spawnkit.bootstrap import guard
-            from spawnkit.bootstrap._contexts import spawn_context
+            from spawnkit.protocol.popen import spawn_context
 
 
             def probe(conn, cfg):

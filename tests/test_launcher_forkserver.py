@@ -10,8 +10,9 @@ import psutil
 import pytest
 
 from _launcher_support import Site, gone, make_site
-from spawnkit.bootstrap import _forkserver, spawn_with_plugins
+from spawnkit.bootstrap import spawn_with_plugins
 from spawnkit.errors import ChildRaisedError, ImportGuardError, PreloadError
+from spawnkit.launch import _warm_server
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ def test_server_is_reused_per_key_and_shut_down(
     monkeypatch.setenv("SKT_SOMETHING_CHANGED", "1")
     third = _run(site)
     assert third["ppid"] != server_pid, "a changed environment needs a new server"
-    assert _forkserver.shutdown_forkservers() >= 2
+    assert _warm_server.shutdown_forkservers() >= 2
     assert gone(server_pid) and gone(int(third["ppid"]))  # type: ignore[call-overload]
 
 
@@ -57,7 +58,7 @@ def test_preloaded_hook_target_fails_the_guard_when_workers_bootstrap(
     site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Only where the server does not apply hooks first (workers bootstrap themselves)."""
-    monkeypatch.setenv(_forkserver.MODE_VAR, "worker")
+    monkeypatch.setenv(_warm_server.MODE_VAR, "worker")
     with (
         spawn_with_plugins(
             site.entry(),
@@ -73,7 +74,7 @@ def test_preloaded_hook_target_fails_the_guard_when_workers_bootstrap(
     assert err.stage == "load_plugins"
     assert f"{site.pkg}.target" in str(err)
     assert "through preload=" in str(err)  # the import site is named as the preload
-    assert f"{_forkserver.MODE_VAR}=worker" in str(err)  # and the mode that allowed it
+    assert f"{_warm_server.MODE_VAR}=worker" in str(err)  # and the mode that allowed it
 
 
 def test_preload_that_fails_to_import_is_reported(site: Site) -> None:

@@ -19,8 +19,8 @@ import pytest
 
 from _launcher_support import Site, gone, make_site
 from spawnkit.bootstrap import cleanup
-from spawnkit.bootstrap._cleanup import record_run
 from spawnkit.bootstrap._parent_death import RUN_ID_VAR
+from spawnkit.launch._cleanup import record_run
 
 
 @pytest.fixture

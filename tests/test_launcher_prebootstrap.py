@@ -22,8 +22,9 @@ import pytest
 
 from _launcher_support import Site, gone, make_site
 from spawnkit import _metadata
-from spawnkit.bootstrap import _forkserver, spawn_with_plugins
+from spawnkit.bootstrap import spawn_with_plugins
 from spawnkit.errors import ForkSafetyError, ForkServerError
+from spawnkit.launch import _warm_server
 from spawnkit.testing import write_distribution
 
 _PROBE = """
@@ -246,7 +247,7 @@ def _dead(pid: int) -> bool:
 def test_a_launch_racing_the_servers_death_gets_a_typed_error(site: Site) -> None:
     """Alive when picked, dead by the time the launch connects: refused, not a hang."""
     pid = _launch(site, f"{_probe(site)}:plain")[0]
-    (server,) = [s for s in _forkserver._servers.values() if s.pid == pid]
+    (server,) = [s for s in _warm_server._servers.values() if s.pid == pid]
     os.kill(pid, signal.SIGKILL)
     # kill() only queues the signal: wait (bounded) until the server is really gone.
     deadline = time.monotonic() + 10

@@ -14,7 +14,7 @@ import pytest
 
 from _launcher_support import Site, make_site
 from spawnkit.bootstrap import spawn_with_plugins
-from spawnkit.bootstrap._cleanup import _record_path
+from spawnkit.launch._cleanup import _record_path
 
 CYCLES = 200
 

@@ -34,7 +34,7 @@ from spawnkit.testing import write_distribution
 
 ray = pytest.importorskip("ray", reason='Ray is not installed: pip install "spawnkit[ray]"')
 
-import spawnkit.ray as skray  # noqa: E402
+import spawnkit.scaleout.ray as skray  # noqa: E402
 
 pytestmark = pytest.mark.xdist_group("spawnkit-ray")
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from spawnkit.errors import SpecSignatureError
-from spawnkit.run import RankEnvError, rank_from_env, spec_for_rank
 from spawnkit.scaleout.errorfile import error_file_payload
+from spawnkit.scaleout.torchrun import RankEnvError, rank_from_env, spec_for_rank
 from spawnkit.spec import NamespaceConfig, Payload, ProcessSpec
 from spawnkit.spec.signing import generate_key, write_spec_file
 from spawnkit.testing import write_distribution

@@ -113,7 +113,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     # Imported here, not at the top: unpickling a spec imports this package, and that
     # must stay standard library plus spawnkit.spec and spawnkit.errors.
-    from spawnkit._lazy import load_export
+    from spawnkit._exports import load_export
 
     return load_export(globals(), _EXPORTS, name)
 

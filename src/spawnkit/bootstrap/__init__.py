@@ -1,5 +1,10 @@
 """The worker side of spawnkit: the staged bootstrap, its report, the import guard, lazy proxies.
 
+The launcher's names (``spawn_with_plugins``, ``WorkerGroup``, ``cleanup``,
+``build_spec``, ``write_launch_spec``) live in :mod:`spawnkit.launch`, the
+parent side; they are still reachable here because they were public here
+first, and loading them lazily keeps the worker from importing them.
+
 Exports load on first use (PEP 562): the child's command line imports
 ``spawnkit.bootstrap.guard`` before anything else, and that must not pull in
 the hook engine, the platforms or the launcher with it.
@@ -9,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spawnkit._lazy import load_export
+from spawnkit._exports import load_export
 
 # Bound eagerly: the submodule ``lazy`` and the function ``lazy`` share a name, and importing
 # the submodule would otherwise leave the *module* as ``spawnkit.bootstrap.lazy``.
@@ -23,12 +28,12 @@ _EXPORTS: dict[str, str] = {
     "BootstrapReport": "spawnkit.bootstrap.report",
     "Stage": "spawnkit.bootstrap.stages",
     "StageListener": "spawnkit.bootstrap.stages",
-    # written by the launcher (issue 5)
-    "spawn_with_plugins": "spawnkit.bootstrap.launcher",
-    "WorkerGroup": "spawnkit.bootstrap.launcher",
-    "cleanup": "spawnkit.bootstrap._cleanup",  # not .cleanup: a submodule would shadow it
-    "build_spec": "spawnkit.bootstrap.specs",
-    "write_launch_spec": "spawnkit.bootstrap.specs",
+    # the parent side, re-exported for compatibility
+    "spawn_with_plugins": "spawnkit.launch.launcher",
+    "WorkerGroup": "spawnkit.launch.launcher",
+    "cleanup": "spawnkit.launch._cleanup",  # not .cleanup: a submodule would shadow it
+    "build_spec": "spawnkit.launch.specs",
+    "write_launch_spec": "spawnkit.launch.specs",
 }
 
 __all__ = [
@@ -49,11 +54,6 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from spawnkit.bootstrap._cleanup import cleanup
-    from spawnkit.bootstrap.launcher import (
-        WorkerGroup,
-        spawn_with_plugins,
-    )
     from spawnkit.bootstrap.process import (
         Bootstrapper,
         bootstrap_process,
@@ -61,8 +61,13 @@ if TYPE_CHECKING:
         current_spec,
     )
     from spawnkit.bootstrap.report import BootstrapReport
-    from spawnkit.bootstrap.specs import build_spec, write_launch_spec
     from spawnkit.bootstrap.stages import Stage, StageListener
+    from spawnkit.launch._cleanup import cleanup
+    from spawnkit.launch.launcher import (
+        WorkerGroup,
+        spawn_with_plugins,
+    )
+    from spawnkit.launch.specs import build_spec, write_launch_spec
 
 
 def __getattr__(name: str) -> Any:

@@ -228,7 +228,7 @@ def _is_unpickler(filename: str) -> bool:
 def _is_preload(filename: str) -> bool:
     fname = filename.replace("\\", "/")
     return fname.endswith(
-        ("multiprocessing/forkserver.py", "multiprocess/forkserver.py", "bootstrap/_forkserver.py")
+        ("multiprocessing/forkserver.py", "multiprocess/forkserver.py", "launch/_warm_server.py")
     )
 
 
@@ -608,7 +608,7 @@ def _unknown_site() -> str:
         return "before the import guard was armed (interpreter start-up or sitecustomize)"
     return (
         "unknown: the import guard was not armed in this process; start workers through "
-        "spawnkit (spawn_with_plugins, or spawnkit.bootstrap._contexts.spawn_context()) to "
+        "spawnkit (spawn_with_plugins, or spawnkit.protocol.popen.spawn_context()) to "
         "record where"
     )
 

@@ -16,9 +16,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from spawnkit.bootstrap._progress import DONE, END_STAGES, FAILED, STOPPED
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.cli._output import Output
+from spawnkit.launch._progress import DONE, END_STAGES, FAILED, STOPPED
 
 __all__ = ["StageDisplay"]
 

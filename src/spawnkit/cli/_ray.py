@@ -106,7 +106,7 @@ def run_ray(
 
     from spawnkit.cli._group import render_stage_table, report_failure
     from spawnkit.errors import SpawnkitError
-    from spawnkit.ray import spawn_on_ray
+    from spawnkit.scaleout.ray import spawn_on_ray
 
     _connect(ray, address, nprocs)
     started = time.monotonic()

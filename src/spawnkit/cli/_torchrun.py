@@ -84,7 +84,7 @@ def _stop(proc: subprocess.Popen[bytes], run_id: str) -> list[int]:
     re-parented and no walk from torchrun would find it afterwards.  Returns
     the pids that survived SIGKILL.
     """
-    from spawnkit.bootstrap._cleanup import _tagged, snapshot_tree
+    from spawnkit.launch._cleanup import _tagged, snapshot_tree
 
     tree = snapshot_tree([proc.pid])
     known = {p.pid for p in tree}
@@ -127,7 +127,7 @@ def run_torchrun(
 ) -> int:
     """Write the spec, then print the torchrun command or run it; torchrun's exit status."""
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
-    from spawnkit.bootstrap.specs import write_launch_spec
+    from spawnkit.launch.specs import write_launch_spec
     from spawnkit.spec.signing import DEFAULT_KEY_VAR, generate_key
 
     folder = Path(tempfile.mkdtemp(prefix="spawnkit-torchrun-"))

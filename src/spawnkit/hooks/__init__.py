@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spawnkit._lazy import load_export
+from spawnkit._exports import load_export
 from spawnkit.hooks.registry import HookRegistry, plugin_hook
 from spawnkit.hooks.types import (
     UNKNOWN_SOURCE,

@@ -4,7 +4,7 @@ Registration only records (no import happens, so a plugin can register hooks
 on modules that must not be imported yet).  ``apply_hooks()`` resolves each
 target, builds its chain as flat closures (``_chain``), installs it, rebinds
 stale ``from X import Y`` bindings (``_propagate``) and journals every change
-(``_ledger``), so that a strict failure rolls the whole call back and
+(``_journal``), so that a strict failure rolls the whole call back and
 ``unapply()`` restores the exact raw objects that were there before.
 
 The state lives in an object, not in class attributes, so several engines in
@@ -27,7 +27,7 @@ from spawnkit.errors import HookApplyError, HookError, HookRegistrationError
 from spawnkit.hooks import _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
-from spawnkit.hooks._ledger import ABSENT, Journal, item_of
+from spawnkit.hooks._journal import ABSENT, Journal, item_of
 from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
 from spawnkit.hooks.types import (
     UNKNOWN_SOURCE,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from spawnkit._lazy import load_export
+from spawnkit._exports import load_export
 from spawnkit.platforms._selection import PlatformSelection
 from spawnkit.platforms.interface import DeviceMixin, Platform, PlatformEnum
 from spawnkit.spec import _phase

@@ -43,8 +43,8 @@ from spawnkit.spec import Payload
 from spawnkit.testing._env import EnvOverlay
 
 if TYPE_CHECKING:
-    from spawnkit.bootstrap.launcher import WorkerGroup
     from spawnkit.bootstrap.report import BootstrapReport
+    from spawnkit.launch.launcher import WorkerGroup
     from spawnkit.namespace import Namespace
     from spawnkit.spec import NamespaceConfig
 

@@ -30,8 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata
-from spawnkit.bootstrap._launch_checks import check_count, check_entry_module, namespace_value
 from spawnkit.errors import ConfigError, EntryResolutionError
+from spawnkit.launch._checks import check_count, check_entry_module, namespace_value
 from spawnkit.spec import Payload, ProcessSpec
 
 if TYPE_CHECKING:

@@ -70,8 +70,8 @@ _DUMP_WAIT = 0.5
 _OWN_PRELOAD = (
     # spawnkit's own worker-side modules: hook-neutral by construction (no engine code, no
     # plugin), and importing them is most of what a forked worker would otherwise repeat.
-    "spawnkit.bootstrap._child",
-    "spawnkit.bootstrap._contexts",
+    "spawnkit.protocol.child",
+    "spawnkit.protocol.popen",
     "spawnkit.bootstrap._parent_death",
     "spawnkit.bootstrap.process",
     "spawnkit.hooks.plugins",
@@ -151,7 +151,7 @@ class WarmServer:
             child_fds = [listener.fileno(), alive_r, status_w, fault_w, boot_r]
             try:
                 cmd = (
-                    "from spawnkit.bootstrap._forkserver import serve; "
+                    "from spawnkit.launch._warm_server import serve; "
                     f"serve({listener.fileno()}, {alive_r}, {status_w}, {fault_w}, {boot_r}, "
                     f"{self.package!r}, {list(self.preload)!r}, {list(sys.path)!r})"
                 )
@@ -666,7 +666,7 @@ def serve(
 ) -> None:
     """The server's main: guard, bootstrap once, preload, check fork safety, then fork loop."""
     from spawnkit.bootstrap import guard
-    from spawnkit.bootstrap._child import arm_guard
+    from spawnkit.protocol.child import arm_guard
 
     arm_guard()
     sys.path[:] = sys_path

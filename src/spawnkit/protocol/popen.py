@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from spawnkit.errors import ConfigError
 
 if TYPE_CHECKING:
-    from spawnkit.bootstrap._forkserver import WarmServer
+    from spawnkit.launch._warm_server import WarmServer
 
 __all__ = ["CONTEXTS", "START_METHODS", "LaunchContext", "get_launch_context", "spawn_context"]
 
@@ -56,7 +56,7 @@ def _guarded_command_line(package: str, early_fd: int, **kwds: Any) -> list[str]
     index = cmd.index("-c") + 1
     args = ", ".join(f"{k}={v!r}" for k, v in kwds.items())
     cmd[index] = (
-        f"{_GUARD_PROLOGUE}from spawnkit.bootstrap._child import spawn_main_reporting; "
+        f"{_GUARD_PROLOGUE}from spawnkit.protocol.child import spawn_main_reporting; "
         f"spawn_main_reporting({package!r}, {early_fd}, {args})"
     )
     return cmd
@@ -176,7 +176,7 @@ def _make_warm_process(package: str) -> type:
     Built only when a warm start is asked for: a spawned worker never needs
     it, and building it imports the forkserver machinery.
     """
-    from spawnkit.bootstrap import _forkserver
+    from spawnkit.launch import _warm_server
 
     context = _sub(package, "context")
     popen_forkserver = _sub(package, "popen_forkserver")
@@ -186,7 +186,7 @@ def _make_warm_process(package: str) -> type:
         """The package's forkserver Popen, forking from this thread's current warm server."""
 
         def _launch(self, process_obj: Any) -> None:
-            server = _forkserver.current_server()
+            server = _warm_server.current_server()
             buf = _pickle_for_child(package, self, process_obj)
             self.sentinel, w = server.connect_to_new_process(self._fds)
             parent_w = os.dup(w)
@@ -276,9 +276,9 @@ class LaunchContext:
         if self.server is None:
             proc.start()
             return
-        from spawnkit.bootstrap import _forkserver
+        from spawnkit.launch import _warm_server
 
-        with _forkserver.launching(self.server, self.fork_timeout):
+        with _warm_server.launching(self.server, self.fork_timeout):
             proc.start()
 
     def loads(self, data: bytes) -> Any:
@@ -329,16 +329,16 @@ def get_launch_context(
     if start_method == "spawn":
         cls = _StdSpawnProcess if context == "multiprocessing" else __getattr__("_DillSpawnProcess")
         return LaunchContext(context, "spawn", cls)
-    from spawnkit.bootstrap import _forkserver
+    from spawnkit.launch import _warm_server
 
-    mode = os.environ.get(_forkserver.MODE_VAR, "server").strip().lower() or "server"
+    mode = os.environ.get(_warm_server.MODE_VAR, "server").strip().lower() or "server"
     if mode not in ("server", "worker"):
         raise ConfigError(
-            f"{_forkserver.MODE_VAR}={mode!r}: use 'server' (bootstrap once in the warm-start "
+            f"{_warm_server.MODE_VAR}={mode!r}: use 'server' (bootstrap once in the warm-start "
             "server, the default) or 'worker' (every worker runs its own bootstrap)",
-            setting=_forkserver.MODE_VAR,
+            setting=_warm_server.MODE_VAR,
         )
-    server = _forkserver.get_server(
+    server = _warm_server.get_server(
         context, tuple(preload), namespace, boot if mode == "server" else None, timeout
     )
     cls = __getattr__("_StdWarmProcess" if context == "multiprocessing" else "_DillWarmProcess")

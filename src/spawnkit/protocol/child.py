@@ -22,7 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from spawnkit.bootstrap import _protocol as proto
+from spawnkit.protocol import messages as proto
 from spawnkit.spec import ProcessSpec
 
 __all__ = [

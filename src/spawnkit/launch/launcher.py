@@ -44,14 +44,7 @@ from multiprocessing.connection import wait as _mp_wait
 from types import TracebackType
 from typing import Any
 
-from spawnkit.bootstrap import _interrupt
-from spawnkit.bootstrap import _protocol as proto
-from spawnkit.bootstrap._child import child_main
-from spawnkit.bootstrap._contexts import LaunchContext, get_launch_context
-from spawnkit.bootstrap._launch_checks import check_count, check_seconds
 from spawnkit.bootstrap._parent_death import RUN_ID_VAR
-from spawnkit.bootstrap._progress import DONE, FAILED, STOPPED, ProgressCallback, ProgressRelay
-from spawnkit.bootstrap.specs import build_spec
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import (
     BootstrapTimeoutError,
@@ -61,7 +54,14 @@ from spawnkit.errors import (
     ConfigError,
     PayloadError,
 )
+from spawnkit.launch import _interrupt
+from spawnkit.launch._checks import check_count, check_seconds
+from spawnkit.launch._progress import DONE, FAILED, STOPPED, ProgressCallback, ProgressRelay
+from spawnkit.launch.specs import build_spec
 from spawnkit.namespace import Namespace, get_namespace
+from spawnkit.protocol import messages as proto
+from spawnkit.protocol.child import child_main
+from spawnkit.protocol.popen import LaunchContext, get_launch_context
 from spawnkit.spec import NamespaceConfig, ProcessSpec
 from spawnkit.spec._control import LaunchControl
 
@@ -574,7 +574,7 @@ class WorkerGroup:
                 and any(
                     str(f.get("module", "")) == p
                     or str(f.get("module", "")).startswith(p + ".")
-                    or "_forkserver" in str(f.get("first_import", ""))
+                    or "_warm_server" in str(f.get("first_import", ""))
                     for p in preload
                 )
             }
@@ -796,7 +796,7 @@ class WorkerGroup:
                 if r.exitcode is not None:
                     with contextlib.suppress(ValueError):
                         r.proc.close()
-            from spawnkit.bootstrap._cleanup import forget_run
+            from spawnkit.launch._cleanup import forget_run
 
             forget_run(self.run_id)
 
@@ -821,7 +821,7 @@ class WorkerGroup:
             end = time.monotonic() + initial_grace
             while any(r.exitcode is None for r in self._ranks) and time.monotonic() < end:
                 self._wait_once(max(0.0, end - time.monotonic()))
-        from spawnkit.bootstrap._cleanup import _tagged, snapshot_tree
+        from spawnkit.launch._cleanup import _tagged, snapshot_tree
 
         live = [r for r in self._ranks if r.exitcode is None]
         # The whole tree is captured before anything is signalled: once a worker is dead
@@ -968,7 +968,7 @@ def spawn_with_plugins(
     seed's ``pipe_writer``); close your copy of a child's end after this
     returns.  ``progress(rank, stage, elapsed)`` is called from the group's wait
     calls as each rank starts a stage, then once with ``done``/``failed``/
-    ``stopped`` (see ``spawnkit.bootstrap._progress``; a callback that raises
+    ``stopped`` (see ``spawnkit.launch._progress``; a callback that raises
     stops the run with ``ProgressCallbackError``).  Ctrl-C during a wait call
     stops the group (bounded) and is re-raised; a second Ctrl-C meanwhile
     kills the workers at once.  Returns a running :class:`WorkerGroup`; use it
@@ -1023,7 +1023,7 @@ def spawn_with_plugins(
         # psutil is imported here, not at module level: a launching script that imports this
         # module is re-imported by every spawned worker, which should not pay for it.  Inside
         # the try: a Ctrl-C during that import must not leave the started workers running.
-        from spawnkit.bootstrap._cleanup import record_run
+        from spawnkit.launch._cleanup import record_run
 
         record_run(run_id, group.pids)
     except BaseException:

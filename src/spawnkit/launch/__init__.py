@@ -1,0 +1,35 @@
+"""The parent side: launching worker groups, the warm-start server, clean-up.
+
+Exports load on first use (PEP 562) so that importing one of them does not
+import the others' dependencies.  The worker side is :mod:`spawnkit.bootstrap`;
+the wire between the two is :mod:`spawnkit.protocol`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from spawnkit._exports import load_export
+
+_EXPORTS: dict[str, str] = {
+    "spawn_with_plugins": "spawnkit.launch.launcher",
+    "WorkerGroup": "spawnkit.launch.launcher",
+    "cleanup": "spawnkit.launch._cleanup",
+    "build_spec": "spawnkit.launch.specs",
+    "write_launch_spec": "spawnkit.launch.specs",
+}
+
+__all__ = ["WorkerGroup", "build_spec", "cleanup", "spawn_with_plugins", "write_launch_spec"]
+
+if TYPE_CHECKING:
+    from spawnkit.launch._cleanup import cleanup
+    from spawnkit.launch.launcher import WorkerGroup, spawn_with_plugins
+    from spawnkit.launch.specs import build_spec, write_launch_spec
+
+
+def __getattr__(name: str) -> Any:
+    return load_export(globals(), _EXPORTS, name)
+
+
+def __dir__() -> list[str]:
+    return __all__

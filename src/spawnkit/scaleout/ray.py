@@ -1,0 +1,756 @@
+"""A spawnkit worker group on a Ray cluster: one fresh actor per rank, same spec, same bootstrap.
+
+Usage::
+
+    import ray, spawnkit.ray
+    ray.init(address="auto")
+    group = spawnkit.ray.spawn_on_ray("myengine.worker:run", args, nprocs=4,
+                                      resources={"GPU": 1}, ready_timeout=120, join_timeout=3600)
+    reports = group.wait_ready()
+    results = group.results()
+
+What carries over from local spawning, unchanged:
+
+* the spec: each actor receives the picklable ``ProcessSpec`` (stdlib types
+  plus payload bytes) and runs :func:`spawnkit.bootstrap.bootstrap_process`
+  on it, so platform, plugins, hooks, payload and entry happen in the same
+  order as in a locally spawned worker;
+* the errors: ``ChildRaisedError`` (naming rank, node, stage and carrying the
+  child's traceback), ``ChildExitedError`` for an actor that died (killed,
+  OOM), its subclass ``NodeLostError`` (with ``node``) when Ray marks the
+  rank's node dead, ``BootstrapTimeoutError`` with the stage each late rank
+  is in; the first failure wins and the rest of the group is torn down;
+* freshness: each group's actors get a runtime env of their own, so Ray starts
+  new worker processes for them instead of handing out idle ones, and a
+  process that already holds applied hooks refuses to bootstrap
+  (``WorkerReuseError``).
+
+Environment: on top of what Ray gives every worker on their node (its
+raylet's environment: for a local cluster, the driver's at ``ray.init``), the
+actors get ``spec.env`` plus ``env=`` (later wins), minus
+:data:`spawnkit.scaleout.env.NEVER_COPY_ENV` (device visibility, rank
+variables: Ray assigns devices per actor, and ``RANK``/``LOCAL_RANK``/
+``WORLD_SIZE``/``LOCAL_WORLD_SIZE`` are set from each actor's rank), plus
+``RAY_ADDRESS`` so an engine that spawns further Ray work from inside a rank
+joins the same cluster.  Put ``PYTHONPATH`` into ``env`` when plugins or the
+entry live outside the installed packages.
+
+Platform selection is *not* pinned from the driver by default: a Ray driver
+often runs on a node without the accelerators of its workers.  Each rank
+resolves its platform from its own environment unless ``platform=`` is given.
+
+``ray`` is an optional dependency: ``pip install "spawnkit[ray]"``.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from spawnkit.errors import (
+    BootstrapTimeoutError,
+    ChildError,
+    ChildExitedError,
+    EntryResolutionError,
+    LauncherUnavailableError,
+    NodeLostError,
+)
+from spawnkit.scaleout._ray_nodes import dead_nodes, wait_node_dead
+from spawnkit.scaleout.env import split_env
+from spawnkit.scaleout.failure import raised_error
+from spawnkit.spec import Payload, ProcessSpec
+
+if TYPE_CHECKING:
+    from spawnkit.bootstrap.report import BootstrapReport
+    from spawnkit.namespace import Namespace
+    from spawnkit.spec import NamespaceConfig
+
+__all__ = ["INSTALL_HINT", "RayWorkerGroup", "spawn_on_ray", "spawn_spec_on_ray"]
+
+_log = logging.getLogger("spawnkit.ray")
+
+INSTALL_HINT = 'pip install "spawnkit[ray]"'
+_LAUNCHER = "ray"
+#: Extra seconds the driver waits beyond a deadline for an actor's own answer to arrive.
+_RPC_SLACK_S = 5.0
+#: How long a dead rank's already-returned ``run`` result is waited for before blaming the death.
+_RETURNED_WAIT_S = 0.5
+#: Ray's placement strategies; anything else is refused before a placement group is made.
+_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
+#: How often the wait loops ask Ray's node table whether a running rank's node died.
+_NODE_POLL_S = 2.0
+#: How long an unreachable rank's node is given to be declared dead before blaming the rank.
+_NODE_VERDICT_S = 5.0
+
+
+def _ray() -> Any:
+    """``import ray`` with the install hint; Ray is optional and heavy."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError(
+            f"spawnkit.ray needs Ray, which is not installed in this environment "
+            f"({exc}). Install it with: {INSTALL_HINT}"
+        ) from exc
+    return ray
+
+
+def _entry_fields(entry: str | Callable[..., Any]) -> tuple[str, Payload | None]:
+    """``module:qualname`` when the entry is importable by name; else the callable by value."""
+    if isinstance(entry, str):
+        return entry, None
+    if not callable(entry):
+        raise EntryResolutionError(
+            f"entry {entry!r} (type {type(entry).__name__}) is not callable; pass a "
+            "'module:function' string or a callable",
+            stage="resolve_entry",
+        )
+    module = getattr(entry, "__module__", None)
+    qualname = getattr(entry, "__qualname__", "")
+    if module and module not in ("__main__", "__mp_main__") and "<" not in qualname:
+        return f"{module}:{qualname}", None
+    return "", Payload.capture(entry, by_value=True)
+
+
+def build_template(
+    entry: str | Callable[..., Any],
+    payload: Any = None,
+    *,
+    namespace: Namespace | NamespaceConfig | str | None = None,
+    env: Mapping[str, str] | None = None,
+    platform: str | None = None,
+    plugins: Sequence[str] | None = None,
+    run_id: str | None = None,
+) -> ProcessSpec:
+    """The spec every rank starts from (rank fields are filled in per actor)."""
+    from spawnkit.namespace import get_namespace
+
+    entry_str, entry_payload = _entry_fields(entry)
+    if payload is not None and not isinstance(payload, Payload):
+        payload = Payload.capture(payload)
+    return ProcessSpec(
+        entry=entry_str,
+        entry_payload=entry_payload,
+        namespace=get_namespace(namespace).config,
+        platform=platform,
+        plugins=tuple(plugins) if plugins is not None else None,
+        env=dict(env or {}),
+        payload=payload,
+        run_id=run_id or f"ray-{uuid.uuid4().hex[:12]}",
+    )
+
+
+def spawn_on_ray(
+    entry: str | Callable[..., Any],
+    payload: Any = None,
+    *,
+    nprocs: int,
+    namespace: Namespace | NamespaceConfig | str | None = None,
+    resources: Mapping[str, float] | None = None,
+    env: Mapping[str, str] | None = None,
+    ready_timeout: float = 300.0,
+    join_timeout: float | None = None,
+    platform: str | None = None,
+    plugins: Sequence[str] | None = None,
+    strategy: str = "PACK",
+) -> RayWorkerGroup:
+    """Start ``nprocs`` ranks of ``entry`` on the connected Ray cluster; see the module docstring.
+
+    ``resources`` is what *one* rank needs (``{"CPU": 1}`` by default, e.g.
+    ``{"CPU": 2, "GPU": 1}``); the group reserves ``nprocs`` such bundles in a
+    placement group (``strategy`` as in Ray: PACK, SPREAD, STRICT_PACK,
+    STRICT_SPREAD).  Returns once the actors are placed and bootstrapping;
+    ``wait_ready()`` waits for every rank's report.
+    """
+    template = build_template(
+        entry, payload, namespace=namespace, env=env, platform=platform, plugins=plugins
+    )
+    return spawn_spec_on_ray(
+        template,
+        nprocs=nprocs,
+        resources=resources,
+        ready_timeout=ready_timeout,
+        join_timeout=join_timeout,
+        strategy=strategy,
+    )
+
+
+def _bundle(resources: Mapping[str, float] | None) -> dict[str, float]:
+    bundle = {str(k): float(v) for k, v in (resources or {"CPU": 1.0}).items()}
+    bad = {k: v for k, v in bundle.items() if v < 0}
+    if bad or not any(v > 0 for v in bundle.values()):
+        raise ValueError(
+            f"resources must give each rank a positive amount of something, got {dict(bundle)}"
+        )
+    return bundle
+
+
+def spawn_spec_on_ray(
+    template: ProcessSpec,
+    *,
+    nprocs: int,
+    resources: Mapping[str, float] | None = None,
+    ready_timeout: float = 300.0,
+    join_timeout: float | None = None,
+    strategy: str = "PACK",
+) -> RayWorkerGroup:
+    """:func:`spawn_on_ray` from a ready spec template (what ``spawn_with_plugins`` builds)."""
+    from spawnkit.launch._checks import check_count, check_seconds
+
+    check_count("nprocs", nprocs)
+    check_seconds("ready_timeout", ready_timeout, none="no startup limit")
+    check_seconds("join_timeout", join_timeout, none="no limit")
+    if strategy not in _STRATEGIES:
+        raise ValueError(
+            f"strategy must be one of {', '.join(_STRATEGIES)} (Ray's placement strategies), "
+            f"got {strategy!r}; SPREAD puts ranks on different nodes where it can, "
+            "STRICT_SPREAD only on different nodes."
+        )
+    if template.report_conn is not None or template.death_conn is not None:
+        raise ValueError(
+            "a spec for Ray ranks cannot hold report_conn/death_conn: those are pipes of this "
+            "process; Ray actors report through their method results instead."
+        )
+    ray = _ray()
+    if not ray.is_initialized():
+        raise LauncherUnavailableError(
+            "spawnkit.ray needs a connected Ray cluster, and ray.init() has not been called in "
+            "this process. spawnkit does not start clusters: call ray.init(address=...) (or "
+            "ray.init() for a local one) first."
+        )
+    bundle = _bundle(resources)
+    run_id = template.run_id or f"ray-{uuid.uuid4().hex[:12]}"
+    env, dropped = split_env(template.env, context=f"Ray group {run_id}")
+    # A runtime env of its own makes Ray start new worker processes for this group; the run
+    # id is also what spawnkit.cleanup(run_id) looks for.
+    from spawnkit.bootstrap._parent_death import RUN_ID_VAR
+
+    actor_env = dict(env)
+    actor_env[RUN_ID_VAR] = run_id
+    template = template.replace(env=env, run_id=run_id, world_size=nprocs, rank=0, local_rank=0)
+    return RayWorkerGroup(
+        ray,
+        template,
+        nprocs=nprocs,
+        bundle=bundle,
+        actor_env=actor_env,
+        dropped_env=dropped,
+        ready_timeout=ready_timeout,
+        join_timeout=join_timeout,
+        strategy=strategy,
+    )
+
+
+class RayWorkerGroup:
+    """A running group of Ray ranks with the local ``WorkerGroup``'s interface and errors.
+
+    ``wait_ready(timeout)`` returns every rank's ``BootstrapReport``;
+    ``join(timeout)`` returns False while ranks still run and True when all
+    finished; ``results()`` returns the entries' return values by rank.  The
+    first failure of any rank is raised (typed, with its traceback) and tears
+    the group down.  Use it as a context manager to be sure the actors and the
+    placement group are released.
+    """
+
+    # ----------------------------------------------------------- starting
+    def __init__(
+        self,
+        ray: Any,
+        template: ProcessSpec,
+        *,
+        nprocs: int,
+        bundle: dict[str, float],
+        actor_env: dict[str, str],
+        dropped_env: list[str],
+        ready_timeout: float,
+        join_timeout: float | None,
+        strategy: str,
+    ) -> None:
+        """Place and start the ranks; called by :func:`spawn_spec_on_ray`, not by users."""
+        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from spawnkit.scaleout._ray_actor import RankActor
+
+        self._ray = ray
+        self.run_id = template.run_id
+        self.nprocs = nprocs
+        self.dropped_env = list(dropped_env)
+        self.ready_timeout = ready_timeout
+        self.join_timeout = join_timeout
+        self._t0 = time.monotonic()
+        self._deadline = self._t0 + ready_timeout
+        self._actors: list[Any] = []
+        self._where: list[dict[str, Any]] = [{} for _ in range(nprocs)]
+        self._run_refs: list[Any] = []
+        self._reports: list[BootstrapReport | None] = [None] * nprocs
+        self._outcomes: list[dict[str, Any] | None] = [None] * nprocs
+        self._stage: list[str] = ["placement"] * nprocs
+        self._error: ChildError | None = None
+        self._closed = False
+        self._strategy = strategy
+        self._pg: Any = placement_group([dict(bundle) for _ in range(nprocs)], strategy=strategy)
+        self._remove_pg: Callable[[Any], None] = remove_placement_group
+        try:
+            self._wait_placed(bundle)
+            remote_cls = ray.remote(RankActor)
+            num_cpus = bundle.get("CPU", 0.0)
+            num_gpus = bundle.get("GPU", 0.0)
+            custom = {k: v for k, v in bundle.items() if k not in ("CPU", "GPU")}
+            for rank in range(nprocs):
+                opts: dict[str, Any] = {
+                    "num_cpus": num_cpus,
+                    "num_gpus": num_gpus,
+                    "max_restarts": 0,
+                    "max_task_retries": 0,
+                    "max_concurrency": 2,
+                    "runtime_env": {"env_vars": dict(actor_env)},
+                    "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                        placement_group=self._pg, placement_group_bundle_index=rank
+                    ),
+                }
+                if custom:
+                    opts["resources"] = custom
+                self._actors.append(remote_cls.options(**opts).remote())
+            self._stage = ["process_start"] * nprocs
+            self._locate()
+            self._launch(template)
+        except BaseException:
+            self.terminate()
+            raise
+
+    def _remaining(self) -> float:
+        return max(0.0, self._deadline - time.monotonic())
+
+    def _wait_placed(self, bundle: dict[str, float]) -> None:
+        ray = self._ray
+        try:
+            ray.get(self._pg.ready(), timeout=self._remaining())
+        except ray.exceptions.GetTimeoutError:
+            strict = ""
+            if self._strategy == "STRICT_SPREAD":
+                fit = sum(
+                    1
+                    for n in ray.nodes()
+                    if n.get("Alive")
+                    and all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in bundle.items())
+                )
+                strict = (
+                    f" STRICT_SPREAD needs {self.nprocs} distinct nodes that can each hold one "
+                    f"bundle, and the cluster has {fit}: use SPREAD, fewer ranks, or more nodes."
+                )
+            raise BootstrapTimeoutError(
+                f"Ray group {self.run_id}: the placement group of {self.nprocs} bundle(s) "
+                f"{bundle} (strategy {self._strategy}) was not placed within "
+                f"{self.ready_timeout:.0f}s, so no rank started. The cluster has "
+                f"{ray.available_resources()} available of {ray.cluster_resources()}; lower "
+                f"resources=/nprocs or add nodes.{strict}",
+                waited_s=time.monotonic() - self._t0,
+                stage="placement",
+            ) from None
+
+    def _locate(self) -> None:
+        """Learn each actor's node, so local ranks can be numbered per node."""
+        refs = [a.where.remote() for a in self._actors]
+        for rank, ref in enumerate(refs):
+            try:
+                self._where[rank] = self._get(ref, rank, self._remaining() + _RPC_SLACK_S)
+            except self._ray.exceptions.GetTimeoutError:
+                raise self._timeout([rank], "starting its Ray worker process") from None
+
+    def _launch(self, template: ProcessSpec) -> None:
+        per_node: dict[str, list[int]] = {}
+        for rank, where in enumerate(self._where):
+            per_node.setdefault(where.get("node", ""), []).append(rank)
+        for ranks in per_node.values():
+            for local_rank, rank in enumerate(ranks):
+                spec = template.replace(
+                    rank=rank,
+                    local_rank=local_rank,
+                    _control=template._control.replace(local_world_size=len(ranks)),
+                )
+                data = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
+                self._stage[rank] = "process_start"
+                self._run_refs.append((rank, self._actors[rank].run.remote(rank, data)))
+        self._run_refs.sort(key=lambda item: item[0])
+
+    # ------------------------------------------------------------ waiting
+    def _get(self, ref: Any, rank: int, timeout: float | None) -> Any:
+        """``ray.get`` with an actor's death turned into ``ChildExitedError``."""
+        ray = self._ray
+        try:
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.RayActorError as exc:
+            # A rank that failed returns its record from run() and then exits: when the
+            # driver asks later, the actor is gone but the record (and traceback) is not.
+            failure = self._returned_failure(rank)
+            if failure is not None:
+                raise self._fail(self._raised(failure)) from None
+            raise self._fail(self._died(rank, exc)) from None
+
+    def _returned_failure(self, rank: int) -> dict[str, Any] | None:
+        """The failure record ``rank``'s ``run`` returned before its actor exited, if any."""
+        ray = self._ray
+        for r, ref in self._run_refs:
+            if r != rank:
+                continue
+            done, _ = ray.wait([ref], timeout=_RETURNED_WAIT_S)
+            if not done:
+                return None
+            try:
+                outcome = ray.get(ref, timeout=0)
+            except ray.exceptions.RayError:  # the actor died before run() returned
+                return None
+            return outcome.get("failure") if outcome.get("status") == "failed" else None
+        return None
+
+    def _died(self, rank: int, exc: BaseException) -> ChildExitedError:
+        where = self._where[rank] if rank < len(self._where) else {}
+        node_id = str(where.get("node", ""))
+        # "Unavailable" is what a call sees first when the node goes away; give Ray's health
+        # check a bounded moment to say whether the node itself is dead.
+        unreachable = isinstance(exc, getattr(self._ray.exceptions, "ActorUnavailableError", ()))
+        if wait_node_dead(self._ray, node_id, _NODE_VERDICT_S if unreachable else 0.0):
+            return self._node_lost(rank)
+        stage = self._stage[rank]
+        node = f", node {where['node']}" if where.get("node") else ""
+        detail = str(exc).strip().splitlines()
+        return ChildExitedError(
+            f"rank {rank} (ray, pid {where.get('pid')} on host {where.get('host', '?')}{node}) "
+            f"died in stage {stage!r} without reporting an exception: its Ray actor process "
+            "exited (killed, out of memory, or its node was lost). The other ranks were "
+            f"stopped. Ray says: {' '.join(detail[:6])}",
+            rank=rank,
+            pid=where.get("pid"),
+            host=str(where.get("host", "")),
+            stage=stage,
+            exit_code=None,
+            signal_name="",
+        )
+
+    def _node_lost(self, rank: int) -> NodeLostError:
+        """Rank ``rank`` is gone because Ray marked its node dead."""
+        where = self._where[rank]
+        node = str(where.get("node", ""))
+        ip = f" at {where['ip']}" if where.get("ip") else ""
+        return NodeLostError(
+            f"rank {rank} (ray, pid {where.get('pid')} on host {where.get('host', '?')}, node "
+            f"{node}{ip}) was lost with its node: Ray marked node {node} dead while the rank was "
+            f"in stage {self._stage[rank]!r}.\n{self._effect(rank)}\nFix: the node left the "
+            "cluster (removed, preempted, out of memory or unreachable); check it with "
+            "`ray status` or its raylet log, then start the group again.",
+            node=node,
+            rank=rank,
+            pid=where.get("pid"),
+            host=str(where.get("host", "")),
+            stage=self._stage[rank],
+            exit_code=None,
+            signal_name="",
+        )
+
+    def _check_nodes(self, ranks: list[int]) -> None:
+        """Raise ``NodeLostError`` (tearing down) if a node hosting one of ``ranks`` is dead."""
+        nodes = {str(self._where[r].get("node", "")): r for r in sorted(ranks, reverse=True)}
+        dead = dead_nodes(self._ray, nodes)
+        if dead:
+            first = min(nodes[n] for n in dead)
+            raise self._fail(self._node_lost(first))
+
+    def _effect(self, rank: int) -> str:
+        others = "; ".join(f"rank {r}: {self._stage[r]}" for r in range(self.nprocs) if r != rank)
+        return (
+            f"Effect: Ray group {self.run_id} ({self.nprocs} rank(s)) is being torn down; the "
+            f"other ranks were at: {others or 'none'}."
+        )
+
+    def _raised(self, failure: dict[str, Any]) -> ChildError:
+        return raised_error(failure, launcher=_LAUNCHER, effect=self._effect(failure["rank"]))
+
+    def _timeout(self, ranks: list[int], doing: str) -> BootstrapTimeoutError:
+        waited = time.monotonic() - self._t0
+        late = ", ".join(f"rank {r} in stage {self._stage[r]!r}" for r in ranks)
+        err = BootstrapTimeoutError(
+            f"Ray group {self.run_id}: {len(ranks)} of {self.nprocs} rank(s) did not finish "
+            f"{doing} within {waited:.1f}s ({late}). The group was stopped. Raise "
+            "ready_timeout if the bootstrap is just slow, or look at the stage named for a hang.",
+            waited_s=waited,
+            rank=ranks[0],
+            pid=self._where[ranks[0]].get("pid"),
+            host=str(self._where[ranks[0]].get("host", "")),
+            stage=self._stage[ranks[0]],
+        )
+        self._fail(err)
+        return err
+
+    def _fail(self, err: ChildError) -> ChildError:
+        """Record the first failure and stop every rank; later failures keep the first."""
+        if self._error is None:
+            self._error = err
+        self.terminate()
+        return self._error
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def wait_ready(self, timeout: float | None = None) -> list[BootstrapReport]:
+        """Every rank's report once all are ready; the first failure or a timeout raises."""
+        self._raise_if_failed()
+        if all(r is not None for r in self._reports):
+            return [r for r in self._reports if r is not None]
+        if self._closed:
+            not_ready = [r for r in range(self.nprocs) if self._reports[r] is None]
+            raise self._stopped_error(not_ready[0], "became ready")
+        budget = self._remaining() if timeout is None else timeout
+        deadline = time.monotonic() + budget
+        ray = self._ray
+        pending = {
+            self._actors[r].wait_ready.remote(budget): r
+            for r in range(self.nprocs)
+            if self._reports[r] is None
+        }
+        while pending:
+            left = max(0.0, deadline - time.monotonic())
+            slice_s = min(left + _RPC_SLACK_S, _NODE_POLL_S)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=slice_s)
+            if not done:
+                self._check_nodes(list(pending.values()))
+                if time.monotonic() < deadline + _RPC_SLACK_S:
+                    continue
+                raise self._late(pending)
+            rank = pending.pop(done[0])
+            answer = self._get(done[0], rank, 0)
+            if answer["status"] == "ready":
+                self._reports[rank] = answer["report"]
+                self._stage[rank] = "entry"
+            elif answer["status"] == "failed":
+                raise self._fail(self._raised(answer["failure"]))
+            else:
+                self._stage[rank] = answer.get("stage") or self._stage[rank]
+                pending[done[0]] = rank
+                raise self._late(pending)
+        return [r for r in self._reports if r is not None]
+
+    def _late(self, pending: dict[Any, int]) -> BootstrapTimeoutError:
+        """The timeout error, after collecting each late rank's own answer about its stage."""
+        ray = self._ray
+        refs = list(pending)
+        done, _ = ray.wait(refs, num_returns=len(refs), timeout=_RPC_SLACK_S)
+        for ref in done:
+            rank = pending[ref]
+            try:
+                answer = ray.get(ref, timeout=0)
+            except Exception:
+                continue
+            if answer.get("status") == "pending":
+                self._stage[rank] = answer.get("stage") or self._stage[rank]
+            elif answer.get("status") == "failed":
+                # It failed just as the deadline passed: that failure is the better answer.
+                raise self._fail(self._raised(answer["failure"]))
+        return self._timeout(sorted(pending.values()), "their bootstrap")
+
+    def join(self, timeout: float | None = None) -> bool:
+        """True once every rank's entry returned; False if some still run after ``timeout``.
+
+        The first rank that failed raises here (its ``ChildRaisedError``,
+        ``ChildExitedError`` or ``NodeLostError``) and the others are stopped.  Once the group's
+        ``join_timeout`` (seconds since the start) has passed with ranks still
+        running, a ``BootstrapTimeoutError`` tears the group down, as locally.
+        After ``terminate()`` it answers at once: True only if every rank's
+        entry had returned, False if ``terminate()`` stopped one first.
+        """
+        self._raise_if_failed()
+        ray = self._ray
+        deadline = None if timeout is None else time.monotonic() + timeout
+        join_deadline = None if self.join_timeout is None else self._t0 + self.join_timeout
+        pending = {ref: rank for rank, ref in self._run_refs if self._outcomes[rank] is None}
+        if self._closed:
+            return self._join_closed(pending)
+        while pending:
+            limits = [d for d in (deadline, join_deadline) if d is not None]
+            left = None if not limits else max(0.0, min(limits) - time.monotonic())
+            slice_s = _NODE_POLL_S if left is None else min(left, _NODE_POLL_S)
+            done, _ = ray.wait(list(pending), num_returns=1, timeout=slice_s)
+            if not done:
+                self._check_nodes(list(pending.values()))
+                if left is None or time.monotonic() < min(limits):
+                    continue
+                if join_deadline is not None and time.monotonic() >= join_deadline:
+                    raise self._join_timed_out(sorted(pending.values()))
+                return False
+            rank = pending.pop(done[0])
+            outcome = self._get(done[0], rank, 0)
+            if outcome["status"] == "failed":
+                raise self._fail(self._raised(outcome["failure"]))
+            self._outcomes[rank] = outcome
+            self._stage[rank] = "finished"
+        self.terminate()
+        return True
+
+    def results(self, timeout: float | None = None) -> list[Any]:
+        """The entries' return values by rank, once all finished (see :meth:`join`).
+
+        ``timeout`` passing raises ``BootstrapTimeoutError`` and leaves the group
+        running, as the local group does: call again, or ``terminate()``.  The
+        group's ``join_timeout`` (counted from the start) passing tears it down.
+        A rank stopped by ``terminate()`` before it returned is a ``ChildExitedError``.
+        """
+        wait = timeout
+        if not self.join(wait) and not self._closed:
+            running = [r for r in range(self.nprocs) if self._outcomes[r] is None]
+            raise BootstrapTimeoutError(
+                f"results() timed out after {wait or 0.0:.1f}s: rank(s) "
+                f"{', '.join(map(str, running))} of Ray group {self.run_id} still run their "
+                "entry function. The group keeps running; call results() again with a longer "
+                "timeout, or terminate() it.",
+                stage="entry",
+                waited_s=float(wait or 0.0),
+                rank=running[0],
+                pid=self._where[running[0]].get("pid"),
+                host=str(self._where[running[0]].get("host", "")),
+            )
+        for rank, outcome in enumerate(self._outcomes):
+            if outcome is None:  # terminate() stopped it before its entry returned
+                raise self._stopped_error(rank, "returned from its entry function")
+        return [o["result"] if o is not None else None for o in self._outcomes]
+
+    def _join_closed(self, pending: dict[Any, int]) -> bool:
+        """``join`` after ``terminate()``: keep the outcomes that arrived; the rest were stopped."""
+        ray = self._ray
+        if not pending:
+            return True
+        done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+        for ref in done:
+            rank = pending[ref]
+            try:
+                outcome = ray.get(ref, timeout=0)
+            except ray.exceptions.RayError:  # killed by terminate()
+                continue
+            if outcome["status"] == "failed":
+                raise self._fail(self._raised(outcome["failure"]))
+            self._outcomes[rank] = outcome
+            self._stage[rank] = "finished"
+        # Stopped work is not done work: True only if every rank's entry returned.
+        return all(o is not None for o in self._outcomes)
+
+    def _stopped_error(self, rank: int, what: str) -> ChildExitedError:
+        """Rank ``rank`` never ``what`` because ``terminate()`` stopped the group first."""
+        where = self._where[rank]
+        return ChildExitedError(
+            f"rank {rank} (ray, pid {where.get('pid')} on host {where.get('host', '?')}) never "
+            f"{what}: Ray group {self.run_id} was stopped by terminate() (stage "
+            f"{self._stage[rank]!r}). Call wait_ready()/results() before terminate(), or join() "
+            "to wait for the entry.",
+            rank=rank,
+            pid=where.get("pid"),
+            host=str(where.get("host", "")),
+            stage=self._stage[rank],
+            exit_code=None,
+            signal_name="",
+        )
+
+    def _join_timed_out(self, running: list[int]) -> ChildError:
+        """The group's ``join_timeout`` passed with ranks still running: tear down, as locally."""
+        first = running[0]
+        waited = time.monotonic() - self._t0
+        err = BootstrapTimeoutError(
+            f"rank {first} (ray, pid {self._where[first].get('pid')}) was still running (stage "
+            f"{self._stage[first]!r}) when Ray group {self.run_id}'s join_timeout="
+            f"{self.join_timeout} s passed; {len(running)} of {self.nprocs} rank(s) had not "
+            "finished.\nFix: pass a larger join_timeout= (or None for no limit) if the work is "
+            f"legitimately long.\nEffect: Ray group {self.run_id} is being torn down.",
+            stage=self._stage[first],
+            waited_s=waited,
+            rank=first,
+            pid=self._where[first].get("pid"),
+            host=str(self._where[first].get("host", "")),
+        )
+        return self._fail(err)
+
+    # ------------------------------------------------------------ status
+    @property
+    def reports(self) -> list[BootstrapReport | None]:
+        return list(self._reports)
+
+    @property
+    def pids(self) -> list[int | None]:
+        return [w.get("pid") for w in self._where]
+
+    @property
+    def nodes(self) -> list[str]:
+        return [str(w.get("node", "")) for w in self._where]
+
+    @property
+    def actors(self) -> list[Any]:
+        """The Ray actor handles by rank (for inspection; do not call ``run`` on them)."""
+        return list(self._actors)
+
+    @property
+    def exit_codes(self) -> list[int | None]:
+        """Per rank: 0 finished, 1 raised, None while running or when its actor died.
+
+        Ray does not tell the driver how an actor's process ended (signal or
+        code), so a killed rank is None here; its ``ChildExitedError`` says more.
+        """
+        codes: list[int | None] = []
+        for rank in range(self.nprocs):
+            if self._outcomes[rank] is not None:
+                codes.append(0)
+            elif self._error is not None and self._error.rank == rank:
+                codes.append(None if isinstance(self._error, ChildExitedError) else 1)
+            else:
+                codes.append(None)
+        return codes
+
+    @property
+    def ranks(self) -> list[int]:
+        return list(range(self.nprocs))
+
+    @property
+    def world_size(self) -> int:
+        return self.nprocs
+
+    @property
+    def stages(self) -> list[str]:
+        """Per rank, the last stage the driver knows of (``entry`` once ready)."""
+        return list(self._stage)
+
+    @property
+    def failure(self) -> ChildError | None:
+        return self._error
+
+    @property
+    def start_method(self) -> str:
+        return _LAUNCHER
+
+    # ----------------------------------------------------------- teardown
+    def terminate(self) -> None:
+        """Kill every actor and release the placement group; safe to call repeatedly."""
+        if self._closed:
+            return
+        self._closed = True
+        for actor in self._actors:
+            try:
+                self._ray.kill(actor, no_restart=True)
+            except Exception as exc:  # an actor that is already gone
+                _log.debug("ray.kill on a spawnkit rank failed: %s", exc)
+        try:
+            self._remove_pg(self._pg)
+        except Exception as exc:
+            _log.debug("removing placement group of %s failed: %s", self.run_id, exc)
+
+    close = terminate
+
+    def __enter__(self) -> RayWorkerGroup:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.terminate()
+
+    def __repr__(self) -> str:
+        ready = sum(r is not None for r in self._reports)
+        return f"<RayWorkerGroup {self.run_id} nprocs={self.nprocs} ready={ready}>"

@@ -1,0 +1,166 @@
+"""``python -m spawnkit.run --spec FILE``: one rank of a torchrun job, bootstrapped by spawnkit.
+
+Usage::
+
+    SPAWNKIT_SPEC_KEY=... torchrun --nproc-per-node 2 -m spawnkit.run --spec /path/spec.bin
+
+The parent writes one signed spec *template* with
+:func:`spawnkit.spec.signing.write_spec_file`; every rank verifies it (before
+unpickling anything), takes its rank, local rank and world size from
+torchrun's ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``, and runs the same staged
+bootstrap as a locally spawned worker.  A failure in any stage or in the
+entry is written to torchrun's ``TORCHELASTIC_ERROR_FILE`` in the format of
+torchelastic's ``@record``, so the agent's failure table shows the rank's
+traceback without any decorator in user code, and the rank exits 1.
+
+Run without torchrun (none of the three variables set) it is rank 0 of 1,
+which is handy for debugging one rank by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from spawnkit.bootstrap import guard as _guard
+
+if TYPE_CHECKING:
+    from spawnkit.spec import ProcessSpec
+
+__all__ = ["RankEnvError", "main", "rank_from_env", "spec_for_rank"]
+
+
+#: Stage name reported when the spec file itself is refused (before any bootstrap stage).
+READ_SPEC_STAGE = "read_spec"
+_LAUNCHER = "torchrun"
+
+
+class RankEnvError(ValueError):
+    """torchrun's rank variables are missing, partial or not integers."""
+
+
+def rank_from_env(environ: Mapping[str, str] | None = None) -> tuple[int, int, int]:
+    """``(rank, local_rank, world_size)`` from torchrun's variables; all absent is rank 0 of 1."""
+    env = os.environ if environ is None else environ
+    names = ("RANK", "LOCAL_RANK", "WORLD_SIZE")
+    present = [n for n in names if n in env]
+    if not present:
+        return 0, 0, 1
+    missing = [n for n in names if n not in env]
+    if missing:
+        raise RankEnvError(
+            f"spawnkit.run found {', '.join(present)} but not {', '.join(missing)} in its "
+            "environment. Start it with torchrun (which sets all three) or set none of them "
+            "to run a single rank."
+        )
+    try:
+        rank, local_rank, world = (int(env[n]) for n in names)
+    except ValueError:
+        shown = ", ".join(f"{n}={env[n]!r}" for n in names)
+        raise RankEnvError(f"spawnkit.run: rank variables must be integers, got {shown}") from None
+    if not (0 <= rank < world) or local_rank < 0:
+        raise RankEnvError(
+            f"spawnkit.run: RANK={rank}, LOCAL_RANK={local_rank}, WORLD_SIZE={world} is not a "
+            "valid rank assignment."
+        )
+    return rank, local_rank, world
+
+
+def spec_for_rank(template: ProcessSpec, environ: Mapping[str, str] | None = None) -> ProcessSpec:
+    """This rank's spec: the template with torchrun's rank numbers and a filtered env.
+
+    The template's ``env`` loses the never-copy names (device visibility,
+    ranks): torchrun already set those for this rank and a copied value would
+    make every rank claim the same one.
+    """
+    from spawnkit.scaleout.env import split_env
+
+    rank, local_rank, world = rank_from_env(environ)
+    env, _dropped = split_env(template.env, context=f"torchrun rank {rank}")
+    return template.replace(rank=rank, local_rank=local_rank, world_size=world, env=env)
+
+
+def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m spawnkit.run",
+        description="Run one rank of a spawnkit worker group under torchrun from a signed spec.",
+    )
+    parser.add_argument("--spec", required=True, help="signed spec file (write_spec_file())")
+    parser.add_argument(
+        "--key-env",
+        default=None,
+        help="environment variable holding the signing key (default SPAWNKIT_SPEC_KEY)",
+    )
+    return parser.parse_args(argv)
+
+
+def _report(exc: BaseException, *, rank: int, stage: str) -> None:
+    """Tell torchrun (error file) and the human (stderr) what failed, with the traceback."""
+    from spawnkit.scaleout.errorfile import write_error_file
+    from spawnkit.scaleout.failure import describe_failure, failure_message
+
+    failure = describe_failure(exc, rank=rank, stage_hint=stage)
+    message = failure_message(failure, launcher=_LAUNCHER)
+    headline = message.split("\n", 1)[0]
+    try:
+        # The agent's failure table prints only the callstack: lead it with rank and stage.
+        write_error_file(
+            failure["exc_type"],
+            headline,
+            f"spawnkit: {headline}\n{failure['traceback_text']}",
+            extra={"rank": str(rank), "stage": failure["stage"], "host": socket.gethostname()},
+        )
+    except OSError as write_exc:  # the traceback still reaches stderr below
+        print(f"spawnkit.run: cannot write torchelastic's error file: {write_exc}", file=sys.stderr)
+    print(message, file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Verify the spec, bootstrap this rank, run the entry; 0 on success, 1 on any failure."""
+    _guard.arm()  # before anything below can import a hook target
+    args = _parse(argv)
+    rank = 0
+    try:
+        from spawnkit.spec.signing import DEFAULT_KEY_VAR, read_spec_file
+
+        rank, _local, _world = rank_from_env()
+        key_var = args.key_env or DEFAULT_KEY_VAR
+        template = read_spec_file(args.spec, key_var=key_var)
+        spec = spec_for_rank(template)
+        # The key has done its job; entry code and plugins have no business reading it,
+        # not even when the writer put it into the spec's own env.
+        os.environ.pop(key_var, None)
+        if key_var in spec.env:
+            spec = spec.replace(env={k: v for k, v in spec.env.items() if k != key_var})
+    except Exception as exc:
+        _report(exc, rank=rank, stage=READ_SPEC_STAGE)
+        return 1
+    return _run(spec)
+
+
+def _run(spec: ProcessSpec) -> int:
+    from spawnkit.scaleout.progress import ProgressListener
+
+    os.environ.update(spec.env)
+    listener = ProgressListener()
+    try:
+        from spawnkit.bootstrap.process import bootstrap_process
+
+        bootstrap_process(spec, listener=listener)
+    except SystemExit as exc:
+        if exc.code in (None, 0):
+            return 0
+        _report(exc, rank=spec.rank, stage=listener.current or "entry")
+        return exc.code if isinstance(exc.code, int) else 1
+    except BaseException as exc:
+        _report(exc, rank=spec.rank, stage=listener.current or "entry")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through ``python -m`` in tests
+    sys.exit(main())
