@@ -14,6 +14,14 @@ variables select the platform.
 
 The subsystems (hooks, platforms, plugins) are created lazily so that
 importing this module stays cheap and imports neither torch nor any plugin.
+
+This module is the facade above ``spawnkit.hooks`` and ``spawnkit.platforms``:
+it imports them, never the reverse.  So the module-level API that takes
+``namespace=None`` (``load_plugins``, ``apply_plugin_hooks``,
+``initialize_current_platform``, ``explain_platform`` and what
+``spawnkit.platforms.current_platform`` answers) is defined at the end of this
+module, because choosing the namespace is the facade's job; the lower
+packages re-export those names lazily, by name.
 """
 
 from __future__ import annotations
@@ -26,12 +34,13 @@ from spawnkit.errors import NamespaceError
 from spawnkit.spec import NamespaceConfig, _phase
 
 if TYPE_CHECKING:
-    from spawnkit.hooks.plugins import PluginManager
+    from spawnkit.hooks.plugins import LoadedPlugin, PluginManager
     from spawnkit.hooks.registry import HookRegistry
     from spawnkit.hooks.registry import HookRegistry as _Registry
     from spawnkit.hooks.types import HookType
     from spawnkit.hooks.types import HookType as _HookType
     from spawnkit.platforms.discovery import PlatformManager
+    from spawnkit.platforms.explanation import PlatformExplanation
     from spawnkit.platforms.interface import Platform
 
 __all__ = ["DEFAULT_NAMESPACE_NAME", "Namespace", "default_namespace", "get_namespace"]
@@ -232,3 +241,47 @@ def get_namespace(ns: Namespace | str | NamespaceConfig | None = None) -> Namesp
                 raise unknown_namespace(ns, sorted(Namespace._registry))
         return found
     raise TypeError(f"namespace must be a Namespace, a name or None, got {type(ns).__name__}")
+
+
+# ------------------------------------------------------ the module-level API
+_default_platforms: PlatformManager | None = None
+
+
+def _platforms_of(namespace: Namespace | str | NamespaceConfig | None) -> PlatformManager:
+    global _default_platforms
+    if namespace is None:
+        worker: Namespace | None = _phase.worker_namespace()
+        if worker is not None:
+            # A worker of namespace "minieng" runs on minieng's platform; the default
+            # namespace's answer would be another engine's (usually "base").
+            return worker.platforms
+        # default_namespace() rebuilds a config on every call; current_platform may be hot.
+        if _default_platforms is None:
+            _default_platforms = default_namespace().platforms
+        return _default_platforms
+    return get_namespace(namespace).platforms
+
+
+def current_platform_of(namespace: Namespace | str | NamespaceConfig | None = None) -> Platform:
+    """What ``spawnkit.platforms.current_platform`` is: the resolved platform of ``namespace``."""
+    return _platforms_of(namespace).current()
+
+
+def initialize_current_platform(namespace: Namespace | str | None = None) -> Platform:
+    """Resolve the platform and run its ``init_backend()`` once per process."""
+    return _platforms_of(namespace).initialize()
+
+
+def explain_platform(namespace: Namespace | str | None = None) -> PlatformExplanation:
+    """What discovery did: candidates and outcomes, probes, path, winner (``str()`` it)."""
+    return _platforms_of(namespace).explain()
+
+
+def load_plugins(namespace: Any = None, **kwargs: Any) -> list[LoadedPlugin]:
+    """Load the namespace's general plugins (registration only); see :meth:`PluginManager.load`."""
+    return get_namespace(namespace).plugins.load(**kwargs)
+
+
+def apply_plugin_hooks(namespace: Any = None, **kwargs: Any) -> list[str]:
+    """Apply every hook registered in the namespace; see :meth:`PluginManager.apply`."""
+    return get_namespace(namespace).plugins.apply(**kwargs)

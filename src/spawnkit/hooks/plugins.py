@@ -40,13 +40,14 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spawnkit import _metadata
+from spawnkit import _metadata, _steps
+from spawnkit._exports import load_export
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import PluginError, SpawnkitError
 
 if TYPE_CHECKING:
-    from spawnkit.namespace import Namespace
+    from spawnkit.namespace import Namespace, apply_plugin_hooks, load_plugins
 
 __all__ = [
     "FailedPlugin",
@@ -58,6 +59,10 @@ __all__ = [
     "apply_plugin_hooks",
     "load_plugins",
 ]
+
+#: ``load_plugins`` / ``apply_plugin_hooks`` take ``namespace=None``, and choosing the
+#: namespace is the facade's job: they are defined there and re-exported here by name.
+_FACADE = "spawnkit.namespace"
 
 _log = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
 
@@ -385,10 +390,8 @@ class PluginManager:
     def _load(
         self, names: tuple[str, ...] | list[str] | None, lenient: bool | None
     ) -> list[LoadedPlugin]:
-        from spawnkit.bootstrap import guard
-
         report = self.report = PluginReport(lenient=self._lenient(lenient))
-        report.modules_before = guard.mark_plugins_began()
+        report.modules_before = _steps.mark_plugins_began()
         infos, unknown, origin = self._classify(names)
         report.unknown_names = unknown
         if unknown:
@@ -473,7 +476,6 @@ class PluginManager:
         )
 
     def _load_one(self, info: PluginInfo, strict: bool, report: PluginReport) -> None:
-        from spawnkit.bootstrap import guard
         from spawnkit.hooks.types import HookSource, plugin_source
 
         source = HookSource(info.name, info.dist, info.version)
@@ -489,7 +491,7 @@ class PluginManager:
         start = time.perf_counter()
         step = "import"
         try:
-            with plugin_source(source), guard.step(f"plugin:{info.name}"):
+            with plugin_source(source), _steps.step(_steps.plugin_step(info.name)):
                 obj = _metadata.load_entry_point(ep)
                 if isinstance(obj, types.ModuleType):
                     pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
@@ -614,19 +616,11 @@ class PluginManager:
         self.report = PluginReport()
 
 
-def load_plugins(namespace: Any = None, **kwargs: Any) -> list[LoadedPlugin]:
-    """Load the namespace's general plugins (registration only); see :meth:`PluginManager.load`."""
-    from spawnkit.namespace import get_namespace
-
-    return get_namespace(namespace).plugins.load(**kwargs)
-
-
-def apply_plugin_hooks(namespace: Any = None, **kwargs: Any) -> list[str]:
-    """Apply every hook registered in the namespace; see :meth:`PluginManager.apply`."""
-    from spawnkit.namespace import get_namespace
-
-    return get_namespace(namespace).plugins.apply(**kwargs)
-
-
 def _count_from(registry: Any, source: Any) -> int:
     return sum(1 for r in registry.registrations() if r.source == source)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("load_plugins", "apply_plugin_hooks"):
+        return load_export(globals(), dict.fromkeys((name,), _FACADE), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
