@@ -292,10 +292,6 @@ def _chain_window(sites: list[ImportSite]) -> tuple[str, str]:
     return STARTUP, first.step
 
 
-def _chain(site: ImportSite, limit: int = 6) -> list[str]:
-    return [f"{s.module} <- {s.filename}:{s.lineno}" for s in _chain_sites(site, limit)]
-
-
 def _referenced_modules(value: Any, budget: int = 2000, depth: int = 4) -> set[str]:
     """Modules whose code unpickling ``value`` would import (its classes, functions, modules)."""
     import types  # failure path only
@@ -475,67 +471,84 @@ def check(
     plugin_imports = plugin_imports or {}
     targets_by_module: Mapping[str, list[Any]] = registry.target_modules()
     for module in sorted(targets_by_module):
-        regs = targets_by_module[module]
         if module not in sys.modules:
             continue
+        regs = targets_by_module[module]
         site = first_import(module)
-        targets = sorted({str(r.target) for r in regs})
-        hooks = [
+        if module not in before:
+            result.plugin_imports.append(_plugin_import(module, regs, site, plugin_imports))
+        else:
+            result.violations.append(_violation(module, regs, site, registry, extra))
+    if result.violations:
+        _raise_or_warn(namespace, result.violations, policy)
+    return result
+
+
+def _plugin_import(
+    module: str, regs: list[Any], site: ImportSite | None, plugin_imports: Mapping[str, str]
+) -> dict[str, Any]:
+    """A target module plugin code imported while loading: fine, listed in the report."""
+    plugin = plugin_imports.get(module)
+    if plugin is None and site is not None:
+        kind, name = _steps.split_step(site.step)
+        plugin = name if kind == PLUGIN else None
+    return {
+        "module": module,
+        "plugin": plugin or "plugin code",
+        "first_import": site.describe() if site else "",
+        "targets": sorted({str(r.target) for r in regs}),
+    }
+
+
+def _violation(
+    module: str,
+    regs: list[Any],
+    site: ImportSite | None,
+    registry: Any,
+    extra: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """A target module imported before plugins loaded: where, how, what it defeats, the fix."""
+    targets = sorted({str(r.target) for r in regs})
+    bindings: list[str] = []
+    for target in targets:
+        bindings.extend(_stale_bindings(registry, target))
+    sites = _chain_sites(site) if site else []
+    window, step = _chain_window(sites)
+    carriers: list[str] = []
+    if window == UNPICKLING and extra:
+        carriers = _carriers(extra, {s.module for s in sites})
+    return {
+        "module": module,
+        "targets": targets,
+        "hooks": [
             f"{r.target} ({getattr(getattr(r, 'hook_type', None), 'name', '?')} from "
             f"{_source_text(r)})"
             for r in regs
-        ]
-        if module not in before:
-            plugin = plugin_imports.get(module)
-            if plugin is None and site is not None:
-                kind, name = _steps.split_step(site.step)
-                plugin = name if kind == PLUGIN else None
-            result.plugin_imports.append(
-                {
-                    "module": module,
-                    "plugin": plugin or "plugin code",
-                    "first_import": site.describe() if site else "",
-                    "targets": targets,
-                }
-            )
-            continue
-        bindings: list[str] = []
-        for target in targets:
-            bindings.extend(_stale_bindings(registry, target))
-        sites = _chain_sites(site) if site else []
-        window, step = _chain_window(sites)
-        carriers: list[str] = []
-        if window == UNPICKLING and extra:
-            carriers = _carriers(extra, {s.module for s in sites})
-        result.violations.append(
-            {
-                "module": module,
-                "targets": targets,
-                "hooks": hooks,
-                "sources": sorted({_source_text(r) for r in regs}),
-                "first_import": site.describe() if site else _unknown_site(),
-                "filename": site.filename if site else "",
-                "lineno": site.lineno if site else 0,
-                "chain": [f"{s.module} <- {s.filename}:{s.lineno}" for s in sites],
-                "stale_bindings": sorted(set(bindings)),
-                "window": window if site else "",
-                "carriers": carriers,
-                "fix": _fix(window if site else "", module, step, carriers),
-            }
-        )
-    if result.violations:
-        message = _message(namespace, result.violations, policy)
-        if policy == "error":
-            from spawnkit.bootstrap.stages import Stage  # failure path only
+        ],
+        "sources": sorted({_source_text(r) for r in regs}),
+        "first_import": site.describe() if site else _unknown_site(),
+        "filename": site.filename if site else "",
+        "lineno": site.lineno if site else 0,
+        "chain": [f"{s.module} <- {s.filename}:{s.lineno}" for s in sites],
+        "stale_bindings": sorted(set(bindings)),
+        "window": window if site else "",
+        "carriers": carriers,
+        "fix": _fix(window if site else "", module, step, carriers),
+    }
 
-            raise ImportGuardError(message, findings=result.violations, stage=Stage.PLUGINS.value)
-        first = result.violations[0]
-        # Once, located at the user's import rather than at spawnkit's call of check().
-        where, line = first["filename"] or "<import guard>", first["lineno"]
-        if first["carriers"]:
-            where, line = f"spec.extra[{first['carriers'][0]!r}]", 0
-        warnings.warn_explicit(message, ImportGuardWarning, where, line)
-    return result
+
+def _raise_or_warn(namespace: Any, violations: list[dict[str, Any]], policy: str) -> None:
+    message = _message(namespace, violations, policy)
+    if policy == "error":
+        from spawnkit.bootstrap.stages import Stage  # failure path only
+
+        raise ImportGuardError(message, findings=violations, stage=Stage.PLUGINS.value)
+    first = violations[0]
+    # Once, located at the user's import rather than at spawnkit's call of check().
+    where, line = first["filename"] or "<import guard>", first["lineno"]
+    if first["carriers"]:
+        where, line = f"spec.extra[{first['carriers'][0]!r}]", 0
+    warnings.warn_explicit(message, ImportGuardWarning, where, line)
 
 
 def _unknown_site() -> str:
