@@ -39,7 +39,6 @@ from spawnkit._once import Once, OnceState
 from spawnkit.errors import PluginError, SpawnkitError
 from spawnkit.hooks import _plugin_selection as _sel
 from spawnkit.hooks._plugin_selection import PluginInfo, PluginSelectionWarning
-from spawnkit.hooks._plugin_selection import parse_bool as _parse_bool  # noqa: F401 (launch)
 
 if TYPE_CHECKING:
     from spawnkit.namespace import Namespace, apply_plugin_hooks, load_plugins
@@ -58,6 +57,8 @@ __all__ = [
 #: ``load_plugins`` / ``apply_plugin_hooks`` take ``namespace=None``, and choosing the
 #: namespace is the facade's job: they are defined there and re-exported here by name.
 _FACADE = "spawnkit.namespace"
+
+_parse_bool = _sel.parse_bool  # launch.specs parses the lenient variable with it
 
 _log = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
 
