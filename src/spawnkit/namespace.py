@@ -48,6 +48,7 @@ __all__ = ["DEFAULT_NAMESPACE_NAME", "Namespace", "default_namespace", "get_name
 DEFAULT_NAMESPACE_NAME = "spawnkit"
 
 _H = TypeVar("_H")
+_S = TypeVar("_S")
 
 
 class Namespace:
@@ -117,38 +118,29 @@ class Namespace:
     @property
     def hooks(self) -> HookRegistry:
         """This namespace's hook registry (the default namespace uses the default registry)."""
-        if self._hooks is None:
-            with self._lock:
-                if self._hooks is None:
-                    from spawnkit.hooks.registry import HookRegistry
-
-                    if self.name == DEFAULT_NAMESPACE_NAME:
-                        self._hooks = HookRegistry.default()
-                    else:
-                        self._hooks = HookRegistry(name=self.name)
-        return self._hooks
+        found = self._hooks
+        return found if found is not None else self._create("_hooks", _new_hooks)
 
     @property
     def platforms(self) -> PlatformManager:
         """Discovery, selection and the current platform of this namespace."""
-        if self._platforms is None:
-            with self._lock:
-                if self._platforms is None:
-                    from spawnkit.platforms.discovery import PlatformManager
-
-                    self._platforms = PlatformManager(self)
-        return self._platforms
+        found = self._platforms
+        return found if found is not None else self._create("_platforms", _new_platforms)
 
     @property
     def plugins(self) -> PluginManager:
         """General-plugin discovery and the load/apply stages of this namespace."""
-        if self._plugins is None:
-            with self._lock:
-                if self._plugins is None:
-                    from spawnkit.hooks.plugins import PluginManager
+        found = self._plugins
+        return found if found is not None else self._create("_plugins", _new_plugins)
 
-                    self._plugins = PluginManager(self)
-        return self._plugins
+    def _create(self, attr: str, build: Callable[[Namespace], _S]) -> _S:
+        """Build the subsystem kept in ``attr`` once, even when two threads ask at once."""
+        with self._lock:
+            found: _S | None = getattr(self, attr)
+            if found is None:
+                found = build(self)
+                setattr(self, attr, found)
+            return found
 
     # ------------------------------------------------------ convenience API
     @property
@@ -184,15 +176,8 @@ class Namespace:
         SGLang's ``HookRegistry.register(...)`` run unchanged:
         ``HookRegistry = NS.HookRegistry`` (see ``spawnkit.hooks._bound``).
         """
-        cls = self._hook_class
-        if cls is None:
-            with self._lock:
-                cls = self._hook_class
-                if cls is None:
-                    from spawnkit.hooks._bound import bound_registry_class
-
-                    cls = self._hook_class = bound_registry_class(self.hooks, self.name)
-        return cls
+        found = self._hook_class
+        return found if found is not None else self._create("_hook_class", _new_hook_class)
 
     @property
     def HookType(self) -> type[_HookType]:
@@ -200,6 +185,31 @@ class Namespace:
         from spawnkit.hooks.types import HookType
 
         return HookType
+
+
+# What Namespace._create builds, one per subsystem; imported on first use (see the docstring).
+def _new_hooks(ns: Namespace) -> HookRegistry:
+    from spawnkit.hooks.registry import HookRegistry
+
+    return HookRegistry.default() if ns.name == DEFAULT_NAMESPACE_NAME else HookRegistry(ns.name)
+
+
+def _new_platforms(ns: Namespace) -> PlatformManager:
+    from spawnkit.platforms.discovery import PlatformManager
+
+    return PlatformManager(ns)
+
+
+def _new_plugins(ns: Namespace) -> PluginManager:
+    from spawnkit.hooks.plugins import PluginManager
+
+    return PluginManager(ns)
+
+
+def _new_hook_class(ns: Namespace) -> type[_Registry]:
+    from spawnkit.hooks._bound import bound_registry_class
+
+    return bound_registry_class(ns.hooks, ns.name)
 
 
 def default_namespace() -> Namespace:
