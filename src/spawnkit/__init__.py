@@ -92,10 +92,12 @@ if TYPE_CHECKING:
         bootstrap_process,
         build_spec,
         cleanup,
-        lazy,
         spawn_with_plugins,
         write_launch_spec,
     )
+
+    # The function, not the submodule of the same name (mypy may pick either otherwise).
+    from spawnkit.bootstrap.lazy import lazy
     from spawnkit.errors import *
     from spawnkit.hooks import (
         HookRegistry,

@@ -14,6 +14,14 @@ variables select the platform.
 
 The subsystems (hooks, platforms, plugins) are created lazily so that
 importing this module stays cheap and imports neither torch nor any plugin.
+
+This module is the facade above ``spawnkit.hooks`` and ``spawnkit.platforms``:
+it imports them, never the reverse.  So the module-level API that takes
+``namespace=None`` (``load_plugins``, ``apply_plugin_hooks``,
+``initialize_current_platform``, ``explain_platform`` and what
+``spawnkit.platforms.current_platform`` answers) is defined at the end of this
+module, because choosing the namespace is the facade's job; the lower
+packages re-export those names lazily, by name.
 """
 
 from __future__ import annotations
@@ -26,12 +34,13 @@ from spawnkit.errors import NamespaceError
 from spawnkit.spec import NamespaceConfig, _phase
 
 if TYPE_CHECKING:
-    from spawnkit.hooks.plugins import PluginManager
+    from spawnkit.hooks.plugins import LoadedPlugin, PluginManager
     from spawnkit.hooks.registry import HookRegistry
     from spawnkit.hooks.registry import HookRegistry as _Registry
     from spawnkit.hooks.types import HookType
     from spawnkit.hooks.types import HookType as _HookType
     from spawnkit.platforms.discovery import PlatformManager
+    from spawnkit.platforms.explanation import PlatformExplanation
     from spawnkit.platforms.interface import Platform
 
 __all__ = ["DEFAULT_NAMESPACE_NAME", "Namespace", "default_namespace", "get_namespace"]
@@ -39,6 +48,7 @@ __all__ = ["DEFAULT_NAMESPACE_NAME", "Namespace", "default_namespace", "get_name
 DEFAULT_NAMESPACE_NAME = "spawnkit"
 
 _H = TypeVar("_H")
+_S = TypeVar("_S")
 
 
 class Namespace:
@@ -108,38 +118,29 @@ class Namespace:
     @property
     def hooks(self) -> HookRegistry:
         """This namespace's hook registry (the default namespace uses the default registry)."""
-        if self._hooks is None:
-            with self._lock:
-                if self._hooks is None:
-                    from spawnkit.hooks.registry import HookRegistry
-
-                    if self.name == DEFAULT_NAMESPACE_NAME:
-                        self._hooks = HookRegistry.default()
-                    else:
-                        self._hooks = HookRegistry(name=self.name)
-        return self._hooks
+        found = self._hooks
+        return found if found is not None else self._create("_hooks", _new_hooks)
 
     @property
     def platforms(self) -> PlatformManager:
         """Discovery, selection and the current platform of this namespace."""
-        if self._platforms is None:
-            with self._lock:
-                if self._platforms is None:
-                    from spawnkit.platforms.discovery import PlatformManager
-
-                    self._platforms = PlatformManager(self)
-        return self._platforms
+        found = self._platforms
+        return found if found is not None else self._create("_platforms", _new_platforms)
 
     @property
     def plugins(self) -> PluginManager:
         """General-plugin discovery and the load/apply stages of this namespace."""
-        if self._plugins is None:
-            with self._lock:
-                if self._plugins is None:
-                    from spawnkit.hooks.plugins import PluginManager
+        found = self._plugins
+        return found if found is not None else self._create("_plugins", _new_plugins)
 
-                    self._plugins = PluginManager(self)
-        return self._plugins
+    def _create(self, attr: str, build: Callable[[Namespace], _S]) -> _S:
+        """Build the subsystem kept in ``attr`` once, even when two threads ask at once."""
+        with self._lock:
+            found: _S | None = getattr(self, attr)
+            if found is None:
+                found = build(self)
+                setattr(self, attr, found)
+            return found
 
     # ------------------------------------------------------ convenience API
     @property
@@ -175,15 +176,8 @@ class Namespace:
         SGLang's ``HookRegistry.register(...)`` run unchanged:
         ``HookRegistry = NS.HookRegistry`` (see ``spawnkit.hooks._bound``).
         """
-        cls = self._hook_class
-        if cls is None:
-            with self._lock:
-                cls = self._hook_class
-                if cls is None:
-                    from spawnkit.hooks._bound import bound_registry_class
-
-                    cls = self._hook_class = bound_registry_class(self.hooks, self.name)
-        return cls
+        found = self._hook_class
+        return found if found is not None else self._create("_hook_class", _new_hook_class)
 
     @property
     def HookType(self) -> type[_HookType]:
@@ -191,6 +185,31 @@ class Namespace:
         from spawnkit.hooks.types import HookType
 
         return HookType
+
+
+# What Namespace._create builds, one per subsystem; imported on first use (see the docstring).
+def _new_hooks(ns: Namespace) -> HookRegistry:
+    from spawnkit.hooks.registry import HookRegistry
+
+    return HookRegistry.default() if ns.name == DEFAULT_NAMESPACE_NAME else HookRegistry(ns.name)
+
+
+def _new_platforms(ns: Namespace) -> PlatformManager:
+    from spawnkit.platforms.discovery import PlatformManager
+
+    return PlatformManager(ns)
+
+
+def _new_plugins(ns: Namespace) -> PluginManager:
+    from spawnkit.hooks.plugins import PluginManager
+
+    return PluginManager(ns)
+
+
+def _new_hook_class(ns: Namespace) -> type[_Registry]:
+    from spawnkit.hooks._bound import bound_registry_class
+
+    return bound_registry_class(ns.hooks, ns.name)
 
 
 def default_namespace() -> Namespace:
@@ -232,3 +251,47 @@ def get_namespace(ns: Namespace | str | NamespaceConfig | None = None) -> Namesp
                 raise unknown_namespace(ns, sorted(Namespace._registry))
         return found
     raise TypeError(f"namespace must be a Namespace, a name or None, got {type(ns).__name__}")
+
+
+# ------------------------------------------------------ the module-level API
+_default_platforms: PlatformManager | None = None
+
+
+def _platforms_of(namespace: Namespace | str | NamespaceConfig | None) -> PlatformManager:
+    global _default_platforms
+    if namespace is None:
+        worker: Namespace | None = _phase.worker_namespace()
+        if worker is not None:
+            # A worker of namespace "minieng" runs on minieng's platform; the default
+            # namespace's answer would be another engine's (usually "base").
+            return worker.platforms
+        # default_namespace() rebuilds a config on every call; current_platform may be hot.
+        if _default_platforms is None:
+            _default_platforms = default_namespace().platforms
+        return _default_platforms
+    return get_namespace(namespace).platforms
+
+
+def current_platform_of(namespace: Namespace | str | NamespaceConfig | None = None) -> Platform:
+    """What ``spawnkit.platforms.current_platform`` is: the resolved platform of ``namespace``."""
+    return _platforms_of(namespace).current()
+
+
+def initialize_current_platform(namespace: Namespace | str | None = None) -> Platform:
+    """Resolve the platform and run its ``init_backend()`` once per process."""
+    return _platforms_of(namespace).initialize()
+
+
+def explain_platform(namespace: Namespace | str | None = None) -> PlatformExplanation:
+    """What discovery did: candidates and outcomes, probes, path, winner (``str()`` it)."""
+    return _platforms_of(namespace).explain()
+
+
+def load_plugins(namespace: Any = None, **kwargs: Any) -> list[LoadedPlugin]:
+    """Load the namespace's general plugins (registration only); see :meth:`PluginManager.load`."""
+    return get_namespace(namespace).plugins.load(**kwargs)
+
+
+def apply_plugin_hooks(namespace: Any = None, **kwargs: Any) -> list[str]:
+    """Apply every hook registered in the namespace; see :meth:`PluginManager.apply`."""
+    return get_namespace(namespace).plugins.apply(**kwargs)

@@ -33,11 +33,11 @@ import os
 import sys
 import threading
 import warnings
-from collections.abc import Collection, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from spawnkit import _steps
 from spawnkit.errors import ConfigError, ImportGuardError
 
 __all__ = [
@@ -88,9 +88,7 @@ class ImportSite(NamedTuple):
 
 # module -> (filename, lineno, function, step); tuples, because this is the hot path.
 _sites: dict[str, tuple[str, int, str, str]] = {}
-_step = "startup"
 _armed_lock = threading.Lock()
-_plugins_began: frozenset[str] | None = None
 
 
 def _is_machinery(filename: str) -> bool:
@@ -119,10 +117,11 @@ class _FirstImportRecorder:
         frame: Any = sys._getframe(1)
         while frame is not None and _is_machinery(frame.f_code.co_filename):
             frame = frame.f_back
+        now = _steps._step
         if frame is None:
-            _sites[name] = ("<unknown>", 0, "?", _step)
+            _sites[name] = ("<unknown>", 0, "?", now)
         else:
-            _sites[name] = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, _step)
+            _sites[name] = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, now)
         return None
 
     @staticmethod
@@ -154,41 +153,11 @@ def armed() -> bool:
     return _RECORDER in sys.meta_path
 
 
-def set_step(name: str) -> str:
-    """Label the imports that follow (a stage or ``plugin:<name>``); returns the previous label.
-
-    A step is finer than a stage (one plugin's loading inside ``load_plugins``);
-    "phase" means something else: where the process stands in a worker's
-    bootstrap (``spawnkit.spec._phase``).
-    """
-    global _step
-    previous, _step = _step, name
-    return previous
-
-
-@contextmanager
-def step(name: str) -> Iterator[None]:
-    """``set_step`` for a block, restored afterwards even when the block raises."""
-    previous = set_step(name)
-    try:
-        yield
-    finally:
-        set_step(previous)
-
-
-def current_step() -> str:
-    return _step
-
-
-# Former names of the three above, for callers outside spawnkit.
+# The step labels live below the hook engine, which sets them while plugins load.
+set_step, step, current_step = _steps.set_step, _steps.step, _steps.current_step
+mark_plugins_began = _steps.mark_plugins_began
+# Former names of the three step functions, for callers outside spawnkit.
 set_phase, phase, current_phase = set_step, step, current_step
-
-
-def mark_plugins_began() -> frozenset[str]:
-    """Snapshot ``sys.modules`` as plugin loading starts: what :func:`check` calls "too early"."""
-    global _plugins_began
-    _plugins_began = frozenset(sys.modules)
-    return _plugins_began
 
 
 def first_import(module: str) -> ImportSite | None:
@@ -244,11 +213,9 @@ def window_of(filename: str, step: str, function: str = "") -> str:
         return PRELOAD
     if os.path.abspath(filename) in _main_files():
         return MAIN
-    if step == "startup":
+    if step == STARTUP:
         return STARTUP
-    if step.startswith("plugin:"):
-        return PLUGIN
-    return STAGE
+    return PLUGIN if _steps.split_step(step)[0] == PLUGIN else STAGE
 
 
 def frame_window(frame: Any, step: str) -> str:
@@ -258,8 +225,8 @@ def frame_window(frame: Any, step: str) -> str:
     launching script re-executed (spawn's ``prepare``), the Process being
     unpickled (spawn's ``_main``) or a fork server's preload.
     """
-    if step != "startup":
-        return PLUGIN if step.startswith("plugin:") else STAGE
+    if step != STARTUP:
+        return PLUGIN if _steps.split_step(step)[0] == PLUGIN else STAGE
     while frame is not None:
         window = window_of(frame.f_code.co_filename, step, frame.f_code.co_name)
         if window in _OUTERMOST:
@@ -280,7 +247,7 @@ def _context_of(site: ImportSite) -> str:
     if window == STARTUP:
         return "before the bootstrap started"
     if window == PLUGIN:
-        return f"by the code of {site.step[7:]} while it loaded"
+        return f"by the code of {_steps.split_step(site.step)[1]} while it loaded"
     return f"during the bootstrap stage {site.step!r}"
 
 
@@ -316,17 +283,13 @@ def _chain_window(sites: list[ImportSite]) -> tuple[str, str]:
     if not sites:
         return STARTUP, ""
     first = sites[0]
-    if first.step != "startup":
+    if first.step != STARTUP:
         return window_of(first.filename, first.step, first.function), first.step
     for s in sites:
         window = window_of(s.filename, s.step, s.function)
         if window in _OUTERMOST:
             return window, s.step
     return STARTUP, first.step
-
-
-def _chain(site: ImportSite, limit: int = 6) -> list[str]:
-    return [f"{s.module} <- {s.filename}:{s.lineno}" for s in _chain_sites(site, limit)]
 
 
 def _referenced_modules(value: Any, budget: int = 2000, depth: int = 4) -> set[str]:
@@ -427,50 +390,16 @@ class GuardResult:
         }
 
 
-def _resolve_loaded(target: str) -> tuple[bool, Any]:
-    """Find ``target``'s current object among *already imported* modules, importing nothing."""
-    parts = target.split(".")
-    for cut in range(len(parts) - 1, 0, -1):
-        mod = sys.modules.get(".".join(parts[:cut]))
-        if mod is None:
-            continue
-        obj: Any = mod
-        try:
-            for attr in parts[cut:]:
-                obj = getattr(obj, attr)
-        except AttributeError:
-            return False, None
-        return True, obj
-    return False, None
+def _stale_bindings(registry: Any, target: str) -> list[str]:
+    """``module.name`` globals still holding ``target``'s original (the hook engine's sweep).
 
-
-def _scan_bindings(target: str, home: str) -> list[tuple[str, str]]:
-    """Modules other than ``home`` whose globals hold ``target``'s object itself."""
-    found, obj = _resolve_loaded(target)
-    if not found or isinstance(obj, (int, str, bytes, float, bool, type(None))):
-        return []
-    pairs: list[tuple[str, str]] = []
-    for name, mod in list(sys.modules.items()):
-        if name == home or mod is None:
-            continue
-        try:
-            namespace = vars(mod)
-        except TypeError:
-            continue
-        for attr, value in list(namespace.items()):
-            if value is obj:
-                pairs.append((name, attr))
-    return pairs
-
-
-def _stale_bindings(registry: Any, target: str, home: str) -> list[tuple[str, str]]:
-    finder = getattr(registry, "stale_bindings", None)
-    if finder is not None:
-        try:
-            return [(str(m), str(a)) for m, a in finder(target)]
-        except Exception:  # the report must not fail because a helper did; fall back
-            pass
-    return _scan_bindings(target, home)
+    A registry that fails to list them must not hide the violation being
+    reported, so the failure is shown in the list instead.
+    """
+    try:
+        return [f"{m}.{a}" for m, a in registry.stale_bindings(target)]
+    except Exception as exc:
+        return [f"(could not list them: {type(exc).__name__}: {exc})"]
 
 
 def _source_text(reg: Any) -> str:
@@ -537,70 +466,89 @@ def check(
     if policy == "off":
         return result
     if before is None:
-        before = _plugins_began if _plugins_began is not None else frozenset(sys.modules)
+        began = _steps.plugins_began()
+        before = began if began is not None else frozenset(sys.modules)
     plugin_imports = plugin_imports or {}
     targets_by_module: Mapping[str, list[Any]] = registry.target_modules()
     for module in sorted(targets_by_module):
-        regs = targets_by_module[module]
         if module not in sys.modules:
             continue
+        regs = targets_by_module[module]
         site = first_import(module)
-        targets = sorted({str(r.target) for r in regs})
-        hooks = [
+        if module not in before:
+            result.plugin_imports.append(_plugin_import(module, regs, site, plugin_imports))
+        else:
+            result.violations.append(_violation(module, regs, site, registry, extra))
+    if result.violations:
+        _raise_or_warn(namespace, result.violations, policy)
+    return result
+
+
+def _plugin_import(
+    module: str, regs: list[Any], site: ImportSite | None, plugin_imports: Mapping[str, str]
+) -> dict[str, Any]:
+    """A target module plugin code imported while loading: fine, listed in the report."""
+    plugin = plugin_imports.get(module)
+    if plugin is None and site is not None:
+        kind, name = _steps.split_step(site.step)
+        plugin = name if kind == PLUGIN else None
+    return {
+        "module": module,
+        "plugin": plugin or "plugin code",
+        "first_import": site.describe() if site else "",
+        "targets": sorted({str(r.target) for r in regs}),
+    }
+
+
+def _violation(
+    module: str,
+    regs: list[Any],
+    site: ImportSite | None,
+    registry: Any,
+    extra: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """A target module imported before plugins loaded: where, how, what it defeats, the fix."""
+    targets = sorted({str(r.target) for r in regs})
+    bindings: list[str] = []
+    for target in targets:
+        bindings.extend(_stale_bindings(registry, target))
+    sites = _chain_sites(site) if site else []
+    window, step = _chain_window(sites)
+    carriers: list[str] = []
+    if window == UNPICKLING and extra:
+        carriers = _carriers(extra, {s.module for s in sites})
+    return {
+        "module": module,
+        "targets": targets,
+        "hooks": [
             f"{r.target} ({getattr(getattr(r, 'hook_type', None), 'name', '?')} from "
             f"{_source_text(r)})"
             for r in regs
-        ]
-        if module not in before:
-            plugin = plugin_imports.get(module)
-            if plugin is None and site is not None and site.step.startswith("plugin:"):
-                plugin = site.step[7:]
-            result.plugin_imports.append(
-                {
-                    "module": module,
-                    "plugin": plugin or "plugin code",
-                    "first_import": site.describe() if site else "",
-                    "targets": targets,
-                }
-            )
-            continue
-        bindings: list[str] = []
-        for target in targets:
-            bindings.extend(f"{m}.{a}" for m, a in _stale_bindings(registry, target, module))
-        sites = _chain_sites(site) if site else []
-        window, step = _chain_window(sites)
-        carriers: list[str] = []
-        if window == UNPICKLING and extra:
-            carriers = _carriers(extra, {s.module for s in sites})
-        result.violations.append(
-            {
-                "module": module,
-                "targets": targets,
-                "hooks": hooks,
-                "sources": sorted({_source_text(r) for r in regs}),
-                "first_import": site.describe() if site else _unknown_site(),
-                "filename": site.filename if site else "",
-                "lineno": site.lineno if site else 0,
-                "chain": [f"{s.module} <- {s.filename}:{s.lineno}" for s in sites],
-                "stale_bindings": sorted(set(bindings)),
-                "window": window if site else "",
-                "carriers": carriers,
-                "fix": _fix(window if site else "", module, step, carriers),
-            }
-        )
-    if result.violations:
-        message = _message(namespace, result.violations, policy)
-        if policy == "error":
-            from spawnkit.bootstrap.stages import Stage  # failure path only
+        ],
+        "sources": sorted({_source_text(r) for r in regs}),
+        "first_import": site.describe() if site else _unknown_site(),
+        "filename": site.filename if site else "",
+        "lineno": site.lineno if site else 0,
+        "chain": [f"{s.module} <- {s.filename}:{s.lineno}" for s in sites],
+        "stale_bindings": sorted(set(bindings)),
+        "window": window if site else "",
+        "carriers": carriers,
+        "fix": _fix(window if site else "", module, step, carriers),
+    }
 
-            raise ImportGuardError(message, findings=result.violations, stage=Stage.PLUGINS.value)
-        first = result.violations[0]
-        # Once, located at the user's import rather than at spawnkit's call of check().
-        where, line = first["filename"] or "<import guard>", first["lineno"]
-        if first["carriers"]:
-            where, line = f"spec.extra[{first['carriers'][0]!r}]", 0
-        warnings.warn_explicit(message, ImportGuardWarning, where, line)
-    return result
+
+def _raise_or_warn(namespace: Any, violations: list[dict[str, Any]], policy: str) -> None:
+    message = _message(namespace, violations, policy)
+    if policy == "error":
+        from spawnkit.bootstrap.stages import Stage  # failure path only
+
+        raise ImportGuardError(message, findings=violations, stage=Stage.PLUGINS.value)
+    first = violations[0]
+    # Once, located at the user's import rather than at spawnkit's call of check().
+    where, line = first["filename"] or "<import guard>", first["lineno"]
+    if first["carriers"]:
+        where, line = f"spec.extra[{first['carriers'][0]!r}]", 0
+    warnings.warn_explicit(message, ImportGuardWarning, where, line)
 
 
 def _unknown_site() -> str:

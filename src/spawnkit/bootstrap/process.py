@@ -349,17 +349,10 @@ class Bootstrapper:
             lenient=True if self.spec.lenient_plugins else None,
             apply_deferred=False,
         )
-        config = self.namespace.config
-        policy = guard.resolve_policy(
-            config.guard_policy,
-            os.environ.get(config.guard_var),
-            self.spec.guard_policy,
-            var=config.guard_var,
-        )
         self.guard_result = guard.check(
             self.namespace,
             self.namespace.hooks,
-            policy,
+            self._guard_policy(),
             before=manager.report.modules_before,
             plugin_imports=manager.report.plugin_imports,
             extra=self.spec.extra,
@@ -400,15 +393,17 @@ class Bootstrapper:
         if not holders:
             return
         result = self.guard_result
-        if result is None:
-            config = self.namespace.config
-            policy = guard.resolve_policy(
-                config.guard_policy, os.environ.get(config.guard_var), self.spec.guard_policy
-            )
-        else:
-            policy = result.policy
+        if result is not None:
             result.stale_holders = holders
+        policy = result.policy if result is not None else self._guard_policy()
         guard.check_stale(self.namespace, holders, policy)
+
+    def _guard_policy(self) -> str:
+        config = self.namespace.config
+        env = os.environ.get(config.guard_var)
+        return guard.resolve_policy(
+            config.guard_policy, env, self.spec.guard_policy, var=config.guard_var
+        )
 
     @_staged
     def materialize_payload(self) -> None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import sys
 import types
 from collections import OrderedDict, defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, KeysView
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_not
 from typing import Any, NamedTuple
@@ -153,43 +153,55 @@ def _inspect(
         if not containers or id(value) in seen:
             continue
         kind = type(value)
-        if kind in _DICTS:
+        if kind in _MUTABLE:
             seen.add(id(value))
-            for key, item in list(value.items()):
+            entries = list(value.items()) if kind in _DICTS else list(enumerate(value))
+            for key, item in entries:
                 rebind = hit(item)
-                if rebind is not None:
+                if rebind is not None:  # "TABLE['tok']", "HANDLERS[2]"
                     found.append(Holder(modname, value, key, f"{name}[{key!r}]", rebind))
-        elif kind is list:
+        elif not clean and stale is not None and kind in _CONTAINERS:
             seen.add(id(value))
-            for index, item in enumerate(list(value)):
+            for label, what, item in _fixed_items(name, value):
                 rebind = hit(item)
                 if rebind is not None:
-                    found.append(Holder(modname, value, index, f"{name}[{index}]", rebind))
-        elif clean or stale is None:
+                    stale.append(StaleHolder(modname, label, what, rebind.key))
+
+
+def _fixed_items(name: str, value: Any) -> Iterator[tuple[str, str, Any]]:
+    """(label, kind, item) of what a tuple or a function's defaults hold: never rebound."""
+    if type(value) is tuple:
+        for index, item in enumerate(value):
+            yield f"{name}[{index}]", "tuple item", item
+        return
+    defaults = value.__defaults__ or ()
+    params = _parameters(value)[len(_parameters(value)) - len(defaults) :]
+    named = list(zip(params, defaults, strict=False))
+    named += list((value.__kwdefaults__ or {}).items())
+    for param, item in named:
+        yield f"{name}() default of {param!r}", "default argument", item
+
+
+_Module = tuple[str, dict[str, Any], list[Any]]  # name, globals, their values
+
+
+def _nested(
+    group: list[_Module], wanted: KeysView[int], *, immutable_too: bool
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The modules of ``group`` whose containers hold one of the ``wanted`` ids.
+
+    C-level passes over chunks of modules first: only a chunk that holds an
+    original is searched module by module.
+    """
+    for start in range(0, len(group), _CHUNK):
+        chunk = group[start : start + _CHUNK]
+        everything = list(_flat(values for _, _, values in chunk))
+        if wanted.isdisjoint(map(id, _container_items(everything, immutable_too))):
             continue
-        elif kind is tuple:
-            seen.add(id(value))
-            for index, item in enumerate(value):
-                rebind = hit(item)
-                if rebind is not None:
-                    stale.append(StaleHolder(modname, f"{name}[{index}]", "tuple item", rebind.key))
-        elif kind is types.FunctionType:
-            seen.add(id(value))
-            defaults = value.__defaults__ or ()
-            params = _parameters(value)[len(_parameters(value)) - len(defaults) :]
-            named = list(zip(params, defaults, strict=False))
-            named += list((value.__kwdefaults__ or {}).items())
-            for param, item in named:
-                rebind = hit(item)
-                if rebind is not None:
-                    stale.append(
-                        StaleHolder(
-                            modname,
-                            f"{name}() default of {param!r}",
-                            "default argument",
-                            rebind.key,
-                        )
-                    )
+        for modname, namespace, values in chunk:
+            items = _container_items(values, immutable_too)
+            if not wanted.isdisjoint(map(id, items)):
+                yield modname, namespace
 
 
 def find_holders(
@@ -222,8 +234,8 @@ def find_holders(
     wanted = rebinds.keys()
     related = frozenset(r.key.partition(".")[0] for r in rebinds.values())
     direct: dict[str, dict[str, Any]] = {}
-    dirty: list[tuple[str, dict[str, Any], list[Any]]] = []  # searched in full
-    registries: list[tuple[str, dict[str, Any], list[Any]]] = []  # dicts and lists only
+    dirty: list[_Module] = []  # searched in full
+    registries: list[_Module] = []  # dicts and lists only
     for modname, namespace in _module_dicts():
         clean = modname in clean_modules
         if clean and not (containers and modname.partition(".")[0] in related):
@@ -240,18 +252,8 @@ def find_holders(
             direct[modname] = namespace
     nested: dict[str, dict[str, Any]] = {}
     if containers:
-        for group, immutable_too in ((dirty, True), (registries, False)):
-            # C-level passes over chunks of modules first: only a chunk that holds an
-            # original is searched module by module.
-            for start in range(0, len(group), _CHUNK):
-                chunk = group[start : start + _CHUNK]
-                everything = list(_flat(values for _, _, values in chunk))
-                if wanted.isdisjoint(map(id, _container_items(everything, immutable_too))):
-                    continue
-                for modname, namespace, values in chunk:
-                    items = _container_items(values, immutable_too)
-                    if not wanted.isdisjoint(map(id, items)):
-                        nested[modname] = namespace
+        nested.update(_nested(dirty, wanted, immutable_too=True))
+        nested.update(_nested(registries, wanted, immutable_too=False))
     found: list[Holder] = []
     # Containers already walked; a module's own namespace is never one (``__builtins__``,
     # ``vars(mod)`` kept somewhere): its globals follow that module's own rules.

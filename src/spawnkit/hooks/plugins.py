@@ -19,34 +19,29 @@ done, so every later plugin's hooks would silently never apply.  A call from
 inside a plugin (same thread) is deferred to the outer load/apply; a call from
 another thread waits, bounded by ``LOAD_WAIT_S``, for loading to finish.
 
-Selection rules, in order: the explicit ``names=`` (the parent's frozen
-selection) or else the namespace's ``<PREFIX>_PLUGINS`` variable (unset: all,
-empty: none, otherwise comma-separated names); plugins of a distribution that
-provides a platform other than the selected one are skipped without being
-imported.  A selected name that matches no installed plugin is a
-``PluginError`` (did-you-mean and the installed names) unless lenient mode is
-on, where it is one warning: a typo must not silently run with no plugins.
+Which plugins are selected (metadata only, nothing imported) is ``_plugin_selection``.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 import sys
 import time
 import types
-import warnings
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spawnkit import _metadata
+from spawnkit import _metadata, _steps
+from spawnkit._exports import load_export
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import PluginError, SpawnkitError
+from spawnkit.hooks import _plugin_selection as _sel
+from spawnkit.hooks._plugin_selection import PluginInfo, PluginSelectionWarning
 
 if TYPE_CHECKING:
-    from spawnkit.namespace import Namespace
+    from spawnkit.namespace import Namespace, apply_plugin_hooks, load_plugins
 
 __all__ = [
     "FailedPlugin",
@@ -59,6 +54,12 @@ __all__ = [
     "load_plugins",
 ]
 
+#: ``load_plugins`` / ``apply_plugin_hooks`` take ``namespace=None``, and choosing the
+#: namespace is the facade's job: they are defined there and re-exported here by name.
+_FACADE = "spawnkit.namespace"
+
+_parse_bool = _sel.parse_bool  # launch.specs parses the lenient variable with it
+
 _log = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
 
 #: Called with ``(plugin name, distribution)`` right after each plugin loaded.  The warm-start
@@ -69,37 +70,6 @@ after_each_plugin: Callable[[str, str], None] | None = None
 #: How long apply_plugin_hooks() in one thread waits for load_plugins() running in another
 #: (the launcher's default ready_timeout: a bootstrap slower than that fails anyway).
 LOAD_WAIT_S = 300.0
-
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off", ""})
-
-
-class PluginSelectionWarning(UserWarning):
-    """A selected plugin name matches no installed plugin, or two distributions share one."""
-
-
-def _norm(dist: str | None) -> str:
-    return (dist or "").lower().replace("-", "_").replace(".", "_")
-
-
-@dataclass(frozen=True)
-class PluginInfo:
-    """One discovered entry point and whether it would load (for ``spawnkit doctor``).
-
-    ``status`` is ``"selected"``, ``"not-selected"`` (filtered by name) or
-    ``"excluded"`` (its distribution provides an unselected platform).
-    """
-
-    name: str
-    value: str
-    dist: str
-    version: str
-    group: str
-    status: str = "selected"
-    reason: str = ""
-
-    def describe(self) -> str:
-        return f"plugin {self.name!r} = {self.value!r} from {self.dist} {self.version}"
 
 
 @dataclass(frozen=True)
@@ -149,36 +119,6 @@ class PluginReport:
         return found
 
 
-def _parse_bool(var: str, raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    from spawnkit.errors import ConfigError
-
-    raise ConfigError(
-        f"{var}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off.", setting=var
-    )
-
-
-def _user_stacklevel() -> int:
-    """``stacklevel`` for the caller of this function's caller that points outside spawnkit.
-
-    A warning about the user's configuration should show the user's line
-    (their ``spawn_with_plugins`` or ``load_plugins`` call), not a spawnkit
-    module they never wrote; inside a worker, where every frame is spawnkit's,
-    it stays on the warning's own line.
-    """
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame: types.FrameType | None = sys._getframe(1)
-    level = 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
-        frame = frame.f_back
-        level += 1
-    return level if frame is not None else 1
-
-
 class PluginManager:
     """General-plugin discovery and the load/apply stages of one namespace."""
 
@@ -219,78 +159,6 @@ class PluginManager:
         return self._apply_once.state is OnceState.DONE
 
     # ------------------------------------------------------------ discovery
-    def _lenient(self, lenient: bool | None) -> bool:
-        if lenient is not None:
-            return bool(lenient)
-        var = self.namespace.config.lenient_var
-        raw = os.environ.get(var)
-        if raw is not None:
-            return _parse_bool(var, raw)
-        return not self.namespace.config.strict_plugins
-
-    def _wanted(self, names: tuple[str, ...] | list[str] | None) -> tuple[set[str] | None, str]:
-        """The selected names (``None`` = all) and where the selection came from."""
-        if names is not None:
-            return {n.strip() for n in names if n.strip()}, "the parent's selection (names=)"
-        var = self.namespace.config.plugins_var
-        raw = os.environ.get(var)
-        if raw is None:
-            return None, ""
-        return {n.strip() for n in raw.split(",") if n.strip()}, f"{var}={raw!r}"
-
-    def _excluded_dists(
-        self, candidates: tuple[_metadata.EntryPointInfo, ...], platform: str | None = None
-    ) -> dict[str, str]:
-        """Normalised dist -> reason, for dists providing a platform other than the selected one.
-
-        Asks the platform manager only when some plugin's distribution also
-        ships a platform, so a plain plugin set never triggers platform work.
-        ``platform`` is a selection the caller decided on (the launcher's
-        ``env=``), resolved instead of this process's own selection.
-        """
-        platforms = self.namespace.platforms
-        plat_dists: dict[str, str] = dict(platforms.platform_dists())
-        providing: dict[str, list[str]] = {}
-        for ep_name, dist in plat_dists.items():
-            providing.setdefault(_norm(dist), []).append(ep_name)
-        if not any(_norm(ep.dist) in providing for ep in candidates):
-            return {}
-        if platform is None:
-            selected = _norm(platforms.selected_dist())
-        else:
-            chosen = platforms.select(platform)
-            selected = _norm(chosen.dist if chosen.kind == "plugin" else None)
-        return {
-            dist: (
-                f"its distribution provides platform {', '.join(sorted(eps))}, which is not the "
-                "selected platform"
-            )
-            for dist, eps in providing.items()
-            if dist != selected
-        }
-
-    def _classify(
-        self,
-        names: tuple[str, ...] | list[str] | None,
-        platform: str | None = None,
-        origin: str = "",
-    ) -> tuple[list[PluginInfo], list[str], str]:
-        group = self.namespace.config.plugin_group
-        eps = _metadata.entry_points(group)
-        wanted, found_origin = self._wanted(names)
-        origin = origin or found_origin
-        excluded = self._excluded_dists(eps, platform) if eps else {}
-        infos: list[PluginInfo] = []
-        for ep in sorted(eps, key=lambda e: e.name):
-            status, reason = "selected", ""
-            if wanted is not None and ep.name not in wanted:
-                status, reason = "not-selected", f"not in {origin}"
-            elif _norm(ep.dist) in excluded:
-                status, reason = "excluded", excluded[_norm(ep.dist)]
-            infos.append(PluginInfo(ep.name, ep.value, ep.dist, ep.version, group, status, reason))
-        unknown = sorted(wanted - {ep.name for ep in eps}) if wanted else []
-        return infos, unknown, origin
-
     def discover(
         self, *, names: tuple[str, ...] | list[str] | None = None, platform: str | None = None
     ) -> list[PluginInfo]:
@@ -301,7 +169,7 @@ class PluginManager:
         names the platform the exclusion rule compares with (default: this
         process's selection).
         """
-        return self._classify(names, platform)[0]
+        return _sel.classify(self.namespace, names, platform)[0]
 
     def select(
         self,
@@ -319,43 +187,13 @@ class PluginManager:
         distributions provide.  Lenient mode turns each into one warning.
         ``origin`` says where ``names`` came from, for the message.
         """
-        infos, unknown, origin = self._classify(names, platform, origin)
-        lenient = self._lenient(lenient)
+        infos, unknown, origin = _sel.classify(self.namespace, names, platform, origin)
+        lenient = _sel.is_lenient(self.namespace, lenient)
         if unknown:
-            self._unknown(unknown, infos, lenient, origin)
+            _sel.refuse_unknown(self.namespace, unknown, infos, lenient, origin)
         selected = [i for i in infos if i.status == "selected"]
-        self._check_duplicates(selected, lenient)
+        _sel.check_duplicates(self.namespace, selected, lenient)
         return tuple(dict.fromkeys(i.name for i in selected))
-
-    def _unknown(
-        self, unknown: list[str], infos: list[PluginInfo], lenient: bool, origin: str
-    ) -> None:
-        """A selected name matches nothing: ``PluginError``, or one warning when lenient."""
-        import difflib  # only on this path
-
-        config = self.namespace.config
-        installed = sorted({i.name for i in infos})
-        parts = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, installed, n=1)
-            parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-        message = (
-            f"{origin or config.plugins_var} selects "
-            f"{', '.join(parts)}, but no installed plugin of {config.plugin_group!r} has that "
-            f"name; installed: {', '.join(installed) or 'none'}."
-        )
-        if not lenient:
-            raise PluginError(
-                f"{message} Fix the name in {config.plugins_var}, or set "
-                f"{config.lenient_var}=1 to run without it.",
-                plugin=unknown[0],
-                group=config.plugin_group,
-            )
-        warnings.warn(
-            f"{message} Lenient mode ({config.lenient_var}): running without it.",
-            PluginSelectionWarning,
-            stacklevel=_user_stacklevel(),
-        )
 
     # --------------------------------------------------------------- loading
     def load(
@@ -385,28 +223,26 @@ class PluginManager:
     def _load(
         self, names: tuple[str, ...] | list[str] | None, lenient: bool | None
     ) -> list[LoadedPlugin]:
-        from spawnkit.bootstrap import guard
-
-        report = self.report = PluginReport(lenient=self._lenient(lenient))
-        report.modules_before = guard.mark_plugins_began()
-        infos, unknown, origin = self._classify(names)
+        report = self.report = PluginReport(lenient=_sel.is_lenient(self.namespace, lenient))
+        report.modules_before = _steps.mark_plugins_began()
+        infos, unknown, origin = _sel.classify(self.namespace, names)
         report.unknown_names = unknown
         if unknown:
-            self._unknown(unknown, infos, report.lenient, origin)
+            _sel.refuse_unknown(self.namespace, unknown, infos, report.lenient, origin)
         selected = [i for i in infos if i.status == "selected"]
         report.skipped = [i for i in infos if i.status != "selected"]
         for info in report.skipped:
             if _log.isEnabledFor(DEBUG):
                 _log.debug("skipping %s: %s", info.describe(), info.reason)
-        self._check_duplicates(selected, report.lenient)
-        platform_dist = _norm(self._selected_dist_quiet()) if selected else ""
+        _sel.check_duplicates(self.namespace, selected, report.lenient)
+        platform_dist = _sel.norm(self._selected_dist_quiet()) if selected else ""
         seen: set[str] = set()
         for info in selected:
             if info.name in seen:
                 continue  # duplicate name, already warned about; first on sys.path wins
             seen.add(info.name)
             strict = not report.lenient or (
-                bool(platform_dist) and _norm(info.dist) == platform_dist
+                bool(platform_dist) and _sel.norm(info.dist) == platform_dist
             )
             self._load_one(info, strict, report)
         return list(report.loaded)
@@ -419,34 +255,6 @@ class PluginManager:
             # selected platform no dist gets the "always strict" treatment.
             return None
         return dist
-
-    def _check_duplicates(self, selected: list[PluginInfo], lenient: bool) -> None:
-        by_name: dict[str, list[PluginInfo]] = {}
-        for info in selected:
-            by_name.setdefault(info.name, []).append(info)
-        for name, infos in by_name.items():
-            if len(infos) < 2:
-                continue
-            dists = ", ".join(f"{i.dist} {i.version} ({i.value})" for i in infos)
-            message = (
-                f"plugin name {name!r} in {self.namespace.config.plugin_group} is provided by "
-                f"several distributions: {dists}. Uninstall one, or rename its entry point."
-            )
-            if not lenient:
-                first = infos[0]
-                raise PluginError(
-                    message,
-                    plugin=name,
-                    value=first.value,
-                    dist=first.dist,
-                    version=first.version,
-                    group=first.group,
-                )
-            warnings.warn(
-                message + " Lenient mode: loading the first.",
-                PluginSelectionWarning,
-                stacklevel=_user_stacklevel(),
-            )
 
     def _refuse_misrouted(self, default: Any, source: Any, before: int) -> None:
         """Hooks a plugin of this namespace put on the *default* registry would never run.
@@ -473,74 +281,20 @@ class PluginManager:
         )
 
     def _load_one(self, info: PluginInfo, strict: bool, report: PluginReport) -> None:
-        from spawnkit.bootstrap import guard
-        from spawnkit.hooks.types import HookSource, plugin_source
+        from spawnkit.hooks.types import HookSource
 
         source = HookSource(info.name, info.dist, info.version)
-        ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
         registry = self.namespace.hooks
-        default = type(registry).default()
         before_regs = len(registry.registrations())
-        before_default = _count_from(default, source) if default is not registry else 0
         # sys.modules keeps insertion order and imports only append, so the modules this
         # plugin imported are the tail: no per-plugin set of every loaded module (a
         # thousand of them once torch is preloaded in a warm worker).
         before_mods = len(sys.modules)
         start = time.perf_counter()
-        step = "import"
-        try:
-            with plugin_source(source), guard.step(f"plugin:{info.name}"):
-                obj = _metadata.load_entry_point(ep)
-                if isinstance(obj, types.ModuleType):
-                    pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
-                elif callable(obj):
-                    step = "call"
-                    obj()
-                else:
-                    step = "call"
-                    raise TypeError(
-                        f"entry point resolves to a {type(obj).__name__}, not a callable; point "
-                        "it at the plugin's register function ('module:register')"
-                    )
-                if default is not registry:
-                    self._refuse_misrouted(default, source, before_default)
-        except Exception as exc:
+        failure = self._run(info, source, registry)
+        if failure is not None:
             registry.discard_source(source)
-            what = "failed to import" if step == "import" else "raised in its callback"
-            message = (
-                f"{info.describe()} {what}: {type(exc).__name__}: {exc}. Its hook "
-                f"registrations were discarded. Fix or upgrade {info.dist}, or deselect it "
-                f"with {self.namespace.config.plugins_var}"
-            )
-            if strict:
-                if report.lenient:
-                    message += (
-                        " (it belongs to the selected platform's distribution, so lenient mode "
-                        "does not apply)"
-                    )
-                raise PluginError(
-                    message + ".",
-                    plugin=info.name,
-                    value=info.value,
-                    dist=info.dist,
-                    version=info.version,
-                    group=info.group,
-                ) from exc
-            import traceback  # only on this failure path
-
-            # ERROR, not WARNING: the run goes on without this plugin's hooks, and alerting
-            # keyed on ERROR must see that; the traceback says where it failed.
-            _log.error("lenient plugin loading: %s; continuing without it.", message, exc_info=True)
-            report.failed.append(
-                FailedPlugin(
-                    info.name,
-                    info.value,
-                    info.dist,
-                    info.version,
-                    f"{type(exc).__name__}: {exc}",
-                    "".join(traceback.format_exception(exc)),
-                )
-            )
+            self._failed(info, strict, report, *failure)
             return
         seconds = time.perf_counter() - start
         imported = tuple(list(sys.modules)[before_mods:])
@@ -558,6 +312,73 @@ class PluginManager:
             _log.debug("loaded %s in %.2f ms", info.describe(), seconds * 1e3)
         if after_each_plugin is not None:
             after_each_plugin(info.name, info.dist)
+
+    def _run(self, info: PluginInfo, source: Any, registry: Any) -> tuple[str, Exception] | None:
+        """Import the plugin's entry point and call it; on failure, what failed and why."""
+        from spawnkit.hooks.types import plugin_source
+
+        ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
+        default = type(registry).default()
+        before_default = _count_from(default, source) if default is not registry else 0
+        what = "failed to import"
+        try:
+            with plugin_source(source), _steps.step(_steps.plugin_step(info.name)):
+                obj = _metadata.load_entry_point(ep)
+                if isinstance(obj, types.ModuleType):
+                    pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
+                elif callable(obj):
+                    what = "raised in its callback"
+                    obj()
+                else:
+                    what = "raised in its callback"
+                    raise TypeError(
+                        f"entry point resolves to a {type(obj).__name__}, not a callable; point "
+                        "it at the plugin's register function ('module:register')"
+                    )
+                if default is not registry:
+                    self._refuse_misrouted(default, source, before_default)
+        except Exception as exc:
+            return what, exc
+        return None
+
+    def _failed(
+        self, info: PluginInfo, strict: bool, report: PluginReport, what: str, exc: Exception
+    ) -> None:
+        """A plugin failed: ``PluginError`` when strict, else logged and kept in the report."""
+        message = (
+            f"{info.describe()} {what}: {type(exc).__name__}: {exc}. Its hook "
+            f"registrations were discarded. Fix or upgrade {info.dist}, or deselect it "
+            f"with {self.namespace.config.plugins_var}"
+        )
+        if strict:
+            if report.lenient:
+                message += (
+                    " (it belongs to the selected platform's distribution, so lenient mode "
+                    "does not apply)"
+                )
+            raise PluginError(
+                message + ".",
+                plugin=info.name,
+                value=info.value,
+                dist=info.dist,
+                version=info.version,
+                group=info.group,
+            ) from exc
+        import traceback  # only on this failure path
+
+        # ERROR, not WARNING: the run goes on without this plugin's hooks, and alerting
+        # keyed on ERROR must see that; the traceback says where it failed.
+        _log.error("lenient plugin loading: %s; continuing without it.", message, exc_info=exc)
+        report.failed.append(
+            FailedPlugin(
+                info.name,
+                info.value,
+                info.dist,
+                info.version,
+                f"{type(exc).__name__}: {exc}",
+                "".join(traceback.format_exception(exc)),
+            )
+        )
 
     # -------------------------------------------------------------- applying
     def apply(self, *, strict: bool = True, clean_modules: Collection[str] = ()) -> list[str]:
@@ -614,19 +435,11 @@ class PluginManager:
         self.report = PluginReport()
 
 
-def load_plugins(namespace: Any = None, **kwargs: Any) -> list[LoadedPlugin]:
-    """Load the namespace's general plugins (registration only); see :meth:`PluginManager.load`."""
-    from spawnkit.namespace import get_namespace
-
-    return get_namespace(namespace).plugins.load(**kwargs)
-
-
-def apply_plugin_hooks(namespace: Any = None, **kwargs: Any) -> list[str]:
-    """Apply every hook registered in the namespace; see :meth:`PluginManager.apply`."""
-    from spawnkit.namespace import get_namespace
-
-    return get_namespace(namespace).plugins.apply(**kwargs)
-
-
 def _count_from(registry: Any, source: Any) -> int:
     return sum(1 for r in registry.registrations() if r.source == source)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("load_plugins", "apply_plugin_hooks"):
+        return load_export(globals(), dict.fromkeys((name,), _FACADE), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,17 +17,15 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-import types
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from spawnkit._log import DEBUG, LazyLogger
-from spawnkit.errors import HookApplyError, HookError, HookRegistrationError
-from spawnkit.hooks import _resolve
-from spawnkit.hooks._chain import build_chain, is_async_callable
+from spawnkit.errors import HookError, HookRegistrationError
+from spawnkit.hooks import _apply, _resolve
+from spawnkit.hooks._chain import is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
-from spawnkit.hooks._journal import ABSENT, Journal, item_of
+from spawnkit.hooks._journal import ABSENT, Journal
 from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
 from spawnkit.hooks.types import (
     UNKNOWN_SOURCE,
@@ -46,48 +44,6 @@ logger = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is
 H = TypeVar("H")
 
 
-@dataclass
-class _Record:
-    """The ledger entry of one patched target (see module docstring)."""
-
-    key: str
-    display: str
-    res: _resolve.Resolved
-    kind: str
-    before: Any  # raw value in the owner's __dict__ before we patched (ABSENT: none)
-    original: Any  # the object other modules may hold (propagation source)
-    installed_raw: Any  # what is in the owner's __dict__ now
-    installed: Any  # the callable (or class) that replaced ``original``
-    regs: tuple[Registration, ...]
-    hooks: tuple[Any, ...]
-    hook_modules: frozenset[str]
-    # (module, container, key, label): a module's globals and the name, or a module-level
-    # dict/list and the key/index ("TABLE['tok']")
-    bindings: list[tuple[str, Any, Any, str]] = field(default_factory=list)
-
-    @property
-    def seqs(self) -> tuple[int, ...]:
-        return tuple(r.seq for r in self.regs)
-
-    @property
-    def propagates(self) -> bool:
-        return isinstance(self.res.owner, types.ModuleType)
-
-
-class _State:
-    """Everything a registry knows; swapped wholesale by ``isolated()``."""
-
-    def __init__(self) -> None:
-        self.regs: dict[str, list[Registration]] = {}
-        self.paths: dict[str, _resolve.TargetPath] = {}
-        self.display: dict[str, str] = {}
-        self.applied: dict[str, _Record] = {}
-        self.hook_objects: dict[int, Any] = {}  # seq -> imported "module:qualname" hook
-        self.seq = 0
-        # references to originals the sweep found and could not rebind, by (module, label)
-        self.stale: dict[tuple[str, str], StaleHolder] = {}
-
-
 def _coerce_type(hook_type: object) -> HookType:
     if isinstance(hook_type, HookType):
         return hook_type
@@ -99,29 +55,8 @@ def _coerce_type(hook_type: object) -> HookType:
     )
 
 
-def _check_hook_object(hook: Any, hook_type: HookType, what: str) -> None:
-    if not callable(hook):
-        raise HookRegistrationError(
-            f"{what}: the hook is a {type(hook).__name__}, not a callable; pass a function, "
-            "a class (REPLACE only) or a 'module:qualname' string"
-        )
-    if isinstance(hook, type) and hook_type is not HookType.REPLACE:
-        raise HookRegistrationError(
-            f"{what}: the hook is the class {describe_hook(hook)}, and a class can only be "
-            f"a REPLACE hook (got {hook_type.name}); register it with HookType.REPLACE or "
-            "hook one of its methods with a function"
-        )
-
-
 def _cannot(hook: Any, src: HookSource, target: str) -> str:
     return f"cannot register hook {describe_hook(hook)} from {src} on target {target!r}"
-
-
-def _hook_module(hook: Any) -> str | None:
-    if isinstance(hook, str):
-        return hook.partition(":")[0]
-    module = getattr(hook, "__module__", None)
-    return module if isinstance(module, str) else None
 
 
 class HookRegistry:
@@ -137,7 +72,7 @@ class HookRegistry:
     def __init__(self, name: str = "spawnkit") -> None:
         self.name = name
         self._lock = threading.RLock()
-        self._state = _State()
+        self._state = _apply.State()
 
     def __repr__(self) -> str:
         return (
@@ -188,7 +123,7 @@ class HookRegistry:
             except HookRegistrationError as exc:
                 raise HookRegistrationError(f"{_cannot(hook, src, target)}: {exc}") from None
         elif not callable(hook) or (isinstance(hook, type) and htype is not HookType.REPLACE):
-            _check_hook_object(hook, htype, _cannot(hook, src, target))
+            _apply.check_hook_object(hook, htype, _cannot(hook, src, target))
         with self._lock:
             st = self._state
             regs = st.regs.setdefault(path.key, [])
@@ -260,260 +195,10 @@ class HookRegistry:
         bootstrap, which reports them per its import guard policy.
         """
         with self._lock:
-            return self._apply(strict, frozenset(clean_modules))
-
-    def _apply(self, strict: bool, clean_modules: frozenset[str] = frozenset()) -> list[str]:
-        st = self._state
-        pending = [
-            k
-            for k, regs in st.regs.items()
-            if regs and (k not in st.applied or st.applied[k].seqs != tuple(r.seq for r in regs))
-        ]
-        orphans = [k for k in st.applied if not st.regs.get(k)]
-        if not pending and not orphans:
-            return []
-        journal = Journal()
-        # One resolver for the call: each target module is imported once, and the targets
-        # of a module (sorted together below) are resolved from it.
-        resolver = _resolve.Resolver()
-        loaded: dict[str, Any] = {}  # 'module:qualname' hook -> object, for this call
-        snapshot, stale_snapshot = dict(st.applied), dict(st.stale)
-        failures: dict[str, tuple[list[str], str]] = {}
-        first_error: BaseException | None = None
-        messages: list[str] = []
-        patched: list[str] = []
-        stale: list[StaleHolder] = []
-
-        def fail(key: str, exc: BaseException) -> None:
-            nonlocal first_error
-            sources = sorted({str(r.source) for r in st.regs.get(key, [])})
-            failures[key] = (sources, f"{type(exc).__name__}: {exc}")
-            if first_error is None:
-                first_error = exc
-
-        restore_rebinds: dict[int, Rebind] = {}
-        for key in orphans:
-            rec = st.applied.pop(key, None)
-            if rec is None:
-                continue  # a method of a class orphan, restored with it below
-            if rec.kind == _resolve.CLASS:
-                for dep in [d for d in st.applied if d.startswith(key + ".")]:
-                    # they were patched on the replacement, which is going away:
-                    # re-resolve them on the class that comes back
-                    self._restore(st.applied.pop(dep), journal, restore_rebinds)
-                    if st.regs.get(dep) and dep not in pending:
-                        pending.append(dep)
-            self._restore(rec, journal, restore_rebinds)
-            logger.debug("restored target %r: no hooks left on it", rec.display)
-
-        hooks: dict[str, list[tuple[Registration, Any]]] = {}
-        for key in pending:
-            try:
-                hooks[key] = [(r, self._hook_object(r, loaded)) for r in st.regs[key]]
-            except Exception as exc:
-                fail(key, exc)
-        classes = {
-            k
-            for k, pairs in hooks.items()
-            if any(r.hook_type is HookType.REPLACE and isinstance(o, type) for r, o in pairs)
-        }
-        # Whole-class REPLACE targets first, so that 'Class.method' targets land on the
-        # replacement; within a round a target sorts before the targets below it.
-        rounds = [sorted(classes, key=self._sort_key), [k for k in hooks if k not in classes]]
-        for index, keys in enumerate(rounds):
-            if index == 1:
-                keys.sort(key=self._sort_key)
-            rebinds: dict[int, Rebind] = dict(restore_rebinds) if index == 0 else {}
-            skip: set[tuple[str, str]] = set()
-            done: list[_Record] = []
-            for key in keys:
-                prev = st.applied.pop(key, None)
-                if index == 0:
-                    for dep in [d for d in st.applied if d.startswith(key + ".")]:
-                        # their owner is about to change (a first or a new class REPLACE):
-                        # re-resolve them on the new class
-                        self._restore(st.applied.pop(dep), journal, rebinds)
-                        if dep not in hooks and st.regs.get(dep):
-                            try:
-                                hooks[dep] = [
-                                    (r, self._hook_object(r, loaded)) for r in st.regs[dep]
-                                ]
-                            except Exception as exc:
-                                fail(dep, exc)
-                                continue
-                            rounds[1].append(dep)
-                try:
-                    rec = self._build(key, hooks[key], prev, messages, resolver)
-                    journal.put(rec.res.owner, rec.res.attr, rec.installed_raw)
-                    if rec.kind == _resolve.CLASS:
-                        resolver.forget_owners()  # walks through this class now find another
-                except Exception as exc:
-                    if prev is not None:
-                        st.applied[key] = prev  # left untouched: the previous chain stays
-                    fail(key, exc)
-                    continue
-                st.applied[key] = rec
-                done.append(rec)
-                patched.append(rec.display)
-                if rec.propagates:
-                    skip.add((rec.res.owner.__name__, rec.res.attr))
-                    rebinds[id(rec.original)] = Rebind(
-                        rec.original, rec.installed, rec.hook_modules, key
-                    )
-                    if prev is not None and prev.installed is not rec.installed:
-                        rebinds[id(prev.installed)] = Rebind(
-                            prev.installed, rec.installed, rec.hook_modules, key
-                        )
-            stale.extend(self._propagate(rebinds, frozenset(skip), journal, clean_modules))
-
-        if failures:
-            if strict:
-                problems = journal.rollback()
-                st.applied, st.stale = snapshot, stale_snapshot
-                raise self._apply_error(failures, problems) from first_error
-            for key, (sources, text) in failures.items():
-                logger.error(
-                    "hook target %r was not patched (hooks from %s): %s; the other targets "
-                    "were applied (strict=False)",
-                    st.display.get(key, key),
-                    ", ".join(sources),
-                    text,
-                )
-        self._note_stale(stale)
-        for message in messages:
-            logger.warning("%s", message)
-        for name in patched:
-            logger.debug("applied hooks on target %r", name)
-        return patched
-
-    def _sort_key(self, key: str) -> tuple[str, ...]:
-        return self._state.paths[key].parts
-
-    def _hook_object(self, reg: Registration, loaded: dict[str, Any]) -> Any:
-        """The hook itself; a string hook shared by many targets is imported once per call."""
-        if not isinstance(reg.hook, str):
-            return reg.hook
-        cache = self._state.hook_objects
-        obj = cache.get(reg.seq)
-        if obj is None:
-            what = f"{reg.describe()} on target {reg.target!r}"
-            obj = loaded.get(reg.hook)
-            if obj is None:
-                try:
-                    obj = loaded[reg.hook] = _resolve.import_hook(reg.hook)
-                except HookRegistrationError as exc:
-                    raise HookRegistrationError(f"{what}: {exc}") from exc.__cause__
-            _check_hook_object(obj, reg.hook_type, what)
-            cache[reg.seq] = obj
-        return obj
-
-    def _build(
-        self,
-        key: str,
-        pairs: list[tuple[Registration, Any]],
-        prev: _Record | None,
-        messages: list[str],
-        resolver: _resolve.Resolver,
-    ) -> _Record:
-        """Resolve and build one target's chain; changes nothing (install is the caller's)."""
-        st = self._state
-        display = st.display[key]
-        regs = tuple(r for r, _ in pairs)
-        if prev is not None:
-            res, before, original = prev.res, prev.before, prev.original
-        else:
-            res = resolver.resolve(st.paths[key], display)
-            before = vars(res.owner).get(res.attr, ABSENT)
-            original = res.raw
-        kind, func = _resolve.classify(res, display)
-        if kind == _resolve.CLASS:
-            wrong = [r for r in regs if r.hook_type is not HookType.REPLACE]
-            if wrong:
-                listed = "; ".join(r.describe() for r in wrong)
-                raise HookRegistrationError(
-                    f"hook target {display!r} is a class, and a class can only be replaced "
-                    f"(HookType.REPLACE with a subclass); got {listed}. Hook one of its methods "
-                    f"instead, e.g. '{display}.__init__'."
-                )
-            reg, replacement = pairs[-1]
-            if isinstance(replacement, type) and not issubclass(replacement, func):
-                messages.append(
-                    f"{reg.describe()} replaces class {display!r} with "
-                    f"{describe_hook(replacement)}, which is not a subclass of it: isinstance() "
-                    "and issubclass() checks against the original class will fail"
-                )
-            installed: Any = replacement
-            raw: Any = replacement
-        else:
-            self._check_override(key, res, regs, messages)
-            installed = build_chain(
-                func, pairs, key=key, display=display, is_async=is_async_callable(func)
-            )
-            if kind == _resolve.CLASSMETHOD:
-                raw = classmethod(installed)
-            elif kind in (_resolve.STATICMETHOD, _resolve.CALLABLE):
-                raw = staticmethod(installed)
-            else:
-                raw = installed
-        modules = frozenset(m for m in (_hook_module(o) for _, o in pairs) if m) | frozenset(
-            m for m in (_hook_module(r.hook) for r in regs) if m
-        )
-        return _Record(
-            key=key,
-            display=display,
-            res=res,
-            kind=kind,
-            before=before,
-            original=original,
-            installed_raw=raw,
-            installed=installed,
-            regs=regs,
-            hooks=tuple(o for _, o in pairs),
-            hook_modules=modules,
-            bindings=list(prev.bindings) if prev is not None else [],
-        )
-
-    def _check_override(
-        self,
-        key: str,
-        res: _resolve.Resolved,
-        regs: tuple[Registration, ...],
-        messages: list[str],
-    ) -> None:
-        """Warn when a method REPLACE overrides what a class REPLACE defined itself."""
-        if not res.had_own or not any(r.hook_type is HookType.REPLACE for r in regs):
-            return
-        parent = self._state.applied.get(key.rpartition(".")[0])
-        if parent is None or parent.kind != _resolve.CLASS or parent.installed is not res.owner:
-            return
-        method = next(r for r in reversed(regs) if r.hook_type is HookType.REPLACE)
-        messages.append(
-            f"{method.describe()} on {self._state.display[key]!r} overrides the implementation "
-            f"that {parent.regs[-1].describe()} defines in its replacement class "
-            f"{describe_hook(parent.installed)}"
-        )
-
-    def _propagate(
-        self,
-        rebinds: dict[int, Rebind],
-        skip: frozenset[tuple[str, str]],
-        journal: Journal,
-        clean_modules: frozenset[str] = frozenset(),
-    ) -> list[StaleHolder]:
-        """Rebind what holds an original; return the references that cannot be rebound."""
-        applied = self._state.applied
-        stale: list[StaleHolder] = []
-        holders = find_holders(rebinds, skip, clean_modules, containers=True, stale=stale)
-        for modname, container, key, label, rebind in holders:
-            journal.rebind(modname, container, key, rebind.new)
-            rec = applied.get(rebind.key)
-            if rec is not None and rebind.new is rec.installed:
-                if not any(c is container and k == key for _, c, k, _ in rec.bindings):
-                    rec.bindings.append((modname, container, key, label))
-                logger.debug(
-                    "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
-                )
-        return stale
+            call = _apply.ApplyCall(self._state, frozenset(clean_modules))
+            patched = call.run(strict)  # a strict failure raises, the state rolled back
+            self._note_stale(call.stale)
+            return patched
 
     def _note_stale(self, stale: list[StaleHolder]) -> None:
         """Keep what the sweep could not rebind; say so unless a bootstrap reports it by policy."""
@@ -529,40 +214,7 @@ class HookRegistry:
 
         if _phase.too_early():
             return  # a worker's bootstrap: its apply_hooks stage reports these per guard policy
-        logger.warning("%s", _stale_message(self._holder_dicts(fresh)))
-
-    def _restore(self, rec: _Record, journal: Journal, rebinds: dict[int, Rebind]) -> None:
-        """Put one target back as it was (journaled); late holders are left to ``rebinds``."""
-        journal.put(rec.res.owner, rec.res.attr, rec.before)
-        for modname, container, key, _label in rec.bindings:
-            if item_of(container, key) is rec.installed:
-                journal.rebind(modname, container, key, rec.original)
-        st = self._state
-        for where in [w for w, h in st.stale.items() if h.target == rec.key]:
-            del st.stale[where]
-        if rec.propagates:
-            rebinds[id(rec.installed)] = Rebind(rec.installed, rec.original, frozenset(), rec.key)
-
-    def _apply_error(
-        self, failures: dict[str, tuple[list[str], str]], problems: list[str]
-    ) -> HookApplyError:
-        st = self._state
-        lines = [
-            f"apply_hooks() failed on {len(failures)} target(s); every change this call made "
-            "was rolled back, so no target is half-patched:"
-        ]
-        for key, (sources, text) in failures.items():
-            lines.append(
-                f"  - {st.display.get(key, key)!r} (hooks from {', '.join(sources)}): {text}"
-            )
-        lines.append(
-            "Fix or uninstall the plugins named above, or call apply_hooks(strict=False) to "
-            "apply the other targets and log these."
-        )
-        if problems:
-            lines.append("Rollback itself failed for: " + "; ".join(problems))
-        shown = {st.display.get(k, k): v for k, v in failures.items()}
-        return HookApplyError("\n".join(lines), failures=shown)
+        logger.warning("%s", _stale_message(_apply.holder_dicts(self._state, fresh)))
 
     # ------------------------------------------------------------- undoing
     @hybridmethod
@@ -578,7 +230,7 @@ class HookRegistry:
             problems: list[str] = []
             for rec in reversed(list(st.applied.values())):
                 try:
-                    self._restore(rec, journal, rebinds)
+                    _apply.restore(st, rec, journal, rebinds)
                 except Exception as exc:
                     problems.append(f"{rec.display!r}: {type(exc).__name__}: {exc}")
             st.applied.clear()
@@ -598,7 +250,7 @@ class HookRegistry:
             try:
                 self.unapply()
             finally:
-                self._state = _State()
+                self._state = _apply.State()
 
     @hybridmethod
     @contextlib.contextmanager
@@ -610,7 +262,7 @@ class HookRegistry:
         """
         with self._lock:
             saved = self._state
-            self._state = _State()
+            self._state = _apply.State()
         try:
             yield self
         finally:
@@ -668,7 +320,7 @@ class HookRegistry:
             ]
 
     @staticmethod
-    def _kind_name(rec: _Record) -> str:
+    def _kind_name(rec: _apply.Record) -> str:
         func = getattr(rec.res.raw, "__func__", rec.res.raw)
         if rec.kind != _resolve.CLASS and is_async_callable(func):
             return f"async {rec.kind}"
@@ -713,8 +365,8 @@ class HookRegistry:
         """
         with self._lock:
             regs = self._state.regs.get(self._key(target), [])
-            names = {_hook_module(r.hook) for r in regs}
-            names |= {_hook_module(self._state.hook_objects.get(r.seq)) for r in regs}
+            names = {_apply.hook_module(r.hook) for r in regs}
+            names |= {_apply.hook_module(self._state.hook_objects.get(r.seq)) for r in regs}
             return sorted(n for n in names if n)
 
     @hybridmethod
@@ -754,19 +406,7 @@ class HookRegistry:
         ``target``.  Cleared for a target when it is restored.
         """
         with self._lock:
-            return self._holder_dicts(list(self._state.stale.values()))
-
-    def _holder_dicts(self, holders: list[StaleHolder]) -> list[dict[str, str]]:
-        display = self._state.display
-        return [
-            {
-                "module": h.module,
-                "name": h.label,
-                "kind": h.kind,
-                "target": display.get(h.target, h.target),
-            }
-            for h in holders
-        ]
+            return _apply.holder_dicts(self._state, list(self._state.stale.values()))
 
 
 def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:

@@ -17,10 +17,9 @@ from typing import TYPE_CHECKING, Any
 from spawnkit._exports import load_export
 from spawnkit.platforms._selection import PlatformSelection
 from spawnkit.platforms.interface import DeviceMixin, Platform, PlatformEnum
-from spawnkit.spec import _phase
 
 if TYPE_CHECKING:
-    from spawnkit.namespace import Namespace
+    from spawnkit.namespace import explain_platform, initialize_current_platform
     from spawnkit.platforms.builtin import (
         BUILTIN_PLATFORMS,
         CpuPlatform,
@@ -32,7 +31,6 @@ if TYPE_CHECKING:
     from spawnkit.platforms.discovery import PlatformManager
     from spawnkit.platforms.explanation import PlatformExplanation
     from spawnkit.platforms.layers import RMSNorm
-    from spawnkit.spec import NamespaceConfig
 
 __all__ = [
     "BUILTIN_PLATFORMS",
@@ -53,6 +51,7 @@ __all__ = [
     "initialize_current_platform",
 ]
 
+_FACADE = "spawnkit.namespace"
 _LAZY = {
     "BUILTIN_PLATFORMS": "spawnkit.platforms.builtin",
     "CpuPlatform": "spawnkit.platforms.builtin",
@@ -63,44 +62,18 @@ _LAZY = {
     "PlatformExplanation": "spawnkit.platforms.explanation",  # for explain_platform() only
     "CustomOp": "spawnkit.platforms.custom_op",
     "RMSNorm": "spawnkit.platforms.layers",
+    # These take namespace=None, and choosing the namespace is the facade's job
+    # (spawnkit.namespace, above this package): defined there, re-exported by name.
+    "current_platform_of": _FACADE,
+    "initialize_current_platform": _FACADE,
+    "explain_platform": _FACADE,
 }
-
-_default_manager: PlatformManager | None = None
-
-
-def _manager(namespace: Namespace | str | NamespaceConfig | None) -> PlatformManager:
-    global _default_manager
-    if namespace is None:
-        worker = _phase.worker_namespace()
-        if worker is not None:
-            # A worker of namespace "minieng" runs on minieng's platform; the default
-            # namespace's answer would be another engine's (usually "base").
-            manager: PlatformManager = worker.platforms
-            return manager
-        # default_namespace() rebuilds a config on every call; current_platform may be hot.
-        if _default_manager is None:
-            from spawnkit.namespace import default_namespace
-
-            _default_manager = default_namespace().platforms
-        return _default_manager
-    from spawnkit.namespace import get_namespace
-
-    return get_namespace(namespace).platforms
-
-
-def initialize_current_platform(namespace: Namespace | str | None = None) -> Platform:
-    """Resolve the platform and run its ``init_backend()`` once per process."""
-    return _manager(namespace).initialize()
-
-
-def explain_platform(namespace: Namespace | str | None = None) -> PlatformExplanation:
-    """What discovery did: candidates and outcomes, probes, path, winner (``str()`` it)."""
-    return _manager(namespace).explain()
 
 
 def __getattr__(name: str) -> Any:
     if name == "current_platform":
-        return _manager(None).current()
+        # Looked up on every access, never cached: inside a worker its namespace decides.
+        return load_export({"__name__": __name__}, _LAZY, "current_platform_of")()
     return load_export(globals(), _LAZY, name)
 
 

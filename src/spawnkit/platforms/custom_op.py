@@ -141,10 +141,10 @@ class CustomOp(torch.nn.Module):
         return self._dispatch_choice
 
     def _platform(self) -> Any:
-        from spawnkit.namespace import get_namespace
+        from spawnkit.platforms import initialize_current_platform
 
         ns = self.__dict__.get("_op_namespace", type(self).namespace)
-        return get_namespace(ns).platforms.initialize()
+        return initialize_current_platform(ns)
 
     def _choose_forward(self) -> tuple[str, Callable[..., Any]]:
         platform = self._platform()

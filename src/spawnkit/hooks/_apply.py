@@ -1,0 +1,393 @@
+"""One ``apply_hooks()`` call: resolve each target, build its chain, install it, rebind, undo.
+
+``HookRegistry`` records registrations; this module turns them into patches.
+A call is an :class:`ApplyCall` over the registry's :class:`State`: targets
+left with no hooks are restored first; whole-class REPLACE targets are
+patched before everything else, so that ``Class.method`` targets land on the
+replacement; each round ends with one stale-binding sweep (``_propagate``).
+Every change goes through a :class:`~spawnkit.hooks._journal.Journal`, so a
+strict failure rolls the whole call back and leaves no target half-patched.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+from spawnkit._log import LazyLogger
+from spawnkit.errors import HookApplyError, HookRegistrationError
+from spawnkit.hooks import _resolve
+from spawnkit.hooks._chain import build_chain, is_async_callable
+from spawnkit.hooks._journal import ABSENT, Journal, item_of
+from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
+from spawnkit.hooks.types import HookType, Registration, describe_hook
+
+__all__: list[str] = []
+
+logger = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
+
+
+@dataclass
+class Record:
+    """The ledger entry of one patched target: what was there, what is there now."""
+
+    key: str
+    display: str
+    res: _resolve.Resolved
+    kind: str
+    before: Any  # raw value in the owner's __dict__ before we patched (ABSENT: none)
+    original: Any  # the object other modules may hold (propagation source)
+    installed_raw: Any  # what is in the owner's __dict__ now
+    installed: Any  # the callable (or class) that replaced ``original``
+    regs: tuple[Registration, ...]
+    hooks: tuple[Any, ...]
+    hook_modules: frozenset[str]
+    # (module, container, key, label): a module's globals and the name, or a module-level
+    # dict/list and the key/index ("TABLE['tok']")
+    bindings: list[tuple[str, Any, Any, str]] = field(default_factory=list)
+
+    @property
+    def seqs(self) -> tuple[int, ...]:
+        return tuple(r.seq for r in self.regs)
+
+    @property
+    def propagates(self) -> bool:
+        return isinstance(self.res.owner, types.ModuleType)
+
+
+class State:
+    """Everything a registry knows; swapped wholesale by ``HookRegistry.isolated()``."""
+
+    def __init__(self) -> None:
+        self.regs: dict[str, list[Registration]] = {}
+        self.paths: dict[str, _resolve.TargetPath] = {}
+        self.display: dict[str, str] = {}
+        self.applied: dict[str, Record] = {}
+        self.hook_objects: dict[int, Any] = {}  # seq -> imported "module:qualname" hook
+        self.seq = 0
+        # references to originals the sweep found and could not rebind, by (module, label)
+        self.stale: dict[tuple[str, str], StaleHolder] = {}
+
+
+def check_hook_object(hook: Any, hook_type: HookType, what: str) -> None:
+    if not callable(hook):
+        raise HookRegistrationError(
+            f"{what}: the hook is a {type(hook).__name__}, not a callable; pass a function, "
+            "a class (REPLACE only) or a 'module:qualname' string"
+        )
+    if isinstance(hook, type) and hook_type is not HookType.REPLACE:
+        raise HookRegistrationError(
+            f"{what}: the hook is the class {describe_hook(hook)}, and a class can only be "
+            f"a REPLACE hook (got {hook_type.name}); register it with HookType.REPLACE or "
+            "hook one of its methods with a function"
+        )
+
+
+def hook_module(hook: Any) -> str | None:
+    if isinstance(hook, str):
+        return hook.partition(":")[0]
+    module = getattr(hook, "__module__", None)
+    return module if isinstance(module, str) else None
+
+
+def restore(st: State, rec: Record, journal: Journal, rebinds: dict[int, Rebind]) -> None:
+    """Put one target back as it was (journaled); late holders are left to ``rebinds``."""
+    journal.put(rec.res.owner, rec.res.attr, rec.before)
+    for modname, container, key, _label in rec.bindings:
+        if item_of(container, key) is rec.installed:
+            journal.rebind(modname, container, key, rec.original)
+    for where in [w for w, h in st.stale.items() if h.target == rec.key]:
+        del st.stale[where]
+    if rec.propagates:
+        rebinds[id(rec.installed)] = Rebind(rec.installed, rec.original, frozenset(), rec.key)
+
+
+def holder_dicts(st: State, holders: list[StaleHolder]) -> list[dict[str, str]]:
+    """Stale holders as the plain dicts ``HookRegistry.stale_holders()`` returns."""
+    return [
+        {
+            "module": h.module,
+            "name": h.label,
+            "kind": h.kind,
+            "target": st.display.get(h.target, h.target),
+        }
+        for h in holders
+    ]
+
+
+class ApplyCall:
+    """One ``apply_hooks()`` call over a registry's state (see the module docstring)."""
+
+    def __init__(self, st: State, clean_modules: frozenset[str]) -> None:
+        self.st = st
+        self.clean_modules = clean_modules
+        self.journal = Journal()
+        # One resolver for the call: each target module is imported once, and the targets
+        # of a module (sorted together below) are resolved from it.
+        self.resolver = _resolve.Resolver()
+        self.loaded: dict[str, Any] = {}  # 'module:qualname' hook -> object, for this call
+        self.hooks: dict[str, list[tuple[Registration, Any]]] = {}
+        self.failures: dict[str, tuple[list[str], str]] = {}
+        self.first_error: BaseException | None = None
+        self.messages: list[str] = []
+        self.patched: list[str] = []
+        self.stale: list[StaleHolder] = []
+
+    def run(self, strict: bool) -> list[str]:
+        """Patch what changed; returns the displays of the targets patched by this call."""
+        st = self.st
+        pending = [
+            k
+            for k, regs in st.regs.items()
+            if regs and (k not in st.applied or st.applied[k].seqs != tuple(r.seq for r in regs))
+        ]
+        orphans = [k for k in st.applied if not st.regs.get(k)]
+        if not pending and not orphans:
+            return []
+        snapshot, stale_snapshot = dict(st.applied), dict(st.stale)
+        restore_rebinds = self._restore_orphans(orphans, pending)
+        for key in pending:
+            self._load_hooks(key)
+        classes = {
+            k
+            for k, pairs in self.hooks.items()
+            if any(r.hook_type is HookType.REPLACE and isinstance(o, type) for r, o in pairs)
+        }
+        # Whole-class REPLACE targets first, so that 'Class.method' targets land on the
+        # replacement; within a round a target sorts before the targets below it.
+        later = [k for k in self.hooks if k not in classes]
+        self._round(sorted(classes, key=self._sort_key), later, dict(restore_rebinds))
+        later.sort(key=self._sort_key)  # the first round may have added its dependents
+        self._round(later, None, {})
+        if self.failures:
+            if strict:
+                problems = self.journal.rollback()
+                st.applied, st.stale = snapshot, stale_snapshot
+                raise self._error(problems) from self.first_error
+            self._log_failures()
+        for message in self.messages:
+            logger.warning("%s", message)
+        for name in self.patched:
+            logger.debug("applied hooks on target %r", name)
+        return self.patched
+
+    def _sort_key(self, key: str) -> tuple[str, ...]:
+        return self.st.paths[key].parts
+
+    def _fail(self, key: str, exc: BaseException) -> None:
+        sources = sorted({str(r.source) for r in self.st.regs.get(key, [])})
+        self.failures[key] = (sources, f"{type(exc).__name__}: {exc}")
+        if self.first_error is None:
+            self.first_error = exc
+
+    def _restore_orphans(self, orphans: list[str], pending: list[str]) -> dict[int, Rebind]:
+        """Restore the targets left with no hooks; their stale holders go to the first sweep."""
+        st = self.st
+        rebinds: dict[int, Rebind] = {}
+        for key in orphans:
+            rec = st.applied.pop(key, None)
+            if rec is None:
+                continue  # a method of a class orphan, restored with it below
+            if rec.kind == _resolve.CLASS:
+                for dep in [d for d in st.applied if d.startswith(key + ".")]:
+                    # they were patched on the replacement, which is going away:
+                    # re-resolve them on the class that comes back
+                    restore(st, st.applied.pop(dep), self.journal, rebinds)
+                    if st.regs.get(dep) and dep not in pending:
+                        pending.append(dep)
+            restore(st, rec, self.journal, rebinds)
+            logger.debug("restored target %r: no hooks left on it", rec.display)
+        return rebinds
+
+    def _load_hooks(self, key: str) -> bool:
+        """The (registration, hook object) pairs of ``key`` into ``self.hooks``; False: failed."""
+        try:
+            self.hooks[key] = [(r, self._hook_object(r)) for r in self.st.regs[key]]
+        except Exception as exc:
+            self._fail(key, exc)
+            return False
+        return True
+
+    def _hook_object(self, reg: Registration) -> Any:
+        """The hook itself; a string hook shared by many targets is imported once per call."""
+        if not isinstance(reg.hook, str):
+            return reg.hook
+        cache = self.st.hook_objects
+        obj = cache.get(reg.seq)
+        if obj is None:
+            what = f"{reg.describe()} on target {reg.target!r}"
+            obj = self.loaded.get(reg.hook)
+            if obj is None:
+                try:
+                    obj = self.loaded[reg.hook] = _resolve.import_hook(reg.hook)
+                except HookRegistrationError as exc:
+                    raise HookRegistrationError(f"{what}: {exc}") from exc.__cause__
+            check_hook_object(obj, reg.hook_type, what)
+            cache[reg.seq] = obj
+        return obj
+
+    def _round(self, keys: list[str], later: list[str] | None, rebinds: dict[int, Rebind]) -> None:
+        """Install ``keys``, then sweep once for what held their originals.
+
+        ``later`` is the next round's list, in the class round only: the
+        targets below a class that is replaced now move there, to be
+        re-resolved on the new class.
+        """
+        st = self.st
+        skip: set[tuple[str, str]] = set()
+        for key in keys:
+            prev = st.applied.pop(key, None)
+            if later is not None:
+                for dep in [d for d in st.applied if d.startswith(key + ".")]:
+                    # their owner is about to change (a first or a new class REPLACE):
+                    # re-resolve them on the new class
+                    restore(st, st.applied.pop(dep), self.journal, rebinds)
+                    if dep not in self.hooks and st.regs.get(dep) and self._load_hooks(dep):
+                        later.append(dep)
+            try:
+                rec = self._build(key, self.hooks[key], prev)
+                self.journal.put(rec.res.owner, rec.res.attr, rec.installed_raw)
+                if rec.kind == _resolve.CLASS:
+                    self.resolver.forget_owners()  # walks through this class now find another
+            except Exception as exc:
+                if prev is not None:
+                    st.applied[key] = prev  # left untouched: the previous chain stays
+                self._fail(key, exc)
+                continue
+            st.applied[key] = rec
+            self.patched.append(rec.display)
+            if rec.propagates:
+                skip.add((rec.res.owner.__name__, rec.res.attr))
+                rebinds[id(rec.original)] = Rebind(
+                    rec.original, rec.installed, rec.hook_modules, key
+                )
+                if prev is not None and prev.installed is not rec.installed:
+                    rebinds[id(prev.installed)] = Rebind(
+                        prev.installed, rec.installed, rec.hook_modules, key
+                    )
+        self._propagate(rebinds, frozenset(skip))
+
+    def _build(
+        self, key: str, pairs: list[tuple[Registration, Any]], prev: Record | None
+    ) -> Record:
+        """Resolve and build one target's chain; changes nothing (install is the caller's)."""
+        display = self.st.display[key]
+        regs = tuple(r for r, _ in pairs)
+        if prev is not None:
+            res, before, original = prev.res, prev.before, prev.original
+        else:
+            res = self.resolver.resolve(self.st.paths[key], display)
+            before = vars(res.owner).get(res.attr, ABSENT)
+            original = res.raw
+        kind, func = _resolve.classify(res, display)
+        if kind == _resolve.CLASS:
+            installed = raw = self._replacement_class(display, pairs, func)
+        else:
+            self._check_override(key, res, regs)
+            installed = build_chain(
+                func, pairs, key=key, display=display, is_async=is_async_callable(func)
+            )
+            raw = _as_attribute(kind, installed)
+        modules = {hook_module(o) for _, o in pairs} | {hook_module(r.hook) for r in regs}
+        return Record(
+            key=key,
+            display=display,
+            res=res,
+            kind=kind,
+            before=before,
+            original=original,
+            installed_raw=raw,
+            installed=installed,
+            regs=regs,
+            hooks=tuple(o for _, o in pairs),
+            hook_modules=frozenset(m for m in modules if m),
+            bindings=list(prev.bindings) if prev is not None else [],
+        )
+
+    def _replacement_class(
+        self, display: str, pairs: list[tuple[Registration, Any]], cls: Any
+    ) -> Any:
+        """What replaces class target ``display``: the last REPLACE hook; nothing else fits."""
+        wrong = [r for r, _ in pairs if r.hook_type is not HookType.REPLACE]
+        if wrong:
+            listed = "; ".join(r.describe() for r in wrong)
+            raise HookRegistrationError(
+                f"hook target {display!r} is a class, and a class can only be replaced "
+                f"(HookType.REPLACE with a subclass); got {listed}. Hook one of its methods "
+                f"instead, e.g. '{display}.__init__'."
+            )
+        reg, replacement = pairs[-1]
+        if isinstance(replacement, type) and not issubclass(replacement, cls):
+            self.messages.append(
+                f"{reg.describe()} replaces class {display!r} with "
+                f"{describe_hook(replacement)}, which is not a subclass of it: isinstance() "
+                "and issubclass() checks against the original class will fail"
+            )
+        return replacement
+
+    def _check_override(
+        self, key: str, res: _resolve.Resolved, regs: tuple[Registration, ...]
+    ) -> None:
+        """Warn when a method REPLACE overrides what a class REPLACE defined itself."""
+        if not res.had_own or not any(r.hook_type is HookType.REPLACE for r in regs):
+            return
+        parent = self.st.applied.get(key.rpartition(".")[0])
+        if parent is None or parent.kind != _resolve.CLASS or parent.installed is not res.owner:
+            return
+        method = next(r for r in reversed(regs) if r.hook_type is HookType.REPLACE)
+        self.messages.append(
+            f"{method.describe()} on {self.st.display[key]!r} overrides the implementation "
+            f"that {parent.regs[-1].describe()} defines in its replacement class "
+            f"{describe_hook(parent.installed)}"
+        )
+
+    def _propagate(self, rebinds: dict[int, Rebind], skip: frozenset[tuple[str, str]]) -> None:
+        """Rebind what holds an original; keep the references that cannot be rebound."""
+        applied = self.st.applied
+        holders = find_holders(rebinds, skip, self.clean_modules, containers=True, stale=self.stale)
+        for modname, container, key, label, rebind in holders:
+            self.journal.rebind(modname, container, key, rebind.new)
+            rec = applied.get(rebind.key)
+            if rec is not None and rebind.new is rec.installed:
+                if not any(c is container and k == key for _, c, k, _ in rec.bindings):
+                    rec.bindings.append((modname, container, key, label))
+                logger.debug(
+                    "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
+                )
+
+    def _log_failures(self) -> None:
+        for key, (sources, text) in self.failures.items():
+            logger.error(
+                "hook target %r was not patched (hooks from %s): %s; the other targets "
+                "were applied (strict=False)",
+                self.st.display.get(key, key),
+                ", ".join(sources),
+                text,
+            )
+
+    def _error(self, problems: list[str]) -> HookApplyError:
+        display = self.st.display
+        lines = [
+            f"apply_hooks() failed on {len(self.failures)} target(s); every change this call "
+            "made was rolled back, so no target is half-patched:"
+        ]
+        for key, (sources, text) in self.failures.items():
+            lines.append(f"  - {display.get(key, key)!r} (hooks from {', '.join(sources)}): {text}")
+        lines.append(
+            "Fix or uninstall the plugins named above, or call apply_hooks(strict=False) to "
+            "apply the other targets and log these."
+        )
+        if problems:
+            lines.append("Rollback itself failed for: " + "; ".join(problems))
+        shown = {display.get(k, k): v for k, v in self.failures.items()}
+        return HookApplyError("\n".join(lines), failures=shown)
+
+
+def _as_attribute(kind: str, installed: Any) -> Any:
+    """The raw class attribute that makes ``installed`` behave as a ``kind`` there."""
+    if kind == _resolve.CLASSMETHOD:
+        return classmethod(installed)
+    if kind in (_resolve.STATICMETHOD, _resolve.CALLABLE):
+        return staticmethod(installed)
+    return installed

@@ -1,0 +1,232 @@
+"""Which plugins of a namespace are selected: read from metadata only, no plugin imported.
+
+Selection rules, in order: the explicit ``names=`` (the parent's frozen
+selection) or else the namespace's ``<PREFIX>_PLUGINS`` variable (unset: all,
+empty: none, otherwise comma-separated names); plugins of a distribution that
+provides a platform other than the selected one are skipped without being
+imported.  A selected name that matches no installed plugin is a
+``PluginError`` (did-you-mean and the installed names) unless lenient mode is
+on, where it is one warning: a typo must not silently run with no plugins.
+The same goes for a name two distributions provide.
+
+``PluginManager`` (``plugins.py``) loads and applies what this selects.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+import warnings
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from spawnkit import _metadata
+from spawnkit.errors import PluginError
+
+if TYPE_CHECKING:
+    from spawnkit.namespace import Namespace
+
+__all__ = ["PluginInfo", "PluginSelectionWarning"]
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+class PluginSelectionWarning(UserWarning):
+    """A selected plugin name matches no installed plugin, or two distributions share one."""
+
+
+def norm(dist: str | None) -> str:
+    return (dist or "").lower().replace("-", "_").replace(".", "_")
+
+
+def parse_bool(var: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    from spawnkit.errors import ConfigError
+
+    raise ConfigError(
+        f"{var}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off.", setting=var
+    )
+
+
+def user_stacklevel() -> int:
+    """``stacklevel`` for the caller of this function's caller that points outside spawnkit.
+
+    A warning about the user's configuration should show the user's line
+    (their ``spawn_with_plugins`` or ``load_plugins`` call), not a spawnkit
+    module they never wrote; inside a worker, where every frame is spawnkit's,
+    it stays on the warning's own line.
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
+        frame = frame.f_back
+        level += 1
+    return level if frame is not None else 1
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """One discovered entry point and whether it would load (for ``spawnkit doctor``).
+
+    ``status`` is ``"selected"``, ``"not-selected"`` (filtered by name) or
+    ``"excluded"`` (its distribution provides an unselected platform).
+    """
+
+    name: str
+    value: str
+    dist: str
+    version: str
+    group: str
+    status: str = "selected"
+    reason: str = ""
+
+    def describe(self) -> str:
+        return f"plugin {self.name!r} = {self.value!r} from {self.dist} {self.version}"
+
+
+def is_lenient(namespace: Namespace, lenient: bool | None) -> bool:
+    """Lenient mode: the argument, else the namespace's variable, else its default."""
+    if lenient is not None:
+        return bool(lenient)
+    var = namespace.config.lenient_var
+    raw = os.environ.get(var)
+    if raw is not None:
+        return parse_bool(var, raw)
+    return not namespace.config.strict_plugins
+
+
+def _wanted(
+    namespace: Namespace, names: tuple[str, ...] | list[str] | None
+) -> tuple[set[str] | None, str]:
+    """The selected names (``None`` = all) and where the selection came from."""
+    if names is not None:
+        return {n.strip() for n in names if n.strip()}, "the parent's selection (names=)"
+    var = namespace.config.plugins_var
+    raw = os.environ.get(var)
+    if raw is None:
+        return None, ""
+    return {n.strip() for n in raw.split(",") if n.strip()}, f"{var}={raw!r}"
+
+
+def _excluded_dists(
+    namespace: Namespace,
+    candidates: tuple[_metadata.EntryPointInfo, ...],
+    platform: str | None = None,
+) -> dict[str, str]:
+    """Normalised dist -> reason, for dists providing a platform other than the selected one.
+
+    Asks the platform manager only when some plugin's distribution also
+    ships a platform, so a plain plugin set never triggers platform work.
+    ``platform`` is a selection the caller decided on (the launcher's
+    ``env=``), resolved instead of this process's own selection.
+    """
+    platforms = namespace.platforms
+    plat_dists: dict[str, str] = dict(platforms.platform_dists())
+    providing: dict[str, list[str]] = {}
+    for ep_name, dist in plat_dists.items():
+        providing.setdefault(norm(dist), []).append(ep_name)
+    if not any(norm(ep.dist) in providing for ep in candidates):
+        return {}
+    if platform is None:
+        selected = norm(platforms.selected_dist())
+    else:
+        chosen = platforms.select(platform)
+        selected = norm(chosen.dist if chosen.kind == "plugin" else None)
+    return {
+        dist: (
+            f"its distribution provides platform {', '.join(sorted(eps))}, which is not the "
+            "selected platform"
+        )
+        for dist, eps in providing.items()
+        if dist != selected
+    }
+
+
+def classify(
+    namespace: Namespace,
+    names: tuple[str, ...] | list[str] | None,
+    platform: str | None = None,
+    origin: str = "",
+) -> tuple[list[PluginInfo], list[str], str]:
+    group = namespace.config.plugin_group
+    eps = _metadata.entry_points(group)
+    wanted, found_origin = _wanted(namespace, names)
+    origin = origin or found_origin
+    excluded = _excluded_dists(namespace, eps, platform) if eps else {}
+    infos: list[PluginInfo] = []
+    for ep in sorted(eps, key=lambda e: e.name):
+        status, reason = "selected", ""
+        if wanted is not None and ep.name not in wanted:
+            status, reason = "not-selected", f"not in {origin}"
+        elif norm(ep.dist) in excluded:
+            status, reason = "excluded", excluded[norm(ep.dist)]
+        infos.append(PluginInfo(ep.name, ep.value, ep.dist, ep.version, group, status, reason))
+    unknown = sorted(wanted - {ep.name for ep in eps}) if wanted else []
+    return infos, unknown, origin
+
+
+def refuse_unknown(
+    namespace: Namespace, unknown: list[str], infos: list[PluginInfo], lenient: bool, origin: str
+) -> None:
+    """A selected name matches nothing: ``PluginError``, or one warning when lenient."""
+    import difflib  # only on this path
+
+    config = namespace.config
+    installed = sorted({i.name for i in infos})
+    parts = []
+    for name in unknown:
+        close = difflib.get_close_matches(name, installed, n=1)
+        parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+    message = (
+        f"{origin or config.plugins_var} selects "
+        f"{', '.join(parts)}, but no installed plugin of {config.plugin_group!r} has that "
+        f"name; installed: {', '.join(installed) or 'none'}."
+    )
+    if not lenient:
+        raise PluginError(
+            f"{message} Fix the name in {config.plugins_var}, or set "
+            f"{config.lenient_var}=1 to run without it.",
+            plugin=unknown[0],
+            group=config.plugin_group,
+        )
+    warnings.warn(
+        f"{message} Lenient mode ({config.lenient_var}): running without it.",
+        PluginSelectionWarning,
+        stacklevel=user_stacklevel(),
+    )
+
+
+def check_duplicates(namespace: Namespace, selected: list[PluginInfo], lenient: bool) -> None:
+    by_name: dict[str, list[PluginInfo]] = {}
+    for info in selected:
+        by_name.setdefault(info.name, []).append(info)
+    for name, infos in by_name.items():
+        if len(infos) < 2:
+            continue
+        dists = ", ".join(f"{i.dist} {i.version} ({i.value})" for i in infos)
+        message = (
+            f"plugin name {name!r} in {namespace.config.plugin_group} is provided by "
+            f"several distributions: {dists}. Uninstall one, or rename its entry point."
+        )
+        if not lenient:
+            first = infos[0]
+            raise PluginError(
+                message,
+                plugin=name,
+                value=first.value,
+                dist=first.dist,
+                version=first.version,
+                group=first.group,
+            )
+        warnings.warn(
+            message + " Lenient mode: loading the first.",
+            PluginSelectionWarning,
+            stacklevel=user_stacklevel(),
+        )
