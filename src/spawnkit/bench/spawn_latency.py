@@ -28,7 +28,7 @@ right before the start call (system-wide on Linux, so comparable across
 processes).  Per group we report the mean over workers and the slowest
 worker (the time until the whole group runs), as medians over repeats.
 
-Targets (issue 14), one row per group size in ``checks()``: see ``TARGETS``.
+Targets, one row per group size in ``checks()``: see ``TARGETS``.
 
 Run: ``python benchmarks/spawn_latency.py [--quick] [--json FILE]``.
 """

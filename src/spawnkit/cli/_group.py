@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.cli._errors import EXIT_FAILURE, EXIT_OK
 from spawnkit.cli._live import StageDisplay
 from spawnkit.cli._output import Output, emit_json
@@ -102,7 +103,7 @@ def render_stage_table(
     stages = _stage_names(reports)
     columns = ["rank", *stages, "bootstrap"]
     if entry_seconds:
-        columns.append("entry")
+        columns.append(Stage.ENTRY.value)
     rows = []
     for report in sorted(reports, key=lambda r: r.rank):
         secs = report.stage_seconds

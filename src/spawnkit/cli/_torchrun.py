@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.cli._errors import EXIT_OK
 from spawnkit.cli._output import Output, emit_json
 
@@ -179,7 +180,7 @@ def run_torchrun(
                 f"torchrun ({nprocs} rank(s) of {entry}) was still running after --timeout "
                 f"{timeout:.0f} s; it and its ranks were stopped{extra}. Pass a larger --timeout "
                 "if the entry needs longer.",
-                stage="entry",
+                stage=Stage.ENTRY.value,
                 waited_s=timeout,
             ) from None
         except BaseException:  # Ctrl-C: stop the ranks before the interrupt goes on

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import BootstrapTimeoutError, ChildRaisedError, EntryResolutionError
 from spawnkit.namespace import get_namespace
 from spawnkit.spec import Payload
@@ -315,7 +316,7 @@ def run_entry(
                     f"timeout= if it is merely slow; otherwise the stack below shows where "
                     f"it hangs.{_hung_stack(group)}",
                     rank=0,
-                    stage="entry",
+                    stage=Stage.ENTRY.value,
                     waited_s=timeout,
                 )
             results = group.results()
