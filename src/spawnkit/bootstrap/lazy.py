@@ -86,10 +86,6 @@ class LazyObject:
             object.__setattr__(self, "_lazy_target", obj)
             return obj
 
-    @property
-    def _lazy_resolved(self) -> bool:
-        return object.__getattribute__(self, "_lazy_target") is not _UNSET
-
     # ------------------------------------------------------------ forwarding
     def __getattr__(self, name: str) -> Any:
         # Only reached for names not found on the proxy itself.

@@ -154,7 +154,23 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
 
 
 def _render(data: dict[str, Any], out: Output) -> None:
-    env = data["environment"]
+    """The report, one section per part of a worker's bootstrap, then the verdict."""
+    _render_environment(data["environment"], out)
+    _render_platform(data["platform"], out)
+    _render_plugins(data["plugins"], data["environment"]["plugin_group"], out)
+    if data.get("dry_run") is not None:
+        _render_dry_run(data["dry_run"], out)
+    for warning in data["warnings"]:
+        out.line(f"warning: {warning}")
+    if data["ok"]:
+        out.line("OK: a worker of this namespace would bootstrap.")
+    else:
+        out.line("PROBLEM: a worker of this namespace would fail:")
+        for problem in data["problems"]:
+            out.line(f"  - {problem}")
+
+
+def _render_environment(env: dict[str, Any], out: Output) -> None:
     out.heading(f"spawnkit doctor: namespace {env['namespace']!r}")
     rows = [
         ("python", f"{env['python']} ({env['executable']})"),
@@ -169,8 +185,9 @@ def _render(data: dict[str, Any], out: Output) -> None:
     ]
     out.table(["setting", "value"], rows)
 
+
+def _render_platform(plat: dict[str, Any], out: Output) -> None:
     out.heading("platform")
-    plat = data["platform"]
     expl = plat.get("explanation") or {}
     candidates = expl.get("candidates") or []
     if candidates:
@@ -193,8 +210,10 @@ def _render(data: dict[str, Any], out: Output) -> None:
         origin = f" from {sel['dist']} {sel['version']}" if sel.get("dist") else ""
         out.line(f"would choose: {sel['kind']} {sel['name']!r} ({sel['qualname']}{origin})")
 
+
+def _render_plugins(plugins: list[dict[str, Any]], group: str, out: Output) -> None:
     out.heading("general plugins")
-    if data["plugins"]:
+    if plugins:
         out.table(
             ["plugin", "distribution", "status", "reason"],
             [
@@ -204,40 +223,31 @@ def _render(data: dict[str, Any], out: Output) -> None:
                     p["status"],
                     p["reason"],
                 )
-                for p in data["plugins"]
+                for p in plugins
             ],
         )
     else:
-        out.line(f"none installed in group {env['plugin_group']!r}")
+        out.line(f"none installed in group {group!r}")
 
-    dry = data.get("dry_run")
-    if dry is not None:
-        out.heading("dry run in a clean spawned worker")
-        result = dry.get("result") or {}
-        regs = result.get("registrations") or []
-        if regs:
-            out.table(
-                ["target", "type", "hook", "source"],
-                [(r["target"], r["type"], r["hook"], r["source"]) for r in regs],
-                title="hook registrations",
-            )
-        elif not dry.get("error"):
-            out.line("no hooks registered")
-        if result.get("report_text"):
-            out.line(result["report_text"])
-        if dry.get("error"):
-            out.line(f"FAILED: {dry['error']}")
-            if dry.get("traceback"):
-                out.line(dry["traceback"].rstrip())
 
-    for warning in data["warnings"]:
-        out.line(f"warning: {warning}")
-    if data["ok"]:
-        out.line("OK: a worker of this namespace would bootstrap.")
-    else:
-        out.line("PROBLEM: a worker of this namespace would fail:")
-        for problem in data["problems"]:
-            out.line(f"  - {problem}")
+def _render_dry_run(dry: dict[str, Any], out: Output) -> None:
+    out.heading("dry run in a clean spawned worker")
+    result = dry.get("result") or {}
+    regs = result.get("registrations") or []
+    if regs:
+        out.table(
+            ["target", "type", "hook", "source"],
+            [(r["target"], r["type"], r["hook"], r["source"]) for r in regs],
+            title="hook registrations",
+        )
+    elif not dry.get("error"):
+        out.line("no hooks registered")
+    if result.get("report_text"):
+        out.line(result["report_text"])
+    if dry.get("error"):
+        out.line(f"FAILED: {dry['error']}")
+        if dry.get("traceback"):
+            out.line(dry["traceback"].rstrip())
 
 
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
