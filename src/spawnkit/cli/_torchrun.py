@@ -150,19 +150,9 @@ def run_torchrun(
         code = _run(cmd, key, pythonpath, template.run_id, f"{nprocs} rank(s) of {entry}", timeout)
         wall = time.monotonic() - started
         if as_json:
-            emit_json(
-                out,
-                as_json,
-                {
-                    "ok": code == 0,
-                    "launcher": "torchrun",
-                    "entry": entry,
-                    "nprocs": nprocs,
-                    "run_id": template.run_id,
-                    "exit_status": code,
-                    "wall_seconds": wall,
-                },
-            )
+            document = {"ok": code == 0, "launcher": "torchrun", "entry": entry, "nprocs": nprocs}
+            document |= {"run_id": template.run_id, "exit_status": code, "wall_seconds": wall}
+            emit_json(out, as_json, document)
         if code != 0:
             err.write(
                 f"spawnkit: FAILED: torchrun exited with status {code} ({nprocs} rank(s) of "
