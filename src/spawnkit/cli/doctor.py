@@ -194,12 +194,7 @@ def _render_platform(plat: dict[str, Any], out: Output) -> None:
         out.table(
             ["plugin", "distribution", "activate()", "detail"],
             [
-                (
-                    f"{c['name']} = {c['value']}",
-                    f"{c['dist']} {c['version']}",
-                    c["outcome"],
-                    c.get("qualname") or c.get("error") or "",
-                )
+                _plugin_row(c, c["outcome"], c.get("qualname") or c.get("error") or "")
                 for c in candidates
             ],
             title="platform plugins",
@@ -216,18 +211,19 @@ def _render_plugins(plugins: list[dict[str, Any]], group: str, out: Output) -> N
     if plugins:
         out.table(
             ["plugin", "distribution", "status", "reason"],
-            [
-                (
-                    f"{p['name']} = {p['value']}",
-                    f"{p['dist']} {p['version']}",
-                    p["status"],
-                    p["reason"],
-                )
-                for p in plugins
-            ],
+            [_plugin_row(p, p["status"], p["reason"]) for p in plugins],
         )
     else:
         out.line(f"none installed in group {group!r}")
+
+
+def _plugin_row(plugin: dict[str, Any], *rest: str) -> tuple[str, ...]:
+    """A table row for an entry point: ``name = value``, its distribution, then ``rest``."""
+    return (
+        f"{plugin['name']} = {plugin['value']}",
+        f"{plugin['dist']} {plugin['version']}",
+        *rest,
+    )
 
 
 def _render_dry_run(dry: dict[str, Any], out: Output) -> None:
