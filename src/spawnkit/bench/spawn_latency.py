@@ -360,6 +360,17 @@ TARGETS = (
 )
 
 
+#: Each ratio the results report: (name, worker, variant divided, variant divided by).
+_RATIOS = (
+    ("cold_vs_raw_spawn_trivial", "trivial", "spawnkit-cold", "raw-spawn"),
+    ("cold_vs_hand_written_trivial", "trivial", "spawnkit-cold", "hand-written"),
+    ("cold_vs_raw_spawn_torch", "torch", "spawnkit-cold", "raw-spawn"),
+    ("warm_speedup_vs_cold_torch", "torch", "spawnkit-cold", "spawnkit-warm"),
+    ("warm_vs_raw_forkserver_torch", "torch", "spawnkit-warm", "raw-forkserver"),
+    ("warm_vs_raw_forkserver_torchtarget", "torchtarget", "spawnkit-warm", "raw-forkserver"),
+)
+
+
 def _ratios(rows: list[dict[str, Any]], sizes: tuple[int, ...]) -> dict[str, Any]:
     def get(worker: str, variant: str, n: int) -> float:
         for row in rows:
@@ -367,23 +378,9 @@ def _ratios(rows: list[dict[str, Any]], sizes: tuple[int, ...]) -> dict[str, Any
                 return float(row["mean_ms"])
         raise KeyError((worker, variant, n))
 
-    out: dict[str, Any] = {}
-    for n in sizes:
-        out[f"n={n}"] = {
-            "cold_vs_raw_spawn_trivial": get("trivial", "spawnkit-cold", n)
-            / get("trivial", "raw-spawn", n),
-            "cold_vs_hand_written_trivial": get("trivial", "spawnkit-cold", n)
-            / get("trivial", "hand-written", n),
-            "cold_vs_raw_spawn_torch": get("torch", "spawnkit-cold", n)
-            / get("torch", "raw-spawn", n),
-            "warm_speedup_vs_cold_torch": get("torch", "spawnkit-cold", n)
-            / get("torch", "spawnkit-warm", n),
-            "warm_vs_raw_forkserver_torch": get("torch", "spawnkit-warm", n)
-            / get("torch", "raw-forkserver", n),
-            "warm_vs_raw_forkserver_torchtarget": get("torchtarget", "spawnkit-warm", n)
-            / get("torchtarget", "raw-forkserver", n),
-        }
-    return out
+    return {
+        f"n={n}": {name: get(w, a, n) / get(w, b, n) for name, w, a, b in _RATIOS} for n in sizes
+    }
 
 
 def _print(results: dict[str, Any]) -> None:
