@@ -309,11 +309,6 @@ class Resolver:
         return Resolved(owner, attr, raw, False, owner.__name__, qualname, owner)
 
 
-def resolve(path: TargetPath, display: str) -> Resolved:
-    """Resolve one target on its own (see :class:`Resolver` for many at once)."""
-    return Resolver().resolve(path, display)
-
-
 def _missing(display: str, owner: Any, walked: str, name: str) -> HookTargetError:
     what = "module" if isinstance(owner, types.ModuleType) else "class"
     return HookTargetError(
