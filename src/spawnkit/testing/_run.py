@@ -333,14 +333,18 @@ def run_entry(
         _reraise_child(err)
         raise  # pragma: no cover - _reraise_child always raises
     except BootstrapTimeoutError as err:
-        # The launcher's fix names its own ready_timeout=, which run_entry sets from timeout=.
-        if err.args and isinstance(err.args[0], str):
-            text = err.args[0].replace("larger ready_timeout=", "larger run_entry(timeout=)")
-            err.args = (text.replace("ready_timeout=", "run_entry timeout="), *err.args[1:])
+        _name_our_timeout(err)
         raise
     finally:
         overlay.undo()
     return replace(done, seconds=time.monotonic() - start)
+
+
+def _name_our_timeout(err: BootstrapTimeoutError) -> None:
+    """The launcher's fix names its own ready_timeout=, which run_entry sets from timeout=."""
+    if err.args and isinstance(err.args[0], str):
+        text = err.args[0].replace("larger ready_timeout=", "larger run_entry(timeout=)")
+        err.args = (text.replace("ready_timeout=", "run_entry timeout="), *err.args[1:])
 
 
 def _wait(group: WorkerGroup, entry: str | Callable[..., Any], timeout: float) -> EntryRun:
