@@ -51,6 +51,7 @@ from typing import Any
 
 import spawnkit
 from spawnkit.bench._checks import Check, present
+from spawnkit.bootstrap.stages import Stage
 
 #: The folder spawnkit is imported from (a checkout's src/ or site-packages), for the servers.
 SRC = Path(spawnkit.__file__).resolve().parents[1]
@@ -249,8 +250,8 @@ def _census(repeats: int) -> dict[str, Any]:
         details.append(detail)
     split = {k: statistics.median(s[k] for s in stages) * 1e3 for k in stages[0]}
     hooks = {
-        k: statistics.median(d["apply_hooks"][k] for d in details) * 1e3
-        for k in details[0].get("apply_hooks", {})
+        k: statistics.median(d[Stage.HOOKS.value][k] for d in details) * 1e3
+        for k in details[0].get(Stage.HOOKS.value, {})
     }
     extra = sorted(set(modules) - set(raw_modules))
     ours = [m for m in extra if m.startswith("spawnkit")]
