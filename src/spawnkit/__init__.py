@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from spawnkit import errors as _errors
+
 __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
@@ -42,74 +44,39 @@ _EXPORTS: dict[str, str] = {
     "write_launch_spec": "spawnkit.bootstrap",
 }
 
-_ERROR_NAMES = (
-    "BootstrapError",
-    "BootstrapOrderError",
-    "BootstrapTimeoutError",
-    "ChildError",
-    "ChildExitedError",
-    "ChildRaisedError",
-    "ConfigError",
-    "CustomOpError",
-    "EntryResolutionError",
-    "ForkSafetyError",
-    "ForkServerError",
-    "HookApplyError",
-    "HookError",
-    "HookRegistrationError",
-    "HookTargetError",
-    "ImportGuardError",
-    "LauncherUnavailableError",
-    "LazyProxyError",
-    "NamespaceError",
-    "PayloadError",
-    "PlatformConflictError",
-    "PlatformContractError",
-    "PlatformError",
-    "PlatformInitError",
-    "PlatformNotFoundError",
-    "PlatformPluginError",
-    "PlatformUnavailableError",
-    "PluginError",
-    "PreloadError",
-    "ProgressCallbackError",
-    "SpawnkitError",
-    "SpecError",
-    "SpecSignatureError",
-    "SpecTypeError",
-    "SpecValueError",
-    "StageError",
-    "WorkerReuseError",
-)
-_EXPORTS.update(dict.fromkeys(_ERROR_NAMES, "spawnkit.errors"))
+# The error names are declared once, in ``errors.__all__``.  The module is standard
+# library only and every worker imports it anyway, so reading its list here costs
+# nothing a worker would not pay.
+_EXPORTS.update(dict.fromkeys(_errors.__all__, "spawnkit.errors"))
 
 __all__ = sorted([*_EXPORTS, "__version__"])
 
 if TYPE_CHECKING:
-    from spawnkit.bootstrap import (
-        BootstrapReport,
-        WorkerGroup,
-        bootstrap_process,
-        build_spec,
-        cleanup,
-        spawn_with_plugins,
-        write_launch_spec,
-    )
-
-    # The function, not the submodule of the same name (mypy may pick either otherwise).
-    from spawnkit.bootstrap.lazy import lazy
+    # ``X as X``: the explicit re-export form, so that ``from spawnkit import X`` type-checks
+    # under ``mypy --strict`` (which cannot read the computed ``__all__`` above).
+    from spawnkit.bootstrap import BootstrapReport as BootstrapReport
+    from spawnkit.bootstrap import WorkerGroup as WorkerGroup
+    from spawnkit.bootstrap import bootstrap_process as bootstrap_process
+    from spawnkit.bootstrap import build_spec as build_spec
+    from spawnkit.bootstrap import cleanup as cleanup
+    from spawnkit.bootstrap import spawn_with_plugins as spawn_with_plugins
+    from spawnkit.bootstrap import write_launch_spec as write_launch_spec
+    from spawnkit.bootstrap.lazy import lazy as lazy
     from spawnkit.errors import *
-    from spawnkit.hooks import (
-        HookRegistry,
-        HookSource,
-        HookType,
-        apply_plugin_hooks,
-        load_plugins,
-        plugin_hook,
-    )
-    from spawnkit.namespace import Namespace, default_namespace, get_namespace
-    from spawnkit.platforms import explain_platform, initialize_current_platform
-    from spawnkit.spec import NamespaceConfig, Payload, ProcessSpec
+    from spawnkit.hooks import HookRegistry as HookRegistry
+    from spawnkit.hooks import HookSource as HookSource
+    from spawnkit.hooks import HookType as HookType
+    from spawnkit.hooks import apply_plugin_hooks as apply_plugin_hooks
+    from spawnkit.hooks import load_plugins as load_plugins
+    from spawnkit.hooks import plugin_hook as plugin_hook
+    from spawnkit.namespace import Namespace as Namespace
+    from spawnkit.namespace import default_namespace as default_namespace
+    from spawnkit.namespace import get_namespace as get_namespace
+    from spawnkit.platforms import explain_platform as explain_platform
+    from spawnkit.platforms import initialize_current_platform as initialize_current_platform
+    from spawnkit.spec import NamespaceConfig as NamespaceConfig
+    from spawnkit.spec import Payload as Payload
+    from spawnkit.spec import ProcessSpec as ProcessSpec
 
 
 def __getattr__(name: str) -> Any:

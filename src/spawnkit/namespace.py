@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from spawnkit import _reference
 from spawnkit.errors import NamespaceError
 from spawnkit.spec import NamespaceConfig, _phase
 
@@ -62,7 +63,7 @@ class Namespace:
     def __new__(cls, name: str, env_prefix: str | None = None, **settings: Any) -> Namespace:
         platform_base = settings.pop("platform_base", None)
         if platform_base is not None and not isinstance(platform_base, str):
-            platform_base = f"{platform_base.__module__}:{platform_base.__qualname__}"
+            platform_base = _reference.reference_to(platform_base)
         if platform_base is not None:
             settings["platform_base"] = platform_base
         config = NamespaceConfig.build(name, env_prefix, **settings)

@@ -5,7 +5,7 @@ Two measurements, each against a baseline taken in the same run:
 * the bootstrap stages with 10 plugins (real distributions on ``sys.path``)
   registering 100 hooks on 100 targets, timed inside fresh interpreters, as a
   ratio to a bare ``python -c pass`` start, ``apply_hooks`` split into
-  importing the target modules and patching (target, issue 14: spawnkit's own
+  importing the target modules and patching (target: spawnkit's own
   stage work, without importing the user's plugin and engine modules, <= 0.35x);
 * the import guard's cost on ``import torch`` (target: <= 5% more), with the
   guard armed vs. not, alternated to cancel drift.
@@ -340,7 +340,7 @@ def checks(r: dict[str, Any]) -> list[Check]:
     """spawnkit's own stage work against a bare start; the guard against ``import torch``.
 
     Own work is the stages less importing the user's modules, with spawnkit's
-    modules imported before the clock (the "warm" column): issue 14's bound.
+    modules imported before the clock (the "warm" column): what the target bounds.
     """
     bare, user = r["bare_s"], r["user_imports_s"]
     _c, w = _totals(r)

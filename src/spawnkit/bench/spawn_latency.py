@@ -28,7 +28,7 @@ right before the start call (system-wide on Linux, so comparable across
 processes).  Per group we report the mean over workers and the slowest
 worker (the time until the whole group runs), as medians over repeats.
 
-Targets (issue 14), one row per group size in ``checks()``: see ``TARGETS``.
+Targets, one row per group size in ``checks()``: see ``TARGETS``.
 
 Run: ``python benchmarks/spawn_latency.py [--quick] [--json FILE]``.
 """
@@ -51,6 +51,7 @@ from typing import Any
 
 import spawnkit
 from spawnkit.bench._checks import Check, present
+from spawnkit.bootstrap.stages import Stage
 
 #: The folder spawnkit is imported from (a checkout's src/ or site-packages), for the servers.
 SRC = Path(spawnkit.__file__).resolve().parents[1]
@@ -249,8 +250,8 @@ def _census(repeats: int) -> dict[str, Any]:
         details.append(detail)
     split = {k: statistics.median(s[k] for s in stages) * 1e3 for k in stages[0]}
     hooks = {
-        k: statistics.median(d["apply_hooks"][k] for d in details) * 1e3
-        for k in details[0].get("apply_hooks", {})
+        k: statistics.median(d[Stage.HOOKS.value][k] for d in details) * 1e3
+        for k in details[0].get(Stage.HOOKS.value, {})
     }
     extra = sorted(set(modules) - set(raw_modules))
     ours = [m for m in extra if m.startswith("spawnkit")]
@@ -360,6 +361,17 @@ TARGETS = (
 )
 
 
+#: Each ratio the results report: (name, worker, variant divided, variant divided by).
+_RATIOS = (
+    ("cold_vs_raw_spawn_trivial", "trivial", "spawnkit-cold", "raw-spawn"),
+    ("cold_vs_hand_written_trivial", "trivial", "spawnkit-cold", "hand-written"),
+    ("cold_vs_raw_spawn_torch", "torch", "spawnkit-cold", "raw-spawn"),
+    ("warm_speedup_vs_cold_torch", "torch", "spawnkit-cold", "spawnkit-warm"),
+    ("warm_vs_raw_forkserver_torch", "torch", "spawnkit-warm", "raw-forkserver"),
+    ("warm_vs_raw_forkserver_torchtarget", "torchtarget", "spawnkit-warm", "raw-forkserver"),
+)
+
+
 def _ratios(rows: list[dict[str, Any]], sizes: tuple[int, ...]) -> dict[str, Any]:
     def get(worker: str, variant: str, n: int) -> float:
         for row in rows:
@@ -367,23 +379,9 @@ def _ratios(rows: list[dict[str, Any]], sizes: tuple[int, ...]) -> dict[str, Any
                 return float(row["mean_ms"])
         raise KeyError((worker, variant, n))
 
-    out: dict[str, Any] = {}
-    for n in sizes:
-        out[f"n={n}"] = {
-            "cold_vs_raw_spawn_trivial": get("trivial", "spawnkit-cold", n)
-            / get("trivial", "raw-spawn", n),
-            "cold_vs_hand_written_trivial": get("trivial", "spawnkit-cold", n)
-            / get("trivial", "hand-written", n),
-            "cold_vs_raw_spawn_torch": get("torch", "spawnkit-cold", n)
-            / get("torch", "raw-spawn", n),
-            "warm_speedup_vs_cold_torch": get("torch", "spawnkit-cold", n)
-            / get("torch", "spawnkit-warm", n),
-            "warm_vs_raw_forkserver_torch": get("torch", "spawnkit-warm", n)
-            / get("torch", "raw-forkserver", n),
-            "warm_vs_raw_forkserver_torchtarget": get("torchtarget", "spawnkit-warm", n)
-            / get("torchtarget", "raw-forkserver", n),
-        }
-    return out
+    return {
+        f"n={n}": {name: get(w, a, n) / get(w, b, n) for name, w, a, b in _RATIOS} for n in sizes
+    }
 
 
 def _print(results: dict[str, Any]) -> None:

@@ -28,16 +28,15 @@ _UNSET: Any = object()
 def _split(reference: str) -> tuple[str, str]:
     if not isinstance(reference, str):
         raise TypeError(f"lazy() takes a 'pkg.mod:Name' string, got {type(reference).__name__}")
-    module, sep, qualname = reference.partition(":")
-    module, qualname = module.strip(), qualname.strip()
-    valid_mod = bool(module) and all(p.isidentifier() for p in module.split("."))
-    valid_qual = not sep or (bool(qualname) and all(p.isidentifier() for p in qualname.split(".")))
-    if not (valid_mod and valid_qual):
+    from spawnkit import _reference
+
+    try:
+        return _reference.parse(reference, module_only=True)
+    except _reference.BadReference as exc:
         raise ValueError(
-            f"lazy() reference {reference!r} must look like 'pkg.mod:Name' (or 'pkg.mod' for "
-            "the module itself), for example 'sglang.multimodal_gen:DiffGenerator'"
-        )
-    return module, qualname
+            f"lazy() reference {reference!r}: {exc.why}; it must look like 'pkg.mod:Name' (or "
+            "'pkg.mod' for the module itself), for example 'sglang.multimodal_gen:DiffGenerator'"
+        ) from None
 
 
 class LazyObject:
@@ -66,6 +65,7 @@ class LazyObject:
         reference = object.__getattribute__(self, "_lazy_reference")
         # Imported here, not at module level: ``spawnkit.bootstrap`` imports this module
         # eagerly and must stay nearly free for the child's command line.
+        from spawnkit import _reference
         from spawnkit.spec import _phase
 
         if _phase.too_early():
@@ -74,22 +74,17 @@ class LazyObject:
             target = object.__getattribute__(self, "_lazy_target")
             if target is not _UNSET:
                 return target
-            obj: Any = importlib.import_module(object.__getattribute__(self, "_lazy_module"))
-            walked = object.__getattribute__(self, "_lazy_module")
-            for part in filter(None, object.__getattribute__(self, "_lazy_qualname").split(".")):
-                try:
-                    obj = getattr(obj, part)
-                except AttributeError as exc:
-                    raise AttributeError(
-                        f"lazy proxy {reference!r}: {walked} has no attribute {part!r}"
-                    ) from exc
-                walked = f"{walked}.{part}"
+            module = object.__getattribute__(self, "_lazy_module")
+            try:
+                obj = _reference.walk(
+                    importlib.import_module(module),
+                    object.__getattribute__(self, "_lazy_qualname"),
+                    module,
+                )
+            except _reference.MissingAttribute as exc:
+                raise AttributeError(f"lazy proxy {reference!r}: {exc}") from exc
             object.__setattr__(self, "_lazy_target", obj)
             return obj
-
-    @property
-    def _lazy_resolved(self) -> bool:
-        return object.__getattribute__(self, "_lazy_target") is not _UNSET
 
     # ------------------------------------------------------------ forwarding
     def __getattr__(self, name: str) -> Any:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from spawnkit import _metadata
+from spawnkit import _metadata, _reference
 from spawnkit.bootstrap import guard
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.bootstrap.stages import SHARED_STAGES, STAGE_ORDER, STAGES, Stage, StageListener
@@ -582,35 +582,29 @@ _PER_LAUNCH_ENV = frozenset({"SPAWNKIT_RUN_ID"})
 
 def _resolve_reference(reference: str) -> Callable[..., Any]:
     """``module:qualname`` -> the callable, with errors that say what to change."""
-    module_name, _, qualname = reference.partition(":")
-    if "<locals>" in qualname.split("."):
-        raise EntryResolutionError(
-            f"entry {reference!r} is a function defined inside another function; a worker "
-            "cannot import it. Define it at module level, or pass the callable itself so "
-            "spawnkit sends it by value."
-        )
     try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:
+        module_name, qualname = _reference.parse(reference)
+        obj = _reference.resolve(module_name, qualname)
+    except _reference.BadReference as exc:
+        fix = (
+            "Define it at module level, or pass the callable itself so spawnkit sends it by value."
+            if "<locals>" in reference
+            else "Name it as 'module:function', for example 'mypkg.worker:main'."
+        )
+        raise EntryResolutionError(f"entry {reference!r}: {exc.why}. {fix}") from None
+    except _reference.ImportFailed as exc:
         raise EntryResolutionError(
-            f"entry {reference!r}: module {module_name!r} failed to import "
-            f"({type(exc).__name__}: {exc}). Install it in the worker's environment or fix the "
-            "entry string."
-        ) from exc
-    walked = module_name
-    for part in qualname.split("."):
-        try:
-            obj = getattr(obj, part)
-        except AttributeError:
-            names = [n for n in dir(obj) if not n.startswith("__")]
-            import difflib  # only on this error path
+            f"entry {reference!r}: module {exc.module!r} failed to import "
+            f"({type(exc.cause).__name__}: {exc.cause}). Install it in the worker's environment "
+            "or fix the entry string."
+        ) from exc.cause
+    except _reference.MissingAttribute as exc:
+        names = [n for n in dir(exc.owner) if not n.startswith("__")]
+        import difflib  # only on this error path
 
-            close = difflib.get_close_matches(part, names, n=3)
-            hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-            raise EntryResolutionError(
-                f"entry {reference!r}: {walked} has no attribute {part!r}.{hint}"
-            ) from None
-        walked = f"{walked}.{part}"
+        close = difflib.get_close_matches(exc.missing, names, n=3)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise EntryResolutionError(f"entry {reference!r}: {exc}.{hint}") from None
     if not callable(obj):
         raise EntryResolutionError(
             f"entry {reference!r} resolves to a {_qualified(obj)}, which is not callable"

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.cli._errors import EXIT_FAILURE, EXIT_OK
 from spawnkit.cli._live import StageDisplay
 from spawnkit.cli._output import Output, emit_json
@@ -25,6 +26,7 @@ __all__ = [
     "report_interrupt",
     "render_failure",
     "render_stage_table",
+    "report_success",
     "run_group",
     "run_probe",
 ]
@@ -102,7 +104,7 @@ def render_stage_table(
     stages = _stage_names(reports)
     columns = ["rank", *stages, "bootstrap"]
     if entry_seconds:
-        columns.append("entry")
+        columns.append(Stage.ENTRY.value)
     rows = []
     for report in sorted(reports, key=lambda r: r.rank):
         secs = report.stage_seconds
@@ -158,29 +160,47 @@ def run_group(
     except SpawnkitError as exc:
         _name_the_timeout_option(exc)
         return report_failure(exc, out, err, as_json=as_json, debug=debug)
-    wall = time.monotonic() - started
+    summary = {"entry": entry, "nprocs": nprocs, "start_method": start_method}
+    return report_success(
+        out,
+        as_json,
+        {**summary, "wall_seconds": time.monotonic() - started},
+        reports,
+        results,
+        f"{nprocs} rank(s) finished in {{wall:.2f}} s ({start_method})",
+        entry_seconds=display.entry_seconds(),
+    )
+
+
+def report_success(
+    out: Output,
+    as_json: str | None,
+    summary: dict[str, Any],
+    reports: list[Any],
+    results: list[Any],
+    closing: str,
+    *,
+    entry_seconds: dict[int, float] | None = None,
+) -> int:
+    """A finished group: the JSON document, or the stage table, each rank's result and ``closing``.
+
+    ``summary`` leads the JSON document and ends with ``wall_seconds``, which
+    ``closing`` may show as ``{wall}``.
+    """
     if as_json:
-        emit_json(
-            out,
-            as_json,
-            {
-                "ok": True,
-                "entry": entry,
-                "nprocs": nprocs,
-                "start_method": start_method,
-                "wall_seconds": wall,
-                "reports": [r.to_dict() if r is not None else None for r in reports],
-                "entry_seconds": {str(k): v for k, v in display.entry_seconds().items()},
-                "results": [repr(r) for r in results],
-            },
-        )
+        document = {"ok": True, **summary}
+        document["reports"] = [r.to_dict() if r is not None else None for r in reports]
+        if entry_seconds is not None:
+            document["entry_seconds"] = {str(k): v for k, v in entry_seconds.items()}
+        document["results"] = [repr(r) for r in results]
+        emit_json(out, as_json, document)
         if as_json == "-":
             return EXIT_OK
-    render_stage_table(out, reports, display.entry_seconds())
+    render_stage_table(out, reports, entry_seconds)
     for rank, value in enumerate(results):
         text = repr(value)
         out.line(f"rank {rank} returned: {text if len(text) <= 200 else text[:197] + '...'}")
-    out.line(f"{nprocs} rank(s) finished in {wall:.2f} s ({start_method})")
+    out.line(closing.format(wall=summary["wall_seconds"]))
     return EXIT_OK
 
 

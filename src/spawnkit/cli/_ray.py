@@ -13,8 +13,7 @@ import os
 import time
 from typing import Any, TextIO
 
-from spawnkit.cli._errors import EXIT_OK
-from spawnkit.cli._output import Output, emit_json
+from spawnkit.cli._output import Output
 
 __all__ = ["check_ray", "run_ray"]
 
@@ -104,7 +103,7 @@ def run_ray(
     """Start the group on Ray, wait for it, print timings and results; the exit status."""
     import ray
 
-    from spawnkit.cli._group import render_stage_table, report_failure
+    from spawnkit.cli._group import report_failure, report_success
     from spawnkit.errors import SpawnkitError
     from spawnkit.scaleout.ray import spawn_on_ray
 
@@ -128,28 +127,13 @@ def run_ray(
         return report_failure(exc, out, err, as_json=as_json, debug=debug, launcher="ray")
     finally:
         ray.shutdown()
-    wall = time.monotonic() - started
-    if as_json:
-        emit_json(
-            out,
-            as_json,
-            {
-                "ok": True,
-                "launcher": "ray",
-                "entry": entry,
-                "nprocs": nprocs,
-                "nodes": list(nodes),
-                "wall_seconds": wall,
-                "reports": [r.to_dict() if r is not None else None for r in reports],
-                "results": [repr(r) for r in results],
-            },
-        )
-        if as_json == "-":
-            return EXIT_OK
-    render_stage_table(out, reports)
-    for rank, value in enumerate(results):
-        text = repr(value)
-        out.line(f"rank {rank} returned: {text if len(text) <= 200 else text[:197] + '...'}")
     where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
-    out.line(f"{nprocs} rank(s) finished on {where} in {wall:.2f} s")
-    return EXIT_OK
+    summary = {"launcher": "ray", "entry": entry, "nprocs": nprocs, "nodes": list(nodes)}
+    return report_success(
+        out,
+        as_json,
+        {**summary, "wall_seconds": time.monotonic() - started},
+        reports,
+        results,
+        f"{nprocs} rank(s) finished on {where} in {{wall:.2f}} s",
+    )

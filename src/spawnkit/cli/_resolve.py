@@ -10,7 +10,6 @@ import itself belongs in the worker, after its hooks are applied.
 from __future__ import annotations
 
 import ast
-import importlib
 import importlib.util
 import json
 import pickletools
@@ -18,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from spawnkit import _reference
 from spawnkit.cli._errors import UsageError
 from spawnkit.namespace import Namespace
 from spawnkit.spec import Payload
@@ -58,17 +58,17 @@ def resolve_namespace(spec: str | None) -> Namespace:
     if spec is None or spec == "":
         return get_namespace(None)
     if ":" in spec:
-        module_name, _, attr = spec.partition(":")
+        fix = "pass 'module:attr' naming an importable module that declares the Namespace"
         try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
+            obj: Any = _reference.resolve(*_reference.parse(spec))
+        except _reference.BadReference as exc:
+            raise UsageError(f"namespace {spec!r}: {exc.why}", fix) from None
+        except _reference.ImportFailed as exc:
             raise UsageError(
-                f"namespace {spec!r}: cannot import module {module_name!r} ({exc})",
-                "pass 'module:attr' naming an importable module that declares the Namespace",
-            ) from exc
-        obj: Any = module
-        for part in attr.split("."):
-            obj = getattr(obj, part, None)
+                f"namespace {spec!r}: cannot import module {exc.module!r} ({exc.cause})", fix
+            ) from exc.cause
+        except _reference.MissingAttribute as exc:
+            raise UsageError(f"namespace {spec!r}: {exc}", fix) from None
         if callable(obj) and not isinstance(obj, Namespace):
             obj = obj()
         if not isinstance(obj, Namespace):
@@ -138,12 +138,13 @@ def _top_level_names(tree: ast.Module) -> tuple[set[str], bool]:
 
 def check_entry(entry: str) -> str:
     """``module:qualname`` whose module exists and (as far as its source shows) defines the name."""
-    module_name, sep, qualname = entry.partition(":")
-    if not sep or not _DOTTED.match(module_name) or not _DOTTED.match(qualname):
+    try:
+        module_name, qualname = _reference.parse(entry)
+    except _reference.BadReference as exc:
         raise UsageError(
-            f"entry {entry!r} is not 'module:function'",
+            f"entry {entry!r} is not 'module:function': {exc.why}",
             "name the worker function as module:function, for example 'mypkg.worker:main'",
-        )
+        ) from None
     try:
         spec = importlib.util.find_spec(module_name)
     except (ImportError, ValueError) as exc:

@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.cli._errors import EXIT_OK
 from spawnkit.cli._output import Output, emit_json
 
@@ -126,9 +127,8 @@ def run_torchrun(
     err: TextIO,
 ) -> int:
     """Write the spec, then print the torchrun command or run it; torchrun's exit status."""
-    from spawnkit.bootstrap._parent_death import RUN_ID_VAR
     from spawnkit.launch.specs import write_launch_spec
-    from spawnkit.spec.signing import DEFAULT_KEY_VAR, generate_key
+    from spawnkit.spec.signing import generate_key
 
     folder = Path(tempfile.mkdtemp(prefix="spawnkit-torchrun-"))
     keep = False
@@ -144,72 +144,80 @@ def run_torchrun(
         pythonpath = _pythonpath(app_dir)
         if print_only:
             keep = True
-            shown = (
-                f"PYTHONPATH={shlex.quote(pythonpath)} "
-                f'{DEFAULT_KEY_VAR}="$(cat {shlex.quote(str(key_file))})" {shlex.join(cmd)}'
-            )
-            if as_json:
-                emit_json(
-                    out,
-                    as_json,
-                    {"command": shown, "folder": str(folder), "run_id": template.run_id},
-                )
-            else:
-                out.line(shown)
-            err.write(
-                f"spawnkit launch: spec and key kept in {folder} (readable by you only); "
-                f"remove them when done: rm -r {shlex.quote(str(folder))}\n"
-            )
+            _print_command(cmd, pythonpath, key_file, template.run_id, as_json, out, err)
             return EXIT_OK
-        env = dict(os.environ)
-        env[DEFAULT_KEY_VAR] = key
-        env["PYTHONPATH"] = pythonpath
-        # In torchrun's *initial* environment, so spawnkit.cleanup(run_id) finds it and its ranks.
-        env[RUN_ID_VAR] = template.run_id
         started = time.monotonic()
-        proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-        try:
-            code = proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            survivors = _stop(proc, template.run_id)
-            from spawnkit.errors import BootstrapTimeoutError
-
-            extra = f"; pid(s) {survivors} survived SIGKILL" if survivors else ""
-            raise BootstrapTimeoutError(
-                f"torchrun ({nprocs} rank(s) of {entry}) was still running after --timeout "
-                f"{timeout:.0f} s; it and its ranks were stopped{extra}. Pass a larger --timeout "
-                "if the entry needs longer.",
-                stage="entry",
-                waited_s=timeout,
-            ) from None
-        except BaseException:  # Ctrl-C: stop the ranks before the interrupt goes on
-            _stop(proc, template.run_id)
-            raise
+        code = _run(cmd, key, pythonpath, template.run_id, f"{nprocs} rank(s) of {entry}", timeout)
         wall = time.monotonic() - started
         if as_json:
-            emit_json(
-                out,
-                as_json,
-                {
-                    "ok": code == 0,
-                    "launcher": "torchrun",
-                    "entry": entry,
-                    "nprocs": nprocs,
-                    "run_id": template.run_id,
-                    "exit_status": code,
-                    "wall_seconds": wall,
-                },
-            )
+            document = {"ok": code == 0, "launcher": "torchrun", "entry": entry, "nprocs": nprocs}
+            document |= {"run_id": template.run_id, "exit_status": code, "wall_seconds": wall}
+            emit_json(out, as_json, document)
         if code != 0:
-            status = code if code > 0 else 128 - code
             err.write(
                 f"spawnkit: FAILED: torchrun exited with status {code} ({nprocs} rank(s) of "
                 f"{entry}); the failing rank's traceback and torchrun's failure table are above\n"
             )
-            return status
+            return code if code > 0 else 128 - code
         if as_json != "-":
             out.line(f"{nprocs} rank(s) finished under torchrun in {wall:.2f} s")
         return EXIT_OK
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _print_command(
+    cmd: list[str],
+    pythonpath: str,
+    key_file: Path,
+    run_id: str,
+    as_json: str | None,
+    out: Output,
+    err: TextIO,
+) -> None:
+    """``--print-only``: the command line to run by hand; the spec and key stay for it."""
+    from spawnkit.spec.signing import DEFAULT_KEY_VAR
+
+    folder = key_file.parent
+    shown = (
+        f"PYTHONPATH={shlex.quote(pythonpath)} "
+        f'{DEFAULT_KEY_VAR}="$(cat {shlex.quote(str(key_file))})" {shlex.join(cmd)}'
+    )
+    if as_json:
+        emit_json(out, as_json, {"command": shown, "folder": str(folder), "run_id": run_id})
+    else:
+        out.line(shown)
+    err.write(
+        f"spawnkit launch: spec and key kept in {folder} (readable by you only); "
+        f"remove them when done: rm -r {shlex.quote(str(folder))}\n"
+    )
+
+
+def _run(cmd: list[str], key: str, pythonpath: str, run_id: str, what: str, timeout: float) -> int:
+    """Run torchrun to its end, bounded by ``timeout``; its ranks never outlive this call."""
+    from spawnkit.bootstrap._parent_death import RUN_ID_VAR
+    from spawnkit.spec.signing import DEFAULT_KEY_VAR
+
+    env = dict(os.environ)
+    env[DEFAULT_KEY_VAR] = key
+    env["PYTHONPATH"] = pythonpath
+    # In torchrun's *initial* environment, so spawnkit.cleanup(run_id) finds it and its ranks.
+    env[RUN_ID_VAR] = run_id
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    try:
+        return proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        survivors = _stop(proc, run_id)
+        from spawnkit.errors import BootstrapTimeoutError
+
+        extra = f"; pid(s) {survivors} survived SIGKILL" if survivors else ""
+        raise BootstrapTimeoutError(
+            f"torchrun ({what}) was still running after --timeout {timeout:.0f} s; it and its "
+            f"ranks were stopped{extra}. Pass a larger --timeout if the entry needs longer.",
+            stage=Stage.ENTRY.value,
+            waited_s=timeout,
+        ) from None
+    except BaseException:  # Ctrl-C: stop the ranks before the interrupt goes on
+        _stop(proc, run_id)
+        raise

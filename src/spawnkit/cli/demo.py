@@ -67,7 +67,6 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     from spawnkit.cli._group import (
         exit_status,
         render_failure,
-        render_stage_table,
         report_interrupt,
     )
     from spawnkit.cli._live import StageDisplay
@@ -99,6 +98,14 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         emit_json(out, args.json, run_.to_dict())
         if args.json == "-":
             return EXIT_OK
+    _render(run_, out)
+    return EXIT_OK
+
+
+def _render(run_: Any, out: Output) -> None:
+    """The demo's human report: rank 0's bootstrap, each scheduler, and what the hooks did."""
+    from spawnkit.cli._group import render_stage_table
+
     if run_.reports:
         out.heading("bootstrap report (rank 0)")
         out.line(run_.reports[0].format())
@@ -126,4 +133,3 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         f"served {sum(len(r['checksums']) for r in run_.results)} requests in "
         f"{run_.wall_seconds:.2f} s wall (launch to last result)"
     )
-    return EXIT_OK

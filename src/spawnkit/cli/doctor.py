@@ -154,7 +154,23 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
 
 
 def _render(data: dict[str, Any], out: Output) -> None:
-    env = data["environment"]
+    """The report, one section per part of a worker's bootstrap, then the verdict."""
+    _render_environment(data["environment"], out)
+    _render_platform(data["platform"], out)
+    _render_plugins(data["plugins"], data["environment"]["plugin_group"], out)
+    if data.get("dry_run") is not None:
+        _render_dry_run(data["dry_run"], out)
+    for warning in data["warnings"]:
+        out.line(f"warning: {warning}")
+    if data["ok"]:
+        out.line("OK: a worker of this namespace would bootstrap.")
+    else:
+        out.line("PROBLEM: a worker of this namespace would fail:")
+        for problem in data["problems"]:
+            out.line(f"  - {problem}")
+
+
+def _render_environment(env: dict[str, Any], out: Output) -> None:
     out.heading(f"spawnkit doctor: namespace {env['namespace']!r}")
     rows = [
         ("python", f"{env['python']} ({env['executable']})"),
@@ -169,20 +185,16 @@ def _render(data: dict[str, Any], out: Output) -> None:
     ]
     out.table(["setting", "value"], rows)
 
+
+def _render_platform(plat: dict[str, Any], out: Output) -> None:
     out.heading("platform")
-    plat = data["platform"]
     expl = plat.get("explanation") or {}
     candidates = expl.get("candidates") or []
     if candidates:
         out.table(
             ["plugin", "distribution", "activate()", "detail"],
             [
-                (
-                    f"{c['name']} = {c['value']}",
-                    f"{c['dist']} {c['version']}",
-                    c["outcome"],
-                    c.get("qualname") or c.get("error") or "",
-                )
+                _plugin_row(c, c["outcome"], c.get("qualname") or c.get("error") or "")
                 for c in candidates
             ],
             title="platform plugins",
@@ -193,51 +205,45 @@ def _render(data: dict[str, Any], out: Output) -> None:
         origin = f" from {sel['dist']} {sel['version']}" if sel.get("dist") else ""
         out.line(f"would choose: {sel['kind']} {sel['name']!r} ({sel['qualname']}{origin})")
 
+
+def _render_plugins(plugins: list[dict[str, Any]], group: str, out: Output) -> None:
     out.heading("general plugins")
-    if data["plugins"]:
+    if plugins:
         out.table(
             ["plugin", "distribution", "status", "reason"],
-            [
-                (
-                    f"{p['name']} = {p['value']}",
-                    f"{p['dist']} {p['version']}",
-                    p["status"],
-                    p["reason"],
-                )
-                for p in data["plugins"]
-            ],
+            [_plugin_row(p, p["status"], p["reason"]) for p in plugins],
         )
     else:
-        out.line(f"none installed in group {env['plugin_group']!r}")
+        out.line(f"none installed in group {group!r}")
 
-    dry = data.get("dry_run")
-    if dry is not None:
-        out.heading("dry run in a clean spawned worker")
-        result = dry.get("result") or {}
-        regs = result.get("registrations") or []
-        if regs:
-            out.table(
-                ["target", "type", "hook", "source"],
-                [(r["target"], r["type"], r["hook"], r["source"]) for r in regs],
-                title="hook registrations",
-            )
-        elif not dry.get("error"):
-            out.line("no hooks registered")
-        if result.get("report_text"):
-            out.line(result["report_text"])
-        if dry.get("error"):
-            out.line(f"FAILED: {dry['error']}")
-            if dry.get("traceback"):
-                out.line(dry["traceback"].rstrip())
 
-    for warning in data["warnings"]:
-        out.line(f"warning: {warning}")
-    if data["ok"]:
-        out.line("OK: a worker of this namespace would bootstrap.")
-    else:
-        out.line("PROBLEM: a worker of this namespace would fail:")
-        for problem in data["problems"]:
-            out.line(f"  - {problem}")
+def _plugin_row(plugin: dict[str, Any], *rest: str) -> tuple[str, ...]:
+    """A table row for an entry point: ``name = value``, its distribution, then ``rest``."""
+    return (
+        f"{plugin['name']} = {plugin['value']}",
+        f"{plugin['dist']} {plugin['version']}",
+        *rest,
+    )
+
+
+def _render_dry_run(dry: dict[str, Any], out: Output) -> None:
+    out.heading("dry run in a clean spawned worker")
+    result = dry.get("result") or {}
+    regs = result.get("registrations") or []
+    if regs:
+        out.table(
+            ["target", "type", "hook", "source"],
+            [(r["target"], r["type"], r["hook"], r["source"]) for r in regs],
+            title="hook registrations",
+        )
+    elif not dry.get("error"):
+        out.line("no hooks registered")
+    if result.get("report_text"):
+        out.line(result["report_text"])
+    if dry.get("error"):
+        out.line(f"FAILED: {dry['error']}")
+        if dry.get("traceback"):
+            out.line(dry["traceback"].rstrip())
 
 
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:

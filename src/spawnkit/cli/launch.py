@@ -165,49 +165,28 @@ def _check_launcher_options(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     namespace, payload = _validate(args)
+    # What every launcher takes; each call below adds only the options of its own.
+    common: dict[str, Any] = {
+        "entry": args.entry,
+        "payload": payload,
+        "nprocs": args.nprocs,
+        "namespace": namespace,
+        "timeout": args.timeout,
+        "as_json": args.json,
+        "out": out,
+        "err": err,
+    }
+    app_dir = os.path.abspath(args.app_dir)
     if args.launcher == "torchrun":
         from spawnkit.cli._torchrun import run_torchrun
 
-        return run_torchrun(
-            entry=args.entry,
-            payload=payload,
-            nprocs=args.nprocs,
-            namespace=namespace,
-            app_dir=os.path.abspath(args.app_dir),
-            timeout=args.timeout,
-            print_only=args.print_only,
-            as_json=args.json,
-            out=out,
-            err=err,
-        )
+        return run_torchrun(**common, app_dir=app_dir, print_only=args.print_only)
     if args.launcher == "ray":
         from spawnkit.cli._ray import run_ray
 
-        return run_ray(
-            entry=args.entry,
-            payload=payload,
-            nprocs=args.nprocs,
-            namespace=namespace,
-            app_dir=os.path.abspath(args.app_dir),
-            address=args.address,
-            timeout=args.timeout,
-            as_json=args.json,
-            debug=args.debug,
-            out=out,
-            err=err,
-        )
+        return run_ray(**common, app_dir=app_dir, address=args.address, debug=args.debug)
     from spawnkit.cli._group import run_group
 
     return run_group(
-        entry=args.entry,
-        payload=payload,
-        nprocs=args.nprocs,
-        namespace=namespace,
-        start_method=args.start_method,
-        preload=list(args.preload),
-        timeout=args.timeout,
-        as_json=args.json,
-        debug=args.debug,
-        out=out,
-        err=err,
+        **common, start_method=args.start_method, preload=list(args.preload), debug=args.debug
     )

@@ -125,28 +125,22 @@ def _sync_after(hook: Any, inner: Any, key: str, label: _Where) -> Callable[...,
 
 
 def _sync_around(hook: Any, inner: Any, key: str, label: _Where) -> Callable[..., Any]:
-    note = _Note("raised inside", label)
     # partial prepends ``inner`` in C: ``call(*args, **kwargs)`` passes the packed
     # arguments on as they are, where ``hook(inner, *args, **kwargs)`` would build a
     # new tuple and copy the kwargs dict on every call (about a quarter of the cost).
-    call = functools.partial(hook, inner)
+    return _sync_call(functools.partial(hook, inner), key, _Note("raised inside", label))
+
+
+def _sync_replace(hook: Any, key: str, label: _Where) -> Callable[..., Any]:
+    return _sync_call(hook, key, _Note("raised by", label))
+
+
+def _sync_call(call: Any, key: str, note: _Note) -> Callable[..., Any]:
+    """AROUND and REPLACE: the layer is the call itself, plus the note when it raises."""
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return call(*args, **kwargs)
-        except Exception as exc:
-            _annotate(exc, key, note)
-            raise
-
-    return wrapper
-
-
-def _sync_replace(hook: Any, key: str, label: _Where) -> Callable[..., Any]:
-    note = _Note("raised by", label)
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return hook(*args, **kwargs)
         except Exception as exc:
             _annotate(exc, key, note)
             raise
@@ -195,27 +189,19 @@ def _async_after(hook: Any, inner: Any, key: str, label: _Where) -> Callable[...
 
 
 def _async_around(hook: Any, inner: Any, key: str, label: _Where) -> Callable[..., Any]:
-    note = _Note("raised inside", label)
-
-    async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            result = hook(inner, *args, **kwargs)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
-        except Exception as exc:
-            _annotate(exc, key, note)
-            raise
-
-    return wrapper
+    return _async_call(functools.partial(hook, inner), key, _Note("raised inside", label))
 
 
 def _async_replace(hook: Any, key: str, label: _Where) -> Callable[..., Any]:
-    note = _Note("raised by", label)
+    return _async_call(hook, key, _Note("raised by", label))
+
+
+def _async_call(call: Any, key: str, note: _Note) -> Callable[..., Any]:
+    """AROUND and REPLACE of an async target: the call awaited, plus the note when it raises."""
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            result = hook(*args, **kwargs)
+            result = call(*args, **kwargs)
             if inspect.isawaitable(result):
                 result = await result
             return result

@@ -16,12 +16,10 @@ import sys
 import types
 from typing import Any, NamedTuple
 
+from spawnkit import _reference
 from spawnkit.errors import HookRegistrationError, HookTargetError
 
 __all__: list[str] = []
-
-_ABSENT: Any = object()
-
 
 class TargetPath(NamedTuple):
     """A parsed target: ``key`` is the canonical dotted form both spellings share."""
@@ -311,11 +309,6 @@ class Resolver:
         return Resolved(owner, attr, raw, False, owner.__name__, qualname, owner)
 
 
-def resolve(path: TargetPath, display: str) -> Resolved:
-    """Resolve one target on its own (see :class:`Resolver` for many at once)."""
-    return Resolver().resolve(path, display)
-
-
 def _missing(display: str, owner: Any, walked: str, name: str) -> HookTargetError:
     what = "module" if isinstance(owner, types.ModuleType) else "class"
     return HookTargetError(
@@ -403,36 +396,22 @@ def classify(res: Resolved, display: str) -> tuple[str, Any]:
 
 def import_hook(spec: str) -> Any:
     """Import a ``"module:qualname"`` hook; errors say which part was missing."""
-    module_name, _, qual = spec.partition(":")
     try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise HookRegistrationError(
-            f"hook {spec!r} cannot be imported: importing {module_name!r} raised "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
-    walked = module_name
-    for name in qual.split("."):
-        try:
-            obj = getattr(obj, name)
-        except AttributeError:
-            raise HookRegistrationError(
-                f"hook {spec!r} cannot be imported: {walked!r} has no attribute {name!r}"
-            ) from None
-        walked = f"{walked}.{name}"
-    return obj
+        return _reference.resolve(*_reference.parse(spec))
+    except _reference.ImportFailed as exc:
+        raise HookRegistrationError(f"hook {spec!r} cannot be imported: {exc}") from exc.cause
+    except (_reference.BadReference, _reference.MissingAttribute) as exc:
+        # MissingAttribute: ``{walked} has no attribute {name!r}``.
+        why = exc.why if isinstance(exc, _reference.BadReference) else str(exc)
+        raise HookRegistrationError(f"hook {spec!r} cannot be imported: {why}") from None
 
 
 def check_hook_spec(hook: str) -> None:
     """Validate the spelling of a string hook at register time (no import)."""
-    module, sep, qual = hook.partition(":")
-    parts = [*module.split("."), *qual.split(".")]
-    if not sep or not module or not qual or not all(p.isidentifier() for p in parts):
+    try:
+        _reference.parse(hook)
+    except _reference.BadReference as exc:
         raise HookRegistrationError(
-            f"hook {hook!r} is not a valid 'module:qualname' string (e.g. 'my_plugin.hooks:timer')"
-        )
-
-
-def absent() -> Any:
-    """Sentinel for 'the attribute did not exist' in the ledger."""
-    return _ABSENT
+            f"hook {hook!r} is not a valid 'module:qualname' string (e.g. "
+            f"'my_plugin.hooks:timer'): {exc.why}"
+        ) from None

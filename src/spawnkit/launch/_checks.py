@@ -15,6 +15,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
+from spawnkit import _reference
 from spawnkit.errors import ConfigError, EntryResolutionError
 
 __all__ = ["check_count", "check_entry_module", "check_seconds", "namespace_value"]
@@ -81,7 +82,7 @@ def check_entry_module(entry: str) -> None:
     import its parents, running user code in the launcher).  Deeper modules
     and the function are resolved by the workers after their hooks are applied.
     """
-    module = entry.partition(":")[0]
+    module = _reference.parse(entry)[0]
     top = module.split(".")[0]
     if not top or top in sys.modules:
         return

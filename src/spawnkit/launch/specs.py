@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spawnkit import _metadata
+from spawnkit import _metadata, _reference
 from spawnkit.errors import ConfigError, EntryResolutionError
 from spawnkit.launch._checks import check_count, check_entry_module, namespace_value
 from spawnkit.spec import Payload, ProcessSpec
@@ -122,13 +122,14 @@ def write_launch_spec(
 def _entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | None]:
     """``"module:qualname"`` when the child can import it; otherwise the callable by value."""
     if isinstance(entry, str):
-        module, sep, qualname = entry.partition(":")
-        if not sep or not module or not qualname:
+        try:
+            _reference.parse(entry)
+        except _reference.BadReference as exc:
             raise ConfigError(
                 f"entry must be 'module:function' (for example 'myengine.worker:run'), "
-                f"got {entry!r}",
+                f"got {entry!r}: {exc.why}",
                 setting="entry",
-            )
+            ) from None
         return entry, None
     if not callable(entry):
         raise EntryResolutionError(

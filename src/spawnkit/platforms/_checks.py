@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from spawnkit import _metadata
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._metadata import EntryPointInfo
+from spawnkit._names import qualified_name
 from spawnkit.errors import (
     PlatformConflictError,
     PlatformContractError,
@@ -268,14 +269,14 @@ def plugin_class(
         raise trace.fail(
             PlatformPluginError,
             f"{label}: activate() returned {qualname!r}, which is {cls!r}, not a subclass "
-            f"of the namespace's platform base {base.__module__}.{base.__qualname__}. "
+            f"of the namespace's platform base {qualified_name(base)}. "
             f"Platforms of namespace {trace.namespace!r} must subclass it.",
         )
     in_tree = cls.__module__.startswith("spawnkit.platforms.")
     if not in_tree and getattr(cls, "_enum", None) is not PlatformEnum.OOT:
         raise trace.fail(
             PlatformPluginError,
-            f"{label}: {cls.__module__}.{cls.__qualname__} is an out-of-tree platform but "
+            f"{label}: {qualified_name(cls)} is an out-of-tree platform but "
             f"its _enum is {getattr(cls, '_enum', None)!r}; declare "
             "`_enum = PlatformEnum.OOT` (is_cuda() etc. would otherwise lie).",
         )

@@ -125,12 +125,22 @@ def cuda_available() -> Probe:
     visible = count if limit is None else min(count, limit)
     if visible <= 0:
         return Probe(False, f"{how} reports {count} GPU(s), 0 visible (CUDA_VISIBLE_DEVICES)")
+    found = f"{visible} NVIDIA GPU(s) visible"
+    return _torch_built_for(found, f"{found} via {how}", "cuda", "CUDA")
+
+
+def _torch_built_for(found: str, where: str, flavour: str, api: str) -> Probe:
+    """The hardware is there (``found``); whether the installed torch was built for ``api``.
+
+    ``flavour`` is the :class:`TorchBuild` field holding that build's version.
+    """
     build = torch_build()
     if not build.installed:
-        return Probe(False, f"{visible} NVIDIA GPU(s) visible but torch is not installed")
-    if not build.cuda:
-        return Probe(False, f"{visible} NVIDIA GPU(s) visible but torch {build.version} lacks CUDA")
-    return Probe(True, f"{visible} NVIDIA GPU(s) visible via {how}, torch CUDA {build.cuda}")
+        return Probe(False, f"{found} but torch is not installed")
+    version = getattr(build, flavour)
+    if not version:
+        return Probe(False, f"{found} but torch {build.version} lacks {api}")
+    return Probe(True, f"{where}, torch {api} {version}")
 
 
 def _kfd_gpu_nodes(root: str = "/sys/class/kfd/kfd/topology/nodes") -> int:
@@ -171,12 +181,8 @@ def rocm_available() -> Probe:
             nodes = min(nodes, limit)
     if nodes == 0:
         return Probe(False, "AMD GPU(s) present but none visible (*_VISIBLE_DEVICES)")
-    build = torch_build()
-    if not build.installed:
-        return Probe(False, f"{nodes} AMD GPU(s) but torch is not installed")
-    if not build.hip:
-        return Probe(False, f"{nodes} AMD GPU(s) but torch {build.version} lacks HIP")
-    return Probe(True, f"{nodes} AMD GPU(s) in KFD topology, torch HIP {build.hip}")
+    found = f"{nodes} AMD GPU(s)"
+    return _torch_built_for(found, f"{found} in KFD topology", "hip", "HIP")
 
 
 def xpu_available() -> Probe:

@@ -97,24 +97,36 @@ class CpuPlatform(Platform):
         return "gloo"
 
 
-class _TorchCudaApi(Platform):
-    """Shared by CUDA and ROCm: torch exposes both through ``torch.cuda``."""
+class _TorchAccelerator(Platform):
+    """Device calls torch spells alike in each accelerator module (torch.cuda, torch.xpu)."""
+
+    #: The ``torch`` submodule that drives the device.
+    _torch_api = ""
+
+    def _api(self) -> Any:
+        return getattr(_torch(), self._torch_api)
 
     def set_device(self, device: Any) -> None:
-        _torch().cuda.set_device(device)
+        self._api().set_device(device)
 
     def get_device_name(self, device_id: int = 0) -> str:
-        return str(_torch().cuda.get_device_name(device_id))
+        return str(self._api().get_device_name(device_id))
 
     def get_device_count(self) -> int:
-        return int(_torch().cuda.device_count())
+        return int(self._api().device_count())
 
     def get_device_total_memory(self, device_id: int = 0) -> int:
-        return int(_torch().cuda.get_device_properties(device_id).total_memory)
+        return int(self._api().get_device_properties(device_id).total_memory)
 
     def get_current_memory_usage(self, device: Any = None) -> float:
         """Bytes held by torch's caching allocator's live tensors on ``device``."""
-        return float(_torch().cuda.memory_allocated(device))
+        return float(self._api().memory_allocated(device))
+
+
+class _TorchCudaApi(_TorchAccelerator):
+    """Shared by CUDA and ROCm: torch exposes both through ``torch.cuda``."""
+
+    _torch_api = "cuda"
 
     def get_device_capability(self, device_id: int = 0) -> tuple[int, int] | None:
         major, minor = _torch().cuda.get_device_capability(device_id)
@@ -151,28 +163,14 @@ class RocmPlatform(_TorchCudaApi):
         return "triton"
 
 
-class XpuPlatform(Platform):
+class XpuPlatform(_TorchAccelerator):
     """Intel GPUs through torch.xpu; XCCL collectives."""
 
     _enum = PlatformEnum.XPU
     device_name = "xpu"
     device_type = "xpu"
     dispatch_key = "XPU"
-
-    def set_device(self, device: Any) -> None:
-        _torch().xpu.set_device(device)
-
-    def get_device_name(self, device_id: int = 0) -> str:
-        return str(_torch().xpu.get_device_name(device_id))
-
-    def get_device_count(self) -> int:
-        return int(_torch().xpu.device_count())
-
-    def get_device_total_memory(self, device_id: int = 0) -> int:
-        return int(_torch().xpu.get_device_properties(device_id).total_memory)
-
-    def get_current_memory_usage(self, device: Any = None) -> float:
-        return float(_torch().xpu.memory_allocated(device))
+    _torch_api = "xpu"
 
     def get_device_capability(self, device_id: int = 0) -> tuple[int, int] | None:
         """XPUs have no (major, minor) capability; ``torch.xpu.get_device_capability`` has more."""

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 import torch
 from torch.nn.modules import module as _torch_module
 
+from spawnkit._names import qualified_name
 from spawnkit.errors import CustomOpError
 
 __all__ = ["CustomOp"]
@@ -107,7 +108,7 @@ class CustomOp(torch.nn.Module):
             existing = _oot_forwards.get(key)
             if existing is not None and existing is not fn and not replace:
                 raise CustomOpError(
-                    f"{op_class.__module__}.{op_class.__qualname__} already has an out-of-tree "
+                    f"{qualified_name(op_class)} already has an out-of-tree "
                     f"forward for platform key {platform_key!r}: {_fn_name(existing)}; "
                     f"refusing to replace it with {_fn_name(fn)}. Pass replace=True if "
                     "overriding it is intended, or register under another key."
@@ -164,7 +165,7 @@ class CustomOp(torch.nn.Module):
                 return name, method
         if type(self).forward_native is CustomOp.forward_native:
             raise CustomOpError(
-                f"{cls.__module__}.{cls.__qualname__} has no forward for platform "
+                f"{qualified_name(cls)} has no forward for platform "
                 f"{type(platform).__qualname__} (dispatch key {key!r}, device type "
                 f"{device_type!r}): define forward_native (the portable fallback), a "
                 f"forward_{device_type or '<device_type>'} method, or register one with "

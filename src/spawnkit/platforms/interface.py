@@ -30,6 +30,7 @@ import enum
 import inspect
 from typing import Any, ClassVar
 
+from spawnkit._names import qualified_name
 from spawnkit.errors import PlatformContractError
 
 __all__ = ["DeviceMixin", "Platform", "PlatformEnum"]
@@ -167,7 +168,7 @@ def _check_class(cls: type, *, defines_contract: bool) -> None:
     A plugin author fixing a class one error per import would need as many
     round trips as there are mistakes; every bad name is known at once.
     """
-    where = f"{cls.__module__}.{cls.__qualname__}"
+    where = qualified_name(cls)
     problems = _member_problems(cls, where, defines_contract=defines_contract)
     problems.extend(_shadowing_problems(cls, _contract(cls), where))
     enum_value = cls.__dict__.get("_enum")
@@ -374,7 +375,7 @@ class Platform(DeviceMixin, contract=True):
     def __repr__(self) -> str:
         cls = type(self)
         return (
-            f"<{cls.__module__}.{cls.__qualname__} device_name={self.device_name!r} "
+            f"<{qualified_name(cls)} device_name={self.device_name!r} "
             f"device_type={self.device_type!r} enum={self._enum.name}>"
         )
 
@@ -383,6 +384,6 @@ class Platform(DeviceMixin, contract=True):
         name = self.device_name or "unspecified"
         return (
             f"{cls.__qualname__} (device {name!r}, torch device type "
-            f"{self.device_type or '-'!r}, {self._enum.name}; {cls.__module__}.{cls.__qualname__})"
+            f"{self.device_type or '-'!r}, {self._enum.name}; {qualified_name(cls)})"
             f", {self._describe_selection()}"
         )

@@ -11,6 +11,17 @@ from spawnkit.platforms.custom_op import CustomOp
 __all__ = ["RMSNorm"]
 
 
+def _with_residual(
+    x: torch.Tensor, residual: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """``x`` in float32 with the residual added, and the new residual in ``x``'s dtype."""
+    h = x.to(torch.float32)
+    if residual is None:
+        return h, None
+    h = h + residual.to(torch.float32)
+    return h, h.to(x.dtype)
+
+
 class RMSNorm(CustomOp):
     """Root-mean-square layer norm, optionally fused with a residual add.
 
@@ -36,28 +47,20 @@ class RMSNorm(CustomOp):
     def forward_native(
         self, x: torch.Tensor, residual: torch.Tensor | None = None
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-        orig_dtype = x.dtype
-        h = x.to(torch.float32)
-        if residual is not None:
-            h = h + residual.to(torch.float32)
-            residual = h.to(orig_dtype)
+        h, residual = _with_residual(x, residual)
         variance = h.pow(2).mean(dim=-1, keepdim=True)
         h = h * torch.rsqrt(variance + self.eps)
-        out = (h * self.weight.to(torch.float32)).to(orig_dtype)
+        out = (h * self.weight.to(torch.float32)).to(x.dtype)
         return out if residual is None else (out, residual)
 
     def forward_cuda(
         self, x: torch.Tensor, residual: torch.Tensor | None = None
     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """torch's fused ``rms_norm`` kernel (same float32 math as ``forward_native``)."""
-        orig_dtype = x.dtype
-        h = x.to(torch.float32)
-        if residual is not None:
-            h = h + residual.to(torch.float32)
-            residual = h.to(orig_dtype)
+        h, residual = _with_residual(x, residual)
         out = torch.nn.functional.rms_norm(
             h, (self.hidden_size,), self.weight.to(torch.float32), self.eps
-        ).to(orig_dtype)
+        ).to(x.dtype)
         return out if residual is None else (out, residual)
 
     def extra_repr(self) -> str:

@@ -85,7 +85,9 @@ class Payload:
         ``by_value=None`` picks plain pickle when it can take the object by
         reference to an importable module, cloudpickle otherwise.
         """
-        type_name = f"{type(obj).__module__}.{type(obj).__qualname__}"
+        from spawnkit._names import qualified_name  # parent side: not on the unpickling path
+
+        type_name = qualified_name(obj)
         data: bytes | None = None
         used_value = False
         if by_value is not True:
@@ -171,7 +173,10 @@ class Payload:
                 stage=_payload_stage(),
             ) from exc
         if expected_type is not None and not isinstance(obj, expected_type):
-            got = f"{type(obj).__module__}.{type(obj).__qualname__}"
-            want = f"{expected_type.__module__}.{expected_type.__qualname__}"
-            raise TypeError(f"payload holds a {got}, but a {want} was expected")
+            from spawnkit._names import qualified_name  # failure path only
+
+            raise TypeError(
+                f"payload holds a {qualified_name(obj)}, but a {qualified_name(expected_type)} "
+                "was expected"
+            )
         return obj

@@ -33,6 +33,8 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from spawnkit import _reference
+
 if TYPE_CHECKING:
     from spawnkit.hooks.registry import HookRegistry
     from spawnkit.namespace import Namespace
@@ -95,13 +97,11 @@ def _owner_of(module: str, qualname: str) -> tuple[Any, str] | None:
     mod = sys.modules.get(module)
     if mod is None:
         return None
-    parts = qualname.split(".")
-    owner: Any = mod
-    for part in parts[:-1]:
-        owner = getattr(owner, part, _ABSENT)
-        if owner is _ABSENT:
-            return None
-    return owner, parts[-1]
+    path, _, attr = qualname.rpartition(".")
+    try:
+        return _reference.walk(mod, path, module), attr
+    except _reference.MissingAttribute:
+        return None
 
 
 def _raw(owner: Any, attr: str) -> Any:

@@ -33,10 +33,11 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import BootstrapTimeoutError, ChildRaisedError, EntryResolutionError
 from spawnkit.namespace import get_namespace
 from spawnkit.spec import Payload
@@ -220,6 +221,63 @@ def _reraise_child(err: ChildRaisedError) -> None:
     raise child from remote
 
 
+def _selection(
+    config: NamespaceConfig,
+    platform: str | None,
+    plugins: Sequence[str] | None,
+    env: Mapping[str, str] | None,
+) -> tuple[EnvOverlay, dict[str, str]]:
+    """The namespace's selection variables, set here (undone by the caller) and for the child.
+
+    Both sides: the parent resolves the platform and plugins once for every
+    rank, and the child must see the same choice.
+    """
+    overlay = EnvOverlay()
+    child_env = dict(env or {})
+    if platform is not None:
+        overlay.set(config.platform_var, platform)
+        child_env.setdefault(config.platform_var, platform)
+    if plugins is not None:
+        if isinstance(plugins, str):
+            raise TypeError("plugins must be a sequence of entry-point names, not a string")
+        allow = ",".join(plugins)
+        overlay.set(config.plugins_var, allow)
+        child_env.setdefault(config.plugins_var, allow)
+    return overlay, child_env
+
+
+def _how_to_send(
+    entry: str | Callable[..., Any], payload: Any
+) -> tuple[str | Callable[..., Any], list[ModuleType]]:
+    """What to launch (a reference or a by-value wrapper) and the modules to pickle by value."""
+    launched: str | Callable[..., Any] = entry
+    by_value: list[ModuleType] = []
+    payload_module = sys.modules.get(type(payload).__module__)
+    if (
+        payload is not None
+        and not isinstance(payload, Payload)
+        and payload_module is not None
+        and not _importable_fresh(payload_module)
+    ):
+        by_value.append(payload_module)
+    if not isinstance(entry, str):
+        if not callable(entry):
+            raise EntryResolutionError(
+                f"entry {entry!r} (type {type(entry).__name__}) is not callable; pass "
+                "'module:qualname' or a callable",
+                stage=Stage.RESOLVE_ENTRY.value,
+            )
+        ref = by_reference_name(entry)
+        if ref is not None:
+            launched = ref
+        else:
+            module = sys.modules.get(getattr(entry, "__module__", "") or "")
+            if module is not None and not _importable_fresh(module):
+                by_value.append(module)
+            launched = _wrap_by_value(entry)
+    return launched, by_value
+
+
 def run_entry(
     entry: str | Callable[..., Any],
     payload: Any = None,
@@ -250,44 +308,8 @@ def run_entry(
     from spawnkit.bootstrap import spawn_with_plugins
 
     ns = get_namespace(namespace)
-    overlay = EnvOverlay()
-    child_env = dict(env or {})
-    if platform is not None:
-        overlay.set(ns.config.platform_var, platform)
-        child_env.setdefault(ns.config.platform_var, platform)
-    if plugins is not None:
-        if isinstance(plugins, str):
-            raise TypeError("plugins must be a sequence of entry-point names, not a string")
-        allow = ",".join(plugins)
-        overlay.set(ns.config.plugins_var, allow)
-        child_env.setdefault(ns.config.plugins_var, allow)
-
-    launched: str | Callable[..., Any] = entry
-    by_value: list[ModuleType] = []
-    payload_module = sys.modules.get(type(payload).__module__)
-    if (
-        payload is not None
-        and not isinstance(payload, Payload)
-        and payload_module is not None
-        and not _importable_fresh(payload_module)
-    ):
-        by_value.append(payload_module)
-    if not isinstance(entry, str):
-        if not callable(entry):
-            raise EntryResolutionError(
-                f"entry {entry!r} (type {type(entry).__name__}) is not callable; pass "
-                "'module:qualname' or a callable",
-                stage="resolve_entry",
-            )
-        ref = by_reference_name(entry)
-        if ref is not None:
-            launched = ref
-        else:
-            module = sys.modules.get(getattr(entry, "__module__", "") or "")
-            if module is not None and not _importable_fresh(module):
-                by_value.append(module)
-            launched = _wrap_by_value(entry)
-
+    overlay, child_env = _selection(ns.config, platform, plugins, env)
+    launched, by_value = _how_to_send(entry, payload)
     start = time.monotonic()
     try:
         with _pickled_by_value(by_value):
@@ -306,38 +328,48 @@ def run_entry(
                 **launch,
             )
         with group:
-            # The group's own ready_timeout (= timeout) bounds this, so its error names it.
-            reports = group.wait_ready()
-            if not group.join(timeout):
-                raise BootstrapTimeoutError(
-                    f"run_entry: the entry {_describe(entry)} did not return within {timeout} s "
-                    f"of the worker becoming ready; the worker was terminated. Raise "
-                    f"timeout= if it is merely slow; otherwise the stack below shows where "
-                    f"it hangs.{_hung_stack(group)}",
-                    rank=0,
-                    stage="entry",
-                    waited_s=timeout,
-                )
-            results = group.results()
-            pids = list(getattr(group, "pids", []) or [])
-            codes = list(getattr(group, "exit_codes", []) or [])
+            done = _wait(group, entry, timeout)
     except ChildRaisedError as err:
         _reraise_child(err)
         raise  # pragma: no cover - _reraise_child always raises
     except BootstrapTimeoutError as err:
-        # The launcher's fix names its own ready_timeout=, which run_entry sets from timeout=.
-        if err.args and isinstance(err.args[0], str):
-            text = err.args[0].replace("larger ready_timeout=", "larger run_entry(timeout=)")
-            err.args = (text.replace("ready_timeout=", "run_entry timeout="), *err.args[1:])
+        _name_our_timeout(err)
         raise
     finally:
         overlay.undo()
+    return replace(done, seconds=time.monotonic() - start)
+
+
+def _name_our_timeout(err: BootstrapTimeoutError) -> None:
+    """The launcher's fix names its own ready_timeout=, which run_entry sets from timeout=."""
+    if err.args and isinstance(err.args[0], str):
+        text = err.args[0].replace("larger ready_timeout=", "larger run_entry(timeout=)")
+        err.args = (text.replace("ready_timeout=", "run_entry timeout="), *err.args[1:])
+
+
+def _wait(group: WorkerGroup, entry: str | Callable[..., Any], timeout: float) -> EntryRun:
+    """The worker's report and result (``seconds`` left to the caller); bounded by ``timeout``."""
+    # The group's own ready_timeout (= timeout) bounds this, so its error names it.
+    reports = group.wait_ready()
+    if not group.join(timeout):
+        raise BootstrapTimeoutError(
+            f"run_entry: the entry {_describe(entry)} did not return within {timeout} s "
+            f"of the worker becoming ready; the worker was terminated. Raise "
+            f"timeout= if it is merely slow; otherwise the stack below shows where "
+            f"it hangs.{_hung_stack(group)}",
+            rank=0,
+            stage=Stage.ENTRY.value,
+            waited_s=timeout,
+        )
+    results = group.results()
+    pids = list(getattr(group, "pids", []) or [])
+    codes = list(getattr(group, "exit_codes", []) or [])
     return EntryRun(
         result=results[0] if results else None,
         report=reports[0] if reports else None,
         pid=pids[0] if pids else None,
         exit_code=codes[0] if codes else None,
-        seconds=time.monotonic() - start,
+        seconds=0.0,
     )
 
 
