@@ -28,6 +28,7 @@ from spawnkit.spec import ProcessSpec
 __all__ = [
     "arm_guard",
     "child_main",
+    "picklers",
     "spawn_main_reporting",
 ]
 
@@ -68,7 +69,8 @@ def spawn_main_reporting(package: str, early_fd: int, **kwds: Any) -> None:
         raise
 
 
-def _picklers(kind: str) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+def picklers(kind: str) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    """``(dumps, loads)`` of a context: the child pickles with one, the launcher unpickles."""
     if kind == "multiprocess":
         import dill
 
@@ -171,7 +173,7 @@ def _exit_code(exc: SystemExit) -> int:
 def child_main(spec: ProcessSpec) -> None:
     """Run the bootstrap and the entry for one rank; report the outcome before exiting."""
     dump_signal = _arm_faulthandler(spec._control.fault_conn)
-    dumps, loads = _picklers(spec._control.context)
+    dumps, loads = picklers(spec._control.context)
     deaf = spec._control.sigint_restore
     if deaf:  # SIGINT stays ignored; unblocked, so that restoring the handler later is enough
         try:
