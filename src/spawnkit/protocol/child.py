@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.protocol import messages as proto
 from spawnkit.spec import ProcessSpec
 
@@ -136,7 +137,7 @@ class _Reporter:
         self.send(proto.StageFinished(str(getattr(stage, "value", stage)), float(seconds)))
 
     def ready(self, report: Any) -> None:
-        self.stage = "entry"
+        self.stage = Stage.ENTRY.value
         self.ready_sent = True
         try:
             self.send(proto.Ready(report))
@@ -209,7 +210,9 @@ def child_main(spec: ProcessSpec) -> None:
     try:
         data = dumps(result)
     except Exception as exc:
-        kind = f"{type(result).__module__}.{type(result).__qualname__}"
+        from spawnkit._names import qualified_name  # only on this failure path
+
+        kind = qualified_name(result)
         reporter.send(
             proto.Result(
                 None,
