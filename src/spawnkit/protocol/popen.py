@@ -1,20 +1,24 @@
-"""Which process machinery a launch uses: package (multiprocessing or multiprocess) x method.
+"""The parent's half of the protocol: how a worker process is started and what it is sent.
 
-Every combination starts the worker the same way: the first statement of the
-new interpreter (spawn) or of the fork server (forkserver) arms the import
-guard, before ``__main__`` is re-imported or anything is unpickled.  All four
-variants are built here from one template so they cannot drift apart.  The
-spawn variant adds an *early-error pipe*: if the child fails before spawnkit's own code runs (the
-classic case: a launching script without an ``if __name__ == "__main__":``
-guard, re-imported as ``__mp_main__``), its traceback reaches the launcher
-instead of only the child's stderr.  ``multiprocess`` is the
-dill-based fork of ``multiprocessing``: the same classes under another
-package name, which is what lets a single template serve both.
+The exchange as a whole is drawn in :mod:`spawnkit.protocol`.  Here: the
+guarded command line (its first statement arms the import guard, before
+``__main__`` is re-imported or anything is unpickled), the bytes the parent
+writes (preparation data, then the ``Process`` carrying the spec, never
+blocking the launcher), the early-error pipe it reads, and the four Process
+variants: package (``multiprocessing`` or its dill-based fork ``multiprocess``,
+the same classes under another name) x method (spawn, or forkserver from a
+warm server), built from one table so they cannot drift apart.
+
+The spawn variant adds an *early-error pipe*: if the child fails before
+spawnkit's own code runs (the classic case: a launching script without an
+``if __name__ == "__main__":`` guard, re-imported as ``__mp_main__``), its
+traceback reaches the launcher instead of only the child's stderr.
 
 Process classes are module attributes with stable names because a spawned
-child unpickles its ``Process`` object by reference.  The ``multiprocess``
-ones are created on first access (module ``__getattr__``) so that a
-``multiprocessing`` worker never imports ``multiprocess`` or dill.
+child unpickles its ``Process`` object by reference.  All but the stdlib spawn
+one are created on first access (module ``__getattr__``) so that a
+``multiprocessing`` worker never imports ``multiprocess``, dill or the
+forkserver machinery.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from spawnkit.errors import ConfigError
 from spawnkit.protocol.child import child_main, picklers
 from spawnkit.spec import ProcessSpec
+from spawnkit.spec._control import CONTEXTS
 
 if TYPE_CHECKING:
     from spawnkit.launch._warm_server import WarmServer
@@ -44,7 +49,6 @@ __all__ = [
     "spawn_context",
 ]
 
-CONTEXTS = ("multiprocessing", "multiprocess")
 START_METHODS = ("spawn", "forkserver")
 
 # Arms the guard and marks the process a worker whose hooks are not applied yet, so
@@ -74,8 +78,8 @@ def _guarded_command_line(package: str, early_fd: int, **kwds: Any) -> list[str]
 def _pickle_for_child(package: str, popen: Any, process_obj: Any) -> io.BytesIO:
     """What a spawned or forkserver child reads first: preparation data, then the Process.
 
-    Pickled while ``popen`` is the spawning Popen, so Connections and fds in the
-    Process (its args: a rank's ``spec.extra`` and its fault pipe) are duplicated for that child.
+    Pickled while ``popen`` is the spawning Popen, so the Connections in the spec
+    (report, death and fault pipes, any in ``spec.extra``) are duplicated for that child.
     """
     context = _sub(package, "context")
     buf = io.BytesIO()
@@ -89,15 +93,16 @@ def _pickle_for_child(package: str, popen: Any, process_obj: Any) -> io.BytesIO:
 
 
 def send_start_data(fd: int, data: bytes) -> None:
-    """Write a child's start data to ``fd`` (a pipe) without ever blocking the launcher.
+    """Write start data to ``fd``, a pipe to a child or a warm server, never blocking the launcher.
 
     The child reads its preparation data, re-imports ``__main__`` and only
     then reads its ``Process``: a spec larger than the pipe buffer would make
     ``start()`` wait for that re-import (forever if it hangs, before
     ``ready_timeout`` is even armed; pytorch#131931).  What fits is written
     now; the rest goes from a daemon thread that ends when the child has read
-    it or is gone.  A child that died first is not an error here: its exit,
-    with its early traceback, reaches the launcher through its sentinel.
+    it or is gone.  A reader that died first is not an error here: a child's
+    exit, with its early traceback, reaches the launcher through its sentinel,
+    a server's through its status pipe.
     """
     w = os.dup(fd)
     view = memoryview(data)
