@@ -730,9 +730,7 @@ def serve(
     _pkg(package, "forkserver").main(listener_fd, alive_r, [], None, None)
 
 
-def _prepare(
-    spec: Any, preload: list[str], say: _StatusWriter, started: float
-) -> dict[str, Any]:
+def _prepare(spec: Any, preload: list[str], say: _StatusWriter, started: float) -> dict[str, Any]:
     """Bootstrap once (``spec`` None: not at all), preload, check threads: the final status."""
     status: dict[str, Any] = {"ok": True, "seconds": {}, "stages": {}, "started": started}
     try:
