@@ -49,9 +49,9 @@ from collections.abc import Iterator
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
-from spawnkit._names import qualified_name
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, ForkSafetyError, ForkServerError, PreloadError
+from spawnkit.protocol import messages as proto
 
 __all__ = [
     "MODE_VAR",
@@ -427,7 +427,7 @@ def _failure_error(status: dict[str, Any], server: WarmServer, fault: str) -> Fo
             stage=str(status.get("stage", "")),
             traceback_text=str(status.get("traceback", "")),
         )
-        err.cause = _load(status.get("exc"))
+        err.cause = proto.load_exception(status.get("exc"))
         return err
     step = str(status.get("step", "startup"))
     dump = f"\nServer fault dump (pid {pid}):\n{fault.rstrip()}" if fault.strip() else ""
@@ -452,16 +452,6 @@ def _failure_error(status: dict[str, Any], server: WarmServer, fault: str) -> Fo
             f"worker was started.{dump}"
         )
     return ForkServerError(text, stage=_step_stage(step))
-
-
-def _load(data: bytes | None) -> BaseException | None:
-    if not data:
-        return None
-    try:
-        exc = pickle.loads(data)
-    except Exception:
-        return None
-    return exc if isinstance(exc, BaseException) else None
 
 
 def _accelerator_contexts() -> list[str]:
@@ -656,21 +646,18 @@ def _prebootstrap(spec: Any, say: _StatusWriter) -> dict[str, Any]:
 
 
 def _stage_status(exc: Exception, bootstrapper: Any) -> dict[str, Any]:
-    """The status of a shared stage that raised: enough for the parent's ``ForkServerError``."""
-    import traceback
-
-    try:
-        blob: bytes | None = pickle.dumps(exc)
-    except Exception:
-        blob = None
+    """The status of a shared stage that raised: a worker's FAILED record, as a dict."""
+    stage = str(getattr(exc, "stage", "") or bootstrapper.next_stage or "")
+    failed = proto.failed_from_exception(stage, exc)
     return {
         "ok": False,
         "kind": "stage",
-        "stage": str(getattr(exc, "stage", "") or bootstrapper.next_stage or ""),
-        "exc_type": qualified_name(exc),
+        "stage": stage,
+        "exc_type": failed.exc_type,
         "message": Exception.__str__(exc),
-        "traceback": getattr(exc, "traceback_text", "") or "".join(traceback.format_exception(exc)),
-        "exc": blob,
+        # A stage error's own text is the failing stage's traceback (its cause's, when wrapped).
+        "traceback": getattr(exc, "traceback_text", "") or failed.traceback_text,
+        "exc": failed.exc_bytes,
     }
 
 
