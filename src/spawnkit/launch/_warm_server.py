@@ -49,7 +49,9 @@ from collections.abc import Iterator
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, ForkSafetyError, ForkServerError, PreloadError
+from spawnkit.protocol import messages as proto
 
 __all__ = [
     "MODE_VAR",
@@ -168,11 +170,14 @@ class WarmServer:
         self.pid, self.address, self._alive_w = pid, address, alive_w
         self._fault_r = fault_r
         os.set_blocking(fault_r, False)
-        # The spec goes from a thread: the server reads it first thing, but one that died
-        # before reading must not block this launch (its death is reported below).
-        threading.Thread(
-            target=_write_all, args=(boot_w, boot), name="spawnkit-server-boot", daemon=True
-        ).start()
+        # Never blocking: the server reads the spec first thing, but one that died before
+        # reading must not block this launch (its death is reported below).
+        from spawnkit.protocol.popen import send_start_data
+
+        try:
+            send_start_data(boot_w, boot)
+        finally:
+            os.close(boot_w)
         try:
             status = self._read_status(status_r, timeout)
         finally:
@@ -341,21 +346,10 @@ class WarmServer:
             f"the warm-start fork server (pid {pid}) could not start a worker: {what}; {state}. "
             "Effect: this launch started no further worker and is being torn down. The next "
             "launch starts a new server; retry it.",
-            stage="arm_parent_death",
+            stage=Stage.ARM_PARENT_DEATH.value,
         )
         err.server_pid = pid
         return err
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    try:
-        while view:
-            view = view[os.write(fd, view) :]
-    except OSError:  # the server died before reading: its status says how
-        pass
-    finally:
-        os.close(fd)
 
 
 def _last_step(messages: list[dict[str, Any]]) -> str:
@@ -379,13 +373,24 @@ def _step_stage(step: str) -> str:
 
 def _start_error(status: dict[str, Any], server: WarmServer, fault: str) -> ForkServerError:
     """The parent's typed error for a server that refused to serve or died starting."""
-    pid, preload = server.pid, server.preload
+    kind = status.get("kind")
+    err = (
+        _refusal_error(status)
+        if kind in ("accelerator", "import", "safety")
+        else _failure_error(status, server, fault)
+    )
+    err.server_pid = server.pid
+    if kind in ("stage", "safety"):
+        err.traceback_text = err.traceback_text or str(status.get("traceback", ""))
+    return err
+
+
+def _refusal_error(status: dict[str, Any]) -> ForkServerError:
+    """A server that started but refuses to serve: a preload or a thread made forking unsafe."""
     kind = status.get("kind")
     module = status.get("module", "")
-    dump = f"\nServer fault dump (pid {pid}):\n{fault.rstrip()}" if fault.strip() else ""
-    err: ForkServerError
     if kind == "accelerator":
-        err = PreloadError(
+        return PreloadError(
             f"preload module {module!r} initialized an accelerator context "
             f"({', '.join(status.get('detail', []))}) in the warm-start fork server. Forked "
             "workers cannot use a context created before the fork, so this preload is "
@@ -393,19 +398,24 @@ def _start_error(status: dict[str, Any], server: WarmServer, fault: str) -> Fork
             f"or use start_method='spawn'.",
             stage="preload",
         )
-    elif kind == "import":
-        err = PreloadError(
+    if kind == "import":
+        return PreloadError(
             f"preload module {module!r} failed to import in the warm-start fork server, so no "
             f"worker could be started from it.\n{status.get('traceback', '')}"
             "Fix the import or remove it from preload=.",
             stage="preload",
             traceback_text=status.get("traceback", ""),
         )
-    elif kind == "safety":
-        err = ForkSafetyError(str(status.get("message", "")), stage=status.get("stage", ""))
-        err.culprit = str(status.get("culprit", ""))
-    elif kind == "stage":
-        cause = _load(status.get("exc"))
+    err = ForkSafetyError(str(status.get("message", "")), stage=status.get("stage", ""))
+    err.culprit = str(status.get("culprit", ""))
+    return err
+
+
+def _failure_error(status: dict[str, Any], server: WarmServer, fault: str) -> ForkServerError:
+    """A server that could not finish starting: a shared stage raised, it exited, hung or died."""
+    pid, preload = server.pid, server.preload
+    kind = status.get("kind")
+    if kind == "stage":
         err = ForkServerError(
             f"the warm-start fork server (pid {pid}) failed in stage "
             f"{status.get('stage')!r}, which it runs once for every worker it will fork: "
@@ -417,47 +427,31 @@ def _start_error(status: dict[str, Any], server: WarmServer, fault: str) -> Fork
             stage=str(status.get("stage", "")),
             traceback_text=str(status.get("traceback", "")),
         )
-        err.cause = cause
-    elif kind == "exited":
-        step = str(status.get("step", "startup"))
-        err = ForkServerError(
+        err.cause = proto.load_exception(status.get("exc"))
+        return err
+    step = str(status.get("step", "startup"))
+    dump = f"\nServer fault dump (pid {pid}):\n{fault.rstrip()}" if fault.strip() else ""
+    if kind == "exited":
+        text = (
             f"the warm-start fork server (pid {pid}) called sys.exit({status.get('code')}) "
             f"while {_step_text(step)}, so it cannot serve workers. Effect: no worker was "
             "started. Remove the exit from that code (a plugin or module must not end the "
-            f"process), or set {MODE_VAR}=worker.\n{status.get('traceback', '')}".rstrip(),
-            stage=_step_stage(step),
+            f"process), or set {MODE_VAR}=worker.\n{status.get('traceback', '')}".rstrip()
         )
     elif kind == "timeout":
-        step = str(status.get("step", "startup"))
-        err = ForkServerError(
+        text = (
             f"the warm-start fork server (pid {pid}) did not finish starting within "
             f"{status.get('timeout', 0.0):.0f} s: it is stuck {_step_text(step)} (stack "
             "below). Effect: no worker was started; the server was killed. Fix the hang, or "
-            f"raise ready_timeout if that step is just slow.{dump}",
-            stage=_step_stage(step),
+            f"raise ready_timeout if that step is just slow.{dump}"
         )
     else:
-        step = str(status.get("step", "startup"))
-        err = ForkServerError(
+        text = (
             f"the warm-start fork server (pid {pid}) for preload={list(preload)} died while "
             f"{_step_text(step)}: {status.get('detail', 'no status was reported')}. Effect: no "
-            f"worker was started.{dump}",
-            stage=_step_stage(step),
+            f"worker was started.{dump}"
         )
-    err.server_pid = pid
-    if kind in ("stage", "safety"):
-        err.traceback_text = err.traceback_text or str(status.get("traceback", ""))
-    return err
-
-
-def _load(data: bytes | None) -> BaseException | None:
-    if not data:
-        return None
-    try:
-        exc = pickle.loads(data)
-    except Exception:
-        return None
-    return exc if isinstance(exc, BaseException) else None
+    return ForkServerError(text, stage=_step_stage(step))
 
 
 def _accelerator_contexts() -> list[str]:
@@ -581,30 +575,43 @@ def _read_boot(fd: int) -> Any:
     return pickle.loads(raw) if raw else None
 
 
-def _prebootstrap(spec: Any, say: Any) -> dict[str, Any]:
+class _SafetyListener:
+    """The server's stage listener: each stage goes to the launcher, then an accelerator check.
+
+    A context created by a shared stage would be unusable in every forked
+    worker, so the stage that created it is refused by name right after it.
+    """
+
+    def __init__(self, spec: Any, say: _StatusWriter) -> None:
+        self.spec = spec
+        self.say = say
+        self.namespace: Any = None  # the bootstrapper's, once it exists
+
+    def stage_started(self, stage: str) -> None:
+        self.say({"step": str(getattr(stage, "value", stage))})
+
+    def stage_finished(self, stage: str, seconds: float) -> None:
+        from spawnkit.bootstrap.process import _platform_info
+
+        stage = str(getattr(stage, "value", stage))
+        contexts = _accelerator_contexts()
+        if not contexts:
+            return
+        if stage == Stage.PLATFORM.value:
+            name = _platform_info(self.namespace, self.spec).get("name", "?")
+            culprit = f"platform {name!r} (its init_backend)"
+        else:
+            culprit = f"importing hook target modules (stage {Stage.HOOKS.value!r})"
+        raise _refuse_accelerator(culprit, stage, contexts)
+
+    def ready(self, report: Any) -> None:
+        return None
+
+
+def _prebootstrap(spec: Any, say: _StatusWriter) -> dict[str, Any]:
     """Platform, plugins and hooks, once, with a fork-safety check after each step."""
-    from spawnkit.bootstrap.process import Bootstrapper, _platform_info
-    from spawnkit.bootstrap.stages import Stage
+    from spawnkit.bootstrap.process import Bootstrapper
     from spawnkit.hooks import plugins
-
-    class Progress:
-        def stage_started(self, stage: str) -> None:
-            say({"step": str(getattr(stage, "value", stage))})
-
-        def stage_finished(self, stage: str, seconds: float) -> None:
-            stage = str(getattr(stage, "value", stage))
-            contexts = _accelerator_contexts()
-            if not contexts:
-                return
-            if stage == Stage.PLATFORM.value:
-                name = _platform_info(bootstrapper.namespace, spec).get("name", "?")
-                culprit = f"platform {name!r} (its init_backend)"
-            else:
-                culprit = f"importing hook target modules (stage {Stage.HOOKS.value!r})"
-            raise _refuse_accelerator(culprit, stage, contexts)
-
-        def ready(self, report: Any) -> None:
-            return None
 
     def after_plugin(name: str, dist: str) -> None:
         say({"step": f"plugin:{name}"})
@@ -612,7 +619,9 @@ def _prebootstrap(spec: Any, say: Any) -> dict[str, Any]:
         if contexts:
             raise _refuse_accelerator(f"plugin {name!r} from {dist}", Stage.PLUGINS.value, contexts)
 
-    bootstrapper = Bootstrapper(spec, listener=Progress())
+    listener = _SafetyListener(spec, say)
+    bootstrapper = Bootstrapper(spec, listener=listener)
+    listener.namespace = bootstrapper.namespace
     plugins.after_each_plugin = after_plugin
     try:
         bootstrapper.prebootstrap()
@@ -630,28 +639,38 @@ def _prebootstrap(spec: Any, say: Any) -> dict[str, Any]:
             }
         ) from exc
     except Exception as exc:
-        import traceback
-
-        stage = str(getattr(exc, "stage", "") or bootstrapper.next_stage or "")
-        try:
-            blob = pickle.dumps(exc)
-        except Exception:
-            blob = None
-        raise _Refused(
-            {
-                "ok": False,
-                "kind": "stage",
-                "stage": stage,
-                "exc_type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-                "message": Exception.__str__(exc),
-                "traceback": getattr(exc, "traceback_text", "")
-                or "".join(traceback.format_exception(exc)),
-                "exc": blob,
-            }
-        ) from exc
+        raise _Refused(_stage_status(exc, bootstrapper)) from exc
     finally:
         plugins.after_each_plugin = None
     return dict(bootstrapper.stage_seconds)
+
+
+def _stage_status(exc: Exception, bootstrapper: Any) -> dict[str, Any]:
+    """The status of a shared stage that raised: a worker's FAILED record, as a dict."""
+    stage = str(getattr(exc, "stage", "") or bootstrapper.next_stage or "")
+    failed = proto.failed_from_exception(stage, exc)
+    return {
+        "ok": False,
+        "kind": "stage",
+        "stage": stage,
+        "exc_type": failed.exc_type,
+        "message": Exception.__str__(exc),
+        # A stage error's own text is the failing stage's traceback (its cause's, when wrapped).
+        "traceback": getattr(exc, "traceback_text", "") or failed.traceback_text,
+        "exc": failed.exc_bytes,
+    }
+
+
+class _StatusWriter:
+    """Sends framed status messages to the launcher; remembers the step last announced."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.last_step = "startup"
+
+    def __call__(self, msg: dict[str, Any]) -> None:
+        self.last_step = msg.get("step", self.last_step)
+        os.write(self.fd, _frame(msg))
 
 
 def serve(
@@ -665,7 +684,6 @@ def serve(
     sys_path: list[str],
 ) -> None:
     """The server's main: guard, bootstrap once, preload, check fork safety, then fork loop."""
-    from spawnkit.bootstrap import guard
     from spawnkit.protocol.child import arm_guard
 
     arm_guard()
@@ -677,62 +695,15 @@ def serve(
 
     start_server_guardian()
     started = time.time()
-
-    last = {"step": "startup"}
-
-    def say(msg: dict[str, Any]) -> None:
-        last["step"] = msg.get("step", last["step"])
-        os.write(status_fd, _frame(msg))
-
+    say = _StatusWriter(status_fd)
     spec = _read_boot(boot_fd)
-    status: dict[str, Any] = {"ok": True, "seconds": {}, "stages": {}, "started": started}
     for module in _OWN_PRELOAD:
         try:
             importlib.import_module(module)
         except ImportError:  # an optional part missing: the worker imports what it needs
             continue
     _pkg(package, "popen_forkserver")
-    try:
-        with _ThreadOrigins() as threads:
-            if spec is not None:
-                status["stages"] = _prebootstrap(spec, say)
-            for module in preload:
-                say({"step": f"preload:{module}"})
-                begun = time.perf_counter()
-                try:
-                    with guard.step(f"preload:{module}"):
-                        importlib.import_module(module)
-                except Exception:
-                    import traceback
-
-                    raise _Refused(
-                        {
-                            "ok": False,
-                            "kind": "import",
-                            "module": module,
-                            "traceback": traceback.format_exc(),
-                        }
-                    ) from None
-                status["seconds"][module] = time.perf_counter() - begun
-                contexts = _accelerator_contexts()
-                if contexts:
-                    raise _Refused(
-                        {"ok": False, "kind": "accelerator", "module": module, "detail": contexts}
-                    )
-            threads.check()
-    except _Refused as refused:
-        status = refused.status
-    except SystemExit as exc:
-        import traceback
-
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        status = {
-            "ok": False,
-            "kind": "exited",
-            "code": code,
-            "step": last["step"],
-            "traceback": traceback.format_exc(),
-        }
+    status = _prepare(spec, preload, say, started)
     say(status)
     os.close(status_fd)
     if not status["ok"]:
@@ -744,6 +715,59 @@ def serve(
     gc.collect()
     gc.freeze()
     _pkg(package, "forkserver").main(listener_fd, alive_r, [], None, None)
+
+
+def _prepare(spec: Any, preload: list[str], say: _StatusWriter, started: float) -> dict[str, Any]:
+    """Bootstrap once (``spec`` None: not at all), preload, check threads: the final status."""
+    status: dict[str, Any] = {"ok": True, "seconds": {}, "stages": {}, "started": started}
+    try:
+        with _ThreadOrigins() as threads:
+            if spec is not None:
+                status["stages"] = _prebootstrap(spec, say)
+            for module in preload:
+                status["seconds"][module] = _preload(module, say)
+            threads.check()
+    except _Refused as refused:
+        return refused.status
+    except SystemExit as exc:
+        import traceback
+
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        return {
+            "ok": False,
+            "kind": "exited",
+            "code": code,
+            "step": say.last_step,
+            "traceback": traceback.format_exc(),
+        }
+    return status
+
+
+def _preload(module: str, say: _StatusWriter) -> float:
+    """Import one preload module; refused if it fails or creates an accelerator context."""
+    from spawnkit.bootstrap import guard
+
+    say({"step": f"preload:{module}"})
+    begun = time.perf_counter()
+    try:
+        with guard.step(f"preload:{module}"):
+            importlib.import_module(module)
+    except Exception:
+        import traceback
+
+        raise _Refused(
+            {
+                "ok": False,
+                "kind": "import",
+                "module": module,
+                "traceback": traceback.format_exc(),
+            }
+        ) from None
+    seconds = time.perf_counter() - begun
+    contexts = _accelerator_contexts()
+    if contexts:
+        raise _Refused({"ok": False, "kind": "accelerator", "module": module, "detail": contexts})
+    return seconds
 
 
 # ------------------------------------------------------------------ registry

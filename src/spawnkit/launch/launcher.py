@@ -44,7 +44,6 @@ from multiprocessing.connection import wait as _mp_wait
 from types import TracebackType
 from typing import Any
 
-from spawnkit.bootstrap._parent_death import RUN_ID_VAR
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import (
     BootstrapTimeoutError,
@@ -60,8 +59,7 @@ from spawnkit.launch._progress import DONE, FAILED, STOPPED, ProgressCallback, P
 from spawnkit.launch.specs import build_spec
 from spawnkit.namespace import Namespace, get_namespace
 from spawnkit.protocol import messages as proto
-from spawnkit.protocol.child import child_main
-from spawnkit.protocol.popen import LaunchContext, get_launch_context
+from spawnkit.protocol.popen import LaunchContext, early_error_text, get_launch_context
 from spawnkit.spec import NamespaceConfig, ProcessSpec
 from spawnkit.spec._control import LaunchControl
 
@@ -449,7 +447,7 @@ class WorkerGroup:
         if r.exitcode is None:
             return
         r.fault_text = self._read_fault(r)
-        r.early_text = _read_early(r.proc)
+        r.early_text = early_error_text(r.proc)
         self._tell_end(r)
         if r.terminated or r.failure is not None:
             return
@@ -913,23 +911,6 @@ def _exception_summary(text: str) -> str:
     return lines[-1].strip() if lines else "unknown error"
 
 
-def _read_early(proc: Any) -> str:
-    """What a spawned child wrote to its early-error pipe before spawnkit's code ran."""
-    fd = getattr(getattr(proc, "_popen", None), "early_error_fd", None)
-    if fd is None:
-        return ""
-    chunks: list[bytes] = []
-    while True:
-        try:
-            data = os.read(fd, 65536)
-        except (BlockingIOError, InterruptedError, OSError):
-            break
-        if not data:
-            break
-        chunks.append(data)
-    return b"".join(chunks).decode("utf-8", "replace")
-
-
 def _alive(proc: Any) -> bool:
     try:
         return bool(proc.is_running()) and proc.status() != "zombie"
@@ -989,10 +970,7 @@ def spawn_with_plugins(
     ns = get_namespace(namespace)
     template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
     run_id = template.run_id
-    # A warm server bootstraps once with what every rank shares: no payload, no run id.
-    shared_env = {k: v for k, v in template.env.items() if k != RUN_ID_VAR}
-    boot = template.replace(env=shared_env, payload=None, extra={})
-    lctx = get_launch_context(context, start_method, preload, ns.config, boot, ready_timeout)
+    lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
     # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
     deaf = lctx.server is None and _interrupt.will_start_deaf()
     control = LaunchControl(
@@ -1048,7 +1026,7 @@ def _start_rank(
         extra=extra,
         _control=template._control.replace(fault_conn=fault_w),
     )
-    proc = lctx.process(child_main, (spec,), f"spawnkit-{template.run_id}-rank{rank}")
+    proc = lctx.process(spec, f"spawnkit-{template.run_id}-rank{rank}")
     try:
         lctx.start(proc)
     except BaseException:

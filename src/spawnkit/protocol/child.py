@@ -22,12 +22,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.protocol import messages as proto
 from spawnkit.spec import ProcessSpec
 
 __all__ = [
     "arm_guard",
     "child_main",
+    "picklers",
     "spawn_main_reporting",
 ]
 
@@ -68,7 +70,8 @@ def spawn_main_reporting(package: str, early_fd: int, **kwds: Any) -> None:
         raise
 
 
-def _picklers(kind: str) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+def picklers(kind: str) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:
+    """``(dumps, loads)`` of a context: the child pickles with one, the launcher unpickles."""
     if kind == "multiprocess":
         import dill
 
@@ -134,7 +137,7 @@ class _Reporter:
         self.send(proto.StageFinished(str(getattr(stage, "value", stage)), float(seconds)))
 
     def ready(self, report: Any) -> None:
-        self.stage = "entry"
+        self.stage = Stage.ENTRY.value
         self.ready_sent = True
         try:
             self.send(proto.Ready(report))
@@ -171,7 +174,7 @@ def _exit_code(exc: SystemExit) -> int:
 def child_main(spec: ProcessSpec) -> None:
     """Run the bootstrap and the entry for one rank; report the outcome before exiting."""
     dump_signal = _arm_faulthandler(spec._control.fault_conn)
-    dumps, loads = _picklers(spec._control.context)
+    dumps, loads = picklers(spec._control.context)
     deaf = spec._control.sigint_restore
     if deaf:  # SIGINT stays ignored; unblocked, so that restoring the handler later is enough
         try:
@@ -207,7 +210,9 @@ def child_main(spec: ProcessSpec) -> None:
     try:
         data = dumps(result)
     except Exception as exc:
-        kind = f"{type(result).__module__}.{type(result).__qualname__}"
+        from spawnkit._names import qualified_name  # only on this failure path
+
+        kind = qualified_name(result)
         reporter.send(
             proto.Result(
                 None,

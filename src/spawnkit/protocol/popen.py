@@ -1,20 +1,24 @@
-"""Which process machinery a launch uses: package (multiprocessing or multiprocess) x method.
+"""The parent's half of the protocol: how a worker process is started and what it is sent.
 
-Every combination starts the worker the same way: the first statement of the
-new interpreter (spawn) or of the fork server (forkserver) arms the import
-guard, before ``__main__`` is re-imported or anything is unpickled.  All four
-variants are built here from one template so they cannot drift apart.  The
-spawn variant adds an *early-error pipe*: if the child fails before spawnkit's own code runs (the
-classic case: a launching script without an ``if __name__ == "__main__":``
-guard, re-imported as ``__mp_main__``), its traceback reaches the launcher
-instead of only the child's stderr.  ``multiprocess`` is the
-dill-based fork of ``multiprocessing``: the same classes under another
-package name, which is what lets a single template serve both.
+The exchange as a whole is drawn in :mod:`spawnkit.protocol`.  Here: the
+guarded command line (its first statement arms the import guard, before
+``__main__`` is re-imported or anything is unpickled), the bytes the parent
+writes (preparation data, then the ``Process`` carrying the spec, never
+blocking the launcher), the early-error pipe it reads, and the four Process
+variants: package (``multiprocessing`` or its dill-based fork ``multiprocess``,
+the same classes under another name) x method (spawn, or forkserver from a
+warm server), built from one table so they cannot drift apart.
+
+The spawn variant adds an *early-error pipe*: if the child fails before
+spawnkit's own code runs (the classic case: a launching script without an
+``if __name__ == "__main__":`` guard, re-imported as ``__mp_main__``), its
+traceback reaches the launcher instead of only the child's stderr.
 
 Process classes are module attributes with stable names because a spawned
-child unpickles its ``Process`` object by reference.  The ``multiprocess``
-ones are created on first access (module ``__getattr__``) so that a
-``multiprocessing`` worker never imports ``multiprocess`` or dill.
+child unpickles its ``Process`` object by reference.  All but the stdlib spawn
+one are created on first access (module ``__getattr__``) so that a
+``multiprocessing`` worker never imports ``multiprocess``, dill or the
+forkserver machinery.
 """
 
 from __future__ import annotations
@@ -22,20 +26,29 @@ from __future__ import annotations
 import importlib
 import io
 import os
-import pickle
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spawnkit.errors import ConfigError
+from spawnkit.protocol.child import child_main, picklers
+from spawnkit.spec import ProcessSpec
+from spawnkit.spec._control import CONTEXTS
 
 if TYPE_CHECKING:
     from spawnkit.launch._warm_server import WarmServer
 
-__all__ = ["CONTEXTS", "START_METHODS", "LaunchContext", "get_launch_context", "spawn_context"]
+__all__ = [
+    "CONTEXTS",
+    "START_METHODS",
+    "LaunchContext",
+    "early_error_text",
+    "get_launch_context",
+    "send_start_data",
+    "spawn_context",
+]
 
-CONTEXTS = ("multiprocessing", "multiprocess")
 START_METHODS = ("spawn", "forkserver")
 
 # Arms the guard and marks the process a worker whose hooks are not applied yet, so
@@ -65,8 +78,8 @@ def _guarded_command_line(package: str, early_fd: int, **kwds: Any) -> list[str]
 def _pickle_for_child(package: str, popen: Any, process_obj: Any) -> io.BytesIO:
     """What a spawned or forkserver child reads first: preparation data, then the Process.
 
-    Pickled while ``popen`` is the spawning Popen, so Connections and fds in the
-    Process (its args: a rank's ``spec.extra`` and its fault pipe) are duplicated for that child.
+    Pickled while ``popen`` is the spawning Popen, so the Connections in the spec
+    (report, death and fault pipes, any in ``spec.extra``) are duplicated for that child.
     """
     context = _sub(package, "context")
     buf = io.BytesIO()
@@ -79,16 +92,17 @@ def _pickle_for_child(package: str, popen: Any, process_obj: Any) -> io.BytesIO:
     return buf
 
 
-def _send_to_child(fd: int, data: bytes) -> None:
-    """Write a child's start data to ``fd`` (a pipe) without ever blocking the launcher.
+def send_start_data(fd: int, data: bytes) -> None:
+    """Write start data to ``fd``, a pipe to a child or a warm server, never blocking the launcher.
 
     The child reads its preparation data, re-imports ``__main__`` and only
     then reads its ``Process``: a spec larger than the pipe buffer would make
     ``start()`` wait for that re-import (forever if it hangs, before
     ``ready_timeout`` is even armed; pytorch#131931).  What fits is written
     now; the rest goes from a daemon thread that ends when the child has read
-    it or is gone.  A child that died first is not an error here: its exit,
-    with its early traceback, reaches the launcher through its sentinel.
+    it or is gone.  A reader that died first is not an error here: a child's
+    exit, with its early traceback, reaches the launcher through its sentinel,
+    a server's through its status pipe.
     """
     w = os.dup(fd)
     view = memoryview(data)
@@ -119,15 +133,15 @@ def _write_rest(fd: int, view: memoryview) -> None:
         os.close(fd)
 
 
-def _make_spawn_process(package: str) -> type:
-    """The guarded spawn Process class of one package (named by the caller)."""
-    context = _sub(package, "context")
+def _guarded_spawn_popen(package: str) -> type:
+    """The package's spawn Popen, with the guard prologue and the early-error pipe."""
     popen_spawn_posix = _sub(package, "popen_spawn_posix")
     spawn = _sub(package, "spawn")
     util = _sub(package, "util")
 
     class GuardedSpawnPopen(popen_spawn_posix.Popen):  # type: ignore[misc,name-defined]
-        """The package's spawn Popen, with the guard-arming prologue on its command line."""
+        #: The read end of the child's early-error pipe (see :func:`early_error_text`).
+        early_error_fd: int
 
         def _launch(self, process_obj: Any) -> None:
             tracker_fd = _sub(package, "resource_tracker").getfd()
@@ -151,7 +165,7 @@ def _make_spawn_process(package: str) -> type:
                 # that died before reading its spec would block the write forever.
                 while child_fds:
                     os.close(child_fds.pop())
-                _send_to_child(parent_w, fp.getvalue())
+                send_start_data(parent_w, fp.getvalue())
             finally:
                 os.set_blocking(early_r, False)
                 self.early_error_fd = early_r
@@ -160,31 +174,21 @@ def _make_spawn_process(package: str) -> type:
                 for fd in child_fds:
                     os.close(fd)
 
-    class SpawnProcess(context.SpawnProcess):  # type: ignore[misc,name-defined]
-        _start_method = "spawn"
-
-        @staticmethod
-        def _Popen(process_obj: Any) -> Any:
-            return GuardedSpawnPopen(process_obj)
-
-    return SpawnProcess
+    return GuardedSpawnPopen
 
 
-def _make_warm_process(package: str) -> type:
-    """The forkserver Process class of one package, forking from the current warm server.
+def _warm_popen(package: str) -> type:
+    """The package's forkserver Popen, forking from this thread's current warm server.
 
     Built only when a warm start is asked for: a spawned worker never needs
     it, and building it imports the forkserver machinery.
     """
     from spawnkit.launch import _warm_server
 
-    context = _sub(package, "context")
     popen_forkserver = _sub(package, "popen_forkserver")
     util = _sub(package, "util")
 
     class WarmPopen(popen_forkserver.Popen):  # type: ignore[misc,name-defined]
-        """The package's forkserver Popen, forking from this thread's current warm server."""
-
         def _launch(self, process_obj: Any) -> None:
             server = _warm_server.current_server()
             buf = _pickle_for_child(package, self, process_obj)
@@ -192,26 +196,45 @@ def _make_warm_process(package: str) -> type:
             parent_w = os.dup(w)
             self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
             try:
-                _send_to_child(w, buf.getvalue())
+                send_start_data(w, buf.getvalue())
             finally:
                 os.close(w)
             # Bounded: a server that died or stopped after the connect must not hang start().
             self.pid = server.read_child_pid(self.sentinel)
 
-    class WarmProcess(context.ForkServerProcess):  # type: ignore[misc,name-defined]
-        _start_method = "forkserver"
-
-        @staticmethod
-        def _Popen(process_obj: Any) -> Any:
-            return WarmPopen(process_obj)
-
-    return WarmProcess
+    return WarmPopen
 
 
-_StdSpawnProcess = _make_spawn_process("multiprocessing")
-_StdSpawnProcess.__module__ = __name__
-_StdSpawnProcess.__qualname__ = _StdSpawnProcess.__name__ = "_StdSpawnProcess"
-_lazy: dict[str, type] = {}
+#: The four variants, by the module attribute that names each Process class:
+#: (package, start method).  The names are stable because a child unpickles its
+#: ``Process`` by reference.
+_VARIANTS: dict[str, tuple[str, str]] = {
+    "_StdSpawnProcess": ("multiprocessing", "spawn"),
+    "_DillSpawnProcess": ("multiprocess", "spawn"),
+    "_StdWarmProcess": ("multiprocessing", "forkserver"),
+    "_DillWarmProcess": ("multiprocess", "forkserver"),
+}
+
+
+def _process_class(name: str) -> type:
+    """Build the Process class ``name`` of :data:`_VARIANTS`: the package's own, our Popen."""
+    package, method = _VARIANTS[name]
+    context = _sub(package, "context")
+    if method == "spawn":
+        base, popen = context.SpawnProcess, _guarded_spawn_popen(package)
+    else:
+        base, popen = context.ForkServerProcess, _warm_popen(package)
+    namespace = {
+        "_start_method": method,
+        "_Popen": staticmethod(popen),
+        "__module__": __name__,
+        "__qualname__": name,
+    }
+    return type(name, (base,), namespace)
+
+
+_StdSpawnProcess = _process_class("_StdSpawnProcess")
+_lazy: dict[str, type] = {"_StdSpawnProcess": _StdSpawnProcess}
 
 
 class _GuardedSpawnContext(_sub("multiprocessing", "context").SpawnContext):  # type: ignore[misc]
@@ -237,21 +260,35 @@ def spawn_context() -> Any:
 
 def __getattr__(name: str) -> Any:
     """Classes built on first use: the multiprocess ones and every forkserver one."""
-    cls = _lazy.get(name)
-    if cls is not None:
-        return cls
-    if name == "_StdWarmProcess":
-        cls = _make_warm_process("multiprocessing")
-    elif name == "_DillSpawnProcess":
-        cls = _make_spawn_process("multiprocess")
-    elif name == "_DillWarmProcess":
-        cls = _make_warm_process("multiprocess")
-    else:
+    if name not in _VARIANTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    cls.__module__ = __name__
-    cls.__qualname__ = cls.__name__ = name
-    _lazy[name] = cls
+    cls = _lazy.get(name)
+    if cls is None:
+        cls = _lazy[name] = _process_class(name)
     return cls
+
+
+def early_error_text(proc: Any) -> str:
+    """What a spawned child wrote to its early-error pipe before ``child_main`` ran.
+
+    Read once its process has exited: the traceback of a failure while
+    re-importing ``__main__`` or unpickling the spec, or ``""`` (nothing went
+    wrong that early, or a warm-started worker, which has no such pipe).
+    Never blocks.
+    """
+    fd = getattr(getattr(proc, "_popen", None), "early_error_fd", None)
+    if fd is None:
+        return ""
+    chunks: list[bytes] = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except (BlockingIOError, InterruptedError, OSError):
+            break
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 @dataclass
@@ -269,8 +306,9 @@ class LaunchContext:
         r, w = _sub(self.package, "connection").Pipe(duplex=False)
         return r, w
 
-    def process(self, target: Callable[..., Any], args: tuple[Any, ...], name: str) -> Any:
-        return self.process_class(target=target, args=args, name=name, daemon=False)
+    def process(self, spec: ProcessSpec, name: str) -> Any:
+        """A not yet started worker: it runs ``child_main(spec)`` (see :mod:`.child`)."""
+        return self.process_class(target=child_main, args=(spec,), name=name, daemon=False)
 
     def start(self, proc: Any) -> None:
         if self.server is None:
@@ -282,27 +320,52 @@ class LaunchContext:
             proc.start()
 
     def loads(self, data: bytes) -> Any:
-        if self.package == "multiprocess":
-            import dill
-
-            return dill.loads(data)
-        return pickle.loads(data)
+        """Unpickle what a worker of this context pickled (its result, its exception)."""
+        return picklers(self.package)[1](data)
 
 
 def get_launch_context(
     context: str,
     start_method: str,
     preload: tuple[str, ...],
-    namespace: Any,
-    boot: Any = None,
+    template: ProcessSpec,
     timeout: float | None = None,
 ) -> LaunchContext:
     """Resolve ``context=`` and ``start_method=``; starts (or reuses) a warm server if needed.
 
-    ``boot`` is the spec every rank shares: a warm server bootstraps with it
-    once, unless ``SPAWNKIT_WARM_BOOTSTRAP=worker``; ``timeout`` bounds the
+    ``template`` is the group's spec before any rank is filled in: a warm
+    server bootstraps once with the part every rank shares (no payload, no
+    run id), unless ``SPAWNKIT_WARM_BOOTSTRAP=worker``; ``timeout`` bounds the
     server's start.
     """
+    _check_choices(context, start_method, preload)
+    if start_method == "spawn":
+        return LaunchContext(context, "spawn", _variant(context, "spawn"))
+    from spawnkit.bootstrap._parent_death import RUN_ID_VAR
+    from spawnkit.launch import _warm_server
+
+    mode = os.environ.get(_warm_server.MODE_VAR, "server").strip().lower() or "server"
+    if mode not in ("server", "worker"):
+        raise ConfigError(
+            f"{_warm_server.MODE_VAR}={mode!r}: use 'server' (bootstrap once in the warm-start "
+            "server, the default) or 'worker' (every worker runs its own bootstrap)",
+            setting=_warm_server.MODE_VAR,
+        )
+    boot = None
+    if mode == "server":
+        shared_env = {k: v for k, v in template.env.items() if k != RUN_ID_VAR}
+        boot = template.replace(env=shared_env, payload=None, extra={})
+    server = _warm_server.get_server(context, tuple(preload), template.namespace, boot, timeout)
+    return LaunchContext(context, "forkserver", _variant(context, "forkserver"), server, timeout)
+
+
+def _variant(package: str, start_method: str) -> type:
+    name = next(n for n, v in _VARIANTS.items() if v == (package, start_method))
+    cls: type = __getattr__(name)
+    return cls
+
+
+def _check_choices(context: str, start_method: str, preload: tuple[str, ...]) -> None:
     if context not in CONTEXTS:
         raise ConfigError(f"context must be one of {CONTEXTS}, got {context!r}", setting="context")
     if start_method not in START_METHODS:
@@ -326,20 +389,3 @@ def get_launch_context(
                 "context='multiprocess' needs the multiprocess package: pip install multiprocess",
                 setting="context",
             ) from exc
-    if start_method == "spawn":
-        cls = _StdSpawnProcess if context == "multiprocessing" else __getattr__("_DillSpawnProcess")
-        return LaunchContext(context, "spawn", cls)
-    from spawnkit.launch import _warm_server
-
-    mode = os.environ.get(_warm_server.MODE_VAR, "server").strip().lower() or "server"
-    if mode not in ("server", "worker"):
-        raise ConfigError(
-            f"{_warm_server.MODE_VAR}={mode!r}: use 'server' (bootstrap once in the warm-start "
-            "server, the default) or 'worker' (every worker runs its own bootstrap)",
-            setting=_warm_server.MODE_VAR,
-        )
-    server = _warm_server.get_server(
-        context, tuple(preload), namespace, boot if mode == "server" else None, timeout
-    )
-    cls = __getattr__("_StdWarmProcess" if context == "multiprocessing" else "_DillWarmProcess")
-    return LaunchContext(context, "forkserver", cls, server, timeout)
