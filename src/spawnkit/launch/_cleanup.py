@@ -205,8 +205,8 @@ def stop_group(
     The whole tree is captured before anything is signalled: once a worker
     is dead its children are re-parented and no walk from it can find them.
     ``reap(pids, timeout)`` waits for workers (the launcher's children) and
-    returns the pids still running; the rest are polled.  Returns the pids
-    that survived SIGKILL.
+    returns the pids still running; the rest are polled.  Returns (and logs)
+    the pids that survived SIGKILL.
     """
     tree = snapshot_tree(pids)
     known = {p.pid for p in tree}
@@ -221,7 +221,12 @@ def stop_group(
         left = _wait_ended(others, end - time.monotonic())
         return [p for p in procs if p.pid in running] + left
 
-    return kill_trees(tree, term_timeout=grace, kill_timeout=kill_wait, first=first, wait=wait)
+    survivors = kill_trees(tree, term_timeout=grace, kill_timeout=kill_wait, first=first, wait=wait)
+    if survivors:
+        _log.warning(
+            "worker group %s: pid(s) %s survived SIGKILL and could not be reaped", run_id, survivors
+        )
+    return survivors
 
 
 def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:

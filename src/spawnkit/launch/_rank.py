@@ -4,7 +4,8 @@
 this is the per-worker bookkeeping under it: reading the report pipe without
 blocking, reading the fault pipe (fatal-signal tracebacks and requested stack
 dumps), reaping the process and naming the worker's end for the progress
-callback.  Only the launching thread touches a ``Rank``.
+callback, and what the rank's outcome is: its return value or its error.
+Only the launching thread touches a ``Rank``.
 """
 
 from __future__ import annotations
@@ -13,16 +14,18 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
+from spawnkit.bootstrap.stages import Stage
+from spawnkit.errors import ChildError, PayloadError
 from spawnkit.launch._progress import DONE, FAILED, STOPPED
 from spawnkit.protocol import messages as proto
-from spawnkit.protocol.failure import Worker, current_thread_first
+from spawnkit.protocol.failure import Worker, child_error, current_thread_first, stopped_error
 
-__all__ = ["Rank", "dump_stacks"]
+__all__ = ["Rank", "dump_stacks", "reap_ranks"]
 
 _log = logging.getLogger("spawnkit.bootstrap")
 
@@ -82,6 +85,69 @@ class Rank:
             return FAILED
         return DONE
 
+    def take(self, msg: Any, now: float) -> str:
+        """Record one report message; returns the stage the progress callback should hear of
+        (``""``: none).  A first FAILED/EXITED becomes ``failure``."""
+        self.events.append((type(msg).__name__, getattr(msg, "stage", ""), now - self.started))
+        if isinstance(msg, proto.Hello):
+            self.host, self.dump_signal = msg.host, msg.dump_signal
+        elif isinstance(msg, proto.StageStarted):
+            self.stage, self.stage_since = msg.stage, now
+            return msg.stage
+        elif isinstance(msg, proto.StageFinished):
+            self.stage_seconds[msg.stage] = msg.seconds
+        elif isinstance(msg, proto.Ready):
+            self.ready, self.report_obj = True, msg.report
+            self.stage, self.stage_since = Stage.ENTRY.value, now
+            return Stage.ENTRY.value
+        elif isinstance(msg, proto.Result):
+            self.result = msg
+            self.ready = True
+        elif isinstance(msg, proto.Failed | proto.Exited) and self.failure is None:
+            self.failure = msg
+            self.stage = msg.stage
+        return ""
+
+    def value(self, loads: Callable[[bytes], Any], group: str) -> Any:
+        """The entry's return value; raises when there is none to give (``group`` names the
+        group in that message)."""
+        res = self.result
+        if res is None and (self.terminated or self.exitcode not in (0, None)):
+            # Stopped by terminate() (the only way to get here without a failure):
+            # a None would read as the entry's return value.
+            what = "returned from its entry function"
+            raise stopped_error(self.worker, group, self.stage, self.exitcode, what)
+        if res is None or res.data is None:
+            return None
+        try:
+            return loads(res.data)
+        except Exception as exc:
+            raise PayloadError(
+                f"{self.label} returned a value the launcher cannot unpickle: "
+                f"{type(exc).__name__}: {exc}. Return plain data, or make the module "
+                "defining the value's type importable in the launcher.",
+                stage=Stage.ENTRY.value,
+                **self.worker.fields(),
+            ) from exc
+
+    def error(
+        self, effect: str, loads: Callable[[bytes], Any], preload: Sequence[str]
+    ) -> ChildError:
+        """This rank's failure as the typed error (see ``protocol.failure.child_error``)."""
+        return child_error(
+            self.worker,
+            failure=self.failure,
+            stage=self.stage,
+            ready=self.ready,
+            exitcode=self.exitcode,
+            result_error=self.result_error,
+            early_text=self.early_text,
+            fault_text=self.fault_text,
+            effect=effect,
+            loads=loads,
+            preload=preload,
+        )
+
     def messages(self) -> Iterator[Any]:
         """Every message already in the report pipe; never blocks on an empty pipe."""
         while self.report_open:
@@ -136,6 +202,21 @@ class Rank:
         if self.exitcode is not None:
             with contextlib.suppress(ValueError):
                 self.proc.close()
+
+
+def reap_ranks(ranks: Sequence[Rank], timeout: float, drain: Callable[[Rank], None]) -> set[int]:
+    """Wait up to ``timeout`` for ``ranks`` to exit, through their sentinels (never psutil: it
+    would reap the launcher's children); ``drain`` reads a rank's last messages first.
+    Returns the pids still running."""
+    end = time.monotonic() + timeout
+    while True:
+        pending = {r.proc.sentinel: r for r in ranks if r.exitcode is None}
+        left = end - time.monotonic()
+        if not pending or left <= 0:
+            return {r.pid for r in pending.values()}
+        for obj in _mp_wait(list(pending), left):
+            drain(pending[obj])
+            pending[obj].reap(max(0.0, min(1.0, end - time.monotonic())))
 
 
 def dump_stacks(ranks: Sequence[Rank], wait: float) -> dict[int, str]:

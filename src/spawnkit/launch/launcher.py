@@ -44,12 +44,11 @@ from types import TracebackType
 from typing import Any
 
 from spawnkit.bootstrap._parent_death import RUN_ID_VAR
-from spawnkit.bootstrap.stages import Stage
-from spawnkit.errors import ChildError, ConfigError, PayloadError
+from spawnkit.errors import ChildError, ConfigError
 from spawnkit.launch import _interrupt
 from spawnkit.launch._checks import check_count, check_seconds
 from spawnkit.launch._progress import ProgressCallback, ProgressRelay
-from spawnkit.launch._rank import Rank, dump_stacks
+from spawnkit.launch._rank import Rank, dump_stacks, reap_ranks
 from spawnkit.launch._timeouts import (
     join_timeout_error,
     ready_timeout_error,
@@ -209,28 +208,7 @@ class WorkerGroup:
             running = [r.worker for r in self._ranks if r.exitcode is None]
             waited = timeout if timeout is not None else 0.0
             raise results_timeout_error(running, group=self._name, waited=waited)
-        values: list[Any] = []
-        for r in self._ranks:
-            res = r.result
-            if res is None and (r.terminated or r.exitcode not in (0, None)):
-                # Stopped by terminate() (the only way to get here without a failure):
-                # a None would read as the entry's return value.
-                what = "returned from its entry function"
-                raise failure.stopped_error(r.worker, self._name, r.stage, r.exitcode, what)
-            values.append(None if res is None or res.data is None else self._load(r, res.data))
-        return values
-
-    def _load(self, r: Rank, data: bytes) -> Any:
-        try:
-            return self._ctx.loads(data)
-        except Exception as exc:
-            raise PayloadError(
-                f"{r.label} returned a value the launcher cannot unpickle: "
-                f"{type(exc).__name__}: {exc}. Return plain data, or make the module "
-                "defining the value's type importable in the launcher.",
-                stage=Stage.ENTRY.value,
-                **r.worker.fields(),
-            ) from exc
+        return [r.value(self._ctx.loads, self._name) for r in self._ranks]
 
     def terminate(self) -> None:
         """Stop every worker now: SIGTERM, ``grace_period``, SIGKILL, bounded reap."""
@@ -259,56 +237,49 @@ class WorkerGroup:
         *,
         ready_deadline: float | None = None,
     ) -> bool:
-        """Ctrl-C while waiting stops the group (bounded) and is re-raised, never swallowed."""
+        """Process reports and exits until ``until()``; False at ``deadline``; raises failures.
+
+        Ctrl-C while waiting stops the group (bounded) and is re-raised, never swallowed.
+        """
+        if self._failure is not None:
+            raise self._failure
+        if ready_deadline is None and self._ready_timeout is not None:
+            ready_deadline = self._launched + self._ready_timeout
+        join_deadline = None if self._join_timeout is None else self._launched + self._join_timeout
         try:
-            return self._pump_events(until, deadline, ready_deadline=ready_deadline)
+            while True:
+                if self._relay.error is not None:
+                    self._close(initial_grace=0.0)
+                    raise self._relay.error
+                # A failure recorded outside this loop (``exit_codes`` polls exits) comes
+                # before ``until()``: "every rank exited" must not turn it into success.
+                if self._order and not self._closed:
+                    self._fail(self._error_for(self._order[0]))
+                if until():
+                    return True
+                if self._closed:
+                    return until()
+                now = time.monotonic()
+                not_ready = [r for r in self._ranks if not r.ready and r.exitcode is None]
+                if not_ready and ready_deadline is not None and now >= ready_deadline:
+                    self._fail(self._ready_timeout_error(not_ready, now))
+                running = [r for r in self._ranks if r.exitcode is None]
+                if running and join_deadline is not None and now >= join_deadline:
+                    self._fail(self._join_timeout_error(running, now))
+                if deadline is not None and now >= deadline:
+                    return False
+                limits = [d for d in (deadline, join_deadline) if d is not None]
+                if not_ready and ready_deadline is not None:
+                    limits.append(ready_deadline)
+                self._wait_once(None if not limits else max(0.0, min(limits) - now))
+                if self._order:
+                    self._fail(self._error_for(self._order[0]))
         except KeyboardInterrupt:
             self._interrupting = True
             for r in self._ranks:
                 r.terminated = r.terminated or r.exitcode is None
             self._close(initial_grace=0.0)
             raise
-
-    def _pump_events(
-        self,
-        until: Callable[[], bool],
-        deadline: float | None,
-        *,
-        ready_deadline: float | None = None,
-    ) -> bool:
-        """Process reports and exits until ``until()``; False at ``deadline``; raises failures."""
-        if self._failure is not None:
-            raise self._failure
-        if ready_deadline is None and self._ready_timeout is not None:
-            ready_deadline = self._launched + self._ready_timeout
-        join_deadline = None if self._join_timeout is None else self._launched + self._join_timeout
-        while True:
-            if self._relay.error is not None:
-                self._close(initial_grace=0.0)
-                raise self._relay.error
-            # A failure recorded outside this loop (``exit_codes`` polls exits) comes
-            # before ``until()``: "every rank exited" must not turn it into success.
-            if self._order and not self._closed:
-                self._fail(self._error_for(self._order[0]))
-            if until():
-                return True
-            if self._closed:
-                return until()
-            now = time.monotonic()
-            not_ready = [r for r in self._ranks if not r.ready and r.exitcode is None]
-            if not_ready and ready_deadline is not None and now >= ready_deadline:
-                self._fail(self._ready_timeout_error(not_ready, now))
-            running = [r for r in self._ranks if r.exitcode is None]
-            if running and join_deadline is not None and now >= join_deadline:
-                self._fail(self._join_timeout_error(running, now))
-            if deadline is not None and now >= deadline:
-                return False
-            limits = [d for d in (deadline, join_deadline) if d is not None]
-            if not_ready and ready_deadline is not None:
-                limits.append(ready_deadline)
-            self._wait_once(None if not limits else max(0.0, min(limits) - now))
-            if self._order:
-                self._fail(self._error_for(self._order[0]))
 
     def _wait_once(self, timeout: float | None) -> None:
         by_obj: dict[Any, tuple[str, Rank]] = {}
@@ -334,24 +305,10 @@ class WorkerGroup:
 
     def _on_message(self, r: Rank, msg: Any) -> None:
         now = time.monotonic()
-        r.events.append((type(msg).__name__, getattr(msg, "stage", ""), now - r.started))
-        if isinstance(msg, proto.Hello):
-            r.host, r.dump_signal = msg.host, msg.dump_signal
-        elif isinstance(msg, proto.StageStarted):
-            r.stage, r.stage_since = msg.stage, now
-            self._relay.emit(r.rank, msg.stage, now - r.started)
-        elif isinstance(msg, proto.StageFinished):
-            r.stage_seconds[msg.stage] = msg.seconds
-        elif isinstance(msg, proto.Ready):
-            r.ready, r.report_obj = True, msg.report
-            r.stage, r.stage_since = Stage.ENTRY.value, now
-            self._relay.emit(r.rank, Stage.ENTRY.value, now - r.started)
-        elif isinstance(msg, proto.Result):
-            r.result = msg
-            r.ready = True
-        elif isinstance(msg, proto.Failed | proto.Exited) and r.failure is None:
-            r.failure = msg
-            r.stage = msg.stage
+        stage = r.take(msg, now)
+        if stage:
+            self._relay.emit(r.rank, stage, now - r.started)
+        if r.failure is msg:
             self._order.append(r)
 
     def _on_exit(self, r: Rank) -> None:
@@ -381,23 +338,10 @@ class WorkerGroup:
     # --------------------------------------------------------------- errors
     def _error_for(self, r: Rank) -> ChildError:
         others = [(o.rank, o.stage) for o in self._ranks if o is not r]
-        group = (
-            f"{self._name} ({self.world_size} rank(s), "
-            f"{self._ctx.start_method}/{self._ctx.package})"
-        )
-        return failure.child_error(
-            r.worker,
-            failure=r.failure,
-            stage=r.stage,
-            ready=r.ready,
-            exitcode=r.exitcode,
-            result_error=r.result_error,
-            early_text=r.early_text,
-            fault_text=r.fault_text,
-            effect=failure.effect_line(group, others),
-            loads=self._ctx.loads,
-            preload=self._ctx.server.preload if self._ctx.server is not None else (),
-        )
+        ctx = self._ctx
+        group = f"{self._name} ({self.world_size} rank(s), {ctx.start_method}/{ctx.package})"
+        preload = ctx.server.preload if ctx.server is not None else ()
+        return r.error(failure.effect_line(group, others), ctx.loads, preload)
 
     def _ready_timeout_error(self, stuck: list[Rank], now: float) -> ChildError:
         return ready_timeout_error(
@@ -452,13 +396,7 @@ class WorkerGroup:
             _live_groups.discard(self)
             for r in self._ranks:
                 self._tell_end(r)
-            if self._relay.error is not None and self._relay.error is not told:
-                _log.warning(
-                    "worker group %s: %s",
-                    self.run_id,
-                    self._relay.error,
-                    exc_info=self._relay.error.__cause__,
-                )
+            self._relay.warn_if_new(told)
             for r in self._ranks:
                 r.close()
             from spawnkit.launch._cleanup import forget_run
@@ -498,28 +436,8 @@ class WorkerGroup:
             grace=self._grace,
             kill_wait=_KILL_REAP_TIMEOUT,
             first=first,
-            reap=self._reap,
+            reap=lambda pids, timeout: reap_ranks(live, timeout, self._drain),
         )
-        if self.unreaped_pids:
-            _log.warning(
-                "worker group %s: pid(s) %s survived SIGKILL and could not be reaped",
-                self.run_id,
-                self.unreaped_pids,
-            )
-
-    def _reap(self, pids: list[int], timeout: float) -> set[int]:
-        """Wait for workers through their sentinels (never psutil: it would reap our children);
-        the pids still running at the end."""
-        end = time.monotonic() + timeout
-        ranks = [r for r in self._ranks if r.pid in pids]
-        while True:
-            pending = {r.proc.sentinel: r for r in ranks if r.exitcode is None}
-            left = end - time.monotonic()
-            if not pending or left <= 0:
-                return {r.pid for r in pending.values()}
-            for obj in _mp_wait(list(pending), left):
-                self._drain(pending[obj])
-                pending[obj].reap(max(0.0, min(1.0, end - time.monotonic())))
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True) and any(r.exitcode is None for r in self._ranks):
@@ -594,15 +512,6 @@ def spawn_with_plugins(
     lctx = get_launch_context(context, start_method, preload, ns.config, boot, ready_timeout)
     # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
     deaf = lctx.server is None and _interrupt.will_start_deaf()
-    control = LaunchControl(
-        parent_pid=os.getpid(),
-        # Only a spawned worker's parent is this process (a forkserver worker's is the
-        # server): there it checks getppid() against our pid, to catch a launcher that
-        # died before the worker armed its watch.
-        pdeathsig=start_method == "spawn" and threading.current_thread() is threading.main_thread(),
-        context=context,
-        sigint_restore=deaf,
-    )
     group = WorkerGroup(
         run_id=template.run_id,
         context=lctx,
@@ -611,8 +520,21 @@ def spawn_with_plugins(
         grace_period=grace_period,
         progress=progress,
     )
+    control = _launch_control(start_method, context, deaf)
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
+
+
+def _launch_control(start_method: str, context: str, deaf: bool) -> LaunchControl:
+    return LaunchControl(
+        parent_pid=os.getpid(),
+        # Only a spawned worker's parent is this process (a forkserver worker's is the
+        # server): there it checks getppid() against our pid, to catch a launcher that
+        # died before the worker armed its watch.
+        pdeathsig=start_method == "spawn" and threading.current_thread() is threading.main_thread(),
+        context=context,
+        sigint_restore=deaf,
+    )
 
 
 def _check_limits(

@@ -66,7 +66,7 @@ def build_spec(
 
     check_count("nprocs", nprocs)
     ns = get_namespace(namespace)
-    entry_str, entry_payload = _entry_reference(entry)
+    entry_str, entry_payload = entry_reference(entry)
     if entry_str:
         check_entry_module(entry_str)
     captured: Payload | None
@@ -119,8 +119,15 @@ def write_launch_spec(
     return template
 
 
-def _entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | None]:
-    """``"module:qualname"`` when the child can import it; otherwise the callable by value."""
+def entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | None]:
+    """``"module:qualname"`` when the child can import it; otherwise the callable by value.
+
+    The one place every launcher (``spawn_with_plugins``, ``write_launch_spec``,
+    ``spawn_on_ray``) turns its ``entry`` into spec fields.  A callable travels by
+    reference only when that reference resolves back to the very same object
+    here: a decorated or re-bound function, or one defined in a loop, would
+    otherwise make the workers import something else under its name.
+    """
     if isinstance(entry, str):
         module, sep, qualname = entry.partition(":")
         if not sep or not module or not qualname:
