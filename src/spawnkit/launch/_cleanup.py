@@ -29,12 +29,14 @@ from pathlib import Path
 import psutil
 
 from spawnkit.bootstrap._parent_death import RUN_ID_VAR
+from spawnkit.errors import ChildError
 
 __all__ = [
     "CleanupResult",
     "cleanup",
     "forget_run",
     "kill_trees",
+    "note_unreaped",
     "record_run",
     "snapshot_tree",
     "stop_group",
@@ -227,6 +229,18 @@ def stop_group(
             "worker group %s: pid(s) %s survived SIGKILL and could not be reaped", run_id, survivors
         )
     return survivors
+
+
+def note_unreaped(err: ChildError, pids: list[int]) -> ChildError:
+    """``err`` (a group's failure) with the pids its teardown could not reap, said and listed."""
+    err.unreaped_pids = list(pids)
+    if pids:
+        err.args = (
+            f"{err.args[0]}\nWarning: pid(s) {pids} survived SIGKILL and could not be reaped "
+            "(uninterruptible sleep, usually a device or filesystem call); they may still hold "
+            "resources.",
+        )
+    return err
 
 
 def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:

@@ -20,10 +20,10 @@ from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
 from spawnkit.bootstrap.stages import Stage
-from spawnkit.errors import ChildError, PayloadError
+from spawnkit.errors import PayloadError
 from spawnkit.launch._progress import DONE, FAILED, STOPPED
 from spawnkit.protocol import messages as proto
-from spawnkit.protocol.failure import Worker, child_error, current_thread_first, stopped_error
+from spawnkit.protocol.failure import Worker, current_thread_first, stopped_error
 
 __all__ = ["Rank", "dump_stacks", "reap_ranks"]
 
@@ -87,7 +87,7 @@ class Rank:
 
     def take(self, msg: Any, now: float) -> str:
         """Record one report message; returns the stage the progress callback should hear of
-        (``""``: none).  A first FAILED/EXITED becomes ``failure``."""
+        (``""``: none).  FAILED/EXITED are the launcher's to take (they order the failures)."""
         self.events.append((type(msg).__name__, getattr(msg, "stage", ""), now - self.started))
         if isinstance(msg, proto.Hello):
             self.host, self.dump_signal = msg.host, msg.dump_signal
@@ -103,9 +103,6 @@ class Rank:
         elif isinstance(msg, proto.Result):
             self.result = msg
             self.ready = True
-        elif isinstance(msg, proto.Failed | proto.Exited) and self.failure is None:
-            self.failure = msg
-            self.stage = msg.stage
         return ""
 
     def value(self, loads: Callable[[bytes], Any], group: str) -> Any:
@@ -129,24 +126,6 @@ class Rank:
                 stage=Stage.ENTRY.value,
                 **self.worker.fields(),
             ) from exc
-
-    def error(
-        self, effect: str, loads: Callable[[bytes], Any], preload: Sequence[str]
-    ) -> ChildError:
-        """This rank's failure as the typed error (see ``protocol.failure.child_error``)."""
-        return child_error(
-            self.worker,
-            failure=self.failure,
-            stage=self.stage,
-            ready=self.ready,
-            exitcode=self.exitcode,
-            result_error=self.result_error,
-            early_text=self.early_text,
-            fault_text=self.fault_text,
-            effect=effect,
-            loads=loads,
-            preload=preload,
-        )
 
     def messages(self) -> Iterator[Any]:
         """Every message already in the report pipe; never blocks on an empty pipe."""

@@ -135,7 +135,9 @@ class WorkerGroup:
     @property
     def exit_codes(self) -> list[int | None]:
         """Per rank: the exit code, ``-N`` for signal N, ``None`` while running."""
-        self._poll_exits()
+        for r in self._ranks:
+            if not self._closed and r.exitcode is None and r.proc.exitcode is not None:
+                self._on_exit(r)
         return [r.exitcode for r in self._ranks]
 
     @property
@@ -308,7 +310,8 @@ class WorkerGroup:
         stage = r.take(msg, now)
         if stage:
             self._relay.emit(r.rank, stage, now - r.started)
-        if r.failure is msg:
+        if isinstance(msg, proto.Failed | proto.Exited) and r.failure is None:
+            r.failure, r.stage = msg, msg.stage  # the root cause: failures count as they arrive
             self._order.append(r)
 
     def _on_exit(self, r: Rank) -> None:
@@ -328,20 +331,14 @@ class WorkerGroup:
             end = r.end_state(named, self._interrupting)
             self._relay.emit(r.rank, end, time.monotonic() - r.started)
 
-    def _poll_exits(self) -> None:
-        if self._closed:
-            return
-        for r in self._ranks:
-            if r.exitcode is None and r.proc.exitcode is not None:
-                self._on_exit(r)
-
     # --------------------------------------------------------------- errors
     def _error_for(self, r: Rank) -> ChildError:
         others = [(o.rank, o.stage) for o in self._ranks if o is not r]
         ctx = self._ctx
         group = f"{self._name} ({self.world_size} rank(s), {ctx.start_method}/{ctx.package})"
         preload = ctx.server.preload if ctx.server is not None else ()
-        return r.error(failure.effect_line(group, others), ctx.loads, preload)
+        effect = failure.effect_line(group, others)
+        return failure.child_error(r, effect=effect, loads=ctx.loads, preload=preload)
 
     def _ready_timeout_error(self, stuck: list[Rank], now: float) -> ChildError:
         return ready_timeout_error(
@@ -375,14 +372,9 @@ class WorkerGroup:
     def _fail(self, err: ChildError) -> None:
         self._failure = err
         self._close(initial_grace=self._grace)
-        err.unreaped_pids = list(self.unreaped_pids)
-        if self.unreaped_pids:
-            err.args = (
-                f"{err.args[0]}\nWarning: pid(s) {self.unreaped_pids} survived SIGKILL and "
-                "could not be reaped (uninterruptible sleep, usually a device or filesystem "
-                "call); they may still hold resources.",
-            )
-        raise err
+        from spawnkit.launch._cleanup import note_unreaped  # psutil: imported by the teardown
+
+        raise note_unreaped(err, self.unreaped_pids)
 
     # ------------------------------------------------------------ teardown
     def _close(self, *, initial_grace: float) -> None:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
 from spawnkit.launch._checks import check_count, check_entry_module, namespace_value
 from spawnkit.spec import Payload, ProcessSpec
@@ -141,7 +142,7 @@ def entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | Non
         raise EntryResolutionError(
             f"entry {entry!r} (type {type(entry).__name__}) is not callable; pass a "
             "'module:function' string (for example 'myengine.worker:run') or a callable",
-            stage="resolve_entry",
+            stage=Stage.RESOLVE_ENTRY.value,
         )
     owner: Any = getattr(entry, "__module__", None)
     name: Any = getattr(entry, "__qualname__", None)

@@ -28,7 +28,7 @@ import pickle
 import signal
 import socket
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from spawnkit._names import qualified_name
 from spawnkit.bootstrap.stages import Stage
@@ -180,6 +180,29 @@ class Worker(NamedTuple):
         return cls(rank, failed.pid or None, failed.host, failed.node, launcher)
 
 
+if TYPE_CHECKING:  # a worker never builds the parent's errors: no class to define there
+
+    class ChildState(Protocol):
+        """What a local launcher knows of a worker that failed (``launch._rank.Rank``)."""
+
+        @property
+        def worker(self) -> Worker: ...
+        @property
+        def failure(self) -> Failed | Exited | None: ...  # what it reported, if anything
+        @property
+        def stage(self) -> str: ...  # the stage it last reported starting
+        @property
+        def ready(self) -> bool: ...
+        @property
+        def exitcode(self) -> int | None: ...  # -N: killed by signal N
+        @property
+        def result_error(self) -> str: ...  # why its return value did not travel
+        @property
+        def early_text(self) -> str: ...  # what it wrote before its spec was unpickled
+        @property
+        def fault_text(self) -> str: ...  # its faulthandler dump
+
+
 def effect_line(group: str, others: Sequence[tuple[int, str]]) -> str:
     """What the failure does to the rest: ``group`` is torn down; where the other ranks were."""
     at = "; ".join(f"rank {rank}: {stage}" for rank, stage in others)
@@ -189,7 +212,7 @@ def effect_line(group: str, others: Sequence[tuple[int, str]]) -> str:
 def raised_message(failed: Failed, who: Worker, *, effect: str = "", hint: str = "") -> str:
     """Root cause first: which rank, where, which stage, what; then the effect and the traceback."""
     what = (
-        "its entry function raised"
+        f"stage {failed.stage!r} failed (its entry function raised)"
         if failed.stage == Stage.ENTRY
         else f"bootstrap stage {failed.stage!r} failed"
     )
@@ -224,48 +247,41 @@ def raised_error(
 
 
 def child_error(
-    who: Worker,
+    state: ChildState,
     *,
-    failure: Failed | Exited | None,
-    stage: str,
-    ready: bool,
-    exitcode: int | None,
-    result_error: str = "",
-    early_text: str = "",
-    fault_text: str = "",
     effect: str,
     loads: Callable[[bytes], Any] | None = None,
     preload: Sequence[str] = (),
 ) -> ChildError:
     """A local worker's failure: its record, else what the parent saw of it (most telling first).
 
-    ``failure`` is what the worker reported, ``stage``/``ready`` where the
-    parent last knew it to be, ``exitcode`` its exit code (``-N``: signal N),
-    ``result_error`` why its return value did not travel, ``early_text`` what
-    it wrote before its spec was unpickled, ``fault_text`` its faulthandler dump.
+    ``state`` is the launcher's view of the worker (see :class:`ChildState`);
+    ``effect`` what the failure does to the group; ``loads`` the launch's
+    unpickler; ``preload`` the warm-start server's preloads, for a hint.
     """
-    if isinstance(failure, Failed):
-        return raised_error(failure, who, effect=effect, loads=loads, preload=preload)
-    if failure is None and early_text and not who.host:
-        return _early_error(who, early_text, effect)
-    if result_error:
+    who, record = state.worker, state.failure
+    if isinstance(record, Failed):
+        return raised_error(record, who, effect=effect, loads=loads, preload=preload)
+    if record is None and state.early_text and not who.host:
+        return _early_error(who, state.early_text, effect)
+    if state.result_error:
         return ChildRaisedError(
-            f"{who.label} finished its entry function, but {result_error}\n{effect}",
+            f"{who.label} finished its entry function, but {state.result_error}\n{effect}",
             stage=Stage.ENTRY.value,
             exc_type="pickle.PicklingError",
             traceback_text="",
             **who.fields(),
         )
-    code = failure.code if isinstance(failure, Exited) else exitcode
-    if exitcode is not None and exitcode < 0:
-        code = exitcode  # a signal after sys.exit() began is what ended it
-    head, detail, signal_name = _exit_story(who, code, failure, stage, ready)
-    fault = current_thread_first(fault_text.strip())
+    code = record.code if record is not None else state.exitcode
+    if state.exitcode is not None and state.exitcode < 0:
+        code = state.exitcode  # a signal after sys.exit() began is what ended it
+    head, detail, signal_name = _exit_story(who, code, record, state.stage, state.ready)
+    fault = current_thread_first(state.fault_text.strip())
     if fault:
         detail += f"\nFatal error report written by the worker (faulthandler):\n{fault}"
     return ChildExitedError(
         f"{head}\n{detail}\n{effect}",
-        stage=failure.stage if failure is not None else stage,
+        stage=record.stage if record is not None else state.stage,
         exit_code=code,
         signal_name=signal_name,
         fault_text=fault,

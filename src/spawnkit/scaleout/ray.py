@@ -48,7 +48,7 @@ import logging
 import pickle
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from spawnkit.bootstrap.stages import Stage
@@ -57,13 +57,13 @@ from spawnkit.errors import (
     ChildError,
     ChildExitedError,
     LauncherUnavailableError,
-    NodeLostError,
 )
-from spawnkit.launch._timeouts import join_timeout_error, results_timeout_error
 from spawnkit.launch.specs import entry_reference
 from spawnkit.protocol import failure
 from spawnkit.protocol.failure import PRE_BOOTSTRAP
 from spawnkit.scaleout._ray_nodes import dead_nodes, wait_node_dead
+from spawnkit.scaleout._ray_ranks import LAUNCHER as _LAUNCHER
+from spawnkit.scaleout._ray_ranks import RankTable
 from spawnkit.scaleout.env import split_env
 from spawnkit.spec import Payload, ProcessSpec
 
@@ -77,7 +77,6 @@ __all__ = ["INSTALL_HINT", "RayWorkerGroup", "spawn_on_ray", "spawn_spec_on_ray"
 _log = logging.getLogger("spawnkit.ray")
 
 INSTALL_HINT = 'pip install "spawnkit[ray]"'
-_LAUNCHER = "ray"
 #: Extra seconds the driver waits beyond a deadline for an actor's own answer to arrive.
 _RPC_SLACK_S = 5.0
 #: How long a dead rank's already-returned ``run`` result is waited for before blaming the death.
@@ -268,23 +267,18 @@ class RayWorkerGroup:
         self._t0 = time.monotonic()
         self._deadline = self._t0 + ready_timeout
         self._actors: list[Any] = []
-        self._where: list[dict[str, Any]] = [{} for _ in range(nprocs)]
+        self._ranks = RankTable(self.run_id, nprocs)
         self._run_refs: list[tuple[int, Any]] = []
         self._reports: list[BootstrapReport | None] = [None] * nprocs
         self._outcomes: list[dict[str, Any] | None] = [None] * nprocs
-        self._stage: list[str] = ["placement"] * nprocs
         self._error: ChildError | None = None
         self._closed = False
         self._pg: Any = placement_group([dict(bundle) for _ in range(nprocs)], strategy=strategy)
         self._remove_pg: Callable[[Any], None] = remove_placement_group
         try:
-            try:
-                ray.get(self._pg.ready(), timeout=self._remaining())
-            except ray.exceptions.GetTimeoutError:
-                waited = time.monotonic() - self._t0
-                raise _not_placed(ray, self.run_id, nprocs, bundle, strategy, waited) from None
+            self._place(bundle, strategy)
             _start_actors(ray, self._pg, bundle, actor_env, nprocs, into=self._actors)
-            self._stage = [PRE_BOOTSTRAP] * nprocs
+            self._ranks.stage[:] = [PRE_BOOTSTRAP] * nprocs
             self._locate()
             self._launch(template)
         except BaseException:
@@ -294,30 +288,27 @@ class RayWorkerGroup:
     def _remaining(self) -> float:
         return max(0.0, self._deadline - time.monotonic())
 
+    def _place(self, bundle: dict[str, float], strategy: str) -> None:
+        ray = self._ray
+        try:
+            ray.get(self._pg.ready(), timeout=self._remaining())
+        except ray.exceptions.GetTimeoutError:
+            waited = time.monotonic() - self._t0
+            raise _not_placed(ray, self.run_id, self.nprocs, bundle, strategy, waited) from None
+
     def _locate(self) -> None:
         """Learn each actor's node, so local ranks can be numbered per node."""
         refs = [a.where.remote() for a in self._actors]
         for rank, ref in enumerate(refs):
             try:
-                self._where[rank] = self._get(ref, rank, self._remaining() + _RPC_SLACK_S)
+                self._ranks.where[rank] = self._get(ref, rank, self._remaining() + _RPC_SLACK_S)
             except self._ray.exceptions.GetTimeoutError:
                 raise self._timeout([rank], "starting its Ray worker process") from None
 
     def _launch(self, template: ProcessSpec) -> None:
-        per_node: dict[str, list[int]] = {}
-        for rank, where in enumerate(self._where):
-            per_node.setdefault(where.get("node", ""), []).append(rank)
-        for ranks in per_node.values():
-            for local_rank, rank in enumerate(ranks):
-                spec = template.replace(
-                    rank=rank,
-                    local_rank=local_rank,
-                    _control=template._control.replace(local_world_size=len(ranks)),
-                )
-                data = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
-                self._stage[rank] = PRE_BOOTSTRAP
-                self._run_refs.append((rank, self._actors[rank].run.remote(rank, data)))
-        self._run_refs.sort(key=lambda item: item[0])
+        for rank, data in enumerate(_rank_specs(template, self._ranks.where)):
+            self._ranks.stage[rank] = PRE_BOOTSTRAP
+            self._run_refs.append((rank, self._actors[rank].run.remote(rank, data)))
 
     # ------------------------------------------------------------ waiting
     def _get(self, ref: Any, rank: int, timeout: float | None) -> Any:
@@ -335,13 +326,10 @@ class RayWorkerGroup:
 
     def _returned_failure(self, rank: int) -> failure.Failed | None:
         """The failure record ``rank``'s ``run`` returned before its actor exited, if any."""
-        ray = self._ray
         ref = dict(self._run_refs).get(rank)
-        if ref is None or not ray.wait([ref], timeout=_RETURNED_WAIT_S)[0]:
-            return None
-        try:
-            outcome = ray.get(ref, timeout=0)
-        except ray.exceptions.RayError:  # the actor died before run() returned
+        try:  # a bounded wait: the record is there already, or the actor died without one
+            outcome = self._ray.get(ref, timeout=_RETURNED_WAIT_S) if ref is not None else {}
+        except self._ray.exceptions.RayError:  # GetTimeoutError included
             return None
         return outcome.get("failure") if outcome.get("status") == "failed" else None
 
@@ -349,55 +337,27 @@ class RayWorkerGroup:
         # "Unavailable" is what a call sees first when the node goes away; give Ray's health
         # check a bounded moment to say whether the node itself is dead.
         unreachable = isinstance(exc, getattr(self._ray.exceptions, "ActorUnavailableError", ()))
-        node_id = str(self._where[rank].get("node", ""))
+        node_id = str(self._ranks.where[rank].get("node", ""))
         if wait_node_dead(self._ray, node_id, _NODE_VERDICT_S if unreachable else 0.0):
-            return self._node_lost(rank)
-        return failure.actor_died_error(self._worker(rank), self._stage[rank], str(exc))
-
-    def _node_lost(self, rank: int) -> NodeLostError:
-        ip = str(self._where[rank].get("ip", ""))
-        return failure.node_lost_error(
-            self._worker(rank), self._stage[rank], ip, self._effect(rank)
-        )
+            return self._ranks.node_lost(rank)
+        return self._ranks.died(rank, str(exc))
 
     def _check_nodes(self, ranks: list[int]) -> None:
         """Raise ``NodeLostError`` (tearing down) if a node hosting one of ``ranks`` is dead."""
-        nodes = {str(self._where[r].get("node", "")): r for r in sorted(ranks, reverse=True)}
+        nodes = {str(self._ranks.where[r].get("node", "")): r for r in sorted(ranks, reverse=True)}
         dead = dead_nodes(self._ray, nodes)
         if dead:
             first = min(nodes[n] for n in dead)
-            raise self._fail(self._node_lost(first))
-
-    def _worker(self, rank: int) -> failure.Worker:
-        where = self._where[rank] if rank < len(self._where) else {}
-        host, node = str(where.get("host", "")), str(where.get("node", ""))
-        return failure.Worker(rank, where.get("pid"), host, node, _LAUNCHER)
-
-    @property
-    def _name(self) -> str:
-        return f"Ray group {self.run_id}"
-
-    def _effect(self, rank: int) -> str:
-        others = [(r, self._stage[r]) for r in range(self.nprocs) if r != rank]
-        return failure.effect_line(f"{self._name} ({self.nprocs} rank(s))", others)
+            raise self._fail(self._ranks.node_lost(first))
 
     def _raised(self, record: failure.Failed) -> ChildError:
+        """The error for a record a rank returned (it names itself: pid, host, node)."""
         who = failure.Worker.of(record, _LAUNCHER)
-        return failure.raised_error(record, who, effect=self._effect(who.rank))
+        return failure.raised_error(record, who, effect=self._ranks.effect(who.rank))
 
-    def _timeout(self, ranks: list[int], doing: str) -> BootstrapTimeoutError:
-        waited = time.monotonic() - self._t0
-        late = ", ".join(f"rank {r} in stage {self._stage[r]!r}" for r in ranks)
-        err = BootstrapTimeoutError(
-            f"{self._name}: {len(ranks)} of {self.nprocs} rank(s) did not finish {doing} within "
-            f"{waited:.1f}s ({late}). The group was stopped. Raise ready_timeout if the "
-            "bootstrap is just slow, or look at the stage named for a hang.",
-            waited_s=waited,
-            stage=self._stage[ranks[0]],
-            **self._worker(ranks[0]).fields(),
-        )
-        self._fail(err)
-        return err
+    def _timeout(self, ranks: list[int], doing: str) -> ChildError:
+        """``ranks`` did not finish ``doing`` by the startup deadline: stop the group."""
+        return self._fail(self._ranks.late(ranks, doing, time.monotonic() - self._t0))
 
     def _fail(self, err: ChildError) -> ChildError:
         """Record the first failure and stop every rank; later failures keep the first."""
@@ -411,7 +371,7 @@ class RayWorkerGroup:
         if outcome["status"] == "failed":
             raise self._fail(self._raised(outcome["failure"]))
         self._outcomes[rank] = outcome
-        self._stage[rank] = "finished"
+        self._ranks.stage[rank] = "finished"
 
     def wait_ready(self, timeout: float | None = None) -> list[BootstrapReport]:
         """Every rank's report once all are ready; the first failure or a timeout raises."""
@@ -420,8 +380,7 @@ class RayWorkerGroup:
         if all(r is not None for r in self._reports):
             return [r for r in self._reports if r is not None]
         if self._closed:
-            not_ready = [r for r in range(self.nprocs) if self._reports[r] is None]
-            raise self._stopped_error(not_ready[0], "became ready")
+            raise self._ranks.stopped(self._reports.index(None), "became ready")
         budget = self._remaining() if timeout is None else timeout
         deadline = time.monotonic() + budget
         pending = {
@@ -429,45 +388,55 @@ class RayWorkerGroup:
             for r in range(self.nprocs)
             if self._reports[r] is None
         }
-        while pending:
-            left = max(0.0, deadline - time.monotonic())
-            slice_s = min(left + _RPC_SLACK_S, _NODE_POLL_S)
-            done, _ = self._ray.wait(list(pending), num_returns=1, timeout=slice_s)
-            if not done:
-                self._check_nodes(list(pending.values()))
-                if time.monotonic() < deadline + _RPC_SLACK_S:
-                    continue
-                raise self._late(pending)
-            rank = pending.pop(done[0])
-            answer = self._get(done[0], rank, 0)
-            if answer["status"] == "ready":
-                self._reports[rank] = answer["report"]
-                self._stage[rank] = Stage.ENTRY.value
-            elif answer["status"] == "failed":
-                raise self._fail(self._raised(answer["failure"]))
-            else:
-                self._stage[rank] = answer.get("stage") or self._stage[rank]
-                pending[done[0]] = rank
-                raise self._late(pending)
+        for ref, rank in self._finished(pending, deadline + _RPC_SLACK_S):
+            if not self._answer(rank, self._get(ref, rank, 0)):
+                break  # its own wait ran out: it is late
+            del pending[ref]
+        if pending:
+            raise self._late(pending)
         return [r for r in self._reports if r is not None]
 
-    def _late(self, pending: dict[Any, int]) -> BootstrapTimeoutError:
+    def _finished(
+        self, pending: dict[Any, int], deadline: float | None
+    ) -> Iterator[tuple[Any, int]]:
+        """``(ref, rank)`` of each call in ``pending`` as it finishes, until ``deadline`` (the
+        caller removes what it took); the ranks' nodes are checked between polls."""
+        while pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            slice_s = _NODE_POLL_S if left is None else min(left, _NODE_POLL_S)
+            done, _ = self._ray.wait(list(pending), num_returns=1, timeout=slice_s)
+            if done:
+                yield done[0], pending[done[0]]
+                continue
+            self._check_nodes(list(pending.values()))
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+
+    def _answer(self, rank: int, answer: dict[str, Any]) -> bool:
+        """Take a rank's ``wait_ready`` answer; True once it is ready; a failure fails the group."""
+        if answer.get("status") == "failed":
+            raise self._fail(self._raised(answer["failure"]))
+        if answer.get("status") == "ready":
+            self._reports[rank] = answer["report"]
+            self._ranks.stage[rank] = Stage.ENTRY.value
+            return True
+        self._ranks.stage[rank] = answer.get("stage") or self._ranks.stage[rank]
+        return False
+
+    def _late(self, pending: dict[Any, int]) -> ChildError:
         """The timeout error, after collecting each late rank's own answer about its stage."""
         ray = self._ray
         refs = list(pending)
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=_RPC_SLACK_S)
         for ref in done:
-            rank = pending[ref]
             try:
                 answer = ray.get(ref, timeout=0)
             except Exception:
                 continue
-            if answer.get("status") == "pending":
-                self._stage[rank] = answer.get("stage") or self._stage[rank]
-            elif answer.get("status") == "failed":
-                # It failed just as the deadline passed: that failure is the better answer.
-                raise self._fail(self._raised(answer["failure"]))
-        return self._timeout(sorted(pending.values()), "their bootstrap")
+            # One that failed just as the deadline passed: that failure is the better answer.
+            self._answer(pending[ref], answer)
+        late = [r for r in sorted(pending.values()) if self._reports[r] is None]
+        return self._timeout(late or sorted(pending.values()), "their bootstrap")
 
     def join(self, timeout: float | None = None) -> bool:
         """True once every rank's entry returned; False if some still run after ``timeout``.
@@ -486,20 +455,14 @@ class RayWorkerGroup:
         pending = {ref: rank for rank, ref in self._run_refs if self._outcomes[rank] is None}
         if self._closed:
             return self._join_closed(pending)
-        while pending:
-            limits = [d for d in (deadline, join_deadline) if d is not None]
-            left = None if not limits else max(0.0, min(limits) - time.monotonic())
-            slice_s = _NODE_POLL_S if left is None else min(left, _NODE_POLL_S)
-            done, _ = self._ray.wait(list(pending), num_returns=1, timeout=slice_s)
-            if not done:
-                self._check_nodes(list(pending.values()))
-                if left is None or time.monotonic() < min(limits):
-                    continue
-                if join_deadline is not None and time.monotonic() >= join_deadline:
-                    raise self._join_timed_out(sorted(pending.values()))
-                return False
-            rank = pending.pop(done[0])
-            self._settle(rank, self._get(done[0], rank, 0))
+        limits = [d for d in (deadline, join_deadline) if d is not None]
+        for ref, rank in self._finished(pending, min(limits) if limits else None):
+            del pending[ref]
+            self._settle(rank, self._get(ref, rank, 0))
+        if pending:
+            if join_deadline is not None and time.monotonic() >= join_deadline:
+                raise self._join_timed_out(sorted(pending.values()))
+            return False
         self.terminate()
         return True
 
@@ -512,11 +475,11 @@ class RayWorkerGroup:
         A rank stopped by ``terminate()`` before it returned is a ``ChildExitedError``.
         """
         if not self.join(timeout) and not self._closed:
-            running = [self._worker(r) for r in range(self.nprocs) if self._outcomes[r] is None]
-            raise results_timeout_error(running, group=self._name, waited=float(timeout or 0.0))
+            running = [r for r in range(self.nprocs) if self._outcomes[r] is None]
+            raise self._ranks.results_timeout(running, float(timeout or 0.0))
         for rank, outcome in enumerate(self._outcomes):
             if outcome is None:  # terminate() stopped it before its entry returned
-                raise self._stopped_error(rank, "returned from its entry function")
+                raise self._ranks.stopped(rank, "returned from its entry function")
         return [o["result"] if o is not None else None for o in self._outcomes]
 
     def _join_closed(self, pending: dict[Any, int]) -> bool:
@@ -532,22 +495,10 @@ class RayWorkerGroup:
         # Stopped work is not done work: True only if every rank's entry returned.
         return all(o is not None for o in self._outcomes)
 
-    def _stopped_error(self, rank: int, what: str) -> ChildExitedError:
-        """Rank ``rank`` never ``what`` because ``terminate()`` stopped the group first."""
-        return failure.stopped_error(self._worker(rank), self._name, self._stage[rank], None, what)
-
     def _join_timed_out(self, running: list[int]) -> ChildError:
         """The group's ``join_timeout`` passed with ranks still running: tear down, as locally."""
-        err = join_timeout_error(
-            self._worker(running[0]),
-            self._stage[running[0]],
-            running=len(running),
-            world=self.nprocs,
-            group=self._name,
-            join_timeout=self.join_timeout,
-            waited=time.monotonic() - self._t0,
-        )
-        return self._fail(err)
+        waited = time.monotonic() - self._t0
+        return self._fail(self._ranks.join_timed_out(running, waited, self.join_timeout))
 
     # ------------------------------------------------------------ status
     @property
@@ -556,11 +507,11 @@ class RayWorkerGroup:
 
     @property
     def pids(self) -> list[int | None]:
-        return [w.get("pid") for w in self._where]
+        return [w.get("pid") for w in self._ranks.where]
 
     @property
     def nodes(self) -> list[str]:
-        return [str(w.get("node", "")) for w in self._where]
+        return [str(w.get("node", "")) for w in self._ranks.where]
 
     @property
     def actors(self) -> list[Any]:
@@ -595,7 +546,7 @@ class RayWorkerGroup:
     @property
     def stages(self) -> list[str]:
         """Per rank, the last stage the driver knows of (``entry`` once ready)."""
-        return list(self._stage)
+        return list(self._ranks.stage)
 
     @property
     def failure(self) -> ChildError | None:
@@ -632,6 +583,23 @@ class RayWorkerGroup:
     def __repr__(self) -> str:
         ready = sum(r is not None for r in self._reports)
         return f"<RayWorkerGroup {self.run_id} nprocs={self.nprocs} ready={ready}>"
+
+
+def _rank_specs(template: ProcessSpec, where: list[dict[str, Any]]) -> list[bytes]:
+    """Each rank's pickled spec, by rank; local ranks are numbered per node."""
+    per_node: dict[str, list[int]] = {}
+    for rank, place in enumerate(where):
+        per_node.setdefault(place.get("node", ""), []).append(rank)
+    specs: dict[int, bytes] = {}
+    for ranks in per_node.values():
+        for local_rank, rank in enumerate(ranks):
+            spec = template.replace(
+                rank=rank,
+                local_rank=local_rank,
+                _control=template._control.replace(local_world_size=len(ranks)),
+            )
+            specs[rank] = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
+    return [specs[rank] for rank in range(len(where))]
 
 
 def _start_actors(
