@@ -27,6 +27,7 @@ from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildExitedError,
     ChildRaisedError,
+    ConfigError,
     EntryResolutionError,
 )
 from spawnkit.spec import NamespaceConfig
@@ -193,6 +194,40 @@ def test_non_callable_entry_is_refused_before_any_actor() -> None:
         skray.build_template(42)  # type: ignore[arg-type]
 
 
+def _real_entry(payload: Any = None) -> str:
+    return "the function named by the reference"
+
+
+def _impostor_entry() -> Any:
+    """A callable whose module:qualname names a different object (as a re-bound or
+    decorated function's does)."""
+
+    def impostor(payload: Any = None) -> str:
+        return "the callable the caller passed"
+
+    impostor.__module__ = _real_entry.__module__
+    impostor.__qualname__ = _real_entry.__qualname__
+    return impostor
+
+
+def test_entry_not_reachable_by_its_name_travels_by_value() -> None:
+    """The Ray path uses the launcher's entry reference: a callable goes by reference only
+    when ``module:qualname`` resolves back to it; otherwise every rank would run the other one."""
+    impostor = _impostor_entry()
+    template = skray.build_template(impostor)
+    assert template.entry == ""
+    assert template.entry_payload is not None
+    assert template.entry_payload.materialize()() == "the callable the caller passed"
+    by_name = skray.build_template(_real_entry)
+    assert by_name.entry == f"{_real_entry.__module__}:_real_entry"
+    assert by_name.entry_payload is None
+
+
+def test_malformed_entry_string_is_refused_before_any_actor() -> None:
+    with pytest.raises(ConfigError, match="module:function"):
+        skray.build_template("no_colon_here")
+
+
 def test_two_ranks_bootstrap_with_real_plugins(ray_cluster: Any, tmp_path: Path) -> None:
     root = _site(tmp_path / "site")
     with skray.spawn_on_ray(
@@ -334,12 +369,12 @@ def test_reused_worker_is_refused(ray_cluster: Any, tmp_path: Path) -> None:
     finally:
         ray.kill(actor)
     assert second["status"] == "failed"
-    failure = second["failure"]
-    assert failure["exc_type"] == "spawnkit.errors.WorkerReuseError"
-    assert failure["stage"] == "reuse_check"
-    assert "not fresh" in failure["message"]
-    assert "skray_app.target.greet" in failure["message"]  # names the hooks it holds
-    assert "skray-plugin 3.1" in failure["message"]  # and where they came from
+    failure = second["failure"]  # the one failure record every launcher uses
+    assert failure.exc_type == "spawnkit.errors.WorkerReuseError"
+    assert failure.stage == "reuse_check" and failure.rank == 0 and failure.pid == pid
+    assert "not fresh" in failure.message
+    assert "skray_app.target.greet" in failure.message  # names the hooks it holds
+    assert "skray-plugin 3.1" in failure.message  # and where they came from
 
 
 def test_placement_that_cannot_fit_times_out(ray_cluster: Any) -> None:

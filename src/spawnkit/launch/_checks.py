@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from spawnkit import _reference
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
 
 __all__ = ["check_count", "check_entry_module", "check_seconds", "namespace_value"]
@@ -105,7 +106,7 @@ def check_entry_module(entry: str) -> None:
         f"worker could import it either (they search the same sys.path).{hint} Install the "
         "package, or put its directory on sys.path / PYTHONPATH before launching. No worker "
         "was started.",
-        stage="resolve_entry",
+        stage=Stage.RESOLVE_ENTRY.value,
     )
 
 

@@ -9,7 +9,8 @@ exports to its own children.  :func:`cleanup` unions the three.
 Killing always snapshots the whole tree *before* signalling anything
 (a dead parent's children are otherwise unreachable), sends SIGTERM, waits a
 bounded time, sends SIGKILL, waits a bounded time again, and returns the pids
-it could not reap instead of waiting for them forever.
+it could not reap instead of waiting for them forever: :func:`kill_trees` is
+that one sequence, for :func:`cleanup` and for a group's teardown alike.
 """
 
 from __future__ import annotations
@@ -21,15 +22,25 @@ import os
 import signal
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
 from spawnkit.bootstrap._parent_death import RUN_ID_VAR
+from spawnkit.errors import ChildError
 
-__all__ = ["CleanupResult", "cleanup", "forget_run", "kill_trees", "record_run", "snapshot_tree"]
+__all__ = [
+    "CleanupResult",
+    "cleanup",
+    "forget_run",
+    "kill_trees",
+    "note_unreaped",
+    "record_run",
+    "snapshot_tree",
+    "stop_group",
+]
 
 _log = logging.getLogger("spawnkit.bootstrap")
 
@@ -158,17 +169,78 @@ def _wait_ended(procs: list[psutil.Process], timeout: float) -> list[psutil.Proc
 
 
 def kill_trees(
-    procs: list[psutil.Process], *, term_timeout: float, kill_timeout: float
+    procs: list[psutil.Process],
+    *,
+    term_timeout: float,
+    kill_timeout: float,
+    first: int = signal.SIGTERM,
+    wait: Callable[[list[psutil.Process], float], list[psutil.Process]] = _wait_ended,
 ) -> list[int]:
-    """SIGTERM, bounded wait, SIGKILL, bounded wait; returns the pids still alive after all."""
+    """The package's one ending: ``first`` (SIGTERM), bounded wait, SIGKILL, bounded wait.
+
+    Returns the pids still alive after all.  ``wait(procs, timeout)`` returns
+    those still running; a launcher passes one that reaps its own children
+    through their sentinels (psutil must not reap them: the launcher needs
+    their exit codes).
+    """
     if not procs:
         return []
-    _signal(procs, signal.SIGTERM)
-    alive = _wait_ended(procs, term_timeout)
+    _signal(procs, first)
+    alive = wait(procs, term_timeout)
     if alive:
         _signal(alive, signal.SIGKILL)
-        alive = _wait_ended(alive, kill_timeout)
+        alive = wait(alive, kill_timeout)
     return sorted(proc.pid for proc in alive)
+
+
+def stop_group(
+    pids: Sequence[int],
+    run_id: str,
+    *,
+    grace: float,
+    kill_wait: float,
+    first: int,
+    reap: Callable[[list[int], float], set[int]],
+) -> list[int]:
+    """End a group's workers ``pids``, their descendants and its other run-tagged processes.
+
+    The whole tree is captured before anything is signalled: once a worker
+    is dead its children are re-parented and no walk from it can find them.
+    ``reap(pids, timeout)`` waits for workers (the launcher's children) and
+    returns the pids still running; the rest are polled.  Returns (and logs)
+    the pids that survived SIGKILL.
+    """
+    tree = snapshot_tree(pids)
+    known = {p.pid for p in tree}
+    me = os.getpid()
+    tree += [p for p in _tagged(run_id) if p.pid not in known and p.pid != me]
+    workers = set(pids)
+
+    def wait(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
+        end = time.monotonic() + timeout
+        running = reap([p.pid for p in procs if p.pid in workers], timeout)
+        others = [p for p in procs if p.pid not in workers]
+        left = _wait_ended(others, end - time.monotonic())
+        return [p for p in procs if p.pid in running] + left
+
+    survivors = kill_trees(tree, term_timeout=grace, kill_timeout=kill_wait, first=first, wait=wait)
+    if survivors:
+        _log.warning(
+            "worker group %s: pid(s) %s survived SIGKILL and could not be reaped", run_id, survivors
+        )
+    return survivors
+
+
+def note_unreaped(err: ChildError, pids: list[int]) -> ChildError:
+    """``err`` (a group's failure) with the pids its teardown could not reap, said and listed."""
+    err.unreaped_pids = list(pids)
+    if pids:
+        err.args = (
+            f"{err.args[0]}\nWarning: pid(s) {pids} survived SIGKILL and could not be reaped "
+            "(uninterruptible sleep, usually a device or filesystem call); they may still hold "
+            "resources.",
+        )
+    return err
 
 
 def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:

@@ -24,6 +24,7 @@ is logged as a warning, and still raised by a later wait call.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from spawnkit.errors import ProgressCallbackError
@@ -80,3 +81,11 @@ class ProgressRelay:
             )
             err.__cause__ = exc
             self.error = err
+
+    def warn_if_new(self, told: ProgressCallbackError | None) -> None:
+        """Log the callback's error if it arose after ``told`` (during a teardown: the wait
+        call that started that teardown raises something else, so it would go unseen)."""
+        if self.error is not None and self.error is not told:
+            logging.getLogger("spawnkit.bootstrap").warning(
+                "worker group %s: %s", self._run_id, self.error, exc_info=self.error.__cause__
+            )

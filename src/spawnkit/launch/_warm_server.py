@@ -49,9 +49,10 @@ from collections.abc import Iterator
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
+from spawnkit import _steps
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, ForkSafetyError, ForkServerError, PreloadError
-from spawnkit.protocol import messages as proto
+from spawnkit.protocol import failure
 
 __all__ = [
     "MODE_VAR",
@@ -358,17 +359,21 @@ def _last_step(messages: list[dict[str, Any]]) -> str:
 
 
 def _step_text(step: str) -> str:
-    kind, _, name = step.partition(":")
-    if kind == "preload":
+    kind, name = _steps.split_step(step)
+    if kind == _steps.PRELOAD:
         return f"importing preload module {name!r}"
-    if kind == "plugin":
+    if kind == _steps.PLUGIN:
         return f"loading plugin {name!r} (stage 'load_plugins')"
     return f"running stage {step!r}" if step != "startup" else "starting up"
 
 
 def _step_stage(step: str) -> str:
-    kind, _, _name = step.partition(":")
-    return {"plugin": "load_plugins", "preload": "preload", "startup": "preload"}.get(kind, step)
+    kind, _name = _steps.split_step(step)
+    return {
+        _steps.PLUGIN: "load_plugins",
+        _steps.PRELOAD: "preload",
+        _steps.STARTUP: "preload",
+    }.get(kind, step)
 
 
 def _start_error(status: dict[str, Any], server: WarmServer, fault: str) -> ForkServerError:
@@ -427,7 +432,7 @@ def _failure_error(status: dict[str, Any], server: WarmServer, fault: str) -> Fo
             stage=str(status.get("stage", "")),
             traceback_text=str(status.get("traceback", "")),
         )
-        err.cause = proto.load_exception(status.get("exc"))
+        err.cause = failure.load_exception(status.get("exc"))
         return err
     step = str(status.get("step", "startup"))
     dump = f"\nServer fault dump (pid {pid}):\n{fault.rstrip()}" if fault.strip() else ""
@@ -522,10 +527,10 @@ class _ThreadOrigins:
             if thread is threading.main_thread() or not thread.is_alive():
                 continue
             step = self.origins.get(thread, "")
-            kind, _, name = step.partition(":")
-            if kind == "plugin":
+            kind, name = _steps.split_step(step)
+            if kind == _steps.PLUGIN:
                 culprit = f"plugin {name!r}"
-            elif kind == "preload":
+            elif kind == _steps.PRELOAD:
                 culprit = f"preload module {name!r}"
             elif step:
                 culprit = f"stage {step!r}"
@@ -614,7 +619,7 @@ def _prebootstrap(spec: Any, say: _StatusWriter) -> dict[str, Any]:
     from spawnkit.hooks import plugins
 
     def after_plugin(name: str, dist: str) -> None:
-        say({"step": f"plugin:{name}"})
+        say({"step": _steps.plugin_step(name)})
         contexts = _accelerator_contexts()
         if contexts:
             raise _refuse_accelerator(f"plugin {name!r} from {dist}", Stage.PLUGINS.value, contexts)
@@ -648,7 +653,7 @@ def _prebootstrap(spec: Any, say: _StatusWriter) -> dict[str, Any]:
 def _stage_status(exc: Exception, bootstrapper: Any) -> dict[str, Any]:
     """The status of a shared stage that raised: a worker's FAILED record, as a dict."""
     stage = str(getattr(exc, "stage", "") or bootstrapper.next_stage or "")
-    failed = proto.failed_from_exception(stage, exc)
+    failed = failure.record(stage, exc)
     return {
         "ok": False,
         "kind": "stage",
@@ -747,10 +752,10 @@ def _preload(module: str, say: _StatusWriter) -> float:
     """Import one preload module; refused if it fails or creates an accelerator context."""
     from spawnkit.bootstrap import guard
 
-    say({"step": f"preload:{module}"})
+    say({"step": _steps.preload_step(module)})
     begun = time.perf_counter()
     try:
-        with guard.step(f"preload:{module}"):
+        with guard.step(_steps.preload_step(module)):
             importlib.import_module(module)
     except Exception:
         import traceback

@@ -39,25 +39,23 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from multiprocessing.connection import wait as _mp_wait
 from types import TracebackType
 from typing import Any
 
-from spawnkit.bootstrap.stages import Stage
-from spawnkit.errors import (
-    BootstrapTimeoutError,
-    ChildError,
-    ChildExitedError,
-    ChildRaisedError,
-    ConfigError,
-    PayloadError,
-)
+from spawnkit.errors import ChildError, ConfigError
 from spawnkit.launch import _interrupt
 from spawnkit.launch._checks import check_count, check_seconds
-from spawnkit.launch._progress import DONE, FAILED, STOPPED, ProgressCallback, ProgressRelay
+from spawnkit.launch._progress import ProgressCallback, ProgressRelay
+from spawnkit.launch._rank import Rank, dump_stacks, reap_ranks
+from spawnkit.launch._timeouts import (
+    join_timeout_error,
+    ready_timeout_error,
+    results_timeout_error,
+)
 from spawnkit.launch.specs import build_spec
 from spawnkit.namespace import Namespace, get_namespace
+from spawnkit.protocol import failure
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.popen import LaunchContext, early_error_text, get_launch_context
 from spawnkit.spec import NamespaceConfig, ProcessSpec
@@ -71,61 +69,6 @@ DEFAULT_READY_TIMEOUT = 300.0
 DEFAULT_GRACE_PERIOD = 3.0
 _KILL_REAP_TIMEOUT = 5.0
 _STACK_DUMP_WAIT = 0.5
-_MAIN_MODULES = frozenset({"__main__", "__mp_main__"})
-
-_SIGNAL_HINTS: dict[str, str] = {
-    "SIGSEGV": "a crash in native code (a C extension, a device driver or ctypes) touched "
-    "invalid memory",
-    "SIGBUS": "native code touched unmapped or misaligned memory (often a truncated "
-    "memory-mapped file or exhausted /dev/shm)",
-    "SIGILL": "native code ran an instruction this CPU does not support (a binary built for "
-    "another architecture)",
-    "SIGFPE": "native code divided by zero or hit another arithmetic trap",
-    "SIGABRT": "native code called abort(): a failed C/C++ assertion or an uncaught C++ "
-    "exception (device runtimes and communication libraries do this)",
-    "SIGKILL": "it was killed from outside: most often the kernel's out-of-memory killer "
-    "(check `dmesg` or the container's memory limit), otherwise `kill -9` or a supervisor",
-    "SIGTERM": "something outside the launcher asked it to stop (a supervisor, a scheduler "
-    "or a user)",
-    "SIGINT": "it was interrupted (Ctrl-C reached its process group)",
-    "SIGHUP": "its controlling terminal went away",
-    "SIGPIPE": "it wrote to a pipe or socket whose reader had gone",
-}
-
-
-# --------------------------------------------------------------- parent side
-@dataclass
-class _Rank:
-    """The parent's view of one worker; only the launching thread touches it."""
-
-    rank: int
-    proc: Any
-    report: Any
-    death: Any
-    fault: Any
-    pid: int
-    started: float
-    host: str = ""
-    stage: str = proto.PRE_BOOTSTRAP
-    stage_since: float = 0.0
-    stage_seconds: dict[str, float] = field(default_factory=dict)
-    dump_signal: int | None = None
-    ready: bool = False
-    report_obj: Any = None
-    result: proto.Result | None = None
-    failure: proto.Failed | proto.Exited | None = None
-    exitcode: int | None = None
-    report_open: bool = True
-    terminated: bool = False
-    fault_text: str = ""
-    early_text: str = ""
-    events: list[tuple[str, str, float]] = field(default_factory=list)
-    end_told: bool = False
-
-    @property
-    def label(self) -> str:
-        host = f", host {self.host}" if self.host else ""
-        return f"rank {self.rank} (pid {self.pid}{host})"
 
 
 _live_groups: weakref.WeakSet[WorkerGroup] = weakref.WeakSet()
@@ -166,8 +109,8 @@ class WorkerGroup:
         self._ready_timeout = ready_timeout
         self._join_timeout = join_timeout
         self._grace = max(0.0, grace_period)
-        self._ranks: list[_Rank] = []
-        self._order: list[_Rank] = []  # ranks in the order their failures were seen
+        self._ranks: list[Rank] = []
+        self._order: list[Rank] = []  # ranks in the order their failures were seen
         self._failure: ChildError | None = None
         self._closed = False
         self._launched = time.monotonic()
@@ -190,7 +133,9 @@ class WorkerGroup:
     @property
     def exit_codes(self) -> list[int | None]:
         """Per rank: the exit code, ``-N`` for signal N, ``None`` while running."""
-        self._poll_exits()
+        for r in self._ranks:
+            if not self._closed and r.exitcode is None and r.proc.exitcode is not None:
+                self._on_exit(r)
         return [r.exitcode for r in self._ranks]
 
     @property
@@ -214,6 +159,10 @@ class WorkerGroup:
     @property
     def start_method(self) -> str:
         return self._ctx.start_method
+
+    @property
+    def _name(self) -> str:
+        return f"worker group {self.run_id}"
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "failed" if self._failure else "running"
@@ -256,47 +205,10 @@ class WorkerGroup:
     def results(self, timeout: float | None = None) -> list[Any]:
         """The entry functions' return values by rank, once all finished (see :meth:`join`)."""
         if not self.join(timeout) and not self._closed:
+            running = [r.worker for r in self._ranks if r.exitcode is None]
             waited = timeout if timeout is not None else 0.0
-            running = [r.label for r in self._ranks if r.exitcode is None]
-            raise BootstrapTimeoutError(
-                f"results() timed out after {waited:.1f} s: {', '.join(running)} still running "
-                "their entry function. The group keeps running; call results() again with a "
-                "longer timeout, or terminate() it.",
-                stage="entry",
-                waited_s=waited,
-            )
-        values: list[Any] = []
-        for r in self._ranks:
-            res = r.result
-            if res is None and (r.terminated or r.exitcode not in (0, None)):
-                # Stopped by terminate() (the only way to get here without a failure):
-                # a None would read as the entry's return value.
-                raise ChildExitedError(
-                    f"{r.label} has no result: it was stopped (exit code {r.exitcode}) by "
-                    "terminate() before its entry function returned. Call results() before "
-                    "terminate(), or join() to wait for the entry.",
-                    rank=r.rank,
-                    pid=r.pid,
-                    host=r.host,
-                    stage=r.stage,
-                    exit_code=r.exitcode,
-                )
-            if res is None or res.data is None:
-                values.append(None)
-                continue
-            try:
-                values.append(self._ctx.loads(res.data))
-            except Exception as exc:
-                raise PayloadError(
-                    f"{r.label} returned a value the launcher cannot unpickle: "
-                    f"{type(exc).__name__}: {exc}. Return plain data, or make the module "
-                    "defining the value's type importable in the launcher.",
-                    stage="entry",
-                    rank=r.rank,
-                    pid=r.pid,
-                    host=r.host,
-                ) from exc
-        return values
+            raise results_timeout_error(running, group=self._name, waited=waited)
+        return [r.value(self._ctx.loads, self._name) for r in self._ranks]
 
     def terminate(self) -> None:
         """Stop every worker now: SIGTERM, ``grace_period``, SIGKILL, bounded reap."""
@@ -325,9 +237,43 @@ class WorkerGroup:
         *,
         ready_deadline: float | None = None,
     ) -> bool:
-        """Ctrl-C while waiting stops the group (bounded) and is re-raised, never swallowed."""
+        """Process reports and exits until ``until()``; False at ``deadline``; raises failures.
+
+        Ctrl-C while waiting stops the group (bounded) and is re-raised, never swallowed.
+        """
+        if self._failure is not None:
+            raise self._failure
+        if ready_deadline is None and self._ready_timeout is not None:
+            ready_deadline = self._launched + self._ready_timeout
+        join_deadline = None if self._join_timeout is None else self._launched + self._join_timeout
         try:
-            return self._pump_events(until, deadline, ready_deadline=ready_deadline)
+            while True:
+                if self._relay.error is not None:
+                    self._close(initial_grace=0.0)
+                    raise self._relay.error
+                # A failure recorded outside this loop (``exit_codes`` polls exits) comes
+                # before ``until()``: "every rank exited" must not turn it into success.
+                if self._order and not self._closed:
+                    self._fail(self._error_for(self._order[0]))
+                if until():
+                    return True
+                if self._closed:
+                    return until()
+                now = time.monotonic()
+                not_ready = [r for r in self._ranks if not r.ready and r.exitcode is None]
+                if not_ready and ready_deadline is not None and now >= ready_deadline:
+                    self._fail(self._ready_timeout_error(not_ready, now))
+                running = [r for r in self._ranks if r.exitcode is None]
+                if running and join_deadline is not None and now >= join_deadline:
+                    self._fail(self._join_timeout_error(running, now))
+                if deadline is not None and now >= deadline:
+                    return False
+                limits = [d for d in (deadline, join_deadline) if d is not None]
+                if not_ready and ready_deadline is not None:
+                    limits.append(ready_deadline)
+                self._wait_once(None if not limits else max(0.0, min(limits) - now))
+                if self._order:
+                    self._fail(self._error_for(self._order[0]))
         except KeyboardInterrupt:
             self._interrupting = True
             for r in self._ranks:
@@ -335,53 +281,8 @@ class WorkerGroup:
             self._close(initial_grace=0.0)
             raise
 
-    def _pump_events(
-        self,
-        until: Callable[[], bool],
-        deadline: float | None,
-        *,
-        ready_deadline: float | None = None,
-    ) -> bool:
-        """Process reports and exits until ``until()``; False at ``deadline``; raises failures."""
-        if self._failure is not None:
-            raise self._failure
-        if ready_deadline is None and self._ready_timeout is not None:
-            ready_deadline = self._launched + self._ready_timeout
-        join_deadline = None if self._join_timeout is None else self._launched + self._join_timeout
-        while True:
-            if self._relay.error is not None:
-                self._close(initial_grace=0.0)
-                raise self._relay.error
-            # A failure recorded outside this loop (``exit_codes`` polls exits) comes
-            # before ``until()``: "every rank exited" must not turn it into success.
-            first = self._first_failure() if not self._closed else None
-            if first is not None:
-                self._fail(first)
-            if until():
-                return True
-            if self._closed:
-                return until()
-            now = time.monotonic()
-            not_ready = [r for r in self._ranks if not r.ready and r.exitcode is None]
-            if not_ready and ready_deadline is not None and now >= ready_deadline:
-                self._fail(self._ready_timeout_error(not_ready, now))
-            if join_deadline is not None and now >= join_deadline:
-                running = [r for r in self._ranks if r.exitcode is None]
-                if running:
-                    self._fail(self._join_timeout_error(running, now))
-            if deadline is not None and now >= deadline:
-                return False
-            limits = [d for d in (deadline, join_deadline) if d is not None]
-            if not_ready and ready_deadline is not None:
-                limits.append(ready_deadline)
-            wait_for = None if not limits else max(0.0, min(limits) - now)
-            self._wait_once(wait_for)
-            first = self._first_failure()
-            if first is not None:
-                self._fail(first)
-
     def _wait_once(self, timeout: float | None) -> None:
-        by_obj: dict[Any, tuple[str, _Rank]] = {}
+        by_obj: dict[Any, tuple[str, Rank]] = {}
         for r in self._ranks:
             if r.report_open:
                 by_obj[r.report] = ("report", r)
@@ -391,382 +292,87 @@ class WorkerGroup:
             if timeout:
                 time.sleep(min(timeout, 0.05))
             return
-        ready = _mp_wait(list(by_obj), timeout)
+        ready = [by_obj[obj] for obj in _mp_wait(list(by_obj), timeout)]
         # Reports first: a FAILED message is the root cause of the exit that follows it.
-        for obj in ready:
-            kind, r = by_obj[obj]
-            if kind == "report":
-                self._drain(r)
-        for obj in ready:
-            kind, r = by_obj[obj]
-            if kind == "exit":
-                self._on_exit(r)
+        for r in [r for kind, r in ready if kind == "report"]:
+            self._drain(r)
+        for r in [r for kind, r in ready if kind == "exit"]:
+            self._on_exit(r)
 
-    def _drain(self, r: _Rank) -> None:
-        """Read every message already in the rank's pipe; never blocks on an empty pipe."""
-        while r.report_open:
-            try:
-                if not r.report.poll(0):
-                    return
-                msg = r.report.recv()
-            except (EOFError, OSError):
-                r.report_open = False
-                return
-            except Exception as exc:  # a message that does not unpickle here
-                _log.warning("%s sent an unreadable report message: %s", r.label, exc)
-                continue
+    def _drain(self, r: Rank) -> None:
+        for msg in r.messages():
             self._on_message(r, msg)
 
-    def _on_message(self, r: _Rank, msg: Any) -> None:
+    def _on_message(self, r: Rank, msg: Any) -> None:
         now = time.monotonic()
-        r.events.append((type(msg).__name__, getattr(msg, "stage", ""), now - r.started))
-        if isinstance(msg, proto.Hello):
-            r.host, r.dump_signal = msg.host, msg.dump_signal
-        elif isinstance(msg, proto.StageStarted):
-            r.stage, r.stage_since = msg.stage, now
-            self._relay.emit(r.rank, msg.stage, now - r.started)
-        elif isinstance(msg, proto.StageFinished):
-            r.stage_seconds[msg.stage] = msg.seconds
-        elif isinstance(msg, proto.Ready):
-            r.ready, r.report_obj = True, msg.report
-            r.stage, r.stage_since = "entry", now
-            self._relay.emit(r.rank, "entry", now - r.started)
-        elif isinstance(msg, proto.Result):
-            r.result = msg
-            r.ready = True
-        elif isinstance(msg, proto.Failed | proto.Exited) and r.failure is None:
-            r.failure = msg
-            r.stage = msg.stage
+        stage = r.take(msg, now)
+        if stage:
+            self._relay.emit(r.rank, stage, now - r.started)
+        if isinstance(msg, proto.Failed | proto.Exited) and r.failure is None:
+            r.failure, r.stage = msg, msg.stage  # the root cause: failures count as they arrive
             self._order.append(r)
 
-    def _on_exit(self, r: _Rank) -> None:
+    def _on_exit(self, r: Rank) -> None:
         self._drain(r)
-        r.proc.join(1.0)  # the sentinel fires a moment before the process can be reaped
-        code = r.proc.exitcode
-        r.exitcode = code if code is not None else r.exitcode
-        if r.exitcode is None:
+        if not r.reap(1.0):  # the sentinel fires a moment before the process can be reaped
             return
-        r.fault_text = self._read_fault(r)
         r.early_text = early_error_text(r.proc)
         self._tell_end(r)
-        if r.terminated or r.failure is not None:
-            return
-        if r.exitcode != 0 or not r.ready or (r.result is not None and r.result.error):
+        if not r.terminated and r.failure is None and r.unsuccessful:
             self._order.append(r)
 
-    def _tell_end(self, r: _Rank) -> None:
+    def _tell_end(self, r: Rank) -> None:
         """The progress callback's last word on a rank: done, failed or stopped."""
-        if r.end_told:
-            return
-        r.end_told = True
-        named = self._failure is not None and self._failure.rank == r.rank
-        if r.terminated and not named and (r.failure is None or self._interrupting):
-            end = STOPPED
-        elif (
-            named
-            or r.failure is not None
-            or r.exitcode != 0
-            or not r.ready
-            or (r.result is not None and r.result.error)
-        ):
-            end = FAILED
-        else:
-            end = DONE
-        self._relay.emit(r.rank, end, time.monotonic() - r.started)
-
-    def _poll_exits(self) -> None:
-        if self._closed:
-            return
-        for r in self._ranks:
-            if r.exitcode is None and r.proc.exitcode is not None:
-                self._on_exit(r)
-
-    def _read_fault(self, r: _Rank, wait: float = 0.0) -> str:
-        if r.fault is None:
-            return r.fault_text
-        chunks: list[bytes] = [r.fault_text.encode()] if r.fault_text else []
-        deadline = time.monotonic() + wait
-        fd = r.fault.fileno()
-        while True:
-            left = deadline - time.monotonic()
-            if not _mp_wait([r.fault], max(left, 0.0)):
-                break
-            try:
-                data = os.read(fd, 65536)
-            except (BlockingIOError, InterruptedError):
-                break
-            except OSError:
-                break
-            if not data:
-                break
-            chunks.append(data)
-            if wait:  # a dump arrives in one burst: stop after a short quiet period
-                deadline = time.monotonic() + 0.05
-        return b"".join(chunks).decode("utf-8", "replace")
-
-    def _first_failure(self) -> ChildError | None:
-        if not self._order:
-            return None
-        r = self._order[0]
-        return self._error_for(r)
+        if not r.end_told:
+            r.end_told = True
+            named = self._failure is not None and self._failure.rank == r.rank
+            end = r.end_state(named, self._interrupting)
+            self._relay.emit(r.rank, end, time.monotonic() - r.started)
 
     # --------------------------------------------------------------- errors
-    def _others(self, failed: _Rank) -> str:
-        parts = [f"rank {o.rank}: {o.stage}" for o in self._ranks if o is not failed]
-        return "; ".join(parts) if parts else "none"
+    def _error_for(self, r: Rank) -> ChildError:
+        others = [(o.rank, o.stage) for o in self._ranks if o is not r]
+        ctx = self._ctx
+        group = f"{self._name} ({self.world_size} rank(s), {ctx.start_method}/{ctx.package})"
+        preload = ctx.server.preload if ctx.server is not None else ()
+        effect = failure.effect_line(group, others)
+        return failure.child_error(r, effect=effect, loads=ctx.loads, preload=preload)
 
-    def _error_for(self, r: _Rank) -> ChildError:
-        effect = (
-            f"Effect: worker group {self.run_id} ({self.world_size} rank(s), "
-            f"{self._ctx.start_method}/{self._ctx.package}) is being torn down; the other "
-            f"ranks were at: {self._others(r)}."
-        )
-        msg = r.failure
-        if isinstance(msg, proto.Failed):
-            exc = proto.load_exception(msg.exc_bytes, self._ctx.loads)
-            when = "" if msg.stage != Stage.ENTRY else " (its entry function raised)"
-            text = (
-                f"{r.label} failed in stage {msg.stage!r}{when}: {msg.exc_type}: {msg.message}\n"
-                f"{self._preload_hint(exc)}{effect}\n"
-                f"Child traceback ({r.label}):\n{msg.traceback_text.rstrip()}"
-            )
-            err: ChildError = ChildRaisedError(
-                text,
-                rank=r.rank,
-                pid=r.pid,
-                host=r.host,
-                stage=msg.stage,
-                exc_type=msg.exc_type,
-                traceback_text=msg.traceback_text,
-                child_exception=exc,
-            )
-            if exc is not None:
-                err.__cause__ = exc
-            return err
-        if msg is None and r.early_text and not r.host:
-            return self._early_error(r, effect)
-        if r.result is not None and r.result.error:
-            return ChildRaisedError(
-                f"{r.label} finished its entry function, but {r.result.error}\n{effect}",
-                rank=r.rank,
-                pid=r.pid,
-                host=r.host,
-                stage="entry",
-                exc_type="pickle.PicklingError",
-                traceback_text="",
-            )
-        code = r.exitcode if not isinstance(msg, proto.Exited) else msg.code
-        if r.exitcode is not None and r.exitcode < 0:
-            code = r.exitcode
-        return self._exited_error(r, code, msg if isinstance(msg, proto.Exited) else None, effect)
-
-    def _preload_hint(self, exc: BaseException | None) -> str:
-        """A guard finding whose import site is this group's warm-start preload: say so."""
-        preload = self._ctx.server.preload if self._ctx.server is not None else ()
-        findings = getattr(exc, "findings", None) or []
-        hits = sorted(
-            {
-                str(f.get("module", ""))
-                for f in findings
-                if isinstance(f, dict)
-                and any(
-                    str(f.get("module", "")) == p
-                    or str(f.get("module", "")).startswith(p + ".")
-                    or "_warm_server" in str(f.get("first_import", ""))
-                    for p in preload
-                )
-            }
-        )
-        if not hits:
-            return ""
-        return (
-            f"Launcher: the warm-start server imported {', '.join(hits)} through "
-            f"preload={list(preload)} before any hook was applied: with "
-            "SPAWNKIT_WARM_BOOTSTRAP=worker each worker applies hooks itself, after the "
-            "server's preloads. Unset it (the server then applies hooks before preloading), or "
-            "remove the target (or the module that imports it) from preload=.\n"
+    def _ready_timeout_error(self, stuck: list[Rank], now: float) -> ChildError:
+        return ready_timeout_error(
+            stuck,
+            now,
+            world=self.world_size,
+            run_id=self.run_id,
+            waited=now - self._launched,
+            ready_timeout=self._ready_timeout,
+            call_timeout=self._call_timeout,
+            stacks=self._dump_stacks(stuck),
         )
 
-    def _early_error(self, r: _Rank, effect: str) -> ChildRaisedError:
-        text = r.early_text.rstrip()
-        last = _exception_summary(text)
-        exc_type, _, message = last.partition(": ")
-        if "bootstrapping phase" in text or "freeze_support" in text:
-            cause = (
-                "Cause: the launching script starts workers when it is imported, and a spawned "
-                "worker re-imports it (as __mp_main__). Put the code that calls "
-                'spawn_with_plugins() under `if __name__ == "__main__":`.'
-            )
-        else:
-            cause = (
-                "It failed before its bootstrap began: while re-importing the launching "
-                "script (__main__, as __mp_main__) or unpickling its spec. Code at the top "
-                "level of the launching script runs again in every spawned worker."
-            )
-        return ChildRaisedError(
-            f"{r.label} failed in stage {proto.PRE_BOOTSTRAP!r}: {last}\n{cause}\n{effect}\n"
-            f"Child traceback ({r.label}):\n{text}",
-            rank=r.rank,
-            pid=r.pid,
-            host=r.host,
-            stage=proto.PRE_BOOTSTRAP,
-            exc_type=exc_type if message else "",
-            traceback_text=text,
-        )
-
-    def _exited_error(
-        self, r: _Rank, code: int | None, exited: proto.Exited | None, effect: str
-    ) -> ChildExitedError:
-        phase = "after it reported ready" if r.ready else "before it reported ready"
-        signal_name = ""
-        if code is not None and code < 0:
-            try:
-                signal_name = signal.Signals(-code).name
-            except ValueError:
-                signal_name = f"signal {-code}"
-            head = f"{r.label} was killed by {signal_name} in stage {r.stage!r}, {phase}."
-            hint = _SIGNAL_HINTS.get(signal_name, "an uncaught signal ended it")
-            detail = f"Likely cause: {hint}."
-        elif exited is not None:
-            head = f"{r.label} called sys.exit({code}) in stage {exited.stage!r}, {phase}."
-            detail = f"Where it exited:\n{exited.traceback_text.rstrip()}"
-        elif code == 0:
-            head = f"{r.label} exited with code 0 in stage {r.stage!r}, {phase}."
-            detail = (
-                "Likely cause: code in that stage ended the process (os._exit(0) or a C "
-                "library's exit()) instead of raising, so the bootstrap could not finish."
-            )
-        elif r.stage == proto.PRE_BOOTSTRAP and not r.host:
-            head = f"{r.label} exited with code {code} before its bootstrap began."
-            detail = (
-                "Likely cause: the new interpreter failed while re-importing the launching "
-                "script (__main__, as __mp_main__) or unpickling its spec: a script that starts "
-                'workers at import time needs `if __name__ == "__main__":` around the launch; '
-                "the worker printed that traceback to its stderr."
-            )
-        else:
-            head = (
-                f"{r.label} exited with code {code} in stage {r.stage!r}, {phase}, without "
-                "raising a Python exception."
-            )
-            detail = (
-                f"Likely cause: code in that stage called os._exit({code}) or a C library's "
-                f"exit({code}), which skips Python's error handling; exit code {code} is "
-                "what that code chose."
-            )
-        fault = _current_thread_first(r.fault_text.strip())
-        if fault:
-            detail += f"\nFatal error report written by the worker (faulthandler):\n{fault}"
-        return ChildExitedError(
-            f"{head}\n{detail}\n{effect}",
-            rank=r.rank,
-            pid=r.pid,
-            host=r.host,
-            stage=r.stage if exited is None else exited.stage,
-            exit_code=code,
-            signal_name=signal_name,
-            fault_text=fault,
-        )
-
-    def _ready_timeout_error(self, stuck: list[_Rank], now: float) -> BootstrapTimeoutError:
-        stacks = self._dump_stacks(stuck)
-        first = stuck[0]
-        in_stage = now - (first.stage_since or first.started)
-        waited = now - self._launched
-        others = ", ".join(
-            f"rank {r.rank} in {r.stage!r} for {now - (r.stage_since or r.started):.1f} s"
-            for r in stuck[1:]
-        )
-        if self._call_timeout is not None:
-            limit = f"wait_ready(timeout={self._call_timeout:g}) expired"
-            knob = "a larger timeout= to wait_ready() (None waits up to the group's ready_timeout)"
-        else:
-            limit = (
-                f"the group's startup deadline passed after {waited:.1f} s "
-                f"(ready_timeout={self._ready_timeout:g})"
-            )
-            knob = "a larger ready_timeout= to spawn_with_plugins()"
-        text = (
-            f"{first.label} is stuck in stage {first.stage!r}: it has been in that stage for "
-            f"{in_stage:.1f} s and {limit}.\n"
-            f"{len(stuck)} of {self.world_size} rank(s) not ready"
-            + (f"; also {others}" if others else "")
-            + f".\nFix: if that stage is legitimately slow, pass {knob}; "
-            "otherwise the stack below shows where it hangs.\n"
-            f"Effect: worker group {self.run_id} is being torn down.\n"
-        )
-        if stacks.get(first.rank):
-            text += f"Stack of {first.label} at the deadline:\n{stacks[first.rank].rstrip()}"
-        else:
-            text += (
-                f"No stack dump: rank {first.rank} had not started its bootstrap yet (it was "
-                "still starting the interpreter, re-importing __main__ or unpickling its spec)."
-                if first.stage == proto.PRE_BOOTSTRAP
-                else "No stack dump could be obtained from the worker."
-            )
-        return BootstrapTimeoutError(
-            text,
-            rank=first.rank,
-            pid=first.pid,
-            host=first.host,
-            stage=first.stage,
-            waited_s=in_stage,
-            stacks=stacks,
-            not_ready={r.rank: r.stage for r in stuck},
-        )
-
-    def _join_timeout_error(self, running: list[_Rank], now: float) -> BootstrapTimeoutError:
-        stacks = self._dump_stacks(running)
+    def _join_timeout_error(self, running: list[Rank], now: float) -> ChildError:
         first = running[0]
-        text = (
-            f"{first.label} was still running (stage {first.stage!r}) when the group's "
-            f"join_timeout={self._join_timeout} s passed; {len(running)} of {self.world_size} "
-            "rank(s) had not finished.\nFix: pass a larger join_timeout= (or None for no limit) "
-            "if the work is legitimately long; otherwise the stack below shows where it hangs.\n"
-            f"Effect: worker group {self.run_id} is being torn down.\n"
-        )
-        if stacks.get(first.rank):
-            text += f"Stack of {first.label} at the deadline:\n{stacks[first.rank].rstrip()}"
-        return BootstrapTimeoutError(
-            text,
-            rank=first.rank,
-            pid=first.pid,
-            host=first.host,
-            stage=first.stage,
-            waited_s=now - self._launched,
-            stacks=stacks,
+        return join_timeout_error(
+            first.worker,
+            first.stage,
+            running=len(running),
+            world=self.world_size,
+            group=self._name,
+            join_timeout=self._join_timeout,
+            waited=now - self._launched,
+            stacks=self._dump_stacks(running),
         )
 
-    def _dump_stacks(self, ranks: Sequence[_Rank]) -> dict[int, str]:
-        """Ask each worker's faulthandler for all its threads' stacks; bounded wait."""
-        asked: list[_Rank] = []
-        for r in ranks:
-            if r.dump_signal is None or r.exitcode is not None:
-                continue
-            try:
-                os.kill(r.pid, r.dump_signal)
-                asked.append(r)
-            except OSError:
-                continue
-        stacks: dict[int, str] = {}
-        for r in asked:
-            stacks[r.rank] = _current_thread_first(
-                self._read_fault(r, wait=_STACK_DUMP_WAIT).strip()
-            )
-            r.fault_text = ""
-        return stacks
+    def _dump_stacks(self, ranks: Sequence[Rank]) -> dict[int, str]:
+        """Each worker's stacks from its faulthandler, a bounded wait (``testing`` uses it too)."""
+        return dump_stacks(ranks, _STACK_DUMP_WAIT)
 
     def _fail(self, err: ChildError) -> None:
         self._failure = err
         self._close(initial_grace=self._grace)
-        err.unreaped_pids = list(self.unreaped_pids)
-        if self.unreaped_pids:
-            err.args = (
-                f"{err.args[0]}\nWarning: pid(s) {self.unreaped_pids} survived SIGKILL and "
-                "could not be reaped (uninterruptible sleep, usually a device or filesystem "
-                "call); they may still hold resources.",
-            )
-        raise err
+        from spawnkit.launch._cleanup import note_unreaped  # psutil: imported by the teardown
+
+        raise note_unreaped(err, self.unreaped_pids)
 
     # ------------------------------------------------------------ teardown
     def _close(self, *, initial_grace: float) -> None:
@@ -780,20 +386,9 @@ class WorkerGroup:
             _live_groups.discard(self)
             for r in self._ranks:
                 self._tell_end(r)
-            if self._relay.error is not None and self._relay.error is not told:
-                _log.warning(
-                    "worker group %s: %s",
-                    self.run_id,
-                    self._relay.error,
-                    exc_info=self._relay.error.__cause__,
-                )
+            self._relay.warn_if_new(told)
             for r in self._ranks:
-                for conn in (r.report, r.death, r.fault):
-                    with contextlib.suppress(OSError):
-                        conn.close()
-                if r.exitcode is not None:
-                    with contextlib.suppress(ValueError):
-                        r.proc.close()
+                r.close()
             from spawnkit.launch._cleanup import forget_run
 
             forget_run(self.run_id)
@@ -815,69 +410,24 @@ class WorkerGroup:
             raise KeyboardInterrupt
 
     def _stop_gently(self, initial_grace: float, first: int) -> None:
-        if initial_grace > 0:
-            end = time.monotonic() + initial_grace
-            while any(r.exitcode is None for r in self._ranks) and time.monotonic() < end:
-                self._wait_once(max(0.0, end - time.monotonic()))
-        from spawnkit.launch._cleanup import _tagged, snapshot_tree
+        """``initial_grace`` for the workers to end by themselves, then the package's one
+        TERM -> grace -> KILL -> bounded reap over their trees (``_cleanup.kill_trees``)."""
+        end = time.monotonic() + initial_grace
+        while any(r.exitcode is None for r in self._ranks) and time.monotonic() < end:
+            self._wait_once(max(0.0, end - time.monotonic()))
+        from spawnkit.launch._cleanup import stop_group
 
         live = [r for r in self._ranks if r.exitcode is None]
-        # The whole tree is captured before anything is signalled: once a worker is dead
-        # its children are re-parented and no walk from it can find them.
-        tree = snapshot_tree(r.pid for r in live)
-        workers = {r.pid for r in live}
-        extra = [p for p in _tagged(self.run_id) if p.pid not in workers]
-        descendants = [p for p in tree if p.pid not in workers]
-        known = {p.pid for p in descendants}
-        descendants += [p for p in extra if p.pid not in known and p.pid != os.getpid()]
         for r in live:
             r.terminated = True
-        self._signal_all(live, descendants, first)
-        if live or descendants:
-            self._reap(live, descendants, self._grace)
-        live = [r for r in live if r.exitcode is None]
-        descendants = [p for p in descendants if _alive(p)]
-        if live or descendants:
-            self._signal_all(live, descendants, signal.SIGKILL)
-            self._reap(live, descendants, _KILL_REAP_TIMEOUT)
-        unreaped = [r.pid for r in live if r.exitcode is None]
-        unreaped += [p.pid for p in descendants if _alive(p)]
-        self.unreaped_pids = sorted(unreaped)
-        if unreaped:
-            _log.warning(
-                "worker group %s: pid(s) %s survived SIGKILL and could not be reaped",
-                self.run_id,
-                self.unreaped_pids,
-            )
-
-    def _signal_all(self, live: list[_Rank], descendants: list[Any], sig: int) -> None:
-        for r in live:
-            with contextlib.suppress(OSError):
-                os.kill(r.pid, sig)
-        for p in descendants:
-            with contextlib.suppress(Exception):
-                p.send_signal(sig)
-
-    def _reap(self, live: list[_Rank], descendants: list[Any], timeout: float) -> None:
-        """Wait for workers through their sentinels (never psutil: it would reap our children)."""
-        end = time.monotonic() + timeout
-        while True:
-            pending = [r for r in live if r.exitcode is None]
-            left = end - time.monotonic()
-            if not pending or left <= 0:
-                break
-            for obj in _mp_wait([r.proc.sentinel for r in pending], left):
-                for r in pending:
-                    if r.proc.sentinel == obj:
-                        self._drain(r)
-                        r.proc.join(max(0.0, min(1.0, end - time.monotonic())))
-                        if r.proc.exitcode is not None:
-                            r.exitcode = r.proc.exitcode
-                            r.fault_text = self._read_fault(r)
-        # Polled, not psutil.wait_procs: a descendant that is not our child stays a zombie
-        # until its own parent reaps it, and waiting for that would use up the whole timeout.
-        while any(_alive(p) for p in descendants) and time.monotonic() < end:
-            time.sleep(0.02)
+        self.unreaped_pids = stop_group(
+            [r.pid for r in live],
+            self.run_id,
+            grace=self._grace,
+            kill_wait=_KILL_REAP_TIMEOUT,
+            first=first,
+            reap=lambda pids, timeout: reap_ranks(live, timeout, self._drain),
+        )
 
     def __del__(self) -> None:
         if not getattr(self, "_closed", True) and any(r.exitcode is None for r in self._ranks):
@@ -888,34 +438,6 @@ class WorkerGroup:
             )
 
 
-def _current_thread_first(dump: str) -> str:
-    """Reorder a faulthandler dump so the crashing thread's stack comes first (root cause)."""
-    blocks = dump.split("\n\n")
-    current = [b for b in blocks if b.startswith("Current thread")]
-    if not current:
-        return dump
-    header = [b for b in blocks if b.startswith("Fatal Python error")]
-    rest = [b for b in blocks if b not in current and b not in header]
-    return "\n\n".join([*header, *current, *rest])
-
-
-def _exception_summary(text: str) -> str:
-    """``Type: message`` from a formatted traceback, joining a message spread over lines."""
-    lines = text.splitlines()
-    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
-    rest = lines[frames[-1] + 1 :] if frames else lines
-    for i, line in enumerate(rest):
-        if line and not line.startswith(" "):
-            more = [x.strip() for x in rest[i + 1 : i + 4] if x.strip()]
-            return " ".join([line.strip(), *more])[:400]
-    return lines[-1].strip() if lines else "unknown error"
-
-
-def _alive(proc: Any) -> bool:
-    try:
-        return bool(proc.is_running()) and proc.status() != "zombie"
-    except Exception:
-        return False
 
 
 # --------------------------------------------------------------- launching
@@ -955,6 +477,41 @@ def spawn_with_plugins(
     kills the workers at once.  Returns a running :class:`WorkerGroup`; use it
     as a context manager.
     """
+    _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
+    preload = tuple(preload)
+    ns = get_namespace(namespace)
+    template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
+    lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
+    # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
+    deaf = lctx.server is None and _interrupt.will_start_deaf()
+    group = WorkerGroup(
+        run_id=template.run_id,
+        context=lctx,
+        ready_timeout=ready_timeout,
+        join_timeout=join_timeout,
+        grace_period=grace_period,
+        progress=progress,
+    )
+    control = _launch_control(start_method, context, deaf)
+    _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
+    return group
+
+
+def _launch_control(start_method: str, context: str, deaf: bool) -> LaunchControl:
+    return LaunchControl(
+        parent_pid=os.getpid(),
+        # Only a spawned worker's parent is this process (a forkserver worker's is the
+        # server): there it checks getppid() against our pid, to catch a launcher that
+        # died before the worker armed its watch.
+        pdeathsig=start_method == "spawn" and threading.current_thread() is threading.main_thread(),
+        context=context,
+        sigint_restore=deaf,
+    )
+
+
+def _check_limits(
+    nprocs: int, ready_timeout: float | None, join_timeout: float | None, grace_period: float
+) -> None:
     check_count("nprocs", nprocs)
     check_seconds("ready_timeout", ready_timeout, none="no startup limit")
     check_seconds("join_timeout", join_timeout, none="no limit")
@@ -966,34 +523,19 @@ def spawn_with_plugins(
             "grace_period=None: must be a number of seconds (0: SIGKILL right after SIGTERM).",
             setting="grace_period",
         )
-    preload = tuple(preload)
-    ns = get_namespace(namespace)
-    template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
-    run_id = template.run_id
-    lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
-    # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
-    deaf = lctx.server is None and _interrupt.will_start_deaf()
-    control = LaunchControl(
-        parent_pid=os.getpid(),
-        # Only a spawned worker's parent is this process (a forkserver worker's is the
-        # server): there it checks getppid() against our pid, to catch a launcher that
-        # died before the worker armed its watch.
-        pdeathsig=start_method == "spawn" and threading.current_thread() is threading.main_thread(),
-        context=context,
-        sigint_restore=deaf,
-    )
-    template = template.replace(_control=control)
-    group = WorkerGroup(
-        run_id=run_id,
-        context=lctx,
-        ready_timeout=ready_timeout,
-        join_timeout=join_timeout,
-        grace_period=grace_period,
-        progress=progress,
-    )
+
+
+def _start_ranks(
+    group: WorkerGroup,
+    lctx: LaunchContext,
+    template: ProcessSpec,
+    rank_extra: Callable[[int], Mapping[str, Any]] | None,
+    deaf: bool,
+) -> None:
+    """Start every rank into ``group``; any failure (Ctrl-C included) tears down those started."""
     _live_groups.add(group)
     try:
-        for rank in range(nprocs):
+        for rank in range(template.world_size):
             extra = dict(rank_extra(rank)) if rank_extra is not None else {}
             with _interrupt.children_start_deaf(deaf):
                 group._ranks.append(_start_rank(lctx, template, rank, extra))
@@ -1003,18 +545,17 @@ def spawn_with_plugins(
         # the try: a Ctrl-C during that import must not leave the started workers running.
         from spawnkit.launch._cleanup import record_run
 
-        record_run(run_id, group.pids)
+        record_run(group.run_id, group.pids)
     except BaseException:
         if isinstance(sys.exc_info()[1], KeyboardInterrupt):
             group._interrupting = True
         group.terminate()
         raise
-    return group
 
 
 def _start_rank(
     lctx: LaunchContext, template: ProcessSpec, rank: int, extra: dict[str, Any]
-) -> _Rank:
+) -> Rank:
     report_r, report_w = lctx.pipe()
     death_r, death_w = lctx.pipe()
     fault_r, fault_w = lctx.pipe()
@@ -1040,4 +581,4 @@ def _start_rank(
                 conn.close()
     os.set_blocking(fault_r.fileno(), False)
     now = time.monotonic()
-    return _Rank(rank, proc, report_r, death_w, fault_r, proc.pid, started=now, stage_since=now)
+    return Rank(rank, proc, report_r, death_w, fault_r, proc.pid, started=now, stage_since=now)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata, _reference
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
 from spawnkit.launch._checks import check_count, check_entry_module, namespace_value
 from spawnkit.spec import Payload, ProcessSpec
@@ -66,7 +67,7 @@ def build_spec(
 
     check_count("nprocs", nprocs)
     ns = get_namespace(namespace)
-    entry_str, entry_payload = _entry_reference(entry)
+    entry_str, entry_payload = entry_reference(entry)
     if entry_str:
         check_entry_module(entry_str)
     captured: Payload | None
@@ -119,8 +120,15 @@ def write_launch_spec(
     return template
 
 
-def _entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | None]:
-    """``"module:qualname"`` when the child can import it; otherwise the callable by value."""
+def entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | None]:
+    """``"module:qualname"`` when the child can import it; otherwise the callable by value.
+
+    The one place every launcher (``spawn_with_plugins``, ``write_launch_spec``,
+    ``spawn_on_ray``) turns its ``entry`` into spec fields.  A callable travels by
+    reference only when that reference resolves back to the very same object
+    here: a decorated or re-bound function, or one defined in a loop, would
+    otherwise make the workers import something else under its name.
+    """
     if isinstance(entry, str):
         try:
             _reference.parse(entry)
@@ -135,7 +143,7 @@ def _entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | No
         raise EntryResolutionError(
             f"entry {entry!r} (type {type(entry).__name__}) is not callable; pass a "
             "'module:function' string (for example 'myengine.worker:run') or a callable",
-            stage="resolve_entry",
+            stage=Stage.RESOLVE_ENTRY.value,
         )
     owner: Any = getattr(entry, "__module__", None)
     name: Any = getattr(entry, "__qualname__", None)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from spawnkit.bootstrap.stages import Stage
+from spawnkit.protocol import failure
 from spawnkit.protocol import messages as proto
 from spawnkit.spec import ProcessSpec
 
@@ -156,10 +157,7 @@ class _Reporter:
 
 
 def _failing_stage(exc: BaseException, reporter: _Reporter) -> str:
-    stage = getattr(exc, "stage", "")
-    if isinstance(stage, str) and stage and not reporter.ready_sent:
-        return stage
-    return reporter.stage
+    return failure.failing_stage(exc, reporter.stage, reporter.ready_sent)
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -201,7 +199,7 @@ def child_main(spec: ProcessSpec) -> None:
     except BaseException as exc:
         if deaf:
             _hear_sigint(False)
-        reporter.send(proto.failed_from_exception(_failing_stage(exc, reporter), exc, dumps, loads))
+        reporter.send(failure.record(_failing_stage(exc, reporter), exc, dumps, loads))
         reporter.close()
         _flush()
         raise SystemExit(1) from None
@@ -217,7 +215,7 @@ def child_main(spec: ProcessSpec) -> None:
             proto.Result(
                 None,
                 f"its {kind} return value could not be pickled to send it back: "
-                f"{proto.describe_exception(exc)}: {exc}. Return plain data (or a picklable "
+                f"{qualified_name(exc)}: {exc}. Return plain data (or a picklable "
                 "object) from the entry function.",
             )
         )

@@ -107,11 +107,11 @@ class RankActor:
         """Bootstrap this rank from its spec and call the entry; never raises.
 
         Returns ``{"status": "ok", "result": ...}`` or ``{"status": "failed",
-        "failure": record}``; on failure the process exits soon after.
+        "failure": record}`` (a :class:`spawnkit.protocol.failure.Failed`, the
+        record a local worker sends); on failure the process exits soon after.
         """
         global _ran
-        from spawnkit.scaleout.failure import describe_failure
-
+        booting = False  # whether the listener speaks of this call (a reused actor's does not)
         try:
             with _ran_lock:
                 reused = applied_hook_state()
@@ -135,14 +135,18 @@ class RankActor:
             self._set_rank_env(spec)
             from spawnkit.bootstrap.process import bootstrap_process
 
+            booting = True
             result = bootstrap_process(spec, listener=self._progress)
         except BaseException as exc:
-            failure = describe_failure(
-                exc, rank=rank, stage_hint=self._progress.current or "bootstrap", node=self._node
-            )
-            self._progress.fail(failure)
+            from spawnkit.protocol import failure
+
+            current = self._progress.current if booting else ""
+            ready = booting and self._progress.report is not None
+            stage = failure.failing_stage(exc, current, ready)
+            record = failure.record(stage, exc, rank=rank, node=self._node)
+            self._progress.fail(record)
             self._exit_soon()
-            return {"status": "failed", "failure": failure}
+            return {"status": "failed", "failure": record}
         return {"status": "ok", "result": result}
 
     def _set_rank_env(self, spec: Any) -> None:

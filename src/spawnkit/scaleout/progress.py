@@ -10,8 +10,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any
 
+from spawnkit.bootstrap.stages import Stage
+
 if TYPE_CHECKING:
     from spawnkit.bootstrap.report import BootstrapReport
+    from spawnkit.protocol.failure import Failed
 
 __all__ = ["ProgressListener"]
 
@@ -30,7 +33,7 @@ class ProgressListener:
         self.current: str = ""
         self.finished: dict[str, float] = {}
         self.report: BootstrapReport | None = None
-        self.failure: dict[str, Any] | None = None
+        self.failure: Failed | None = None
         self.ready_event = threading.Event()
         self._forward = forward
         self.node = node
@@ -49,11 +52,11 @@ class ProgressListener:
         if self.node and not report.node:
             report.node = self.node
         self.report = report
-        self.current = "entry"
+        self.current = Stage.ENTRY.value
         self.ready_event.set()
         if self._forward is not None:
             self._forward.ready(report)
 
-    def fail(self, failure: dict[str, Any]) -> None:
+    def fail(self, failure: Failed) -> None:
         self.failure = failure
         self.ready_event.set()

@@ -48,20 +48,23 @@ import logging
 import pickle
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildError,
     ChildExitedError,
-    EntryResolutionError,
     LauncherUnavailableError,
-    NodeLostError,
 )
+from spawnkit.launch.specs import entry_reference
+from spawnkit.protocol import failure
+from spawnkit.protocol.failure import PRE_BOOTSTRAP
 from spawnkit.scaleout._ray_nodes import dead_nodes, wait_node_dead
+from spawnkit.scaleout._ray_ranks import LAUNCHER as _LAUNCHER
+from spawnkit.scaleout._ray_ranks import RankTable
 from spawnkit.scaleout.env import split_env
-from spawnkit.scaleout.failure import raised_error
 from spawnkit.spec import Payload, ProcessSpec
 
 if TYPE_CHECKING:
@@ -74,7 +77,6 @@ __all__ = ["INSTALL_HINT", "RayWorkerGroup", "spawn_on_ray", "spawn_spec_on_ray"
 _log = logging.getLogger("spawnkit.ray")
 
 INSTALL_HINT = 'pip install "spawnkit[ray]"'
-_LAUNCHER = "ray"
 #: Extra seconds the driver waits beyond a deadline for an actor's own answer to arrive.
 _RPC_SLACK_S = 5.0
 #: How long a dead rank's already-returned ``run`` result is waited for before blaming the death.
@@ -99,23 +101,6 @@ def _ray() -> Any:
     return ray
 
 
-def _entry_fields(entry: str | Callable[..., Any]) -> tuple[str, Payload | None]:
-    """``module:qualname`` when the entry is importable by name; else the callable by value."""
-    if isinstance(entry, str):
-        return entry, None
-    if not callable(entry):
-        raise EntryResolutionError(
-            f"entry {entry!r} (type {type(entry).__name__}) is not callable; pass a "
-            "'module:function' string or a callable",
-            stage="resolve_entry",
-        )
-    module = getattr(entry, "__module__", None)
-    qualname = getattr(entry, "__qualname__", "")
-    if module and module not in ("__main__", "__mp_main__") and "<" not in qualname:
-        return f"{module}:{qualname}", None
-    return "", Payload.capture(entry, by_value=True)
-
-
 def build_template(
     entry: str | Callable[..., Any],
     payload: Any = None,
@@ -129,7 +114,7 @@ def build_template(
     """The spec every rank starts from (rank fields are filled in per actor)."""
     from spawnkit.namespace import get_namespace
 
-    entry_str, entry_payload = _entry_fields(entry)
+    entry_str, entry_payload = entry_reference(entry)
     if payload is not None and not isinstance(payload, Payload):
         payload = Payload.capture(payload)
     return ProcessSpec(
@@ -272,9 +257,6 @@ class RayWorkerGroup:
     ) -> None:
         """Place and start the ranks; called by :func:`spawn_spec_on_ray`, not by users."""
         from ray.util.placement_group import placement_group, remove_placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        from spawnkit.scaleout._ray_actor import RankActor
 
         self._ray = ray
         self.run_id = template.run_id
@@ -285,38 +267,18 @@ class RayWorkerGroup:
         self._t0 = time.monotonic()
         self._deadline = self._t0 + ready_timeout
         self._actors: list[Any] = []
-        self._where: list[dict[str, Any]] = [{} for _ in range(nprocs)]
-        self._run_refs: list[Any] = []
+        self._ranks = RankTable(self.run_id, nprocs)
+        self._run_refs: list[tuple[int, Any]] = []
         self._reports: list[BootstrapReport | None] = [None] * nprocs
         self._outcomes: list[dict[str, Any] | None] = [None] * nprocs
-        self._stage: list[str] = ["placement"] * nprocs
         self._error: ChildError | None = None
         self._closed = False
-        self._strategy = strategy
         self._pg: Any = placement_group([dict(bundle) for _ in range(nprocs)], strategy=strategy)
         self._remove_pg: Callable[[Any], None] = remove_placement_group
         try:
-            self._wait_placed(bundle)
-            remote_cls = ray.remote(RankActor)
-            num_cpus = bundle.get("CPU", 0.0)
-            num_gpus = bundle.get("GPU", 0.0)
-            custom = {k: v for k, v in bundle.items() if k not in ("CPU", "GPU")}
-            for rank in range(nprocs):
-                opts: dict[str, Any] = {
-                    "num_cpus": num_cpus,
-                    "num_gpus": num_gpus,
-                    "max_restarts": 0,
-                    "max_task_retries": 0,
-                    "max_concurrency": 2,
-                    "runtime_env": {"env_vars": dict(actor_env)},
-                    "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                        placement_group=self._pg, placement_group_bundle_index=rank
-                    ),
-                }
-                if custom:
-                    opts["resources"] = custom
-                self._actors.append(remote_cls.options(**opts).remote())
-            self._stage = ["process_start"] * nprocs
+            self._place(bundle, strategy)
+            _start_actors(ray, self._pg, bundle, actor_env, nprocs, into=self._actors)
+            self._ranks.stage[:] = [PRE_BOOTSTRAP] * nprocs
             self._locate()
             self._launch(template)
         except BaseException:
@@ -326,57 +288,27 @@ class RayWorkerGroup:
     def _remaining(self) -> float:
         return max(0.0, self._deadline - time.monotonic())
 
-    def _wait_placed(self, bundle: dict[str, float]) -> None:
+    def _place(self, bundle: dict[str, float], strategy: str) -> None:
         ray = self._ray
         try:
             ray.get(self._pg.ready(), timeout=self._remaining())
         except ray.exceptions.GetTimeoutError:
-            strict = ""
-            if self._strategy == "STRICT_SPREAD":
-                fit = sum(
-                    1
-                    for n in ray.nodes()
-                    if n.get("Alive")
-                    and all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in bundle.items())
-                )
-                strict = (
-                    f" STRICT_SPREAD needs {self.nprocs} distinct nodes that can each hold one "
-                    f"bundle, and the cluster has {fit}: use SPREAD, fewer ranks, or more nodes."
-                )
-            raise BootstrapTimeoutError(
-                f"Ray group {self.run_id}: the placement group of {self.nprocs} bundle(s) "
-                f"{bundle} (strategy {self._strategy}) was not placed within "
-                f"{self.ready_timeout:.0f}s, so no rank started. The cluster has "
-                f"{ray.available_resources()} available of {ray.cluster_resources()}; lower "
-                f"resources=/nprocs or add nodes.{strict}",
-                waited_s=time.monotonic() - self._t0,
-                stage="placement",
-            ) from None
+            waited = time.monotonic() - self._t0
+            raise _not_placed(ray, self.run_id, self.nprocs, bundle, strategy, waited) from None
 
     def _locate(self) -> None:
         """Learn each actor's node, so local ranks can be numbered per node."""
         refs = [a.where.remote() for a in self._actors]
         for rank, ref in enumerate(refs):
             try:
-                self._where[rank] = self._get(ref, rank, self._remaining() + _RPC_SLACK_S)
+                self._ranks.where[rank] = self._get(ref, rank, self._remaining() + _RPC_SLACK_S)
             except self._ray.exceptions.GetTimeoutError:
                 raise self._timeout([rank], "starting its Ray worker process") from None
 
     def _launch(self, template: ProcessSpec) -> None:
-        per_node: dict[str, list[int]] = {}
-        for rank, where in enumerate(self._where):
-            per_node.setdefault(where.get("node", ""), []).append(rank)
-        for ranks in per_node.values():
-            for local_rank, rank in enumerate(ranks):
-                spec = template.replace(
-                    rank=rank,
-                    local_rank=local_rank,
-                    _control=template._control.replace(local_world_size=len(ranks)),
-                )
-                data = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
-                self._stage[rank] = "process_start"
-                self._run_refs.append((rank, self._actors[rank].run.remote(rank, data)))
-        self._run_refs.sort(key=lambda item: item[0])
+        for rank, data in enumerate(_rank_specs(template, self._ranks.where)):
+            self._ranks.stage[rank] = PRE_BOOTSTRAP
+            self._run_refs.append((rank, self._actors[rank].run.remote(rank, data)))
 
     # ------------------------------------------------------------ waiting
     def _get(self, ref: Any, rank: int, timeout: float | None) -> Any:
@@ -387,104 +319,45 @@ class RayWorkerGroup:
         except ray.exceptions.RayActorError as exc:
             # A rank that failed returns its record from run() and then exits: when the
             # driver asks later, the actor is gone but the record (and traceback) is not.
-            failure = self._returned_failure(rank)
-            if failure is not None:
-                raise self._fail(self._raised(failure)) from None
+            record = self._returned_failure(rank)
+            if record is not None:
+                raise self._fail(self._raised(record)) from None
             raise self._fail(self._died(rank, exc)) from None
 
-    def _returned_failure(self, rank: int) -> dict[str, Any] | None:
+    def _returned_failure(self, rank: int) -> failure.Failed | None:
         """The failure record ``rank``'s ``run`` returned before its actor exited, if any."""
-        ray = self._ray
-        for r, ref in self._run_refs:
-            if r != rank:
-                continue
-            done, _ = ray.wait([ref], timeout=_RETURNED_WAIT_S)
-            if not done:
-                return None
-            try:
-                outcome = ray.get(ref, timeout=0)
-            except ray.exceptions.RayError:  # the actor died before run() returned
-                return None
-            return outcome.get("failure") if outcome.get("status") == "failed" else None
-        return None
+        ref = dict(self._run_refs).get(rank)
+        try:  # a bounded wait: the record is there already, or the actor died without one
+            outcome = self._ray.get(ref, timeout=_RETURNED_WAIT_S) if ref is not None else {}
+        except self._ray.exceptions.RayError:  # GetTimeoutError included
+            return None
+        return outcome.get("failure") if outcome.get("status") == "failed" else None
 
     def _died(self, rank: int, exc: BaseException) -> ChildExitedError:
-        where = self._where[rank] if rank < len(self._where) else {}
-        node_id = str(where.get("node", ""))
         # "Unavailable" is what a call sees first when the node goes away; give Ray's health
         # check a bounded moment to say whether the node itself is dead.
         unreachable = isinstance(exc, getattr(self._ray.exceptions, "ActorUnavailableError", ()))
+        node_id = str(self._ranks.where[rank].get("node", ""))
         if wait_node_dead(self._ray, node_id, _NODE_VERDICT_S if unreachable else 0.0):
-            return self._node_lost(rank)
-        stage = self._stage[rank]
-        node = f", node {where['node']}" if where.get("node") else ""
-        detail = str(exc).strip().splitlines()
-        return ChildExitedError(
-            f"rank {rank} (ray, pid {where.get('pid')} on host {where.get('host', '?')}{node}) "
-            f"died in stage {stage!r} without reporting an exception: its Ray actor process "
-            "exited (killed, out of memory, or its node was lost). The other ranks were "
-            f"stopped. Ray says: {' '.join(detail[:6])}",
-            rank=rank,
-            pid=where.get("pid"),
-            host=str(where.get("host", "")),
-            stage=stage,
-            exit_code=None,
-            signal_name="",
-        )
-
-    def _node_lost(self, rank: int) -> NodeLostError:
-        """Rank ``rank`` is gone because Ray marked its node dead."""
-        where = self._where[rank]
-        node = str(where.get("node", ""))
-        ip = f" at {where['ip']}" if where.get("ip") else ""
-        return NodeLostError(
-            f"rank {rank} (ray, pid {where.get('pid')} on host {where.get('host', '?')}, node "
-            f"{node}{ip}) was lost with its node: Ray marked node {node} dead while the rank was "
-            f"in stage {self._stage[rank]!r}.\n{self._effect(rank)}\nFix: the node left the "
-            "cluster (removed, preempted, out of memory or unreachable); check it with "
-            "`ray status` or its raylet log, then start the group again.",
-            node=node,
-            rank=rank,
-            pid=where.get("pid"),
-            host=str(where.get("host", "")),
-            stage=self._stage[rank],
-            exit_code=None,
-            signal_name="",
-        )
+            return self._ranks.node_lost(rank)
+        return self._ranks.died(rank, str(exc))
 
     def _check_nodes(self, ranks: list[int]) -> None:
         """Raise ``NodeLostError`` (tearing down) if a node hosting one of ``ranks`` is dead."""
-        nodes = {str(self._where[r].get("node", "")): r for r in sorted(ranks, reverse=True)}
+        nodes = {str(self._ranks.where[r].get("node", "")): r for r in sorted(ranks, reverse=True)}
         dead = dead_nodes(self._ray, nodes)
         if dead:
             first = min(nodes[n] for n in dead)
-            raise self._fail(self._node_lost(first))
+            raise self._fail(self._ranks.node_lost(first))
 
-    def _effect(self, rank: int) -> str:
-        others = "; ".join(f"rank {r}: {self._stage[r]}" for r in range(self.nprocs) if r != rank)
-        return (
-            f"Effect: Ray group {self.run_id} ({self.nprocs} rank(s)) is being torn down; the "
-            f"other ranks were at: {others or 'none'}."
-        )
+    def _raised(self, record: failure.Failed) -> ChildError:
+        """The error for a record a rank returned (it names itself: pid, host, node)."""
+        who = failure.Worker.of(record, _LAUNCHER)
+        return failure.raised_error(record, who, effect=self._ranks.effect(who.rank))
 
-    def _raised(self, failure: dict[str, Any]) -> ChildError:
-        return raised_error(failure, launcher=_LAUNCHER, effect=self._effect(failure["rank"]))
-
-    def _timeout(self, ranks: list[int], doing: str) -> BootstrapTimeoutError:
-        waited = time.monotonic() - self._t0
-        late = ", ".join(f"rank {r} in stage {self._stage[r]!r}" for r in ranks)
-        err = BootstrapTimeoutError(
-            f"Ray group {self.run_id}: {len(ranks)} of {self.nprocs} rank(s) did not finish "
-            f"{doing} within {waited:.1f}s ({late}). The group was stopped. Raise "
-            "ready_timeout if the bootstrap is just slow, or look at the stage named for a hang.",
-            waited_s=waited,
-            rank=ranks[0],
-            pid=self._where[ranks[0]].get("pid"),
-            host=str(self._where[ranks[0]].get("host", "")),
-            stage=self._stage[ranks[0]],
-        )
-        self._fail(err)
-        return err
+    def _timeout(self, ranks: list[int], doing: str) -> ChildError:
+        """``ranks`` did not finish ``doing`` by the startup deadline: stop the group."""
+        return self._fail(self._ranks.late(ranks, doing, time.monotonic() - self._t0))
 
     def _fail(self, err: ChildError) -> ChildError:
         """Record the first failure and stop every rank; later failures keep the first."""
@@ -493,65 +366,77 @@ class RayWorkerGroup:
         self.terminate()
         return self._error
 
-    def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise self._error
+    def _settle(self, rank: int, outcome: dict[str, Any]) -> None:
+        """Keep a rank's finished ``run`` outcome; a failed one fails the group."""
+        if outcome["status"] == "failed":
+            raise self._fail(self._raised(outcome["failure"]))
+        self._outcomes[rank] = outcome
+        self._ranks.stage[rank] = "finished"
 
     def wait_ready(self, timeout: float | None = None) -> list[BootstrapReport]:
         """Every rank's report once all are ready; the first failure or a timeout raises."""
-        self._raise_if_failed()
+        if self._error is not None:
+            raise self._error
         if all(r is not None for r in self._reports):
             return [r for r in self._reports if r is not None]
         if self._closed:
-            not_ready = [r for r in range(self.nprocs) if self._reports[r] is None]
-            raise self._stopped_error(not_ready[0], "became ready")
+            raise self._ranks.stopped(self._reports.index(None), "became ready")
         budget = self._remaining() if timeout is None else timeout
         deadline = time.monotonic() + budget
-        ray = self._ray
         pending = {
             self._actors[r].wait_ready.remote(budget): r
             for r in range(self.nprocs)
             if self._reports[r] is None
         }
-        while pending:
-            left = max(0.0, deadline - time.monotonic())
-            slice_s = min(left + _RPC_SLACK_S, _NODE_POLL_S)
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=slice_s)
-            if not done:
-                self._check_nodes(list(pending.values()))
-                if time.monotonic() < deadline + _RPC_SLACK_S:
-                    continue
-                raise self._late(pending)
-            rank = pending.pop(done[0])
-            answer = self._get(done[0], rank, 0)
-            if answer["status"] == "ready":
-                self._reports[rank] = answer["report"]
-                self._stage[rank] = "entry"
-            elif answer["status"] == "failed":
-                raise self._fail(self._raised(answer["failure"]))
-            else:
-                self._stage[rank] = answer.get("stage") or self._stage[rank]
-                pending[done[0]] = rank
-                raise self._late(pending)
+        for ref, rank in self._finished(pending, deadline + _RPC_SLACK_S):
+            if not self._answer(rank, self._get(ref, rank, 0)):
+                break  # its own wait ran out: it is late
+            del pending[ref]
+        if pending:
+            raise self._late(pending)
         return [r for r in self._reports if r is not None]
 
-    def _late(self, pending: dict[Any, int]) -> BootstrapTimeoutError:
+    def _finished(
+        self, pending: dict[Any, int], deadline: float | None
+    ) -> Iterator[tuple[Any, int]]:
+        """``(ref, rank)`` of each call in ``pending`` as it finishes, until ``deadline`` (the
+        caller removes what it took); the ranks' nodes are checked between polls."""
+        while pending:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            slice_s = _NODE_POLL_S if left is None else min(left, _NODE_POLL_S)
+            done, _ = self._ray.wait(list(pending), num_returns=1, timeout=slice_s)
+            if done:
+                yield done[0], pending[done[0]]
+                continue
+            self._check_nodes(list(pending.values()))
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+
+    def _answer(self, rank: int, answer: dict[str, Any]) -> bool:
+        """Take a rank's ``wait_ready`` answer; True once it is ready; a failure fails the group."""
+        if answer.get("status") == "failed":
+            raise self._fail(self._raised(answer["failure"]))
+        if answer.get("status") == "ready":
+            self._reports[rank] = answer["report"]
+            self._ranks.stage[rank] = Stage.ENTRY.value
+            return True
+        self._ranks.stage[rank] = answer.get("stage") or self._ranks.stage[rank]
+        return False
+
+    def _late(self, pending: dict[Any, int]) -> ChildError:
         """The timeout error, after collecting each late rank's own answer about its stage."""
         ray = self._ray
         refs = list(pending)
         done, _ = ray.wait(refs, num_returns=len(refs), timeout=_RPC_SLACK_S)
         for ref in done:
-            rank = pending[ref]
             try:
                 answer = ray.get(ref, timeout=0)
             except Exception:
                 continue
-            if answer.get("status") == "pending":
-                self._stage[rank] = answer.get("stage") or self._stage[rank]
-            elif answer.get("status") == "failed":
-                # It failed just as the deadline passed: that failure is the better answer.
-                raise self._fail(self._raised(answer["failure"]))
-        return self._timeout(sorted(pending.values()), "their bootstrap")
+            # One that failed just as the deadline passed: that failure is the better answer.
+            self._answer(pending[ref], answer)
+        late = [r for r in sorted(pending.values()) if self._reports[r] is None]
+        return self._timeout(late or sorted(pending.values()), "their bootstrap")
 
     def join(self, timeout: float | None = None) -> bool:
         """True once every rank's entry returned; False if some still run after ``timeout``.
@@ -563,31 +448,21 @@ class RayWorkerGroup:
         After ``terminate()`` it answers at once: True only if every rank's
         entry had returned, False if ``terminate()`` stopped one first.
         """
-        self._raise_if_failed()
-        ray = self._ray
+        if self._error is not None:
+            raise self._error
         deadline = None if timeout is None else time.monotonic() + timeout
         join_deadline = None if self.join_timeout is None else self._t0 + self.join_timeout
         pending = {ref: rank for rank, ref in self._run_refs if self._outcomes[rank] is None}
         if self._closed:
             return self._join_closed(pending)
-        while pending:
-            limits = [d for d in (deadline, join_deadline) if d is not None]
-            left = None if not limits else max(0.0, min(limits) - time.monotonic())
-            slice_s = _NODE_POLL_S if left is None else min(left, _NODE_POLL_S)
-            done, _ = ray.wait(list(pending), num_returns=1, timeout=slice_s)
-            if not done:
-                self._check_nodes(list(pending.values()))
-                if left is None or time.monotonic() < min(limits):
-                    continue
-                if join_deadline is not None and time.monotonic() >= join_deadline:
-                    raise self._join_timed_out(sorted(pending.values()))
-                return False
-            rank = pending.pop(done[0])
-            outcome = self._get(done[0], rank, 0)
-            if outcome["status"] == "failed":
-                raise self._fail(self._raised(outcome["failure"]))
-            self._outcomes[rank] = outcome
-            self._stage[rank] = "finished"
+        limits = [d for d in (deadline, join_deadline) if d is not None]
+        for ref, rank in self._finished(pending, min(limits) if limits else None):
+            del pending[ref]
+            self._settle(rank, self._get(ref, rank, 0))
+        if pending:
+            if join_deadline is not None and time.monotonic() >= join_deadline:
+                raise self._join_timed_out(sorted(pending.values()))
+            return False
         self.terminate()
         return True
 
@@ -599,77 +474,31 @@ class RayWorkerGroup:
         group's ``join_timeout`` (counted from the start) passing tears it down.
         A rank stopped by ``terminate()`` before it returned is a ``ChildExitedError``.
         """
-        wait = timeout
-        if not self.join(wait) and not self._closed:
+        if not self.join(timeout) and not self._closed:
             running = [r for r in range(self.nprocs) if self._outcomes[r] is None]
-            raise BootstrapTimeoutError(
-                f"results() timed out after {wait or 0.0:.1f}s: rank(s) "
-                f"{', '.join(map(str, running))} of Ray group {self.run_id} still run their "
-                "entry function. The group keeps running; call results() again with a longer "
-                "timeout, or terminate() it.",
-                stage="entry",
-                waited_s=float(wait or 0.0),
-                rank=running[0],
-                pid=self._where[running[0]].get("pid"),
-                host=str(self._where[running[0]].get("host", "")),
-            )
+            raise self._ranks.results_timeout(running, float(timeout or 0.0))
         for rank, outcome in enumerate(self._outcomes):
             if outcome is None:  # terminate() stopped it before its entry returned
-                raise self._stopped_error(rank, "returned from its entry function")
+                raise self._ranks.stopped(rank, "returned from its entry function")
         return [o["result"] if o is not None else None for o in self._outcomes]
 
     def _join_closed(self, pending: dict[Any, int]) -> bool:
         """``join`` after ``terminate()``: keep the outcomes that arrived; the rest were stopped."""
         ray = self._ray
-        if not pending:
-            return True
-        done, _ = ray.wait(list(pending), num_returns=len(pending), timeout=0)
+        done = ray.wait(list(pending), num_returns=len(pending), timeout=0)[0] if pending else []
         for ref in done:
-            rank = pending[ref]
             try:
                 outcome = ray.get(ref, timeout=0)
             except ray.exceptions.RayError:  # killed by terminate()
                 continue
-            if outcome["status"] == "failed":
-                raise self._fail(self._raised(outcome["failure"]))
-            self._outcomes[rank] = outcome
-            self._stage[rank] = "finished"
+            self._settle(pending[ref], outcome)
         # Stopped work is not done work: True only if every rank's entry returned.
         return all(o is not None for o in self._outcomes)
 
-    def _stopped_error(self, rank: int, what: str) -> ChildExitedError:
-        """Rank ``rank`` never ``what`` because ``terminate()`` stopped the group first."""
-        where = self._where[rank]
-        return ChildExitedError(
-            f"rank {rank} (ray, pid {where.get('pid')} on host {where.get('host', '?')}) never "
-            f"{what}: Ray group {self.run_id} was stopped by terminate() (stage "
-            f"{self._stage[rank]!r}). Call wait_ready()/results() before terminate(), or join() "
-            "to wait for the entry.",
-            rank=rank,
-            pid=where.get("pid"),
-            host=str(where.get("host", "")),
-            stage=self._stage[rank],
-            exit_code=None,
-            signal_name="",
-        )
-
     def _join_timed_out(self, running: list[int]) -> ChildError:
         """The group's ``join_timeout`` passed with ranks still running: tear down, as locally."""
-        first = running[0]
         waited = time.monotonic() - self._t0
-        err = BootstrapTimeoutError(
-            f"rank {first} (ray, pid {self._where[first].get('pid')}) was still running (stage "
-            f"{self._stage[first]!r}) when Ray group {self.run_id}'s join_timeout="
-            f"{self.join_timeout} s passed; {len(running)} of {self.nprocs} rank(s) had not "
-            "finished.\nFix: pass a larger join_timeout= (or None for no limit) if the work is "
-            f"legitimately long.\nEffect: Ray group {self.run_id} is being torn down.",
-            stage=self._stage[first],
-            waited_s=waited,
-            rank=first,
-            pid=self._where[first].get("pid"),
-            host=str(self._where[first].get("host", "")),
-        )
-        return self._fail(err)
+        return self._fail(self._ranks.join_timed_out(running, waited, self.join_timeout))
 
     # ------------------------------------------------------------ status
     @property
@@ -678,11 +507,11 @@ class RayWorkerGroup:
 
     @property
     def pids(self) -> list[int | None]:
-        return [w.get("pid") for w in self._where]
+        return [w.get("pid") for w in self._ranks.where]
 
     @property
     def nodes(self) -> list[str]:
-        return [str(w.get("node", "")) for w in self._where]
+        return [str(w.get("node", "")) for w in self._ranks.where]
 
     @property
     def actors(self) -> list[Any]:
@@ -717,7 +546,7 @@ class RayWorkerGroup:
     @property
     def stages(self) -> list[str]:
         """Per rank, the last stage the driver knows of (``entry`` once ready)."""
-        return list(self._stage)
+        return list(self._ranks.stage)
 
     @property
     def failure(self) -> ChildError | None:
@@ -754,3 +583,81 @@ class RayWorkerGroup:
     def __repr__(self) -> str:
         ready = sum(r is not None for r in self._reports)
         return f"<RayWorkerGroup {self.run_id} nprocs={self.nprocs} ready={ready}>"
+
+
+def _rank_specs(template: ProcessSpec, where: list[dict[str, Any]]) -> list[bytes]:
+    """Each rank's pickled spec, by rank; local ranks are numbered per node."""
+    per_node: dict[str, list[int]] = {}
+    for rank, place in enumerate(where):
+        per_node.setdefault(place.get("node", ""), []).append(rank)
+    specs: dict[int, bytes] = {}
+    for ranks in per_node.values():
+        for local_rank, rank in enumerate(ranks):
+            spec = template.replace(
+                rank=rank,
+                local_rank=local_rank,
+                _control=template._control.replace(local_world_size=len(ranks)),
+            )
+            specs[rank] = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
+    return [specs[rank] for rank in range(len(where))]
+
+
+def _start_actors(
+    ray: Any,
+    pg: Any,
+    bundle: dict[str, float],
+    actor_env: dict[str, str],
+    nprocs: int,
+    *,
+    into: list[Any],
+) -> None:
+    """One fresh actor per rank, each in its own bundle of ``pg``, appended to ``into`` as it
+    is created (so that a failure half-way still leaves them to ``terminate()``)."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    from spawnkit.scaleout._ray_actor import RankActor
+
+    remote_cls = ray.remote(RankActor)
+    custom = {k: v for k, v in bundle.items() if k not in ("CPU", "GPU")}
+    for rank in range(nprocs):
+        opts: dict[str, Any] = {
+            "num_cpus": bundle.get("CPU", 0.0),
+            "num_gpus": bundle.get("GPU", 0.0),
+            "max_restarts": 0,
+            "max_task_retries": 0,
+            "max_concurrency": 2,
+            "runtime_env": {"env_vars": dict(actor_env)},
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(
+                placement_group=pg, placement_group_bundle_index=rank
+            ),
+        }
+        if custom:
+            opts["resources"] = custom
+        into.append(remote_cls.options(**opts).remote())
+
+
+def _not_placed(
+    ray: Any, run_id: str, nprocs: int, bundle: dict[str, float], strategy: str, waited: float
+) -> BootstrapTimeoutError:
+    """The placement group did not fit in time: what was asked, what the cluster has."""
+    strict = ""
+    if strategy == "STRICT_SPREAD":
+        fit = sum(
+            1
+            for n in ray.nodes()
+            if n.get("Alive")
+            and all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in bundle.items())
+        )
+        strict = (
+            f" STRICT_SPREAD needs {nprocs} distinct nodes that can each hold one "
+            f"bundle, and the cluster has {fit}: use SPREAD, fewer ranks, or more nodes."
+        )
+    return BootstrapTimeoutError(
+        f"Ray group {run_id}: the placement group of {nprocs} bundle(s) "
+        f"{bundle} (strategy {strategy}) was not placed within "
+        f"{waited:.0f}s, so no rank started. The cluster has "
+        f"{ray.available_resources()} available of {ray.cluster_resources()}; lower "
+        f"resources=/nprocs or add nodes.{strict}",
+        waited_s=waited,
+        stage="placement",
+    )

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -100,19 +99,19 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def _report(exc: BaseException, *, rank: int, stage: str) -> None:
     """Tell torchrun (error file) and the human (stderr) what failed, with the traceback."""
+    from spawnkit.protocol import failure
     from spawnkit.scaleout.errorfile import write_error_file
-    from spawnkit.scaleout.failure import describe_failure, failure_message
 
-    failure = describe_failure(exc, rank=rank, stage_hint=stage)
-    message = failure_message(failure, launcher=_LAUNCHER)
+    record = failure.record(stage, exc, rank=rank)
+    message = failure.raised_message(record, failure.Worker.of(record, _LAUNCHER))
     headline = message.split("\n", 1)[0]
     try:
         # The agent's failure table prints only the callstack: lead it with rank and stage.
         write_error_file(
-            failure["exc_type"],
+            record.exc_type,
             headline,
-            f"spawnkit: {headline}\n{failure['traceback_text']}",
-            extra={"rank": str(rank), "stage": failure["stage"], "host": socket.gethostname()},
+            f"spawnkit: {headline}\n{record.traceback_text}",
+            extra={"rank": str(rank), "stage": record.stage, "host": record.host},
         )
     except OSError as write_exc:  # the traceback still reaches stderr below
         print(f"spawnkit.run: cannot write torchelastic's error file: {write_exc}", file=sys.stderr)
@@ -143,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _run(spec: ProcessSpec) -> int:
+    from spawnkit.protocol.failure import failing_stage
     from spawnkit.scaleout.progress import ProgressListener
 
     os.environ.update(spec.env)
@@ -154,10 +154,11 @@ def _run(spec: ProcessSpec) -> int:
     except SystemExit as exc:
         if exc.code in (None, 0):
             return 0
-        _report(exc, rank=spec.rank, stage=listener.current or "entry")
+        _report(exc, rank=spec.rank, stage=failing_stage(exc, listener.current, True))
         return exc.code if isinstance(exc.code, int) else 1
     except BaseException as exc:
-        _report(exc, rank=spec.rank, stage=listener.current or "entry")
+        stage = failing_stage(exc, listener.current, listener.report is not None)
+        _report(exc, rank=spec.rank, stage=stage)
         return 1
     return 0
 

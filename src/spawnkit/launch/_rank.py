@@ -1,0 +1,216 @@
+"""One worker as its launcher sees it: the process, its three pipes, what it said, how it ended.
+
+``WorkerGroup`` decides when to wait and in which order failures count;
+this is the per-worker bookkeeping under it: reading the report pipe without
+blocking, reading the fault pipe (fatal-signal tracebacks and requested stack
+dumps), reaping the process and naming the worker's end for the progress
+callback, and what the rank's outcome is: its return value or its error.
+Only the launching thread touches a ``Rank``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait as _mp_wait
+from typing import Any
+
+from spawnkit.bootstrap.stages import Stage
+from spawnkit.errors import PayloadError
+from spawnkit.launch._progress import DONE, FAILED, STOPPED
+from spawnkit.protocol import messages as proto
+from spawnkit.protocol.failure import Worker, current_thread_first, stopped_error
+
+__all__ = ["Rank", "dump_stacks", "reap_ranks"]
+
+_log = logging.getLogger("spawnkit.bootstrap")
+
+
+@dataclass
+class Rank:
+    """The parent's view of one worker."""
+
+    rank: int
+    proc: Any
+    report: Any
+    death: Any
+    fault: Any
+    pid: int
+    started: float
+    host: str = ""
+    stage: str = proto.PRE_BOOTSTRAP
+    stage_since: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=dict)
+    dump_signal: int | None = None
+    ready: bool = False
+    report_obj: Any = None
+    result: proto.Result | None = None
+    failure: proto.Failed | proto.Exited | None = None
+    exitcode: int | None = None
+    report_open: bool = True
+    terminated: bool = False
+    fault_text: str = ""
+    early_text: str = ""
+    events: list[tuple[str, str, float]] = field(default_factory=list)
+    end_told: bool = False
+
+    @property
+    def worker(self) -> Worker:
+        return Worker(self.rank, self.pid, self.host)
+
+    @property
+    def label(self) -> str:
+        return self.worker.label
+
+    @property
+    def result_error(self) -> str:
+        """Why the entry's return value did not travel back; ``""`` when it did (or none came)."""
+        return self.result.error if self.result is not None else ""
+
+    @property
+    def unsuccessful(self) -> bool:
+        """It ended without every sign of success: exit 0, ready, a result that travelled."""
+        return self.exitcode != 0 or not self.ready or bool(self.result_error)
+
+    def end_state(self, named: bool, interrupting: bool) -> str:
+        """``done``/``failed``/``stopped`` for the progress callback; ``named``: the group's
+        failure is this rank's."""
+        if self.terminated and not named and (self.failure is None or interrupting):
+            return STOPPED
+        if named or self.failure is not None or self.unsuccessful:
+            return FAILED
+        return DONE
+
+    def take(self, msg: Any, now: float) -> str:
+        """Record one report message; returns the stage the progress callback should hear of
+        (``""``: none).  FAILED/EXITED are the launcher's to take (they order the failures)."""
+        self.events.append((type(msg).__name__, getattr(msg, "stage", ""), now - self.started))
+        if isinstance(msg, proto.Hello):
+            self.host, self.dump_signal = msg.host, msg.dump_signal
+        elif isinstance(msg, proto.StageStarted):
+            self.stage, self.stage_since = msg.stage, now
+            return msg.stage
+        elif isinstance(msg, proto.StageFinished):
+            self.stage_seconds[msg.stage] = msg.seconds
+        elif isinstance(msg, proto.Ready):
+            self.ready, self.report_obj = True, msg.report
+            self.stage, self.stage_since = Stage.ENTRY.value, now
+            return Stage.ENTRY.value
+        elif isinstance(msg, proto.Result):
+            self.result = msg
+            self.ready = True
+        return ""
+
+    def value(self, loads: Callable[[bytes], Any], group: str) -> Any:
+        """The entry's return value; raises when there is none to give (``group`` names the
+        group in that message)."""
+        res = self.result
+        if res is None and (self.terminated or self.exitcode not in (0, None)):
+            # Stopped by terminate() (the only way to get here without a failure):
+            # a None would read as the entry's return value.
+            what = "returned from its entry function"
+            raise stopped_error(self.worker, group, self.stage, self.exitcode, what)
+        if res is None or res.data is None:
+            return None
+        try:
+            return loads(res.data)
+        except Exception as exc:
+            raise PayloadError(
+                f"{self.label} returned a value the launcher cannot unpickle: "
+                f"{type(exc).__name__}: {exc}. Return plain data, or make the module "
+                "defining the value's type importable in the launcher.",
+                stage=Stage.ENTRY.value,
+                **self.worker.fields(),
+            ) from exc
+
+    def messages(self) -> Iterator[Any]:
+        """Every message already in the report pipe; never blocks on an empty pipe."""
+        while self.report_open:
+            try:
+                if not self.report.poll(0):
+                    return
+                msg = self.report.recv()
+            except (EOFError, OSError):
+                self.report_open = False
+                return
+            except Exception as exc:  # a message that does not unpickle here
+                _log.warning("%s sent an unreadable report message: %s", self.label, exc)
+                continue
+            yield msg
+
+    def reap(self, join_s: float) -> bool:
+        """Join the process for up to ``join_s``; once it exited, keep its code and fault text."""
+        self.proc.join(join_s)
+        if self.proc.exitcode is None:
+            return False
+        self.exitcode = self.proc.exitcode
+        self.fault_text = self.read_fault()
+        return True
+
+    def read_fault(self, wait: float = 0.0) -> str:
+        """What the faulthandler wrote so far, waiting up to ``wait`` for a dump to arrive."""
+        if self.fault is None:
+            return self.fault_text
+        chunks: list[bytes] = [self.fault_text.encode()] if self.fault_text else []
+        deadline = time.monotonic() + wait
+        fd = self.fault.fileno()
+        while True:
+            left = deadline - time.monotonic()
+            if not _mp_wait([self.fault], max(left, 0.0)):
+                break
+            try:
+                data = os.read(fd, 65536)
+            except OSError:  # BlockingIOError and InterruptedError included
+                break
+            if not data:
+                break
+            chunks.append(data)
+            if wait:  # a dump arrives in one burst: stop after a short quiet period
+                deadline = time.monotonic() + 0.05
+        return b"".join(chunks).decode("utf-8", "replace")
+
+    def close(self) -> None:
+        """Close the parent's pipe ends, and the process handle once it was reaped."""
+        for conn in (self.report, self.death, self.fault):
+            with contextlib.suppress(OSError):
+                conn.close()
+        if self.exitcode is not None:
+            with contextlib.suppress(ValueError):
+                self.proc.close()
+
+
+def reap_ranks(ranks: Sequence[Rank], timeout: float, drain: Callable[[Rank], None]) -> set[int]:
+    """Wait up to ``timeout`` for ``ranks`` to exit, through their sentinels (never psutil: it
+    would reap the launcher's children); ``drain`` reads a rank's last messages first.
+    Returns the pids still running."""
+    end = time.monotonic() + timeout
+    while True:
+        pending = {r.proc.sentinel: r for r in ranks if r.exitcode is None}
+        left = end - time.monotonic()
+        if not pending or left <= 0:
+            return {r.pid for r in pending.values()}
+        for obj in _mp_wait(list(pending), left):
+            drain(pending[obj])
+            pending[obj].reap(max(0.0, min(1.0, end - time.monotonic())))
+
+
+def dump_stacks(ranks: Sequence[Rank], wait: float) -> dict[int, str]:
+    """Ask each worker's faulthandler for all its threads' stacks; waits ``wait`` per worker."""
+    asked: list[Rank] = []
+    for r in ranks:
+        if r.dump_signal is None or r.exitcode is not None:
+            continue
+        try:
+            os.kill(r.pid, r.dump_signal)
+            asked.append(r)
+        except OSError:
+            continue
+    stacks: dict[int, str] = {}
+    for r in asked:
+        stacks[r.rank] = current_thread_first(r.read_fault(wait=wait).strip())
+        r.fault_text = ""
+    return stacks

@@ -1,0 +1,475 @@
+"""A worker's failure, from the ``except`` block in the worker to the typed error in the parent.
+
+One record for every launcher.  The worker builds :class:`Failed` from the
+exception it caught (:func:`record`): the stage, the type name, the message,
+the formatted traceback and, separately, the pickled exception.  It travels
+as plain builtins because the exception object may not unpickle where it
+lands (its type lives in a plugin the parent lacks): the parent falls back to
+the text when the bytes do not load.  A local worker sends it over its report
+pipe, a Ray actor returns it from ``run``, a torchrun rank writes it to
+torchelastic's error file.
+
+The parent's half turns that record, or what it saw instead of one (a signal,
+an exit code, text on the early-error pipe, a Ray actor or node that died),
+into a :class:`~spawnkit.errors.ChildError` whose message leads with the root
+cause: which rank, where, which stage, what; then what the failure affects,
+and the child's own traceback.  Every launcher names a worker the same way
+(:class:`Worker`).
+
+This module is on every worker's import path (the record is one of the report
+messages), so it imports only what a worker has already imported; the
+``traceback`` module is imported on the failure path only.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import socket
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+from spawnkit._names import qualified_name
+from spawnkit.bootstrap.stages import Stage
+from spawnkit.errors import ChildError, ChildExitedError, ChildRaisedError, NodeLostError
+
+__all__ = [
+    "PRE_BOOTSTRAP",
+    "Exited",
+    "Failed",
+    "Worker",
+    "actor_died_error",
+    "child_error",
+    "current_thread_first",
+    "effect_line",
+    "failing_stage",
+    "load_exception",
+    "node_lost_error",
+    "raised_error",
+    "raised_message",
+    "record",
+    "stopped_error",
+]
+
+PRE_BOOTSTRAP = "process_start"
+"""The stage a rank is in before its first message: interpreter start, ``__main__``
+re-import and spec unpickling."""
+
+
+# ------------------------------------------------------------------ the record
+class Failed(NamedTuple):
+    """A stage or the entry raised.  ``exc_bytes`` is None when the exception did not pickle.
+
+    ``rank``, ``pid``, ``host`` and ``node`` say where it ran, for launchers
+    whose parent learns that only from the record (Ray, torchrun); a local
+    launcher knows its workers and ignores them.
+    """
+
+    stage: str
+    exc_type: str
+    message: str
+    traceback_text: str
+    exc_bytes: bytes | None = None
+    rank: int | None = None
+    pid: int = 0
+    host: str = ""
+    node: str = ""
+
+
+class Exited(NamedTuple):
+    """A stage or the entry called ``sys.exit(code)``; sent just before the process exits."""
+
+    stage: str
+    code: int
+    traceback_text: str
+
+
+def failing_stage(exc: BaseException, current: str, ready: bool) -> str:
+    """The stage to blame: an exception's own ``stage`` until the worker is ready, else where it is.
+
+    A bootstrap error names the stage that raised it; once the entry runs,
+    an exception that happens to carry a ``stage`` (a spawnkit error the
+    entry let through) still failed the entry.
+    """
+    stage = getattr(exc, "stage", "")
+    if isinstance(stage, str) and stage and not ready:
+        return stage
+    return current or (Stage.ENTRY.value if ready else PRE_BOOTSTRAP)
+
+
+def record(
+    stage: str,
+    exc: BaseException,
+    dumps: Callable[[Any], bytes] | None = None,
+    loads: Callable[[bytes], Any] | None = None,
+    *,
+    rank: int | None = None,
+    node: str = "",
+) -> Failed:
+    """The record of ``exc``, caught in this worker; pickling is tried and round-tripped, never
+    assumed (``dumps``/``loads``: the launch's pickler, dill for ``multiprocess``)."""
+    import traceback  # only on this failure path: a worker that succeeds never needs it
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    exc_bytes: bytes | None = None
+    try:
+        data = (dumps or pickle.dumps)(exc)
+        (loads or pickle.loads)(data)
+        exc_bytes = data
+    except Exception:
+        exc_bytes = None
+    try:
+        message = str(exc)
+    except Exception as str_exc:  # a broken __str__ must not hide the failure itself
+        message = f"<str() of the exception raised {type(str_exc).__name__}>"
+    return Failed(
+        stage,
+        qualified_name(exc),
+        message,
+        text,
+        exc_bytes,
+        rank=rank,
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        node=node,
+    )
+
+
+def load_exception(
+    data: bytes | None, loads: Callable[[bytes], Any] | None = None
+) -> BaseException | None:
+    """The child's exception if its type imports and unpickles here; ``None`` otherwise."""
+    if data is None:
+        return None
+    try:
+        obj = (loads or pickle.loads)(data)
+    except Exception:
+        return None
+    return obj if isinstance(obj, BaseException) else None
+
+
+# ------------------------------------------------------------ the parent side
+class Worker(NamedTuple):
+    """Which worker, as every message names it: ``rank 1 (ray, pid 42, host a, node n)``."""
+
+    rank: int
+    pid: int | None
+    host: str = ""
+    node: str = ""
+    launcher: str = ""
+
+    @property
+    def label(self) -> str:
+        parts = [self.launcher] if self.launcher else []
+        parts.append(f"pid {self.pid}")
+        if self.host:
+            parts.append(f"host {self.host}")
+        if self.node:
+            parts.append(f"node {self.node}")
+        return f"rank {self.rank} ({', '.join(parts)})"
+
+    def fields(self) -> dict[str, Any]:
+        """The ``ChildError`` keyword fields naming this worker."""
+        return {"rank": self.rank, "pid": self.pid, "host": self.host}
+
+    @classmethod
+    def of(cls, failed: Failed, launcher: str) -> Worker:
+        """The worker a record says it came from (Ray, torchrun)."""
+        rank = failed.rank if failed.rank is not None else -1
+        return cls(rank, failed.pid or None, failed.host, failed.node, launcher)
+
+
+if TYPE_CHECKING:  # a worker never builds the parent's errors: no class to define there
+
+    class ChildState(Protocol):
+        """What a local launcher knows of a worker that failed (``launch._rank.Rank``)."""
+
+        @property
+        def worker(self) -> Worker: ...
+        @property
+        def failure(self) -> Failed | Exited | None: ...  # what it reported, if anything
+        @property
+        def stage(self) -> str: ...  # the stage it last reported starting
+        @property
+        def ready(self) -> bool: ...
+        @property
+        def exitcode(self) -> int | None: ...  # -N: killed by signal N
+        @property
+        def result_error(self) -> str: ...  # why its return value did not travel
+        @property
+        def early_text(self) -> str: ...  # what it wrote before its spec was unpickled
+        @property
+        def fault_text(self) -> str: ...  # its faulthandler dump
+
+
+def effect_line(group: str, others: Sequence[tuple[int, str]]) -> str:
+    """What the failure does to the rest: ``group`` is torn down; where the other ranks were."""
+    at = "; ".join(f"rank {rank}: {stage}" for rank, stage in others)
+    return f"Effect: {group} is being torn down; the other ranks were at: {at or 'none'}."
+
+
+def raised_message(failed: Failed, who: Worker, *, effect: str = "", hint: str = "") -> str:
+    """Root cause first: which rank, where, which stage, what; then the effect and the traceback."""
+    what = (
+        f"stage {failed.stage!r} failed (its entry function raised)"
+        if failed.stage == Stage.ENTRY
+        else f"bootstrap stage {failed.stage!r} failed"
+    )
+    lines = [f"{who.label}: {what}: {failed.exc_type}: {failed.message}"]
+    lines += [part for part in (hint, effect) if part]
+    lines.append(f"Child traceback ({who.label}):")
+    lines.append(failed.traceback_text.rstrip())
+    return "\n".join(lines)
+
+
+def raised_error(
+    failed: Failed,
+    who: Worker,
+    *,
+    effect: str,
+    loads: Callable[[bytes], Any] | None = None,
+    preload: Sequence[str] = (),
+) -> ChildRaisedError:
+    """The parent's ``ChildRaisedError`` for a record; the original is its cause if it unpickles."""
+    exc = load_exception(failed.exc_bytes, loads)
+    err = ChildRaisedError(
+        raised_message(failed, who, effect=effect, hint=_preload_hint(exc, preload)),
+        stage=failed.stage,
+        exc_type=failed.exc_type,
+        traceback_text=failed.traceback_text,
+        child_exception=exc,
+        **who.fields(),
+    )
+    if exc is not None:
+        err.__cause__ = exc
+    return err
+
+
+def child_error(
+    state: ChildState,
+    *,
+    effect: str,
+    loads: Callable[[bytes], Any] | None = None,
+    preload: Sequence[str] = (),
+) -> ChildError:
+    """A local worker's failure: its record, else what the parent saw of it (most telling first).
+
+    ``state`` is the launcher's view of the worker (see :class:`ChildState`);
+    ``effect`` what the failure does to the group; ``loads`` the launch's
+    unpickler; ``preload`` the warm-start server's preloads, for a hint.
+    """
+    who, record = state.worker, state.failure
+    if isinstance(record, Failed):
+        return raised_error(record, who, effect=effect, loads=loads, preload=preload)
+    if record is None and state.early_text and not who.host:
+        return _early_error(who, state.early_text, effect)
+    if state.result_error:
+        return ChildRaisedError(
+            f"{who.label} finished its entry function, but {state.result_error}\n{effect}",
+            stage=Stage.ENTRY.value,
+            exc_type="pickle.PicklingError",
+            traceback_text="",
+            **who.fields(),
+        )
+    code = record.code if record is not None else state.exitcode
+    if state.exitcode is not None and state.exitcode < 0:
+        code = state.exitcode  # a signal after sys.exit() began is what ended it
+    head, detail, signal_name = _exit_story(who, code, record, state.stage, state.ready)
+    fault = current_thread_first(state.fault_text.strip())
+    if fault:
+        detail += f"\nFatal error report written by the worker (faulthandler):\n{fault}"
+    return ChildExitedError(
+        f"{head}\n{detail}\n{effect}",
+        stage=record.stage if record is not None else state.stage,
+        exit_code=code,
+        signal_name=signal_name,
+        fault_text=fault,
+        **who.fields(),
+    )
+
+
+_SIGNAL_HINTS: dict[str, str] = {
+    "SIGSEGV": "a crash in native code (a C extension, a device driver or ctypes) touched "
+    "invalid memory",
+    "SIGBUS": "native code touched unmapped or misaligned memory (often a truncated "
+    "memory-mapped file or exhausted /dev/shm)",
+    "SIGILL": "native code ran an instruction this CPU does not support (a binary built for "
+    "another architecture)",
+    "SIGFPE": "native code divided by zero or hit another arithmetic trap",
+    "SIGABRT": "native code called abort(): a failed C/C++ assertion or an uncaught C++ "
+    "exception (device runtimes and communication libraries do this)",
+    "SIGKILL": "it was killed from outside: most often the kernel's out-of-memory killer "
+    "(check `dmesg` or the container's memory limit), otherwise `kill -9` or a supervisor",
+    "SIGTERM": "something outside the launcher asked it to stop (a supervisor, a scheduler "
+    "or a user)",
+    "SIGINT": "it was interrupted (Ctrl-C reached its process group)",
+    "SIGHUP": "its controlling terminal went away",
+    "SIGPIPE": "it wrote to a pipe or socket whose reader had gone",
+}
+
+
+def _exit_story(
+    who: Worker, code: int | None, exited: Exited | None, stage: str, ready: bool
+) -> tuple[str, str, str]:
+    """``(headline, likely cause, signal name)`` of a worker that ended without a record."""
+    phase = "after it reported ready" if ready else "before it reported ready"
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = _SIGNAL_HINTS.get(name, "an uncaught signal ended it")
+        head = f"{who.label} was killed by {name} in stage {stage!r}, {phase}."
+        return head, f"Likely cause: {hint}.", name
+    if exited is not None:
+        head = f"{who.label} called sys.exit({code}) in stage {exited.stage!r}, {phase}."
+        return head, f"Where it exited:\n{exited.traceback_text.rstrip()}", ""
+    if code == 0:
+        return (
+            f"{who.label} exited with code 0 in stage {stage!r}, {phase}.",
+            "Likely cause: code in that stage ended the process (os._exit(0) or a C "
+            "library's exit()) instead of raising, so the bootstrap could not finish.",
+            "",
+        )
+    if stage == PRE_BOOTSTRAP and not who.host:
+        return (
+            f"{who.label} exited with code {code} before its bootstrap began.",
+            "Likely cause: the new interpreter failed while re-importing the launching "
+            "script (__main__, as __mp_main__) or unpickling its spec: a script that starts "
+            'workers at import time needs `if __name__ == "__main__":` around the launch; '
+            "the worker printed that traceback to its stderr.",
+            "",
+        )
+    return (
+        f"{who.label} exited with code {code} in stage {stage!r}, {phase}, without "
+        "raising a Python exception.",
+        f"Likely cause: code in that stage called os._exit({code}) or a C library's "
+        f"exit({code}), which skips Python's error handling; exit code {code} is "
+        "what that code chose.",
+        "",
+    )
+
+
+def _early_error(who: Worker, early_text: str, effect: str) -> ChildRaisedError:
+    """A spawned worker that failed before spawnkit's code ran, from its early-error pipe."""
+    text = early_text.rstrip()
+    last = _exception_summary(text)
+    exc_type, _, message = last.partition(": ")
+    if "bootstrapping phase" in text or "freeze_support" in text:
+        cause = (
+            "Cause: the launching script starts workers when it is imported, and a spawned "
+            "worker re-imports it (as __mp_main__). Put the code that calls "
+            'spawn_with_plugins() under `if __name__ == "__main__":`.'
+        )
+    else:
+        cause = (
+            "It failed before its bootstrap began: while re-importing the launching "
+            "script (__main__, as __mp_main__) or unpickling its spec. Code at the top "
+            "level of the launching script runs again in every spawned worker."
+        )
+    return ChildRaisedError(
+        f"{who.label} failed in stage {PRE_BOOTSTRAP!r}: {last}\n{cause}\n{effect}\n"
+        f"Child traceback ({who.label}):\n{text}",
+        stage=PRE_BOOTSTRAP,
+        exc_type=exc_type if message else "",
+        traceback_text=text,
+        **who.fields(),
+    )
+
+
+def _exception_summary(text: str) -> str:
+    """``Type: message`` from a formatted traceback, joining a message spread over lines."""
+    lines = text.splitlines()
+    frames = [i for i, line in enumerate(lines) if line.startswith("  File ")]
+    rest = lines[frames[-1] + 1 :] if frames else lines
+    for i, line in enumerate(rest):
+        if line and not line.startswith(" "):
+            more = [x.strip() for x in rest[i + 1 : i + 4] if x.strip()]
+            return " ".join([line.strip(), *more])[:400]
+    return lines[-1].strip() if lines else "unknown error"
+
+
+def _preload_hint(exc: BaseException | None, preload: Sequence[str]) -> str:
+    """A guard finding whose import site is the warm-start server's preload: say so."""
+    findings = getattr(exc, "findings", None) or []
+    hits = sorted(
+        {
+            str(f.get("module", ""))
+            for f in findings
+            if isinstance(f, dict)
+            and any(
+                str(f.get("module", "")) == p
+                or str(f.get("module", "")).startswith(p + ".")
+                or "_warm_server" in str(f.get("first_import", ""))
+                for p in preload
+            )
+        }
+    )
+    if not hits:
+        return ""
+    return (
+        f"Launcher: the warm-start server imported {', '.join(hits)} through "
+        f"preload={list(preload)} before any hook was applied: with "
+        "SPAWNKIT_WARM_BOOTSTRAP=worker each worker applies hooks itself, after the "
+        "server's preloads. Unset it (the server then applies hooks before preloading), or "
+        "remove the target (or the module that imports it) from preload=."
+    )
+
+
+def current_thread_first(dump: str) -> str:
+    """Reorder a faulthandler dump so the crashing thread's stack comes first (root cause)."""
+    blocks = dump.split("\n\n")
+    current = [b for b in blocks if b.startswith("Current thread")]
+    if not current:
+        return dump
+    header = [b for b in blocks if b.startswith("Fatal Python error")]
+    rest = [b for b in blocks if b not in current and b not in header]
+    return "\n\n".join([*header, *current, *rest])
+
+
+# ------------------------------------------------ workers that ended without a record
+def stopped_error(
+    who: Worker, group: str, stage: str, exit_code: int | None, what: str
+) -> ChildExitedError:
+    """``who`` never did ``what`` (returned, became ready): ``terminate()`` stopped it first."""
+    code = f"exit code {exit_code}, " if exit_code is not None else ""
+    return ChildExitedError(
+        f"{who.label} has no result: it never {what}, because {group} was stopped by "
+        f"terminate() ({code}stage {stage!r}). Call wait_ready()/results() before "
+        "terminate(), or join() to wait for the entry.",
+        stage=stage,
+        exit_code=exit_code,
+        signal_name="",
+        **who.fields(),
+    )
+
+
+def actor_died_error(who: Worker, stage: str, ray_says: str) -> ChildExitedError:
+    """A Ray rank whose actor process went away without returning a record."""
+    detail = " ".join(ray_says.strip().splitlines()[:6])
+    return ChildExitedError(
+        f"{who.label} died in stage {stage!r} without reporting an exception: its Ray actor "
+        "process exited (killed, out of memory, or its node was lost). The other ranks were "
+        f"stopped. Ray says: {detail}",
+        stage=stage,
+        exit_code=None,
+        signal_name="",
+        **who.fields(),
+    )
+
+
+def node_lost_error(who: Worker, stage: str, ip: str, effect: str) -> NodeLostError:
+    """A Ray rank that is gone because Ray marked its node dead."""
+    at = f" at {ip}" if ip else ""
+    return NodeLostError(
+        f"{who.label} was lost with its node: Ray marked node {who.node}{at} dead while the "
+        f"rank was in stage {stage!r}.\n{effect}\nFix: the node left the cluster (removed, "
+        "preempted, out of memory or unreachable); check it with `ray status` or its raylet "
+        "log, then start the group again.",
+        node=who.node,
+        stage=stage,
+        exit_code=None,
+        signal_name="",
+        **who.fields(),
+    )
