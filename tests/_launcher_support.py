@@ -21,9 +21,9 @@ import psutil
 import pytest
 
 from spawnkit import _metadata
-from spawnkit.launch import _warm_server
 from spawnkit.launch._cleanup import _tagged
 from spawnkit.namespace import Namespace
+from spawnkit.protocol import _warm_server
 from spawnkit.testing import write_distribution
 
 MODES = [

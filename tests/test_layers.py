@@ -94,3 +94,39 @@ def test_the_reexported_module_level_api_still_works() -> None:
     assert spawnkit.hooks.plugins.apply_plugin_hooks is spawnkit.namespace.apply_plugin_hooks
     assert spawnkit.platforms.explain_platform is spawnkit.namespace.explain_platform
     assert spawnkit.load_plugins is spawnkit.namespace.load_plugins
+
+
+def _imports_of(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
+    found = []
+    for path in paths:
+        where = path.relative_to(SRC).as_posix()
+        tree = ast.parse(path.read_text(), where)
+        skipped = _type_checking_nodes(tree)
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            modules = []
+            if isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                modules = [node.module]
+            found += [
+                f"{where}:{node.lineno} imports {m}"
+                for m in modules
+                if any(m == f or m.startswith(f + ".") for f in forbidden)
+            ]
+    return found
+
+
+def test_the_worker_side_and_the_wire_never_import_the_parent_side() -> None:
+    """bootstrap/ (the worker) imports neither protocol/ nor launch/; protocol/ never launch/.
+
+    ``spawnkit.bootstrap``'s ``__init__`` is the one exception: it still lends the
+    launcher's public names, lazily, under ``TYPE_CHECKING`` and a string table.
+    """
+    worker = [p for p in (SRC / "bootstrap").rglob("*.py") if p.name != "__init__.py"]
+    wire = list((SRC / "protocol").rglob("*.py"))
+    assert worker and wire
+    found = _imports_of(worker, ("spawnkit.protocol", "spawnkit.launch"))
+    found += _imports_of(wire, ("spawnkit.launch",))
+    assert not found, "upward imports:\n" + "\n".join(found)

@@ -295,8 +295,8 @@ def _variants(
 
 def run(quick: bool = False) -> dict[str, Any]:
     """Measure every variant; returns the table as a dict (also used by the CLI)."""
-    from spawnkit.launch import _warm_server
     from spawnkit.namespace import Namespace
+    from spawnkit.protocol import _warm_server
 
     sizes = (1, 2) if quick else (1, 2, 4, 8)
     repeats = 1 if quick else 3

@@ -30,9 +30,9 @@ _EXPORTS: dict[str, str] = {
     "StageListener": "spawnkit.bootstrap.stages",
     # the parent side, re-exported for compatibility
     "spawn_with_plugins": "spawnkit.launch.launcher",
-    "WorkerGroup": "spawnkit.launch.launcher",
+    "WorkerGroup": "spawnkit.launch.group",
     "cleanup": "spawnkit.launch._cleanup",  # not .cleanup: a submodule would shadow it
-    "build_spec": "spawnkit.launch.specs",
+    "build_spec": "spawnkit.launch.launcher",
     "write_launch_spec": "spawnkit.launch.specs",
 }
 

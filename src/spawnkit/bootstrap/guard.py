@@ -197,7 +197,7 @@ def _is_unpickler(filename: str) -> bool:
 def _is_preload(filename: str) -> bool:
     fname = filename.replace("\\", "/")
     return fname.endswith(
-        ("multiprocessing/forkserver.py", "multiprocess/forkserver.py", "launch/_warm_server.py")
+        ("multiprocessing/forkserver.py", "multiprocess/forkserver.py", "protocol/_warm_server.py")
     )
 
 

@@ -13,9 +13,9 @@ from spawnkit._exports import load_export
 
 _EXPORTS: dict[str, str] = {
     "spawn_with_plugins": "spawnkit.launch.launcher",
-    "WorkerGroup": "spawnkit.launch.launcher",
+    "WorkerGroup": "spawnkit.launch.group",
     "cleanup": "spawnkit.launch._cleanup",
-    "build_spec": "spawnkit.launch.specs",
+    "build_spec": "spawnkit.launch.launcher",
     "write_launch_spec": "spawnkit.launch.specs",
 }
 

@@ -54,7 +54,7 @@ without READY as a failure, and uses the early-error text only for a rank that
 never said HELLO.  The child's ``_Reporter`` trusts a failure's own ``stage`` only
 before READY (after it, the stage is the entry).
 
-Warm start (``start_method="forkserver"``), ``launch/_warm_server.py``: one server
+Warm start (``start_method="forkserver"``), ``protocol/_warm_server.py``: one server
 per key, started once by ``get_launch_context``::
 
   WarmServer.start()  python -c "serve(...)"    server: arm_guard() first, then

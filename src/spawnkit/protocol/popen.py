@@ -37,7 +37,7 @@ from spawnkit.spec import ProcessSpec
 from spawnkit.spec._control import CONTEXTS
 
 if TYPE_CHECKING:
-    from spawnkit.launch._warm_server import WarmServer
+    from spawnkit.protocol._warm_server import WarmServer
 
 __all__ = [
     "CONTEXTS",
@@ -183,7 +183,7 @@ def _warm_popen(package: str) -> type:
     Built only when a warm start is asked for: a spawned worker never needs
     it, and building it imports the forkserver machinery.
     """
-    from spawnkit.launch import _warm_server
+    from spawnkit.protocol import _warm_server
 
     popen_forkserver = _sub(package, "popen_forkserver")
     util = _sub(package, "util")
@@ -314,7 +314,7 @@ class LaunchContext:
         if self.server is None:
             proc.start()
             return
-        from spawnkit.launch import _warm_server
+        from spawnkit.protocol import _warm_server
 
         with _warm_server.launching(self.server, self.fork_timeout):
             proc.start()
@@ -342,7 +342,7 @@ def get_launch_context(
     if start_method == "spawn":
         return LaunchContext(context, "spawn", _variant(context, "spawn"))
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
-    from spawnkit.launch import _warm_server
+    from spawnkit.protocol import _warm_server
 
     mode = os.environ.get(_warm_server.MODE_VAR, "server").strip().lower() or "server"
     if mode not in ("server", "worker"):

@@ -58,7 +58,7 @@ from spawnkit.errors import (
     ChildExitedError,
     LauncherUnavailableError,
 )
-from spawnkit.launch.specs import entry_reference
+from spawnkit.launch.launcher import entry_reference
 from spawnkit.protocol import failure
 from spawnkit.protocol.failure import PRE_BOOTSTRAP
 from spawnkit.scaleout._ray_nodes import dead_nodes, wait_node_dead

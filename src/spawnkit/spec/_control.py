@@ -2,7 +2,7 @@
 
 The fault pipe, the launcher's pid, whether the launcher is the worker's
 parent, the pickling family and the Ctrl-C hand-over are read by spawnkit's
-worker side only (``_child``, ``_parent_death``, the Ray actor).  They used to
+worker side only (``protocol.child``, ``bootstrap._parent_death``, the Ray actor).  They used to
 ride in ``spec.extra`` under plain names, where a ``rank_extra`` key called
 ``context`` or ``parent_pid`` was silently replaced by the launcher's value.
 A field of their own leaves ``spec.extra`` to the engine, whatever it names

@@ -45,7 +45,7 @@ from spawnkit.testing._env import EnvOverlay
 
 if TYPE_CHECKING:
     from spawnkit.bootstrap.report import BootstrapReport
-    from spawnkit.launch.launcher import WorkerGroup
+    from spawnkit.launch.group import WorkerGroup
     from spawnkit.namespace import Namespace
     from spawnkit.spec import NamespaceConfig
 

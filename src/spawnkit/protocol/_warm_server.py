@@ -154,7 +154,7 @@ class WarmServer:
             child_fds = [listener.fileno(), alive_r, status_w, fault_w, boot_r]
             try:
                 cmd = (
-                    "from spawnkit.launch._warm_server import serve; "
+                    "from spawnkit.protocol._warm_server import serve; "
                     f"serve({listener.fileno()}, {alive_r}, {status_w}, {fault_w}, {boot_r}, "
                     f"{self.package!r}, {list(self.preload)!r}, {list(sys.path)!r})"
                 )

@@ -1,0 +1,430 @@
+"""``WorkerGroup``: supervise a started group of bootstrapped workers.
+
+What the group promises, and the failures of other launchers it is built
+against (``spawn_with_plugins`` in ``launcher.py`` starts the ranks into it):
+* **The root cause reaches the caller.**  Each rank reports stage progress,
+  then READY, or FAILED with stage, traceback and exception, over its own
+  pipe; a rank that dies without reporting is described by its exit code or
+  signal, the stage it was in and, for fatal signals, the faulthandler dump
+  it wrote to a second pipe.  The first failure is raised as a typed,
+  picklable :class:`~spawnkit.errors.ChildError` whose message starts with
+  that cause and contains the child's traceback; it never points at logs.
+* **Every wait is bounded.**  The parent waits on all report pipes and all
+  process sentinels at once; startup has a real deadline (``ready_timeout``)
+  that names the rank, the stage it is stuck in, for how long, and where (a
+  stack dump requested from the stuck worker); teardown is
+  grace -> SIGTERM -> SIGKILL with a bounded reap, and pids that survive are
+  reported instead of waited on.
+* **Nothing is left behind.**  Teardown snapshots each worker's process tree
+  before signalling anything; workers die by themselves when the launcher
+  dies, and end their own children first (death pipe, plus a guardian process
+  per worker on Linux, see ``_parent_death``); every process carries the run id,
+  so :func:`spawnkit.cleanup` can sweep orphans; groups still running when the
+  interpreter exits are torn down by an ``atexit`` handler.
+* **Decided once, in the parent.**  The platform and the allowed plugins are
+  resolved here and frozen into every rank's spec; the payload is captured
+  once; an entry that is not importable by reference travels by value.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import signal
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import wait as _mp_wait
+from types import TracebackType
+from typing import Any
+
+from spawnkit.errors import ChildError
+from spawnkit.launch import _interrupt
+from spawnkit.launch._checks import check_seconds
+from spawnkit.launch._progress import ProgressCallback, ProgressRelay
+from spawnkit.launch._rank import Rank, dump_stacks, reap_ranks
+from spawnkit.launch._timeouts import (
+    join_timeout_error,
+    ready_timeout_error,
+    results_timeout_error,
+)
+from spawnkit.protocol import failure
+from spawnkit.protocol import messages as proto
+from spawnkit.protocol.popen import LaunchContext, early_error_text
+
+__all__ = ["DEFAULT_GRACE_PERIOD", "DEFAULT_READY_TIMEOUT", "WorkerGroup"]
+
+_log = logging.getLogger("spawnkit.bootstrap")
+
+DEFAULT_READY_TIMEOUT = 300.0
+DEFAULT_GRACE_PERIOD = 3.0
+_KILL_REAP_TIMEOUT = 5.0
+_STACK_DUMP_WAIT = 0.5
+
+
+_live_groups: weakref.WeakSet[WorkerGroup] = weakref.WeakSet()
+
+
+def _teardown_live_groups() -> None:
+    """At interpreter exit, end groups still running (multiprocessing would join them forever)."""
+    for group in list(_live_groups):
+        with contextlib.suppress(Exception):
+            group.terminate()
+
+
+atexit.register(_teardown_live_groups)
+
+
+class WorkerGroup:
+    """A running group of bootstrapped workers; a context manager that always tears down.
+
+    Not thread-safe: supervise a group from one thread.  ``join(timeout)``
+    polls; the first failure tears the group down and is raised, and raised
+    again by every later call.
+    """
+
+    def __init__(
+        self,
+        *,
+        run_id: str,
+        context: LaunchContext,
+        ready_timeout: float | None,
+        join_timeout: float | None,
+        grace_period: float,
+        progress: ProgressCallback | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self._relay = ProgressRelay(progress, run_id)
+        self._interrupting = False
+        self._ctx = context
+        self._ready_timeout = ready_timeout
+        self._join_timeout = join_timeout
+        self._grace = max(0.0, grace_period)
+        self._ranks: list[Rank] = []
+        self._order: list[Rank] = []  # ranks in the order their failures were seen
+        self._failure: ChildError | None = None
+        self._closed = False
+        self._launched = time.monotonic()
+        self._call_timeout: float | None = None  # wait_ready(timeout=) while it runs
+        self.unreaped_pids: list[int] = []
+
+    # ---------------------------------------------------------- properties
+    @property
+    def ranks(self) -> list[int]:
+        return [r.rank for r in self._ranks]
+
+    @property
+    def pids(self) -> list[int]:
+        return [r.pid for r in self._ranks]
+
+    @property
+    def world_size(self) -> int:
+        return len(self._ranks)
+
+    @property
+    def exit_codes(self) -> list[int | None]:
+        """Per rank: the exit code, ``-N`` for signal N, ``None`` while running."""
+        for r in self._ranks:
+            if not self._closed and r.exitcode is None and r.proc.exitcode is not None:
+                self._on_exit(r)
+        return [r.exitcode for r in self._ranks]
+
+    @property
+    def stages(self) -> list[str]:
+        """Per rank, the stage it last reported starting (``entry`` once ready)."""
+        return [r.stage for r in self._ranks]
+
+    @property
+    def timeline(self) -> list[list[tuple[str, str, float]]]:
+        """Per rank: (message, stage, seconds since its start call) as the launcher saw them.
+
+        Where a slow start goes (interpreter and ``__main__`` re-import before
+        the first message, then each stage), without asking the worker.
+        """
+        return [list(r.events) for r in self._ranks]
+
+    @property
+    def failure(self) -> ChildError | None:
+        return self._failure
+
+    @property
+    def start_method(self) -> str:
+        return self._ctx.start_method
+
+    @property
+    def _name(self) -> str:
+        return f"worker group {self.run_id}"
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "failed" if self._failure else "running"
+        return f"<WorkerGroup run_id={self.run_id} ranks={self.world_size} {state}>"
+
+    # ---------------------------------------------------------------- API
+    def wait_ready(self, timeout: float | None = None) -> list[Any]:
+        """Block until every rank passed its bootstrap; their ``BootstrapReport``s by rank.
+
+        ``timeout`` overrides the remaining ``ready_timeout``; either way,
+        expiry tears the group down and raises ``BootstrapTimeoutError``
+        naming the limit that expired.
+        """
+        timeout = check_seconds(
+            "timeout", timeout, none="the group's ready_timeout", zero_ok=True, call="wait_ready"
+        )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._call_timeout = timeout
+        try:
+            self._pump(lambda: all(r.ready for r in self._ranks), deadline, ready_deadline=deadline)
+        finally:
+            self._call_timeout = None
+        return [r.report_obj for r in self._ranks]
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` for every rank to finish; True once every rank's entry returned.
+
+        False when ``timeout`` passes first (call again to keep waiting), and
+        False, at once, after :meth:`terminate` stopped a rank before its entry
+        returned: stopped work is not done work.  Raises the group's first failure.
+        """
+        timeout = check_seconds("timeout", timeout, none="no limit", zero_ok=True, call="join")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        done = self._pump(lambda: all(r.exitcode is not None for r in self._ranks), deadline)
+        if not done:
+            return False
+        self._close(initial_grace=0.0)
+        return not any(r.terminated and r.result is None for r in self._ranks)
+
+    def results(self, timeout: float | None = None) -> list[Any]:
+        """The entry functions' return values by rank, once all finished (see :meth:`join`)."""
+        if not self.join(timeout) and not self._closed:
+            running = [r.worker for r in self._ranks if r.exitcode is None]
+            waited = timeout if timeout is not None else 0.0
+            raise results_timeout_error(running, group=self._name, waited=waited)
+        return [r.value(self._ctx.loads, self._name) for r in self._ranks]
+
+    def terminate(self) -> None:
+        """Stop every worker now: SIGTERM, ``grace_period``, SIGKILL, bounded reap."""
+        self._close(initial_grace=0.0)
+
+    close = terminate
+
+    def __enter__(self) -> WorkerGroup:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
+            self._interrupting = True
+        self.terminate()
+
+    # ------------------------------------------------------- event pumping
+    def _pump(
+        self,
+        until: Callable[[], bool],
+        deadline: float | None,
+        *,
+        ready_deadline: float | None = None,
+    ) -> bool:
+        """Process reports and exits until ``until()``; False at ``deadline``; raises failures.
+
+        Ctrl-C while waiting stops the group (bounded) and is re-raised, never swallowed.
+        """
+        if self._failure is not None:
+            raise self._failure
+        if ready_deadline is None and self._ready_timeout is not None:
+            ready_deadline = self._launched + self._ready_timeout
+        join_deadline = None if self._join_timeout is None else self._launched + self._join_timeout
+        try:
+            while True:
+                if self._relay.error is not None:
+                    self._close(initial_grace=0.0)
+                    raise self._relay.error
+                # A failure recorded outside this loop (``exit_codes`` polls exits) comes
+                # before ``until()``: "every rank exited" must not turn it into success.
+                if self._order and not self._closed:
+                    self._fail(self._error_for(self._order[0]))
+                if until():
+                    return True
+                if self._closed:
+                    return until()
+                now = time.monotonic()
+                not_ready = [r for r in self._ranks if not r.ready and r.exitcode is None]
+                if not_ready and ready_deadline is not None and now >= ready_deadline:
+                    self._fail(self._ready_timeout_error(not_ready, now))
+                running = [r for r in self._ranks if r.exitcode is None]
+                if running and join_deadline is not None and now >= join_deadline:
+                    self._fail(self._join_timeout_error(running, now))
+                if deadline is not None and now >= deadline:
+                    return False
+                limits = [d for d in (deadline, join_deadline) if d is not None]
+                if not_ready and ready_deadline is not None:
+                    limits.append(ready_deadline)
+                self._wait_once(None if not limits else max(0.0, min(limits) - now))
+                if self._order:
+                    self._fail(self._error_for(self._order[0]))
+        except KeyboardInterrupt:
+            self._interrupting = True
+            for r in self._ranks:
+                r.terminated = r.terminated or r.exitcode is None
+            self._close(initial_grace=0.0)
+            raise
+
+    def _wait_once(self, timeout: float | None) -> None:
+        by_obj: dict[Any, tuple[str, Rank]] = {}
+        for r in self._ranks:
+            if r.report_open:
+                by_obj[r.report] = ("report", r)
+            if r.exitcode is None:
+                by_obj[r.proc.sentinel] = ("exit", r)
+        if not by_obj:
+            if timeout:
+                time.sleep(min(timeout, 0.05))
+            return
+        ready = [by_obj[obj] for obj in _mp_wait(list(by_obj), timeout)]
+        # Reports first: a FAILED message is the root cause of the exit that follows it.
+        for r in [r for kind, r in ready if kind == "report"]:
+            self._drain(r)
+        for r in [r for kind, r in ready if kind == "exit"]:
+            self._on_exit(r)
+
+    def _drain(self, r: Rank) -> None:
+        for msg in r.messages():
+            self._on_message(r, msg)
+
+    def _on_message(self, r: Rank, msg: Any) -> None:
+        now = time.monotonic()
+        stage = r.take(msg, now)
+        if stage:
+            self._relay.emit(r.rank, stage, now - r.started)
+        if isinstance(msg, proto.Failed | proto.Exited) and r.failure is None:
+            r.failure, r.stage = msg, msg.stage  # the root cause: failures count as they arrive
+            self._order.append(r)
+
+    def _on_exit(self, r: Rank) -> None:
+        self._drain(r)
+        if not r.reap(1.0):  # the sentinel fires a moment before the process can be reaped
+            return
+        r.early_text = early_error_text(r.proc)
+        self._tell_end(r)
+        if not r.terminated and r.failure is None and r.unsuccessful:
+            self._order.append(r)
+
+    def _tell_end(self, r: Rank) -> None:
+        """The progress callback's last word on a rank: done, failed or stopped."""
+        if not r.end_told:
+            r.end_told = True
+            named = self._failure is not None and self._failure.rank == r.rank
+            end = r.end_state(named, self._interrupting)
+            self._relay.emit(r.rank, end, time.monotonic() - r.started)
+
+    # --------------------------------------------------------------- errors
+    def _error_for(self, r: Rank) -> ChildError:
+        others = [(o.rank, o.stage) for o in self._ranks if o is not r]
+        ctx = self._ctx
+        group = f"{self._name} ({self.world_size} rank(s), {ctx.start_method}/{ctx.package})"
+        preload = ctx.server.preload if ctx.server is not None else ()
+        effect = failure.effect_line(group, others)
+        return failure.child_error(r, effect=effect, loads=ctx.loads, preload=preload)
+
+    def _ready_timeout_error(self, stuck: list[Rank], now: float) -> ChildError:
+        return ready_timeout_error(
+            stuck,
+            now,
+            world=self.world_size,
+            run_id=self.run_id,
+            waited=now - self._launched,
+            ready_timeout=self._ready_timeout,
+            call_timeout=self._call_timeout,
+            stacks=self._dump_stacks(stuck),
+        )
+
+    def _join_timeout_error(self, running: list[Rank], now: float) -> ChildError:
+        first = running[0]
+        return join_timeout_error(
+            first.worker,
+            first.stage,
+            running=len(running),
+            world=self.world_size,
+            group=self._name,
+            join_timeout=self._join_timeout,
+            waited=now - self._launched,
+            stacks=self._dump_stacks(running),
+        )
+
+    def _dump_stacks(self, ranks: Sequence[Rank]) -> dict[int, str]:
+        """Each worker's stacks from its faulthandler, a bounded wait (``testing`` uses it too)."""
+        return dump_stacks(ranks, _STACK_DUMP_WAIT)
+
+    def _fail(self, err: ChildError) -> None:
+        self._failure = err
+        self._close(initial_grace=self._grace)
+        from spawnkit.launch._cleanup import note_unreaped  # psutil: imported by the teardown
+
+        raise note_unreaped(err, self.unreaped_pids)
+
+    # ------------------------------------------------------------ teardown
+    def _close(self, *, initial_grace: float) -> None:
+        if self._closed:
+            return
+        told = self._relay.error
+        try:
+            self._stop_workers(initial_grace)
+        finally:
+            self._closed = True
+            _live_groups.discard(self)
+            for r in self._ranks:
+                self._tell_end(r)
+            self._relay.warn_if_new(told)
+            for r in self._ranks:
+                r.close()
+            from spawnkit.launch._cleanup import forget_run
+
+            forget_run(self.run_id)
+
+    def _stop_workers(self, initial_grace: float) -> None:
+        """Teardown; a Ctrl-C during it sends SIGKILL at once, and is raised after unless the
+        teardown was itself for a Ctrl-C (that one is still on its way up)."""
+        try:
+            with _interrupt.second_interrupt_escalates():
+                try:
+                    self._stop_gently(initial_grace, signal.SIGTERM)
+                    return
+                except _interrupt.EscalateTeardown:
+                    self._stop_gently(0.0, signal.SIGKILL)
+        except _interrupt.EscalateTeardown:
+            pass  # pressed just as the teardown ended: nothing is left to kill
+        if not self._interrupting:
+            self._interrupting = True
+            raise KeyboardInterrupt
+
+    def _stop_gently(self, initial_grace: float, first: int) -> None:
+        """``initial_grace`` for the workers to end by themselves, then the package's one
+        TERM -> grace -> KILL -> bounded reap over their trees (``_cleanup.kill_trees``)."""
+        end = time.monotonic() + initial_grace
+        while any(r.exitcode is None for r in self._ranks) and time.monotonic() < end:
+            self._wait_once(max(0.0, end - time.monotonic()))
+        from spawnkit.launch._cleanup import stop_group
+
+        live = [r for r in self._ranks if r.exitcode is None]
+        for r in live:
+            r.terminated = True
+        self.unreaped_pids = stop_group(
+            [r.pid for r in live],
+            self.run_id,
+            grace=self._grace,
+            kill_wait=_KILL_REAP_TIMEOUT,
+            first=first,
+            reap=lambda pids, timeout: reap_ranks(live, timeout, self._drain),
+        )
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True) and any(r.exitcode is None for r in self._ranks):
+            _log.warning(
+                "worker group %s was garbage-collected while running; use it as a context "
+                "manager or call terminate()",
+                self.run_id,
+            )
