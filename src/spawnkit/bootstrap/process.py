@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from spawnkit import _metadata, _reference
+from spawnkit._names import qualified_name
 from spawnkit.bootstrap import guard
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.bootstrap.stages import SHARED_STAGES, STAGE_ORDER, STAGES, Stage, StageListener
@@ -68,11 +69,6 @@ def current_report() -> BootstrapReport | None:
 def _set_current(spec: ProcessSpec | None, report: BootstrapReport | None) -> None:
     global _current_spec, _current_report
     _current_spec, _current_report = spec, report
-
-
-def _qualified(obj: object) -> str:
-    cls = type(obj)
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _picklable(exc: BaseException) -> bool:
@@ -248,7 +244,7 @@ class Bootstrapper:
         err.__dict__.update(exc.__dict__)  # the cause's fields (plugin, dist, explanation...)
         err.stage, err.rank, err.pid, err.host = stage.value, self.rank, self.pid, self.host
         err.traceback_text = tb
-        err.cause_type = _qualified(exc)
+        err.cause_type = qualified_name(exc)
         # The original, when it can travel to the parent (spawnkit's errors always can).
         carry = isinstance(exc, SpawnkitError) or _picklable(exc)
         err.cause = exc if carry else None
@@ -420,8 +416,8 @@ class Bootstrapper:
             obj = self._entry_from_payload
             if not callable(obj):
                 raise EntryResolutionError(
-                    f"the by-value entry holds a {_qualified(obj)}, which is not callable; pass "
-                    "a function or a callable object as the entry"
+                    f"the by-value entry holds a {qualified_name(obj)}, which is not callable; "
+                    "pass a function or a callable object as the entry"
                 )
             return obj  # type: ignore[no-any-return]
         return _resolve_reference(self.spec.entry)
@@ -607,7 +603,7 @@ def _resolve_reference(reference: str) -> Callable[..., Any]:
         raise EntryResolutionError(f"entry {reference!r}: {exc}.{hint}") from None
     if not callable(obj):
         raise EntryResolutionError(
-            f"entry {reference!r} resolves to a {_qualified(obj)}, which is not callable"
+            f"entry {reference!r} resolves to a {qualified_name(obj)}, which is not callable"
         )
     return obj  # type: ignore[no-any-return]
 

@@ -130,10 +130,6 @@ class WarmServer:
         self.stage_seconds: dict[str, float] = {}
         self.started_at = 0.0
 
-    @property
-    def prebootstrapped(self) -> bool:
-        return self.boot is not None
-
     # ------------------------------------------------------------ lifecycle
     def start(self, timeout: float = _START_TIMEOUT) -> None:
         util = _pkg(self.package, "util")
