@@ -8,8 +8,6 @@ on one worker under ``--dist loadgroup``).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import shutil
 import signal
@@ -23,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from _ray_support import file_lock
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildExitedError,
@@ -120,28 +119,10 @@ def _env(root: Path) -> dict[str, str]:
     return {"PYTHONPATH": str(root), "SKRAY_FROM_SPEC": "yes", "CUDA_VISIBLE_DEVICES": "3"}
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path, timeout: float) -> Iterator[None]:
-    fh = open(path, "a+")  # noqa: SIM115 - held for the whole block
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"another test worker held {path} for over {timeout:.0f}s")
-                time.sleep(0.2)
-        yield
-    finally:
-        fh.close()
-
-
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     lock = tmp_path_factory.getbasetemp().parent / "spawnkit-ray-cluster.lock"
-    with _file_lock(lock, LOCK_WAIT_S):
+    with file_lock(lock, LOCK_WAIT_S):
         # Short: Ray puts unix sockets under it, and their paths are length-limited.
         temp_dir = tempfile.mkdtemp(prefix="skray-", dir="/tmp" if os.path.isdir("/tmp") else None)
         saved = os.environ.pop("RAY_ADDRESS", None)

@@ -13,8 +13,6 @@ file and xdist group are shared with tests/test_ray.py: one cluster at a time.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib.util
 import os
 import shutil
@@ -26,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from _ray_support import file_lock
 from spawnkit.errors import BootstrapTimeoutError, ChildExitedError, NodeLostError
 from spawnkit.testing import write_distribution
 
@@ -91,24 +90,6 @@ class Nodes:
         return {n.node_id for n in self.workers}
 
 
-@contextlib.contextmanager
-def _file_lock(path: Path, timeout: float) -> Iterator[None]:
-    fh = open(path, "a+")  # noqa: SIM115 - held for the whole block
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    pytest.fail(f"another test worker held {path} for over {timeout:.0f}s")
-                time.sleep(0.2)
-        yield
-    finally:
-        fh.close()
-
-
 @pytest.fixture(scope="module")
 def ray_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
     from ray.cluster_utils import Cluster
@@ -116,7 +97,7 @@ def ray_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
     if importlib.util.find_spec("aiohttp") is None:
         pytest.skip('Ray\'s state API needs the dashboard: pip install "ray[default]"')
     lock = tmp_path_factory.getbasetemp().parent / "spawnkit-ray-cluster.lock"
-    with _file_lock(lock, LOCK_WAIT_S):
+    with file_lock(lock, LOCK_WAIT_S):
         # Short: Ray puts unix sockets under it.  RAY_TMPDIR also keeps the cluster's address
         # file out of the shared /tmp/ray, where another suite's ray.init("auto") would find it.
         temp_dir = tempfile.mkdtemp(prefix="skrn-", dir="/tmp" if os.path.isdir("/tmp") else None)
