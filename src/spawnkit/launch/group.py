@@ -221,6 +221,11 @@ class WorkerGroup:
             self._interrupting = True
         self.terminate()
 
+    def _adopt(self, rank: Rank) -> None:
+        """A rank ``spawn_with_plugins`` just started: supervised, and reported, from now on."""
+        self._ranks.append(rank)
+        self._relay.emit(rank.rank, proto.PRE_BOOTSTRAP, 0.0)
+
     # ------------------------------------------------------- event pumping
     def _pump(
         self,

@@ -39,7 +39,6 @@ from spawnkit.launch.group import (
     _live_groups,
 )
 from spawnkit.namespace import Namespace, get_namespace
-from spawnkit.protocol import messages as proto
 from spawnkit.protocol.popen import LaunchContext, get_launch_context
 from spawnkit.spec import NamespaceConfig, Payload, ProcessSpec
 from spawnkit.spec._control import LaunchControl
@@ -145,8 +144,7 @@ def _start_ranks(
         for rank in range(template.world_size):
             extra = dict(rank_extra(rank)) if rank_extra is not None else {}
             with _interrupt.children_start_deaf(deaf):
-                group._ranks.append(_start_rank(lctx, template, rank, extra))
-            group._relay.emit(rank, proto.PRE_BOOTSTRAP, 0.0)
+                group._adopt(_start_rank(lctx, template, rank, extra))
         # psutil is imported here, not at module level: a launching script that imports this
         # module is re-imported by every spawned worker, which should not pay for it.  Inside
         # the try: a Ctrl-C during that import must not leave the started workers running.
@@ -154,9 +152,7 @@ def _start_ranks(
 
         record_run(group.run_id, group.pids)
     except BaseException:
-        if isinstance(sys.exc_info()[1], KeyboardInterrupt):
-            group._interrupting = True
-        group.terminate()
+        group.__exit__(*sys.exc_info())  # as leaving its ``with``: Ctrl-C marks the teardown
         raise
 
 
