@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import logging
 import pickle
+import warnings
 from typing import TYPE_CHECKING
 
 import pytest
@@ -295,21 +296,108 @@ def test_non_descriptor_callable_in_class(mods: Modules, registry: type[HookRegi
     m = mods.load(
         "k",
         """
-        import functools
+        class _Adder:
+            def __init__(self, n):
+                self.n = n
 
-        def _add(a, b):
-            return a + b
+            def __call__(self, b):
+                return self.n + b
 
         class K:
-            add1 = functools.partial(_add, 1)
+            add1 = _Adder(1)
         """,
     )
     raw = vars(m.K)["add1"]
     registry.register(mods.name("k.K.add1"), lambda r, b: r * 2)
     registry.apply_hooks()
-    assert m.K().add1(2) == 6 and m.K.add1(2) == 6  # still unbound, like the partial
+    assert m.K().add1(2) == 6 and m.K.add1(2) == 6  # still unbound, like the callable
     registry.unapply()
     assert vars(m.K)["add1"] is raw
+
+
+# A partial stored in a class: no descriptor before 3.13, a __get__ that returns the partial
+# itself (with a FutureWarning) in 3.13, a method descriptor from 3.14.  The subclasses below
+# give each behaviour on any version, so both ways of wrapping are tested everywhere.
+PARTIALS = """
+import functools
+import types
+
+def _args(*args):
+    return args
+
+class BindingPartial(functools.partial):  # 3.14's partial: binds like a function
+    def __get__(self, obj, owner=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+class SelfPartial(functools.partial):  # 3.13's partial, minus the warning
+    def __get__(self, obj, owner=None):
+        return self
+
+class OddPartial(functools.partial):  # neither: an unknown descriptor
+    def __get__(self, obj, owner=None):
+        return lambda *a: ('odd', a)
+
+class K:
+    plain = functools.partial(_args, 'p')
+    binding = BindingPartial(_args, 'p')
+    itself = SelfPartial(_args, 'p')
+    odd = OddPartial(_args, 'p')
+"""
+
+
+def _tagged(result: object, *args: object) -> tuple[str, object]:
+    return ("hooked", result)
+
+
+def test_partial_in_class_is_hooked_the_way_it_binds_on_this_python(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("parts", PARTIALS)
+    k = m.K()
+    with warnings.catch_warnings():  # 3.13: "partial will be a method descriptor"
+        warnings.simplefilter("ignore", FutureWarning)
+        unhooked = (k.plain(2), m.K.plain(2))
+    raw = vars(m.K)["plain"]
+    registry.register(mods.name("parts.K.plain"), _tagged)
+    registry.apply_hooks()
+    assert (k.plain(2), m.K.plain(2)) == tuple(("hooked", r) for r in unhooked)
+    registry.unapply()
+    assert vars(m.K)["plain"] is raw
+
+
+def test_partial_that_binds_like_a_method_gets_the_instance(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("parts", PARTIALS)
+    k = m.K()
+    assert k.binding(2) == ("p", k, 2)  # the behaviour the hook must keep
+    raw = vars(m.K)["binding"]
+    registry.register(mods.name("parts.K.binding"), _tagged)
+    registry.apply_hooks()
+    assert k.binding(2) == ("hooked", ("p", k, 2))
+    assert m.K.binding(2) == ("hooked", ("p", 2))  # on the class: unbound, as unhooked
+    registry.unapply()
+    assert vars(m.K)["binding"] is raw and k.binding(2) == ("p", k, 2)
+
+
+def test_partial_whose_get_returns_itself_stays_unbound(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("parts", PARTIALS)
+    k = m.K()
+    registry.register(mods.name("parts.K.itself"), _tagged)
+    registry.apply_hooks()
+    assert k.itself(2) == ("hooked", ("p", 2)) and m.K.itself(2) == ("hooked", ("p", 2))
+
+
+def test_partial_with_an_unknown_get_is_refused(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("parts", PARTIALS)
+    registry.register(mods.name("parts.K.odd"), _tagged)
+    with pytest.raises(HookApplyError, match="OddPartial descriptor"):
+        registry.apply_hooks()
+    assert m.K().odd(2) == ("odd", (2,))
 
 
 def test_module_getattr_attribute_restored_by_deletion(

@@ -35,6 +35,7 @@ __all__ = [
     "ImportGuardError",
     "LauncherUnavailableError",
     "LazyProxyError",
+    "MissingExtraError",
     "NamespaceError",
     "NodeLostError",
     "PayloadError",
@@ -346,6 +347,21 @@ class ConfigError(SpawnkitError, ValueError):
 
 class LauncherUnavailableError(SpawnkitError, RuntimeError):
     """An external launcher (Ray, torchrun) is not installed, not started or cannot place ranks."""
+
+
+class MissingExtraError(SpawnkitError, ImportError):
+    """A feature needs a package of one of spawnkit's extras (``spawnkit[torch]``), not installed.
+
+    Also an ``ImportError``, because it is one: code that already falls back on
+    ``except ImportError`` keeps working.  ``extra`` is the extra to install,
+    ``module`` the missing top-level module, ``feature`` what needed it.
+    """
+
+    def __init__(self, message: str, *, extra: str = "", module: str = "", feature: str = ""):
+        super().__init__(message)
+        self.extra = extra
+        self.module = module
+        self.feature = feature
 
 
 class ForkServerError(BootstrapError):

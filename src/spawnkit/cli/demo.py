@@ -64,6 +64,10 @@ def hook_summary(results: list[dict[str, Any]]) -> list[tuple[int, str, int, str
 
 
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
+    from spawnkit._extras import require_torch
+
+    # Before anything is printed: without torch this is the command's one line (exit 1).
+    require_torch("spawnkit demo")
     from spawnkit.cli._group import (
         exit_status,
         render_failure,

@@ -9,7 +9,8 @@ launcher's typed ``ChildError``.  Each rank gets its own one-way pipe, the
 seed's ``pipe_writer``, through ``spawn_with_plugins(rank_extra=...)``: the
 worker's spec then has the seed's ``SchedulerProcessSpec`` shape (local_rank,
 rank, opaque ServerArgs bytes, pipe writer).  Importing this module imports
-neither torch nor the scheduler.
+neither torch nor the scheduler; constructing an ``Engine`` where torch is not
+installed is a ``MissingExtraError`` naming ``spawnkit[torch]``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from multiprocessing.connection import Connection, Pipe
 from multiprocessing.connection import wait as mp_wait
 from typing import Any
 
+from spawnkit._extras import require_torch
 from spawnkit.demo.entry import PIPE_WRITER_KEY
 from spawnkit.demo.namespace import demo_namespace
 from spawnkit.demo.server_args import ServerArgs
@@ -67,6 +69,8 @@ class Engine:
     ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        # The schedulers compute with torch: refuse here, once, not in every worker.
+        require_torch("spawnkit.demo.Engine")
         self.server_args = server_args if server_args is not None else ServerArgs()
         self.start_method = start_method
         self.timeout = timeout

@@ -10,6 +10,7 @@ gives the descriptor itself and also tells us where an inherited method lives
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import sys
@@ -338,6 +339,41 @@ _SLOT_TYPES: tuple[type, ...] = (
 )
 
 
+# The standard library's own ``partial.__get__`` (None before 3.13, which added one).
+_PARTIAL_GET = getattr(functools.partial, "__get__", None)
+
+
+def _partial_kind(raw: functools.partial[Any]) -> str | None:
+    """How a ``functools.partial`` stored in a class behaves when read through an instance.
+
+    Before 3.13 a partial is no descriptor: ``obj.attr(x)`` calls it unbound,
+    like a staticmethod (``CALLABLE``).  3.13 adds a ``__get__`` that still
+    returns the partial itself (warning that this will change); 3.14 makes it
+    a method descriptor, so ``obj.attr(x)`` passes ``obj`` first, like a
+    function (``METHOD``: the installed wrapper is a function that binds the
+    same way).  The stdlib's own ``__get__`` is known by version; a
+    subclass's own ``__get__`` is asked with a probe instance.  Anything else
+    it does (None) is an unknown descriptor and refused.
+    """
+    get = type(raw).__get__
+    if get is _PARTIAL_GET:
+        return METHOD if sys.version_info >= (3, 14) else CALLABLE
+    probe = _Probe()
+    try:
+        bound = get(raw, probe, _Probe)
+    except Exception:
+        return None
+    if bound is raw:
+        return CALLABLE
+    if isinstance(bound, types.MethodType) and bound.__func__ is raw and bound.__self__ is probe:
+        return METHOD
+    return None
+
+
+class _Probe:
+    """An instance nobody else holds, to see what a partial subclass's ``__get__`` returns."""
+
+
 def classify(res: Resolved, display: str) -> tuple[str, Any]:
     """The kind of target and the plain callable to build a chain around.
 
@@ -387,6 +423,10 @@ def classify(res: Resolved, display: str) -> tuple[str, Any]:
         )
     if callable(raw) and not hasattr(type(raw), "__get__"):
         return CALLABLE, raw
+    if isinstance(raw, functools.partial):
+        kind = _partial_kind(raw)
+        if kind is not None:
+            return kind, raw
     raise HookTargetError(
         f"hook target {display!r} is a {type(raw).__name__} descriptor{where}; only plain, "
         "class and static methods (sync or async) can be wrapped. REPLACE the class instead.",

@@ -28,8 +28,13 @@ import types
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-import torch
-from torch.nn.modules import module as _torch_module
+from spawnkit._extras import reraise_torch_import
+
+try:
+    import torch
+    from torch.nn.modules import module as _torch_module
+except ImportError as _exc:
+    reraise_torch_import(_exc, "spawnkit.platforms.CustomOp")
 
 from spawnkit._names import qualified_name
 from spawnkit.errors import CustomOpError

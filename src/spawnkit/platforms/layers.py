@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
+from spawnkit._extras import reraise_torch_import
+
+try:
+    import torch
+except ImportError as _exc:
+    reraise_torch_import(_exc, "spawnkit.platforms.RMSNorm")
 
 from spawnkit.platforms.custom_op import CustomOp
 
