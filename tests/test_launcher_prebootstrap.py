@@ -7,12 +7,15 @@ install``), threads and signals are real.
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import os
 import signal
 import sys
 import textwrap
 import time
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -117,39 +120,51 @@ def test_a_real_pip_install_between_launches_starts_a_new_server(
     probe = _probe(site)
     (before,) = _launch(site, f"{probe}:run")
     assert before["hooked"] == "orig+hooked"
-    project = tmp_path / "extra-plugin"
-    (project / "src").mkdir(parents=True)
     mod = f"{site.tag}_extra"
-    (project / "src" / f"{mod}.py").write_text(_EXTRA_PLUGIN.format(ns=site.tag, pkg=site.pkg))
-    (project / "pyproject.toml").write_text(
-        textwrap.dedent(
-            f"""\
-            [build-system]
-            requires = ["setuptools"]
-            build-backend = "setuptools.build_meta"
-
-            [project]
-            name = "{site.tag}-extra"
-            version = "1.0"
-
-            [project.entry-points."{site.ns.config.plugin_group}"]
-            extra = "{mod}:register"
-
-            [tool.setuptools]
-            package-dir = {{"" = "src"}}
-            py-modules = ["{mod}"]
-            """
-        )
+    # A built wheel, so pip needs no build backend: a 3.12+ venv has no setuptools.
+    wheel = _write_wheel(
+        tmp_path,
+        f"{site.tag}-extra",
+        "1.0",
+        modules={f"{mod}.py": _EXTRA_PLUGIN.format(ns=site.tag, pkg=site.pkg)},
+        entry_points=f"[{site.ns.config.plugin_group}]\nextra = {mod}:register\n",
     )
     pip_install(
-        sys.executable,
-        project,
-        args=("--no-build-isolation", "--no-deps", "--target", str(site.root), "--upgrade"),
+        sys.executable, wheel, args=("--no-deps", "--target", str(site.root), "--upgrade")
     )
     (after,) = _launch(site, f"{probe}:run")
     assert after["ppid"] != before["ppid"], "a server from before the install was reused"
     assert after["hooked"] == "orig+hooked+extra" or after["hooked"] == "orig+extra+hooked"
     assert {p["name"] for p in after["report"]["plugins"]} == {"faultplug", "extra"}
+
+
+def _write_wheel(
+    where: Path, name: str, version: str, *, modules: dict[str, str], entry_points: str
+) -> Path:
+    """A pure-Python wheel of ``modules`` (path -> source), as a build backend would write it."""
+    stem = f"{name.replace('-', '_')}-{version}"
+    info = f"{stem}.dist-info"
+    files = {
+        **modules,
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: spawnkit-tests\nRoot-Is-Purelib: true\n"
+            "Tag: py3-none-any\n"
+        ),
+        f"{info}/entry_points.txt": entry_points,
+    }
+    record = []
+    for path, text in files.items():
+        data = text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{path},sha256={digest},{len(data)}")
+    record.append(f"{info}/RECORD,,")
+    wheel = where / f"{stem}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+        zf.writestr(f"{info}/RECORD", "\n".join(record) + "\n")
+    return wheel
 
 
 def _add_plugin(site: Site, name: str, body: str) -> None:

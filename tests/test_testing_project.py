@@ -8,7 +8,11 @@ import sys
 import uuid
 
 import pytest
-import tomllib
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # the same parser, from PyPI (the dev extra installs it on 3.10)
+    import tomli as tomllib
 
 from spawnkit.testing import make_plugin_project, make_venv, pip_install
 

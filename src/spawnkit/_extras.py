@@ -15,7 +15,13 @@ from typing import NoReturn
 
 from spawnkit.errors import MissingExtraError
 
-__all__ = ["TORCH_EXTRA", "require_torch", "reraise_torch_import", "torch_installed", "torch_missing"]
+__all__ = [
+    "TORCH_EXTRA",
+    "require_torch",
+    "reraise_torch_import",
+    "torch_installed",
+    "torch_missing",
+]
 
 TORCH_EXTRA = "torch"
 

@@ -21,6 +21,7 @@ import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from spawnkit._compat import add_note
 from spawnkit.hooks.types import HookType, Registration
 
 __all__: list[str] = []
@@ -54,9 +55,6 @@ class _Note:
 
 def _annotate(exc: BaseException, key: str, text: object) -> None:
     """Add ``text`` as a note to ``exc`` unless this target already annotated it."""
-    add_note = getattr(exc, "add_note", None)
-    if add_note is None:  # Python 3.10: no notes; the traceback still shows the hook frame
-        return
     try:
         noted = getattr(exc, _NOTED_ATTR, None)
         if noted is None:
@@ -67,7 +65,7 @@ def _annotate(exc: BaseException, key: str, text: object) -> None:
         noted.add(key)
     except Exception:
         return
-    add_note(str(text))
+    add_note(exc, str(text))
 
 
 def _bad_before(result: object, label: object) -> TypeError:

@@ -355,7 +355,9 @@ def _partial_kind(raw: functools.partial[Any]) -> str | None:
     subclass's own ``__get__`` is asked with a probe instance.  Anything else
     it does (None) is an unknown descriptor and refused.
     """
-    get = type(raw).__get__
+    get = getattr(type(raw), "__get__", None)
+    if get is None:  # not reached from classify(), which checks this first
+        return CALLABLE
     if get is _PARTIAL_GET:
         return METHOD if sys.version_info >= (3, 14) else CALLABLE
     probe = _Probe()

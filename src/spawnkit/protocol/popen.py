@@ -381,6 +381,18 @@ def _check_choices(context: str, start_method: str, preload: tuple[str, ...]) ->
             "from a fresh interpreter, so there is nothing to preload into)",
             setting="preload",
         )
+    for name in preload:
+        if name in ("__main__", "__mp_main__"):
+            # Importing it in the server would run the script once, for every worker; the
+            # stdlib forkserver does so from 3.13.8 / 3.14.1, and never did before.
+            raise ConfigError(
+                f"preload={name!r}: the warm-start server never imports the launching script; "
+                "each worker imports it itself (as __mp_main__) after the server applied the "
+                "hooks, whatever this Python's own forkserver does with '__main__'. Remove "
+                f"{name!r} from preload= (--preload) and preload the modules the script "
+                "imports instead.",
+                setting="preload",
+            )
     if context == "multiprocess":
         try:
             importlib.import_module("multiprocess")

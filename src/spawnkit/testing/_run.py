@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from spawnkit._compat import add_note
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import BootstrapTimeoutError, ChildRaisedError, EntryResolutionError
 from spawnkit.namespace import get_namespace
@@ -190,12 +191,6 @@ def _wrap_by_value(entry: Callable[..., Any]) -> Callable[..., Any]:
     return entry_by_value
 
 
-def _add_note(exc: BaseException, note: str) -> None:
-    add_note = getattr(exc, "add_note", None)
-    if callable(add_note):  # Python 3.11+
-        add_note(note)
-
-
 def _reraise_child(err: ChildRaisedError) -> None:
     """Raise the child's own exception with its traceback attached, else ``err`` itself."""
     child = err.child_exception
@@ -207,7 +202,7 @@ def _reraise_child(err: ChildRaisedError) -> None:
     if child is None:
         raise err
     remote = ChildTraceback(err.traceback_text or str(err))
-    _add_note(
+    add_note(
         child, f"[spawnkit.testing.run_entry] {where}; its traceback is shown as the direct cause."
     )
     child.__traceback__ = None

@@ -1,0 +1,23 @@
+"""What differs between the Python versions spawnkit supports (3.10 and up), in one place."""
+
+from __future__ import annotations
+
+__all__ = ["add_note"]
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """``exc.add_note(note)``, also on 3.10, which lacks the method.
+
+    3.10 gets the same ``__notes__`` list 3.11 keeps, so code and tests that
+    read the notes (``spawnkit.testing``, a plugin author's ``except``) see them
+    on every version; only 3.10's own traceback printer does not show them.
+    """
+    method = getattr(exc, "add_note", None)
+    if method is not None:
+        method(note)
+        return
+    notes = getattr(exc, "__notes__", None)
+    if not isinstance(notes, list):
+        notes = []
+        exc.__notes__ = notes  # type: ignore[attr-defined,unused-ignore]
+    notes.append(note)
