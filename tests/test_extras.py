@@ -79,17 +79,18 @@ def test_a_broken_torch_keeps_its_own_error(tmp_path: Path) -> None:
     assert last.startswith("ModuleNotFoundError: No module named 'torch._C_missing_for_this_test'")
 
 
-def test_spawnkit_demo_without_torch_is_one_line_and_exit_1() -> None:
+@pytest.mark.parametrize("command", ["demo", "bench"])
+def test_demo_and_bench_without_torch_are_one_line_and_exit_1(command: str) -> None:
     proc = _python(
-        """
+        f"""
         from spawnkit.cli import main
-        sys.exit(main(["demo"]))
+        sys.exit(main([{command!r}]))
         """
     )
     assert proc.returncode == 1, proc.stderr
     assert proc.stdout == ""  # refused before anything was printed or started
     (line,) = proc.stderr.splitlines()
-    assert line.startswith("spawnkit demo: MissingExtraError: spawnkit demo needs torch")
+    assert line.startswith(f"spawnkit {command}: MissingExtraError: spawnkit {command} needs torch")
     assert 'pip install "spawnkit[torch]"' in line
 
 

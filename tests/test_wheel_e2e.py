@@ -2,8 +2,10 @@
 
 Nothing of the checkout is visible to the commands: the venv has no system
 site-packages and no dev extras (so no wrapt, rich or matplotlib), the
-working directory is outside the checkout, and PYTHONPATH is unset.  torch is
-installed first, pinned, from pip's cache.
+working directory is outside the checkout, and PYTHONPATH is unset.  For
+bench and torchrun torch is installed first, pinned, from pip's cache; the
+other venv gets the wheel alone, which brings no torch (the ``spawnkit[torch]``
+extra does).
 """
 
 from __future__ import annotations
@@ -61,15 +63,7 @@ def _clean_env(venv: Path, tmp: Path) -> dict[str, str]:
 
 
 def test_wheel_in_a_fresh_venv_runs_bench_and_torchrun(tmp_path: Path) -> None:
-    # Build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout.
-    src = tmp_path / "src-copy"
-    shutil.copytree(
-        ROOT,
-        src,
-        ignore=shutil.ignore_patterns(
-            ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
-        ),
-    )
+    src = _copy_checkout(tmp_path)
     dist = tmp_path / "dist"
     home = tmp_path / "home"
     home.mkdir()
@@ -83,7 +77,23 @@ def test_wheel_in_a_fresh_venv_runs_bench_and_torchrun(tmp_path: Path) -> None:
         shutil.rmtree(short_tmp, ignore_errors=True)
 
 
-def _bench_and_torchrun(src: Path, dist: Path, home: Path, venv: Path, env: dict[str, str]) -> None:
+def _copy_checkout(tmp_path: Path) -> Path:
+    """Build from a copy: an in-tree build would leave build/ and *.egg-info in the checkout."""
+    src = tmp_path / "src-copy"
+    shutil.copytree(
+        ROOT,
+        src,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
+        ),
+    )
+    return src
+
+
+def _install_wheel(
+    src: Path, dist: Path, home: Path, venv: Path, env: dict[str, str], *first: str
+) -> None:
+    """Build spawnkit's wheel and install it into a fresh ``venv``, after ``first`` (pins)."""
     _run(
         [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(src)],
         cwd=home,
@@ -93,8 +103,13 @@ def _bench_and_torchrun(src: Path, dist: Path, home: Path, venv: Path, env: dict
     (wheel,) = dist.glob("spawnkit-*.whl")
     _run([sys.executable, "-m", "venv", str(venv)], cwd=home, env=env, timeout=120)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
-    _run([*pip, TORCH_PIN], cwd=home, env=env, timeout=INSTALL_TIMEOUT_S)
+    if first:
+        _run([*pip, *first], cwd=home, env=env, timeout=INSTALL_TIMEOUT_S)
     _run([*pip, str(wheel)], cwd=home, env=env, timeout=INSTALL_TIMEOUT_S)
+
+
+def _bench_and_torchrun(src: Path, dist: Path, home: Path, venv: Path, env: dict[str, str]) -> None:
+    _install_wheel(src, dist, home, venv, env, TORCH_PIN)
 
     where = _run(
         [str(venv / "bin" / "python"), "-c", "import spawnkit; print(spawnkit.__file__)"],
@@ -126,3 +141,41 @@ def _bench_and_torchrun(src: Path, dist: Path, home: Path, venv: Path, env: dict
     assert "2 rank(s) finished under torchrun" in launch.stdout
     ranks = sorted(json.loads(p.read_text())["rank"] for p in out.glob("rank*.json"))
     assert ranks == [0, 1]
+
+
+def test_wheel_without_torch_launches_and_says_which_extra_the_demo_needs(tmp_path: Path) -> None:
+    """``pip install spawnkit`` alone: no torch or numpy; doctor and launch work, demo says why."""
+    src = _copy_checkout(tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    venv = tmp_path / "venv"
+    env = _clean_env(venv, tmp_path)
+    _install_wheel(src, tmp_path / "dist", home, venv, env)
+    python = str(venv / "bin" / "python")
+    probe = "import importlib.util as u; print(u.find_spec('torch'), u.find_spec('numpy'))"
+    found = _run(
+        [python, "-c", probe],
+        cwd=home,
+        env=env,
+        timeout=60,
+    )
+    assert found.stdout.split() == ["None", "None"]
+    spawnkit = str(venv / "bin" / "spawnkit")
+    doctor = _run([spawnkit, "doctor"], cwd=home, env=env, timeout=RUN_TIMEOUT_S)
+    assert "internal error" not in doctor.stderr
+
+    (home / "app.py").write_text(APP)
+    out = home / "out"
+    out.mkdir()
+    (home / "payload.json").write_text(json.dumps({"out": str(out)}))
+    args = ["app:main", "--nprocs", "2", "--payload-file", "payload.json", "--timeout", "300"]
+    _run([spawnkit, "launch", *args], cwd=home, env=env, timeout=RUN_TIMEOUT_S)
+    ranks = sorted(json.loads(p.read_text())["rank"] for p in out.glob("rank*.json"))
+    assert ranks == [0, 1]
+
+    demo = subprocess.run(
+        [spawnkit, "demo"], cwd=home, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert demo.returncode == 1 and demo.stdout == ""
+    (line,) = demo.stderr.splitlines()
+    assert 'pip install "spawnkit[torch]"' in line

@@ -90,6 +90,10 @@ def _write_json(target: str, data: Any) -> None:
 
 
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
+    from spawnkit._extras import require_torch
+
+    # Its workers and the guard's figure import torch: one line now, not a crash mid-table.
+    require_torch("spawnkit bench")
     from spawnkit.bench import load
     from spawnkit.bench._checks import marks_for
 
