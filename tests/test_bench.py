@@ -48,6 +48,7 @@ def test_check_verdicts_and_summary() -> None:
     assert lines[-1] == "1 of 2 targets missed: high is good"
 
 
+@pytest.mark.needs_torch
 def test_bench_prints_the_table_targets_and_json(tmp_path: Path) -> None:
     target = tmp_path / "bench.json"
     code, out, err = run_cli(

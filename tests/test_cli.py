@@ -231,6 +231,7 @@ def _registered(tmp_path: Path, installed) -> str:
     return ns
 
 
+@pytest.mark.needs_torch
 def test_doctor_demo_namespace_json() -> None:
     code, out, err = run_cli("doctor", "--namespace", "spawnkit.demo", "--json")
     assert code == 0, err

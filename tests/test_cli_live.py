@@ -192,6 +192,7 @@ def test_json_on_a_tty_draws_no_table(app: Path) -> None:
     assert json.loads(ANSI.sub("", screen).replace("\r\n", "\n"))["ok"] is True
 
 
+@pytest.mark.needs_torch
 def test_demo_shows_each_scheduler_rank(app: Path) -> None:
     proc = run_piped([SPAWNKIT, "demo", "--nprocs", "2", "--requests", "2"], app)
     assert proc.returncode == 0, proc.stdout

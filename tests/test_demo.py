@@ -56,6 +56,7 @@ def demo_platform():
     platforms.reset_for_tests()
 
 
+@pytest.mark.needs_torch
 def test_scheduler_batches_and_model_is_deterministic(demo_platform) -> None:
     import torch
 
@@ -85,6 +86,7 @@ def test_scheduler_batches_and_model_is_deterministic(demo_platform) -> None:
 SMALL = ServerArgs(num_requests=6, max_batch_size=2, num_layers=1, hidden_size=64)
 
 
+@pytest.mark.needs_torch
 def test_two_schedulers_run_with_the_demo_plugins(demo_platform) -> None:
     """spawnkit's own pyproject registers the demo plugins; both hooks run in every rank."""
     import torch
@@ -144,6 +146,7 @@ def broken_demo_plugin(tmp_path, monkeypatch):
     _metadata.clear_cache()
 
 
+@pytest.mark.needs_torch
 def test_a_failing_plugin_fails_the_demo_with_its_name(broken_demo_plugin, demo_platform) -> None:
     from spawnkit.demo.engine import Engine
     from spawnkit.errors import ChildError
@@ -156,6 +159,7 @@ def test_a_failing_plugin_fails_the_demo_with_its_name(broken_demo_plugin, demo_
     assert info.value.stage == "load_plugins"
 
 
+@pytest.mark.needs_torch
 def test_cli_demo_reports_failure_with_exit_status(broken_demo_plugin, demo_platform) -> None:
     import io
 
@@ -169,6 +173,7 @@ def test_cli_demo_reports_failure_with_exit_status(broken_demo_plugin, demo_plat
     assert "load_plugins" in first and "exploded while registering" in err.getvalue()
 
 
+@pytest.mark.needs_torch
 def test_cli_demo_json(tmp_path, demo_platform) -> None:
     import io
     import json

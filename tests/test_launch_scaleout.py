@@ -94,6 +94,7 @@ def test_launcher_options_that_do_not_fit_are_usage_errors(args: list[str], need
 
 
 # ------------------------------------------------------------------ torchrun
+@pytest.mark.needs_torch
 def test_launch_torchrun_runs_two_ranks_and_removes_spec_and_key(tmp_path: Path) -> None:
     site = write_app(tmp_path)
     payload, out = write_payload(tmp_path)
@@ -109,6 +110,7 @@ def test_launch_torchrun_runs_two_ranks_and_removes_spec_and_key(tmp_path: Path)
     assert list(Path(env["TMPDIR"]).glob("spawnkit-torchrun-*")) == []
 
 
+@pytest.mark.needs_torch
 def test_launch_torchrun_print_only_writes_private_files_and_a_working_command(
     tmp_path: Path,
 ) -> None:
@@ -138,6 +140,7 @@ def test_launch_torchrun_print_only_writes_private_files_and_a_working_command(
     assert json.loads((out / "rank1.json").read_text())["greet"] == "x (patched)"
 
 
+@pytest.mark.needs_torch
 def test_launch_torchrun_failing_rank_gives_its_traceback_and_status(tmp_path: Path) -> None:
     site = write_app(tmp_path)
     payload, _out = write_payload(tmp_path)
@@ -150,6 +153,7 @@ def test_launch_torchrun_failing_rank_gives_its_traceback_and_status(tmp_path: P
     assert list(Path(env["TMPDIR"]).glob("spawnkit-torchrun-*")) == []
 
 
+@pytest.mark.needs_torch
 def test_launch_torchrun_timeout_stops_every_rank(tmp_path: Path) -> None:
     site = write_app(tmp_path)
     payload, out = write_payload(tmp_path)

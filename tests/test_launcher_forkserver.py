@@ -92,8 +92,9 @@ def test_preload_that_fails_to_import_is_reported(site: Site) -> None:
     assert not [c for c in psutil.Process().children() if "_forkserver" in " ".join(c.cmdline())]
 
 
+@pytest.mark.needs_torch
 def test_preload_that_initializes_an_accelerator_is_refused(site: Site) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device: a real context must be created to be refused")
     (site.root / f"{site.tag}_cudainit.py").write_text("import torch\ntorch.cuda.init()\n")

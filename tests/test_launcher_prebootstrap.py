@@ -197,10 +197,11 @@ def test_a_plugin_that_leaves_a_thread_running_is_refused_with_its_name(site: Si
     assert gone(info.value.server_pid or 0)
 
 
+@pytest.mark.needs_torch
 def test_a_plugin_that_creates_an_accelerator_context_is_refused_with_its_name(
     site: Site,
 ) -> None:
-    torch = pytest.importorskip("torch")
+    import torch
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device: a real context must be created to be refused")
     _add_plugin(site, "cudaplug", "def register():\n    import torch\n    torch.cuda.init()\n")

@@ -91,6 +91,7 @@ def test_device_flavours() -> None:
     assert CudaPlatform().get_torch_distributed_backend_str() == "nccl"
 
 
+@pytest.mark.needs_torch
 def test_torch_build_read_without_importing_torch() -> None:
     out = _run(
         """

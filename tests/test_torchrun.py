@@ -154,6 +154,7 @@ def test_spec_for_rank_fills_ranks_and_filters_env(tmp_path: Path) -> None:
     assert spec.env == {"SKTR_FROM_SPEC": "yes"}
 
 
+@pytest.mark.needs_torch
 def test_error_file_is_what_torchelastic_parses(tmp_path: Path) -> None:
     """Parsed by torch's own ProcessFailure, the consumer torchrun's agent uses."""
     from torch.distributed.elastic.multiprocessing.errors import ProcessFailure
@@ -199,6 +200,7 @@ def _read_outputs(tmp_path: Path) -> list[dict[str, Any]]:
     return [json.loads((tmp_path / "out" / f"rank{r}.json").read_text()) for r in range(2)]
 
 
+@pytest.mark.needs_torch
 def test_torchrun_two_ranks_bootstrap_and_run(tmp_path: Path) -> None:
     root = tmp_path / "site"
     _write_app(root)
@@ -219,6 +221,7 @@ def test_torchrun_two_ranks_bootstrap_and_run(tmp_path: Path) -> None:
         assert out["key_visible"] is False
 
 
+@pytest.mark.needs_torch
 def test_torchrun_refuses_tampered_spec(tmp_path: Path) -> None:
     root = tmp_path / "site"
     _write_app(root)
@@ -235,6 +238,7 @@ def test_torchrun_refuses_tampered_spec(tmp_path: Path) -> None:
     assert not (tmp_path / "out" / "rank0.json").exists()
 
 
+@pytest.mark.needs_torch
 def test_torchrun_failing_plugin_reaches_agent_table(tmp_path: Path) -> None:
     root = tmp_path / "site"
     _write_app(root, broken=True)
@@ -306,6 +310,7 @@ def register():
 """
 
 
+@pytest.mark.needs_torch
 def test_torchrun_runs_the_demo_entry(tmp_path: Path) -> None:
     """The demo engine's real entry, two ranks, a plugin from a real distribution."""
     from spawnkit.demo import ServerArgs

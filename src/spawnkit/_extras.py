@@ -39,7 +39,7 @@ def torch_missing(feature: str) -> MissingExtraError:
     return MissingExtraError(
         f"{feature} needs torch, which is not installed for {sys.executable}: install the "
         f"extra with pip install \"spawnkit[{TORCH_EXTRA}]\" (pin torch first, e.g. "
-        "pip install torch==2.13.0, or pip pulls a CUDA build of several GB).",
+        "pip install torch==2.13.0, or pip pulls a CUDA build of several GB)",
         extra=TORCH_EXTRA,
         module="torch",
         feature=feature,

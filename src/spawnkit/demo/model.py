@@ -12,8 +12,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
-from torch import nn
+from spawnkit._extras import reraise_torch_import
+
+try:
+    import torch
+    from torch import nn
+except ImportError as _exc:
+    reraise_torch_import(_exc, "spawnkit.demo.model")
 
 from spawnkit.demo.namespace import demo_namespace
 from spawnkit.demo.server_args import ServerArgs

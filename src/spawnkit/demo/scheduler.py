@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
-import torch
+from spawnkit._extras import reraise_torch_import
+
+try:
+    import torch
+except ImportError as _exc:  # a worker of the demo namespace where torch is missing
+    reraise_torch_import(_exc, "spawnkit.demo.scheduler (the demo engine's workers)")
 
 from spawnkit.demo import trace
 from spawnkit.demo.model import build_model, request_input
