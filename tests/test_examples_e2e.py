@@ -61,6 +61,7 @@ def _run(python: Path, *args: str, env: dict[str, str], timeout: float = 180) ->
     return proc.stdout
 
 
+@pytest.mark.needs_torch  # the venv inherits this one's torch: the demo and my_device need it
 def test_walkthrough_in_a_fresh_venv(tmp_path: Path) -> None:
     python = _venv(tmp_path)
     env = {
