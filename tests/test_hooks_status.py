@@ -173,5 +173,5 @@ def test_report_format_shows_states() -> None:
         },
     )
     text = report.format()
-    assert "1 applied" in text and "1 skipped" in text
-    assert "vllm.g: AFTER p.h from plugin 'p': skipped (module 'vllm' is not installed)" in text
+    assert "1 applied" in text and "1 skipped" in text and "a.f: AFTER from plugin 'p'\n" in text
+    assert "vllm.g: AFTER from plugin 'p': skipped (module 'vllm' is not installed)" in text

@@ -105,13 +105,7 @@ class BootstrapReport:
             lines.append(f"    skipped {plug['name']}: {plug.get('reason', '')}")
         lines.append(self._hooks_line())
         for target, hooks in self.hooks.items():
-            for h in hooks:
-                state = h.get("state", "applied")
-                why = f" ({h['reason']})" if h.get("reason") else ""
-                lines.append(
-                    f"    {target}: {h.get('type')} {h.get('hook')} from {h.get('source')}: "
-                    f"{state}{why}"
-                )
+            lines.append(f"    {target}: " + "; ".join(_hook_text(h) for h in hooks))
         if self.guard:
             lines.append(
                 f"  import guard: policy {self.guard.get('policy')}, "
@@ -140,3 +134,12 @@ class BootstrapReport:
                 f"(bootstrapped at {when}): {timing}"
             )
         return "\n".join(lines)
+
+
+def _hook_text(hook: dict[str, str]) -> str:
+    """``AFTER from plugin 'p'``, with its state and reason unless simply applied."""
+    text = f"{hook.get('type')} from {hook.get('source')}"
+    state, reason = hook.get("state", "applied"), hook.get("reason", "")
+    if state != "applied" or reason:
+        text += f": {state}" + (f" ({reason})" if reason else "")
+    return text
