@@ -127,3 +127,17 @@ def test_keywords_work_on_plugin_hook_and_namespace_facades(
         ns.hooks.apply_hooks()
         states = [r.state for r in ns.hooks.status()]
         assert states == ["skipped", "skipped", "pending"]
+
+
+def test_optional_on_import_target_of_a_missing_package_is_skipped_at_once(
+    registry: type[HookRegistry],
+) -> None:
+    registry.register(
+        "vllm_not_installed_xyz._custom_ops.f", _plus_one, optional=True, on_import=True
+    )
+    registry.apply_hooks()
+    (row,) = registry.status()
+    assert (row.state, row.reason) == (
+        "skipped",
+        "module 'vllm_not_installed_xyz' is not installed",
+    )

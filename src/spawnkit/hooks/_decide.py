@@ -10,6 +10,8 @@ what ``HookRegistry.status()`` reads.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from collections.abc import Callable
 
 from spawnkit.errors import HookRegistrationError
@@ -61,9 +63,23 @@ def defer(st: State, key: str, strict: bool, callback: Callable[[str], None]) ->
     path = st.paths[key]
     if _resolve.imported(path):
         return False
+    top = path.parts[0]
+    if all(r.optional for r in regs) and top not in sys.modules and _not_installed(top):
+        # Waiting for a package that is not there would leave it pending forever.
+        for reg in regs:
+            st.dropped[reg.seq] = ("skipped", f"module {top!r} is not installed")
+        return True
     if key not in st.waiting:
         st.waiting[key] = (strict, _on_import.watch(_resolve.watch_names(path), callback))
     return True
+
+
+def _not_installed(top: str) -> bool:
+    """Whether no finder knows the top-level package ``top`` (imports nothing)."""
+    try:
+        return importlib.util.find_spec(top) is None
+    except (ImportError, ValueError):
+        return True
 
 
 def provide(st: State, journal: Journal) -> tuple[list[str], dict[str, Exception]]:
