@@ -168,13 +168,13 @@ class ApplyCall:
             st.applied, st.stale, st.provided, st.dropped = snapshot
             for key in deferred:
                 st.stop_waiting(key)
-            raise self._error(problems) from self.first_error
+            raise _error(self, problems) from self.first_error
         for key in self.patched_keys:
             st.failed.pop(key, None)
             if self.trigger is not None:
                 st.on_import_of[key] = self.trigger
         if self.failures:
-            self._log_failures()
+            _log_failures(self)
         for message in self.messages:
             logger.warning("%s", message)
         for name in self.patched:
@@ -370,47 +370,6 @@ class ApplyCall:
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
 
-    def _log_failures(self) -> None:
-        for key, (sources, text) in self.failures.items():
-            when = f" on the first import of {self.trigger!r}" if self.trigger else ""
-            logger.error(
-                "hook target %r was not patched%s (hooks from %s): %s; the other targets "
-                "were applied (strict=False)",
-                self.st.display.get(key, key),
-                when,
-                ", ".join(sources),
-                text,
-                # on import the failure interrupts someone else's import: show where
-                exc_info=self.errors.get(key) if self.trigger else None,
-            )
-
-    def _error(self, problems: list[str]) -> HookApplyError:
-        display = self.st.display
-        if self.trigger is None:
-            lines = [
-                f"apply_hooks() failed on {len(self.failures)} target(s); every change this "
-                "call made was rolled back, so no target is half-patched:"
-            ]
-        else:
-            lines = [
-                f"applying on_import hooks when module {self.trigger!r} was first imported "
-                f"failed on {len(self.failures)} target(s), so that import raises; every change "
-                "those hooks made was rolled back:"
-            ]
-        for key, (sources, text) in self.failures.items():
-            who = f"hooks from {', '.join(sources)}"
-            if self.trigger is not None:
-                who = "; ".join(r.describe() for r in self.st.live(key)) or who
-            lines.append(f"  - {display.get(key, key)!r} ({who}): {text}")
-        lines.append(
-            "Fix or uninstall the plugins named above, or call apply_hooks(strict=False) to "
-            "apply the other targets and log these."
-        )
-        if problems:
-            lines.append("Rollback itself failed for: " + "; ".join(problems))
-        shown = {display.get(k, k): v for k, v in self.failures.items()}
-        return HookApplyError("\n".join(lines), failures=shown)
-
 
 def _as_attribute(kind: str, installed: Any) -> Any:
     """The raw class attribute that makes ``installed`` behave as a ``kind`` there."""
@@ -419,3 +378,48 @@ def _as_attribute(kind: str, installed: Any) -> Any:
     if kind in (_resolve.STATICMETHOD, _resolve.CALLABLE):
         return staticmethod(installed)
     return installed
+
+
+def _log_failures(self: ApplyCall) -> None:
+    """One ERROR per target a lenient call could not patch (with traceback on import)."""
+    for key, (sources, text) in self.failures.items():
+        when = f" on the first import of {self.trigger!r}" if self.trigger else ""
+        logger.error(
+            "hook target %r was not patched%s (hooks from %s): %s; the other targets "
+            "were applied (strict=False)",
+            self.st.display.get(key, key),
+            when,
+            ", ".join(sources),
+            text,
+            # on import the failure interrupts someone else's import: show where
+            exc_info=self.errors.get(key) if self.trigger else None,
+        )
+
+
+def _error(self: ApplyCall, problems: list[str]) -> HookApplyError:
+    """The one error of a strict call: every failing target, its hooks' sources and why."""
+    display = self.st.display
+    if self.trigger is None:
+        lines = [
+            f"apply_hooks() failed on {len(self.failures)} target(s); every change this "
+            "call made was rolled back, so no target is half-patched:"
+        ]
+    else:
+        lines = [
+            f"applying on_import hooks when module {self.trigger!r} was first imported "
+            f"failed on {len(self.failures)} target(s), so that import raises; every change "
+            "those hooks made was rolled back:"
+        ]
+    for key, (sources, text) in self.failures.items():
+        who = f"hooks from {', '.join(sources)}"
+        if self.trigger is not None:
+            who = "; ".join(r.describe() for r in self.st.live(key)) or who
+        lines.append(f"  - {display.get(key, key)!r} ({who}): {text}")
+    lines.append(
+        "Fix or uninstall the plugins named above, or call apply_hooks(strict=False) to "
+        "apply the other targets and log these."
+    )
+    if problems:
+        lines.append("Rollback itself failed for: " + "; ".join(problems))
+    shown = {display.get(k, k): v for k, v in self.failures.items()}
+    return HookApplyError("\n".join(lines), failures=shown)

@@ -59,6 +59,24 @@ class Provided:
             change.undo()
 
 
+def check(name: str, module: object, factory: object, what: str) -> None:
+    """Validate a ``provide_module()`` call at registration (imports nothing)."""
+    parts = name.split(".") if isinstance(name, str) else [""]
+    if not all(p.isidentifier() for p in parts):
+        raise HookRegistrationError(
+            f"{what}: {name!r} is not a dotted module name such as 'aiter.ops.triton'"
+        )
+    if module is not None and factory is not None:
+        raise HookRegistrationError(f"{what}: pass module= or factory=, not both")
+    if module is not None and not isinstance(module, types.ModuleType):
+        raise HookRegistrationError(
+            f"{what}: module must be a module object (types.ModuleType), got "
+            f"{type(module).__name__}; pass factory= to build one at apply time"
+        )
+    if factory is not None and not callable(factory):
+        raise HookRegistrationError(f"{what}: factory must be callable, got {factory!r}")
+
+
 def _absent(name: str) -> bool:
     """Whether ``name`` cannot be imported; imports its parent packages to find out.
 

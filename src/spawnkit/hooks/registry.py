@@ -23,7 +23,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookError, HookRegistrationError
-from spawnkit.hooks import _apply, _decide, _resolve, _state
+from spawnkit.hooks import _apply, _decide, _provide, _resolve, _state
 from spawnkit.hooks._chain import is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import ABSENT, Journal
@@ -62,7 +62,36 @@ def _coerce_type(hook_type: object) -> HookType:
     )
 
 
-def _cannot(hook: Any, src: HookSource, target: str) -> str:
+def _checked(
+    target: str, hook: Any, hook_type: object, src: object, condition: object
+) -> tuple[_resolve.TargetPath, HookType]:
+    """Validate one ``register()`` call (nothing imported); errors name hook, source, target."""
+    if not isinstance(src, HookSource):
+        raise HookRegistrationError(
+            f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
+            f"be a HookSource, got {src!r}"
+        )
+    try:
+        path = _resolve.parse_target(target)
+        htype = _coerce_type(hook_type)
+    except HookError as exc:
+        raise type(exc)(f"{exc} (hook {describe_hook(hook)} from {src})") from None
+    if isinstance(hook, str):
+        try:
+            _resolve.check_hook_spec(hook)
+        except HookRegistrationError as exc:
+            raise HookRegistrationError(f"{_cannot(hook, src, target)}: {exc}") from None
+    elif not callable(hook) or (isinstance(hook, type) and htype is not HookType.REPLACE):
+        _apply.check_hook_object(hook, htype, _cannot(hook, src, target))
+    if condition is not None and not callable(condition):
+        raise HookRegistrationError(
+            f"{_cannot(hook, src, target)}: condition must be a callable taking no "
+            f"arguments, got {type(condition).__name__} {condition!r}"
+        )
+    return path, htype
+
+
+def _cannot(hook: Any, src: object, target: str) -> str:
     return f"cannot register hook {describe_hook(hook)} from {src} on target {target!r}"
 
 
@@ -127,28 +156,7 @@ class HookRegistry:
         """
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         late = self._late(f"hook {describe_hook(hook)} from {src} on target {target!r}")
-        if not isinstance(src, HookSource):
-            raise HookRegistrationError(
-                f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
-                f"be a HookSource, got {src!r}"
-            )
-        try:
-            path = _resolve.parse_target(target)
-            htype = _coerce_type(hook_type)
-        except HookError as exc:
-            raise type(exc)(f"{exc} (hook {describe_hook(hook)} from {src})") from None
-        if isinstance(hook, str):
-            try:
-                _resolve.check_hook_spec(hook)
-            except HookRegistrationError as exc:
-                raise HookRegistrationError(f"{_cannot(hook, src, target)}: {exc}") from None
-        elif not callable(hook) or (isinstance(hook, type) and htype is not HookType.REPLACE):
-            _apply.check_hook_object(hook, htype, _cannot(hook, src, target))
-        if condition is not None and not callable(condition):
-            raise HookRegistrationError(
-                f"{_cannot(hook, src, target)}: condition must be a callable taking no "
-                f"arguments, got {type(condition).__name__} {condition!r}"
-            )
+        path, htype = _checked(target, hook, hook_type, src, condition)
         with self._lock:
             st = self._state
             regs = st.regs.setdefault(path.key, [])
@@ -249,21 +257,7 @@ class HookRegistry:
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         what = f"provide_module({name!r}) from {src}"
         late = self._late(what)
-        try:
-            _resolve.parse_target(f"{name}._")
-        except HookError:
-            raise HookRegistrationError(
-                f"{what}: {name!r} is not a dotted module name such as 'aiter.ops.triton'"
-            ) from None
-        if module is not None and factory is not None:
-            raise HookRegistrationError(f"{what}: pass module= or factory=, not both")
-        if module is not None and not isinstance(module, types.ModuleType):
-            raise HookRegistrationError(
-                f"{what}: module must be a module object (types.ModuleType), got "
-                f"{type(module).__name__}; pass factory= to build one at apply time"
-            )
-        if factory is not None and not callable(factory):
-            raise HookRegistrationError(f"{what}: factory must be callable, got {factory!r}")
+        _provide.check(name, module, factory, what)
         with self._lock:
             st = self._state
             prev = st.provides.get(name)
