@@ -133,3 +133,15 @@ def test_an_eager_hook_on_the_same_target_imports_it(
     registry.apply_hooks()
     assert sys.modules[mods.name("heavy")].f(1) == 20
     assert {r.state for r in registry.status()} == {"applied"}
+
+
+def test_discarding_the_plugin_of_a_pending_hook_stops_watching(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("heavy", "def f(x):\n    return x\n")
+    registry.register(mods.name("heavy.f"), _plus_one, on_import=True, source=SRC)
+    registry.apply_hooks()
+    assert _on_import.installed()
+    assert registry.discard_source(SRC) == 1
+    assert not _on_import.installed()
+    assert mods.load("heavy").f(1) == 1

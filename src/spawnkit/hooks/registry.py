@@ -286,6 +286,8 @@ class HookRegistry:
                 kept = [r for r in st.regs[key] if r.source != source]
                 dropped += len(st.regs[key]) - len(kept)
                 st.regs[key] = kept
+                if not kept:
+                    st.stop_waiting(key)  # nothing left to apply on its import
             for name in [n for n, p in st.provides.items() if p.source == source]:
                 if name not in st.provided:
                     del st.provides[name]
