@@ -145,3 +145,17 @@ def test_discarding_the_plugin_of_a_pending_hook_stops_watching(
     assert registry.discard_source(SRC) == 1
     assert not _on_import.installed()
     assert mods.load("heavy").f(1) == 1
+
+
+def test_module_imported_behind_the_finders_back_is_applied_by_the_next_call(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("heavy", "def f(x):\n    return x\n")
+    registry.register(mods.name("heavy.f"), _plus_one, on_import=True)
+    registry.apply_hooks()
+    with registry.isolated():  # the outer state's watcher finds nothing to do meanwhile
+        heavy = mods.load("heavy")
+    assert heavy.f(1) == 1 and registry.status()[0].state == "pending"
+    registry.apply_hooks()
+    assert heavy.f(1) == 2 and registry.status()[0].state == "applied"
+    assert not _on_import.installed()

@@ -169,6 +169,8 @@ class ApplyCall:
             for key in deferred:
                 st.stop_waiting(key)
             raise _error(self, problems) from self.first_error
+        for key in pending:
+            st.stop_waiting(key)  # its module got imported unseen (or it was decided here)
         for key in self.patched_keys:
             st.failed.pop(key, None)
             if self.trigger is not None:
