@@ -89,6 +89,8 @@ def test_report_reaches_the_entry_with_plugins_hooks_platform_and_timings(world:
             "type": "AROUND",
             "hook": f"{world.plugins['p1']}:around",
             "source": "plugin 'p1' (p-one 1.2)",
+            "state": "applied",
+            "reason": "",
         }
     ]
     assert report.guard["policy"] == "error" and report.guard["armed"] is True

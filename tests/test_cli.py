@@ -365,3 +365,39 @@ def test_launch_exit_status_and_root_cause(entry_module: str, function: str, sta
         assert "Child traceback" in err  # the child's traceback reaches the user
     else:
         assert "sys.exit(3)" in first
+
+
+def test_doctor_shows_each_hooks_state_and_reason(tmp_path: Path, installed) -> None:
+    ns = _registered(tmp_path, installed)
+    source = (
+        "from spawnkit.namespace import get_namespace\n"
+        "def after(result, *a, **k):\n    return result\n"
+        "def is_hip():\n    return False\n"
+        "def register():\n"
+        f"    reg = get_namespace({ns!r}).hooks\n"
+        "    reg.register('json.dumps', after)\n"
+        "    reg.register('vllm_absent_xyz.layers.f', after, optional=True)\n"
+        "    reg.register('json.loads', after, condition=is_hip)\n"
+        "    reg.register('csv.reader', after, on_import=True)\n"
+        "    reg.provide_module('aiter_absent_xyz.ops')\n"
+    )
+    installed(
+        "stateful-plugin",
+        entry_points={f"{ns}.plugins": {"st": f"{ns}_st:register"}},
+        modules={f"{ns}_st": source},
+    )
+    code, out, err = run_cli("doctor", "--namespace", ns, "--json")
+    assert code == 0, out + err
+    rows = json.loads(out)["dry_run"]["result"]["registrations"]
+    states = {r["target"]: (r["state"], r["reason"]) for r in rows}
+    assert states["json.dumps"] == ("applied", "")
+    assert states["vllm_absent_xyz.layers.f"] == (
+        "skipped",
+        "module 'vllm_absent_xyz' is not installed",
+    )
+    assert states["json.loads"] == ("skipped", f"condition {ns}_st:is_hip is false")
+    assert states["csv.reader"][0] == "pending"
+    assert states["aiter_absent_xyz.ops"][0] == "provided"
+    code, out, err = run_cli("doctor", "--namespace", ns)
+    assert code == 0, out + err
+    assert "state" in out and "module 'vllm_absent_xyz' is not installed" in out

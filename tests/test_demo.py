@@ -123,6 +123,8 @@ def test_two_schedulers_run_with_the_demo_plugins(demo_platform) -> None:
         }
         assert {p["name"] for p in report.plugins} >= {"batch_timer", "init_banner"}
         assert report.namespace == "spawnkit.demo"
+        assert {h["state"] for hs in report.hooks.values() for h in hs} == {"applied"}
+        assert "hooks: 2 target(s) (2 applied)" in report.format()
 
 
 @pytest.fixture

@@ -160,11 +160,30 @@ class Namespace:
     def apply_plugin_hooks(self, **kwargs: Any) -> Any:
         return self.plugins.apply(**kwargs)
 
-    def plugin_hook(self, target: str, type: HookType | None = None) -> Callable[[_H], _H]:
-        """Decorator registering on this namespace's registry (the seed's ``plugin_hook``)."""
+    def plugin_hook(
+        self,
+        target: str,
+        type: HookType | None = None,
+        *,
+        on_import: bool = False,
+        optional: bool = False,
+        condition: Callable[[], object] | None = None,
+    ) -> Callable[[_H], _H]:
+        """Decorator registering on this namespace's registry (the seed's ``plugin_hook``).
+
+        The keywords are :meth:`HookRegistry.register`'s: ``on_import`` waits for
+        the target's first import, ``optional`` skips a missing target,
+        ``condition`` decides at apply time.
+        """
         from spawnkit.hooks.types import HookType
 
-        return self.hooks.plugin_hook(target, type=type if type is not None else HookType.AFTER)
+        return self.hooks.plugin_hook(
+            target,
+            type=type if type is not None else HookType.AFTER,
+            on_import=on_import,
+            optional=optional,
+            condition=condition,
+        )
 
     # ----------------------------------------- seed-compatible module names
     _hook_class: type[_Registry] | None = None

@@ -368,7 +368,7 @@ class Bootstrapper:
         # imported by a target from the patching itself.  A module that fails here is left to
         # ``apply`` below, which imports it again and reports it with its target and plugin.
         started = time.perf_counter()
-        for module in self.namespace.hooks.target_modules():
+        for module in self.namespace.hooks.target_modules(eager=True):
             if module not in sys.modules:
                 try:
                     importlib.import_module(module)
@@ -495,6 +495,8 @@ def _build_report(boot: Bootstrapper) -> BootstrapReport:
             k: (dict(v) if isinstance(v, dict) else [dict(x) for x in v])
             for k, v in boot.inherited["shared"].items()
         }
+        # on_import hooks may have been applied since the server's report (or be late ones)
+        shared["hooks"] = _hooks_info(boot.namespace)
     else:
         shared = _shared_report_parts(boot.namespace, spec)
     report = BootstrapReport(
@@ -550,12 +552,10 @@ def _platform_info(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
 
 
 def _hooks_info(namespace: Namespace) -> dict[str, list[dict[str, str]]]:
+    """Every registration by target, with its state and reason (not only the applied ones)."""
     hooks: dict[str, list[dict[str, str]]] = {}
-    for applied in namespace.hooks.applied_targets():
-        hooks[applied.target] = [
-            {"type": reg.hook_type.name, "hook": reg.hook_name, "source": str(reg.source)}
-            for reg in applied.hooks
-        ]
+    for row in namespace.hooks.status():
+        hooks.setdefault(row.target, []).append(row.to_dict())
     return hooks
 
 

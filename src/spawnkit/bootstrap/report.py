@@ -22,7 +22,9 @@ class BootstrapReport:
     where known, ``qualname``, ``dist`` and ``version``.  Each entry of
     ``plugins`` has ``name``, ``value``, ``dist``, ``version``, ``seconds`` and
     ``imported`` (modules its code imported while loading).  ``hooks`` maps a
-    target to its hooks as ``{"type", "hook", "source"}`` dicts.  ``guard`` has
+    target to its hooks as ``{"type", "hook", "source", "state", "reason"}``
+    dicts: every registration, applied or not (``state`` is ``applied``,
+    ``pending``, ``skipped``, ``failed`` or ``provided``; ``reason`` says why).  ``guard`` has
     ``policy``, ``armed``, ``violations`` and ``plugin_imports``.  ``node`` is
     the cluster node the rank ran on, where a launcher knows one (Ray's node
     id); on one machine several nodes share ``host``, so only the node tells
@@ -69,6 +71,15 @@ class BootstrapReport:
             return ""
         return " (" + ", ".join(f"{k} {v * 1e3:.2f} ms" for k, v in parts.items()) + ")"
 
+    def _hooks_line(self) -> str:
+        counts: dict[str, int] = {}
+        for hooks in self.hooks.values():
+            for h in hooks:
+                state = h.get("state", "applied")
+                counts[state] = counts.get(state, 0) + 1
+        states = ", ".join(f"{n} {state}" for state, n in counts.items())
+        return f"  hooks: {len(self.hooks)} target(s)" + (f" ({states})" if states else "")
+
     def format(self) -> str:
         """A human summary, for logs and ``spawnkit doctor``."""
         lines = [
@@ -92,10 +103,9 @@ class BootstrapReport:
             lines.append(f"    FAILED (lenient) {plug['name']}: {plug.get('error', '')}")
         for plug in self.skipped_plugins:
             lines.append(f"    skipped {plug['name']}: {plug.get('reason', '')}")
-        lines.append(f"  hooks applied: {len(self.hooks)} target(s)")
+        lines.append(self._hooks_line())
         for target, hooks in self.hooks.items():
-            desc = "; ".join(f"{h.get('type')} from {h.get('source')}" for h in hooks)
-            lines.append(f"    {target}: {desc}")
+            lines.append(f"    {target}: " + "; ".join(_hook_text(h) for h in hooks))
         if self.guard:
             lines.append(
                 f"  import guard: policy {self.guard.get('policy')}, "
@@ -124,3 +134,12 @@ class BootstrapReport:
                 f"(bootstrapped at {when}): {timing}"
             )
         return "\n".join(lines)
+
+
+def _hook_text(hook: dict[str, str]) -> str:
+    """``AFTER from plugin 'p'``, with its state and reason unless simply applied."""
+    text = f"{hook.get('type')} from {hook.get('source')}"
+    state, reason = hook.get("state", "applied"), hook.get("reason", "")
+    if state != "applied" or reason:
+        text += f": {state}" + (f" ({reason})" if reason else "")
+    return text

@@ -23,9 +23,15 @@ def _hook_name(hook: Any) -> str:
 
 
 def registration_rows(registry: Any) -> list[dict[str, Any]]:
-    """Every registration of ``registry`` as plain dicts (target, type, hook, source, seq)."""
+    """Every registration of ``registry`` as plain dicts.
+
+    Keys: target, type, hook, source, seq, and the ``state`` and ``reason``
+    of ``registry.status()``; a provided module is a row of type ``PROVIDE``.
+    """
     rows: list[dict[str, Any]] = []
-    for reg in registry.registrations():
+    status = registry.status()
+    hooks = [s for s in status if s.hook_type != "PROVIDE"]  # registrations' order: seq
+    for reg, st in zip(registry.registrations(), hooks, strict=True):
         hook_type = getattr(reg.hook_type, "name", str(reg.hook_type))
         rows.append(
             {
@@ -34,8 +40,14 @@ def registration_rows(registry: Any) -> list[dict[str, Any]]:
                 "hook": _hook_name(reg.hook),
                 "source": str(reg.source),
                 "seq": int(getattr(reg, "seq", 0)),
+                "state": st.state,
+                "reason": st.reason,
             }
         )
+    for st in status:
+        if st.hook_type == "PROVIDE":
+            row = {"target": st.target, "type": "PROVIDE", "hook": st.hook, "seq": 0}
+            rows.append(row | {"source": str(st.source), "state": st.state, "reason": st.reason})
     rows.sort(key=lambda r: (r["target"], r["seq"]))
     return rows
 

@@ -232,8 +232,18 @@ def _render_dry_run(dry: dict[str, Any], out: Output) -> None:
     regs = result.get("registrations") or []
     if regs:
         out.table(
-            ["target", "type", "hook", "source"],
-            [(r["target"], r["type"], r["hook"], r["source"]) for r in regs],
+            ["target", "type", "hook", "source", "state", "reason"],
+            [
+                (
+                    r["target"],
+                    r["type"],
+                    r["hook"],
+                    r["source"],
+                    r.get("state", ""),
+                    r.get("reason", ""),
+                )
+                for r in regs
+            ],
             title="hook registrations",
         )
     elif not dry.get("error"):

@@ -11,63 +11,21 @@ strict failure rolls the whole call back and leaves no target half-patched.
 
 from __future__ import annotations
 
-import types
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 from spawnkit._log import LazyLogger
 from spawnkit.errors import HookApplyError, HookRegistrationError
-from spawnkit.hooks import _resolve
+from spawnkit.hooks import _decide, _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of
 from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
+from spawnkit.hooks._state import Record, State
 from spawnkit.hooks.types import HookType, Registration, describe_hook
 
 __all__: list[str] = []
 
 logger = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
-
-
-@dataclass
-class Record:
-    """The ledger entry of one patched target: what was there, what is there now."""
-
-    key: str
-    display: str
-    res: _resolve.Resolved
-    kind: str
-    before: Any  # raw value in the owner's __dict__ before we patched (ABSENT: none)
-    original: Any  # the object other modules may hold (propagation source)
-    installed_raw: Any  # what is in the owner's __dict__ now
-    installed: Any  # the callable (or class) that replaced ``original``
-    regs: tuple[Registration, ...]
-    hooks: tuple[Any, ...]
-    hook_modules: frozenset[str]
-    # (module, container, key, label): a module's globals and the name, or a module-level
-    # dict/list and the key/index ("TABLE['tok']")
-    bindings: list[tuple[str, Any, Any, str]] = field(default_factory=list)
-
-    @property
-    def seqs(self) -> tuple[int, ...]:
-        return tuple(r.seq for r in self.regs)
-
-    @property
-    def propagates(self) -> bool:
-        return isinstance(self.res.owner, types.ModuleType)
-
-
-class State:
-    """Everything a registry knows; swapped wholesale by ``HookRegistry.isolated()``."""
-
-    def __init__(self) -> None:
-        self.regs: dict[str, list[Registration]] = {}
-        self.paths: dict[str, _resolve.TargetPath] = {}
-        self.display: dict[str, str] = {}
-        self.applied: dict[str, Record] = {}
-        self.hook_objects: dict[int, Any] = {}  # seq -> imported "module:qualname" hook
-        self.seq = 0
-        # references to originals the sweep found and could not rebind, by (module, label)
-        self.stale: dict[tuple[str, str], StaleHolder] = {}
 
 
 def check_hook_object(hook: Any, hook_type: HookType, what: str) -> None:
@@ -119,9 +77,17 @@ def holder_dicts(st: State, holders: list[StaleHolder]) -> list[dict[str, str]]:
 class ApplyCall:
     """One ``apply_hooks()`` call over a registry's state (see the module docstring)."""
 
-    def __init__(self, st: State, clean_modules: frozenset[str]) -> None:
+    def __init__(
+        self,
+        st: State,
+        clean_modules: frozenset[str],
+        on_import: Callable[[str], None],
+        trigger: str | None = None,
+    ) -> None:
         self.st = st
         self.clean_modules = clean_modules
+        self.on_import = on_import  # what a deferred target's module import calls
+        self.trigger = trigger  # the module whose first import runs this call, if any
         self.journal = Journal()
         # One resolver for the call: each target module is imported once, and the targets
         # of a module (sorted together below) are resolved from it.
@@ -129,23 +95,58 @@ class ApplyCall:
         self.loaded: dict[str, Any] = {}  # 'module:qualname' hook -> object, for this call
         self.hooks: dict[str, list[tuple[Registration, Any]]] = {}
         self.failures: dict[str, tuple[list[str], str]] = {}
+        self.errors: dict[str, BaseException] = {}
         self.first_error: BaseException | None = None
         self.messages: list[str] = []
         self.patched: list[str] = []
+        self.patched_keys: list[str] = []
         self.stale: list[StaleHolder] = []
 
-    def run(self, strict: bool) -> list[str]:
-        """Patch what changed; returns the displays of the targets patched by this call."""
+    def _changed(self, keys: list[str]) -> list[str]:
         st = self.st
-        pending = [
-            k
-            for k, regs in st.regs.items()
-            if regs and (k not in st.applied or st.applied[k].seqs != tuple(r.seq for r in regs))
-        ]
-        orphans = [k for k in st.applied if not st.regs.get(k)]
-        if not pending and not orphans:
+        out = []
+        for k in keys:
+            regs = st.live(k)
+            if regs and (k not in st.applied or st.applied[k].seqs != tuple(r.seq for r in regs)):
+                out.append(k)
+        return out
+
+    def _decide(
+        self, strict: bool, only: list[str] | None
+    ) -> tuple[list[str], list[str], list[str]]:
+        """(pending, orphans, newly deferred): what this call patches, restores and waits for."""
+        st = self.st
+        deferred: list[str] = []
+        if only is not None:
+            candidates = self._changed(only)
+        else:
+            provided, failed = _decide.provide(st, self.journal)
+            for name, exc in failed.items():
+                self._fail(name, exc, [str(st.provides[name].source)])
+            for name in provided:
+                st.failed.pop(name, None)
+            waiting = set(st.waiting)
+            candidates = [
+                k
+                for k in self._changed(list(st.regs))
+                if not _decide.defer(st, k, strict, self.on_import)
+            ]
+            deferred = [k for k in st.waiting if k not in waiting]
+        for key in candidates:
+            err = _decide.check_conditions(st, key)
+            if err is not None:
+                self._fail(key, err)
+        pending = self._changed([k for k in candidates if k not in self.failures])
+        orphans = [] if only is not None else [k for k in st.applied if not st.live(k)]
+        return pending, orphans, deferred
+
+    def run(self, strict: bool, only: list[str] | None = None) -> list[str]:
+        """Patch what changed (or only the keys ``only``); returns the displays patched."""
+        st = self.st
+        snapshot = (dict(st.applied), dict(st.stale), dict(st.provided), dict(st.dropped))
+        pending, orphans, deferred = self._decide(strict, only)
+        if not pending and not orphans and not self.failures:
             return []
-        snapshot, stale_snapshot = dict(st.applied), dict(st.stale)
         restore_rebinds = self._restore_orphans(orphans, pending)
         for key in pending:
             self._load_hooks(key)
@@ -160,12 +161,22 @@ class ApplyCall:
         self._round(sorted(classes, key=self._sort_key), later, dict(restore_rebinds))
         later.sort(key=self._sort_key)  # the first round may have added its dependents
         self._round(later, None, {})
+        for key, (_, text) in self.failures.items():
+            st.failed[key] = text
+        if self.failures and strict:
+            problems = self.journal.rollback()
+            st.applied, st.stale, st.provided, st.dropped = snapshot
+            for key in deferred:
+                st.stop_waiting(key)
+            raise _error(self, problems) from self.first_error
+        for key in pending:
+            st.stop_waiting(key)  # its module got imported unseen (or it was decided here)
+        for key in self.patched_keys:
+            st.failed.pop(key, None)
+            if self.trigger is not None:
+                st.on_import_of[key] = self.trigger
         if self.failures:
-            if strict:
-                problems = self.journal.rollback()
-                st.applied, st.stale = snapshot, stale_snapshot
-                raise self._error(problems) from self.first_error
-            self._log_failures()
+            _log_failures(self)
         for message in self.messages:
             logger.warning("%s", message)
         for name in self.patched:
@@ -175,9 +186,11 @@ class ApplyCall:
     def _sort_key(self, key: str) -> tuple[str, ...]:
         return self.st.paths[key].parts
 
-    def _fail(self, key: str, exc: BaseException) -> None:
-        sources = sorted({str(r.source) for r in self.st.regs.get(key, [])})
+    def _fail(self, key: str, exc: BaseException, sources: list[str] | None = None) -> None:
+        if sources is None:
+            sources = sorted({str(r.source) for r in self.st.regs.get(key, [])})
         self.failures[key] = (sources, f"{type(exc).__name__}: {exc}")
+        self.errors[key] = exc
         if self.first_error is None:
             self.first_error = exc
 
@@ -194,7 +207,7 @@ class ApplyCall:
                     # they were patched on the replacement, which is going away:
                     # re-resolve them on the class that comes back
                     restore(st, st.applied.pop(dep), self.journal, rebinds)
-                    if st.regs.get(dep) and dep not in pending:
+                    if st.live(dep) and dep not in pending:
                         pending.append(dep)
             restore(st, rec, self.journal, rebinds)
             logger.debug("restored target %r: no hooks left on it", rec.display)
@@ -203,7 +216,7 @@ class ApplyCall:
     def _load_hooks(self, key: str) -> bool:
         """The (registration, hook object) pairs of ``key`` into ``self.hooks``; False: failed."""
         try:
-            self.hooks[key] = [(r, self._hook_object(r)) for r in self.st.regs[key]]
+            self.hooks[key] = [(r, self._hook_object(r)) for r in self.st.live(key)]
         except Exception as exc:
             self._fail(key, exc)
             return False
@@ -243,7 +256,7 @@ class ApplyCall:
                     # their owner is about to change (a first or a new class REPLACE):
                     # re-resolve them on the new class
                     restore(st, st.applied.pop(dep), self.journal, rebinds)
-                    if dep not in self.hooks and st.regs.get(dep) and self._load_hooks(dep):
+                    if dep not in self.hooks and st.live(dep) and self._load_hooks(dep):
                         later.append(dep)
             try:
                 rec = self._build(key, self.hooks[key], prev)
@@ -253,10 +266,13 @@ class ApplyCall:
             except Exception as exc:
                 if prev is not None:
                     st.applied[key] = prev  # left untouched: the previous chain stays
+                elif _decide.skip_optional(st, key, exc):
+                    continue
                 self._fail(key, exc)
                 continue
             st.applied[key] = rec
             self.patched.append(rec.display)
+            self.patched_keys.append(key)
             if rec.propagates:
                 skip.add((rec.res.owner.__name__, rec.res.attr))
                 rebinds[id(rec.original)] = Rebind(
@@ -356,33 +372,6 @@ class ApplyCall:
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
 
-    def _log_failures(self) -> None:
-        for key, (sources, text) in self.failures.items():
-            logger.error(
-                "hook target %r was not patched (hooks from %s): %s; the other targets "
-                "were applied (strict=False)",
-                self.st.display.get(key, key),
-                ", ".join(sources),
-                text,
-            )
-
-    def _error(self, problems: list[str]) -> HookApplyError:
-        display = self.st.display
-        lines = [
-            f"apply_hooks() failed on {len(self.failures)} target(s); every change this call "
-            "made was rolled back, so no target is half-patched:"
-        ]
-        for key, (sources, text) in self.failures.items():
-            lines.append(f"  - {display.get(key, key)!r} (hooks from {', '.join(sources)}): {text}")
-        lines.append(
-            "Fix or uninstall the plugins named above, or call apply_hooks(strict=False) to "
-            "apply the other targets and log these."
-        )
-        if problems:
-            lines.append("Rollback itself failed for: " + "; ".join(problems))
-        shown = {display.get(k, k): v for k, v in self.failures.items()}
-        return HookApplyError("\n".join(lines), failures=shown)
-
 
 def _as_attribute(kind: str, installed: Any) -> Any:
     """The raw class attribute that makes ``installed`` behave as a ``kind`` there."""
@@ -391,3 +380,48 @@ def _as_attribute(kind: str, installed: Any) -> Any:
     if kind in (_resolve.STATICMETHOD, _resolve.CALLABLE):
         return staticmethod(installed)
     return installed
+
+
+def _log_failures(self: ApplyCall) -> None:
+    """One ERROR per target a lenient call could not patch (with traceback on import)."""
+    for key, (sources, text) in self.failures.items():
+        when = f" on the first import of {self.trigger!r}" if self.trigger else ""
+        logger.error(
+            "hook target %r was not patched%s (hooks from %s): %s; the other targets "
+            "were applied (strict=False)",
+            self.st.display.get(key, key),
+            when,
+            ", ".join(sources),
+            text,
+            # on import the failure interrupts someone else's import: show where
+            exc_info=self.errors.get(key) if self.trigger else None,
+        )
+
+
+def _error(self: ApplyCall, problems: list[str]) -> HookApplyError:
+    """The one error of a strict call: every failing target, its hooks' sources and why."""
+    display = self.st.display
+    if self.trigger is None:
+        lines = [
+            f"apply_hooks() failed on {len(self.failures)} target(s); every change this "
+            "call made was rolled back, so no target is half-patched:"
+        ]
+    else:
+        lines = [
+            f"applying on_import hooks when module {self.trigger!r} was first imported "
+            f"failed on {len(self.failures)} target(s), so that import raises; every change "
+            "those hooks made was rolled back:"
+        ]
+    for key, (sources, text) in self.failures.items():
+        who = f"hooks from {', '.join(sources)}"
+        if self.trigger is not None:
+            who = "; ".join(r.describe() for r in self.st.live(key)) or who
+        lines.append(f"  - {display.get(key, key)!r} ({who}): {text}")
+    lines.append(
+        "Fix or uninstall the plugins named above, or call apply_hooks(strict=False) to "
+        "apply the other targets and log these."
+    )
+    if problems:
+        lines.append("Rollback itself failed for: " + "; ".join(problems))
+    shown = {display.get(k, k): v for k, v in self.failures.items()}
+    return HookApplyError("\n".join(lines), failures=shown)

@@ -1,8 +1,9 @@
 """The record of every change the engine makes, so that each can be undone exactly.
 
-Two kinds of change exist: an attribute set on a target's owner (a module or
-a class) and a global rebound in some other module's ``__dict__`` (stale
-binding propagation).  Both record the raw value that was there before, or
+Three kinds of change exist: an attribute set on a target's owner (a module or
+a class), a global rebound in some other module's ``__dict__`` (stale
+binding propagation) and a ``sys.modules`` entry (``provide_module``).  Each
+records the raw value that was there before, or
 that there was none (an inherited method, a name the module did not have), so
 undoing restores the very object that was in ``__dict__``, not an equal one,
 and deletes what was added instead of shadowing the base class's attribute.
@@ -10,6 +11,7 @@ and deletes what was added instead of shadowing the base class's attribute.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,7 +81,31 @@ class BindingChange:
             self.namespace[self.name] = self.before
 
 
-Change = AttrChange | BindingChange
+@dataclass
+class ModuleChange:
+    """``sys.modules[name]`` went from ``before`` (``ABSENT``: no entry) to ``after``.
+
+    Written by ``provide_module``; undo leaves an entry alone that someone
+    replaced since, for the same reason as :class:`BindingChange`.
+    """
+
+    name: str
+    before: Any
+    after: Any
+
+    def redo(self) -> None:
+        sys.modules[self.name] = self.after
+
+    def undo(self) -> None:
+        if sys.modules.get(self.name, ABSENT) is not self.after:
+            return
+        if self.before is ABSENT:
+            del sys.modules[self.name]
+        else:
+            sys.modules[self.name] = self.before
+
+
+Change = AttrChange | BindingChange | ModuleChange
 
 
 class Journal:
@@ -98,6 +124,12 @@ class Journal:
 
     def rebind(self, module: str, namespace: Any, name: Any, value: Any) -> None:
         change = BindingChange(module, namespace, name, item_of(namespace, name), value)
+        change.redo()
+        self.changes.append(change)
+
+    def put_module(self, name: str, module: Any) -> None:
+        """Place ``module`` in ``sys.modules`` under ``name`` and journal what was there."""
+        change = ModuleChange(name, sys.modules.get(name, ABSENT), module)
         change.redo()
         self.changes.append(change)
 

@@ -22,6 +22,19 @@ from spawnkit.errors import HookRegistrationError, HookTargetError
 
 __all__: list[str] = []
 
+class TargetMissing(HookTargetError):
+    """The target's module (or a parent package) is not installed, or it lacks the attribute.
+
+    Apart from other ``HookTargetError`` because ``optional=True`` skips exactly
+    this case; a module that raises while importing is never "missing".
+    ``reason`` is the short phrase a skipped hook's status carries.
+    """
+
+    def __init__(self, message: str, *, target: str = "", missing: str = "", reason: str = ""):
+        super().__init__(message, target=target, missing=missing)
+        self.reason = reason
+
+
 class TargetPath(NamedTuple):
     """A parsed target: ``key`` is the canonical dotted form both spellings share."""
 
@@ -164,19 +177,25 @@ def _note_failure(name: str, exc: Exception, failed: dict[str, BaseException]) -
 
 
 def _unimportable_error(path: TargetPath, display: str, why: _Unimportable) -> HookTargetError:
+    reason = f"module {why.module!r} is not installed"
     if why.cause is None:
-        return HookTargetError(
+        return TargetMissing(
             f"hook target {display!r}: no module named {why.module!r}, so no prefix of the "
             "target can be imported. Install the package that provides it, or fix the spelling.",
             target=display,
             missing=why.module,
+            reason=reason,
         )
-    if why.not_found and path.module_hint is not None:
-        return HookTargetError(
-            f"hook target {display!r}: module {path.module_hint!r} cannot be imported "
+    hint = path.module_hint
+    if why.not_found and hint is not None:
+        # Missing itself (or a parent package); a dependency it imports is another matter.
+        absent = hint == why.module or hint.startswith(why.module + ".")
+        return (TargetMissing if absent else HookTargetError)(
+            f"hook target {display!r}: module {hint!r} cannot be imported "
             f"({why.cause}). Install the package that provides it or fix the target.",
             target=display,
             missing=why.module,
+            **({"reason": reason} if absent else {}),
         )
     return _import_failed(display, why.module, why.cause)
 
@@ -312,13 +331,50 @@ class Resolver:
 
 def _missing(display: str, owner: Any, walked: str, name: str) -> HookTargetError:
     what = "module" if isinstance(owner, types.ModuleType) else "class"
-    return HookTargetError(
+    return TargetMissing(
         f"hook target {display!r}: {what} {walked!r} has no attribute {name!r} "
         f"(resolved {walked!r}, missing {name!r}). Check the spelling, and that the installed "
         "version of that package still defines it.",
         target=display,
         missing=f"{walked}.{name}",
+        reason=f"{what} {walked!r} has no attribute {name!r}",
     )
+
+
+def watch_names(path: TargetPath) -> tuple[str, ...]:
+    """The modules whose first import may make ``path`` resolvable (``on_import`` waits on them)."""
+    if path.module_hint is not None:
+        return (path.module_hint,)
+    return tuple(".".join(path.parts[:i]) for i in range(1, len(path.parts)))
+
+
+def imported(path: TargetPath, done: str | None = None) -> bool:
+    """Whether ``path`` can be resolved now without importing anything.
+
+    ``done`` is a module whose code has just finished running (its spec is
+    still marked initialising while the import machinery winds down).  With
+    the dotted form, a package whose next part is not there yet may still get
+    it from a submodule import, so the target is not ready; a plain module or
+    a present attribute is ready (resolving reports what is missing, if anything).
+    """
+
+    def ready(name: str) -> types.ModuleType | None:
+        mod = sys.modules.get(name)
+        if mod is None or (name != done and _initializing(mod)):
+            return None
+        return mod
+
+    if path.module_hint is not None:
+        return ready(path.module_hint) is not None
+    parts = path.parts
+    for i in range(len(parts) - 1, 0, -1):
+        mod = ready(".".join(parts[:i]))
+        if mod is None:
+            continue
+        if i == len(parts) - 1 or not hasattr(mod, "__path__"):
+            return True
+        return parts[i] in vars(mod)
+    return False
 
 
 # Kinds of wrappable targets.

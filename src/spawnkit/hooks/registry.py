@@ -17,20 +17,24 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import types
 from collections.abc import Callable, Collection, Iterator
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookError, HookRegistrationError
-from spawnkit.hooks import _apply, _resolve
+from spawnkit.hooks import _apply, _decide, _provide, _resolve, _state
 from spawnkit.hooks._chain import is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import ABSENT, Journal
 from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
+from spawnkit.hooks._provide import Provision
 from spawnkit.hooks.types import (
     UNKNOWN_SOURCE,
     AppliedTarget,
     HookSource,
+    HookState,
+    HookStatus,
     HookType,
     Registration,
     current_plugin_source,
@@ -42,6 +46,9 @@ __all__ = ["HookRegistry", "plugin_hook"]
 logger = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
 
 H = TypeVar("H")
+
+#: apply_hooks() rounds for hooks registered while it applies (by a target module or a hook)
+_MAX_ROUNDS = 8
 
 
 def _coerce_type(hook_type: object) -> HookType:
@@ -55,7 +62,36 @@ def _coerce_type(hook_type: object) -> HookType:
     )
 
 
-def _cannot(hook: Any, src: HookSource, target: str) -> str:
+def _checked(
+    target: str, hook: Any, hook_type: object, src: object, condition: object
+) -> tuple[_resolve.TargetPath, HookType]:
+    """Validate one ``register()`` call (nothing imported); errors name hook, source, target."""
+    if not isinstance(src, HookSource):
+        raise HookRegistrationError(
+            f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
+            f"be a HookSource, got {src!r}"
+        )
+    try:
+        path = _resolve.parse_target(target)
+        htype = _coerce_type(hook_type)
+    except HookError as exc:
+        raise type(exc)(f"{exc} (hook {describe_hook(hook)} from {src})") from None
+    if isinstance(hook, str):
+        try:
+            _resolve.check_hook_spec(hook)
+        except HookRegistrationError as exc:
+            raise HookRegistrationError(f"{_cannot(hook, src, target)}: {exc}") from None
+    elif not callable(hook) or (isinstance(hook, type) and htype is not HookType.REPLACE):
+        _apply.check_hook_object(hook, htype, _cannot(hook, src, target))
+    if condition is not None and not callable(condition):
+        raise HookRegistrationError(
+            f"{_cannot(hook, src, target)}: condition must be a callable taking no "
+            f"arguments, got {type(condition).__name__} {condition!r}"
+        )
+    return path, htype
+
+
+def _cannot(hook: Any, src: object, target: str) -> str:
     return f"cannot register hook {describe_hook(hook)} from {src} on target {target!r}"
 
 
@@ -72,7 +108,8 @@ class HookRegistry:
     def __init__(self, name: str = "spawnkit") -> None:
         self.name = name
         self._lock = threading.RLock()
-        self._state = _apply.State()
+        self._state = _state.State()
+        self._applying = False  # an apply call runs (in the thread holding the lock)
 
     def __repr__(self) -> str:
         return (
@@ -99,31 +136,27 @@ class HookRegistry:
         hook: Callable[..., Any] | str,
         hook_type: HookType = HookType.AFTER,
         *,
+        on_import: bool = False,
+        optional: bool = False,
+        condition: Callable[[], object] | None = None,
         source: HookSource | None = None,
     ) -> None:
         """Record a hook for ``target``; nothing is imported until ``apply_hooks()``.
 
-        ``source`` defaults to the plugin the loader is running
+        ``on_import``: ``apply_hooks()`` does not import the target's module; the
+        hook is applied at once if it is imported, else right after its first
+        import finishes (state ``pending`` until then).  ``optional``: a target
+        whose module (or attribute) does not exist is ``skipped``, not an error.
+        ``condition``: called with no arguments when the hook would be applied;
+        false skips it.  ``source`` defaults to the plugin the loader is running
         (``current_plugin_source``), else ``UNKNOWN_SOURCE``.
+
+        In a worker whose hooks are already applied, the hook is applied now
+        (late registration is never silently left unapplied).
         """
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
-        if not isinstance(src, HookSource):
-            raise HookRegistrationError(
-                f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
-                f"be a HookSource, got {src!r}"
-            )
-        try:
-            path = _resolve.parse_target(target)
-            htype = _coerce_type(hook_type)
-        except HookError as exc:
-            raise type(exc)(f"{exc} (hook {describe_hook(hook)} from {src})") from None
-        if isinstance(hook, str):
-            try:
-                _resolve.check_hook_spec(hook)
-            except HookRegistrationError as exc:
-                raise HookRegistrationError(f"{_cannot(hook, src, target)}: {exc}") from None
-        elif not callable(hook) or (isinstance(hook, type) and htype is not HookType.REPLACE):
-            _apply.check_hook_object(hook, htype, _cannot(hook, src, target))
+        late = self._late(f"hook {describe_hook(hook)} from {src} on target {target!r}")
+        path, htype = _checked(target, hook, hook_type, src, condition)
         with self._lock:
             st = self._state
             regs = st.regs.setdefault(path.key, [])
@@ -138,7 +171,7 @@ class HookRegistry:
                     )
                     return
             st.seq += 1
-            reg = Registration(target, hook, htype, src, st.seq)
+            reg = Registration(target, hook, htype, src, st.seq, on_import, optional, condition)
             if path.module_hint is not None or path.key not in st.paths:
                 st.paths[path.key] = path  # the explicit 'mod:qual' form is the more precise one
             st.display.setdefault(path.key, target)
@@ -148,16 +181,95 @@ class HookRegistry:
             logger.debug("registered %s on target %r", reg.describe(), target)
         for message in messages:
             logger.warning("%s", message)
+        if late:
+            self.apply_hooks()
+
+    def _late(self, what: str) -> bool:
+        """Whether a registration now must be applied at once; refuses one nothing would apply.
+
+        Inside a worker only its namespace's registry is applied.  The default
+        registry there is a dead end (a plugin written for the default
+        namespace, run in an engine's worker): refused, naming the right one.
+        """
+        # Read without importing: a worker's bootstrap has imported it long before.
+        phase = sys.modules.get("spawnkit.spec._phase")
+        ns = phase.worker_namespace() if phase is not None else None
+        if ns is None:
+            return False
+        mine = ns.hooks
+        if mine is self:
+            return not phase.too_early()  # type: ignore[union-attr]
+        if self is HookRegistry._default:
+            raise HookRegistrationError(
+                f"cannot register {what}: this process is a worker of namespace {ns.name!r}, "
+                f"which applies only that namespace's registry (NS.hooks of {ns.name!r}), never "
+                "spawnkit.hooks.HookRegistry (the default namespace's), so the hook would not "
+                "take effect. Register it on the namespace's registry: "
+                "spawnkit.namespace.get_namespace().hooks.register(...) in a worker, or the "
+                "engine's NS.hooks.register(...) / NS.HookRegistry.register(...)."
+            )
+        return False
 
     @hybridmethod
-    def plugin_hook(self, target: str, type: HookType = HookType.AFTER) -> Callable[[H], H]:
+    def plugin_hook(
+        self,
+        target: str,
+        type: HookType = HookType.AFTER,
+        *,
+        on_import: bool = False,
+        optional: bool = False,
+        condition: Callable[[], object] | None = None,
+    ) -> Callable[[H], H]:
         """Decorator form of :meth:`register`; returns the decorated object unchanged."""
 
         def decorate(obj: H) -> H:
-            self.register(target, obj, type)  # type: ignore[arg-type]
+            self.register(
+                target,
+                obj,  # type: ignore[arg-type]
+                type,
+                on_import=on_import,
+                optional=optional,
+                condition=condition,
+            )
             return obj
 
         return decorate
+
+    @hybridmethod
+    def provide_module(
+        self,
+        name: str,
+        module: types.ModuleType | None = None,
+        *,
+        factory: Callable[[str], types.ModuleType] | None = None,
+        only_if_missing: bool = True,
+        source: HookSource | None = None,
+    ) -> None:
+        """Place a module under ``name`` when hooks are applied, if ``name`` cannot be imported.
+
+        ``module``, or ``factory(name)``, or an empty module; missing parent
+        packages are created and each is set as an attribute of its parent.
+        Journaled: ``unapply()`` (and test isolation) take it all back.
+        ``only_if_missing=False`` replaces an installed module too (the status
+        says so).  For an engine module that imports a module this hardware
+        does not have, instead of writing ``sys.modules`` by hand.
+        """
+        src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
+        what = f"provide_module({name!r}) from {src}"
+        late = self._late(what)
+        _provide.check(name, module, factory, what)
+        with self._lock:
+            st = self._state
+            prev = st.provides.get(name)
+            if prev is not None:
+                raise HookRegistrationError(
+                    f"{what}: module {name!r} is already provided by {prev.source}; provide "
+                    "each module once"
+                )
+            st.seq += 1
+            st.provides[name] = Provision(name, module, factory, only_if_missing, src, st.seq)
+        if late:
+            self.apply_hooks()
 
     @hybridmethod
     def discard_source(self, source: HookSource) -> int:
@@ -174,6 +286,12 @@ class HookRegistry:
                 kept = [r for r in st.regs[key] if r.source != source]
                 dropped += len(st.regs[key]) - len(kept)
                 st.regs[key] = kept
+                if not kept:
+                    st.stop_waiting(key)  # nothing left to apply on its import
+            for name in [n for n, p in st.provides.items() if p.source == source]:
+                if name not in st.provided:
+                    del st.provides[name]
+                    dropped += 1
         if dropped:
             logger.info("discarded %d hook registration(s) from %s", dropped, source)
         return dropped
@@ -195,10 +313,68 @@ class HookRegistry:
         bootstrap, which reports them per its import guard policy.
         """
         with self._lock:
-            call = _apply.ApplyCall(self._state, frozenset(clean_modules))
-            patched = call.run(strict)  # a strict failure raises, the state rolled back
-            self._note_stale(call.stale)
+            if self._applying:
+                return []  # registered while this registry applies: that call's loop takes it
+            patched: list[str] = []
+            self._applying = True
+            try:
+                for _ in range(_MAX_ROUNDS):
+                    st = self._state
+                    seq = st.seq
+                    call = _apply.ApplyCall(st, frozenset(clean_modules), self._module_imported)
+                    patched += call.run(strict)  # a strict failure raises, the state rolled back
+                    self._note_stale(call.stale)
+                    # on_import targets whose module this call imported (their finder
+                    # call found this registry busy), then what was registered meanwhile
+                    ready = [k for k in st.waiting if _resolve.imported(st.paths[k])]
+                    patched += self._apply_ready(ready, None)
+                    if st.seq == seq:
+                        break
+            finally:
+                self._applying = False
             return patched
+
+    def _module_imported(self, name: str) -> None:
+        """The finder's call after ``name``'s first import: apply the targets it completes.
+
+        A strict failure raises here, inside the import statement that loaded
+        ``name``, so the code that needed the module stops with the error.
+        """
+        with self._lock:
+            st = self._state
+            ready = [
+                k
+                for k in st.waiting
+                if name in _resolve.watch_names(st.paths[k])
+                and _resolve.imported(st.paths[k], done=name)
+            ]
+            if not ready or self._applying:
+                return  # an apply_hooks() running in this thread applies them when it ends
+            seq = st.seq
+            self._applying = True
+            try:
+                self._apply_ready(ready, name)
+            finally:
+                self._applying = False
+            late = st.seq != seq
+        if late:
+            self.apply_hooks()  # hooks registered by the hooks just applied, or by the module
+
+    def _apply_ready(self, keys: list[str], trigger: str | None) -> list[str]:
+        """Apply waiting targets whose module is imported now, each strictness apart."""
+        st = self._state
+        patched: list[str] = []
+        groups = {
+            strict: [k for k in keys if st.waiting[k][0] is strict] for strict in (True, False)
+        }
+        for key in keys:
+            st.stop_waiting(key)
+        for strict, group in groups.items():
+            if group:
+                call = _apply.ApplyCall(st, frozenset(), self._module_imported, trigger)
+                patched += call.run(strict, only=group)
+                self._note_stale(call.stale)
+        return patched
 
     def _note_stale(self, stale: list[StaleHolder]) -> None:
         """Keep what the sweep could not rebind; say so unless a bootstrap reports it by policy."""
@@ -237,6 +413,11 @@ class HookRegistry:
             for modname, namespace, name, _label, rebind in find_holders(rebinds):
                 namespace[name] = rebind.new
                 logger.debug("restored late binding %s.%s", modname, name)
+            for provided in reversed(_decide.forget(st)):
+                try:
+                    provided.undo()
+                except Exception as exc:
+                    problems.append(f"provided module {provided.provision.name!r}: {exc}")
         if problems:
             raise HookError(
                 "unapply() could not restore " + "; ".join(problems) + ". The other targets were "
@@ -250,7 +431,7 @@ class HookRegistry:
             try:
                 self.unapply()
             finally:
-                self._state = _apply.State()
+                self._state = _state.State()
 
     @hybridmethod
     @contextlib.contextmanager
@@ -262,7 +443,7 @@ class HookRegistry:
         """
         with self._lock:
             saved = self._state
-            self._state = _apply.State()
+            self._state = _state.State()
         try:
             yield self
         finally:
@@ -320,7 +501,7 @@ class HookRegistry:
             ]
 
     @staticmethod
-    def _kind_name(rec: _apply.Record) -> str:
+    def _kind_name(rec: _state.Record) -> str:
         func = getattr(rec.res.raw, "__func__", rec.res.raw)
         if rec.kind != _resolve.CLASS and is_async_callable(func):
             return f"async {rec.kind}"
@@ -334,6 +515,30 @@ class HookRegistry:
             return [st.display[k] for k, regs in st.regs.items() if regs]
 
     @hybridmethod
+    def status(self) -> list[HookStatus]:
+        """Where every registration (and provided module) stands, in registration order.
+
+        One record each, with ``state`` (applied, pending, skipped, failed,
+        provided) and a ``reason`` for anything not simply applied.
+        """
+        with self._lock:
+            st = self._state
+            rows: list[tuple[int, HookStatus]] = []
+            for name, prov in st.provides.items():
+                state, reason = _decide.provision_state(st, name)
+                rows.append(
+                    (prov.seq, _status(name, prov.what, "PROVIDE", prov.source, state, reason))
+                )
+            for key, regs in st.regs.items():
+                for reg in regs:
+                    state, reason = _decide.state_of(st, key, reg)
+                    status = _status(
+                        reg.target, reg.hook_name, reg.hook_type.name, reg.source, state, reason
+                    )
+                    rows.append((reg.seq, status))
+            return [row for _, row in sorted(rows, key=lambda r: r[0])]
+
+    @hybridmethod
     def registrations(self, target: str | None = None) -> list[Registration]:
         """All registrations (or those of one target) in registration order."""
         with self._lock:
@@ -343,12 +548,23 @@ class HookRegistry:
             return sorted((r for regs in st.regs.values() for r in regs), key=lambda r: r.seq)
 
     @hybridmethod
-    def target_modules(self) -> dict[str, list[Registration]]:
-        """The module each registered target lives in, found without importing anything."""
+    def target_modules(self, *, eager: bool = False) -> dict[str, list[Registration]]:
+        """The module each registered target lives in, found without importing anything.
+
+        ``eager``: only targets the next ``apply_hooks()`` will surely import
+        (not ``on_import``, conditional or optional ones), which a worker's
+        apply stage imports up front to time them apart.
+        """
         with self._lock:
             st = self._state
             out: dict[str, list[Registration]] = {}
             for key, regs in st.regs.items():
+                if eager:
+                    regs = [
+                        r
+                        for r in st.live(key)
+                        if not (r.on_import or r.optional or r.condition is not None)
+                    ]
                 if not regs:
                     continue
                 rec = st.applied.get(key)
@@ -423,6 +639,12 @@ def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:
     return None
 
 
+def _status(
+    target: str, hook: str, hook_type: str, source: HookSource, state: str, reason: str
+) -> HookStatus:
+    return HookStatus(target, hook, hook_type, source, cast(HookState, state), reason)
+
+
 def _stale_message(holders: list[dict[str, str]]) -> str:
     """One paragraph naming every stale holder: the consequence, then the fix."""
     listed = "; ".join(
@@ -471,6 +693,15 @@ def _conflicts(regs: list[Registration], new: Registration) -> list[str]:
     return out
 
 
-def plugin_hook(target: str, type: HookType = HookType.AFTER) -> Callable[[H], H]:
+def plugin_hook(
+    target: str,
+    type: HookType = HookType.AFTER,
+    *,
+    on_import: bool = False,
+    optional: bool = False,
+    condition: Callable[[], object] | None = None,
+) -> Callable[[H], H]:
     """Decorator registering on the default registry (the seed's ``plugin_hook``)."""
-    return HookRegistry.default().plugin_hook(target, type)
+    return HookRegistry.default().plugin_hook(
+        target, type, on_import=on_import, optional=optional, condition=condition
+    )

@@ -12,12 +12,14 @@ import enum
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "UNKNOWN_SOURCE",
     "AppliedTarget",
     "HookSource",
+    "HookState",
+    "HookStatus",
     "HookType",
     "Registration",
     "current_plugin_source",
@@ -100,6 +102,9 @@ class Registration:
     hook_type: HookType
     source: HookSource
     seq: int
+    on_import: bool = False
+    optional: bool = False
+    condition: Callable[[], object] | None = None
 
     @property
     def hook_name(self) -> str:
@@ -132,3 +137,45 @@ class AppliedTarget:
         for reg in self.hooks:
             seen.setdefault(reg.source, None)
         return tuple(seen)
+
+
+#: Where a registration stands: ``applied`` (in its target's chain), ``pending`` (waiting
+#: for ``apply_hooks()`` or, with ``on_import=True``, for its module's first import),
+#: ``skipped`` (optional target missing, or condition false), ``failed`` (applying it
+#: raised), ``provided`` (a module placed by ``provide_module``).
+HookState = Literal["applied", "pending", "skipped", "failed", "provided"]
+
+
+@dataclass(frozen=True)
+class HookStatus:
+    """One registration (or provided module) and where it stands, for reports and doctor.
+
+    ``hook_type`` is a ``HookType`` name, or ``PROVIDE`` for ``provide_module``;
+    ``reason`` says why a hook is not applied (or how it was), in words a user acts on.
+    """
+
+    target: str
+    hook: str
+    hook_type: str
+    source: HookSource
+    state: HookState
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        """Plain strings, as ``BootstrapReport.hooks`` and ``doctor --json`` carry them."""
+        return {
+            "type": self.hook_type,
+            "hook": self.hook,
+            "source": str(self.source),
+            "state": self.state,
+            "reason": self.reason,
+        }
+
+
+def describe_callable(obj: Any) -> str:
+    """``pkg.compat:is_hip``: how a condition or factory is named in reasons and errors."""
+    module = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
+    if qualname is None:
+        return repr(obj)
+    return f"{module}:{qualname}" if module else str(qualname)

@@ -1,0 +1,162 @@
+"""``provide_module``: a stand-in for a module that is not installed, placed at apply time.
+
+Why not let plugins write ``sys.modules`` themselves: such a write is not
+journaled (``unapply()`` and test isolation cannot take it back), the report
+cannot say it happened, and a plugin has to guess whether the real module
+exists.  Here the check is made when hooks are applied, every entry placed
+(and each parent package created on the way) goes through the apply call's
+journal, and the outcome is a status with its reason.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import importlib.util
+import sys
+import types
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from spawnkit.errors import HookRegistrationError, HookTargetError
+from spawnkit.hooks._journal import Change, Journal
+from spawnkit.hooks.types import HookSource, describe_callable
+
+__all__: list[str] = []
+
+
+@dataclass(frozen=True)
+class Provision:
+    """One ``provide_module()`` call."""
+
+    name: str
+    module: types.ModuleType | None
+    factory: Callable[[str], Any] | None
+    only_if_missing: bool
+    source: HookSource
+    seq: int
+
+    @property
+    def what(self) -> str:
+        """How the provided module is named in reports: the factory, or the module's name."""
+        if self.factory is not None:
+            return describe_callable(self.factory)
+        return self.module.__name__ if self.module is not None else "<empty module>"
+
+
+@dataclass
+class Provided:
+    """What placing a provision did: ``state`` ``provided`` or ``skipped``, and its changes."""
+
+    provision: Provision
+    state: str
+    reason: str
+    changes: list[Change] = field(default_factory=list)
+
+    def undo(self) -> None:
+        for change in reversed(self.changes):
+            change.undo()
+
+
+def check(name: str, module: object, factory: object, what: str) -> None:
+    """Validate a ``provide_module()`` call at registration (imports nothing)."""
+    parts = name.split(".") if isinstance(name, str) else [""]
+    if not all(p.isidentifier() for p in parts):
+        raise HookRegistrationError(
+            f"{what}: {name!r} is not a dotted module name such as 'aiter.ops.triton'"
+        )
+    if module is not None and factory is not None:
+        raise HookRegistrationError(f"{what}: pass module= or factory=, not both")
+    if module is not None and not isinstance(module, types.ModuleType):
+        raise HookRegistrationError(
+            f"{what}: module must be a module object (types.ModuleType), got "
+            f"{type(module).__name__}; pass factory= to build one at apply time"
+        )
+    if factory is not None and not callable(factory):
+        raise HookRegistrationError(f"{what}: factory must be callable, got {factory!r}")
+
+
+def _absent(name: str) -> bool:
+    """Whether ``name`` cannot be imported; imports its parent packages to find out.
+
+    A parent that raises while importing is an error, not "absent": providing
+    a module under a broken package would hide that breakage.
+    """
+    if name in sys.modules:
+        return False
+    try:
+        return importlib.util.find_spec(name) is None
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if missing and (name == missing or name.startswith(missing + ".")):
+            return True
+        raise _parent_failed(name, exc) from exc
+    except Exception as exc:
+        raise _parent_failed(name, exc) from exc
+
+
+def _parent_failed(name: str, exc: BaseException) -> HookTargetError:
+    return HookTargetError(
+        f"provide_module({name!r}): importing its parent package raised "
+        f"{type(exc).__name__}: {exc}. A module is provided only where it is missing, not "
+        "where its package is broken; fix that package or uninstall it.",
+        target=name,
+        missing=name,
+    )
+
+
+def _package(name: str) -> types.ModuleType:
+    """An empty package standing in for a missing parent (``__path__`` empty: no submodules)."""
+    module = types.ModuleType(name)
+    module.__path__ = []
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None, is_package=True)
+    return module
+
+
+def _module_of(prov: Provision) -> types.ModuleType:
+    if prov.factory is not None:
+        made = prov.factory(prov.name)
+        if not isinstance(made, types.ModuleType):
+            raise HookRegistrationError(
+                f"provide_module({prov.name!r}) from {prov.source}: factory {prov.what} "
+                f"returned a {type(made).__name__}, not a module; return types.ModuleType(name) "
+                "with the attributes the importers need"
+            )
+        return made
+    return prov.module if prov.module is not None else types.ModuleType(prov.name)
+
+
+def place(prov: Provision, journal: Journal) -> Provided:
+    """Put ``prov``'s module in place if needed (journaled); parents missing are created."""
+    name = prov.name
+    absent = _absent(name)
+    if not absent and prov.only_if_missing:
+        return Provided(prov, "skipped", f"module {name!r} is installed; not replaced")
+    start = len(journal.changes)
+    parts = name.split(".")
+    parent: types.ModuleType | None = None
+    created: list[str] = []
+    for i in range(1, len(parts)):
+        sub = ".".join(parts[:i])
+        mod = sys.modules.get(sub)
+        if mod is None and not _absent(sub):
+            mod = importlib.import_module(sub)
+        if mod is None:
+            mod = _package(sub)
+            journal.put_module(sub, mod)
+            if parent is not None:
+                journal.put(parent, parts[i - 1], mod)
+            created.append(sub)
+        parent = mod
+    module = _module_of(prov)
+    journal.put_module(name, module)
+    if parent is not None:
+        journal.put(parent, parts[-1], module)
+    if absent:
+        reason = f"module {name!r} is not installed; placed {prov.what}"
+    else:
+        reason = f"replaced the installed module {name!r} with {prov.what} (only_if_missing=False)"
+    if created:
+        reason += f"; created parent package(s) {', '.join(created)}"
+    return Provided(prov, "provided", reason, journal.changes[start:])

@@ -1,0 +1,82 @@
+"""A registry's state and the ledger entry of one patched target.
+
+Apart from ``_apply`` so that the steps deciding what a call patches
+(``_decide``) and the call itself (``_apply``) share one typed state.
+"""
+
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+from spawnkit.hooks import _on_import, _resolve
+from spawnkit.hooks._propagate import StaleHolder
+from spawnkit.hooks._provide import Provided, Provision
+from spawnkit.hooks.types import Registration
+
+__all__ = ["Record", "State"]
+
+
+@dataclass
+class Record:
+    """The ledger entry of one patched target: what was there, what is there now."""
+
+    key: str
+    display: str
+    res: _resolve.Resolved
+    kind: str
+    before: Any  # raw value in the owner's __dict__ before we patched (ABSENT: none)
+    original: Any  # the object other modules may hold (propagation source)
+    installed_raw: Any  # what is in the owner's __dict__ now
+    installed: Any  # the callable (or class) that replaced ``original``
+    regs: tuple[Registration, ...]
+    hooks: tuple[Any, ...]
+    hook_modules: frozenset[str]
+    # (module, container, key, label): a module's globals and the name, or a module-level
+    # dict/list and the key/index ("TABLE['tok']")
+    bindings: list[tuple[str, Any, Any, str]] = field(default_factory=list)
+
+    @property
+    def seqs(self) -> tuple[int, ...]:
+        return tuple(r.seq for r in self.regs)
+
+    @property
+    def propagates(self) -> bool:
+        return isinstance(self.res.owner, types.ModuleType)
+
+
+class State:
+    """Everything a registry knows; swapped wholesale by ``HookRegistry.isolated()``."""
+
+    def __init__(self) -> None:
+        self.regs: dict[str, list[Registration]] = {}
+        self.paths: dict[str, _resolve.TargetPath] = {}
+        self.display: dict[str, str] = {}
+        self.applied: dict[str, Record] = {}
+        self.hook_objects: dict[int, Any] = {}  # seq -> imported "module:qualname" hook
+        self.seq = 0
+        # references to originals the sweep found and could not rebind, by (module, label)
+        self.stale: dict[tuple[str, str], StaleHolder] = {}
+        # seq -> (state, reason) of registrations left out for good: optional target
+        # missing, condition false (until unapply(), which re-decides them)
+        self.dropped: dict[int, tuple[str, str]] = {}
+        self.cond_ok: set[int] = set()  # seqs whose condition returned true
+        # on_import targets waiting for their module: key -> (strict, watch token)
+        self.waiting: dict[str, tuple[bool, int]] = {}
+        self.on_import_of: dict[str, str] = {}  # key -> module whose import applied it
+        self.failed: dict[str, str] = {}  # key (or provided name) -> why it failed last
+        self.provides: dict[str, Provision] = {}
+        self.provided: dict[str, Provided] = {}
+
+    def live(self, key: str) -> list[Registration]:
+        """The registrations of ``key`` still in play (not skipped for good)."""
+        regs = self.regs.get(key, [])
+        if not self.dropped:
+            return regs
+        return [r for r in regs if r.seq not in self.dropped]
+
+    def stop_waiting(self, key: str) -> None:
+        found = self.waiting.pop(key, None)
+        if found is not None:
+            _on_import.unwatch(found[1])

@@ -1,0 +1,161 @@
+"""``on_import=True``: a hook waits for its module's first import instead of forcing it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from spawnkit.errors import HookApplyError
+from spawnkit.hooks import HookRegistry, HookSource, HookType, _on_import
+
+if TYPE_CHECKING:
+    from _hooks_support import Modules
+
+SRC = HookSource("diffusion-shims", "shim-dist", "1.0")
+
+
+def _plus_one(result: int, *args: object) -> int:
+    return result + 1
+
+
+def test_apply_does_not_import_and_first_import_applies(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("heavy", "def f(x):\n    return x\n")
+    mods.write("user", "from PKG.heavy import f\n")
+    target = mods.name("heavy.f")
+    registry.register(target, _plus_one, HookType.AFTER, on_import=True, source=SRC)
+    assert registry.apply_hooks() == []
+    assert mods.name("heavy") not in sys.modules
+    (row,) = registry.status()
+    assert row.state == "pending" and mods.name("heavy") in row.reason
+    assert _on_import.installed()
+    user = mods.load("user")  # imports heavy, whose first import applies the hook
+    assert user.f(1) == 2  # the importer's `from heavy import f` bound the hooked function
+    assert sys.modules[mods.name("heavy")].f(1) == 2
+    (row,) = registry.status()
+    assert row.state == "applied" and "first imported" in row.reason
+    assert not _on_import.installed()  # nothing pending: the finder left sys.meta_path
+    assert registry.is_hook_applied(target, _plus_one)
+
+
+def test_already_imported_is_applied_at_once(mods: Modules, registry: type[HookRegistry]) -> None:
+    heavy = mods.load("heavy", "def f(x):\n    return x\n")
+    registry.register(mods.name("heavy.f"), _plus_one, on_import=True)
+    assert registry.apply_hooks() == [mods.name("heavy.f")]
+    assert heavy.f(1) == 2
+    assert not _on_import.installed()
+
+
+def test_dotted_target_waits_for_the_submodule_not_the_package(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("sub.inner", "class C:\n    def m(self):\n        return 1\n")
+    registry.register(mods.name("sub.inner.C.m"), lambda r, s: r + 10, on_import=True)
+    registry.apply_hooks()
+    mods.load("sub")  # the package alone does not make the target resolvable
+    assert registry.status()[0].state == "pending"
+    inner = mods.load("sub.inner")
+    assert inner.C().m() == 11
+    assert registry.status()[0].state == "applied"
+
+
+def test_unapply_removes_pending_hooks_and_the_finder(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("heavy", "def f(x):\n    return x\n")
+    registry.register(mods.name("heavy.f"), _plus_one, on_import=True)
+    registry.apply_hooks()
+    assert _on_import.installed()
+    registry.unapply()
+    assert not _on_import.installed()
+    assert mods.load("heavy").f(1) == 1  # nothing applied on import any more
+
+
+def test_unapply_restores_a_target_applied_on_import(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("heavy", "def f(x):\n    return x\n")
+    mods.write("user", "from PKG.heavy import f\n")
+    registry.register(mods.name("heavy.f"), _plus_one, on_import=True)
+    registry.apply_hooks()
+    user = mods.load("user")
+    assert user.f(1) == 2
+    registry.unapply()
+    assert user.f(1) == 1 and sys.modules[mods.name("heavy")].f(1) == 1
+
+
+def test_strict_failure_raises_from_the_import_naming_plugin_hook_target(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("heavy", "def f(x):\n    return x\nclass K:\n    pass\n")
+    registry.register(mods.name("heavy.f"), _plus_one, on_import=True, source=SRC)
+    registry.register(mods.name("heavy.K"), _plus_one, on_import=True, source=SRC)  # not REPLACE
+    registry.apply_hooks()
+    with pytest.raises(HookApplyError) as info:
+        mods.load("heavy")
+    text = str(info.value)
+    assert "first imported" in text and mods.name("heavy") in text
+    assert "_plus_one" in text and "shim-dist" in text and mods.name("heavy.K") in text
+    assert mods.name("heavy") not in sys.modules  # the import failed as a whole
+    states = {r.target: r.state for r in registry.status()}
+    assert states[mods.name("heavy.K")] == "failed"
+    assert not _on_import.installed()
+
+
+def test_lenient_failure_is_logged_with_traceback_and_the_rest_applied(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    mods.write("heavy", "def f(x):\n    return x\nclass K:\n    pass\n")
+    registry.register(mods.name("heavy.f"), _plus_one, on_import=True, source=SRC)
+    registry.register(mods.name("heavy.K"), _plus_one, on_import=True, source=SRC)
+    registry.apply_hooks(strict=False)
+    with caplog.at_level(logging.ERROR, logger="spawnkit.hooks"):
+        heavy = mods.load("heavy")
+    assert heavy.f(1) == 2
+    (error,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert mods.name("heavy.K") in error.getMessage() and error.exc_info is not None
+    states = {r.target: (r.state, r.reason) for r in registry.status()}
+    assert states[mods.name("heavy.f")][0] == "applied"
+    assert states[mods.name("heavy.K")][0] == "failed"
+    assert "is a class" in states[mods.name("heavy.K")][1]
+
+
+def test_an_eager_hook_on_the_same_target_imports_it(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("heavy", "def f(x):\n    return x\n")
+    registry.register(mods.name("heavy.f"), _plus_one, on_import=True)
+    registry.register(mods.name("heavy.f"), lambda r, x: r * 10)
+    registry.apply_hooks()
+    assert sys.modules[mods.name("heavy")].f(1) == 20
+    assert {r.state for r in registry.status()} == {"applied"}
+
+
+def test_discarding_the_plugin_of_a_pending_hook_stops_watching(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("heavy", "def f(x):\n    return x\n")
+    registry.register(mods.name("heavy.f"), _plus_one, on_import=True, source=SRC)
+    registry.apply_hooks()
+    assert _on_import.installed()
+    assert registry.discard_source(SRC) == 1
+    assert not _on_import.installed()
+    assert mods.load("heavy").f(1) == 1
+
+
+def test_module_imported_behind_the_finders_back_is_applied_by_the_next_call(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("heavy", "def f(x):\n    return x\n")
+    registry.register(mods.name("heavy.f"), _plus_one, on_import=True)
+    registry.apply_hooks()
+    with registry.isolated():  # the outer state's watcher finds nothing to do meanwhile
+        heavy = mods.load("heavy")
+    assert heavy.f(1) == 1 and registry.status()[0].state == "pending"
+    registry.apply_hooks()
+    assert heavy.f(1) == 2 and registry.status()[0].state == "applied"
+    assert not _on_import.installed()

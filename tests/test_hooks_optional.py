@@ -1,0 +1,143 @@
+"""``optional=True`` skips a missing target, ``condition=`` decides at apply time; both say why."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import pytest
+
+from spawnkit.errors import HookApplyError, HookRegistrationError
+from spawnkit.hooks import HookRegistry, HookSource, HookType
+
+if TYPE_CHECKING:
+    from _hooks_support import Modules
+
+SRC = HookSource("rdna3", "rdna3-shims", "0.2")
+
+
+def _plus_one(result: int, *args: object) -> int:
+    return result + 1
+
+
+def test_optional_missing_module_is_skipped_with_its_reason(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    lib = mods.load("lib", "def f(x):\n    return x\n")
+    registry.register("vllm_not_installed_xyz.layers.f", _plus_one, optional=True, source=SRC)
+    registry.register("vllm_not_installed_xyz.layers:K.m", _plus_one, optional=True, source=SRC)
+    registry.register(mods.name("lib.f"), _plus_one, source=SRC)
+    assert registry.apply_hooks() == [mods.name("lib.f")]
+    assert lib.f(1) == 2
+    rows = {r.target: (r.state, r.reason) for r in registry.status()}
+    reason = "module 'vllm_not_installed_xyz' is not installed"
+    assert rows["vllm_not_installed_xyz.layers.f"] == ("skipped", reason)
+    assert rows["vllm_not_installed_xyz.layers:K.m"] == ("skipped", reason)
+    assert registry.apply_hooks() == []  # decided once, not retried on every call
+
+
+def test_optional_missing_attribute_is_skipped(mods: Modules, registry: type[HookRegistry]) -> None:
+    mods.load("lib", "class C:\n    pass\n")
+    registry.register(mods.name("lib.C.gone"), _plus_one, optional=True)
+    registry.apply_hooks()
+    (row,) = registry.status()
+    assert row.state == "skipped" and "has no attribute 'gone'" in row.reason
+
+
+def test_non_optional_missing_target_is_still_an_error(registry: type[HookRegistry]) -> None:
+    registry.register("vllm_not_installed_xyz.layers.f", _plus_one, source=SRC)
+    with pytest.raises(HookApplyError, match="vllm_not_installed_xyz"):
+        registry.apply_hooks()
+    assert registry.status()[0].state == "failed"
+
+
+def test_optional_module_that_raises_on_import_is_an_error(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("raising", "raise RuntimeError('module init failed')\n")
+    mods.write("broken", "import not_installed_dependency_xyz\ndef f():\n    pass\n")
+    registry.register(mods.name("raising.f"), _plus_one, optional=True)
+    registry.register(mods.name("broken:f"), _plus_one, optional=True)
+    with pytest.raises(HookApplyError) as info:
+        registry.apply_hooks()
+    assert "module init failed" in info.value.failures[mods.name("raising.f")][1]
+    assert "not_installed_dependency_xyz" in info.value.failures[mods.name("broken:f")][1]
+
+
+def test_condition_false_skips_without_importing(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("hip_only", "def f(x):\n    return x\n")
+    calls: list[int] = []
+
+    def is_hip() -> bool:
+        calls.append(1)
+        return False
+
+    registry.register(mods.name("hip_only.f"), _plus_one, condition=is_hip, source=SRC)
+    registry.apply_hooks()
+    assert mods.name("hip_only") not in sys.modules
+    (row,) = registry.status()
+    assert row.state == "skipped"
+    assert row.reason == f"condition {__name__}:{is_hip.__qualname__} is false"
+    registry.apply_hooks()
+    assert calls == [1]
+
+
+def test_condition_true_applies(mods: Modules, registry: type[HookRegistry]) -> None:
+    lib = mods.load("lib", "def f(x):\n    return x\n")
+    registry.register(mods.name("lib.f"), _plus_one, HookType.AFTER, condition=lambda: True)
+    registry.apply_hooks()
+    assert lib.f(1) == 2 and registry.status()[0].state == "applied"
+
+
+def test_condition_that_raises_is_an_error_naming_it(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    lib = mods.load("lib", "def f(x):\n    return x\n")
+    original = lib.f
+
+    def broken_probe() -> bool:
+        raise OSError("no /dev/kfd")
+
+    registry.register(mods.name("lib.f"), _plus_one, condition=broken_probe, source=SRC)
+    with pytest.raises(HookApplyError) as info:
+        registry.apply_hooks()
+    text = str(info.value)
+    assert "broken_probe" in text and "no /dev/kfd" in text and "rdna3-shims" in text
+    assert isinstance(info.value.__cause__, HookRegistrationError)
+    assert lib.f is original
+
+
+def test_condition_must_be_callable(registry: type[HookRegistry]) -> None:
+    with pytest.raises(HookRegistrationError, match="condition must be a callable"):
+        registry.register("a.b", _plus_one, condition=True)  # type: ignore[arg-type]
+
+
+def test_keywords_work_on_plugin_hook_and_namespace_facades(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    from spawnkit.namespace import Namespace
+
+    ns = Namespace(f"kwns_{mods.pkg}", f"KW{mods.pkg.upper()}")
+    with ns.hooks.isolated():
+        ns.HookRegistry.register("vllm_not_installed_xyz.f", _plus_one, optional=True)
+        ns.plugin_hook(mods.name("lib.f"), condition=lambda: False)(_plus_one)
+        ns.hooks.plugin_hook(mods.name("lib.g"), on_import=True)(_plus_one)
+        ns.hooks.apply_hooks()
+        states = [r.state for r in ns.hooks.status()]
+        assert states == ["skipped", "skipped", "pending"]
+
+
+def test_optional_on_import_target_of_a_missing_package_is_skipped_at_once(
+    registry: type[HookRegistry],
+) -> None:
+    registry.register(
+        "vllm_not_installed_xyz._custom_ops.f", _plus_one, optional=True, on_import=True
+    )
+    registry.apply_hooks()
+    (row,) = registry.status()
+    assert (row.state, row.reason) == (
+        "skipped",
+        "module 'vllm_not_installed_xyz' is not installed",
+    )
