@@ -33,6 +33,7 @@ __all__ = [
     "HookRegistrationError",
     "HookTargetError",
     "ImportGuardError",
+    "ImportWaitError",
     "LauncherUnavailableError",
     "LazyProxyError",
     "NamespaceError",
@@ -98,6 +99,22 @@ class HookTargetError(HookError, LookupError):
         super().__init__(message)
         self.target = target
         self.missing = missing
+
+
+class ImportWaitError(HookError, TimeoutError):
+    """Applying hooks waited too long for a target module another thread is importing.
+
+    ``module`` is the module, ``thread`` the importing thread's name, ``waited_s``
+    the bound that expired (usually a deadlock through a lock that thread waits for).
+    """
+
+    def __init__(
+        self, message: str, *, module: str = "", thread: str = "", waited_s: float = 0.0
+    ) -> None:
+        super().__init__(message)
+        self.module = module
+        self.thread = thread
+        self.waited_s = waited_s
 
 
 class HookApplyError(HookError):

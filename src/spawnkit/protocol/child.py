@@ -142,8 +142,8 @@ class _Reporter:
         self.ready_sent = True
         try:
             self.send(proto.Ready(report))
-        except Exception:  # an unpicklable report must not fail the worker
-            self.send(proto.Ready(None))
+        except Exception:  # an unpicklable report must not fail the worker, nor vanish
+            self.send(proto.Ready(_sendable(report)))
         if self.sigint_restore:
             _hear_sigint(True)
 
@@ -154,6 +154,14 @@ class _Reporter:
             except OSError:
                 pass
             self._conn = None
+
+
+def _sendable(report: Any) -> Any:
+    """The report with each field that does not pickle emptied and named in ``unsent``."""
+    sendable = getattr(report, "sendable", None)
+    if sendable is None:  # not a BootstrapReport: say so instead of sending nothing
+        return {"unsent": {"report": f"a {type(report).__name__} that could not be pickled"}}
+    return sendable(lambda obj: pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _failing_stage(exc: BaseException, reporter: _Reporter) -> str:

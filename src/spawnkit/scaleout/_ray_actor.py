@@ -65,6 +65,30 @@ def applied_hook_state() -> list[str]:
     return found
 
 
+def _locate_node() -> tuple[str, str, str]:
+    """``(node id, node ip, why the node id is unknown)`` of this Ray worker process.
+
+    The driver watches a rank's node for death by this id: without it, node
+    loss for this rank could only show up as a dead actor, so the reason is
+    kept and reported by the driver instead of being dropped here.
+    """
+    node = ip = ""
+    try:
+        import ray
+
+        ctx = ray.get_runtime_context()
+        node = str(ctx.get_node_id() or "")
+        ip = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+        os.environ.setdefault("RAY_ADDRESS", str(ctx.gcs_address))
+    except Exception as exc:
+        from spawnkit._names import qualified_name
+
+        return node, ip, f"{qualified_name(exc)}: {exc}"
+    if not node or node == "None":
+        return "", ip, "Ray's runtime context returned no node id"
+    return node, ip, ""
+
+
 class RankActor:
     """One rank.  Construct it through ``ray.remote(RankActor).options(...)``, never directly."""
 
@@ -74,17 +98,7 @@ class RankActor:
         guard.arm()  # before the spec or anything of the engine can be imported here
         self._pid = os.getpid()
         self._host = socket.gethostname()
-        self._node = ""
-        self._ip = ""
-        try:
-            import ray
-
-            ctx = ray.get_runtime_context()
-            self._node = str(ctx.get_node_id())
-            self._ip = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
-            os.environ.setdefault("RAY_ADDRESS", str(ctx.gcs_address))
-        except Exception:  # pragma: no cover - only outside a Ray worker
-            pass
+        self._node, self._ip, self._node_error = _locate_node()
         from spawnkit.scaleout.progress import ProgressListener
 
         self._progress = ProgressListener(node=self._node)
@@ -92,7 +106,10 @@ class RankActor:
 
     def where(self) -> dict[str, Any]:
         """Where this rank lives; the driver derives local ranks from the node ids."""
-        return {"pid": self._pid, "host": self._host, "node": self._node, "ip": self._ip}
+        where = {"pid": self._pid, "host": self._host, "node": self._node, "ip": self._ip}
+        if self._node_error:
+            where["node_error"] = self._node_error
+        return where
 
     def wait_ready(self, timeout: float) -> dict[str, Any]:
         """``ready`` with the report, ``failed`` with the record, or ``pending`` with the stage."""

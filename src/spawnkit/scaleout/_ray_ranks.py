@@ -8,6 +8,7 @@ come from here and, for what a failure says about the rank itself, from
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from spawnkit.errors import BootstrapTimeoutError, ChildExitedError, NodeLostError
@@ -18,6 +19,8 @@ __all__ = ["LAUNCHER", "RankTable"]
 
 LAUNCHER = "ray"
 
+_log = logging.getLogger("spawnkit.ray")
+
 
 class RankTable:
     """Per rank: ``where`` (pid, host, node id, ip, as the actor said) and ``stage``."""
@@ -27,6 +30,22 @@ class RankTable:
         self.nprocs = nprocs
         self.where: list[dict[str, Any]] = [{} for _ in range(nprocs)]
         self.stage: list[str] = ["placement"] * nprocs
+
+    def locate(self, rank: int, where: dict[str, Any]) -> None:
+        """Keep where ``rank``'s actor says it runs; a rank without a node id is reported.
+
+        Node loss is detected through the node id; without one the driver can
+        only see the actor die, and the error would not name the node.
+        """
+        self.where[rank] = where
+        why = where.get("node_error")
+        if why:
+            _log.warning(
+                "%s: rank %d (pid %s, host %s) could not learn its Ray node id (%s); node-loss "
+                "detection is off for that rank: if its node dies, the rank is reported as a "
+                "dead actor (ChildExitedError), not as NodeLostError naming the node.",
+                self.name, rank, where.get("pid"), where.get("host", ""), why,
+            )
 
     def worker(self, rank: int) -> failure.Worker:
         where = self.where[rank] if rank < len(self.where) else {}

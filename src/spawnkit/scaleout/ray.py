@@ -301,7 +301,7 @@ class RayWorkerGroup:
         refs = [a.where.remote() for a in self._actors]
         for rank, ref in enumerate(refs):
             try:
-                self._ranks.where[rank] = self._get(ref, rank, self._remaining() + _RPC_SLACK_S)
+                self._ranks.locate(rank, self._get(ref, rank, self._remaining() + _RPC_SLACK_S))
             except self._ray.exceptions.GetTimeoutError:
                 raise self._timeout([rank], "starting its Ray worker process") from None
 
@@ -562,15 +562,27 @@ class RayWorkerGroup:
         if self._closed:
             return
         self._closed = True
-        for actor in self._actors:
+        for rank, actor in enumerate(self._actors):
             try:
                 self._ray.kill(actor, no_restart=True)
-            except Exception as exc:  # an actor that is already gone
-                _log.debug("ray.kill on a spawnkit rank failed: %s", exc)
+            except Exception as exc:
+                # ray.kill on an actor that already exited succeeds; a failure means the rank
+                # may still run (and hold its resources) after this call.
+                _log.warning(
+                    "Ray group %s: ray.kill of rank %d failed (%s: %s); that rank's actor "
+                    "may still be running and holding its resources. Check `ray list actors` "
+                    "and run spawnkit.cleanup(%r) on its node if it is.",
+                    self.run_id, rank, type(exc).__name__, exc, self.run_id,
+                )
         try:
             self._remove_pg(self._pg)
         except Exception as exc:
-            _log.debug("removing placement group of %s failed: %s", self.run_id, exc)
+            _log.warning(
+                "Ray group %s: removing its placement group failed (%s: %s); its %d "
+                "bundle(s) stay reserved on the cluster until the driver disconnects or you "
+                "remove it (ray.util.remove_placement_group).",
+                self.run_id, type(exc).__name__, exc, self.nprocs,
+            )
 
     close = terminate
 
