@@ -68,6 +68,18 @@ def main(payload):
     }
 """
 
+SHOUT_SRC = """
+import sys
+
+def shout(payload=None):
+    from spawnkit.bootstrap import current_spec
+    rank = current_spec().rank
+    print(f"shout from rank {rank}")
+    sys.stderr.write(f"warn from rank {rank}\\n")
+    sys.stdout.write(f"tail of rank {rank}")  # no newline, and the entry returns at once
+    return rank
+"""
+
 TARGET_SRC = """
 def greet(name):
     return "hello " + name
@@ -103,7 +115,11 @@ def _site(root: Path, plugin: str = "register") -> Path:
         root,
         "skray-app",
         "1.0",
-        modules={"skray_app.entry": APP_SRC, "skray_app.target": TARGET_SRC},
+        modules={
+            "skray_app.entry": APP_SRC,
+            "skray_app.target": TARGET_SRC,
+            "skray_app.shout": SHOUT_SRC,
+        },
     )
     write_distribution(
         root,
@@ -531,3 +547,25 @@ def test_terminate_that_cannot_reach_ray_warns_with_the_consequence(
     err = done.stderr
     assert "WARNING" in err and "ray.kill of rank 0 failed" in err, err[-3000:]
     assert "may still be running" in err and "spawnkit.cleanup(" in err
+
+
+def test_a_short_entrys_output_arrives_before_the_group_reports_done(
+    ray_cluster: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    root = _site(tmp_path / "site")
+    capfd.readouterr()
+    with skray.spawn_on_ray(
+        "skray_app.shout:shout",
+        nprocs=2,
+        namespace=_namespace(),
+        env=_env(root),
+        ready_timeout=READY_S,
+        join_timeout=60,
+        prefix_output=True,
+    ) as group:
+        assert group.results() == [0, 1]
+        out, err = capfd.readouterr()  # at once: nothing may still be on its way
+    for rank in (0, 1):
+        assert f"[rank{rank}]: shout from rank {rank}\n" in out, out
+        assert f"[rank{rank}]: tail of rank {rank}\n" in out, out
+        assert f"[rank{rank}]: warn from rank {rank}\n" in err, err

@@ -131,6 +131,7 @@ def run_group(
     debug: bool,
     out: Output,
     err: TextIO,
+    prefix_output: bool = False,
 ) -> int:
     """``spawnkit launch``: start, show progress, print timings and results; the exit status."""
     from spawnkit.bootstrap import spawn_with_plugins
@@ -151,6 +152,7 @@ def run_group(
                 ready_timeout=timeout,
                 join_timeout=timeout,
                 progress=display,
+                prefix_output=prefix_output,
             )
             with group:
                 results = group.results()  # bounded by the group's join_timeout

@@ -102,6 +102,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--address", metavar="ADDR", help="ray: the cluster to join (default: start a local one)"
     )
+    p.add_argument(
+        "--prefix-output",
+        action="store_true",
+        help="start each line a rank writes with [rankN]: (local and ray)",
+    )
     add_json_output_option(p)
     p.set_defaults(handler=run)
 
@@ -142,6 +147,12 @@ def _check_launcher_options(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--print-only prints a torchrun command (got --launcher {launcher})",
             "add --launcher torchrun, or drop --print-only",
+        )
+    if args.prefix_output and launcher == "torchrun":
+        raise UsageError(
+            "--prefix-output is for --launcher local and ray; torchrun prefixes its ranks' "
+            "lines itself",
+            "drop --prefix-output (torchrun's own --tee/--log-dir options choose its output)",
         )
     if args.address and launcher != "ray":
         raise UsageError(
@@ -184,9 +195,19 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     if args.launcher == "ray":
         from spawnkit.cli._ray import run_ray
 
-        return run_ray(**common, app_dir=app_dir, address=args.address, debug=args.debug)
+        return run_ray(
+            **common,
+            app_dir=app_dir,
+            address=args.address,
+            debug=args.debug,
+            prefix_output=args.prefix_output,
+        )
     from spawnkit.cli._group import run_group
 
     return run_group(
-        **common, start_method=args.start_method, preload=list(args.preload), debug=args.debug
+        **common,
+        start_method=args.start_method,
+        preload=list(args.preload),
+        debug=args.debug,
+        prefix_output=args.prefix_output,
     )

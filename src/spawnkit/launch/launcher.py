@@ -30,6 +30,7 @@ from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
 from spawnkit.launch import _interrupt
 from spawnkit.launch._checks import check_count, check_entry_module, check_seconds, namespace_value
+from spawnkit.launch._output import OutputRelay
 from spawnkit.launch._progress import ProgressCallback
 from spawnkit.launch._rank import Rank
 from spawnkit.launch.group import (
@@ -62,6 +63,7 @@ def spawn_with_plugins(
     grace_period: float = DEFAULT_GRACE_PERIOD,
     rank_extra: Callable[[int], Mapping[str, Any]] | None = None,
     progress: ProgressCallback | None = None,
+    prefix_output: bool = False,
 ) -> WorkerGroup:
     """Start ``nprocs`` workers that each bootstrap (platform, plugins, hooks) and run ``entry``.
 
@@ -80,7 +82,10 @@ def spawn_with_plugins(
     ``stopped`` (see ``spawnkit.launch._progress``; a callback that raises
     stops the run with ``ProgressCallbackError``).  Ctrl-C during a wait call
     stops the group (bounded) and is re-raised; a second Ctrl-C meanwhile
-    kills the workers at once.  Returns a running :class:`WorkerGroup`; use it
+    kills the workers at once.  Each rank's stdout and stderr reach this
+    process's ``sys.stdout``/``sys.stderr`` whole lines at a time (never two
+    ranks inside one line), each line prefixed ``[rank0]: `` with
+    ``prefix_output=True``.  Returns a running :class:`WorkerGroup`; use it
     as a context manager.
     """
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
@@ -97,6 +102,7 @@ def spawn_with_plugins(
         join_timeout=join_timeout,
         grace_period=grace_period,
         progress=progress,
+        output=OutputRelay(prefix=prefix_output),
     )
     control = _launch_control(start_method, context, deaf)
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
@@ -144,7 +150,7 @@ def _start_ranks(
         for rank in range(template.world_size):
             extra = dict(rank_extra(rank)) if rank_extra is not None else {}
             with _interrupt.children_start_deaf(deaf):
-                group._adopt(_start_rank(lctx, template, rank, extra))
+                group._adopt(_start_rank(lctx, template, rank, extra, group._output))
         # psutil is imported here, not at module level: a launching script that imports this
         # module is re-imported by every spawned worker, which should not pay for it.  Inside
         # the try: a Ctrl-C during that import must not leave the started workers running.
@@ -157,31 +163,45 @@ def _start_ranks(
 
 
 def _start_rank(
-    lctx: LaunchContext, template: ProcessSpec, rank: int, extra: dict[str, Any]
+    lctx: LaunchContext,
+    template: ProcessSpec,
+    rank: int,
+    extra: dict[str, Any],
+    output: OutputRelay | None = None,
 ) -> Rank:
     report_r, report_w = lctx.pipe()
     death_r, death_w = lctx.pipe()
     fault_r, fault_w = lctx.pipe()
+    out_r, out_w = lctx.pipe() if output is not None else (None, None)
+    err_r, err_w = lctx.pipe() if output is not None else (None, None)
     spec = template.replace(
         rank=rank,
         local_rank=rank,
         report_conn=report_w,
         death_conn=death_r,
         extra=extra,
-        _control=template._control.replace(fault_conn=fault_w),
+        _control=template._control.replace(
+            fault_conn=fault_w, stdout_conn=out_w, stderr_conn=err_w
+        ),
     )
     proc = lctx.process(spec, f"spawnkit-{template.run_id}-rank{rank}")
     try:
         lctx.start(proc)
     except BaseException:
-        for conn in (report_r, report_w, death_r, death_w, fault_r, fault_w):
-            conn.close()
+        for conn in (report_r, report_w, death_r, death_w, fault_r, fault_w, out_r, err_r):
+            if conn is not None:
+                conn.close()
         raise
     finally:
         # The child has its own copies now; ours must go, or EOF would never arrive.
-        for conn in (report_w, death_r, fault_w):
+        for conn in (report_w, death_r, fault_w, out_w, err_w):
             with contextlib.suppress(OSError):
-                conn.close()
+                if conn is not None:
+                    conn.close()
+    if output is not None and out_r is not None and err_r is not None:
+        output.add(rank, os.dup(out_r.fileno()), os.dup(err_r.fileno()))
+        out_r.close()
+        err_r.close()
     os.set_blocking(fault_r.fileno(), False)
     now = time.monotonic()
     return Rank(rank, proc, report_r, death_w, fault_r, proc.pid, started=now, stage_since=now)

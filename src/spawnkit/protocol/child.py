@@ -177,8 +177,30 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+def _redirect_output(stdout_conn: Any, stderr_conn: Any) -> None:
+    """Point fds 1 and 2 at the launcher's relay pipes (see ``launch._output``).
+
+    At the fd level, so that C libraries and child processes are relayed too;
+    Python's streams become line-buffered, so a crash loses no whole line.
+    """
+    for conn, fd, name in ((stdout_conn, 1, "stdout"), (stderr_conn, 2, "stderr")):
+        if conn is None:
+            continue
+        stream = getattr(sys, name, None)
+        try:
+            if stream is not None:
+                stream.flush()
+            os.dup2(conn.fileno(), fd)
+            conn.close()
+            if stream is not None and stream.fileno() == fd:
+                stream.reconfigure(line_buffering=True)
+        except (OSError, ValueError, AttributeError):
+            continue  # output then goes where it went before: shared, but not lost
+
+
 def child_main(spec: ProcessSpec) -> None:
     """Run the bootstrap and the entry for one rank; report the outcome before exiting."""
+    _redirect_output(spec._control.stdout_conn, spec._control.stderr_conn)
     dump_signal = _arm_faulthandler(spec._control.fault_conn)
     dumps, loads = picklers(spec._control.context)
     deaf = spec._control.sigint_restore

@@ -103,6 +103,7 @@ class RankActor:
 
         self._progress = ProgressListener(node=self._node)
         self._started = False
+        self._capture: Any = None
 
     def where(self) -> dict[str, Any]:
         """Where this rank lives; the driver derives local ranks from the node ids."""
@@ -119,6 +120,13 @@ class RankActor:
         if self._progress.report is not None:
             return {"status": "ready", "report": self._progress.report}
         return {"status": "pending", "stage": self._progress.current, **self.where()}
+
+    def output(self) -> dict[str, bytes]:
+        """What the rank wrote to stdout/stderr since the driver last asked (``_ray_output``)."""
+        return self._capture.take() if self._capture is not None else {}
+
+    def _final_output(self) -> dict[str, bytes]:
+        return self._capture.take(final=True) if self._capture is not None else {}
 
     def run(self, rank: int, spec_bytes: bytes) -> dict[str, Any]:
         """Bootstrap this rank from its spec and call the entry; never raises.
@@ -150,6 +158,10 @@ class RankActor:
                 spec = pickle.loads(spec_bytes)
                 _ran = {"rank": rank, "run_id": spec.run_id, "at": time.time()}
             self._set_rank_env(spec)
+            from spawnkit.scaleout._ray_output import Capture
+
+            self._capture = Capture()
+            self._capture.start()
             from spawnkit.bootstrap.process import bootstrap_process
 
             booting = True
@@ -163,8 +175,8 @@ class RankActor:
             record = failure.record(stage, exc, rank=rank, node=self._node)
             self._progress.fail(record)
             self._exit_soon()
-            return {"status": "failed", "failure": record}
-        return {"status": "ok", "result": result}
+            return {"status": "failed", "failure": record, "output": self._final_output()}
+        return {"status": "ok", "result": result, "output": self._final_output()}
 
     def _set_rank_env(self, spec: Any) -> None:
         """The spec's env (already filtered by the driver) plus this rank's numbers."""

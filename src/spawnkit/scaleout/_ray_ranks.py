@@ -15,7 +15,7 @@ from spawnkit.errors import BootstrapTimeoutError, ChildExitedError, NodeLostErr
 from spawnkit.launch._timeouts import join_timeout_error, results_timeout_error
 from spawnkit.protocol import failure
 
-__all__ = ["LAUNCHER", "RankTable"]
+__all__ = ["LAUNCHER", "RankOutput", "RankTable"]
 
 LAUNCHER = "ray"
 
@@ -97,3 +97,43 @@ class RankTable:
         """``results(timeout=)`` passed with ``running`` still in their entry; the group runs on."""
         workers = [self.worker(r) for r in running]
         return results_timeout_error(workers, group=self.name, waited=waited)
+
+
+class RankOutput:
+    """The ranks' captured stdout/stderr, printed here in whole lines (see ``_ray_output``)."""
+
+    def __init__(self, prefix: bool) -> None:
+        self._prefix = prefix
+        self._streams: dict[tuple[int, str], Any] = {}
+
+    def show(self, rank: int, chunks: dict[str, bytes], *, final: bool = False) -> None:
+        from spawnkit.launch._output import LineStream, emit_lines
+
+        for name in ("stdout", "stderr"):
+            key = (rank, name)
+            stream = self._streams.get(key)
+            if stream is None:
+                prefix = f"[rank{rank}]: ".encode() if self._prefix else b""
+                stream = self._streams[key] = LineStream(-1, name, prefix)
+            if chunks.get(name):
+                emit_lines(name, stream.lines(chunks[name]))
+            if final:
+                emit_lines(name, stream.rest())
+
+    def poll(self, ray: Any, actors: list[Any], timeout: float) -> None:
+        """Ask every rank for what it wrote since the last call; a rank that cannot answer
+        (gone, or busy past ``timeout``) is skipped: its death is reported elsewhere."""
+        refs = {}
+        for rank, actor in enumerate(actors):
+            try:
+                refs[actor.output.remote()] = rank
+            except Exception:
+                continue
+        if not refs:
+            return
+        done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+        for ref in done:
+            try:
+                self.show(refs[ref], ray.get(ref, timeout=0))
+            except Exception:
+                continue

@@ -63,7 +63,7 @@ from spawnkit.protocol import failure
 from spawnkit.protocol.failure import PRE_BOOTSTRAP
 from spawnkit.scaleout._ray_nodes import dead_nodes, wait_node_dead
 from spawnkit.scaleout._ray_ranks import LAUNCHER as _LAUNCHER
-from spawnkit.scaleout._ray_ranks import RankTable
+from spawnkit.scaleout._ray_ranks import RankOutput, RankTable
 from spawnkit.scaleout.env import split_env
 from spawnkit.spec import Payload, ProcessSpec
 
@@ -142,6 +142,7 @@ def spawn_on_ray(
     platform: str | None = None,
     plugins: Sequence[str] | None = None,
     strategy: str = "PACK",
+    prefix_output: bool = False,
 ) -> RayWorkerGroup:
     """Start ``nprocs`` ranks of ``entry`` on the connected Ray cluster; see the module docstring.
 
@@ -149,7 +150,10 @@ def spawn_on_ray(
     ``{"CPU": 2, "GPU": 1}``); the group reserves ``nprocs`` such bundles in a
     placement group (``strategy`` as in Ray: PACK, SPREAD, STRICT_PACK,
     STRICT_SPREAD).  Returns once the actors are placed and bootstrapping;
-    ``wait_ready()`` waits for every rank's report.
+    ``wait_ready()`` waits for every rank's report.  Each rank's stdout and
+    stderr are captured in its actor and printed here, whole lines, while
+    the group's wait calls run and before they report a rank done
+    (``prefix_output=True``: each line starts ``[rank0]: ``).
     """
     template = build_template(
         entry, payload, namespace=namespace, env=env, platform=platform, plugins=plugins
@@ -161,6 +165,7 @@ def spawn_on_ray(
         ready_timeout=ready_timeout,
         join_timeout=join_timeout,
         strategy=strategy,
+        prefix_output=prefix_output,
     )
 
 
@@ -182,6 +187,7 @@ def spawn_spec_on_ray(
     ready_timeout: float = 300.0,
     join_timeout: float | None = None,
     strategy: str = "PACK",
+    prefix_output: bool = False,
 ) -> RayWorkerGroup:
     """:func:`spawn_on_ray` from a ready spec template (what ``spawn_with_plugins`` builds)."""
     from spawnkit.launch._checks import check_count, check_seconds
@@ -227,6 +233,7 @@ def spawn_spec_on_ray(
         ready_timeout=ready_timeout,
         join_timeout=join_timeout,
         strategy=strategy,
+        prefix_output=prefix_output,
     )
 
 
@@ -254,6 +261,7 @@ class RayWorkerGroup:
         ready_timeout: float,
         join_timeout: float | None,
         strategy: str,
+        prefix_output: bool = False,
     ) -> None:
         """Place and start the ranks; called by :func:`spawn_spec_on_ray`, not by users."""
         from ray.util.placement_group import placement_group, remove_placement_group
@@ -273,6 +281,7 @@ class RayWorkerGroup:
         self._outcomes: list[dict[str, Any] | None] = [None] * nprocs
         self._error: ChildError | None = None
         self._closed = False
+        self._output = RankOutput(prefix_output)
         self._pg: Any = placement_group([dict(bundle) for _ in range(nprocs)], strategy=strategy)
         self._remove_pg: Callable[[Any], None] = remove_placement_group
         try:
@@ -363,11 +372,14 @@ class RayWorkerGroup:
         """Record the first failure and stop every rank; later failures keep the first."""
         if self._error is None:
             self._error = err
+            if not self._closed:  # what the ranks wrote before it, ahead of the error
+                self._output.poll(self._ray, self._actors, _RPC_SLACK_S)
         self.terminate()
         return self._error
 
     def _settle(self, rank: int, outcome: dict[str, Any]) -> None:
         """Keep a rank's finished ``run`` outcome; a failed one fails the group."""
+        self._output.show(rank, outcome.get("output") or {}, final=True)
         if outcome["status"] == "failed":
             raise self._fail(self._raised(outcome["failure"]))
         self._outcomes[rank] = outcome
@@ -408,6 +420,7 @@ class RayWorkerGroup:
             if done:
                 yield done[0], pending[done[0]]
                 continue
+            self._output.poll(self._ray, self._actors, _RPC_SLACK_S)
             self._check_nodes(list(pending.values()))
             if deadline is not None and time.monotonic() >= deadline:
                 return
@@ -637,7 +650,7 @@ def _start_actors(
             "num_gpus": bundle.get("GPU", 0.0),
             "max_restarts": 0,
             "max_task_retries": 0,
-            "max_concurrency": 2,
+            "max_concurrency": 3,  # run, wait_ready and output answer at once
             "runtime_env": {"env_vars": dict(actor_env)},
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
                 placement_group=pg, placement_group_bundle_index=rank

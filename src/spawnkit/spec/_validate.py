@@ -177,6 +177,8 @@ def _control(spec: ProcessSpec) -> None:
     if type(ctl) is not LaunchControl:
         _type_error("_control", "a LaunchControl", ctl, "set by spawnkit's launchers only")
     _conn("_control.fault_conn", ctl.fault_conn)
+    _conn("_control.stdout_conn", ctl.stdout_conn)
+    _conn("_control.stderr_conn", ctl.stderr_conn)
     pid = ctl.parent_pid
     if pid is not None and (type(pid) is not int or pid <= 0):
         _type_error("_control.parent_pid", "a pid (int > 0) or None", pid)
