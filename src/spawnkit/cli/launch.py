@@ -64,6 +64,19 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="F",
         help="argument for ENTRY: a .json file, or pickle bytes passed on unopened",
     )
+    p.add_argument(
+        "--payload-factory",
+        metavar="MOD:FN",
+        help="argument for ENTRY: FN() called here, its object sent to every rank (for a "
+        "ServerArgs dataclass)",
+    )
+    p.add_argument(
+        "--entry-args",
+        metavar="NAME",
+        nargs="+",
+        choices=("rank", "local_rank", "world_size", "payload"),
+        help="call ENTRY with these arguments, e.g. local_rank rank payload (default: payload)",
+    )
     p.add_argument("--start-method", choices=START_METHODS, default="spawn")
     p.add_argument(
         "--preload",
@@ -136,6 +149,15 @@ def _validate(args: argparse.Namespace) -> tuple[Any, Any]:
     namespace = resolve_namespace(args.namespace)
     check_entry(args.entry)
     check_preload(list(args.preload))
+    if args.payload_file and args.payload_factory:
+        raise UsageError(
+            "--payload-file and --payload-factory both give ENTRY's argument",
+            "pass one of them",
+        )
+    if args.payload_factory:
+        from spawnkit.cli._resolve import build_payload
+
+        return namespace, build_payload(args.payload_factory)
     payload = load_payload_file(args.payload_file) if args.payload_file else None
     return namespace, payload
 
@@ -153,6 +175,11 @@ def _check_launcher_options(args: argparse.Namespace) -> None:
             "--prefix-output is for --launcher local and ray; torchrun prefixes its ranks' "
             "lines itself",
             "drop --prefix-output (torchrun's own --tee/--log-dir options choose its output)",
+        )
+    if args.entry_args and launcher != "local":
+        raise UsageError(
+            f"--entry-args is for --launcher local (got --launcher {launcher})",
+            "drop --entry-args and take the ranks from spawnkit.bootstrap.current_spec()",
         )
     if args.address and launcher != "ray":
         raise UsageError(
@@ -210,4 +237,5 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         preload=list(args.preload),
         debug=args.debug,
         prefix_output=args.prefix_output,
+        entry_args=args.entry_args,
     )

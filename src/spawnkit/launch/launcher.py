@@ -64,6 +64,7 @@ def spawn_with_plugins(
     rank_extra: Callable[[int], Mapping[str, Any]] | None = None,
     progress: ProgressCallback | None = None,
     prefix_output: bool = False,
+    entry_args: Sequence[str] | None = None,
 ) -> WorkerGroup:
     """Start ``nprocs`` workers that each bootstrap (platform, plugins, hooks) and run ``entry``.
 
@@ -85,8 +86,11 @@ def spawn_with_plugins(
     kills the workers at once.  Each rank's stdout and stderr reach this
     process's ``sys.stdout``/``sys.stderr`` whole lines at a time (never two
     ranks inside one line), each line prefixed ``[rank0]: `` with
-    ``prefix_output=True``.  Returns a running :class:`WorkerGroup`; use it
-    as a context manager.
+    ``prefix_output=True``.  ``entry_args=("local_rank", "rank", "payload",
+    "pipe_writer")`` calls ``entry(local_rank, rank, payload, pipe_writer)``
+    instead: each name is ``rank``, ``local_rank``, ``world_size``, ``payload``
+    or a key every ``rank_extra(rank)`` returns.  Returns a running
+    :class:`WorkerGroup`; use it as a context manager.
     """
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
     preload = tuple(preload)
@@ -105,6 +109,8 @@ def spawn_with_plugins(
         output=OutputRelay(prefix=prefix_output),
     )
     control = _launch_control(start_method, context, deaf)
+    if entry_args is not None:
+        control = control.replace(entry_args=_entry_args(entry_args))
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
 
@@ -119,6 +125,33 @@ def _launch_control(start_method: str, context: str, deaf: bool) -> LaunchContro
         context=context,
         sigint_restore=deaf,
     )
+
+
+_RANK_ARGS = ("rank", "local_rank", "world_size", "payload")
+
+
+def _entry_args(names: Sequence[str]) -> tuple[str, ...]:
+    """``entry_args=`` as a tuple of names; anything else is refused before any rank starts."""
+    if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(
+            f"entry_args={names!r}: must be a sequence of argument names such as "
+            f"('local_rank', 'rank', 'payload', 'pipe_writer'); each one of {_RANK_ARGS} "
+            "or a key of rank_extra(rank).",
+            setting="entry_args",
+        )
+    return tuple(names)
+
+
+def _check_entry_args(names: tuple[str, ...] | None, extra: Mapping[str, Any], rank: int) -> None:
+    """Every named entry argument exists for ``rank``: checked here, not as a worker KeyError."""
+    missing = [n for n in names or () if n not in _RANK_ARGS and n not in extra]
+    if missing:
+        raise ConfigError(
+            f"entry_args names {missing} for rank {rank}, but rank_extra({rank}) returned "
+            f"only {sorted(extra)}; each name must be one of {_RANK_ARGS} or a key "
+            "rank_extra returns for every rank. Add it to rank_extra, or fix entry_args.",
+            setting="entry_args",
+        )
 
 
 def _check_limits(
@@ -149,6 +182,7 @@ def _start_ranks(
     try:
         for rank in range(template.world_size):
             extra = dict(rank_extra(rank)) if rank_extra is not None else {}
+            _check_entry_args(template._control.entry_args, extra, rank)
             with _interrupt.children_start_deaf(deaf):
                 group._adopt(_start_rank(lctx, template, rank, extra, group._output))
         # psutil is imported here, not at module level: a launching script that imports this

@@ -35,6 +35,9 @@ class LaunchControl:
     this node, where only the launcher knows it (Ray).  ``stdout_conn`` /
     ``stderr_conn``: pipes the worker's fds 1 and 2 are redirected to, so
     that the launcher relays its output in whole lines (``launch._output``).
+    ``entry_args``: the entry's positional arguments by name (``rank``,
+    ``local_rank``, ``world_size``, ``payload`` or a key of ``spec.extra``),
+    for engines whose worker function is not ``entry(payload)``.
     """
 
     fault_conn: Connection | None = field(default=None, repr=False, compare=False)
@@ -45,6 +48,7 @@ class LaunchControl:
     local_world_size: int | None = None
     stdout_conn: Connection | None = field(default=None, repr=False, compare=False)
     stderr_conn: Connection | None = field(default=None, repr=False, compare=False)
+    entry_args: tuple[str, ...] | None = None
 
     def replace(self, **changes: Any) -> LaunchControl:
         """A copy with some fields changed (one record per rank from a template)."""
