@@ -46,6 +46,7 @@ __all__ = [
     "PlatformNotFoundError",
     "PlatformPluginError",
     "PlatformUnavailableError",
+    "PluginDriftError",
     "PluginError",
     "PreloadError",
     "ProgressCallbackError",
@@ -199,6 +200,32 @@ class PluginError(SpawnkitError):
         self.dist = dist
         self.version = version
         self.group = group
+
+
+class PluginDriftError(PluginError):
+    """A rank's node has other plugins (or other versions) than the launcher selected.
+
+    ``node`` and ``rank`` say where; ``dist`` the first distribution that
+    differs, ``version`` the launcher's and ``node_version`` the node's
+    (``""``: not installed there); ``stage`` is ``plugin_check``, before any
+    plugin loaded.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: str = "",
+        rank: int | None = None,
+        node_version: str = "",
+        stage: str = "plugin_check",
+        **kw: Any,
+    ) -> None:
+        super().__init__(message, **kw)
+        self.node = node
+        self.rank = rank
+        self.node_version = node_version
+        self.stage = stage
 
 
 # ----------------------------------------------------------------- bootstrap

@@ -162,6 +162,9 @@ class RankActor:
 
             self._capture = Capture()
             self._capture.start()
+            from spawnkit.scaleout._plugin_set import check_plugin_set
+
+            check_plugin_set(spec, node=self._node, rank=rank)  # before any plugin loads
             from spawnkit.bootstrap.process import bootstrap_process
 
             booting = True

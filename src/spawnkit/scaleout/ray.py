@@ -45,6 +45,7 @@ resolves its platform from its own environment unless ``platform=`` is given.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import time
 import uuid
@@ -113,19 +114,27 @@ def build_template(
 ) -> ProcessSpec:
     """The spec every rank starts from (rank fields are filled in per actor)."""
     from spawnkit.namespace import get_namespace
+    from spawnkit.scaleout._plugin_set import plugin_digest, plugin_rows
+    from spawnkit.spec._control import LaunchControl
 
     entry_str, entry_payload = entry_reference(entry)
     if payload is not None and not isinstance(payload, Payload):
         payload = Payload.capture(payload)
+    config = get_namespace(namespace).config
+    selected = tuple(plugins) if plugins is not None else None
+    # The launcher's plugin set, for each rank to compare with its own node's.
+    pythonpath = [p for p in (env or {}).get("PYTHONPATH", "").split(os.pathsep) if p]
+    rows = plugin_rows(config, selected, pythonpath)
     return ProcessSpec(
         entry=entry_str,
         entry_payload=entry_payload,
-        namespace=get_namespace(namespace).config,
+        namespace=config,
         platform=platform,
-        plugins=tuple(plugins) if plugins is not None else None,
+        plugins=selected,
         env=dict(env or {}),
         payload=payload,
         run_id=run_id or f"ray-{uuid.uuid4().hex[:12]}",
+        _control=LaunchControl(plugin_rows=rows, plugin_digest=plugin_digest(rows)),
     )
 
 

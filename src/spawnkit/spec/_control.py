@@ -38,6 +38,9 @@ class LaunchControl:
     ``entry_args``: the entry's positional arguments by name (``rank``,
     ``local_rank``, ``world_size``, ``payload`` or a key of ``spec.extra``),
     for engines whose worker function is not ``entry(payload)``.
+    ``plugin_rows`` / ``plugin_digest``: the launcher's entry-point rows of
+    the selected plugins and platforms, and their digest, for a rank on
+    another node to compare with its own (``scaleout._plugin_set``).
     """
 
     fault_conn: Connection | None = field(default=None, repr=False, compare=False)
@@ -49,6 +52,8 @@ class LaunchControl:
     stdout_conn: Connection | None = field(default=None, repr=False, compare=False)
     stderr_conn: Connection | None = field(default=None, repr=False, compare=False)
     entry_args: tuple[str, ...] | None = None
+    plugin_rows: tuple[tuple[str, str, str, str, str], ...] | None = None
+    plugin_digest: str = ""
 
     def replace(self, **changes: Any) -> LaunchControl:
         """A copy with some fields changed (one record per rank from a template)."""
