@@ -96,3 +96,19 @@ def test_four_ranks_printing_concurrently_arrive_line_by_line(tmp_path: Path, mo
     for line in errs:
         body = re.sub(r"^\[rank\d\]: ", "", line) if mode == "prefix" else line
         assert re.fullmatch(r"err rank=\d i=\d{3} done", body), line
+
+
+def test_cli_prefix_output(tmp_path: Path) -> None:
+    (tmp_path / "relayworker.py").write_text(_WORKER)
+    spawnkit = str(Path(sys.executable).with_name("spawnkit"))
+    done = subprocess.run(
+        [spawnkit, "launch", "relayworker:chatter", "--nprocs", "2", "--prefix-output",
+         "--app-dir", str(tmp_path), "--timeout", "180"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if "line=" in line]
+    assert len(lines) == 2 * LINES
+    for line in lines:
+        m = re.fullmatch(r"\[rank(\d)\]: " + _LINE.pattern, line)
+        assert m and m.group(1) == m.group(2), line
