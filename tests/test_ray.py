@@ -68,6 +68,18 @@ def main(payload):
     }
 """
 
+SHOUT_SRC = """
+import sys
+
+def shout(payload=None):
+    from spawnkit.bootstrap import current_spec
+    rank = current_spec().rank
+    print(f"shout from rank {rank}")
+    sys.stderr.write(f"warn from rank {rank}\\n")
+    sys.stdout.write(f"tail of rank {rank}")  # no newline, and the entry returns at once
+    return rank
+"""
+
 TARGET_SRC = """
 def greet(name):
     return "hello " + name
@@ -103,7 +115,11 @@ def _site(root: Path, plugin: str = "register") -> Path:
         root,
         "skray-app",
         "1.0",
-        modules={"skray_app.entry": APP_SRC, "skray_app.target": TARGET_SRC},
+        modules={
+            "skray_app.entry": APP_SRC,
+            "skray_app.target": TARGET_SRC,
+            "skray_app.shout": SHOUT_SRC,
+        },
     )
     write_distribution(
         root,
@@ -471,3 +487,85 @@ def test_results_after_terminate_is_a_typed_error(ray_cluster: Any, tmp_path: Pa
 def test_unknown_strategy_is_refused_before_placing() -> None:
     with pytest.raises(ValueError, match=r"strategy must be one of PACK, SPREAD.*got 'spread'"):
         skray.spawn_on_ray("time:sleep", 1, nprocs=2, strategy="spread")
+
+
+# ----------------------------------------------------- round 2: paths that were quiet
+def test_a_rank_without_a_node_id_is_reported(caplog: pytest.LogCaptureFixture) -> None:
+    """The actor keeps why it has no node id; the driver says node-loss detection is off."""
+    probe = (
+        "import sys, json\n"
+        "sys.modules['ray'] = None  # Ray's runtime context cannot be reached\n"
+        "from spawnkit.scaleout._ray_actor import RankActor\n"
+        "print(json.dumps(RankActor().where()))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    where = json.loads(done.stdout.strip().splitlines()[-1])
+    assert where["node"] == "" and "import of ray halted" in where["node_error"]
+    from spawnkit.scaleout._ray_ranks import RankTable
+
+    table = RankTable("ray-x", 2)
+    with caplog.at_level("WARNING", logger="spawnkit.ray"):
+        table.locate(1, where)
+    assert "rank 1" in caplog.text and "node-loss detection is off" in caplog.text
+    assert "import of ray halted" in caplog.text
+
+
+_SECOND_DRIVER = """
+import logging, sys
+import ray
+import spawnkit.scaleout.ray as skray
+from spawnkit.spec import NamespaceConfig
+
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+ray.init(address=sys.argv[1], configure_logging=False, log_to_driver=False)
+group = skray.spawn_on_ray("skray_app.entry:main", {"tag": "t", "block_s": 60}, nprocs=1,
+                           namespace=NamespaceConfig.build("skray", "SKRAY"),
+                           env={"PYTHONPATH": sys.argv[2]}, ready_timeout=90)
+group.wait_ready()
+ray.shutdown()  # the driver lost its connection: terminate() cannot reach the cluster
+group.terminate()
+print("TERMINATED", flush=True)
+"""
+
+
+def test_terminate_that_cannot_reach_ray_warns_with_the_consequence(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    root = _site(tmp_path / "site")
+    script = tmp_path / "driver.py"
+    script.write_text(_SECOND_DRIVER)
+    address = ray.get_runtime_context().gcs_address
+    env = dict(os.environ)
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([sys.executable, str(script), address, str(root)], capture_output=True,
+                          text=True, timeout=240, env=env)
+    assert "TERMINATED" in done.stdout, done.stderr[-3000:]
+    err = done.stderr
+    assert "WARNING" in err and "ray.kill of rank 0 failed" in err, err[-3000:]
+    assert "may still be running" in err and "spawnkit.cleanup(" in err
+
+
+def test_a_short_entrys_output_arrives_before_the_group_reports_done(
+    ray_cluster: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    root = _site(tmp_path / "site")
+    capfd.readouterr()
+    with skray.spawn_on_ray(
+        "skray_app.shout:shout",
+        nprocs=2,
+        namespace=_namespace(),
+        env=_env(root),
+        ready_timeout=READY_S,
+        join_timeout=60,
+        prefix_output=True,
+    ) as group:
+        assert group.results() == [0, 1]
+        out, err = capfd.readouterr()  # at once: nothing may still be on its way
+    for rank in (0, 1):
+        assert f"[rank{rank}]: shout from rank {rank}\n" in out, out
+        assert f"[rank{rank}]: tail of rank {rank}\n" in out, out
+        assert f"[rank{rank}]: warn from rank {rank}\n" in err, err

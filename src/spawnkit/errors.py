@@ -33,6 +33,7 @@ __all__ = [
     "HookRegistrationError",
     "HookTargetError",
     "ImportGuardError",
+    "ImportWaitError",
     "LauncherUnavailableError",
     "LazyProxyError",
     "MissingExtraError",
@@ -46,6 +47,7 @@ __all__ = [
     "PlatformNotFoundError",
     "PlatformPluginError",
     "PlatformUnavailableError",
+    "PluginDriftError",
     "PluginError",
     "PreloadError",
     "ProgressCallbackError",
@@ -99,6 +101,22 @@ class HookTargetError(HookError, LookupError):
         super().__init__(message)
         self.target = target
         self.missing = missing
+
+
+class ImportWaitError(HookError, TimeoutError):
+    """Applying hooks waited too long for a target module another thread is importing.
+
+    ``module`` is the module, ``thread`` the importing thread's name, ``waited_s``
+    the bound that expired (usually a deadlock through a lock that thread waits for).
+    """
+
+    def __init__(
+        self, message: str, *, module: str = "", thread: str = "", waited_s: float = 0.0
+    ) -> None:
+        super().__init__(message)
+        self.module = module
+        self.thread = thread
+        self.waited_s = waited_s
 
 
 class HookApplyError(HookError):
@@ -183,6 +201,32 @@ class PluginError(SpawnkitError):
         self.dist = dist
         self.version = version
         self.group = group
+
+
+class PluginDriftError(PluginError):
+    """A rank's node has other plugins (or other versions) than the launcher selected.
+
+    ``node`` and ``rank`` say where; ``dist`` the first distribution that
+    differs, ``version`` the launcher's and ``node_version`` the node's
+    (``""``: not installed there); ``stage`` is ``plugin_check``, before any
+    plugin loaded.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        node: str = "",
+        rank: int | None = None,
+        node_version: str = "",
+        stage: str = "plugin_check",
+        **kw: Any,
+    ) -> None:
+        super().__init__(message, **kw)
+        self.node = node
+        self.rank = rank
+        self.node_version = node_version
+        self.stage = stage
 
 
 # ----------------------------------------------------------------- bootstrap

@@ -20,8 +20,12 @@ It waits on the death pipe and on a pidfd of the launcher (the pidfd also
 fires when a stray fork of the launcher kept the pipe's write end open); once
 the launcher is gone it gives the worker a moment to end itself, then kills
 the worker's tree (children first, snapshotted from ``/proc``) and the worker.
-The guardian carries ``PR_SET_PDEATHSIG=SIGKILL`` towards the worker, so it
-never outlives it, and the worker ends it along with its other children.
+The guardian is started with ``clone(CLONE_PARENT)``, so it is the worker's
+sibling, a child of the launcher: user code in the worker that waits for any
+child never waits for it, and the launcher reaps it when the worker's rank is
+closed (a PID 1 that does not reap never inherits it while the launcher
+lives).  It watches a pidfd of the worker and exits with it.  Where that is
+not available it is the worker's child with ``PR_SET_PDEATHSIG=SIGKILL``.
 
 A launcher that died before the worker armed any of this is caught by
 comparing the parent pid recorded by the launcher with ``getppid()`` (spawn
@@ -40,7 +44,13 @@ from typing import Any
 
 from spawnkit.spec import ProcessSpec
 
-__all__ = ["PARENT_DIED_EXIT_CODE", "RUN_ID_VAR", "arm", "start_server_guardian"]
+__all__ = [
+    "PARENT_DIED_EXIT_CODE",
+    "RUN_ID_VAR",
+    "arm",
+    "reap_guardian",
+    "start_server_guardian",
+]
 
 RUN_ID_VAR = "SPAWNKIT_RUN_ID"
 """Environment variable carrying the group's run id, inherited by a worker's own children,
@@ -49,6 +59,7 @@ so that :func:`spawnkit.cleanup` finds orphans."""
 PARENT_DIED_EXIT_CODE = 1
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_NAME = 15
 _GUARDIAN_GRACE_S = 0.5
 """How long the guardian lets a worker end its own tree before it does (well under 2 s)."""
 _lock = threading.Lock()
@@ -98,7 +109,16 @@ def _watch(conn: Any, rank: int, parent_pid: int | None) -> None:
 
 
 def _start_guardian(death_fd: int, launcher_pid: int) -> None:
-    """Fork the guardian (see the module docstring); a worker without one still has its thread."""
+    """Start the guardian (see the module docstring); a worker without one still has its thread.
+
+    The guardian is made a child of the worker's parent (the launcher), not of
+    the worker: user code that ``os.wait()``s for any child must not wait for
+    it, and a guardian that outlives its worker by a moment must be reaped by a
+    process that reaps (the launcher does, :func:`reap_guardian`), not left to a
+    PID 1 that may not.  It watches a pidfd of the worker to end with it.
+    Where that cannot be done (no ``clone(CLONE_PARENT)`` or pidfd), it is the
+    worker's child, bound to it with ``PR_SET_PDEATHSIG``, as before.
+    """
     if threading.active_count() > 1:
         return  # forking a multi-threaded process is unsafe; the watcher thread still covers
     try:
@@ -107,16 +127,92 @@ def _start_guardian(death_fd: int, launcher_pid: int) -> None:
         launcher = -1  # old kernel, or the launcher is already gone: the pipe still covers
     worker = os.getpid()
     try:
-        pid = os.fork()
-    except OSError:
-        pid = -1
+        worker_fd = os.pidfd_open(worker)
+    except (AttributeError, OSError):
+        worker_fd = -1
+    pid = _fork_beside() if worker_fd >= 0 else -1
+    beside = pid >= 0
+    if not beside:
+        try:
+            pid = os.fork()
+        except OSError:
+            pid = -1
     if pid == 0:
         try:
-            _guard(worker, death_fd, launcher)
+            _guard(worker, death_fd, launcher, worker_fd=worker_fd if beside else -1)
         finally:
             os._exit(0)
-    if launcher >= 0:
-        os.close(launcher)
+    for fd in (launcher, worker_fd):
+        if fd >= 0:
+            os.close(fd)
+
+
+_CLONE_PARENT = 0x00008000
+_SYS_CLONE = {"x86_64": 56, "aarch64": 220, "ppc64le": 120, "s390x": 120}
+_GUARDIAN_NAME = b"skguard"
+"""The guardian's process name (``comm``) is this plus its worker's pid: the launcher finds
+and reaps it by that name (15 bytes at most)."""
+
+
+def _fork_beside() -> int:
+    """``fork()`` whose child's parent is this process's parent; -1 where it cannot be done.
+
+    Only called while the process has one thread, like ``os.fork`` here: the
+    child runs nothing but ``os`` calls before it exits.
+    """
+    import platform
+
+    number = _SYS_CLONE.get(platform.machine())
+    if number is None or not sys.platform.startswith("linux"):
+        return -1
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        flags = _CLONE_PARENT | int(signal.SIGCHLD)
+        if platform.machine() == "s390x":  # stack first, then flags
+            pid = int(libc.syscall(number, 0, flags, 0, 0, 0))
+        else:
+            pid = int(libc.syscall(number, flags, 0, 0, 0, 0))
+    except (OSError, AttributeError):
+        return -1
+    return pid if pid >= 0 else -1
+
+
+def reap_guardian(worker_pid: int) -> None:
+    """In the launcher, once ``worker_pid`` has exited: end and reap that worker's guardian.
+
+    It is this process's child (see :func:`_start_guardian`) and its job ended
+    with the worker; it exits on its own, and killing it makes the reap prompt
+    and bounded.
+    """
+    name = _GUARDIAN_NAME + str(worker_pid).encode()
+    for pid in _own_children():
+        try:
+            with open(f"/proc/{pid}/comm", "rb") as f:
+                if f.read().strip() != name:
+                    continue
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)  # our own child, just SIGKILLed: returns promptly
+        except (OSError, ChildProcessError):
+            continue
+
+
+def _own_children() -> list[int]:
+    """This process's children, from ``/proc`` (every thread's list)."""
+    found: list[int] = []
+    try:
+        tasks = os.listdir("/proc/self/task")
+    except OSError:
+        return found
+    for tid in tasks:
+        try:
+            with open(f"/proc/self/task/{tid}/children", "rb") as f:
+                found += [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def start_server_guardian() -> None:
@@ -146,10 +242,16 @@ def start_server_guardian() -> None:
     _server_guarded = True
 
 
-def _guard(worker: int, death_fd: int, launcher: int, *, whole_tree: bool = False) -> None:
-    """The guardian's whole life: wait for the launcher's death, then end the worker's tree."""
+def _guard(
+    worker: int, death_fd: int, launcher: int, *, whole_tree: bool = False, worker_fd: int = -1
+) -> None:
+    """The guardian's whole life: wait for the launcher's death, then end the worker's tree.
+
+    ``worker_fd``: a pidfd of the worker when the guardian is its sibling (it
+    then exits as soon as the worker does); -1 when it is the worker's child.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the launcher's to handle
-    keep = {2, death_fd, launcher}
+    keep = {2, death_fd, launcher, worker_fd}
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd not in keep:
@@ -160,18 +262,24 @@ def _guard(worker: int, death_fd: int, launcher: int, *, whole_tree: bool = Fals
     try:
         import ctypes
 
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        libc = ctypes.CDLL(None, use_errno=True)
+        if worker_fd < 0:
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(_GUARDIAN_NAME + str(worker).encode()), 0, 0, 0)
     except (OSError, AttributeError):
-        return  # without it the guardian could outlive the worker: better none
-    if os.getppid() != worker:
+        return  # without PDEATHSIG the guardian could outlive the worker: better none
+    if worker_fd < 0 and os.getppid() != worker:
         return
     import select
 
     while True:
+        watched = [fd for fd in (death_fd, launcher, worker_fd) if fd >= 0]
         try:
-            ready, _, _ = select.select([fd for fd in (death_fd, launcher) if fd >= 0], [], [])
+            ready, _, _ = select.select(watched, [], [])
         except InterruptedError:
             continue
+        if worker_fd >= 0 and worker_fd in ready:
+            return  # the worker ended: nothing left to guard
         if launcher in ready:
             break
         try:
@@ -181,6 +289,8 @@ def _guard(worker: int, death_fd: int, launcher: int, *, whole_tree: bool = Fals
             break
     # The worker's own watcher normally ends the tree (and this guardian) right away.
     time.sleep(_GUARDIAN_GRACE_S)
+    if worker_fd >= 0 and select.select([worker_fd], [], [], 0)[0]:
+        return  # it did: its pid may already be another process's
     me = os.getpid()
     tree = [p for p in _descendants(worker) if p != me]
     if whole_tree and not tree:

@@ -432,11 +432,25 @@ class Bootstrapper:
 
     @_staged
     def call_entry(self) -> Any:
-        """Call the entry: ``entry(payload)`` with a payload, ``entry()`` without."""
+        """Call the entry: ``entry(payload)`` with a payload, ``entry()`` without, or with the
+        arguments the launcher named (``entry_args``: the seed's
+        ``run_scheduler_process(local_rank, rank, server_args, pipe_writer)``)."""
         assert self.entry is not None
+        names = self.spec._control.entry_args
+        if names is not None:
+            return self.entry(*[self._entry_arg(name) for name in names])
         if self.spec.payload is not None:
             return self.entry(self.payload_obj)
         return self.entry()
+
+    def _entry_arg(self, name: str) -> Any:
+        """One named entry argument; the launcher checked that every name exists."""
+        spec = self.spec
+        if name == "payload":
+            return self.payload_obj
+        if name in ("rank", "local_rank", "world_size"):
+            return getattr(spec, name)
+        return spec.extra[name]
 
     def run(self) -> Any:
         """Every stage, in the order of ``STAGES``; returns the entry's result (the last stage)."""

@@ -37,6 +37,11 @@ class BootstrapReport:
     ``preload_seconds``.  ``stage_detail`` splits a stage where the split
     matters: ``apply_hooks`` into ``import_targets`` (importing the target
     modules, often a heavy framework) and ``patch``.
+
+    ``unsent`` is empty unless a field held a value that could not be pickled
+    on its way to the parent: that field then arrives empty, and ``unsent``
+    maps its name to the reason, so an empty field is never mistaken for
+    "nothing loaded".
     """
 
     rank: int
@@ -56,10 +61,27 @@ class BootstrapReport:
     node: str = ""
     inherited: dict[str, Any] = field(default_factory=dict)
     stage_detail: dict[str, dict[str, float]] = field(default_factory=dict)
+    unsent: dict[str, str] = field(default_factory=dict)
 
     @property
     def total_seconds(self) -> float:
         return sum(self.stage_seconds.values())
+
+    def sendable(self, dumps: Any) -> BootstrapReport:
+        """A copy whose fields all pickle with ``dumps``; each field that does not is emptied
+        and named in ``unsent`` with the reason."""
+        unsent = dict(self.unsent)
+        values: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            try:
+                dumps(value)
+            except Exception as exc:
+                unsent[f.name] = f"{type(exc).__name__}: {exc}"
+                value = f.default_factory() if callable(f.default_factory) else f.default
+            values[f.name] = value
+        values["unsent"] = unsent
+        return BootstrapReport(**values)
 
     def to_dict(self) -> dict[str, Any]:
         """A deep copy as plain dicts and lists (JSON-serialisable)."""
@@ -121,6 +143,8 @@ class BootstrapReport:
                 f"{k} {v * 1e3:.2f} ms{self._detail(k)}" for k, v in self.stage_seconds.items()
             )
             lines.append(f"  stages: {timing} (total {self.total_seconds * 1e3:.2f} ms)")
+        for name, why in self.unsent.items():
+            lines.append(f"  NOT SENT: field {name!r} could not be pickled ({why})")
         inh = self.inherited
         if inh:
             import time

@@ -131,6 +131,8 @@ def run_group(
     debug: bool,
     out: Output,
     err: TextIO,
+    prefix_output: bool = False,
+    entry_args: list[str] | None = None,
 ) -> int:
     """``spawnkit launch``: start, show progress, print timings and results; the exit status."""
     from spawnkit.bootstrap import spawn_with_plugins
@@ -151,6 +153,8 @@ def run_group(
                 ready_timeout=timeout,
                 join_timeout=timeout,
                 progress=display,
+                prefix_output=prefix_output,
+                entry_args=entry_args,
             )
             with group:
                 results = group.results()  # bounded by the group's join_timeout

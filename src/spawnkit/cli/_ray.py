@@ -99,6 +99,7 @@ def run_ray(
     debug: bool,
     out: Output,
     err: TextIO,
+    prefix_output: bool = False,
 ) -> int:
     """Start the group on Ray, wait for it, print timings and results; the exit status."""
     import ray
@@ -119,6 +120,7 @@ def run_ray(
             env={"PYTHONPATH": pythonpath},
             ready_timeout=timeout,
             join_timeout=timeout,
+            prefix_output=prefix_output,
         ) as group:
             reports = group.wait_ready()
             results = group.results(timeout=timeout)

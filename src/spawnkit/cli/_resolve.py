@@ -23,6 +23,7 @@ from spawnkit.namespace import Namespace
 from spawnkit.spec import Payload
 
 __all__ = [
+    "build_payload",
     "check_entry",
     "check_preload",
     "load_payload_file",
@@ -176,6 +177,41 @@ def check_entry(entry: str) -> str:
                 "check the spelling of the function after the colon",
             )
     return entry
+
+
+def build_payload(reference: str) -> Payload:
+    """``--payload-factory MOD:FN``: ``FN()`` called in this process, its object captured once.
+
+    For engines whose server args are an object (a dataclass) rather than
+    JSON: the parent imports the factory's module, as the engine's own
+    launcher would; the workers unpickle the object only after their hooks.
+    """
+    fix = "name a function that takes no argument and returns the payload, as module:function"
+    try:
+        module_name, qualname = _reference.parse(reference)
+    except _reference.BadReference as exc:
+        raise UsageError(f"--payload-factory {reference!r}: {exc.why}", fix) from None
+    try:
+        factory = _reference.resolve(module_name, qualname)
+    except (_reference.ImportFailed, _reference.MissingAttribute, ImportError) as exc:
+        raise UsageError(f"--payload-factory {reference!r} cannot be loaded: {exc}", fix) from exc
+    if not callable(factory):
+        raise UsageError(f"--payload-factory {reference!r} is not callable", fix)
+    try:
+        obj = factory()
+    except Exception as exc:
+        raise UsageError(
+            f"--payload-factory {reference!r} raised {type(exc).__name__}: {exc}",
+            "fix the factory, or run it by hand to see its traceback (--debug shows it here)",
+        ) from exc
+    try:
+        return Payload.capture(obj)
+    except Exception as exc:
+        raise UsageError(
+            f"--payload-factory {reference!r} returned a {type(obj).__name__} that cannot be "
+            f"pickled for the workers: {exc}",
+            "return plain data or a picklable object (a module-level dataclass)",
+        ) from exc
 
 
 def load_payload_file(path_text: str) -> Payload:

@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,7 +28,7 @@ from spawnkit.bootstrap.stages import Stage
 from spawnkit.cli._errors import EXIT_OK
 from spawnkit.cli._output import Output, emit_json
 
-__all__ = ["check_torchrun", "run_torchrun", "torchrun_command"]
+__all__ = ["Nodes", "check_torchrun", "run_torchrun", "torchrun_command"]
 
 #: How long torchrun gets after SIGTERM to stop its ranks before everything is killed.
 _STOP_GRACE_S = 10.0
@@ -51,13 +52,58 @@ def check_torchrun() -> None:
         )
 
 
-def torchrun_command(spec_file: Path, nprocs: int) -> list[str]:
-    """One node, ``nprocs`` ranks, each running ``python -m spawnkit.run --spec FILE``."""
+@dataclass(frozen=True)
+class Nodes:
+    """torchrun's multi-node options as given on ``spawnkit launch`` (None: not given)."""
+
+    nnodes: int | None = None
+    node_rank: int | None = None
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+    spec_dir: str | None = None
+    extra: tuple[str, ...] = ()
+
+    @classmethod
+    def from_args(cls, args: Any) -> Nodes:
+        return cls(
+            args.nnodes,
+            args.node_rank,
+            args.rdzv_endpoint,
+            args.rdzv_id,
+            args.spec_dir,
+            tuple(args.torchrun_args or ()),
+        )
+
+    @property
+    def multi(self) -> bool:
+        return (self.nnodes or 1) > 1 or self.rdzv_endpoint is not None
+
+    def world(self, nproc_per_node: int) -> int:
+        return (self.nnodes or 1) * nproc_per_node
+
+    def torchrun_args(self) -> list[str]:
+        if not self.multi:
+            return ["--standalone", *self.extra]
+        args: list[str] = []
+        for flag, value in (
+            ("--nnodes", self.nnodes),
+            ("--node-rank", self.node_rank),
+            ("--rdzv-endpoint", self.rdzv_endpoint),
+            ("--rdzv-id", self.rdzv_id),
+        ):
+            if value is not None:
+                args += [flag, str(value)]
+        return [*args, *self.extra]
+
+
+def torchrun_command(spec_file: Path, nprocs: int, nodes: Nodes | None = None) -> list[str]:
+    """``nprocs`` ranks on this node, each running ``python -m spawnkit.run --spec FILE``;
+    ``nodes``: the multi-node options, and torchrun arguments given after ``--``, verbatim."""
     return [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        "--standalone",
+        *(nodes or Nodes()).torchrun_args(),
         "--nproc-per-node",
         str(nprocs),
         "-m",
@@ -125,29 +171,31 @@ def run_torchrun(
     as_json: str | None,
     out: Output,
     err: TextIO,
+    nodes: Nodes | None = None,
 ) -> int:
-    """Write the spec, then print the torchrun command or run it; torchrun's exit status."""
-    from spawnkit.launch.specs import write_launch_spec
-    from spawnkit.spec.signing import generate_key
+    """Write the spec, then print the torchrun command or run it; torchrun's exit status.
 
-    folder = Path(tempfile.mkdtemp(prefix="spawnkit-torchrun-"))
-    keep = False
+    ``nprocs`` is this node's ranks; with ``nodes`` (``--nnodes`` ...) the
+    spec is for all of them, and ``--spec-dir`` lets every node run the one
+    spec written (and signed) once.
+    """
+    nodes = nodes or Nodes()
+    own = nodes.spec_dir or tempfile.mkdtemp(prefix="spawnkit-torchrun-")
+    folder = Path(own)
+    keep = nodes.spec_dir is not None
     try:
-        key = generate_key()
-        key_file = folder / "key"
-        _write_private(key_file, key)
-        spec_file = folder / "spec.bin"
-        template = write_launch_spec(
-            spec_file, entry, payload, key=key, nprocs=nprocs, namespace=namespace
-        )
-        cmd = torchrun_command(spec_file, nprocs)
+        key, template = _spec_in(folder, entry, payload, nodes.world(nprocs), namespace)
+        key_file, spec_file = folder / "key", folder / "spec.bin"
+        cmd = torchrun_command(spec_file, nprocs, nodes)
         pythonpath = _pythonpath(app_dir)
         if print_only:
             keep = True
             _print_command(cmd, pythonpath, key_file, template.run_id, as_json, out, err)
             return EXIT_OK
         started = time.monotonic()
-        code = _run(cmd, key, pythonpath, template.run_id, f"{nprocs} rank(s) of {entry}", timeout)
+        store = nodes.rdzv_endpoint if nodes.multi else None
+        what = f"{nprocs} rank(s) of {entry}"
+        code = _run(cmd, key, pythonpath, template.run_id, what, timeout, store, nodes, err)
         wall = time.monotonic() - started
         if as_json:
             document = {"ok": code == 0, "launcher": "torchrun", "entry": entry, "nprocs": nprocs}
@@ -165,6 +213,40 @@ def run_torchrun(
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _spec_in(
+    folder: Path, entry: str, payload: Any, world: int, namespace: Any
+) -> tuple[str, Any]:
+    """``(key, template)``: the signed spec in ``folder`` if one is there (another node wrote
+    it: every node must run the same one), else a new one written there."""
+    from spawnkit.cli._errors import UsageError
+    from spawnkit.launch.specs import write_launch_spec
+    from spawnkit.spec.signing import generate_key, read_spec_file
+
+    key_file, spec_file = folder / "key", folder / "spec.bin"
+    if spec_file.exists() and key_file.exists():
+        key = key_file.read_text(encoding="utf-8").strip()
+        template = read_spec_file(spec_file, key=key)
+        if template.entry and template.entry != entry:
+            raise UsageError(
+                f"--spec-dir {str(folder)!r} holds a spec for entry {template.entry!r}, not "
+                f"{entry!r}",
+                "pass the same ENTRY on every node, or another --spec-dir",
+            )
+        if template.world_size != world:
+            raise UsageError(
+                f"--spec-dir {str(folder)!r} holds a spec for {template.world_size} rank(s); "
+                f"--nnodes x --nproc-per-node here makes {world}",
+                "pass the same --nnodes and --nproc-per-node on every node",
+            )
+        return key, template
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    key = generate_key()
+    _write_private(key_file, key)
+    template = write_launch_spec(spec_file, entry, payload, key=key, nprocs=world,
+                                 namespace=namespace)
+    return key, template
 
 
 def _print_command(
@@ -194,9 +276,25 @@ def _print_command(
     )
 
 
-def _run(cmd: list[str], key: str, pythonpath: str, run_id: str, what: str, timeout: float) -> int:
-    """Run torchrun to its end, bounded by ``timeout``; its ranks never outlive this call."""
+def _run(
+    cmd: list[str],
+    key: str,
+    pythonpath: str,
+    run_id: str,
+    what: str,
+    timeout: float,
+    store: str | None = None,
+    nodes: Nodes | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run torchrun to its end, bounded by ``timeout``; its ranks never outlive this call.
+
+    ``store``: the rendezvous endpoint of a multi-node job; its ranks publish
+    a failure there, and on node 0 this call watches for one from any node:
+    it is printed, this node's torchrun is stopped and the status is 1.
+    """
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
+    from spawnkit.scaleout.torchrun import FAILURE_STORE_VAR
     from spawnkit.spec.signing import DEFAULT_KEY_VAR
 
     env = dict(os.environ)
@@ -204,8 +302,14 @@ def _run(cmd: list[str], key: str, pythonpath: str, run_id: str, what: str, time
     env["PYTHONPATH"] = pythonpath
     # In torchrun's *initial* environment, so spawnkit.cleanup(run_id) finds it and its ranks.
     env[RUN_ID_VAR] = run_id
+    if store:
+        env[FAILURE_STORE_VAR] = store
+    watch = store is not None and nodes is not None and (nodes.node_rank or 0) == 0
     proc = subprocess.Popen(cmd, env=env, start_new_session=True)
     try:
+        if watch:
+            assert store is not None
+            return _wait_watching(proc, timeout, store, run_id, err or sys.stderr)
         return proc.wait(timeout)
     except subprocess.TimeoutExpired:
         survivors = _stop(proc, run_id)
@@ -221,3 +325,28 @@ def _run(cmd: list[str], key: str, pythonpath: str, run_id: str, what: str, time
     except BaseException:  # Ctrl-C: stop the ranks before the interrupt goes on
         _stop(proc, run_id)
         raise
+
+
+def _wait_watching(
+    proc: subprocess.Popen[bytes], timeout: float, store: str, run_id: str, err: TextIO
+) -> int:
+    """``proc.wait(timeout)`` on node 0, polling the job's store for another node's failure."""
+    from spawnkit.scaleout.torchrun import read_published_failure
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return proc.wait(min(0.5, max(0.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+        found = read_published_failure(store, run_id)
+        if found is not None:
+            err.write(
+                f"spawnkit: FAILED on node {found.get('node', '?')}: {found['message']}\n"
+                f"spawnkit: node 0 stops its own ranks: the job cannot finish without rank "
+                f"{found['rank']}.\n"
+            )
+            err.flush()
+            _stop(proc, run_id)
+            return 1

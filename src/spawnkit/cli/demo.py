@@ -41,6 +41,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--start-method", choices=("spawn", "forkserver"), default="spawn")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="bound (120 s)")
+    p.add_argument(
+        "--prefix-output", action="store_true", help="start each worker line with [rankN]:"
+    )
     add_json_output_option(p)
     p.set_defaults(handler=run)
 
@@ -83,7 +86,11 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     server_args = ServerArgs(dp_size=args.nprocs, num_requests=max(args.requests, args.nprocs))
     display = StageDisplay(out, server_args.dp_size, mode="quiet" if args.json == "-" else "auto")
     engine = Engine(
-        server_args, start_method=args.start_method, timeout=args.timeout, progress=display
+        server_args,
+        start_method=args.start_method,
+        timeout=args.timeout,
+        progress=display,
+        prefix_output=args.prefix_output,
     )
     if args.json != "-":
         out.heading(

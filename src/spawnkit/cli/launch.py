@@ -64,6 +64,19 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="F",
         help="argument for ENTRY: a .json file, or pickle bytes passed on unopened",
     )
+    p.add_argument(
+        "--payload-factory",
+        metavar="MOD:FN",
+        help="argument for ENTRY: FN() called here, its object sent to every rank (for a "
+        "ServerArgs dataclass)",
+    )
+    p.add_argument(
+        "--entry-args",
+        metavar="NAME",
+        nargs="+",
+        choices=("rank", "local_rank", "world_size", "payload"),
+        help="call ENTRY with these arguments, e.g. local_rank rank payload (default: payload)",
+    )
     p.add_argument("--start-method", choices=START_METHODS, default="spawn")
     p.add_argument(
         "--preload",
@@ -102,8 +115,46 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--address", metavar="ADDR", help="ray: the cluster to join (default: start a local one)"
     )
+    _add_torchrun_options(p)
+    p.add_argument(
+        "--prefix-output",
+        action="store_true",
+        help="start each line a rank writes with [rankN]: (local and ray)",
+    )
     add_json_output_option(p)
     p.set_defaults(handler=run)
+
+
+def _nonnegative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 0")
+    return value
+
+
+def _add_torchrun_options(p: argparse.ArgumentParser) -> None:
+    """torchrun's multi-node options, passed through; anything after ``--`` goes to torchrun."""
+    t = p.add_argument_group("torchrun across nodes (--launcher torchrun)")
+    t.add_argument("--nnodes", type=_positive_int, metavar="N", help="nodes in the job")
+    t.add_argument("--node-rank", type=_nonnegative_int, metavar="R", help="this node's rank")
+    t.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="the rendezvous (node 0's store)")
+    t.add_argument("--rdzv-id", metavar="ID", help="the job id every node passes")
+    t.add_argument(
+        "--nproc-per-node", type=_positive_int, metavar="K", help="ranks per node (--nprocs)"
+    )
+    t.add_argument(
+        "--spec-dir",
+        metavar="DIR",
+        help="the signed spec and key: reused when DIR holds them (written by --print-only "
+        "--spec-dir DIR on one node), else written there and kept",
+    )
+    p.add_argument("torchrun_args", nargs="*", metavar="-- TORCHRUN_ARG", help=argparse.SUPPRESS)
+
+
+_TORCHRUN_ONLY = ("nnodes", "node_rank", "rdzv_endpoint", "rdzv_id", "nproc_per_node", "spec_dir")
 
 
 def _validate(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -131,6 +182,15 @@ def _validate(args: argparse.Namespace) -> tuple[Any, Any]:
     namespace = resolve_namespace(args.namespace)
     check_entry(args.entry)
     check_preload(list(args.preload))
+    if args.payload_file and args.payload_factory:
+        raise UsageError(
+            "--payload-file and --payload-factory both give ENTRY's argument",
+            "pass one of them",
+        )
+    if args.payload_factory:
+        from spawnkit.cli._resolve import build_payload
+
+        return namespace, build_payload(args.payload_factory)
     payload = load_payload_file(args.payload_file) if args.payload_file else None
     return namespace, payload
 
@@ -142,6 +202,24 @@ def _check_launcher_options(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--print-only prints a torchrun command (got --launcher {launcher})",
             "add --launcher torchrun, or drop --print-only",
+        )
+    if args.prefix_output and launcher == "torchrun":
+        raise UsageError(
+            "--prefix-output is for --launcher local and ray; torchrun prefixes its ranks' "
+            "lines itself",
+            "drop --prefix-output (torchrun's own --tee/--log-dir options choose its output)",
+        )
+    if args.entry_args and launcher != "local":
+        raise UsageError(
+            f"--entry-args is for --launcher local (got --launcher {launcher})",
+            "drop --entry-args and take the ranks from spawnkit.bootstrap.current_spec()",
+        )
+    given = [name for name in _TORCHRUN_ONLY if getattr(args, name) is not None]
+    if (given or args.torchrun_args) and launcher != "torchrun":
+        shown = ", ".join("--" + n.replace("_", "-") for n in given) or "arguments after --"
+        raise UsageError(
+            f"{shown} are torchrun's (got --launcher {launcher})",
+            "add --launcher torchrun, or drop them",
         )
     if args.address and launcher != "ray":
         raise UsageError(
@@ -178,15 +256,29 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     }
     app_dir = os.path.abspath(args.app_dir)
     if args.launcher == "torchrun":
-        from spawnkit.cli._torchrun import run_torchrun
+        from spawnkit.cli._torchrun import Nodes, run_torchrun
 
-        return run_torchrun(**common, app_dir=app_dir, print_only=args.print_only)
+        nodes = Nodes.from_args(args)
+        if args.nproc_per_node is not None:
+            common["nprocs"] = args.nproc_per_node
+        return run_torchrun(**common, app_dir=app_dir, print_only=args.print_only, nodes=nodes)
     if args.launcher == "ray":
         from spawnkit.cli._ray import run_ray
 
-        return run_ray(**common, app_dir=app_dir, address=args.address, debug=args.debug)
+        return run_ray(
+            **common,
+            app_dir=app_dir,
+            address=args.address,
+            debug=args.debug,
+            prefix_output=args.prefix_output,
+        )
     from spawnkit.cli._group import run_group
 
     return run_group(
-        **common, start_method=args.start_method, preload=list(args.preload), debug=args.debug
+        **common,
+        start_method=args.start_method,
+        preload=list(args.preload),
+        debug=args.debug,
+        prefix_output=args.prefix_output,
+        entry_args=args.entry_args,
     )

@@ -66,6 +66,7 @@ class Engine:
         timeout: float = 120.0,
         env: dict[str, str] | None = None,
         progress: Callable[[int, str, float], object] | None = None,
+        prefix_output: bool = False,
     ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
@@ -76,11 +77,12 @@ class Engine:
         self.timeout = timeout
         self.env = dict(env or {})
         self.progress = progress
+        self.prefix_output = prefix_output
 
     @classmethod
     def from_pretrained(cls, model_path: str = "spawnkit-demo/tiny-mlp", **kwargs: Any) -> Engine:
         """The seed's ``DiffGenerator.from_pretrained`` shape: ServerArgs fields as keywords."""
-        engine_keys = {"start_method", "timeout", "env", "progress"}
+        engine_keys = {"start_method", "timeout", "env", "progress", "prefix_output"}
         engine_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in engine_keys}
         return cls(ServerArgs(model_path=model_path, **kwargs), **engine_kw)
 
@@ -106,6 +108,7 @@ class Engine:
                     join_timeout=self.timeout,
                     rank_extra=lambda rank: {PIPE_WRITER_KEY: pipes[rank][1]},
                     progress=self.progress,
+                    prefix_output=self.prefix_output,
                 )
             finally:
                 for _, writer in pipes:  # the workers hold their own copies now

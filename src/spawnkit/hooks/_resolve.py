@@ -14,11 +14,13 @@ import functools
 import importlib
 import inspect
 import sys
+import threading
+import time
 import types
 from typing import Any, NamedTuple
 
 from spawnkit import _reference
-from spawnkit.errors import HookRegistrationError, HookTargetError
+from spawnkit.errors import HookRegistrationError, HookTargetError, ImportWaitError
 
 __all__: list[str] = []
 
@@ -120,6 +122,7 @@ def _find_module(
         exc = failed.get(hint)
         if exc is None:
             try:
+                _await_other_import(hint)
                 return importlib.import_module(hint), hint.count(".") + 1
             except Exception as err:
                 exc = _note_failure(hint, err, failed)
@@ -140,6 +143,7 @@ def _find_module(
         exc = failed.get(name)
         if exc is None:
             try:
+                _await_other_import(name)
                 return importlib.import_module(name), i
             except Exception as err:
                 exc = _note_failure(name, err, failed)
@@ -150,6 +154,61 @@ def _find_module(
                 continue
         return _Unimportable(name, exc, not_found=False)
     return _Unimportable(first_missing or parts[0], None, not_found=True)
+
+
+#: How long applying hooks waits for a target module that another thread is still importing.
+#: Without a bound, an import that waits for the hook registry (a module that registers
+#: hooks at import time while this thread applies them) deadlocks both threads.
+IMPORT_WAIT_S = 60.0
+
+
+def _await_other_import(name: str) -> None:
+    """Wait, bounded, while another thread executes ``name`` or one of its parent packages.
+
+    ``import_module`` would wait for that thread's module lock with no bound;
+    Python detects a cycle of import locks, but not one that goes through any
+    other lock, so the wait is done here, polling, with a deadline.
+    """
+    parts = name.split(".")
+    deadline: float | None = None
+    me = threading.get_ident()
+    for i in range(1, len(parts) + 1):
+        prefix = ".".join(parts[:i])
+        while True:
+            mod = sys.modules.get(prefix)
+            owner = _import_owner(prefix) if mod is not None and _initializing(mod) else None
+            if owner is None or owner == me:
+                break
+            now = time.monotonic()
+            deadline = now + IMPORT_WAIT_S if deadline is None else deadline
+            if now >= deadline:
+                raise _import_wait_error(name, prefix, owner)
+            time.sleep(0.005)
+
+
+def _import_owner(name: str) -> int | None:
+    """The ident of the thread holding ``name``'s import lock, if one does."""
+    import importlib._bootstrap as bootstrap  # the only place the lock's owner is kept
+
+    ref = getattr(bootstrap, "_module_locks", {}).get(name)
+    lock = ref() if ref is not None else None
+    owner = getattr(lock, "owner", None)
+    return owner if isinstance(owner, int) else None
+
+
+def _import_wait_error(name: str, prefix: str, owner: int) -> ImportWaitError:
+    thread = next((t for t in threading.enumerate() if t.ident == owner), None)
+    who = f"thread {thread.name!r} (ident {owner})" if thread else f"thread ident {owner}"
+    return ImportWaitError(
+        f"module {prefix!r} (needed for hook target module {name!r}) is still being imported "
+        f"by {who} after {IMPORT_WAIT_S:g} s; applying hooks gave up waiting instead of "
+        "deadlocking. That import is most likely blocked on something this thread holds "
+        "(registering a hook while hooks are applied, or a lock of your own). Import the "
+        "module, or register its hooks, before apply_plugin_hooks() runs, not concurrently.",
+        module=prefix,
+        thread=thread.name if thread else str(owner),
+        waited_s=IMPORT_WAIT_S,
+    )
 
 
 def _initializing(module: types.ModuleType) -> bool:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
+from spawnkit.bootstrap._parent_death import reap_guardian
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import PayloadError
 from spawnkit.launch._progress import DONE, FAILED, STOPPED
@@ -98,6 +99,7 @@ class Rank:
             self.stage_seconds[msg.stage] = msg.seconds
         elif isinstance(msg, proto.Ready):
             self.ready, self.report_obj = True, msg.report
+            _warn_unsent(self.label, msg.report)
             self.stage, self.stage_since = Stage.ENTRY.value, now
             return Stage.ENTRY.value
         elif isinstance(msg, proto.Result):
@@ -149,6 +151,7 @@ class Rank:
             return False
         self.exitcode = self.proc.exitcode
         self.fault_text = self.read_fault()
+        reap_guardian(self.pid)  # the worker's guardian is this process's child
         return True
 
     def read_fault(self, wait: float = 0.0) -> str:
@@ -181,6 +184,19 @@ class Rank:
         if self.exitcode is not None:
             with contextlib.suppress(ValueError):
                 self.proc.close()
+
+
+def _warn_unsent(label: str, report: Any) -> None:
+    """A report that arrived with fields emptied because they did not pickle: say which."""
+    unsent = getattr(report, "unsent", None) or {}
+    if unsent:
+        fields = "; ".join(f"{name}: {why}" for name, why in unsent.items())
+        _log.warning(
+            "%s: its BootstrapReport arrived without field(s) %s, which could not be pickled "
+            "(%s); those fields read as empty in wait_ready()'s report, and report.unsent names "
+            "them. Keep report fields to plain data (a plugin or platform put an object there).",
+            label, ", ".join(sorted(unsent)), fields,
+        )
 
 
 def reap_ranks(ranks: Sequence[Rank], timeout: float, drain: Callable[[Rank], None]) -> set[int]:

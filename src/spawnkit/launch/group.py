@@ -42,6 +42,7 @@ from typing import Any
 from spawnkit.errors import ChildError
 from spawnkit.launch import _interrupt
 from spawnkit.launch._checks import check_seconds
+from spawnkit.launch._output import OutputRelay
 from spawnkit.launch._progress import ProgressCallback, ProgressRelay
 from spawnkit.launch._rank import Rank, dump_stacks, reap_ranks
 from spawnkit.launch._timeouts import (
@@ -93,8 +94,10 @@ class WorkerGroup:
         join_timeout: float | None,
         grace_period: float,
         progress: ProgressCallback | None = None,
+        output: OutputRelay | None = None,
     ) -> None:
         self.run_id = run_id
+        self._output = output
         self._relay = ProgressRelay(progress, run_id)
         self._interrupting = False
         self._ctx = context
@@ -386,6 +389,8 @@ class WorkerGroup:
             self._relay.warn_if_new(told)
             for r in self._ranks:
                 r.close()
+            if self._output is not None:  # their last lines, before the group reports done
+                self._output.finish()
             from spawnkit.launch._cleanup import forget_run
 
             forget_run(self.run_id)

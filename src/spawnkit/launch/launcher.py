@@ -30,6 +30,7 @@ from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
 from spawnkit.launch import _interrupt
 from spawnkit.launch._checks import check_count, check_entry_module, check_seconds, namespace_value
+from spawnkit.launch._output import OutputRelay
 from spawnkit.launch._progress import ProgressCallback
 from spawnkit.launch._rank import Rank
 from spawnkit.launch.group import (
@@ -62,6 +63,8 @@ def spawn_with_plugins(
     grace_period: float = DEFAULT_GRACE_PERIOD,
     rank_extra: Callable[[int], Mapping[str, Any]] | None = None,
     progress: ProgressCallback | None = None,
+    prefix_output: bool = False,
+    entry_args: Sequence[str] | None = None,
 ) -> WorkerGroup:
     """Start ``nprocs`` workers that each bootstrap (platform, plugins, hooks) and run ``entry``.
 
@@ -80,8 +83,14 @@ def spawn_with_plugins(
     ``stopped`` (see ``spawnkit.launch._progress``; a callback that raises
     stops the run with ``ProgressCallbackError``).  Ctrl-C during a wait call
     stops the group (bounded) and is re-raised; a second Ctrl-C meanwhile
-    kills the workers at once.  Returns a running :class:`WorkerGroup`; use it
-    as a context manager.
+    kills the workers at once.  Each rank's stdout and stderr reach this
+    process's ``sys.stdout``/``sys.stderr`` whole lines at a time (never two
+    ranks inside one line), each line prefixed ``[rank0]: `` with
+    ``prefix_output=True``.  ``entry_args=("local_rank", "rank", "payload",
+    "pipe_writer")`` calls ``entry(local_rank, rank, payload, pipe_writer)``
+    instead: each name is ``rank``, ``local_rank``, ``world_size``, ``payload``
+    or a key every ``rank_extra(rank)`` returns.  Returns a running
+    :class:`WorkerGroup`; use it as a context manager.
     """
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
     preload = tuple(preload)
@@ -97,8 +106,11 @@ def spawn_with_plugins(
         join_timeout=join_timeout,
         grace_period=grace_period,
         progress=progress,
+        output=OutputRelay(prefix=prefix_output),
     )
     control = _launch_control(start_method, context, deaf)
+    if entry_args is not None:
+        control = control.replace(entry_args=_entry_args(entry_args))
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
 
@@ -113,6 +125,33 @@ def _launch_control(start_method: str, context: str, deaf: bool) -> LaunchContro
         context=context,
         sigint_restore=deaf,
     )
+
+
+_RANK_ARGS = ("rank", "local_rank", "world_size", "payload")
+
+
+def _entry_args(names: Sequence[str]) -> tuple[str, ...]:
+    """``entry_args=`` as a tuple of names; anything else is refused before any rank starts."""
+    if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
+        raise ConfigError(
+            f"entry_args={names!r}: must be a sequence of argument names such as "
+            f"('local_rank', 'rank', 'payload', 'pipe_writer'); each one of {_RANK_ARGS} "
+            "or a key of rank_extra(rank).",
+            setting="entry_args",
+        )
+    return tuple(names)
+
+
+def _check_entry_args(names: tuple[str, ...] | None, extra: Mapping[str, Any], rank: int) -> None:
+    """Every named entry argument exists for ``rank``: checked here, not as a worker KeyError."""
+    missing = [n for n in names or () if n not in _RANK_ARGS and n not in extra]
+    if missing:
+        raise ConfigError(
+            f"entry_args names {missing} for rank {rank}, but rank_extra({rank}) returned "
+            f"only {sorted(extra)}; each name must be one of {_RANK_ARGS} or a key "
+            "rank_extra returns for every rank. Add it to rank_extra, or fix entry_args.",
+            setting="entry_args",
+        )
 
 
 def _check_limits(
@@ -143,8 +182,9 @@ def _start_ranks(
     try:
         for rank in range(template.world_size):
             extra = dict(rank_extra(rank)) if rank_extra is not None else {}
+            _check_entry_args(template._control.entry_args, extra, rank)
             with _interrupt.children_start_deaf(deaf):
-                group._adopt(_start_rank(lctx, template, rank, extra))
+                group._adopt(_start_rank(lctx, template, rank, extra, group._output))
         # psutil is imported here, not at module level: a launching script that imports this
         # module is re-imported by every spawned worker, which should not pay for it.  Inside
         # the try: a Ctrl-C during that import must not leave the started workers running.
@@ -157,31 +197,45 @@ def _start_ranks(
 
 
 def _start_rank(
-    lctx: LaunchContext, template: ProcessSpec, rank: int, extra: dict[str, Any]
+    lctx: LaunchContext,
+    template: ProcessSpec,
+    rank: int,
+    extra: dict[str, Any],
+    output: OutputRelay | None = None,
 ) -> Rank:
     report_r, report_w = lctx.pipe()
     death_r, death_w = lctx.pipe()
     fault_r, fault_w = lctx.pipe()
+    out_r, out_w = lctx.pipe() if output is not None else (None, None)
+    err_r, err_w = lctx.pipe() if output is not None else (None, None)
     spec = template.replace(
         rank=rank,
         local_rank=rank,
         report_conn=report_w,
         death_conn=death_r,
         extra=extra,
-        _control=template._control.replace(fault_conn=fault_w),
+        _control=template._control.replace(
+            fault_conn=fault_w, stdout_conn=out_w, stderr_conn=err_w
+        ),
     )
     proc = lctx.process(spec, f"spawnkit-{template.run_id}-rank{rank}")
     try:
         lctx.start(proc)
     except BaseException:
-        for conn in (report_r, report_w, death_r, death_w, fault_r, fault_w):
-            conn.close()
+        for conn in (report_r, report_w, death_r, death_w, fault_r, fault_w, out_r, err_r):
+            if conn is not None:
+                conn.close()
         raise
     finally:
         # The child has its own copies now; ours must go, or EOF would never arrive.
-        for conn in (report_w, death_r, fault_w):
+        for conn in (report_w, death_r, fault_w, out_w, err_w):
             with contextlib.suppress(OSError):
-                conn.close()
+                if conn is not None:
+                    conn.close()
+    if output is not None and out_r is not None and err_r is not None:
+        output.add(rank, os.dup(out_r.fileno()), os.dup(err_r.fileno()))
+        out_r.close()
+        err_r.close()
     os.set_blocking(fault_r.fileno(), False)
     now = time.monotonic()
     return Rank(rank, proc, report_r, death_w, fault_r, proc.pid, started=now, stage_since=now)

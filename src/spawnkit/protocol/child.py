@@ -142,8 +142,8 @@ class _Reporter:
         self.ready_sent = True
         try:
             self.send(proto.Ready(report))
-        except Exception:  # an unpicklable report must not fail the worker
-            self.send(proto.Ready(None))
+        except Exception:  # an unpicklable report must not fail the worker, nor vanish
+            self.send(proto.Ready(_sendable(report)))
         if self.sigint_restore:
             _hear_sigint(True)
 
@@ -154,6 +154,14 @@ class _Reporter:
             except OSError:
                 pass
             self._conn = None
+
+
+def _sendable(report: Any) -> Any:
+    """The report with each field that does not pickle emptied and named in ``unsent``."""
+    sendable = getattr(report, "sendable", None)
+    if sendable is None:  # not a BootstrapReport: say so instead of sending nothing
+        return {"unsent": {"report": f"a {type(report).__name__} that could not be pickled"}}
+    return sendable(lambda obj: pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def _failing_stage(exc: BaseException, reporter: _Reporter) -> str:
@@ -169,8 +177,30 @@ def _exit_code(exc: SystemExit) -> int:
     return 1
 
 
+def _redirect_output(stdout_conn: Any, stderr_conn: Any) -> None:
+    """Point fds 1 and 2 at the launcher's relay pipes (see ``launch._output``).
+
+    At the fd level, so that C libraries and child processes are relayed too;
+    Python's streams become line-buffered, so a crash loses no whole line.
+    """
+    for conn, fd, name in ((stdout_conn, 1, "stdout"), (stderr_conn, 2, "stderr")):
+        if conn is None:
+            continue
+        stream = getattr(sys, name, None)
+        try:
+            if stream is not None:
+                stream.flush()
+            os.dup2(conn.fileno(), fd)
+            conn.close()
+            if stream is not None and stream.fileno() == fd:
+                stream.reconfigure(line_buffering=True)
+        except (OSError, ValueError, AttributeError):
+            continue  # output then goes where it went before: shared, but not lost
+
+
 def child_main(spec: ProcessSpec) -> None:
     """Run the bootstrap and the entry for one rank; report the outcome before exiting."""
+    _redirect_output(spec._control.stdout_conn, spec._control.stderr_conn)
     dump_signal = _arm_faulthandler(spec._control.fault_conn)
     dumps, loads = picklers(spec._control.context)
     deaf = spec._control.sigint_restore

@@ -209,13 +209,29 @@ def effect_line(group: str, others: Sequence[tuple[int, str]]) -> str:
     return f"Effect: {group} is being torn down; the other ranks were at: {at or 'none'}."
 
 
+def _failed_where(stage: str) -> str:
+    """Where a record says it failed; a record without a stage is not blamed on the entry."""
+    if stage == Stage.ENTRY:
+        return f"stage {stage!r} failed (its entry function raised)"
+    if stage == PRE_BOOTSTRAP:
+        return f"it failed in {stage!r}, before its bootstrap began"
+    if not stage:
+        return (
+            "it failed in an unknown stage (its failure record names none: it was written "
+            "outside spawnkit's bootstrap, by a launcher or code that did not say where; the "
+            "traceback below shows where it was raised)"
+        )
+    if stage in _STAGE_NAMES:
+        return f"bootstrap stage {stage!r} failed"
+    return f"it failed in {stage!r} (not a bootstrap stage: a step of its launcher)"
+
+
+_STAGE_NAMES = frozenset(s.value for s in Stage)
+
+
 def raised_message(failed: Failed, who: Worker, *, effect: str = "", hint: str = "") -> str:
     """Root cause first: which rank, where, which stage, what; then the effect and the traceback."""
-    what = (
-        f"stage {failed.stage!r} failed (its entry function raised)"
-        if failed.stage == Stage.ENTRY
-        else f"bootstrap stage {failed.stage!r} failed"
-    )
+    what = _failed_where(failed.stage)
     lines = [f"{who.label}: {what}: {failed.exc_type}: {failed.message}"]
     lines += [part for part in (hint, effect) if part]
     lines.append(f"Child traceback ({who.label}):")

@@ -65,6 +65,30 @@ def applied_hook_state() -> list[str]:
     return found
 
 
+def _locate_node() -> tuple[str, str, str]:
+    """``(node id, node ip, why the node id is unknown)`` of this Ray worker process.
+
+    The driver watches a rank's node for death by this id: without it, node
+    loss for this rank could only show up as a dead actor, so the reason is
+    kept and reported by the driver instead of being dropped here.
+    """
+    node = ip = ""
+    try:
+        import ray
+
+        ctx = ray.get_runtime_context()
+        node = str(ctx.get_node_id() or "")
+        ip = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
+        os.environ.setdefault("RAY_ADDRESS", str(ctx.gcs_address))
+    except Exception as exc:
+        from spawnkit._names import qualified_name
+
+        return node, ip, f"{qualified_name(exc)}: {exc}"
+    if not node or node == "None":
+        return "", ip, "Ray's runtime context returned no node id"
+    return node, ip, ""
+
+
 class RankActor:
     """One rank.  Construct it through ``ray.remote(RankActor).options(...)``, never directly."""
 
@@ -74,25 +98,19 @@ class RankActor:
         guard.arm()  # before the spec or anything of the engine can be imported here
         self._pid = os.getpid()
         self._host = socket.gethostname()
-        self._node = ""
-        self._ip = ""
-        try:
-            import ray
-
-            ctx = ray.get_runtime_context()
-            self._node = str(ctx.get_node_id())
-            self._ip = str(ray.util.get_node_ip_address())  # type: ignore[no-untyped-call]
-            os.environ.setdefault("RAY_ADDRESS", str(ctx.gcs_address))
-        except Exception:  # pragma: no cover - only outside a Ray worker
-            pass
+        self._node, self._ip, self._node_error = _locate_node()
         from spawnkit.scaleout.progress import ProgressListener
 
         self._progress = ProgressListener(node=self._node)
         self._started = False
+        self._capture: Any = None
 
     def where(self) -> dict[str, Any]:
         """Where this rank lives; the driver derives local ranks from the node ids."""
-        return {"pid": self._pid, "host": self._host, "node": self._node, "ip": self._ip}
+        where = {"pid": self._pid, "host": self._host, "node": self._node, "ip": self._ip}
+        if self._node_error:
+            where["node_error"] = self._node_error
+        return where
 
     def wait_ready(self, timeout: float) -> dict[str, Any]:
         """``ready`` with the report, ``failed`` with the record, or ``pending`` with the stage."""
@@ -102,6 +120,13 @@ class RankActor:
         if self._progress.report is not None:
             return {"status": "ready", "report": self._progress.report}
         return {"status": "pending", "stage": self._progress.current, **self.where()}
+
+    def output(self) -> dict[str, bytes]:
+        """What the rank wrote to stdout/stderr since the driver last asked (``_ray_output``)."""
+        return self._capture.take() if self._capture is not None else {}
+
+    def _final_output(self) -> dict[str, bytes]:
+        return self._capture.take(final=True) if self._capture is not None else {}
 
     def run(self, rank: int, spec_bytes: bytes) -> dict[str, Any]:
         """Bootstrap this rank from its spec and call the entry; never raises.
@@ -133,6 +158,13 @@ class RankActor:
                 spec = pickle.loads(spec_bytes)
                 _ran = {"rank": rank, "run_id": spec.run_id, "at": time.time()}
             self._set_rank_env(spec)
+            from spawnkit.scaleout._ray_output import Capture
+
+            self._capture = Capture()
+            self._capture.start()
+            from spawnkit.scaleout._plugin_set import check_plugin_set
+
+            check_plugin_set(spec, node=self._node, rank=rank)  # before any plugin loads
             from spawnkit.bootstrap.process import bootstrap_process
 
             booting = True
@@ -146,8 +178,8 @@ class RankActor:
             record = failure.record(stage, exc, rank=rank, node=self._node)
             self._progress.fail(record)
             self._exit_soon()
-            return {"status": "failed", "failure": record}
-        return {"status": "ok", "result": result}
+            return {"status": "failed", "failure": record, "output": self._final_output()}
+        return {"status": "ok", "result": result, "output": self._final_output()}
 
     def _set_rank_env(self, spec: Any) -> None:
         """The spec's env (already filtered by the driver) plus this rank's numbers."""

@@ -8,15 +8,18 @@ come from here and, for what a failure says about the rank itself, from
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from spawnkit.errors import BootstrapTimeoutError, ChildExitedError, NodeLostError
 from spawnkit.launch._timeouts import join_timeout_error, results_timeout_error
 from spawnkit.protocol import failure
 
-__all__ = ["LAUNCHER", "RankTable"]
+__all__ = ["LAUNCHER", "RankOutput", "RankTable"]
 
 LAUNCHER = "ray"
+
+_log = logging.getLogger("spawnkit.ray")
 
 
 class RankTable:
@@ -27,6 +30,22 @@ class RankTable:
         self.nprocs = nprocs
         self.where: list[dict[str, Any]] = [{} for _ in range(nprocs)]
         self.stage: list[str] = ["placement"] * nprocs
+
+    def locate(self, rank: int, where: dict[str, Any]) -> None:
+        """Keep where ``rank``'s actor says it runs; a rank without a node id is reported.
+
+        Node loss is detected through the node id; without one the driver can
+        only see the actor die, and the error would not name the node.
+        """
+        self.where[rank] = where
+        why = where.get("node_error")
+        if why:
+            _log.warning(
+                "%s: rank %d (pid %s, host %s) could not learn its Ray node id (%s); node-loss "
+                "detection is off for that rank: if its node dies, the rank is reported as a "
+                "dead actor (ChildExitedError), not as NodeLostError naming the node.",
+                self.name, rank, where.get("pid"), where.get("host", ""), why,
+            )
 
     def worker(self, rank: int) -> failure.Worker:
         where = self.where[rank] if rank < len(self.where) else {}
@@ -78,3 +97,43 @@ class RankTable:
         """``results(timeout=)`` passed with ``running`` still in their entry; the group runs on."""
         workers = [self.worker(r) for r in running]
         return results_timeout_error(workers, group=self.name, waited=waited)
+
+
+class RankOutput:
+    """The ranks' captured stdout/stderr, printed here in whole lines (see ``_ray_output``)."""
+
+    def __init__(self, prefix: bool) -> None:
+        self._prefix = prefix
+        self._streams: dict[tuple[int, str], Any] = {}
+
+    def show(self, rank: int, chunks: dict[str, bytes], *, final: bool = False) -> None:
+        from spawnkit.launch._output import LineStream, emit_lines
+
+        for name in ("stdout", "stderr"):
+            key = (rank, name)
+            stream = self._streams.get(key)
+            if stream is None:
+                prefix = f"[rank{rank}]: ".encode() if self._prefix else b""
+                stream = self._streams[key] = LineStream(-1, name, prefix)
+            if chunks.get(name):
+                emit_lines(name, stream.lines(chunks[name]))
+            if final:
+                emit_lines(name, stream.rest())
+
+    def poll(self, ray: Any, actors: list[Any], timeout: float) -> None:
+        """Ask every rank for what it wrote since the last call; a rank that cannot answer
+        (gone, or busy past ``timeout``) is skipped: its death is reported elsewhere."""
+        refs = {}
+        for rank, actor in enumerate(actors):
+            try:
+                refs[actor.output.remote()] = rank
+            except Exception:
+                continue
+        if not refs:
+            return
+        done, _ = ray.wait(list(refs), num_returns=len(refs), timeout=timeout)
+        for ref in done:
+            try:
+                self.show(refs[ref], ray.get(ref, timeout=0))
+            except Exception:
+                continue

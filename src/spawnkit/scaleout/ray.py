@@ -45,6 +45,7 @@ resolves its platform from its own environment unless ``platform=`` is given.
 from __future__ import annotations
 
 import logging
+import os
 import pickle
 import time
 import uuid
@@ -63,7 +64,7 @@ from spawnkit.protocol import failure
 from spawnkit.protocol.failure import PRE_BOOTSTRAP
 from spawnkit.scaleout._ray_nodes import dead_nodes, wait_node_dead
 from spawnkit.scaleout._ray_ranks import LAUNCHER as _LAUNCHER
-from spawnkit.scaleout._ray_ranks import RankTable
+from spawnkit.scaleout._ray_ranks import RankOutput, RankTable
 from spawnkit.scaleout.env import split_env
 from spawnkit.spec import Payload, ProcessSpec
 
@@ -113,19 +114,27 @@ def build_template(
 ) -> ProcessSpec:
     """The spec every rank starts from (rank fields are filled in per actor)."""
     from spawnkit.namespace import get_namespace
+    from spawnkit.scaleout._plugin_set import plugin_digest, plugin_rows
+    from spawnkit.spec._control import LaunchControl
 
     entry_str, entry_payload = entry_reference(entry)
     if payload is not None and not isinstance(payload, Payload):
         payload = Payload.capture(payload)
+    config = get_namespace(namespace).config
+    selected = tuple(plugins) if plugins is not None else None
+    # The launcher's plugin set, for each rank to compare with its own node's.
+    pythonpath = [p for p in (env or {}).get("PYTHONPATH", "").split(os.pathsep) if p]
+    rows = plugin_rows(config, selected, pythonpath)
     return ProcessSpec(
         entry=entry_str,
         entry_payload=entry_payload,
-        namespace=get_namespace(namespace).config,
+        namespace=config,
         platform=platform,
-        plugins=tuple(plugins) if plugins is not None else None,
+        plugins=selected,
         env=dict(env or {}),
         payload=payload,
         run_id=run_id or f"ray-{uuid.uuid4().hex[:12]}",
+        _control=LaunchControl(plugin_rows=rows, plugin_digest=plugin_digest(rows)),
     )
 
 
@@ -142,6 +151,7 @@ def spawn_on_ray(
     platform: str | None = None,
     plugins: Sequence[str] | None = None,
     strategy: str = "PACK",
+    prefix_output: bool = False,
 ) -> RayWorkerGroup:
     """Start ``nprocs`` ranks of ``entry`` on the connected Ray cluster; see the module docstring.
 
@@ -149,7 +159,10 @@ def spawn_on_ray(
     ``{"CPU": 2, "GPU": 1}``); the group reserves ``nprocs`` such bundles in a
     placement group (``strategy`` as in Ray: PACK, SPREAD, STRICT_PACK,
     STRICT_SPREAD).  Returns once the actors are placed and bootstrapping;
-    ``wait_ready()`` waits for every rank's report.
+    ``wait_ready()`` waits for every rank's report.  Each rank's stdout and
+    stderr are captured in its actor and printed here, whole lines, while
+    the group's wait calls run and before they report a rank done
+    (``prefix_output=True``: each line starts ``[rank0]: ``).
     """
     template = build_template(
         entry, payload, namespace=namespace, env=env, platform=platform, plugins=plugins
@@ -161,6 +174,7 @@ def spawn_on_ray(
         ready_timeout=ready_timeout,
         join_timeout=join_timeout,
         strategy=strategy,
+        prefix_output=prefix_output,
     )
 
 
@@ -182,6 +196,7 @@ def spawn_spec_on_ray(
     ready_timeout: float = 300.0,
     join_timeout: float | None = None,
     strategy: str = "PACK",
+    prefix_output: bool = False,
 ) -> RayWorkerGroup:
     """:func:`spawn_on_ray` from a ready spec template (what ``spawn_with_plugins`` builds)."""
     from spawnkit.launch._checks import check_count, check_seconds
@@ -227,6 +242,7 @@ def spawn_spec_on_ray(
         ready_timeout=ready_timeout,
         join_timeout=join_timeout,
         strategy=strategy,
+        prefix_output=prefix_output,
     )
 
 
@@ -254,6 +270,7 @@ class RayWorkerGroup:
         ready_timeout: float,
         join_timeout: float | None,
         strategy: str,
+        prefix_output: bool = False,
     ) -> None:
         """Place and start the ranks; called by :func:`spawn_spec_on_ray`, not by users."""
         from ray.util.placement_group import placement_group, remove_placement_group
@@ -273,6 +290,7 @@ class RayWorkerGroup:
         self._outcomes: list[dict[str, Any] | None] = [None] * nprocs
         self._error: ChildError | None = None
         self._closed = False
+        self._output = RankOutput(prefix_output)
         self._pg: Any = placement_group([dict(bundle) for _ in range(nprocs)], strategy=strategy)
         self._remove_pg: Callable[[Any], None] = remove_placement_group
         try:
@@ -301,7 +319,7 @@ class RayWorkerGroup:
         refs = [a.where.remote() for a in self._actors]
         for rank, ref in enumerate(refs):
             try:
-                self._ranks.where[rank] = self._get(ref, rank, self._remaining() + _RPC_SLACK_S)
+                self._ranks.locate(rank, self._get(ref, rank, self._remaining() + _RPC_SLACK_S))
             except self._ray.exceptions.GetTimeoutError:
                 raise self._timeout([rank], "starting its Ray worker process") from None
 
@@ -363,11 +381,14 @@ class RayWorkerGroup:
         """Record the first failure and stop every rank; later failures keep the first."""
         if self._error is None:
             self._error = err
+            if not self._closed:  # what the ranks wrote before it, ahead of the error
+                self._output.poll(self._ray, self._actors, _RPC_SLACK_S)
         self.terminate()
         return self._error
 
     def _settle(self, rank: int, outcome: dict[str, Any]) -> None:
         """Keep a rank's finished ``run`` outcome; a failed one fails the group."""
+        self._output.show(rank, outcome.get("output") or {}, final=True)
         if outcome["status"] == "failed":
             raise self._fail(self._raised(outcome["failure"]))
         self._outcomes[rank] = outcome
@@ -408,6 +429,7 @@ class RayWorkerGroup:
             if done:
                 yield done[0], pending[done[0]]
                 continue
+            self._output.poll(self._ray, self._actors, _RPC_SLACK_S)
             self._check_nodes(list(pending.values()))
             if deadline is not None and time.monotonic() >= deadline:
                 return
@@ -562,15 +584,27 @@ class RayWorkerGroup:
         if self._closed:
             return
         self._closed = True
-        for actor in self._actors:
+        for rank, actor in enumerate(self._actors):
             try:
                 self._ray.kill(actor, no_restart=True)
-            except Exception as exc:  # an actor that is already gone
-                _log.debug("ray.kill on a spawnkit rank failed: %s", exc)
+            except Exception as exc:
+                # ray.kill on an actor that already exited succeeds; a failure means the rank
+                # may still run (and hold its resources) after this call.
+                _log.warning(
+                    "Ray group %s: ray.kill of rank %d failed (%s: %s); that rank's actor "
+                    "may still be running and holding its resources. Check `ray list actors` "
+                    "and run spawnkit.cleanup(%r) on its node if it is.",
+                    self.run_id, rank, type(exc).__name__, exc, self.run_id,
+                )
         try:
             self._remove_pg(self._pg)
         except Exception as exc:
-            _log.debug("removing placement group of %s failed: %s", self.run_id, exc)
+            _log.warning(
+                "Ray group %s: removing its placement group failed (%s: %s); its %d "
+                "bundle(s) stay reserved on the cluster until the driver disconnects or you "
+                "remove it (ray.util.remove_placement_group).",
+                self.run_id, type(exc).__name__, exc, self.nprocs,
+            )
 
     close = terminate
 
@@ -625,7 +659,7 @@ def _start_actors(
             "num_gpus": bundle.get("GPU", 0.0),
             "max_restarts": 0,
             "max_task_retries": 0,
-            "max_concurrency": 2,
+            "max_concurrency": 3,  # run, wait_ready and output answer at once
             "runtime_env": {"env_vars": dict(actor_env)},
             "scheduling_strategy": PlacementGroupSchedulingStrategy(
                 placement_group=pg, placement_group_bundle_index=rank

@@ -23,14 +23,21 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spawnkit.bootstrap import guard as _guard
 
 if TYPE_CHECKING:
     from spawnkit.spec import ProcessSpec
 
-__all__ = ["RankEnvError", "main", "rank_from_env", "spec_for_rank"]
+__all__ = [
+    "FAILURE_STORE_VAR",
+    "RankEnvError",
+    "main",
+    "rank_from_env",
+    "read_published_failure",
+    "spec_for_rank",
+]
 
 
 #: Stage name reported when the spec file itself is refused (before any bootstrap stage).
@@ -116,6 +123,64 @@ def _report(exc: BaseException, *, rank: int, stage: str) -> None:
     except OSError as write_exc:  # the traceback still reaches stderr below
         print(f"spawnkit.run: cannot write torchelastic's error file: {write_exc}", file=sys.stderr)
     print(message, file=sys.stderr, flush=True)
+    _publish(record, message)
+
+
+FAILURE_STORE_VAR = "SPAWNKIT_FAILURE_STORE"
+"""``host:port`` of a multi-node job's rendezvous store (set by ``spawnkit launch``): a
+failing rank publishes its failure there, so node 0's launcher reports it with rank and stage
+(torchrun's agents only see their own node's ranks)."""
+_STORE_TIMEOUT_S = 5.0
+
+
+def _failure_key(run_id: str) -> str:
+    return f"spawnkit/{run_id}/failure"
+
+
+def _store(endpoint: str) -> Any:
+    """A client of the rendezvous store at ``endpoint`` (torch's TCPStore), bounded."""
+    from datetime import timedelta
+
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    host, _, port = endpoint.rpartition(":")
+    return TCPStore(
+        host, int(port), is_master=False, timeout=timedelta(seconds=_STORE_TIMEOUT_S),
+        wait_for_workers=False,
+    )
+
+
+def _publish(record: Any, message: str) -> None:
+    """The first failure of the job, into its store (a later one does not replace it)."""
+    endpoint = os.environ.get(FAILURE_STORE_VAR)
+    run_id = os.environ.get("SPAWNKIT_RUN_ID", "")
+    if not endpoint:
+        return
+    import json
+
+    doc = {"rank": record.rank, "stage": record.stage, "host": record.host,
+           "node": os.environ.get("GROUP_RANK", "?"), "message": message}
+    try:
+        _store(endpoint).compare_set(_failure_key(run_id), "", json.dumps(doc))
+    except Exception as exc:  # the local error file and stderr still have it
+        print(f"spawnkit.run: could not publish this failure to the job's store at {endpoint} "
+              f"({type(exc).__name__}: {exc}); only this node's torchrun reports it",
+              file=sys.stderr, flush=True)
+
+
+def read_published_failure(endpoint: str, run_id: str) -> dict[str, Any] | None:
+    """The failure a rank of the job published, if any (None also while the store is down)."""
+    import json
+
+    try:
+        store = _store(endpoint)
+        key = _failure_key(run_id)
+        if not store.check([key]):
+            return None
+        doc = json.loads(store.get(key).decode("utf-8"))
+    except Exception:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -32,7 +32,15 @@ class LaunchControl:
     thread), so ``getppid()`` is compared with ``parent_pid``.  ``context``:
     the pickling family.  ``sigint_restore``: the worker started with SIGINT
     ignored and hears it again at its entry.  ``local_world_size``: ranks on
-    this node, where only the launcher knows it (Ray).
+    this node, where only the launcher knows it (Ray).  ``stdout_conn`` /
+    ``stderr_conn``: pipes the worker's fds 1 and 2 are redirected to, so
+    that the launcher relays its output in whole lines (``launch._output``).
+    ``entry_args``: the entry's positional arguments by name (``rank``,
+    ``local_rank``, ``world_size``, ``payload`` or a key of ``spec.extra``),
+    for engines whose worker function is not ``entry(payload)``.
+    ``plugin_rows`` / ``plugin_digest``: the launcher's entry-point rows of
+    the selected plugins and platforms, and their digest, for a rank on
+    another node to compare with its own (``scaleout._plugin_set``).
     """
 
     fault_conn: Connection | None = field(default=None, repr=False, compare=False)
@@ -41,6 +49,11 @@ class LaunchControl:
     context: str = "multiprocessing"
     sigint_restore: bool = False
     local_world_size: int | None = None
+    stdout_conn: Connection | None = field(default=None, repr=False, compare=False)
+    stderr_conn: Connection | None = field(default=None, repr=False, compare=False)
+    entry_args: tuple[str, ...] | None = None
+    plugin_rows: tuple[tuple[str, str, str, str, str], ...] | None = None
+    plugin_digest: str = ""
 
     def replace(self, **changes: Any) -> LaunchControl:
         """A copy with some fields changed (one record per rank from a template)."""

@@ -177,6 +177,11 @@ def _control(spec: ProcessSpec) -> None:
     if type(ctl) is not LaunchControl:
         _type_error("_control", "a LaunchControl", ctl, "set by spawnkit's launchers only")
     _conn("_control.fault_conn", ctl.fault_conn)
+    _conn("_control.stdout_conn", ctl.stdout_conn)
+    _conn("_control.stderr_conn", ctl.stderr_conn)
+    names = ctl.entry_args
+    if names is not None and (type(names) is not tuple or not all(type(n) is str for n in names)):
+        _type_error("_control.entry_args", "a tuple of str or None", names)
     pid = ctl.parent_pid
     if pid is not None and (type(pid) is not int or pid <= 0):
         _type_error("_control.parent_pid", "a pid (int > 0) or None", pid)

@@ -1,0 +1,168 @@
+"""Each rank's stdout and stderr reach the launcher's own streams whole lines at a time.
+
+Why not let workers share the launcher's descriptors, as ``spawn`` does by
+default: two processes writing one line in several ``write()`` calls (an
+unbuffered ``print``, a C library, a partial flush) interleave inside a line,
+and ``Scheduler initialized! gpu_id=0Scheduler initialized! gpu_id=1`` reads
+as one scheduler.  Instead every rank gets a pipe for each stream (its fds 1
+and 2 are redirected to them before its bootstrap, ``protocol.child``), and
+one daemon thread per group copies complete lines to ``sys.stdout`` /
+``sys.stderr`` of the launcher, each line in one write, optionally prefixed
+``[rank0]: `` as torchrun does.
+
+Bounded: a line longer than :data:`MAX_LINE` is cut into pieces of that size,
+each ended with a newline (never mixed with another rank's text).  Nothing is
+lost at a crash: what the worker wrote is in the pipe, and a partial last
+line is written, ended with a newline, when the pipe closes.  The group waits
+(bounded, :data:`DRAIN_S`) for every rank's pipes to close before it reports
+done; a descendant that still holds one is left to the thread, which keeps
+relaying until it closes.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import sys
+import threading
+from typing import Any
+
+__all__ = ["DRAIN_S", "MAX_LINE", "LineStream", "OutputRelay", "emit_lines"]
+
+MAX_LINE = 64 * 1024
+"""Bytes of one line held while waiting for its newline; a longer line is written in pieces."""
+DRAIN_S = 2.0
+"""How long a finished group waits for its ranks' output pipes to close."""
+
+_write_lock = threading.Lock()  # one line at a time, across every group of this process
+
+
+class LineStream:
+    """One pipe of one rank: its fd, the launcher stream it goes to and the unfinished line."""
+
+    def __init__(self, fd: int, target: str, prefix: bytes) -> None:
+        self.fd = fd
+        self.target = target
+        self.prefix = prefix
+        self.pending = b""
+
+    def lines(self, data: bytes) -> bytes:
+        """The complete lines in ``pending + data`` (prefixed); keeps the unfinished rest."""
+        text = self.pending + data
+        cut = text.rfind(b"\n") + 1
+        whole, self.pending = text[:cut], text[cut:]
+        out = [self.prefix + line + b"\n" for line in whole.splitlines()] if whole else []
+        while len(self.pending) >= MAX_LINE:
+            out.append(self.prefix + self.pending[:MAX_LINE] + b"\n")
+            self.pending = self.pending[MAX_LINE:]
+        return b"".join(out)
+
+    def rest(self) -> bytes:
+        """The unfinished last line, ended, once the pipe closed."""
+        rest, self.pending = self.pending, b""
+        return self.prefix + rest + b"\n" if rest else b""
+
+
+class OutputRelay:
+    """The relay of one worker group (see the module docstring)."""
+
+    def __init__(self, *, prefix: bool = False) -> None:
+        self._prefix = prefix
+        self._selector = selectors.DefaultSelector()
+        self._lock = threading.Lock()
+        self._open: dict[int, LineStream] = {}
+        self._all_closed = threading.Condition(self._lock)
+        self._wake_r, self._wake_w = os.pipe()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._thread: threading.Thread | None = None
+        self._finishing = False  # set by finish(): the thread ends once every pipe closed
+
+    def add(self, rank: int, stdout_fd: int, stderr_fd: int) -> None:
+        """Relay a rank's two pipes (read ends; the relay owns and closes them)."""
+        prefix = f"[rank{rank}]: ".encode() if self._prefix else b""
+        with self._lock:
+            for fd, target in ((stdout_fd, "stdout"), (stderr_fd, "stderr")):
+                os.set_blocking(fd, False)
+                stream = LineStream(fd, target, prefix)
+                self._open[fd] = stream
+                self._selector.register(fd, selectors.EVENT_READ, stream)
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="spawnkit-output-relay", daemon=True
+                )
+                self._thread.start()
+        os.write(self._wake_w, b"x")
+
+    def finish(self, timeout: float = DRAIN_S) -> bool:
+        """Wait up to ``timeout`` for every pipe to close; True when all did (all relayed)."""
+        with self._lock:
+            self._finishing = True
+            if self._thread is None:  # never started (no rank), or already ended
+                self._close_wake()
+                return not self._open
+            os.write(self._wake_w, b"x")
+            self._all_closed.wait_for(lambda: not self._open, timeout)
+            return not self._open
+
+    # ------------------------------------------------------------- the thread
+    def _run(self) -> None:
+        while True:
+            for key, _ in self._selector.select():
+                stream = key.data
+                if stream is None:
+                    os.read(self._wake_r, 4096)  # a new rank was added: select again
+                    continue
+                self._read(stream)
+            with self._lock:
+                if not self._open:
+                    self._all_closed.notify_all()
+                if not self._open and self._finishing:
+                    self._close_wake()
+                    self._thread = None
+                    return
+
+    def _close_wake(self) -> None:
+        """Release the wake-up pipe and the selector (under the lock); once."""
+        if self._wake_r < 0:
+            return
+        self._selector.close()
+        for fd in (self._wake_r, self._wake_w):
+            os.close(fd)
+        self._wake_r = self._wake_w = -1
+
+    def _read(self, stream: LineStream) -> None:
+        try:
+            data = os.read(stream.fd, 65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if data:
+            emit_lines(stream.target, stream.lines(data))
+            return
+        emit_lines(stream.target, stream.rest())
+        with self._lock:
+            self._selector.unregister(stream.fd)
+            os.close(stream.fd)
+            del self._open[stream.fd]
+
+
+def emit_lines(target: str, data: bytes) -> None:
+    """Write whole lines to the launcher's current ``sys.stdout``/``sys.stderr``, then flush."""
+    if not data:
+        return
+    stream: Any = getattr(sys, target, None)
+    if stream is None:
+        return
+    with _write_lock:
+        try:
+            stream.flush()  # what the launcher itself printed comes first
+            buffer = getattr(stream, "buffer", None)
+            if buffer is not None:
+                buffer.write(data)
+                buffer.flush()
+            else:
+                stream.write(data.decode("utf-8", "replace"))
+                stream.flush()
+        except (OSError, ValueError):
+            pass  # the launcher's own stream is closed: nowhere left to write

@@ -1,0 +1,123 @@
+"""The launcher's plugin set, checked on every node before a rank loads any plugin.
+
+Why: a local worker gets the launcher's entry-point rows in its spec and
+loads exactly those, from the same installation.  A rank on another node
+(Ray) imports whatever that node has installed: another version of a plugin,
+or none, would silently run different hooks in one job.  The launcher puts
+its rows in the spec (``LaunchControl.plugin_rows``): name, entry point,
+group, distribution and version of every platform plugin and every selected
+general plugin, plus a SHA-256 digest over them.  That digest stands for
+the hook set: the hooks themselves are known only after the plugins load,
+which is what must not happen first, so the digest covers what the launcher
+knows, the entry-point rows (same rows from the same versions: same code,
+unless a distribution was changed in place without a new version).
+
+A rank scans its own node's metadata for the same groups and compares: a
+difference is a :class:`~spawnkit.errors.PluginDriftError` naming node,
+rank, distribution and both versions, or, with ``<PREFIX>_ALLOW_PLUGIN_DRIFT=1``,
+one warning saying what runs differently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from spawnkit import _metadata
+from spawnkit.errors import PluginDriftError
+
+__all__ = ["check_plugin_set", "plugin_digest", "plugin_rows"]
+
+_log = logging.getLogger("spawnkit.ray")
+
+Row = tuple[str, str, str, str, str]  # name, value, group, dist, version
+
+
+def plugin_rows(
+    config: Any, plugins: tuple[str, ...] | None, extra_path: Sequence[str] = ()
+) -> tuple[Row, ...]:
+    """The rows of ``config``'s platform and plugin groups installed on ``extra_path`` +
+    ``sys.path`` (the first distribution of a name wins, as for imports); general plugins
+    limited to the ``plugins`` allow-list when there is one.
+
+    The launcher passes the ``PYTHONPATH`` it gives the ranks as ``extra_path``:
+    what its ranks will find, not only what the launcher itself imports.
+    """
+    import importlib.metadata as md
+
+    groups = (config.platform_group, config.plugin_group)
+    found: list[Row] = []
+    for dist in md.distributions(path=list(extra_path)):  # only the few extra folders
+        name = str(dist.metadata["Name"] or "")
+        found += [
+            (ep.name, ep.value, ep.group, name, str(dist.version))
+            for ep in dist.entry_points
+            if ep.group in groups
+        ]
+    found += _metadata.snapshot(groups)  # sys.path, scanned once per process
+    first: dict[str, str] = {}  # distribution -> its version that wins (first on the path)
+    rows: list[Row] = []
+    for row in found:
+        key = row[3].lower().replace("_", "-")
+        if first.setdefault(key, row[4]) != row[4] or row in rows:
+            continue
+        if row[2] == config.plugin_group and plugins is not None and row[0] not in plugins:
+            continue
+        rows.append(row)
+    return tuple(sorted(rows))
+
+
+def plugin_digest(rows: tuple[Row, ...]) -> str:
+    text = "\n".join("\t".join(row) for row in sorted(rows))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _versions(rows: tuple[Row, ...]) -> dict[str, str]:
+    return {row[3]: row[4] for row in rows}
+
+
+def check_plugin_set(spec: Any, *, node: str, rank: int) -> None:
+    """Refuse (or, when allowed, warn) if this node's plugin set differs from the launcher's."""
+    ctl = spec._control
+    if ctl.plugin_rows is None:
+        return  # a spec not written by a launcher that records its plugin set
+    here = plugin_rows(spec.namespace, spec.plugins)
+    if plugin_digest(here) == ctl.plugin_digest:
+        return
+    theirs, ours = _versions(ctl.plugin_rows), _versions(here)
+    diffs = [
+        (dist, theirs.get(dist, ""), ours.get(dist, ""))
+        for dist in sorted(set(theirs) | set(ours))
+        if theirs.get(dist) != ours.get(dist)
+    ]
+    if not diffs:  # same versions, other entry points: a distribution changed in place
+        changed = sorted(set(ctl.plugin_rows) ^ set(here))
+        diffs = [(row[3], row[4], row[4]) for row in changed[:1]]
+    shown = "; ".join(
+        f"{dist}: launcher {want or 'not installed'}, node {got or 'not installed'}"
+        for dist, want, got in diffs
+    )
+    var = f"{spec.namespace.env_prefix}_ALLOW_PLUGIN_DRIFT"
+    where = f"rank {rank} on node {node or '<unknown>'} (host {os.uname().nodename})"
+    if os.environ.get(var, "") == "1":
+        _log.warning(
+            "%s has another plugin set than the launcher (%s); it runs with its node's "
+            "plugins, so its hooks may differ from the other ranks' (%s=1 allows this).",
+            where, shown, var,
+        )
+        return
+    dist, want, got = diffs[0]
+    fix = f"pip install '{dist}=={want}'" if want else f"pip uninstall {dist}"
+    raise PluginDriftError(
+        f"{where} refuses to load plugins: its node has another plugin set than the "
+        f"launcher ({shown}). Every rank must run the same hooks: make that node match "
+        f"the launcher ({fix} there), or set {var}=1 to run anyway with a warning.",
+        node=node,
+        rank=rank,
+        dist=dist,
+        version=want,
+        node_version=got,
+    )

@@ -1,0 +1,114 @@
+"""Every rank's output reaches the launcher's real stdout/stderr in whole lines, never two
+ranks inside one line; ``prefix_output=True`` names the rank on each line."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+LINES = 200
+RANKS = 4
+
+_WORKER = """
+import os, sys, time
+
+def chatter(payload=None):
+    from spawnkit.bootstrap import current_spec
+    rank = current_spec().rank
+    for i in range(LINES):
+        # One line in three writes, each flushed: shared descriptors interleave inside it.
+        sys.stdout.write(f"rank={rank} line={i:03d} ")
+        sys.stdout.flush()
+        os.write(1, b"x" * 40)
+        sys.stdout.write(f" end={rank}:{i:03d}\\n")
+        sys.stdout.flush()
+        if i % 50 == 0:
+            sys.stderr.write(f"err rank={rank} i={i:03d} ")
+            sys.stderr.flush()
+            sys.stderr.write("done\\n")
+    sys.stdout.write(f"tail rank={rank} without newline")  # a partial last line
+    return rank
+""".replace("LINES", str(LINES))
+
+_LAUNCHER = """
+import sys
+from spawnkit.launch import spawn_with_plugins
+from spawnkit.namespace import Namespace
+
+if __name__ == "__main__":
+    ns = Namespace(sys.argv[1], env_prefix=sys.argv[1].upper())
+    extra = {"prefix_output": True} if sys.argv[2] == "prefix" else {}
+    with spawn_with_plugins("relayworker:chatter", nprocs=RANKS, namespace=ns,
+                            ready_timeout=180, join_timeout=180, **extra) as group:
+        results = group.results()
+    print("LAUNCHER DONE", results, flush=True)
+""".replace("RANKS", str(RANKS))
+
+_LINE = re.compile(r"rank=(\d) line=(\d{3}) x{40} end=(\d):(\d{3})")
+
+
+def _launch(tmp_path: Path, mode: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "relayworker.py").write_text(_WORKER)
+    (tmp_path / "launcher.py").write_text(_LAUNCHER)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *sys.path])
+    tag = f"skrelay{os.getpid()}{mode[:2]}"
+    return subprocess.run(
+        [sys.executable, str(tmp_path / "launcher.py"), tag, mode],
+        capture_output=True, text=True, timeout=300, env=env,
+    )
+
+
+@pytest.mark.parametrize("mode", ["plain", "prefix"])
+def test_four_ranks_printing_concurrently_arrive_line_by_line(tmp_path: Path, mode: str) -> None:
+    done = _launch(tmp_path, mode)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert lines[-1] == f"LAUNCHER DONE {list(range(RANKS))}"  # after every rank's output
+    seen: dict[int, list[int]] = {r: [] for r in range(RANKS)}
+    tails = set()
+    for line in lines[:-1]:
+        prefix = ""
+        if mode == "prefix":
+            m = re.match(r"\[rank(\d)\]: ", line)
+            assert m, f"line without its rank prefix: {line!r}"
+            prefix, line = m.group(1), line[m.end():]
+        if line.startswith("tail rank="):
+            tails.add(int(line.removeprefix("tail rank=").split()[0]))
+            assert line.endswith(" without newline")
+            continue
+        m = _LINE.fullmatch(line)
+        assert m, f"a line was broken or mixed with another rank's: {line!r}"
+        rank, i = int(m.group(1)), int(m.group(2))
+        assert (int(m.group(3)), int(m.group(4))) == (rank, i)
+        assert not prefix or int(prefix) == rank
+        seen[rank].append(i)
+    assert tails == set(range(RANKS))  # the partial last lines arrived at exit
+    for rank in range(RANKS):
+        assert seen[rank] == list(range(LINES)), f"rank {rank} lost or reordered lines"
+    errs = [e for e in done.stderr.splitlines() if "err rank=" in e]
+    assert len(errs) == RANKS * 4
+    for line in errs:
+        body = re.sub(r"^\[rank\d\]: ", "", line) if mode == "prefix" else line
+        assert re.fullmatch(r"err rank=\d i=\d{3} done", body), line
+
+
+def test_cli_prefix_output(tmp_path: Path) -> None:
+    (tmp_path / "relayworker.py").write_text(_WORKER)
+    spawnkit = str(Path(sys.executable).with_name("spawnkit"))
+    done = subprocess.run(
+        [spawnkit, "launch", "relayworker:chatter", "--nprocs", "2", "--prefix-output",
+         "--app-dir", str(tmp_path), "--timeout", "180"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line for line in done.stdout.splitlines() if "line=" in line]
+    assert len(lines) == 2 * LINES
+    for line in lines:
+        m = re.fullmatch(r"\[rank(\d)\]: " + _LINE.pattern, line)
+        assert m and m.group(1) == m.group(2), line

@@ -1,0 +1,101 @@
+"""``spawnkit launch --launcher torchrun`` across nodes: two agents on this machine form one
+2-node job (node ranks 0 and 1, one rendezvous endpoint on 127.0.0.1), every rank runs the
+one signed spec, and a failure on node 1 is reported by node 0's launcher."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from _scaleout_cli_support import SPAWNKIT, make_env
+from spawnkit.testing import write_distribution
+
+pytest.importorskip("torch.distributed.run")
+pytestmark = pytest.mark.slow  # two torchrun agents and their ranks: ~20 s
+
+_JOB = """
+import json, os, time
+
+def job(payload):
+    from spawnkit.bootstrap import current_spec
+    spec = current_spec()
+    with open(os.path.join(payload["out"], f"rank{spec.rank}.json"), "w") as fh:
+        json.dump({"rank": spec.rank, "world": spec.world_size, "run_id": spec.run_id,
+                   "node": os.environ.get("GROUP_RANK")}, fh)
+    if payload.get("fail") and spec.rank == 1:
+        raise RuntimeError("rank 1 fails on node 1")
+    if payload.get("fail"):
+        time.sleep(90)  # node 0's rank waits for a peer that will never come
+    return spec.rank
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _job(tmp_path: Path, fail: bool) -> tuple[list[str], dict[str, str], Path]:
+    site = tmp_path / "site"
+    write_distribution(site, "nodes-app", "1.0", modules={"nodes_app": _JOB})
+    out = tmp_path / "out"
+    out.mkdir()
+    payload = tmp_path / "payload.json"
+    payload.write_text(json.dumps({"out": str(out), "fail": fail}))
+    common = [
+        "nodes_app:job", "--launcher", "torchrun", "--payload-file", str(payload),
+        "--nnodes", "2", "--nproc-per-node", "1",
+        "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-id", uuid.uuid4().hex[:8],
+        "--spec-dir", str(tmp_path / "spec"), "--timeout", "150",
+    ]
+    return common, make_env(tmp_path, site), out
+
+
+def _two_nodes(common: list[str], env: dict[str, str], cwd: Path) -> list[tuple[int, str]]:
+    written = subprocess.run([SPAWNKIT, "launch", *common, "--print-only"], env=env, cwd=cwd,
+                             capture_output=True, text=True, timeout=120)
+    assert written.returncode == 0, written.stderr
+    procs = [
+        subprocess.Popen([SPAWNKIT, "launch", *common, "--node-rank", str(rank)], env=env,
+                         cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for rank in (0, 1)
+    ]
+    ended: list[tuple[int, str]] = []
+    for proc in procs:
+        try:
+            _, err = proc.communicate(timeout=240)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        ended.append((proc.returncode, err))
+    return ended
+
+
+def test_two_agents_form_one_job_from_one_signed_spec(tmp_path: Path) -> None:
+    common, env, out = _job(tmp_path, fail=False)
+    spec = tmp_path / "spec" / "spec.bin"
+    (code0, err0), (code1, err1) = _two_nodes(common, env, tmp_path)
+    assert code0 == 0, err0[-3000:]
+    assert code1 == 0, err1[-3000:]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [r["rank"] for r in ranks] == [0, 1] and {r["world"] for r in ranks} == {2}
+    assert [r["node"] for r in ranks] == ["0", "1"]  # node ranks as given
+    assert len({r["run_id"] for r in ranks}) == 1  # the one spec, signed once
+    assert oct(spec.parent.stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_failure_on_node_1_is_reported_by_node_0(tmp_path: Path) -> None:
+    common, env, _ = _job(tmp_path, fail=True)
+    (code0, err0), (code1, _err1) = _two_nodes(common, env, tmp_path)
+    assert code1 != 0
+    assert code0 == 1, err0[-3000:]
+    assert "FAILED on node 1" in err0
+    assert "rank 1" in err0 and "stage 'entry'" in err0
+    assert "RuntimeError: rank 1 fails on node 1" in err0
