@@ -259,16 +259,7 @@ def _guard(
                 os.close(fd)
             except OSError:
                 pass
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if worker_fd < 0:
-            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(_GUARDIAN_NAME + str(worker).encode()), 0, 0, 0)
-    except (OSError, AttributeError):
-        return  # without PDEATHSIG the guardian could outlive the worker: better none
-    if worker_fd < 0 and os.getppid() != worker:
+    if not _bind_to_worker(worker, worker_fd):
         return
     import select
 
@@ -311,6 +302,21 @@ def _guard(
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
+
+
+def _bind_to_worker(worker: int, worker_fd: int) -> bool:
+    """Name the guardian (the launcher reaps it by name) and, as the worker's child, tie it
+    to the worker with PDEATHSIG; False when it must not run (it could outlive the worker)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if worker_fd < 0:
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(_GUARDIAN_NAME + str(worker).encode()), 0, 0, 0)
+    except (OSError, AttributeError):
+        return False
+    return worker_fd >= 0 or os.getppid() == worker
 
 
 def _descendants(root: int) -> list[int]:

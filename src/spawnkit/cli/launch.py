@@ -64,19 +64,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="F",
         help="argument for ENTRY: a .json file, or pickle bytes passed on unopened",
     )
-    p.add_argument(
-        "--payload-factory",
-        metavar="MOD:FN",
-        help="argument for ENTRY: FN() called here, its object sent to every rank (for a "
-        "ServerArgs dataclass)",
-    )
-    p.add_argument(
-        "--entry-args",
-        metavar="NAME",
-        nargs="+",
-        choices=("rank", "local_rank", "world_size", "payload"),
-        help="call ENTRY with these arguments, e.g. local_rank rank payload (default: payload)",
-    )
+    _add_call_options(p)
     p.add_argument("--start-method", choices=START_METHODS, default="spawn")
     p.add_argument(
         "--preload",
@@ -116,13 +104,30 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "--address", metavar="ADDR", help="ray: the cluster to join (default: start a local one)"
     )
     _add_torchrun_options(p)
+    add_json_output_option(p)
+    p.set_defaults(handler=run)
+
+
+def _add_call_options(p: argparse.ArgumentParser) -> None:
+    """How ENTRY is called and what the ranks print: payload factory, arguments, prefix."""
+    p.add_argument(
+        "--payload-factory",
+        metavar="MOD:FN",
+        help="argument for ENTRY: FN() called here, its object sent to every rank (for a "
+        "ServerArgs dataclass)",
+    )
+    p.add_argument(
+        "--entry-args",
+        metavar="NAME",
+        nargs="+",
+        choices=("rank", "local_rank", "world_size", "payload"),
+        help="call ENTRY with these arguments, e.g. local_rank rank payload (default: payload)",
+    )
     p.add_argument(
         "--prefix-output",
         action="store_true",
         help="start each line a rank writes with [rankN]: (local and ray)",
     )
-    add_json_output_option(p)
-    p.set_defaults(handler=run)
 
 
 def _nonnegative_int(text: str) -> int:

@@ -83,16 +83,15 @@ def spawn_with_plugins(
     ``stopped`` (see ``spawnkit.launch._progress``; a callback that raises
     stops the run with ``ProgressCallbackError``).  Ctrl-C during a wait call
     stops the group (bounded) and is re-raised; a second Ctrl-C meanwhile
-    kills the workers at once.  Each rank's stdout and stderr reach this
-    process's ``sys.stdout``/``sys.stderr`` whole lines at a time (never two
-    ranks inside one line), each line prefixed ``[rank0]: `` with
-    ``prefix_output=True``.  ``entry_args=("local_rank", "rank", "payload",
-    "pipe_writer")`` calls ``entry(local_rank, rank, payload, pipe_writer)``
-    instead: each name is ``rank``, ``local_rank``, ``world_size``, ``payload``
-    or a key every ``rank_extra(rank)`` returns.  Returns a running
-    :class:`WorkerGroup`; use it as a context manager.
+    kills the workers at once.  Ranks' output reaches ``sys.stdout``/``stderr``
+    whole lines at a time (``prefix_output``: ``[rank0]: `` first).
+    ``entry_args=("local_rank", "rank", "payload", "pipe_writer")`` calls the
+    entry with those (``rank``, ``local_rank``, ``world_size``, ``payload`` or
+    a ``rank_extra`` key).  Returns a running :class:`WorkerGroup`; use it as
+    a context manager.
     """
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
+    call_names = None if entry_args is None else _entry_args(entry_args)
     preload = tuple(preload)
     ns = get_namespace(namespace)
     template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
@@ -108,15 +107,16 @@ def spawn_with_plugins(
         progress=progress,
         output=OutputRelay(prefix=prefix_output),
     )
-    control = _launch_control(start_method, context, deaf)
-    if entry_args is not None:
-        control = control.replace(entry_args=_entry_args(entry_args))
+    control = _launch_control(start_method, context, deaf, call_names)
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
 
 
-def _launch_control(start_method: str, context: str, deaf: bool) -> LaunchControl:
+def _launch_control(
+    start_method: str, context: str, deaf: bool, entry_args: tuple[str, ...] | None = None
+) -> LaunchControl:
     return LaunchControl(
+        entry_args=entry_args,
         parent_pid=os.getpid(),
         # Only a spawned worker's parent is this process (a forkserver worker's is the
         # server): there it checks getppid() against our pid, to catch a launcher that

@@ -86,6 +86,9 @@ _RETURNED_WAIT_S = 0.5
 _STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 #: How often the wait loops ask Ray's node table whether a running rank's node died.
 _NODE_POLL_S = 2.0
+#: How long a wait loop's poll of the ranks' output waits for their answers (a busy rank's
+#: output comes with the next poll, or with its outcome).
+_OUTPUT_POLL_S = 1.0
 #: How long an unreachable rank's node is given to be declared dead before blaming the rank.
 _NODE_VERDICT_S = 5.0
 
@@ -429,7 +432,7 @@ class RayWorkerGroup:
             if done:
                 yield done[0], pending[done[0]]
                 continue
-            self._output.poll(self._ray, self._actors, _RPC_SLACK_S)
+            self._output.poll(self._ray, self._actors, _OUTPUT_POLL_S)
             self._check_nodes(list(pending.values()))
             if deadline is not None and time.monotonic() >= deadline:
                 return
