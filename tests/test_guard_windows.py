@@ -393,3 +393,67 @@ def test_lazy_proxy_used_by_plugin_code_while_it_loads_names_the_plugin_line(
     text = str(err)
     assert "LazyProxyError" in text and f"{plugin_file}:3 (in <module>)" in text, text
     assert "by the code of early while it loaded" in text, text
+
+
+# ------------------------------ issue 19 item 5: originals held by class attributes
+ENGINE_CLASSES = {
+    **ENGINE_X,
+    "{x}.engine": """
+        from {x} import ops
+        from {x}.ops import tokenize
+
+        class Engine:
+            tokfn = staticmethod(tokenize)
+            plain = ops.tokenize
+
+            def run(self, text):
+                return self.tokfn(text)
+        """,
+    "{x}.worker": """
+        def main():
+            from spawnkit.bootstrap import current_report
+            from {x}.engine import Engine
+            report = current_report().to_dict()
+            return {{
+                "calls": {{"static": Engine().run("a"), "plain": Engine.plain("a")}},
+                "guard": report["guard"],
+                "hooks": report["hooks"],
+                "text": current_report().format(),
+            }}
+        """,
+}
+
+
+def _class_world(world: World, modules: dict[str, str]) -> str:
+    pkg = _extra_dist(world, modules)
+    world.add_plugin("aload", world.fmt(LOADER_PLUGIN, x=pkg, tables="engine"))
+    hook = world.fmt(HOOK_PLUGIN, x=pkg, hook="replacement", kind="REPLACE", mod="{mod}")
+    world.add_plugin("hook", hook)
+    return pkg
+
+
+def test_originals_in_class_attributes_are_rebound_in_a_worker(world: World) -> None:
+    """``class Engine: tokfn = staticmethod(tokenize)`` ran the original while "applied"."""
+    pkg = _class_world(world, ENGINE_CLASSES)
+    status, value, _, tb = run_child(child_bootstrap, world.spec(entry=f"{pkg}.worker:main"))
+    assert status == "ok", tb
+    assert value["calls"] == {"static": "patched:a", "plain": "patched:a"}
+    assert value["guard"]["stale_holders"] == []
+    (entry,) = value["hooks"][f"{pkg}.ops.tokenize"]
+    assert entry.get("state") != "partial" and "PARTIAL" not in value["text"]
+
+
+def test_a_hook_bypassed_by_a_known_holder_is_reported_partial_not_applied(
+    world: World,
+) -> None:
+    engine = ENGINE_CLASSES["{x}.engine"] + "\n        PAIRS = (tokenize,)\n"
+    pkg = _class_world(world, {**ENGINE_CLASSES, "{x}.engine": engine})
+    status, value, _, tb = run_child(
+        child_bootstrap, world.spec(entry=f"{pkg}.worker:main", guard_policy="warn")
+    )
+    assert status == "ok", tb
+    (entry,) = value["hooks"][f"{pkg}.ops.tokenize"]
+    assert entry["state"] == "partial", entry
+    assert entry["unrebound"] == [f"{pkg}.engine.PAIRS[0] (tuple item)"]
+    assert "still call the original" in entry["reason"]
+    assert f"PARTIAL: {entry['reason']}" in value["text"]

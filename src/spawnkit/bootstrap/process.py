@@ -549,14 +549,37 @@ def _platform_info(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
     }
 
 
-def _hooks_info(namespace: Namespace) -> dict[str, list[dict[str, str]]]:
-    hooks: dict[str, list[dict[str, str]]] = {}
+def _hooks_info(namespace: Namespace) -> dict[str, list[dict[str, Any]]]:
+    hooks: dict[str, list[dict[str, Any]]] = {}
     for applied in namespace.hooks.applied_targets():
         hooks[applied.target] = [
             {"type": reg.hook_type.name, "hook": reg.hook_name, "source": str(reg.source)}
             for reg in applied.hooks
         ]
+    _mark_unrebound(hooks, namespace.hooks.stale_holders())
     return hooks
+
+
+def _mark_unrebound(hooks: dict[str, list[dict[str, Any]]], holders: list[dict[str, str]]) -> None:
+    """A hook some known holder still bypasses is not called applied: state ``partial``.
+
+    ``holders`` are what the stale-binding sweep found and could not rebind
+    (``HookRegistry.stale_holders()``); each hook entry of their target gets
+    ``unrebound`` (``module.name (kind)`` per holder) and a ``reason`` saying
+    that calls through them run the original.
+    """
+    by_target: dict[str, list[str]] = {}
+    for h in holders:
+        by_target.setdefault(h["target"], []).append(f"{h['module']}.{h['name']} ({h['kind']})")
+    for target, where in by_target.items():
+        reason = (
+            f"not in effect through {len(where)} reference(s) the stale-binding sweep could "
+            f"not rebind, which still call the original: {'; '.join(where)}"
+        )
+        for entry in hooks.get(target, []):
+            entry["state"] = "partial"
+            entry["reason"] = reason
+            entry["unrebound"] = list(where)
 
 
 def _boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:

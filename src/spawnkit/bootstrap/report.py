@@ -22,7 +22,10 @@ class BootstrapReport:
     where known, ``qualname``, ``dist`` and ``version``.  Each entry of
     ``plugins`` has ``name``, ``value``, ``dist``, ``version``, ``seconds`` and
     ``imported`` (modules its code imported while loading).  ``hooks`` maps a
-    target to its hooks as ``{"type", "hook", "source"}`` dicts.  ``guard`` has
+    target to its hooks as ``{"type", "hook", "source"}`` dicts; a hook that a
+    known reference still bypasses (a tuple item, a default argument, a class
+    refusing ``setattr``) also has ``state`` ``"partial"``, ``reason`` and
+    ``unrebound`` (those references).  ``guard`` has
     ``policy``, ``armed``, ``violations`` and ``plugin_imports``.  ``node`` is
     the cluster node the rank ran on, where a launcher knows one (Ray's node
     id); on one machine several nodes share ``host``, so only the node tells
@@ -48,7 +51,7 @@ class BootstrapReport:
     plugins: list[dict[str, Any]] = field(default_factory=list)
     failed_plugins: list[dict[str, Any]] = field(default_factory=list)
     skipped_plugins: list[dict[str, Any]] = field(default_factory=list)
-    hooks: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     guard: dict[str, Any] = field(default_factory=dict)
     node: str = ""
@@ -96,6 +99,9 @@ class BootstrapReport:
         for target, hooks in self.hooks.items():
             desc = "; ".join(f"{h.get('type')} from {h.get('source')}" for h in hooks)
             lines.append(f"    {target}: {desc}")
+            reason = next((h["reason"] for h in hooks if h.get("state") == "partial"), "")
+            if reason:
+                lines.append(f"      PARTIAL: {reason}")
         if self.guard:
             lines.append(
                 f"  import guard: policy {self.guard.get('policy')}, "

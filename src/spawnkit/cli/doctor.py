@@ -147,6 +147,10 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
                     f"import guard: {v.get('module')} was imported before plugins loaded "
                     f"(at {v.get('first_import')})"
                 )
+            for target, hooks in (report.get("hooks") or {}).items():
+                partial = [h for h in hooks if h.get("state") == "partial"]
+                if partial:
+                    warnings_out.append(f"hooks on {target} are {partial[0].get('reason')}")
     data["warnings"] = warnings_out
     data["problems"] = problems
     data["ok"] = not problems

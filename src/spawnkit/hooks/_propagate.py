@@ -33,9 +33,9 @@ from __future__ import annotations
 import sys
 import types
 from collections import OrderedDict, defaultdict
-from collections.abc import Callable, Iterator, KeysView
+from collections.abc import Callable, Collection, Iterator, KeysView
 from itertools import chain, compress, repeat
-from operator import attrgetter, eq, is_not
+from operator import attrgetter, is_not
 from typing import Any, NamedTuple
 
 __all__: list[str] = []
@@ -131,7 +131,6 @@ _CHUNK = 64  # modules per C-level container check
 _defaults = attrgetter("__defaults__")
 _module_of = attrgetter("__module__")
 _func_of = attrgetter("__func__")
-_is_class = type.__instancecheck__  # (type, value): C-level isinstance(value, type)
 _kwdefaults = attrgetter("__kwdefaults__")
 _flat = chain.from_iterable
 #: Every non-``__main__`` module's ``__builtins__`` is this dict: never a holder, and
@@ -172,19 +171,21 @@ def _container_items(values: list[Any], immutable_too: bool) -> Iterator[Any]:
     return chain.from_iterable(parts)
 
 
-def _own_classes(modname: str, values: list[Any]) -> list[type]:
-    """The classes among a module's globals that the module itself defines (C-level passes).
+def _own_classes(names: Collection[str], values: list[Any]) -> list[type]:
+    """The classes among ``values`` (module globals) defined in one of the modules ``names``.
 
     Only those: a class imported into a thousand modules is swept once, with
-    the module that defines it.
+    the module that defines it.  C-level passes but for the set of value types.
     """
-    classes = list(compress(values, map(_is_class, repeat(type), values)))
-    if not classes:
-        return classes
+    kinds = list(map(type, values))
+    metaclasses = {kind for kind in set(kinds) if issubclass(kind, type)}
+    if not metaclasses:
+        return []
+    classes = list(compress(values, map(metaclasses.__contains__, kinds)))
     try:
-        return list(compress(classes, map(eq, map(_module_of, classes), repeat(modname))))
-    except AttributeError:  # a class whose metaclass hides __module__: look one by one
-        return [c for c in classes if getattr(c, "__module__", None) == modname]
+        return list(compress(classes, map(names.__contains__, map(_module_of, classes))))
+    except (AttributeError, TypeError):  # a metaclass hiding __module__: look one by one
+        return [c for c in classes if getattr(c, "__module__", None) in names]
 
 
 def _class_items(classes: list[type]) -> Iterator[Any]:
@@ -275,27 +276,31 @@ def _fixed_items(name: str, value: Any) -> Iterator[tuple[str, str, Any]]:
         yield f"{name}() default of {param!r}", "default argument", item
 
 
-# name, globals, their values, the classes it defines (none for a module the caller vouches for)
-_Module = tuple[str, dict[str, Any], list[Any], list[type]]
+_Module = tuple[str, dict[str, Any], list[Any]]  # name, globals, their values
 
 
 def _nested(
     group: list[_Module], wanted: KeysView[int], *, immutable_too: bool
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The modules of ``group`` whose containers hold one of the ``wanted`` ids.
+    """The modules of ``group`` whose containers (and, ``immutable_too``, classes) hold one of
+    the ``wanted`` ids.
 
     C-level passes over chunks of modules first: only a chunk that holds an
     original is searched module by module.
     """
     for start in range(0, len(group), _CHUNK):
         chunk = group[start : start + _CHUNK]
-        everything = list(_flat(values for _, _, values, _ in chunk))
-        classes = list(_flat(own for _, _, _, own in chunk))
-        items = chain(_container_items(everything, immutable_too), _class_items(classes))
+        everything = list(_flat(values for _, _, values in chunk))
+        items = _container_items(everything, immutable_too)
+        if immutable_too:
+            own = _own_classes({name for name, _, _ in chunk}, everything)
+            items = chain(items, _class_items(own))
         if wanted.isdisjoint(map(id, items)):
             continue
-        for modname, namespace, values, own in chunk:
-            items = chain(_container_items(values, immutable_too), _class_items(own))
+        for modname, namespace, values in chunk:
+            items = _container_items(values, immutable_too)
+            if immutable_too:
+                items = chain(items, _class_items(_own_classes((modname,), values)))
             if not wanted.isdisjoint(map(id, items)):
                 yield modname, namespace
 
@@ -342,10 +347,9 @@ def find_holders(
         except RuntimeError:  # another thread changed the dict mid-scan: look again
             values = list(dict(namespace).values())
         if clean:
-            registries.append((modname, namespace, values, []))
+            registries.append((modname, namespace, values))
             continue
-        own = _own_classes(modname, values) if containers else []
-        dirty.append((modname, namespace, values, own))
+        dirty.append((modname, namespace, values))
         if not wanted.isdisjoint(map(id, values)):
             direct[modname] = namespace
     nested: dict[str, dict[str, Any]] = {}
