@@ -465,6 +465,7 @@ def _shared_report_parts(namespace: Namespace, spec: ProcessSpec) -> dict[str, A
                 "seconds": p.seconds,
                 "imported": list(p.imported),
                 "registrations": p.registrations,
+                "outside_registry": list(p.outside_registry),
             }
             for p in manager.report.loaded
         ],

@@ -21,7 +21,10 @@ class BootstrapReport:
     ``platform`` has ``name``, ``kind`` and ``how`` (how it was chosen) and,
     where known, ``qualname``, ``dist`` and ``version``.  Each entry of
     ``plugins`` has ``name``, ``value``, ``dist``, ``version``, ``seconds`` and
-    ``imported`` (modules its code imported while loading).  ``hooks`` maps a
+    ``imported`` (modules its code imported while loading) and
+    ``outside_registry`` (what its code changed by hand: ``module:attr`` set,
+    replaced or deleted in a module imported before it ran, and
+    ``sys.modules:name`` for a module it put into ``sys.modules`` itself).  ``hooks`` maps a
     target to its hooks as ``{"type", "hook", "source"}`` dicts; a hook that a
     known reference still bypasses (a tuple item, a default argument, a class
     refusing ``setattr``) also has ``state`` ``"partial"``, ``reason`` and
@@ -91,6 +94,11 @@ class BootstrapReport:
                 f"({plug.get('dist')} {plug.get('version')}, "
                 f"{plug.get('seconds', 0.0) * 1e3:.2f} ms{extra})"
             )
+            if plug.get("outside_registry"):
+                lines.append(
+                    "      changed outside the hook registry (no ledger, no undo, no guard): "
+                    + ", ".join(plug["outside_registry"])
+                )
         for plug in self.failed_plugins:
             lines.append(f"    FAILED (lenient) {plug['name']}: {plug.get('error', '')}")
         for plug in self.skipped_plugins:

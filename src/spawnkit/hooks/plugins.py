@@ -38,6 +38,7 @@ from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import PluginError, SpawnkitError
 from spawnkit.hooks import _plugin_selection as _sel
+from spawnkit.hooks._outside import OutsideWatch
 from spawnkit.hooks._plugin_selection import PluginInfo, PluginSelectionWarning
 
 if TYPE_CHECKING:
@@ -83,6 +84,9 @@ class LoadedPlugin:
     seconds: float
     imported: tuple[str, ...] = ()
     registrations: int = 0
+    #: ``module:attr`` its callback set, replaced or deleted in modules imported before it
+    #: ran, and ``sys.modules:name`` for each module it put there directly (``_outside``)
+    outside_registry: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -237,6 +241,7 @@ class PluginManager:
         _sel.check_duplicates(self.namespace, selected, report.lenient)
         platform_dist = _sel.norm(self._selected_dist_quiet()) if selected else ""
         seen: set[str] = set()
+        watch = OutsideWatch() if selected else None
         for info in selected:
             if info.name in seen:
                 continue  # duplicate name, already warned about; first on sys.path wins
@@ -244,7 +249,7 @@ class PluginManager:
             strict = not report.lenient or (
                 bool(platform_dist) and _sel.norm(info.dist) == platform_dist
             )
-            self._load_one(info, strict, report)
+            self._load_one(info, strict, report, watch)
         return list(report.loaded)
 
     def _selected_dist_quiet(self) -> str | None:
@@ -280,7 +285,9 @@ class PluginManager:
             "namespace's instead: HookRegistry = NS.HookRegistry, plugin_hook = NS.plugin_hook"
         )
 
-    def _load_one(self, info: PluginInfo, strict: bool, report: PluginReport) -> None:
+    def _load_one(
+        self, info: PluginInfo, strict: bool, report: PluginReport, watch: OutsideWatch | None
+    ) -> None:
         from spawnkit.hooks.types import HookSource
 
         source = HookSource(info.name, info.dist, info.version)
@@ -292,12 +299,13 @@ class PluginManager:
         before_mods = len(sys.modules)
         start = time.perf_counter()
         failure = self._run(info, source, registry)
+        seconds = time.perf_counter() - start
+        imported = tuple(list(sys.modules)[before_mods:])
+        outside = tuple(watch.changes(list(imported))) if watch is not None else ()
         if failure is not None:
             registry.discard_source(source)
             self._failed(info, strict, report, *failure)
             return
-        seconds = time.perf_counter() - start
-        imported = tuple(list(sys.modules)[before_mods:])
         loaded = LoadedPlugin(
             info.name,
             info.value,
@@ -306,6 +314,7 @@ class PluginManager:
             seconds,
             imported,
             len(registry.registrations()) - before_regs,
+            outside,
         )
         report.loaded.append(loaded)
         if _log.isEnabledFor(DEBUG):
