@@ -99,3 +99,34 @@ def test_doctor_lists_a_plugins_pth_file_that_runs_code_at_start(
         "file": str(pth),
         "lines": [PTH_LINE],
     }
+
+
+PATCHES_THEN_RAISES = """
+    import sys
+
+    def register():
+        sys.modules["{eng}.events"].flag = "half"
+        raise RuntimeError("failed after patching by hand")
+    """
+
+
+def test_a_failing_plugin_says_what_it_changed_by_hand_is_still_in_place(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spawnkit.errors import PluginError
+    from spawnkit.spec import _phase
+
+    monkeypatch.delenv(world.ns.config.plugins_var, raising=False)
+    monkeypatch.delenv(world.ns.config.lenient_var, raising=False)
+    world.ns.platforms.set_selection("testdev")
+    world.add_plugin("a_imports", IMPORTS_EVENTS)
+    world.add_plugin("b_half", PATCHES_THEN_RAISES)
+    try:
+        with pytest.raises(PluginError) as info:
+            world.ns.plugins.load()
+    finally:
+        world.ns.hooks.reset()
+        _phase.leave_worker()
+    text = str(info.value)
+    assert "Its hook registrations were discarded" in text
+    assert f"still in place (spawnkit cannot undo it): {world.eng}.events:flag" in text

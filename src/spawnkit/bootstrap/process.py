@@ -476,6 +476,7 @@ def _shared_report_parts(namespace: Namespace, spec: ProcessSpec) -> dict[str, A
                 "dist": f.dist,
                 "version": f.version,
                 "error": f.error,
+                "outside_registry": list(f.outside_registry),
             }
             for f in manager.report.failed
         ],

@@ -99,6 +99,7 @@ class FailedPlugin:
     version: str
     error: str
     traceback_text: str = ""
+    outside_registry: tuple[str, ...] = ()  # see LoadedPlugin: left in place by the failure
 
 
 @dataclass
@@ -304,7 +305,7 @@ class PluginManager:
         outside = tuple(watch.changes(list(imported))) if watch is not None else ()
         if failure is not None:
             registry.discard_source(source)
-            self._failed(info, strict, report, *failure)
+            self._failed(info, strict, report, *failure, outside=outside)
             return
         loaded = LoadedPlugin(
             info.name,
@@ -351,12 +352,25 @@ class PluginManager:
         return None
 
     def _failed(
-        self, info: PluginInfo, strict: bool, report: PluginReport, what: str, exc: Exception
+        self,
+        info: PluginInfo,
+        strict: bool,
+        report: PluginReport,
+        what: str,
+        exc: Exception,
+        *,
+        outside: tuple[str, ...] = (),
     ) -> None:
         """A plugin failed: ``PluginError`` when strict, else logged and kept in the report."""
+        kept = (
+            f" What it changed outside the hook registry before it failed is still in place "
+            f"(spawnkit cannot undo it): {', '.join(outside)}."
+            if outside
+            else ""
+        )
         message = (
             f"{info.describe()} {what}: {type(exc).__name__}: {exc}. Its hook "
-            f"registrations were discarded. Fix or upgrade {info.dist}, or deselect it "
+            f"registrations were discarded.{kept} Fix or upgrade {info.dist}, or deselect it "
             f"with {self.namespace.config.plugins_var}"
         )
         if strict:
@@ -386,6 +400,7 @@ class PluginManager:
                 info.version,
                 f"{type(exc).__name__}: {exc}",
                 "".join(traceback.format_exception(exc)),
+                outside,
             )
         )
 
