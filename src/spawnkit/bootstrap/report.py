@@ -29,7 +29,9 @@ class BootstrapReport:
     known reference still bypasses (a tuple item, a default argument, a class
     refusing ``setattr``) also has ``state`` ``"partial"``, ``reason`` and
     ``unrebound`` (those references).  ``guard`` has
-    ``policy``, ``armed``, ``violations`` and ``plugin_imports``.  ``node`` is
+    ``policy``, ``armed``, ``violations`` (each with ``rebound_by_sweep``: True
+    when the stale-binding sweep rebinds every holder it found, so the finding
+    was only a warning) and ``plugin_imports``.  ``node`` is
     the cluster node the rank ran on, where a launcher knows one (Ray's node
     id); on one machine several nodes share ``host``, so only the node tells
     ranks apart.
@@ -117,7 +119,11 @@ class BootstrapReport:
                 f"{len(self.guard.get('violations', []))} violation(s)"
             )
             for v in self.guard.get("violations", []):
-                lines.append(f"    early import of {v['module']} at {v.get('first_import')}")
+                repaired = " (warning only: the sweep rebinds every holder it found)"
+                lines.append(
+                    f"    early import of {v['module']} at {v.get('first_import')}"
+                    + (repaired if v.get("rebound_by_sweep") else "")
+                )
             for a in self.guard.get("plugin_imports", []):
                 lines.append(f"    allowed: {a['module']} imported by {a.get('plugin')}")
         if self.stage_seconds:
