@@ -127,7 +127,9 @@ def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, 
 _PTH_CODE = ("import ", "import\t")
 
 
-def _startup_code(namespace: Any, plugins: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _startup_code(
+    plugins: list[dict[str, Any]], platform: dict[str, Any]
+) -> list[dict[str, Any]]:
     """The ``.pth`` files plugin distributions install that run code at interpreter start.
 
     ``site`` executes a ``.pth`` line that starts with ``import``: that code
@@ -139,12 +141,9 @@ def _startup_code(namespace: Any, plugins: list[dict[str, Any]]) -> list[dict[st
     by_dist: dict[str, list[str]] = {}
     for row in plugins:
         by_dist.setdefault(row["dist"], []).append(row["name"])
-    try:
-        for c in namespace.platforms.explain().to_dict().get("candidates") or []:
-            if c.get("dist"):
-                by_dist.setdefault(c["dist"], []).append(c["name"])
-    except Exception:  # the platform section reports its own failure
-        pass
+    for c in (platform.get("explanation") or {}).get("candidates") or []:
+        if c.get("dist"):
+            by_dist.setdefault(c["dist"], []).append(c["name"])
     found: list[dict[str, Any]] = []
     for dist, names in sorted(by_dist.items()):
         try:
@@ -175,7 +174,7 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     data: dict[str, Any] = {"environment": _environment(namespace)}
     data["platform"] = _platform_section(namespace, problems)
     data["plugins"] = _plugins_section(namespace, warnings_out)
-    data["startup_code"] = _startup_code(namespace, data["plugins"])
+    data["startup_code"] = _startup_code(data["plugins"], data["platform"])
     data["dry_run"] = None
     if child:
         from spawnkit.cli._group import run_probe
