@@ -129,4 +129,6 @@ def test_a_failing_plugin_says_what_it_changed_by_hand_is_still_in_place(
         _phase.leave_worker()
     text = str(info.value)
     assert "Its hook registrations were discarded" in text
-    assert f"still in place (spawnkit cannot undo it): {world.eng}.events:flag" in text
+    # (in this test process other threads may change module globals meanwhile: listed too)
+    kept = text.split("still in place (spawnkit cannot undo it): ", 1)[1].split(". Fix")[0]
+    assert f"{world.eng}.events:flag" in kept.split(", ")

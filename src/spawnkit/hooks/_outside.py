@@ -19,7 +19,8 @@ attributes of classes and instances (``Engine.run = mine``), changes inside
 containers (``TABLE["tok"] = mine``), changes to modules the plugin itself
 imported for the first time (their globals are taken as they are after the
 callback), and a module placed under a package that the same callback
-imported for the first time (taken as that package's own doing).
+imported for the first time (taken as that package's own doing).  A global
+another thread changes while a callback runs is listed as that plugin's.
 """
 
 from __future__ import annotations
