@@ -74,6 +74,8 @@ def _run_script(
     *,
     launch: str = "",
     env: dict[str, str] | None = None,
+    entry: str = "",
+    python: str = sys.executable,
 ) -> tuple[dict[str, Any], str, Path]:
     """Write and run a launching script; returns its JSON outcome, its stderr and its path."""
     paths = [p for p in sys.path if str(tmp_path) in p] + [str(Path(__file__).parent)]
@@ -94,7 +96,7 @@ def _run_script(
                 out = {{}}
                 try:
                     with spawn_with_plugins(
-                        "{world.eng}.worker:main",
+                        "{entry or world.eng + '.worker:main'}",
                         namespace=Namespace({world.ns.name!r}, {world.prefix!r}),
                         ready_timeout=60,
                         join_timeout=90,
@@ -113,7 +115,7 @@ def _run_script(
         )
     )
     proc = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=180, cwd=tmp_path
+        [python, str(script)], capture_output=True, text=True, timeout=180, cwd=tmp_path
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr, script
@@ -393,3 +395,172 @@ def test_lazy_proxy_used_by_plugin_code_while_it_loads_names_the_plugin_line(
     text = str(err)
     assert "LazyProxyError" in text and f"{plugin_file}:3 (in <module>)" in text, text
     assert "by the code of early while it loaded" in text, text
+
+
+# ------------------------------ issue 19 item 5: originals held by class attributes
+ENGINE_CLASSES = {
+    **ENGINE_X,
+    "{x}.engine": """
+        from {x} import ops
+        from {x}.ops import tokenize
+
+        class Engine:
+            tokfn = staticmethod(tokenize)
+            plain = ops.tokenize
+
+            def run(self, text):
+                return self.tokfn(text)
+        """,
+    "{x}.worker": """
+        def main():
+            from spawnkit.bootstrap import current_report
+            from {x}.engine import Engine
+            report = current_report().to_dict()
+            return {{
+                "calls": {{"static": Engine().run("a"), "plain": Engine.plain("a")}},
+                "guard": report["guard"],
+                "hooks": report["hooks"],
+                "text": current_report().format(),
+            }}
+        """,
+}
+
+
+def _class_world(world: World, modules: dict[str, str]) -> str:
+    pkg = _extra_dist(world, modules)
+    world.add_plugin("aload", world.fmt(LOADER_PLUGIN, x=pkg, tables="engine"))
+    hook = world.fmt(HOOK_PLUGIN, x=pkg, hook="replacement", kind="REPLACE", mod="{mod}")
+    world.add_plugin("hook", hook)
+    return pkg
+
+
+def test_originals_in_class_attributes_are_rebound_in_a_worker(world: World) -> None:
+    """``class Engine: tokfn = staticmethod(tokenize)`` ran the original while "applied"."""
+    pkg = _class_world(world, ENGINE_CLASSES)
+    status, value, _, tb = run_child(child_bootstrap, world.spec(entry=f"{pkg}.worker:main"))
+    assert status == "ok", tb
+    assert value["calls"] == {"static": "patched:a", "plain": "patched:a"}
+    assert value["guard"]["stale_holders"] == []
+    (entry,) = value["hooks"][f"{pkg}.ops.tokenize"]
+    assert entry.get("state") != "partial" and "PARTIAL" not in value["text"]
+
+
+def test_a_hook_bypassed_by_a_known_holder_is_reported_partial_not_applied(
+    world: World,
+) -> None:
+    engine = ENGINE_CLASSES["{x}.engine"] + "\n        PAIRS = (tokenize,)\n"
+    pkg = _class_world(world, {**ENGINE_CLASSES, "{x}.engine": engine})
+    status, value, _, tb = run_child(
+        child_bootstrap, world.spec(entry=f"{pkg}.worker:main", guard_policy="warn")
+    )
+    assert status == "ok", tb
+    (entry,) = value["hooks"][f"{pkg}.ops.tokenize"]
+    assert entry["state"] == "partial", entry
+    assert entry["unrebound"] == [f"{pkg}.engine.PAIRS[0] (tuple item)"]
+    assert "still call the original" in entry["reason"]
+    assert f"PARTIAL: {entry['reason']}" in value["text"]
+
+
+# ------------------------------ issue 19 item 7: a precise guard
+MAIN_HOLDERS = """
+    from {x}.ops import tokenize  # a hook target, imported at the script's module scope
+    ALIAS = {{"t": tokenize}}
+    """
+
+MAIN_WORKER = """
+    def main():
+        import sys
+        from {x} import ops
+        script = sys.modules["__mp_main__"]
+        return {{"direct": ops.tokenize("a"), "global": script.tokenize("a"),
+                 "dict": script.ALIAS["t"]("a")}}
+    """
+
+
+def _main_world(world: World) -> str:
+    pkg = _extra_dist(world, {**ENGINE_X, "{x}.main_worker": MAIN_WORKER})
+    hook = world.fmt(HOOK_PLUGIN, x=pkg, hook="replacement", kind="REPLACE", mod="{mod}")
+    world.add_plugin("hook", hook)
+    return pkg
+
+
+def test_an_early_target_whose_every_holder_the_sweep_rebinds_is_a_warning(
+    world: World, tmp_path: Path
+) -> None:
+    pkg = _main_world(world)
+    out, stderr, script = _run_script(
+        world, tmp_path, world.fmt(MAIN_HOLDERS, x=pkg), entry=f"{pkg}.main_worker:main"
+    )
+    assert "error" not in out, out  # before: ImportGuardError, though nothing stayed unhooked
+    assert out["results"] == [dict.fromkeys(("direct", "global", "dict"), "patched:a")]
+    text = stderr[stderr.index("ImportGuardWarning") :]
+    assert "is rebound when the hooks are applied, so the worker continues" in text
+    rebound = text.split("references rebound: ", 1)[1].splitlines()[0]
+    # the script's module is both __main__ and __mp_main__ in a spawned worker
+    assert "__mp_main__.tokenize" in rebound and "ALIAS['t']" in rebound
+    assert f"{script}:{_line_of(script, 'from ' + pkg)}" in text
+
+
+def test_an_early_target_held_where_the_sweep_cannot_rebind_still_fails(
+    world: World, tmp_path: Path
+) -> None:
+    pkg = _main_world(world)
+    top = world.fmt(MAIN_HOLDERS, x=pkg) + "PAIR = (tokenize,)\n"
+    out, _, script = _run_script(world, tmp_path, top, entry=f"{pkg}.main_worker:main")
+    assert "ImportGuardError" in out.get("exc_type", ""), out
+    message = out["message"]
+    # the chain names spawn's re-import of the launching script as the first import
+    assert f"{pkg}.ops <- {script}:{_line_of(script, 'from ' + pkg)}" in message
+    assert f"{script} <- spawn's re-import of the launching script" in message
+
+
+PLACED = """
+    import sys
+    import types
+
+    _fake = types.ModuleType("{eng}.sched")
+    sys.modules["{eng}.sched"] = _fake  # placed, never imported
+    """
+
+
+def test_a_module_placed_in_sys_modules_is_described_as_placed_with_its_line(
+    world: World, tmp_path: Path
+) -> None:
+    world.add_plugin("p1")
+    out, _, script = _run_script(world, tmp_path, world.fmt(PLACED))
+    assert "ImportGuardError" in out.get("exc_type", ""), out
+    message = _summary(out["message"])
+    line = _line_of(script, "sys.modules[")
+    assert f"module '{world.eng}.sched', placed in sys.modules by {script}:{line}" in message
+    assert "interpreter start-up" not in message and "before the import guard" not in message
+
+
+def _venv_with_startup_pth(tmp_path: Path, world: World, pth_code: str) -> tuple[str, Path]:
+    """A throw-away venv whose site-packages run ``pth_code`` at every interpreter start."""
+    import site
+
+    import spawnkit
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (purelib,) = venv.glob("lib/python*/site-packages")
+    paths = [str(Path(spawnkit.__file__).parents[1]), *site.getsitepackages()]
+    paths += [p for p in sys.path if str(tmp_path) in p]
+    (purelib / "aaa_paths.pth").write_text("\n".join(paths) + "\n")
+    pth = purelib / "zzz_startup_hack.pth"
+    pth.write_text(pth_code + "\n")
+    return str(venv / "bin" / "python"), pth
+
+
+def test_a_target_imported_by_pth_start_up_code_names_that_pth_line(
+    world: World, tmp_path: Path
+) -> None:
+    world.add_plugin("p1")
+    code = f"import {world.eng}.sched"
+    python, pth = _venv_with_startup_pth(tmp_path, world, code)
+    out, _, _ = _run_script(world, tmp_path, python=python)
+    assert "ImportGuardError" in out.get("exc_type", ""), out
+    message = _summary(out["message"])
+    assert f"first imported at interpreter start-up, by the .pth start-up code {pth}:1" in message
+    assert f"{world.eng}.sched <- {pth}:1 ({code}), run by site at interpreter start-up" in message
+    assert f"remove that import line from {pth}" in message

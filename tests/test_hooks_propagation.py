@@ -257,3 +257,105 @@ def test_clean_modules_mutable_containers_are_still_swept(
     registry.apply_hooks(clean_modules={registry_mod.__name__})
     assert registry_mod.OPS["rope"] is lib.get_rope
     assert registry.stale_holders() == []
+
+
+CLASSES_HOLDING = """
+from PKG import lib
+from PKG.lib import get_rope
+
+
+def _freeze(cls, name, value):
+    raise AttributeError(f"{cls.__name__} is frozen")
+
+
+class Frozen(type):
+    __setattr__ = _freeze
+
+
+class Engine:
+    tokfn = staticmethod(get_rope)
+    plain = get_rope
+    maker = classmethod(get_rope)
+    engine_cls = lib.Engine
+
+    def run(self, x):
+        return self.tokfn(x)
+
+
+class Locked(metaclass=Frozen):
+    tokfn = staticmethod(get_rope)
+"""
+
+
+def test_class_attributes_holding_an_original_are_rebound_and_restored_exactly(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``class Engine: tokfn = staticmethod(tokenize)`` defeated the hook while it said applied."""
+    lib = mods.load("lib", LIB)
+    rope = lib.get_rope
+    holder = mods.load("holder", CLASSES_HOLDING)
+    engine = holder.Engine
+    raw = dict(vars(engine))
+    plugin = mods.load(
+        "plugin", "from PKG.lib import Engine\nclass Fast(Engine):\n    pass\n"
+    )
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    registry.register(mods.name("lib.Engine"), plugin.Fast, HookType.REPLACE)
+    registry.apply_hooks()
+    assert engine().run(1) == ("hooked", "rope", 1)  # through the staticmethod
+    assert engine.tokfn is lib.get_rope and engine.plain is lib.get_rope
+    assert isinstance(vars(engine)["tokfn"], staticmethod)
+    assert isinstance(vars(engine)["maker"], classmethod)
+    assert vars(engine)["maker"].__func__ is lib.get_rope
+    assert engine.engine_cls is plugin.Fast
+    propagated = {label for t in registry.applied_targets() for _, label in t.propagated_to}
+    assert {"Engine.tokfn", "Engine.plain", "Engine.maker", "Engine.engine_cls"} <= propagated
+    registry.unapply()
+    for name in ("tokfn", "plain", "maker", "engine_cls"):
+        assert vars(engine)[name] is raw[name], name  # the very wrapper objects come back
+    assert engine.tokfn is rope
+
+
+def test_a_class_attribute_that_cannot_be_set_is_reported_not_hidden(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    lib = mods.load("lib", LIB)
+    holder = mods.load("holder", CLASSES_HOLDING)
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
+        registry.apply_hooks()
+    assert holder.Locked.tokfn is not lib.get_rope  # left as it was, and said so
+    (stale,) = registry.stale_holders()
+    assert stale["name"] == "Locked.tokfn" and stale["module"] == holder.__name__
+    assert stale["kind"].startswith("class attribute that cannot be set")
+    assert stale["target"] == mods.name("lib.get_rope")
+    assert any("Locked.tokfn" in r.getMessage() for r in caplog.records)
+
+
+def test_class_attribute_rebinds_roll_back_with_a_failed_apply(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    lib = mods.load("lib", LIB)
+    rope = lib.get_rope
+    holder = mods.load("holder", CLASSES_HOLDING.replace("metaclass=Frozen", ""))
+    tokfn = vars(holder.Engine)["tokfn"]
+    registry.register(mods.name("lib.get_rope"), lambda r, x: r)
+    registry.register(mods.name("lib.no_such_function"), lambda r: r)
+    with pytest.raises(HookApplyError):
+        registry.apply_hooks()
+    assert vars(holder.Engine)["tokfn"] is tokfn and holder.Engine.plain is rope
+    assert holder.Locked.tokfn is rope
+
+
+def test_imported_classes_are_swept_with_the_module_that_defines_them(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """A class re-exported by another module is one holder, labelled where it is defined."""
+    mods.load("lib", LIB)
+    holder = mods.load("holder", CLASSES_HOLDING.replace("metaclass=Frozen", ""))
+    mods.load("reexport", "from PKG.holder import Engine\n")
+    registry.register(mods.name("lib.get_rope"), lambda r, x: r)
+    registry.apply_hooks()
+    applied = registry.applied_targets()
+    where = [m for t in applied for m, label in t.propagated_to if label == "Engine.tokfn"]
+    assert where == [holder.__name__]

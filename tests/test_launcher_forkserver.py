@@ -57,14 +57,20 @@ def test_preloaded_modules_are_inherited(site: Site) -> None:
 def test_preloaded_hook_target_fails_the_guard_when_workers_bootstrap(
     site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Only where the server does not apply hooks first (workers bootstrap themselves)."""
+    """Only where the server does not apply hooks first (workers bootstrap themselves).
+
+    The preloaded module keeps the original in a tuple, which the stale-binding
+    sweep cannot rebind: with no such holder the guard only warns (issue 19).
+    """
     monkeypatch.setenv(_warm_server.MODE_VAR, "worker")
+    holder = f"{site.pkg}_holder"
+    (site.root / f"{holder}.py").write_text(f"from {site.pkg}.target import func\nPAIR = (func,)\n")
     with (
         spawn_with_plugins(
             site.entry(),
             namespace=site.ns,
             start_method="forkserver",
-            preload=(f"{site.pkg}.target",),
+            preload=(holder,),
         ) as group,
         pytest.raises(ChildRaisedError) as info,
     ):

@@ -88,6 +88,8 @@ class ImportSite(NamedTuple):
 
 # module -> (filename, lineno, function, step); tuples, because this is the hot path.
 _sites: dict[str, tuple[str, int, str, str]] = {}
+# The modules already imported when the guard was first armed (interpreter start-up).
+_at_arm: frozenset[str] | None = None
 _armed_lock = threading.Lock()
 
 
@@ -134,7 +136,10 @@ _RECORDER = _FirstImportRecorder()
 
 def arm() -> None:
     """Start recording first imports; idempotent, and keeps the recorder first in ``meta_path``."""
+    global _at_arm
     with _armed_lock:
+        if _at_arm is None:
+            _at_arm = frozenset(sys.modules)
         if sys.meta_path and sys.meta_path[0] is _RECORDER:
             return
         if _RECORDER in sys.meta_path:
@@ -179,13 +184,14 @@ def _main_files() -> set[str]:
 
 
 #: Where an import (or a lazy proxy's use) happened, as ``window_of`` names it.
-UNPICKLING, PRELOAD, MAIN, STARTUP, PLUGIN, STAGE = (
+UNPICKLING, PRELOAD, MAIN, STARTUP, PLUGIN, STAGE, PLACED = (
     "unpickling",
     "preload",
     "main",
     "startup",
     "plugin",
     "stage",
+    "placed",
 )
 
 
@@ -479,8 +485,12 @@ def check(
             result.plugin_imports.append(_plugin_import(module, regs, site, plugin_imports))
         else:
             result.violations.append(_violation(module, regs, site, registry, extra))
-    if result.violations:
-        _raise_or_warn(namespace, result.violations, policy)
+    repaired = [v for v in result.violations if v.get("rebound_by_sweep")]
+    failing = [v for v in result.violations if not v.get("rebound_by_sweep")]
+    if failing:
+        _raise_or_warn(namespace, failing, policy)
+    if repaired:
+        _warn_repaired(namespace, repaired)
     return result
 
 
@@ -517,7 +527,10 @@ def _violation(
     carriers: list[str] = []
     if window == UNPICKLING and extra:
         carriers = _carriers(extra, {s.module for s in sites})
-    return {
+    chain = [f"{s.module} <- {s.filename}:{s.lineno}" for s in sites]
+    if sites and window == MAIN:
+        chain.append(f"{sites[-1].filename} <- {_REEXEC}")
+    finding = {
         "module": module,
         "targets": targets,
         "hooks": [
@@ -529,12 +542,78 @@ def _violation(
         "first_import": site.describe() if site else _unknown_site(),
         "filename": site.filename if site else "",
         "lineno": site.lineno if site else 0,
-        "chain": [f"{s.module} <- {s.filename}:{s.lineno}" for s in sites],
+        "chain": chain,
         "stale_bindings": sorted(set(bindings)),
         "window": window if site else "",
         "carriers": carriers,
         "fix": _fix(window if site else "", module, step, carriers),
     }
+    if site is None:
+        finding.update(_origin_unrecorded(module))
+    finding.update(_sweep_verdict(registry, targets))
+    return finding
+
+
+_REEXEC = (
+    "spawn's re-import of the launching script, as __mp_main__ in every worker "
+    "(multiprocessing.spawn)"
+)
+
+
+def _origin_unrecorded(module: str) -> dict[str, Any]:
+    """No first-import record: placed in ``sys.modules`` directly, or imported at start-up."""
+    from spawnkit.bootstrap import _origins  # failure path only
+
+    if _origins.placed_directly(module):
+        line = _origins.placement_line(module, sorted(_main_files()))
+        where = f"by {line} ({line.text})" if line else "by code the guard could not find"
+        return {
+            "first_import": f"placed in sys.modules {where}, not imported (the import system "
+            "never saw it)",
+            "filename": line.filename if line else "",
+            "lineno": line.lineno if line else 0,
+            "chain": [f"{module} <- placed in sys.modules {where}"],
+            "window": PLACED,
+            "fix": "do not put a hook target module into sys.modules before plugins load: "
+            "put it there from a plugin's callback, or after hooks are applied",
+        }
+    if _at_arm is None or module not in _at_arm:
+        return {}
+    line = _origins.startup_line(module)
+    if line is None:
+        return {}
+    return {
+        "first_import": f"interpreter start-up, by the .pth start-up code {line} "
+        f"({line.text}), before the import guard was armed",
+        "filename": line.filename,
+        "lineno": line.lineno,
+        "chain": [f"{module} <- {line} ({line.text}), run by site at interpreter start-up"],
+        "window": STARTUP,
+        "fix": f"remove that import line from {line.filename} (it runs at every interpreter "
+        "start, before spawnkit; spawnkit applies the hooks in every worker, so a plugin "
+        "does not need it there)",
+    }
+
+
+def _sweep_verdict(registry: Any, targets: list[str]) -> dict[str, Any]:
+    """Whether the stale-binding sweep repairs this finding (then it is only a warning).
+
+    It does when every target is module-level (the sweep searches for those)
+    and every holder of their originals it finds now can be rebound.
+    """
+    preview = getattr(registry, "sweep_preview", None)
+    if preview is None:
+        return {"rebound_by_sweep": False}
+    rebindable: list[str] = []
+    for target in targets:
+        try:
+            found = preview(target)
+        except Exception:  # an odd registry must not hide the finding
+            found = None
+        if found is None or found[1]:
+            return {"rebound_by_sweep": False}
+        rebindable += found[0]
+    return {"rebound_by_sweep": True, "rebindable": sorted(set(rebindable))}
 
 
 def _raise_or_warn(namespace: Any, violations: list[dict[str, Any]], policy: str) -> None:
@@ -549,6 +628,27 @@ def _raise_or_warn(namespace: Any, violations: list[dict[str, Any]], policy: str
     if first["carriers"]:
         where, line = f"spec.extra[{first['carriers'][0]!r}]", 0
     warnings.warn_explicit(message, ImportGuardWarning, where, line)
+
+
+def _warn_repaired(namespace: Any, findings: list[dict[str, Any]]) -> None:
+    """Target modules imported early whose every known holder the sweep rebinds: a warning."""
+    ns_name = getattr(namespace, "name", str(namespace))
+    lines = [
+        f"import guard ({ns_name}): {len(findings)} hook target module(s) imported before "
+        "plugins were loaded; every reference to their originals the stale-binding sweep "
+        "finds is rebound when the hooks are applied, so the worker continues. A reference "
+        "the sweep cannot see (a closure, an instance attribute, a functools.partial, a bound "
+        "method, a local of a running function) would still run the original."
+    ]
+    for v in findings:
+        verb = "" if v.get("window") == PLACED else "first imported at "
+        lines.append(f"- module {v['module']!r}, {verb}{v['first_import']}")
+        held = ", ".join(v.get("rebindable") or []) or "none found"
+        lines.append(f"  references rebound: {held}")
+        lines.append(f"  To be sure, fix it: {v['fix']}.")
+    first = findings[0]
+    where, line = first["filename"] or "<import guard>", first["lineno"]
+    warnings.warn_explicit("\n".join(lines), ImportGuardWarning, where, line)
 
 
 def _unknown_site() -> str:
@@ -593,9 +693,11 @@ def _message(namespace: Any, violations: list[dict[str, Any]], policy: str = "er
                 f"- module {v['module']!r}, first imported while the worker unpickled its "
                 f"arguments{by}, before plugins load"
             )
+        elif v.get("window") == PLACED:
+            lines.append(f"- module {v['module']!r}, {v['first_import']}")
         else:
             lines.append(f"- module {v['module']!r}, first imported at {v['first_import']}")
-        if len(v["chain"]) > 1:
+        if len(v["chain"]) > 1 or v.get("window") in (PLACED, STARTUP):
             lines.append("  import chain: " + " ; ".join(v["chain"]))
         lines.append("  hooks it defeats: " + "; ".join(v["hooks"]))
         if v["stale_bindings"]:

@@ -479,6 +479,7 @@ def _shared_report_parts(namespace: Namespace, spec: ProcessSpec) -> dict[str, A
                 "seconds": p.seconds,
                 "imported": list(p.imported),
                 "registrations": p.registrations,
+                "outside_registry": list(p.outside_registry),
             }
             for p in manager.report.loaded
         ],
@@ -489,6 +490,7 @@ def _shared_report_parts(namespace: Namespace, spec: ProcessSpec) -> dict[str, A
                 "dist": f.dist,
                 "version": f.version,
                 "error": f.error,
+                "outside_registry": list(f.outside_registry),
             }
             for f in manager.report.failed
         ],
@@ -565,12 +567,28 @@ def _platform_info(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
     }
 
 
-def _hooks_info(namespace: Namespace) -> dict[str, list[dict[str, str]]]:
+def _hooks_info(namespace: Namespace) -> dict[str, list[dict[str, Any]]]:
     """Every registration by target, with its state and reason (not only the applied ones)."""
-    hooks: dict[str, list[dict[str, str]]] = {}
+    hooks: dict[str, list[dict[str, Any]]] = {}
     for row in namespace.hooks.status():
         hooks.setdefault(row.target, []).append(row.to_dict())
+    _mark_unrebound(hooks, namespace.hooks.stale_holders())
     return hooks
+
+
+def _mark_unrebound(hooks: dict[str, list[dict[str, Any]]], holders: list[dict[str, str]]) -> None:
+    """Name, on each ``partial`` hook entry, the references that still call the original.
+
+    ``status()`` already says ``partial`` and why; ``unrebound`` lists the
+    holders (``module.name (kind)``) so a report reader need not parse the reason.
+    """
+    by_target: dict[str, list[str]] = {}
+    for h in holders:
+        by_target.setdefault(h["target"], []).append(f"{h['module']}.{h['name']} ({h['kind']})")
+    for target, where in by_target.items():
+        for entry in hooks.get(target, []):
+            if entry.get("state") == "partial":
+                entry["unrebound"] = list(where)
 
 
 def _boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:

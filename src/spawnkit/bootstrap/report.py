@@ -21,11 +21,19 @@ class BootstrapReport:
     ``platform`` has ``name``, ``kind`` and ``how`` (how it was chosen) and,
     where known, ``qualname``, ``dist`` and ``version``.  Each entry of
     ``plugins`` has ``name``, ``value``, ``dist``, ``version``, ``seconds`` and
-    ``imported`` (modules its code imported while loading).  ``hooks`` maps a
+    ``imported`` (modules its code imported while loading) and
+    ``outside_registry`` (what its code changed by hand: ``module:attr`` set,
+    replaced or deleted in a module imported before it ran, and
+    ``sys.modules:name`` for a module it put into ``sys.modules`` itself).  ``hooks`` maps a
     target to its hooks as ``{"type", "hook", "source", "state", "reason"}``
     dicts: every registration, applied or not (``state`` is ``applied``,
-    ``pending``, ``skipped``, ``failed`` or ``provided``; ``reason`` says why).  ``guard`` has
-    ``policy``, ``armed``, ``violations`` and ``plugin_imports``.  ``node`` is
+    ``pending``, ``skipped``, ``failed``, ``provided`` or ``partial``; ``reason`` says why).
+    A ``partial`` hook (one a known reference still bypasses: a tuple item, a
+    default argument, a class refusing ``setattr``) also has ``unrebound``
+    (those references).  ``guard`` has
+    ``policy``, ``armed``, ``violations`` (each with ``rebound_by_sweep``: True
+    when the stale-binding sweep rebinds every holder it found, so the finding
+    was only a warning) and ``plugin_imports``.  ``node`` is
     the cluster node the rank ran on, where a launcher knows one (Ray's node
     id); on one machine several nodes share ``host``, so only the node tells
     ranks apart.
@@ -55,7 +63,7 @@ class BootstrapReport:
     plugins: list[dict[str, Any]] = field(default_factory=list)
     failed_plugins: list[dict[str, Any]] = field(default_factory=list)
     skipped_plugins: list[dict[str, Any]] = field(default_factory=list)
-    hooks: dict[str, list[dict[str, str]]] = field(default_factory=dict)
+    hooks: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     guard: dict[str, Any] = field(default_factory=dict)
     node: str = ""
@@ -121,6 +129,11 @@ class BootstrapReport:
                 f"({plug.get('dist')} {plug.get('version')}, "
                 f"{plug.get('seconds', 0.0) * 1e3:.2f} ms{extra})"
             )
+            if plug.get("outside_registry"):
+                lines.append(
+                    "      changed outside the hook registry (no ledger, no undo, no guard): "
+                    + ", ".join(plug["outside_registry"])
+                )
         for plug in self.failed_plugins:
             lines.append(f"    FAILED (lenient) {plug['name']}: {plug.get('error', '')}")
         for plug in self.skipped_plugins:
@@ -128,6 +141,9 @@ class BootstrapReport:
         lines.append(self._hooks_line())
         for target, hooks in self.hooks.items():
             lines.append(f"    {target}: " + "; ".join(_hook_text(h) for h in hooks))
+            reason = next((h["reason"] for h in hooks if h.get("state") == "partial"), "")
+            if reason:
+                lines.append(f"      PARTIAL: {reason}")
         if self.guard:
             lines.append(
                 f"  import guard: policy {self.guard.get('policy')}, "
@@ -135,7 +151,11 @@ class BootstrapReport:
                 f"{len(self.guard.get('violations', []))} violation(s)"
             )
             for v in self.guard.get("violations", []):
-                lines.append(f"    early import of {v['module']} at {v.get('first_import')}")
+                repaired = " (warning only: the sweep rebinds every holder it found)"
+                lines.append(
+                    f"    early import of {v['module']} at {v.get('first_import')}"
+                    + (repaired if v.get("rebound_by_sweep") else "")
+                )
             for a in self.guard.get("plugin_imports", []):
                 lines.append(f"    allowed: {a['module']} imported by {a.get('plugin')}")
         if self.stage_seconds:
@@ -164,6 +184,8 @@ def _hook_text(hook: dict[str, str]) -> str:
     """``AFTER from plugin 'p'``, with its state and reason unless simply applied."""
     text = f"{hook.get('type')} from {hook.get('source')}"
     state, reason = hook.get("state", "applied"), hook.get("reason", "")
+    if state == "partial":
+        return text + ": partial"  # the reason follows on its own PARTIAL line
     if state != "applied" or reason:
         text += f": {state}" + (f" ({reason})" if reason else "")
     return text

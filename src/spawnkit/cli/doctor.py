@@ -15,6 +15,7 @@ import importlib.metadata as md
 import os
 import platform as _platform
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from spawnkit.cli._errors import EXIT_FAILURE, EXIT_OK
@@ -122,6 +123,50 @@ def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, 
     return rows
 
 
+#: How ``site`` tells a ``.pth`` line that runs code from one that adds a path.
+_PTH_CODE = ("import ", "import\t")
+
+
+def _startup_code(
+    plugins: list[dict[str, Any]], platform: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The ``.pth`` files plugin distributions install that run code at interpreter start.
+
+    ``site`` executes a ``.pth`` line that starts with ``import``: that code
+    runs in every process of the environment before spawnkit (or its import
+    guard) exists, so whatever it patches is outside the registry and the
+    guard; ``doctor`` shows it with its text.  Found through each
+    distribution's ``RECORD`` (the files the installer wrote).
+    """
+    by_dist: dict[str, list[str]] = {}
+    for row in plugins:
+        by_dist.setdefault(row["dist"], []).append(row["name"])
+    for c in (platform.get("explanation") or {}).get("candidates") or []:
+        if c.get("dist"):
+            by_dist.setdefault(c["dist"], []).append(c["name"])
+    found: list[dict[str, Any]] = []
+    for dist, names in sorted(by_dist.items()):
+        try:
+            installed = md.distribution(dist)
+        except md.PackageNotFoundError:
+            continue
+        for record in installed.files or []:
+            # site reads only the .pth files at the top of a site directory
+            if record.suffix != ".pth" or len(record.parts) != 1:
+                continue
+            path = Path(str(installed.locate_file(record)))
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            lines = [ln.rstrip() for ln in text.splitlines() if ln.startswith(_PTH_CODE)]
+            if lines:
+                found.append(
+                    {"dist": dist, "plugins": sorted(set(names)), "file": str(path), "lines": lines}
+                )
+    return found
+
+
 def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> dict[str, Any]:
     """Everything ``doctor`` shows, as plain data; ``ok`` is False when a worker would fail."""
     problems: list[str] = []
@@ -129,6 +174,7 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     data: dict[str, Any] = {"environment": _environment(namespace)}
     data["platform"] = _platform_section(namespace, problems)
     data["plugins"] = _plugins_section(namespace, warnings_out)
+    data["startup_code"] = _startup_code(data["plugins"], data["platform"])
     data["dry_run"] = None
     if child:
         from spawnkit.cli._group import run_probe
@@ -147,6 +193,16 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
                     f"import guard: {v.get('module')} was imported before plugins loaded "
                     f"(at {v.get('first_import')})"
                 )
+            for plug in report.get("plugins") or []:
+                if plug.get("outside_registry"):
+                    warnings_out.append(
+                        f"plugin {plug['name']} changed, outside the hook registry (no ledger, "
+                        "no undo, no import guard): " + ", ".join(plug["outside_registry"])
+                    )
+            for target, hooks in (report.get("hooks") or {}).items():
+                partial = [h for h in hooks if h.get("state") == "partial"]
+                if partial:
+                    warnings_out.append(f"hooks on {target} are {partial[0].get('reason')}")
     data["warnings"] = warnings_out
     data["problems"] = problems
     data["ok"] = not problems
@@ -158,6 +214,7 @@ def _render(data: dict[str, Any], out: Output) -> None:
     _render_environment(data["environment"], out)
     _render_platform(data["platform"], out)
     _render_plugins(data["plugins"], data["environment"]["plugin_group"], out)
+    _render_startup_code(data.get("startup_code") or [], out)
     if data.get("dry_run") is not None:
         _render_dry_run(data["dry_run"], out)
     for warning in data["warnings"]:
@@ -215,6 +272,21 @@ def _render_plugins(plugins: list[dict[str, Any]], group: str, out: Output) -> N
         )
     else:
         out.line(f"none installed in group {group!r}")
+
+
+def _render_startup_code(found: list[dict[str, Any]], out: Output) -> None:
+    if not found:
+        return
+    out.heading("plugin start-up code (.pth files run at every interpreter start)")
+    for item in found:
+        plugins = ", ".join(item["plugins"])
+        out.line(f"{item['file']} (from {item['dist']}, plugin {plugins}):")
+        for line in item["lines"]:
+            out.line(f"    {line}")
+    out.line(
+        "This code runs before spawnkit in every process, outside the hook registry and the "
+        "import guard: what it patches has no ledger and no undo."
+    )
 
 
 def _plugin_row(plugin: dict[str, Any], *rest: str) -> tuple[str, ...]:

@@ -363,7 +363,12 @@ class ApplyCall:
         applied = self.st.applied
         holders = find_holders(rebinds, skip, self.clean_modules, containers=True, stale=self.stale)
         for modname, container, key, label, rebind in holders:
-            self.journal.rebind(modname, container, key, rebind.new)
+            try:
+                self.journal.rebind(modname, container, key, rebind.new)
+            except (AttributeError, TypeError) as exc:  # a class that refuses setattr
+                kind = f"class attribute that cannot be set ({type(exc).__name__}: {exc})"
+                self.stale.append(StaleHolder(modname, label, kind, rebind.key))
+                continue
             rec = applied.get(rebind.key)
             if rec is not None and rebind.new is rec.installed:
                 if not any(c is container and k == key for _, c, k, _ in rec.bindings):

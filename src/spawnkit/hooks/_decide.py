@@ -136,6 +136,11 @@ def state_of(st: State, key: str, reg: Registration) -> tuple[str, str]:
         return dropped
     rec = st.applied.get(key)
     if rec is not None and reg.seq in rec.seqs:
+        # Never "applied" while a holder the sweep found but could not rebind still calls
+        # the original: calls through it bypass this hook.
+        where = [f"{h.module}.{h.label} ({h.kind})" for h in st.stale.values() if h.target == key]
+        if where:
+            return "partial", unrebound_reason(where)
         trigger = st.on_import_of.get(key)
         return "applied", f"applied when {trigger!r} was first imported" if trigger else ""
     failed = st.failed.get(key)
@@ -145,6 +150,14 @@ def state_of(st: State, key: str, reg: Registration) -> tuple[str, str]:
         module = _resolve.guess_module(st.paths[key])
         return "pending", f"on_import: waiting for the first import of {module!r}"
     return "pending", "registered after the last apply_hooks() call; applied by the next one"
+
+
+def unrebound_reason(where: list[str]) -> str:
+    """Why a hook is ``partial``: the references the stale-binding sweep could not rebind."""
+    return (
+        f"not in effect through {len(where)} reference(s) the stale-binding sweep could "
+        f"not rebind, which still call the original: {'; '.join(where)}"
+    )
 
 
 def provision_state(st: State, name: str) -> tuple[str, str]:

@@ -21,10 +21,10 @@ ABSENT: Any = object()
 
 
 def item_of(container: Any, key: Any) -> Any:
-    """``container[key]`` of a dict (globals, a module-level dict) or a list; ``ABSENT`` if none."""
-    if isinstance(container, dict):
-        return container.get(key, ABSENT)
-    return container[key] if -len(container) <= key < len(container) else ABSENT
+    """``container[key]`` of a list, a dict or a class's ``ClassAttrs``; ``ABSENT`` if none."""
+    if isinstance(container, list):
+        return container[key] if -len(container) <= key < len(container) else ABSENT
+    return container.get(key, ABSENT)
 
 
 def put_attr(owner: Any, attr: str, value: Any) -> None:
@@ -57,14 +57,15 @@ class BindingChange:
     """``namespace[name]`` (a propagated ``from X import Y`` binding): ``before`` -> ``after``.
 
     ``namespace`` may also be a module-level dict or list holding the target
-    (``TABLE["tok"]``, ``HANDLERS[2]``), ``name`` then being its key or index.
+    (``TABLE["tok"]``, ``HANDLERS[2]``), ``name`` then being its key or index,
+    or a class's attributes (``_propagate.ClassAttrs``: ``Engine.tokfn``).
 
     Undo only touches the name if it still holds what we put there: a module
     that rebound its own global since then made a decision we must not revert.
     """
 
     module: str
-    namespace: Any  # a dict, or a list
+    namespace: Any  # a dict, a list, or a ClassAttrs
     name: Any
     before: Any
     after: Any

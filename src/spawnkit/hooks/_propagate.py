@@ -5,21 +5,26 @@ the original ``f`` in its own globals; patching ``pkg.mod.f`` alone leaves
 every call through that name unhooked (the hook is "applied" but never runs).
 The same goes, one level down, for an original stored in a module-level
 container: ``TABLE = {"tok": f}``, a registry dict filled by a decorator,
-``HANDLERS = [f]``, ``PAIRS = (f, g)`` and a default argument
-``def run(x, fn=f)`` of a module-level function.
+``HANDLERS = [f]``, ``PAIRS = (f, g)``, a default argument
+``def run(x, fn=f)`` of a module-level function, and an attribute of a class
+the module defines (``class Engine: tokfn = staticmethod(f)``).
 
 One sweep per apply finds all of them at once.  Per module, C-level passes
 (``map``/``compress``/``isdisjoint`` over the ids of its globals and of its
-containers' items) decide whether the module needs a closer look; only the
-(rare) modules that hold an original are walked in Python.  Globals, dict
-values and list items are rebound; tuple items and default arguments cannot
-be (or must not be: a default argument is a common way to keep the original
-on purpose) and come back as :class:`StaleHolder` for the caller to report.
+containers' items, and of the attributes of the classes it defines) decide
+whether the module needs a closer look; only the (rare) modules that hold an
+original are walked in Python.  Globals, dict values, list items and class
+attributes (also inside a ``staticmethod``/``classmethod``) are rebound;
+tuple items and default arguments cannot be (or must not be: a default
+argument is a common way to keep the original on purpose) and come back as
+:class:`StaleHolder` for the caller to report, as does a class attribute the
+caller fails to set (a class that refuses ``setattr``).
 
 What the sweep does not see: references deeper than one level (a dict of
-dicts, an object's attribute, a closure cell, a class attribute, a
+dicts, a tuple in a class, an instance's attribute, a closure cell, a
 ``functools.partial``), containers of other types (sets, ``deque``, user
-classes), and references held outside module globals (locals of running
+classes), classes a module imported rather than defined (their own module is
+swept), and references held outside module globals (locals of running
 frames, other objects).  Those keep the original.
 """
 
@@ -28,7 +33,7 @@ from __future__ import annotations
 import sys
 import types
 from collections import OrderedDict, defaultdict
-from collections.abc import Iterator, KeysView
+from collections.abc import Callable, Collection, Iterator, KeysView
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_not
 from typing import Any, NamedTuple
@@ -55,6 +60,52 @@ class Holder(NamedTuple):
     rebind: Rebind
 
 
+class ClassAttrs:
+    """A class's attributes as a container ``Holder`` and the journal can read and write.
+
+    Reads see through a ``staticmethod``/``classmethod`` (the function it
+    wraps is what a rebind compares); writes wrap the new value the same way.
+    Writing back the function a wrapper first read here held restores that
+    very wrapper object, so undo puts back exactly what was in ``__dict__``.
+    """
+
+    __slots__ = ("_first", "cls")
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        self._first: dict[str, Any] = {}  # name -> raw value when first read
+
+    def __repr__(self) -> str:
+        return f"ClassAttrs({self.cls.__module__}.{self.cls.__qualname__})"
+
+    def get(self, name: str, default: Any = None) -> Any:
+        raw = self.cls.__dict__.get(name, _MISSING)
+        if raw is _MISSING:
+            return default
+        self._first.setdefault(name, raw)
+        return raw.__func__ if type(raw) in _WRAPPERS else raw
+
+    def __getitem__(self, name: str) -> Any:
+        value = self.get(name, _MISSING)
+        if value is _MISSING:
+            raise KeyError(name)
+        return value
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        first = self._first.get(name, _MISSING)
+        current = self.cls.__dict__.get(name, _MISSING)
+        if type(first) in _WRAPPERS and first.__func__ is value:
+            raw = first
+        elif type(current) in _WRAPPERS:
+            raw = type(current)(value)
+        else:
+            raw = value
+        setattr(self.cls, name, raw)
+
+    def __delitem__(self, name: str) -> None:
+        delattr(self.cls, name)
+
+
 class StaleHolder(NamedTuple):
     """A reference the sweep found but may not rebind (a tuple item, a default argument)."""
 
@@ -68,6 +119,8 @@ class StaleHolder(NamedTuple):
 #: alias of one (``length = len``) must not hook the whole interpreter's ``len``.
 NEVER_REBOUND = frozenset({"builtins", "sys"})
 
+_MISSING: Any = object()
+_WRAPPERS = frozenset({staticmethod, classmethod})
 _DICTS = frozenset({dict, OrderedDict, defaultdict})
 _LISTS = frozenset({list})
 _TUPLES = frozenset({tuple})
@@ -76,6 +129,8 @@ _MUTABLE = _DICTS | _LISTS
 _CONTAINERS = _MUTABLE | _TUPLES | _FUNCTIONS
 _CHUNK = 64  # modules per C-level container check
 _defaults = attrgetter("__defaults__")
+_module_of = attrgetter("__module__")
+_func_of = attrgetter("__func__")
 _kwdefaults = attrgetter("__kwdefaults__")
 _flat = chain.from_iterable
 #: Every non-``__main__`` module's ``__builtins__`` is this dict: never a holder, and
@@ -116,6 +171,30 @@ def _container_items(values: list[Any], immutable_too: bool) -> Iterator[Any]:
     return chain.from_iterable(parts)
 
 
+def _own_classes(names: Collection[str], values: list[Any]) -> list[type]:
+    """The classes among ``values`` (module globals) defined in one of the modules ``names``.
+
+    Only those: a class imported into a thousand modules is swept once, with
+    the module that defines it.  C-level passes but for the set of value types.
+    """
+    kinds = list(map(type, values))
+    metaclasses = {kind for kind in set(kinds) if issubclass(kind, type)}
+    if not metaclasses:
+        return []
+    classes = list(compress(values, map(metaclasses.__contains__, kinds)))
+    try:
+        return list(compress(classes, map(names.__contains__, map(_module_of, classes))))
+    except (AttributeError, TypeError):  # a metaclass hiding __module__: look one by one
+        return [c for c in classes if getattr(c, "__module__", None) in names]
+
+
+def _class_items(classes: list[type]) -> Iterator[Any]:
+    """Every attribute value of ``classes``, and the function inside each static/classmethod."""
+    items = list(_flat(map(types.MappingProxyType.values, map(vars, classes))))
+    wrapped = compress(items, map(_WRAPPERS.__contains__, map(type, items)))
+    return chain(items, map(_func_of, wrapped))
+
+
 def _parameters(func: types.FunctionType) -> tuple[str, ...]:
     code = func.__code__
     return code.co_varnames[: code.co_argcount]
@@ -152,6 +231,10 @@ def _inspect(
             continue
         if not containers or id(value) in seen:
             continue
+        if not clean and isinstance(value, type) and getattr(value, "__module__", None) == modname:
+            seen.add(id(value))
+            _inspect_class(modname, value, hit, found)
+            continue
         kind = type(value)
         if kind in _MUTABLE:
             seen.add(id(value))
@@ -166,6 +249,17 @@ def _inspect(
                 rebind = hit(item)
                 if rebind is not None:
                     stale.append(StaleHolder(modname, label, what, rebind.key))
+
+
+def _inspect_class(
+    modname: str, cls: type, hit: Callable[[Any], Rebind | None], found: list[Holder]
+) -> None:
+    """One level into a class the module defines: ``tokfn = staticmethod(tokenize)``."""
+    attrs = ClassAttrs(cls)
+    for attr, raw in list(vars(cls).items()):
+        rebind = hit(raw.__func__ if type(raw) in _WRAPPERS else raw)
+        if rebind is not None:  # "Engine.tokfn"
+            found.append(Holder(modname, attrs, attr, f"{cls.__qualname__}.{attr}", rebind))
 
 
 def _fixed_items(name: str, value: Any) -> Iterator[tuple[str, str, Any]]:
@@ -188,7 +282,8 @@ _Module = tuple[str, dict[str, Any], list[Any]]  # name, globals, their values
 def _nested(
     group: list[_Module], wanted: KeysView[int], *, immutable_too: bool
 ) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The modules of ``group`` whose containers hold one of the ``wanted`` ids.
+    """The modules of ``group`` whose containers (and, ``immutable_too``, classes) hold one of
+    the ``wanted`` ids.
 
     C-level passes over chunks of modules first: only a chunk that holds an
     original is searched module by module.
@@ -196,10 +291,16 @@ def _nested(
     for start in range(0, len(group), _CHUNK):
         chunk = group[start : start + _CHUNK]
         everything = list(_flat(values for _, _, values in chunk))
-        if wanted.isdisjoint(map(id, _container_items(everything, immutable_too))):
+        items = _container_items(everything, immutable_too)
+        if immutable_too:
+            own = _own_classes({name for name, _, _ in chunk}, everything)
+            items = chain(items, _class_items(own))
+        if wanted.isdisjoint(map(id, items)):
             continue
         for modname, namespace, values in chunk:
             items = _container_items(values, immutable_too)
+            if immutable_too:
+                items = chain(items, _class_items(_own_classes((modname,), values)))
             if not wanted.isdisjoint(map(id, items)):
                 yield modname, namespace
 
@@ -216,13 +317,14 @@ def find_holders(
 
     ``skip`` holds (module, name) pairs not to report: the targets' own
     attributes, which the registry patches directly.  ``containers`` extends
-    the search one level into module-level dicts, lists, tuples and the
-    defaults of module-level functions (see the module docstring).
+    the search one level into module-level dicts, lists, tuples, the
+    defaults of module-level functions and the attributes of the classes a
+    module defines (see the module docstring).
 
     ``clean_modules`` are modules the caller vouches for: the bootstrap passes
     those that finished importing before any target module was imported (the
     import guard checked that).  Their globals, tuples and default arguments
-    were all built before an original existed, so only their mutable
+    and classes were all built before an original existed, so only their mutable
     containers (a registry dict filled later by a decorator) can hold one,
     and only those of clean modules in a target's own top-level package are
     searched (``eng.registry`` filled by ``eng.ops``).  With torch loaded the

@@ -93,7 +93,13 @@ def guess_module(path: TargetPath) -> str:
     parts = path.parts
     for i in range(len(parts) - 1, 0, -1):
         mod = sys.modules.get(".".join(parts[:i]))
-        if mod is not None and not hasattr(mod, "__path__"):
+        if mod is None:
+            continue
+        # A package is the module when the next part is one of its non-module attributes
+        # (``pkg.platforms.current_platform.is_cuda``, with ``current_platform`` an instance).
+        if not hasattr(mod, "__path__") or not isinstance(
+            vars(mod).get(parts[i], sys), types.ModuleType
+        ):
             return ".".join(parts[:i])
     for i, part in enumerate(parts[1:], start=1):
         if part[:1].isupper():
@@ -298,7 +304,16 @@ class _BadOwner(NamedTuple):
 
     owner: Any
     walked: str
-    name: str | None  # None: ``walked`` is an instance, not a class or module
+    name: str | None  # None: ``walked`` is an instance the walk may not go through
+
+
+def is_instance_owner(owner: Any) -> bool:
+    """Whether ``owner`` is an object (not a class or module) whose attribute a target names.
+
+    Only a module-level instance qualifies (``pkg.platforms.current_platform``):
+    the walk refuses any other (see ``Resolver._walk``).
+    """
+    return not isinstance(owner, (type, types.ModuleType))
 
 
 _Found = _Owner | _BadOwner | _Unimportable
@@ -337,14 +352,20 @@ class Resolver:
         module, n = found
         owner: Any = module
         walked = module.__name__
-        for name in path.parts[n:-1]:
+        names = path.parts[n:-1]
+        for i, name in enumerate(names):
+            parent = owner
             try:
                 owner = getattr(owner, name)
             except AttributeError:
                 return _BadOwner(owner, walked, name)
             walked = f"{walked}.{name}"
-            if not isinstance(owner, (type, types.ModuleType)):
-                return _BadOwner(owner, walked, None)
+            if is_instance_owner(owner):
+                # A module-level instance (a platform singleton) owns its attribute; an
+                # instance further down, or one reached through a class, is no stable owner.
+                last = i == len(names) - 1
+                if not (last and isinstance(parent, types.ModuleType)):
+                    return _BadOwner(owner, walked, None)
         return _Owner(module, n, owner, walked)
 
     def resolve(self, path: TargetPath, display: str) -> Resolved:
@@ -357,8 +378,11 @@ class Resolver:
                 raise _missing(display, found.owner, found.walked, found.name)
             raise HookTargetError(
                 f"hook target {display!r}: {found.walked!r} is a {type(found.owner).__name__} "
-                "instance, not a class or module; hooks patch attributes of classes and "
-                "modules only",
+                "instance that is not a module-level object; hooks patch attributes of "
+                "classes, modules and module-level instances only. Name the instance "
+                "through the module that holds it, or hook the method on its class "
+                f"('{type(found.owner).__module__}.{type(found.owner).__qualname__}."
+                f"{display.rpartition('.')[2]}').",
                 target=display,
             )
         module, n, owner, walked = found
@@ -378,6 +402,8 @@ class Resolver:
                         owner, attr, raw, klass is owner, module.__name__, qualname, klass
                     )
             raise _missing(display, owner, walked, attr)
+        if is_instance_owner(owner):
+            return _instance_attribute(display, module, owner, walked, attr, qualname)
         d = vars(owner)
         if attr in d:
             return Resolved(owner, attr, d[attr], True, owner.__name__, qualname, owner)
@@ -388,8 +414,39 @@ class Resolver:
         return Resolved(owner, attr, raw, False, owner.__name__, qualname, owner)
 
 
+def _instance_attribute(
+    display: str, module: types.ModuleType, owner: Any, walked: str, attr: str, qualname: str
+) -> Resolved:
+    """An attribute of a module-level instance: patched in that instance's own ``__dict__``.
+
+    ``raw`` is what the attribute gives now (a bound method for a method of
+    its class), so the chain calls it without ``self``, exactly as callers of
+    ``instance.attr(...)`` do; undo deletes the instance's entry again, or
+    puts back the one it had.
+    """
+    try:
+        raw = getattr(owner, attr)
+    except AttributeError:
+        raise _missing(display, owner, walked, attr) from None
+    if not isinstance(getattr(owner, "__dict__", None), dict):
+        raise HookTargetError(
+            f"hook target {display!r}: {walked!r} is a {type(owner).__name__} instance without "
+            "a __dict__ (it uses __slots__), so the attribute cannot be patched on the "
+            f"instance alone. Hook the method on its class instead ('{type(owner).__module__}."
+            f"{type(owner).__qualname__}.{attr}').",
+            target=display,
+        )
+    had_own = attr in vars(owner)
+    return Resolved(owner, attr, raw, had_own, module.__name__, qualname, type(owner))
+
+
 def _missing(display: str, owner: Any, walked: str, name: str) -> HookTargetError:
-    what = "module" if isinstance(owner, types.ModuleType) else "class"
+    if isinstance(owner, types.ModuleType):
+        what = "module"
+    elif isinstance(owner, type):
+        what = "class"
+    else:
+        what = f"{type(owner).__name__} instance"
     return TargetMissing(
         f"hook target {display!r}: {what} {walked!r} has no attribute {name!r} "
         f"(resolved {walked!r}, missing {name!r}). Check the spelling, and that the installed "
@@ -443,6 +500,7 @@ METHOD = "method"
 CLASSMETHOD = "classmethod"
 STATICMETHOD = "staticmethod"
 CALLABLE = "callable"  # non-descriptor callable in a class: behaves like a staticmethod
+INSTANCE = "instance attribute"  # a callable attribute of a module-level instance
 
 _SLOT_TYPES: tuple[type, ...] = (
     types.WrapperDescriptorType,
@@ -502,6 +560,15 @@ def classify(res: Resolved, display: str) -> tuple[str, Any]:
     raw = res.raw
     if isinstance(raw, type):
         return CLASS, raw
+    if is_instance_owner(res.owner):
+        if callable(raw):
+            return INSTANCE, raw
+        raise HookTargetError(
+            f"hook target {display!r} is a {type(raw).__name__} attribute of a "
+            f"{type(res.owner).__name__} instance, not a method or function; only callables "
+            "can be hooked",
+            target=display,
+        )
     if isinstance(res.owner, types.ModuleType):
         if callable(raw):
             return FUNCTION, raw

@@ -38,6 +38,7 @@ from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import PluginError, SpawnkitError
 from spawnkit.hooks import _plugin_selection as _sel
+from spawnkit.hooks._outside import OutsideWatch
 from spawnkit.hooks._plugin_selection import PluginInfo, PluginSelectionWarning
 
 if TYPE_CHECKING:
@@ -83,6 +84,9 @@ class LoadedPlugin:
     seconds: float
     imported: tuple[str, ...] = ()
     registrations: int = 0
+    #: ``module:attr`` its callback set, replaced or deleted in modules imported before it
+    #: ran, and ``sys.modules:name`` for each module it put there directly (``_outside``)
+    outside_registry: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,6 +99,7 @@ class FailedPlugin:
     version: str
     error: str
     traceback_text: str = ""
+    outside_registry: tuple[str, ...] = ()  # see LoadedPlugin: left in place by the failure
 
 
 @dataclass
@@ -237,6 +242,7 @@ class PluginManager:
         _sel.check_duplicates(self.namespace, selected, report.lenient)
         platform_dist = _sel.norm(self._selected_dist_quiet()) if selected else ""
         seen: set[str] = set()
+        watch = OutsideWatch() if selected else None
         for info in selected:
             if info.name in seen:
                 continue  # duplicate name, already warned about; first on sys.path wins
@@ -244,7 +250,7 @@ class PluginManager:
             strict = not report.lenient or (
                 bool(platform_dist) and _sel.norm(info.dist) == platform_dist
             )
-            self._load_one(info, strict, report)
+            self._load_one(info, strict, report, watch)
         return list(report.loaded)
 
     def _selected_dist_quiet(self) -> str | None:
@@ -280,7 +286,9 @@ class PluginManager:
             "namespace's instead: HookRegistry = NS.HookRegistry, plugin_hook = NS.plugin_hook"
         )
 
-    def _load_one(self, info: PluginInfo, strict: bool, report: PluginReport) -> None:
+    def _load_one(
+        self, info: PluginInfo, strict: bool, report: PluginReport, watch: OutsideWatch | None
+    ) -> None:
         from spawnkit.hooks.types import HookSource
 
         source = HookSource(info.name, info.dist, info.version)
@@ -292,12 +300,13 @@ class PluginManager:
         before_mods = len(sys.modules)
         start = time.perf_counter()
         failure = self._run(info, source, registry)
-        if failure is not None:
-            registry.discard_source(source)
-            self._failed(info, strict, report, *failure)
-            return
         seconds = time.perf_counter() - start
         imported = tuple(list(sys.modules)[before_mods:])
+        outside = tuple(watch.changes(list(imported))) if watch is not None else ()
+        if failure is not None:
+            registry.discard_source(source)
+            self._failed(info, strict, report, *failure, outside=outside)
+            return
         loaded = LoadedPlugin(
             info.name,
             info.value,
@@ -306,6 +315,7 @@ class PluginManager:
             seconds,
             imported,
             len(registry.registrations()) - before_regs,
+            outside,
         )
         report.loaded.append(loaded)
         if _log.isEnabledFor(DEBUG):
@@ -342,12 +352,25 @@ class PluginManager:
         return None
 
     def _failed(
-        self, info: PluginInfo, strict: bool, report: PluginReport, what: str, exc: Exception
+        self,
+        info: PluginInfo,
+        strict: bool,
+        report: PluginReport,
+        what: str,
+        exc: Exception,
+        *,
+        outside: tuple[str, ...] = (),
     ) -> None:
         """A plugin failed: ``PluginError`` when strict, else logged and kept in the report."""
+        kept = (
+            f" What it changed outside the hook registry before it failed is still in place "
+            f"(spawnkit cannot undo it): {', '.join(outside)}."
+            if outside
+            else ""
+        )
         message = (
             f"{info.describe()} {what}: {type(exc).__name__}: {exc}. Its hook "
-            f"registrations were discarded. Fix or upgrade {info.dist}, or deselect it "
+            f"registrations were discarded.{kept} Fix or upgrade {info.dist}, or deselect it "
             f"with {self.namespace.config.plugins_var}"
         )
         if strict:
@@ -377,6 +400,7 @@ class PluginManager:
                 info.version,
                 f"{type(exc).__name__}: {exc}",
                 "".join(traceback.format_exception(exc)),
+                outside,
             )
         )
 

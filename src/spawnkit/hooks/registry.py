@@ -614,6 +614,37 @@ class HookRegistry:
         return [(holder.module, holder.label) for holder in holders]
 
     @hybridmethod
+    def sweep_preview(self, target: str) -> tuple[list[str], list[str]] | None:
+        """What the stale-binding sweep would find for ``target`` if it were applied now.
+
+        ``(rebindable, not rebindable)`` holders of the original as
+        ``module.name`` labels, searched as ``apply_hooks()`` searches (module
+        globals, one level into containers and classes).  ``None`` when the
+        sweep would not vouch for the target: a method (patched on its class,
+        so copies such as ``run = Engine.run`` are never searched) or a target
+        whose module is not imported.  The import guard uses it to tell a
+        finding the sweep repairs from one it cannot.
+        """
+        with self._lock:
+            key = self._key(target)
+            found = _find_imported(self._state.paths.get(key) or _resolve.parse_target(target))
+            if found is None:
+                return None
+            original, owner_name, attr = found
+            excluded = frozenset(self.hook_modules(target))
+        stale: list[StaleHolder] = []
+        holders = find_holders(
+            {id(original): Rebind(original, None, excluded, key)},
+            frozenset({(owner_name, attr)}),
+            containers=True,
+            stale=stale,
+        )
+        return (
+            [f"{h.module}.{h.label}" for h in holders],
+            [f"{h.module}.{h.label} ({h.kind})" for h in stale],
+        )
+
+    @hybridmethod
     def stale_holders(self) -> list[dict[str, str]]:
         """References to replaced originals that applying could not rebind, as plain dicts.
 

@@ -142,8 +142,9 @@ class AppliedTarget:
 #: Where a registration stands: ``applied`` (in its target's chain), ``pending`` (waiting
 #: for ``apply_hooks()`` or, with ``on_import=True``, for its module's first import),
 #: ``skipped`` (optional target missing, or condition false), ``failed`` (applying it
-#: raised), ``provided`` (a module placed by ``provide_module``).
-HookState = Literal["applied", "pending", "skipped", "failed", "provided"]
+#: raised), ``provided`` (a module placed by ``provide_module``), ``partial`` (applied, but a
+#: reference the stale-binding sweep could not rebind still calls the original).
+HookState = Literal["applied", "pending", "skipped", "failed", "provided", "partial"]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,155 @@
+"""What a plugin's code changed outside the hook registry while it loaded.
+
+A plugin may patch by hand (``engine.ops.tokenize = mine``), or put a module
+into ``sys.modules`` itself (a stand-in for a package that is not installed).
+Nothing in the registry knows about that: no ledger, no rollback, no guard,
+and ``spawnkit doctor`` used to say "no hooks registered ... OK".  The loader
+therefore watches each callback and lists what it changed in the report.
+
+How it stays cheap: one snapshot of the already-imported modules' globals
+(their keys and values, kept as lists, so that a replaced value cannot be
+mistaken for a new object that reused its id) before the first plugin; after
+each plugin one C-level identity comparison over all of them says whether
+anything changed; only then is each module compared, and only the changed
+ones name by name.  Modules the plugin imported join the snapshot for the
+next plugin.
+
+What it does not see: the standard library's modules (see ``_STDLIB``),
+attributes of classes and instances (``Engine.run = mine``), changes inside
+containers (``TABLE["tok"] = mine``), changes to modules the plugin itself
+imported for the first time (their globals are taken as they are after the
+callback), and a module placed under a package that the same callback
+imported for the first time (taken as that package's own doing).  A global
+another thread changes while a callback runs is listed as that plugin's.
+"""
+
+from __future__ import annotations
+
+import sys
+from itertools import chain
+from operator import is_
+from typing import Any, NamedTuple
+
+__all__: list[str] = []
+
+#: Modules whose globals change as a matter of course while code runs (spawnkit's own
+#: bookkeeping, such as the current bootstrap step) are not the plugin's doing.
+_OWN = ("spawnkit", "spawnkit.")  # the package, and the prefix of its modules
+#: Globals the interpreter itself writes into a caller's module (``warnings``).
+_NOISE = frozenset({"__warningregistry__"})
+
+
+class _Entry(NamedTuple):
+    namespace: dict[str, Any]
+    keys: list[str]
+    values: list[Any]
+
+
+def _entry(namespace: dict[str, Any]) -> _Entry:
+    return _Entry(namespace, list(namespace), list(namespace.values()))
+
+
+#: The standard library is not watched: with it, the check per plugin costs ten times as
+#: much (``benchmarks/bootstrap_stages.py``), and plugins patch engines, not ``json``.
+_STDLIB = frozenset(sys.stdlib_module_names) - {"__main__"}
+
+
+def _watched(name: str, module: Any) -> dict[str, Any] | None:
+    if name == _OWN[0] or name.startswith(_OWN[1]) or name.partition(".")[0] in _STDLIB:
+        return None
+    try:
+        namespace = module.__dict__
+    except Exception:  # a lazy or broken module object
+        return None
+    return namespace if type(namespace) is dict else None
+
+
+class OutsideWatch:
+    """Snapshots of the imported modules' globals, compared after each plugin callback."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._add(list(sys.modules.items()))
+
+    def _add(self, items: list[tuple[str, Any]]) -> None:
+        for name, module in items:
+            namespace = _watched(name, module)
+            if namespace is not None:
+                self._entries[name] = _entry(namespace)
+        self._flatten()
+
+    def _flatten(self) -> None:
+        """Every watched key and value in one list each: "nothing changed" is one C pass."""
+        spaces = [e.namespace for e in self._entries.values()]
+        self._spaces = spaces
+        self._keys = list(chain.from_iterable(spaces))
+        self._values = list(chain.from_iterable(map(dict.values, spaces)))
+
+    def _unchanged(self) -> bool:
+        values = list(chain.from_iterable(map(dict.values, self._spaces)))
+        return (
+            len(values) == len(self._values)
+            and all(map(is_, values, self._values))
+            and list(chain.from_iterable(self._spaces)) == self._keys
+        )
+
+    def changes(self, new_modules: list[str]) -> list[str]:
+        """``module:attr`` set, replaced or deleted since the last call, and ``sys.modules:name``
+        for each of ``new_modules`` (those that appeared meanwhile) placed there directly."""
+        found: list[str] = []
+        if not self._unchanged():
+            for name, entry in list(self._entries.items()):
+                namespace = entry.namespace
+                same = len(namespace) == len(entry.values) and all(
+                    map(is_, entry.values, namespace.values())
+                )
+                if same and list(namespace) == entry.keys:
+                    continue
+                found.extend(_differences(name, entry, namespace))
+                self._entries[name] = _entry(namespace)
+        found.extend(f"sys.modules:{name}" for name in placed_directly(new_modules))
+        if found or new_modules:
+            self._add([(n, sys.modules[n]) for n in new_modules if n in sys.modules])
+        return found
+
+
+def _differences(name: str, entry: _Entry, namespace: dict[str, Any]) -> list[str]:
+    before = dict(zip(entry.keys, entry.values, strict=True))
+    out: list[str] = []
+    for attr, value in list(namespace.items()):
+        old = before.pop(attr, _ABSENT)
+        if old is value or attr in _NOISE:
+            continue
+        if old is _ABSENT and _is_submodule(name, attr, value):
+            continue  # the import system binds a package's submodule when it is imported
+        out.append(f"{name}:{attr}")
+    out.extend(f"{name}:{attr}" for attr in before if attr not in _NOISE)  # deleted
+    return out
+
+
+_ABSENT: Any = object()
+
+
+def _is_submodule(package: str, attr: str, value: Any) -> bool:
+    return sys.modules.get(f"{package}.{attr}") is value
+
+
+def placed_directly(names: list[str]) -> list[str]:
+    """Of ``names`` (new in ``sys.modules``), those put there without the import system.
+
+    A module the import system created carries a ``__spec__`` of its own
+    name.  One that does not was placed directly, unless a package above it
+    was itself imported meanwhile: a package that aliases or creates its own
+    submodules while it imports (torch does) is not the plugin's doing.
+    """
+    specs = [getattr(getattr(sys.modules.get(n), "__spec__", None), "name", None) for n in names]
+    imported = {n for n, s in zip(names, specs, strict=True) if n == s}
+    out: list[str] = []
+    for name, spec in zip(names, specs, strict=True):
+        if spec == name or name.partition(".")[0] in _STDLIB:
+            continue
+        parts = name.split(".")
+        if any(".".join(parts[:i]) in imported for i in range(1, len(parts))):
+            continue
+        out.append(name)
+    return out
