@@ -11,8 +11,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import errors as _errors
+from spawnkit._warnopts import reapply as _reapply_warnoptions
 
 __version__ = "0.1.0"
+
+# ``-W error::spawnkit.HookConflictWarning`` was dropped at start-up (spawnkit could not be
+# imported yet); install such entries now, in the launcher and in every worker.
+_reapply_warnoptions()
 
 _EXPORTS: dict[str, str] = {
     # namespaces

@@ -237,9 +237,15 @@ def _sigint_ignored() -> Iterator[None]:
 
 def _name_the_timeout_option(exc: BaseException) -> None:
     """A launcher timeout names ready_timeout= / join_timeout=; a CLI user sets --timeout."""
-    from spawnkit.errors import BootstrapTimeoutError
+    from spawnkit.errors import BootstrapTimeoutError, EntryTimeoutError
 
-    if isinstance(exc, BootstrapTimeoutError) and exc.args and isinstance(exc.args[0], str):
+    if isinstance(exc, EntryTimeoutError) and exc.setting == "join_timeout":
+        exc.setting = "--timeout"
+    if (
+        isinstance(exc, BootstrapTimeoutError | EntryTimeoutError)
+        and exc.args
+        and isinstance(exc.args[0], str)
+    ):
         text = exc.args[0]
         text = text.replace("join_timeout= (or None for no limit)", "--timeout")
         for keyword in ("ready_timeout=", "join_timeout="):

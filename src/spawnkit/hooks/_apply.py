@@ -68,6 +68,7 @@ class State:
         self.seq = 0
         # references to originals the sweep found and could not rebind, by (module, label)
         self.stale: dict[tuple[str, str], StaleHolder] = {}
+        self.conflicts_reported: set[str] = set()  # hook conflict messages already reported
 
 
 def check_hook_object(hook: Any, hook_type: HookType, what: str) -> None:

@@ -25,6 +25,7 @@ Which plugins are selected (metadata only, nothing imported) is ``_plugin_select
 from __future__ import annotations
 
 import copy
+import os
 import sys
 import time
 import types
@@ -37,6 +38,7 @@ from spawnkit._exports import load_export
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import PluginError, SpawnkitError
+from spawnkit.hooks import _conflicts
 from spawnkit.hooks import _plugin_selection as _sel
 from spawnkit.hooks._plugin_selection import PluginInfo, PluginSelectionWarning
 
@@ -420,8 +422,14 @@ class PluginManager:
         from spawnkit.spec import _phase
 
         self._deferred_apply = None  # this call applies everything registered
+        var = self.namespace.config.hook_conflicts_var
         patched: list[str] = list(
-            self.namespace.hooks.apply_hooks(strict=strict, clean_modules=clean_modules)
+            self.namespace.hooks.apply_hooks(
+                strict=strict,
+                clean_modules=clean_modules,
+                conflicts=_conflicts.parse_policy(var, os.environ.get(var)),
+                conflicts_var=var,
+            )
         )
         self.report.applied = patched
         _phase.mark_hooks_applied()
