@@ -9,8 +9,8 @@ workers' environment (this process's, with ``env=`` on top) is sorted into:
 * known: a variable of this namespace (``NamespaceConfig.known_env``, the
   engine's ``extra_env`` included) or one of spawnkit's process-wide ones;
 * foreign: a known variable of another registered namespace (the
-  ``spawnkit.namespaces`` entry points and the namespaces declared in this
-  process); the message names this namespace's variable of the same role;
+  ``spawnkit.namespaces`` entry points, the namespaces declared in this
+  process and spawnkit's own); the message names this namespace's variable of the same role;
 * unknown: any other name under this namespace's prefix, except those under a
   longer prefix another namespace owns (``SPAWNKIT_DEMO_*`` is the demo's, not
   a typo of ``SPAWNKIT_*``); the message has a did-you-mean.
@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from spawnkit.errors import ConfigError, EnvVariableWarning, NamespaceError
-from spawnkit.namespace import Namespace, get_namespace
+from spawnkit.namespace import DEFAULT_NAMESPACE_NAME, Namespace, get_namespace
 
 __all__ = ["EnvFinding", "check_env", "find_env_problems"]
 
@@ -70,6 +70,7 @@ def _others(ns: Namespace) -> list[Namespace]:
 
     names = {ep.name for ep in _metadata.entry_points(NAMESPACE_GROUP)}
     names.update(Namespace._registry)
+    names.add(DEFAULT_NAMESPACE_NAME)  # spawnkit's own, declared or not
     found: list[Namespace] = []
     for name in sorted(names - {ns.name}):
         try:

@@ -330,8 +330,11 @@ def _parent_selection(
     )
     # Selection runs as the workers will: with env= applied (a device visible only there
     # counts), restored afterwards; see platforms.discovery.env_applied.
+    how = f"{config.platform_var}={name!r} (in env=)" if name else ""
     with env_applied(env):
-        selection = ns.platforms.select(name)
-        plugins = ns.plugins.select(names=names, platform=name, lenient=lenient, origin=origin)
+        selection = ns.platforms.select(name, origin=how)
+        plugins = ns.plugins.select(
+            names=names, platform=selection.name, lenient=lenient, origin=origin
+        )
     rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
     return selection.name, plugins, rows

@@ -217,9 +217,9 @@ class PlatformManager:
                 )
             self._pinned, self._pinned_by = name, by
 
-    def _requested(self, name: str | None) -> tuple[str | None, str]:
+    def _requested(self, name: str | None, origin: str = "") -> tuple[str | None, str]:
         if name is not None:
-            return name.strip(), f"selected by argument {name.strip()!r}"
+            return name.strip(), origin or f"selected by argument {name.strip()!r}"
         if self._pinned is not None:
             by = self._pinned_by or f"set_selection({self._pinned!r})"
             return self._pinned, f"{self._pinned!r} chosen by {by}"
@@ -229,12 +229,18 @@ class PlatformManager:
             return env, f"{var}={env}"
         return None, "auto-discovery"
 
-    def select(self, name: str | None = None) -> PlatformSelection:
-        """Resolve the platform without instantiating it or running ``init_backend()``."""
-        return self._select(name)[0]
+    def select(self, name: str | None = None, *, origin: str = "") -> PlatformSelection:
+        """Resolve the platform without instantiating it or running ``init_backend()``.
 
-    def _select(self, name: str | None) -> tuple[PlatformSelection, type[Platform]]:
-        requested, how = self._requested(name)
+        ``origin`` says where an explicit ``name`` came from, in the user's terms
+        (``"SPAWNKIT_PLATFORM='x' (in env=)"``), for the messages.
+        """
+        return self._select(name, origin)[0]
+
+    def _select(
+        self, name: str | None, origin: str = ""
+    ) -> tuple[PlatformSelection, type[Platform]]:
+        requested, how = self._requested(name, origin)
         key = (requested, _window_key())
         cached = self._selections.get(key)
         if cached is not None:
