@@ -354,6 +354,13 @@ class HookRegistry:
             return sorted((r for regs in st.regs.values() for r in regs), key=lambda r: r.seq)
 
     @hybridmethod
+    def conflicts(self) -> list[str]:
+        """Each conflict among the registrations (several REPLACEs, REPLACE mixed with other
+        hooks, several AROUNDs), one message each: what ``apply_hooks()`` warns about."""
+        with self._lock:
+            return _conflicts.messages(self._state)
+
+    @hybridmethod
     def target_modules(self) -> dict[str, list[Registration]]:
         """The module each registered target lives in, found without importing anything."""
         with self._lock:
