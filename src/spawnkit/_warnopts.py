@@ -16,9 +16,7 @@ resolved; no other module is imported for it.
 
 from __future__ import annotations
 
-import re
 import sys
-import warnings
 from typing import Any
 
 __all__ = ["reapply"]
@@ -32,6 +30,8 @@ def reapply() -> int:
     first = next((i for i, o in enumerate(options) if "spawnkit." in o), None)
     if first is None:  # the common case: nothing to parse, nothing imported
         return 0
+    import warnings  # only now: the common case above imports nothing
+
     done = 0
     for option in options[first:]:
         parsed = _parse(option)
@@ -44,6 +44,8 @@ def reapply() -> int:
 
 def _parse(option: str) -> tuple[Any, str, type[Warning], str, int] | None:
     """``action:message:category:module:lineno`` as ``warnings`` reads it; None if unusable."""
+    import re
+
     parts = [p.strip() for p in option.split(":")]
     if len(parts) > 5:
         return None
