@@ -26,14 +26,18 @@ _LAUNCHER = """
 import sys
 sys.path.insert(0, {site!r})
 import spawnkit
-from spawnkit.errors import ChildRaisedError, ConfigError, HookConflictError
+from spawnkit.errors import ChildRaisedError, ConfigError, ForkServerError, HookConflictError
 
 NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
 
 if __name__ == "__main__":
     try:
         with spawnkit.spawn_with_plugins(
-            "{pkg}.target:f", namespace=NS, ready_timeout=120, join_timeout=120
+            "{pkg}.target:f",
+            namespace=NS,
+            start_method=sys.argv[1] if len(sys.argv) > 1 else "spawn",
+            ready_timeout=120,
+            join_timeout=120,
         ) as group:
             print("RESULT", group.results(timeout=120))
     except ChildRaisedError as exc:
@@ -42,6 +46,8 @@ if __name__ == "__main__":
         print(exc)
     except ConfigError as exc:
         print("REFUSED", exc.setting)
+    except ForkServerError as exc:
+        print("SERVER", type(exc.cause).__name__, exc.stage)
 """
 
 
@@ -87,11 +93,11 @@ def _plugin(tag: str, pkg: str, name: str) -> str:
 
 
 def _run(
-    script: Path, *flags: str, env: dict[str, str] | None = None
+    script: Path, *flags: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
     return subprocess.run(
-        [sys.executable, *flags, str(script)],
+        [sys.executable, *flags, str(script), *args],
         capture_output=True,
         text=True,
         timeout=180,
@@ -128,6 +134,18 @@ def test_error_escalates_to_a_hook_conflict_error_in_the_worker(
         proc.stdout + proc.stderr
     )
     assert "escalated to an error by the warnings filter" in proc.stdout
+
+
+def test_the_warm_start_server_gets_the_launchers_w_option_too(app: tuple[Path, str]) -> None:
+    """Warm start: the server applies hooks once, under the launcher's -W (its command line)."""
+    script, _ = app
+    proc = _run(script, "-W", "error::spawnkit.HookConflictWarning", args=("forkserver",))
+    assert "SERVER StageError[HookConflictError] apply_hooks" in proc.stdout, (
+        proc.stdout + proc.stderr
+    )
+    proc = _run(script, "-W", "ignore::spawnkit.HookConflictWarning", args=("forkserver",))
+    assert "RESULT ['two']" in proc.stdout, proc.stdout + proc.stderr
+    assert "HookConflictWarning" not in proc.stderr
 
 
 def test_the_namespace_variable_refuses_and_a_bad_value_is_refused_in_the_parent(

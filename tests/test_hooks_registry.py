@@ -79,6 +79,7 @@ def test_seed_imperative_and_decorator_forms(
     assert original(1).get_next_batch_to_run(2) == 4
 
 
+@pytest.mark.filterwarnings("ignore::spawnkit.errors.HookConflictWarning")
 def test_order_replace_first_then_registration_order_last_outermost(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:

@@ -521,7 +521,9 @@ class NodeLostError(ChildExitedError):
 
 
 class BootstrapTimeoutError(ChildError):
-    """A worker did not finish its bootstrap (or the group its run) in time.
+    """A worker did not finish its bootstrap in time: a startup deadline, or a run's deadline
+    that passed while the rank named was still in a bootstrap stage (an entry that overruns is
+    an ``EntryTimeoutError``).
 
     ``stacks`` maps a rank to the stack dump it gave at the deadline (ranks
     that could not dump are absent); ``not_ready`` maps each rank that was not
