@@ -221,3 +221,16 @@ def test_selection_windows_of_concurrent_launches_do_not_leak(
     assert not errors and not any(t.is_alive() for t in threads)
     assert seen == {"with": {"envdev"}, "without": {"cpu"}}
     assert visible not in os.environ
+
+
+def test_the_ray_launcher_checks_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``spawn_on_ray`` builds its own template (the actors select): it checks there too."""
+    from spawnkit.scaleout.ray import build_template
+
+    ns = _ns()
+    prefix = ns.env_prefix
+    with pytest.warns(EnvVariableWarning, match=f"did you mean {prefix}_PLUGINS"):
+        build_template("os:getpid", namespace=ns, env={f"{prefix}_PLUGIN": "x"})
+    monkeypatch.setenv(f"{prefix}_STRICT_ENV", "1")
+    with pytest.raises(ConfigError):
+        build_template("os:getpid", namespace=ns, env={f"{prefix}_PLUGIN": "x"})

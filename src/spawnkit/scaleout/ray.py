@@ -112,8 +112,10 @@ def build_template(
     run_id: str | None = None,
 ) -> ProcessSpec:
     """The spec every rank starts from (rank fields are filled in per actor)."""
+    from spawnkit.launch._env_check import check_env
     from spawnkit.namespace import get_namespace
 
+    check_env(get_namespace(namespace), env)  # typos and other namespaces' variables, once
     entry_str, entry_payload = entry_reference(entry)
     if payload is not None and not isinstance(payload, Payload):
         payload = Payload.capture(payload)
