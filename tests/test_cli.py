@@ -294,6 +294,61 @@ def test_doctor_flags_conflicting_replace_hooks(tmp_path: Path, installed) -> No
     assert any("2 REPLACE hooks" in w for w in data["warnings"])
 
 
+def test_doctor_issues_hook_conflicts_as_warnings_once_and_escalates(
+    tmp_path: Path, installed
+) -> None:
+    """Issue 21 item 4: doctor knows the hooks (its dry run), so it warns in its own process."""
+    import warnings
+
+    from spawnkit.errors import HookConflictWarning
+
+    ns = _registered(tmp_path, installed)
+    source = (
+        "from spawnkit.namespace import get_namespace\n"
+        "from spawnkit.hooks import HookType\n"
+        "def one(*a, **k):\n    return 1\n"
+        "def two(*a, **k):\n    return 2\n"
+        "def register():\n"
+        f"    reg = get_namespace({ns!r}).hooks\n"
+        "    reg.register('json.dumps', one, HookType.REPLACE)\n"
+        "    reg.register('json.dumps', two, HookType.REPLACE)\n"
+    )
+    installed(
+        "replacing-plugin",
+        entry_points={f"{ns}.plugins": {"rep": f"{ns}_rep:register"}},
+        modules={f"{ns}_rep": source},
+    )
+    with pytest.warns(HookConflictWarning) as caught:
+        code, out, err = run_cli("doctor", "--namespace", ns, "--json")
+    assert code == 0, out + err
+    texts = [str(w.message) for w in caught if w.category is HookConflictWarning]
+    assert len(texts) == 1 and "2 REPLACE hooks" in texts[0]
+    assert f"{ns.upper()}_HOOK_CONFLICTS=error" in texts[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HookConflictWarning)
+        code, out, err = run_cli("doctor", "--namespace", ns, "--json")
+    assert code == 1, out + err
+    assert any("HookConflictError" in p for p in json.loads(out)["problems"])
+
+
+def test_doctor_lists_unknown_variables_and_strict_env_fails(
+    tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 21 item 1: doctor shows what a launch would warn about."""
+    ns = _registered(tmp_path, installed)
+    prefix = ns.upper()
+    monkeypatch.setenv(f"{prefix}_PLUGIN", "x")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 0, out + err
+    (found,) = [w for w in json.loads(out)["warnings"] if w.startswith("environment:")]
+    assert f"did you mean {prefix}_PLUGINS?" in found
+    monkeypatch.setenv(f"{prefix}_STRICT_ENV", "1")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--json")
+    assert code == 1, out + err
+    problems = json.loads(out)["problems"]
+    assert any(f"{prefix}_PLUGIN is set" in p for p in problems)
+
+
 def test_doctor_fails_on_ambiguous_platform(tmp_path: Path, installed) -> None:
     ns = _registered(tmp_path, installed)
     source = (
@@ -347,9 +402,11 @@ def test_launch_runs_ranks_and_prints_stage_timings(tmp_path: Path, entry_module
 
 
 def test_launch_timeout_names_the_cli_option(entry_module: str) -> None:
-    code, _, err = run_cli("launch", f"{entry_module}:hang", "--timeout", "2")
+    code, _, err = run_cli("launch", f"{entry_module}:hang", "--timeout", "8")
     assert code == 1
-    assert "BootstrapTimeoutError" in err and "in hang" in err  # where it hangs
+    # The bootstrap had finished: the entry overran (issue 21 item 3).
+    assert "EntryTimeoutError" in err and "BootstrapTimeoutError" not in err
+    assert "in hang" in err  # where it hangs
     assert "pass a larger --timeout" in err and "join_timeout=" not in err
 
 

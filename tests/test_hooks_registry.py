@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import warnings
 from typing import TYPE_CHECKING
 
 import pytest
 
+from spawnkit.errors import HookConflictError, HookConflictWarning
 from spawnkit.hooks import (
     UNKNOWN_SOURCE,
     HookRegistry,
@@ -77,6 +79,7 @@ def test_seed_imperative_and_decorator_forms(
     assert original(1).get_next_batch_to_run(2) == 4
 
 
+@pytest.mark.filterwarnings("ignore::spawnkit.errors.HookConflictWarning")
 def test_order_replace_first_then_registration_order_last_outermost(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:
@@ -120,32 +123,60 @@ def test_order_replace_first_then_registration_order_last_outermost(
 
 
 def test_last_replace_wins_and_warns_naming_both(
-    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+    mods: Modules, registry: type[HookRegistry]
 ) -> None:
     m = mods.load("m", "def f():\n    return 'orig'\n")
     target = mods.name("m.f")
-    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
-        registry.register(target, lambda: "one", HookType.REPLACE, source=HookSource("p1", "d1"))
-        registry.register(target, lambda: "two", HookType.REPLACE, source=HookSource("p2", "d2"))
-    registry.apply_hooks()
+    registry.register(target, lambda: "one", HookType.REPLACE, source=HookSource("p1", "d1"))
+    registry.register(target, lambda: "two", HookType.REPLACE, source=HookSource("p2", "d2"))
+    with pytest.warns(HookConflictWarning) as caught:
+        registry.apply_hooks()
     assert m.f() == "two"
-    text = caplog.text
-    assert "several REPLACE" in text and "'p1' (d1)" in text and "'p2' (d2)" in text
+    text = "\n".join(str(w.message) for w in caught)
+    assert "2 REPLACE hooks" in text and "'p1' (d1)" in text and "'p2' (d2)" in text
+    assert caught[0].filename == __file__  # at the caller's apply_hooks() line
 
 
-def test_warns_on_several_arounds_and_on_replace_mixed(
-    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+def test_warns_on_several_arounds_and_on_replace_mixed_once_per_process(
+    mods: Modules, registry: type[HookRegistry]
 ) -> None:
     mods.load("m", "def f():\n    return 1\n")
     target = mods.name("m.f")
-    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
-        registry.register(target, lambda o: o(), HookType.AROUND, source=HookSource("a"))
-        assert "AROUND" not in caplog.text
-        registry.register(target, lambda o: o(), HookType.AROUND, source=HookSource("b"))
-        assert "2 AROUND hooks" in caplog.text and "'a'" in caplog.text and "'b'" in caplog.text
-        caplog.clear()
-        registry.register(target, lambda: 2, HookType.REPLACE, source=HookSource("c"))
-    assert "mixes REPLACE" in caplog.text and "'c'" in caplog.text
+    registry.register(target, lambda o: o(), HookType.AROUND, source=HookSource("a"))
+    registry.register(target, lambda o: o(), HookType.AROUND, source=HookSource("b"))
+    registry.register(target, lambda: 2, HookType.REPLACE, source=HookSource("c"))
+    with pytest.warns(HookConflictWarning) as caught:
+        registry.apply_hooks()
+    texts = [str(w.message) for w in caught]
+    assert len(texts) == 2, texts
+    assert any("2 AROUND hooks" in t and "'a'" in t and "'b'" in t for t in texts)
+    assert any("mixes REPLACE" in t and "'c'" in t for t in texts)
+    registry.register(mods.name("m.f"), lambda r: r, HookType.AFTER, source=HookSource("d"))
+    with warnings.catch_warnings(record=True) as again:
+        warnings.simplefilter("always")
+        registry.apply_hooks()
+    # The AROUND conflict was reported; only the changed mix (now naming 'd') comes again.
+    assert [str(w.message) for w in again if "2 AROUND hooks" in str(w.message)] == []
+    assert any("'d'" in str(w.message) for w in again)
+
+
+def test_conflict_policy_error_refuses_before_patching(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("m", "def f():\n    return 'orig'\n")
+    target = mods.name("m.f")
+    registry.register(target, lambda: "one", HookType.REPLACE, source=HookSource("p1"))
+    registry.register(target, lambda: "two", HookType.REPLACE, source=HookSource("p2"))
+    with pytest.raises(HookConflictError, match="X_HOOK_CONFLICTS=error") as info:
+        registry.apply_hooks(conflicts="error", conflicts_var="X_HOOK_CONFLICTS")
+    assert m.f() == "orig"  # nothing patched
+    assert "X_HOOK_CONFLICTS=warn" in str(info.value) and len(info.value.conflicts) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HookConflictWarning)
+        with pytest.raises(HookConflictError, match="escalated") as escalated:
+            registry.apply_hooks()
+    assert isinstance(escalated.value.__cause__, HookConflictWarning)
+    assert m.f() == "orig"
 
 
 def test_default_type_is_after(mods: Modules, registry: type[HookRegistry]) -> None:

@@ -227,7 +227,15 @@ def test_doctor_shows_the_registered_variables_and_honours_them(
     data = json.loads(out)
     assert sorted(data["environment"]["variables"]) == sorted(
         f"{engine.prefix}_{v}"
-        for v in ("PLATFORM", "PLUGINS", "USE_CPU_ENGINE", "LENIENT_PLUGINS", "IMPORT_GUARD")
+        for v in (
+            "PLATFORM",
+            "PLUGINS",
+            "USE_CPU_ENGINE",
+            "LENIENT_PLUGINS",
+            "IMPORT_GUARD",
+            "STRICT_ENV",
+            "HOOK_CONFLICTS",
+        )
     )
     assert data["environment"]["variables"][f"{engine.prefix}_PLUGINS"] == ""
     (tracer,) = data["plugins"]

@@ -16,6 +16,7 @@ from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildRaisedError,
     EntryResolutionError,
+    EntryTimeoutError,
     PluginError,
     StageError,
 )
@@ -208,7 +209,7 @@ def test_non_callable_entry_is_an_entry_resolution_error_before_spawning():
 
 def test_entry_past_the_timeout_is_a_timeout_and_leaves_no_worker():
     start = time.monotonic()
-    with pytest.raises(BootstrapTimeoutError) as info:
+    with pytest.raises(EntryTimeoutError) as info:
         run_entry(sleep_forever, timeout=3)
     assert time.monotonic() - start < 30
     assert info.value.stage == "entry"
@@ -243,10 +244,11 @@ def test_timeout_bounds_the_bootstrap_and_the_entry_separately():
 
 
 def test_entry_timeout_names_run_entrys_timeout_and_shows_where_it_hangs():
-    with pytest.raises(BootstrapTimeoutError) as info:
+    with pytest.raises(EntryTimeoutError) as info:
         run_entry(sleep_forever, timeout=3)
     message = str(info.value)
-    assert "Raise timeout=" in message and "join_timeout" not in message
+    assert "Raise run_entry(timeout=)" in message and "join_timeout" not in message
+    assert info.value.setting == "run_entry(timeout=)" and "sleep_forever" in info.value.stacks[0]
     assert "in sleep_forever" in message
 
 

@@ -8,11 +8,20 @@ drag hook targets in with it.
 
 from __future__ import annotations
 
+import sys as _sys
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import errors as _errors
 
 __version__ = "0.1.0"
+
+# ``-W error::spawnkit.HookConflictWarning`` was dropped at start-up (spawnkit could not be
+# imported yet); install such entries now, in the launcher and in every worker.  Only when
+# one names spawnkit: unpickling a spec imports this package and must stay this cheap.
+if any("spawnkit." in _option for _option in _sys.warnoptions):
+    from spawnkit._warnopts import reapply as _reapply_warnoptions
+
+    _reapply_warnoptions()
 
 _EXPORTS: dict[str, str] = {
     # namespaces

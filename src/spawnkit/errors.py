@@ -26,9 +26,13 @@ __all__ = [
     "ConfigError",
     "CustomOpError",
     "EntryResolutionError",
+    "EntryTimeoutError",
+    "EnvVariableWarning",
     "ForkSafetyError",
     "ForkServerError",
     "HookApplyError",
+    "HookConflictError",
+    "HookConflictWarning",
     "HookError",
     "HookRegistrationError",
     "HookTargetError",
@@ -128,6 +132,34 @@ class HookApplyError(HookError):
     def __init__(self, message: str, *, failures: dict[str, tuple[list[str], str]] | None = None):
         super().__init__(message)
         self.failures = dict(failures or {})
+
+
+class HookConflictError(HookError):
+    """Hooks on one target conflict (several REPLACEs, REPLACE mixed with others, stacked
+    AROUNDs) and ``<PREFIX>_HOOK_CONFLICTS=error`` (or ``-W error::spawnkit.HookConflictWarning``)
+    asked for that to stop the worker.  ``conflicts`` is every conflict's message."""
+
+    def __init__(self, message: str, *, conflicts: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.conflicts = list(conflicts or [])
+
+
+class EnvVariableWarning(UserWarning):
+    """A variable with the namespace's prefix that nothing reads (a typo such as
+    ``MINIENG_PLUGIN``), or another namespace's variable set beside a launch of this one.
+
+    Issued once per launch, in the parent; ``<PREFIX>_STRICT_ENV=1`` makes it a ``ConfigError``.
+    """
+
+
+class HookConflictWarning(UserWarning):
+    """Hooks on one target combine in a way that may not be what their plugins meant.
+
+    One category for every conflict message, so ``-W ignore::spawnkit.HookConflictWarning``
+    silences them and ``-W error::...`` (or ``<PREFIX>_HOOK_CONFLICTS=error``) stops the worker.
+    It lives here, beside the errors, because ``spawnkit`` imports this module anyway: the
+    category is importable wherever a ``-W`` option names it.
+    """
 
 
 # ----------------------------------------------------------------- platforms
@@ -549,7 +581,9 @@ class NodeLostError(ChildExitedError):
 
 
 class BootstrapTimeoutError(ChildError):
-    """A worker did not finish its bootstrap (or the group its run) in time.
+    """A worker did not finish its bootstrap in time: a startup deadline, or a run's deadline
+    that passed while the rank named was still in a bootstrap stage (an entry that overruns is
+    an ``EntryTimeoutError``).
 
     ``stacks`` maps a rank to the stack dump it gave at the deadline (ranks
     that could not dump are absent); ``not_ready`` maps each rank that was not
@@ -569,6 +603,34 @@ class BootstrapTimeoutError(ChildError):
         self.waited_s = waited_s
         self.stacks = dict(stacks or {})
         self.not_ready = dict(not_ready or {})
+
+
+class EntryTimeoutError(ChildError, TimeoutError):
+    """A rank's entry function was still running when a limit on the run expired.
+
+    Its bootstrap had finished, so this is not a ``BootstrapTimeoutError``: the
+    entry (the engine's own code) overran ``join_timeout=``, ``results(timeout=)``
+    or the CLI's ``--timeout``.  ``setting`` names that limit, ``timeout_s`` its
+    value, ``waited_s`` how long the run had lasted, ``stacks`` maps a rank to the
+    stack it was running at the deadline (ranks that could not dump are absent).
+    Also a ``TimeoutError``, so code that handles timeouts generically catches it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        setting: str = "",
+        timeout_s: float | None = None,
+        waited_s: float = 0.0,
+        stacks: dict[int, str] | None = None,
+        **kw: Any,
+    ) -> None:
+        super().__init__(message, **kw)
+        self.setting = setting
+        self.timeout_s = timeout_s
+        self.waited_s = waited_s
+        self.stacks = dict(stacks or {})
 
 
 class ProgressCallbackError(SpawnkitError):

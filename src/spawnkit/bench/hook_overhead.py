@@ -28,11 +28,13 @@ import sys
 import tempfile
 import time
 import timeit
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from spawnkit.bench._checks import Check, present
+from spawnkit.errors import HookConflictWarning
 from spawnkit.hooks import HookRegistry, HookType
 
 #: The one-line note when the optional comparison cannot run.
@@ -223,7 +225,8 @@ def time_interpreter(args: list[str], repeat: int) -> float:
 def run(quick: bool = False) -> dict[str, Any]:
     """Measure every variant; the figures as a dict (also used by ``spawnkit bench``)."""
     number, repeat = (100_000, 5) if quick else (300_000, 15)
-    logging.getLogger("spawnkit.hooks").setLevel(logging.ERROR)  # mixing warnings are expected
+    logging.getLogger("spawnkit.hooks").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", category=HookConflictWarning)  # mixing is expected here
     wrapt = _wrapt()
 
     with tempfile.TemporaryDirectory() as tmp:

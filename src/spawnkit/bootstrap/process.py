@@ -375,7 +375,11 @@ class Bootstrapper:
                 except Exception:
                     pass
         imported = time.perf_counter()
-        manager.apply(strict=True, clean_modules=clean)
+        # <PREFIX>_LENIENT_PLUGINS=1 is this stage's strict=False: a target that fails to patch
+        # is logged at ERROR with its plugins and the others run (the knob HookApplyError names).
+        from spawnkit.hooks._plugin_selection import is_lenient
+
+        manager.apply(strict=not is_lenient(self.namespace, None), clean_modules=clean)
         self._check_stale()
         _phase.mark_hooks_applied()
         self.stage_detail[Stage.HOOKS.value] = {

@@ -241,9 +241,15 @@ def _sigint_ignored() -> Iterator[None]:
 
 def _name_the_timeout_option(exc: BaseException) -> None:
     """A launcher timeout names ready_timeout= / join_timeout=; a CLI user sets --timeout."""
-    from spawnkit.errors import BootstrapTimeoutError
+    from spawnkit.errors import BootstrapTimeoutError, EntryTimeoutError
 
-    if isinstance(exc, BootstrapTimeoutError) and exc.args and isinstance(exc.args[0], str):
+    if isinstance(exc, EntryTimeoutError) and exc.setting == "join_timeout":
+        exc.setting = "--timeout"
+    if (
+        isinstance(exc, BootstrapTimeoutError | EntryTimeoutError)
+        and exc.args
+        and isinstance(exc.args[0], str)
+    ):
         text = exc.args[0]
         text = text.replace("join_timeout= (or None for no limit)", "--timeout")
         for keyword in ("ready_timeout=", "join_timeout="):
@@ -252,19 +258,29 @@ def _name_the_timeout_option(exc: BaseException) -> None:
         exc.args = (text, *exc.args[1:])
 
 
-def run_probe(namespace: Any, *, timeout: float) -> dict[str, Any]:
-    """``spawnkit doctor``'s dry run: one clean spawned worker, full bootstrap, then a report."""
+def run_probe(
+    namespace: Any, *, timeout: float, env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """``spawnkit doctor``'s dry run: one clean spawned worker, full bootstrap, then a report.
+
+    The launch's own ``EnvVariableWarning``s are left to doctor, which lists them itself.
+    """
+    import warnings
+
     from spawnkit.bootstrap import spawn_with_plugins
-    from spawnkit.errors import SpawnkitError
+    from spawnkit.errors import EnvVariableWarning, SpawnkitError
 
     try:
-        group = spawn_with_plugins(
-            "spawnkit.cli._probe:probe",
-            nprocs=1,
-            namespace=namespace,
-            ready_timeout=timeout,
-            join_timeout=timeout,
-        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", EnvVariableWarning)
+            group = spawn_with_plugins(
+                "spawnkit.cli._probe:probe",
+                nprocs=1,
+                namespace=namespace,
+                env=env,
+                ready_timeout=timeout,
+                join_timeout=timeout,
+            )
         with group:
             result = group.results(timeout=timeout)[0]
     except SpawnkitError as exc:

@@ -109,4 +109,7 @@ def probe() -> dict[str, Any]:
         "report_text": report.format() if report is not None else "",
         "registrations": rows,
         "conflicts": find_conflicts(rows),
+        # The messages a worker's apply_hooks() issues as HookConflictWarning, for doctor to
+        # issue once in its own process.
+        "hook_conflicts": namespace.hooks.conflicts(),
     }

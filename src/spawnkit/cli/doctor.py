@@ -55,16 +55,7 @@ def _version(dist: str) -> str | None:
 
 def _environment(namespace: Any) -> dict[str, Any]:
     cfg = namespace.config
-    variables = {
-        var: os.environ.get(var)
-        for var in (
-            cfg.platform_var,
-            cfg.plugins_var,
-            cfg.cpu_engine_var,
-            cfg.lenient_var,
-            cfg.guard_var,
-        )
-    }
+    variables = {var: os.environ.get(var) for var in cfg.known_env}
     return {
         "python": sys.version.split()[0],
         "executable": sys.executable,
@@ -176,17 +167,25 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     data["plugins"] = _plugins_section(namespace, warnings_out)
     data["startup_code"] = _startup_code(data["plugins"], data["platform"])
     data["dry_run"] = None
+    strict_env = _environment_findings(namespace, warnings_out, problems)
     if child:
         from spawnkit.cli._group import run_probe
 
-        outcome = run_probe(namespace, timeout=timeout)
+        cfg = namespace.config
+        # The child reports its hook conflicts here instead of warning on its own: doctor
+        # issues them once, in this process, where -W / PYTHONWARNINGS filter them.
+        own = os.environ.get(cfg.hook_conflicts_var, "").strip().lower() in ("", "warn")
+        quiet = {cfg.hook_conflicts_var: "ignore"} if own else None
+        outcome = run_probe(namespace, timeout=timeout, env=quiet)
         data["dry_run"] = outcome
         if outcome.get("error"):
-            problems.append(f"dry run in a spawned worker failed: {outcome['error']}")
+            if not strict_env:  # already the problem listed, with every variable
+                problems.append(f"dry run in a spawned worker failed: {outcome['error']}")
         else:
             result = outcome.get("result") or {}
             for c in result.get("conflicts", []):
                 warnings_out.append(f"{c['severity']}: {c['message']}")
+            _issue_conflicts(result.get("hook_conflicts") or [], cfg, problems)
             report = result.get("report") or {}
             for v in (report.get("guard") or {}).get("violations", []):
                 warnings_out.append(
@@ -207,6 +206,47 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     data["problems"] = problems
     data["ok"] = not problems
     return data
+
+
+def _environment_findings(namespace: Any, warnings_out: list[str], problems: list[str]) -> bool:
+    """Unknown and foreign variables (as a launch would warn); True when STRICT_ENV refuses."""
+    from spawnkit.errors import ConfigError
+    from spawnkit.hooks._plugin_selection import parse_bool
+    from spawnkit.launch._env_check import find_env_problems
+
+    findings = find_env_problems(namespace, os.environ)
+    var = namespace.config.strict_env_var
+    try:
+        strict = parse_bool(var, os.environ.get(var, "0"))
+    except ConfigError as exc:
+        problems.append(str(exc))
+        return False
+    for f in findings:
+        (problems if strict else warnings_out).append(f"environment: {f.message}")
+    if strict and findings:
+        problems.append(f"{var}=1 refuses every launch while these are set")
+    return strict and bool(findings)
+
+
+def _issue_conflicts(messages: list[str], cfg: Any, problems: list[str]) -> None:
+    """The dry run's hook conflicts as ``HookConflictWarning``s, once, in this process."""
+    import warnings
+
+    from spawnkit.errors import HookConflictWarning
+
+    for message in messages:
+        try:
+            warnings.warn(
+                f"{message}. Silence with {cfg.hook_conflicts_var}=ignore; refuse with "
+                f"{cfg.hook_conflicts_var}=error.",
+                HookConflictWarning,
+                stacklevel=2,
+            )
+        except HookConflictWarning:  # -W / PYTHONWARNINGS error::spawnkit.HookConflictWarning
+            problems.append(
+                f"hook conflict (escalated by the warnings filter, so a worker would stop in "
+                f"stage apply_hooks with HookConflictError): {message}"
+            )
 
 
 def _render(data: dict[str, Any], out: Output) -> None:

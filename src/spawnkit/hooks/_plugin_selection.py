@@ -213,8 +213,10 @@ def check_duplicates(namespace: Namespace, selected: list[PluginInfo], lenient: 
         dists = ", ".join(f"{i.dist} {i.version} ({i.value})" for i in infos)
         message = (
             f"plugin name {name!r} in {namespace.config.plugin_group} is provided by "
-            f"several distributions: {dists}. Uninstall one, or rename its entry point."
+            f"several distributions: {dists}. Uninstall one, or rename its entry point"
         )
+        if not lenient:
+            message += f"; or set {namespace.config.lenient_var}=1 to load the first."
         if not lenient:
             first = infos[0]
             raise PluginError(
@@ -226,7 +228,7 @@ def check_duplicates(namespace: Namespace, selected: list[PluginInfo], lenient: 
                 group=first.group,
             )
         warnings.warn(
-            message + " Lenient mode: loading the first.",
+            message + ". Lenient mode: loading the first.",
             PluginSelectionWarning,
             stacklevel=user_stacklevel(),
         )

@@ -68,6 +68,7 @@ class State:
         self.failed: dict[str, str] = {}  # key (or provided name) -> why it failed last
         self.provides: dict[str, Provision] = {}
         self.provided: dict[str, Provided] = {}
+        self.conflicts_reported: set[str] = set()  # hook conflict messages already reported
 
     def live(self, key: str) -> list[Registration]:
         """The registrations of ``key`` still in play (not skipped for good)."""

@@ -25,6 +25,7 @@ Which plugins are selected (metadata only, nothing imported) is ``_plugin_select
 from __future__ import annotations
 
 import copy
+import os
 import sys
 import time
 import types
@@ -36,7 +37,8 @@ from spawnkit import _metadata, _steps
 from spawnkit._exports import load_export
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._once import Once, OnceState
-from spawnkit.errors import PluginError, SpawnkitError
+from spawnkit.errors import HookApplyError, PluginError, SpawnkitError
+from spawnkit.hooks import _conflicts
 from spawnkit.hooks import _plugin_selection as _sel
 from spawnkit.hooks._outside import OutsideWatch
 from spawnkit.hooks._plugin_selection import PluginInfo, PluginSelectionWarning
@@ -379,6 +381,8 @@ class PluginManager:
                     " (it belongs to the selected platform's distribution, so lenient mode "
                     "does not apply)"
                 )
+            else:
+                message += f", or set {self.namespace.config.lenient_var}=1 to run without it"
             raise PluginError(
                 message + ".",
                 plugin=info.name,
@@ -444,9 +448,28 @@ class PluginManager:
         from spawnkit.spec import _phase
 
         self._deferred_apply = None  # this call applies everything registered
-        patched: list[str] = list(
-            self.namespace.hooks.apply_hooks(strict=strict, clean_modules=clean_modules)
-        )
+        config = self.namespace.config
+        var = config.hook_conflicts_var
+        try:
+            patched: list[str] = list(
+                self.namespace.hooks.apply_hooks(
+                    strict=strict,
+                    clean_modules=clean_modules,
+                    conflicts=_conflicts.parse_policy(var, os.environ.get(var)),
+                    conflicts_var=var,
+                )
+            )
+        except HookApplyError as exc:
+            # A launched worker's user never calls apply_hooks(): name their knob as well.
+            exc.args = (
+                str(exc).replace(
+                    "or call apply_hooks(strict=False)",
+                    f"or set {config.lenient_var}=1 (apply_hooks(strict=False) when you call "
+                    "it yourself)",
+                ),
+                *exc.args[1:],
+            )
+            raise
         self.report.applied = patched
         _phase.mark_hooks_applied()
         return patched

@@ -23,7 +23,7 @@ from typing import Any, ClassVar, TypeVar, cast
 
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookError, HookRegistrationError
-from spawnkit.hooks import _apply, _decide, _provide, _resolve, _state
+from spawnkit.hooks import _apply, _conflicts, _decide, _provide, _resolve, _state
 from spawnkit.hooks._chain import is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import ABSENT, Journal
@@ -175,12 +175,9 @@ class HookRegistry:
             if path.module_hint is not None or path.key not in st.paths:
                 st.paths[path.key] = path  # the explicit 'mod:qual' form is the more precise one
             st.display.setdefault(path.key, target)
-            messages = _conflicts(regs, reg)
             regs.append(reg)
         if logger.isEnabledFor(DEBUG):  # describe() formats; register() is per hook
             logger.debug("registered %s on target %r", reg.describe(), target)
-        for message in messages:
-            logger.warning("%s", message)
         if late:
             self.apply_hooks()
 
@@ -298,7 +295,14 @@ class HookRegistry:
 
     # -------------------------------------------------------------- applying
     @hybridmethod
-    def apply_hooks(self, *, strict: bool = True, clean_modules: Collection[str] = ()) -> list[str]:
+    def apply_hooks(
+        self,
+        *,
+        strict: bool = True,
+        clean_modules: Collection[str] = (),
+        conflicts: str = "warn",
+        conflicts_var: str = "",
+    ) -> list[str]:
         """Patch every target whose registrations changed since it was last applied.
 
         Returns the targets patched by this call (empty when nothing is new).
@@ -311,10 +315,17 @@ class HookRegistry:
         but cannot rebind (tuple items, default arguments) are kept for
         :meth:`stale_holders` and logged as a warning, except inside a worker's
         bootstrap, which reports them per its import guard policy.
+        ``conflicts``: what to do with conflicting hooks not reported yet in this
+        process (``warn``: a ``HookConflictWarning`` each; ``error``: a
+        ``HookConflictError`` before anything is patched; ``ignore``);
+        ``conflicts_var`` names the variable that chose it, for the messages.
         """
         with self._lock:
             if self._applying:
                 return []  # registered while this registry applies: that call's loop takes it
+            # Conflicting hooks (several REPLACEs, ...): a HookConflictWarning each, once per
+            # process; an escalating -W filter makes it a HookConflictError, nothing patched.
+            _conflicts.report(self._state, conflicts, conflicts_var)
             patched: list[str] = []
             self._applying = True
             try:
@@ -548,6 +559,13 @@ class HookRegistry:
             return sorted((r for regs in st.regs.values() for r in regs), key=lambda r: r.seq)
 
     @hybridmethod
+    def conflicts(self) -> list[str]:
+        """Each conflict among the registrations (several REPLACEs, REPLACE mixed with other
+        hooks, several AROUNDs), one message each: what ``apply_hooks()`` warns about."""
+        with self._lock:
+            return _conflicts.messages(self._state)
+
+    @hybridmethod
     def target_modules(self, *, eager: bool = False) -> dict[str, list[Registration]]:
         """The module each registered target lives in, found without importing anything.
 
@@ -688,40 +706,6 @@ def _stale_message(holders: list[dict[str, str]]) -> str:
         "when it is called (e.g. `ops.tokenize` at call time, or a 'module:name' string "
         "resolved then) instead of storing the function in a tuple or a default argument."
     )
-
-
-def _conflicts(regs: list[Registration], new: Registration) -> list[str]:
-    """Warnings about how ``new`` combines with the registrations already on its target."""
-    out: list[str] = []
-    target = new.target
-    replaces = [r for r in regs if r.hook_type is HookType.REPLACE]
-    others = [r for r in regs if r.hook_type is not HookType.REPLACE]
-    if new.hook_type is HookType.REPLACE and replaces:
-        out.append(
-            f"target {target!r} has several REPLACE hooks: {new.describe()} takes effect and "
-            f"{replaces[-1].describe()} is ignored (the last registered REPLACE wins)"
-        )
-    if new.hook_type is HookType.AROUND:
-        arounds = [r for r in regs if r.hook_type is HookType.AROUND]
-        if arounds:
-            listed = ", ".join(r.describe() for r in [*arounds, new])
-            out.append(
-                f"target {target!r} has {len(arounds) + 1} AROUND hooks ({listed}); they nest in "
-                "registration order, the last outermost, and one that does not call original_fn "
-                "bypasses every hook inside it"
-            )
-    mixes = (new.hook_type is HookType.REPLACE and not replaces and others) or (
-        new.hook_type is not HookType.REPLACE and replaces and not others
-    )
-    if mixes:
-        replace = new if new.hook_type is HookType.REPLACE else replaces[-1]
-        other = others[0] if others else new
-        out.append(
-            f"target {target!r} mixes REPLACE ({replace.describe()}) with other hooks "
-            f"({other.describe()}): BEFORE/AFTER/AROUND hooks wrap the replacement, not the "
-            "original"
-        )
-    return out
 
 
 def plugin_hook(

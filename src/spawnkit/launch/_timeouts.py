@@ -1,5 +1,10 @@
 """The errors of a group that ran out of time, for the local and the Ray group alike.
 
+A deadline that passes while the named rank is in a bootstrap stage is a
+``BootstrapTimeoutError``; one that passes while it runs its entry is an
+``EntryTimeoutError`` (its bootstrap had finished; blaming the bootstrap would
+send the reader to the wrong code).
+
 A deadline that passes is a failure of the group's caller's choosing, not of
 a worker's code, so its message says which limit expired (and how to raise
 it), which rank it names and where that rank was, and, where the worker could
@@ -11,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from spawnkit.bootstrap.stages import Stage
-from spawnkit.errors import BootstrapTimeoutError
+from spawnkit.errors import BootstrapTimeoutError, ChildError, EntryTimeoutError
 from spawnkit.launch._rank import Rank
 from spawnkit.protocol.failure import PRE_BOOTSTRAP, Worker
 
-__all__ = ["join_timeout_error", "ready_timeout_error", "results_timeout_error"]
+__all__ = ["first_late", "join_timeout_error", "ready_timeout_error", "results_timeout_error"]
 
 
 def ready_timeout_error(
@@ -84,11 +89,18 @@ def join_timeout_error(
     join_timeout: float | None,
     waited: float,
     stacks: dict[int, str] | None = None,
-) -> BootstrapTimeoutError:
-    """The group's ``join_timeout`` passed with ``running`` ranks unfinished; ``who`` is named."""
+) -> ChildError:
+    """The group's ``join_timeout`` passed with ``running`` ranks unfinished; ``who`` is named.
+
+    ``EntryTimeoutError`` when ``who`` was in its entry (its bootstrap had
+    finished), ``BootstrapTimeoutError`` when it was still in a bootstrap stage:
+    the caller picks a rank still bootstrapping first, so the type says which.
+    """
     stack = (stacks or {}).get(who.rank, "")
+    in_entry = stage == Stage.ENTRY.value
+    where = "its entry function" if in_entry else f"bootstrap stage {stage!r}"
     text = (
-        f"{who.label} was still running (stage {stage!r}) when {group}'s "
+        f"{who.label} was still running ({where}) when {group}'s "
         f"join_timeout={join_timeout} s passed; {running} of {world} rank(s) had not "
         "finished.\nFix: pass a larger join_timeout= (or None for no limit) if the work is "
         "legitimately long"
@@ -97,19 +109,56 @@ def join_timeout_error(
     )
     if stack:
         text += f"\nStack of {who.label} at the deadline:\n{stack.rstrip()}"
+    elif in_entry:
+        text += "\nNo stack dump could be obtained from the worker."
+    if in_entry:
+        return EntryTimeoutError(
+            text,
+            setting="join_timeout",
+            timeout_s=join_timeout,
+            stage=stage,
+            waited_s=waited,
+            stacks=stacks,
+            **who.fields(),
+        )
     return BootstrapTimeoutError(text, stage=stage, waited_s=waited, stacks=stacks, **who.fields())
 
 
+def first_late(ranks: Sequence[tuple[Worker, str]]) -> tuple[Worker, str]:
+    """The rank a run's deadline names: the first still in a bootstrap stage, else the first."""
+    return next((r for r in ranks if r[1] != Stage.ENTRY.value), ranks[0])
+
+
 def results_timeout_error(
-    running: Sequence[Worker], *, group: str, waited: float
-) -> BootstrapTimeoutError:
-    """``results(timeout=)`` passed with ``running`` still in their entry; the group runs on."""
-    names = ", ".join(w.label for w in running)
-    return BootstrapTimeoutError(
-        f"results() timed out after {waited:.1f} s: {names} of {group} still running their "
-        "entry function. The group keeps running; call results() again with a longer "
-        "timeout, or terminate() it.",
-        stage=Stage.ENTRY.value,
-        waited_s=waited,
-        **running[0].fields(),
+    running: Sequence[tuple[Worker, str]],
+    *,
+    group: str,
+    waited: float,
+    stacks: dict[int, str] | None = None,
+) -> ChildError:
+    """``results(timeout=)`` passed with ``running`` (worker, stage) unfinished; the group runs on.
+
+    ``EntryTimeoutError`` when the rank named was in its entry, else
+    ``BootstrapTimeoutError`` (``results()`` also waits for a bootstrap).
+    """
+    who, stage = first_late(running)
+    names = ", ".join(f"{w.label} in {s!r}" for w, s in running)
+    stack = (stacks or {}).get(who.rank, "")
+    text = (
+        f"results(timeout={waited:g}) expired after {waited:.1f} s with {len(running)} rank(s) "
+        f"of {group} unfinished: {names}. The group keeps running.\nFix: call results() again "
+        "with a larger timeout= (None: no limit), or terminate() the group."
     )
+    if stack:
+        text += f"\nStack of {who.label} at the deadline:\n{stack.rstrip()}"
+    if stage == Stage.ENTRY.value:
+        return EntryTimeoutError(
+            text,
+            setting="results(timeout=)",
+            timeout_s=waited,
+            stage=stage,
+            waited_s=waited,
+            stacks=stacks,
+            **who.fields(),
+        )
+    return BootstrapTimeoutError(text, stage=stage, waited_s=waited, stacks=stacks, **who.fields())

@@ -39,6 +39,7 @@ from multiprocessing.connection import wait as _mp_wait
 from types import TracebackType
 from typing import Any
 
+from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ChildError
 from spawnkit.launch import _interrupt
 from spawnkit.launch._checks import check_seconds
@@ -169,7 +170,8 @@ class WorkerGroup:
 
         ``timeout`` overrides the remaining ``ready_timeout``; either way,
         expiry tears the group down and raises ``BootstrapTimeoutError``
-        naming the limit that expired.
+        naming the limit that expired.  A ``join_timeout`` or ``results(timeout=)``
+        that expires while the named rank runs its entry raises ``EntryTimeoutError``.
         """
         timeout = check_seconds(
             "timeout", timeout, none="the group's ready_timeout", zero_ok=True, call="wait_ready"
@@ -200,9 +202,14 @@ class WorkerGroup:
     def results(self, timeout: float | None = None) -> list[Any]:
         """The entry functions' return values by rank, once all finished (see :meth:`join`)."""
         if not self.join(timeout) and not self._closed:
-            running = [r.worker for r in self._ranks if r.exitcode is None]
-            waited = timeout if timeout is not None else 0.0
-            raise results_timeout_error(running, group=self._name, waited=waited)
+            late = [r for r in self._ranks if r.exitcode is None]
+            named = next((r for r in late if r.stage != Stage.ENTRY.value), late[0])
+            raise results_timeout_error(
+                [(r.worker, r.stage) for r in late],
+                group=self._name,
+                waited=timeout if timeout is not None else 0.0,
+                stacks=self._dump_stacks([named]),  # only the rank named: results() is polled
+            )
         return [r.value(self._ctx.loads, self._name) for r in self._ranks]
 
     def terminate(self) -> None:
@@ -351,7 +358,8 @@ class WorkerGroup:
         )
 
     def _join_timeout_error(self, running: list[Rank], now: float) -> ChildError:
-        first = running[0]
+        # A rank still bootstrapping is named first: then the deadline is the bootstrap's.
+        first = next((r for r in running if r.stage != Stage.ENTRY.value), running[0])
         return join_timeout_error(
             first.worker,
             first.stage,

@@ -256,12 +256,16 @@ def build_spec(
 ) -> ProcessSpec:
     """The rank-0 spec template for a group of ``nprocs`` ranks running ``entry(payload)``.
 
-    ``env`` is what the ranks get on top of their launcher's environment; the
-    namespace's selection variables in it (``<PREFIX>_PLATFORM``,
-    ``<PREFIX>_PLUGINS``) win over this process's own, because the ranks will
-    see them.  The run id (fresh unless given) tags every rank's process so
-    :func:`spawnkit.cleanup` can find leftovers.  Raises the platform and
-    plugin selection errors of the namespace, here and not in the ranks.
+    ``env`` is what the ranks get on top of their launcher's environment, and
+    it counts here exactly as if it were set in this process: platform and
+    plugin selection run with it applied to ``os.environ`` (restored after),
+    so its ``<PREFIX>_PLATFORM``/``<PREFIX>_PLUGINS`` win over this process's
+    own and a device visible only through it is selected.  Unknown variables
+    under the namespace's prefix, and other namespaces' variables, are warned
+    about once (``<PREFIX>_STRICT_ENV=1``: refused).  The run id (fresh unless
+    given) tags every rank's process so :func:`spawnkit.cleanup` can find
+    leftovers.  Raises the platform and plugin selection errors of the
+    namespace, here and not in the ranks.
     """
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
     from spawnkit.namespace import get_namespace
@@ -347,9 +351,13 @@ def _parent_selection(
     workers need not scan distribution metadata again.
     """
     from spawnkit.bootstrap import guard
+    from spawnkit.hooks import _conflicts
     from spawnkit.hooks.plugins import _parse_bool
+    from spawnkit.launch._env_check import check_env
+    from spawnkit.platforms.discovery import env_applied
 
     config = ns.config
+    check_env(ns, env)  # typos and other namespaces' variables: warned once, here
     # The namespace's selection variables given in ``env=`` win over the parent's own
     # environment: the workers would see them, so the parent decides with them.
     name = env.get(config.platform_var, "").strip() or None
@@ -365,12 +373,22 @@ def _parent_selection(
         namespace_value(env, os.environ, config.guard_var),
         var=config.guard_var,
     )
+    _conflicts.parse_policy(
+        config.hook_conflicts_var,
+        namespace_value(env, os.environ, config.hook_conflicts_var),
+    )
     lenient = (
         _parse_bool(config.lenient_var, env[config.lenient_var])
         if config.lenient_var in env
         else None
     )
-    selection = ns.platforms.select(name)
-    plugins = ns.plugins.select(names=names, platform=name, lenient=lenient, origin=origin)
+    # Selection runs as the workers will: with env= applied (a device visible only there
+    # counts), restored afterwards; see platforms.discovery.env_applied.
+    how = f"{config.platform_var}={name!r} (in env=)" if name else ""
+    with env_applied(env):
+        selection = ns.platforms.select(name, origin=how)
+        plugins = ns.plugins.select(
+            names=names, platform=selection.name, lenient=lenient, origin=origin
+        )
     rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
     return selection.name, plugins, rows

@@ -15,11 +15,12 @@ the XPU probe on a torch build with XPU (see ``_probes``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pkgutil
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata
@@ -52,7 +53,13 @@ if TYPE_CHECKING:
     from spawnkit.namespace import Namespace
     from spawnkit.platforms.explanation import PlatformExplanation
 
-__all__ = ["RESERVED_NAMES", "PlatformExplanation", "PlatformManager", "PlatformSelection"]
+__all__ = [
+    "RESERVED_NAMES",
+    "PlatformExplanation",
+    "PlatformManager",
+    "PlatformSelection",
+    "env_applied",
+]
 
 logger = LazyLogger("spawnkit.platforms")  # logging is imported only if a record is emitted
 
@@ -86,6 +93,51 @@ def _again(namespace: str, what: str) -> Callable[[BaseException], BaseException
 
 _managers: weakref.WeakSet[PlatformManager] = weakref.WeakSet()
 
+# The launcher's ``env=`` during selection (see ``env_applied``): one window at a time per
+# process; the overrides' key is per thread, so only the window's own selections use it.
+_ENV_LOCK = threading.RLock()
+_window = threading.local()
+
+
+def _window_key() -> tuple[tuple[str, str], ...]:
+    key: tuple[tuple[str, str], ...] = getattr(_window, "key", ())
+    return key
+
+
+@contextlib.contextmanager
+def env_applied(overrides: Mapping[str, str]) -> Iterator[None]:
+    """Run platform selection as the workers will: with ``overrides`` set in ``os.environ``.
+
+    A launcher's ``env=`` reaches its workers on top of its own environment, so
+    a device made visible only there (``MY_DEVICE_VISIBLE=1``, a
+    ``CUDA_VISIBLE_DEVICES``) must count in the parent's decision too: the
+    plugins' ``activate()`` and the built-in probes read ``os.environ``.  The
+    overrides are set for the window and every variable they touched is
+    restored afterwards exactly (unset again, or its old value).  The module
+    lock makes the windows of concurrent launches take turns and keeps another
+    thread's uncached selection out of the window; other code of this process
+    that reads the environment from another thread during the window (a few
+    milliseconds of selection) sees the overrides.  Selections made inside are
+    cached under the overrides, apart from the plain ones.
+    """
+    if not overrides:
+        yield
+        return
+    with _ENV_LOCK:
+        saved = {var: os.environ.get(var) for var in overrides}
+        outer = _window_key()
+        try:
+            os.environ.update(overrides)
+            _window.key = tuple(sorted({**dict(outer), **overrides}.items()))
+            yield
+        finally:
+            _window.key = outer
+            for var, old in saved.items():
+                if old is None:
+                    os.environ.pop(var, None)
+                else:
+                    os.environ[var] = old
+
 
 class PlatformManager:
     """Discovery, selection and the current platform of one namespace (``ns.platforms``)."""
@@ -104,7 +156,8 @@ class PlatformManager:
     def _reset_state(self) -> None:
         self._pinned: str | None = None
         self._pinned_by = ""
-        self._selections: dict[str | None, tuple[PlatformSelection, type[Platform]]] = {}
+        # By (requested name, the env_applied window's overrides: () outside one).
+        self._selections: dict[Any, tuple[PlatformSelection, type[Platform]]] = {}
         self._current: PlatformSelection | None = None
         self._trace: Trace | None = None  # the last resolution's record
         name = self.namespace.config.name
@@ -164,9 +217,9 @@ class PlatformManager:
                 )
             self._pinned, self._pinned_by = name, by
 
-    def _requested(self, name: str | None) -> tuple[str | None, str]:
+    def _requested(self, name: str | None, origin: str = "") -> tuple[str | None, str]:
         if name is not None:
-            return name.strip(), f"selected by argument {name.strip()!r}"
+            return name.strip(), origin or f"selected by argument {name.strip()!r}"
         if self._pinned is not None:
             by = self._pinned_by or f"set_selection({self._pinned!r})"
             return self._pinned, f"{self._pinned!r} chosen by {by}"
@@ -176,17 +229,24 @@ class PlatformManager:
             return env, f"{var}={env}"
         return None, "auto-discovery"
 
-    def select(self, name: str | None = None) -> PlatformSelection:
-        """Resolve the platform without instantiating it or running ``init_backend()``."""
-        return self._select(name)[0]
+    def select(self, name: str | None = None, *, origin: str = "") -> PlatformSelection:
+        """Resolve the platform without instantiating it or running ``init_backend()``.
 
-    def _select(self, name: str | None) -> tuple[PlatformSelection, type[Platform]]:
-        requested, how = self._requested(name)
-        cached = self._selections.get(requested)
+        ``origin`` says where an explicit ``name`` came from, in the user's terms
+        (``"SPAWNKIT_PLATFORM='x' (in env=)"``), for the messages.
+        """
+        return self._select(name, origin)[0]
+
+    def _select(
+        self, name: str | None, origin: str = ""
+    ) -> tuple[PlatformSelection, type[Platform]]:
+        requested, how = self._requested(name, origin)
+        key = (requested, _window_key())
+        cached = self._selections.get(key)
         if cached is not None:
             return cached
-        with self._lock:
-            cached = self._selections.get(requested)
+        with _ENV_LOCK, self._lock:  # never inside another thread's env_applied window
+            cached = self._selections.get(key)
             if cached is not None:
                 return cached
             if getattr(self._local, "resolving", False):
@@ -206,7 +266,7 @@ class PlatformManager:
             finally:
                 self._local.resolving = False
             trace.winner = result[0]
-            self._selections[requested] = result
+            self._selections[key] = result
             if logger.isEnabledFor(INFO):  # every worker selects: no logging import for it
                 logger.info(
                     "namespace %r: platform %s %r (%s) [%s]",
@@ -421,6 +481,8 @@ class PlatformManager:
 
 
 def _after_fork() -> None:
+    global _ENV_LOCK
+    _ENV_LOCK = threading.RLock()  # a thread of the parent may have held it at the fork
     for manager in list(_managers):
         manager._lock = threading.RLock()
         manager._local = threading.local()

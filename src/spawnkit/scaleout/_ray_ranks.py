@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from spawnkit.errors import BootstrapTimeoutError, ChildExitedError, NodeLostError
-from spawnkit.launch._timeouts import join_timeout_error, results_timeout_error
+from spawnkit.errors import BootstrapTimeoutError, ChildError, ChildExitedError, NodeLostError
+from spawnkit.launch._timeouts import first_late, join_timeout_error, results_timeout_error
 from spawnkit.protocol import failure
 
 __all__ = ["LAUNCHER", "RankOutput", "RankTable"]
@@ -81,11 +81,12 @@ class RankTable:
 
     def join_timed_out(
         self, running: list[int], waited: float, join_timeout: float | None
-    ) -> BootstrapTimeoutError:
-        """The group's ``join_timeout`` passed with ``running`` still in their entry."""
+    ) -> ChildError:
+        """The group's ``join_timeout`` passed with ``running`` unfinished (entry or bootstrap)."""
+        who, stage = first_late([(self.worker(r), self.stage[r]) for r in running])
         return join_timeout_error(
-            self.worker(running[0]),
-            self.stage[running[0]],
+            who,
+            stage,
             running=len(running),
             world=self.nprocs,
             group=self.name,
@@ -93,10 +94,10 @@ class RankTable:
             waited=waited,
         )
 
-    def results_timeout(self, running: list[int], waited: float) -> BootstrapTimeoutError:
-        """``results(timeout=)`` passed with ``running`` still in their entry; the group runs on."""
-        workers = [self.worker(r) for r in running]
-        return results_timeout_error(workers, group=self.name, waited=waited)
+    def results_timeout(self, running: list[int], waited: float) -> ChildError:
+        """``results(timeout=)`` passed with ``running`` unfinished; the group runs on."""
+        late = [(self.worker(r), self.stage[r]) for r in running]
+        return results_timeout_error(late, group=self.name, waited=waited)
 
 
 class RankOutput:

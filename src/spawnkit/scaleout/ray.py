@@ -116,10 +116,12 @@ def build_template(
     run_id: str | None = None,
 ) -> ProcessSpec:
     """The spec every rank starts from (rank fields are filled in per actor)."""
+    from spawnkit.launch._env_check import check_env
     from spawnkit.namespace import get_namespace
     from spawnkit.scaleout._plugin_set import plugin_digest, plugin_rows
     from spawnkit.spec._control import LaunchControl
 
+    check_env(get_namespace(namespace), env)  # typos and other namespaces' variables, once
     entry_str, entry_payload = entry_reference(entry)
     if payload is not None and not isinstance(payload, Payload):
         payload = Payload.capture(payload)
@@ -469,7 +471,8 @@ class RayWorkerGroup:
         The first rank that failed raises here (its ``ChildRaisedError``,
         ``ChildExitedError`` or ``NodeLostError``) and the others are stopped.  Once the group's
         ``join_timeout`` (seconds since the start) has passed with ranks still
-        running, a ``BootstrapTimeoutError`` tears the group down, as locally.
+        running, a ``BootstrapTimeoutError`` (a rank still bootstrapping) or an
+        ``EntryTimeoutError`` (ranks in their entry) tears the group down, as locally.
         After ``terminate()`` it answers at once: True only if every rank's
         entry had returned, False if ``terminate()`` stopped one first.
         """
@@ -494,9 +497,10 @@ class RayWorkerGroup:
     def results(self, timeout: float | None = None) -> list[Any]:
         """The entries' return values by rank, once all finished (see :meth:`join`).
 
-        ``timeout`` passing raises ``BootstrapTimeoutError`` and leaves the group
-        running, as the local group does: call again, or ``terminate()``.  The
-        group's ``join_timeout`` (counted from the start) passing tears it down.
+        ``timeout`` passing raises ``EntryTimeoutError`` (``BootstrapTimeoutError`` for
+        a rank still bootstrapping) and leaves the group running, as the local group
+        does: call again, or ``terminate()``.  The group's ``join_timeout`` (counted
+        from the start) passing tears it down.
         A rank stopped by ``terminate()`` before it returned is a ``ChildExitedError``.
         """
         if not self.join(timeout) and not self._closed:

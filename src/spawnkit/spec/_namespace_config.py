@@ -34,6 +34,9 @@ class NamespaceConfig:
     platform_base: str = "spawnkit.platforms.interface:Platform"
     guard_policy: str = "error"
     strict_plugins: bool = True
+    #: Variables the engine itself reads under its prefix (``MINIENG_PORT``): known, so the
+    #: launcher's unknown-variable check does not call them typos.
+    extra_env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.guard_policy not in GUARD_POLICIES:
@@ -41,6 +44,37 @@ class NamespaceConfig:
                 f"namespace {self.name!r}: guard_policy must be one of {GUARD_POLICIES}, "
                 f"got {self.guard_policy!r}"
             )
+        if not isinstance(self.extra_env, tuple) or not all(
+            isinstance(v, str) and v and v.replace("_", "a").isalnum() for v in self.extra_env
+        ):
+            raise ValueError(
+                f"namespace {self.name!r}: extra_env must be a tuple of variable names "
+                f"(A-Z, 0-9, _), got {self.extra_env!r}"
+            )
+
+    @property
+    def strict_env_var(self) -> str:
+        """``<PREFIX>_STRICT_ENV``: 1 makes an unknown or foreign variable a ``ConfigError``."""
+        return f"{self.env_prefix}_STRICT_ENV"
+
+    @property
+    def hook_conflicts_var(self) -> str:
+        """``<PREFIX>_HOOK_CONFLICTS``: ``warn`` (default), ``error`` or ``ignore``."""
+        return f"{self.env_prefix}_HOOK_CONFLICTS"
+
+    @property
+    def known_env(self) -> tuple[str, ...]:
+        """Every variable this namespace reads: its settings, then the engine's ``extra_env``."""
+        return (
+            self.platform_var,
+            self.plugins_var,
+            self.cpu_engine_var,
+            self.lenient_var,
+            self.guard_var,
+            self.strict_env_var,
+            self.hook_conflicts_var,
+            *self.extra_env,
+        )
 
     @classmethod
     def build(
@@ -58,6 +92,7 @@ class NamespaceConfig:
         platform_base: str = "spawnkit.platforms.interface:Platform",
         guard_policy: str = "error",
         strict_plugins: bool = True,
+        extra_env: tuple[str, ...] | list[str] = (),
     ) -> NamespaceConfig:
         """Derive every group and variable name from ``name`` and ``env_prefix`` unless given."""
         if not name or not all(part.isidentifier() for part in name.split(".")):
@@ -80,4 +115,5 @@ class NamespaceConfig:
             platform_base=platform_base,
             guard_policy=guard_policy,
             strict_plugins=strict_plugins,
+            extra_env=tuple(extra_env) if isinstance(extra_env, list | tuple) else extra_env,
         )

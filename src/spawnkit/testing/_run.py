@@ -39,7 +39,12 @@ from typing import TYPE_CHECKING, Any
 
 from spawnkit._compat import add_note
 from spawnkit.bootstrap.stages import Stage
-from spawnkit.errors import BootstrapTimeoutError, ChildRaisedError, EntryResolutionError
+from spawnkit.errors import (
+    BootstrapTimeoutError,
+    ChildRaisedError,
+    EntryResolutionError,
+    EntryTimeoutError,
+)
 from spawnkit.namespace import get_namespace
 from spawnkit.spec import Payload
 from spawnkit.testing._env import EnvOverlay
@@ -347,14 +352,18 @@ def _wait(group: WorkerGroup, entry: str | Callable[..., Any], timeout: float) -
     # The group's own ready_timeout (= timeout) bounds this, so its error names it.
     reports = group.wait_ready()
     if not group.join(timeout):
-        raise BootstrapTimeoutError(
+        stacks = group._dump_stacks([r for r in group._ranks if r.exitcode is None])
+        raise EntryTimeoutError(
             f"run_entry: the entry {_describe(entry)} did not return within {timeout} s "
             f"of the worker becoming ready; the worker was terminated. Raise "
-            f"timeout= if it is merely slow; otherwise the stack below shows where "
-            f"it hangs.{_hung_stack(group)}",
+            f"run_entry(timeout=) if it is merely slow; otherwise the stack below shows where "
+            f"it hangs.{_hung_stack(stacks)}",
             rank=0,
             stage=Stage.ENTRY.value,
+            setting="run_entry(timeout=)",
+            timeout_s=timeout,
             waited_s=timeout,
+            stacks=stacks,
         )
     results = group.results()
     pids = list(getattr(group, "pids", []) or [])
@@ -368,9 +377,8 @@ def _wait(group: WorkerGroup, entry: str | Callable[..., Any], timeout: float) -
     )
 
 
-def _hung_stack(group: WorkerGroup) -> str:
-    """The still-running worker's stacks (its faulthandler, a bounded wait), for the timeout."""
-    stacks = group._dump_stacks([r for r in group._ranks if r.exitcode is None])
+def _hung_stack(stacks: dict[int, str]) -> str:
+    """The still-running worker's stack (its faulthandler, a bounded wait), for the timeout."""
     text = stacks.get(0, "").rstrip()
     return f"\nStack of the worker at the deadline:\n{text}" if text else ""
 

@@ -1,0 +1,88 @@
+"""``-W`` / ``PYTHONWARNINGS`` entries that name spawnkit's warning categories, applied late.
+
+Python turns ``sys.warnoptions`` into filters while the interpreter starts,
+before ``spawnkit`` can be imported, so ``-W error::spawnkit.HookConflictWarning``
+is dropped with "Invalid -W option ignored: invalid module name: 'spawnkit'".
+``spawnkit/__init__`` calls :func:`reapply` once, in every process that
+imports it (the launcher and each worker: spawnkit's worker command lines and
+the warm server's carry the launcher's ``-W`` options, and ``PYTHONWARNINGS``
+is inherited), which installs those entries as Python would have.  The
+entries after the first such one are installed again after it, in order, so
+a later ``-W`` keeps its precedence (``-W error::spawnkit.X -W ignore`` still
+ignores everything).  Only the categories ``spawnkit`` exports by name
+(``spawnkit.HookConflictWarning``, ``spawnkit.EnvVariableWarning``) are
+resolved; no other module is imported for it.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["reapply"]
+
+_ACTIONS = ("default", "always", "ignore", "module", "once", "error")
+
+
+def reapply() -> int:
+    """Install the ``sys.warnoptions`` entries Python could not (see above); how many."""
+    options = list(getattr(sys, "warnoptions", ()) or ())
+    first = next((i for i, o in enumerate(options) if "spawnkit." in o), None)
+    if first is None:  # the common case: nothing to parse, nothing imported
+        return 0
+    import warnings  # only now: the common case above imports nothing
+
+    done = 0
+    for option in options[first:]:
+        parsed = _parse(option)
+        if parsed is not None:
+            action, message, category, module, lineno = parsed
+            warnings.filterwarnings(action, message, category, module, lineno)
+            done += 1
+    return done
+
+
+def _parse(option: str) -> tuple[Any, str, type[Warning], str, int] | None:
+    """``action:message:category:module:lineno`` as ``warnings`` reads it; None if unusable."""
+    import re
+
+    parts = [p.strip() for p in option.split(":")]
+    if len(parts) > 5:
+        return None
+    parts += [""] * (5 - len(parts))
+    action_text, message, category_text, module, line_text = parts
+    action = (
+        next((a for a in _ACTIONS if a.startswith(action_text)), None) if action_text else "default"
+    )
+    category = _category(category_text)
+    try:
+        lineno = int(line_text) if line_text else 0
+    except ValueError:
+        return None
+    if action is None or category is None or lineno < 0:
+        return None
+    return action, re.escape(message), category, re.escape(module) + r"\Z" if module else "", lineno
+
+
+def _category(text: str) -> type[Warning] | None:
+    """The category an entry names: a builtin, a ``spawnkit.X`` export, or one already imported.
+
+    A module that is not imported yet is not imported here (a worker imports
+    spawnkit before its hooks are applied); Python dropped that entry at start-up
+    only if it could not import it either, and reported it then.
+    """
+    if not text:
+        return Warning
+    modname, _, name = text.rpartition(".")
+    if modname == "spawnkit":
+        from spawnkit import errors
+
+        found = getattr(errors, name, None) if name in errors.__all__ else None
+    elif not modname:
+        import builtins
+
+        found = getattr(builtins, name, None)
+    else:
+        module = sys.modules.get(modname)
+        found = getattr(module, name, None) if module is not None else None
+    return found if isinstance(found, type) and issubclass(found, Warning) else None

@@ -1,0 +1,134 @@
+"""Hooks that combine in a way their plugins may not mean, reported as Python warnings.
+
+Three shapes on one target: several REPLACE hooks (only the last takes
+effect), REPLACE mixed with other hooks (they wrap the replacement, not the
+original) and several AROUND hooks (one that does not call ``original_fn``
+bypasses the hooks inside it).  Each is one ``spawnkit.HookConflictWarning``
+so that ``-W ignore::spawnkit.HookConflictWarning`` silences them, ``-W
+error::...`` (or ``PYTHONWARNINGS``) escalates them, and
+``<PREFIX>_HOOK_CONFLICTS=error|ignore`` does the same per namespace.
+
+They are reported when hooks are applied, not as each hook registers: only
+then is the whole set known, so each conflict is one message, and an
+escalation is one ``HookConflictError`` raised before anything is patched
+(in a worker: stage ``apply_hooks``).  A message is reported once per process
+(the registry's state remembers it); the parent cannot know the hooks without
+loading the plugins, which it never does, so every spawned rank reports its own
+(``spawnkit doctor`` reports them once, in its own process).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from typing import TYPE_CHECKING
+
+from spawnkit.errors import ConfigError, HookConflictError, HookConflictWarning
+from spawnkit.hooks.types import HookType, Registration
+
+if TYPE_CHECKING:
+    from spawnkit.hooks._state import State
+
+__all__ = ["POLICIES", "messages", "parse_policy", "report"]
+
+POLICIES = ("warn", "error", "ignore")
+
+
+def parse_policy(var: str, raw: str | None) -> str:
+    """``<PREFIX>_HOOK_CONFLICTS`` as a policy; unset is ``warn``, a bad value a ``ConfigError``."""
+    value = (raw or "").strip().lower() or "warn"
+    if value not in POLICIES:
+        raise ConfigError(
+            f"{var}={raw!r} is not a hook conflict policy; use one of {', '.join(POLICIES)}.",
+            setting=var,
+        )
+    return value
+
+
+def _for_target(target: str, regs: list[Registration]) -> list[str]:
+    replaces = [r for r in regs if r.hook_type is HookType.REPLACE]
+    others = [r for r in regs if r.hook_type is not HookType.REPLACE]
+    arounds = [r for r in regs if r.hook_type is HookType.AROUND]
+    out: list[str] = []
+    if len(replaces) > 1:
+        out.append(
+            f"target {target!r} has {len(replaces)} REPLACE hooks: {replaces[-1].describe()} "
+            f"takes effect and {', '.join(r.describe() for r in replaces[:-1])} never runs "
+            "(the last registered REPLACE wins)"
+        )
+    if replaces and others:
+        out.append(
+            f"target {target!r} mixes REPLACE ({replaces[-1].describe()}) with other hooks "
+            f"({', '.join(r.describe() for r in others)}): BEFORE/AFTER/AROUND hooks wrap the "
+            "replacement, not the original"
+        )
+    if len(arounds) > 1:
+        out.append(
+            f"target {target!r} has {len(arounds)} AROUND hooks "
+            f"({', '.join(r.describe() for r in arounds)}); they nest in registration order, "
+            "the last outermost, and one that does not call original_fn bypasses every hook "
+            "inside it"
+        )
+    return out
+
+
+def messages(st: State) -> list[str]:
+    """Every conflict among the registrations of ``st``, one message each."""
+    out: list[str] = []
+    for key, regs in st.regs.items():
+        out.extend(_for_target(st.display.get(key, key), regs))
+    return out
+
+
+def report(st: State, policy: str = "warn", var: str = "") -> None:
+    """Report the conflicts not reported yet in this process, per ``policy``.
+
+    ``error``, or a warnings filter that escalates ``HookConflictWarning``,
+    raises one ``HookConflictError`` listing them (nothing is patched yet).
+    """
+    fresh = [m for m in messages(st) if m not in st.conflicts_reported]
+    if not fresh:
+        return
+    knob = f"{var}=ignore" if var else "-W ignore::spawnkit.HookConflictWarning"
+    if policy == "error":
+        raise HookConflictError(
+            f"{len(fresh)} hook conflict(s), refused because {var}=error:\n"
+            + "\n".join(f"  - {m}" for m in fresh)
+            + f"\nFix: remove or reorder the conflicting plugins' hooks; or set {var}=warn "
+            "to run with them.",
+            conflicts=fresh,
+        )
+    st.conflicts_reported.update(fresh)
+    if policy == "ignore":
+        return
+    level = _user_stacklevel()
+    for message in fresh:
+        try:
+            warnings.warn(
+                f"{message}. Silence with {knob}; refuse with "
+                f"{f'{var}=error' if var else '-W error::spawnkit.HookConflictWarning'}.",
+                HookConflictWarning,
+                stacklevel=level,
+            )
+        except HookConflictWarning as escalated:  # -W error::spawnkit.HookConflictWarning
+            st.conflicts_reported.difference_update(fresh)
+            raise HookConflictError(
+                f"hook conflict escalated to an error by the warnings filter "
+                f"(-W / PYTHONWARNINGS error::spawnkit.HookConflictWarning): {message}.\n"
+                "Fix: remove or reorder the conflicting plugins' hooks; or drop that -W / "
+                f"PYTHONWARNINGS entry{f', or set {var}=ignore' if var else ''}.",
+                conflicts=fresh,
+            ) from escalated
+
+
+def _user_stacklevel() -> int:
+    """``stacklevel`` for ``report``'s warning: the first frame outside spawnkit (the
+    user's ``apply_hooks()`` call), else ``report`` itself (a worker's frames are ours)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+    frame = sys._getframe(1)  # report()
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level if frame is not None else 1

@@ -1,0 +1,236 @@
+"""Issue 21 items 1 and 2: the launcher's look at the environment its workers will see.
+
+Item 1: a misspelled ``<PREFIX>_*`` variable (``MINIENG_PLUGIN``) or another
+namespace's variable (``SPAWNKIT_PLATFORM`` while launching ``MINIENG``) is one
+``EnvVariableWarning`` per launch, in the parent, with a did-you-mean;
+``<PREFIX>_STRICT_ENV=1`` refuses it.  Item 2: ``env=`` counts in platform
+selection exactly as if set in the parent: a device visible only through it is
+selected, and the parent's ``os.environ`` is restored exactly.  Real
+distributions on a private site directory; one real spawned worker.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+import warnings
+from pathlib import Path
+
+import pytest
+
+from spawnkit import _metadata
+from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit.errors import ConfigError, EnvVariableWarning
+from spawnkit.launch import build_spec
+from spawnkit.launch._env_check import find_env_problems
+from spawnkit.namespace import Namespace
+from spawnkit.testing import write_distribution
+
+
+def _ns(**settings: object) -> Namespace:
+    tag = f"ec{uuid.uuid4().hex[:8]}"
+    return Namespace(tag, env_prefix=tag.upper(), **settings)
+
+
+def _env_warnings(record: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in record if issubclass(w.category, EnvVariableWarning)]
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "site"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    _metadata.clear_cache()
+    yield root
+    _metadata.clear_cache()
+
+
+# ------------------------------------------------------------------- item 1
+def test_a_misspelled_variable_warns_once_per_launch_with_did_you_mean(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ns = _ns()
+    prefix = ns.env_prefix
+    monkeypatch.setenv(f"{prefix}_PLUGIN", "general")  # the S is missing
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("default")
+        build_spec("os:getpid", namespace=ns)
+        build_spec("os:getpid", namespace=ns)
+    found = _env_warnings(record)
+    assert len(found) == 2, found  # once per launch, not once per process
+    assert f"{prefix}_PLUGIN is set" in found[0]
+    assert f"did you mean {prefix}_PLUGINS?" in found[0]
+    assert f"{prefix}_STRICT_ENV=1" in found[0]  # the knob that refuses it
+    assert record[0].filename == __file__  # at the caller's line
+
+
+def test_an_env_override_counts_and_strict_env_refuses_before_any_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ns = _ns()
+    prefix = ns.env_prefix
+    monkeypatch.setenv(f"{prefix}_STRICT_ENV", "1")
+    with pytest.raises(ConfigError) as info:
+        spawn_with_plugins("os:getpid", namespace=ns, env={f"{prefix}_LENIENT_PLUGIN": "1"})
+    assert info.value.setting == f"{prefix}_LENIENT_PLUGIN"
+    assert f"did you mean {prefix}_LENIENT_PLUGINS?" in str(info.value)
+    assert f"unset {prefix}_STRICT_ENV" in str(info.value)
+
+
+def test_extra_env_declares_the_engines_own_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    tag = f"ec{uuid.uuid4().hex[:8]}"
+    prefix = tag.upper()
+    ns = Namespace(tag, env_prefix=prefix, extra_env=(f"{prefix}_PORT",))
+    assert f"{prefix}_PORT" in ns.config.known_env
+    env = {f"{prefix}_PORT": "8000", f"{prefix}_PORTS": "1"}
+    assert [f.var for f in find_env_problems(ns, env)] == [f"{prefix}_PORTS"]
+
+
+def test_a_variable_of_another_namespace_is_foreign_and_names_ours(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ns = _ns()
+    monkeypatch.setenv("SPAWNKIT_PLATFORM", "cpu")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("default")
+        build_spec("os:getpid", namespace=ns)
+    (found,) = [m for m in _env_warnings(record) if "SPAWNKIT_PLATFORM" in m]
+    assert "variable of namespace 'spawnkit'" in found
+    assert f"did you mean {ns.env_prefix}_PLATFORM?" in found
+
+
+def test_a_longer_prefix_of_another_namespace_is_not_a_typo_of_the_shorter() -> None:
+    short = _ns()
+    longer = Namespace(f"{short.name}.demo", env_prefix=f"{short.env_prefix}_DEMO")
+    env = {
+        f"{short.env_prefix}_DEMO_ANYTHING": "1",  # under the demo's prefix: not ours to judge
+        f"{short.env_prefix}_DEMO_PLATFORM": "x",  # the demo's own variable: foreign
+        f"{short.env_prefix}_PLATFORMS": "x",  # ours, misspelled
+    }
+    found = {f.var: f.message for f in find_env_problems(short, env)}
+    assert set(found) == {f"{short.env_prefix}_DEMO_PLATFORM", f"{short.env_prefix}_PLATFORMS"}
+    assert f"namespace {longer.name!r}" in found[f"{short.env_prefix}_DEMO_PLATFORM"]
+    # The other way round: the short namespace's variables are foreign to the demo.
+    back = {f.var for f in find_env_problems(longer, {f"{short.env_prefix}_PLUGINS": "a"})}
+    assert back == {f"{short.env_prefix}_PLUGINS"}
+
+
+def test_a_namespace_registered_by_an_installed_engine_counts(site: Path) -> None:
+    tag = f"ec{uuid.uuid4().hex[:8]}"
+    write_distribution(
+        site,
+        f"{tag}-engine",
+        "1.0",
+        entry_points={"spawnkit.namespaces": {tag: f"{tag}_engine:NS"}},
+        modules={
+            f"{tag}_engine": (
+                f"import spawnkit\nNS = spawnkit.Namespace({tag!r}, env_prefix='{tag.upper()}E')\n"
+            )
+        },
+    )
+    _metadata.clear_cache()
+    ours = _ns()
+    found = find_env_problems(ours, {f"{tag.upper()}E_PLUGINS": "a"})
+    assert [f.var for f in found] == [f"{tag.upper()}E_PLUGINS"]
+    assert f"variable of namespace {tag!r}" in found[0].message
+
+
+# ------------------------------------------------------------------- item 2
+def _device_plugin(site: Path, ns: Namespace, visible_var: str) -> None:
+    """A real platform plugin whose ``activate()`` sees its device only when ``visible_var=1``
+    (the way ``examples/my_platform_plugin`` reads ``MY_DEVICE_VISIBLE``)."""
+    pkg = f"{ns.name}_dev"
+    write_distribution(
+        site,
+        f"{pkg}-dist",
+        "1.0",
+        entry_points={ns.config.platform_group: {"envdev": f"{pkg}:activate"}},
+        modules={
+            f"{pkg}.__init__": (
+                "import os\n\ndef activate():\n"
+                f"    if os.environ.get({visible_var!r}) == '1':\n"
+                f"        return '{pkg}.platform:EnvDev'\n    return None\n"
+            ),
+            f"{pkg}.platform": (
+                "from spawnkit.platforms.interface import Platform, PlatformEnum\n\n"
+                "class EnvDev(Platform):\n    _enum = PlatformEnum.OOT\n"
+                "    device_name = 'envdev'\n    device_type = 'envdev'\n"
+            ),
+        },
+    )
+    _metadata.clear_cache()
+
+
+def test_a_device_visible_only_through_env_is_selected_and_environ_restored(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ns = _ns()
+    visible = f"DEV_{ns.env_prefix}_VISIBLE"
+    _device_plugin(site, ns, visible)
+    monkeypatch.setenv(ns.config.cpu_engine_var, "1")  # the fallback without the device: cpu
+    before = dict(os.environ)
+    assert build_spec("os:getpid", namespace=ns).platform == "cpu"
+    assert build_spec("os:getpid", namespace=ns, env={visible: "1"}).platform == "envdev"
+    assert dict(os.environ) == before  # the override is gone again
+    assert build_spec("os:getpid", namespace=ns).platform == "cpu"  # no stale cache
+    monkeypatch.setenv(visible, "0")
+    before = dict(os.environ)
+    assert build_spec("os:getpid", namespace=ns, env={visible: "1"}).platform == "envdev"
+    assert dict(os.environ) == before and os.environ[visible] == "0"  # its old value back
+
+
+def test_the_worker_runs_on_the_device_env_made_visible(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ns = _ns()
+    visible = f"DEV_{ns.env_prefix}_VISIBLE"
+    _device_plugin(site, ns, visible)
+    with spawn_with_plugins(
+        "os:getpid", namespace=ns, env={visible: "1"}, ready_timeout=120, join_timeout=120
+    ) as group:
+        (report,) = group.wait_ready(timeout=120)
+        group.join(timeout=120)
+    assert report.platform["name"] == "envdev", report.format()
+
+
+def test_selection_windows_of_concurrent_launches_do_not_leak(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ns = _ns()
+    visible = f"DEV_{ns.env_prefix}_VISIBLE"
+    _device_plugin(site, ns, visible)
+    monkeypatch.setenv(ns.config.cpu_engine_var, "1")
+    seen: dict[str, set[str]] = {"with": set(), "without": set()}
+    errors: list[BaseException] = []
+
+    def launch(kind: str) -> None:
+        try:
+            for _ in range(20):
+                env = {visible: "1"} if kind == "with" else None
+                seen[kind].add(build_spec("os:getpid", namespace=ns, env=env).platform)
+        except BaseException as exc:  # reported below, never lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=launch, args=(k,)) for k in ("with", "without") * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors and not any(t.is_alive() for t in threads)
+    assert seen == {"with": {"envdev"}, "without": {"cpu"}}
+    assert visible not in os.environ
+
+
+def test_the_ray_launcher_checks_the_same_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``spawn_on_ray`` builds its own template (the actors select): it checks there too."""
+    from spawnkit.scaleout.ray import build_template
+
+    ns = _ns()
+    prefix = ns.env_prefix
+    with pytest.warns(EnvVariableWarning, match=f"did you mean {prefix}_PLUGINS"):
+        build_template("os:getpid", namespace=ns, env={f"{prefix}_PLUGIN": "x"})
+    monkeypatch.setenv(f"{prefix}_STRICT_ENV", "1")
+    with pytest.raises(ConfigError):
+        build_template("os:getpid", namespace=ns, env={f"{prefix}_PLUGIN": "x"})
