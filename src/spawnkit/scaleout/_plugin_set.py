@@ -100,7 +100,7 @@ def check_plugin_set(spec: Any, *, node: str, rank: int) -> None:
         f"{dist}: launcher {want or 'not installed'}, node {got or 'not installed'}"
         for dist, want, got in diffs
     )
-    var = f"{spec.namespace.env_prefix}_ALLOW_PLUGIN_DRIFT"
+    var = spec.namespace.allow_plugin_drift_var
     where = f"rank {rank} on node {node or '<unknown>'} (host {os.uname().nodename})"
     if os.environ.get(var, "") == "1":
         _log.warning(

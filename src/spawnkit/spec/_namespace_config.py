@@ -58,6 +58,11 @@ class NamespaceConfig:
         return f"{self.env_prefix}_STRICT_ENV"
 
     @property
+    def allow_plugin_drift_var(self) -> str:
+        """``<PREFIX>_ALLOW_PLUGIN_DRIFT``: a rank whose node sees other plugins only warns."""
+        return f"{self.env_prefix}_ALLOW_PLUGIN_DRIFT"
+
+    @property
     def hook_conflicts_var(self) -> str:
         """``<PREFIX>_HOOK_CONFLICTS``: ``warn`` (default), ``error`` or ``ignore``."""
         return f"{self.env_prefix}_HOOK_CONFLICTS"
@@ -73,6 +78,7 @@ class NamespaceConfig:
             self.guard_var,
             self.strict_env_var,
             self.hook_conflicts_var,
+            self.allow_plugin_drift_var,
             *self.extra_env,
         )
 
