@@ -62,6 +62,7 @@ def spawn_with_plugins(
     grace_period: float = DEFAULT_GRACE_PERIOD,
     rank_extra: Callable[[int], Mapping[str, Any]] | None = None,
     progress: ProgressCallback | None = None,
+    bootstrap_parent: bool = False,
 ) -> WorkerGroup:
     """Start ``nprocs`` workers that each bootstrap (platform, plugins, hooks) and run ``entry``.
 
@@ -78,7 +79,9 @@ def spawn_with_plugins(
     returns.  ``progress(rank, stage, elapsed)`` is called from the group's wait
     calls as each rank starts a stage, then once with ``done``/``failed``/
     ``stopped`` (see ``spawnkit.launch._progress``; a callback that raises
-    stops the run with ``ProgressCallbackError``).  Ctrl-C during a wait call
+    stops the run with ``ProgressCallbackError``).  ``bootstrap_parent=True``
+    bootstraps this process first (``bootstrap_here``), for an engine that
+    runs scheduler code in the launcher.  Ctrl-C during a wait call
     stops the group (bounded) and is re-raised; a second Ctrl-C meanwhile
     kills the workers at once.  Returns a running :class:`WorkerGroup`; use it
     as a context manager.
@@ -86,6 +89,10 @@ def spawn_with_plugins(
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
     preload = tuple(preload)
     ns = get_namespace(namespace)
+    if bootstrap_parent:  # this process too, before anything is spawned (see bootstrap_here)
+        from spawnkit.launch.context import bootstrap_here
+
+        bootstrap_here(ns)
     template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
     lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
     # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
