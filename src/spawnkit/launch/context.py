@@ -75,7 +75,8 @@ def get_context(
 ) -> Any:
     """A ``multiprocessing``-style context whose processes bootstrap ``namespace`` first.
 
-    ``namespace`` None is the default one (or, inside a worker, the worker's). ``method`` is ``"spawn"``, ``"forkserver"`` or ``"fork"``; ``context=
+    ``namespace`` None is the default one (inside a worker, the worker's).
+    ``method`` is ``"spawn"``, ``"forkserver"`` or ``"fork"``; ``context=
     "multiprocess"`` pickles with dill.  ``preload`` (forkserver only) is
     imported by the warm server after its hooks are applied; ``timeout``
     bounds the server's start (default 120 s).
@@ -117,14 +118,14 @@ class _BootstrapContextMixin:
     namespace: Namespace
     spec: ProcessSpec
 
-    def Pool(  # noqa: N802 - the multiprocessing name
+    def Pool(
         self,
         processes: int | None = None,
         initializer: Any = None,
         initargs: tuple[Any, ...] = (),
         maxtasksperchild: int | None = None,
     ) -> BootstrapPool:
-        """A pool of bootstrapped workers that fails, instead of respawning, on a failed bootstrap."""
+        """A pool of bootstrapped workers that fails on a failed bootstrap (never respawns)."""
         return BootstrapPool(processes, initializer, initargs, maxtasksperchild, context=self)
 
     def __repr__(self) -> str:
@@ -170,7 +171,7 @@ class BootstrapPool(_mp_pool.Pool):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._spawnkit_started: list[Any] = []
         self._spawnkit_broken: Exception | None = None
-        self.Process = self._new_worker  # type: ignore[assignment,method-assign]
+        self.Process = self._new_worker  # type: ignore[method-assign]
         super().__init__(*args, **kwargs)
 
     def _new_worker(self, ctx: Any, *args: Any, **kwargs: Any) -> Any:
@@ -191,20 +192,23 @@ class BootstrapPool(_mp_pool.Pool):
         return None
 
     def _fail_pending(self, err: Exception) -> None:
-        for result in list(self._cache.values()):
-            if isinstance(result, _mp_pool.MapResult):
+        """Every task still waiting gets ``err`` (the pool's result objects, by their protocol)."""
+        cache: Any = self.__dict__["_cache"]
+        result: Any
+        for result in list(cache.values()):
+            if hasattr(result, "_number_left"):  # MapResult: ready once every chunk is set
                 while result._number_left > 0 and not result.ready():
                     result._set(0, (False, err))
-            elif isinstance(result, _mp_pool.IMapIterator):
+            elif hasattr(result, "_items"):  # IMapIterator: its next() raises the error
                 result._set(result._index, (False, err))
-                self._cache.pop(result._job, None)
+                cache.pop(result._job, None)
             elif not result.ready():
                 result._set(0, (False, err))
 
     def _check_running(self) -> None:
         if self._spawnkit_broken is not None:
             raise self._spawnkit_broken
-        super()._check_running()
+        _mp_pool.Pool._check_running(self)  # type: ignore[attr-defined]
 
 
 class _NoWorker:

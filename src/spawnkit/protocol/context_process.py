@@ -176,7 +176,7 @@ def _reduce_ex(self: Any, protocol: int) -> tuple[Any, ...]:
 
 
 def _rebuild(cls: type, state: dict[str, Any]) -> Any:
-    obj = cls.__new__(cls)
+    obj: Any = object.__new__(cls)
     obj.__dict__.update(state)
     return obj
 

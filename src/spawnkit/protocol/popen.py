@@ -322,7 +322,8 @@ def early_failure(proc: Any) -> Failed | None:
         return Failed(*fields)
     except Exception:
         text = raw.decode("utf-8", "replace")
-        return Failed(PRE_BOOTSTRAP, "", text.strip().splitlines()[-1] if text.strip() else "", text)
+        last = text.strip().splitlines()[-1] if text.strip() else ""
+        return Failed(PRE_BOOTSTRAP, "", last, text)
 
 
 def early_error_text(proc: Any) -> str:
