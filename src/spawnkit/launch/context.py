@@ -135,9 +135,7 @@ class _BootstrapContextMixin:
 
 def _check(method: str, context: str, preload: tuple[str, ...]) -> None:
     if method not in METHODS:
-        raise ConfigError(
-            f"get_context(method={method!r}): use one of {METHODS}", setting="method"
-        )
+        raise ConfigError(f"get_context(method={method!r}): use one of {METHODS}", setting="method")
     if context not in CONTEXTS:
         raise ConfigError(
             f"get_context(context={context!r}): use one of {CONTEXTS}", setting="context"

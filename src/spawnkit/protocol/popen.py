@@ -213,9 +213,7 @@ def _warm_popen(package: str) -> type:
             finally:
                 os.close(early_w)
             parent_w = os.dup(w)
-            self.finalizer = util.Finalize(
-                self, util.close_fds, (parent_w, self.sentinel, early_r)
-            )
+            self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel, early_r))
             try:
                 send_start_data(w, buf.getvalue())
             finally:
