@@ -299,7 +299,9 @@ class Bootstrapper:
         global _server_boot, _server_guard
         first = SHARED_STAGES[0]
         if self._next != 0 or self.inherited is not None:
-            raise self._order_error(first, "prebootstrap() runs once, in a fresh warm-start server")
+            raise self._order_error(
+                first, "prebootstrap() runs once, in a fresh warm-start server"
+            )
         started = time.time()
         self._serving = True
         self.pid = os.getpid()

@@ -21,7 +21,6 @@ from spawnkit.errors import HookRegistrationError, HookTargetError
 
 __all__: list[str] = []
 
-
 class TargetPath(NamedTuple):
     """A parsed target: ``key`` is the canonical dotted form both spellings share."""
 
