@@ -241,9 +241,10 @@ def bootstrap_here(namespace: Namespace | NamespaceConfig | str | None = None) -
     """
     ns = get_namespace(namespace)
     with _here_lock:
-        found = _here.get(ns.name)
-        if found is not None:
-            return found
+        found = _here.get(ns.name) or context_process.bootstrapped_report(ns.name)
+        if found is not None:  # here before, or a worker of this namespace: nothing new to do
+            report: BootstrapReport = found
+            return report
         from spawnkit.bootstrap.process import Bootstrapper
 
         try:

@@ -39,7 +39,13 @@ from typing import Any
 from spawnkit.protocol import child, failure
 from spawnkit.protocol.failure import Failed
 
-__all__ = ["BOOTSTRAP_FAILED_EXIT", "bootstrap_error", "run_target", "variant"]
+__all__ = [
+    "BOOTSTRAP_FAILED_EXIT",
+    "bootstrap_error",
+    "bootstrapped_report",
+    "run_target",
+    "variant",
+]
 
 BOOTSTRAP_FAILED_EXIT = 70
 """Exit status of a context's child whose bootstrap failed (EX_SOFTWARE): its target never ran."""
@@ -197,20 +203,28 @@ def run_target(self: Any) -> None:
     _sub(self._spawnkit_package, "process").BaseProcess.run(self)
 
 
-def _bootstrap(spec: Any) -> None:
-    """Run the stages through ``apply_hooks``, unless this process inherited them by fork."""
+def bootstrapped_report(namespace: str) -> Any:
+    """This process's report if it is bootstrapped for ``namespace`` (hooks applied), else None.
+
+    True in a worker after its hooks, in an engine process after
+    ``bootstrap_here``, and in a fork of either: hooks live in the memory
+    a fork copies.
+    """
     from spawnkit.bootstrap import process
     from spawnkit.spec import _phase
 
     owner = _phase.worker_namespace()
-    parent_report = process.current_report()
-    if (
-        owner is not None
-        and owner.name == spec.namespace.name
-        and not _phase.too_early()
-        and parent_report is not None
-    ):
-        # A fork of a process bootstrapped for this namespace: its hooks are in our memory.
+    if owner is None or owner.name != namespace or _phase.too_early():
+        return None
+    return process.current_report()
+
+
+def _bootstrap(spec: Any) -> None:
+    """Run the stages through ``apply_hooks``, unless this process inherited them by fork."""
+    from spawnkit.bootstrap import process
+
+    parent_report = bootstrapped_report(spec.namespace.name)
+    if parent_report is not None and parent_report.pid != os.getpid():
         inherited = {"forked_from": parent_report.pid, "stages": dict(parent_report.stage_seconds)}
         report = dataclasses.replace(parent_report, pid=os.getpid(), inherited=inherited)
         process._set_current(spec, report)
