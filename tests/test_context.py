@@ -219,3 +219,34 @@ def test_get_context_refuses_an_unknown_method_in_the_parent() -> None:
     with pytest.raises(ConfigError, match="preload"):
         spawnkit.get_context("spawn", preload=("torch",))
     assert os.getpid()  # nothing was started
+
+
+DILL = """
+    import json
+
+
+    def main():
+        from {eng} import procs
+        from {eng}.ns import NS
+
+        out = {{}}
+        for method in ("spawn", "forkserver"):
+            ctx = NS.get_context(method, context="multiprocess")
+            r, w = ctx.Pipe(duplex=False)
+            # A closure travels by value with dill, and still runs after the hooks.
+            p = ctx.Process(target=lambda conn: conn.send(procs.work.tokenize("x")), args=(w,))
+            p.start()
+            w.close()
+            out[method] = r.recv() if r.poll(120) else None
+            p.join(60)
+        return out
+
+
+    if __name__ == "__main__":
+        print(json.dumps(main()))
+    """
+
+
+def test_the_multiprocess_context_pickles_with_dill_and_bootstraps_too(engine: Engine) -> None:
+    out, _ = engine.run(DILL)
+    assert out == {"spawn": "tok:x+plugin", "forkserver": "tok:x+plugin"}
