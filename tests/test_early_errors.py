@@ -127,9 +127,10 @@ def test_a_torchrun_rank_refuses_a_proxy_touched_while_its_spec_is_unpickled(
 
 
 RAY_ACTOR = """
-    import json, pickle
+    import json, os, pickle, sys
 
     if __name__ == "__main__":
+        sys.modules["ray"] = None  # the actor's own code, outside Ray: no cluster is started
         from spawnkit import build_spec
         from spawnkit.scaleout._ray_actor import RankActor
         from {eng}.ns import NS
@@ -143,7 +144,8 @@ RAY_ACTOR = """
         outcome = actor.run(0, data)
         failure = outcome.get("failure")
         print(json.dumps({{"status": outcome["status"],
-                          "exc_type": failure.exc_type if failure else ""}}))
+                          "exc_type": failure.exc_type if failure else ""}}), flush=True)
+        os._exit(0)  # before the failed rank's own delayed exit(1)
     """
 
 
