@@ -51,6 +51,9 @@ _EXPORTS: dict[str, str] = {
     "cleanup": "spawnkit.bootstrap",
     "build_spec": "spawnkit.bootstrap",
     "write_launch_spec": "spawnkit.bootstrap",
+    # every process of an engine
+    "get_context": "spawnkit.launch.context",
+    "bootstrap_here": "spawnkit.launch.context",
 }
 
 # The error names are declared once, in ``errors.__all__``.  The module is standard
@@ -78,6 +81,8 @@ if TYPE_CHECKING:
     from spawnkit.hooks import apply_plugin_hooks as apply_plugin_hooks
     from spawnkit.hooks import load_plugins as load_plugins
     from spawnkit.hooks import plugin_hook as plugin_hook
+    from spawnkit.launch.context import bootstrap_here as bootstrap_here
+    from spawnkit.launch.context import get_context as get_context
     from spawnkit.namespace import Namespace as Namespace
     from spawnkit.namespace import default_namespace as default_namespace
     from spawnkit.namespace import get_namespace as get_namespace

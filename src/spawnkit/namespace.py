@@ -35,6 +35,7 @@ from spawnkit.errors import NamespaceError
 from spawnkit.spec import NamespaceConfig, _phase
 
 if TYPE_CHECKING:
+    from spawnkit.bootstrap.report import BootstrapReport
     from spawnkit.hooks.plugins import LoadedPlugin, PluginManager
     from spawnkit.hooks.registry import HookRegistry
     from spawnkit.hooks.registry import HookRegistry as _Registry
@@ -159,6 +160,25 @@ class Namespace:
 
     def apply_plugin_hooks(self, **kwargs: Any) -> Any:
         return self.plugins.apply(**kwargs)
+
+    def get_context(
+        self, method: str = "spawn", *, context: str = "multiprocessing", **options: Any
+    ) -> Any:
+        """A ``multiprocessing``-style context whose processes bootstrap this namespace first.
+
+        Defined in ``spawnkit.launch.context`` (the parent side), reached from
+        here through a lazy import: the facade only forwards, nothing below
+        the launcher imports it.
+        """
+        from spawnkit.launch.context import get_context
+
+        return get_context(method, context=context, namespace=self, **options)
+
+    def bootstrap_here(self) -> BootstrapReport:
+        """Bootstrap this namespace in the calling process (see ``launch.context``)."""
+        from spawnkit.launch.context import bootstrap_here
+
+        return bootstrap_here(self)
 
     def plugin_hook(
         self,

@@ -22,7 +22,7 @@ from spawnkit.bench._checks import Check, print_checks
 __all__ = ["BENCHMARKS", "Check", "load", "print_checks"]
 
 #: What ``spawnkit bench`` runs by default, in this order.
-BENCHMARKS = ("spawn_latency", "hook_overhead", "bootstrap_stages")
+BENCHMARKS = ("spawn_latency", "hook_overhead", "bootstrap_stages", "context_pool")
 
 
 def load(name: str) -> ModuleType:

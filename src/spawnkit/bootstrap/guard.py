@@ -197,7 +197,16 @@ UNPICKLING, PRELOAD, MAIN, STARTUP, PLUGIN, STAGE, PLACED = (
 
 def _is_unpickler(filename: str) -> bool:
     fname = filename.replace("\\", "/")
-    return fname.endswith(("multiprocessing/spawn.py", "multiprocess/spawn.py"))
+    # spawn's, and where a torchrun rank (spec file) and a Ray actor (its bytes) unpickle a spec
+    return fname.endswith(_UNPICKLERS)
+
+
+_UNPICKLERS = (
+    "multiprocessing/spawn.py",
+    "multiprocess/spawn.py",
+    "spawnkit/spec/signing.py",
+    "spawnkit/scaleout/_ray_actor.py",
+)
 
 
 def _is_preload(filename: str) -> bool:

@@ -447,6 +447,19 @@ class Bootstrapper:
             return self.entry(self.payload_obj)
         return self.entry()
 
+    def through_hooks(self) -> BootstrapReport:
+        """The stages up to ``apply_hooks``, then this process's report, set as current.
+
+        For a process that runs its own code afterwards instead of an entry:
+        a child of a bootstrapping context (its Process target) or the
+        engine's own process (``bootstrap_here``).
+        """
+        for row in STAGES[: STAGE_ORDER.index(Stage.HOOKS) + 1]:
+            getattr(self, row.method)()
+        self.report = self.build_report()
+        _set_current(self.spec, self.report)
+        return self.report
+
     def _entry_arg(self, name: str) -> Any:
         """One named entry argument; the launcher checked that every name exists."""
         spec = self.spec

@@ -55,7 +55,7 @@ class Rank:
     report_open: bool = True
     terminated: bool = False
     fault_text: str = ""
-    early_text: str = ""
+    early: proto.Failed | None = None
     events: list[tuple[str, str, float]] = field(default_factory=list)
     end_told: bool = False
 

@@ -53,7 +53,7 @@ from spawnkit.launch._timeouts import (
 )
 from spawnkit.protocol import failure
 from spawnkit.protocol import messages as proto
-from spawnkit.protocol.popen import LaunchContext, early_error_text
+from spawnkit.protocol.popen import LaunchContext, early_failure
 
 __all__ = ["DEFAULT_GRACE_PERIOD", "DEFAULT_READY_TIMEOUT", "WorkerGroup"]
 
@@ -323,7 +323,7 @@ class WorkerGroup:
         self._drain(r)
         if not r.reap(1.0):  # the sentinel fires a moment before the process can be reaped
             return
-        r.early_text = early_error_text(r.proc)
+        r.early = early_failure(r.proc)
         self._tell_end(r)
         if not r.terminated and r.failure is None and r.unsuccessful:
             self._order.append(r)

@@ -65,6 +65,7 @@ def spawn_with_plugins(
     progress: ProgressCallback | None = None,
     prefix_output: bool = False,
     entry_args: Sequence[str] | None = None,
+    bootstrap_parent: bool = False,
 ) -> WorkerGroup:
     """Start ``nprocs`` workers that each bootstrap (platform, plugins, hooks) and run ``entry``.
 
@@ -81,7 +82,9 @@ def spawn_with_plugins(
     returns.  ``progress(rank, stage, elapsed)`` is called from the group's wait
     calls as each rank starts a stage, then once with ``done``/``failed``/
     ``stopped`` (see ``spawnkit.launch._progress``; a callback that raises
-    stops the run with ``ProgressCallbackError``).  Ctrl-C during a wait call
+    stops the run with ``ProgressCallbackError``).  ``bootstrap_parent=True``
+    bootstraps this process first (``bootstrap_here``), for an engine that
+    runs scheduler code in the launcher.  Ctrl-C during a wait call
     stops the group (bounded) and is re-raised; a second Ctrl-C meanwhile
     kills the workers at once.  Ranks' output reaches ``sys.stdout``/``stderr``
     whole lines at a time (``prefix_output``: ``[rank0]: `` first).
@@ -94,6 +97,10 @@ def spawn_with_plugins(
     call_names = None if entry_args is None else _entry_args(entry_args)
     preload = tuple(preload)
     ns = get_namespace(namespace)
+    if bootstrap_parent:  # this process too, before anything is spawned (see bootstrap_here)
+        from spawnkit.launch.context import bootstrap_here
+
+        bootstrap_here(ns)
     template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
     lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
     # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.

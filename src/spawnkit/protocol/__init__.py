@@ -1,7 +1,7 @@
 """The parent <-> worker protocol of a local launch, readable in one package.
 
 ``popen`` is the parent's half: the guarded command line, the bytes it writes
-(``send_start_data``), the early-error pipe it reads (``early_error_text``) and
+(``send_start_data``), the early-error pipe it reads (``early_failure``) and
 the four Process variants (multiprocessing or multiprocess, spawn or warm).
 ``child`` is the worker's half: it reads those bytes, runs the stages and
 answers on the report pipe.  ``messages`` is what travels back.  One rank of a
@@ -22,7 +22,7 @@ spawned launch, top to bottom in time (``==>`` bytes, ``-->`` one message)::
         spawn pipe ==> preparation data ============> 2 spawn_main_reporting(): spawn_main
                    ==> Process(child_main, (spec,)) ==>   re-imports __main__ (__mp_main__),
                        (send_start_data: never blocks)    unpickles the Process and its spec
-        early_error_text() <== traceback ============    any exception up to here, then exit
+        early_failure() <== failure record ==========    any exception up to here, then exit
                                                       3 child_main(spec): faulthandler armed
                                                         on the fault pipe
   report pipe (one per rank) <-- HELLO(pid, host, dump_signal)
@@ -74,8 +74,11 @@ per key, started once by ``get_launch_context``::
                                                      (no STAGE_* for them; the report
                                                      names the server)
 
-A warm worker has no early-error pipe: a failure before ``child_main`` reaches
-the launcher as an exit code only (and the worker's stderr).
+A warm worker has an early-error pipe too (its first inherited descriptor;
+the server's fork loop reports through it).  Both carry one pickled failure
+record, so the parent's ``child_exception`` is the original exception.
+``context_process`` holds the Process classes of a bootstrapping context
+(``spawnkit.get_context``), which start through the same Popens.
 
 Nothing is imported here: the child's first statement imports
 ``spawnkit.bootstrap.guard`` and then ``spawnkit.protocol.child``, and must not

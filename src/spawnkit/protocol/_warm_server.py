@@ -715,7 +715,31 @@ def serve(
     # torch worker more than the fork itself.
     gc.collect()
     gc.freeze()
-    _pkg(package, "forkserver").main(listener_fd, alive_r, [], None, None)
+    forkserver = _pkg(package, "forkserver")
+    forkserver._serve_one = _early_reporting(forkserver._serve_one, package)
+    forkserver.main(listener_fd, alive_r, [], None, None)
+
+
+def _early_reporting(serve_one: Any, package: str) -> Any:
+    """The fork loop's per-worker function, sending a failure before ``child_main`` to the launcher.
+
+    The forked worker re-imports ``__main__`` and unpickles its Process in
+    ``serve_one``; an exception there used to reach the launcher as exit
+    code 1 only.  Its early-error pipe is its first inherited descriptor
+    (``fds[2]``, after the server's alive pipe and the resource tracker; see
+    ``WarmPopen``), as a spawned worker's is on its command line.
+    """
+    from spawnkit.protocol import child
+
+    def serve_one_reporting(child_r: int, fds: list[int], *rest: Any) -> Any:
+        child.set_early_fd(fds[2] if len(fds) > 2 else None)
+        try:
+            return serve_one(child_r, fds, *rest)
+        except Exception as exc:
+            child.report_early(exc, package)
+            raise
+
+    return serve_one_reporting
 
 
 def _prepare(spec: Any, preload: list[str], say: _StatusWriter, started: float) -> dict[str, Any]:

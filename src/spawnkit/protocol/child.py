@@ -31,6 +31,9 @@ __all__ = [
     "arm_guard",
     "child_main",
     "picklers",
+    "report_early",
+    "send_early",
+    "set_early_fd",
     "spawn_main_reporting",
 ]
 
@@ -58,17 +61,58 @@ def spawn_main_reporting(package: str, early_fd: int, **kwds: Any) -> None:
     """
     import importlib
 
+    set_early_fd(early_fd)
     try:
         importlib.import_module(f"{package}.spawn").spawn_main(**kwds)
-    except Exception:
-        import traceback  # only on this failure path
-
-        text = traceback.format_exc()
-        try:
-            os.write(early_fd, text.encode("utf-8", "replace")[-60000:])
-        except OSError:
-            pass
+    except Exception as exc:
+        report_early(exc, package)
         raise
+
+
+_early_fd: int | None = None
+
+
+def set_early_fd(fd: int | None) -> None:
+    """Name this process's early-error pipe (spawn: the command line; warm: the fork server)."""
+    global _early_fd
+    _early_fd = fd
+
+
+def report_early(exc: BaseException, package: str, stage: str = failure.PRE_BOOTSTRAP) -> None:
+    """Send ``exc``'s failure record down the early-error pipe, if this process has one.
+
+    The record carries the pickled exception, so the launcher can hand the
+    original (a ``LazyProxyError`` at script scope, an ``ImportError``) to
+    ``except`` clauses as ``child_exception``.
+    """
+    if _early_fd is None:
+        return
+    dumps, loads = picklers(package)
+    send_early(failure.record(stage, exc, dumps, loads))
+
+
+def send_early(rec: failure.Failed) -> None:
+    """Write ``rec`` to the early-error pipe, once; what does not fit its buffer is dropped.
+
+    The pipe is read only after this process exited, so a write must never
+    block: the exception bytes go first, then the traceback is cut.
+    """
+    global _early_fd
+    fd, _early_fd = _early_fd, None
+    if fd is None:
+        return
+    data = pickle.dumps(tuple(rec))
+    if len(data) > _EARLY_LIMIT:
+        keep = rec.traceback_text[-(_EARLY_LIMIT // 2) :]
+        data = pickle.dumps(tuple(rec._replace(exc_bytes=None, traceback_text=keep)))
+    try:
+        os.write(fd, data[:_EARLY_LIMIT])
+    except OSError:
+        pass
+
+
+#: Below a pipe's smallest buffer (64 KiB on Linux): a write that never blocks an exiting child.
+_EARLY_LIMIT = 60000
 
 
 def picklers(kind: str) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]:

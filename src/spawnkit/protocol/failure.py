@@ -198,7 +198,7 @@ if TYPE_CHECKING:  # a worker never builds the parent's errors: no class to defi
         @property
         def result_error(self) -> str: ...  # why its return value did not travel
         @property
-        def early_text(self) -> str: ...  # what it wrote before its spec was unpickled
+        def early(self) -> Failed | None: ...  # what it sent before its spec was unpickled
         @property
         def fault_text(self) -> str: ...  # its faulthandler dump
 
@@ -278,8 +278,8 @@ def child_error(
     who, record = state.worker, state.failure
     if isinstance(record, Failed):
         return raised_error(record, who, effect=effect, loads=loads, preload=preload)
-    if record is None and state.early_text and not who.host:
-        return _early_error(who, state.early_text, effect)
+    if record is None and state.early is not None and not who.host:
+        return _early_error(who, state.early, effect, loads)
     if state.result_error:
         return ChildRaisedError(
             f"{who.label} finished its entry function, but {state.result_error}\n{effect}",
@@ -367,11 +367,23 @@ def _exit_story(
     )
 
 
-def _early_error(who: Worker, early_text: str, effect: str) -> ChildRaisedError:
-    """A spawned worker that failed before spawnkit's code ran, from its early-error pipe."""
-    text = early_text.rstrip()
-    last = _exception_summary(text)
-    exc_type, _, message = last.partition(": ")
+def _early_error(
+    who: Worker, early: Failed, effect: str, loads: Callable[[bytes], Any] | None = None
+) -> ChildRaisedError:
+    """A worker that failed before spawnkit's code ran, from its early-error pipe.
+
+    The record's exception is ``child_exception`` (and the cause) when it
+    unpickles here, so ``except LazyProxyError`` works on a proxy used at the
+    launching script's module scope; the headline keeps the whole first line
+    of its message (a fix is never cut off).
+    """
+    text = early.traceback_text.rstrip()
+    exc = load_exception(early.exc_bytes, loads)
+    if early.exc_type:
+        first = early.message.strip().splitlines()[0] if early.message.strip() else ""
+        last = f"{early.exc_type}: {first}" if first else early.exc_type
+    else:
+        last = _exception_summary(text)
     if "bootstrapping phase" in text or "freeze_support" in text:
         cause = (
             "Cause: the launching script starts workers when it is imported, and a spawned "
@@ -384,14 +396,19 @@ def _early_error(who: Worker, early_text: str, effect: str) -> ChildRaisedError:
             "script (__main__, as __mp_main__) or unpickling its spec. Code at the top "
             "level of the launching script runs again in every spawned worker."
         )
-    return ChildRaisedError(
+    exc_type = early.exc_type or (last.partition(": ")[0] if ": " in last else "")
+    err = ChildRaisedError(
         f"{who.label} failed in stage {PRE_BOOTSTRAP!r}: {last}\n{cause}\n{effect}\n"
         f"Child traceback ({who.label}):\n{text}",
         stage=PRE_BOOTSTRAP,
-        exc_type=exc_type if message else "",
+        exc_type=exc_type,
         traceback_text=text,
+        child_exception=exc,
         **who.fields(),
     )
+    if exc is not None:
+        err.__cause__ = exc
+    return err
 
 
 def _exception_summary(text: str) -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib
 import io
 import os
+import pickle
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from spawnkit.errors import ConfigError
 from spawnkit.protocol.child import child_main, picklers
+from spawnkit.protocol.failure import PRE_BOOTSTRAP, Failed
 from spawnkit.spec import ProcessSpec
 from spawnkit.spec._control import CONTEXTS
 
@@ -44,6 +46,7 @@ __all__ = [
     "START_METHODS",
     "LaunchContext",
     "early_error_text",
+    "early_failure",
     "get_launch_context",
     "send_start_data",
     "spawn_context",
@@ -181,7 +184,10 @@ def _warm_popen(package: str) -> type:
     """The package's forkserver Popen, forking from this thread's current warm server.
 
     Built only when a warm start is asked for: a spawned worker never needs
-    it, and building it imports the forkserver machinery.
+    it, and building it imports the forkserver machinery.  Its first
+    inherited descriptor is the worker's early-error pipe (the server's
+    ``_serve_one_reporting`` finds it there), as a spawned worker's is on its
+    command line.
     """
     from spawnkit.protocol import _warm_server
 
@@ -189,12 +195,25 @@ def _warm_popen(package: str) -> type:
     util = _sub(package, "util")
 
     class WarmPopen(popen_forkserver.Popen):  # type: ignore[misc,name-defined]
+        #: The read end of the child's early-error pipe (see :func:`early_failure`).
+        early_error_fd: int
+
         def _launch(self, process_obj: Any) -> None:
             server = _warm_server.current_server()
-            buf = _pickle_for_child(package, self, process_obj)
-            self.sentinel, w = server.connect_to_new_process(self._fds)
+            early_r, early_w = os.pipe()
+            os.set_blocking(early_r, False)
+            self.early_error_fd = early_r
+            self._fds.append(early_w)  # index 0 of the worker's inherited descriptors
+            try:
+                buf = _pickle_for_child(package, self, process_obj)
+                self.sentinel, w = server.connect_to_new_process(self._fds)
+            except BaseException:
+                os.close(early_r)
+                raise
+            finally:
+                os.close(early_w)
             parent_w = os.dup(w)
-            self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel))
+            self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel, early_r))
             try:
                 send_start_data(w, buf.getvalue())
             finally:
@@ -268,17 +287,10 @@ def __getattr__(name: str) -> Any:
     return cls
 
 
-def early_error_text(proc: Any) -> str:
-    """What a spawned child wrote to its early-error pipe before ``child_main`` ran.
-
-    Read once its process has exited: the traceback of a failure while
-    re-importing ``__main__`` or unpickling the spec, or ``""`` (nothing went
-    wrong that early, or a warm-started worker, which has no such pipe).
-    Never blocks.
-    """
+def _early_bytes(proc: Any) -> bytes:
     fd = getattr(getattr(proc, "_popen", None), "early_error_fd", None)
     if fd is None:
-        return ""
+        return b""
     chunks: list[bytes] = []
     while True:
         try:
@@ -288,7 +300,34 @@ def early_error_text(proc: Any) -> str:
         if not data:
             break
         chunks.append(data)
-    return b"".join(chunks).decode("utf-8", "replace")
+    return b"".join(chunks)
+
+
+def early_failure(proc: Any) -> Failed | None:
+    """What a worker sent down its early-error pipe before ``child_main`` ran, as a record.
+
+    Read once its process has exited: the failure record (its exception
+    pickled inside) of an error while re-importing ``__main__`` or
+    unpickling the spec, or ``None`` (nothing went wrong that early).  A
+    record that arrives torn comes back as its text, with no exception.
+    Never blocks; a second call returns ``None``.
+    """
+    raw = _early_bytes(proc)
+    if not raw:
+        return None
+    try:
+        fields = pickle.loads(raw)
+        return Failed(*fields)
+    except Exception:
+        text = raw.decode("utf-8", "replace")
+        last = text.strip().splitlines()[-1] if text.strip() else ""
+        return Failed(PRE_BOOTSTRAP, "", last, text)
+
+
+def early_error_text(proc: Any) -> str:
+    """The traceback text of :func:`early_failure` (``""`` when there was none)."""
+    found = early_failure(proc)
+    return found.traceback_text if found is not None else ""
 
 
 @dataclass

@@ -46,7 +46,7 @@ def applied_hook_state() -> list[str]:
         )
     from spawnkit.spec import _phase
 
-    if _phase._in_worker and _ran is None:
+    if _phase.worker_namespace() is not None and _ran is None:
         found.append("a spawnkit worker bootstrap already ran in this process")
     import sys
 
@@ -94,8 +94,12 @@ class RankActor:
 
     def __init__(self) -> None:
         from spawnkit.bootstrap import guard
+        from spawnkit.spec import _phase
 
         guard.arm()  # before the spec or anything of the engine can be imported here
+        # "Before hooks" from here on, as a local worker is from its command line: a lazy
+        # proxy touched while the actor's arguments or the spec are unpickled is refused.
+        _phase.enter_worker()
         self._pid = os.getpid()
         self._host = socket.gethostname()
         self._node, self._ip, self._node_error = _locate_node()

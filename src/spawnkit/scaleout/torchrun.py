@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from spawnkit.bootstrap import guard as _guard
+from spawnkit.spec import _phase
 
 if TYPE_CHECKING:
     from spawnkit.spec import ProcessSpec
@@ -186,6 +187,9 @@ def read_published_failure(endpoint: str, run_id: str) -> dict[str, Any] | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Verify the spec, bootstrap this rank, run the entry; 0 on success, 1 on any failure."""
     _guard.arm()  # before anything below can import a hook target
+    # A worker before hooks from its first statement, as a local one: a lazy proxy used
+    # while the spec is unpickled is refused instead of binding the unpatched original.
+    _phase.enter_worker()
     args = _parse(argv)
     rank = 0
     try:

@@ -9,6 +9,12 @@ stage or plugin is running now", that the import guard records, is its
 applied *in a worker*, but work freely in a parent or a test.  The bootstrap
 flips these flags; everything else only reads them.  A forked child inherits
 the parent's values, which is why the bootstrap resets them when it starts.
+
+Every kind of worker enters the "before hooks" phase with its first
+statement, before anything is unpickled: a spawned or warm worker on its
+command line, a Ray actor in its constructor, a torchrun rank in
+``spawnkit.run``'s ``main``, a child of a bootstrapping context on its command
+line (spawn, forkserver) or in its ``run`` (fork).
 """
 
 from __future__ import annotations

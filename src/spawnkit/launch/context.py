@@ -1,0 +1,271 @@
+"""Every process of an engine bootstrapped: a multiprocessing context, and the engine's own process.
+
+``get_context(ns, method)`` returns a context with the interface of
+``multiprocessing.get_context(method)`` whose ``Process`` bootstraps the
+namespace (guard, platform, plugins, hooks) in the child before its target
+runs (the child's half is ``protocol/context_process.py``).  The engine's
+detokenizer (``ctx.Process``), its tokenizer pool
+(``ProcessPoolExecutor(mp_context=ctx)``, ``ctx.Pool``) and its data loader
+(``DataLoader(multiprocessing_context=ctx)``) then get the plugins its
+schedulers get; with a plain ``multiprocessing`` context a plugin's hooks
+silently never run there.
+
+The platform and the plugin selection are decided here, when the context is
+made, exactly as ``spawn_with_plugins`` decides them (a misconfiguration
+fails once, in the parent), and frozen into the spec every child receives.
+``method="forkserver"`` starts (or reuses) the warm server for that spec, so
+children fork with plugins loaded and hooks applied.
+
+``ctx.Pool`` returns a pool that stops at the first worker whose bootstrap
+failed, failing every pending and later task with its root cause; the
+standard pool would replace the dead worker forever.
+
+``bootstrap_here(ns)`` runs the same stages in the calling process, for an
+engine that imports scheduler code at module scope.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections.abc import Sequence
+from multiprocessing import pool as _mp_pool
+from typing import Any
+
+from spawnkit.bootstrap.report import BootstrapReport
+from spawnkit.errors import ConfigError, ImportGuardError
+from spawnkit.namespace import Namespace, get_namespace
+from spawnkit.protocol import context_process
+from spawnkit.protocol.popen import CONTEXTS
+from spawnkit.spec import NamespaceConfig, ProcessSpec
+
+__all__ = ["METHODS", "BootstrapPool", "bootstrap_here", "context_spec", "get_context"]
+
+METHODS = ("spawn", "forkserver", "fork")
+
+#: The ``entry`` of a context's spec, as its children's reports show it.
+CONTEXT_ENTRY = "spawnkit.protocol.context_process:run_target"
+
+_here: dict[str, BootstrapReport] = {}
+_here_lock = threading.Lock()
+
+
+def context_spec(ns: Namespace) -> ProcessSpec:
+    """What every child of a context of ``ns`` bootstraps with: the parent's selection, frozen."""
+    from spawnkit.launch.launcher import _parent_selection
+
+    platform, plugins, rows = _parent_selection(ns, {})
+    return ProcessSpec(
+        # Never resolved (the child calls its Process target); the report names who runs it.
+        entry=CONTEXT_ENTRY,
+        namespace=ns.config,
+        platform=platform,
+        plugins=plugins,
+        entry_points=rows,
+    )
+
+
+def get_context(
+    method: str = "spawn",
+    *,
+    context: str = "multiprocessing",
+    namespace: Namespace | NamespaceConfig | str | None = None,
+    preload: Sequence[str] = (),
+    timeout: float | None = None,
+) -> Any:
+    """A ``multiprocessing``-style context whose processes bootstrap ``namespace`` first.
+
+    ``namespace`` None is the default one (inside a worker, the worker's).
+    ``method`` is ``"spawn"``, ``"forkserver"`` or ``"fork"``; ``context=
+    "multiprocess"`` pickles with dill.  ``preload`` (forkserver only) is
+    imported by the warm server after its hooks are applied; ``timeout``
+    bounds the server's start (default 120 s).
+    """
+    ns = get_namespace(namespace)
+    _check(method, context, tuple(preload))
+    spec = context_spec(ns)
+    server = None
+    if method == "forkserver":
+        from spawnkit.protocol import _warm_server
+
+        server = _warm_server.get_server(context, tuple(preload), ns.config, spec, timeout)
+    base = context_process.variant(context, method)
+    process = type(
+        "Process",
+        (base,),
+        {
+            "__module__": __name__,
+            "__qualname__": f"get_context({ns.name!r}, {method!r}).Process",
+            "_spawnkit_spec": spec,
+            "_spawnkit_server": server,
+        },
+    )
+    ctx_base = getattr(importlib.import_module(f"{context}.context"), _CONTEXT_CLASS[method])
+    ctx_cls = type("BootstrapContext", (_BootstrapContextMixin, ctx_base), {})
+    ctx: Any = ctx_cls()
+    ctx.Process = process
+    ctx.namespace = ns
+    ctx.spec = spec
+    return ctx
+
+
+_CONTEXT_CLASS = {"spawn": "SpawnContext", "forkserver": "ForkServerContext", "fork": "ForkContext"}
+
+
+class _BootstrapContextMixin:
+    """What a bootstrapping context adds to the package's own: a pool that fails, a repr."""
+
+    namespace: Namespace
+    spec: ProcessSpec
+
+    def Pool(
+        self,
+        processes: int | None = None,
+        initializer: Any = None,
+        initargs: tuple[Any, ...] = (),
+        maxtasksperchild: int | None = None,
+    ) -> BootstrapPool:
+        """A pool of bootstrapped workers that fails on a failed bootstrap (never respawns)."""
+        return BootstrapPool(processes, initializer, initargs, maxtasksperchild, context=self)
+
+    def __repr__(self) -> str:
+        method = getattr(self, "_name", "?")
+        return f"<spawnkit bootstrapping context {method!r} for namespace {self.namespace.name!r}>"
+
+
+def _check(method: str, context: str, preload: tuple[str, ...]) -> None:
+    if method not in METHODS:
+        raise ConfigError(f"get_context(method={method!r}): use one of {METHODS}", setting="method")
+    if context not in CONTEXTS:
+        raise ConfigError(
+            f"get_context(context={context!r}): use one of {CONTEXTS}", setting="context"
+        )
+    if preload and method != "forkserver":
+        raise ConfigError(
+            f"get_context(preload={list(preload)}) needs method='forkserver' (only a fork "
+            "server has a process to preload into)",
+            setting="preload",
+        )
+    try:
+        importlib.import_module(f"{context}.context")
+    except ImportError as exc:
+        raise ConfigError(
+            "context='multiprocess' needs the multiprocess package: pip install multiprocess",
+            setting="context",
+        ) from exc
+
+
+class BootstrapPool(_mp_pool.Pool):
+    """``multiprocessing.Pool`` on a bootstrapping context; a failed bootstrap breaks it.
+
+    The standard pool replaces a worker that exited, forever: with a plugin
+    that fails to load, ``map()`` would wait while workers die one after the
+    other.  Here each worker is created through :meth:`_new_worker`; once a
+    worker exited with ``BOOTSTRAP_FAILED_EXIT``, its failure record (read
+    from its early-error pipe) fails every pending task and every later call
+    with the root cause, and no worker is started again.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._spawnkit_started: list[Any] = []
+        self._spawnkit_broken: Exception | None = None
+        self.Process = self._new_worker  # type: ignore[method-assign]
+        super().__init__(*args, **kwargs)
+
+    def _new_worker(self, ctx: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._spawnkit_broken is None:
+            self._spawnkit_broken = self._failed_bootstrap()
+        if self._spawnkit_broken is not None:
+            self._fail_pending(self._spawnkit_broken)
+            return _NoWorker()
+        worker = ctx.Process(*args, **kwargs)
+        self._spawnkit_started.append(worker)
+        return worker
+
+    def _failed_bootstrap(self) -> Exception | None:
+        for worker in self._spawnkit_started:
+            err: Exception | None = worker.bootstrap_error()
+            if err is not None:
+                return err
+        return None
+
+    def _fail_pending(self, err: Exception) -> None:
+        """Every task still waiting gets ``err`` (the pool's result objects, by their protocol)."""
+        cache: Any = self.__dict__["_cache"]
+        result: Any
+        for result in list(cache.values()):
+            if hasattr(result, "_number_left"):  # MapResult: ready once every chunk is set
+                while result._number_left > 0 and not result.ready():
+                    result._set(0, (False, err))
+            elif hasattr(result, "_items"):  # IMapIterator: its next() raises the error
+                result._set(result._index, (False, err))
+                cache.pop(result._job, None)
+            elif not result.ready():
+                result._set(0, (False, err))
+
+    def _check_running(self) -> None:
+        if self._spawnkit_broken is not None:
+            raise self._spawnkit_broken
+        _mp_pool.Pool._check_running(self)  # type: ignore[attr-defined]
+
+
+class _NoWorker:
+    """Stands where a worker would be once the pool is broken: never started, never exits."""
+
+    name = "spawnkit-no-worker"
+    daemon = True
+    exitcode = None
+    pid = None
+
+    def start(self) -> None:
+        return None
+
+    def join(self, timeout: float | None = None) -> None:
+        return None
+
+    def is_alive(self) -> bool:
+        return False
+
+    def terminate(self) -> None:
+        return None
+
+
+def bootstrap_here(namespace: Namespace | NamespaceConfig | str | None = None) -> BootstrapReport:
+    """Run guard check, platform, plugins and hooks in this process; return its report.
+
+    For an engine whose entry module imports scheduler code at module scope:
+    call it at the top of that module, before those imports.  A second call
+    returns the first report and does nothing new.  When a hook target was
+    already imported (so code may hold the unpatched original), raises
+    ``ImportGuardError`` naming the modules and where to move the call.
+    """
+    ns = get_namespace(namespace)
+    with _here_lock:
+        found = _here.get(ns.name) or context_process.bootstrapped_report(ns.name)
+        if found is not None:  # here before, or a worker of this namespace: nothing new to do
+            report: BootstrapReport = found
+            return report
+        from spawnkit.bootstrap.process import Bootstrapper
+
+        try:
+            report = Bootstrapper(context_spec(ns)).through_hooks()
+        except ImportGuardError as exc:
+            raise _too_late(ns, exc) from exc
+        _here[ns.name] = report
+        return report
+
+
+def _too_late(ns: Namespace, exc: ImportGuardError) -> ImportGuardError:
+    modules = sorted({str(f.get("module", "")) for f in exc.findings if isinstance(f, dict)})
+    err = ImportGuardError(
+        f"{ns.name}.bootstrap_here() came too late: hook target module"
+        f"{'s' if len(modules) > 1 else ''} {', '.join(repr(m) for m in modules)} "
+        "was already imported in this process, so code bound to the originals there would "
+        "never run the hooks. Fix: call bootstrap_here() at the top of the entry module, "
+        "before any import that reaches those modules (or import them lazily, with "
+        f"spawnkit.lazy). To run anyway with these hooks ineffective, set "
+        f"{ns.config.guard_var}=warn.\n{exc}",
+        findings=exc.findings,
+        stage=exc.stage,
+    )
+    return err

@@ -1,0 +1,311 @@
+"""The Process classes of a bootstrapping context, and what their child does before its target.
+
+``spawnkit.get_context()`` (``launch/context.py``) hands out a context whose
+``Process`` is a subclass of one of the classes here, carrying the
+namespace's frozen spec.  Everything built on ``ctx.Process`` (``ctx.Pool``,
+``ProcessPoolExecutor(mp_context=ctx)``, torch's ``DataLoader``) therefore
+starts children that, in :func:`run_target`, bootstrap first (guard, platform,
+plugins, hooks: ``Bootstrapper.through_hooks``) and only then unpickle and
+call their target.  The target, its arguments and keyword arguments travel
+as opaque bytes inside the pickled Process, so a target module that imports
+hook targets is imported after the hooks are applied, as an entry is.
+
+The children's start, per method: spawn runs the guarded command line
+(guard armed in its first statement, early-error pipe); forkserver forks
+from the pre-bootstrapped warm server (``_warm_server``), whose shared stages
+the child inherits; fork copies the parent, which, if it is already
+bootstrapped for the namespace, hands its bootstrap down without running the
+stages again.
+
+A child whose bootstrap fails does not run its target: it writes the
+one-line root cause and the failure record to stderr and to its early-error
+pipe, tells a known consumer (a ``ProcessPoolExecutor`` or a ``DataLoader``
+worker's result queue) through an object that raises the root cause when the
+parent unpickles it, and exits with :data:`BOOTSTRAP_FAILED_EXIT`.
+
+Classes are module attributes with stable names (a spawned child unpickles
+its Process by reference), built on first access so that a child imports
+only its own variant.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+import sys
+from typing import Any
+
+from spawnkit.protocol import child, failure
+from spawnkit.protocol.failure import Failed
+
+__all__ = [
+    "BOOTSTRAP_FAILED_EXIT",
+    "bootstrap_error",
+    "bootstrapped_report",
+    "run_target",
+    "variant",
+]
+
+BOOTSTRAP_FAILED_EXIT = 70
+"""Exit status of a context's child whose bootstrap failed (EX_SOFTWARE): its target never ran."""
+
+#: Process class name -> (package, start method).
+_VARIANTS: dict[str, tuple[str, str]] = {
+    f"_{p}Boot{m.capitalize()}Process": (package, m)
+    for p, package in (("Std", "multiprocessing"), ("Dill", "multiprocess"))
+    for m in ("spawn", "forkserver", "fork")
+}
+
+#: Targets whose parent reads a result queue: (module, qualname) -> index of that queue in
+#: the target's arguments.  A failed bootstrap puts its root cause there, so the parent's
+#: executor or loader raises it instead of a bare "process terminated abruptly".
+_RESULT_QUEUES: dict[tuple[str, str], int] = {
+    ("concurrent.futures.process", "_process_worker"): 1,
+    ("torch.utils.data._utils.worker", "_worker_loop"): 3,
+}
+
+_built: dict[str, type] = {}
+
+
+def _sub(package: str, name: str) -> Any:
+    return importlib.import_module(f"{package}.{name}")
+
+
+def variant(package: str, method: str) -> type:
+    """The Process class for ``package`` and start ``method``, built once."""
+    name = next(n for n, v in _VARIANTS.items() if v == (package, method))
+    cls: type = __getattr__(name)
+    return cls
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _VARIANTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    cls = _built.get(name)
+    if cls is None:
+        cls = _built[name] = _build(name)
+    return cls
+
+
+def _build(name: str) -> type:
+    package, method = _VARIANTS[name]
+    context = _sub(package, "context")
+    from spawnkit.protocol import popen
+
+    if method == "spawn":
+        base, popen_cls = context.SpawnProcess, popen._guarded_spawn_popen(package)
+    elif method == "forkserver":
+        base, popen_cls = context.ForkServerProcess, popen._warm_popen(package)
+    else:
+        base, popen_cls = context.ForkProcess, None
+    namespace: dict[str, Any] = {
+        "__module__": __name__,
+        "__qualname__": name,
+        "_spawnkit_package": package,
+        "run": run_target,
+        "start": _start,
+        "__reduce_ex__": _reduce_ex,
+        "bootstrap_error": _bootstrap_error,
+    }
+    if popen_cls is not None:
+        namespace["_Popen"] = staticmethod(popen_cls)
+    cls = type(name, (base,), namespace)
+    cls._spawnkit_fixed = cls  # type: ignore[attr-defined]
+    return cls
+
+
+# ------------------------------------------------------------------ parent side
+def _start(self: Any) -> None:
+    """Start the child: through this context's warm server, or with an early pipe for fork."""
+    base_start = _sub(self._spawnkit_package, "process").BaseProcess.start
+    if self._start_method == "forkserver":
+        from spawnkit.protocol import _warm_server
+
+        with _warm_server.launching(self._spawnkit_server):
+            base_start(self)
+        return
+    if self._start_method != "fork":
+        base_start(self)
+        return
+    early_r, early_w = os.pipe()
+    self._spawnkit_early_w = early_w
+    try:
+        base_start(self)
+    except BaseException:
+        os.close(early_r)
+        raise
+    finally:
+        os.close(early_w)
+        del self._spawnkit_early_w
+    os.set_blocking(early_r, False)
+    self._popen.early_error_fd = early_r
+    _sub(self._spawnkit_package, "util").Finalize(self._popen, os.close, (early_r,))
+
+
+def _bootstrap_error(self: Any) -> Exception | None:
+    """Why this exited child never ran its target: its bootstrap's ``ChildRaisedError``, or None.
+
+    Read from the child's early-error pipe once it exited with
+    :data:`BOOTSTRAP_FAILED_EXIT`; the same error on every call.
+    """
+    if "_spawnkit_error" in self.__dict__:
+        found: Exception | None = self.__dict__["_spawnkit_error"]
+        return found
+    if self._popen is None or self.exitcode != BOOTSTRAP_FAILED_EXIT:
+        return None
+    from spawnkit.protocol.popen import early_failure
+
+    rec = early_failure(self)
+    err = None
+    if rec is not None:
+        line = _root_line(self.name, self._spawnkit_spec.namespace.name, rec)
+        err = bootstrap_error(rec, line, child.picklers(self._spawnkit_package)[1])
+    self.__dict__["_spawnkit_error"] = err
+    return err
+
+
+def _reduce_ex(self: Any, protocol: int) -> tuple[Any, ...]:
+    """Pickle as the fixed class, the spec in the state and the call as opaque bytes.
+
+    The per-context subclass is not importable in the child; the call's
+    bytes are unpickled there only after the hooks are applied.  Pickled
+    while the spawning Popen is set, so Connections and queues among the
+    arguments are duplicated for the child as usual.
+    """
+    state = dict(self.__dict__)
+    call = (state.pop("_target", None), state.pop("_args", ()), state.pop("_kwargs", {}))
+    pickler = _sub(self._spawnkit_package, "reduction").ForkingPickler
+    state["_spawnkit_call"] = bytes(pickler.dumps(call))
+    state["_spawnkit_spec"] = self._spawnkit_spec
+    return (_rebuild, (self._spawnkit_fixed, state))
+
+
+def _rebuild(cls: type, state: dict[str, Any]) -> Any:
+    obj: Any = object.__new__(cls)
+    obj.__dict__.update(state)
+    return obj
+
+
+# ------------------------------------------------------------------- child side
+def run_target(self: Any) -> None:
+    """A context child's ``run()``: bootstrap for the context's namespace, then the target."""
+    if "_spawnkit_early_w" in self.__dict__:  # fork: the pipe made by _start
+        child.set_early_fd(self.__dict__.pop("_spawnkit_early_w"))
+    try:
+        _bootstrap(self._spawnkit_spec)
+    except BaseException as exc:
+        _fail(self, exc)
+    call = self.__dict__.pop("_spawnkit_call", None)
+    if call is not None:
+        loads = _sub(self._spawnkit_package, "reduction").ForkingPickler.loads
+        self._target, self._args, self._kwargs = loads(call)
+    _sub(self._spawnkit_package, "process").BaseProcess.run(self)
+
+
+def bootstrapped_report(namespace: str) -> Any:
+    """This process's report if it is bootstrapped for ``namespace`` (hooks applied), else None.
+
+    True in a worker after its hooks, in an engine process after
+    ``bootstrap_here``, and in a fork of either: hooks live in the memory
+    a fork copies.
+    """
+    from spawnkit.bootstrap import process
+    from spawnkit.spec import _phase
+
+    owner = _phase.worker_namespace()
+    if owner is None or owner.name != namespace or _phase.too_early():
+        return None
+    return process.current_report()
+
+
+def _bootstrap(spec: Any) -> None:
+    """Run the stages through ``apply_hooks``, unless this process inherited them by fork."""
+    from spawnkit.bootstrap import process
+
+    parent_report = bootstrapped_report(spec.namespace.name)
+    if parent_report is not None and parent_report.pid != os.getpid():
+        inherited = {"forked_from": parent_report.pid, "stages": dict(parent_report.stage_seconds)}
+        report = dataclasses.replace(parent_report, pid=os.getpid(), inherited=inherited)
+        process._set_current(spec, report)
+        return
+    process.Bootstrapper(spec).through_hooks()
+
+
+def _fail(proc: Any, exc: BaseException) -> None:
+    """Report a failed bootstrap everywhere the parent may look, then exit before the target."""
+    dumps, loads = child.picklers(proc._spawnkit_package)
+    stage = failure.failing_stage(exc, "", False)
+    rec = failure.record(stage, exc, dumps, loads)
+    line = _root_line(proc.name, proc._spawnkit_spec.namespace.name, rec)
+    try:
+        sys.stderr.write(f"{line}\n{rec.traceback_text}")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
+    child.send_early(rec)
+    _tell_consumer(proc, rec, line, loads)
+    raise SystemExit(BOOTSTRAP_FAILED_EXIT)
+
+
+def _root_line(name: str, namespace: str, rec: Failed) -> str:
+    first = rec.message.strip().splitlines()[0] if rec.message.strip() else ""
+    return (
+        f"spawnkit: process {name!r} (pid {rec.pid}) of namespace {namespace!r} did not run "
+        f"its target: bootstrap stage {rec.stage!r} failed: {rec.exc_type}: {first}"
+    )
+
+
+def _tell_consumer(proc: Any, rec: Failed, line: str, loads: Any) -> None:
+    """Put the root cause into the result queue of a known target, if this child has one."""
+    call = proc.__dict__.get("_spawnkit_call")
+    try:
+        if call is not None:
+            target, args, _kwargs = loads(call)
+        else:
+            target, args = proc._target, proc._args
+        where = (getattr(target, "__module__", ""), getattr(target, "__qualname__", ""))
+        index = _RESULT_QUEUES.get(where)
+        if index is None or len(args) <= index:
+            return
+        queue = args[index]
+        queue.put(_Failure(tuple(rec), line))
+        if hasattr(queue, "join_thread"):  # a Queue sends from a thread: flush it first
+            queue.close()
+            queue.join_thread()
+    except Exception:  # stderr and the exit status still tell the story
+        return
+
+
+class _Failure:
+    """Unpickles in the parent as the bootstrap's ``ChildRaisedError``, raised."""
+
+    def __init__(self, fields: tuple[Any, ...], line: str) -> None:
+        self.fields, self.line = fields, line
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_raise, (self.fields, self.line))
+
+
+def _raise(fields: tuple[Any, ...], line: str) -> None:
+    raise bootstrap_error(Failed(*fields), line)
+
+
+def bootstrap_error(rec: Failed, line: str, loads: Any = None) -> Exception:
+    """The parent's typed error for a child whose bootstrap failed: root cause first."""
+    from spawnkit.errors import ChildRaisedError
+
+    exc = failure.load_exception(rec.exc_bytes, loads)
+    err = ChildRaisedError(
+        f"{line}\nEffect: the process exited with status {BOOTSTRAP_FAILED_EXIT} before its "
+        f"target ran.\nChild traceback (pid {rec.pid}):\n{rec.traceback_text.rstrip()}",
+        stage=rec.stage,
+        exc_type=rec.exc_type,
+        traceback_text=rec.traceback_text,
+        child_exception=exc,
+        pid=rec.pid or None,
+        host=rec.host,
+    )
+    if exc is not None:
+        err.__cause__ = exc
+    return err

@@ -1,0 +1,252 @@
+"""Every process of an engine gets its plugins (issue 20), in real processes of a real engine.
+
+The engine and its plugin are real distributions (``_context_support``); each
+test runs a launching script in its own interpreter.  Four kinds of process:
+the scheduler (``spawn_with_plugins``), the detokenizer (``ctx.Process``), a
+tokenizer pool (``ProcessPoolExecutor(mp_context=ctx)``, forkserver) and a
+data loader (torch ``DataLoader(multiprocessing_context=ctx)``, spawn).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _context_support import FOUR_PROCESSES, Engine, make_engine
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Iterator[Engine]:
+    yield make_engine(tmp_path)
+
+
+def test_the_plugin_hook_runs_in_every_process_only_through_the_namespace_context(
+    engine: Engine,
+) -> None:
+    out, _ = engine.run(FOUR_PROCESSES)
+    ours, plain = out["spawnkit"], out["plain"]
+    assert ours["scheduler"] == plain["scheduler"] == "tok:s+plugin"
+    # Through ns.get_context: the AFTER hook ran in each process, each has its report.
+    detok, report = ours["detokenizer"]
+    assert detok == "tok:d+plugin"
+    assert report["namespace"] == engine.ns and "load_plugins" in report["stages"]
+    assert ours["tokenizer"] == [["tok:a+plugin", True], ["tok:b+plugin", True]]
+    assert ours["loader"] == [f"tok:{i}+plugin" for i in range(4)]
+    # Through multiprocessing.get_context: only the scheduler had the plugin.
+    assert plain["detokenizer"] == ["tok:d", None]
+    assert plain["tokenizer"] == [["tok:a", False], ["tok:b", False]]
+    assert plain["loader"] == [f"tok:{i}" for i in range(4)]
+
+
+def test_a_plugin_that_fails_to_load_fails_every_process_with_its_root_cause(
+    engine: Engine,
+) -> None:
+    env = {f"{engine.prefix}_TEST_FAIL": "1", "CTX_MODES": "spawnkit"}
+    out, stderr = engine.run(FOUR_PROCESSES, env=env)
+    ours = out["spawnkit"]
+    for kind in ("scheduler", "detokenizer", "tokenizer", "loader"):
+        failure = ours[kind]
+        assert isinstance(failure, dict), (kind, failure)
+        text = failure["text"] + failure.get("cause", "")
+        assert "tokplug" in text and "load_plugins" in text, (kind, failure)
+        assert "broken on purpose" in text, (kind, failure)
+    assert ours["detokenizer"]["exitcode"] == 70
+    assert ours["detokenizer"]["error"] == "ChildRaisedError"
+    # The warm server bootstraps once for every tokenizer worker: it refuses at get_context.
+    assert ours["tokenizer"]["error"] == "ForkServerError"
+    # Each spawned child said it on stderr too, in one line, before its traceback.
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("spawnkit: process ")]
+    assert len(lines) >= 2, stderr
+    assert all("bootstrap stage 'load_plugins' failed" in ln for ln in lines)
+
+
+POOLS = """
+    import json, time
+    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
+
+
+    if __name__ == "__main__":
+        from {eng} import procs
+        from {eng}.ns import NS
+
+        ctx = NS.get_context("spawn")
+        out = {{}}
+        began = time.monotonic()
+        try:
+            with ProcessPoolExecutor(2, mp_context=ctx) as ex:
+                ex.submit(procs.tokenizer_task, "a").result(timeout=120)
+        except BrokenProcessPool as exc:
+            out["executor"] = {{"message": str(exc), "cause": str(exc.__cause__)}}
+        out["executor_s"] = time.monotonic() - began
+        began = time.monotonic()
+        with ctx.Pool(2) as pool:
+            try:
+                pool.map(procs.tokenizer_task, ["a", "b", "c"], chunksize=1)
+            except Exception as exc:
+                out["pool"] = {{"error": type(exc).__name__, "message": str(exc),
+                               "child": type(exc.child_exception).__name__}}
+            try:
+                pool.apply_async(procs.tokenizer_task, ("d",))
+            except Exception as exc:
+                out["pool_after"] = type(exc).__name__
+        out["pool_s"] = time.monotonic() - began
+        print(json.dumps(out))
+    """
+
+
+def test_an_executor_and_a_pool_fail_with_the_root_cause_instead_of_respawning(
+    engine: Engine,
+) -> None:
+    out, _ = engine.run(POOLS, env={f"{engine.prefix}_TEST_FAIL": "1"})
+    cause = out["executor"]["cause"]
+    assert "bootstrap stage 'load_plugins' failed" in cause and "tokplug" in cause, out
+    # The standard Pool would replace its dying workers forever; this one stops at once.
+    assert out["pool"]["error"] == "ChildRaisedError", out
+    assert "tokplug" in out["pool"]["message"] and "load_plugins" in out["pool"]["message"]
+    assert out["pool"]["child"] == "StageError[PluginError]"  # except PluginError works
+    assert out["pool_after"] == "ChildRaisedError"
+    assert out["pool_s"] < 120 and out["executor_s"] < 120
+
+
+FORK = """
+    import json, os
+
+
+    def child(ctx, target):
+        r, w = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=target, args=(w,))
+        p.start()
+        w.close()
+        got = r.recv() if r.poll(60) else None
+        p.join(30)
+        return got
+
+
+    if __name__ == "__main__":
+        from {eng}.forked import forked
+        from {eng}.ns import NS
+
+        ctx = NS.get_context("fork")
+        fresh = child(ctx, forked)           # this process is not bootstrapped yet
+        NS.bootstrap_here()
+        inherited = child(ctx, forked)       # now it is: the fork inherits it
+        print(json.dumps({{"fresh": fresh, "inherited": inherited, "parent": os.getpid()}}))
+    """
+
+
+def test_fork_children_inherit_a_bootstrapped_parent_and_bootstrap_otherwise(
+    engine: Engine, tmp_path: Path
+) -> None:
+    log = tmp_path / "register.log"
+    out, _ = engine.run(FORK, env={f"{engine.prefix}_TEST_LOG": str(log)})
+    fresh_tok, fresh_report, fresh_pid = out["fresh"]
+    tok, report, pid = out["inherited"]
+    assert fresh_tok == tok == "tok:f+plugin"
+    assert fresh_report["inherited"] == {} and "load_plugins" in fresh_report["stages"]
+    assert report["inherited"]["forked_from"] == out["parent"] and report["pid"] == pid
+    # The plugin callback ran in the fresh child and in the parent, never in the inheriting one.
+    ran = {int(x) for x in log.read_text().split()}
+    assert ran == {fresh_pid, out["parent"]}
+
+
+EAGER = """
+    import json
+
+    if __name__ == "__main__":
+        from {eng}.eager import main
+        tok, same, hooks = main()
+        print(json.dumps({{"tok": tok, "same": same, "hooks": hooks}}))
+    """
+
+EAGER_TOO_LATE = """
+    import json
+
+    if __name__ == "__main__":
+        try:
+            import {eng}.late
+        except Exception as exc:
+            print(json.dumps({{"error": type(exc).__name__, "message": str(exc)}}))
+    """
+
+
+def test_an_eager_engine_bootstraps_its_own_process_before_importing_the_scheduler(
+    engine: Engine,
+) -> None:
+    out, _ = engine.run(EAGER)
+    assert out["tok"] == "tok:e+plugin"
+    assert out["same"] is True  # a second call does nothing new
+    assert out["hooks"] == [f"{engine.eng}.work.tokenize"]
+
+
+def test_bootstrap_here_after_the_target_was_imported_names_the_module(engine: Engine) -> None:
+    out, _ = engine.run(EAGER_TOO_LATE)
+    assert out["error"] == "ImportGuardError", out
+    assert f"'{engine.eng}.work'" in out["message"]
+    assert "bootstrap_here() came too late" in out["message"]
+    assert "top of the entry module" in out["message"]
+
+
+BOOTSTRAP_PARENT = """
+    import json
+
+    if __name__ == "__main__":
+        import spawnkit
+        from {eng}.ns import NS
+
+        with spawnkit.spawn_with_plugins("{eng}.procs:scheduler", namespace=NS,
+                                         bootstrap_parent=True, ready_timeout=120) as group:
+            results = group.results(timeout=120)
+        from {eng}.work import tokenize
+        print(json.dumps({{"workers": results, "parent": tokenize("p")}}))
+    """
+
+
+def test_spawn_with_plugins_can_bootstrap_the_parent_too(engine: Engine) -> None:
+    out, _ = engine.run(BOOTSTRAP_PARENT)
+    assert out == {"workers": ["tok:s+plugin"], "parent": "tok:p+plugin"}
+
+
+def test_get_context_refuses_an_unknown_method_in_the_parent() -> None:
+    import spawnkit
+    from spawnkit.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="method='threads'"):
+        spawnkit.get_context("threads")
+    with pytest.raises(ConfigError, match="preload"):
+        spawnkit.get_context("spawn", preload=("torch",))
+    assert os.getpid()  # nothing was started
+
+
+DILL = """
+    import json
+
+
+    def main():
+        from {eng} import procs
+        from {eng}.ns import NS
+
+        out = {{}}
+        for method in ("spawn", "forkserver"):
+            ctx = NS.get_context(method, context="multiprocess")
+            r, w = ctx.Pipe(duplex=False)
+            # A closure travels by value with dill, and still runs after the hooks.
+            p = ctx.Process(target=lambda conn: conn.send(procs.work.tokenize("x")), args=(w,))
+            p.start()
+            w.close()
+            out[method] = r.recv() if r.poll(120) else None
+            p.join(60)
+        return out
+
+
+    if __name__ == "__main__":
+        print(json.dumps(main()))
+    """
+
+
+def test_the_multiprocess_context_pickles_with_dill_and_bootstraps_too(engine: Engine) -> None:
+    out, _ = engine.run(DILL)
+    assert out == {"spawn": "tok:x+plugin", "forkserver": "tok:x+plugin"}
