@@ -235,6 +235,7 @@ def test_doctor_shows_the_registered_variables_and_honours_them(
             "IMPORT_GUARD",
             "STRICT_ENV",
             "HOOK_CONFLICTS",
+            "ALLOW_PLUGIN_DRIFT",
         )
     )
     assert data["environment"]["variables"][f"{engine.prefix}_PLUGINS"] == ""

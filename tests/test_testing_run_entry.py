@@ -213,11 +213,21 @@ def test_entry_past_the_timeout_is_a_timeout_and_leaves_no_worker():
         run_entry(sleep_forever, timeout=3)
     assert time.monotonic() - start < 30
     assert info.value.stage == "entry"
-    assert not [
-        p
-        for p in psutil.Process().children(recursive=True)
-        if "sleep_forever" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE
-    ]
+    assert not [p for p in psutil.Process().children(recursive=True) if _live_and_named(p)]
+
+
+def _live_and_named(proc: psutil.Process) -> bool:
+    """A live (not zombie, not gone) process running ``sleep_forever``.
+
+    A zombie's command line cannot be read (psutil raises), and a zombie
+    child (an exited guardian the launcher has yet to reap) runs nothing.
+    """
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE and "sleep_forever" in " ".join(
+            proc.cmdline()
+        )
+    except (psutil.ZombieProcess, psutil.NoSuchProcess):
+        return False
 
 
 def _slow_to_materialize() -> str:
