@@ -467,6 +467,7 @@ def check(
     before: Collection[str] | None = None,
     plugin_imports: Mapping[str, str] | None = None,
     extra: Mapping[str, Any] | None = None,
+    sweep_repairs: bool = True,
 ) -> GuardResult:
     """Classify every hook target module; raise ``ImportGuardError`` when policy is ``error``.
 
@@ -475,7 +476,9 @@ def check(
     imported now).  ``plugin_imports`` maps a module a plugin imported while
     loading to that plugin's name, for the report.  ``extra`` is the worker's
     ``spec.extra``: when argument unpickling imported a target, the message
-    names the key that carried it.
+    names the key that carried it.  ``sweep_repairs=False``: a finding the
+    stale-binding sweep would repair still fails (a process that ran code of
+    its own before bootstrapping may hold originals in objects no sweep reaches).
     """
     result = GuardResult(policy=policy, armed=armed())
     if policy == "off":
@@ -494,8 +497,8 @@ def check(
             result.plugin_imports.append(_plugin_import(module, regs, site, plugin_imports))
         else:
             result.violations.append(_violation(module, regs, site, registry, extra))
-    repaired = [v for v in result.violations if v.get("rebound_by_sweep")]
-    failing = [v for v in result.violations if not v.get("rebound_by_sweep")]
+    repaired = [v for v in result.violations if sweep_repairs and v.get("rebound_by_sweep")]
+    failing = [v for v in result.violations if v not in repaired]
     if failing:
         _raise_or_warn(namespace, failing, policy)
     if repaired:

@@ -121,6 +121,9 @@ class Bootstrapper:
         self.host = socket.gethostname()
         self.stage_seconds: dict[str, float] = {}
         self.guard_result: GuardResult | None = None
+        # False for a process that ran its own code before bootstrapping (bootstrap_here):
+        # objects and closures made there may hold originals no sweep can see.
+        self.sweep_repairs_guard = True
         self.payload_obj: Any = _UNSET
         self.entry: Callable[..., Any] | None = None
         self.report: BootstrapReport | None = None
@@ -352,6 +355,7 @@ class Bootstrapper:
             before=manager.report.modules_before,
             plugin_imports=manager.report.plugin_imports,
             extra=self.spec.extra,
+            sweep_repairs=self.sweep_repairs_guard,
         )
 
     @_staged

@@ -248,7 +248,12 @@ def bootstrap_here(namespace: Namespace | NamespaceConfig | str | None = None) -
         from spawnkit.bootstrap.process import Bootstrapper
 
         try:
-            report = Bootstrapper(context_spec(ns)).through_hooks()
+            boot = Bootstrapper(context_spec(ns))
+            # This process ran code of its own before the call: instances, closures and
+            # callbacks made then may hold originals the sweep cannot rebind, so a target
+            # imported before it is refused even when every global holder is repairable.
+            boot.sweep_repairs_guard = False
+            report = boot.through_hooks()
         except ImportGuardError as exc:
             raise _too_late(ns, exc) from exc
         _here[ns.name] = report
