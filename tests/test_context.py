@@ -9,6 +9,7 @@ data loader (torch ``DataLoader(multiprocessing_context=ctx)``, spawn).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,15 @@ from pathlib import Path
 import pytest
 
 from _context_support import FOUR_PROCESSES, Engine, make_engine
+
+# The data loader is torch's: without torch (the torch-free suite on other Pythons) the
+# script says "no torch" for it, and the scheduler, detokenizer and pool are checked alone.
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+KINDS = (
+    ("scheduler", "detokenizer", "tokenizer", "loader")
+    if HAS_TORCH
+    else ("scheduler", "detokenizer", "tokenizer")
+)
 
 
 @pytest.fixture
@@ -34,11 +44,15 @@ def test_the_plugin_hook_runs_in_every_process_only_through_the_namespace_contex
     assert detok == "tok:d+plugin"
     assert report["namespace"] == engine.ns and "load_plugins" in report["stages"]
     assert ours["tokenizer"] == [["tok:a+plugin", True], ["tok:b+plugin", True]]
-    assert ours["loader"] == [f"tok:{i}+plugin" for i in range(4)]
+    if HAS_TORCH:
+        assert ours["loader"] == [f"tok:{i}+plugin" for i in range(4)]
+    else:
+        assert ours["loader"] == plain["loader"] == "no torch"
     # Through multiprocessing.get_context: only the scheduler had the plugin.
     assert plain["detokenizer"] == ["tok:d", None]
     assert plain["tokenizer"] == [["tok:a", False], ["tok:b", False]]
-    assert plain["loader"] == [f"tok:{i}" for i in range(4)]
+    if HAS_TORCH:
+        assert plain["loader"] == [f"tok:{i}" for i in range(4)]
 
 
 def test_a_plugin_that_fails_to_load_fails_every_process_with_its_root_cause(
@@ -47,7 +61,7 @@ def test_a_plugin_that_fails_to_load_fails_every_process_with_its_root_cause(
     env = {f"{engine.prefix}_TEST_FAIL": "1", "CTX_MODES": "spawnkit"}
     out, stderr = engine.run(FOUR_PROCESSES, env=env)
     ours = out["spawnkit"]
-    for kind in ("scheduler", "detokenizer", "tokenizer", "loader"):
+    for kind in KINDS:
         failure = ours[kind]
         assert isinstance(failure, dict), (kind, failure)
         text = failure["text"] + failure.get("cause", "")
@@ -59,7 +73,8 @@ def test_a_plugin_that_fails_to_load_fails_every_process_with_its_root_cause(
     assert ours["tokenizer"]["error"] == "ForkServerError"
     # Each spawned child said it on stderr too, in one line, before its traceback.
     lines = [ln for ln in stderr.splitlines() if ln.startswith("spawnkit: process ")]
-    assert len(lines) >= 2, stderr
+    # (the detokenizer, and with torch the loader's workers)
+    assert len(lines) >= (2 if HAS_TORCH else 1), stderr
     assert all("bootstrap stage 'load_plugins' failed" in ln for ln in lines)
 
 
