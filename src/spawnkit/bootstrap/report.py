@@ -85,7 +85,9 @@ class BootstrapReport:
             try:
                 dumps(value)
             except Exception as exc:
-                unsent[f.name] = f"{type(exc).__name__}: {exc}"
+                # The reason names pickling itself: the exception alone may not (3.13 says
+                # "AttributeError: Can't get local object ..." for a lambda).
+                unsent[f.name] = f"could not be pickled: {type(exc).__name__}: {exc}"
                 value = f.default_factory() if callable(f.default_factory) else f.default
             values[f.name] = value
         values["unsent"] = unsent
@@ -164,7 +166,7 @@ class BootstrapReport:
             )
             lines.append(f"  stages: {timing} (total {self.total_seconds * 1e3:.2f} ms)")
         for name, why in self.unsent.items():
-            lines.append(f"  NOT SENT: field {name!r} could not be pickled ({why})")
+            lines.append(f"  NOT SENT: field {name!r}: {why}")
         inh = self.inherited
         if inh:
             import time
