@@ -25,6 +25,7 @@ import os
 import selectors
 import sys
 import threading
+import time
 from typing import Any
 
 __all__ = ["DRAIN_S", "MAX_LINE", "LineStream", "OutputRelay", "emit_lines"]
@@ -95,14 +96,22 @@ class OutputRelay:
 
     def finish(self, timeout: float = DRAIN_S) -> bool:
         """Wait up to ``timeout`` for every pipe to close; True when all did (all relayed)."""
+        deadline = time.monotonic() + timeout
         with self._lock:
             self._finishing = True
-            if self._thread is None:  # never started (no rank), or already ended
+            thread = self._thread
+            if thread is None:  # never started (no rank), or already ended
                 self._close_wake()
                 return not self._open
             os.write(self._wake_w, b"x")
             self._all_closed.wait_for(lambda: not self._open, timeout)
-            return not self._open
+            done = not self._open
+        if done:
+            # The pipes may have closed before finish() was called: the thread then wakes
+            # only now, and closes the wake-up pipe and selector on its way out.  Wait for
+            # it (bounded: nothing is left to read), so a finished group holds no descriptor.
+            thread.join(max(deadline - time.monotonic(), 0.0) + 0.5)
+        return done
 
     # ------------------------------------------------------------- the thread
     def _run(self) -> None:
