@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from _launcher_support import Site, assert_group_gone, fault_env, make_site
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 from spawnkit.errors import (
     BootstrapError,
     BootstrapTimeoutError,

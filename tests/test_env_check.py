@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from spawnkit import _metadata
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import _metadata, spawn_with_plugins
 from spawnkit.errors import ConfigError, EnvVariableWarning
 from spawnkit.launch import build_spec
 from spawnkit.launch._env_check import find_env_problems

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from spawnkit import _metadata
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import _metadata, spawn_with_plugins
 from spawnkit.errors import (
     ChildRaisedError,
     ConfigError,

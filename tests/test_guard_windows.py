@@ -90,7 +90,7 @@ def _run_script(
 
 
             if __name__ == "__main__":
-                from spawnkit.bootstrap import spawn_with_plugins
+                from spawnkit import spawn_with_plugins
                 from spawnkit.namespace import Namespace
 
                 out = {{}}

@@ -42,7 +42,7 @@ def stubborn(payload=None):
 
 SCRIPT = """
 import sys
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 
 if __name__ == "__main__":
     group = spawn_with_plugins(
@@ -58,7 +58,7 @@ if __name__ == "__main__":
 
 SCRIPT_TERMINATE = """
 import sys, time
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 
 if __name__ == "__main__":
     group = spawn_with_plugins("{module}:stubborn", nprocs=2, grace_period=60, ready_timeout=60)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from _launcher_support import MODES, Site, assert_group_gone, make_site, mode_kwargs
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildRaisedError,
@@ -297,7 +297,7 @@ def test_failure_seen_by_exit_codes_is_still_raised(site: Site) -> None:
 
 _BIG_SPEC_LAUNCHER = """
 import sys, time
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 
 if __name__ == "__mp_main__":  # runs only in the worker, while it re-imports this script
     if sys.argv[2] == "raise":

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from _launcher_support import KINDS, STAGES, Site, assert_group_gone, fault_env, gone, make_site
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildError,

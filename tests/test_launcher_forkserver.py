@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from _launcher_support import Site, gone, make_site
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 from spawnkit.errors import ChildRaisedError, ImportGuardError, PreloadError
 from spawnkit.protocol import _warm_server
 

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from _launcher_support import Site, gone, make_site
-from spawnkit.bootstrap import cleanup
+from spawnkit import cleanup
 from spawnkit.bootstrap._parent_death import RUN_ID_VAR
 from spawnkit.launch._cleanup import record_run
 
@@ -31,7 +31,7 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
 _LAUNCHER = """
 import json, pathlib, sys, time
 from spawnkit.namespace import Namespace
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 
 
 def main():

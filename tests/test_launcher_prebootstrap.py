@@ -24,8 +24,7 @@ import psutil
 import pytest
 
 from _launcher_support import Site, gone, make_site
-from spawnkit import _metadata
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import _metadata, spawn_with_plugins
 from spawnkit.errors import ForkSafetyError, ForkServerError
 from spawnkit.protocol import _warm_server
 from spawnkit.testing import write_distribution
@@ -288,7 +287,7 @@ def test_launching_script_binding_a_target_at_module_scope_gets_the_patched_one(
             f"""\
             import sys; sys.path[:0] = {[str(site.root), str(Path(__file__).parent)]!r}
             from {site.pkg}.target import func
-            from spawnkit.bootstrap import spawn_with_plugins
+            from spawnkit import spawn_with_plugins
             from spawnkit.namespace import Namespace
 
             def entry():

@@ -21,8 +21,7 @@ import psutil
 import pytest
 
 from _launcher_support import Site, assert_group_gone, fault_env, make_site
-from spawnkit import _metadata
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import _metadata, spawn_with_plugins
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildExitedError,

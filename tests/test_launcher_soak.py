@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from _launcher_support import Site, make_site
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 from spawnkit.launch._cleanup import _record_path
 
 CYCLES = 200

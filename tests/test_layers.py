@@ -1,132 +1,148 @@
-"""Dependencies point one way: the hook engine and the platforms never import the layers above.
+"""Imports point one way, down the layer order written in docs/architecture.md, and never close a circle.
 
-The namespace facade (``spawnkit.namespace``) composes the hook registry, the
-plugin manager and the platform manager; the bootstrap and the launcher use
-all of them.  An import from ``spawnkit.hooks`` or ``spawnkit.platforms`` back
-up into one of those, at any scope (a function-local import included), is an
-import cycle waiting to bite: these tests read the source, so it cannot come
-back unnoticed.  Imports under ``if TYPE_CHECKING:`` are annotations only and
-are allowed.
+Every module of ``src/spawnkit`` is read with ``ast`` at every scope (a
+function-local import, a class body, an ``if TYPE_CHECKING:`` block) and a
+string that names a spawnkit module for loading (a lazy-export table,
+``import_module``, ``"module:attr"``) counts as an import (see
+``tests/_layercheck.py``).  A lazy import still runs against the order when
+it runs, and a type-level one still ties the modules together, so there is
+no exception list.  The order is read from the document, so the two cannot
+drift apart.
 """
 
 from __future__ import annotations
 
-import ast
+import textwrap
 from pathlib import Path
 
+import pytest
+
 import spawnkit
+from _layercheck import cycles, layer_order, read_graph, violations
 
 SRC = Path(spawnkit.__file__).parent
-LOWER = ("hooks", "platforms")
-UPPER = ("spawnkit.namespace", "spawnkit.bootstrap", "spawnkit.launch", "spawnkit.protocol")
-#: The only places a lower package may *name* the facade: the lazy re-exports of the
-#: module-level API that takes ``namespace=None`` (defined in ``spawnkit.namespace``).
-REEXPORTS = {"hooks/__init__.py", "hooks/plugins.py", "platforms/__init__.py"}
+ROOT = SRC.parents[1]
+ORDER = layer_order((ROOT / "docs" / "architecture.md").read_text())
 
 
-def _upper(module: str) -> bool:
-    return any(module == u or module.startswith(u + ".") for u in UPPER)
+def _graph():  # type: ignore[no-untyped-def]
+    graph = read_graph(SRC.parent, "spawnkit")
+    assert len(graph.modules) > 100 and len(graph.edges) > 500  # it read the real package
+    return graph
 
 
-def _type_checking_nodes(tree: ast.Module) -> set[int]:
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
-    return skipped
-
-
-def _upward_references(source: str, where: str) -> list[str]:
-    tree = ast.parse(source, where)
-    skipped = _type_checking_nodes(tree)
-    found: list[str] = []
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names if _upper(a.name)]
-            found += [f"{where}:{node.lineno} import {name}" for name in names]
-        elif isinstance(node, ast.ImportFrom) and node.module and _upper(node.module):
-            found.append(f"{where}:{node.lineno} from {node.module} import ...")
-        elif (
-            isinstance(node, ast.Constant)
-            and isinstance(node.value, str)
-            and _upper(node.value)
-            and where not in REEXPORTS
-        ):
-            # importlib.import_module("spawnkit.bootstrap...") or a lazy-export table entry
-            found.append(f"{where}:{node.lineno} names {node.value!r}")
-    return found
-
-
-def test_hooks_and_platforms_import_nothing_above_them() -> None:
-    files = sorted(p for pkg in LOWER for p in (SRC / pkg).rglob("*.py"))
-    assert len(files) > 10, files  # the packages are where this test thinks they are
-    found = [
-        ref
-        for path in files
-        for ref in _upward_references(path.read_text(), path.relative_to(SRC).as_posix())
+def test_the_order_names_every_layer_of_the_issue() -> None:
+    assert ORDER == [
+        ["cli"],
+        ["spawnkit", "ray", "run"],
+        ["bench", "testing", "scaleout", "demo"],
+        ["launch"],
+        ["protocol"],
+        ["bootstrap"],
+        ["namespace"],
+        ["hooks", "platforms"],
+        ["spec", "errors", "_*"],
     ]
-    assert not found, "upward imports:\n" + "\n".join(found)
 
 
-def test_the_scan_sees_a_function_local_upward_import() -> None:
-    """The check itself: a lazy import or a module name is found, a TYPE_CHECKING import is not."""
-    sample = (
-        "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from spawnkit.namespace import Namespace\n"
-        "def f():\n    from spawnkit.bootstrap import guard\n    return guard\n"
-        "LAZY = {'x': 'spawnkit.launch.launcher'}\n"
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    found = violations(_graph(), "spawnkit", ORDER)
+    assert not found, "imports against the layer order:\n" + "\n".join(found)
+
+
+def test_no_import_circle_between_modules() -> None:
+    found = cycles(_graph())
+    assert not found, "import circles:\n" + "\n\n".join(" -> ".join(c) for c in found)
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+
+
+def test_the_checker_finds_a_planted_up_import_and_a_planted_circle(tmp_path: Path) -> None:
+    """The check itself, on a package with one of each kind of load, so it cannot pass vacuously."""
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": '"""pkg.low (this docstring names it) is no load."""\n',
+            "pkg/top.py": "from pkg import low\n",
+            "pkg/low/__init__.py": "",
+            "pkg/low/a.py": """\
+                from typing import TYPE_CHECKING
+                if TYPE_CHECKING:
+                    from pkg.top import X
+                """,
+            "pkg/low/b.py": """\
+                import importlib, logging
+                _log = logging.getLogger("pkg.top")
+                def f():
+                    return importlib.import_module("pkg.low.c")
+                """,
+            "pkg/low/c.py": """\
+                TABLE = {"name": "pkg.low.d"}
+                """,
+            "pkg/low/d.py": """\
+                def g():
+                    from . import b
+                """,
+            "pkg/low/e.py": 'REF = "pkg.top:run"\n',
+        },
     )
-    assert _upward_references(sample, "hooks/sample.py") == [
-        "hooks/sample.py:5 from spawnkit.bootstrap import ...",
-        "hooks/sample.py:7 names 'spawnkit.launch.launcher'",
+    order = layer_order("layers: top -> low")
+    graph = read_graph(tmp_path, "pkg")
+    assert sorted(violations(graph, "pkg", order)) == [
+        "pkg/low/a.py:3 imports pkg.top (up from layer 1 to layer 0)",
+        "pkg/low/e.py:1 names pkg.top (up from layer 1 to layer 0)",
+    ]
+    [circle] = cycles(graph)
+    assert circle[:3] == [
+        "pkg/low/b.py:4 names pkg.low.c",
+        "pkg/low/c.py:1 names pkg.low.d",
+        "pkg/low/d.py:2 imports pkg.low.b",
     ]
 
 
-def test_the_reexported_module_level_api_still_works() -> None:
+def test_a_module_outside_every_layer_is_an_error(tmp_path: Path) -> None:
+    _write(tmp_path, {"pkg/__init__.py": "", "pkg/stray.py": "import pkg.low\n", "pkg/low.py": ""})
+    with pytest.raises(AssertionError, match=r"pkg\.stray is in 0 layers"):
+        violations(read_graph(tmp_path, "pkg"), "pkg", layer_order("layers: low"))
+
+
+@pytest.mark.parametrize(
+    ("module", "names"),
+    [
+        ("spawnkit", ["spawn_with_plugins", "WorkerGroup", "load_plugins", "get_context"]),
+        ("spawnkit.hooks", ["load_plugins", "apply_plugin_hooks", "PluginManager"]),
+        ("spawnkit.hooks.plugins", ["load_plugins", "apply_plugin_hooks"]),
+        ("spawnkit.platforms", ["explain_platform", "initialize_current_platform", "CustomOp"]),
+        ("spawnkit.launch", ["spawn_with_plugins", "WorkerGroup", "cleanup", "build_spec"]),
+        ("spawnkit.namespace", ["Namespace", "get_namespace", "default_namespace"]),
+    ],
+)
+def test_the_public_names_stay_where_they_were_promised(module: str, names: list[str]) -> None:
+    import importlib.util
+
+    mod = importlib.import_module(module)
+    for name in names:
+        if name in ("CustomOp",) and importlib.util.find_spec("torch") is None:
+            continue
+        assert getattr(mod, name) is not None, (module, name)
+
+
+def test_the_module_level_api_acts_on_the_default_namespaces_own_state() -> None:
+    """Owned by the lower layers, shared with the facade: one manager, never two."""
     import spawnkit.hooks
     import spawnkit.hooks.plugins
-    import spawnkit.namespace
     import spawnkit.platforms
+    from spawnkit.hooks.plugins import PluginManager
+    from spawnkit.platforms.discovery import PlatformManager
 
-    assert spawnkit.hooks.load_plugins is spawnkit.namespace.load_plugins
-    assert spawnkit.hooks.plugins.apply_plugin_hooks is spawnkit.namespace.apply_plugin_hooks
-    assert spawnkit.platforms.explain_platform is spawnkit.namespace.explain_platform
-    assert spawnkit.load_plugins is spawnkit.namespace.load_plugins
-
-
-def _imports_of(paths: list[Path], forbidden: tuple[str, ...]) -> list[str]:
-    found = []
-    for path in paths:
-        where = path.relative_to(SRC).as_posix()
-        tree = ast.parse(path.read_text(), where)
-        skipped = _type_checking_nodes(tree)
-        for node in ast.walk(tree):
-            if id(node) in skipped:
-                continue
-            modules = []
-            if isinstance(node, ast.Import):
-                modules = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                modules = [node.module]
-            found += [
-                f"{where}:{node.lineno} imports {m}"
-                for m in modules
-                if any(m == f or m.startswith(f + ".") for f in forbidden)
-            ]
-    return found
-
-
-def test_the_worker_side_and_the_wire_never_import_the_parent_side() -> None:
-    """bootstrap/ (the worker) imports neither protocol/ nor launch/; protocol/ never launch/.
-
-    ``spawnkit.bootstrap``'s ``__init__`` is the one exception: it still lends the
-    launcher's public names, lazily, under ``TYPE_CHECKING`` and a string table.
-    """
-    worker = [p for p in (SRC / "bootstrap").rglob("*.py") if p.name != "__init__.py"]
-    wire = list((SRC / "protocol").rglob("*.py"))
-    assert worker and wire
-    found = _imports_of(worker, ("spawnkit.protocol", "spawnkit.launch"))
-    found += _imports_of(wire, ("spawnkit.launch",))
-    assert not found, "upward imports:\n" + "\n".join(found)
+    ns = spawnkit.default_namespace()
+    assert ns.platforms is PlatformManager.default()
+    assert ns.plugins is PluginManager.default()
+    assert spawnkit.hooks.load_plugins is spawnkit.hooks.plugins.load_plugins
+    assert spawnkit.load_plugins is spawnkit.hooks.plugins.load_plugins
+    assert str(spawnkit.platforms.explain_platform()) == str(ns.explain_platform())

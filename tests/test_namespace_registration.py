@@ -22,8 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from spawnkit import _metadata
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import _metadata, spawn_with_plugins
 from spawnkit.cli import main
 from spawnkit.errors import NamespaceError
 from spawnkit.namespace import Namespace, default_namespace, get_namespace

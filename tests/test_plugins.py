@@ -369,7 +369,7 @@ def test_parent_selection_excludes_by_the_platform_given_in_env(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The launcher decides with ``env=``'s platform variable, not a fresh auto-discovery."""
-    from spawnkit.launch.launcher import _parent_selection
+    from spawnkit.launch._selection import parent_selection as _parent_selection
 
     with isolated_imports():
         w = make_world(tmp_path)
@@ -390,7 +390,7 @@ def test_parent_selection_refuses_unknown_names(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The parent drops unknown names from the spec, so it is the one that must refuse."""
-    from spawnkit.launch.launcher import _parent_selection
+    from spawnkit.launch._selection import parent_selection as _parent_selection
 
     world.add_plugin("a", RECORDING)
     env = {world.ns.config.plugins_var: "a,typo"}

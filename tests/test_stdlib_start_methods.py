@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from _launcher_support import Site, make_site
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 from spawnkit.errors import ConfigError
 
 TIMEOUT_S = 240
@@ -29,7 +29,7 @@ _START_METHOD_SCRIPT = """
 import json, multiprocessing, os, sys
 sys.path[:0] = {paths!r}
 import psutil
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 from spawnkit.namespace import Namespace
 
 if __name__ == "__main__":
@@ -54,7 +54,7 @@ sys.path[:0] = {paths!r}
 with open({log!r}, "a") as fh:  # every import of this script, by whom
     fh.write(f"{{os.getpid()}} {{__name__}}\\n")
 from {pkg}.target import func  # a hook target, bound at module scope
-from spawnkit.bootstrap import spawn_with_plugins
+from spawnkit import spawn_with_plugins
 from spawnkit.namespace import Namespace
 
 def warm_entry():

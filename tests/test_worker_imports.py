@@ -53,7 +53,7 @@ def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path
 
             if __name__ == "__main__":
                 import json
-                from spawnkit.bootstrap import spawn_with_plugins
+                from spawnkit import spawn_with_plugins
                 from spawnkit.namespace import Namespace
 
                 Namespace("wi_ns", "WI_NS")

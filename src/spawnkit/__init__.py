@@ -46,11 +46,11 @@ _EXPORTS: dict[str, str] = {
     "BootstrapReport": "spawnkit.bootstrap",
     "bootstrap_process": "spawnkit.bootstrap",
     "lazy": "spawnkit.bootstrap",
-    "spawn_with_plugins": "spawnkit.bootstrap",
-    "WorkerGroup": "spawnkit.bootstrap",
-    "cleanup": "spawnkit.bootstrap",
-    "build_spec": "spawnkit.bootstrap",
-    "write_launch_spec": "spawnkit.bootstrap",
+    "spawn_with_plugins": "spawnkit.launch",
+    "WorkerGroup": "spawnkit.launch",
+    "cleanup": "spawnkit.launch",
+    "build_spec": "spawnkit.launch",
+    "write_launch_spec": "spawnkit.launch",
     # every process of an engine
     "get_context": "spawnkit.launch.context",
     "bootstrap_here": "spawnkit.launch.context",
@@ -67,12 +67,7 @@ if TYPE_CHECKING:
     # ``X as X``: the explicit re-export form, so that ``from spawnkit import X`` type-checks
     # under ``mypy --strict`` (which cannot read the computed ``__all__`` above).
     from spawnkit.bootstrap import BootstrapReport as BootstrapReport
-    from spawnkit.bootstrap import WorkerGroup as WorkerGroup
     from spawnkit.bootstrap import bootstrap_process as bootstrap_process
-    from spawnkit.bootstrap import build_spec as build_spec
-    from spawnkit.bootstrap import cleanup as cleanup
-    from spawnkit.bootstrap import spawn_with_plugins as spawn_with_plugins
-    from spawnkit.bootstrap import write_launch_spec as write_launch_spec
     from spawnkit.bootstrap.lazy import lazy as lazy
     from spawnkit.errors import *
     from spawnkit.hooks import HookRegistry as HookRegistry
@@ -81,6 +76,11 @@ if TYPE_CHECKING:
     from spawnkit.hooks import apply_plugin_hooks as apply_plugin_hooks
     from spawnkit.hooks import load_plugins as load_plugins
     from spawnkit.hooks import plugin_hook as plugin_hook
+    from spawnkit.launch import WorkerGroup as WorkerGroup
+    from spawnkit.launch import build_spec as build_spec
+    from spawnkit.launch import cleanup as cleanup
+    from spawnkit.launch import spawn_with_plugins as spawn_with_plugins
+    from spawnkit.launch import write_launch_spec as write_launch_spec
     from spawnkit.launch.context import bootstrap_here as bootstrap_here
     from spawnkit.launch.context import get_context as get_context
     from spawnkit.namespace import Namespace as Namespace

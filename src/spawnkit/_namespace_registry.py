@@ -16,27 +16,70 @@ variables are ``ME_*``).
 Only the parent and plain imports get here: a spawned worker rebuilds its
 namespace from the spec before any plugin runs, so a plugin's
 ``get_namespace("minieng")`` finds it declared and no metadata is scanned.
+
+This module also holds the table of namespaces declared in this process
+(``Namespace`` interns into it), so that the hooks and the platforms, which
+sit below the ``Namespace`` facade, can find a namespace by name for their
+module-level ``namespace=`` API without importing the facade (:func:`find`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from spawnkit import _metadata
 from spawnkit.errors import NamespaceError
-
-if TYPE_CHECKING:
-    from spawnkit.namespace import Namespace
+from spawnkit.spec import _phase
+from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, NamespaceConfig
 
 __all__ = [
+    "DECLARED",
     "NAMESPACE_GROUP",
     "describe_unknown",
+    "find",
     "load_registered",
     "registration_hint",
     "unknown_namespace",
 ]
 
 NAMESPACE_GROUP = "spawnkit.namespaces"
+
+#: Every ``Namespace`` declared in this process, by name (``Namespace._registry`` is this dict).
+DECLARED: dict[str, Any] = {}
+
+
+def _is_namespace(obj: object) -> bool:
+    return isinstance(getattr(obj, "config", None), NamespaceConfig) and hasattr(obj, "platforms")
+
+
+def find(namespace: object) -> Any:
+    """The namespace object ``namespace`` stands for; ``None`` means the default namespace.
+
+    ``None`` is this worker's namespace inside a bootstrapped worker (else the
+    default); a name is a declared namespace, else the installed engine that
+    registers it; a ``Namespace`` is itself.  The default namespace's state is
+    owned by the layers that use it (``HookRegistry.default()``,
+    ``PlatformManager.default()``, ``PluginManager.default()``), so this
+    never needs to create one.
+    """
+    if namespace is None:
+        return _phase.worker_namespace()
+    if not isinstance(namespace, str | NamespaceConfig):
+        return namespace
+    name = namespace if isinstance(namespace, str) else namespace.name
+    if name == DEFAULT_NAMESPACE_NAME:
+        return None
+    found = DECLARED.get(name)
+    if found is None and isinstance(namespace, str):
+        found = load_registered(name)
+    if found is None:
+        raise unknown_namespace(name, sorted(DECLARED))
+    if isinstance(namespace, NamespaceConfig) and found.config != namespace:
+        raise NamespaceError(
+            f"namespace {name!r} is declared in this process with other settings than the "
+            "NamespaceConfig given; pass the Namespace object itself."
+        )
+    return found
 
 
 def registration_hint(name: str) -> str:
@@ -52,14 +95,12 @@ def _registered(name: str) -> list[_metadata.EntryPointInfo]:
     return [ep for ep in _metadata.entry_points(NAMESPACE_GROUP) if ep.name == name]
 
 
-def load_registered(name: str) -> Namespace | None:
+def load_registered(name: str) -> Any:
     """The namespace an installed distribution registers as ``name``; ``None`` if none does.
 
     The entry point names a ``Namespace`` (or a function returning one); it
     must declare exactly ``name``.
     """
-    from spawnkit.namespace import Namespace
-
     found = _registered(name)
     if not found:
         return None
@@ -72,7 +113,7 @@ def load_registered(name: str) -> Namespace | None:
     ep = found[0]
     try:
         obj = _metadata.load_entry_point(ep)
-        if callable(obj) and not isinstance(obj, Namespace):
+        if callable(obj) and not _is_namespace(obj):
             obj = obj()
     except Exception as exc:
         raise NamespaceError(
@@ -80,7 +121,7 @@ def load_registered(name: str) -> Namespace | None:
             f"{type(exc).__name__}: {exc}. Fix the engine's module, or the entry point's "
             "'module:attr'."
         ) from exc
-    if not isinstance(obj, Namespace):
+    if not _is_namespace(obj):
         raise NamespaceError(
             f"namespace {name!r} is registered as {ep.describe()}, which is a "
             f"{type(obj).__name__}, not a spawnkit.Namespace. Point the entry point at the "

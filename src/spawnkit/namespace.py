@@ -16,12 +16,14 @@ The subsystems (hooks, platforms, plugins) are created lazily so that
 importing this module stays cheap and imports neither torch nor any plugin.
 
 This module is the facade above ``spawnkit.hooks`` and ``spawnkit.platforms``:
-it imports them, never the reverse.  So the module-level API that takes
-``namespace=None`` (``load_plugins``, ``apply_plugin_hooks``,
-``initialize_current_platform``, ``explain_platform`` and what
-``spawnkit.platforms.current_platform`` answers) is defined at the end of this
-module, because choosing the namespace is the facade's job; the lower
-packages re-export those names lazily, by name.
+it imports them, never the reverse.  The module-level API that takes
+``namespace=None`` (``load_plugins``, ``current_platform``, ...) lives in
+those packages: the default namespace's state is theirs
+(``HookRegistry.default()``, ``PlatformManager.default()``,
+``PluginManager.default()``) and a name is found in the table this class
+interns into (``spawnkit._namespace_registry``).  ``get_context`` and
+``bootstrap_here`` are the launcher's (``spawnkit.get_context(method,
+namespace=ns)``), which sits above this module.
 """
 
 from __future__ import annotations
@@ -30,24 +32,21 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from spawnkit import _reference
+from spawnkit import _namespace_registry, _reference
 from spawnkit.errors import NamespaceError
 from spawnkit.spec import NamespaceConfig, _phase
+from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, default_config
 
 if TYPE_CHECKING:
-    from spawnkit.bootstrap.report import BootstrapReport
-    from spawnkit.hooks.plugins import LoadedPlugin, PluginManager
+    from spawnkit.hooks.plugins import PluginManager
     from spawnkit.hooks.registry import HookRegistry
     from spawnkit.hooks.registry import HookRegistry as _Registry
     from spawnkit.hooks.types import HookType
     from spawnkit.hooks.types import HookType as _HookType
     from spawnkit.platforms.discovery import PlatformManager
-    from spawnkit.platforms.explanation import PlatformExplanation
     from spawnkit.platforms.interface import Platform
 
 __all__ = ["DEFAULT_NAMESPACE_NAME", "Namespace", "default_namespace", "get_namespace"]
-
-DEFAULT_NAMESPACE_NAME = "spawnkit"
 
 _H = TypeVar("_H")
 _S = TypeVar("_S")
@@ -56,7 +55,7 @@ _S = TypeVar("_S")
 class Namespace:
     """One engine's view of spawnkit: groups, variables, hook registry, platform, plugins."""
 
-    _registry: ClassVar[dict[str, Namespace]] = {}
+    _registry: ClassVar[dict[str, Namespace]] = _namespace_registry.DECLARED
     _registry_lock: ClassVar[threading.Lock] = threading.Lock()
 
     config: NamespaceConfig
@@ -161,25 +160,6 @@ class Namespace:
     def apply_plugin_hooks(self, **kwargs: Any) -> Any:
         return self.plugins.apply(**kwargs)
 
-    def get_context(
-        self, method: str = "spawn", *, context: str = "multiprocessing", **options: Any
-    ) -> Any:
-        """A ``multiprocessing``-style context whose processes bootstrap this namespace first.
-
-        Defined in ``spawnkit.launch.context`` (the parent side), reached from
-        here through a lazy import: the facade only forwards, nothing below
-        the launcher imports it.
-        """
-        from spawnkit.launch.context import get_context
-
-        return get_context(method, context=context, namespace=self, **options)
-
-    def bootstrap_here(self) -> BootstrapReport:
-        """Bootstrap this namespace in the calling process (see ``launch.context``)."""
-        from spawnkit.launch.context import bootstrap_here
-
-        return bootstrap_here(self)
-
     def plugin_hook(
         self,
         target: str,
@@ -237,13 +217,13 @@ def _new_hooks(ns: Namespace) -> HookRegistry:
 def _new_platforms(ns: Namespace) -> PlatformManager:
     from spawnkit.platforms.discovery import PlatformManager
 
-    return PlatformManager(ns)
+    return PlatformManager.default() if ns.config == default_config() else PlatformManager(ns)
 
 
 def _new_plugins(ns: Namespace) -> PluginManager:
     from spawnkit.hooks.plugins import PluginManager
 
-    return PluginManager(ns)
+    return PluginManager.default() if ns.config == default_config() else PluginManager(ns)
 
 
 def _new_hook_class(ns: Namespace) -> type[_Registry]:
@@ -258,7 +238,7 @@ def default_namespace() -> Namespace:
     Inside a worker the module-level API follows the namespace of the worker's
     spec instead (see :func:`get_namespace`).
     """
-    return Namespace(DEFAULT_NAMESPACE_NAME, "SPAWNKIT")
+    return Namespace.from_config(default_config())
 
 
 def get_namespace(ns: Namespace | str | NamespaceConfig | None = None) -> Namespace:
@@ -284,54 +264,8 @@ def get_namespace(ns: Namespace | str | NamespaceConfig | None = None) -> Namesp
         found = Namespace._registry.get(ns)
         if found is None:
             # Not declared here yet: load the engine's registration (spawnkit.namespaces).
-            from spawnkit._namespace_registry import load_registered, unknown_namespace
-
-            found = load_registered(ns)
+            found = _namespace_registry.load_registered(ns)
             if found is None:
-                raise unknown_namespace(ns, sorted(Namespace._registry))
+                raise _namespace_registry.unknown_namespace(ns, sorted(Namespace._registry))
         return found
     raise TypeError(f"namespace must be a Namespace, a name or None, got {type(ns).__name__}")
-
-
-# ------------------------------------------------------ the module-level API
-_default_platforms: PlatformManager | None = None
-
-
-def _platforms_of(namespace: Namespace | str | NamespaceConfig | None) -> PlatformManager:
-    global _default_platforms
-    if namespace is None:
-        worker: Namespace | None = _phase.worker_namespace()
-        if worker is not None:
-            # A worker of namespace "minieng" runs on minieng's platform; the default
-            # namespace's answer would be another engine's (usually "base").
-            return worker.platforms
-        # default_namespace() rebuilds a config on every call; current_platform may be hot.
-        if _default_platforms is None:
-            _default_platforms = default_namespace().platforms
-        return _default_platforms
-    return get_namespace(namespace).platforms
-
-
-def current_platform_of(namespace: Namespace | str | NamespaceConfig | None = None) -> Platform:
-    """What ``spawnkit.platforms.current_platform`` is: the resolved platform of ``namespace``."""
-    return _platforms_of(namespace).current()
-
-
-def initialize_current_platform(namespace: Namespace | str | None = None) -> Platform:
-    """Resolve the platform and run its ``init_backend()`` once per process."""
-    return _platforms_of(namespace).initialize()
-
-
-def explain_platform(namespace: Namespace | str | None = None) -> PlatformExplanation:
-    """What discovery did: candidates and outcomes, probes, path, winner (``str()`` it)."""
-    return _platforms_of(namespace).explain()
-
-
-def load_plugins(namespace: Any = None, **kwargs: Any) -> list[LoadedPlugin]:
-    """Load the namespace's general plugins (registration only); see :meth:`PluginManager.load`."""
-    return get_namespace(namespace).plugins.load(**kwargs)
-
-
-def apply_plugin_hooks(namespace: Any = None, **kwargs: Any) -> list[str]:
-    """Apply every hook registered in the namespace; see :meth:`PluginManager.apply`."""
-    return get_namespace(namespace).plugins.apply(**kwargs)

@@ -26,12 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import spawnkit
 from spawnkit.bench._checks import Check, present
 from spawnkit.testing import write_distribution
 
 #: The folder spawnkit is imported from (a checkout's src/ or site-packages), for the children.
-SRC = Path(spawnkit.__file__).resolve().parents[1]
+SRC = Path(__file__).resolve().parents[2]
 
 N_PLUGINS = 10
 HOOKS_PER_PLUGIN = 10

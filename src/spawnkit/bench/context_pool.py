@@ -41,13 +41,14 @@ def _round(ctx: Any, workers: int) -> float:
 
 def run(quick: bool = False) -> dict[str, Any]:
     """Seconds per pool start, both contexts alternating so drift hits both alike."""
+    from spawnkit.launch.context import get_context
     from spawnkit.namespace import Namespace
 
     preload = ["torch"] if not quick and importlib.util.find_spec("torch") else []
     rounds = 3 if quick else 10
     plain = multiprocessing.get_context("forkserver")
     plain.set_forkserver_preload(["concurrent.futures.process", *preload])
-    ours = Namespace(*_NAMESPACE).get_context("forkserver", preload=tuple(preload))
+    ours = get_context("forkserver", namespace=Namespace(*_NAMESPACE), preload=tuple(preload))
     plain_s: list[float] = []
     ours_s: list[float] = []
     _round(plain, _WORKERS)  # each server's own start is not the pool's

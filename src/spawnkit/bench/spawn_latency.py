@@ -49,12 +49,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import spawnkit
 from spawnkit.bench._checks import Check, present
 from spawnkit.bootstrap.stages import Stage
 
 #: The folder spawnkit is imported from (a checkout's src/ or site-packages), for the servers.
-SRC = Path(spawnkit.__file__).resolve().parents[1]
+SRC = Path(__file__).resolve().parents[2]
 
 N_PLUGINS = 10
 HOOKS_PER_PLUGIN = 10
@@ -220,7 +219,7 @@ def _raw(method: str, module: str, n: int) -> list[float]:
 def _spawnkit(
     method: str, module: str, n: int, preload: tuple[str, ...], env: dict[str, str] | None = None
 ) -> list[float]:
-    from spawnkit.bootstrap import spawn_with_plugins
+    from spawnkit.launch import spawn_with_plugins
 
     t0 = time.monotonic()
     with spawn_with_plugins(
@@ -237,7 +236,7 @@ def _spawnkit(
 
 def _census(repeats: int) -> dict[str, Any]:
     """A cold trivial worker's stage split (median) and the modules it has beyond raw spawn."""
-    from spawnkit.bootstrap import spawn_with_plugins
+    from spawnkit.launch import spawn_with_plugins
 
     _t0, (raw_modules,) = _raw_call("spawn", "bench_spawn_trivial", "modules", 1)
     stages: list[dict[str, float]] = []

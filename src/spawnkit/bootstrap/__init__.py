@@ -2,8 +2,7 @@
 
 The launcher's names (``spawn_with_plugins``, ``WorkerGroup``, ``cleanup``,
 ``build_spec``, ``write_launch_spec``) live in :mod:`spawnkit.launch`, the
-parent side; they are still reachable here because they were public here
-first, and loading them lazily keeps the worker from importing them.
+parent side above this package, and are public from ``spawnkit`` itself.
 
 Exports load on first use (PEP 562): the child's command line imports
 ``spawnkit.bootstrap.guard`` before anything else, and that must not pull in
@@ -28,12 +27,6 @@ _EXPORTS: dict[str, str] = {
     "BootstrapReport": "spawnkit.bootstrap.report",
     "Stage": "spawnkit.bootstrap.stages",
     "StageListener": "spawnkit.bootstrap.stages",
-    # the parent side, re-exported for compatibility
-    "spawn_with_plugins": "spawnkit.launch.launcher",
-    "WorkerGroup": "spawnkit.launch.group",
-    "cleanup": "spawnkit.launch._cleanup",  # not .cleanup: a submodule would shadow it
-    "build_spec": "spawnkit.launch.launcher",
-    "write_launch_spec": "spawnkit.launch.specs",
 }
 
 __all__ = [
@@ -42,15 +35,10 @@ __all__ = [
     "LazyObject",
     "Stage",
     "StageListener",
-    "WorkerGroup",
     "bootstrap_process",
-    "build_spec",
-    "cleanup",
     "current_report",
     "current_spec",
     "lazy",
-    "spawn_with_plugins",
-    "write_launch_spec",
 ]
 
 if TYPE_CHECKING:
@@ -62,12 +50,6 @@ if TYPE_CHECKING:
     )
     from spawnkit.bootstrap.report import BootstrapReport
     from spawnkit.bootstrap.stages import Stage, StageListener
-    from spawnkit.launch._cleanup import cleanup
-    from spawnkit.launch.launcher import (
-        WorkerGroup,
-        spawn_with_plugins,
-    )
-    from spawnkit.launch.specs import build_spec, write_launch_spec
 
 
 def __getattr__(name: str) -> Any:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import enum
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from spawnkit.spec.payload import PAYLOAD_STAGE
+
 if TYPE_CHECKING:
     from spawnkit.bootstrap.report import BootstrapReport
 
@@ -33,7 +35,7 @@ class Stage(str, enum.Enum):
     PLATFORM = "initialize_platform"
     PLUGINS = "load_plugins"
     HOOKS = "apply_hooks"
-    PAYLOAD = "materialize_payload"
+    PAYLOAD = PAYLOAD_STAGE
     RESOLVE_ENTRY = "resolve_entry"
     ENTRY = "entry"
 

@@ -135,8 +135,8 @@ def run_group(
     entry_args: list[str] | None = None,
 ) -> int:
     """``spawnkit launch``: start, show progress, print timings and results; the exit status."""
-    from spawnkit.bootstrap import spawn_with_plugins
     from spawnkit.errors import SpawnkitError
+    from spawnkit.launch import spawn_with_plugins
 
     display = StageDisplay(out, nprocs, mode="quiet" if as_json == "-" else "auto")
     started = time.monotonic()
@@ -267,8 +267,8 @@ def run_probe(
     """
     import warnings
 
-    from spawnkit.bootstrap import spawn_with_plugins
     from spawnkit.errors import EnvVariableWarning, SpawnkitError
+    from spawnkit.launch import spawn_with_plugins
 
     try:
         with warnings.catch_warnings():

@@ -95,7 +95,8 @@ def resolve_namespace(spec: str | None) -> Namespace:
             f"register it with {registration_hint(spec)}; or pass --namespace module:attr "
             "naming the engine's Namespace object",
         )
-    return found
+    ns: Namespace = found
+    return ns
 
 
 def _top_level_names(tree: ast.Module) -> tuple[set[str], bool]:

@@ -88,7 +88,7 @@ class Engine:
 
     def run(self) -> DemoRun:
         """Launch, wait (bounded), collect; raises the group's first failure."""
-        from spawnkit.bootstrap import spawn_with_plugins
+        from spawnkit.launch import spawn_with_plugins
         from spawnkit.spec import Payload
 
         args = self.server_args

@@ -1,10 +1,9 @@
 """spawnkit's hook engine: BEFORE/AFTER/AROUND/REPLACE hooks on functions, methods and classes.
 
 Importing this package imports neither torch nor any hook target.  The plugin
-loader (``PluginManager``, in ``spawnkit.hooks.plugins``) and the module-level
-``load_plugins`` / ``apply_plugin_hooks`` (defined by the namespace facade,
-``spawnkit.namespace``, which sits above this package) are imported on first
-use, so the engine itself works before (and without) the loader.
+loader (``PluginManager``) and the module-level ``load_plugins`` /
+``apply_plugin_hooks``, all in ``spawnkit.hooks.plugins``, are imported on
+first use, so the engine itself works before (and without) the loader.
 """
 
 from __future__ import annotations
@@ -26,8 +25,7 @@ from spawnkit.hooks.types import (
 )
 
 if TYPE_CHECKING:
-    from spawnkit.hooks.plugins import PluginManager
-    from spawnkit.namespace import apply_plugin_hooks, load_plugins
+    from spawnkit.hooks.plugins import PluginManager, apply_plugin_hooks, load_plugins
 
 __all__ = [
     "UNKNOWN_SOURCE",
@@ -46,13 +44,9 @@ __all__ = [
     "plugin_source",
 ]
 
-# load_plugins / apply_plugin_hooks take namespace=None: the facade that chooses the
-# namespace (spawnkit.namespace, above this package) defines them; re-exported by name.
-_LAZY = {
-    "PluginManager": "spawnkit.hooks.plugins",
-    "apply_plugin_hooks": "spawnkit.namespace",
-    "load_plugins": "spawnkit.namespace",
-}
+_LAZY = dict.fromkeys(
+    ("PluginManager", "apply_plugin_hooks", "load_plugins"), "spawnkit.hooks.plugins"
+)
 
 
 def __getattr__(name: str) -> Any:

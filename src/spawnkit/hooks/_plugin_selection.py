@@ -19,15 +19,33 @@ import sys
 import types
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from spawnkit import _metadata
 from spawnkit.errors import PluginError
 
 if TYPE_CHECKING:
-    from spawnkit.namespace import Namespace
+    from spawnkit.hooks.registry import HookRegistry
+    from spawnkit.platforms.discovery import PlatformManager
+    from spawnkit.spec import NamespaceConfig
 
-__all__ = ["PluginInfo", "PluginSelectionWarning"]
+__all__ = ["PluginInfo", "PluginOwner", "PluginSelectionWarning"]
+
+
+class PluginOwner(Protocol):
+    """What plugin loading reads of a namespace (``Namespace`` is one; it sits above the hooks)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> NamespaceConfig: ...
+
+    @property
+    def hooks(self) -> HookRegistry: ...
+
+    @property
+    def platforms(self) -> PlatformManager: ...
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
@@ -91,7 +109,7 @@ class PluginInfo:
         return f"plugin {self.name!r} = {self.value!r} from {self.dist} {self.version}"
 
 
-def is_lenient(namespace: Namespace, lenient: bool | None) -> bool:
+def is_lenient(namespace: PluginOwner, lenient: bool | None) -> bool:
     """Lenient mode: the argument, else the namespace's variable, else its default."""
     if lenient is not None:
         return bool(lenient)
@@ -103,7 +121,7 @@ def is_lenient(namespace: Namespace, lenient: bool | None) -> bool:
 
 
 def _wanted(
-    namespace: Namespace, names: tuple[str, ...] | list[str] | None
+    namespace: PluginOwner, names: tuple[str, ...] | list[str] | None
 ) -> tuple[set[str] | None, str]:
     """The selected names (``None`` = all) and where the selection came from."""
     if names is not None:
@@ -116,7 +134,7 @@ def _wanted(
 
 
 def _excluded_dists(
-    namespace: Namespace,
+    namespace: PluginOwner,
     candidates: tuple[_metadata.EntryPointInfo, ...],
     platform: str | None = None,
 ) -> dict[str, str]:
@@ -150,7 +168,7 @@ def _excluded_dists(
 
 
 def classify(
-    namespace: Namespace,
+    namespace: PluginOwner,
     names: tuple[str, ...] | list[str] | None,
     platform: str | None = None,
     origin: str = "",
@@ -173,7 +191,7 @@ def classify(
 
 
 def refuse_unknown(
-    namespace: Namespace, unknown: list[str], infos: list[PluginInfo], lenient: bool, origin: str
+    namespace: PluginOwner, unknown: list[str], infos: list[PluginInfo], lenient: bool, origin: str
 ) -> None:
     """A selected name matches nothing: ``PluginError``, or one warning when lenient."""
     import difflib  # only on this path
@@ -203,7 +221,7 @@ def refuse_unknown(
     )
 
 
-def check_duplicates(namespace: Namespace, selected: list[PluginInfo], lenient: bool) -> None:
+def check_duplicates(namespace: PluginOwner, selected: list[PluginInfo], lenient: bool) -> None:
     by_name: dict[str, list[PluginInfo]] = {}
     for info in selected:
         by_name.setdefault(info.name, []).append(info)

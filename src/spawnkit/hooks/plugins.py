@@ -27,24 +27,27 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import threading
 import time
 import types
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from spawnkit import _metadata, _steps
-from spawnkit._exports import load_export
+from spawnkit import _metadata, _namespace_registry, _steps
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import HookApplyError, PluginError, SpawnkitError
 from spawnkit.hooks import _conflicts
 from spawnkit.hooks import _plugin_selection as _sel
 from spawnkit.hooks._outside import OutsideWatch
-from spawnkit.hooks._plugin_selection import PluginInfo, PluginSelectionWarning
+from spawnkit.hooks._plugin_selection import PluginInfo, PluginOwner, PluginSelectionWarning
+from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, default_config
 
 if TYPE_CHECKING:
-    from spawnkit.namespace import Namespace, apply_plugin_hooks, load_plugins
+    from spawnkit.hooks.registry import HookRegistry
+    from spawnkit.platforms.discovery import PlatformManager
+    from spawnkit.spec import NamespaceConfig
 
 __all__ = [
     "FailedPlugin",
@@ -56,10 +59,6 @@ __all__ = [
     "apply_plugin_hooks",
     "load_plugins",
 ]
-
-#: ``load_plugins`` / ``apply_plugin_hooks`` take ``namespace=None``, and choosing the
-#: namespace is the facade's job: they are defined there and re-exported here by name.
-_FACADE = "spawnkit.namespace"
 
 _parse_bool = _sel.parse_bool  # launch.specs parses the lenient variable with it
 
@@ -126,10 +125,45 @@ class PluginReport:
         return found
 
 
+class _DefaultOwner:
+    """The default namespace as plugin loading sees it: its state is owned by these layers."""
+
+    name = DEFAULT_NAMESPACE_NAME
+
+    @property
+    def config(self) -> NamespaceConfig:
+        return default_config()
+
+    @property
+    def hooks(self) -> HookRegistry:
+        from spawnkit.hooks.registry import HookRegistry
+
+        return HookRegistry.default()
+
+    @property
+    def platforms(self) -> PlatformManager:
+        from spawnkit.platforms.discovery import PlatformManager
+
+        return PlatformManager.default()
+
+
+_default_lock = threading.Lock()
+
+
 class PluginManager:
     """General-plugin discovery and the load/apply stages of one namespace."""
 
-    def __init__(self, namespace: Namespace) -> None:
+    _default: PluginManager | None = None
+
+    @classmethod
+    def default(cls) -> PluginManager:
+        """The default namespace's manager (``default_namespace().plugins`` is this one)."""
+        with _default_lock:
+            if PluginManager._default is None:
+                PluginManager._default = PluginManager(_DefaultOwner())
+            return PluginManager._default
+
+    def __init__(self, namespace: PluginOwner) -> None:
         self.namespace = namespace
         self.report = PluginReport()
         self._load_once: Once[list[LoadedPlugin]] = Once(
@@ -486,7 +520,22 @@ def _count_from(registry: Any, source: Any) -> int:
     return sum(1 for r in registry.registrations() if r.source == source)
 
 
-def __getattr__(name: str) -> Any:
-    if name in ("load_plugins", "apply_plugin_hooks"):
-        return load_export(globals(), dict.fromkeys((name,), _FACADE), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def _manager(namespace: Any) -> PluginManager:
+    found = _namespace_registry.find(namespace)
+    if found is None:
+        return PluginManager.default()
+    manager: PluginManager = found.plugins
+    return manager
+
+
+def load_plugins(namespace: Any = None, **kwargs: Any) -> list[LoadedPlugin]:
+    """Load the namespace's general plugins (registration only); see :meth:`PluginManager.load`.
+
+    ``namespace=None`` is this worker's namespace inside a worker, else the default one.
+    """
+    return _manager(namespace).load(**kwargs)
+
+
+def apply_plugin_hooks(namespace: Any = None, **kwargs: Any) -> list[str]:
+    """Apply every hook registered in the namespace; see :meth:`PluginManager.apply`."""
+    return _manager(namespace).apply(**kwargs)

@@ -34,6 +34,7 @@ from typing import Any
 
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.errors import ConfigError, ImportGuardError
+from spawnkit.launch._selection import parent_selection
 from spawnkit.namespace import Namespace, get_namespace
 from spawnkit.protocol import context_process
 from spawnkit.protocol.popen import CONTEXTS
@@ -52,9 +53,7 @@ _here_lock = threading.Lock()
 
 def context_spec(ns: Namespace) -> ProcessSpec:
     """What every child of a context of ``ns`` bootstraps with: the parent's selection, frozen."""
-    from spawnkit.launch.launcher import _parent_selection
-
-    platform, plugins, rows = _parent_selection(ns, {})
+    platform, plugins, rows = parent_selection(ns, {})
     return ProcessSpec(
         # Never resolved (the child calls its Process target); the report names who runs it.
         entry=CONTEXT_ENTRY,

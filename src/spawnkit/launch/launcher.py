@@ -25,14 +25,15 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from spawnkit import _metadata, _reference
+from spawnkit import _reference
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
 from spawnkit.launch import _interrupt
-from spawnkit.launch._checks import check_count, check_entry_module, check_seconds, namespace_value
+from spawnkit.launch._checks import check_count, check_entry_module, check_seconds
 from spawnkit.launch._output import OutputRelay
 from spawnkit.launch._progress import ProgressCallback
 from spawnkit.launch._rank import Rank
+from spawnkit.launch._selection import parent_selection
 from spawnkit.launch.group import (
     DEFAULT_GRACE_PERIOD,
     DEFAULT_READY_TIMEOUT,
@@ -288,7 +289,7 @@ def build_spec(
     else:
         captured = Payload.capture(payload)
     child_env = {str(k): str(v) for k, v in (env or {}).items()}
-    platform, plugins, entry_points = _parent_selection(ns, child_env)
+    platform, plugins, entry_points = parent_selection(ns, child_env)
     run_id = run_id or uuid.uuid4().hex[:16]
     child_env[RUN_ID_VAR] = run_id
     return ProcessSpec(
@@ -344,58 +345,3 @@ def entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | Non
         if obj is entry:
             return f"{owner}:{name}", None
     return "", Payload.capture(entry, by_value=True)
-
-
-def _parent_selection(
-    ns: Namespace, env: dict[str, str]
-) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
-    """The platform, the plugins to load and their entry points, resolved once for every rank.
-
-    Resolving here, in the parent, means a misconfiguration (two platform
-    plugins activated, a platform whose hardware is missing) fails once with
-    the full explanation instead of once per rank, and every rank does what
-    the parent decided.  The entry-point rows travel in the spec so that
-    workers need not scan distribution metadata again.
-    """
-    from spawnkit.bootstrap import guard
-    from spawnkit.hooks import _conflicts
-    from spawnkit.hooks.plugins import _parse_bool
-    from spawnkit.launch._env_check import check_env
-    from spawnkit.platforms.discovery import env_applied
-
-    config = ns.config
-    check_env(ns, env)  # typos and other namespaces' variables: warned once, here
-    # The namespace's selection variables given in ``env=`` win over the parent's own
-    # environment: the workers would see them, so the parent decides with them.
-    name = env.get(config.platform_var, "").strip() or None
-    names: tuple[str, ...] | None = None
-    origin = ""
-    if config.plugins_var in env:
-        raw = env[config.plugins_var]
-        names = tuple(n.strip() for n in raw.split(",") if n.strip())
-        origin = f"{config.plugins_var}={raw!r} (in env=)"
-    # Values every worker would refuse are refused once, here, by variable name.
-    guard.resolve_policy(
-        config.guard_policy,
-        namespace_value(env, os.environ, config.guard_var),
-        var=config.guard_var,
-    )
-    _conflicts.parse_policy(
-        config.hook_conflicts_var,
-        namespace_value(env, os.environ, config.hook_conflicts_var),
-    )
-    lenient = (
-        _parse_bool(config.lenient_var, env[config.lenient_var])
-        if config.lenient_var in env
-        else None
-    )
-    # Selection runs as the workers will: with env= applied (a device visible only there
-    # counts), restored afterwards; see platforms.discovery.env_applied.
-    how = f"{config.platform_var}={name!r} (in env=)" if name else ""
-    with env_applied(env):
-        selection = ns.platforms.select(name, origin=how)
-        plugins = ns.plugins.select(
-            names=names, platform=selection.name, lenient=lenient, origin=origin
-        )
-    rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
-    return selection.name, plugins, rows

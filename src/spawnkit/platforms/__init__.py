@@ -19,7 +19,7 @@ from spawnkit.platforms._selection import PlatformSelection
 from spawnkit.platforms.interface import DeviceMixin, Platform, PlatformEnum
 
 if TYPE_CHECKING:
-    from spawnkit.namespace import explain_platform, initialize_current_platform
+    from spawnkit.platforms._current import explain_platform, initialize_current_platform
     from spawnkit.platforms.builtin import (
         BUILTIN_PLATFORMS,
         CpuPlatform,
@@ -51,7 +51,6 @@ __all__ = [
     "initialize_current_platform",
 ]
 
-_FACADE = "spawnkit.namespace"
 _LAZY = {
     "BUILTIN_PLATFORMS": "spawnkit.platforms.builtin",
     "CpuPlatform": "spawnkit.platforms.builtin",
@@ -62,11 +61,9 @@ _LAZY = {
     "PlatformExplanation": "spawnkit.platforms.explanation",  # for explain_platform() only
     "CustomOp": "spawnkit.platforms.custom_op",
     "RMSNorm": "spawnkit.platforms.layers",
-    # These take namespace=None, and choosing the namespace is the facade's job
-    # (spawnkit.namespace, above this package): defined there, re-exported by name.
-    "current_platform_of": _FACADE,
-    "initialize_current_platform": _FACADE,
-    "explain_platform": _FACADE,
+    "current_platform_of": "spawnkit.platforms._current",
+    "initialize_current_platform": "spawnkit.platforms._current",
+    "explain_platform": "spawnkit.platforms._current",
 }
 
 

@@ -193,6 +193,8 @@ def activate(
 def base_class(cfg: NamespaceConfig, trace: Trace) -> type[Platform]:
     """The namespace's platform base (``platform_base=``), checked to be a ``Platform``."""
     qualname = cfg.platform_base
+    if not qualname:
+        return Platform
     try:
         base: Any = pkgutil.resolve_name(qualname)
     except Exception as exc:

@@ -147,7 +147,7 @@ class CustomOp(torch.nn.Module):
         return self._dispatch_choice
 
     def _platform(self) -> Any:
-        from spawnkit.platforms import initialize_current_platform
+        from spawnkit.platforms._current import initialize_current_platform
 
         ns = self.__dict__.get("_op_namespace", type(self).namespace)
         return initialize_current_platform(ns)

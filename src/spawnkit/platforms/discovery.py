@@ -21,7 +21,7 @@ import pkgutil
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from spawnkit import _metadata
 from spawnkit._log import INFO, LazyLogger
@@ -50,8 +50,8 @@ from spawnkit.platforms.builtin import BUILTINS, Builtin
 from spawnkit.platforms.interface import Platform
 
 if TYPE_CHECKING:
-    from spawnkit.namespace import Namespace
     from spawnkit.platforms.explanation import PlatformExplanation
+    from spawnkit.spec import NamespaceConfig
 
 __all__ = [
     "RESERVED_NAMES",
@@ -139,10 +139,45 @@ def env_applied(overrides: Mapping[str, str]) -> Iterator[None]:
                     os.environ[var] = old
 
 
+class NamespaceView(Protocol):
+    """What the platforms read of a namespace (``Namespace`` is one; it sits above them)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> NamespaceConfig: ...
+
+
+class _Default(NamedTuple):
+    name: str
+    config: NamespaceConfig
+
+
+_default_lock = threading.Lock()
+
+
 class PlatformManager:
     """Discovery, selection and the current platform of one namespace (``ns.platforms``)."""
 
-    def __init__(self, namespace: Namespace) -> None:
+    _default: PlatformManager | None = None
+
+    @classmethod
+    def default(cls) -> PlatformManager:
+        """The default namespace's manager, owned here so the module-level API needs no facade."""
+        found = cls._default
+        if found is None:
+            from spawnkit.spec._namespace_config import default_config
+
+            with _default_lock:
+                found = PlatformManager._default
+                if found is None:
+                    config = default_config()
+                    found = PlatformManager(_Default(config.name, config))
+                    PlatformManager._default = found
+        return found
+
+    def __init__(self, namespace: NamespaceView) -> None:
         self.namespace = namespace
         self._lock = threading.RLock()
         self._local = threading.local()
@@ -353,7 +388,8 @@ class PlatformManager:
         base = base_class(cfg, trace)
         if row.qualname is None:  # the base row: the namespace's own platform base
             trace.step("base platform")
-            sel = PlatformSelection(row.name, "base", cfg.platform_base, path=list(trace.path))
+            qualname = cfg.platform_base or f"{Platform.__module__}:{Platform.__qualname__}"
+            sel = PlatformSelection(row.name, "base", qualname, path=list(trace.path))
             return sel, base
         cls = pkgutil.resolve_name(row.qualname)
         if not issubclass(cls, base):

@@ -7,9 +7,13 @@ child rebuilds an equal ``Namespace`` from them.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-__all__ = ["NamespaceConfig"]
+__all__ = ["DEFAULT_NAMESPACE_NAME", "NamespaceConfig", "default_config"]
+
+#: The namespace the module-level API uses outside a worker (``spawnkit`` / ``SPAWNKIT_*``).
+DEFAULT_NAMESPACE_NAME = "spawnkit"
 
 GUARD_POLICIES = ("error", "warn", "off")
 
@@ -19,7 +23,8 @@ class NamespaceConfig:
     """Names an engine embeds spawnkit under; only ``str``/``bool`` fields, so it pickles by value.
 
     ``platform_base`` is a ``"module:qualname"`` string for the class every
-    platform plugin of this namespace must subclass.
+    platform plugin of this namespace must subclass; ``""`` is spawnkit's own
+    ``Platform`` (the platforms, not this data, know where it lives).
     """
 
     name: str
@@ -31,7 +36,7 @@ class NamespaceConfig:
     cpu_engine_var: str
     lenient_var: str
     guard_var: str
-    platform_base: str = "spawnkit.platforms.interface:Platform"
+    platform_base: str = ""
     guard_policy: str = "error"
     strict_plugins: bool = True
     #: Variables the engine itself reads under its prefix (``MINIENG_PORT``): known, so the
@@ -95,7 +100,7 @@ class NamespaceConfig:
         cpu_engine_var: str | None = None,
         lenient_var: str | None = None,
         guard_var: str | None = None,
-        platform_base: str = "spawnkit.platforms.interface:Platform",
+        platform_base: str = "",
         guard_policy: str = "error",
         strict_plugins: bool = True,
         extra_env: tuple[str, ...] | list[str] = (),
@@ -123,3 +128,9 @@ class NamespaceConfig:
             strict_plugins=strict_plugins,
             extra_env=tuple(extra_env) if isinstance(extra_env, list | tuple) else extra_env,
         )
+
+
+@functools.cache
+def default_config() -> NamespaceConfig:
+    """The default namespace's settings; every layer that needs its state builds from these."""
+    return NamespaceConfig.build(DEFAULT_NAMESPACE_NAME, "SPAWNKIT")

@@ -23,11 +23,9 @@ T = TypeVar("T")
 _MAIN_MODULES = frozenset({"__main__", "__mp_main__"})
 
 
-def _payload_stage() -> str:
-    """The stage a payload error names (imported here, on the failure paths only)."""
-    from spawnkit.bootstrap.stages import Stage
-
-    return Stage.PAYLOAD.value
+#: The bootstrap stage that materializes a payload, named by its errors;
+#: ``bootstrap.stages.Stage.PAYLOAD`` takes its value from here (the spec sits below the bootstrap).
+PAYLOAD_STAGE = "materialize_payload"
 
 
 def _references_main(data: bytes) -> bool:
@@ -148,7 +146,7 @@ class Payload:
                 f"Payload ({self.type_name}) materialized before the bootstrap applied hooks. "
                 "Unpickling imports the payload's modules, which would then hold unpatched "
                 "code. Materialize it in the entry function or after apply_plugin_hooks().",
-                stage=_payload_stage(),
+                stage=PAYLOAD_STAGE,
             )
         actual = _checksum(self.data)
         if actual != self.digest:
@@ -156,7 +154,7 @@ class Payload:
                 f"Payload ({self.type_name}, {len(self.data)} bytes) is corrupt or truncated: "
                 f"checksum {actual} does not match the {self.digest} recorded at capture. "
                 "The bytes were changed after Payload.capture(); capture the object again.",
-                stage=_payload_stage(),
+                stage=PAYLOAD_STAGE,
             )
         try:
             obj = pickle.loads(self.data)
@@ -165,12 +163,12 @@ class Payload:
                 f"Payload ({self.type_name}) refers to code this process cannot import: "
                 f"{type(exc).__name__}: {exc}. Install the package that defines it in the "
                 "worker's environment, or capture it by value.",
-                stage=_payload_stage(),
+                stage=PAYLOAD_STAGE,
             ) from exc
         except Exception as exc:
             raise PayloadError(
                 f"Payload ({self.type_name}) could not be unpickled: {type(exc).__name__}: {exc}",
-                stage=_payload_stage(),
+                stage=PAYLOAD_STAGE,
             ) from exc
         if expected_type is not None and not isinstance(obj, expected_type):
             from spawnkit._names import qualified_name  # failure path only

@@ -305,7 +305,7 @@ def run_entry(
     the call.  Extra keyword arguments (``start_method``, ``context``, ...)
     go to ``spawn_with_plugins``.
     """
-    from spawnkit.bootstrap import spawn_with_plugins
+    from spawnkit.launch import spawn_with_plugins
 
     ns = get_namespace(namespace)
     overlay, child_env = _selection(ns.config, platform, plugins, env)
