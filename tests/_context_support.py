@@ -70,19 +70,21 @@ ENGINE = {
             conn.close()
         """,
     "{eng}.eager": """
+        import spawnkit
         from {eng}.ns import NS
 
-        REPORT = NS.bootstrap_here()
+        REPORT = spawnkit.bootstrap_here(NS)
         from {eng}.work import tokenize  # module scope, as an eager engine's entry does
 
         def main():
-            return [tokenize("e"), REPORT is NS.bootstrap_here(), sorted(REPORT.hooks)]
+            return [tokenize("e"), REPORT is spawnkit.bootstrap_here(NS), sorted(REPORT.hooks)]
         """,
     "{eng}.late": """
         from {eng}.work import tokenize
+        import spawnkit
         from {eng}.ns import NS
 
-        NS.bootstrap_here()
+        spawnkit.bootstrap_here(NS)
         """,
     "{eng}.probe": """
         import spawnkit
@@ -176,11 +178,14 @@ FOUR_PROCESSES = """
 
 
     def main(mode):
+        import functools
+
         import spawnkit
         from {eng} import procs
         from {eng}.ns import NS
 
-        get = NS.get_context if mode == "spawnkit" else mp.get_context
+        ours = functools.partial(spawnkit.get_context, namespace=NS)
+        get = ours if mode == "spawnkit" else mp.get_context
         out = {{}}
         try:
             with spawnkit.spawn_with_plugins(

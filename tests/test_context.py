@@ -39,7 +39,7 @@ def test_the_plugin_hook_runs_in_every_process_only_through_the_namespace_contex
     out, _ = engine.run(FOUR_PROCESSES)
     ours, plain = out["spawnkit"], out["plain"]
     assert ours["scheduler"] == plain["scheduler"] == "tok:s+plugin"
-    # Through ns.get_context: the AFTER hook ran in each process, each has its report.
+    # Through spawnkit.get_context(namespace=NS): the AFTER hook ran in each process, each has its report.
     detok, report = ours["detokenizer"]
     assert detok == "tok:d+plugin"
     assert report["namespace"] == engine.ns and "load_plugins" in report["stages"]
@@ -86,9 +86,10 @@ POOLS = """
 
     if __name__ == "__main__":
         from {eng} import procs
+        import spawnkit
         from {eng}.ns import NS
 
-        ctx = NS.get_context("spawn")
+        ctx = spawnkit.get_context("spawn", namespace=NS)
         out = {{}}
         began = time.monotonic()
         try:
@@ -143,11 +144,12 @@ FORK = """
 
     if __name__ == "__main__":
         from {eng}.forked import forked
+        import spawnkit
         from {eng}.ns import NS
 
-        ctx = NS.get_context("fork")
+        ctx = spawnkit.get_context("fork", namespace=NS)
         fresh = child(ctx, forked)           # this process is not bootstrapped yet
-        NS.bootstrap_here()
+        spawnkit.bootstrap_here(NS)
         inherited = child(ctx, forked)       # now it is: the fork inherits it
         print(json.dumps({{"fresh": fresh, "inherited": inherited, "parent": os.getpid()}}))
     """
@@ -201,7 +203,8 @@ def test_bootstrap_here_after_the_target_was_imported_names_the_module(engine: E
     out, _ = engine.run(EAGER_TOO_LATE)
     assert out["error"] == "ImportGuardError", out
     assert f"'{engine.eng}.work'" in out["message"]
-    assert "bootstrap_here() came too late" in out["message"]
+    assert "spawnkit.bootstrap_here(" in out["message"]
+    assert ") came too late" in out["message"]
     assert "top of the entry module" in out["message"]
 
 
@@ -242,11 +245,12 @@ DILL = """
 
     def main():
         from {eng} import procs
+        import spawnkit
         from {eng}.ns import NS
 
         out = {{}}
         for method in ("spawn", "forkserver"):
-            ctx = NS.get_context(method, context="multiprocess")
+            ctx = spawnkit.get_context(method, namespace=NS, context="multiprocess")
             r, w = ctx.Pipe(duplex=False)
             # A closure travels by value with dill, and still runs after the hooks.
             p = ctx.Process(target=lambda conn: conn.send(procs.work.tokenize("x")), args=(w,))

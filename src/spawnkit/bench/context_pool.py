@@ -1,6 +1,6 @@
 """A process pool on a bootstrapping context against the same pool on a plain forkserver context.
 
-``ProcessPoolExecutor(mp_context=ns.get_context("forkserver"))`` forks its
+``ProcessPoolExecutor(mp_context=spawnkit.get_context("forkserver", namespace=ns))`` forks its
 workers from spawnkit's warm server, which loaded the plugins and applied the
 hooks once; every worker still unpickles its spec and hands over its target
 after a (skipped) bootstrap.  The baseline is the same executor on
@@ -78,7 +78,7 @@ def report(r: dict[str, Any]) -> None:
     )
     print(f"{'context':<44}  {'seconds':>8}  {'ratio':>6}")
     print(f"{'multiprocessing.get_context(forkserver)':<44}  {plain:>8.3f}  {1.0:>6.2f}")
-    print(f"{'ns.get_context(forkserver) (bootstrapped)':<44}  {ours:>8.3f}  {ours / plain:>6.2f}")
+    print(f"{'spawnkit.get_context(forkserver, ns)':<44}  {ours:>8.3f}  {ours / plain:>6.2f}")
 
 
 def checks(r: dict[str, Any]) -> list[Check]:

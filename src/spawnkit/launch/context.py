@@ -262,7 +262,7 @@ def bootstrap_here(namespace: Namespace | NamespaceConfig | str | None = None) -
 def _too_late(ns: Namespace, exc: ImportGuardError) -> ImportGuardError:
     modules = sorted({str(f.get("module", "")) for f in exc.findings if isinstance(f, dict)})
     err = ImportGuardError(
-        f"{ns.name}.bootstrap_here() came too late: hook target module"
+        f"spawnkit.bootstrap_here({ns.name!r}) came too late: hook target module"
         f"{'s' if len(modules) > 1 else ''} {', '.join(repr(m) for m in modules)} "
         "was already imported in this process, so code bound to the originals there would "
         "never run the hooks. Fix: call bootstrap_here() at the top of the entry module, "
