@@ -39,7 +39,7 @@ def test_the_plugin_hook_runs_in_every_process_only_through_the_namespace_contex
     out, _ = engine.run(FOUR_PROCESSES)
     ours, plain = out["spawnkit"], out["plain"]
     assert ours["scheduler"] == plain["scheduler"] == "tok:s+plugin"
-    # Through spawnkit.get_context(namespace=NS): the AFTER hook ran in each process, each has its report.
+    # Through the namespace context: the AFTER hook ran in each process, each has its report.
     detok, report = ours["detokenizer"]
     assert detok == "tok:d+plugin"
     assert report["namespace"] == engine.ns and "load_plugins" in report["stages"]

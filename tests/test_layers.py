@@ -1,4 +1,4 @@
-"""Imports point one way, down the layer order written in docs/architecture.md, and never close a circle.
+"""Imports point one way, down the order written in docs/architecture.md, and close no circle.
 
 Every module of ``src/spawnkit`` is read with ``ast`` at every scope (a
 function-local import, a class body, an ``if TYPE_CHECKING:`` block) and a

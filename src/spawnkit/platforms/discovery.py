@@ -517,8 +517,9 @@ class PlatformManager:
 
 
 def _after_fork() -> None:
-    global _ENV_LOCK
+    global _ENV_LOCK, _default_lock
     _ENV_LOCK = threading.RLock()  # a thread of the parent may have held it at the fork
+    _default_lock = threading.Lock()
     for manager in list(_managers):
         manager._lock = threading.RLock()
         manager._local = threading.local()

@@ -38,10 +38,15 @@ def _reset_managers(ns: Namespace) -> None:
 
 def reset_all_namespaces() -> None:
     """Reset the managers of every namespace declared in this process (see above)."""
+    from spawnkit.hooks.plugins import PluginManager
     from spawnkit.namespace import Namespace
+    from spawnkit.platforms.discovery import PlatformManager
 
     for ns in list(Namespace._registry.values()):
         _reset_managers(ns)
+    # The module-level API's (namespace=None) may be in use before the default namespace is.
+    PlatformManager.default().reset_for_tests()
+    PluginManager.default().reset_for_tests()
 
 
 class EnvOverlay:

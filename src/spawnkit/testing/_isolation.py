@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _reference
+from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME
 
 if TYPE_CHECKING:
     from spawnkit.hooks.registry import HookRegistry
@@ -113,6 +114,10 @@ def _raw(owner: Any, attr: str) -> Any:
 
 def _reset_plugins(ns: Namespace) -> None:
     manager = ns._plugins
+    if manager is None and ns.name == DEFAULT_NAMESPACE_NAME:
+        from spawnkit.hooks.plugins import PluginManager
+
+        manager = PluginManager.default()  # the module-level API's, used before ns.plugins was
     if manager is not None:
         manager.reset_for_tests()
 
