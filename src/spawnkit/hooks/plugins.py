@@ -32,7 +32,7 @@ import time
 import types
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from spawnkit import _metadata, _namespace_registry, _steps
 from spawnkit._log import DEBUG, LazyLogger
@@ -125,26 +125,13 @@ class PluginReport:
         return found
 
 
-class _DefaultOwner:
+class _Default(NamedTuple):
     """The default namespace as plugin loading sees it: its state is owned by these layers."""
 
-    name = DEFAULT_NAMESPACE_NAME
-
-    @property
-    def config(self) -> NamespaceConfig:
-        return default_config()
-
-    @property
-    def hooks(self) -> HookRegistry:
-        from spawnkit.hooks.registry import HookRegistry
-
-        return HookRegistry.default()
-
-    @property
-    def platforms(self) -> PlatformManager:
-        from spawnkit.platforms.discovery import PlatformManager
-
-        return PlatformManager.default()
+    name: str
+    config: NamespaceConfig
+    hooks: HookRegistry
+    platforms: PlatformManager
 
 
 _default_lock = threading.Lock()
@@ -158,9 +145,14 @@ class PluginManager:
     @classmethod
     def default(cls) -> PluginManager:
         """The default namespace's manager (``default_namespace().plugins`` is this one)."""
+        from spawnkit.hooks.registry import HookRegistry
+        from spawnkit.platforms.discovery import PlatformManager
+
         with _default_lock:
             if PluginManager._default is None:
-                PluginManager._default = PluginManager(_DefaultOwner())
+                owner = _Default(DEFAULT_NAMESPACE_NAME, default_config(), HookRegistry.default(),
+                                 PlatformManager.default())  # fmt: skip
+                PluginManager._default = PluginManager(owner)
             return PluginManager._default
 
     def __init__(self, namespace: PluginOwner) -> None:
