@@ -44,7 +44,7 @@ def bare_spawn() -> None:
 
 
 def launcher() -> None:
-    from spawnkit.bootstrap import spawn_with_plugins
+    from spawnkit import spawn_with_plugins
 
     with spawn_with_plugins(work, nprocs=1, ready_timeout=60, join_timeout=60) as group:
         group.wait_ready(60)
