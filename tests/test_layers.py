@@ -163,3 +163,13 @@ def test_the_module_level_api_acts_on_the_default_namespaces_own_state() -> None
     assert spawnkit.hooks.load_plugins is spawnkit.hooks.plugins.load_plugins
     assert spawnkit.load_plugins is spawnkit.hooks.plugins.load_plugins
     assert str(spawnkit.platforms.explain_platform()) == str(ns.explain_platform())
+
+
+def test_naming_spawnkits_own_platform_base_is_the_default_config() -> None:
+    """``platform_base`` defaults to ``""`` now that the spec may not name a platforms module."""
+    from spawnkit.namespace import Namespace
+    from spawnkit.platforms import Platform
+
+    explicit = Namespace("layers_pb_probe", platform_base=Platform)
+    assert explicit is Namespace("layers_pb_probe")
+    assert explicit.config.platform_base == ""

@@ -65,7 +65,11 @@ class Namespace:
         if platform_base is not None and not isinstance(platform_base, str):
             platform_base = _reference.reference_to(platform_base)
         if platform_base is not None:
-            settings["platform_base"] = platform_base
+            from spawnkit.platforms.interface import Platform
+
+            # spawnkit's own Platform, named or not, is the default (""): one config, not two.
+            own = f"{Platform.__module__}:{Platform.__qualname__}"
+            settings["platform_base"] = "" if platform_base == own else platform_base
         config = NamespaceConfig.build(name, env_prefix, **settings)
         return cls.from_config(config)
 
