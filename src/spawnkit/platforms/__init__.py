@@ -61,7 +61,6 @@ _LAZY = {
     "PlatformExplanation": "spawnkit.platforms.explanation",  # for explain_platform() only
     "CustomOp": "spawnkit.platforms.custom_op",
     "RMSNorm": "spawnkit.platforms.layers",
-    "current_platform_of": "spawnkit.platforms._current",
     "initialize_current_platform": "spawnkit.platforms._current",
     "explain_platform": "spawnkit.platforms._current",
 }
@@ -70,7 +69,9 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     if name == "current_platform":
         # Looked up on every access, never cached: inside a worker its namespace decides.
-        return load_export({"__name__": __name__}, _LAZY, "current_platform_of")()
+        from spawnkit.platforms._current import current_platform_of
+
+        return current_platform_of()
     return load_export(globals(), _LAZY, name)
 
 
