@@ -145,6 +145,9 @@ class PluginManager:
     @classmethod
     def default(cls) -> PluginManager:
         """The default namespace's manager (``default_namespace().plugins`` is this one)."""
+        found = cls._default
+        if found is not None:  # the hot path, and no lock a fork could have left held
+            return found
         from spawnkit.hooks.registry import HookRegistry
         from spawnkit.platforms.discovery import PlatformManager
 
