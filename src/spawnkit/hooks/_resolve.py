@@ -21,8 +21,10 @@ from typing import Any, NamedTuple
 
 from spawnkit import _reference
 from spawnkit.errors import HookRegistrationError, HookTargetError, ImportWaitError
+from spawnkit.hooks.types import HookType
 
 __all__: list[str] = []
+
 
 class TargetMissing(HookTargetError):
     """The target's module (or a parent package) is not installed, or it lacks the attribute.
@@ -639,3 +641,14 @@ def check_hook_spec(hook: str) -> None:
             f"hook {hook!r} is not a valid 'module:qualname' string (e.g. "
             f"'my_plugin.hooks:timer'): {exc.why}"
         ) from None
+
+
+def coerce_hook_type(hook_type: object) -> HookType:
+    if isinstance(hook_type, HookType):
+        return hook_type
+    if isinstance(hook_type, str) and hook_type.upper() in HookType.__members__:
+        return HookType[hook_type.upper()]
+    raise HookRegistrationError(
+        f"unknown hook type {hook_type!r}; use HookType.BEFORE, HookType.AFTER, "
+        "HookType.AROUND or HookType.REPLACE"
+    )
