@@ -562,23 +562,9 @@ def classify(res: Resolved, display: str) -> tuple[str, Any]:
     raw = res.raw
     if isinstance(raw, type):
         return CLASS, raw
-    if is_instance_owner(res.owner):
-        if callable(raw):
-            return INSTANCE, raw
-        raise HookTargetError(
-            f"hook target {display!r} is a {type(raw).__name__} attribute of a "
-            f"{type(res.owner).__name__} instance, not a method or function; only callables "
-            "can be hooked",
-            target=display,
-        )
-    if isinstance(res.owner, types.ModuleType):
-        if callable(raw):
-            return FUNCTION, raw
-        raise HookTargetError(
-            f"hook target {display!r} is a {type(raw).__name__}, not a function or class; "
-            "only callables can be hooked",
-            target=display,
-        )
+    plain = _on_object(res, display)
+    if plain is not None:
+        return plain
     where = "" if res.had_own else f" (inherited from {res.defined_on.__qualname__})"
     if isinstance(raw, staticmethod):
         return STATICMETHOD, raw.__func__
@@ -618,6 +604,28 @@ def classify(res: Resolved, display: str) -> tuple[str, Any]:
         "class and static methods (sync or async) can be wrapped. REPLACE the class instead.",
         target=display,
     )
+
+
+def _on_object(res: Resolved, display: str) -> tuple[str, Any] | None:
+    """A target on an instance or a module: any callable, nothing else (None: on a class)."""
+    if is_instance_owner(res.owner):
+        if callable(res.raw):
+            return INSTANCE, res.raw
+        raise HookTargetError(
+            f"hook target {display!r} is a {type(res.raw).__name__} attribute of a "
+            f"{type(res.owner).__name__} instance, not a method or function; only callables "
+            "can be hooked",
+            target=display,
+        )
+    if isinstance(res.owner, types.ModuleType):
+        if callable(res.raw):
+            return FUNCTION, res.raw
+        raise HookTargetError(
+            f"hook target {display!r} is a {type(res.raw).__name__}, not a function or class; "
+            "only callables can be hooked",
+            target=display,
+        )
+    return None
 
 
 def import_hook(spec: str) -> Any:

@@ -69,29 +69,19 @@ def spawn_with_plugins(
 ) -> WorkerGroup:
     """Start ``nprocs`` workers that each bootstrap (platform, plugins, hooks) and run ``entry``.
 
-    ``entry`` is called as ``entry(payload)`` (or ``entry()`` without a
-    payload) in every rank after its hooks are applied; ranks read their
-    rank and world size from ``spawnkit.bootstrap.current_spec()``.
-    ``start_method="forkserver"`` with ``preload=("torch", ...)`` forks
-    workers from a server that imported those modules once (warm start).
-    ``ready_timeout`` bounds startup (None: unbounded), ``join_timeout`` the
-    whole run (None: unbounded, for servers), ``grace_period`` each teardown
-    step.  ``rank_extra(rank)`` adds per-rank values to that rank's
-    ``spec.extra``: how an engine hands each rank its own ``Connection`` (the
-    seed's ``pipe_writer``); close your copy of a child's end after this
-    returns.  ``progress(rank, stage, elapsed)`` is called from the group's wait
-    calls as each rank starts a stage, then once with ``done``/``failed``/
-    ``stopped`` (see ``spawnkit.launch._progress``; a callback that raises
-    stops the run with ``ProgressCallbackError``).  ``bootstrap_parent=True``
-    bootstraps this process first (``bootstrap_here``), for an engine that
-    runs scheduler code in the launcher.  Ctrl-C during a wait call
-    stops the group (bounded) and is re-raised; a second Ctrl-C meanwhile
-    kills the workers at once.  Ranks' output reaches ``sys.stdout``/``stderr``
-    whole lines at a time (``prefix_output``: ``[rank0]: `` first).
-    ``entry_args=("local_rank", "rank", "payload", "pipe_writer")`` calls the
-    entry with those (``rank``, ``local_rank``, ``world_size``, ``payload`` or
-    a ``rank_extra`` key).  Returns a running :class:`WorkerGroup`; use it as
-    a context manager.
+    ``entry(payload)`` (``entry()`` without one; ``entry_args`` names other
+    arguments: ``rank``, ``local_rank``, ``world_size``, ``payload`` or a
+    ``rank_extra`` key) runs after hooks are applied; ranks read their place
+    from ``current_spec()``.  ``forkserver`` + ``preload`` forks from a warm
+    server.  ``ready_timeout`` bounds startup, ``join_timeout`` the run (None:
+    unbounded), ``grace_period`` each teardown step.  ``rank_extra(rank)``
+    adds per-rank ``spec.extra`` (close your copy of a child's ``Connection``
+    after this returns).  ``progress(rank, stage, elapsed)`` runs in wait calls;
+    if it raises, the run stops (``ProgressCallbackError``).
+    ``bootstrap_parent`` bootstraps this process first.  Ctrl-C in a wait stops
+    the group (bounded); a second kills it.  Output reaches ``sys.stdout`` in
+    whole lines (``prefix_output``: ``[rank0]: ``).  Returns a running
+    :class:`WorkerGroup`, a context manager.
     """
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
     call_names = None if entry_args is None else _entry_args(entry_args)
