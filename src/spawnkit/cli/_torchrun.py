@@ -215,9 +215,7 @@ def run_torchrun(
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _spec_in(
-    folder: Path, entry: str, payload: Any, world: int, namespace: Any
-) -> tuple[str, Any]:
+def _spec_in(folder: Path, entry: str, payload: Any, world: int, namespace: Any) -> tuple[str, Any]:
     """``(key, template)``: the signed spec in ``folder`` if one is there (another node wrote
     it: every node must run the same one), else a new one written there."""
     from spawnkit.cli._errors import UsageError
@@ -244,8 +242,9 @@ def _spec_in(
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     key = generate_key()
     _write_private(key_file, key)
-    template = write_launch_spec(spec_file, entry, payload, key=key, nprocs=world,
-                                 namespace=namespace)
+    template = write_launch_spec(
+        spec_file, entry, payload, key=key, nprocs=world, namespace=namespace
+    )
     return key, template
 
 
