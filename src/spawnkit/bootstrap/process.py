@@ -28,7 +28,6 @@ from spawnkit._names import qualified_name
 from spawnkit.bootstrap import _entry, guard
 from spawnkit.bootstrap import report as reports
 from spawnkit.bootstrap.report import BootstrapReport
-from spawnkit.bootstrap.report import platform_info as _platform_info  # noqa: F401 (warm server)
 from spawnkit.bootstrap.stages import SHARED_STAGES, STAGE_ORDER, STAGES, Stage, StageListener
 from spawnkit.errors import (
     BootstrapOrderError,
