@@ -1,15 +1,12 @@
-"""``bootstrap_process(spec)``: a worker's stages, run in the one order that keeps hooks effective.
+"""``bootstrap_process(spec)``: the work of each stage of a worker's bootstrap.
 
-The order, and the reason for each step of it, is :data:`~spawnkit.bootstrap.stages.STAGES`;
-this module is the work each stage does.  :class:`Bootstrapper` has one method
-per stage (the table names it) and refuses to run one early, twice or after a
-failure (``BootstrapOrderError`` naming the stage expected), so engines that
-drive the stages themselves cannot get the order wrong either.  A failing
-stage raises a ``StageError`` (one that is also its cause's type when the
-cause is a spawnkit error, so ``except PluginError`` and ``except StageError``
-both catch a plugin failure) that carries stage, rank, pid, host and the
-formatted traceback and survives pickling, so the parent sees exactly what the
-child saw.  An exception raised by the entry itself propagates unchanged.
+The order, and the reason for each step, is ``stages.STAGES``.  ``Bootstrapper``
+has one method per row and refuses a stage run early, twice or after a
+failure (``BootstrapOrderError``), so an engine driving the stages itself
+cannot get the order wrong either.  A failing stage raises a picklable
+``StageError`` (also its cause's type for a spawnkit cause, so ``except
+PluginError`` still works) carrying stage, rank, pid, host and traceback; the
+entry's own exceptions pass unchanged.
 """
 
 from __future__ import annotations
@@ -143,14 +140,9 @@ class Bootstrapper:
         return STAGE_ORDER[self._next] if self._next < len(STAGE_ORDER) else None
 
     def _order_error(self, stage: Stage, message: str) -> BootstrapOrderError:
-        return BootstrapOrderError(
-            message,
-            stage=stage.value,
-            rank=self.rank,
-            pid=self.pid,
-            host=self.host,
-            expected=self.next_stage.value if self.next_stage else "",
-        )
+        expected = self.next_stage.value if self.next_stage else ""
+        where = {"rank": self.rank, "pid": self.pid, "host": self.host}
+        return BootstrapOrderError(message, stage=stage.value, expected=expected, **where)
 
     def _stage(self, stage: Stage, action: Callable[[], Any]) -> Any:
         if (
@@ -315,23 +307,12 @@ class Bootstrapper:
         from spawnkit.hooks._plugin_selection import is_lenient
 
         manager.apply(strict=not is_lenient(self.namespace, None), clean_modules=clean)
-        self._check_stale()
+        _check_stale(self.namespace, self.spec, self.guard_result)
         _phase.mark_hooks_applied()
         self.stage_detail[Stage.HOOKS.value] = {
             "import_targets": imported - started,
             "patch": time.perf_counter() - imported,
         }
-
-    def _check_stale(self) -> None:
-        """What the sweep could not rebind (tuple items, default arguments), per guard policy."""
-        holders = self.namespace.hooks.stale_holders()
-        if not holders:
-            return
-        result = self.guard_result
-        if result is not None:
-            result.stale_holders = holders
-        policy = result.policy if result is not None else _guard_policy(self.namespace, self.spec)
-        guard.check_stale(self.namespace, holders, policy)
 
     @_staged
     def materialize_payload(self) -> None:
@@ -413,6 +394,17 @@ def _import_targets(namespace: Namespace) -> None:
                 importlib.import_module(module)
             except Exception:
                 pass
+
+
+def _check_stale(namespace: Namespace, spec: ProcessSpec, result: GuardResult | None) -> None:
+    """What the sweep could not rebind (tuple items, default arguments), per guard policy."""
+    holders = namespace.hooks.stale_holders()
+    if not holders:
+        return
+    if result is not None:
+        result.stale_holders = holders
+    policy = result.policy if result is not None else _guard_policy(namespace, spec)
+    guard.check_stale(namespace, holders, policy)
 
 
 def _guard_policy(namespace: Namespace, spec: ProcessSpec) -> str:
