@@ -1,17 +1,11 @@
 """``spawn_with_plugins()``: the parent's decisions, frozen into one spec per rank, and the start.
 
-Read top to bottom, this is the first leg of a payload's trip (the rest is
-``protocol/popen.py`` -> ``protocol/child.py`` -> ``bootstrap/process.py``):
-``build_spec`` resolves the entry (by reference, or by value when it is not
-importable), captures the payload once, and resolves the platform, the
-allowed plugins and their entry-point rows here, in the parent, so that a
-misconfiguration (two platform plugins activated, a platform whose hardware
-is missing) fails once, before any rank exists, with the full explanation;
-``_start_rank`` gives each rank its copy of that template with its own pipes
-and starts it through the protocol.  The started group is supervised by
-:class:`~spawnkit.launch.group.WorkerGroup`.  ``build_spec`` is also what
-``write_launch_spec`` (torchrun) and ``spawn_on_ray`` build from, so every
-launcher makes the same decisions.
+The first leg of a payload's trip (then ``protocol/popen.py`` ->
+``protocol/child.py`` -> ``bootstrap/process.py``).  ``build_spec`` is what
+every launcher (``write_launch_spec`` for torchrun, ``spawn_on_ray``) builds
+from, so they all make the same decisions; ``_start_rank`` gives each rank
+its copy with its own pipes; :class:`~spawnkit.launch.group.WorkerGroup`
+supervises the result.
 """
 
 from __future__ import annotations
@@ -253,16 +247,11 @@ def build_spec(
 ) -> ProcessSpec:
     """The rank-0 spec template for a group of ``nprocs`` ranks running ``entry(payload)``.
 
-    ``env`` is what the ranks get on top of their launcher's environment, and
-    it counts here exactly as if it were set in this process: platform and
-    plugin selection run with it applied to ``os.environ`` (restored after),
-    so its ``<PREFIX>_PLATFORM``/``<PREFIX>_PLUGINS`` win over this process's
-    own and a device visible only through it is selected.  Unknown variables
-    under the namespace's prefix, and other namespaces' variables, are warned
-    about once (``<PREFIX>_STRICT_ENV=1``: refused).  The run id (fresh unless
-    given) tags every rank's process so :func:`spawnkit.cleanup` can find
-    leftovers.  Raises the platform and plugin selection errors of the
-    namespace, here and not in the ranks.
+    Selection runs with ``env`` applied (``env_applied``: it counts as if set
+    here, as it will be in the ranks); unknown or foreign variables in it are
+    warned about once (``<PREFIX>_STRICT_ENV=1``: refused).  The run id tags
+    every rank's process for :func:`spawnkit.cleanup`.  Raises the
+    namespace's platform and plugin selection errors here, not in the ranks.
     """
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
     from spawnkit.namespace import get_namespace

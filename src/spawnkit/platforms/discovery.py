@@ -1,16 +1,11 @@
-"""Platform discovery: the decision table and the per-process current platform.
+"""Platform discovery: the per-process current platform of a namespace, and its pinning.
 
-``_table.DecisionTable._decide`` is README's "Platform selection: the decision
-table", one commented branch per row; the built-ins it names are the rows of
-``builtin.BUILTINS``, and the checks of each candidate (with the record every
-error carries) are in ``_checks``.  A name is selected by ``set_selection()``
-(a parent pinning its decision), else ``<PREFIX>_PLATFORM``; then only that
-entry point is imported ("front-loading").
-
-Never is an error turned into a fallback: a plugin that raises while its
-hardware might be present would otherwise run the job on another device.
-Nothing here creates an accelerator context, and torch is imported only by
-the XPU probe on a torch build with XPU (see ``_probes``).
+What a request resolves to is ``_table`` (README's decision table).  A name
+is selected by ``set_selection()`` (a parent pinning its decision), else
+``<PREFIX>_PLATFORM``; then only that entry point is imported.  Never is an
+error turned into a fallback: a plugin that raises while its hardware might
+be present would otherwise run the job on another device.  Nothing here
+creates an accelerator context.
 """
 
 from __future__ import annotations
