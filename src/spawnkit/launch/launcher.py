@@ -73,9 +73,8 @@ def spawn_with_plugins(
     after this returns).  ``progress(rank, stage, elapsed)`` runs in wait calls;
     if it raises, the run stops (``ProgressCallbackError``).
     ``bootstrap_parent`` bootstraps this process first.  Ctrl-C in a wait stops
-    the group (bounded); a second kills it.  Output reaches ``sys.stdout`` in
-    whole lines (``prefix_output``: ``[rank0]: ``).  Returns a running
-    :class:`WorkerGroup`, a context manager.
+    the group (bounded); a second kills it.  Output arrives in whole lines
+    (``prefix_output``: ``[rank0]: ``).  Returns a running ``WorkerGroup``.
     """
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
     call_names = None if entry_args is None else _entry_args(entry_args)
@@ -90,14 +89,10 @@ def spawn_with_plugins(
     # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
     deaf = lctx.server is None and _interrupt.will_start_deaf()
     group = WorkerGroup(
-        run_id=template.run_id,
-        context=lctx,
-        ready_timeout=ready_timeout,
-        join_timeout=join_timeout,
-        grace_period=grace_period,
-        progress=progress,
+        run_id=template.run_id, context=lctx, ready_timeout=ready_timeout,
+        join_timeout=join_timeout, grace_period=grace_period, progress=progress,
         output=OutputRelay(prefix=prefix_output),
-    )
+    )  # fmt: skip
     control = _launch_control(start_method, context, deaf, call_names)
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
