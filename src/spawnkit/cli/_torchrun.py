@@ -119,11 +119,6 @@ def _write_private(path: Path, text: str) -> None:
         fh.write(text)
 
 
-def _pythonpath(app_dir: str) -> str:
-    rest = os.environ.get("PYTHONPATH", "")
-    return os.pathsep.join(p for p in (app_dir, rest) if p)
-
-
 def _stop(proc: subprocess.Popen[bytes], run_id: str) -> list[int]:
     """SIGTERM torchrun (it stops its ranks), then SIGKILL whatever of its tree is left.
 
@@ -187,7 +182,7 @@ def run_torchrun(
         key, template = _spec_in(folder, entry, payload, nodes.world(nprocs), namespace)
         key_file, spec_file = folder / "key", folder / "spec.bin"
         cmd = torchrun_command(spec_file, nprocs, nodes)
-        pythonpath = _pythonpath(app_dir)
+        pythonpath = os.pathsep.join(p for p in (app_dir, os.environ.get("PYTHONPATH", "")) if p)
         if print_only:
             keep = True
             _print_command(cmd, pythonpath, key_file, template.run_id, as_json, out, err)
