@@ -38,10 +38,12 @@ from spawnkit.spec import NamespaceConfig, _phase
 from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, default_config
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from spawnkit.hooks.plugins import PluginManager
     from spawnkit.hooks.registry import HookRegistry
     from spawnkit.hooks.registry import HookRegistry as _Registry
-    from spawnkit.hooks.types import HookType
+    from spawnkit.hooks.types import HookOptions, HookType
     from spawnkit.hooks.types import HookType as _HookType
     from spawnkit.platforms.discovery import PlatformManager
     from spawnkit.platforms.interface import Platform
@@ -165,29 +167,13 @@ class Namespace:
         return self.plugins.apply(**kwargs)
 
     def plugin_hook(
-        self,
-        target: str,
-        type: HookType | None = None,
-        *,
-        on_import: bool = False,
-        optional: bool = False,
-        condition: Callable[[], object] | None = None,
+        self, target: str, type: HookType | None = None, **options: Unpack[HookOptions]
     ) -> Callable[[_H], _H]:
-        """Decorator registering on this namespace's registry (the seed's ``plugin_hook``).
-
-        The keywords are :meth:`HookRegistry.register`'s: ``on_import`` waits for
-        the target's first import, ``optional`` skips a missing target,
-        ``condition`` decides at apply time.
-        """
+        """Decorator registering on this namespace's registry (the seed's ``plugin_hook``);
+        the keywords are :meth:`HookRegistry.register`'s."""
         from spawnkit.hooks.types import HookType
 
-        return self.hooks.plugin_hook(
-            target,
-            type=type if type is not None else HookType.AFTER,
-            on_import=on_import,
-            optional=optional,
-            condition=condition,
-        )
+        return self.hooks.plugin_hook(target, type or HookType.AFTER, **options)
 
     # ----------------------------------------- seed-compatible module names
     _hook_class: type[_Registry] | None = None

@@ -1,15 +1,12 @@
-"""``bootstrap_process(spec)``: a worker's stages, run in the one order that keeps hooks effective.
+"""``bootstrap_process(spec)``: the work of each stage of a worker's bootstrap.
 
-The order, and the reason for each step of it, is :data:`~spawnkit.bootstrap.stages.STAGES`;
-this module is the work each stage does.  :class:`Bootstrapper` has one method
-per stage (the table names it) and refuses to run one early, twice or after a
-failure (``BootstrapOrderError`` naming the stage expected), so engines that
-drive the stages themselves cannot get the order wrong either.  A failing
-stage raises a ``StageError`` (one that is also its cause's type when the
-cause is a spawnkit error, so ``except PluginError`` and ``except StageError``
-both catch a plugin failure) that carries stage, rank, pid, host and the
-formatted traceback and survives pickling, so the parent sees exactly what the
-child saw.  An exception raised by the entry itself propagates unchanged.
+The order, and the reason for each step, is ``stages.STAGES``.  ``Bootstrapper``
+has one method per row and refuses a stage run early, twice or after a
+failure (``BootstrapOrderError``), so an engine driving the stages itself
+cannot get the order wrong either.  A failing stage raises a picklable
+``StageError`` (also its cause's type for a spawnkit cause, so ``except
+PluginError`` still works) carrying stage, rank, pid, host and traceback; the
+entry's own exceptions pass unchanged.
 """
 
 from __future__ import annotations
@@ -23,14 +20,14 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from spawnkit import _metadata, _reference
+from spawnkit import _metadata
 from spawnkit._names import qualified_name
-from spawnkit.bootstrap import guard
+from spawnkit.bootstrap import _entry, guard
+from spawnkit.bootstrap import report as reports
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.bootstrap.stages import SHARED_STAGES, STAGE_ORDER, STAGES, Stage, StageListener
 from spawnkit.errors import (
     BootstrapOrderError,
-    EntryResolutionError,
     SpawnkitError,
     StageError,
     stage_error_type,
@@ -143,45 +140,9 @@ class Bootstrapper:
         return STAGE_ORDER[self._next] if self._next < len(STAGE_ORDER) else None
 
     def _order_error(self, stage: Stage, message: str) -> BootstrapOrderError:
-        return BootstrapOrderError(
-            message,
-            stage=stage.value,
-            rank=self.rank,
-            pid=self.pid,
-            host=self.host,
-            expected=self.next_stage.value if self.next_stage else "",
-        )
-
-    def _check_order(self, stage: Stage) -> None:
-        order = " -> ".join(s.value for s in STAGE_ORDER)
-        if self._failed is not None:
-            raise self._order_error(
-                stage,
-                f"stage {stage.value!r} cannot run: this bootstrap already failed in stage "
-                f"{self._failed.value!r}, and no later stage runs after a failure. Start a "
-                "new worker after fixing that error.",
-            )
-        if self._running is not None:
-            raise self._order_error(
-                stage,
-                f"stage {stage.value!r} was called while stage {self._running.value!r} is still "
-                f"running; stages run one at a time, in order: {order}.",
-            )
-        expected = self.next_stage
-        if stage is expected:
-            return
-        if expected is None or STAGE_ORDER.index(stage) < self._next:
-            nxt = f"the next stage is {expected.value!r}" if expected else "every stage has run"
-            raise self._order_error(
-                stage,
-                f"stage {stage.value!r} already ran in this bootstrap (each stage runs once); "
-                f"{nxt}. Order: {order}.",
-            )
-        raise self._order_error(
-            stage,
-            f"stage {stage.value!r} called too early: the stage expected now is "
-            f"{expected.value!r}. Stages run in order: {order}.",
-        )
+        expected = self.next_stage.value if self.next_stage else ""
+        where = {"rank": self.rank, "pid": self.pid, "host": self.host}
+        return BootstrapOrderError(message, stage=stage.value, expected=expected, **where)
 
     def _stage(self, stage: Stage, action: Callable[[], Any]) -> Any:
         if (
@@ -195,7 +156,9 @@ class Bootstrapper:
             if stage is Stage.HOOKS:
                 _phase.mark_hooks_applied()
             return None
-        self._check_order(stage)
+        problem = _order_problem(stage, self._next, self._running, self._failed)
+        if problem:
+            raise self._order_error(stage, problem)
         self._running = stage
         if self.listener is not None:
             self.listener.stage_started(stage.value)
@@ -209,7 +172,8 @@ class Bootstrapper:
             guard.set_step(previous_step)
             if stage is Stage.ENTRY or not isinstance(exc, Exception):
                 raise  # the entry's own errors (and interpreter exits) pass unchanged
-            err = self._stage_error(stage, exc)
+            who = "the warm-start server" if self._serving else f"rank {self.rank}"
+            err = _stage_error(stage, exc, self.rank, self.pid, self.host, who)
             if err is exc:
                 raise
             raise err from exc
@@ -221,37 +185,6 @@ class Bootstrapper:
         if self.listener is not None:
             self.listener.stage_finished(stage.value, seconds)
         return result
-
-    def _stage_error(self, stage: Stage, exc: Exception) -> StageError:
-        """A ``StageError`` gets its fields filled in; anything else becomes one (see errors)."""
-        import traceback  # only on this failure path: a worker that succeeds never needs it
-
-        tb = "".join(traceback.format_exception(exc))
-        who = "the warm-start server" if self._serving else f"rank {self.rank}"
-        where = f"{who}, pid {self.pid} on {self.host}"
-        if isinstance(exc, StageError):
-            exc.stage = stage.value
-            exc.rank, exc.pid, exc.host = self.rank, self.pid, self.host
-            exc.traceback_text = tb
-            return exc
-        cls = stage_error_type(type(exc))
-        # Exception.__str__: the bare message; a dual type's own __str__ (PlatformError
-        # appends its explanation) then renders the extra fields once, at the end.
-        text = Exception.__str__(exc) if cls is not StageError else str(exc)
-        err = cls.__new__(cls)
-        Exception.__init__(
-            err,
-            f"{type(exc).__name__}: {text}\n(bootstrap stage {stage.value!r} of {where} failed; "
-            "later stages did not run)",
-        )
-        err.__dict__.update(exc.__dict__)  # the cause's fields (plugin, dist, explanation...)
-        err.stage, err.rank, err.pid, err.host = stage.value, self.rank, self.pid, self.host
-        err.traceback_text = tb
-        err.cause_type = qualified_name(exc)
-        # The original, when it can travel to the parent (spawnkit's errors always can).
-        carry = isinstance(exc, SpawnkitError) or _picklable(exc)
-        err.cause = exc if carry else None
-        return err
 
     # -------------------------------------------------------------- stages
     # One method per row of STAGES, named there; ``@_staged`` runs its body as that stage.
@@ -302,9 +235,7 @@ class Bootstrapper:
         global _server_boot, _server_guard
         first = SHARED_STAGES[0]
         if self._next != 0 or self.inherited is not None:
-            raise self._order_error(
-                first, "prebootstrap() runs once, in a fresh warm-start server"
-            )
+            raise self._order_error(first, "prebootstrap() runs once, in a fresh warm-start server")
         started = time.time()
         self._serving = True
         self.pid = os.getpid()
@@ -317,7 +248,7 @@ class Bootstrapper:
         _server_boot = {
             # What every forked worker's report repeats; computed here once (a forked worker
             # has lost the seeded entry-point rows, and explaining the platform would rescan).
-            "shared": _shared_report_parts(self.namespace, self.spec),
+            "shared": reports.shared_parts(self.namespace, self.spec),
             "server_pid": os.getpid(),
             "server_started": started,
             "stages": {s.value: self.stage_seconds[s.value] for s in SHARED_STAGES},
@@ -351,7 +282,7 @@ class Bootstrapper:
         self.guard_result = guard.check(
             self.namespace,
             self.namespace.hooks,
-            self._guard_policy(),
+            _guard_policy(self.namespace, self.spec),
             before=manager.report.modules_before,
             plugin_imports=manager.report.plugin_imports,
             extra=self.spec.extra,
@@ -368,46 +299,20 @@ class Bootstrapper:
             # No target module was imported before plugin loading began, so no module
             # imported by then can hold an original: the stale-binding sweep skips them.
             clean = manager.report.modules_before
-        # Import the target modules first, apart, so the report can tell a heavy framework
-        # imported by a target from the patching itself.  A module that fails here is left to
-        # ``apply`` below, which imports it again and reports it with its target and plugin.
         started = time.perf_counter()
-        for module in self.namespace.hooks.target_modules(eager=True):
-            if module not in sys.modules:
-                try:
-                    importlib.import_module(module)
-                except Exception:
-                    pass
+        _import_targets(self.namespace)
         imported = time.perf_counter()
         # <PREFIX>_LENIENT_PLUGINS=1 is this stage's strict=False: a target that fails to patch
         # is logged at ERROR with its plugins and the others run (the knob HookApplyError names).
         from spawnkit.hooks._plugin_selection import is_lenient
 
         manager.apply(strict=not is_lenient(self.namespace, None), clean_modules=clean)
-        self._check_stale()
+        _check_stale(self.namespace, self.spec, self.guard_result)
         _phase.mark_hooks_applied()
         self.stage_detail[Stage.HOOKS.value] = {
             "import_targets": imported - started,
             "patch": time.perf_counter() - imported,
         }
-
-    def _check_stale(self) -> None:
-        """What the sweep could not rebind (tuple items, default arguments), per guard policy."""
-        holders = self.namespace.hooks.stale_holders()
-        if not holders:
-            return
-        result = self.guard_result
-        if result is not None:
-            result.stale_holders = holders
-        policy = result.policy if result is not None else self._guard_policy()
-        guard.check_stale(self.namespace, holders, policy)
-
-    def _guard_policy(self) -> str:
-        config = self.namespace.config
-        env = os.environ.get(config.guard_var)
-        return guard.resolve_policy(
-            config.guard_policy, env, self.spec.guard_policy, var=config.guard_var
-        )
 
     @_staged
     def materialize_payload(self) -> None:
@@ -421,14 +326,8 @@ class Bootstrapper:
     def resolve_entry(self) -> Callable[..., Any]:
         """Read the entry from its module now, after patching (READY follows; see ``_ready``)."""
         if not self.spec.entry:
-            obj = self._entry_from_payload
-            if not callable(obj):
-                raise EntryResolutionError(
-                    f"the by-value entry holds a {qualified_name(obj)}, which is not callable; "
-                    "pass a function or a callable object as the entry"
-                )
-            return obj  # type: ignore[no-any-return]
-        return _resolve_reference(self.spec.entry)
+            return _entry.by_value(self._entry_from_payload)
+        return _entry.by_reference(self.spec.entry)
 
     def _ready(self, entry: Callable[..., Any]) -> None:
         """After ``resolve_entry`` finished (so its time is in it): the report, to the listener."""
@@ -446,7 +345,7 @@ class Bootstrapper:
         assert self.entry is not None
         names = self.spec._control.entry_args
         if names is not None:
-            return self.entry(*[self._entry_arg(name) for name in names])
+            return self.entry(*[_entry_arg(self.spec, self.payload_obj, n) for n in names])
         if self.spec.payload is not None:
             return self.entry(self.payload_obj)
         return self.entry()
@@ -464,15 +363,6 @@ class Bootstrapper:
         _set_current(self.spec, self.report)
         return self.report
 
-    def _entry_arg(self, name: str) -> Any:
-        """One named entry argument; the launcher checked that every name exists."""
-        spec = self.spec
-        if name == "payload":
-            return self.payload_obj
-        if name in ("rank", "local_rank", "world_size"):
-            return getattr(spec, name)
-        return spec.extra[name]
-
     def run(self) -> Any:
         """Every stage, in the order of ``STAGES``; returns the entry's result (the last stage)."""
         result: Any = None
@@ -482,134 +372,115 @@ class Bootstrapper:
 
     def build_report(self) -> BootstrapReport:
         """The report as it stands now, in plain types."""
-        return _build_report(self)
+        return reports.build(
+            self.spec,
+            self.namespace,
+            pid=self.pid,
+            host=self.host,
+            stage_seconds=self.stage_seconds,
+            guard=self.guard_result.to_dict() if self.guard_result else {},
+            stage_detail=self.stage_detail,
+            inherited=self.inherited,
+        )
 
 
-# -------------------------------------------------------------- report
-def _shared_report_parts(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
-    """The parts of a report decided by platform, plugins and hooks (identical per rank)."""
-    manager = namespace.plugins
-    return {
-        "platform": _platform_info(namespace, spec),
-        "plugins": [
-            {
-                "name": p.name,
-                "value": p.value,
-                "dist": p.dist,
-                "version": p.version,
-                "seconds": p.seconds,
-                "imported": list(p.imported),
-                "registrations": p.registrations,
-                "outside_registry": list(p.outside_registry),
-            }
-            for p in manager.report.loaded
-        ],
-        "failed_plugins": [
-            {
-                "name": f.name,
-                "value": f.value,
-                "dist": f.dist,
-                "version": f.version,
-                "error": f.error,
-                "outside_registry": list(f.outside_registry),
-            }
-            for f in manager.report.failed
-        ],
-        "skipped_plugins": [
-            {"name": s.name, "dist": s.dist, "status": s.status, "reason": s.reason}
-            for s in manager.report.skipped
-        ],
-        "hooks": _hooks_info(namespace),
-    }
+def _import_targets(namespace: Namespace) -> None:
+    """Import the target modules first, apart, so the report can tell a heavy framework
+    imported by a target from the patching itself.  A module that fails here is left to
+    the patching, which imports it again and reports it with its target and plugin."""
+    for module in namespace.hooks.target_modules(eager=True):
+        if module not in sys.modules:
+            try:
+                importlib.import_module(module)
+            except Exception:
+                pass
 
 
-def _build_report(boot: Bootstrapper) -> BootstrapReport:
-    """``boot``'s report as it stands now, in plain types."""
-    spec = boot.spec
-    shared: dict[str, Any]
-    if boot.inherited is not None:
-        shared = {  # fresh containers: this report is the worker's to change
-            k: (dict(v) if isinstance(v, dict) else [dict(x) for x in v])
-            for k, v in boot.inherited["shared"].items()
-        }
-        # on_import hooks may have been applied since the server's report (or be late ones)
-        shared["hooks"] = _hooks_info(boot.namespace)
-    else:
-        shared = _shared_report_parts(boot.namespace, spec)
-    report = BootstrapReport(
-        rank=spec.rank,
-        pid=boot.pid,
-        host=boot.host,
-        namespace=boot.namespace.name,
-        entry=spec.entry,
-        world_size=spec.world_size,
-        local_rank=spec.local_rank,
-        **shared,
-        stage_seconds=dict(boot.stage_seconds),
-        guard=boot.guard_result.to_dict() if boot.guard_result else {},
-        stage_detail={**(boot.inherited or {}).get("stage_detail", {}), **boot.stage_detail},
+def _check_stale(namespace: Namespace, spec: ProcessSpec, result: GuardResult | None) -> None:
+    """What the sweep could not rebind (tuple items, default arguments), per guard policy."""
+    holders = namespace.hooks.stale_holders()
+    if not holders:
+        return
+    if result is not None:
+        result.stale_holders = holders
+    policy = result.policy if result is not None else _guard_policy(namespace, spec)
+    guard.check_stale(namespace, holders, policy)
+
+
+def _guard_policy(namespace: Namespace, spec: ProcessSpec) -> str:
+    config = namespace.config
+    env = os.environ.get(config.guard_var)
+    return guard.resolve_policy(config.guard_policy, env, spec.guard_policy, var=config.guard_var)
+
+
+def _entry_arg(spec: ProcessSpec, payload: Any, name: str) -> Any:
+    """One named entry argument; the launcher checked that every name exists."""
+    if name == "payload":
+        return payload
+    if name in ("rank", "local_rank", "world_size"):
+        return getattr(spec, name)
+    return spec.extra[name]
+
+
+def _order_problem(
+    stage: Stage, next_index: int, running: Stage | None, failed: Stage | None
+) -> str:
+    """Why ``stage`` may not run now ('' when it may)."""
+    order = " -> ".join(s.value for s in STAGE_ORDER)
+    if failed is not None:
+        return (
+            f"stage {stage.value!r} cannot run: this bootstrap already failed in stage "
+            f"{failed.value!r}, and no later stage runs after a failure. Start a "
+            "new worker after fixing that error."
+        )
+    if running is not None:
+        return (
+            f"stage {stage.value!r} was called while stage {running.value!r} is still "
+            f"running; stages run one at a time, in order: {order}."
+        )
+    expected = STAGE_ORDER[next_index] if next_index < len(STAGE_ORDER) else None
+    if stage is expected:
+        return ""
+    if expected is None or STAGE_ORDER.index(stage) < next_index:
+        nxt = f"the next stage is {expected.value!r}" if expected else "every stage has run"
+        return (
+            f"stage {stage.value!r} already ran in this bootstrap (each stage runs once); "
+            f"{nxt}. Order: {order}."
+        )
+    return (
+        f"stage {stage.value!r} called too early: the stage expected now is "
+        f"{expected.value!r}. Stages run in order: {order}."
     )
-    if boot.inherited is not None:
-        report.inherited = {
-            k: v
-            for k, v in boot.inherited.items()
-            if k not in ("identity", "stage_detail", "shared")
-        }
-    return report
 
 
-def _platform_info(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
-    """Which platform runs, and how it was chosen."""
-    try:
-        # decision(), not explain(): a worker that succeeds never builds the explanation
-        decision = namespace.platforms.decision()
-    except Exception as exc:  # the report must not fail the bootstrap
-        return {"name": "?", "kind": "?", "how": f"explain() failed: {exc}"}
-    winner = decision.get("winner")
-    mode = decision.get("mode", "")
-    path = " -> ".join(decision.get("path") or [])
-    if spec.platform is not None:
-        how = f"pinned by the parent (ProcessSpec.platform={spec.platform!r})"
-    else:
-        var = decision.get("selector_var", "")
-        value = decision.get("selector_value")
-        how = f"{var}={value!r}" if value else "auto-detected in the worker"
-    if mode or path:
-        how += f"; mode {mode}" + (f": {path}" if path else "")
-    if winner is None:
-        return {"name": "?", "kind": "?", "how": how}
-    return {
-        "name": winner.name,
-        "kind": winner.kind,
-        "qualname": winner.qualname,
-        "dist": winner.dist,
-        "version": winner.version,
-        "how": how,
-    }
+def _stage_error(
+    stage: Stage, exc: Exception, rank: int, pid: int, host: str, who: str
+) -> StageError:
+    """A ``StageError`` gets its fields filled in; anything else becomes one (see errors)."""
+    import traceback  # only on this failure path: a worker that succeeds never needs it
 
-
-def _hooks_info(namespace: Namespace) -> dict[str, list[dict[str, Any]]]:
-    """Every registration by target, with its state and reason (not only the applied ones)."""
-    hooks: dict[str, list[dict[str, Any]]] = {}
-    for row in namespace.hooks.status():
-        hooks.setdefault(row.target, []).append(row.to_dict())
-    _mark_unrebound(hooks, namespace.hooks.stale_holders())
-    return hooks
-
-
-def _mark_unrebound(hooks: dict[str, list[dict[str, Any]]], holders: list[dict[str, str]]) -> None:
-    """Name, on each ``partial`` hook entry, the references that still call the original.
-
-    ``status()`` already says ``partial`` and why; ``unrebound`` lists the
-    holders (``module.name (kind)``) so a report reader need not parse the reason.
-    """
-    by_target: dict[str, list[str]] = {}
-    for h in holders:
-        by_target.setdefault(h["target"], []).append(f"{h['module']}.{h['name']} ({h['kind']})")
-    for target, where in by_target.items():
-        for entry in hooks.get(target, []):
-            if entry.get("state") == "partial":
-                entry["unrebound"] = list(where)
+    tb = "".join(traceback.format_exception(exc))
+    if isinstance(exc, StageError):
+        exc.stage, exc.rank, exc.pid, exc.host = stage.value, rank, pid, host
+        exc.traceback_text = tb
+        return exc
+    cls = stage_error_type(type(exc))
+    # Exception.__str__: the bare message; a dual type's own __str__ (PlatformError
+    # appends its explanation) then renders the extra fields once, at the end.
+    text = Exception.__str__(exc) if cls is not StageError else str(exc)
+    err = cls.__new__(cls)
+    Exception.__init__(
+        err,
+        f"{type(exc).__name__}: {text}\n(bootstrap stage {stage.value!r} of {who}, pid {pid} "
+        f"on {host} failed; later stages did not run)",
+    )
+    err.__dict__.update(exc.__dict__)  # the cause's fields (plugin, dist, explanation...)
+    err.stage, err.rank, err.pid, err.host = stage.value, rank, pid, host
+    err.traceback_text = tb
+    err.cause_type = qualified_name(exc)
+    # The original, when it can travel to the parent (spawnkit's errors always can).
+    err.cause = exc if isinstance(exc, SpawnkitError) or _picklable(exc) else None
+    return err
 
 
 def _boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:
@@ -627,38 +498,6 @@ def _boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:
 
 #: Environment entries of a spec that differ per launch and decide nothing in the bootstrap.
 _PER_LAUNCH_ENV = frozenset({"SPAWNKIT_RUN_ID"})
-
-
-def _resolve_reference(reference: str) -> Callable[..., Any]:
-    """``module:qualname`` -> the callable, with errors that say what to change."""
-    try:
-        module_name, qualname = _reference.parse(reference)
-        obj = _reference.resolve(module_name, qualname)
-    except _reference.BadReference as exc:
-        fix = (
-            "Define it at module level, or pass the callable itself so spawnkit sends it by value."
-            if "<locals>" in reference
-            else "Name it as 'module:function', for example 'mypkg.worker:main'."
-        )
-        raise EntryResolutionError(f"entry {reference!r}: {exc.why}. {fix}") from None
-    except _reference.ImportFailed as exc:
-        raise EntryResolutionError(
-            f"entry {reference!r}: module {exc.module!r} failed to import "
-            f"({type(exc.cause).__name__}: {exc.cause}). Install it in the worker's environment "
-            "or fix the entry string."
-        ) from exc.cause
-    except _reference.MissingAttribute as exc:
-        names = [n for n in dir(exc.owner) if not n.startswith("__")]
-        import difflib  # only on this error path
-
-        close = difflib.get_close_matches(exc.missing, names, n=3)
-        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise EntryResolutionError(f"entry {reference!r}: {exc}.{hint}") from None
-    if not callable(obj):
-        raise EntryResolutionError(
-            f"entry {reference!r} resolves to a {qualified_name(obj)}, which is not callable"
-        )
-    return obj  # type: ignore[no-any-return]
 
 
 def bootstrap_process(spec: ProcessSpec, *, listener: StageListener | None = None) -> Any:

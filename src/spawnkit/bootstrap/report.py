@@ -1,15 +1,21 @@
-"""``BootstrapReport``: what a worker's bootstrap did, in plain types only.
+"""``BootstrapReport``: what a worker's bootstrap did, in plain types only, and its building.
 
 The report is sent to the parent and shown by tools, so it must unpickle in
 a process that has neither the plugins nor the platform installed: every
-field is a builtin container of builtins.
+field is a builtin container of builtins.  The building functions read a
+namespace's platforms, plugins and hooks; they import nothing at module level
+so the parent can unpickle a report cheaply.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spawnkit.namespace import Namespace
+    from spawnkit.spec import ProcessSpec
 
 __all__ = ["BootstrapReport"]
 
@@ -123,7 +129,36 @@ class BootstrapReport:
         if p:
             origin = f" from {p['dist']} {p.get('version', '')}".rstrip() if p.get("dist") else ""
             lines.append(f"  platform: {p.get('name')} ({p.get('kind')}{origin}); {p.get('how')}")
-        lines.append(f"  plugins loaded: {len(self.plugins)}")
+        lines += self._plugin_lines()
+        lines.append(self._hooks_line())
+        for target, hooks in self.hooks.items():
+            lines.append(f"    {target}: " + "; ".join(_hook_text(h) for h in hooks))
+            reason = next((h["reason"] for h in hooks if h.get("state") == "partial"), "")
+            if reason:
+                lines.append(f"      PARTIAL: {reason}")
+        lines += self._guard_lines()
+        if self.stage_seconds:
+            lines.append(
+                f"  stages: {self._timing(self.stage_seconds)} "
+                f"(total {self.total_seconds * 1e3:.2f} ms)"
+            )
+        lines += [f"  NOT SENT: field {name!r}: {why}" for name, why in self.unsent.items()]
+        inh = self.inherited
+        if inh:
+            import time
+
+            when = time.strftime("%H:%M:%S", time.localtime(inh.get("server_started", 0.0)))
+            lines.append(
+                f"  inherited from warm-start server pid {inh.get('server_pid')} "
+                f"(bootstrapped at {when}): {self._timing(inh.get('stages', {}))}"
+            )
+        return "\n".join(lines)
+
+    def _timing(self, stages: dict[str, float]) -> str:
+        return ", ".join(f"{k} {v * 1e3:.2f} ms{self._detail(k)}" for k, v in stages.items())
+
+    def _plugin_lines(self) -> list[str]:
+        lines = [f"  plugins loaded: {len(self.plugins)}"]
         for plug in self.plugins:
             extra = f", imported {', '.join(plug['imported'])}" if plug.get("imported") else ""
             lines.append(
@@ -136,50 +171,30 @@ class BootstrapReport:
                     "      changed outside the hook registry (no ledger, no undo, no guard): "
                     + ", ".join(plug["outside_registry"])
                 )
-        for plug in self.failed_plugins:
-            lines.append(f"    FAILED (lenient) {plug['name']}: {plug.get('error', '')}")
-        for plug in self.skipped_plugins:
-            lines.append(f"    skipped {plug['name']}: {plug.get('reason', '')}")
-        lines.append(self._hooks_line())
-        for target, hooks in self.hooks.items():
-            lines.append(f"    {target}: " + "; ".join(_hook_text(h) for h in hooks))
-            reason = next((h["reason"] for h in hooks if h.get("state") == "partial"), "")
-            if reason:
-                lines.append(f"      PARTIAL: {reason}")
-        if self.guard:
-            lines.append(
-                f"  import guard: policy {self.guard.get('policy')}, "
-                f"{'armed' if self.guard.get('armed') else 'not armed'}, "
-                f"{len(self.guard.get('violations', []))} violation(s)"
-            )
-            for v in self.guard.get("violations", []):
-                repaired = " (warning only: the sweep rebinds every holder it found)"
-                lines.append(
-                    f"    early import of {v['module']} at {v.get('first_import')}"
-                    + (repaired if v.get("rebound_by_sweep") else "")
-                )
-            for a in self.guard.get("plugin_imports", []):
-                lines.append(f"    allowed: {a['module']} imported by {a.get('plugin')}")
-        if self.stage_seconds:
-            timing = ", ".join(
-                f"{k} {v * 1e3:.2f} ms{self._detail(k)}" for k, v in self.stage_seconds.items()
-            )
-            lines.append(f"  stages: {timing} (total {self.total_seconds * 1e3:.2f} ms)")
-        for name, why in self.unsent.items():
-            lines.append(f"  NOT SENT: field {name!r}: {why}")
-        inh = self.inherited
-        if inh:
-            import time
+        lines += [
+            f"    FAILED (lenient) {p['name']}: {p.get('error', '')}" for p in self.failed_plugins
+        ]
+        lines += [f"    skipped {p['name']}: {p.get('reason', '')}" for p in self.skipped_plugins]
+        return lines
 
-            when = time.strftime("%H:%M:%S", time.localtime(inh.get("server_started", 0.0)))
-            timing = ", ".join(
-                f"{k} {v * 1e3:.2f} ms{self._detail(k)}" for k, v in inh.get("stages", {}).items()
-            )
+    def _guard_lines(self) -> list[str]:
+        if not self.guard:
+            return []
+        g = self.guard
+        lines = [
+            f"  import guard: policy {g.get('policy')}, "
+            f"{'armed' if g.get('armed') else 'not armed'}, "
+            f"{len(g.get('violations', []))} violation(s)"
+        ]
+        repaired = " (warning only: the sweep rebinds every holder it found)"
+        for v in g.get("violations", []):
             lines.append(
-                f"  inherited from warm-start server pid {inh.get('server_pid')} "
-                f"(bootstrapped at {when}): {timing}"
+                f"    early import of {v['module']} at {v.get('first_import')}"
+                + (repaired if v.get("rebound_by_sweep") else "")
             )
-        return "\n".join(lines)
+        for a in g.get("plugin_imports", []):
+            lines.append(f"    allowed: {a['module']} imported by {a.get('plugin')}")
+        return lines
 
 
 def _hook_text(hook: dict[str, str]) -> str:
@@ -191,3 +206,112 @@ def _hook_text(hook: dict[str, str]) -> str:
     if state != "applied" or reason:
         text += f": {state}" + (f" ({reason})" if reason else "")
     return text
+
+
+# ------------------------------------------------------------------ building
+def _plain(obj: Any, *drop: str) -> dict[str, Any]:
+    """A plugin record as a dict of builtins (tuples become lists), less ``drop``."""
+    return {
+        k: list(v) if isinstance(v, tuple) else v
+        for k, v in dataclasses.asdict(obj).items()
+        if k not in drop
+    }
+
+
+def shared_parts(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
+    """The parts of a report decided by platform, plugins and hooks (identical per rank)."""
+    report = namespace.plugins.report
+    return {
+        "platform": platform_info(namespace, spec),
+        "plugins": [_plain(p) for p in report.loaded],
+        "failed_plugins": [_plain(f, "traceback_text") for f in report.failed],
+        "skipped_plugins": [
+            {"name": s.name, "dist": s.dist, "status": s.status, "reason": s.reason}
+            for s in report.skipped
+        ],
+        "hooks": hooks_info(namespace),
+    }
+
+
+def build(
+    spec: ProcessSpec,
+    namespace: Namespace,
+    *,
+    pid: int,
+    host: str,
+    stage_seconds: dict[str, float],
+    guard: dict[str, Any],
+    stage_detail: dict[str, dict[str, float]],
+    inherited: dict[str, Any] | None,
+) -> BootstrapReport:
+    """A worker's report as it stands now; ``inherited``: its warm-start server's record."""
+    shared: dict[str, Any]
+    if inherited is not None:
+        shared = {  # fresh containers: this report is the worker's to change
+            k: (dict(v) if isinstance(v, dict) else [dict(x) for x in v])
+            for k, v in inherited["shared"].items()
+        }
+        # on_import hooks may have been applied since the server's report (or be late ones)
+        shared["hooks"] = hooks_info(namespace)
+    else:
+        shared = shared_parts(namespace, spec)
+    report = BootstrapReport(
+        rank=spec.rank,
+        pid=pid,
+        host=host,
+        namespace=namespace.name,
+        entry=spec.entry,
+        world_size=spec.world_size,
+        local_rank=spec.local_rank,
+        **shared,
+        stage_seconds=dict(stage_seconds),
+        guard=guard,
+        stage_detail={**(inherited or {}).get("stage_detail", {}), **stage_detail},
+    )
+    if inherited is not None:
+        drop = ("identity", "stage_detail", "shared")
+        report.inherited = {k: v for k, v in inherited.items() if k not in drop}
+    return report
+
+
+def platform_info(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
+    """Which platform runs, and how it was chosen."""
+    try:
+        # decision(), not explain(): a worker that succeeds never builds the explanation
+        decision = namespace.platforms.decision()
+    except Exception as exc:  # the report must not fail the bootstrap
+        return {"name": "?", "kind": "?", "how": f"explain() failed: {exc}"}
+    winner = decision.get("winner")
+    mode = decision.get("mode", "")
+    path = " -> ".join(decision.get("path") or [])
+    if spec.platform is not None:
+        how = f"pinned by the parent (ProcessSpec.platform={spec.platform!r})"
+    else:
+        var = decision.get("selector_var", "")
+        value = decision.get("selector_value")
+        how = f"{var}={value!r}" if value else "auto-detected in the worker"
+    if mode or path:
+        how += f"; mode {mode}" + (f": {path}" if path else "")
+    if winner is None:
+        return {"name": "?", "kind": "?", "how": how}
+    fields = ("name", "kind", "qualname", "dist", "version")
+    return {**{f: getattr(winner, f) for f in fields}, "how": how}
+
+
+def hooks_info(namespace: Namespace) -> dict[str, list[dict[str, Any]]]:
+    """Every registration by target, with its state and reason (not only the applied ones).
+
+    A ``partial`` entry also lists, as ``unrebound``, the references that
+    still call the original, so a reader need not parse the reason.
+    """
+    hooks: dict[str, list[dict[str, Any]]] = {}
+    for row in namespace.hooks.status():
+        hooks.setdefault(row.target, []).append(row.to_dict())
+    by_target: dict[str, list[str]] = {}
+    for h in namespace.hooks.stale_holders():
+        by_target.setdefault(h["target"], []).append(f"{h['module']}.{h['name']} ({h['kind']})")
+    for target, where in by_target.items():
+        for entry in hooks.get(target, []):
+            if entry.get("state") == "partial":
+                entry["unrebound"] = list(where)
+    return hooks

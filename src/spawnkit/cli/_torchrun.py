@@ -119,11 +119,6 @@ def _write_private(path: Path, text: str) -> None:
         fh.write(text)
 
 
-def _pythonpath(app_dir: str) -> str:
-    rest = os.environ.get("PYTHONPATH", "")
-    return os.pathsep.join(p for p in (app_dir, rest) if p)
-
-
 def _stop(proc: subprocess.Popen[bytes], run_id: str) -> list[int]:
     """SIGTERM torchrun (it stops its ranks), then SIGKILL whatever of its tree is left.
 
@@ -187,7 +182,7 @@ def run_torchrun(
         key, template = _spec_in(folder, entry, payload, nodes.world(nprocs), namespace)
         key_file, spec_file = folder / "key", folder / "spec.bin"
         cmd = torchrun_command(spec_file, nprocs, nodes)
-        pythonpath = _pythonpath(app_dir)
+        pythonpath = os.pathsep.join(p for p in (app_dir, os.environ.get("PYTHONPATH", "")) if p)
         if print_only:
             keep = True
             _print_command(cmd, pythonpath, key_file, template.run_id, as_json, out, err)
@@ -215,9 +210,7 @@ def run_torchrun(
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _spec_in(
-    folder: Path, entry: str, payload: Any, world: int, namespace: Any
-) -> tuple[str, Any]:
+def _spec_in(folder: Path, entry: str, payload: Any, world: int, namespace: Any) -> tuple[str, Any]:
     """``(key, template)``: the signed spec in ``folder`` if one is there (another node wrote
     it: every node must run the same one), else a new one written there."""
     from spawnkit.cli._errors import UsageError
@@ -244,8 +237,9 @@ def _spec_in(
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     key = generate_key()
     _write_private(key_file, key)
-    template = write_launch_spec(spec_file, entry, payload, key=key, nprocs=world,
-                                 namespace=namespace)
+    template = write_launch_spec(
+        spec_file, entry, payload, key=key, nprocs=world, namespace=namespace
+    )
     return key, template
 
 

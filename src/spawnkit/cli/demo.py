@@ -14,14 +14,9 @@ from typing import Any, TextIO
 
 from spawnkit.cli._errors import EXIT_OK
 from spawnkit.cli._output import Output, add_json_output_option
+from spawnkit.cli.launch import positive_int
 
 __all__ = ["add_parser", "hook_summary", "run"]
-
-
-def _positive_int(text: str) -> int:
-    from spawnkit.cli.launch import _positive_int as parse
-
-    return parse(text)
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -35,9 +30,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
             "what each plugin hook did in every rank."
         ),
     )
-    p.add_argument("--nprocs", type=_positive_int, default=2, metavar="N", help="schedulers (2)")
+    p.add_argument("--nprocs", type=positive_int, default=2, metavar="N", help="schedulers (2)")
     p.add_argument(
-        "--requests", type=_positive_int, default=32, metavar="N", help="requests in all (32)"
+        "--requests", type=positive_int, default=32, metavar="N", help="requests in all (32)"
     )
     p.add_argument("--start-method", choices=("spawn", "forkserver"), default="spawn")
     p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="bound (120 s)")

@@ -118,9 +118,7 @@ def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, 
 _PTH_CODE = ("import ", "import\t")
 
 
-def _startup_code(
-    plugins: list[dict[str, Any]], platform: dict[str, Any]
-) -> list[dict[str, Any]]:
+def _startup_code(plugins: list[dict[str, Any]], platform: dict[str, Any]) -> list[dict[str, Any]]:
     """The ``.pth`` files plugin distributions install that run code at interpreter start.
 
     ``site`` executes a ``.pth`` line that starts with ``import``: that code

@@ -16,7 +16,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO, TypeVar
 
 from spawnkit.cli._errors import UsageError
 from spawnkit.cli._output import Output, add_json_output_option
@@ -27,24 +28,29 @@ START_METHODS = ("spawn", "forkserver")
 LAUNCHERS = ("local", "torchrun", "ray")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+_N = TypeVar("_N", int, float)
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} must be more than 0 seconds")
-    return value
+def _at_least(kind: Callable[[str], _N], low: _N, words: str) -> Callable[[str], _N]:
+    """An argparse ``type=``: ``kind(text)`` no less than ``low`` (more than it for 0.0)."""
+
+    def parse(text: str) -> _N:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {words}") from None
+        if kind is float and not value > low:  # NaN included
+            raise argparse.ArgumentTypeError(f"{text} must be more than {low:g} seconds")
+        if not value >= low:
+            raise argparse.ArgumentTypeError(f"{value} must be at least {low}")
+        return value
+
+    return parse
+
+
+positive_int = _at_least(int, 1, "whole number")
+_nonnegative_int = _at_least(int, 0, "whole number")
+_positive_seconds = _at_least(float, 0.0, "number of seconds")
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -58,7 +64,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument("entry", metavar="ENTRY", help="the worker function, as module:function")
-    p.add_argument("--nprocs", type=_positive_int, default=1, metavar="N", help="ranks (1)")
+    p.add_argument("--nprocs", type=positive_int, default=1, metavar="N", help="ranks (1)")
     p.add_argument(
         "--payload-file",
         metavar="F",
@@ -77,7 +83,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace", metavar="NS", help="the engine namespace (default spawnkit)")
     p.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=_positive_seconds,
         default=600.0,
         metavar="S",
         help="bound on the whole run, bootstrap and entry (600 s)",
@@ -130,25 +136,15 @@ def _add_call_options(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 0")
-    return value
-
-
 def _add_torchrun_options(p: argparse.ArgumentParser) -> None:
     """torchrun's multi-node options, passed through; anything after ``--`` goes to torchrun."""
     t = p.add_argument_group("torchrun across nodes (--launcher torchrun)")
-    t.add_argument("--nnodes", type=_positive_int, metavar="N", help="nodes in the job")
+    t.add_argument("--nnodes", type=positive_int, metavar="N", help="nodes in the job")
     t.add_argument("--node-rank", type=_nonnegative_int, metavar="R", help="this node's rank")
     t.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="the rendezvous (node 0's store)")
     t.add_argument("--rdzv-id", metavar="ID", help="the job id every node passes")
     t.add_argument(
-        "--nproc-per-node", type=_positive_int, metavar="K", help="ranks per node (--nprocs)"
+        "--nproc-per-node", type=positive_int, metavar="K", help="ranks per node (--nprocs)"
     )
     t.add_argument(
         "--spec-dir",
@@ -159,6 +155,29 @@ def _add_torchrun_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("torchrun_args", nargs="*", metavar="-- TORCHRUN_ARG", help=argparse.SUPPRESS)
 
 
+#: (option, the launchers it belongs to, what it is, the fix) for options of some launchers.
+_ONE_LAUNCHER = (
+    (
+        "print_only",
+        ("torchrun",),
+        "--print-only prints a torchrun command",
+        "add --launcher torchrun, or drop --print-only",
+    ),
+    (
+        "prefix_output",
+        ("local", "ray"),
+        "--prefix-output is for --launcher local and ray; "
+        "torchrun prefixes its ranks' lines itself",
+        "drop --prefix-output (torchrun's own --tee/--log-dir options choose its output)",
+    ),
+    (
+        "entry_args",
+        ("local",),
+        "--entry-args is for --launcher local",
+        "drop --entry-args and take the ranks from spawnkit.bootstrap.current_spec()",
+    ),
+    ("address", ("ray",), "--address names a Ray cluster", "add --launcher ray, or drop --address"),
+)
 _TORCHRUN_ONLY = ("nnodes", "node_rank", "rdzv_endpoint", "rdzv_id", "nproc_per_node", "spec_dir")
 
 
@@ -203,33 +222,15 @@ def _validate(args: argparse.Namespace) -> tuple[Any, Any]:
 def _check_launcher_options(args: argparse.Namespace) -> None:
     """Options that only one launcher understands are refused with the others."""
     launcher = args.launcher
-    if args.print_only and launcher != "torchrun":
-        raise UsageError(
-            f"--print-only prints a torchrun command (got --launcher {launcher})",
-            "add --launcher torchrun, or drop --print-only",
-        )
-    if args.prefix_output and launcher == "torchrun":
-        raise UsageError(
-            "--prefix-output is for --launcher local and ray; torchrun prefixes its ranks' "
-            "lines itself",
-            "drop --prefix-output (torchrun's own --tee/--log-dir options choose its output)",
-        )
-    if args.entry_args and launcher != "local":
-        raise UsageError(
-            f"--entry-args is for --launcher local (got --launcher {launcher})",
-            "drop --entry-args and take the ranks from spawnkit.bootstrap.current_spec()",
-        )
+    for dest, launchers, what, fix in _ONE_LAUNCHER:
+        if getattr(args, dest) and launcher not in launchers:
+            raise UsageError(f"{what} (got --launcher {launcher})", fix)
     given = [name for name in _TORCHRUN_ONLY if getattr(args, name) is not None]
     if (given or args.torchrun_args) and launcher != "torchrun":
         shown = ", ".join("--" + n.replace("_", "-") for n in given) or "arguments after --"
         raise UsageError(
             f"{shown} are torchrun's (got --launcher {launcher})",
             "add --launcher torchrun, or drop them",
-        )
-    if args.address and launcher != "ray":
-        raise UsageError(
-            f"--address names a Ray cluster (got --launcher {launcher})",
-            "add --launcher ray, or drop --address",
         )
     if launcher != "local" and (args.start_method != "spawn" or args.preload):
         raise UsageError(

@@ -1,17 +1,11 @@
 """A ``HookRegistry`` *class* bound to one namespace: the seed's plugins, unchanged, on an engine.
 
-SGLang's plugins do ``from sglang.srt.plugins.hook_registry import
-HookRegistry`` and call ``HookRegistry.register(...)`` on the class.  An
-engine that re-exports ``spawnkit.hooks.HookRegistry`` there sends those
-calls to spawnkit's *default* registry, which the engine's workers never
-apply; an engine that exports its registry object breaks code that expects a
-class (``issubclass``, SGLang's three-argument ``is_hook_applied``).
-
-Every public method of ``HookRegistry`` is a ``hybridmethod``: looked up on a
-class, it binds to ``cls.default()``.  A subclass whose ``default()`` is the
-namespace's registry therefore makes every class-level call act on that
-namespace, with nothing duplicated, so the engine's compatibility module is
-one line: ``HookRegistry = NS.HookRegistry``.
+SGLang's plugins call ``HookRegistry.register(...)`` on the class they import
+from the engine.  Re-exporting ``spawnkit.hooks.HookRegistry`` there would act
+on the default registry, which the engine's workers never apply; exporting a
+registry object breaks code that expects a class.  Every public method being a
+``hybridmethod`` (bound to ``cls.default()`` on class access), a subclass whose
+``default()`` is the namespace's registry serves: ``HookRegistry = NS.HookRegistry``.
 """
 
 from __future__ import annotations

@@ -21,8 +21,10 @@ from typing import Any, NamedTuple
 
 from spawnkit import _reference
 from spawnkit.errors import HookRegistrationError, HookTargetError, ImportWaitError
+from spawnkit.hooks.types import HookType
 
 __all__: list[str] = []
+
 
 class TargetMissing(HookTargetError):
     """The target's module (or a parent package) is not installed, or it lacks the attribute.
@@ -560,23 +562,9 @@ def classify(res: Resolved, display: str) -> tuple[str, Any]:
     raw = res.raw
     if isinstance(raw, type):
         return CLASS, raw
-    if is_instance_owner(res.owner):
-        if callable(raw):
-            return INSTANCE, raw
-        raise HookTargetError(
-            f"hook target {display!r} is a {type(raw).__name__} attribute of a "
-            f"{type(res.owner).__name__} instance, not a method or function; only callables "
-            "can be hooked",
-            target=display,
-        )
-    if isinstance(res.owner, types.ModuleType):
-        if callable(raw):
-            return FUNCTION, raw
-        raise HookTargetError(
-            f"hook target {display!r} is a {type(raw).__name__}, not a function or class; "
-            "only callables can be hooked",
-            target=display,
-        )
+    plain = _on_object(res, display)
+    if plain is not None:
+        return plain
     where = "" if res.had_own else f" (inherited from {res.defined_on.__qualname__})"
     if isinstance(raw, staticmethod):
         return STATICMETHOD, raw.__func__
@@ -618,6 +606,28 @@ def classify(res: Resolved, display: str) -> tuple[str, Any]:
     )
 
 
+def _on_object(res: Resolved, display: str) -> tuple[str, Any] | None:
+    """A target on an instance or a module: any callable, nothing else (None: on a class)."""
+    if is_instance_owner(res.owner):
+        if callable(res.raw):
+            return INSTANCE, res.raw
+        raise HookTargetError(
+            f"hook target {display!r} is a {type(res.raw).__name__} attribute of a "
+            f"{type(res.owner).__name__} instance, not a method or function; only callables "
+            "can be hooked",
+            target=display,
+        )
+    if isinstance(res.owner, types.ModuleType):
+        if callable(res.raw):
+            return FUNCTION, res.raw
+        raise HookTargetError(
+            f"hook target {display!r} is a {type(res.raw).__name__}, not a function or class; "
+            "only callables can be hooked",
+            target=display,
+        )
+    return None
+
+
 def import_hook(spec: str) -> Any:
     """Import a ``"module:qualname"`` hook; errors say which part was missing."""
     try:
@@ -639,3 +649,14 @@ def check_hook_spec(hook: str) -> None:
             f"hook {hook!r} is not a valid 'module:qualname' string (e.g. "
             f"'my_plugin.hooks:timer'): {exc.why}"
         ) from None
+
+
+def coerce_hook_type(hook_type: object) -> HookType:
+    if isinstance(hook_type, HookType):
+        return hook_type
+    if isinstance(hook_type, str) and hook_type.upper() in HookType.__members__:
+        return HookType[hook_type.upper()]
+    raise HookRegistrationError(
+        f"unknown hook type {hook_type!r}; use HookType.BEFORE, HookType.AFTER, "
+        "HookType.AROUND or HookType.REPLACE"
+    )

@@ -293,30 +293,6 @@ class PluginManager:
             return None
         return dist
 
-    def _refuse_misrouted(self, default: Any, source: Any, before: int) -> None:
-        """Hooks a plugin of this namespace put on the *default* registry would never run.
-
-        A worker applies only its own namespace's registry, so a plugin written
-        against the class-level ``HookRegistry.register`` / ``plugin_hook`` but
-        loaded for an engine's namespace would load "successfully" and do
-        nothing.  That is refused like any other plugin failure.
-        """
-        stray = [r for r in default.registrations() if r.source == source][before:]
-        if not stray:
-            return
-        default.discard_source(source)
-        ns = self.namespace.name
-        targets = ", ".join(sorted({r.target for r in stray}))
-        raise RuntimeError(
-            f"it registered {len(stray)} hook(s) (on {targets}) on spawnkit's default registry "
-            f"(spawnkit.hooks.HookRegistry / plugin_hook), but it was loaded for namespace "
-            f"{ns!r}, whose workers apply only that namespace's registry, so those hooks would "
-            f"never run. Register through spawnkit.get_namespace({ns!r}).hooks (or the "
-            "engine's own registry) instead; an engine whose module re-exports "
-            "spawnkit.hooks.HookRegistry / plugin_hook for its plugins should export its "
-            "namespace's instead: HookRegistry = NS.HookRegistry, plugin_hook = NS.plugin_hook"
-        )
-
     def _load_one(
         self, info: PluginInfo, strict: bool, report: PluginReport, watch: OutsideWatch | None
     ) -> None:
@@ -330,13 +306,13 @@ class PluginManager:
         # thousand of them once torch is preloaded in a warm worker).
         before_mods = len(sys.modules)
         start = time.perf_counter()
-        failure = self._run(info, source, registry)
+        failure = _run(self.namespace.name, info, source, registry)
         seconds = time.perf_counter() - start
         imported = tuple(list(sys.modules)[before_mods:])
         outside = tuple(watch.changes(list(imported))) if watch is not None else ()
         if failure is not None:
             registry.discard_source(source)
-            self._failed(info, strict, report, *failure, outside=outside)
+            _failed(self.namespace.config, info, strict, report, *failure, outside=outside)
             return
         loaded = LoadedPlugin(
             info.name,
@@ -353,89 +329,6 @@ class PluginManager:
             _log.debug("loaded %s in %.2f ms", info.describe(), seconds * 1e3)
         if after_each_plugin is not None:
             after_each_plugin(info.name, info.dist)
-
-    def _run(self, info: PluginInfo, source: Any, registry: Any) -> tuple[str, Exception] | None:
-        """Import the plugin's entry point and call it; on failure, what failed and why."""
-        from spawnkit.hooks.types import plugin_source
-
-        ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
-        default = type(registry).default()
-        before_default = _count_from(default, source) if default is not registry else 0
-        what = "failed to import"
-        try:
-            with plugin_source(source), _steps.step(_steps.plugin_step(info.name)):
-                obj = _metadata.load_entry_point(ep)
-                if isinstance(obj, types.ModuleType):
-                    pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
-                elif callable(obj):
-                    what = "raised in its callback"
-                    obj()
-                else:
-                    what = "raised in its callback"
-                    raise TypeError(
-                        f"entry point resolves to a {type(obj).__name__}, not a callable; point "
-                        "it at the plugin's register function ('module:register')"
-                    )
-                if default is not registry:
-                    self._refuse_misrouted(default, source, before_default)
-        except Exception as exc:
-            return what, exc
-        return None
-
-    def _failed(
-        self,
-        info: PluginInfo,
-        strict: bool,
-        report: PluginReport,
-        what: str,
-        exc: Exception,
-        *,
-        outside: tuple[str, ...] = (),
-    ) -> None:
-        """A plugin failed: ``PluginError`` when strict, else logged and kept in the report."""
-        kept = (
-            f" What it changed outside the hook registry before it failed is still in place "
-            f"(spawnkit cannot undo it): {', '.join(outside)}."
-            if outside
-            else ""
-        )
-        message = (
-            f"{info.describe()} {what}: {type(exc).__name__}: {exc}. Its hook "
-            f"registrations were discarded.{kept} Fix or upgrade {info.dist}, or deselect it "
-            f"with {self.namespace.config.plugins_var}"
-        )
-        if strict:
-            if report.lenient:
-                message += (
-                    " (it belongs to the selected platform's distribution, so lenient mode "
-                    "does not apply)"
-                )
-            else:
-                message += f", or set {self.namespace.config.lenient_var}=1 to run without it"
-            raise PluginError(
-                message + ".",
-                plugin=info.name,
-                value=info.value,
-                dist=info.dist,
-                version=info.version,
-                group=info.group,
-            ) from exc
-        import traceback  # only on this failure path
-
-        # ERROR, not WARNING: the run goes on without this plugin's hooks, and alerting
-        # keyed on ERROR must see that; the traceback says where it failed.
-        _log.error("lenient plugin loading: %s; continuing without it.", message, exc_info=exc)
-        report.failed.append(
-            FailedPlugin(
-                info.name,
-                info.value,
-                info.dist,
-                info.version,
-                f"{type(exc).__name__}: {exc}",
-                "".join(traceback.format_exception(exc)),
-                outside,
-            )
-        )
 
     # -------------------------------------------------------------- applying
     def apply(self, *, strict: bool = True, clean_modules: Collection[str] = ()) -> list[str]:
@@ -509,6 +402,115 @@ class PluginManager:
         self._apply_once.reset()
         self._deferred_apply = None
         self.report = PluginReport()
+
+
+def _refuse_misrouted(ns: str, default: Any, source: Any, before: int) -> None:
+    """Hooks a plugin of this namespace put on the *default* registry would never run.
+
+    A worker applies only its own namespace's registry, so a plugin written
+    against the class-level ``HookRegistry.register`` / ``plugin_hook`` but
+    loaded for an engine's namespace would load "successfully" and do
+    nothing.  That is refused like any other plugin failure.
+    """
+    stray = [r for r in default.registrations() if r.source == source][before:]
+    if not stray:
+        return
+    default.discard_source(source)
+    targets = ", ".join(sorted({r.target for r in stray}))
+    raise RuntimeError(
+        f"it registered {len(stray)} hook(s) (on {targets}) on spawnkit's default registry "
+        f"(spawnkit.hooks.HookRegistry / plugin_hook), but it was loaded for namespace "
+        f"{ns!r}, whose workers apply only that namespace's registry, so those hooks would "
+        f"never run. Register through spawnkit.get_namespace({ns!r}).hooks (or the "
+        "engine's own registry) instead; an engine whose module re-exports "
+        "spawnkit.hooks.HookRegistry / plugin_hook for its plugins should export its "
+        "namespace's instead: HookRegistry = NS.HookRegistry, plugin_hook = NS.plugin_hook"
+    )
+
+
+def _run(ns: str, info: PluginInfo, source: Any, registry: Any) -> tuple[str, Exception] | None:
+    """Import the plugin's entry point and call it; on failure, what failed and why."""
+    from spawnkit.hooks.types import plugin_source
+
+    ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
+    default = type(registry).default()
+    before_default = _count_from(default, source) if default is not registry else 0
+    what = "failed to import"
+    try:
+        with plugin_source(source), _steps.step(_steps.plugin_step(info.name)):
+            obj = _metadata.load_entry_point(ep)
+            if isinstance(obj, types.ModuleType):
+                pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
+            elif callable(obj):
+                what = "raised in its callback"
+                obj()
+            else:
+                what = "raised in its callback"
+                raise TypeError(
+                    f"entry point resolves to a {type(obj).__name__}, not a callable; point "
+                    "it at the plugin's register function ('module:register')"
+                )
+            if default is not registry:
+                _refuse_misrouted(ns, default, source, before_default)
+    except Exception as exc:
+        return what, exc
+    return None
+
+
+def _failed(
+    config: NamespaceConfig,
+    info: PluginInfo,
+    strict: bool,
+    report: PluginReport,
+    what: str,
+    exc: Exception,
+    *,
+    outside: tuple[str, ...] = (),
+) -> None:
+    """A plugin failed: ``PluginError`` when strict, else logged and kept in the report."""
+    kept = (
+        f" What it changed outside the hook registry before it failed is still in place "
+        f"(spawnkit cannot undo it): {', '.join(outside)}."
+        if outside
+        else ""
+    )
+    message = (
+        f"{info.describe()} {what}: {type(exc).__name__}: {exc}. Its hook "
+        f"registrations were discarded.{kept} Fix or upgrade {info.dist}, or deselect it "
+        f"with {config.plugins_var}"
+    )
+    if strict:
+        if report.lenient:
+            message += (
+                " (it belongs to the selected platform's distribution, so lenient mode "
+                "does not apply)"
+            )
+        else:
+            message += f", or set {config.lenient_var}=1 to run without it"
+        raise PluginError(
+            message + ".",
+            plugin=info.name,
+            value=info.value,
+            dist=info.dist,
+            version=info.version,
+            group=info.group,
+        ) from exc
+    import traceback  # only on this failure path
+
+    # ERROR, not WARNING: the run goes on without this plugin's hooks, and alerting
+    # keyed on ERROR must see that; the traceback says where it failed.
+    _log.error("lenient plugin loading: %s; continuing without it.", message, exc_info=exc)
+    report.failed.append(
+        FailedPlugin(
+            info.name,
+            info.value,
+            info.dist,
+            info.version,
+            f"{type(exc).__name__}: {exc}",
+            "".join(traceback.format_exception(exc)),
+            outside,
+        )
+    )
 
 
 def _count_from(registry: Any, source: Any) -> int:

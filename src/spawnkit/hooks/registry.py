@@ -15,31 +15,33 @@ one process each get an independent registry; the class-level API (the seed's
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import sys
 import threading
 import types
 from collections.abc import Callable, Collection, Iterator
-from typing import Any, ClassVar, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookError, HookRegistrationError
 from spawnkit.hooks import _apply, _conflicts, _decide, _provide, _resolve, _state
-from spawnkit.hooks._chain import is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
-from spawnkit.hooks._journal import ABSENT, Journal
+from spawnkit.hooks._journal import Journal
 from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
 from spawnkit.hooks._provide import Provision
+from spawnkit.hooks._queries import RegistryQueries
 from spawnkit.hooks.types import (
     UNKNOWN_SOURCE,
-    AppliedTarget,
+    HookOptions,
     HookSource,
-    HookState,
-    HookStatus,
     HookType,
     Registration,
     current_plugin_source,
     describe_hook,
 )
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = ["HookRegistry", "plugin_hook"]
 
@@ -49,17 +51,6 @@ H = TypeVar("H")
 
 #: apply_hooks() rounds for hooks registered while it applies (by a target module or a hook)
 _MAX_ROUNDS = 8
-
-
-def _coerce_type(hook_type: object) -> HookType:
-    if isinstance(hook_type, HookType):
-        return hook_type
-    if isinstance(hook_type, str) and hook_type.upper() in HookType.__members__:
-        return HookType[hook_type.upper()]
-    raise HookRegistrationError(
-        f"unknown hook type {hook_type!r}; use HookType.BEFORE, HookType.AFTER, "
-        "HookType.AROUND or HookType.REPLACE"
-    )
 
 
 def _checked(
@@ -73,7 +64,7 @@ def _checked(
         )
     try:
         path = _resolve.parse_target(target)
-        htype = _coerce_type(hook_type)
+        htype = _resolve.coerce_hook_type(hook_type)
     except HookError as exc:
         raise type(exc)(f"{exc} (hook {describe_hook(hook)} from {src})") from None
     if isinstance(hook, str):
@@ -95,7 +86,7 @@ def _cannot(hook: Any, src: object, target: str) -> str:
     return f"cannot register hook {describe_hook(hook)} from {src} on target {target!r}"
 
 
-class HookRegistry:
+class HookRegistry(RegistryQueries):
     """Hooks on functions, methods and classes, applied in one atomic, reversible step.
 
     Every public method works on the class (the default registry) and on an
@@ -143,91 +134,33 @@ class HookRegistry:
     ) -> None:
         """Record a hook for ``target``; nothing is imported until ``apply_hooks()``.
 
-        ``on_import``: ``apply_hooks()`` does not import the target's module; the
-        hook is applied at once if it is imported, else right after its first
-        import finishes (state ``pending`` until then).  ``optional``: a target
-        whose module (or attribute) does not exist is ``skipped``, not an error.
-        ``condition``: called with no arguments when the hook would be applied;
-        false skips it.  ``source`` defaults to the plugin the loader is running
-        (``current_plugin_source``), else ``UNKNOWN_SOURCE``.
-
-        In a worker whose hooks are already applied, the hook is applied now
-        (late registration is never silently left unapplied).
+        ``on_import``: not imported by ``apply_hooks()``; applied when the module
+        is (``pending`` until then).  ``optional``: a missing target is
+        ``skipped``, not an error.  ``condition()`` false at apply time skips
+        it.  ``source`` defaults to the plugin being loaded.  In a worker whose
+        hooks are applied already, the hook is applied now (never left unapplied).
         """
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
-        late = self._late(f"hook {describe_hook(hook)} from {src} on target {target!r}")
+        late = _late(self, f"hook {describe_hook(hook)} from {src} on target {target!r}")
         path, htype = _checked(target, hook, hook_type, src, condition)
+        draft = Registration(target, hook, htype, src, -1, on_import, optional, condition)
         with self._lock:
-            st = self._state
-            regs = st.regs.setdefault(path.key, [])
-            for prev in regs:
-                if prev.hook_type is htype and (prev.hook is hook or prev.hook == hook):
-                    logger.warning(
-                        "ignored a second registration of %s on target %r: it is already "
-                        "registered (by %s); a hook is applied once per target",
-                        Registration(target, hook, htype, src, -1).describe(),
-                        target,
-                        prev.source,
-                    )
-                    return
-            st.seq += 1
-            reg = Registration(target, hook, htype, src, st.seq, on_import, optional, condition)
-            if path.module_hint is not None or path.key not in st.paths:
-                st.paths[path.key] = path  # the explicit 'mod:qual' form is the more precise one
-            st.display.setdefault(path.key, target)
-            regs.append(reg)
+            reg = _record(self._state, path, draft)
+        if reg is None:
+            return
         if logger.isEnabledFor(DEBUG):  # describe() formats; register() is per hook
             logger.debug("registered %s on target %r", reg.describe(), target)
         if late:
             self.apply_hooks()
 
-    def _late(self, what: str) -> bool:
-        """Whether a registration now must be applied at once; refuses one nothing would apply.
-
-        Inside a worker only its namespace's registry is applied.  The default
-        registry there is a dead end (a plugin written for the default
-        namespace, run in an engine's worker): refused, naming the right one.
-        """
-        # Read without importing: a worker's bootstrap has imported it long before.
-        phase = sys.modules.get("spawnkit.spec._phase")
-        ns = phase.worker_namespace() if phase is not None else None
-        if ns is None:
-            return False
-        mine = ns.hooks
-        if mine is self:
-            return not phase.too_early()  # type: ignore[union-attr]
-        if self is HookRegistry._default:
-            raise HookRegistrationError(
-                f"cannot register {what}: this process is a worker of namespace {ns.name!r}, "
-                f"which applies only that namespace's registry (NS.hooks of {ns.name!r}), never "
-                "spawnkit.hooks.HookRegistry (the default namespace's), so the hook would not "
-                "take effect. Register it on the namespace's registry: "
-                "spawnkit.namespace.get_namespace().hooks.register(...) in a worker, or the "
-                "engine's NS.hooks.register(...) / NS.HookRegistry.register(...)."
-            )
-        return False
-
     @hybridmethod
     def plugin_hook(
-        self,
-        target: str,
-        type: HookType = HookType.AFTER,
-        *,
-        on_import: bool = False,
-        optional: bool = False,
-        condition: Callable[[], object] | None = None,
+        self, target: str, type: HookType = HookType.AFTER, **options: Unpack[HookOptions]
     ) -> Callable[[H], H]:
         """Decorator form of :meth:`register`; returns the decorated object unchanged."""
 
         def decorate(obj: H) -> H:
-            self.register(
-                target,
-                obj,  # type: ignore[arg-type]
-                type,
-                on_import=on_import,
-                optional=optional,
-                condition=condition,
-            )
+            self.register(target, obj, type, **options)  # type: ignore[arg-type]
             return obj
 
         return decorate
@@ -253,7 +186,7 @@ class HookRegistry:
         """
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         what = f"provide_module({name!r}) from {src}"
-        late = self._late(what)
+        late = _late(self, what)
         _provide.check(name, module, factory, what)
         with self._lock:
             st = self._state
@@ -277,18 +210,7 @@ class HookRegistry:
         the original when none are left).  Returns how many were dropped.
         """
         with self._lock:
-            st = self._state
-            dropped = 0
-            for key in list(st.regs):
-                kept = [r for r in st.regs[key] if r.source != source]
-                dropped += len(st.regs[key]) - len(kept)
-                st.regs[key] = kept
-                if not kept:
-                    st.stop_waiting(key)  # nothing left to apply on its import
-            for name in [n for n, p in st.provides.items() if p.source == source]:
-                if name not in st.provided:
-                    del st.provides[name]
-                    dropped += 1
+            dropped = _discard(self._state, source)
         if dropped:
             logger.info("discarded %d hook registration(s) from %s", dropped, source)
         return dropped
@@ -411,24 +333,7 @@ class HookRegistry:
         Registrations are kept: ``apply_hooks()`` afterwards applies them all again.
         """
         with self._lock:
-            st = self._state
-            journal = Journal()
-            rebinds: dict[int, Rebind] = {}
-            problems: list[str] = []
-            for rec in reversed(list(st.applied.values())):
-                try:
-                    _apply.restore(st, rec, journal, rebinds)
-                except Exception as exc:
-                    problems.append(f"{rec.display!r}: {type(exc).__name__}: {exc}")
-            st.applied.clear()
-            for modname, namespace, name, _label, rebind in find_holders(rebinds):
-                namespace[name] = rebind.new
-                logger.debug("restored late binding %s.%s", modname, name)
-            for provided in reversed(_decide.forget(st)):
-                try:
-                    provided.undo()
-                except Exception as exc:
-                    problems.append(f"provided module {provided.provision.name!r}: {exc}")
+            problems = _restore_all(self._state)
         if problems:
             raise HookError(
                 "unapply() could not restore " + "; ".join(problems) + ". The other targets were "
@@ -464,234 +369,95 @@ class HookRegistry:
                 finally:
                     self._state = saved
 
-    # --------------------------------------------------------------- queries
-    def _key(self, target: str) -> str:
-        return _resolve.parse_target(target).key
 
-    @hybridmethod
-    def is_hook_applied(
-        self,
-        target: str,
-        hook: Callable[..., Any] | str,
-        hook_type: HookType | str | None = None,
-    ) -> bool:
-        """Whether ``hook`` is in the chain installed on ``target`` right now.
+def _late(self: HookRegistry, what: str) -> bool:
+    """Whether a registration now must be applied at once; refuses one nothing would apply.
 
-        ``hook_type`` (SGLang's third argument) also requires it to be applied
-        as that type.  False also when something else overwrote the target
-        since we patched it.
-        """
-        htype = None if hook_type is None else _coerce_type(hook_type)
-        with self._lock:
-            rec = self._state.applied.get(self._key(target))
-            if (
-                rec is None
-                or vars(rec.res.owner).get(rec.res.attr, ABSENT) is not rec.installed_raw
-            ):
-                return False
-            return any(
-                (r.hook is hook or r.hook == hook or obj is hook)
-                and (htype is None or r.hook_type is htype)
-                for r, obj in zip(rec.regs, rec.hooks, strict=True)
+    Inside a worker only its namespace's registry is applied.  The default
+    registry there is a dead end (a plugin written for the default
+    namespace, run in an engine's worker): refused, naming the right one.
+    """
+    # Read without importing: a worker's bootstrap has imported it long before.
+    phase = sys.modules.get("spawnkit.spec._phase")
+    ns = phase.worker_namespace() if phase is not None else None
+    if ns is None:
+        return False
+    mine = ns.hooks
+    if mine is self:
+        return not phase.too_early()  # type: ignore[union-attr]
+    if self is HookRegistry._default:
+        raise HookRegistrationError(
+            f"cannot register {what}: this process is a worker of namespace {ns.name!r}, "
+            f"which applies only that namespace's registry (NS.hooks of {ns.name!r}), never "
+            "spawnkit.hooks.HookRegistry (the default namespace's), so the hook would not "
+            "take effect. Register it on the namespace's registry: "
+            "spawnkit.namespace.get_namespace().hooks.register(...) in a worker, or the "
+            "engine's NS.hooks.register(...) / NS.HookRegistry.register(...)."
+        )
+    return False
+
+
+def _record(
+    st: _state.State, path: _resolve.TargetPath, draft: Registration
+) -> Registration | None:
+    """``draft`` numbered and recorded; None (with a warning) when it is registered already."""
+    regs = st.regs.setdefault(path.key, [])
+    for prev in regs:
+        if prev.hook_type is draft.hook_type and (
+            prev.hook is draft.hook or prev.hook == draft.hook
+        ):
+            logger.warning(
+                "ignored a second registration of %s on target %r: it is already "
+                "registered (by %s); a hook is applied once per target",
+                draft.describe(),
+                draft.target,
+                prev.source,
             )
-
-    @hybridmethod
-    def applied_targets(self) -> list[AppliedTarget]:
-        """Patched targets in the order they were applied, with their hooks and sources."""
-        with self._lock:
-            return [
-                AppliedTarget(
-                    target=rec.display,
-                    module=rec.res.module,
-                    qualname=rec.res.qualname,
-                    kind=self._kind_name(rec),
-                    hooks=rec.regs,
-                    propagated_to=tuple((m, label) for m, _, _, label in rec.bindings),
-                )
-                for rec in self._state.applied.values()
-            ]
-
-    @staticmethod
-    def _kind_name(rec: _state.Record) -> str:
-        func = getattr(rec.res.raw, "__func__", rec.res.raw)
-        if rec.kind != _resolve.CLASS and is_async_callable(func):
-            return f"async {rec.kind}"
-        return rec.kind
-
-    @hybridmethod
-    def registered_targets(self) -> list[str]:
-        """Targets with at least one registration, in first-registration order."""
-        with self._lock:
-            st = self._state
-            return [st.display[k] for k, regs in st.regs.items() if regs]
-
-    @hybridmethod
-    def status(self) -> list[HookStatus]:
-        """Where every registration (and provided module) stands, in registration order.
-
-        One record each, with ``state`` (applied, pending, skipped, failed,
-        provided) and a ``reason`` for anything not simply applied.
-        """
-        with self._lock:
-            st = self._state
-            rows: list[tuple[int, HookStatus]] = []
-            for name, prov in st.provides.items():
-                state, reason = _decide.provision_state(st, name)
-                rows.append(
-                    (prov.seq, _status(name, prov.what, "PROVIDE", prov.source, state, reason))
-                )
-            for key, regs in st.regs.items():
-                for reg in regs:
-                    state, reason = _decide.state_of(st, key, reg)
-                    status = _status(
-                        reg.target, reg.hook_name, reg.hook_type.name, reg.source, state, reason
-                    )
-                    rows.append((reg.seq, status))
-            return [row for _, row in sorted(rows, key=lambda r: r[0])]
-
-    @hybridmethod
-    def registrations(self, target: str | None = None) -> list[Registration]:
-        """All registrations (or those of one target) in registration order."""
-        with self._lock:
-            st = self._state
-            if target is not None:
-                return list(st.regs.get(self._key(target), []))
-            return sorted((r for regs in st.regs.values() for r in regs), key=lambda r: r.seq)
-
-    @hybridmethod
-    def conflicts(self) -> list[str]:
-        """Each conflict among the registrations (several REPLACEs, REPLACE mixed with other
-        hooks, several AROUNDs), one message each: what ``apply_hooks()`` warns about."""
-        with self._lock:
-            return _conflicts.messages(self._state)
-
-    @hybridmethod
-    def target_modules(self, *, eager: bool = False) -> dict[str, list[Registration]]:
-        """The module each registered target lives in, found without importing anything.
-
-        ``eager``: only targets the next ``apply_hooks()`` will surely import
-        (not ``on_import``, conditional or optional ones), which a worker's
-        apply stage imports up front to time them apart.
-        """
-        with self._lock:
-            st = self._state
-            out: dict[str, list[Registration]] = {}
-            for key, regs in st.regs.items():
-                if eager:
-                    regs = [
-                        r
-                        for r in st.live(key)
-                        if not (r.on_import or r.optional or r.condition is not None)
-                    ]
-                if not regs:
-                    continue
-                rec = st.applied.get(key)
-                module = rec.res.module if rec is not None else _resolve.guess_module(st.paths[key])
-                out.setdefault(module, []).extend(regs)
-            return out
-
-    @hybridmethod
-    def hook_modules(self, target: str) -> list[str]:
-        """Modules defining ``target``'s hooks: propagation leaves their bindings alone.
-
-        That is what lets a replacement call the original through its own
-        ``from X import Y`` without recursing into itself.
-        """
-        with self._lock:
-            regs = self._state.regs.get(self._key(target), [])
-            names = {_apply.hook_module(r.hook) for r in regs}
-            names |= {_apply.hook_module(self._state.hook_objects.get(r.seq)) for r in regs}
-            return sorted(n for n in names if n)
-
-    @hybridmethod
-    def stale_bindings(self, target: str) -> list[tuple[str, str]]:
-        """(module, attribute) pairs in ``sys.modules`` still holding the original object.
-
-        Only module-level targets have such bindings (a method is patched on its
-        class, which every importer shares).  Imports nothing: a target whose
-        module is not imported yet has none.
-        """
-        with self._lock:
-            key = self._key(target)
-            rec = self._state.applied.get(key)
-            path = self._state.paths.get(key) or _resolve.parse_target(target)
-            if rec is not None:
-                if not rec.propagates:
-                    return []
-                original, owner_name, attr = rec.original, rec.res.owner.__name__, rec.res.attr
-            else:
-                found = _find_imported(path)
-                if found is None:
-                    return []
-                original, owner_name, attr = found
-            excluded = set(self.hook_modules(target))
-        holders = find_holders(
-            {id(original): Rebind(original, None, frozenset(excluded), key)},
-            frozenset({(owner_name, attr)}),
-        )
-        return [(holder.module, holder.label) for holder in holders]
-
-    @hybridmethod
-    def sweep_preview(self, target: str) -> tuple[list[str], list[str]] | None:
-        """What the stale-binding sweep would find for ``target`` if it were applied now.
-
-        ``(rebindable, not rebindable)`` holders of the original as
-        ``module.name`` labels, searched as ``apply_hooks()`` searches (module
-        globals, one level into containers and classes).  ``None`` when the
-        sweep would not vouch for the target: a method (patched on its class,
-        so copies such as ``run = Engine.run`` are never searched) or a target
-        whose module is not imported.  The import guard uses it to tell a
-        finding the sweep repairs from one it cannot.
-        """
-        with self._lock:
-            key = self._key(target)
-            found = _find_imported(self._state.paths.get(key) or _resolve.parse_target(target))
-            if found is None:
-                return None
-            original, owner_name, attr = found
-            excluded = frozenset(self.hook_modules(target))
-        stale: list[StaleHolder] = []
-        holders = find_holders(
-            {id(original): Rebind(original, None, excluded, key)},
-            frozenset({(owner_name, attr)}),
-            containers=True,
-            stale=stale,
-        )
-        return (
-            [f"{h.module}.{h.label}" for h in holders],
-            [f"{h.module}.{h.label} ({h.kind})" for h in stale],
-        )
-
-    @hybridmethod
-    def stale_holders(self) -> list[dict[str, str]]:
-        """References to replaced originals that applying could not rebind, as plain dicts.
-
-        Tuple items and default arguments of module-level functions: the
-        hooks do not run through them.  Keys: ``module``, ``name``, ``kind``,
-        ``target``.  Cleared for a target when it is restored.
-        """
-        with self._lock:
-            return _apply.holder_dicts(self._state, list(self._state.stale.values()))
+            return None
+    st.seq += 1
+    reg = dataclasses.replace(draft, seq=st.seq)
+    if path.module_hint is not None or path.key not in st.paths:
+        st.paths[path.key] = path  # the explicit 'mod:qual' form is the more precise one
+    st.display.setdefault(path.key, draft.target)
+    regs.append(reg)
+    return reg
 
 
-def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:
-    """The module-level object a target names, if its module is already imported."""
-    parts = path.parts
-    for i in range(len(parts) - 1, 0, -1):
-        module = sys.modules.get(".".join(parts[:i]))
-        if module is None:
-            continue
-        if i != len(parts) - 1:
-            return None  # a class member: no module-level binding to go stale
-        value = vars(module).get(parts[-1], ABSENT)
-        return None if value is ABSENT else (value, module.__name__, parts[-1])
-    return None
+def _discard(st: _state.State, source: HookSource) -> int:
+    dropped = 0
+    for key in list(st.regs):
+        kept = [r for r in st.regs[key] if r.source != source]
+        dropped += len(st.regs[key]) - len(kept)
+        st.regs[key] = kept
+        if not kept:
+            st.stop_waiting(key)  # nothing left to apply on its import
+    for name in [n for n, p in st.provides.items() if p.source == source]:
+        if name not in st.provided:
+            del st.provides[name]
+            dropped += 1
+    return dropped
 
 
-def _status(
-    target: str, hook: str, hook_type: str, source: HookSource, state: str, reason: str
-) -> HookStatus:
-    return HookStatus(target, hook, hook_type, source, cast(HookState, state), reason)
+def _restore_all(st: _state.State) -> list[str]:
+    """Restore every applied target, late binding and provided module; what could not be."""
+    journal = Journal()
+    rebinds: dict[int, Rebind] = {}
+    problems: list[str] = []
+    for rec in reversed(list(st.applied.values())):
+        try:
+            _apply.restore(st, rec, journal, rebinds)
+        except Exception as exc:
+            problems.append(f"{rec.display!r}: {type(exc).__name__}: {exc}")
+    st.applied.clear()
+    for modname, namespace, name, _label, rebind in find_holders(rebinds):
+        namespace[name] = rebind.new
+        logger.debug("restored late binding %s.%s", modname, name)
+    for provided in reversed(_decide.forget(st)):
+        try:
+            provided.undo()
+        except Exception as exc:
+            problems.append(f"provided module {provided.provision.name!r}: {exc}")
+    return problems
 
 
 def _stale_message(holders: list[dict[str, str]]) -> str:
@@ -709,14 +475,7 @@ def _stale_message(holders: list[dict[str, str]]) -> str:
 
 
 def plugin_hook(
-    target: str,
-    type: HookType = HookType.AFTER,
-    *,
-    on_import: bool = False,
-    optional: bool = False,
-    condition: Callable[[], object] | None = None,
+    target: str, type: HookType = HookType.AFTER, **options: Unpack[HookOptions]
 ) -> Callable[[H], H]:
     """Decorator registering on the default registry (the seed's ``plugin_hook``)."""
-    return HookRegistry.default().plugin_hook(
-        target, type, on_import=on_import, optional=optional, condition=condition
-    )
+    return HookRegistry.default().plugin_hook(target, type, **options)

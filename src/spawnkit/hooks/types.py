@@ -12,11 +12,12 @@ import enum
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 __all__ = [
     "UNKNOWN_SOURCE",
     "AppliedTarget",
+    "HookOptions",
     "HookSource",
     "HookState",
     "HookStatus",
@@ -40,6 +41,14 @@ class HookType(enum.Enum):
     AFTER = "after"
     AROUND = "around"
     REPLACE = "replace"
+
+
+class HookOptions(TypedDict, total=False):
+    """The keywords every ``plugin_hook`` decorator passes on to ``HookRegistry.register``."""
+
+    on_import: bool
+    optional: bool
+    condition: Callable[[], object] | None
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,11 @@
 """``spawn_with_plugins()``: the parent's decisions, frozen into one spec per rank, and the start.
 
-Read top to bottom, this is the first leg of a payload's trip (the rest is
-``protocol/popen.py`` -> ``protocol/child.py`` -> ``bootstrap/process.py``):
-``build_spec`` resolves the entry (by reference, or by value when it is not
-importable), captures the payload once, and resolves the platform, the
-allowed plugins and their entry-point rows here, in the parent, so that a
-misconfiguration (two platform plugins activated, a platform whose hardware
-is missing) fails once, before any rank exists, with the full explanation;
-``_start_rank`` gives each rank its copy of that template with its own pipes
-and starts it through the protocol.  The started group is supervised by
-:class:`~spawnkit.launch.group.WorkerGroup`.  ``build_spec`` is also what
-``write_launch_spec`` (torchrun) and ``spawn_on_ray`` build from, so every
-launcher makes the same decisions.
+The first leg of a payload's trip (then ``protocol/popen.py`` ->
+``protocol/child.py`` -> ``bootstrap/process.py``).  ``build_spec`` is what
+every launcher (``write_launch_spec`` for torchrun, ``spawn_on_ray``) builds
+from, so they all make the same decisions; ``_start_rank`` gives each rank
+its copy with its own pipes; :class:`~spawnkit.launch.group.WorkerGroup`
+supervises the result.
 """
 
 from __future__ import annotations
@@ -70,29 +64,18 @@ def spawn_with_plugins(
 ) -> WorkerGroup:
     """Start ``nprocs`` workers that each bootstrap (platform, plugins, hooks) and run ``entry``.
 
-    ``entry`` is called as ``entry(payload)`` (or ``entry()`` without a
-    payload) in every rank after its hooks are applied; ranks read their
-    rank and world size from ``spawnkit.bootstrap.current_spec()``.
-    ``start_method="forkserver"`` with ``preload=("torch", ...)`` forks
-    workers from a server that imported those modules once (warm start).
-    ``ready_timeout`` bounds startup (None: unbounded), ``join_timeout`` the
-    whole run (None: unbounded, for servers), ``grace_period`` each teardown
-    step.  ``rank_extra(rank)`` adds per-rank values to that rank's
-    ``spec.extra``: how an engine hands each rank its own ``Connection`` (the
-    seed's ``pipe_writer``); close your copy of a child's end after this
-    returns.  ``progress(rank, stage, elapsed)`` is called from the group's wait
-    calls as each rank starts a stage, then once with ``done``/``failed``/
-    ``stopped`` (see ``spawnkit.launch._progress``; a callback that raises
-    stops the run with ``ProgressCallbackError``).  ``bootstrap_parent=True``
-    bootstraps this process first (``bootstrap_here``), for an engine that
-    runs scheduler code in the launcher.  Ctrl-C during a wait call
-    stops the group (bounded) and is re-raised; a second Ctrl-C meanwhile
-    kills the workers at once.  Ranks' output reaches ``sys.stdout``/``stderr``
-    whole lines at a time (``prefix_output``: ``[rank0]: `` first).
-    ``entry_args=("local_rank", "rank", "payload", "pipe_writer")`` calls the
-    entry with those (``rank``, ``local_rank``, ``world_size``, ``payload`` or
-    a ``rank_extra`` key).  Returns a running :class:`WorkerGroup`; use it as
-    a context manager.
+    ``entry(payload)`` (``entry()`` without one; ``entry_args`` names other
+    arguments: ``rank``, ``local_rank``, ``world_size``, ``payload`` or a
+    ``rank_extra`` key) runs after hooks are applied; ranks read their place
+    from ``current_spec()``.  ``forkserver`` + ``preload`` forks from a warm
+    server.  ``ready_timeout`` bounds startup, ``join_timeout`` the run (None:
+    unbounded), ``grace_period`` each teardown step.  ``rank_extra(rank)``
+    adds per-rank ``spec.extra`` (close your copy of a child's ``Connection``
+    after this returns).  ``progress(rank, stage, elapsed)`` runs in wait calls;
+    if it raises, the run stops (``ProgressCallbackError``).
+    ``bootstrap_parent`` bootstraps this process first.  Ctrl-C in a wait stops
+    the group (bounded); a second kills it.  Output arrives in whole lines
+    (``prefix_output``: ``[rank0]: ``).  Returns a running ``WorkerGroup``.
     """
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
     call_names = None if entry_args is None else _entry_args(entry_args)
@@ -107,14 +90,10 @@ def spawn_with_plugins(
     # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
     deaf = lctx.server is None and _interrupt.will_start_deaf()
     group = WorkerGroup(
-        run_id=template.run_id,
-        context=lctx,
-        ready_timeout=ready_timeout,
-        join_timeout=join_timeout,
-        grace_period=grace_period,
-        progress=progress,
+        run_id=template.run_id, context=lctx, ready_timeout=ready_timeout,
+        join_timeout=join_timeout, grace_period=grace_period, progress=progress,
         output=OutputRelay(prefix=prefix_output),
-    )
+    )  # fmt: skip
     control = _launch_control(start_method, context, deaf, call_names)
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
@@ -264,16 +243,11 @@ def build_spec(
 ) -> ProcessSpec:
     """The rank-0 spec template for a group of ``nprocs`` ranks running ``entry(payload)``.
 
-    ``env`` is what the ranks get on top of their launcher's environment, and
-    it counts here exactly as if it were set in this process: platform and
-    plugin selection run with it applied to ``os.environ`` (restored after),
-    so its ``<PREFIX>_PLATFORM``/``<PREFIX>_PLUGINS`` win over this process's
-    own and a device visible only through it is selected.  Unknown variables
-    under the namespace's prefix, and other namespaces' variables, are warned
-    about once (``<PREFIX>_STRICT_ENV=1``: refused).  The run id (fresh unless
-    given) tags every rank's process so :func:`spawnkit.cleanup` can find
-    leftovers.  Raises the platform and plugin selection errors of the
-    namespace, here and not in the ranks.
+    Selection runs with ``env`` applied (``env_applied``: it counts as if set
+    here, as it will be in the ranks); unknown or foreign variables in it are
+    warned about once (``<PREFIX>_STRICT_ENV=1``: refused).  The run id tags
+    every rank's process for :func:`spawnkit.cleanup`.  Raises the
+    namespace's platform and plugin selection errors here, not in the ranks.
     """
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
     from spawnkit.namespace import get_namespace

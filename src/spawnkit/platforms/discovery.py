@@ -1,52 +1,30 @@
-"""Platform discovery: the decision table and the per-process current platform.
+"""Platform discovery: the per-process current platform of a namespace, and its pinning.
 
-``PlatformManager._decide`` is README's "Platform selection: the decision
-table", one commented branch per row; the built-ins it names are the rows of
-``builtin.BUILTINS``, and the checks of each candidate (with the record every
-error carries) are in ``_checks``.  A name is selected by ``set_selection()``
-(a parent pinning its decision), else ``<PREFIX>_PLATFORM``; then only that
-entry point is imported ("front-loading").
-
-Never is an error turned into a fallback: a plugin that raises while its
-hardware might be present would otherwise run the job on another device.
-Nothing here creates an accelerator context, and torch is imported only by
-the XPU probe on a torch build with XPU (see ``_probes``).
+What a request resolves to is ``_table`` (README's decision table).  A name
+is selected by ``set_selection()`` (a parent pinning its decision), else
+``<PREFIX>_PLATFORM``; then only that entry point is imported.  Never is an
+error turned into a fallback: a plugin that raises while its hardware might
+be present would otherwise run the job on another device.  Nothing here
+creates an accelerator context.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import pkgutil
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from spawnkit import _metadata
 from spawnkit._log import INFO, LazyLogger
-from spawnkit._metadata import EntryPointInfo
 from spawnkit._once import Once, OnceState
-from spawnkit.errors import PlatformError, PlatformInitError, PlatformUnavailableError
-from spawnkit.platforms._checks import (
-    Candidate,
-    Trace,
-    activate,
-    activate_all,
-    available_text,
-    base_class,
-    conflict_error,
-    duplicate_error,
-    ep_label,
-    exc_text,
-    for_base,
-    not_found_error,
-    plugin_class,
-    reserved_error,
-)
+from spawnkit.errors import PlatformError, PlatformInitError
+from spawnkit.platforms._checks import Trace, exc_text
 from spawnkit.platforms._probes import Probe
 from spawnkit.platforms._selection import PlatformSelection
-from spawnkit.platforms.builtin import BUILTINS, Builtin
+from spawnkit.platforms._table import DecisionTable, NamespaceView
+from spawnkit.platforms.builtin import BUILTINS
 from spawnkit.platforms.interface import Platform
 
 if TYPE_CHECKING:
@@ -65,9 +43,6 @@ logger = LazyLogger("spawnkit.platforms")  # logging is imported only if a recor
 
 #: Names a plugin may not use: they select the built-ins (and ``base`` the base platform).
 RESERVED_NAMES = tuple(row.name for row in BUILTINS)
-_BY_NAME = {row.name: row for row in BUILTINS}
-_TRUE = ("1", "true", "yes", "on")
-_Result = tuple[PlatformSelection, type[Platform]]
 
 
 def _probes() -> dict[str, Callable[[], Probe]]:
@@ -139,16 +114,6 @@ def env_applied(overrides: Mapping[str, str]) -> Iterator[None]:
                     os.environ[var] = old
 
 
-class NamespaceView(Protocol):
-    """What the platforms read of a namespace (``Namespace`` is one; it sits above them)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def config(self) -> NamespaceConfig: ...
-
-
 class _Default(NamedTuple):
     name: str
     config: NamespaceConfig
@@ -157,7 +122,7 @@ class _Default(NamedTuple):
 _default_lock = threading.Lock()
 
 
-class PlatformManager:
+class PlatformManager(DecisionTable):
     """Discovery, selection and the current platform of one namespace (``ns.platforms``)."""
 
     _default: PlatformManager | None = None
@@ -210,9 +175,6 @@ class PlatformManager:
             self._probes = _probes()
 
     # ------------------------------------------------------------ metadata
-    def _entry_points(self) -> tuple[EntryPointInfo, ...]:
-        return _metadata.entry_points(self.namespace.config.platform_group)
-
     def platform_dists(self) -> dict[str, str]:
         """Entry name -> distribution for every platform entry point (metadata only)."""
         dists: dict[str, str] = {}
@@ -317,114 +279,6 @@ class PlatformManager:
         """The winning plugin's distribution, or None for a built-in or the base platform."""
         selection = self._current if self._current is not None else self.select()
         return selection.dist if selection.kind == "plugin" else None
-
-    # ------------------------------------------------------ the decision table
-    def _decide(self, requested: str | None, how: str, trace: Trace) -> _Result:
-        """README's "Platform selection: the decision table", one branch per row.
-
-        ``requested`` is the selected name (argument, pin or ``<PREFIX>_PLATFORM``),
-        None when unset; ``how`` says which of those, for the messages.
-        """
-        eps = self._entry_points()
-        for ep in eps:
-            if requested is not None and ep.name != requested:
-                trace.candidates.append(Candidate(ep, "skipped"))
-        named = _BY_NAME.get(requested.lower()) if requested is not None else None
-        # Row "a built-in": that platform, its hardware checked.
-        if named is not None:
-            return self._named_builtin(named, how, eps, trace)
-        # Row "a plugin name": only that plugin is imported; activate() -> None is unavailable.
-        if requested is not None and any(ep.name == requested for ep in eps):
-            return self._named_plugin([ep for ep in eps if ep.name == requested], how, trace)
-        # Row "an unknown name": PlatformNotFoundError listing what is installed.
-        if requested is not None:
-            raise not_found_error(requested, how, eps, trace)
-        active = activate_all(eps, trace)
-        # Row "unset, N activated": PlatformConflictError naming each plugin and distribution.
-        if len(active) > 1:
-            raise conflict_error(active, trace)
-        # Row "unset, 1 activated": that plugin.
-        if active:
-            ep, qualname = active[0]
-            trace.step(f"1 plugin activated: {ep.name!r}")
-            return self._plugin(ep, qualname, trace)
-        trace.step(f"0 of {len(eps)} plugin(s) activated")
-        cfg = self.namespace.config
-        cpu_engine = os.environ.get(cfg.cpu_engine_var, "").strip()
-        # Row "unset, 0 activated", first part: <PREFIX>_USE_CPU_ENGINE=1 is the CPU.
-        if cpu_engine.lower() in _TRUE:
-            trace.step(f"{cfg.cpu_engine_var}={cpu_engine}")
-            return self._builtin(_BY_NAME["cpu"], trace)
-        # Row "unset, 0 activated", second part: CUDA, ROCm, XPU (table order), first present.
-        for row in BUILTINS:
-            if row.auto and self._probe(row, trace).available:
-                trace.step(f"{row.name} available")
-                return self._builtin(row, trace)
-        # Row "unset, 0 activated", last part: the namespace's base platform.
-        trace.step("no accelerator found")
-        return self._builtin(_BY_NAME["base"], trace)
-
-    # ------------------------------------------------------ the rows' parts
-    def _named_builtin(
-        self, row: Builtin, how: str, eps: tuple[EntryPointInfo, ...], trace: Trace
-    ) -> _Result:
-        claims = [ep for ep in eps if ep.name.lower() == row.name]
-        if claims:
-            raise reserved_error(claims, trace)
-        if row.probe is not None:
-            probe = self._probe(row, trace)
-            if not probe.available:
-                raise trace.fail(
-                    PlatformUnavailableError,
-                    f"{how} selects the built-in {row.name!r} platform, but its hardware is "
-                    f"not available in this process: {probe.reason}. Select a platform that "
-                    f"is present, or unset {self.namespace.config.platform_var} to "
-                    f"auto-detect. Available names: {available_text(eps)}.",
-                )
-        return self._builtin(row, trace)
-
-    def _builtin(self, row: Builtin, trace: Trace) -> _Result:
-        cfg = self.namespace.config
-        base = base_class(cfg, trace)
-        if row.qualname is None:  # the base row: the namespace's own platform base
-            trace.step("base platform")
-            qualname = cfg.platform_base or f"{Platform.__module__}:{Platform.__qualname__}"
-            sel = PlatformSelection(row.name, "base", qualname, path=list(trace.path))
-            return sel, base
-        cls = pkgutil.resolve_name(row.qualname)
-        if not issubclass(cls, base):
-            cls = for_base(row.name, cls, base, self._composed, trace)
-        trace.step(f"built-in {row.name!r}")
-        return PlatformSelection(row.name, "builtin", row.qualname, path=list(trace.path)), cls
-
-    def _probe(self, row: Builtin, trace: Trace) -> Probe:
-        try:
-            probe = self._probes[row.name]()
-        except Exception as exc:
-            probe = Probe(False, f"probe raised {exc_text(exc)}")
-        trace.probes.append((row.name, probe.available, probe.reason))
-        return probe
-
-    def _named_plugin(self, matches: list[EntryPointInfo], how: str, trace: Trace) -> _Result:
-        if len(matches) > 1:
-            raise duplicate_error(matches[0].name, matches, trace)
-        ep = matches[0]
-        outcome, _ = activate(ep, trace)
-        if outcome.qualname is None:
-            raise trace.fail(
-                PlatformUnavailableError,
-                f"{how}: {ep_label(ep)} is installed, but activate() returned None: its "
-                "hardware is not available in this process (driver, runtime or visible-device "
-                f"settings). Check the device, or unset {self.namespace.config.platform_var} "
-                "to auto-detect.",
-            )
-        trace.step(f"plugin {ep.name!r} activated")
-        return self._plugin(ep, outcome.qualname, trace)
-
-    def _plugin(self, ep: EntryPointInfo, qualname: str, trace: Trace) -> _Result:
-        cls = plugin_class(ep, qualname, base_class(self.namespace.config, trace), trace)
-        sel = PlatformSelection(ep.name, "plugin", qualname, ep.dist, ep.version, list(trace.path))
-        return sel, cls
 
     # --------------------------------------------------------- the instance
     def current(self) -> Platform:

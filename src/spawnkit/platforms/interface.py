@@ -241,9 +241,7 @@ def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[s
     return problems
 
 
-def _shadowing_problems(
-    cls: type, contract: dict[str, tuple[type, Any]], where: str
-) -> list[str]:
+def _shadowing_problems(cls: type, contract: dict[str, tuple[type, Any]], where: str) -> list[str]:
     """A mixin's override hidden behind an interface class earlier in the MRO is a silent bug."""
     mro = cls.__mro__
     problems: list[str] = []

@@ -592,7 +592,7 @@ class _SafetyListener:
         self.say({"step": str(getattr(stage, "value", stage))})
 
     def stage_finished(self, stage: str, seconds: float) -> None:
-        from spawnkit.bootstrap.process import _platform_info
+        from spawnkit.bootstrap.report import platform_info as _platform_info
 
         stage = str(getattr(stage, "value", stage))
         contexts = _accelerator_contexts()

@@ -1,0 +1,59 @@
+"""Entry resolution: a ``module:qualname`` string (or a by-value object) to the callable to run.
+
+Apart from the stages because it is pure lookup with user-facing errors; the
+``resolve_entry`` stage calls it after hooks are applied, so the entry read
+from its module is the patched one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from spawnkit import _reference
+from spawnkit._names import qualified_name
+from spawnkit.errors import EntryResolutionError
+
+__all__: list[str] = []
+
+
+def by_value(obj: object) -> Callable[..., Any]:
+    """The entry sent by value, refused unless callable."""
+    if not callable(obj):
+        raise EntryResolutionError(
+            f"the by-value entry holds a {qualified_name(obj)}, which is not callable; "
+            "pass a function or a callable object as the entry"
+        )
+    return obj
+
+
+def by_reference(reference: str) -> Callable[..., Any]:
+    """``module:qualname`` -> the callable, with errors that say what to change."""
+    try:
+        module_name, qualname = _reference.parse(reference)
+        obj = _reference.resolve(module_name, qualname)
+    except _reference.BadReference as exc:
+        fix = (
+            "Define it at module level, or pass the callable itself so spawnkit sends it by value."
+            if "<locals>" in reference
+            else "Name it as 'module:function', for example 'mypkg.worker:main'."
+        )
+        raise EntryResolutionError(f"entry {reference!r}: {exc.why}. {fix}") from None
+    except _reference.ImportFailed as exc:
+        raise EntryResolutionError(
+            f"entry {reference!r}: module {exc.module!r} failed to import "
+            f"({type(exc.cause).__name__}: {exc.cause}). Install it in the worker's environment "
+            "or fix the entry string."
+        ) from exc.cause
+    except _reference.MissingAttribute as exc:
+        names = [n for n in dir(exc.owner) if not n.startswith("__")]
+        import difflib  # only on this error path
+
+        close = difflib.get_close_matches(exc.missing, names, n=3)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise EntryResolutionError(f"entry {reference!r}: {exc}.{hint}") from None
+    if not callable(obj):
+        raise EntryResolutionError(
+            f"entry {reference!r} resolves to a {qualified_name(obj)}, which is not callable"
+        )
+    return obj  # type: ignore[no-any-return]

@@ -1,0 +1,175 @@
+"""README's "Platform selection: the decision table": the half of ``PlatformManager`` that decides.
+
+One commented branch per row in ``_decide``; the built-ins it names are the
+rows of ``builtin.BUILTINS`` and the checks of each candidate (with the record
+every error carries) are in ``_checks``.  Apart from the manager's caching,
+pinning and instance so each reads on its own.
+"""
+
+from __future__ import annotations
+
+import os
+import pkgutil
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
+
+from spawnkit import _metadata
+from spawnkit._metadata import EntryPointInfo
+from spawnkit.errors import PlatformUnavailableError
+from spawnkit.platforms._checks import (
+    Candidate,
+    Trace,
+    activate,
+    activate_all,
+    available_text,
+    base_class,
+    conflict_error,
+    duplicate_error,
+    ep_label,
+    exc_text,
+    for_base,
+    not_found_error,
+    plugin_class,
+    reserved_error,
+)
+from spawnkit.platforms._probes import Probe
+from spawnkit.platforms._selection import PlatformSelection
+from spawnkit.platforms.builtin import BUILTINS, Builtin
+from spawnkit.platforms.interface import Platform
+
+if TYPE_CHECKING:
+    from spawnkit.spec import NamespaceConfig
+
+__all__: list[str] = []
+
+_BY_NAME = {row.name: row for row in BUILTINS}
+_TRUE = ("1", "true", "yes", "on")
+_Result = tuple[PlatformSelection, type[Platform]]
+
+
+class NamespaceView(Protocol):
+    """What the platforms read of a namespace (``Namespace`` is one; it sits above them)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def config(self) -> NamespaceConfig: ...
+
+
+class DecisionTable:
+    """Which platform class a request resolves to; ``PlatformManager`` caches and builds it."""
+
+    namespace: NamespaceView
+    _probes: dict[str, Callable[[], Probe]]
+    _composed: dict[tuple[str, type], type[Platform]]
+
+    def _entry_points(self) -> tuple[EntryPointInfo, ...]:
+        return _metadata.entry_points(self.namespace.config.platform_group)
+
+    def _decide(self, requested: str | None, how: str, trace: Trace) -> _Result:
+        """README's "Platform selection: the decision table", one branch per row.
+
+        ``requested`` is the selected name (argument, pin or ``<PREFIX>_PLATFORM``),
+        None when unset; ``how`` says which of those, for the messages.
+        """
+        eps = self._entry_points()
+        for ep in eps:
+            if requested is not None and ep.name != requested:
+                trace.candidates.append(Candidate(ep, "skipped"))
+        named = _BY_NAME.get(requested.lower()) if requested is not None else None
+        # Row "a built-in": that platform, its hardware checked.
+        if named is not None:
+            return self._named_builtin(named, how, eps, trace)
+        # Row "a plugin name": only that plugin is imported; activate() -> None is unavailable.
+        if requested is not None and any(ep.name == requested for ep in eps):
+            return self._named_plugin([ep for ep in eps if ep.name == requested], how, trace)
+        # Row "an unknown name": PlatformNotFoundError listing what is installed.
+        if requested is not None:
+            raise not_found_error(requested, how, eps, trace)
+        active = activate_all(eps, trace)
+        # Row "unset, N activated": PlatformConflictError naming each plugin and distribution.
+        if len(active) > 1:
+            raise conflict_error(active, trace)
+        # Row "unset, 1 activated": that plugin.
+        if active:
+            ep, qualname = active[0]
+            trace.step(f"1 plugin activated: {ep.name!r}")
+            return self._plugin(ep, qualname, trace)
+        trace.step(f"0 of {len(eps)} plugin(s) activated")
+        cfg = self.namespace.config
+        cpu_engine = os.environ.get(cfg.cpu_engine_var, "").strip()
+        # Row "unset, 0 activated", first part: <PREFIX>_USE_CPU_ENGINE=1 is the CPU.
+        if cpu_engine.lower() in _TRUE:
+            trace.step(f"{cfg.cpu_engine_var}={cpu_engine}")
+            return self._builtin(_BY_NAME["cpu"], trace)
+        # Row "unset, 0 activated", second part: CUDA, ROCm, XPU (table order), first present.
+        for row in BUILTINS:
+            if row.auto and self._probe(row, trace).available:
+                trace.step(f"{row.name} available")
+                return self._builtin(row, trace)
+        # Row "unset, 0 activated", last part: the namespace's base platform.
+        trace.step("no accelerator found")
+        return self._builtin(_BY_NAME["base"], trace)
+
+    # ------------------------------------------------------ the rows' parts
+    def _named_builtin(
+        self, row: Builtin, how: str, eps: tuple[EntryPointInfo, ...], trace: Trace
+    ) -> _Result:
+        claims = [ep for ep in eps if ep.name.lower() == row.name]
+        if claims:
+            raise reserved_error(claims, trace)
+        if row.probe is not None:
+            probe = self._probe(row, trace)
+            if not probe.available:
+                raise trace.fail(
+                    PlatformUnavailableError,
+                    f"{how} selects the built-in {row.name!r} platform, but its hardware is "
+                    f"not available in this process: {probe.reason}. Select a platform that "
+                    f"is present, or unset {self.namespace.config.platform_var} to "
+                    f"auto-detect. Available names: {available_text(eps)}.",
+                )
+        return self._builtin(row, trace)
+
+    def _builtin(self, row: Builtin, trace: Trace) -> _Result:
+        cfg = self.namespace.config
+        base = base_class(cfg, trace)
+        if row.qualname is None:  # the base row: the namespace's own platform base
+            trace.step("base platform")
+            qualname = cfg.platform_base or f"{Platform.__module__}:{Platform.__qualname__}"
+            sel = PlatformSelection(row.name, "base", qualname, path=list(trace.path))
+            return sel, base
+        cls = pkgutil.resolve_name(row.qualname)
+        if not issubclass(cls, base):
+            cls = for_base(row.name, cls, base, self._composed, trace)
+        trace.step(f"built-in {row.name!r}")
+        return PlatformSelection(row.name, "builtin", row.qualname, path=list(trace.path)), cls
+
+    def _probe(self, row: Builtin, trace: Trace) -> Probe:
+        try:
+            probe = self._probes[row.name]()
+        except Exception as exc:
+            probe = Probe(False, f"probe raised {exc_text(exc)}")
+        trace.probes.append((row.name, probe.available, probe.reason))
+        return probe
+
+    def _named_plugin(self, matches: list[EntryPointInfo], how: str, trace: Trace) -> _Result:
+        if len(matches) > 1:
+            raise duplicate_error(matches[0].name, matches, trace)
+        ep = matches[0]
+        outcome, _ = activate(ep, trace)
+        if outcome.qualname is None:
+            raise trace.fail(
+                PlatformUnavailableError,
+                f"{how}: {ep_label(ep)} is installed, but activate() returned None: its "
+                "hardware is not available in this process (driver, runtime or visible-device "
+                f"settings). Check the device, or unset {self.namespace.config.platform_var} "
+                "to auto-detect.",
+            )
+        trace.step(f"plugin {ep.name!r} activated")
+        return self._plugin(ep, outcome.qualname, trace)
+
+    def _plugin(self, ep: EntryPointInfo, qualname: str, trace: Trace) -> _Result:
+        cls = plugin_class(ep, qualname, base_class(self.namespace.config, trace), trace)
+        sel = PlatformSelection(ep.name, "plugin", qualname, ep.dist, ep.version, list(trace.path))
+        return sel, cls
