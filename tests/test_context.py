@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import spawnkit
 from _context_support import FOUR_PROCESSES, Engine, make_engine
 
 # The data loader is torch's: without torch (the torch-free suite on other Pythons) the
@@ -269,3 +270,13 @@ DILL = """
 def test_the_multiprocess_context_pickles_with_dill_and_bootstraps_too(engine: Engine) -> None:
     out, _ = engine.run(DILL)
     assert out == {"spawn": "tok:x+plugin", "forkserver": "tok:x+plugin"}
+
+
+@pytest.mark.parametrize("name", ["get_context", "bootstrap_here"])
+def test_a_former_namespace_method_says_where_it_moved(name: str) -> None:
+    ns = spawnkit.Namespace("moved_methods_ns")
+    moved = (
+        rf"Namespace\.{name}\(\) moved to the launcher: call spawnkit\.{name}\(.*'moved_methods_ns'"
+    )
+    with pytest.raises(AttributeError, match=moved):
+        getattr(ns, name)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 from spawnkit import _namespace_registry, _reference
 from spawnkit.errors import NamespaceError
@@ -49,6 +49,23 @@ if TYPE_CHECKING:
     from spawnkit.platforms.interface import Platform
 
 __all__ = ["DEFAULT_NAMESPACE_NAME", "Namespace", "default_namespace", "get_namespace"]
+
+class _Moved:
+    """A former method of ``Namespace``: reading it raises with the call that replaces it."""
+
+    def __init__(self, replacement: str) -> None:
+        self.replacement = replacement
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, ns: Namespace | None, owner: type) -> NoReturn:
+        where = self.replacement.format(ns=ns.name if ns is not None else "NAME")
+        raise AttributeError(
+            f"Namespace.{self.name}() moved to the launcher: call {where} (spawnkit's layers "
+            "put contexts above the namespace; README 'Every process of an engine')."
+        )
+
 
 _H = TypeVar("_H")
 _S = TypeVar("_S")
@@ -120,6 +137,12 @@ class Namespace:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Namespace.from_config, (self.config,))
+
+    # ns.get_context()/ns.bootstrap_here() were methods until the layers were enforced: a
+    # context is the launcher's, which sits above this module, so the names moved up. An old
+    # call must say where they went, not just "no attribute".
+    get_context = _Moved("spawnkit.get_context(method, namespace=get_namespace({ns!r}))")
+    bootstrap_here = _Moved("spawnkit.bootstrap_here(get_namespace({ns!r}))")
 
     # ----------------------------------------------------------- subsystems
     @property
