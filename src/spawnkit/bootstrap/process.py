@@ -120,6 +120,9 @@ class Bootstrapper:
         self.pid = os.getpid()
         self.host = socket.gethostname()
         self.stage_seconds: dict[str, float] = {}
+        # Start times on CLOCK_MONOTONIC, the clock the launcher's trace shares (spawnkit._trace).
+        self.stage_starts: dict[str, float] = {}
+        self.target_imports: list[tuple[str, float, float]] = []
         self.guard_result: GuardResult | None = None
         # False for a process that ran its own code before bootstrapping (bootstrap_here):
         # objects and closures made there may hold originals no sweep can see.
@@ -200,7 +203,7 @@ class Bootstrapper:
         if self.listener is not None:
             self.listener.stage_started(stage.value)
         previous_step = guard.set_step(stage.value)
-        start = time.perf_counter()
+        start = self.stage_starts[stage.value] = time.monotonic()
         try:
             result = action()
         except BaseException as exc:
@@ -213,7 +216,7 @@ class Bootstrapper:
             if err is exc:
                 raise
             raise err from exc
-        seconds = time.perf_counter() - start
+        seconds = time.monotonic() - start
         guard.set_step(previous_step)
         self._running = None
         self._next += 1
@@ -371,14 +374,16 @@ class Bootstrapper:
         # Import the target modules first, apart, so the report can tell a heavy framework
         # imported by a target from the patching itself.  A module that fails here is left to
         # ``apply`` below, which imports it again and reports it with its target and plugin.
-        started = time.perf_counter()
+        started = time.monotonic()
         for module in self.namespace.hooks.target_modules(eager=True):
             if module not in sys.modules:
+                begun = time.monotonic()
                 try:
                     importlib.import_module(module)
                 except Exception:
                     pass
-        imported = time.perf_counter()
+                self.target_imports.append((module, begun, time.monotonic()))
+        imported = time.monotonic()
         # <PREFIX>_LENIENT_PLUGINS=1 is this stage's strict=False: a target that fails to patch
         # is logged at ERROR with its plugins and the others run (the knob HookApplyError names).
         from spawnkit.hooks._plugin_selection import is_lenient
@@ -388,7 +393,7 @@ class Bootstrapper:
         _phase.mark_hooks_applied()
         self.stage_detail[Stage.HOOKS.value] = {
             "import_targets": imported - started,
-            "patch": time.perf_counter() - imported,
+            "patch": time.monotonic() - imported,
         }
 
     def _check_stale(self) -> None:
@@ -501,6 +506,7 @@ def _shared_report_parts(namespace: Namespace, spec: ProcessSpec) -> dict[str, A
                 "imported": list(p.imported),
                 "registrations": p.registrations,
                 "outside_registry": list(p.outside_registry),
+                "started": p.started,
             }
             for p in manager.report.loaded
         ],
@@ -546,6 +552,8 @@ def _build_report(boot: Bootstrapper) -> BootstrapReport:
         local_rank=spec.local_rank,
         **shared,
         stage_seconds=dict(boot.stage_seconds),
+        stage_starts=dict(boot.stage_starts),
+        target_imports=[list(t) for t in boot.target_imports],
         guard=boot.guard_result.to_dict() if boot.guard_result else {},
         stage_detail={**(boot.inherited or {}).get("stage_detail", {}), **boot.stage_detail},
     )

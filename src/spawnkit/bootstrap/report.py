@@ -46,6 +46,12 @@ class BootstrapReport:
     matters: ``apply_hooks`` into ``import_targets`` (importing the target
     modules, often a heavy framework) and ``patch``.
 
+    ``stage_starts`` (each stage's start), each plugin's ``started`` and
+    ``target_imports`` (``[module, start, end]`` for each hook-target module
+    the apply stage imported) are ``time.monotonic()`` readings: the clock the
+    launcher shares, from which ``trace=`` draws this rank's spans without the
+    worker doing anything more when tracing is off.
+
     ``unsent`` is empty unless a field held a value that could not be pickled
     on its way to the parent: that field then arrives empty, and ``unsent``
     maps its name to the reason, so an empty field is never mistaken for
@@ -70,6 +76,8 @@ class BootstrapReport:
     inherited: dict[str, Any] = field(default_factory=dict)
     stage_detail: dict[str, dict[str, float]] = field(default_factory=dict)
     unsent: dict[str, str] = field(default_factory=dict)
+    stage_starts: dict[str, float] = field(default_factory=dict)
+    target_imports: list[list[Any]] = field(default_factory=list)
 
     @property
     def total_seconds(self) -> float:
