@@ -133,6 +133,7 @@ def run_group(
     err: TextIO,
     prefix_output: bool = False,
     entry_args: list[str] | None = None,
+    trace: str | None = None,
 ) -> int:
     """``spawnkit launch``: start, show progress, print timings and results; the exit status."""
     from spawnkit.bootstrap import spawn_with_plugins
@@ -155,6 +156,7 @@ def run_group(
                 progress=display,
                 prefix_output=prefix_output,
                 entry_args=entry_args,
+                trace=trace,
             )
             with group:
                 results = group.results()  # bounded by the group's join_timeout

@@ -103,6 +103,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--address", metavar="ADDR", help="ray: the cluster to join (default: start a local one)"
     )
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="local: write a start-up trace (Chrome trace-event JSON; ui.perfetto.dev opens it)",
+    )
     _add_torchrun_options(p)
     add_json_output_option(p)
     p.set_defaults(handler=run)
@@ -260,6 +265,12 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         "err": err,
     }
     app_dir = os.path.abspath(args.app_dir)
+    if args.trace and args.launcher != "local":
+        raise UsageError(
+            f"--trace is not supported with --launcher {args.launcher} (its ranks are not "
+            "started by this process, which draws the trace)",
+            "drop --trace, or use --launcher local",
+        )
     if args.launcher == "torchrun":
         from spawnkit.cli._torchrun import Nodes, run_torchrun
 
@@ -286,4 +297,5 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         debug=args.debug,
         prefix_output=args.prefix_output,
         entry_args=args.entry_args,
+        trace=args.trace,
     )
