@@ -170,3 +170,52 @@ def test_a_failed_rank_still_gets_its_stages_as_the_launcher_saw_them(
     spans = _by_name(tracks[group.pids[0]])
     assert spans["load_plugins"]["args"] == {"seen_by": "launcher"}
     assert "apply_hooks" not in spans
+
+
+@pytest.fixture
+def otel_spans() -> Iterator[Any]:
+    """The real SDK's in-memory exporter on this process's tracer provider (set once)."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+    provider = trace.get_tracer_provider()
+    exporter = InMemorySpanExporter()
+    processor = SimpleSpanProcessor(exporter)
+    provider.add_span_processor(processor)  # type: ignore[attr-defined]
+    yield exporter
+    processor.shutdown()
+
+
+def test_spans_also_go_to_opentelemetry_with_the_context_in_each_rank(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    (site.root / f"{site.tag}_ctx.py").write_text(
+        "import os\n\ndef traceparent():\n    return os.environ.get('TRACEPARENT')\n"
+    )
+    path = tmp_path / "otel.json"
+    with spawn_with_plugins(
+        f"{site.tag}_ctx:traceparent", nprocs=2, namespace=site.ns, ready_timeout=60, trace=path
+    ) as group:
+        seen = group.results(timeout=60)
+    spans = {s.name: s for s in otel_spans.get_finished_spans()}
+    root = spans["spawn_with_plugins"]
+    trace_id = f"{root.context.trace_id:032x}"
+    # Each rank got the launch's W3C traceparent: version, trace id, the root span, flags.
+    flags = f"{int(root.context.trace_flags):02x}"
+    assert seen == [f"00-{trace_id}-{root.context.span_id:016x}-{flags}"] * 2
+    chrome = {e["name"] for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"}
+    assert chrome <= set(spans)  # the same spans (names) in both
+    assert {"rank 0", "rank 1", "load_plugins", "build_spec"} <= set(spans)
+    assert all(s.context.trace_id == root.context.trace_id for s in spans.values())
+    assert spans["rank 0"].parent.span_id == root.context.span_id
+    stage = spans["load_plugins"]
+    assert stage.parent.span_id in {
+        spans["rank 0"].context.span_id,
+        spans["rank 1"].context.span_id,
+    }
+    assert root.start_time <= stage.start_time <= stage.end_time <= root.end_time

@@ -16,12 +16,13 @@ import json
 import logging
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from spawnkit._trace import Recorder, Span
 from spawnkit.errors import ConfigError
+from spawnkit.launch._otel import TRACEPARENT_VAR, otel_bridge
 
 __all__ = ["LaunchTrace", "open_trace"]
 
@@ -52,8 +53,15 @@ class LaunchTrace:
         self.begun = time.monotonic()
         self.rec.track(self.pid, f"launcher (pid {self.pid})", 0)
         self.rank_start: dict[int, float] = {}
-        self.otel: Any = None  # spawnkit.launch._otel.OtelBridge, when OpenTelemetry is on
+        self.offset = time.time() - self.begun  # monotonic -> Unix time, read once
+        self.otel = otel_bridge(self.begun, self.offset)  # None unless a provider is set
         self.written = False
+
+    def child_env(self, env: Mapping[str, str] | None) -> dict[str, str] | None:
+        """``env`` plus the launch's W3C trace context for the ranks, when OTel is on."""
+        if self.otel is None:
+            return None if env is None else dict(env)
+        return {**(env or {}), TRACEPARENT_VAR: self.otel.traceparent()}
 
     @contextlib.contextmanager
     def span(self, name: str, **args: Any) -> Iterator[None]:
@@ -83,10 +91,12 @@ class LaunchTrace:
                 self.rec.instant(self.pid, f"rank {r.rank} exit", r.ended, code=r.exitcode)
         self.rec.add(Span(self.pid, "spawn_with_plugins", self.begun, time.monotonic()))
         data = self.rec.chrome(
-            world_size=len(ranks), launch_window_us=[self.begun * 1e6, time.monotonic() * 1e6]
+            world_size=len(ranks),
+            launch_window_us=[self.begun * 1e6, time.monotonic() * 1e6],
+            wall_offset_s=self.offset,
         )
         if self.otel is not None:
-            self.otel.emit(self.rec, data["otherData"]["wall_offset_s"])
+            self.otel.emit(self.rec)
         try:
             self.path.write_text(json.dumps(data, indent=None) + "\n")
         except OSError as exc:

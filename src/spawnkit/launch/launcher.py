@@ -93,7 +93,9 @@ def spawn_with_plugins(
     entry with those (``rank``, ``local_rank``, ``world_size``, ``payload`` or
     a ``rank_extra`` key).  ``trace="start.json"`` writes the launch's and
     every rank's start-up as a Chrome trace-event file when the group closes
-    (open it in ui.perfetto.dev; ``spawnkit trace FILE`` summarises it).
+    (open it in ui.perfetto.dev; ``spawnkit trace FILE`` summarises it); with
+    a configured OpenTelemetry tracer provider the same spans are emitted there
+    too, and each rank finds the trace context in ``TRACEPARENT``.
     Returns a running :class:`WorkerGroup`; use it as a context manager.
     """
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
@@ -102,6 +104,7 @@ def spawn_with_plugins(
         from spawnkit.launch._trace import open_trace
 
         tracer = open_trace(trace)
+        env = tracer.child_env(env)  # the W3C trace context, when OpenTelemetry is on
     call_names = None if entry_args is None else _entry_args(entry_args)
     preload = tuple(preload)
     ns = get_namespace(namespace)
