@@ -57,3 +57,11 @@ def test_trace_refusals_are_one_usage_line(tmp_path: Path) -> None:
     assert code == 2 and "must end in .svg or .png" in err
     code, _, err = run_cli("launch", "os:getpid", "--launcher", "ray", "--trace", str(bad))
     assert code == 2 and "--trace is not supported with --launcher ray" in err
+
+
+def test_plot_without_matplotlib_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # find_spec: not installed
+    code, _, err = run_cli("trace", str(tmp_path / "t.json"), "--plot", str(tmp_path / "t.svg"))
+    assert code == 2 and "needs matplotlib" in err and 'pip install "spawnkit[plot]"' in err

@@ -53,7 +53,7 @@ class Track:
     marks: list[tuple[str, float]] = field(default_factory=list)  # instant events
 
     def stages(self) -> list[tuple[str, str, float, float]]:
-        return [s for s in self.spans if s[0] in ("stage", "launch") or s[1].startswith("interp")]
+        return [s for s in self.spans if s[0] in ("stage", "launch") or s[1] == "process start"]
 
 
 def load_tracks(path: str) -> list[Track]:

@@ -24,7 +24,10 @@ from spawnkit._trace import Recorder, Span
 from spawnkit.errors import ConfigError
 from spawnkit.launch._otel import TRACEPARENT_VAR, otel_bridge
 
-__all__ = ["LaunchTrace", "open_trace"]
+__all__ = ["PROCESS_START", "LaunchTrace", "open_trace"]
+
+#: A rank's span before its first stage (the launcher's ``process start`` of the rank).
+PROCESS_START = "process start"
 
 _log = logging.getLogger("spawnkit.launch")
 
@@ -109,7 +112,7 @@ class LaunchTrace:
 
 
 def _rank_spans(rec: Recorder, r: Any, start: float, closed: float) -> None:
-    """Rank ``r``'s track: its life, interpreter start-up, stages, plugin loads, target imports."""
+    """Rank ``r``'s track: its life, process start, stages, plugin loads, target imports."""
     end = r.ended or closed
     rec.track(r.pid, f"rank {r.rank} (pid {r.pid})", r.rank + 1)
     rec.add(Span(r.pid, f"rank {r.rank}", start, end, "rank", {"exitcode": r.exitcode}))
@@ -120,7 +123,9 @@ def _rank_spans(rec: Recorder, r: Any, start: float, closed: float) -> None:
         return
     seconds: dict[str, float] = report.stage_seconds
     first = min(starts.values())
-    rec.add(Span(r.pid, "interpreter start + spec", start, first, "rank"))
+    # From the launcher's start call to the first stage: a new interpreter (spawn) or a fork
+    # (forkserver), the spec's transfer and unpickling.
+    rec.add(Span(r.pid, PROCESS_START, start, first, "rank"))
     last = first
     for stage, at in starts.items():
         done = at + seconds.get(stage, 0.0)
