@@ -29,11 +29,12 @@ def entry_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_launch_trace_then_summary_and_plot(tmp_path: Path, entry_module: str) -> None:
-    trace = tmp_path / "start.json"
-    code, _, err = run_cli(
+    trace = tmp_path / "start{0}.json"  # braces: the closing line is format()ted
+    code, out, err = run_cli(
         "launch", f"{entry_module}:work", "--nprocs", "2", "--timeout", "120", "--trace", str(trace)
     )
     assert code == 0, err
+    assert f"start-up trace in {trace} (spawnkit trace {trace}" in out
     pids = {e["pid"] for e in json.loads(trace.read_text())["traceEvents"]}
     assert len(pids) == 3  # the launcher and two ranks
     svg = tmp_path / "start.svg"

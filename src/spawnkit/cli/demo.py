@@ -116,6 +116,10 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         if args.json == "-":
             return EXIT_OK
     _render(run_, out)
+    if args.trace:
+        out.line(
+            f"start-up trace in {args.trace} (spawnkit trace {args.trace}, or ui.perfetto.dev)"
+        )
     return EXIT_OK
 
 

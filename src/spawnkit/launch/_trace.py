@@ -79,10 +79,27 @@ class LaunchTrace:
         )
 
     def finish(self, ranks: Sequence[Any]) -> None:
-        """Draw every rank's spans and write the file (once); a write error is logged, not lost."""
+        """Draw every rank's spans and write the file, once.
+
+        Called from the group's teardown, where an exception would replace the
+        run's own error: a failure here is logged at ERROR with the file named.
+        """
         if self.written:
             return
         self.written = True
+        try:
+            self._finish(ranks)
+        except Exception as exc:
+            _log.error(
+                "the start-up trace %s was not written: %s: %s; the launch itself was not "
+                "affected (report this with the traceback: --debug).",
+                self.path,
+                type(exc).__name__,
+                exc,
+                exc_info=True,
+            )
+
+    def _finish(self, ranks: Sequence[Any]) -> None:
         closed = time.monotonic()
         for r in ranks:
             _rank_spans(self.rec, r, self.rank_start.get(r.rank, r.started), closed)
