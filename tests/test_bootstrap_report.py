@@ -44,6 +44,8 @@ def _build(ns: Namespace, **changes: object) -> reports.BootstrapReport:
         "pid": 123,
         "host": "h",
         "stage_seconds": {"apply_hooks": 0.002},
+        "stage_starts": {"apply_hooks": 10.0},
+        "target_imports": [("json", 10.0, 10.001)],
         "guard": {},
         "stage_detail": {"apply_hooks": {"import_targets": 0.001, "patch": 0.001}},
         "inherited": None,

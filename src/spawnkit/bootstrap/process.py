@@ -117,6 +117,9 @@ class Bootstrapper:
         self.pid = os.getpid()
         self.host = socket.gethostname()
         self.stage_seconds: dict[str, float] = {}
+        # Start times on CLOCK_MONOTONIC, the clock the launcher's trace shares (spawnkit._trace).
+        self.stage_starts: dict[str, float] = {}
+        self.target_imports: list[tuple[str, float, float]] = []
         self.guard_result: GuardResult | None = None
         # False for a process that ran its own code before bootstrapping (bootstrap_here):
         # objects and closures made there may hold originals no sweep can see.
@@ -163,7 +166,7 @@ class Bootstrapper:
         if self.listener is not None:
             self.listener.stage_started(stage.value)
         previous_step = guard.set_step(stage.value)
-        start = time.perf_counter()
+        start = self.stage_starts[stage.value] = time.monotonic()
         try:
             result = action()
         except BaseException as exc:
@@ -177,7 +180,7 @@ class Bootstrapper:
             if err is exc:
                 raise
             raise err from exc
-        seconds = time.perf_counter() - start
+        seconds = time.monotonic() - start
         guard.set_step(previous_step)
         self._running = None
         self._next += 1
@@ -299,9 +302,9 @@ class Bootstrapper:
             # No target module was imported before plugin loading began, so no module
             # imported by then can hold an original: the stale-binding sweep skips them.
             clean = manager.report.modules_before
-        started = time.perf_counter()
-        _import_targets(self.namespace)
-        imported = time.perf_counter()
+        started = time.monotonic()
+        self.target_imports += _import_targets(self.namespace)
+        imported = time.monotonic()
         # <PREFIX>_LENIENT_PLUGINS=1 is this stage's strict=False: a target that fails to patch
         # is logged at ERROR with its plugins and the others run (the knob HookApplyError names).
         from spawnkit.hooks._plugin_selection import is_lenient
@@ -311,7 +314,7 @@ class Bootstrapper:
         _phase.mark_hooks_applied()
         self.stage_detail[Stage.HOOKS.value] = {
             "import_targets": imported - started,
-            "patch": time.perf_counter() - imported,
+            "patch": time.monotonic() - imported,
         }
 
     @_staged
@@ -378,22 +381,29 @@ class Bootstrapper:
             pid=self.pid,
             host=self.host,
             stage_seconds=self.stage_seconds,
+            stage_starts=self.stage_starts,
+            target_imports=self.target_imports,
             guard=self.guard_result.to_dict() if self.guard_result else {},
             stage_detail=self.stage_detail,
             inherited=self.inherited,
         )
 
 
-def _import_targets(namespace: Namespace) -> None:
+def _import_targets(namespace: Namespace) -> list[tuple[str, float, float]]:
     """Import the target modules first, apart, so the report can tell a heavy framework
-    imported by a target from the patching itself.  A module that fails here is left to
-    the patching, which imports it again and reports it with its target and plugin."""
+    imported by a target from the patching itself (each import's span, for a trace).  A
+    module that fails here is left to the patching, which imports it again and reports it
+    with its target and plugin."""
+    spans = []
     for module in namespace.hooks.target_modules(eager=True):
         if module not in sys.modules:
+            begun = time.monotonic()
             try:
                 importlib.import_module(module)
             except Exception:
                 pass
+            spans.append((module, begun, time.monotonic()))
+    return spans
 
 
 def _check_stale(namespace: Namespace, spec: ProcessSpec, result: GuardResult | None) -> None:

@@ -52,6 +52,12 @@ class BootstrapReport:
     matters: ``apply_hooks`` into ``import_targets`` (importing the target
     modules, often a heavy framework) and ``patch``.
 
+    ``stage_starts`` (each stage's start), each plugin's ``started`` and
+    ``target_imports`` (``[module, start, end]`` for each hook-target module
+    the apply stage imported) are ``time.monotonic()`` readings: the clock the
+    launcher shares, from which ``trace=`` draws this rank's spans without the
+    worker doing anything more when tracing is off.
+
     ``unsent`` is empty unless a field held a value that could not be pickled
     on its way to the parent: that field then arrives empty, and ``unsent``
     maps its name to the reason, so an empty field is never mistaken for
@@ -76,6 +82,8 @@ class BootstrapReport:
     inherited: dict[str, Any] = field(default_factory=dict)
     stage_detail: dict[str, dict[str, float]] = field(default_factory=dict)
     unsent: dict[str, str] = field(default_factory=dict)
+    stage_starts: dict[str, float] = field(default_factory=dict)
+    target_imports: list[list[Any]] = field(default_factory=list)
 
     @property
     def total_seconds(self) -> float:
@@ -240,6 +248,8 @@ def build(
     pid: int,
     host: str,
     stage_seconds: dict[str, float],
+    stage_starts: dict[str, float],
+    target_imports: list[tuple[str, float, float]],
     guard: dict[str, Any],
     stage_detail: dict[str, dict[str, float]],
     inherited: dict[str, Any] | None,
@@ -265,6 +275,8 @@ def build(
         local_rank=spec.local_rank,
         **shared,
         stage_seconds=dict(stage_seconds),
+        stage_starts=dict(stage_starts),
+        target_imports=[list(t) for t in target_imports],
         guard=guard,
         stage_detail={**(inherited or {}).get("stage_detail", {}), **stage_detail},
     )

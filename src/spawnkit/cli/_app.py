@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from spawnkit.cli import bench, demo, doctor, launch
+    from spawnkit.cli import bench, demo, doctor, launch, trace
 
     common = _Parser(add_help=False)
     common.add_argument(
@@ -38,18 +38,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser = _Parser(
         prog="spawnkit",
-        description="Spawn-safe worker bootstrap: inspect, launch, benchmark, demo.",
+        description="Spawn-safe worker bootstrap: inspect, launch, benchmark, demo, trace.",
         parents=[common],
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for module in (doctor, launch, bench, demo):
+    for module in (doctor, launch, bench, demo, trace):
         module.add_parser(sub, common)
     return parser
 
 
 def _command_of(argv: Sequence[str]) -> str:
     for arg in argv:
-        if arg in ("doctor", "launch", "bench", "demo"):
+        if arg in ("doctor", "launch", "bench", "demo", "trace"):
             return arg
     return ""
 

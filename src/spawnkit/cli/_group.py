@@ -133,6 +133,7 @@ def run_group(
     err: TextIO,
     prefix_output: bool = False,
     entry_args: list[str] | None = None,
+    trace: str | None = None,
 ) -> int:
     """``spawnkit launch``: start, show progress, print timings and results; the exit status."""
     from spawnkit.errors import SpawnkitError
@@ -155,6 +156,7 @@ def run_group(
                 progress=display,
                 prefix_output=prefix_output,
                 entry_args=entry_args,
+                trace=trace,
             )
             with group:
                 results = group.results()  # bounded by the group's join_timeout
@@ -171,8 +173,16 @@ def run_group(
         {**summary, "wall_seconds": time.monotonic() - started},
         reports,
         results,
-        f"{nprocs} rank(s) finished in {{wall:.2f}} s ({start_method})",
+        f"{nprocs} rank(s) finished in {{wall:.2f}} s ({start_method})" + _traced(trace),
         entry_seconds=display.entry_seconds(),
+    )
+
+
+def _traced(trace: str | None) -> str:
+    """The closing line's pointer to the trace file (braces doubled: the line is format()ted)."""
+    trace = trace.replace("{", "{{").replace("}", "}}") if trace else trace
+    return (
+        f"; start-up trace in {trace} (spawnkit trace {trace}, or ui.perfetto.dev)" if trace else ""
     )
 
 

@@ -39,6 +39,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prefix-output", action="store_true", help="start each worker line with [rankN]:"
     )
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="write a start-up trace (Chrome trace-event JSON; spawnkit trace FILE --plot X.svg)",
+    )
     add_json_output_option(p)
     p.set_defaults(handler=run)
 
@@ -86,6 +91,7 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         timeout=args.timeout,
         progress=display,
         prefix_output=args.prefix_output,
+        trace=args.trace,
     )
     if args.json != "-":
         out.heading(
@@ -105,6 +111,10 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         if args.json == "-":
             return EXIT_OK
     _render(run_, out)
+    if args.trace:
+        out.line(
+            f"start-up trace in {args.trace} (spawnkit trace {args.trace}, or ui.perfetto.dev)"
+        )
     return EXIT_OK
 
 

@@ -94,6 +94,14 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="folder put first on sys.path (in the workers too) to find ENTRY (default: .)",
     )
+    _add_launcher_options(p)
+    _add_torchrun_options(p)
+    add_json_output_option(p)
+    p.set_defaults(handler=run)
+
+
+def _add_launcher_options(p: argparse.ArgumentParser) -> None:
+    """Which launcher starts the ranks, and the options only one of them takes."""
     p.add_argument(
         "--launcher",
         choices=LAUNCHERS,
@@ -109,9 +117,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--address", metavar="ADDR", help="ray: the cluster to join (default: start a local one)"
     )
-    _add_torchrun_options(p)
-    add_json_output_option(p)
-    p.set_defaults(handler=run)
+    p.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="local: write a start-up trace (Chrome trace-event JSON; ui.perfetto.dev opens it)",
+    )
 
 
 def _add_call_options(p: argparse.ArgumentParser) -> None:
@@ -261,6 +271,12 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         "err": err,
     }
     app_dir = os.path.abspath(args.app_dir)
+    if args.trace and args.launcher != "local":
+        raise UsageError(
+            f"--trace is not supported with --launcher {args.launcher} (its ranks are not "
+            "started by this process, which draws the trace)",
+            "drop --trace, or use --launcher local",
+        )
     if args.launcher == "torchrun":
         from spawnkit.cli._torchrun import Nodes, run_torchrun
 
@@ -287,4 +303,5 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         debug=args.debug,
         prefix_output=args.prefix_output,
         entry_args=args.entry_args,
+        trace=args.trace,
     )

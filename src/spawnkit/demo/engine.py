@@ -67,6 +67,7 @@ class Engine:
         env: dict[str, str] | None = None,
         progress: Callable[[int, str, float], object] | None = None,
         prefix_output: bool = False,
+        trace: str | None = None,
     ) -> None:
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
@@ -78,11 +79,12 @@ class Engine:
         self.env = dict(env or {})
         self.progress = progress
         self.prefix_output = prefix_output
+        self.trace = trace  # spawn_with_plugins(trace=): the start-up trace file
 
     @classmethod
     def from_pretrained(cls, model_path: str = "spawnkit-demo/tiny-mlp", **kwargs: Any) -> Engine:
         """The seed's ``DiffGenerator.from_pretrained`` shape: ServerArgs fields as keywords."""
-        engine_keys = {"start_method", "timeout", "env", "progress", "prefix_output"}
+        engine_keys = {"start_method", "timeout", "env", "progress", "prefix_output", "trace"}
         engine_kw = {k: kwargs.pop(k) for k in list(kwargs) if k in engine_keys}
         return cls(ServerArgs(model_path=model_path, **kwargs), **engine_kw)
 
@@ -109,6 +111,7 @@ class Engine:
                     rank_extra=lambda rank: {PIPE_WRITER_KEY: pipes[rank][1]},
                     progress=self.progress,
                     prefix_output=self.prefix_output,
+                    trace=self.trace,
                 )
             finally:
                 for _, writer in pipes:  # the workers hold their own copies now

@@ -58,6 +58,7 @@ class Rank:
     early: proto.Failed | None = None
     events: list[tuple[str, str, float]] = field(default_factory=list)
     end_told: bool = False
+    ended: float = 0.0  # time.monotonic() when reaped (a start-up trace's end of this rank)
 
     @property
     def worker(self) -> Worker:
@@ -150,6 +151,7 @@ class Rank:
         if self.proc.exitcode is None:
             return False
         self.exitcode = self.proc.exitcode
+        self.ended = time.monotonic()
         self.fault_text = self.read_fault()
         reap_guardian(self.pid)  # the worker's guardian is this process's child
         return True

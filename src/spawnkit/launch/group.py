@@ -112,6 +112,7 @@ class WorkerGroup:
         self._launched = time.monotonic()
         self._call_timeout: float | None = None  # wait_ready(timeout=) while it runs
         self.unreaped_pids: list[int] = []
+        self._trace: Any = None  # spawn_with_plugins(trace=): written once the group closed
 
     # ---------------------------------------------------------- properties
     @property
@@ -402,6 +403,8 @@ class WorkerGroup:
             from spawnkit.launch._cleanup import forget_run
 
             forget_run(self.run_id)
+            if self._trace is not None:
+                self._trace.finish(self._ranks)
 
     def _stop_workers(self, initial_grace: float) -> None:
         """Teardown; a Ctrl-C during it sends SIGKILL at once, and is raised after unless the

@@ -61,6 +61,7 @@ def spawn_with_plugins(
     prefix_output: bool = False,
     entry_args: Sequence[str] | None = None,
     bootstrap_parent: bool = False,
+    trace: str | os.PathLike[str] | None = None,
 ) -> WorkerGroup:
     """Start ``nprocs`` workers that each bootstrap (platform, plugins, hooks) and run ``entry``.
 
@@ -75,9 +76,11 @@ def spawn_with_plugins(
     if it raises, the run stops (``ProgressCallbackError``).
     ``bootstrap_parent`` bootstraps this process first.  Ctrl-C in a wait stops
     the group (bounded); a second kills it.  Output arrives in whole lines
-    (``prefix_output``: ``[rank0]: ``).  Returns a running ``WorkerGroup``.
+    (``prefix_output``: ``[rank0]: ``).  ``trace="start.json"``: the start-up
+    as Chrome trace-event JSON (and OpenTelemetry spans) when the group closes.
     """
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
+    tracer, env = _open_trace(trace, env)
     call_names = None if entry_args is None else _entry_args(entry_args)
     preload = tuple(preload)
     ns = get_namespace(namespace)
@@ -85,8 +88,10 @@ def spawn_with_plugins(
         from spawnkit.launch.context import bootstrap_here
 
         bootstrap_here(ns)
-    template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
-    lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
+    with _span(tracer, "build_spec"):
+        template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
+    with _span(tracer, "launch_context", start_method=start_method):
+        lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
     # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
     deaf = lctx.server is None and _interrupt.will_start_deaf()
     group = WorkerGroup(
@@ -94,9 +99,24 @@ def spawn_with_plugins(
         join_timeout=join_timeout, grace_period=grace_period, progress=progress,
         output=OutputRelay(prefix=prefix_output),
     )  # fmt: skip
+    group._trace = tracer
     control = _launch_control(start_method, context, deaf, call_names)
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
+
+
+def _open_trace(trace: str | os.PathLike[str] | None, env: dict[str, str] | None) -> Any:
+    """The launch's tracer (None when off) and the env carrying its trace context to ranks."""
+    if trace is None:
+        return None, env
+    from spawnkit.launch._trace import open_trace  # only when asked for: see spawnkit._trace
+
+    tracer = open_trace(trace)
+    return tracer, tracer.child_env(env)  # the W3C trace context, when OpenTelemetry is on
+
+
+def _span(tracer: Any, name: str, **args: Any) -> contextlib.AbstractContextManager[None]:
+    return contextlib.nullcontext() if tracer is None else tracer.span(name, **args)
 
 
 def _launch_control(
@@ -170,8 +190,12 @@ def _start_ranks(
         for rank in range(template.world_size):
             extra = dict(rank_extra(rank)) if rank_extra is not None else {}
             _check_entry_args(template._control.entry_args, extra, rank)
+            begun = time.monotonic()
             with _interrupt.children_start_deaf(deaf):
-                group._adopt(_start_rank(lctx, template, rank, extra, group._output))
+                started = _start_rank(lctx, template, rank, extra, group._output)
+                group._adopt(started)
+            if group._trace is not None:
+                group._trace.started(rank, started.pid, begun)
         # psutil is imported here, not at module level: a launching script that imports this
         # module is re-imported by every spawned worker, which should not pay for it.  Inside
         # the try: a Ctrl-C during that import must not leave the started workers running.

@@ -1,0 +1,134 @@
+"""``spawnkit trace FILE [--plot out.svg]``: a start-up trace per rank, and its Gantt chart.
+
+The file is what ``spawn_with_plugins(trace=)`` and ``spawnkit launch/demo
+--trace`` write.  The summary reads it back as tracks (the launcher, then
+one per rank) of complete events; times are shown in ms after the launch
+began, so ranks compare at a glance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from spawnkit.cli._errors import EXIT_OK, UsageError
+from spawnkit.cli._output import Output
+
+__all__ = ["Track", "add_parser", "load_tracks", "run"]
+
+#: File suffixes ``--plot`` writes (matplotlib picks the format from it).
+PLOT_FORMATS = (".svg", ".png")
+PLOT_HINT = 'pip install "spawnkit[plot]"'
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "trace",
+        parents=[common],
+        help="summarise a start-up trace (launch/demo --trace FILE), or draw it",
+        description=(
+            "Read a start-up trace written by spawn_with_plugins(trace=FILE) or "
+            "spawnkit launch/demo --trace FILE: print each rank's stages, its slowest plugin "
+            "loads and target imports; --plot draws ranks against stages as a Gantt chart."
+        ),
+    )
+    p.add_argument("file", metavar="FILE", help="the trace file (Chrome trace-event JSON)")
+    p.add_argument(
+        "--plot", metavar="OUT", help=f"draw the timeline to OUT.svg or OUT.png ({PLOT_HINT})"
+    )
+    p.set_defaults(handler=run)
+
+
+@dataclass
+class Track:
+    """One process of the trace: its name and its complete events, ms after the launch began."""
+
+    pid: int
+    name: str
+    order: int
+    spans: list[tuple[str, str, float, float]] = field(default_factory=list)  # cat, name, t0, t1
+    marks: list[tuple[str, float]] = field(default_factory=list)  # instant events
+
+    def stages(self) -> list[tuple[str, str, float, float]]:
+        return [s for s in self.spans if s[0] in ("stage", "launch") or s[1] == "process start"]
+
+
+def load_tracks(path: str) -> list[Track]:
+    """The trace at ``path`` as tracks in display order; a file that is not one is a usage error."""
+    try:
+        data = json.loads(Path(path).read_text())
+        events = data["traceEvents"]
+        tracks: dict[int, Track] = {}
+        for ev in events:
+            if ev["ph"] == "M" and ev["name"] in ("process_name", "process_sort_index"):
+                t = tracks.setdefault(ev["pid"], Track(ev["pid"], "", 0))
+                if ev["name"] == "process_name":
+                    t.name = ev["args"]["name"]
+                else:
+                    t.order = ev["args"]["sort_index"]
+        launch = min(ev["ts"] for ev in events if ev["ph"] == "X")
+        for ev in events:
+            if ev["ph"] == "X":
+                t0 = (ev["ts"] - launch) / 1e3
+                span = (ev.get("cat", ""), ev["name"], t0, t0 + ev["dur"] / 1e3)
+                tracks[ev["pid"]].spans.append(span)
+            elif ev["ph"] == "i":
+                tracks[ev["pid"]].marks.append((ev["name"], (ev["ts"] - launch) / 1e3))
+    except OSError as exc:
+        raise UsageError(f"cannot read trace file {path!r}: {exc.strerror}") from exc
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(
+            f"{path!r} is not a spawnkit start-up trace ({type(exc).__name__}: {exc})",
+            "pass the file written by spawn_with_plugins(trace=FILE) or launch/demo --trace FILE",
+        ) from exc
+    return sorted(tracks.values(), key=lambda t: t.order)
+
+
+def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
+    if args.plot:
+        _check_plot(args.plot)
+    tracks = load_tracks(args.file)
+    out.heading(f"start-up trace {args.file}: {len(tracks) - 1} rank(s), ms after the launch")
+    for track in tracks:
+        out.line(_summary(track))
+    if args.plot:
+        from spawnkit.cli._trace_plot import plot_tracks
+
+        plot_tracks(tracks, args.plot, title=Path(args.file).name)
+        out.line(f"timeline written to {args.plot}")
+    return EXIT_OK
+
+
+def _summary(track: Track) -> str:
+    """``name: stage a-b ms (d ms), ...``, then its three slowest plugin loads and imports."""
+    parts = [f"{name} {(t1 - t0):.1f} ms (at {t0:.1f})" for _, name, t0, t1 in track.stages()]
+    lines = [f"{track.name}: " + ", ".join(parts)]
+    for label, at in track.marks:
+        lines.append(f"    {label} at {at:.1f} ms")
+    slow = sorted(
+        (s for s in track.spans if s[0] in ("plugin", "import")), key=lambda s: s[2] - s[3]
+    )
+    for _, name, t0, t1 in slow[:3]:
+        lines.append(f"    slowest: {name} {(t1 - t0):.1f} ms")
+    return "\n".join(lines)
+
+
+def _check_plot(target: str) -> None:
+    """Everything ``--plot`` needs, checked before the trace is read."""
+    import importlib.util
+
+    if Path(target).suffix.lower() not in PLOT_FORMATS:
+        raise UsageError(
+            f"--plot {target!r} must end in {' or '.join(PLOT_FORMATS)}",
+            "name the file e.g. start.svg",
+        )
+    folder = Path(target).parent
+    if str(folder) and not folder.is_dir():
+        raise UsageError(f"the folder of --plot file {target!r} does not exist")
+    if importlib.util.find_spec("matplotlib") is None:
+        raise UsageError(
+            "--plot needs matplotlib (the 'plot' extra), which is not installed", PLOT_HINT
+        )

@@ -1,0 +1,183 @@
+"""``spawn_with_plugins(trace=FILE)``: the launch and every rank's start-up, as one trace file.
+
+The launcher records its own spans as it goes (spec build, launch context,
+each rank's start); each rank's spans are drawn when the group closes, from
+what its ``BootstrapReport`` already carries (stage, plugin and target-import
+start times on the shared clock, see :mod:`spawnkit._trace`) and what the
+launcher saw (start, READY, exit).  A rank that failed before READY sent no
+report: its stages are then drawn from the launcher's receipt of its stage
+messages, marked ``seen_by: launcher``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from spawnkit._trace import Recorder, Span
+from spawnkit.errors import ConfigError
+from spawnkit.launch._otel import TRACEPARENT_VAR, otel_bridge
+
+__all__ = ["PROCESS_START", "LaunchTrace", "open_trace"]
+
+#: A rank's span before its first stage (the launcher's ``process start`` of the rank).
+PROCESS_START = "process start"
+
+_log = logging.getLogger("spawnkit.launch")
+
+
+def open_trace(path: str | os.PathLike[str]) -> LaunchTrace:
+    """A trace to be written to ``path``; refused now, before any rank starts, if it cannot be."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
+        why = "it is a folder" if target.is_dir() else f"{str(folder)!r} is no writable folder"
+        raise ConfigError(
+            f"trace={str(path)!r}: cannot write a trace file there ({why}). "
+            "Pass a file path in an existing, writable folder (spawnkit launch/demo --trace FILE).",
+            setting="trace",
+        )
+    return LaunchTrace(target)
+
+
+class LaunchTrace:
+    """One launch's trace: the launcher's spans now, the ranks' when the group closes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.rec = Recorder()
+        self.pid = os.getpid()
+        self.begun = time.monotonic()
+        self.rec.track(self.pid, f"launcher (pid {self.pid})", 0)
+        self.rank_start: dict[int, float] = {}
+        self.offset = time.time() - self.begun  # monotonic -> Unix time, read once
+        self.otel = otel_bridge(self.begun, self.offset)  # None unless a provider is set
+        self.written = False
+
+    def child_env(self, env: Mapping[str, str] | None) -> dict[str, str] | None:
+        """``env`` plus the launch's W3C trace context for the ranks, when OTel is on."""
+        if self.otel is None:
+            return None if env is None else dict(env)
+        return {**(env or {}), TRACEPARENT_VAR: self.otel.traceparent()}
+
+    @contextlib.contextmanager
+    def span(self, name: str, **args: Any) -> Iterator[None]:
+        with self.rec.span(self.pid, name, **args):
+            yield
+
+    def started(self, rank: int, pid: int, start: float) -> None:
+        """Rank ``rank`` (process ``pid``) was started from ``start`` until now."""
+        self.rank_start[rank] = start
+        self.rec.add(
+            Span(self.pid, f"start rank {rank}", start, time.monotonic(), args={"pid": pid})
+        )
+
+    def finish(self, ranks: Sequence[Any]) -> None:
+        """Draw every rank's spans and write the file, once.
+
+        Called from the group's teardown, where an exception would replace the
+        run's own error: a failure here is logged at ERROR with the file named.
+        """
+        if self.written:
+            return
+        self.written = True
+        try:
+            self._finish(ranks)
+        except Exception as exc:
+            _log.error(
+                "the start-up trace %s was not written: %s: %s; the launch itself was not "
+                "affected (report this with the traceback: --debug).",
+                self.path,
+                type(exc).__name__,
+                exc,
+                exc_info=True,
+            )
+
+    def _finish(self, ranks: Sequence[Any]) -> None:
+        closed = time.monotonic()
+        for r in ranks:
+            _rank_spans(self.rec, r, self.rank_start.get(r.rank, r.started), closed)
+            if r.ready:
+                ready = next((t for kind, _, t in r.events if kind == "Ready"), None)
+                if ready is not None:
+                    self.rec.instant(self.pid, f"rank {r.rank} ready", r.started + ready)
+            if r.ended:
+                self.rec.instant(self.pid, f"rank {r.rank} exit", r.ended, code=r.exitcode)
+        self.rec.add(Span(self.pid, "spawn_with_plugins", self.begun, time.monotonic()))
+        data = self.rec.chrome(
+            world_size=len(ranks),
+            launch_window_us=[self.begun * 1e6, time.monotonic() * 1e6],
+            wall_offset_s=self.offset,
+        )
+        if self.otel is not None:
+            self.otel.emit(self.rec)
+        try:
+            self.path.write_text(json.dumps(data, indent=None) + "\n")
+        except OSError as exc:
+            _log.error(
+                "the start-up trace could not be written to %s: %s; the launch itself was "
+                "not affected. Pass trace= a writable file path.",
+                self.path,
+                exc,
+            )
+
+
+def _rank_spans(rec: Recorder, r: Any, start: float, closed: float) -> None:
+    """Rank ``r``'s track: its life, process start, stages, plugin loads, target imports."""
+    end = r.ended or closed
+    rec.track(r.pid, f"rank {r.rank} (pid {r.pid})", r.rank + 1)
+    rec.add(Span(r.pid, f"rank {r.rank}", start, end, "rank", {"exitcode": r.exitcode}))
+    report = r.report_obj
+    starts: dict[str, float] = dict(getattr(report, "stage_starts", None) or {})
+    if not starts:
+        _seen_stages(rec, r, end)
+        return
+    seconds: dict[str, float] = report.stage_seconds
+    first = min(starts.values())
+    # From the launcher's start call to the first stage: a new interpreter (spawn) or a fork
+    # (forkserver), the spec's transfer and unpickling.
+    rec.add(Span(r.pid, PROCESS_START, start, first, "rank"))
+    last = first
+    for stage, at in starts.items():
+        done = at + seconds.get(stage, 0.0)
+        last = max(last, done)
+        rec.add(Span(r.pid, stage, at, done, "stage"))
+    if not report.inherited:  # a warm worker's plugins loaded in its server, not here
+        for p in report.plugins:
+            if p.get("started"):
+                begun = p["started"]
+                rec.add(
+                    Span(
+                        r.pid,
+                        f"plugin {p['name']}",
+                        begun,
+                        begun + p["seconds"],
+                        "plugin",
+                        {"dist": p.get("dist"), "version": p.get("version")},
+                    )
+                )
+    for module, begun, done in report.target_imports:
+        rec.add(Span(r.pid, f"import {module}", begun, done, "import"))
+    entry = r.stage_seconds.get("entry")
+    rec.add(
+        Span(r.pid, "entry", last, min(end, last + entry) if entry is not None else end, "stage")
+    )
+
+
+def _seen_stages(rec: Recorder, r: Any, end: float) -> None:
+    """Stages of a rank that sent no report, as the launcher received their messages."""
+    begun: dict[str, float] = {}
+    for kind, stage, t in r.events:
+        at = r.started + t
+        if kind == "StageStarted":
+            begun[stage] = at
+        elif kind == "StageFinished" and stage in begun:
+            rec.add(Span(r.pid, stage, begun.pop(stage), at, "stage", {"seen_by": "launcher"}))
+    for stage, at in begun.items():  # started and never finished: it ended with the rank
+        rec.add(Span(r.pid, stage, at, max(at, end), "stage", {"seen_by": "launcher"}))

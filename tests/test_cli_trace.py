@@ -1,0 +1,68 @@
+"""``spawnkit launch --trace FILE`` and ``spawnkit trace FILE [--plot]``, end to end."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from spawnkit.cli import main
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), stdout=out, stderr=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture
+def entry_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    name = f"trace_entry_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text("import os\n\ndef work(payload=None):\n    return 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
+    return name
+
+
+def test_launch_trace_then_summary_and_plot(tmp_path: Path, entry_module: str) -> None:
+    trace = tmp_path / "start{0}.json"  # braces: the closing line is format()ted
+    code, out, err = run_cli(
+        "launch", f"{entry_module}:work", "--nprocs", "2", "--timeout", "120", "--trace", str(trace)
+    )
+    assert code == 0, err
+    assert f"start-up trace in {trace} (spawnkit trace {trace}" in out
+    pids = {e["pid"] for e in json.loads(trace.read_text())["traceEvents"]}
+    assert len(pids) == 3  # the launcher and two ranks
+    svg = tmp_path / "start.svg"
+    code, out, err = run_cli("trace", str(trace), "--plot", str(svg))
+    assert code == 0, err
+    assert "2 rank(s)" in out
+    for rank in (0, 1):
+        line = next(ln for ln in out.splitlines() if ln.startswith(f"rank {rank} (pid "))
+        assert "load_plugins" in line and "entry" in line
+    assert "rank 1 ready at" in out
+    drawn = svg.read_text()  # text stays text in the SVG: the rows and the legend are there
+    assert "rank 1 (pid" in drawn and "load_plugins" in drawn and "launcher (pid" in drawn
+
+
+def test_trace_refusals_are_one_usage_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    code, _, err = run_cli("trace", str(bad))
+    assert code == 2 and "is not a spawnkit start-up trace" in err and "--trace FILE" in err
+    code, _, err = run_cli("trace", str(bad), "--plot", str(tmp_path / "t.pdf"))
+    assert code == 2 and "must end in .svg or .png" in err
+    code, _, err = run_cli("launch", "os:getpid", "--launcher", "ray", "--trace", str(bad))
+    assert code == 2 and "--trace is not supported with --launcher ray" in err
+
+
+def test_plot_without_matplotlib_names_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # find_spec: not installed
+    code, _, err = run_cli("trace", str(tmp_path / "t.json"), "--plot", str(tmp_path / "t.svg"))
+    assert code == 2 and "needs matplotlib" in err and 'pip install "spawnkit[plot]"' in err

@@ -1,0 +1,221 @@
+"""``spawn_with_plugins(trace=FILE)``: a real launch's trace, checked against the trace format.
+
+The checks are those Perfetto's importer relies on (the JSON object form of
+Chrome's trace-event format): every event has the keys its phase needs,
+complete events have non-negative microsecond ``ts``/``dur``, metadata names
+every process and thread used, spans on one track nest (no partial
+overlap), and every time is on the one clock the launcher reads: within the
+launch's window, and each rank's spans within that rank's start..exit.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _launcher_support import STAGES, Site, fault_env, make_site
+from spawnkit import spawn_with_plugins
+from spawnkit.errors import ChildError, ConfigError
+
+_REQUIRED = {
+    "X": {"name", "ph", "ts", "dur", "pid", "tid"},
+    "i": {"name", "ph", "ts", "pid", "tid", "s"},
+    "M": {"name", "ph", "pid", "args"},
+}
+_EPS = 0.002  # microseconds: ts and dur are each rounded to the nanosecond
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    yield from make_site(tmp_path, monkeypatch)
+
+
+def validate(data: Any) -> dict[int, list[dict[str, Any]]]:
+    """Perfetto's JSON trace rules; returns each track's complete events, by pid."""
+    assert isinstance(data, dict) and isinstance(data["traceEvents"], list)
+    assert data.get("displayTimeUnit") in ("ms", "ns")
+    names: dict[str, set[int]] = {"process_name": set(), "thread_name": set()}
+    used: set[tuple[int, int]] = set()
+    tracks: dict[int, list[dict[str, Any]]] = {}
+    for ev in data["traceEvents"]:
+        assert ev["ph"] in _REQUIRED, ev
+        missing = _REQUIRED[ev["ph"]] - set(ev)
+        assert not missing, f"{ev} lacks {missing}"
+        if ev["ph"] == "M":
+            if ev["name"] in names:
+                assert isinstance(ev["args"]["name"], str) and ev["args"]["name"]
+                names[ev["name"]].add(ev["pid"])
+            continue
+        assert isinstance(ev["ts"], int | float) and ev["ts"] >= 0
+        used.add((ev["pid"], ev["tid"]))
+        if ev["ph"] == "X":
+            assert ev["dur"] >= 0, ev
+            tracks.setdefault(ev["pid"], []).append(ev)
+    for pid, tid in used:
+        assert pid in names["process_name"] and tid in names["thread_name"], (pid, tid)
+    for pid, events in tracks.items():
+        _check_nesting(pid, events)
+    return tracks
+
+
+def _check_nesting(pid: int, events: list[dict[str, Any]]) -> None:
+    """On one track, each span lies wholly within the span open around it, or after it."""
+    stack: list[dict[str, Any]] = []
+    for ev in sorted(events, key=lambda e: (e["ts"], -e["dur"])):
+        while stack and ev["ts"] >= stack[-1]["ts"] + stack[-1]["dur"] - _EPS:
+            stack.pop()
+        if stack:
+            outer = stack[-1]
+            assert ev["ts"] + ev["dur"] <= outer["ts"] + outer["dur"] + _EPS, (
+                f"track {pid}: {ev['name']} overlaps {outer['name']} partly"
+            )
+        stack.append(ev)
+
+
+def _within(inner: dict[str, Any], outer: dict[str, Any]) -> bool:
+    end, outer_end = inner["ts"] + inner["dur"], outer["ts"] + outer["dur"]
+    return outer["ts"] - _EPS <= inner["ts"] and end <= outer_end + _EPS
+
+
+def _by_name(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in events}
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_two_rank_trace_is_valid_chrome_trace_event_json(
+    site: Site, tmp_path: Path, start_method: str
+) -> None:
+    path = tmp_path / "start.json"
+    before = time.monotonic() * 1e6
+    with spawn_with_plugins(
+        site.entry(),
+        nprocs=2,
+        namespace=site.ns,
+        ready_timeout=60,
+        trace=path,
+        start_method=start_method,
+    ) as group:
+        assert group.join(60)
+    after = time.monotonic() * 1e6
+    data = json.loads(path.read_text())
+    tracks = validate(data)
+    launcher = data["otherData"]["launcher_pid"]
+    assert data["otherData"]["clock"] == "CLOCK_MONOTONIC"
+    assert set(tracks) == {launcher, *group.pids}  # one track per rank, one for the launcher
+    for events in tracks.values():  # one clock: every span inside the launch's wall window
+        assert all(before <= e["ts"] and e["ts"] + e["dur"] <= after for e in events)
+    parent = _by_name(tracks[launcher])
+    for name in ("spawn_with_plugins", "build_spec", "launch_context", "start rank 0"):
+        assert name in parent
+        assert _within(parent[name], parent["spawn_with_plugins"])
+    instants = {e["name"] for e in data["traceEvents"] if e["ph"] == "i"}
+    assert {"rank 0 ready", "rank 1 ready", "rank 0 exit", "rank 1 exit"} <= instants
+    own = STAGES if start_method == "spawn" else ["materialize_payload", "resolve_entry", "entry"]
+    for rank, pid in enumerate(group.pids):
+        spans = _by_name(tracks[pid])
+        life = spans[f"rank {rank}"]
+        # Worker-measured spans lie within the launcher-measured start..exit of the process.
+        assert all(_within(e, life) for e in tracks[pid])
+        assert set(own) <= set(spans), sorted(spans)
+        starts = [spans[s]["ts"] for s in own]
+        assert starts == sorted(starts)  # the stages, in their order
+        if start_method == "spawn":  # a warm worker's plugins loaded in its server
+            assert _within(spans["plugin faultplug"], spans["load_plugins"])
+            assert _within(spans[f"import {site.pkg}.target"], spans["apply_hooks"])
+
+
+def test_tracing_never_imports_anything_in_the_worker(site: Site, tmp_path: Path) -> None:
+    (site.root / f"{site.tag}_probe.py").write_text(
+        "import sys\n\ndef traced():\n"
+        "    return sorted(m for m in sys.modules if m.startswith('spawnkit') and 'trace' in m)\n"
+    )
+    entry = f"{site.tag}_probe:traced"
+    with spawn_with_plugins(entry, nprocs=1, namespace=site.ns, ready_timeout=60) as group:
+        off = group.results(timeout=60)
+    path = tmp_path / "on.json"
+    with spawn_with_plugins(entry, nprocs=1, namespace=site.ns, ready_timeout=60, trace=path) as g:
+        on = g.results(timeout=60)
+    assert off == [[]] and on == [[]]
+    assert path.exists()
+
+
+def test_unwritable_trace_path_is_refused_before_any_rank(site: Site, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="trace=") as info:
+        spawn_with_plugins(site.entry(), namespace=site.ns, trace=tmp_path / "nope" / "t.json")
+    assert info.value.setting == "trace"
+
+
+def test_a_failed_rank_still_gets_its_stages_as_the_launcher_saw_them(
+    site: Site, tmp_path: Path
+) -> None:
+    path = tmp_path / "failed.json"
+    with (
+        pytest.raises(ChildError),
+        spawn_with_plugins(
+            site.entry(),
+            nprocs=1,
+            namespace=site.ns,
+            ready_timeout=60,
+            trace=path,
+            env=fault_env("load_plugins", "raise"),
+        ) as group,
+    ):
+        group.join(60)
+    tracks = validate(json.loads(path.read_text()))
+    spans = _by_name(tracks[group.pids[0]])
+    assert spans["load_plugins"]["args"] == {"seen_by": "launcher"}
+    assert "apply_hooks" not in spans
+
+
+@pytest.fixture
+def otel_spans() -> Iterator[Any]:
+    """The real SDK's in-memory exporter on this process's tracer provider (set once)."""
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    if not isinstance(trace.get_tracer_provider(), TracerProvider):
+        trace.set_tracer_provider(TracerProvider())
+    provider = trace.get_tracer_provider()
+    exporter = InMemorySpanExporter()
+    processor = SimpleSpanProcessor(exporter)
+    provider.add_span_processor(processor)  # type: ignore[attr-defined]
+    yield exporter
+    processor.shutdown()
+
+
+def test_spans_also_go_to_opentelemetry_with_the_context_in_each_rank(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    (site.root / f"{site.tag}_ctx.py").write_text(
+        "import os\n\ndef traceparent():\n    return os.environ.get('TRACEPARENT')\n"
+    )
+    path = tmp_path / "otel.json"
+    with spawn_with_plugins(
+        f"{site.tag}_ctx:traceparent", nprocs=2, namespace=site.ns, ready_timeout=60, trace=path
+    ) as group:
+        seen = group.results(timeout=60)
+    spans = {s.name: s for s in otel_spans.get_finished_spans()}
+    root = spans["spawn_with_plugins"]
+    trace_id = f"{root.context.trace_id:032x}"
+    # Each rank got the launch's W3C traceparent: version, trace id, the root span, flags.
+    flags = f"{int(root.context.trace_flags):02x}"
+    assert seen == [f"00-{trace_id}-{root.context.span_id:016x}-{flags}"] * 2
+    chrome = {e["name"] for e in json.loads(path.read_text())["traceEvents"] if e["ph"] == "X"}
+    assert chrome <= set(spans)  # the same spans (names) in both
+    assert {"rank 0", "rank 1", "load_plugins", "build_spec"} <= set(spans)
+    assert all(s.context.trace_id == root.context.trace_id for s in spans.values())
+    assert spans["rank 0"].parent.span_id == root.context.span_id
+    stage = spans["load_plugins"]
+    assert stage.parent.span_id in {
+        spans["rank 0"].context.span_id,
+        spans["rank 1"].context.span_id,
+    }
+    assert root.start_time <= stage.start_time <= stage.end_time <= root.end_time
