@@ -10,10 +10,18 @@ Every class pickles through :meth:`SpawnkitError.__reduce__`, which rebuilds
 the instance from its message and its attribute dictionary instead of calling
 ``__init__`` again, so subclasses may take whatever keyword arguments they like
 and still survive a round trip with every field intact.
+
+Cases that differ only in wording are one class with a ``kind`` (``"init"``,
+``"payload"``...), not a class each: :data:`KINDS` lists them, and
+docs/errors.md is the one table of every class, its fields and kinds.  The
+former classes stay importable as deprecated aliases of their parent (module
+``__getattr__``), so ``except PayloadError`` still works and catches every
+``BootstrapError``: test ``.kind`` to tell the cases apart.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 __all__ = [
@@ -43,25 +51,20 @@ __all__ = [
     "MissingExtraError",
     "NamespaceError",
     "NodeLostError",
-    "PayloadError",
     "PlatformConflictError",
     "PlatformContractError",
     "PlatformError",
-    "PlatformInitError",
     "PlatformNotFoundError",
     "PlatformPluginError",
     "PlatformUnavailableError",
     "PluginDriftError",
     "PluginError",
-    "PreloadError",
     "ProgressCallbackError",
     "SpawnkitError",
     "SpecError",
-    "SpecSignatureError",
     "SpecTypeError",
     "SpecValueError",
     "StageError",
-    "WorkerReuseError",
 ]
 
 
@@ -73,8 +76,71 @@ def _rebuild(cls: type[SpawnkitError], message: str, state: dict[str, Any]) -> S
     return obj
 
 
+#: The cases a class tells apart by ``kind`` instead of by subclass ("" is its general case).
+KINDS: dict[str, tuple[str, ...]] = {
+    "BootstrapError": ("payload", "worker_reuse"),
+    "ForkServerError": ("preload",),
+    "PlatformError": ("init",),
+    "SpecError": ("signature",),
+}
+
+#: Former classes, now a kind of their parent: name -> (parent, kind).
+_DEPRECATED: dict[str, tuple[str, str]] = {
+    "PayloadError": ("BootstrapError", "payload"),
+    "PlatformInitError": ("PlatformError", "init"),
+    "PreloadError": ("ForkServerError", "preload"),
+    "SpecSignatureError": ("SpecError", "signature"),
+    "WorkerReuseError": ("BootstrapError", "worker_reuse"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A former class name: its parent, with a warning naming the parent and the kind.
+
+    The parent, not a new class, so that ``except OldName`` keeps catching what
+    it caught (and, knowingly, the parent's other cases too).
+    """
+    if name not in _DEPRECATED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    parent, kind = _DEPRECATED[name]
+    warnings.warn(
+        f"spawnkit.errors.{name} is deprecated: it is {parent} with kind={kind!r} now. Catch "
+        f"{parent} and test `err.kind == {kind!r}`; `except {name}` catches every {parent}.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[parent]
+
+
+def _kinds_of(cls: type) -> tuple[str, ...]:
+    return tuple(k for c in cls.__mro__ for k in KINDS.get(c.__name__, ()))
+
+
 class SpawnkitError(Exception):
-    """Root of every spawnkit error; catch this to catch them all."""
+    """Root of every spawnkit error; catch this to catch them all.
+
+    ``kind`` names the case of a class that has several (see :data:`KINDS`); ``""``
+    is the class's general case.  It pickles with the error and shows in its repr.
+    """
+
+    kind: str = ""
+
+    def __init__(self, *args: object, kind: str = "") -> None:
+        super().__init__(*args)
+        self._take_kind(kind)
+
+    def _take_kind(self, kind: str) -> None:
+        """Subclasses call this rather than pass ``kind`` up: a combined ``StageError[...]``
+        type's ``super()`` may be a base whose ``__init__`` does not take it."""
+        if kind and kind not in _kinds_of(type(self)):
+            raise ValueError(f"{type(self).__name__} has no kind {kind!r}: see errors.KINDS")
+        if kind:
+            self.kind = kind
+
+    def __repr__(self) -> str:
+        if not self.kind:
+            return super().__repr__()
+        return f"{type(self).__name__}({', '.join(map(repr, self.args))}, kind={self.kind!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         message = str(self.args[0]) if self.args else ""
@@ -164,10 +230,17 @@ class HookConflictWarning(UserWarning):
 
 # ----------------------------------------------------------------- platforms
 class PlatformError(SpawnkitError, RuntimeError):
-    """Base of platform resolution errors; ``explanation`` is ``explain_platform()``'s text."""
+    """Base of platform resolution errors; ``explanation`` is ``explain_platform()``'s text.
 
-    def __init__(self, message: str, *, explanation: str = "", namespace: str = "") -> None:
+    Kind ``init``: ``init_backend()`` or resolution failed; later calls re-raise it
+    with the first cause.
+    """
+
+    def __init__(
+        self, message: str, *, explanation: str = "", namespace: str = "", kind: str = ""
+    ) -> None:
         super().__init__(message)
+        self._take_kind(kind)
         self.explanation = explanation
         self.namespace = namespace
 
@@ -204,9 +277,6 @@ class PlatformContractError(PlatformPluginError, TypeError):
 class CustomOpError(SpawnkitError, ValueError):
     """A ``CustomOp`` forward registration conflicts, or an op has no usable forward."""
 
-
-class PlatformInitError(PlatformError):
-    """``init_backend()`` or resolution failed; later calls re-raise this with the first cause."""
 
 
 # ------------------------------------------------------------------- plugins
@@ -268,6 +338,9 @@ class BootstrapError(SpawnkitError):
     ``stage``, ``rank``, ``pid`` and ``host`` say where; ``traceback_text`` is
     the child's formatted traceback, kept as text so it survives pickling even
     when the original exception type cannot be imported in the parent.
+    Kind ``payload``: payload bytes are truncated, corrupt or cannot be captured.
+    Kind ``worker_reuse``: the process already ran a bootstrap or holds applied
+    hooks; two hook sets must not mix, so every rank needs a fresh process.
     """
 
     def __init__(
@@ -279,8 +352,10 @@ class BootstrapError(SpawnkitError):
         pid: int | None = None,
         host: str = "",
         traceback_text: str = "",
+        kind: str = "",
     ) -> None:
         super().__init__(message)
+        self._take_kind(kind)
         self.stage = stage
         self.rank = rank
         self.pid = pid
@@ -333,7 +408,7 @@ def stage_error_type(cause_cls: type[BaseException]) -> type[StageError]:
     """``StageError`` combined with ``cause_cls`` when that is a spawnkit error, else itself.
 
     Bootstrap errors raised inside a stage (``ImportGuardError``,
-    ``PayloadError``, ``LazyProxyError``) are combined too, so ``except
+    ``LazyProxyError``) are combined too, so ``except
     StageError`` sees every stage failure and ``except ImportGuardError``
     still sees the guard's.  The combined classes are made on demand and
     cached; they pickle as (cause class, message, fields), so any process that
@@ -367,9 +442,6 @@ class EntryResolutionError(StageError):
     """The entry ``module:qualname`` does not import or does not resolve to a callable."""
 
 
-class PayloadError(BootstrapError):
-    """Payload bytes are truncated, corrupt, or cannot be captured."""
-
 
 class ImportGuardError(BootstrapError):
     """A hook target module was imported before plugins were loaded.
@@ -398,13 +470,6 @@ class LazyProxyError(BootstrapError):
         self.filename = filename
         self.lineno = lineno
 
-
-class WorkerReuseError(BootstrapError):
-    """A worker process already ran a spawnkit bootstrap or holds applied hooks (a reused worker).
-
-    Bootstrapping it again would mix two hook sets in one process, so it is
-    refused instead; the launcher must give every rank a fresh process.
-    """
 
 
 class ConfigError(SpawnkitError, ValueError):
@@ -443,14 +508,12 @@ class MissingExtraError(SpawnkitError, ImportError):
 class ForkServerError(BootstrapError):
     """The warm-start fork server could not serve: a stage of its bootstrap failed, it died, or
     it stopped answering.  ``server_pid`` is the server; ``cause`` the server's exception, when
-    one was raised and unpickled; ``stage`` the stage it was in."""
+    one was raised and unpickled; ``stage`` the stage it was in.  Kind ``preload``: a preload
+    module failed to import, hung, or created an accelerator context."""
 
     server_pid: int | None = None
     cause: BaseException | None = None
 
-
-class PreloadError(ForkServerError):
-    """A warm-start preload module failed to import, hung, or created an accelerator context."""
 
 
 class ForkSafetyError(ForkServerError):
@@ -461,19 +524,20 @@ class ForkSafetyError(ForkServerError):
     culprit: str = ""
 
 
-class SpecSignatureError(SpawnkitError):
-    """A spec file is unsigned, signed with another key, or was modified."""
-
 
 class SpecError(SpawnkitError):
     """A ``ProcessSpec`` field is wrong; ``field``, ``expected`` and ``value`` (a repr) name it.
 
     Raised when the spec is built, in the parent, so that a bad field never
     reaches a worker where it would fail later in an unrelated stage.
+    Kind ``signature``: a spec file is unsigned, signed with another key, or modified.
     """
 
-    def __init__(self, message: str, *, field: str = "", expected: str = "", value: str = ""):
+    def __init__(
+        self, message: str, *, field: str = "", expected: str = "", value: str = "", kind: str = ""
+    ):
         super().__init__(message)
+        self._take_kind(kind)
         self.field = field
         self.expected = expected
         self.value = value

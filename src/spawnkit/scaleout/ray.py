@@ -23,7 +23,7 @@ What carries over from local spawning, unchanged:
 * freshness: each group's actors get a runtime env of their own, so Ray starts
   new worker processes for them instead of handing out idle ones, and a
   process that already holds applied hooks refuses to bootstrap
-  (``WorkerReuseError``).
+  (``BootstrapError``, kind ``worker_reuse``).
 
 Environment: on top of what Ray gives every worker on their node (its
 raylet's environment: for a local cluster, the driver's at ``ray.init``), the
