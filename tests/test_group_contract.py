@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+import spawnkit
 from _ray_support import file_lock
 from spawnkit.errors import ChildError, ChildExitedError, ChildRaisedError, EntryTimeoutError
 from spawnkit.launch._contract import GroupContract
@@ -46,6 +47,8 @@ def sleepy(payload=None):
 """
 
 Start = Callable[[str], GroupContract]
+# The actors import the spawnkit this test imported (a runtime env's PYTHONPATH replaces theirs).
+_SPAWNKIT_ROOT = str(Path(spawnkit.__file__).resolve().parents[1])
 
 
 @pytest.fixture(scope="module")
@@ -97,7 +100,7 @@ def _ray(site: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Start
                 f"contract_app:{entry}",
                 nprocs=2,
                 namespace=ns,
-                env={"PYTHONPATH": str(site)},
+                env={"PYTHONPATH": os.pathsep.join([str(site), _SPAWNKIT_ROOT])},
                 ready_timeout=READY_S,
             )
 

@@ -1,7 +1,7 @@
-"""``WorkerGroup``: supervise a started group of bootstrapped workers.
+"""``WorkerGroup``: supervise a started group of bootstrapped workers (``GroupContract``).
 
-What the group promises, and the failures of other launchers it is built
-against (``spawn_with_plugins`` in ``launcher.py`` starts the ranks into it):
+What the group adds to the contract, against the failures of other launchers
+(``spawn_with_plugins`` in ``launcher.py`` starts the ranks into it):
 * **The root cause reaches the caller.**  Each rank reports stage progress,
   then READY, or FAILED with stage, traceback and exception, over its own
   pipe; a rank that dies without reporting is described by its exit code or

@@ -9,21 +9,11 @@ Usage::
     reports = group.wait_ready()
     results = group.results()
 
-What carries over from local spawning, unchanged:
-
-* the spec: each actor receives the picklable ``ProcessSpec`` (stdlib types
-  plus payload bytes) and runs :func:`spawnkit.bootstrap.bootstrap_process`
-  on it, so platform, plugins, hooks, payload and entry happen in the same
-  order as in a locally spawned worker;
-* the errors: ``ChildRaisedError`` (naming rank, node, stage and carrying the
-  child's traceback), ``ChildExitedError`` for an actor that died (killed,
-  OOM), its subclass ``NodeLostError`` (with ``node``) when Ray marks the
-  rank's node dead, ``BootstrapTimeoutError`` with the stage each late rank
-  is in; the first failure wins and the rest of the group is torn down;
-* freshness: each group's actors get a runtime env of their own, so Ray starts
-  new worker processes for them instead of handing out idle ones, and a
-  process that already holds applied hooks refuses to bootstrap
-  (``BootstrapError``, kind ``worker_reuse``).
+The spec, the bootstrap, the errors and the group's contract (``GroupContract``) are the
+local ones: each actor runs :func:`spawnkit.bootstrap.bootstrap_process` on the same
+picklable ``ProcessSpec``; a dead actor is a ``ChildExitedError`` (``NodeLostError`` when Ray
+marks its node dead).  Each group's actors get a runtime env of their own, so Ray starts new
+worker processes for them; a process that already holds applied hooks refuses to bootstrap.
 
 Environment: on top of what Ray gives every worker on their node (its
 raylet's environment: for a local cluster, the driver's at ``ray.init``), the
