@@ -71,16 +71,21 @@ class GroupContract(abc.ABC):
         """Tear the group down because of ``err`` (adding what the teardown learned to it)."""
 
     @abc.abstractmethod
-    def wait_ready(self, timeout: float | None = None) -> list[Any]: ...
+    def wait_ready(self, timeout: float | None = None) -> list[Any]:
+        """Every rank's ``BootstrapReport`` by rank, once all passed their bootstrap."""
 
     @abc.abstractmethod
-    def join(self, timeout: float | None = None) -> bool: ...
+    def join(self, timeout: float | None = None) -> bool:
+        """True once every rank's entry returned; False while ranks run at ``timeout``, and
+        False at once for a group :meth:`terminate` stopped first."""
 
     @abc.abstractmethod
-    def results(self, timeout: float | None = None) -> list[Any]: ...
+    def results(self, timeout: float | None = None) -> list[Any]:
+        """The entries' return values by rank (``ChildExitedError`` for a stopped rank)."""
 
     @abc.abstractmethod
-    def terminate(self) -> None: ...
+    def terminate(self) -> None:
+        """Stop every rank and release what the group holds; safe to call again."""
 
     def close(self) -> None:
         """The same as :meth:`terminate`."""
