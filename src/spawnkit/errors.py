@@ -8,9 +8,9 @@ construction; ``spawnkit.spec`` imports it for the same reason.
 
 Every class pickles through :meth:`SpawnkitError.__reduce__`, which rebuilds
 the instance from its message and its attribute dictionary instead of calling
-``__init__`` again, so subclasses may take whatever keyword arguments they like
-and still survive a round trip with every field intact.  Fields are annotated
-class attributes with their defaults; :class:`SpawnkitError`'s one ``__init__``
+``__init__`` again, so an error survives a round trip with every field intact
+(including a combined ``StageError[...]``, built without it).  Fields are the annotated
+attributes of a class, with their defaults; :class:`SpawnkitError`'s one ``__init__``
 takes each as a keyword (an unknown keyword is a ``TypeError``) and gives every
 error its own copy of a list or dict field.
 
