@@ -14,11 +14,11 @@ import pytest
 from _launcher_support import MODES, Site, assert_group_gone, make_site, mode_kwargs
 from spawnkit import spawn_with_plugins
 from spawnkit.errors import (
+    BootstrapError,
     BootstrapTimeoutError,
     ChildRaisedError,
     EntryResolutionError,
     EntryTimeoutError,
-    PayloadError,
 )
 
 
@@ -132,7 +132,7 @@ def test_result_type_missing_in_parent(site: Site, tmp_path: os.PathLike[str]) -
     (site.root / f"{site.tag}_thing.py").write_text(code)
     with (
         spawn_with_plugins(f"{site.tag}_thing:make", namespace=site.ns) as group,
-        pytest.raises(PayloadError) as info,
+        pytest.raises(BootstrapError) as info,
     ):
         group.results(timeout=60)
     assert "cannot unpickle" in str(info.value) and info.value.rank == 0

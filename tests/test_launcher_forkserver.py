@@ -11,7 +11,7 @@ import pytest
 
 from _launcher_support import Site, gone, make_site
 from spawnkit import spawn_with_plugins
-from spawnkit.errors import ChildRaisedError, ImportGuardError, PreloadError
+from spawnkit.errors import ChildRaisedError, ForkServerError, ImportGuardError
 from spawnkit.protocol import _warm_server
 
 
@@ -85,7 +85,7 @@ def test_preloaded_hook_target_fails_the_guard_when_workers_bootstrap(
 
 def test_preload_that_fails_to_import_is_reported(site: Site) -> None:
     (site.root / f"{site.tag}_broken.py").write_text("raise ImportError('no such driver')\n")
-    with pytest.raises(PreloadError) as info:
+    with pytest.raises(ForkServerError) as info:
         spawn_with_plugins(
             site.entry(),
             namespace=site.ns,
@@ -104,7 +104,7 @@ def test_preload_that_initializes_an_accelerator_is_refused(site: Site) -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA device: a real context must be created to be refused")
     (site.root / f"{site.tag}_cudainit.py").write_text("import torch\ntorch.cuda.init()\n")
-    with pytest.raises(PreloadError, match="initialized an accelerator context"):
+    with pytest.raises(ForkServerError, match="initialized an accelerator context"):
         spawn_with_plugins(
             site.entry(),
             namespace=site.ns,

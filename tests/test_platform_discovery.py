@@ -16,7 +16,6 @@ from spawnkit.errors import (
     PlatformConflictError,
     PlatformContractError,
     PlatformError,
-    PlatformInitError,
     PlatformNotFoundError,
     PlatformPluginError,
     PlatformUnavailableError,
@@ -325,11 +324,11 @@ def test_resolution_failure_is_final(site: PluginSite) -> None:
     site.add_platform("beta")
     with pytest.raises(PlatformConflictError) as first:
         site.pm.current()
-    with pytest.raises(PlatformInitError) as again:
+    with pytest.raises(PlatformError) as again:
         site.pm.current()
-    assert again.value.__cause__ is first.value
+    assert again.value.__cause__ is first.value and again.value.kind == "init"
     assert "previously failed" in str(again.value) and "alpha" in str(again.value)
-    with pytest.raises(PlatformInitError):
+    with pytest.raises(PlatformError):
         site.pm.initialize()
 
 
@@ -355,11 +354,11 @@ def test_init_backend_failure_is_final_and_chained(site: PluginSite) -> None:
         "        raise RuntimeError('runtime missing')\n"
     )
     site.add_platform("alpha", cls_body=body, dist="alpha-dist", version="5.5")
-    with pytest.raises(PlatformInitError) as first:
+    with pytest.raises(PlatformError) as first:
         site.pm.initialize()
-    assert isinstance(first.value.__cause__, RuntimeError)
+    assert isinstance(first.value.__cause__, RuntimeError) and first.value.kind == "init"
     assert "runtime missing" in str(first.value) and "alpha-dist 5.5" in str(first.value)
-    with pytest.raises(PlatformInitError) as again:
+    with pytest.raises(PlatformError) as again:
         site.pm.initialize()
     assert again.value.__cause__ is first.value
     assert site.pm._init_once.state is OnceState.FAILED
@@ -373,7 +372,7 @@ def test_constructor_failure(site: PluginSite) -> None:
         "    device_type = 'x'\n    def __init__(self):\n        raise ValueError('no')\n"
     )
     site.add_platform("alpha", cls_body=body, dist="alpha-dist")
-    with pytest.raises(PlatformInitError, match="alpha-dist") as info:
+    with pytest.raises(PlatformError, match="alpha-dist") as info:
         site.pm.current()
     assert isinstance(info.value.__cause__, ValueError)
 

@@ -368,7 +368,7 @@ def test_reused_worker_is_refused(ray_cluster: Any, tmp_path: Path) -> None:
         ray.kill(actor)
     assert second["status"] == "failed"
     failure = second["failure"]  # the one failure record every launcher uses
-    assert failure.exc_type == "spawnkit.errors.WorkerReuseError"
+    assert failure.exc_type == "spawnkit.errors.BootstrapError[worker_reuse]"
     assert failure.stage == "reuse_check" and failure.rank == 0 and failure.pid == pid
     assert "not fresh" in failure.message
     assert "skray_app.target.greet" in failure.message  # names the hooks it holds

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from spawnkit.errors import (
+    BootstrapError,
     BootstrapOrderError,
-    PayloadError,
     SpawnkitError,
     SpecError,
     SpecTypeError,
@@ -243,7 +243,7 @@ def test_payload_expected_type_error_names_both_types() -> None:
 def test_truncated_payload_is_a_payload_error() -> None:
     good = Payload.capture(list(range(100)))
     truncated = Payload(data=good.data[:-7], type_name=good.type_name, digest=good.digest)
-    with pytest.raises(PayloadError, match="corrupt or truncated") as info:
+    with pytest.raises(BootstrapError, match="corrupt or truncated") as info:
         truncated.materialize()
     assert info.value.stage == "materialize_payload"
 
@@ -251,7 +251,7 @@ def test_truncated_payload_is_a_payload_error() -> None:
 def test_corrupt_payload_with_matching_digest_is_a_payload_error() -> None:
     data = b"\x80\x05not a pickle at all"
     bad = Payload.from_pickled(data, "x.Y")  # checksum matches: the bytes are simply bad
-    with pytest.raises(PayloadError, match="could not be unpickled") as info:
+    with pytest.raises(BootstrapError, match="could not be unpickled") as info:
         bad.materialize()
     assert info.value.__cause__ is not None
 
@@ -312,5 +312,5 @@ def test_lambdas_closures_and_main_objects_go_by_value(
 def test_unpicklable_payload_is_a_payload_error() -> None:
     import threading
 
-    with pytest.raises(PayloadError, match="cannot capture"):
+    with pytest.raises(BootstrapError, match="cannot capture"):
         Payload.capture(threading.Lock())

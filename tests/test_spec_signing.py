@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from spawnkit.errors import SpecSignatureError
+from spawnkit.errors import SpecError
 from spawnkit.spec import Payload, ProcessSpec
 from spawnkit.spec.signing import (
     DEFAULT_KEY_VAR,
@@ -56,7 +56,7 @@ def test_key_comes_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("OTHER_KEY", KEY)
     path2 = write_spec_file(_spec(), tmp_path / "s2", key_var="OTHER_KEY")
     assert read_spec_file(path2, key_var="OTHER_KEY").run_id == "r1"
-    with pytest.raises(SpecSignatureError, match="failed its signature check"):
+    with pytest.raises(SpecError, match="failed its signature check"):
         read_spec_file(path2)  # default variable holds another key
 
 
@@ -66,7 +66,7 @@ def test_any_flipped_byte_is_refused(tmp_path: Path, offset: int) -> None:
     data = bytearray(path.read_bytes())
     data[offset] ^= 0x01
     path.write_bytes(bytes(data))
-    with pytest.raises(SpecSignatureError) as info:
+    with pytest.raises(SpecError) as info:
         read_spec_file(path, KEY)
     assert str(path) in str(info.value)
 
@@ -80,7 +80,7 @@ def test_tampered_file_is_refused_before_unpickling(tmp_path: Path) -> None:
     header_d = json.loads(header)
     header_d["size"] = len(evil)
     forged = magic + b"\n" + json.dumps(header_d).encode() + b"\n" + evil
-    with pytest.raises(SpecSignatureError, match="modified after it was written"):
+    with pytest.raises(SpecError, match="modified after it was written"):
         verify_spec(forged, KEY)
     assert not marker.exists()
 
@@ -96,31 +96,31 @@ class _Evil:
 def test_unsigned_pickle_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "plain.pkl"
     path.write_bytes(pickle.dumps(_spec()))
-    with pytest.raises(SpecSignatureError, match="not a signed spawnkit spec"):
+    with pytest.raises(SpecError, match="not a signed spawnkit spec"):
         read_spec_file(path, KEY)
 
 
 def test_wrong_key_is_refused(tmp_path: Path) -> None:
     path = write_spec_file(_spec(), tmp_path / "s", KEY)
-    with pytest.raises(SpecSignatureError, match="different key"):
+    with pytest.raises(SpecError, match="different key"):
         read_spec_file(path, "z" * 32)
 
 
 def test_malformed_header_is_refused() -> None:
-    with pytest.raises(SpecSignatureError, match="malformed signature header"):
+    with pytest.raises(SpecError, match="malformed signature header"):
         verify_spec(b"SPAWNKIT-SPEC/1\n{not json}\nbody", KEY)
     for header in (b"[1, 2]", b'"text"', b"3"):  # valid JSON, but not a header object
-        with pytest.raises(SpecSignatureError, match="malformed signature header"):
+        with pytest.raises(SpecError, match="malformed signature header"):
             verify_spec(b"SPAWNKIT-SPEC/1\n" + header + b"\nbody", KEY)
-    with pytest.raises(SpecSignatureError, match="no readable signature header"):
+    with pytest.raises(SpecError, match="no readable signature header"):
         verify_spec(b"SPAWNKIT-SPEC/1\n" + b"x" * 10000, KEY)
 
 
 def test_missing_and_short_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(DEFAULT_KEY_VAR, raising=False)
-    with pytest.raises(SpecSignatureError, match=f"{DEFAULT_KEY_VAR} is not set"):
+    with pytest.raises(SpecError, match=f"{DEFAULT_KEY_VAR} is not set"):
         key_from_env()
-    with pytest.raises(SpecSignatureError, match="at least 16"):
+    with pytest.raises(SpecError, match="at least 16"):
         sign_spec(_spec(), "short")
     assert len(generate_key()) == 64 and generate_key() != generate_key()
 
@@ -153,13 +153,13 @@ def test_verification_needs_no_engine_import(tmp_path: Path) -> None:
 
 
 def test_forged_headers_are_refused_with_the_signature_error() -> None:
-    """A header an attacker controls yields SpecSignatureError, never TypeError/RecursionError."""
+    """A header an attacker controls yields SpecError, never TypeError/RecursionError."""
     magic, header, body = sign_spec(_spec(), KEY).split(b"\n", 2)
     fields = json.loads(header)
     for sig in ("\u00e9" * 64, "AB" * 32, 12):  # non-ASCII, wrong case, not text
         forged = magic + b"\n" + json.dumps(dict(fields, sig=sig)).encode() + b"\n" + body
-        with pytest.raises(SpecSignatureError, match="malformed signature header"):
+        with pytest.raises(SpecError, match="malformed signature header"):
             verify_spec(forged, KEY)
     nested = magic + b"\n" + b"[" * 3000 + b"\n" + body
-    with pytest.raises(SpecSignatureError, match="malformed signature header"):
+    with pytest.raises(SpecError, match="malformed signature header"):
         verify_spec(nested, KEY)

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from spawnkit.errors import SpecSignatureError
 from spawnkit.scaleout.errorfile import error_file_payload
 from spawnkit.scaleout.torchrun import RankEnvError, rank_from_env, spec_for_rank
 from spawnkit.spec import NamespaceConfig, Payload, ProcessSpec
@@ -233,7 +232,7 @@ def test_torchrun_refuses_tampered_spec(tmp_path: Path) -> None:
     proc = _torchrun(spec_file, _env(root, key), tmp_path / "logs")
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0
-    assert "SpecSignatureError" in text and "failed its signature check" in text
+    assert "SpecError[signature]" in text and "failed its signature check" in text
     assert "To enable traceback" not in text
     assert not (tmp_path / "out" / "rank0.json").exists()
 
@@ -288,7 +287,7 @@ def test_missing_key_is_reported_to_error_file(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "err.json").read_text())
     assert doc["message"]["extraInfo"]["spawnkit_stage"] == "read_spec"
     assert doc["message"]["extraInfo"]["spawnkit_rank"] == "1"
-    assert SpecSignatureError.__name__ in doc["message"]["message"]
+    assert "SpecError[signature]" in doc["message"]["message"]
 
 
 DEMO_PLUGIN_SRC = """

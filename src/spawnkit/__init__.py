@@ -62,6 +62,8 @@ _EXPORTS: dict[str, str] = {
 _EXPORTS.update(dict.fromkeys(_errors.__all__, "spawnkit.errors"))
 
 __all__ = sorted([*_EXPORTS, "__version__"])
+# Former error classes: importable, with a DeprecationWarning, but not in ``__all__``.
+_EXPORTS.update(dict.fromkeys(_errors._DEPRECATED, "spawnkit.errors"))
 
 if TYPE_CHECKING:
     # ``X as X``: the explicit re-export form, so that ``from spawnkit import X`` type-checks

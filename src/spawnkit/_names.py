@@ -12,8 +12,14 @@ __all__ = ["qualified_name"]
 
 
 def qualified_name(obj_or_type: object) -> str:
-    """``module.Qualname`` of a type, or of an instance's type; builtins by bare name."""
+    """``module.Qualname`` of a type, or of an instance's type; builtins by bare name.
+
+    An error with a ``kind`` (``spawnkit.errors.KINDS``) is named with it,
+    ``spawnkit.errors.SpecError[signature]``: the case a former class named.
+    """
     cls = obj_or_type if isinstance(obj_or_type, type) else type(obj_or_type)
+    kind = "" if obj_or_type is cls else getattr(obj_or_type, "kind", "")
+    suffix = f"[{kind}]" if kind and isinstance(kind, str) else ""
     if cls.__module__ == "builtins":
-        return cls.__qualname__
-    return f"{cls.__module__}.{cls.__qualname__}"
+        return cls.__qualname__ + suffix
+    return f"{cls.__module__}.{cls.__qualname__}{suffix}"

@@ -8,12 +8,23 @@ construction; ``spawnkit.spec`` imports it for the same reason.
 
 Every class pickles through :meth:`SpawnkitError.__reduce__`, which rebuilds
 the instance from its message and its attribute dictionary instead of calling
-``__init__`` again, so subclasses may take whatever keyword arguments they like
-and still survive a round trip with every field intact.
+``__init__`` again, so an error survives a round trip with every field intact
+(including a combined ``StageError[...]``, built without it).  Fields are the annotated
+attributes of a class, with their defaults; :class:`SpawnkitError`'s one ``__init__``
+takes each as a keyword (an unknown keyword is a ``TypeError``) and gives every
+error its own copy of a list or dict field.
+
+Cases that differ only in wording are one class with a ``kind`` (``"init"``,
+``"payload"``...), not a class each: :data:`KINDS` lists them, and
+docs/errors.md is the one table of every class, its fields and kinds.  The
+former classes stay importable as deprecated aliases of their parent (module
+``__getattr__``), so ``except PayloadError`` still works and catches every
+``BootstrapError``: test ``.kind`` to tell the cases apart.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 __all__ = [
@@ -43,25 +54,20 @@ __all__ = [
     "MissingExtraError",
     "NamespaceError",
     "NodeLostError",
-    "PayloadError",
     "PlatformConflictError",
     "PlatformContractError",
     "PlatformError",
-    "PlatformInitError",
     "PlatformNotFoundError",
     "PlatformPluginError",
     "PlatformUnavailableError",
     "PluginDriftError",
     "PluginError",
-    "PreloadError",
     "ProgressCallbackError",
     "SpawnkitError",
     "SpecError",
-    "SpecSignatureError",
     "SpecTypeError",
     "SpecValueError",
     "StageError",
-    "WorkerReuseError",
 ]
 
 
@@ -73,8 +79,88 @@ def _rebuild(cls: type[SpawnkitError], message: str, state: dict[str, Any]) -> S
     return obj
 
 
+#: The cases a class tells apart by ``kind`` instead of by subclass ("" is its general case).
+KINDS: dict[str, tuple[str, ...]] = {
+    "BootstrapError": ("payload", "worker_reuse"),
+    "ForkServerError": ("preload",),
+    "PlatformError": ("init",),
+    "SpecError": ("signature",),
+}
+
+#: Former classes, now a kind of their parent: name -> (parent, kind).
+_DEPRECATED: dict[str, tuple[str, str]] = {
+    "PayloadError": ("BootstrapError", "payload"),
+    "PlatformInitError": ("PlatformError", "init"),
+    "PreloadError": ("ForkServerError", "preload"),
+    "SpecSignatureError": ("SpecError", "signature"),
+    "WorkerReuseError": ("BootstrapError", "worker_reuse"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A former class name: its parent, with a warning naming the parent and the kind.
+
+    The parent, not a new class, so that ``except OldName`` keeps catching what
+    it caught (and, knowingly, the parent's other cases too).
+    """
+    if name not in _DEPRECATED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    parent, kind = _DEPRECATED[name]
+    warnings.warn(
+        f"spawnkit.errors.{name} is deprecated: it is {parent} with kind={kind!r} now. Catch "
+        f"{parent} and test `err.kind == {kind!r}`; `except {name}` catches every {parent}.",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return globals()[parent]
+
+
+def _kinds_of(cls: type) -> tuple[str, ...]:
+    return tuple(k for c in cls.__mro__ for k in KINDS.get(c.__name__, ()))
+
+
+def _fields_of(cls: type) -> dict[str, Any]:
+    """An error class's fields and their defaults: the annotated class attributes of its
+    spawnkit bases (a combined ``StageError[...]`` type has both sides' fields)."""
+    import inspect  # on a failure path only: a worker that succeeds never loads it
+
+    return {
+        name: getattr(cls, name)
+        for c in reversed(cls.__mro__)
+        if c.__module__ == __name__
+        for name in inspect.get_annotations(c)
+        if name != "kind"
+    }
+
+
 class SpawnkitError(Exception):
-    """Root of every spawnkit error; catch this to catch them all."""
+    """Root of every spawnkit error; catch this to catch them all.
+
+    ``kind`` names the case of a class that has several (see :data:`KINDS`); ``""``
+    is the class's general case.  It pickles with the error and shows in its repr.
+    """
+
+    kind: str = ""
+
+    def __init__(self, *args: object, kind: str = "", **fields: Any) -> None:
+        super().__init__(*args)
+        if kind and kind not in _kinds_of(type(self)):
+            raise ValueError(f"{type(self).__name__} has no kind {kind!r}: see errors.KINDS")
+        if kind:
+            self.kind = kind
+        known = _fields_of(type(self))
+        for name, value in fields.items():
+            if name not in known:
+                raise TypeError(f"{type(self).__name__} has no field {name!r}")
+            setattr(self, name, value)
+        for name, default in known.items():  # each error its own list or dict, copied
+            if isinstance(default, list | dict):
+                setattr(self, name, type(default)(fields.get(name) or default))
+
+    def __repr__(self) -> str:
+        if not self.kind:
+            return super().__repr__()
+        return f"{type(self).__name__}({', '.join(map(repr, self.args))}, kind={self.kind!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         message = str(self.args[0]) if self.args else ""
@@ -101,10 +187,8 @@ class HookRegistrationError(HookError, TypeError):
 class HookTargetError(HookError, LookupError):
     """A dotted target does not resolve, or names something that cannot be wrapped."""
 
-    def __init__(self, message: str, *, target: str = "", missing: str = "") -> None:
-        super().__init__(message)
-        self.target = target
-        self.missing = missing
+    target: str = ""
+    missing: str = ""
 
 
 class ImportWaitError(HookError, TimeoutError):
@@ -114,13 +198,9 @@ class ImportWaitError(HookError, TimeoutError):
     the bound that expired (usually a deadlock through a lock that thread waits for).
     """
 
-    def __init__(
-        self, message: str, *, module: str = "", thread: str = "", waited_s: float = 0.0
-    ) -> None:
-        super().__init__(message)
-        self.module = module
-        self.thread = thread
-        self.waited_s = waited_s
+    module: str = ""
+    thread: str = ""
+    waited_s: float = 0.0
 
 
 class HookApplyError(HookError):
@@ -129,9 +209,7 @@ class HookApplyError(HookError):
     ``failures`` maps each failing target to ``(sources, error text)``.
     """
 
-    def __init__(self, message: str, *, failures: dict[str, tuple[list[str], str]] | None = None):
-        super().__init__(message)
-        self.failures = dict(failures or {})
+    failures: dict[str, tuple[list[str], str]] = {}
 
 
 class HookConflictError(HookError):
@@ -139,9 +217,7 @@ class HookConflictError(HookError):
     AROUNDs) and ``<PREFIX>_HOOK_CONFLICTS=error`` (or ``-W error::spawnkit.HookConflictWarning``)
     asked for that to stop the worker.  ``conflicts`` is every conflict's message."""
 
-    def __init__(self, message: str, *, conflicts: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.conflicts = list(conflicts or [])
+    conflicts: list[str] = []
 
 
 class EnvVariableWarning(UserWarning):
@@ -164,12 +240,14 @@ class HookConflictWarning(UserWarning):
 
 # ----------------------------------------------------------------- platforms
 class PlatformError(SpawnkitError, RuntimeError):
-    """Base of platform resolution errors; ``explanation`` is ``explain_platform()``'s text."""
+    """Base of platform resolution errors; ``explanation`` is ``explain_platform()``'s text.
 
-    def __init__(self, message: str, *, explanation: str = "", namespace: str = "") -> None:
-        super().__init__(message)
-        self.explanation = explanation
-        self.namespace = namespace
+    Kind ``init``: ``init_backend()`` or resolution failed; later calls re-raise it
+    with the first cause.
+    """
+
+    explanation: str = ""
+    namespace: str = ""
 
     def __str__(self) -> str:
         base = super().__str__()
@@ -205,9 +283,6 @@ class CustomOpError(SpawnkitError, ValueError):
     """A ``CustomOp`` forward registration conflicts, or an op has no usable forward."""
 
 
-class PlatformInitError(PlatformError):
-    """``init_backend()`` or resolution failed; later calls re-raise this with the first cause."""
-
 
 # ------------------------------------------------------------------- plugins
 class PluginError(SpawnkitError):
@@ -217,22 +292,11 @@ class PluginError(SpawnkitError):
     that the message can say exactly which installed package to fix.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        plugin: str = "",
-        value: str = "",
-        dist: str = "",
-        version: str = "",
-        group: str = "",
-    ) -> None:
-        super().__init__(message)
-        self.plugin = plugin
-        self.value = value
-        self.dist = dist
-        self.version = version
-        self.group = group
+    plugin: str = ""
+    value: str = ""
+    dist: str = ""
+    version: str = ""
+    group: str = ""
 
 
 class PluginDriftError(PluginError):
@@ -244,21 +308,10 @@ class PluginDriftError(PluginError):
     plugin loaded.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        node: str = "",
-        rank: int | None = None,
-        node_version: str = "",
-        stage: str = "plugin_check",
-        **kw: Any,
-    ) -> None:
-        super().__init__(message, **kw)
-        self.node = node
-        self.rank = rank
-        self.node_version = node_version
-        self.stage = stage
+    node: str = ""
+    rank: int | None = None
+    node_version: str = ""
+    stage: str = "plugin_check"
 
 
 # ----------------------------------------------------------------- bootstrap
@@ -268,24 +321,16 @@ class BootstrapError(SpawnkitError):
     ``stage``, ``rank``, ``pid`` and ``host`` say where; ``traceback_text`` is
     the child's formatted traceback, kept as text so it survives pickling even
     when the original exception type cannot be imported in the parent.
+    Kind ``payload``: payload bytes are truncated, corrupt or cannot be captured.
+    Kind ``worker_reuse``: the process already ran a bootstrap or holds applied
+    hooks; two hook sets must not mix, so every rank needs a fresh process.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        stage: str = "",
-        rank: int | None = None,
-        pid: int | None = None,
-        host: str = "",
-        traceback_text: str = "",
-    ) -> None:
-        super().__init__(message)
-        self.stage = stage
-        self.rank = rank
-        self.pid = pid
-        self.host = host
-        self.traceback_text = traceback_text
+    stage: str = ""
+    rank: int | None = None
+    pid: int | None = None
+    host: str = ""
+    traceback_text: str = ""
 
 
 class BootstrapOrderError(BootstrapError):
@@ -294,9 +339,7 @@ class BootstrapOrderError(BootstrapError):
     ``expected`` is ``""`` once the entry ran (no stage may run any more).
     """
 
-    def __init__(self, message: str, *, expected: str = "", **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.expected = expected
+    expected: str = ""
 
 
 class StageError(BootstrapError):
@@ -333,7 +376,7 @@ def stage_error_type(cause_cls: type[BaseException]) -> type[StageError]:
     """``StageError`` combined with ``cause_cls`` when that is a spawnkit error, else itself.
 
     Bootstrap errors raised inside a stage (``ImportGuardError``,
-    ``PayloadError``, ``LazyProxyError``) are combined too, so ``except
+    ``LazyProxyError``) are combined too, so ``except
     StageError`` sees every stage failure and ``except ImportGuardError``
     still sees the guard's.  The combined classes are made on demand and
     cached; they pickle as (cause class, message, fields), so any process that
@@ -367,9 +410,6 @@ class EntryResolutionError(StageError):
     """The entry ``module:qualname`` does not import or does not resolve to a callable."""
 
 
-class PayloadError(BootstrapError):
-    """Payload bytes are truncated, corrupt, or cannot be captured."""
-
 
 class ImportGuardError(BootstrapError):
     """A hook target module was imported before plugins were loaded.
@@ -378,9 +418,7 @@ class ImportGuardError(BootstrapError):
     first_import, stale_bindings) so the report pickles without spawnkit types.
     """
 
-    def __init__(self, message: str, *, findings: list[dict[str, Any]] | None = None, **kw: Any):
-        super().__init__(message, **kw)
-        self.findings = list(findings or [])
+    findings: list[dict[str, Any]] = []
 
 
 class LazyProxyError(BootstrapError):
@@ -390,21 +428,10 @@ class LazyProxyError(BootstrapError):
     ``lineno`` say where it was used (``""`` and 0 when unknown).
     """
 
-    def __init__(
-        self, message: str, *, reference: str = "", filename: str = "", lineno: int = 0, **kw: Any
-    ) -> None:
-        super().__init__(message, **kw)
-        self.reference = reference
-        self.filename = filename
-        self.lineno = lineno
+    reference: str = ""
+    filename: str = ""
+    lineno: int = 0
 
-
-class WorkerReuseError(BootstrapError):
-    """A worker process already ran a spawnkit bootstrap or holds applied hooks (a reused worker).
-
-    Bootstrapping it again would mix two hook sets in one process, so it is
-    refused instead; the launcher must give every rank a fresh process.
-    """
 
 
 class ConfigError(SpawnkitError, ValueError):
@@ -416,9 +443,7 @@ class ConfigError(SpawnkitError, ValueError):
     fix without parsing the message.
     """
 
-    def __init__(self, message: str, *, setting: str = "") -> None:
-        super().__init__(message)
-        self.setting = setting
+    setting: str = ""
 
 
 class LauncherUnavailableError(SpawnkitError, RuntimeError):
@@ -433,24 +458,20 @@ class MissingExtraError(SpawnkitError, ImportError):
     ``module`` the missing top-level module, ``feature`` what needed it.
     """
 
-    def __init__(self, message: str, *, extra: str = "", module: str = "", feature: str = ""):
-        super().__init__(message)
-        self.extra = extra
-        self.module = module
-        self.feature = feature
+    extra: str = ""
+    module: str = ""
+    feature: str = ""
 
 
 class ForkServerError(BootstrapError):
     """The warm-start fork server could not serve: a stage of its bootstrap failed, it died, or
     it stopped answering.  ``server_pid`` is the server; ``cause`` the server's exception, when
-    one was raised and unpickled; ``stage`` the stage it was in."""
+    one was raised and unpickled; ``stage`` the stage it was in.  Kind ``preload``: a preload
+    module failed to import, hung, or created an accelerator context."""
 
     server_pid: int | None = None
     cause: BaseException | None = None
 
-
-class PreloadError(ForkServerError):
-    """A warm-start preload module failed to import, hung, or created an accelerator context."""
 
 
 class ForkSafetyError(ForkServerError):
@@ -461,22 +482,18 @@ class ForkSafetyError(ForkServerError):
     culprit: str = ""
 
 
-class SpecSignatureError(SpawnkitError):
-    """A spec file is unsigned, signed with another key, or was modified."""
-
 
 class SpecError(SpawnkitError):
     """A ``ProcessSpec`` field is wrong; ``field``, ``expected`` and ``value`` (a repr) name it.
 
     Raised when the spec is built, in the parent, so that a bad field never
     reaches a worker where it would fail later in an unrelated stage.
+    Kind ``signature``: a spec file is unsigned, signed with another key, or modified.
     """
 
-    def __init__(self, message: str, *, field: str = "", expected: str = "", value: str = ""):
-        super().__init__(message)
-        self.field = field
-        self.expected = expected
-        self.value = value
+    field: str = ""
+    expected: str = ""
+    value: str = ""
 
 
 class SpecTypeError(SpecError, TypeError):
@@ -497,40 +514,20 @@ class ChildError(SpawnkitError):
     the teardown that followed (empty when every one was reaped).
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        rank: int | None = None,
-        pid: int | None = None,
-        host: str = "",
-        stage: str = "",
-    ) -> None:
-        super().__init__(message)
-        self.rank = rank
-        self.pid = pid
-        self.host = host
-        self.stage = stage
-        self.unreaped_pids: list[int] = []
+    rank: int | None = None
+    pid: int | None = None
+    host: str = ""
+    stage: str = ""
+    unreaped_pids: list[int] = []
 
 
 class ChildRaisedError(ChildError):
     """A worker raised.  ``child_exception`` is the original when it unpickled, else None;
     ``exc_type`` is its qualified type name; ``traceback_text`` the child's traceback."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        exc_type: str = "",
-        traceback_text: str = "",
-        child_exception: BaseException | None = None,
-        **kw: Any,
-    ) -> None:
-        super().__init__(message, **kw)
-        self.exc_type = exc_type
-        self.traceback_text = traceback_text
-        self.child_exception = child_exception
+    exc_type: str = ""
+    traceback_text: str = ""
+    child_exception: BaseException | None = None
 
     def __reduce__(self) -> tuple[Any, ...]:
         state = dict(self.__dict__)
@@ -552,19 +549,9 @@ class ChildExitedError(ChildError):
     Python stacks of a fatal signal), ``""`` when it wrote nothing.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        exit_code: int | None = None,
-        signal_name: str = "",
-        fault_text: str = "",
-        **kw: Any,
-    ) -> None:
-        super().__init__(message, **kw)
-        self.exit_code = exit_code
-        self.signal_name = signal_name
-        self.fault_text = fault_text
+    exit_code: int | None = None
+    signal_name: str = ""
+    fault_text: str = ""
 
 
 class NodeLostError(ChildExitedError):
@@ -575,9 +562,7 @@ class NodeLostError(ChildExitedError):
     (the node), not in the rank's code.
     """
 
-    def __init__(self, message: str, *, node: str = "", **kw: Any) -> None:
-        super().__init__(message, **kw)
-        self.node = node
+    node: str = ""
 
 
 class BootstrapTimeoutError(ChildError):
@@ -590,19 +575,9 @@ class BootstrapTimeoutError(ChildError):
     ready at a startup deadline to its stage (empty for a run's deadline).
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        waited_s: float = 0.0,
-        stacks: dict[int, str] | None = None,
-        not_ready: dict[int, str] | None = None,
-        **kw: Any,
-    ) -> None:
-        super().__init__(message, **kw)
-        self.waited_s = waited_s
-        self.stacks = dict(stacks or {})
-        self.not_ready = dict(not_ready or {})
+    waited_s: float = 0.0
+    stacks: dict[int, str] = {}
+    not_ready: dict[int, str] = {}
 
 
 class EntryTimeoutError(ChildError, TimeoutError):
@@ -616,21 +591,10 @@ class EntryTimeoutError(ChildError, TimeoutError):
     Also a ``TimeoutError``, so code that handles timeouts generically catches it.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        setting: str = "",
-        timeout_s: float | None = None,
-        waited_s: float = 0.0,
-        stacks: dict[int, str] | None = None,
-        **kw: Any,
-    ) -> None:
-        super().__init__(message, **kw)
-        self.setting = setting
-        self.timeout_s = timeout_s
-        self.waited_s = waited_s
-        self.stacks = dict(stacks or {})
+    setting: str = ""
+    timeout_s: float | None = None
+    waited_s: float = 0.0
+    stacks: dict[int, str] = {}
 
 
 class ProgressCallbackError(SpawnkitError):
@@ -640,7 +604,5 @@ class ProgressCallbackError(SpawnkitError):
     which event it was handling.
     """
 
-    def __init__(self, message: str, *, rank: int | None = None, stage: str = "") -> None:
-        super().__init__(message)
-        self.rank = rank
-        self.stage = stage
+    rank: int | None = None
+    stage: str = ""

@@ -144,8 +144,10 @@ class Bootstrapper:
 
     def _order_error(self, stage: Stage, message: str) -> BootstrapOrderError:
         expected = self.next_stage.value if self.next_stage else ""
-        where = {"rank": self.rank, "pid": self.pid, "host": self.host}
-        return BootstrapOrderError(message, stage=stage.value, expected=expected, **where)
+        return BootstrapOrderError(
+            message, stage=stage.value, expected=expected, rank=self.rank, pid=self.pid,
+            host=self.host,
+        )  # fmt: skip
 
     def _stage(self, stage: Stage, action: Callable[[], Any]) -> Any:
         if (

@@ -21,7 +21,7 @@ from typing import Any
 
 from spawnkit.bootstrap._parent_death import reap_guardian
 from spawnkit.bootstrap.stages import Stage
-from spawnkit.errors import PayloadError
+from spawnkit.errors import BootstrapError
 from spawnkit.launch._progress import DONE, FAILED, STOPPED
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.failure import Worker, current_thread_first, stopped_error
@@ -122,12 +122,13 @@ class Rank:
         try:
             return loads(res.data)
         except Exception as exc:
-            raise PayloadError(
+            raise BootstrapError(
                 f"{self.label} returned a value the launcher cannot unpickle: "
                 f"{type(exc).__name__}: {exc}. Return plain data, or make the module "
                 "defining the value's type importable in the launcher.",
                 stage=Stage.ENTRY.value,
                 **self.worker.fields(),
+                kind="payload",
             ) from exc
 
     def messages(self) -> Iterator[Any]:

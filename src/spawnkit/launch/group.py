@@ -1,7 +1,7 @@
-"""``WorkerGroup``: supervise a started group of bootstrapped workers.
+"""``WorkerGroup``: supervise a started group of bootstrapped workers (``GroupContract``).
 
-What the group promises, and the failures of other launchers it is built
-against (``spawn_with_plugins`` in ``launcher.py`` starts the ranks into it):
+What the group adds to the contract, against the failures of other launchers
+(``spawn_with_plugins`` in ``launcher.py`` starts the ranks into it):
 * **The root cause reaches the caller.**  Each rank reports stage progress,
   then READY, or FAILED with stage, traceback and exception, over its own
   pipe; a rank that dies without reporting is described by its exit code or
@@ -39,19 +39,14 @@ from multiprocessing.connection import wait as _mp_wait
 from types import TracebackType
 from typing import Any
 
-from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ChildError
 from spawnkit.launch import _interrupt
 from spawnkit.launch._checks import check_seconds
+from spawnkit.launch._contract import GroupContract
+from spawnkit.launch._group_errors import GroupErrors, stacks_of
 from spawnkit.launch._output import OutputRelay
 from spawnkit.launch._progress import ProgressCallback, ProgressRelay
-from spawnkit.launch._rank import Rank, dump_stacks, reap_ranks
-from spawnkit.launch._timeouts import (
-    join_timeout_error,
-    ready_timeout_error,
-    results_timeout_error,
-)
-from spawnkit.protocol import failure
+from spawnkit.launch._rank import Rank, reap_ranks
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.popen import LaunchContext, early_failure
 
@@ -62,7 +57,6 @@ _log = logging.getLogger("spawnkit.bootstrap")
 DEFAULT_READY_TIMEOUT = 300.0
 DEFAULT_GRACE_PERIOD = 3.0
 _KILL_REAP_TIMEOUT = 5.0
-_STACK_DUMP_WAIT = 0.5
 
 
 _live_groups: weakref.WeakSet[WorkerGroup] = weakref.WeakSet()
@@ -78,12 +72,10 @@ def _teardown_live_groups() -> None:
 atexit.register(_teardown_live_groups)
 
 
-class WorkerGroup:
-    """A running group of bootstrapped workers; a context manager that always tears down.
+class WorkerGroup(GroupContract):
+    """A running group of bootstrapped workers (the contract's meanings: ``GroupContract``).
 
-    Not thread-safe: supervise a group from one thread.  ``join(timeout)``
-    polls; the first failure tears the group down and is raised, and raised
-    again by every later call.
+    Not thread-safe: supervise a group from one thread.
     """
 
     def __init__(
@@ -107,18 +99,14 @@ class WorkerGroup:
         self._grace = max(0.0, grace_period)
         self._ranks: list[Rank] = []
         self._order: list[Rank] = []  # ranks in the order their failures were seen
-        self._failure: ChildError | None = None
         self._closed = False
         self._launched = time.monotonic()
+        self._errors = GroupErrors(run_id, context, self._launched, ready_timeout, join_timeout)
         self._call_timeout: float | None = None  # wait_ready(timeout=) while it runs
         self.unreaped_pids: list[int] = []
         self._trace: Any = None  # spawn_with_plugins(trace=): written once the group closed
 
     # ---------------------------------------------------------- properties
-    @property
-    def ranks(self) -> list[int]:
-        return [r.rank for r in self._ranks]
-
     @property
     def pids(self) -> list[int]:
         return [r.pid for r in self._ranks]
@@ -150,16 +138,8 @@ class WorkerGroup:
         return [list(r.events) for r in self._ranks]
 
     @property
-    def failure(self) -> ChildError | None:
-        return self._failure
-
-    @property
     def start_method(self) -> str:
         return self._ctx.start_method
-
-    @property
-    def _name(self) -> str:
-        return f"worker group {self.run_id}"
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else "failed" if self._failure else "running"
@@ -167,13 +147,8 @@ class WorkerGroup:
 
     # ---------------------------------------------------------------- API
     def wait_ready(self, timeout: float | None = None) -> list[Any]:
-        """Block until every rank passed its bootstrap; their ``BootstrapReport``s by rank.
-
-        ``timeout`` overrides the remaining ``ready_timeout``; either way,
-        expiry tears the group down and raises ``BootstrapTimeoutError``
-        naming the limit that expired.  A ``join_timeout`` or ``results(timeout=)``
-        that expires while the named rank runs its entry raises ``EntryTimeoutError``.
-        """
+        """``timeout`` overrides the remaining ``ready_timeout``; either expiring tears the
+        group down with a ``BootstrapTimeoutError`` naming the limit."""
         timeout = check_seconds(
             "timeout", timeout, none="the group's ready_timeout", zero_ok=True, call="wait_ready"
         )
@@ -186,12 +161,6 @@ class WorkerGroup:
         return [r.report_obj for r in self._ranks]
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait up to ``timeout`` for every rank to finish; True once every rank's entry returned.
-
-        False when ``timeout`` passes first (call again to keep waiting), and
-        False, at once, after :meth:`terminate` stopped a rank before its entry
-        returned: stopped work is not done work.  Raises the group's first failure.
-        """
         timeout = check_seconds("timeout", timeout, none="no limit", zero_ok=True, call="join")
         deadline = None if timeout is None else time.monotonic() + timeout
         done = self._pump(lambda: all(r.exitcode is not None for r in self._ranks), deadline)
@@ -201,26 +170,14 @@ class WorkerGroup:
         return not any(r.terminated and r.result is None for r in self._ranks)
 
     def results(self, timeout: float | None = None) -> list[Any]:
-        """The entry functions' return values by rank, once all finished (see :meth:`join`)."""
         if not self.join(timeout) and not self._closed:
             late = [r for r in self._ranks if r.exitcode is None]
-            named = next((r for r in late if r.stage != Stage.ENTRY.value), late[0])
-            raise results_timeout_error(
-                [(r.worker, r.stage) for r in late],
-                group=self._name,
-                waited=timeout if timeout is not None else 0.0,
-                stacks=self._dump_stacks([named]),  # only the rank named: results() is polled
-            )
-        return [r.value(self._ctx.loads, self._name) for r in self._ranks]
+            raise self._errors.results_late(late, timeout if timeout is not None else 0.0)
+        return [r.value(self._ctx.loads, self._errors.name) for r in self._ranks]
 
     def terminate(self) -> None:
         """Stop every worker now: SIGTERM, ``grace_period``, SIGKILL, bounded reap."""
         self._close(initial_grace=0.0)
-
-    close = terminate
-
-    def __enter__(self) -> WorkerGroup:
-        return self
 
     def __exit__(
         self,
@@ -230,7 +187,7 @@ class WorkerGroup:
     ) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             self._interrupting = True
-        self.terminate()
+        super().__exit__(exc_type, exc, tb)
 
     def _adopt(self, rank: Rank) -> None:
         """A rank ``spawn_with_plugins`` just started: supervised, and reported, from now on."""
@@ -249,8 +206,7 @@ class WorkerGroup:
 
         Ctrl-C while waiting stops the group (bounded) and is re-raised, never swallowed.
         """
-        if self._failure is not None:
-            raise self._failure
+        self._raise_first()
         if ready_deadline is None and self._ready_timeout is not None:
             ready_deadline = self._launched + self._ready_timeout
         join_deadline = None if self._join_timeout is None else self._launched + self._join_timeout
@@ -262,7 +218,7 @@ class WorkerGroup:
                 # A failure recorded outside this loop (``exit_codes`` polls exits) comes
                 # before ``until()``: "every rank exited" must not turn it into success.
                 if self._order and not self._closed:
-                    self._fail(self._error_for(self._order[0]))
+                    raise self._fail(self._errors.rank_failed(self._order[0], self._ranks))
                 if until():
                     return True
                 if self._closed:
@@ -270,10 +226,11 @@ class WorkerGroup:
                 now = time.monotonic()
                 not_ready = [r for r in self._ranks if not r.ready and r.exitcode is None]
                 if not_ready and ready_deadline is not None and now >= ready_deadline:
-                    self._fail(self._ready_timeout_error(not_ready, now))
+                    world, call = self.world_size, self._call_timeout
+                    raise self._fail(self._errors.not_ready(not_ready, now, world, call))
                 running = [r for r in self._ranks if r.exitcode is None]
                 if running and join_deadline is not None and now >= join_deadline:
-                    self._fail(self._join_timeout_error(running, now))
+                    raise self._fail(self._errors.join_expired(running, now, self.world_size))
                 if deadline is not None and now >= deadline:
                     return False
                 limits = [d for d in (deadline, join_deadline) if d is not None]
@@ -281,7 +238,7 @@ class WorkerGroup:
                     limits.append(ready_deadline)
                 self._wait_once(None if not limits else max(0.0, min(limits) - now))
                 if self._order:
-                    self._fail(self._error_for(self._order[0]))
+                    raise self._fail(self._errors.rank_failed(self._order[0], self._ranks))
         except KeyboardInterrupt:
             self._interrupting = True
             for r in self._ranks:
@@ -338,50 +295,15 @@ class WorkerGroup:
             self._relay.emit(r.rank, end, time.monotonic() - r.started)
 
     # --------------------------------------------------------------- errors
-    def _error_for(self, r: Rank) -> ChildError:
-        others = [(o.rank, o.stage) for o in self._ranks if o is not r]
-        ctx = self._ctx
-        group = f"{self._name} ({self.world_size} rank(s), {ctx.start_method}/{ctx.package})"
-        preload = ctx.server.preload if ctx.server is not None else ()
-        effect = failure.effect_line(group, others)
-        return failure.child_error(r, effect=effect, loads=ctx.loads, preload=preload)
-
-    def _ready_timeout_error(self, stuck: list[Rank], now: float) -> ChildError:
-        return ready_timeout_error(
-            stuck,
-            now,
-            world=self.world_size,
-            run_id=self.run_id,
-            waited=now - self._launched,
-            ready_timeout=self._ready_timeout,
-            call_timeout=self._call_timeout,
-            stacks=self._dump_stacks(stuck),
-        )
-
-    def _join_timeout_error(self, running: list[Rank], now: float) -> ChildError:
-        # A rank still bootstrapping is named first: then the deadline is the bootstrap's.
-        first = next((r for r in running if r.stage != Stage.ENTRY.value), running[0])
-        return join_timeout_error(
-            first.worker,
-            first.stage,
-            running=len(running),
-            world=self.world_size,
-            group=self._name,
-            join_timeout=self._join_timeout,
-            waited=now - self._launched,
-            stacks=self._dump_stacks(running),
-        )
-
     def _dump_stacks(self, ranks: Sequence[Rank]) -> dict[int, str]:
-        """Each worker's stacks from its faulthandler, a bounded wait (``testing`` uses it too)."""
-        return dump_stacks(ranks, _STACK_DUMP_WAIT)
+        """Each worker's stacks, a bounded wait (``spawnkit.testing`` uses it)."""
+        return stacks_of(ranks)
 
-    def _fail(self, err: ChildError) -> None:
-        self._failure = err
+    def _stop_for(self, err: ChildError) -> None:
         self._close(initial_grace=self._grace)
         from spawnkit.launch._cleanup import note_unreaped  # psutil: imported by the teardown
 
-        raise note_unreaped(err, self.unreaped_pids)
+        note_unreaped(err, self.unreaped_pids)
 
     # ------------------------------------------------------------ teardown
     def _close(self, *, initial_grace: float) -> None:

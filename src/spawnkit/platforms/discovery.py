@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from spawnkit._log import INFO, LazyLogger
 from spawnkit._once import Once, OnceState
-from spawnkit.errors import PlatformError, PlatformInitError
+from spawnkit.errors import PlatformError
 from spawnkit.platforms._checks import Trace, exc_text
 from spawnkit.platforms._probes import Probe
 from spawnkit.platforms._selection import PlatformSelection
@@ -54,13 +54,14 @@ def _again(namespace: str, what: str) -> Callable[[BaseException], BaseException
     """The error every later caller gets after the first attempt at ``what`` failed."""
 
     def build(first: BaseException) -> BaseException:
-        return PlatformInitError(
+        return PlatformError(
             f"platform {what} for namespace {namespace!r} previously failed in "
             f"this process ({exc_text(first).splitlines()[0]}); it is not retried, so "
             "every caller sees the same outcome. Fix the cause (chained below) and start "
             "a new process.",
             explanation=getattr(first, "explanation", ""),
             namespace=namespace,
+            kind="init",
         )
 
     return build
@@ -303,10 +304,11 @@ class PlatformManager(DecisionTable):
                 if selection.kind == "plugin"
                 else f"{selection.kind} platform {selection.name!r}"
             )
-            raise PlatformInitError(
+            raise PlatformError(
                 f"constructing {selection.qualname} for {what} raised {exc_text(exc)}.",
                 explanation=self._explanation_text(),
                 namespace=self.namespace.name,
+                kind="init",
             ) from exc
         instance.__dict__["_selection"] = selection
         self._current = selection
@@ -327,12 +329,13 @@ class PlatformManager(DecisionTable):
         except Exception as exc:
             sel = self._current
             origin = f" from {sel.dist} {sel.version}" if sel is not None and sel.dist else ""
-            raise PlatformInitError(
+            raise PlatformError(
                 f"{type(platform).__qualname__}.init_backend(){origin} failed in namespace "
                 f"{self.namespace.name!r}: {exc_text(exc)}. The platform is resolved but not "
                 "usable; this failure is final for the process.",
                 explanation=self._explanation_text(),
                 namespace=self.namespace.name,
+                kind="init",
             ) from exc
         return platform
 

@@ -51,7 +51,7 @@ from typing import Any
 
 from spawnkit import _steps
 from spawnkit.bootstrap.stages import Stage
-from spawnkit.errors import ConfigError, ForkSafetyError, ForkServerError, PreloadError
+from spawnkit.errors import ConfigError, ForkSafetyError, ForkServerError
 from spawnkit.protocol import failure
 
 __all__ = [
@@ -391,21 +391,23 @@ def _refusal_error(status: dict[str, Any]) -> ForkServerError:
     kind = status.get("kind")
     module = status.get("module", "")
     if kind == "accelerator":
-        return PreloadError(
+        return ForkServerError(
             f"preload module {module!r} initialized an accelerator context "
             f"({', '.join(status.get('detail', []))}) in the warm-start fork server. Forked "
             "workers cannot use a context created before the fork, so this preload is "
             f"refused. Preload only modules that import without touching the device, "
             f"or use start_method='spawn'.",
             stage="preload",
+            kind="preload",
         )
     if kind == "import":
-        return PreloadError(
+        return ForkServerError(
             f"preload module {module!r} failed to import in the warm-start fork server, so no "
             f"worker could be started from it.\n{status.get('traceback', '')}"
             "Fix the import or remove it from preload=.",
             stage="preload",
             traceback_text=status.get("traceback", ""),
+            kind="preload",
         )
     err = ForkSafetyError(str(status.get("message", "")), stage=status.get("stage", ""))
     err.culprit = str(status.get("culprit", ""))

@@ -145,9 +145,9 @@ class RankActor:
             with _ran_lock:
                 reused = applied_hook_state()
                 if self._started or reused:
-                    from spawnkit.errors import WorkerReuseError
+                    from spawnkit.errors import BootstrapError
 
-                    raise WorkerReuseError(
+                    raise BootstrapError(
                         f"Ray worker process {self._pid} on {self._host} (node {self._node}) is "
                         f"not fresh: {'; '.join(reused) or 'run() was already called'}. "
                         "Bootstrapping another rank here would mix two hook sets in one "
@@ -157,6 +157,7 @@ class RankActor:
                         rank=rank,
                         pid=self._pid,
                         host=self._host,
+                        kind="worker_reuse",
                     )
                 self._started = True
                 spec = pickle.loads(spec_bytes)

@@ -9,21 +9,11 @@ Usage::
     reports = group.wait_ready()
     results = group.results()
 
-What carries over from local spawning, unchanged:
-
-* the spec: each actor receives the picklable ``ProcessSpec`` (stdlib types
-  plus payload bytes) and runs :func:`spawnkit.bootstrap.bootstrap_process`
-  on it, so platform, plugins, hooks, payload and entry happen in the same
-  order as in a locally spawned worker;
-* the errors: ``ChildRaisedError`` (naming rank, node, stage and carrying the
-  child's traceback), ``ChildExitedError`` for an actor that died (killed,
-  OOM), its subclass ``NodeLostError`` (with ``node``) when Ray marks the
-  rank's node dead, ``BootstrapTimeoutError`` with the stage each late rank
-  is in; the first failure wins and the rest of the group is torn down;
-* freshness: each group's actors get a runtime env of their own, so Ray starts
-  new worker processes for them instead of handing out idle ones, and a
-  process that already holds applied hooks refuses to bootstrap
-  (``WorkerReuseError``).
+The spec, the bootstrap, the errors and the group's contract (``GroupContract``) are the
+local ones: each actor runs :func:`spawnkit.bootstrap.bootstrap_process` on the same
+picklable ``ProcessSpec``; a dead actor is a ``ChildExitedError`` (``NodeLostError`` when Ray
+marks its node dead).  Each group's actors get a runtime env of their own, so Ray starts new
+worker processes for them; a process that already holds applied hooks refuses to bootstrap.
 
 Environment: on top of what Ray gives every worker on their node (its
 raylet's environment: for a local cluster, the driver's at ``ray.init``), the
@@ -54,15 +44,16 @@ from typing import TYPE_CHECKING, Any
 
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import (
-    BootstrapTimeoutError,
     ChildError,
     ChildExitedError,
     LauncherUnavailableError,
 )
+from spawnkit.launch._contract import GroupContract
 from spawnkit.launch.launcher import entry_reference
 from spawnkit.protocol import failure
 from spawnkit.protocol.failure import PRE_BOOTSTRAP
 from spawnkit.scaleout._ray_nodes import dead_nodes, wait_node_dead
+from spawnkit.scaleout._ray_place import not_placed, release, start_actors
 from spawnkit.scaleout._ray_ranks import LAUNCHER as _LAUNCHER
 from spawnkit.scaleout._ray_ranks import RankOutput, RankTable
 from spawnkit.scaleout.env import split_env
@@ -251,18 +242,10 @@ def spawn_spec_on_ray(
     )
 
 
-class RayWorkerGroup:
-    """A running group of Ray ranks with the local ``WorkerGroup``'s interface and errors.
+class RayWorkerGroup(GroupContract):
+    """A running group of Ray ranks: the local ``WorkerGroup``'s contract (``GroupContract``)
+    and errors; leaving its ``with`` block releases the actors and the placement group."""
 
-    ``wait_ready(timeout)`` returns every rank's ``BootstrapReport``;
-    ``join(timeout)`` returns False while ranks still run and True when all
-    finished; ``results()`` returns the entries' return values by rank.  The
-    first failure of any rank is raised (typed, with its traceback) and tears
-    the group down.  Use it as a context manager to be sure the actors and the
-    placement group are released.
-    """
-
-    # ----------------------------------------------------------- starting
     def __init__(
         self,
         ray: Any,
@@ -278,7 +261,7 @@ class RayWorkerGroup:
         prefix_output: bool = False,
     ) -> None:
         """Place and start the ranks; called by :func:`spawn_spec_on_ray`, not by users."""
-        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.placement_group import placement_group
 
         self._ray = ray
         self.run_id = template.run_id
@@ -293,14 +276,12 @@ class RayWorkerGroup:
         self._run_refs: list[tuple[int, Any]] = []
         self._reports: list[BootstrapReport | None] = [None] * nprocs
         self._outcomes: list[dict[str, Any] | None] = [None] * nprocs
-        self._error: ChildError | None = None
         self._closed = False
         self._output = RankOutput(prefix_output)
         self._pg: Any = placement_group([dict(bundle) for _ in range(nprocs)], strategy=strategy)
-        self._remove_pg: Callable[[Any], None] = remove_placement_group
         try:
             self._place(bundle, strategy)
-            _start_actors(ray, self._pg, bundle, actor_env, nprocs, into=self._actors)
+            start_actors(ray, self._pg, bundle, actor_env, nprocs, into=self._actors)
             self._ranks.stage[:] = [PRE_BOOTSTRAP] * nprocs
             self._locate()
             self._launch(template)
@@ -317,7 +298,7 @@ class RayWorkerGroup:
             ray.get(self._pg.ready(), timeout=self._remaining())
         except ray.exceptions.GetTimeoutError:
             waited = time.monotonic() - self._t0
-            raise _not_placed(ray, self.run_id, self.nprocs, bundle, strategy, waited) from None
+            raise not_placed(ray, self.run_id, self.nprocs, bundle, strategy, waited) from None
 
     def _locate(self) -> None:
         """Learn each actor's node, so local ranks can be numbered per node."""
@@ -333,7 +314,6 @@ class RayWorkerGroup:
             self._ranks.stage[rank] = PRE_BOOTSTRAP
             self._run_refs.append((rank, self._actors[rank].run.remote(rank, data)))
 
-    # ------------------------------------------------------------ waiting
     def _get(self, ref: Any, rank: int, timeout: float | None) -> Any:
         """``ray.get`` with an actor's death turned into ``ChildExitedError``."""
         ray = self._ray
@@ -382,14 +362,10 @@ class RayWorkerGroup:
         """``ranks`` did not finish ``doing`` by the startup deadline: stop the group."""
         return self._fail(self._ranks.late(ranks, doing, time.monotonic() - self._t0))
 
-    def _fail(self, err: ChildError) -> ChildError:
-        """Record the first failure and stop every rank; later failures keep the first."""
-        if self._error is None:
-            self._error = err
-            if not self._closed:  # what the ranks wrote before it, ahead of the error
-                self._output.poll(self._ray, self._actors, _RPC_SLACK_S)
+    def _stop_for(self, err: ChildError) -> None:
+        if not self._closed:  # what the ranks wrote before it, ahead of the error
+            self._output.poll(self._ray, self._actors, _RPC_SLACK_S)
         self.terminate()
-        return self._error
 
     def _settle(self, rank: int, outcome: dict[str, Any]) -> None:
         """Keep a rank's finished ``run`` outcome; a failed one fails the group."""
@@ -400,9 +376,7 @@ class RayWorkerGroup:
         self._ranks.stage[rank] = "finished"
 
     def wait_ready(self, timeout: float | None = None) -> list[BootstrapReport]:
-        """Every rank's report once all are ready; the first failure or a timeout raises."""
-        if self._error is not None:
-            raise self._error
+        self._raise_first()
         if all(r is not None for r in self._reports):
             return [r for r in self._reports if r is not None]
         if self._closed:
@@ -466,18 +440,8 @@ class RayWorkerGroup:
         return self._timeout(late or sorted(pending.values()), "their bootstrap")
 
     def join(self, timeout: float | None = None) -> bool:
-        """True once every rank's entry returned; False if some still run after ``timeout``.
-
-        The first rank that failed raises here (its ``ChildRaisedError``,
-        ``ChildExitedError`` or ``NodeLostError``) and the others are stopped.  Once the group's
-        ``join_timeout`` (seconds since the start) has passed with ranks still
-        running, a ``BootstrapTimeoutError`` (a rank still bootstrapping) or an
-        ``EntryTimeoutError`` (ranks in their entry) tears the group down, as locally.
-        After ``terminate()`` it answers at once: True only if every rank's
-        entry had returned, False if ``terminate()`` stopped one first.
-        """
-        if self._error is not None:
-            raise self._error
+        """A rank's death raises ``ChildExitedError``, or ``NodeLostError`` with its node."""
+        self._raise_first()
         deadline = None if timeout is None else time.monotonic() + timeout
         join_deadline = None if self.join_timeout is None else self._t0 + self.join_timeout
         pending = {ref: rank for rank, ref in self._run_refs if self._outcomes[rank] is None}
@@ -495,14 +459,6 @@ class RayWorkerGroup:
         return True
 
     def results(self, timeout: float | None = None) -> list[Any]:
-        """The entries' return values by rank, once all finished (see :meth:`join`).
-
-        ``timeout`` passing raises ``EntryTimeoutError`` (``BootstrapTimeoutError`` for
-        a rank still bootstrapping) and leaves the group running, as the local group
-        does: call again, or ``terminate()``.  The group's ``join_timeout`` (counted
-        from the start) passing tears it down.
-        A rank stopped by ``terminate()`` before it returned is a ``ChildExitedError``.
-        """
         if not self.join(timeout) and not self._closed:
             running = [r for r in range(self.nprocs) if self._outcomes[r] is None]
             raise self._ranks.results_timeout(running, float(timeout or 0.0))
@@ -529,7 +485,6 @@ class RayWorkerGroup:
         waited = time.monotonic() - self._t0
         return self._fail(self._ranks.join_timed_out(running, waited, self.join_timeout))
 
-    # ------------------------------------------------------------ status
     @property
     def reports(self) -> list[BootstrapReport | None]:
         return list(self._reports)
@@ -558,15 +513,11 @@ class RayWorkerGroup:
         for rank in range(self.nprocs):
             if self._outcomes[rank] is not None:
                 codes.append(0)
-            elif self._error is not None and self._error.rank == rank:
-                codes.append(None if isinstance(self._error, ChildExitedError) else 1)
+            elif self._failure is not None and self._failure.rank == rank:
+                codes.append(None if isinstance(self._failure, ChildExitedError) else 1)
             else:
                 codes.append(None)
         return codes
-
-    @property
-    def ranks(self) -> list[int]:
-        return list(range(self.nprocs))
 
     @property
     def world_size(self) -> int:
@@ -578,48 +529,14 @@ class RayWorkerGroup:
         return list(self._ranks.stage)
 
     @property
-    def failure(self) -> ChildError | None:
-        return self._error
-
-    @property
     def start_method(self) -> str:
         return _LAUNCHER
 
-    # ----------------------------------------------------------- teardown
     def terminate(self) -> None:
         """Kill every actor and release the placement group; safe to call repeatedly."""
-        if self._closed:
-            return
-        self._closed = True
-        for rank, actor in enumerate(self._actors):
-            try:
-                self._ray.kill(actor, no_restart=True)
-            except Exception as exc:
-                # ray.kill on an actor that already exited succeeds; a failure means the rank
-                # may still run (and hold its resources) after this call.
-                _log.warning(
-                    "Ray group %s: ray.kill of rank %d failed (%s: %s); that rank's actor "
-                    "may still be running and holding its resources. Check `ray list actors` "
-                    "and run spawnkit.cleanup(%r) on its node if it is.",
-                    self.run_id, rank, type(exc).__name__, exc, self.run_id,
-                )
-        try:
-            self._remove_pg(self._pg)
-        except Exception as exc:
-            _log.warning(
-                "Ray group %s: removing its placement group failed (%s: %s); its %d "
-                "bundle(s) stay reserved on the cluster until the driver disconnects or you "
-                "remove it (ray.util.remove_placement_group).",
-                self.run_id, type(exc).__name__, exc, self.nprocs,
-            )
-
-    close = terminate
-
-    def __enter__(self) -> RayWorkerGroup:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.terminate()
+        if not self._closed:
+            self._closed = True
+            release(self._ray, self._actors, self._pg, self.run_id, self.nprocs)
 
     def __repr__(self) -> str:
         ready = sum(r is not None for r in self._reports)
@@ -641,64 +558,3 @@ def _rank_specs(template: ProcessSpec, where: list[dict[str, Any]]) -> list[byte
             )
             specs[rank] = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
     return [specs[rank] for rank in range(len(where))]
-
-
-def _start_actors(
-    ray: Any,
-    pg: Any,
-    bundle: dict[str, float],
-    actor_env: dict[str, str],
-    nprocs: int,
-    *,
-    into: list[Any],
-) -> None:
-    """One fresh actor per rank, each in its own bundle of ``pg``, appended to ``into`` as it
-    is created (so that a failure half-way still leaves them to ``terminate()``)."""
-    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-    from spawnkit.scaleout._ray_actor import RankActor
-
-    remote_cls = ray.remote(RankActor)
-    custom = {k: v for k, v in bundle.items() if k not in ("CPU", "GPU")}
-    for rank in range(nprocs):
-        opts: dict[str, Any] = {
-            "num_cpus": bundle.get("CPU", 0.0),
-            "num_gpus": bundle.get("GPU", 0.0),
-            "max_restarts": 0,
-            "max_task_retries": 0,
-            "max_concurrency": 3,  # run, wait_ready and output answer at once
-            "runtime_env": {"env_vars": dict(actor_env)},
-            "scheduling_strategy": PlacementGroupSchedulingStrategy(
-                placement_group=pg, placement_group_bundle_index=rank
-            ),
-        }
-        if custom:
-            opts["resources"] = custom
-        into.append(remote_cls.options(**opts).remote())
-
-
-def _not_placed(
-    ray: Any, run_id: str, nprocs: int, bundle: dict[str, float], strategy: str, waited: float
-) -> BootstrapTimeoutError:
-    """The placement group did not fit in time: what was asked, what the cluster has."""
-    strict = ""
-    if strategy == "STRICT_SPREAD":
-        fit = sum(
-            1
-            for n in ray.nodes()
-            if n.get("Alive")
-            and all(n.get("Resources", {}).get(k, 0.0) >= v for k, v in bundle.items())
-        )
-        strict = (
-            f" STRICT_SPREAD needs {nprocs} distinct nodes that can each hold one "
-            f"bundle, and the cluster has {fit}: use SPREAD, fewer ranks, or more nodes."
-        )
-    return BootstrapTimeoutError(
-        f"Ray group {run_id}: the placement group of {nprocs} bundle(s) "
-        f"{bundle} (strategy {strategy}) was not placed within "
-        f"{waited:.0f}s, so no rank started. The cluster has "
-        f"{ray.available_resources()} available of {ray.cluster_resources()}; lower "
-        f"resources=/nprocs or add nodes.{strict}",
-        waited_s=waited,
-        stage="placement",
-    )

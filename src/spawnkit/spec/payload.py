@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
-from spawnkit.errors import BootstrapOrderError, PayloadError
+from spawnkit.errors import BootstrapError, BootstrapOrderError
 from spawnkit.spec import _phase
 
 __all__ = ["Payload"]
@@ -93,9 +93,10 @@ class Payload:
                 data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
             except (pickle.PicklingError, AttributeError, TypeError) as exc:
                 if by_value is False:
-                    raise PayloadError(
+                    raise BootstrapError(
                         f"cannot capture a {type_name} payload with plain pickle: {exc}. "
-                        "Pass by_value=None (the default) to let cloudpickle take it by value."
+                        "Pass by_value=None (the default) to let cloudpickle take it by value.",
+                        kind="payload",
                     ) from exc
                 data = None
             if data is not None and by_value is None and _references_main(data):
@@ -104,17 +105,19 @@ class Payload:
             try:
                 import cloudpickle
             except ImportError as exc:  # pragma: no cover - cloudpickle is a dependency
-                raise PayloadError(
+                raise BootstrapError(
                     f"a {type_name} payload needs cloudpickle (it is defined in __main__ or is "
-                    "a lambda/closure), but cloudpickle is not installed: pip install cloudpickle"
+                    "a lambda/closure), but cloudpickle is not installed: pip install cloudpickle",
+                    kind="payload",
                 ) from exc
             try:
                 data = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
             except Exception as exc:
-                raise PayloadError(
+                raise BootstrapError(
                     f"cannot capture a {type_name} payload, even by value with cloudpickle: "
                     f"{type(exc).__name__}: {exc}. Make the object picklable (define it at a "
-                    "module's top level, or give its class __reduce__)."
+                    "module's top level, or give its class __reduce__).",
+                    kind="payload",
                 ) from exc
             used_value = True
         return cls.from_pickled(data, type_name, by_value=used_value)
@@ -150,25 +153,28 @@ class Payload:
             )
         actual = _checksum(self.data)
         if actual != self.digest:
-            raise PayloadError(
+            raise BootstrapError(
                 f"Payload ({self.type_name}, {len(self.data)} bytes) is corrupt or truncated: "
                 f"checksum {actual} does not match the {self.digest} recorded at capture. "
                 "The bytes were changed after Payload.capture(); capture the object again.",
                 stage=PAYLOAD_STAGE,
+                kind="payload",
             )
         try:
             obj = pickle.loads(self.data)
         except (ImportError, AttributeError) as exc:
-            raise PayloadError(
+            raise BootstrapError(
                 f"Payload ({self.type_name}) refers to code this process cannot import: "
                 f"{type(exc).__name__}: {exc}. Install the package that defines it in the "
                 "worker's environment, or capture it by value.",
                 stage=PAYLOAD_STAGE,
+                kind="payload",
             ) from exc
         except Exception as exc:
-            raise PayloadError(
+            raise BootstrapError(
                 f"Payload ({self.type_name}) could not be unpickled: {type(exc).__name__}: {exc}",
                 stage=PAYLOAD_STAGE,
+                kind="payload",
             ) from exc
         if expected_type is not None and not isinstance(obj, expected_type):
             from spawnkit._names import qualified_name  # failure path only

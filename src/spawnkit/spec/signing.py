@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spawnkit.errors import SpecSignatureError
+from spawnkit.errors import SpecError
 from spawnkit.spec.process_spec import ProcessSpec
 
 __all__ = [
@@ -61,10 +61,11 @@ def generate_key() -> str:
 def _key_bytes(key: str | bytes, where: str) -> bytes:
     raw = key.encode("utf-8") if isinstance(key, str) else bytes(key)
     if len(raw) < MIN_KEY_BYTES:
-        raise SpecSignatureError(
+        raise SpecError(
             f"the spec signing key from {where} is {len(raw)} bytes long; at least "
             f"{MIN_KEY_BYTES} are needed so the signature cannot be guessed. Use "
-            "spawnkit.spec.signing.generate_key() to make one."
+            "spawnkit.spec.signing.generate_key() to make one.",
+            kind="signature",
         )
     return raw
 
@@ -74,11 +75,12 @@ def key_from_env(var: str = DEFAULT_KEY_VAR, environ: dict[str, str] | None = No
     env = os.environ if environ is None else environ
     value = env.get(var)
     if not value:
-        raise SpecSignatureError(
+        raise SpecError(
             f"no spec signing key: environment variable {var} is not set in this process "
             f"(pid {os.getpid()}). The parent that wrote the spec file must export the same key "
             f"to its children, e.g. {var}=$(python -c 'from spawnkit.spec.signing import "
-            "generate_key; print(generate_key())') before running torchrun."
+            "generate_key; print(generate_key())') before running torchrun.",
+            kind="signature",
         )
     return _key_bytes(value, f"${var}")
 
@@ -133,14 +135,17 @@ def verify_spec(
 ) -> ProcessSpec:
     """Check the signature of ``data``, then (only then) unpickle the spec it holds."""
     if not data.startswith(_MAGIC):
-        raise SpecSignatureError(
+        raise SpecError(
             f"{source} is not a signed spawnkit spec (it does not start with "
             f"{_MAGIC.strip().decode()!r}); it may be an unsigned pickle. Refusing to unpickle "
-            "it. Write spec files with spawnkit.spec.signing.write_spec_file()."
+            "it. Write spec files with spawnkit.spec.signing.write_spec_file().",
+            kind="signature",
         )
     end = data.find(b"\n", len(_MAGIC), len(_MAGIC) + _MAX_HEADER)
     if end < 0:
-        raise SpecSignatureError(f"{source} has no readable signature header; refusing it.")
+        raise SpecError(
+            f"{source} has no readable signature header; refusing it.", kind="signature"
+        )
     try:
         header = json.loads(data[len(_MAGIC) : end].decode("utf-8"))
         if not isinstance(header, dict):
@@ -153,26 +158,31 @@ def verify_spec(
             raise ValueError("the signature is not 64 lowercase hex digits")
     # RecursionError: a deeply nested JSON header (json's decoder recurses).
     except (ValueError, KeyError, AttributeError, UnicodeDecodeError, RecursionError) as exc:
-        raise SpecSignatureError(
-            f"{source} has a malformed signature header ({exc}); refusing to unpickle it."
+        raise SpecError(
+            f"{source} has a malformed signature header ({exc}); refusing to unpickle it.",
+            kind="signature",
         ) from None
     body = data[end + 1 :]
     raw_key = _resolve_key(key, key_var)
     expected = _mac(raw_key, header, body)
     if not hmac.compare_digest(expected, sig):
-        raise SpecSignatureError(
+        raise SpecError(
             f"{source} failed its signature check: it was modified after it was written, "
             f"or signed with a different key than the one in this process "
             f"({'the key argument' if key is not None else '$' + key_var}). Nothing was "
             "unpickled. Rewrite the file with write_spec_file() and give every rank the key "
-            "the writer used."
+            "the writer used.",
+            kind="signature",
         )
     if header.get("size") != len(body):  # pragma: no cover - size is inside the signed header
-        raise SpecSignatureError(f"{source}: signed size does not match the body; refusing it.")
+        raise SpecError(
+            f"{source}: signed size does not match the body; refusing it.", kind="signature"
+        )
     spec = pickle.loads(body)
     if not isinstance(spec, ProcessSpec):
-        raise SpecSignatureError(
-            f"{source} is signed but holds a {type(spec).__name__}, not a ProcessSpec."
+        raise SpecError(
+            f"{source} is signed but holds a {type(spec).__name__}, not a ProcessSpec.",
+            kind="signature",
         )
     return spec
 

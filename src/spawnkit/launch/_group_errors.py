@@ -1,0 +1,91 @@
+"""The wording of a local worker group's failures: which rank, what it affects, which limit.
+
+Apart from ``group.py`` so that the group's class keeps to supervising; every
+error here is built from what the group saw, and the group raises it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from spawnkit.bootstrap.stages import Stage
+from spawnkit.errors import ChildError
+from spawnkit.launch._rank import Rank, dump_stacks
+from spawnkit.launch._timeouts import (
+    join_timeout_error,
+    ready_timeout_error,
+    results_timeout_error,
+)
+from spawnkit.protocol import failure
+from spawnkit.protocol.popen import LaunchContext
+
+__all__ = ["GroupErrors"]
+
+_STACK_DUMP_WAIT = 0.5
+
+
+def stacks_of(ranks: Sequence[Rank]) -> dict[int, str]:
+    """Each worker's stacks from its faulthandler, a bounded wait."""
+    return dump_stacks(ranks, _STACK_DUMP_WAIT)
+
+
+def _named(ranks: list[Rank]) -> Rank:
+    """The rank a timeout names: one still bootstrapping first (then the deadline is its)."""
+    return next((r for r in ranks if r.stage != Stage.ENTRY.value), ranks[0])
+
+
+@dataclass(frozen=True)
+class GroupErrors:
+    run_id: str
+    ctx: LaunchContext
+    launched: float
+    ready_timeout: float | None
+    join_timeout: float | None
+
+    @property
+    def name(self) -> str:
+        return f"worker group {self.run_id}"
+
+    def rank_failed(self, r: Rank, ranks: list[Rank]) -> ChildError:
+        others = [(o.rank, o.stage) for o in ranks if o is not r]
+        ctx = self.ctx
+        group = f"{self.name} ({len(ranks)} rank(s), {ctx.start_method}/{ctx.package})"
+        preload = ctx.server.preload if ctx.server is not None else ()
+        effect = failure.effect_line(group, others)
+        return failure.child_error(r, effect=effect, loads=ctx.loads, preload=preload)
+
+    def not_ready(
+        self, stuck: list[Rank], now: float, world: int, call_timeout: float | None
+    ) -> ChildError:
+        return ready_timeout_error(
+            stuck,
+            now,
+            world=world,
+            run_id=self.run_id,
+            waited=now - self.launched,
+            ready_timeout=self.ready_timeout,
+            call_timeout=call_timeout,
+            stacks=stacks_of(stuck),
+        )
+
+    def join_expired(self, running: list[Rank], now: float, world: int) -> ChildError:
+        first = _named(running)
+        return join_timeout_error(
+            first.worker,
+            first.stage,
+            running=len(running),
+            world=world,
+            group=self.name,
+            join_timeout=self.join_timeout,
+            waited=now - self.launched,
+            stacks=stacks_of(running),
+        )
+
+    def results_late(self, late: list[Rank], waited: float) -> ChildError:
+        return results_timeout_error(
+            [(r.worker, r.stage) for r in late],
+            group=self.name,
+            waited=waited,
+            stacks=stacks_of([_named(late)]),  # only the rank named: results() is polled
+        )
