@@ -27,6 +27,7 @@ import importlib
 import io
 import os
 import pickle
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -159,7 +160,11 @@ def _warm_popen(package: str) -> type:
         #: The read end of the child's early-error pipe (see :func:`early_failure`).
         early_error_fd: int
 
+        #: perf_counter at start, spec pickled, connected, sent, pid read (``bench.warm_split``).
+        marks: tuple[float, ...] = ()
+
         def _launch(self, process_obj: Any) -> None:
+            begun = time.perf_counter()
             server = warm.current_server()
             early_r, early_w = os.pipe()
             os.set_blocking(early_r, False)
@@ -167,7 +172,9 @@ def _warm_popen(package: str) -> type:
             self._fds.append(early_w)  # index 0 of the worker's inherited descriptors
             try:
                 buf = _pickle_for_child(package, self, process_obj)
+                pickled = time.perf_counter()
                 self.sentinel, w = server.connect_to_new_process(self._fds)
+                connected = time.perf_counter()
             except BaseException:
                 os.close(early_r)
                 raise
@@ -179,8 +186,10 @@ def _warm_popen(package: str) -> type:
                 send_start_data(w, buf.getvalue())
             finally:
                 os.close(w)
+            sent = time.perf_counter()
             # Bounded: a server that died or stopped after the connect must not hang start().
             self.pid = server.read_child_pid(self.sentinel)
+            self.marks = (begun, pickled, connected, sent, time.perf_counter())
 
     return WarmPopen
 
