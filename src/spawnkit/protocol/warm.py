@@ -51,6 +51,7 @@ __all__ = [
     "WarmServer",
     "current_server",
     "get_server",
+    "launcher_modules",
     "launching",
     "server_key",
     "shutdown_forkservers",
@@ -98,7 +99,7 @@ class WarmServer:
         spawn = _pkg(self.package, "spawn")
         connection = _pkg(self.package, "connection")
         _pkg(self.package, "resource_tracker").ensure_running()
-        boot = pickle.dumps(self.boot) if self.boot is not None else b""
+        boot = pickle.dumps((self.boot, launcher_modules() if self.boot is not None else []))
         with socket.socket(socket.AF_UNIX) as listener:
             address = connection.arbitrary_address("AF_UNIX")
             _bind(listener, address)
@@ -303,6 +304,27 @@ class WarmServer:
         )
         err.server_pid = pid
         return err
+
+
+def launcher_modules() -> list[str]:
+    """The standard library's and spawnkit's modules this launcher has imported.
+
+    Every warm worker re-imports the launching script (as ``__mp_main__``),
+    and with it what the script imports: most of a worker's fixed start-up
+    cost when the server lacks them.  A pre-bootstrapped server imports
+    these after its hooks are applied (so patched code is what they see),
+    best effort; none of them is engine or plugin code.
+    """
+    stdlib = sys.stdlib_module_names - _NOT_PRELOADED
+    return [
+        name
+        for name in list(sys.modules)
+        if name.partition(".")[0] in stdlib or name.startswith("spawnkit.")
+    ]
+
+
+#: Standard modules whose import acts (prints, opens a window or a browser, takes the terminal).
+_NOT_PRELOADED = frozenset({"this", "antigravity", "idlelib", "tkinter", "turtle", "readline"})
 
 
 def _step_text(step: str) -> str:

@@ -225,7 +225,9 @@ def _preload(module: str, status: _Status) -> None:
         )
 
 
-def _prepare(spec: Any, preload: list[str], status: _Status, started: float) -> bool:
+def _prepare(
+    spec: Any, preload: list[str], status: _Status, started: float, launcher: list[str]
+) -> bool:
     """Bootstrap once (``spec`` None: not at all), preload, check threads; the last message."""
     try:
         with _ThreadOrigins() as threads:
@@ -233,6 +235,7 @@ def _prepare(spec: Any, preload: list[str], status: _Status, started: float) -> 
                 prebootstrap(spec, status)
             for module in preload:
                 _preload(module, status)
+            _import_quietly(launcher)
             threads.check()
     except SystemExit as exc:
         import traceback
@@ -271,12 +274,12 @@ def serve(
     start_server_guardian()
     started = time.time()
     status = _Status(status_fd)
-    spec = _read_boot(boot_fd)
+    spec, launcher = _read_boot(boot_fd)
     for module in _OWN_PRELOAD:
         with contextlib.suppress(ImportError):  # an optional part: the worker imports it
             importlib.import_module(module)
     importlib.import_module(f"{package}.popen_forkserver")
-    ok = _prepare(spec, preload, status, started)
+    ok = _prepare(spec, preload, status, started, launcher)
     status.conn.close()
     if not ok:
         os._exit(1)
@@ -327,12 +330,24 @@ def _faulthandler(fd: int, on: bool) -> None:
         os.close(fd)
 
 
-def _read_boot(fd: int) -> Any:
+def _import_quietly(modules: list[str]) -> None:
+    """The launcher's own modules (``warm.launcher_modules``): what its workers would re-import.
+
+    Best effort: a module that does not import here is left to each worker,
+    which imports it as it would have anyway.
+    """
+    for name in modules:
+        if name not in sys.modules:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+
+def _read_boot(fd: int) -> tuple[Any, list[str]]:
     import pickle
 
     chunks = []
     while data := os.read(fd, 65536):
         chunks.append(data)
     os.close(fd)
-    raw = b"".join(chunks)
-    return pickle.loads(raw) if raw else None
+    spec, launcher = pickle.loads(b"".join(chunks))
+    return spec, list(launcher)
