@@ -22,10 +22,6 @@ one-line root cause and the failure record to stderr and to its early-error
 pipe, tells a known consumer (a ``ProcessPoolExecutor`` or a ``DataLoader``
 worker's result queue) through an object that raises the root cause when the
 parent unpickles it, and exits with :data:`BOOTSTRAP_FAILED_EXIT`.
-
-Classes are module attributes with stable names (a spawned child unpickles
-its Process by reference), built on first access so that a child imports
-only its own variant.
 """
 
 from __future__ import annotations

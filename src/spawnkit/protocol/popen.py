@@ -8,17 +8,6 @@ blocking the launcher), the early-error pipe it reads, and the four Process
 variants: package (``multiprocessing`` or its dill-based fork ``multiprocess``,
 the same classes under another name) x method (spawn, or forkserver from a
 warm server), built from one table so they cannot drift apart.
-
-The spawn variant adds an *early-error pipe*: if the child fails before
-spawnkit's own code runs (the classic case: a launching script without an
-``if __name__ == "__main__":`` guard, re-imported as ``__mp_main__``), its
-traceback reaches the launcher instead of only the child's stderr.
-
-Process classes are module attributes with stable names because a spawned
-child unpickles its ``Process`` object by reference.  All but the stdlib spawn
-one are created on first access (module ``__getattr__``) so that a
-``multiprocessing`` worker never imports ``multiprocess``, dill or the
-forkserver machinery.
 """
 
 from __future__ import annotations
