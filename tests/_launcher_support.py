@@ -23,7 +23,7 @@ import pytest
 from spawnkit import _metadata
 from spawnkit.launch._cleanup import _tagged
 from spawnkit.namespace import Namespace
-from spawnkit.protocol import _warm_server
+from spawnkit.protocol import warm as _warm_server
 from spawnkit.testing import write_distribution
 
 MODES = [

@@ -30,7 +30,7 @@ from spawnkit.errors import (
     SpawnkitError,
 )
 from spawnkit.namespace import Namespace
-from spawnkit.protocol import _warm_server
+from spawnkit.protocol import warm as _warm_server
 from spawnkit.testing import write_distribution
 
 TIMEOUT = 120

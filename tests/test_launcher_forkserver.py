@@ -12,7 +12,7 @@ import pytest
 from _launcher_support import Site, gone, make_site
 from spawnkit import spawn_with_plugins
 from spawnkit.errors import ChildRaisedError, ForkServerError, ImportGuardError
-from spawnkit.protocol import _warm_server
+from spawnkit.protocol import warm as _warm_server
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ import pytest
 from _launcher_support import Site, gone, make_site
 from spawnkit import _metadata, spawn_with_plugins
 from spawnkit.errors import ForkSafetyError, ForkServerError
-from spawnkit.protocol import _warm_server
+from spawnkit.protocol import warm as _warm_server
 from spawnkit.testing import write_distribution
 
 _PROBE = """

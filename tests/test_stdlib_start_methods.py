@@ -137,7 +137,7 @@ def test_the_users_own_start_method_changes_nothing_spawnkit_launches(
     assert spawned["ppid"] == out["launcher"] and spawned["hooked"] == "orig+hooked"
     # forkserver: forked by spawnkit's own warm server, never by the stdlib's.
     assert warm["ppid"] != out["launcher"] and warm["hooked"] == "orig+hooked"
-    assert "spawnkit.protocol._warm_server" in str(warm["parent_cmdline"])
+    assert "spawnkit.protocol.warm_main" in str(warm["parent_cmdline"])
     assert out["stdlib_forkserver"] is None
     assert out["default_after"] == user_method  # and the user's setting is left as it was
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 __all__ = [
+    "stage_of",
     "PLUGIN",
     "PRELOAD",
     "STARTUP",
@@ -95,3 +96,13 @@ def mark_plugins_began() -> frozenset[str]:
 def plugins_began() -> frozenset[str] | None:
     """The last :func:`mark_plugins_began` snapshot; ``None`` before plugins loaded."""
     return _plugins_began
+
+
+def stage_of(step: str) -> str:
+    """The stage a status step belongs to (a plugin's: ``load_plugins``; a preload's: preload)."""
+    kind, _name = split_step(step)
+    return {
+        PLUGIN: "load_plugins",
+        PRELOAD: "preload",
+        STARTUP: "preload",
+    }.get(kind, step)

@@ -22,7 +22,13 @@ from spawnkit.bench._checks import Check, print_checks
 __all__ = ["BENCHMARKS", "Check", "load", "print_checks"]
 
 #: What ``spawnkit bench`` runs by default, in this order.
-BENCHMARKS = ("spawn_latency", "hook_overhead", "bootstrap_stages", "context_pool")
+BENCHMARKS = (
+    "spawn_latency",
+    "hook_overhead",
+    "bootstrap_stages",
+    "context_pool",
+    "warm_split",
+)
 
 
 def load(name: str) -> ModuleType:

@@ -295,7 +295,7 @@ def _variants(
 def run(quick: bool = False) -> dict[str, Any]:
     """Measure every variant; returns the table as a dict (also used by the CLI)."""
     from spawnkit.namespace import Namespace
-    from spawnkit.protocol import _warm_server
+    from spawnkit.protocol import warm
 
     sizes = (1, 2) if quick else (1, 2, 4, 8)
     repeats = 1 if quick else 3
@@ -333,7 +333,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                     )
         results["census"] = _census(1 if quick else 3)
     finally:
-        _warm_server.shutdown_forkservers()
+        warm.shutdown_forkservers()
         mp.forkserver._forkserver._stop()  # type: ignore[attr-defined]
         if old_pythonpath is None:
             os.environ.pop("PYTHONPATH", None)

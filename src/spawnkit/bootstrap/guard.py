@@ -212,7 +212,7 @@ _UNPICKLERS = (
 def _is_preload(filename: str) -> bool:
     fname = filename.replace("\\", "/")
     return fname.endswith(
-        ("multiprocessing/forkserver.py", "multiprocess/forkserver.py", "protocol/_warm_server.py")
+        ("multiprocessing/forkserver.py", "multiprocess/forkserver.py", "protocol/warm_main.py")
     )
 
 

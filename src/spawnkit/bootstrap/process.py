@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from spawnkit.namespace import Namespace
     from spawnkit.spec import ProcessSpec
 
-__all__ = ["Bootstrapper", "bootstrap_process", "current_report", "current_spec"]
+__all__ = ["Bootstrapper", "boot_identity", "bootstrap_process", "current_report", "current_spec"]
 
 _UNSET: Any = object()
 _current_spec: ProcessSpec | None = None
@@ -47,7 +47,7 @@ _current_report: BootstrapReport | None = None
 _PARENT_DEATH_MODULE = "spawnkit.bootstrap._parent_death"
 _R = TypeVar("_R")
 
-# Set in a warm-start server by ``Bootstrapper.prebootstrap()``; a worker forked from it
+# Set in a warm-start server by ``Bootstrapper.hand_down()``; a worker forked from it
 # inherits these and skips the stages they record (see ``Bootstrapper._stage``).
 _server_boot: dict[str, Any] | None = None
 _server_guard: GuardResult | None = None
@@ -80,7 +80,6 @@ def _picklable(exc: BaseException) -> bool:
 
 #: Each row's stage by the name of its method, and back.
 _STAGE_OF: dict[str, Stage] = {row.method: row.stage for row in STAGES}
-_METHOD: dict[Stage, str] = {row.stage: row.method for row in STAGES}
 
 
 def _staged(work: Callable[[Bootstrapper], _R]) -> Callable[[Bootstrapper], _R]:
@@ -105,7 +104,9 @@ class Bootstrapper:
     their own work call the stage methods one by one.
     """
 
-    def __init__(self, spec: ProcessSpec, *, listener: StageListener | None = None) -> None:
+    def __init__(
+        self, spec: ProcessSpec, *, listener: StageListener | None = None, server: bool = False
+    ) -> None:
         from spawnkit.namespace import Namespace, default_namespace
 
         self.spec = spec
@@ -132,9 +133,15 @@ class Bootstrapper:
         self._running: Stage | None = None
         self._failed: Stage | None = None
         self.stage_detail: dict[str, dict[str, float]] = {}
-        self._serving = False
         # A pre-bootstrapped server's record, when this worker was forked from one.
         self.inherited: dict[str, Any] | None = _server_boot
+        # server=True: a warm-start server, which runs only the shared stages, for every rank
+        # (parent death is each forked worker's own), then ``hand_down()``.
+        self._serving = server
+        self._server_started = time.time()
+        if server:
+            self._enter(server=True)
+            self._next = STAGE_ORDER.index(SHARED_STAGES[0])
 
     # ------------------------------------------------------------ ordering
     @property
@@ -214,7 +221,7 @@ class Bootstrapper:
     def _check_inherited(self) -> None:
         """A worker forked from a server must want exactly what the server bootstrapped."""
         boot = self.inherited or {}
-        mine = _boot_identity(self.spec)
+        mine = boot_identity(self.spec)
         if boot.get("identity") != mine:
             raise BootstrapOrderError(
                 f"this worker was forked from warm-start server pid {boot.get('server_pid')}, "
@@ -229,25 +236,13 @@ class Bootstrapper:
             config = self.namespace.config
             _metadata.seed((config.platform_group, config.plugin_group), self.spec.entry_points)
 
-    def prebootstrap(self) -> None:
-        """Run the stages that every rank shares (``SHARED_STAGES``), once, in a warm-start server.
+    def hand_down(self) -> None:
+        """In a warm-start server, after the shared stages: what every forked worker inherits.
 
-        Parent-death handling is the forked worker's own (the server's parent
-        is watched through the server's alive pipe), so it is skipped here.
-        Workers forked afterwards inherit the platform, the loaded plugins and
-        the patched targets, and their reports name this process as the source.
+        Its workers skip the stages recorded here, and their reports name this
+        process as the source (see ``_stage`` and ``_check_inherited``).
         """
         global _server_boot, _server_guard
-        first = SHARED_STAGES[0]
-        if self._next != 0 or self.inherited is not None:
-            raise self._order_error(first, "prebootstrap() runs once, in a fresh warm-start server")
-        started = time.time()
-        self._serving = True
-        self.pid = os.getpid()
-        self._enter(server=True)
-        self._next = STAGE_ORDER.index(first)
-        for stage in SHARED_STAGES:
-            getattr(self, _METHOD[stage])()
         _set_current(None, None)
         _server_guard = self.guard_result
         _server_boot = {
@@ -255,10 +250,10 @@ class Bootstrapper:
             # has lost the seeded entry-point rows, and explaining the platform would rescan).
             "shared": reports.shared_parts(self.namespace, self.spec),
             "server_pid": os.getpid(),
-            "server_started": started,
+            "server_started": self._server_started,
             "stages": {s.value: self.stage_seconds[s.value] for s in SHARED_STAGES},
             "stage_detail": dict(self.stage_detail),
-            "identity": _boot_identity(self.spec),
+            "identity": boot_identity(self.spec),
         }
 
     @_staged
@@ -283,6 +278,7 @@ class Bootstrapper:
             names=self.spec.plugins,
             lenient=True if self.spec.lenient_plugins else None,
             apply_deferred=False,
+            after_each=getattr(self.listener, "plugin_loaded", None),
         )
         self.guard_result = guard.check(
             self.namespace,
@@ -495,7 +491,7 @@ def _stage_error(
     return err
 
 
-def _boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:
+def boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:
     """What a pre-bootstrapped server fixed for every worker forked from it."""
     return (
         spec.namespace,

@@ -6,12 +6,24 @@ non-interactive Agg backend, so drawing works on a headless machine.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
-if TYPE_CHECKING:
-    from spawnkit.cli.trace import Track
+__all__ = ["Track", "plot_tracks"]
 
-__all__ = ["plot_tracks"]
+
+@dataclass
+class Track:
+    """One process of the trace: its name and its complete events, ms after the launch began."""
+
+    pid: int
+    name: str
+    order: int
+    spans: list[tuple[str, str, float, float]] = field(default_factory=list)  # cat, name, t0, t1
+    marks: list[tuple[str, float]] = field(default_factory=list)  # instant events
+
+    def stages(self) -> list[tuple[str, str, float, float]]:
+        return [s for s in self.spans if s[0] in ("stage", "launch") or s[1] == "process start"]
 
 
 def plot_tracks(tracks: list[Track], path: str, *, title: str) -> None:

@@ -90,7 +90,7 @@ def _write_json(target: str, data: Any) -> None:
 
 
 #: The benchmarks whose workers (or whose guard figure) import torch.
-_NEEDS_TORCH = ("spawn_latency", "bootstrap_stages")
+_NEEDS_TORCH = ("spawn_latency", "bootstrap_stages", "warm_split")
 
 
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from spawnkit.cli._errors import EXIT_OK, UsageError
 from spawnkit.cli._output import Output
+from spawnkit.cli._trace_plot import Track
 
 __all__ = ["Track", "add_parser", "load_tracks", "run"]
 
@@ -40,20 +40,6 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "--plot", metavar="OUT", help=f"draw the timeline to OUT.svg or OUT.png ({PLOT_HINT})"
     )
     p.set_defaults(handler=run)
-
-
-@dataclass
-class Track:
-    """One process of the trace: its name and its complete events, ms after the launch began."""
-
-    pid: int
-    name: str
-    order: int
-    spans: list[tuple[str, str, float, float]] = field(default_factory=list)  # cat, name, t0, t1
-    marks: list[tuple[str, float]] = field(default_factory=list)  # instant events
-
-    def stages(self) -> list[tuple[str, str, float, float]]:
-        return [s for s in self.spans if s[0] in ("stage", "launch") or s[1] == "process start"]
 
 
 def load_tracks(path: str) -> list[Track]:

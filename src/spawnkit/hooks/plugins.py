@@ -64,11 +64,6 @@ _parse_bool = _sel.parse_bool  # launch.specs parses the lenient variable with i
 
 _log = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
 
-#: Called with ``(plugin name, distribution)`` right after each plugin loaded.  The warm-start
-#: server sets it to check, per plugin, that the plugin left the process safe to fork; what it
-#: raises fails plugin loading, with the plugin named.
-after_each_plugin: Callable[[str, str], None] | None = None
-
 #: How long apply_plugin_hooks() in one thread waits for load_plugins() running in another
 #: (the launcher's default ready_timeout: a bootstrap slower than that fails anyway).
 LOAD_WAIT_S = 300.0
@@ -240,6 +235,7 @@ class PluginManager:
         names: tuple[str, ...] | list[str] | None = None,
         lenient: bool | None = None,
         apply_deferred: bool = True,
+        after_each: Callable[[str, str], None] | None = None,
     ) -> list[LoadedPlugin]:
         """Import and call each selected plugin once per process; see the module docstring.
 
@@ -248,9 +244,11 @@ class PluginManager:
         request was deferred (applying then would patch a half-built registry);
         this call honours it once every plugin has registered, unless
         ``apply_deferred=False`` says the caller applies next itself (the
-        bootstrap's own apply stage).
+        bootstrap's own apply stage).  ``after_each(name, dist)`` runs right after each plugin
+        loaded (the warm-start server checks there that it left the process safe to fork); what
+        it raises fails plugin loading, with the plugin named.
         """
-        result = self._load_once.run(lambda: self._load(names, lenient))
+        result = self._load_once.run(lambda: self._load(names, lenient, after_each))
         if result is None:
             return []
         deferred = self._deferred_apply
@@ -259,7 +257,10 @@ class PluginManager:
         return list(result)
 
     def _load(
-        self, names: tuple[str, ...] | list[str] | None, lenient: bool | None
+        self,
+        names: tuple[str, ...] | list[str] | None,
+        lenient: bool | None,
+        after_each: Callable[[str, str], None] | None,
     ) -> list[LoadedPlugin]:
         report = self.report = PluginReport(lenient=_sel.is_lenient(self.namespace, lenient))
         report.modules_before = _steps.mark_plugins_began()
@@ -284,6 +285,8 @@ class PluginManager:
                 bool(platform_dist) and _sel.norm(info.dist) == platform_dist
             )
             self._load_one(info, strict, report, watch)
+            if after_each is not None and report.loaded and report.loaded[-1].name == info.name:
+                after_each(info.name, info.dist)
         return list(report.loaded)
 
     def _selected_dist_quiet(self) -> str | None:
@@ -331,8 +334,6 @@ class PluginManager:
         report.loaded.append(loaded)
         if _log.isEnabledFor(DEBUG):
             _log.debug("loaded %s in %.2f ms", info.describe(), seconds * 1e3)
-        if after_each_plugin is not None:
-            after_each_plugin(info.name, info.dist)
 
     # -------------------------------------------------------------- applying
     def apply(self, *, strict: bool = True, clean_modules: Collection[str] = ()) -> list[str]:

@@ -57,7 +57,7 @@ class EnvFinding(NamedTuple):
 def _process_wide() -> frozenset[str]:
     """spawnkit's own variables that belong to no namespace (read by every launcher)."""
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
-    from spawnkit.protocol._warm_server import MODE_VAR
+    from spawnkit.protocol.warm import MODE_VAR
     from spawnkit.spec.signing import DEFAULT_KEY_VAR
 
     return frozenset({RUN_ID_VAR, MODE_VAR, DEFAULT_KEY_VAR})

@@ -85,9 +85,9 @@ def get_context(
     spec = context_spec(ns)
     server = None
     if method == "forkserver":
-        from spawnkit.protocol import _warm_server
+        from spawnkit.protocol import warm
 
-        server = _warm_server.get_server(context, tuple(preload), ns.config, spec, timeout)
+        server = warm.get_server(context, tuple(preload), ns.config, spec, timeout)
     base = context_process.variant(context, method)
     process = type(
         "Process",

@@ -54,14 +54,16 @@ without READY as a failure, and uses the early-error text only for a rank that
 never said HELLO.  The child's ``_Reporter`` trusts a failure's own ``stage`` only
 before READY (after it, the stage is the entry).
 
-Warm start (``start_method="forkserver"``), ``protocol/_warm_server.py``: one server
-per key, started once by ``get_launch_context``::
+Warm start (``start_method="forkserver"``): one server per key, started once
+by ``get_launch_context``; its handle is ``protocol/warm.py``, its main
+``protocol/warm_main.py``, and it speaks the same messages on its status pipe::
 
-  WarmServer.start()  python -c "serve(...)"    server: arm_guard() first, then
+  WarmServer.start()  python -c "serve(...)"    warm_main.serve(): arm_guard() first,
     boot pipe    ==> shared spec (no payload,       prebootstrap: initialize_platform,
                      no run id; send_start_data)    load_plugins, apply_hooks; preloads;
-    status pipe  <== {"step": ...} per stage,       fork-safety checks; gc.freeze(); the
-                     plugin, preload; {"ok": ...}   package's forkserver loop
+    status pipe  <-- STAGE_STARTED/FINISHED per     fork-safety checks; gc.freeze(); the
+                     stage, plugin, preload; then   package's forkserver loop
+                     READY, FAILED (its typed refusal inside) or EXITED
     fault pipe   <== faulthandler text (a hang at start)
     alive pipe   never written; closed: stop serving
   per rank: WarmPopen._launch()

@@ -12,7 +12,7 @@ hook targets is imported after the hooks are applied, as an entry is.
 
 The children's start, per method: spawn runs the guarded command line
 (guard armed in its first statement, early-error pipe); forkserver forks
-from the pre-bootstrapped warm server (``_warm_server``), whose shared stages
+from the pre-bootstrapped warm server (``warm``), whose shared stages
 the child inherits; fork copies the parent, which, if it is already
 bootstrapped for the namespace, hands its bootstrap down without running the
 stages again.
@@ -22,10 +22,6 @@ one-line root cause and the failure record to stderr and to its early-error
 pipe, tells a known consumer (a ``ProcessPoolExecutor`` or a ``DataLoader``
 worker's result queue) through an object that raises the root cause when the
 parent unpickles it, and exits with :data:`BOOTSTRAP_FAILED_EXIT`.
-
-Classes are module attributes with stable names (a spawned child unpickles
-its Process by reference), built on first access so that a child imports
-only its own variant.
 """
 
 from __future__ import annotations
@@ -36,7 +32,7 @@ import os
 import sys
 from typing import Any
 
-from spawnkit.protocol import child, failure
+from spawnkit.protocol import child, failure, popen
 from spawnkit.protocol.failure import Failed
 
 __all__ = [
@@ -65,40 +61,18 @@ _RESULT_QUEUES: dict[tuple[str, str], int] = {
     ("torch.utils.data._utils.worker", "_worker_loop"): 3,
 }
 
-_built: dict[str, type] = {}
-
 
 def _sub(package: str, name: str) -> Any:
     return importlib.import_module(f"{package}.{name}")
 
 
-def variant(package: str, method: str) -> type:
-    """The Process class for ``package`` and start ``method``, built once."""
-    name = next(n for n, v in _VARIANTS.items() if v == (package, method))
-    cls: type = __getattr__(name)
-    return cls
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _VARIANTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    cls = _built.get(name)
-    if cls is None:
-        cls = _built[name] = _build(name)
-    return cls
-
-
 def _build(name: str) -> type:
     package, method = _VARIANTS[name]
     context = _sub(package, "context")
-    from spawnkit.protocol import popen
-
-    if method == "spawn":
-        base, popen_cls = context.SpawnProcess, popen._guarded_spawn_popen(package)
-    elif method == "forkserver":
-        base, popen_cls = context.ForkServerProcess, popen._warm_popen(package)
-    else:
-        base, popen_cls = context.ForkProcess, None
+    base = {"spawn": context.SpawnProcess, "forkserver": context.ForkServerProcess}.get(
+        method, context.ForkProcess
+    )
+    popen_cls = popen.popen_class(package, method) if method != "fork" else None
     namespace: dict[str, Any] = {
         "__module__": __name__,
         "__qualname__": name,
@@ -115,14 +89,19 @@ def _build(name: str) -> type:
     return cls
 
 
+_classes = popen.LazyClasses(__name__, _VARIANTS, _build)
+__getattr__ = _classes.get
+variant = _classes.variant
+
+
 # ------------------------------------------------------------------ parent side
 def _start(self: Any) -> None:
     """Start the child: through this context's warm server, or with an early pipe for fork."""
     base_start = _sub(self._spawnkit_package, "process").BaseProcess.start
     if self._start_method == "forkserver":
-        from spawnkit.protocol import _warm_server
+        from spawnkit.protocol import warm
 
-        with _warm_server.launching(self._spawnkit_server):
+        with warm.launching(self._spawnkit_server):
             base_start(self)
         return
     if self._start_method != "fork":

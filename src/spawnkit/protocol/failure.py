@@ -434,8 +434,8 @@ def _preload_hint(exc: BaseException | None, preload: Sequence[str]) -> str:
             and any(
                 str(f.get("module", "")) == p
                 or str(f.get("module", "")).startswith(p + ".")
-                or "_warm_server" in str(f.get("first_import", ""))
-                or any("_warm_server" in str(link) for link in f.get("chain") or [])
+                or "warm_main" in str(f.get("first_import", ""))
+                or any("warm_main" in str(link) for link in f.get("chain") or [])
                 for p in preload
             )
         }

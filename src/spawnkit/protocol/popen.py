@@ -8,17 +8,6 @@ blocking the launcher), the early-error pipe it reads, and the four Process
 variants: package (``multiprocessing`` or its dill-based fork ``multiprocess``,
 the same classes under another name) x method (spawn, or forkserver from a
 warm server), built from one table so they cannot drift apart.
-
-The spawn variant adds an *early-error pipe*: if the child fails before
-spawnkit's own code runs (the classic case: a launching script without an
-``if __name__ == "__main__":`` guard, re-imported as ``__mp_main__``), its
-traceback reaches the launcher instead of only the child's stderr.
-
-Process classes are module attributes with stable names because a spawned
-child unpickles its ``Process`` object by reference.  All but the stdlib spawn
-one are created on first access (module ``__getattr__``) so that a
-``multiprocessing`` worker never imports ``multiprocess``, dill or the
-forkserver machinery.
 """
 
 from __future__ import annotations
@@ -27,7 +16,7 @@ import importlib
 import io
 import os
 import pickle
-import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -35,11 +24,12 @@ from typing import TYPE_CHECKING, Any
 from spawnkit.errors import ConfigError
 from spawnkit.protocol.child import child_main, picklers
 from spawnkit.protocol.failure import PRE_BOOTSTRAP, Failed
+from spawnkit.protocol.start_data import send_start_data
 from spawnkit.spec import ProcessSpec
 from spawnkit.spec._control import CONTEXTS
 
 if TYPE_CHECKING:
-    from spawnkit.protocol._warm_server import WarmServer
+    from spawnkit.protocol.warm import WarmServer
 
 __all__ = [
     "CONTEXTS",
@@ -48,6 +38,8 @@ __all__ = [
     "early_error_text",
     "early_failure",
     "get_launch_context",
+    "LazyClasses",
+    "popen_class",
     "send_start_data",
     "spawn_context",
 ]
@@ -93,47 +85,6 @@ def _pickle_for_child(package: str, popen: Any, process_obj: Any) -> io.BytesIO:
     finally:
         context.set_spawning_popen(None)
     return buf
-
-
-def send_start_data(fd: int, data: bytes) -> None:
-    """Write start data to ``fd``, a pipe to a child or a warm server, never blocking the launcher.
-
-    The child reads its preparation data, re-imports ``__main__`` and only
-    then reads its ``Process``: a spec larger than the pipe buffer would make
-    ``start()`` wait for that re-import (forever if it hangs, before
-    ``ready_timeout`` is even armed; pytorch#131931).  What fits is written
-    now; the rest goes from a daemon thread that ends when the child has read
-    it or is gone.  A reader that died first is not an error here: a child's
-    exit, with its early traceback, reaches the launcher through its sentinel,
-    a server's through its status pipe.
-    """
-    w = os.dup(fd)
-    view = memoryview(data)
-    try:
-        os.set_blocking(w, False)
-        try:
-            view = view[os.write(w, view) :]
-        except BlockingIOError:
-            pass
-        os.set_blocking(w, True)
-    except OSError:  # EPIPE: the child is already gone
-        view = view[len(view) :]
-    if not view:
-        os.close(w)
-        return
-    threading.Thread(
-        target=_write_rest, args=(w, view), name="spawnkit-start-writer", daemon=True
-    ).start()
-
-
-def _write_rest(fd: int, view: memoryview) -> None:
-    try:
-        while view:
-            view = view[os.write(fd, view) :]
-    except OSError:  # the child died before reading everything; its sentinel says how
-        pass
-    finally:
-        os.close(fd)
 
 
 def _guarded_spawn_popen(package: str) -> type:
@@ -189,7 +140,7 @@ def _warm_popen(package: str) -> type:
     ``_serve_one_reporting`` finds it there), as a spawned worker's is on its
     command line.
     """
-    from spawnkit.protocol import _warm_server
+    from spawnkit.protocol import warm
 
     popen_forkserver = _sub(package, "popen_forkserver")
     util = _sub(package, "util")
@@ -198,15 +149,21 @@ def _warm_popen(package: str) -> type:
         #: The read end of the child's early-error pipe (see :func:`early_failure`).
         early_error_fd: int
 
+        #: perf_counter at start, spec pickled, connected, sent, pid read (``bench.warm_split``).
+        marks: tuple[float, ...] = ()
+
         def _launch(self, process_obj: Any) -> None:
-            server = _warm_server.current_server()
+            begun = time.perf_counter()
+            server = warm.current_server()
             early_r, early_w = os.pipe()
             os.set_blocking(early_r, False)
             self.early_error_fd = early_r
             self._fds.append(early_w)  # index 0 of the worker's inherited descriptors
             try:
                 buf = _pickle_for_child(package, self, process_obj)
+                pickled = time.perf_counter()
                 self.sentinel, w = server.connect_to_new_process(self._fds)
+                connected = time.perf_counter()
             except BaseException:
                 os.close(early_r)
                 raise
@@ -218,8 +175,10 @@ def _warm_popen(package: str) -> type:
                 send_start_data(w, buf.getvalue())
             finally:
                 os.close(w)
+            sent = time.perf_counter()
             # Bounded: a server that died or stopped after the connect must not hang start().
             self.pid = server.read_child_pid(self.sentinel)
+            self.marks = (begun, pickled, connected, sent, time.perf_counter())
 
     return WarmPopen
 
@@ -235,25 +194,56 @@ _VARIANTS: dict[str, tuple[str, str]] = {
 }
 
 
+def popen_class(package: str, method: str) -> type:
+    """The Popen of ``package`` for ``method`` (spawn or forkserver): guarded, early-error pipe."""
+    return _guarded_spawn_popen(package) if method == "spawn" else _warm_popen(package)
+
+
+class LazyClasses:
+    """Process classes that are module attributes with stable names, built on first access.
+
+    A child unpickles its ``Process`` by reference, so each class must be an
+    attribute of its module; building them lazily keeps a ``multiprocessing``
+    worker from importing ``multiprocess``, dill or the forkserver machinery.
+    ``variants`` maps each name to ``(package, start method)``; ``build(name)``
+    makes the class.  Its module's ``__getattr__`` is :meth:`get`.
+    """
+
+    def __init__(self, module: str, variants: dict[str, tuple[str, str]], build: Any) -> None:
+        self.module, self.variants, self.build = module, variants, build
+        self.built: dict[str, type] = {}
+
+    def get(self, name: str) -> type:
+        if name not in self.variants:
+            raise AttributeError(f"module {self.module!r} has no attribute {name!r}")
+        cls = self.built.get(name)
+        if cls is None:
+            cls = self.built[name] = self.build(name)
+        return cls
+
+    def variant(self, package: str, method: str) -> type:
+        """The class for ``package`` and start ``method``."""
+        return self.get(next(n for n, v in self.variants.items() if v == (package, method)))
+
+
 def _process_class(name: str) -> type:
     """Build the Process class ``name`` of :data:`_VARIANTS`: the package's own, our Popen."""
     package, method = _VARIANTS[name]
     context = _sub(package, "context")
-    if method == "spawn":
-        base, popen = context.SpawnProcess, _guarded_spawn_popen(package)
-    else:
-        base, popen = context.ForkServerProcess, _warm_popen(package)
+    base = context.SpawnProcess if method == "spawn" else context.ForkServerProcess
     namespace = {
         "_start_method": method,
-        "_Popen": staticmethod(popen),
+        "_Popen": staticmethod(popen_class(package, method)),
         "__module__": __name__,
         "__qualname__": name,
     }
     return type(name, (base,), namespace)
 
 
-_StdSpawnProcess = _process_class("_StdSpawnProcess")
-_lazy: dict[str, type] = {"_StdSpawnProcess": _StdSpawnProcess}
+_classes = LazyClasses(__name__, _VARIANTS, _process_class)
+__getattr__ = _classes.get
+_variant = _classes.variant
+_StdSpawnProcess = _classes.get("_StdSpawnProcess")
 
 
 class _GuardedSpawnContext(_sub("multiprocessing", "context").SpawnContext):  # type: ignore[misc]
@@ -275,16 +265,6 @@ def spawn_context() -> Any:
     if _SPAWN_CONTEXT is None:
         _SPAWN_CONTEXT = _GuardedSpawnContext()
     return _SPAWN_CONTEXT
-
-
-def __getattr__(name: str) -> Any:
-    """Classes built on first use: the multiprocess ones and every forkserver one."""
-    if name not in _VARIANTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    cls = _lazy.get(name)
-    if cls is None:
-        cls = _lazy[name] = _process_class(name)
-    return cls
 
 
 def _early_bytes(proc: Any) -> bytes:
@@ -353,9 +333,9 @@ class LaunchContext:
         if self.server is None:
             proc.start()
             return
-        from spawnkit.protocol import _warm_server
+        from spawnkit.protocol import warm
 
-        with _warm_server.launching(self.server, self.fork_timeout):
+        with warm.launching(self.server, self.fork_timeout):
             proc.start()
 
     def loads(self, data: bytes) -> Any:
@@ -381,27 +361,21 @@ def get_launch_context(
     if start_method == "spawn":
         return LaunchContext(context, "spawn", _variant(context, "spawn"))
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
-    from spawnkit.protocol import _warm_server
+    from spawnkit.protocol import warm
 
-    mode = os.environ.get(_warm_server.MODE_VAR, "server").strip().lower() or "server"
+    mode = os.environ.get(warm.MODE_VAR, "server").strip().lower() or "server"
     if mode not in ("server", "worker"):
         raise ConfigError(
-            f"{_warm_server.MODE_VAR}={mode!r}: use 'server' (bootstrap once in the warm-start "
+            f"{warm.MODE_VAR}={mode!r}: use 'server' (bootstrap once in the warm-start "
             "server, the default) or 'worker' (every worker runs its own bootstrap)",
-            setting=_warm_server.MODE_VAR,
+            setting=warm.MODE_VAR,
         )
     boot = None
     if mode == "server":
         shared_env = {k: v for k, v in template.env.items() if k != RUN_ID_VAR}
         boot = template.replace(env=shared_env, payload=None, extra={})
-    server = _warm_server.get_server(context, tuple(preload), template.namespace, boot, timeout)
+    server = warm.get_server(context, tuple(preload), template.namespace, boot, timeout)
     return LaunchContext(context, "forkserver", _variant(context, "forkserver"), server, timeout)
-
-
-def _variant(package: str, start_method: str) -> type:
-    name = next(n for n, v in _VARIANTS.items() if v == (package, start_method))
-    cls: type = __getattr__(name)
-    return cls
 
 
 def _check_choices(context: str, start_method: str, preload: tuple[str, ...]) -> None:

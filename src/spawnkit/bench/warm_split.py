@@ -1,0 +1,204 @@
+"""Where a warm worker's start-up goes, next to a raw ``os.fork`` holding the same modules.
+
+A warm worker is forked by a server that already bootstrapped, so its cost
+is fixed per worker: pickling its spec, connecting to the server, sending
+the start data, the fork (until the server reports the pid), the child's
+set-up until it says HELLO, its own stages until READY, then the entry.
+Each phase is timed on one clock (``perf_counter``: ``CLOCK_MONOTONIC``,
+shared by parent and child), at the parent, as the protocol's messages
+arrive.  The baseline is a raw fork of this process after it imported the
+worker module (and torch for the torch worker), whose child writes one byte
+to a pipe where its entry would run.  The target (#23): a warm worker starts
+(``LaunchContext.start`` -> entry running) within 2x that raw fork.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from spawnkit.bench._checks import Check, print_checks
+
+__all__ = ["checks", "main", "report", "run"]
+
+PHASES = ("pickle", "connect", "send", "fork", "child_setup", "stages", "entry")
+TARGET = 2.0
+_WAIT_S = 60.0
+_WORKERS = {"trivial": "", "torch": "import torch  # noqa: F401\n"}
+
+
+def _site(root: Path) -> None:
+    for worker, head in _WORKERS.items():
+        (root / f"warm_split_{worker}.py").write_text(f"{head}\ndef main(payload):\n    return 0\n")
+
+
+def _raw_fork(n: int) -> float:
+    """Seconds from the first ``os.fork`` until all ``n`` children said their entry runs."""
+    r, w = os.pipe()
+    begun = time.perf_counter()
+    pids = []
+    for _ in range(n):
+        pid = os.fork()
+        if pid == 0:  # the child: its "entry" runs now
+            os.write(w, b"x")
+            os._exit(0)
+        pids.append(pid)
+    got = 0
+    deadline = begun + _WAIT_S
+    while got < n and select.select([r], [], [], max(0.0, deadline - time.perf_counter()))[0]:
+        got += len(os.read(r, n))
+    took = time.perf_counter() - begun
+    os.close(r)
+    os.close(w)
+    for pid in pids:
+        os.waitpid(pid, 0)  # each child exits right after its write
+    if got < n:
+        raise TimeoutError(f"{n - got} of {n} forked children sent nothing within {_WAIT_S} s")
+    return took
+
+
+def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float]]]:
+    """Seconds until all ``n`` warm workers' entries ran, and each one's phases."""
+    from spawnkit.protocol import messages as proto
+    from spawnkit.spec._control import LaunchControl
+
+    ranks = []
+    begun = time.perf_counter()
+    for rank in range(n):
+        pipes = [lctx.pipe() for _ in range(3)]
+        (report_r, report_w), (death_r, death_w), (fault_r, fault_w) = pipes
+        spec = template.replace(
+            rank=rank,
+            world_size=n,
+            report_conn=report_w,
+            death_conn=death_r,
+            _control=LaunchControl(fault_conn=fault_w, parent_pid=os.getpid()),
+        )
+        proc = lctx.process(spec, f"warm-split-{rank}")
+        lctx.start(proc)
+        for conn in (report_w, death_r, fault_w):
+            conn.close()
+        ranks.append((proc, report_r, death_w, fault_r))
+    phases, last = [], begun
+    for proc, report_r, death_w, fault_r in ranks:
+        seen: dict[str, float] = {}
+        while "entry" not in seen and report_r.poll(_WAIT_S):
+            msg = report_r.recv()
+            now = time.perf_counter()
+            if isinstance(msg, proto.Hello):
+                seen["hello"] = now
+            elif isinstance(msg, proto.Ready):
+                seen["ready"] = now
+            elif isinstance(msg, proto.StageStarted) and msg.stage == "entry":
+                seen["entry"] = now
+            elif isinstance(msg, (proto.Failed, proto.Exited)):
+                raise RuntimeError(f"warm worker failed: {msg}")
+        if "entry" not in seen:
+            proc.kill()
+            raise TimeoutError(f"warm worker {proc.name} did not reach its entry in {_WAIT_S} s")
+        last = max(last, seen["entry"])
+        t0, pickled, connected, sent, forked = proc._popen.marks
+        marks = (t0, pickled, connected, sent, forked, seen["hello"], seen["ready"], seen["entry"])
+        phases.append({p: marks[i + 1] - marks[i] for i, p in enumerate(PHASES)})
+        proc.join(30)
+        for conn in (report_r, death_w, fault_r):
+            conn.close()
+    return last - begun, phases
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    """Both workers at each size: raw fork, warm worker, the warm worker's phases (ms)."""
+    from spawnkit.launch.specs import build_spec
+    from spawnkit.protocol import warm
+    from spawnkit.protocol.popen import get_launch_context
+
+    sizes = (1, 2) if quick else (1, 2, 4, 8)
+    repeats = 2 if quick else 5
+    tmp = tempfile.TemporaryDirectory(prefix="spawnkit-warm-split-")
+    root = Path(tmp.name)
+    _site(root)
+    sys.path.insert(0, str(root))
+    old = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), old or "") if p)
+    rows: list[dict[str, Any]] = []
+    try:
+        for worker in _WORKERS:
+            module = f"warm_split_{worker}"
+            __import__(module)  # the raw fork holds the same modules
+            preload = (module,)
+            template = build_spec(f"{module}:main", None)
+            lctx = get_launch_context("multiprocessing", "forkserver", preload, template, 120)
+            _warm(lctx, template, 1)  # the first fork of a server warms its pages: not timed
+            for n in sizes:
+                raw = [_raw_fork(n) for _ in range(repeats)]
+                runs = [_warm(lctx, template, n) for _ in range(repeats)]
+                split = {p: statistics.median(ph[p] for _, w in runs for ph in w) for p in PHASES}
+                raw_ms = statistics.median(raw) * 1e3
+                warm_ms = statistics.median(t for t, _ in runs) * 1e3
+                rows.append(
+                    {
+                        "worker": worker,
+                        "n": n,
+                        "raw_fork_ms": raw_ms,
+                        "warm_ms": warm_ms,
+                        "ratio": warm_ms / raw_ms,
+                        **{f"{p}_ms": v * 1e3 for p, v in split.items()},
+                    }
+                )
+    finally:
+        warm.shutdown_forkservers()
+        if old is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = old
+        sys.path.remove(str(root))
+        tmp.cleanup()
+    return {"sizes": list(sizes), "repeats": repeats, "rows": rows, "load": os.getloadavg()}
+
+
+def report(results: dict[str, Any]) -> None:
+    """The table: per worker and size, raw fork, warm, their ratio and the warm worker's split."""
+    head = f"{'worker':8s} {'n':>2s} {'raw fork':>9s} {'warm':>8s} {'x':>6s}  " + " ".join(
+        f"{p:>11s}" for p in PHASES
+    )
+    print(f"load average {results['load'][0]:.2f}; times in ms, medians of per-worker phases")
+    print(head)
+    for r in results["rows"]:
+        split = " ".join(f"{r[p + '_ms']:11.2f}" for p in PHASES)
+        print(
+            f"{r['worker']:8s} {r['n']:2d} {r['raw_fork_ms']:9.2f} {r['warm_ms']:8.2f} "
+            f"{r['ratio']:6.2f}  {split}"
+        )
+
+
+def checks(results: dict[str, Any]) -> list[Check]:
+    return [
+        Check(f"warm {r['worker']} n={r['n']} / raw os.fork", r["ratio"], TARGET)
+        for r in results["rows"]
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", metavar="FILE")
+    args = parser.parse_args(argv)
+    results = run(args.quick)
+    report(results)
+    found = checks(results)
+    print_checks(found)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0 if all(c.ok for c in found) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

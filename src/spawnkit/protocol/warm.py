@@ -1,0 +1,495 @@
+"""Warm start: a fork server per configuration, bootstrapped once, that forks ready workers.
+
+The standard library keeps one forkserver per process, configured by a global
+preload list that silently skips modules failing to import.  spawnkit keeps
+one server per *key* (everything that decides a bootstrap's outcome: package,
+preload list, namespace, platform, plugins, entry-point rows, environment,
+guard policy, ``sys.path`` and what is installed on it, working directory and
+interpreter), because a worker forked from a server inherits all of those
+from the moment the server started: a later group whose key differs must not
+be served by a stale one.
+
+This module is the launcher's handle on a server: its start (a ``-c``
+statement running :func:`spawnkit.protocol.warm_main.serve`, which bootstraps
+once, preloads and checks fork safety), the worker-protocol messages it reads
+back within the launch's ``ready_timeout``, the error each failure becomes,
+and the per-key registry.  With ``SPAWNKIT_WARM_BOOTSTRAP=worker`` the server
+only preloads and each worker runs every stage itself.  Servers stop when the launcher exits
+(``atexit``) or on :func:`shutdown_forkservers`; one that died is replaced on
+the next launch, and a launch that races its death fails with
+``ForkServerError`` instead of waiting.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib
+import os
+import pickle
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as _mp_wait
+from typing import Any
+
+from spawnkit import _steps
+from spawnkit.bootstrap.stages import Stage
+from spawnkit.errors import ConfigError, ForkServerError
+from spawnkit.protocol import failure
+from spawnkit.protocol import messages as proto
+from spawnkit.protocol.failure import Exited, Failed
+from spawnkit.protocol.start_data import send_start_data
+
+__all__ = [
+    "MODE_VAR",
+    "WarmServer",
+    "current_server",
+    "get_server",
+    "launcher_modules",
+    "launching",
+    "server_key",
+    "shutdown_forkservers",
+]
+
+MODE_VAR = "SPAWNKIT_WARM_BOOTSTRAP"
+"""``server`` (default): bootstrap once in the server; ``worker``: every worker bootstraps."""
+
+_START_TIMEOUT = 120.0
+_FORK_TIMEOUT = 30.0
+_DUMP_WAIT = 0.5
+_STOP_TIMEOUT = 5.0
+
+_servers: dict[tuple[Any, ...], WarmServer] = {}
+_servers_lock = threading.Lock()
+_tls = threading.local()
+_TIMED_OUT = object()  # the last "message" of a server that did not finish starting in time
+
+
+def _pkg(name: str, sub: str) -> Any:
+    return importlib.import_module(f"{name}.{sub}")
+
+
+class WarmServer:
+    """One running fork server: its address, its "alive" pipe, its pid and what it did at start."""
+
+    def __init__(self, package: str, preload: tuple[str, ...], boot: Any = None) -> None:
+        self.package = package
+        self.preload = preload
+        self.boot = boot
+        self.pid: int | None = None
+        self.address: Any = None
+        self.fork_timeout = _FORK_TIMEOUT
+        self._alive_w: int | None = None
+        self._fault_r: int | None = None
+        self._lock = threading.Lock()
+        self.preload_seconds: dict[str, float] = {}
+        self.stage_seconds: dict[str, float] = {}
+        self.started_at = 0.0
+        self.start_timeout = _START_TIMEOUT
+
+    # ------------------------------------------------------------ lifecycle
+    def start(self, timeout: float = _START_TIMEOUT) -> None:
+        util = _pkg(self.package, "util")
+        spawn = _pkg(self.package, "spawn")
+        connection = _pkg(self.package, "connection")
+        _pkg(self.package, "resource_tracker").ensure_running()
+        boot = pickle.dumps((self.boot, launcher_modules() if self.boot is not None else []))
+        with socket.socket(socket.AF_UNIX) as listener:
+            address = connection.arbitrary_address("AF_UNIX")
+            _bind(listener, address)
+            if not util.is_abstract_socket_namespace(address):
+                os.chmod(address, 0o600)
+            listener.listen()
+            alive_r, alive_w = os.pipe()
+            status_r, status_w = os.pipe()
+            fault_r, fault_w = os.pipe()
+            boot_r, boot_w = os.pipe()
+            child_fds = [listener.fileno(), alive_r, status_w, fault_w, boot_r]
+            try:
+                cmd = (
+                    "from spawnkit.protocol.warm_main import serve; "
+                    f"serve({listener.fileno()}, {alive_r}, {status_w}, {fault_w}, {boot_r}, "
+                    f"{self.package!r}, {list(self.preload)!r}, {list(sys.path)!r})"
+                )
+                exe = spawn.get_executable()
+                args = [exe, *util._args_from_interpreter_flags(), "-c", cmd]
+                pid = util.spawnv_passfds(exe, args, child_fds)
+            except BaseException:
+                for fd in (alive_w, status_r, fault_r, boot_w):
+                    os.close(fd)
+                raise
+            finally:
+                for fd in child_fds[1:]:
+                    os.close(fd)
+        self.pid, self.address, self._alive_w = pid, address, alive_w
+        self._fault_r = fault_r
+        os.set_blocking(fault_r, False)
+        # Never blocking: the server reads the spec first thing, but one that died before
+        # reading must not block this launch (its death is reported below).
+        try:
+            send_start_data(boot_w, boot)
+        finally:
+            os.close(boot_w)
+        self.start_timeout = timeout
+        with Connection(status_r, writable=False) as conn:
+            final, step = self._read_status(conn, timeout)
+        if not isinstance(final, proto.Ready):
+            err = _start_error(final, step, self, self._read_fault())
+            self.stop(0.5)
+            raise err
+        self.started_at = float(final.report.get("started", time.time()))
+        self.fork_timeout = max(timeout, 1.0)
+
+    def _read_status(self, conn: Any, timeout: float) -> tuple[Any, str]:
+        """The server's last message (``Ready``, ``Failed``, ``Exited``; None: it died or hung)
+        and the step it announced last; stage and preload times are kept on the way."""
+        deadline = time.monotonic() + timeout
+        step = "startup"
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                if self.pid is not None:  # faulthandler: the stuck server's stack
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(self.pid, signal.SIGUSR1)
+                    time.sleep(_DUMP_WAIT)
+                return _TIMED_OUT, step
+            # poll-based: select() refuses descriptors above 1024, which a serving
+            # process with many sockets open hands out.
+            if not conn.poll(left):
+                continue
+            try:
+                msg = conn.recv()
+            except (EOFError, OSError):
+                return None, step
+            if isinstance(msg, proto.StageStarted):
+                step = msg.stage
+            elif isinstance(msg, proto.StageFinished):
+                kind, name = _steps.split_step(msg.stage)
+                into = self.preload_seconds if kind == _steps.PRELOAD else self.stage_seconds
+                into[name if kind == _steps.PRELOAD else msg.stage] = msg.seconds
+            else:
+                return msg, step
+
+    def _read_fault(self) -> str:
+        fd, chunks = self._fault_r, []
+        if fd is None:
+            return ""
+        with contextlib.suppress(OSError):
+            while data := os.read(fd, 65536):
+                chunks.append(data)
+        return b"".join(chunks).decode("utf-8", "replace")
+
+    def _exit_text(self, timeout: float = 2.0, running: str = "") -> str:
+        code = self._reap(timeout)
+        if code is None:
+            return running or "it stopped reporting without exiting"
+        if code < 0:
+            try:
+                return f"it was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"it was killed by signal {-code}"
+        return f"it exited with code {code}"
+
+    def _reap(self, timeout: float) -> int | None:
+        if self.pid is None:
+            return None
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                return 0
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+
+    def alive(self) -> bool:
+        if self.pid is None:
+            return False
+        try:
+            pid, _ = os.waitpid(self.pid, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        return pid == 0
+
+    def stop(self, timeout: float = _STOP_TIMEOUT) -> None:
+        """Close the alive pipe (the server exits once its workers are gone); bounded, then kill."""
+        with self._lock:
+            if self._alive_w is not None:
+                os.close(self._alive_w)
+                self._alive_w = None
+            if self._fault_r is not None:
+                os.close(self._fault_r)
+                self._fault_r = None
+            if self.pid is not None:
+                # The server also exits when its last worker closes its copy of the alive
+                # pipe; a worker still running would keep it waiting, so bound the wait.
+                if self._reap(timeout) is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(self.pid, signal.SIGKILL)
+                    self._reap(timeout)
+                self.pid = None
+            if self.address is not None:
+                util = _pkg(self.package, "util")
+                if not util.is_abstract_socket_namespace(self.address):
+                    with contextlib.suppress(OSError):
+                        os.unlink(self.address)
+                self.address = None
+
+    # ------------------------------------------------------------- forking
+    def connect_to_new_process(self, fds: list[int]) -> tuple[int, int]:
+        """Ask the server for a child, as the standard library's ForkServer does."""
+        reduction = _pkg(self.package, "reduction")
+        resource_tracker = _pkg(self.package, "resource_tracker")
+        if self._alive_w is None:
+            raise ForkServerError("the warm-start fork server was shut down", stage="preload")
+        client = socket.socket(socket.AF_UNIX)
+        try:
+            client.connect(self.address)
+        except OSError as exc:
+            client.close()
+            raise self._gone(f"connecting to it failed ({exc})") from exc
+        with client:
+            parent_r, child_w = os.pipe()
+            child_r, parent_w = os.pipe()
+            allfds = [child_r, child_w, self._alive_w, resource_tracker.getfd(), *fds]
+            try:
+                reduction.sendfds(client, allfds)
+                return parent_r, parent_w
+            except BaseException as exc:
+                os.close(parent_r)
+                os.close(parent_w)
+                if isinstance(exc, OSError):
+                    raise self._gone(f"sending it the request failed ({exc})") from exc
+                raise
+            finally:
+                os.close(child_r)
+                os.close(child_w)
+
+    def read_child_pid(self, sentinel: int) -> int:
+        """The forked worker's pid, which the server writes first; bounded (see ``launching``)."""
+        timeout = getattr(_tls, "timeout", None) or self.fork_timeout
+        if not _mp_wait([sentinel], timeout):
+            raise self._gone(
+                f"it did not fork a worker within {timeout:.0f} s (stopped or stuck), so the "
+                "launcher killed it",
+                kill=True,
+            )
+        try:
+            pid: int = _pkg(self.package, "forkserver").read_signed(sentinel)
+        except (EOFError, OSError) as exc:
+            raise self._gone("it closed the connection before forking a worker") from exc
+        return pid
+
+    def _gone(self, what: str, *, kill: bool = False) -> ForkServerError:
+        """The typed error of a launch that raced the server's death (or found it stuck)."""
+        pid = self.pid
+        if kill and pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        state = self._exit_text(1.0 if kill else 0.0, running="it is still running")
+        err = ForkServerError(
+            f"the warm-start fork server (pid {pid}) could not start a worker: {what}; {state}. "
+            "Effect: this launch started no further worker and is being torn down. The next "
+            "launch starts a new server; retry it.",
+            stage=Stage.ARM_PARENT_DEATH.value,
+        )
+        err.server_pid = pid
+        return err
+
+
+def launcher_modules() -> list[str]:
+    """The standard library's and spawnkit's modules this launcher has imported.
+
+    Every warm worker re-imports the launching script (as ``__mp_main__``),
+    and with it what the script imports: most of a worker's fixed start-up
+    cost when the server lacks them.  A pre-bootstrapped server imports
+    these after its hooks are applied (so patched code is what they see),
+    best effort; none of them is engine or plugin code.
+    """
+    stdlib = sys.stdlib_module_names - _NOT_PRELOADED
+    return [
+        name
+        for name in list(sys.modules)
+        if name.partition(".")[0] in stdlib or name.startswith("spawnkit.")
+    ]
+
+
+#: Standard modules whose import acts (prints, opens a window or a browser, takes the terminal).
+_NOT_PRELOADED = frozenset({"this", "antigravity", "idlelib", "tkinter", "turtle", "readline"})
+
+
+def _step_text(step: str) -> str:
+    kind, name = _steps.split_step(step)
+    if kind == _steps.PRELOAD:
+        return f"importing preload module {name!r}"
+    if kind == _steps.PLUGIN:
+        return f"loading plugin {name!r} (stage 'load_plugins')"
+    return f"running stage {step!r}" if step != "startup" else "starting up"
+
+
+def _start_error(final: Any, step: str, server: WarmServer, fault: str) -> ForkServerError:
+    """The parent's typed error for a server that refused to serve or could not start."""
+    pid = server.pid
+    if isinstance(final, Failed):
+        cause = failure.load_exception(final.exc_bytes)
+        if isinstance(cause, ForkServerError):  # a refusal: the server's own typed error
+            cause.traceback_text = cause.traceback_text or final.traceback_text
+            cause.server_pid = pid
+            return cause
+        err = ForkServerError(
+            f"the warm-start fork server (pid {pid}) failed in stage {final.stage!r}, which it "
+            f"runs once for every worker it will fork: {final.message}\n"
+            f"Effect: no worker was started. Fix the cause; set {MODE_VAR}=worker to run this "
+            "stage in each worker instead, or use start_method='spawn'.\n"
+            f"Server traceback (pid {pid}):\n{final.traceback_text.rstrip()}",
+            stage=final.stage,
+            traceback_text=final.traceback_text,
+        )
+        err.cause = cause
+    else:
+        err = ForkServerError(
+            _start_failure_text(final, step, server, fault), stage=_steps.stage_of(step)
+        )
+    err.server_pid = pid
+    return err
+
+
+def _start_failure_text(final: Any, step: str, server: WarmServer, fault: str) -> str:
+    """Why a server that raised nothing could not start: it exited, hung or died."""
+    pid = server.pid
+    dump = f"\nServer fault dump (pid {pid}):\n{fault.rstrip()}" if fault.strip() else ""
+    if isinstance(final, Exited):
+        return (
+            f"the warm-start fork server (pid {pid}) called sys.exit({final.code}) while "
+            f"{_step_text(step)}, so it cannot serve workers. Effect: no worker was started. "
+            "Remove the exit from that code (a plugin or module must not end the process), or "
+            f"set {MODE_VAR}=worker.\n{final.traceback_text}".rstrip()
+        )
+    if final is _TIMED_OUT:
+        return (
+            f"the warm-start fork server (pid {pid}) did not finish starting within "
+            f"{server.start_timeout:.0f} s: it is stuck {_step_text(step)} (stack below). "
+            "Effect: no worker was started; the server was killed. Fix the hang, or raise "
+            f"ready_timeout if that step is just slow.{dump}"
+        )
+    return (
+        f"the warm-start fork server (pid {pid}) for preload={list(server.preload)} died while "
+        f"{_step_text(step)}: {server._exit_text()}. Effect: no worker was started.{dump}"
+    )
+
+
+# ------------------------------------------------------------------ registry
+def server_key(
+    package: str, preload: tuple[str, ...], namespace: Any, boot: Any = None
+) -> tuple[Any, ...]:
+    from spawnkit import _metadata
+
+    identity = None
+    if boot is not None:
+        from spawnkit.bootstrap.process import boot_identity
+
+        identity = boot_identity(boot)
+    return (
+        package,
+        preload,
+        namespace,
+        identity,
+        tuple(sys.path),
+        # What is installed on sys.path: a pip install or uninstall changes a directory.
+        _metadata.path_fingerprint(),
+        os.getcwd(),
+        tuple(sorted(os.environ.items())),
+        # The interpreter the server is started with (``set_executable()`` changes it).
+        os.fsdecode(_pkg(package, "spawn").get_executable()),
+    )
+
+
+def get_server(
+    package: str,
+    preload: tuple[str, ...],
+    namespace: Any,
+    boot: Any = None,
+    timeout: float | None = None,
+) -> WarmServer:
+    """The running server for this key, started (bootstrapped, preloaded) on first use.
+
+    ``boot`` is the spec every rank shares (None: workers bootstrap themselves);
+    ``timeout`` bounds the start (the launch's ``ready_timeout``).
+    """
+    key = server_key(package, preload, namespace, boot)
+    with _servers_lock:
+        server = _servers.get(key)
+        if server is not None and server.alive():
+            return server
+        if server is not None:
+            server.stop(0.5)  # it died: replace it
+            del _servers[key]
+        server = WarmServer(package, preload, boot)
+        server.start(_START_TIMEOUT if timeout is None else timeout)
+        _servers[key] = server
+        return server
+
+
+def shutdown_forkservers(timeout: float = _STOP_TIMEOUT) -> int:
+    """Stop every warm-start server of this process; returns how many were running."""
+    with _servers_lock:
+        servers = list(_servers.values())
+        _servers.clear()
+    for server in servers:
+        server.stop(timeout)
+    return len(servers)
+
+
+@contextlib.contextmanager
+def launching(server: WarmServer, timeout: float | None = None) -> Iterator[None]:
+    """Name the server the next ``Process.start()`` on this thread forks from.
+
+    ``timeout`` (the launch's ``ready_timeout``) bounds the wait for the fork.
+    """
+    previous = getattr(_tls, "server", None), getattr(_tls, "timeout", None)
+    _tls.server, _tls.timeout = server, timeout
+    try:
+        yield
+    finally:
+        _tls.server, _tls.timeout = previous
+
+
+def current_server() -> WarmServer:
+    server: WarmServer | None = getattr(_tls, "server", None)
+    if server is None:
+        raise RuntimeError("a spawnkit warm-start process was started outside spawn_with_plugins()")
+    return server
+
+
+def _forget_after_fork() -> None:
+    # A forked copy of the launcher does not own these servers; never stop them from there.
+    _servers.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+atexit.register(shutdown_forkservers)
+
+
+def _bind(listener: socket.socket, address: str) -> None:
+    """Bind the server's socket; a temp dir too deep for a socket path is named, with the fix."""
+    try:
+        listener.bind(address)
+    except OSError as exc:
+        if "too long" not in str(exc):
+            raise
+        raise ConfigError(
+            f"the warm-start server's socket path {address!r} ({len(address)} bytes) is longer "
+            "than the OS allows for a Unix socket (about 107 bytes), because the temporary "
+            f"directory is deep (TMPDIR={os.environ.get('TMPDIR', '')!r}). Set TMPDIR to a "
+            "short path (for example /tmp) for the launching process, or use "
+            "start_method='spawn'.",
+            setting="TMPDIR",
+        ) from exc

@@ -1,0 +1,345 @@
+"""The warm-start server's own process: bootstrap once, check it is safe to fork, then fork.
+
+``serve()`` is the ``-c`` statement :class:`~spawnkit.protocol.warm.WarmServer`
+starts.  It arms the import guard, runs the shared stages once
+(:func:`prebootstrap`), imports the preloads (which therefore see patched
+code), refuses to serve when forking would be unsafe, and only then enters
+the package's fork loop.  It speaks the worker protocol on its status pipe:
+a ``StageStarted``/``StageFinished`` pair per stage, plugin and preload, then
+``Ready``, or one ``Failed`` record (``failure.record``; a refusal travels as
+its typed ``ForkSafetyError``/``ForkServerError`` of kind ``preload``) or ``Exited``.
+
+Refused, by name: an accelerator context created by the platform, a plugin,
+hook application or a preload (a forked worker cannot use it), and a thread
+still running after the bootstrap (forking copies no thread, and a lock it
+held stays locked in every worker).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from spawnkit import _steps
+from spawnkit.bootstrap.stages import STAGES, Stage
+from spawnkit.errors import ForkSafetyError, ForkServerError
+from spawnkit.protocol import failure
+from spawnkit.protocol import messages as proto
+
+__all__ = ["prebootstrap", "serve"]
+
+_OWN_PRELOAD = (
+    # spawnkit's own worker-side modules: hook-neutral by construction (no engine code, no
+    # plugin), and importing them is most of what a forked worker would otherwise repeat.
+    "spawnkit.protocol.child",
+    "spawnkit.protocol.popen",
+    "spawnkit.bootstrap._parent_death",
+    "spawnkit.bootstrap.process",
+    "spawnkit.hooks.plugins",
+    "spawnkit.hooks.registry",
+    "spawnkit.platforms.discovery",
+)
+
+
+class _Status:
+    """The status pipe: the worker protocol's messages; remembers the step last announced."""
+
+    def __init__(self, fd: int) -> None:
+        self.conn = Connection(fd, readable=False)
+        self.step = "startup"
+
+    def send(self, msg: proto.Message) -> None:
+        if isinstance(msg, proto.StageStarted):
+            self.step = msg.stage
+        self.conn.send(msg)
+
+    # StageListener: each stage goes to the launcher, then the accelerator check.
+    def stage_started(self, stage: str) -> None:
+        self.send(proto.StageStarted(str(stage)))
+
+    def stage_finished(self, stage: str, seconds: float) -> None:
+        self.send(proto.StageFinished(str(stage), seconds))
+        if not _accelerator_contexts():
+            return
+        if stage == Stage.PLATFORM.value:
+            winner = self.namespace.platforms.decision().get("winner")
+            _check_accelerator(
+                f"platform {getattr(winner, 'name', '?')!r} (its init_backend)", stage
+            )
+        _check_accelerator(f"importing hook target modules (stage {stage!r})", stage)
+
+    def plugin_loaded(self, name: str, dist: str) -> None:
+        self.send(proto.StageStarted(_steps.plugin_step(name)))
+        _check_accelerator(f"plugin {name!r} from {dist}", Stage.PLUGINS.value)
+
+    def ready(self, report: Any) -> None:
+        return None
+
+    namespace: Any = None  # the bootstrapper's, once it exists
+
+
+def _check_accelerator(culprit: str, stage: str) -> None:
+    contexts = _accelerator_contexts()
+    if not contexts:
+        return
+    err = ForkSafetyError(
+        f"{culprit} created an accelerator context ({', '.join(contexts)}) in the warm-start "
+        "fork server. A worker forked from it cannot use a context created before the fork, so "
+        "the server refuses to serve. Defer device work to the entry (or to hook call time), "
+        "or use start_method='spawn'.",
+        stage=stage,
+    )
+    err.culprit = culprit
+    raise err
+
+
+def _accelerator_contexts() -> list[str]:
+    """Accelerator runtimes that already hold a context (checked without creating one)."""
+    found: list[str] = []
+    if "torch" not in sys.modules:
+        return found
+    for name in ("cuda", "xpu"):
+        probe = getattr(sys.modules.get(f"torch.{name}"), "is_initialized", None)
+        try:
+            if callable(probe) and probe():
+                found.append(f"torch.{name}")
+        except Exception:
+            continue
+    return found
+
+
+def prebootstrap(spec: Any, status: _Status) -> None:
+    """Platform, plugins and hooks, once, with a fork-safety check after each step.
+
+    Workers forked afterwards inherit the platform, the loaded plugins and the
+    patched targets; ``Bootstrapper.hand_down`` records what their reports
+    name as inherited.  A fork-safety refusal raised inside a stage comes out
+    as itself, not wrapped in the stage's error.
+    """
+    from spawnkit.bootstrap.process import Bootstrapper
+
+    bootstrapper = Bootstrapper(spec, listener=status, server=True)
+    status.namespace = bootstrapper.namespace
+    try:
+        for row in STAGES:
+            if row.shared:
+                getattr(bootstrapper, row.method)()
+    except ForkSafetyError as exc:
+        raise exc.cause if isinstance(exc.cause, ForkSafetyError) else exc from None
+    bootstrapper.hand_down()
+
+
+class _ThreadOrigins:
+    """Which step started each thread, so a thread left running can be blamed on its plugin."""
+
+    def __enter__(self) -> _ThreadOrigins:
+        import weakref
+
+        from spawnkit.bootstrap import guard
+
+        self.origins: weakref.WeakKeyDictionary[threading.Thread, str] = weakref.WeakKeyDictionary()
+        self._original = original = threading.Thread.start
+        origins = self.origins
+
+        def start(thread: threading.Thread) -> None:
+            origins[thread] = guard.current_step()
+            original(thread)
+
+        threading.Thread.start = start  # type: ignore[method-assign,assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        threading.Thread.start = self._original  # type: ignore[method-assign]
+
+    def check(self) -> None:
+        for thread in threading.enumerate():
+            if thread is threading.main_thread() or not thread.is_alive():
+                continue
+            step = self.origins.get(thread, "")
+            kind, name = _steps.split_step(step)
+            culprit = {
+                _steps.PLUGIN: f"plugin {name!r}",
+                _steps.PRELOAD: f"preload module {name!r}",
+            }
+            who = culprit.get(kind, f"stage {step!r}" if step else "")
+            by = f", started by {who}," if who else " (its starter is unknown)"
+            err = ForkSafetyError(
+                f"thread {thread.name!r}{by} is still running in the warm-start fork server "
+                "after its bootstrap. A forked worker gets no copy of it, and a lock it holds "
+                "stays locked in every worker, so the server refuses to serve. Start the thread "
+                "at hook call time or in the entry (plugin callbacks run once per server), or "
+                "use start_method='spawn'.",
+                stage=_steps.stage_of(step) if step else "preload",
+            )
+            err.culprit = who
+            raise err
+
+
+def _preload(module: str, status: _Status) -> None:
+    """Import one preload module; refused if it fails or creates an accelerator context."""
+    from spawnkit.bootstrap import guard
+
+    step = _steps.preload_step(module)
+    status.send(proto.StageStarted(step))
+    begun = time.perf_counter()
+    try:
+        with guard.step(step):
+            importlib.import_module(module)
+    except Exception as exc:
+        import traceback
+
+        text = traceback.format_exc()
+        raise ForkServerError(
+            f"preload module {module!r} failed to import in the warm-start fork server, so no "
+            f"worker could be started from it.\n{text}Fix the import or remove it from preload=.",
+            stage="preload",
+            traceback_text=text,
+            kind="preload",
+        ) from exc
+    status.send(proto.StageFinished(step, time.perf_counter() - begun))
+    contexts = _accelerator_contexts()
+    if contexts:
+        raise ForkServerError(
+            f"preload module {module!r} initialized an accelerator context "
+            f"({', '.join(contexts)}) in the warm-start fork server. Forked workers cannot use "
+            "a context created before the fork, so this preload is refused. Preload only "
+            "modules that import without touching the device, or use start_method='spawn'.",
+            stage="preload",
+            kind="preload",
+        )
+
+
+def _prepare(
+    spec: Any, preload: list[str], status: _Status, started: float, launcher: list[str]
+) -> bool:
+    """Bootstrap once (``spec`` None: not at all), preload, check threads; the last message."""
+    try:
+        with _ThreadOrigins() as threads:
+            if spec is not None:
+                prebootstrap(spec, status)
+            for module in preload:
+                _preload(module, status)
+            _import_quietly(launcher)
+            threads.check()
+    except SystemExit as exc:
+        import traceback
+
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        status.send(proto.Exited(status.step, code, traceback.format_exc()))
+        return False
+    except Exception as exc:
+        stage = str(getattr(exc, "stage", "") or _steps.stage_of(status.step))
+        status.send(failure.record(stage, exc))
+        return False
+    status.send(proto.Ready({"started": started}))
+    return True
+
+
+def serve(
+    listener_fd: int,
+    alive_r: int,
+    status_fd: int,
+    fault_fd: int,
+    boot_fd: int,
+    package: str,
+    preload: list[str],
+    sys_path: list[str],
+) -> None:
+    """The server's main: guard, bootstrap once, preload, check fork safety, then fork loop."""
+    from spawnkit.protocol.child import arm_guard
+
+    arm_guard()
+    sys.path[:] = sys_path
+    _faulthandler(fault_fd, True)
+    # First, while this process is small and has one thread: the guardian of every worker
+    # it will fork (see _parent_death), so forked workers need not fork one each.
+    from spawnkit.bootstrap._parent_death import start_server_guardian
+
+    start_server_guardian()
+    started = time.time()
+    status = _Status(status_fd)
+    spec, launcher = _read_boot(boot_fd)
+    for module in _OWN_PRELOAD:
+        with contextlib.suppress(ImportError):  # an optional part: the worker imports it
+            importlib.import_module(module)
+    importlib.import_module(f"{package}.popen_forkserver")
+    ok = _prepare(spec, preload, status, started, launcher)
+    status.conn.close()
+    if not ok:
+        os._exit(1)
+    _faulthandler(fault_fd, False)
+    # Everything preloaded is immortal for the server's children: keep their collector from
+    # walking (and so copy-on-write faulting) the preloaded heap, which can cost a forked
+    # torch worker more than the fork itself.
+    gc.collect()
+    gc.freeze()
+    forkserver: Any = importlib.import_module(f"{package}.forkserver")
+    forkserver._serve_one = _early_reporting(forkserver._serve_one, package)
+    forkserver.main(listener_fd, alive_r, [], None, None)
+
+
+def _early_reporting(serve_one: Any, package: str) -> Any:
+    """The fork loop's per-worker function, sending a failure before ``child_main`` to the launcher.
+
+    The forked worker re-imports ``__main__`` and unpickles its Process in
+    ``serve_one``; its early-error pipe is its first inherited descriptor
+    (``fds[2]``, after the server's alive pipe and the resource tracker; see
+    ``WarmPopen``), as a spawned worker's is on its command line.
+    """
+    from spawnkit.protocol import child
+
+    def serve_one_reporting(child_r: int, fds: list[int], *rest: Any) -> Any:
+        child.set_early_fd(fds[2] if len(fds) > 2 else None)
+        try:
+            return serve_one(child_r, fds, *rest)
+        except Exception as exc:
+            child.report_early(exc, package)
+            raise
+
+    return serve_one_reporting
+
+
+def _faulthandler(fd: int, on: bool) -> None:
+    """A hang or crash at start is dumped to the launcher's fault pipe; closed before serving."""
+    import faulthandler
+
+    with contextlib.suppress(OSError, ValueError, RuntimeError, AttributeError):
+        if on:
+            faulthandler.enable(file=fd, all_threads=True)
+            faulthandler.register(signal.SIGUSR1, file=fd, all_threads=True, chain=False)
+            return
+        faulthandler.unregister(signal.SIGUSR1)
+        faulthandler.disable()
+    if not on:
+        os.close(fd)
+
+
+def _import_quietly(modules: list[str]) -> None:
+    """The launcher's own modules (``warm.launcher_modules``): what its workers would re-import.
+
+    Best effort: a module that does not import here is left to each worker,
+    which imports it as it would have anyway.
+    """
+    for name in modules:
+        if name not in sys.modules:
+            with contextlib.suppress(Exception):
+                importlib.import_module(name)
+
+
+def _read_boot(fd: int) -> tuple[Any, list[str]]:
+    import pickle
+
+    chunks = []
+    while data := os.read(fd, 65536):
+        chunks.append(data)
+    os.close(fd)
+    spec, launcher = pickle.loads(b"".join(chunks))
+    return spec, list(launcher)
