@@ -8,12 +8,13 @@ the table without reading the numbers against the README.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-__all__ = ["Check", "marks_for", "present", "print_checks"]
+__all__ = ["Check", "load_average", "marks_for", "present", "print_checks"]
 
 
 class Check(NamedTuple):
@@ -31,6 +32,14 @@ class Check(NamedTuple):
     @property
     def target_text(self) -> str:
         return f"{'>=' if self.at_least else '<='} {self.target:g}"
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load, printed with every run: ratios taken on a busy machine say so."""
+    try:
+        return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:  # no load average on this platform
+        return "unknown"
 
 
 def marks_for(stream: TextIO) -> tuple[str, str]:
@@ -72,7 +81,7 @@ def present(
 ) -> list[Check]:
     """A benchmark script's ending: its table, its targets with verdicts, optionally JSON."""
     report(results)
-    print()
+    print(f"\nload average: {load_average()} (1, 5, 15 min)")
     found = checks(results)
     print_checks(found)
     if json_path:
