@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-__all__ = ["Check", "load_average", "marks_for", "present", "print_checks"]
+__all__ = ["Check", "bytecode_note", "load_average", "marks_for", "present", "print_checks"]
 
 
 class Check(NamedTuple):
@@ -40,6 +40,33 @@ def load_average() -> str:
         return ", ".join(f"{v:.2f}" for v in os.getloadavg())
     except OSError:  # no load average on this platform
         return "unknown"
+
+
+def bytecode_note() -> str | None:
+    """A note when spawnkit's modules have no cached bytecode; ``None`` when they have.
+
+    A checkout run with ``PYTHONDONTWRITEBYTECODE`` set (or a read-only one)
+    compiles spawnkit's ~50 worker-path modules from source in every cold
+    worker: the cold figures then measure the compiler, not the start-up an
+    installed wheel (compiled by pip at install) gives.
+    """
+    import importlib.util
+
+    import spawnkit
+
+    source = spawnkit.__file__ or ""
+    try:
+        cached = Path(importlib.util.cache_from_source(source)).exists()
+    except (NotImplementedError, ValueError):
+        return None
+    if cached:
+        return None
+    why = "PYTHONDONTWRITEBYTECODE is set" if sys.dont_write_bytecode else "none was written"
+    return (
+        f"spawnkit at {Path(source).parent} has no cached bytecode ({why}): every cold worker "
+        "compiles its modules, so cold figures are pessimistic; run from an installed wheel "
+        "or run `python -m compileall` on that folder first"
+    )
 
 
 def marks_for(stream: TextIO) -> tuple[str, str]:

@@ -54,7 +54,7 @@ from typing import Any
 
 import spawnkit
 from spawnkit.bench import _peers
-from spawnkit.bench._checks import Check, present
+from spawnkit.bench._checks import Check, bytecode_note, present
 from spawnkit.bench._peers import PEERS
 from spawnkit.bootstrap.stages import Stage
 
@@ -323,6 +323,8 @@ def run(quick: bool = False) -> dict[str, Any]:
     )
     Namespace(NS_NAME, env_prefix="BENCH_SPAWN_NS")
     peers, skipped = _peers.available()
+    uncompiled = bytecode_note()
+    skipped += [uncompiled] if uncompiled else []
     results: dict[str, Any] = {
         "sizes": list(sizes),
         "repeats": repeats,
