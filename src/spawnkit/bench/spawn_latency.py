@@ -352,6 +352,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                         file=sys.stderr,
                         flush=True,
                     )
+                if name in _peers.PEERS:  # Ray's daemons and loky's workers would load the
+                    _peers.close()  # machine under the rows measured after them
         results["census"] = _census(1 if quick else 3)
     finally:
         _peers.close()
