@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import multiprocessing
+import os
 import sys
 from contextlib import redirect_stdout
 from pathlib import Path
@@ -44,6 +45,7 @@ def test_each_peer_starts_the_worker_and_leaves_nothing_running(
 ) -> None:
     package = _peers._NEEDS[peer][0]
     pytest.importorskip(package)
+    path, environ = list(sys.path), dict(os.environ)
     try:
         seconds = _peers.measure(peer, worker_site, 2, TIMEOUT_S)
     finally:
@@ -52,6 +54,8 @@ def test_each_peer_starts_the_worker_and_leaves_nothing_running(
     assert all(0.0 < s < TIMEOUT_S for s in seconds), seconds
     assert multiprocessing.active_children() == []
     assert _peers._loky_workers == 0
+    # Ray adds to both when it starts; what runs after the peers must not inherit that
+    assert sys.path == path and dict(os.environ) == environ
 
 
 def test_a_missing_peer_package_is_one_note_naming_the_extra(

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -126,6 +128,12 @@ def _shutdown_loky() -> None:
         _loky_workers = 0
 
 
+#: sys.path and os.environ before ray.init, which adds to both: restored by close(), so the
+#: benchmarks measured after Ray (forkservers inherit sys.path, subprocesses the environment)
+#: do not run with Ray's additions.
+_before_ray: list[tuple[list[str], dict[str, str]]] = []
+
+
 class _Actor:
     """A Ray actor whose one method runs the worker module's entry."""
 
@@ -134,6 +142,9 @@ class _Actor:
 
 
 def _ray_actor(module: str, n: int, timeout: float) -> list[float]:
+    loaded = sys.modules.get("ray")
+    if loaded is None or not loaded.is_initialized():  # what importing and starting Ray adds
+        _before_ray.append((list(sys.path), dict(os.environ)))
     import ray
 
     if not ray.is_initialized():  # the cluster start is not the actor's start
@@ -152,8 +163,11 @@ def _ray_actor(module: str, n: int, timeout: float) -> list[float]:
 def close() -> None:
     """Stop what the peers left running between measurements: loky's workers, Ray."""
     _shutdown_loky()
-    if importlib.util.find_spec("ray") is not None:
-        import ray
-
-        if ray.is_initialized():
-            ray.shutdown()
+    ray = sys.modules.get("ray")  # never imported here: importing ray changes sys.path
+    if ray is not None and ray.is_initialized():
+        ray.shutdown()
+    while _before_ray:
+        path, environ = _before_ray.pop()
+        sys.path[:] = path
+        os.environ.clear()
+        os.environ.update(environ)
