@@ -181,3 +181,33 @@ def test_raw_baseline_waits_are_bounded_and_leave_no_process(
     with pytest.raises(error, match=needle):
         spawn_latency._raw_call("spawn", "bench_raw_faulty", func, 2)
     assert multiprocessing.active_children() == []
+
+
+def test_bench_says_when_spawnkit_runs_without_cached_bytecode(tmp_path: Path) -> None:
+    # A copy of the package with no __pycache__: cold workers would compile every module.
+    import shutil
+
+    shutil.copytree(
+        ROOT / "src" / "spawnkit",
+        tmp_path / "spawnkit",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    code = "from spawnkit.bench._checks import bytecode_note; print(bytecode_note())"
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)}
+
+    def note() -> str:
+        proc = subprocess.run(
+            [sys.executable, "-B", "-c", code], capture_output=True, text=True, timeout=120, env=env
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip()
+
+    first = note()
+    assert "has no cached bytecode (PYTHONDONTWRITEBYTECODE is set)" in first
+    assert "compileall" in first
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(tmp_path / "spawnkit")],
+        check=True,
+        timeout=300,
+    )
+    assert note() == "None"

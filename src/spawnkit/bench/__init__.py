@@ -17,9 +17,9 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from spawnkit.bench._checks import Check, print_checks
+from spawnkit.bench._checks import Check, load_average, print_checks
 
-__all__ = ["BENCHMARKS", "Check", "load", "print_checks"]
+__all__ = ["BENCHMARKS", "Check", "load", "load_average", "print_checks"]
 
 #: What ``spawnkit bench`` runs by default, in this order.
 BENCHMARKS = (

@@ -8,12 +8,13 @@ the table without reading the numbers against the README.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-__all__ = ["Check", "marks_for", "present", "print_checks"]
+__all__ = ["Check", "bytecode_note", "load_average", "marks_for", "present", "print_checks"]
 
 
 class Check(NamedTuple):
@@ -31,6 +32,39 @@ class Check(NamedTuple):
     @property
     def target_text(self) -> str:
         return f"{'>=' if self.at_least else '<='} {self.target:g}"
+
+
+def load_average() -> str:
+    """The 1/5/15-minute load, printed with every run: ratios taken on a busy machine say so."""
+    try:
+        return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:  # no load average on this platform
+        return "unknown"
+
+
+def bytecode_note() -> str | None:
+    """A note when spawnkit's modules have no cached bytecode; ``None`` when they have.
+
+    A checkout run with ``PYTHONDONTWRITEBYTECODE`` set (or a read-only one)
+    compiles spawnkit's ~50 worker-path modules from source in every cold
+    worker: the cold figures then measure the compiler, not the start-up an
+    installed wheel (compiled by pip at install) gives.
+    """
+    import importlib.util
+
+    source = __file__  # any of spawnkit's modules: they are compiled (or not) together
+    try:
+        cached = Path(importlib.util.cache_from_source(source)).exists()
+    except (NotImplementedError, ValueError):
+        return None
+    if cached:
+        return None
+    why = "PYTHONDONTWRITEBYTECODE is set" if sys.dont_write_bytecode else "none was written"
+    return (
+        f"spawnkit at {Path(source).parent} has no cached bytecode ({why}): every cold worker "
+        "compiles its modules, so cold figures are pessimistic; run from an installed wheel "
+        "or run `python -m compileall` on that folder first"
+    )
 
 
 def marks_for(stream: TextIO) -> tuple[str, str]:
@@ -72,7 +106,7 @@ def present(
 ) -> list[Check]:
     """A benchmark script's ending: its table, its targets with verdicts, optionally JSON."""
     report(results)
-    print()
+    print(f"\nload average: {load_average()} (1, 5, 15 min)")
     found = checks(results)
     print_checks(found)
     if json_path:

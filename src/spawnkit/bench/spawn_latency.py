@@ -13,6 +13,9 @@ trivial worker and with one whose module imports torch:
                        registering 100 hooks installed (real distributions)
 * ``spawnkit-warm``    ``spawn_with_plugins(start_method="forkserver", preload=...)``: the
                        server bootstraps once, workers inherit platform, plugins and hooks
+* the peers a user would pick instead (:mod:`spawnkit.bench._peers`):
+  ``torch-mp-spawn``, ``loky-first``/``loky-reused`` and ``ray-actor``; the
+  optional ones are skipped with a printed note when their package is missing
 
 The third worker, ``torchtarget``, is itself the module the 100 hooks patch
 and imports torch; spawnkit's server preloads it after applying the hooks, the
@@ -49,7 +52,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from spawnkit.bench._checks import Check, present
+from spawnkit.bench import _peers
+from spawnkit.bench._checks import Check, bytecode_note, present
+from spawnkit.bench._peers import PEERS
 from spawnkit.bootstrap.stages import Stage
 
 #: The folder spawnkit is imported from (a checkout's src/ or site-packages), for the servers.
@@ -73,6 +78,9 @@ def entry(conn=None):
         conn.send(t)
         conn.close()
     return t
+
+def rank_entry(rank, queue):  # torch.multiprocessing.spawn's signature
+    queue.put(time.monotonic())
 
 def modules(conn=None):
     import sys
@@ -137,6 +145,7 @@ VARIANTS = (
     "hand-written",
     "spawnkit-warm",
     "spawnkit-cold",
+    *PEERS,
 )
 
 
@@ -273,7 +282,7 @@ def _measure(fn: Callable[[], list[float]], repeats: int) -> dict[str, float]:
 
 
 def _variants(
-    worker: str, module: str, preload: tuple[str, ...]
+    worker: str, module: str, preload: tuple[str, ...], peers: tuple[str, ...]
 ) -> dict[str, Callable[[int], list[float]]]:
     """What is measured for one worker kind, in order."""
     env = {"BENCH_SPAWN_TARGETS": module} if worker == "torchtarget" else None
@@ -285,11 +294,22 @@ def _variants(
         "spawnkit-cold": lambda n: _spawnkit("spawn", module, n, ()),
         "spawnkit-warm": lambda n: _spawnkit("forkserver", module, n, preload, env),
     }
+    for peer in peers:
+        variants[peer] = functools.partial(_peers.measure, peer, module, timeout=RAW_TIMEOUT_S)
     if worker != "trivial":
         del variants["hand-written"]
     if worker == "torchtarget":  # only the warm comparison is asked for
         variants = {k: variants[k] for k in ("raw-forkserver", "spawnkit-warm")}
     return variants
+
+
+def _progress_line(row: dict[str, Any]) -> None:
+    print(
+        f"  {row['worker']:11s} {row['variant']:15s} n={row['n']}  mean {row['mean_ms']:8.1f} ms  "
+        f"group {row['group_ms']:8.1f} ms",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -310,7 +330,16 @@ def run(quick: bool = False) -> dict[str, Any]:
         p for p in (str(root), str(SRC), old_pythonpath or "") if p
     )
     Namespace(NS_NAME, env_prefix="BENCH_SPAWN_NS")
-    results: dict[str, Any] = {"sizes": list(sizes), "repeats": repeats, "rows": []}
+    peers, skipped = _peers.available()
+    uncompiled = bytecode_note()
+    skipped += [uncompiled] if uncompiled else []
+    results: dict[str, Any] = {
+        "sizes": list(sizes),
+        "repeats": repeats,
+        "rows": [],
+        "peers": list(peers),
+        "skipped": skipped,
+    }
     try:
         for worker in WORKERS:
             module = f"bench_spawn_{worker}"
@@ -318,21 +347,19 @@ def run(quick: bool = False) -> dict[str, Any]:
             # The stdlib forkserver is a per-process singleton: restart it per preload list.
             mp.forkserver._forkserver._stop()  # type: ignore[attr-defined]
             mp.set_forkserver_preload(list(preload))
-            for name, fn in _variants(worker, module, preload).items():
-                if name in ("raw-forkserver", "spawnkit-warm"):
+            for name, fn in _variants(worker, module, preload, peers).items():
+                if name in ("raw-forkserver", "spawnkit-warm", "ray-actor"):
                     fn(1)  # start the server outside the timed region, as a warm start does
                 for n in sizes:
                     row: dict[str, Any] = {"worker": worker, "variant": name, "n": n}
                     row.update(_measure(functools.partial(fn, n), repeats))
                     results["rows"].append(row)
-                    print(
-                        f"  {worker:11s} {name:15s} n={n}  mean {row['mean_ms']:8.1f} ms  "
-                        f"group {row['group_ms']:8.1f} ms",
-                        file=sys.stderr,
-                        flush=True,
-                    )
+                    _progress_line(row)
+                if name in _peers.PEERS:  # Ray's daemons and loky's workers would load the
+                    _peers.close()  # machine under the rows measured after them
         results["census"] = _census(1 if quick else 3)
     finally:
+        _peers.close()
         warm.shutdown_forkservers()
         mp.forkserver._forkserver._stop()  # type: ignore[attr-defined]
         if old_pythonpath is None:
@@ -341,7 +368,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             os.environ["PYTHONPATH"] = old_pythonpath
         sys.path.remove(str(root))
         tmp.cleanup()
-    results["ratios"] = _ratios(results["rows"], sizes)
+    results["ratios"] = _ratios(results["rows"], sizes, peers)
     return results
 
 
@@ -371,15 +398,25 @@ _RATIOS = (
 )
 
 
-def _ratios(rows: list[dict[str, Any]], sizes: tuple[int, ...]) -> dict[str, Any]:
+def _ratios(
+    rows: list[dict[str, Any]], sizes: tuple[int, ...], peers: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """The target ratios, and each peer's (and cold spawnkit's) time over raw spawn's."""
+
     def get(worker: str, variant: str, n: int) -> float:
         for row in rows:
             if (row["worker"], row["variant"], row["n"]) == (worker, variant, n):
                 return float(row["mean_ms"])
         raise KeyError((worker, variant, n))
 
+    vs_raw = [
+        (f"{variant}_vs_raw_spawn_{worker}", worker, variant, "raw-spawn")
+        for worker in ("trivial", "torch")
+        for variant in ("spawnkit-cold", *peers)
+    ]
     return {
-        f"n={n}": {name: get(w, a, n) / get(w, b, n) for name, w, a, b in _RATIOS} for n in sizes
+        f"n={n}": {name: get(w, a, n) / get(w, b, n) for name, w, a, b in (*_RATIOS, *vs_raw)}
+        for n in sizes
     }
 
 
@@ -401,7 +438,10 @@ def _print(results: dict[str, Any]) -> None:
             ]
             if cells:
                 print(f"{worker:11s} {variant:15s}" + "".join(f"{c:8.1f}ms" for c in cells))
+    for note in results.get("skipped", []):
+        print(f"note: {note}")
     plain = results["ratios"].items()
+    _print_peers(results)
     print(
         "cold trivial / raw spawn (no target; the fair baseline is hand-written): "
         + "  ".join(f"{k} {v['cold_vs_raw_spawn_trivial']:.2f}" for k, v in plain)
@@ -417,6 +457,19 @@ def _print(results: dict[str, Any]) -> None:
             f"spawnkit ({len(census['extra_spawnkit'])}): {', '.join(census['extra_spawnkit'])}"
         )
         print(f"  other ({len(census['extra_other'])}): {', '.join(census['extra_other'])}")
+
+
+def _print_peers(results: dict[str, Any]) -> None:
+    """Cold spawnkit and each peer over raw spawn, same worker and group size, same run."""
+    peers = results.get("peers", [])
+    if not peers:
+        return
+    print("\nover raw spawn (same worker, same n, same run):")
+    for worker in ("trivial", "torch"):
+        for variant in ("spawnkit-cold", *peers):
+            key = f"{variant}_vs_raw_spawn_{worker}"
+            cells = "".join(f"{k} {v[key]:6.2f}x  " for k, v in results["ratios"].items())
+            print(f"  {worker:8s} {variant:15s} {cells}")
 
 
 def report(results: dict[str, Any]) -> None:

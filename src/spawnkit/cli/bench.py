@@ -95,7 +95,7 @@ _NEEDS_TORCH = ("spawn_latency", "bootstrap_stages", "warm_split")
 
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     from spawnkit._extras import require_torch
-    from spawnkit.bench import load
+    from spawnkit.bench import load, load_average
     from spawnkit.bench._checks import marks_for
 
     names = tuple(dict.fromkeys(args.only)) if args.only else BENCHMARKS
@@ -107,7 +107,8 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     if with_torch:  # one line now, not a crash in the middle of the tables
         require_torch(f"spawnkit bench ({', '.join(with_torch)})")
     yes, no = marks_for(out.stream)
-    everything: dict[str, Any] = {}
+    everything: dict[str, Any] = {"load_average": {"start": load_average()}}
+    out.line(f"load average at start: {everything['load_average']['start']}")
     missed: list[str] = []
     total = 0
     for name in names:
@@ -130,6 +131,8 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         everything[name] = dict(
             results, checks=[dict(c._asdict(), ok=c.ok) for c in found], seconds=elapsed
         )
+    everything["load_average"]["end"] = load_average()
+    out.line(f"load average at end: {everything['load_average']['end']} (1, 5, 15 min)")
     if args.plot and "spawn_latency" in everything:
         from spawnkit.bench.plot import plot_spawn_latency
 

@@ -298,7 +298,7 @@ class ApplyCall:
             original = res.raw
         kind, func = _resolve.classify(res, display)
         if kind == _resolve.CLASS:
-            installed = raw = self._replacement_class(display, pairs, func)
+            installed = raw = _replacement_class(display, pairs, func, self.messages)
         else:
             self._check_override(key, res, regs)
             installed = build_chain(
@@ -320,27 +320,6 @@ class ApplyCall:
             hook_modules=frozenset(m for m in modules if m),
             bindings=list(prev.bindings) if prev is not None else [],
         )
-
-    def _replacement_class(
-        self, display: str, pairs: list[tuple[Registration, Any]], cls: Any
-    ) -> Any:
-        """What replaces class target ``display``: the last REPLACE hook; nothing else fits."""
-        wrong = [r for r, _ in pairs if r.hook_type is not HookType.REPLACE]
-        if wrong:
-            listed = "; ".join(r.describe() for r in wrong)
-            raise HookRegistrationError(
-                f"hook target {display!r} is a class, and a class can only be replaced "
-                f"(HookType.REPLACE with a subclass); got {listed}. Hook one of its methods "
-                f"instead, e.g. '{display}.__init__'."
-            )
-        reg, replacement = pairs[-1]
-        if isinstance(replacement, type) and not issubclass(replacement, cls):
-            self.messages.append(
-                f"{reg.describe()} replaces class {display!r} with "
-                f"{describe_hook(replacement)}, which is not a subclass of it: isinstance() "
-                "and issubclass() checks against the original class will fail"
-            )
-        return replacement
 
     def _check_override(
         self, key: str, res: _resolve.Resolved, regs: tuple[Registration, ...]
@@ -376,6 +355,28 @@ class ApplyCall:
                 logger.debug(
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
+
+
+def _replacement_class(
+    display: str, pairs: list[tuple[Registration, Any]], cls: Any, messages: list[str]
+) -> Any:
+    """What replaces class target ``display``: the last REPLACE hook; nothing else fits."""
+    wrong = [r for r, _ in pairs if r.hook_type is not HookType.REPLACE]
+    if wrong:
+        listed = "; ".join(r.describe() for r in wrong)
+        raise HookRegistrationError(
+            f"hook target {display!r} is a class, and a class can only be replaced "
+            f"(HookType.REPLACE with a subclass); got {listed}. Hook one of its methods "
+            f"instead, e.g. '{display}.__init__'."
+        )
+    reg, replacement = pairs[-1]
+    if isinstance(replacement, type) and not issubclass(replacement, cls):
+        messages.append(
+            f"{reg.describe()} replaces class {display!r} with "
+            f"{describe_hook(replacement)}, which is not a subclass of it: isinstance() "
+            "and issubclass() checks against the original class will fail"
+        )
+    return replacement
 
 
 def _as_attribute(kind: str, installed: Any) -> Any:

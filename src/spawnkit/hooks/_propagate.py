@@ -150,12 +150,23 @@ def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
             yield name, namespace
 
 
-def _container_items(values: list[Any], immutable_too: bool) -> Iterator[Any]:
-    """Every item one level inside ``values``' containers, as one C-level iterator."""
-    # One pass over every global keeps the containers (a few in ten), then sort those.
-    wanted = _MUTABLE if not immutable_too else _CONTAINERS
-    values = list(compress(values, map(wanted.__contains__, map(type, values))))
+def _items(values: list[Any], names: Collection[str], immutable_too: bool) -> Iterator[Any]:
+    """Every item one level inside ``values`` (module globals): one C-level iterator.
+
+    The items of their dicts and lists and, ``immutable_too``, of their
+    tuples, of the defaults of their functions and of the attributes of the
+    classes among them defined in one of the modules ``names`` (a class
+    imported into a thousand modules is swept once, with the module that
+    defines it).  One type pass over the globals keeps the containers and
+    classes (a few in ten); the selections run over those only.
+    """
     kinds = list(map(type, values))
+    wanted: frozenset[type] = _CONTAINERS if immutable_too else _MUTABLE
+    if immutable_too:
+        metaclasses = {kind for kind in set(kinds) if issubclass(kind, type)}
+        wanted = wanted | metaclasses
+    keep = list(map(wanted.__contains__, kinds))
+    values, kinds = list(compress(values, keep)), list(compress(kinds, keep))
     dicts = list(compress(values, map(_DICTS.__contains__, kinds)))
     parts: list[Iterator[Any]] = [
         _flat(map(dict.values, compress(dicts, map(is_not, dicts, repeat(_BUILTINS_DICT))))),
@@ -163,25 +174,18 @@ def _container_items(values: list[Any], immutable_too: bool) -> Iterator[Any]:
     ]
     if immutable_too:
         functions = list(compress(values, map(_FUNCTIONS.__contains__, kinds)))
+        classes = list(compress(values, map(metaclasses.__contains__, kinds)))
         parts += [
             _flat(compress(values, map(_TUPLES.__contains__, kinds))),
             _flat(filter(None, map(_defaults, functions))),
             _flat(map(dict.values, filter(None, map(_kwdefaults, functions)))),
+            _class_items(_own_classes(names, classes)),
         ]
-    return chain.from_iterable(parts)
+    return _flat(parts)
 
 
-def _own_classes(names: Collection[str], values: list[Any]) -> list[type]:
-    """The classes among ``values`` (module globals) defined in one of the modules ``names``.
-
-    Only those: a class imported into a thousand modules is swept once, with
-    the module that defines it.  C-level passes but for the set of value types.
-    """
-    kinds = list(map(type, values))
-    metaclasses = {kind for kind in set(kinds) if issubclass(kind, type)}
-    if not metaclasses:
-        return []
-    classes = list(compress(values, map(metaclasses.__contains__, kinds)))
+def _own_classes(names: Collection[str], classes: list[type]) -> list[type]:
+    """The ``classes`` defined in one of the modules ``names``."""
     try:
         return list(compress(classes, map(names.__contains__, map(_module_of, classes))))
     except (AttributeError, TypeError):  # a metaclass hiding __module__: look one by one
@@ -190,6 +194,8 @@ def _own_classes(names: Collection[str], values: list[Any]) -> list[type]:
 
 def _class_items(classes: list[type]) -> Iterator[Any]:
     """Every attribute value of ``classes``, and the function inside each static/classmethod."""
+    if not classes:
+        return iter(())
     items = list(_flat(map(types.MappingProxyType.values, map(vars, classes))))
     wrapped = compress(items, map(_WRAPPERS.__contains__, map(type, items)))
     return chain(items, map(_func_of, wrapped))
@@ -279,30 +285,38 @@ def _fixed_items(name: str, value: Any) -> Iterator[tuple[str, str, Any]]:
 _Module = tuple[str, dict[str, Any], list[Any]]  # name, globals, their values
 
 
-def _nested(
+def _holding(
     group: list[_Module], wanted: KeysView[int], *, immutable_too: bool
-) -> Iterator[tuple[str, dict[str, Any]]]:
+) -> Iterator[_Module]:
     """The modules of ``group`` whose containers (and, ``immutable_too``, classes) hold one of
     the ``wanted`` ids.
 
-    C-level passes over chunks of modules first: only a chunk that holds an
+    One C-level pass per chunk of modules first: only a chunk that holds an
     original is searched module by module.
     """
     for start in range(0, len(group), _CHUNK):
         chunk = group[start : start + _CHUNK]
         everything = list(_flat(values for _, _, values in chunk))
-        items = _container_items(everything, immutable_too)
-        if immutable_too:
-            own = _own_classes({name for name, _, _ in chunk}, everything)
-            items = chain(items, _class_items(own))
-        if wanted.isdisjoint(map(id, items)):
+        names = {name for name, _, _ in chunk}
+        if wanted.isdisjoint(map(id, _items(everything, names, immutable_too))):
             continue
-        for modname, namespace, values in chunk:
-            items = _container_items(values, immutable_too)
-            if immutable_too:
-                items = chain(items, _class_items(_own_classes((modname,), values)))
-            if not wanted.isdisjoint(map(id, items)):
-                yield modname, namespace
+        for module in chunk:
+            if not wanted.isdisjoint(map(id, _items(module[2], (module[0],), immutable_too))):
+                yield module
+
+
+def _modules(clean_modules: frozenset[str], related: frozenset[str]) -> list[_Module]:
+    """Every module to sweep with its values; a clean one only in a ``related`` package."""
+    out: list[_Module] = []
+    for modname, namespace in _module_dicts():
+        if modname in clean_modules and modname.partition(".")[0] not in related:
+            continue
+        try:
+            values = list(namespace.values())
+        except RuntimeError:  # another thread changed the dict mid-scan: look again
+            values = list(dict(namespace).values())
+        out.append((modname, namespace, values))
+    return out
 
 
 def find_holders(
@@ -334,37 +348,31 @@ def find_holders(
     if not rebinds:
         return []
     wanted = rebinds.keys()
-    related = frozenset(r.key.partition(".")[0] for r in rebinds.values())
-    direct: dict[str, dict[str, Any]] = {}
-    dirty: list[_Module] = []  # searched in full
-    registries: list[_Module] = []  # dicts and lists only
-    for modname, namespace in _module_dicts():
-        clean = modname in clean_modules
-        if clean and not (containers and modname.partition(".")[0] in related):
-            continue
-        try:
-            values = list(namespace.values())
-        except RuntimeError:  # another thread changed the dict mid-scan: look again
-            values = list(dict(namespace).values())
-        if clean:
-            registries.append((modname, namespace, values))
-            continue
-        dirty.append((modname, namespace, values))
-        if not wanted.isdisjoint(map(id, values)):
-            direct[modname] = namespace
-    nested: dict[str, dict[str, Any]] = {}
+    related = frozenset(r.key.partition(".")[0] for r in rebinds.values() if containers)
+    swept = _modules(clean_modules, related)
+    dirty = [m for m in swept if m[0] not in clean_modules]
+    # modname -> (namespace, its containers too): direct holders, then nested ones
+    look: dict[str, tuple[dict[str, Any], bool]] = {
+        name: (namespace, False)
+        for name, namespace, values in dirty
+        if not wanted.isdisjoint(map(id, values))
+    }
     if containers:
-        nested.update(_nested(dirty, wanted, immutable_too=True))
-        nested.update(_nested(registries, wanted, immutable_too=False))
+        registries = [m for m in swept if m[0] in clean_modules]
+        for name, namespace, _ in chain(
+            _holding(dirty, wanted, immutable_too=True),
+            _holding(registries, wanted, immutable_too=False),
+        ):
+            look[name] = (namespace, True)
     found: list[Holder] = []
     # Containers already walked; a module's own namespace is never one (``__builtins__``,
     # ``vars(mod)`` kept somewhere): its globals follow that module's own rules.
     seen: set[int] = {id(_BUILTINS_DICT)}
-    if nested:
+    if any(nested for _, nested in look.values()):
         seen.update(id(namespace) for _, namespace in _module_dicts())
-    for modname, namespace in _module_dicts():
-        in_direct, in_nested = modname in direct, modname in nested
-        if in_direct or in_nested:
-            clean = modname in clean_modules
-            _inspect(modname, namespace, rebinds, skip, clean, in_nested, seen, found, stale)
+    for name, _, _ in swept:  # in sys.modules' order, as the journal records them
+        if name in look:
+            namespace, nested = look[name]
+            clean = name in clean_modules
+            _inspect(name, namespace, rebinds, skip, clean, nested, seen, found, stale)
     return found

@@ -1,0 +1,102 @@
+"""The benchmark's peers: torch.multiprocessing.spawn, loky's reusable executor and a Ray actor.
+
+Speed is not asserted: these check that each installed peer really starts
+the benchmark's worker and reports when its entry ran, that a missing
+optional package becomes one printed note (not a crash, not silent rows of
+nothing), and that the table shows each peer over the same raw-spawn baseline.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+import os
+import sys
+from contextlib import redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from spawnkit.bench import _peers, spawn_latency
+
+TIMEOUT_S = 240.0
+
+
+@pytest.fixture
+def worker_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "bench_peer_worker.py").write_text(spawn_latency._WORKER.format(imports=""))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # loky's and Ray's workers find the module through the environment, as in the benchmark
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}:{spawn_latency.SRC}")
+    return "bench_peer_worker"
+
+
+@pytest.mark.parametrize(
+    "peer",
+    [
+        pytest.param("torch-mp-spawn", marks=pytest.mark.needs_torch),
+        "loky-first",
+        "loky-reused",
+        pytest.param("ray-actor", marks=pytest.mark.slow),
+    ],
+)
+def test_each_peer_starts_the_worker_and_leaves_nothing_running(
+    peer: str, worker_site: str
+) -> None:
+    package = _peers._NEEDS[peer][0]
+    pytest.importorskip(package)
+    path, environ = list(sys.path), dict(os.environ)
+    try:
+        seconds = _peers.measure(peer, worker_site, 2, TIMEOUT_S)
+    finally:
+        _peers.close()
+    assert len(seconds) == 2
+    assert all(0.0 < s < TIMEOUT_S for s in seconds), seconds
+    assert multiprocessing.active_children() == []
+    assert _peers._loky_workers == 0
+    # Ray adds to both when it starts; what runs after the peers must not inherit that
+    assert sys.path == path and dict(os.environ) == environ
+
+
+def test_a_missing_peer_package_is_one_note_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # sys.modules[name] = None is how Python spells "this module cannot be imported".
+    monkeypatch.setitem(sys.modules, "loky", None)
+    monkeypatch.setitem(sys.modules, "ray", None)
+    peers, notes = _peers.available()
+    assert not {"loky-first", "loky-reused", "ray-actor"} & set(peers)
+    assert len(notes) == 2
+    assert "loky is not installed" in notes[0] and "spawnkit[bench]" in notes[0]
+    assert "ray is not installed" in notes[1] and "spawnkit[ray]" in notes[1]
+
+
+def test_the_table_shows_each_peer_over_the_same_raw_spawn_baseline() -> None:
+    peers = ("torch-mp-spawn", "loky-first")
+    variants = ("raw-spawn", "hand-written", "spawnkit-cold", "spawnkit-warm", "raw-forkserver")
+    rows = [
+        {"worker": w, "variant": v, "n": n, "mean_ms": ms * n, "group_ms": ms * n}
+        for w in ("trivial", "torch", "torchtarget")
+        for v, ms in zip((*variants, *peers), (10.0, 11.0, 12.0, 2.0, 3.0, 40.0, 25.0), strict=True)
+        for n in (1, 2)
+    ]
+    results = {
+        "sizes": [1, 2],
+        "repeats": 1,
+        "rows": rows,
+        "peers": list(peers),
+        "skipped": ["ray is not installed: its peer rows are skipped"],
+    }
+    results["ratios"] = spawn_latency._ratios(rows, (1, 2), peers)
+    out = io.StringIO()
+    with redirect_stdout(out):
+        spawn_latency.report(results)
+    text = out.getvalue()
+    assert "note: ray is not installed" in text
+    lines = text.splitlines()
+    assert any(
+        line.split()[:2] == ["trivial", "torch-mp-spawn"] and "40.0ms" in line for line in lines
+    )
+    over = [line.split() for line in text.split("over raw spawn", 1)[1].splitlines()]
+    assert ["torch", "loky-first", "n=1", "2.50x", "n=2", "2.50x"] in over
+    assert ["trivial", "spawnkit-cold", "n=1", "1.20x", "n=2", "1.20x"] in over
