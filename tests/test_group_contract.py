@@ -59,7 +59,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _local(site: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Start]:
-    from spawnkit.bootstrap import spawn_with_plugins
+    from spawnkit import spawn_with_plugins
 
     monkeypatch.syspath_prepend(str(site))  # spawn children start with the parent's sys.path
     ns = NamespaceConfig.build("skcontract", "SKCONTRACT")
