@@ -7,12 +7,11 @@ Once per process; the parent never loads plugins, so every rank reports its own.
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 from typing import TYPE_CHECKING
 
 from spawnkit.errors import ConfigError, HookConflictError, HookConflictWarning
+from spawnkit.hooks._plugin_selection import user_stacklevel
 from spawnkit.hooks.types import HookType, Registration
 
 if TYPE_CHECKING:
@@ -86,7 +85,7 @@ def report(st: State, policy: str = "warn", var: str = "") -> None:
     st.conflicts_reported.update(fresh)
     if policy == "ignore":
         return
-    level = _user_stacklevel()
+    level = user_stacklevel()
     for message in fresh:
         try:
             warnings.warn(
@@ -105,13 +104,3 @@ def report(st: State, policy: str = "warn", var: str = "") -> None:
                 conflicts=fresh,
             ) from escalated
 
-
-def _user_stacklevel() -> int:
-    """The first frame outside spawnkit, else ``report`` itself (a worker's frames are ours)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame = sys._getframe(1)  # report()
-    level = 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level if frame is not None else 1
