@@ -38,7 +38,7 @@ def torch_missing(feature: str) -> MissingExtraError:
     """The error for ``feature`` (a dotted name or a command) run where torch is not installed."""
     return MissingExtraError(
         f"{feature} needs torch, which is not installed for {sys.executable}: install the "
-        f"extra with pip install \"spawnkit[{TORCH_EXTRA}]\" (pin torch first, e.g. "
+        f'extra with pip install "spawnkit[{TORCH_EXTRA}]" (pin torch first, e.g. '
         "pip install torch==2.13.0, or pip pulls a CUDA build of several GB)",
         extra=TORCH_EXTRA,
         module="torch",

@@ -218,7 +218,7 @@ def _new_hook_class(ns: Namespace) -> type[_Registry]:
 
 
 def default_namespace() -> Namespace:
-    """The ``spawnkit`` / ``SPAWNKIT`` namespace: what the module-level API uses outside a worker."""
+    """The ``spawnkit`` namespace: what the module-level API uses outside a worker."""
     return Namespace.from_config(default_config())
 
 

@@ -187,7 +187,11 @@ def _async_call(call: Any, key: str, note: _Note) -> Callable[..., Any]:
 
 
 _SYNC = {HookType.BEFORE: _sync_before, HookType.AFTER: _sync_after, HookType.AROUND: _sync_around}
-_ASYNC = {HookType.BEFORE: _async_before, HookType.AFTER: _async_after, HookType.AROUND: _async_around}
+_ASYNC = {
+    HookType.BEFORE: _async_before,
+    HookType.AFTER: _async_after,
+    HookType.AROUND: _async_around,
+}
 
 _COPIED = ("__module__", "__name__", "__qualname__", "__doc__")
 

@@ -103,4 +103,3 @@ def report(st: State, policy: str = "warn", var: str = "") -> None:
                 f"PYTHONWARNINGS entry{f', or set {var}=ignore' if var else ''}.",
                 conflicts=fresh,
             ) from escalated
-

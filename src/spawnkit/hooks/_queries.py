@@ -13,7 +13,12 @@ from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import ABSENT
 from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
 from spawnkit.hooks.types import (
-    AppliedTarget, HookSource, HookState, HookStatus, HookType, Registration,
+    AppliedTarget,
+    HookSource,
+    HookState,
+    HookStatus,
+    HookType,
+    Registration,
 )  # fmt: skip
 
 __all__: list[str] = []
@@ -139,7 +144,7 @@ class RegistryQueries:
 
     @hybridmethod
     def stale_bindings(self, target: str) -> list[tuple[str, str]]:
-        """(module, attribute) pairs in ``sys.modules`` still holding the original; imports nothing."""
+        """(module, attribute) pairs in ``sys.modules`` still holding the original."""
         with self._lock:
             rec = self._state.applied.get(self._key(target))
             if rec is not None and not rec.propagates:

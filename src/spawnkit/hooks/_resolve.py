@@ -261,7 +261,7 @@ def _import_failed(display: str, module: str, exc: BaseException) -> HookTargetE
 
 
 class Resolved(NamedTuple):
-    """Where a target lives and the raw value there; ``had_own`` False: inherited or ``__getattr__``."""
+    """Where a target lives and its raw value; ``had_own`` False: inherited or ``__getattr__``."""
 
     owner: Any
     attr: str

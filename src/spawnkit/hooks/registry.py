@@ -239,7 +239,7 @@ class HookRegistry(RegistryQueries):
             return patched
 
     def _module_imported(self, name: str) -> None:
-        """The finder's call after ``name``'s first import; a strict failure raises in that import."""
+        """The finder's call after ``name``'s first import; a strict failure raises in it."""
         with self._lock:
             st = self._state
             ready = [

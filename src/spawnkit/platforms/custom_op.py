@@ -158,7 +158,7 @@ class CustomOp(torch.nn.Module):
         return "forward_native", self.forward_native
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """``nn.Module.__call__`` minus two frames, only when no hook, tracing or compile is present."""
+        """``nn.Module.__call__`` minus two frames, when no hook, tracing or compile is present."""
         d = self.__dict__
         impl = d.get("forward")
         try:
