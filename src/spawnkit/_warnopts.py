@@ -1,17 +1,8 @@
 """``-W`` / ``PYTHONWARNINGS`` entries that name spawnkit's warning categories, applied late.
 
-Python turns ``sys.warnoptions`` into filters while the interpreter starts,
-before ``spawnkit`` can be imported, so ``-W error::spawnkit.HookConflictWarning``
-is dropped with "Invalid -W option ignored: invalid module name: 'spawnkit'".
-``spawnkit/__init__`` calls :func:`reapply` once, in every process that
-imports it (the launcher and each worker: spawnkit's worker command lines and
-the warm server's carry the launcher's ``-W`` options, and ``PYTHONWARNINGS``
-is inherited), which installs those entries as Python would have.  The
-entries after the first such one are installed again after it, in order, so
-a later ``-W`` keeps its precedence (``-W error::spawnkit.X -W ignore`` still
-ignores everything).  Only the categories ``spawnkit`` exports by name
-(``spawnkit.HookConflictWarning``, ``spawnkit.EnvVariableWarning``) are
-resolved; no other module is imported for it.
+Python drops them at start-up ("invalid module name: 'spawnkit'"), so ``spawnkit/__init__``
+installs them again; the entries after the first such one are reinstalled in order, so a later
+``-W`` keeps its precedence. No module is imported to resolve a category.
 """
 
 from __future__ import annotations
@@ -65,12 +56,7 @@ def _parse(option: str) -> tuple[Any, str, type[Warning], str, int] | None:
 
 
 def _category(text: str) -> type[Warning] | None:
-    """The category an entry names: a builtin, a ``spawnkit.X`` export, or one already imported.
-
-    A module that is not imported yet is not imported here (a worker imports
-    spawnkit before its hooks are applied); Python dropped that entry at start-up
-    only if it could not import it either, and reported it then.
-    """
+    """The category an entry names: a builtin, a ``spawnkit.X`` export, or one already imported."""
     if not text:
         return Warning
     modname, _, name = text.rpartition(".")
