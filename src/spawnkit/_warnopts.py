@@ -7,10 +7,12 @@ installs them again; the entries after the first such one are reinstalled in ord
 
 from __future__ import annotations
 
+import os
 import sys
+import types
 from typing import Any
 
-__all__ = ["reapply"]
+__all__ = ["reapply", "user_stacklevel"]
 
 _ACTIONS = ("default", "always", "ignore", "module", "once", "error")
 
@@ -72,3 +74,17 @@ def _category(text: str) -> type[Warning] | None:
         module = sys.modules.get(modname)
         found = getattr(module, name, None) if module is not None else None
     return found if isinstance(found, type) and issubclass(found, Warning) else None
+
+
+def user_stacklevel() -> int:
+    """``stacklevel`` pointing the caller's warning at the first frame outside spawnkit.
+
+    Inside a worker, where every frame is spawnkit's, it stays on the warning's own line.
+    """
+    root = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
+        frame = frame.f_back
+        level += 1
+    return level if frame is not None else 1

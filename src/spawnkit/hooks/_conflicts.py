@@ -10,8 +10,8 @@ from __future__ import annotations
 import warnings
 from typing import TYPE_CHECKING
 
+from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import ConfigError, HookConflictError, HookConflictWarning
-from spawnkit.hooks._plugin_selection import user_stacklevel
 from spawnkit.hooks.types import HookType, Registration
 
 if TYPE_CHECKING:

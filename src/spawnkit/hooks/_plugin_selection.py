@@ -7,13 +7,12 @@ lenient), since a typo must not silently run with no plugins.
 from __future__ import annotations
 
 import os
-import sys
-import types
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from spawnkit import _metadata
+from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import PluginError
 
 if TYPE_CHECKING:
@@ -63,20 +62,6 @@ def parse_bool(var: str, raw: str) -> bool:
     raise ConfigError(
         f"{var}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off.", setting=var
     )
-
-
-def user_stacklevel() -> int:
-    """``stacklevel`` pointing at the first frame outside spawnkit (the user's call).
-
-    Inside a worker, where every frame is spawnkit's, it stays on the warning's own line.
-    """
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame: types.FrameType | None = sys._getframe(1)
-    level = 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
-        frame = frame.f_back
-        level += 1
-    return level if frame is not None else 1
 
 
 @dataclass(frozen=True)
