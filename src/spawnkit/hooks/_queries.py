@@ -19,7 +19,7 @@ from spawnkit.hooks.types import (
     HookStatus,
     HookType,
     Registration,
-)  # fmt: skip
+)
 
 __all__: list[str] = []
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         CudaPlatform,
         RocmPlatform,
         XpuPlatform,
-    )  # fmt: skip
+    )
     from spawnkit.platforms.custom_op import CustomOp
     from spawnkit.platforms.discovery import PlatformManager
     from spawnkit.platforms.explanation import PlatformExplanation

@@ -20,7 +20,7 @@ from spawnkit.errors import (
     PlatformError,
     PlatformNotFoundError,
     PlatformPluginError,
-)  # fmt: skip
+)
 from spawnkit.platforms.builtin import BUILTINS
 from spawnkit.platforms.interface import Platform, PlatformEnum
 

@@ -25,7 +25,7 @@ from spawnkit.platforms._checks import (
     not_found_error,
     plugin_class,
     reserved_error,
-)  # fmt: skip
+)
 from spawnkit.platforms._probes import Probe
 from spawnkit.platforms._selection import PlatformSelection
 from spawnkit.platforms.builtin import BUILTINS, Builtin
