@@ -6,12 +6,7 @@ __all__ = ["add_note"]
 
 
 def add_note(exc: BaseException, note: str) -> None:
-    """``exc.add_note(note)``, also on 3.10, which lacks the method.
-
-    3.10 gets the same ``__notes__`` list 3.11 keeps, so code and tests that
-    read the notes (``spawnkit.testing``, a plugin author's ``except``) see them
-    on every version; only 3.10's own traceback printer does not show them.
-    """
+    """``exc.add_note(note)``, also on 3.10 (same ``__notes__``; its traceback omits them)."""
     method = getattr(exc, "add_note", None)
     if method is not None:
         method(note)

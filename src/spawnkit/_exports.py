@@ -1,10 +1,4 @@
-"""PEP 562 lazy exports shared by spawnkit's package ``__init__`` modules.
-
-Workers import ``spawnkit`` and its subpackages before their hooks are
-applied, so a package may not import its heavier submodules just to re-export
-their names; each name is imported on first access and then cached in the
-package's globals, so the lookup happens once.
-"""
+"""PEP 562 lazy exports: workers import the packages before hooks apply, so no eager re-exports."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""The optional parts of spawnkit and the one-line error for a missing one.
-
-torch is an extra (``spawnkit[torch]``): launching, plugins, hooks and the
-CLI's ``doctor`` and ``launch`` need none of it.  The modules that do
-(``CustomOp``, ``RMSNorm``, the demo) turn the bare ``ModuleNotFoundError``
-into :class:`~spawnkit.errors.MissingExtraError` here, so every one of them
-names the same extra and the same install line.
-"""
+"""The optional parts of spawnkit (``spawnkit[torch]``) and the one error for a missing one."""
 
 from __future__ import annotations
 
@@ -38,7 +31,7 @@ def torch_missing(feature: str) -> MissingExtraError:
     """The error for ``feature`` (a dotted name or a command) run where torch is not installed."""
     return MissingExtraError(
         f"{feature} needs torch, which is not installed for {sys.executable}: install the "
-        f"extra with pip install \"spawnkit[{TORCH_EXTRA}]\" (pin torch first, e.g. "
+        f'extra with pip install "spawnkit[{TORCH_EXTRA}]" (pin torch first, e.g. '
         "pip install torch==2.13.0, or pip pulls a CUDA build of several GB)",
         extra=TORCH_EXTRA,
         module="torch",
@@ -53,12 +46,7 @@ def require_torch(feature: str) -> None:
 
 
 def reraise_torch_import(exc: ImportError, feature: str) -> NoReturn:
-    """Raise for ``exc``, caught from ``import torch`` in ``feature``'s module.
-
-    Only torch itself being absent is the missing extra; a torch that is there
-    but broken (``torch._C`` failing to load, say) keeps its own error, which
-    says more than "install the extra" would.
-    """
+    """Raise for ``exc`` from ``import torch``; a broken (not absent) torch keeps its own error."""
     if isinstance(exc, ModuleNotFoundError) and exc.name == "torch":
         raise torch_missing(feature) from exc
     raise exc

@@ -1,12 +1,5 @@
-"""A logger that imports ``logging`` only when a record could be emitted.
-
-``logging`` (with what it imports) is several milliseconds of a cold
-worker's start, and a worker that succeeds logs nothing: spawnkit's
-worker-path modules log debug detail and lenient-mode warnings only.  Until
-something has imported ``logging`` no handler or level can have been
-configured, so a debug record could not be emitted: ``isEnabledFor`` answers
-that without the import; any real call imports it and delegates.
-"""
+"""A logger that imports ``logging`` (milliseconds of a cold worker) only when a record could be
+emitted: until something imports ``logging`` nothing can have configured a handler or level."""
 
 from __future__ import annotations
 

@@ -1,19 +1,9 @@
-r"""Entry-point discovery, scanned once per process and read from metadata only.
+"""Entry-point discovery, scanned once per process and read from metadata only.
 
-``importlib.metadata.entry_points()`` rescans every distribution on every
-call (several milliseconds with a hundred installed packages), and spawnkit
-asks for two groups per namespace in every worker.  One scan per process,
-grouped, is enough; nothing here imports a plugin module.
-
-The cache is cleared in forked children (``os.register_at_fork``) because the
-child's ``sys.path`` may differ, and by :func:`clear_cache` for tests that
-install distributions at run time.
-
-A launcher already scanned in the parent, so it sends the rows of the groups
-a worker needs inside the spec (:func:`snapshot`) and the worker
-:func:`seed`\ s them: the worker then neither scans nor even imports
-``importlib.metadata`` (itself several milliseconds of imports), and every
-rank sees exactly the plugins the parent decided on.
+``importlib.metadata.entry_points()`` rescans every distribution per call (milliseconds).
+The parent's rows travel in the spec (:func:`snapshot`, :func:`seed`), so a worker neither
+scans nor imports ``importlib.metadata`` and every rank sees the plugins the parent decided on.
+The cache is dropped in forked children, whose ``sys.path`` may differ.
 """
 
 from __future__ import annotations
@@ -28,14 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     import importlib.metadata as md
 
-__all__ = [
-    "EntryPointInfo",
-    "clear_cache",
-    "entry_points",
-    "load_entry_point",
-    "seed",
-    "snapshot",
-]
+__all__ = ["EntryPointInfo", "clear_cache", "entry_points", "load_entry_point", "seed", "snapshot"]
 
 #: One entry point as plain strings (name, value, group, dist, version): what travels in a spec.
 EntryPointRow = tuple[str, str, str, str, str]
@@ -72,10 +55,8 @@ _seeded: dict[str, tuple[EntryPointInfo, ...]] = {}
 def _name_version(dist: md.Distribution) -> tuple[str | None, str | None]:
     """Name and version from the metadata *headers* only.
 
-    ``dist.metadata`` runs the full email parser over the whole file (long
-    descriptions included): about 0.5 ms per distribution, most of a worker's
-    scan.  The two headers come first, so reading up to the first blank line
-    is enough; anything unusual falls back to the full parser.
+    ``dist.metadata`` parses the whole file (about 0.5 ms per distribution); the headers come
+    first, so reading to the first blank line is enough; anything unusual falls back.
     """
     text = dist.read_text("METADATA") or dist.read_text("PKG-INFO")
     name = version = None
@@ -130,7 +111,6 @@ def entry_points(group: str) -> tuple[EntryPointInfo, ...]:
     fingerprint = path_fingerprint()
     with _lock:
         if _cache is None or _cache_fingerprint != fingerprint:
-            # First use, or something was installed or uninstalled since the last scan.
             _cache = _scan()
             _cache_fingerprint = fingerprint
         cache = _cache
@@ -153,11 +133,7 @@ _dir_state: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {}
 def path_fingerprint() -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
     """What is installed on ``sys.path``: each directory's metadata entries and their mtimes.
 
-    Installing, upgrading or uninstalling a distribution adds, renames or
-    rewrites a ``*.dist-info`` (or ``.egg-info``, ``.egg-link``, ``.pth``)
-    entry.  A directory is listed again only when its own mtime moved, so the
-    common case is one ``stat`` per entry; other files appearing in a
-    directory (logs, ``__pycache__``) change nothing here.
+    A directory is listed again only when its own mtime moved (one ``stat`` per entry).
     """
     out: list[tuple[str, tuple[tuple[str, int], ...]]] = []
     for entry in sys.path:
@@ -190,12 +166,7 @@ def _meta_entries(path: str) -> tuple[tuple[str, int], ...]:
 
 
 def snapshot(groups: Iterable[str]) -> tuple[EntryPointRow, ...]:
-    """The entry points of ``groups`` as plain tuples, for a spec (see module docstring).
-
-    A scan older than the last install or uninstall on ``sys.path`` is redone
-    (see :func:`entry_points`), so a launch never freezes stale rows into its
-    workers' specs.
-    """
+    """The entry points of ``groups`` as plain tuples, for a spec (rescanned if stale)."""
     rows: list[EntryPointRow] = []
     for group in dict.fromkeys(groups):
         rows.extend((e.name, e.value, e.group, e.dist, e.version) for e in entry_points(group))
@@ -203,11 +174,7 @@ def snapshot(groups: Iterable[str]) -> tuple[EntryPointRow, ...]:
 
 
 def seed(groups: Iterable[str], rows: Iterable[EntryPointRow]) -> None:
-    """Answer ``entry_points(g)`` for each of ``groups`` from ``rows`` instead of a scan.
-
-    Every listed group is seeded, including those with no rows: the parent saw
-    none, so the worker must not find any either.
-    """
+    """Answer ``entry_points(g)`` for each of ``groups`` from ``rows``, empty groups included."""
     grouped: dict[str, list[EntryPointInfo]] = {g: [] for g in groups}
     for row in rows:
         if row[2] in grouped:
@@ -217,10 +184,7 @@ def seed(groups: Iterable[str], rows: Iterable[EntryPointRow]) -> None:
 
 
 def load_entry_point(ep: EntryPointInfo) -> Any:
-    """Import the entry point's module and walk its attribute path; errors are left raw.
-
-    Callers wrap failures with their own context (platform or plugin, stage).
-    """
+    """Import the entry point's module and walk its attribute path; callers wrap errors."""
     obj: Any = importlib.import_module(ep.module)
     for part in filter(None, ep.attr.split(".")):
         obj = getattr(obj, part)

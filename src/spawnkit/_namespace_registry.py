@@ -1,26 +1,8 @@
-"""Namespaces that installed engines register, so a name alone finds its real settings.
+"""Namespaces that installed engines register (``spawnkit.namespaces``), and those declared here.
 
-An engine declares ``NS = spawnkit.Namespace("minieng", env_prefix="ME")`` in
-one of its modules and registers it in its ``pyproject.toml``::
-
-    [project.entry-points."spawnkit.namespaces"]
-    minieng = "minieng.namespace:NS"
-
-``get_namespace("minieng")`` (and ``spawnkit doctor/launch --namespace
-minieng``) then imports that module through the entry point the first time
-the name is asked for and not yet declared in this process.  A name nobody
-registered is refused: deriving a prefix from the name would show and select
-through variables the engine never reads (``MINIENG_*`` for an engine whose
-variables are ``ME_*``).
-
-Only the parent and plain imports get here: a spawned worker rebuilds its
-namespace from the spec before any plugin runs, so a plugin's
-``get_namespace("minieng")`` finds it declared and no metadata is scanned.
-
-This module also holds the table of namespaces declared in this process
-(``Namespace`` interns into it), so that the hooks and the platforms, which
-sit below the ``Namespace`` facade, can find a namespace by name for their
-module-level ``namespace=`` API without importing the facade (:func:`find`).
+A name nobody registered is refused: a prefix derived from the name would select through
+variables the engine never reads. The table of declared namespaces lives here so the hooks and
+platforms below the ``Namespace`` facade can find one by name without importing it.
 """
 
 from __future__ import annotations
@@ -33,14 +15,9 @@ from spawnkit.spec import _phase
 from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, NamespaceConfig
 
 __all__ = [
-    "DECLARED",
-    "NAMESPACE_GROUP",
-    "describe_unknown",
-    "find",
-    "load_registered",
-    "registration_hint",
-    "unknown_namespace",
-]
+    "DECLARED", "NAMESPACE_GROUP", "describe_unknown", "find", "load_registered",
+    "registration_hint", "unknown_namespace",
+]  # fmt: skip
 
 NAMESPACE_GROUP = "spawnkit.namespaces"
 
@@ -55,12 +32,7 @@ def _is_namespace(obj: object) -> bool:
 def find(namespace: object) -> Any:
     """The namespace object ``namespace`` stands for; ``None`` means the default namespace.
 
-    ``None`` is this worker's namespace inside a bootstrapped worker (else the
-    default); a name is a declared namespace, else the installed engine that
-    registers it; a ``Namespace`` is itself.  The default namespace's state is
-    owned by the layers that use it (``HookRegistry.default()``,
-    ``PlatformManager.default()``, ``PluginManager.default()``), so this
-    never needs to create one.
+    The default's state is owned by the layers' ``default()`` objects, so none is created here.
     """
     if namespace is None:
         return _phase.worker_namespace()
@@ -96,11 +68,7 @@ def _registered(name: str) -> list[_metadata.EntryPointInfo]:
 
 
 def load_registered(name: str) -> Any:
-    """The namespace an installed distribution registers as ``name``; ``None`` if none does.
-
-    The entry point names a ``Namespace`` (or a function returning one); it
-    must declare exactly ``name``.
-    """
+    """The namespace (or factory's result) a distribution registers as ``name``; None if none."""
     found = _registered(name)
     if not found:
         return None
@@ -136,7 +104,6 @@ def load_registered(name: str) -> Any:
 
 
 def describe_unknown(name: str, declared: list[str]) -> str:
-    """What is wrong with a name that is neither declared in this process nor registered."""
     registered = sorted({ep.name for ep in _metadata.entry_points(NAMESPACE_GROUP)})
     return (
         f"unknown namespace {name!r}: no installed engine registers it (registered: "
@@ -146,7 +113,6 @@ def describe_unknown(name: str, declared: list[str]) -> str:
 
 
 def unknown_namespace(name: str, declared: list[str]) -> NamespaceError:
-    """The refusal for an unknown name, with the registration that fixes it."""
     return NamespaceError(
         f"{describe_unknown(name, declared)}. Register it with {registration_hint(name)}; or "
         "pass the Namespace object itself."

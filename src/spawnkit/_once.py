@@ -1,18 +1,9 @@
 """Run-once gates for per-process stages (platform init, plugin loading, hook application).
 
-A boolean "loaded" flag, as vLLM and SGLang use, has three known failures:
-it is set before the work so a failure can never be retried *or* reported
-again, it is inherited by a forked child that never ran the work itself, and
-it gives other threads no way to wait.  ``Once`` is a four-state machine
-(not started, running, done, failed) behind a re-entrant lock:
-
-* the first caller runs the action; other threads block until it finishes;
-* a re-entrant call from inside the action (a plugin callback calling
-  ``load_plugins()``) returns ``None`` at once instead of deadlocking;
-  :meth:`Once.running_here` tells a caller it is inside the action, and
-  :meth:`Once.wait` bounds how long another thread waits for it;
-* a failure is final: later calls raise again, chained to the first cause;
-* forked children start from "not started" (``os.register_at_fork``).
+A boolean "loaded" flag hides a failure from later calls, is inherited by forked children and
+lets no thread wait. ``Once`` instead: other threads block until the action ends; a re-entrant
+call returns ``None`` instead of deadlocking; a failure raises again on every later call;
+forked children start over.
 """
 
 from __future__ import annotations
@@ -40,11 +31,7 @@ _instances: weakref.WeakSet[Once[object]] = weakref.WeakSet()
 
 
 class Once(Generic[T]):
-    """A gate that runs one action once per process; see the module docstring.
-
-    ``again`` builds the exception raised by calls after a failure, given the
-    first exception; it defaults to re-raising the first exception itself.
-    """
+    """A gate that runs one action once per process; ``again(first)`` builds later errors."""
 
     def __init__(
         self, name: str, again: Callable[[BaseException], BaseException] | None = None
@@ -75,10 +62,7 @@ class Once(Generic[T]):
         return self._state is OnceState.RUNNING and self._owner == threading.get_ident()
 
     def wait(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s while another thread runs the action; False if it still is.
-
-        Returns at once when nothing runs, or when the caller is the one running it.
-        """
+        """Wait up to ``timeout`` s while another thread runs the action; False if it still is."""
         if not self._lock.acquire(timeout=max(timeout, 0.0)):
             return False
         self._lock.release()

@@ -1,11 +1,7 @@
 """A ``"module:qualname"`` reference: the one parser and resolver for every string naming an object.
 
-Entries, string hooks, lazy proxies and ``--namespace module:attr`` all name
-an object the same way, so they share one grammar and one walk here; each
-caller wraps a failure into its own error type (``EntryResolutionError``,
-``HookRegistrationError``, ``UsageError``...) with its own context and fix.
-The module sits on the worker's cold path (entry resolution, lazy proxies),
-so it imports nothing beyond :mod:`importlib`.
+Each caller wraps a failure into its own error type with its own context and fix. On the
+worker's cold path, so it imports nothing beyond :mod:`importlib`.
 """
 
 from __future__ import annotations
@@ -14,14 +10,8 @@ import importlib
 from typing import Any
 
 __all__ = [
-    "BadReference",
-    "ImportFailed",
-    "MissingAttribute",
-    "parse",
-    "reference_to",
-    "resolve",
-    "walk",
-]
+    "BadReference", "ImportFailed", "MissingAttribute", "parse", "reference_to", "resolve", "walk",
+]  # fmt: skip
 
 
 class BadReference(ValueError):
@@ -57,11 +47,7 @@ def _dotted(text: str) -> bool:
 
 
 def parse(reference: object, *, module_only: bool = False) -> tuple[str, str]:
-    """``(module, qualname)`` of ``"pkg.mod:Qual.name"``; nothing is imported.
-
-    ``module_only`` also accepts a bare ``"pkg.mod"`` (qualname ``""``), the
-    module itself.  Surrounding blanks are ignored.
-    """
+    """``(module, qualname)`` of ``"pkg.mod:Qual.name"`` (``module_only``: or ``"pkg.mod"``)."""
     if not isinstance(reference, str):
         raise BadReference(reference, f"expected a string, got {type(reference).__name__}")
     module, sep, qualname = reference.partition(":")
@@ -96,12 +82,7 @@ def walk(obj: Any, qualname: str, walked: str) -> Any:
 
 
 def resolve(module: str, qualname: str) -> Any:
-    """Import ``module`` and walk ``qualname`` in it (both as returned by :func:`parse`).
-
-    Raises :class:`ImportFailed` (whatever the import raised, chained) or
-    :class:`MissingAttribute`; an exception raised by the walk itself (a
-    property, a module ``__getattr__``) propagates unchanged.
-    """
+    """Import ``module`` and walk ``qualname``; a walk's own exception propagates unchanged."""
     try:
         obj = importlib.import_module(module)
     except Exception as exc:

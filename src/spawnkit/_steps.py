@@ -1,16 +1,8 @@
 """What a worker is doing right now, as a label on the imports it makes: the *step*.
 
-A step is a bootstrap stage's name, ``plugin:<name>`` while one plugin loads,
-``preload:<module>`` while a warm-start server imports a preload module, or
-``startup`` before the bootstrap.  The plugin loader (``spawnkit.hooks``)
-and the warm-start server set it; the import guard (``spawnkit.bootstrap.guard``)
-stamps it on every first import and reads it back to say who imported a hook
-target.  It lives here, below both, so the hook engine labels its steps
-without importing the bootstrap.  ("Phase" is something else: where the
-process stands in a worker's bootstrap, ``spawnkit.spec._phase``.)
-
-Standard library only, and cheap: the child's command line imports the guard,
-and with it this module, before anything else.
+A stage name, ``plugin:<name>``, ``preload:<module>`` or ``startup``; the import guard stamps it
+on every first import. Below both the hooks and the bootstrap so neither imports the other;
+standard library only, since the child's command line imports it first.
 """
 
 from __future__ import annotations
@@ -20,19 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 __all__ = [
-    "stage_of",
-    "PLUGIN",
-    "PRELOAD",
-    "STARTUP",
-    "current_step",
-    "mark_plugins_began",
-    "plugin_step",
-    "plugins_began",
-    "preload_step",
-    "set_step",
-    "split_step",
-    "step",
-]
+    "PLUGIN", "PRELOAD", "STARTUP", "current_step", "mark_plugins_began", "plugin_step",
+    "plugins_began", "preload_step", "set_step", "split_step", "stage_of", "step",
+]  # fmt: skip
 
 STARTUP = "startup"
 PLUGIN = "plugin"
@@ -44,21 +26,15 @@ _plugins_began: frozenset[str] | None = None
 
 
 def plugin_step(name: str) -> str:
-    """The step label while plugin ``name`` loads."""
     return f"{PLUGIN}:{name}"
 
 
 def preload_step(module: str) -> str:
-    """The step label while a warm-start server imports preload module ``module``."""
     return f"{PRELOAD}:{module}"
 
 
 def split_step(label: str) -> tuple[str, str]:
-    """``(kind, name)``: ``("plugin", plugin)``, ``("preload", module)``, else ``(label, "")``.
-
-    The inverse of :func:`plugin_step` / :func:`preload_step`; a stage name
-    and ``startup`` come back as the kind itself with no name.
-    """
+    """``(kind, name)``: the inverse of :func:`plugin_step` / :func:`preload_step`."""
     kind, sep, name = label.partition(":")
     if sep and kind in (PLUGIN, PRELOAD):
         return kind, name
@@ -74,7 +50,6 @@ def set_step(name: str) -> str:
 
 @contextmanager
 def step(name: str) -> Iterator[None]:
-    """``set_step`` for a block, restored afterwards even when the block raises."""
     previous = set_step(name)
     try:
         yield

@@ -1,25 +1,18 @@
 """``-W`` / ``PYTHONWARNINGS`` entries that name spawnkit's warning categories, applied late.
 
-Python turns ``sys.warnoptions`` into filters while the interpreter starts,
-before ``spawnkit`` can be imported, so ``-W error::spawnkit.HookConflictWarning``
-is dropped with "Invalid -W option ignored: invalid module name: 'spawnkit'".
-``spawnkit/__init__`` calls :func:`reapply` once, in every process that
-imports it (the launcher and each worker: spawnkit's worker command lines and
-the warm server's carry the launcher's ``-W`` options, and ``PYTHONWARNINGS``
-is inherited), which installs those entries as Python would have.  The
-entries after the first such one are installed again after it, in order, so
-a later ``-W`` keeps its precedence (``-W error::spawnkit.X -W ignore`` still
-ignores everything).  Only the categories ``spawnkit`` exports by name
-(``spawnkit.HookConflictWarning``, ``spawnkit.EnvVariableWarning``) are
-resolved; no other module is imported for it.
+Python drops them at start-up ("invalid module name: 'spawnkit'"), so ``spawnkit/__init__``
+installs them again; the entries after the first such one are reinstalled in order, so a later
+``-W`` keeps its precedence. No module is imported to resolve a category.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import types
 from typing import Any
 
-__all__ = ["reapply"]
+__all__ = ["reapply", "user_stacklevel"]
 
 _ACTIONS = ("default", "always", "ignore", "module", "once", "error")
 
@@ -65,12 +58,7 @@ def _parse(option: str) -> tuple[Any, str, type[Warning], str, int] | None:
 
 
 def _category(text: str) -> type[Warning] | None:
-    """The category an entry names: a builtin, a ``spawnkit.X`` export, or one already imported.
-
-    A module that is not imported yet is not imported here (a worker imports
-    spawnkit before its hooks are applied); Python dropped that entry at start-up
-    only if it could not import it either, and reported it then.
-    """
+    """The category an entry names: a builtin, a ``spawnkit.X`` export, or one already imported."""
     if not text:
         return Warning
     modname, _, name = text.rpartition(".")
@@ -86,3 +74,17 @@ def _category(text: str) -> type[Warning] | None:
         module = sys.modules.get(modname)
         found = getattr(module, name, None) if module is not None else None
     return found if isinstance(found, type) and issubclass(found, Warning) else None
+
+
+def user_stacklevel() -> int:
+    """``stacklevel`` pointing the caller's warning at the first frame outside spawnkit.
+
+    Inside a worker, where every frame is spawnkit's, it stays on the warning's own line.
+    """
+    root = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame: types.FrameType | None = sys._getframe(1)
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
+        frame = frame.f_back
+        level += 1
+    return level if frame is not None else 1

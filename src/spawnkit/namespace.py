@@ -1,29 +1,10 @@
 """``Namespace``: the names an engine embeds spawnkit under, and the state that goes with them.
 
-An engine such as ``Namespace("sglang.srt", env_prefix="SGLANG")`` gets the
-entry-point groups ``sglang.srt.platforms`` / ``sglang.srt.plugins``, the
-variables ``SGLANG_PLATFORM`` / ``SGLANG_PLUGINS`` / ``SGLANG_USE_CPU_ENGINE``,
-its own hook registry, platform base class, current platform and plugin
-loading state.  Two namespaces in one process share nothing.
-
-Namespaces are interned by name: declaring the same name again with the same
-settings returns the same object (so a child rebuilding one from its spec's
-``NamespaceConfig`` finds the engine's if it exists); different settings are
-an error, because two parts of a program would otherwise disagree about which
-variables select the platform.
-
-The subsystems (hooks, platforms, plugins) are created lazily so that
-importing this module stays cheap and imports neither torch nor any plugin.
-
-This module is the facade above ``spawnkit.hooks`` and ``spawnkit.platforms``:
-it imports them, never the reverse.  The module-level API that takes
-``namespace=None`` (``load_plugins``, ``current_platform``, ...) lives in
-those packages: the default namespace's state is theirs
-(``HookRegistry.default()``, ``PlatformManager.default()``,
-``PluginManager.default()``) and a name is found in the table this class
-interns into (``spawnkit._namespace_registry``).  ``get_context`` and
-``bootstrap_here`` are the launcher's (``spawnkit.get_context(method,
-namespace=ns)``), which sits above this module.
+Interned by name: the same settings return the same object (a child rebuilding one from its
+spec finds the engine's); different settings are an error, since two parts of a program would
+disagree about which variables select the platform. Subsystems are created lazily, so
+importing this imports neither torch nor any plugin. A facade above ``spawnkit.hooks`` and
+``spawnkit.platforms`` (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -49,6 +30,7 @@ if TYPE_CHECKING:
     from spawnkit.platforms.interface import Platform
 
 __all__ = ["DEFAULT_NAMESPACE_NAME", "Namespace", "default_namespace", "get_namespace"]
+
 
 class _Moved:
     """A former method of ``Namespace``: reading it raises with the call that replaces it."""
@@ -138,9 +120,7 @@ class Namespace:
     def __reduce__(self) -> tuple[Any, ...]:
         return (Namespace.from_config, (self.config,))
 
-    # ns.get_context()/ns.bootstrap_here() were methods until the layers were enforced: a
-    # context is the launcher's, which sits above this module, so the names moved up. An old
-    # call must say where they went, not just "no attribute".
+    # Former methods: the launcher sits above this module; an old call says where they went.
     get_context = _Moved("spawnkit.get_context(method, namespace=get_namespace({ns!r}))")
     bootstrap_here = _Moved("spawnkit.bootstrap_here(get_namespace({ns!r}))")
 
@@ -164,7 +144,6 @@ class Namespace:
         return found if found is not None else self._create("_plugins", _new_plugins)
 
     def _create(self, attr: str, build: Callable[[Namespace], _S]) -> _S:
-        """Build the subsystem kept in ``attr`` once, even when two threads ask at once."""
         with self._lock:
             found: _S | None = getattr(self, attr)
             if found is None:
@@ -192,8 +171,7 @@ class Namespace:
     def plugin_hook(
         self, target: str, type: HookType | None = None, **options: Unpack[HookOptions]
     ) -> Callable[[_H], _H]:
-        """Decorator registering on this namespace's registry (the seed's ``plugin_hook``);
-        the keywords are :meth:`HookRegistry.register`'s."""
+        """Decorator registering on this namespace's registry (the seed's ``plugin_hook``)."""
         from spawnkit.hooks.types import HookType
 
         return self.hooks.plugin_hook(target, type or HookType.AFTER, **options)
@@ -203,12 +181,7 @@ class Namespace:
 
     @property
     def HookRegistry(self) -> type[_Registry]:
-        """A ``HookRegistry`` class whose class-level methods act on this namespace's registry.
-
-        For the engine's seed-compatible module, so plugins written against
-        SGLang's ``HookRegistry.register(...)`` run unchanged:
-        ``HookRegistry = NS.HookRegistry`` (see ``spawnkit.hooks._bound``).
-        """
+        """A ``HookRegistry`` class acting on this namespace's registry, for seed-style plugins."""
         found = self._hook_class
         return found if found is not None else self._create("_hook_class", _new_hook_class)
 
@@ -220,7 +193,6 @@ class Namespace:
         return HookType
 
 
-# What Namespace._create builds, one per subsystem; imported on first use (see the docstring).
 def _new_hooks(ns: Namespace) -> HookRegistry:
     from spawnkit.hooks.registry import HookRegistry
 
@@ -246,25 +218,17 @@ def _new_hook_class(ns: Namespace) -> type[_Registry]:
 
 
 def default_namespace() -> Namespace:
-    """The ``spawnkit`` / ``SPAWNKIT`` namespace: what the module-level API uses outside a worker.
-
-    Inside a worker the module-level API follows the namespace of the worker's
-    spec instead (see :func:`get_namespace`).
-    """
+    """The ``spawnkit`` namespace: what the module-level API uses outside a worker."""
     return Namespace.from_config(default_config())
 
 
 def get_namespace(ns: Namespace | str | NamespaceConfig | None = None) -> Namespace:
     """Normalise the ``namespace=`` argument every public function accepts.
 
-    ``None`` is the namespace of this worker's spec inside a bootstrapped
-    worker (the only platform and plugins that worker has), else the default.
-    A name not declared in this process is loaded from the installed engine
-    that registers it in the ``spawnkit.namespaces`` entry-point group; a name
-    nobody registered is a ``NamespaceError``, never guessed.
+    ``None``: the worker's own namespace in a worker, else the default. An undeclared name is
+    loaded from its ``spawnkit.namespaces`` entry point; an unknown one is a ``NamespaceError``.
     """
     if ns is None:
-        # In a worker, "no namespace" means the one its spec was bootstrapped for.
         worker: Namespace | None = _phase.worker_namespace()
         return worker if worker is not None else default_namespace()
     if isinstance(ns, Namespace):
@@ -276,7 +240,6 @@ def get_namespace(ns: Namespace | str | NamespaceConfig | None = None) -> Namesp
             return default_namespace()
         found = Namespace._registry.get(ns)
         if found is None:
-            # Not declared here yet: load the engine's registration (spawnkit.namespaces).
             found = _namespace_registry.load_registered(ns)
             if found is None:
                 raise _namespace_registry.unknown_namespace(ns, sorted(Namespace._registry))

@@ -1,9 +1,6 @@
 """spawnkit's hook engine: BEFORE/AFTER/AROUND/REPLACE hooks on functions, methods and classes.
 
-Importing this package imports neither torch nor any hook target.  The plugin
-loader (``PluginManager``) and the module-level ``load_plugins`` /
-``apply_plugin_hooks``, all in ``spawnkit.hooks.plugins``, are imported on
-first use, so the engine itself works before (and without) the loader.
+Imports neither torch nor any hook target; the plugin loader is imported on first use.
 """
 
 from __future__ import annotations
@@ -28,21 +25,10 @@ if TYPE_CHECKING:
     from spawnkit.hooks.plugins import PluginManager, apply_plugin_hooks, load_plugins
 
 __all__ = [
-    "UNKNOWN_SOURCE",
-    "AppliedTarget",
-    "HookRegistry",
-    "HookSource",
-    "HookState",
-    "HookStatus",
-    "HookType",
-    "PluginManager",
-    "Registration",
-    "apply_plugin_hooks",
-    "current_plugin_source",
-    "load_plugins",
-    "plugin_hook",
-    "plugin_source",
-]
+    "UNKNOWN_SOURCE", "AppliedTarget", "HookRegistry", "HookSource", "HookState", "HookStatus",
+    "HookType", "PluginManager", "Registration", "apply_plugin_hooks", "current_plugin_source",
+    "load_plugins", "plugin_hook", "plugin_source",
+]  # fmt: skip
 
 _LAZY = dict.fromkeys(
     ("PluginManager", "apply_plugin_hooks", "load_plugins"), "spawnkit.hooks.plugins"

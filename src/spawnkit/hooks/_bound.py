@@ -1,11 +1,8 @@
 """A ``HookRegistry`` *class* bound to one namespace: the seed's plugins, unchanged, on an engine.
 
-SGLang's plugins call ``HookRegistry.register(...)`` on the class they import
-from the engine.  Re-exporting ``spawnkit.hooks.HookRegistry`` there would act
-on the default registry, which the engine's workers never apply; exporting a
-registry object breaks code that expects a class.  Every public method being a
-``hybridmethod`` (bound to ``cls.default()`` on class access), a subclass whose
-``default()`` is the namespace's registry serves: ``HookRegistry = NS.HookRegistry``.
+The default registry's class would act on a registry the engine's workers never apply, and a
+registry object breaks code expecting a class; a subclass whose ``default()`` is the
+namespace's registry serves, since every public method is a ``hybridmethod``.
 """
 
 from __future__ import annotations

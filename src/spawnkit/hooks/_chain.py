@@ -1,16 +1,8 @@
 """Building a target's hook chain as flat closures, once, at apply time.
 
-The hooked call is hot (a scheduler step, a forward pass), so every decision
-that can be taken when hooks are applied is taken then: each layer is a
-closure over exactly the hook and the callable inside it, with no registry
-lookups, no loops over hook lists and no type dispatch per call.  A single
-AROUND hook therefore costs what a hand-written ``functools.wraps`` closure
-calling the same hook costs.
-
-Error attribution is free on the happy path: ``try``/``except`` costs nothing
-until something raises (zero-cost exceptions, CPython 3.11+).  When a hook
-raises, the exception gets a note naming the hook, its plugin and the target,
-once per target, by the innermost layer it passes through.
+The hooked call is hot, so each layer closes over exactly its hook and inner callable: no
+lookups or dispatch per call. Attribution is free until something raises (zero-cost
+exceptions); then the innermost layer notes hook, plugin and target once per target.
 """
 
 from __future__ import annotations
@@ -54,7 +46,6 @@ class _Note:
 
 
 def _annotate(exc: BaseException, key: str, text: object) -> None:
-    """Add ``text`` as a note to ``exc`` unless this target already annotated it."""
     try:
         noted = getattr(exc, _NOTED_ATTR, None)
         if noted is None:
@@ -79,7 +70,6 @@ def _bad_before(result: object, label: object) -> TypeError:
 
 
 def _before_args(result: Any, label: object) -> tuple[Sequence[Any], dict[str, Any]]:
-    """Slow path of BEFORE's return check: accept subclasses, refuse anything else."""
     if isinstance(result, (tuple, list)) and len(result) == 2:
         args, kwargs = result
         if isinstance(args, (tuple, list)) and isinstance(kwargs, dict):
@@ -123,19 +113,12 @@ def _sync_after(hook: Any, inner: Any, key: str, label: _Where) -> Callable[...,
 
 
 def _sync_around(hook: Any, inner: Any, key: str, label: _Where) -> Callable[..., Any]:
-    # partial prepends ``inner`` in C: ``call(*args, **kwargs)`` passes the packed
-    # arguments on as they are, where ``hook(inner, *args, **kwargs)`` would build a
-    # new tuple and copy the kwargs dict on every call (about a quarter of the cost).
+    # partial prepends ``inner`` in C; ``hook(inner, *args, **kwargs)`` would copy the packed
+    # arguments on every call (about a quarter of the cost).
     return _sync_call(functools.partial(hook, inner), key, _Note("raised inside", label))
 
 
-def _sync_replace(hook: Any, key: str, label: _Where) -> Callable[..., Any]:
-    return _sync_call(hook, key, _Note("raised by", label))
-
-
 def _sync_call(call: Any, key: str, note: _Note) -> Callable[..., Any]:
-    """AROUND and REPLACE: the layer is the call itself, plus the note when it raises."""
-
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return call(*args, **kwargs)
@@ -147,9 +130,8 @@ def _sync_call(call: Any, key: str, note: _Note) -> Callable[..., Any]:
 
 
 # ------------------------------------------------------------------ async layers
-# Every layer of an async target is itself a coroutine function, so the hooked
-# target stays one (``inspect.iscoroutinefunction`` is True) and hooks see
-# awaited results.  Hooks may be sync or async: an awaitable they return is awaited.
+# Every layer of an async target is a coroutine function, so the target stays one; an
+# awaitable a (sync or async) hook returns is awaited.
 def _async_before(hook: Any, inner: Any, key: str, label: _Where) -> Callable[..., Any]:
     note = _Note("raised by", label)
 
@@ -190,13 +172,7 @@ def _async_around(hook: Any, inner: Any, key: str, label: _Where) -> Callable[..
     return _async_call(functools.partial(hook, inner), key, _Note("raised inside", label))
 
 
-def _async_replace(hook: Any, key: str, label: _Where) -> Callable[..., Any]:
-    return _async_call(hook, key, _Note("raised by", label))
-
-
 def _async_call(call: Any, key: str, note: _Note) -> Callable[..., Any]:
-    """AROUND and REPLACE of an async target: the call awaited, plus the note when it raises."""
-
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             result = call(*args, **kwargs)
@@ -223,9 +199,8 @@ _COPIED = ("__module__", "__name__", "__qualname__", "__doc__")
 def adopt(wrapper: Any, original: Any, *, full: bool) -> None:
     """Give ``wrapper`` the original's identity, as ``functools.update_wrapper`` would.
 
-    ``__wrapped__`` always points at the original target (not at the next
-    layer), so ``inspect.signature`` and ``inspect.unwrap`` report the target's
-    own signature whatever the chain looks like.
+    ``__wrapped__`` is always the original target, not the next layer, so ``inspect.signature``
+    reports the target's own whatever the chain.
     """
     for name in _COPIED:
         try:
@@ -257,8 +232,7 @@ def build_chain(
 ) -> Callable[..., Any]:
     """The callable to install: REPLACE innermost (last one wins), then the rest in order.
 
-    ``hooks`` are (registration, resolved hook object) pairs in registration
-    order, at least one of them.  The last non-REPLACE hook is the outermost.
+    ``hooks``: (registration, hook object) pairs in registration order; the last is outermost.
     """
     replaces = [pair for pair in hooks if pair[0].hook_type is HookType.REPLACE]
     others = [pair for pair in hooks if pair[0].hook_type is not HookType.REPLACE]
@@ -270,12 +244,12 @@ def build_chain(
             if others and inspect.iscoroutinefunction(obj):
                 inner = obj
             else:
-                inner = _async_replace(obj, key, label_of(reg, display))
+                inner = _async_call(obj, key, _Note("raised by", label_of(reg, display)))
                 made.append(inner)
         elif others:
             inner = obj
         else:
-            inner = _sync_replace(obj, key, label_of(reg, display))
+            inner = _sync_call(obj, key, _Note("raised by", label_of(reg, display)))
             made.append(inner)
     factories = _ASYNC if is_async else _SYNC
     for reg, obj in others:
@@ -287,7 +261,6 @@ def build_chain(
 
 
 def is_async_callable(func: Any) -> bool:
-    """Whether a target must get coroutine wrappers."""
     return inspect.iscoroutinefunction(func) or (
         isinstance(func, types.MethodType) and inspect.iscoroutinefunction(func.__func__)
     )

@@ -1,29 +1,16 @@
-"""Hooks that combine in a way their plugins may not mean, reported as Python warnings.
+"""Hooks that combine in a way their plugins may not mean, reported as ``HookConflictWarning``.
 
-Three shapes on one target: several REPLACE hooks (only the last takes
-effect), REPLACE mixed with other hooks (they wrap the replacement, not the
-original) and several AROUND hooks (one that does not call ``original_fn``
-bypasses the hooks inside it).  Each is one ``spawnkit.HookConflictWarning``
-so that ``-W ignore::spawnkit.HookConflictWarning`` silences them, ``-W
-error::...`` (or ``PYTHONWARNINGS``) escalates them, and
-``<PREFIX>_HOOK_CONFLICTS=error|ignore`` does the same per namespace.
-
-They are reported when hooks are applied, not as each hook registers: only
-then is the whole set known, so each conflict is one message, and an
-escalation is one ``HookConflictError`` raised before anything is patched
-(in a worker: stage ``apply_hooks``).  A message is reported once per process
-(the registry's state remembers it); the parent cannot know the hooks without
-loading the plugins, which it never does, so every spawned rank reports its own
-(``spawnkit doctor`` reports them once, in its own process).
+Reported when hooks are applied, not per registration: only then is the whole set known, and an
+escalation (``-W error``, ``<PREFIX>_HOOK_CONFLICTS=error``) raises before anything is patched.
+Once per process; the parent never loads plugins, so every rank reports its own.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import warnings
 from typing import TYPE_CHECKING
 
+from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import ConfigError, HookConflictError, HookConflictWarning
 from spawnkit.hooks.types import HookType, Registration
 
@@ -82,11 +69,7 @@ def messages(st: State) -> list[str]:
 
 
 def report(st: State, policy: str = "warn", var: str = "") -> None:
-    """Report the conflicts not reported yet in this process, per ``policy``.
-
-    ``error``, or a warnings filter that escalates ``HookConflictWarning``,
-    raises one ``HookConflictError`` listing them (nothing is patched yet).
-    """
+    """Report the conflicts not reported yet in this process, per ``policy``."""
     fresh = [m for m in messages(st) if m not in st.conflicts_reported]
     if not fresh:
         return
@@ -102,7 +85,7 @@ def report(st: State, policy: str = "warn", var: str = "") -> None:
     st.conflicts_reported.update(fresh)
     if policy == "ignore":
         return
-    level = _user_stacklevel()
+    level = user_stacklevel()
     for message in fresh:
         try:
             warnings.warn(
@@ -120,15 +103,3 @@ def report(st: State, policy: str = "warn", var: str = "") -> None:
                 f"PYTHONWARNINGS entry{f', or set {var}=ignore' if var else ''}.",
                 conflicts=fresh,
             ) from escalated
-
-
-def _user_stacklevel() -> int:
-    """``stacklevel`` for ``report``'s warning: the first frame outside spawnkit (the
-    user's ``apply_hooks()`` call), else ``report`` itself (a worker's frames are ours)."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame = sys._getframe(1)  # report()
-    level = 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level if frame is not None else 1

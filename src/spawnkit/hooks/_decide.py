@@ -1,12 +1,5 @@
-"""What an ``apply_hooks()`` call does with a registration before patching anything.
-
-A registration may not be patched now: its condition is false (skipped), it
-waits for its module's first import (``on_import=True``, pending), or its
-target turned out to be missing while it is optional (skipped).  A provided
-module is placed before any target is resolved, so targets and their modules'
-imports find it.  Each decision is recorded in the registry's state, which is
-what ``HookRegistry.status()`` reads.
-"""
+"""What an ``apply_hooks()`` call decides for a registration before patching anything (skip,
+wait for an import, provide a module first), recorded in the state ``status()`` reads."""
 
 from __future__ import annotations
 
@@ -25,10 +18,8 @@ __all__: list[str] = []
 
 
 def check_conditions(st: State, key: str) -> Exception | None:
-    """Call each untested condition of ``key``'s live registrations; a false one drops its hook.
-
-    Returns the error of a condition that raised (the target then fails as a whole).
-    """
+    """Call each untested condition of ``key``; a false one drops its hook, one that raises
+    is returned (the target then fails as a whole)."""
     for reg in st.live(key):
         cond = reg.condition
         if cond is None or reg.seq in st.cond_ok:
@@ -52,11 +43,7 @@ def check_conditions(st: State, key: str) -> Exception | None:
 
 
 def defer(st: State, key: str, strict: bool, callback: Callable[[str], None]) -> bool:
-    """Whether ``key`` waits for its module's first import; starts watching it if so.
-
-    Only when every live registration asks for it: one eager hook on the
-    target imports the module anyway, so waiting would gain nothing.
-    """
+    """Whether ``key`` waits for its module's first import (only if every hook asks for it)."""
     regs = st.live(key)
     if key in st.applied or not regs or not all(r.on_import for r in regs):
         return False
@@ -65,7 +52,6 @@ def defer(st: State, key: str, strict: bool, callback: Callable[[str], None]) ->
         return False
     top = path.parts[0]
     if all(r.optional for r in regs) and top not in sys.modules and _not_installed(top):
-        # Waiting for a package that is not there would leave it pending forever.
         for reg in regs:
             st.dropped[reg.seq] = ("skipped", f"module {top!r} is not installed")
         return True
@@ -75,7 +61,6 @@ def defer(st: State, key: str, strict: bool, callback: Callable[[str], None]) ->
 
 
 def _not_installed(top: str) -> bool:
-    """Whether no finder knows the top-level package ``top`` (imports nothing)."""
     try:
         return importlib.util.find_spec(top) is None
     except (ImportError, ValueError):
@@ -83,10 +68,7 @@ def _not_installed(top: str) -> bool:
 
 
 def provide(st: State, journal: Journal) -> tuple[list[str], dict[str, Exception]]:
-    """Place every provided module not placed yet, parents first; returns (placed, failed).
-
-    Each provision is all or nothing: what it placed before failing is taken back.
-    """
+    """Place every provided module not placed yet, parents first, each all or nothing."""
     done: list[str] = []
     failed: dict[str, Exception] = {}
     for name in sorted(st.provides):
@@ -105,7 +87,6 @@ def provide(st: State, journal: Journal) -> tuple[list[str], dict[str, Exception
 
 
 def skip_optional(st: State, key: str, exc: Exception) -> bool:
-    """Skip ``key`` for good when its target is missing and every hook on it is optional."""
     regs = st.live(key)
     if not isinstance(exc, _resolve.TargetMissing) or not regs:
         return False
@@ -130,14 +111,11 @@ def forget(st: State) -> list[Provided]:
 
 
 def state_of(st: State, key: str, reg: Registration) -> tuple[str, str]:
-    """``(state, reason)`` of one registration, as ``HookRegistry.status()`` reports it."""
     dropped = st.dropped.get(reg.seq)
     if dropped is not None:
         return dropped
     rec = st.applied.get(key)
     if rec is not None and reg.seq in rec.seqs:
-        # Never "applied" while a holder the sweep found but could not rebind still calls
-        # the original: calls through it bypass this hook.
         where = [f"{h.module}.{h.label} ({h.kind})" for h in st.stale.values() if h.target == key]
         if where:
             return "partial", unrebound_reason(where)
@@ -153,7 +131,6 @@ def state_of(st: State, key: str, reg: Registration) -> tuple[str, str]:
 
 
 def unrebound_reason(where: list[str]) -> str:
-    """Why a hook is ``partial``: the references the stale-binding sweep could not rebind."""
     return (
         f"not in effect through {len(where)} reference(s) the stale-binding sweep could "
         f"not rebind, which still call the original: {'; '.join(where)}"
@@ -161,7 +138,6 @@ def unrebound_reason(where: list[str]) -> str:
 
 
 def provision_state(st: State, name: str) -> tuple[str, str]:
-    """``(state, reason)`` of one ``provide_module`` registration."""
     done = st.provided.get(name)
     if done is not None:
         return done.state, done.reason

@@ -1,10 +1,4 @@
-"""A method that works on the class (acting on the default registry) and on an instance.
-
-The seed's plugins call ``HookRegistry.register(...)`` on the class, while an
-engine embedding spawnkit needs its own registry object; a descriptor that
-binds to ``cls.default()`` when looked up on the class serves both without
-duplicating every method as a classmethod.
-"""
+"""A method that works on the class (acting on the default registry) and on an instance."""
 
 from __future__ import annotations
 

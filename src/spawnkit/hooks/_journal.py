@@ -1,12 +1,7 @@
 """The record of every change the engine makes, so that each can be undone exactly.
 
-Three kinds of change exist: an attribute set on a target's owner (a module or
-a class), a global rebound in some other module's ``__dict__`` (stale
-binding propagation) and a ``sys.modules`` entry (``provide_module``).  Each
-records the raw value that was there before, or
-that there was none (an inherited method, a name the module did not have), so
-undoing restores the very object that was in ``__dict__``, not an equal one,
-and deletes what was added instead of shadowing the base class's attribute.
+Each change keeps the raw value that was there, or ``ABSENT``, so undo restores the very
+object (not an equal one) and deletes what was added instead of shadowing a base class's.
 """
 
 from __future__ import annotations
@@ -21,14 +16,12 @@ ABSENT: Any = object()
 
 
 def item_of(container: Any, key: Any) -> Any:
-    """``container[key]`` of a list, a dict or a class's ``ClassAttrs``; ``ABSENT`` if none."""
     if isinstance(container, list):
         return container[key] if -len(container) <= key < len(container) else ABSENT
     return container.get(key, ABSENT)
 
 
 def put_attr(owner: Any, attr: str, value: Any) -> None:
-    """Set ``owner.attr``; ``ABSENT`` deletes it from the owner's own ``__dict__``."""
     if value is ABSENT:
         if attr in vars(owner):
             delattr(owner, attr)
@@ -54,14 +47,10 @@ class AttrChange:
 
 @dataclass
 class BindingChange:
-    """``namespace[name]`` (a propagated ``from X import Y`` binding): ``before`` -> ``after``.
+    """``namespace[name]`` (a module's globals, a dict, a list or ``ClassAttrs``) rebound.
 
-    ``namespace`` may also be a module-level dict or list holding the target
-    (``TABLE["tok"]``, ``HANDLERS[2]``), ``name`` then being its key or index,
-    or a class's attributes (``_propagate.ClassAttrs``: ``Engine.tokfn``).
-
-    Undo only touches the name if it still holds what we put there: a module
-    that rebound its own global since then made a decision we must not revert.
+    Undo leaves a name alone that no longer holds what we put there: a module that rebound
+    its own global since made a decision we must not revert.
     """
 
     module: str
@@ -84,11 +73,7 @@ class BindingChange:
 
 @dataclass
 class ModuleChange:
-    """``sys.modules[name]`` went from ``before`` (``ABSENT``: no entry) to ``after``.
-
-    Written by ``provide_module``; undo leaves an entry alone that someone
-    replaced since, for the same reason as :class:`BindingChange`.
-    """
+    """``sys.modules[name]`` set by ``provide_module``; undo as :class:`BindingChange`'s."""
 
     name: str
     before: Any
@@ -118,7 +103,6 @@ class Journal:
         self.changes: list[Change] = []
 
     def put(self, owner: Any, attr: str, value: Any) -> None:
-        """Set (or, with ``ABSENT``, delete) ``owner.attr`` and journal what was there."""
         change = AttrChange(owner, attr, vars(owner).get(attr, ABSENT), value)
         change.redo()
         self.changes.append(change)
@@ -129,7 +113,6 @@ class Journal:
         self.changes.append(change)
 
     def put_module(self, name: str, module: Any) -> None:
-        """Place ``module`` in ``sys.modules`` under ``name`` and journal what was there."""
         change = ModuleChange(name, sys.modules.get(name, ABSENT), module)
         change.redo()
         self.changes.append(change)

@@ -1,16 +1,8 @@
 """Telling registries when a watched module's first import has finished (``on_import=True``).
 
-Why a finder on ``sys.meta_path`` and not a poll: a hook must be in place
-before the statement that imported its module goes on, so that the importer's
-``from mod import f`` already binds the hooked object.  The finder answers
-only for watched names: it asks the finders after it for the real spec and
-wraps that spec's loader, whose ``exec_module`` runs the module and then
-calls the watchers.  The real loader is put back on the module (and its spec)
-before the module's code runs, so the module sees its own loader.
-
-The finder is on ``sys.meta_path`` only while something is watched: the last
-``unwatch`` removes it, so a process with no pending hook pays nothing on
-imports.
+A finder, not a poll: the hook must be in place before the importing statement goes on, so its
+``from mod import f`` binds the hooked object. The real loader is put back before the module
+runs, and the finder leaves ``sys.meta_path`` with the last watch, so idle imports pay nothing.
 """
 
 from __future__ import annotations
@@ -115,7 +107,6 @@ def unwatch(token: int) -> None:
 
 
 def installed() -> bool:
-    """Whether the finder is on ``sys.meta_path`` now (for tests and ``doctor``)."""
     return _finder in sys.meta_path
 
 

@@ -1,26 +1,10 @@
-"""What a plugin's code changed outside the hook registry while it loaded.
+"""What a plugin's code changed outside the hook registry while it loaded (hand patches, modules
+put into ``sys.modules``), so the report lists what no ledger or rollback covers.
 
-A plugin may patch by hand (``engine.ops.tokenize = mine``), or put a module
-into ``sys.modules`` itself (a stand-in for a package that is not installed).
-Nothing in the registry knows about that: no ledger, no rollback, no guard,
-and ``spawnkit doctor`` used to say "no hooks registered ... OK".  The loader
-therefore watches each callback and lists what it changed in the report.
-
-How it stays cheap: one snapshot of the already-imported modules' globals
-(their keys and values, kept as lists, so that a replaced value cannot be
-mistaken for a new object that reused its id) before the first plugin; after
-each plugin one C-level identity comparison over all of them says whether
-anything changed; only then is each module compared, and only the changed
-ones name by name.  Modules the plugin imported join the snapshot for the
-next plugin.
-
-What it does not see: the standard library's modules (see ``_STDLIB``),
-attributes of classes and instances (``Engine.run = mine``), changes inside
-containers (``TABLE["tok"] = mine``), changes to modules the plugin itself
-imported for the first time (their globals are taken as they are after the
-callback), and a module placed under a package that the same callback
-imported for the first time (taken as that package's own doing).  A global
-another thread changes while a callback runs is listed as that plugin's.
+Cheap: values are kept as lists (a replaced value cannot pass as a new object reusing its id)
+and one C-level identity pass says whether anything changed at all. Not seen: the standard
+library, class and instance attributes, container contents, modules first imported by the same
+callback, and another thread's changes (listed as the plugin's).
 """
 
 from __future__ import annotations
@@ -32,10 +16,8 @@ from typing import Any, NamedTuple
 
 __all__: list[str] = []
 
-#: Modules whose globals change as a matter of course while code runs (spawnkit's own
-#: bookkeeping, such as the current bootstrap step) are not the plugin's doing.
-_OWN = ("spawnkit", "spawnkit.")  # the package, and the prefix of its modules
-#: Globals the interpreter itself writes into a caller's module (``warnings``).
+#: spawnkit's own bookkeeping changes as a matter of course; not the plugin's doing.
+_OWN = ("spawnkit", "spawnkit.")
 _NOISE = frozenset({"__warningregistry__"})
 
 
@@ -49,8 +31,7 @@ def _entry(namespace: dict[str, Any]) -> _Entry:
     return _Entry(namespace, list(namespace), list(namespace.values()))
 
 
-#: The standard library is not watched: with it, the check per plugin costs ten times as
-#: much (``benchmarks/bootstrap_stages.py``), and plugins patch engines, not ``json``.
+#: Unwatched: it makes the check ten times dearer, and plugins patch engines, not ``json``.
 _STDLIB = frozenset(sys.stdlib_module_names) - {"__main__"}
 
 
@@ -79,7 +60,6 @@ class OutsideWatch:
         self._flatten()
 
     def _flatten(self) -> None:
-        """Every watched key and value in one list each: "nothing changed" is one C pass."""
         spaces = [e.namespace for e in self._entries.values()]
         self._spaces = spaces
         self._keys = list(chain.from_iterable(spaces))
@@ -94,8 +74,7 @@ class OutsideWatch:
         )
 
     def changes(self, new_modules: list[str]) -> list[str]:
-        """``module:attr`` set, replaced or deleted since the last call, and ``sys.modules:name``
-        for each of ``new_modules`` (those that appeared meanwhile) placed there directly."""
+        """``module:attr`` changed since the last call, and ``sys.modules:name`` placed directly."""
         found: list[str] = []
         if not self._unchanged():
             for name, entry in list(self._entries.items()):
@@ -137,10 +116,8 @@ def _is_submodule(package: str, attr: str, value: Any) -> bool:
 def placed_directly(names: list[str]) -> list[str]:
     """Of ``names`` (new in ``sys.modules``), those put there without the import system.
 
-    A module the import system created carries a ``__spec__`` of its own
-    name.  One that does not was placed directly, unless a package above it
-    was itself imported meanwhile: a package that aliases or creates its own
-    submodules while it imports (torch does) is not the plugin's doing.
+    No ``__spec__`` of its own name means placed directly, unless a package above it was
+    imported meanwhile (torch aliases its own submodules while importing).
     """
     specs = [getattr(getattr(sys.modules.get(n), "__spec__", None), "name", None) for n in names]
     imported = {n for n, s in zip(names, specs, strict=True) if n == s}

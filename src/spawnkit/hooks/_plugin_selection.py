@@ -1,27 +1,18 @@
 """Which plugins of a namespace are selected: read from metadata only, no plugin imported.
 
-Selection rules, in order: the explicit ``names=`` (the parent's frozen
-selection) or else the namespace's ``<PREFIX>_PLUGINS`` variable (unset: all,
-empty: none, otherwise comma-separated names); plugins of a distribution that
-provides a platform other than the selected one are skipped without being
-imported.  A selected name that matches no installed plugin is a
-``PluginError`` (did-you-mean and the installed names) unless lenient mode is
-on, where it is one warning: a typo must not silently run with no plugins.
-The same goes for a name two distributions provide.
-
-``PluginManager`` (``plugins.py``) loads and applies what this selects.
+Rules are README's; an unknown or doubly provided name is a ``PluginError`` (a warning when
+lenient), since a typo must not silently run with no plugins.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-import types
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from spawnkit import _metadata
+from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import PluginError
 
 if TYPE_CHECKING:
@@ -46,6 +37,7 @@ class PluginOwner(Protocol):
 
     @property
     def platforms(self) -> PlatformManager: ...
+
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
@@ -72,30 +64,9 @@ def parse_bool(var: str, raw: str) -> bool:
     )
 
 
-def user_stacklevel() -> int:
-    """``stacklevel`` for the caller of this function's caller that points outside spawnkit.
-
-    A warning about the user's configuration should show the user's line
-    (their ``spawn_with_plugins`` or ``load_plugins`` call), not a spawnkit
-    module they never wrote; inside a worker, where every frame is spawnkit's,
-    it stays on the warning's own line.
-    """
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-    frame: types.FrameType | None = sys._getframe(1)
-    level = 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
-        frame = frame.f_back
-        level += 1
-    return level if frame is not None else 1
-
-
 @dataclass(frozen=True)
 class PluginInfo:
-    """One discovered entry point and whether it would load (for ``spawnkit doctor``).
-
-    ``status`` is ``"selected"``, ``"not-selected"`` (filtered by name) or
-    ``"excluded"`` (its distribution provides an unselected platform).
-    """
+    """One discovered entry point; ``status``: ``selected``, ``not-selected`` or ``excluded``."""
 
     name: str
     value: str
@@ -140,10 +111,8 @@ def _excluded_dists(
 ) -> dict[str, str]:
     """Normalised dist -> reason, for dists providing a platform other than the selected one.
 
-    Asks the platform manager only when some plugin's distribution also
-    ships a platform, so a plain plugin set never triggers platform work.
-    ``platform`` is a selection the caller decided on (the launcher's
-    ``env=``), resolved instead of this process's own selection.
+    Asks the platform manager only when a plugin's distribution also ships a platform.
+    ``platform``: the caller's selection (the launcher's ``env=``) instead of this process's.
     """
     platforms = namespace.platforms
     plat_dists: dict[str, str] = dict(platforms.platform_dists())
@@ -234,17 +203,12 @@ def check_duplicates(namespace: PluginOwner, selected: list[PluginInfo], lenient
             f"several distributions: {dists}. Uninstall one, or rename its entry point"
         )
         if not lenient:
-            message += f"; or set {namespace.config.lenient_var}=1 to load the first."
-        if not lenient:
             first = infos[0]
             raise PluginError(
-                message,
-                plugin=name,
-                value=first.value,
-                dist=first.dist,
-                version=first.version,
+                f"{message}; or set {namespace.config.lenient_var}=1 to load the first.",
+                plugin=name, value=first.value, dist=first.dist, version=first.version,
                 group=first.group,
-            )
+            )  # fmt: skip
         warnings.warn(
             message + ". Lenient mode: loading the first.",
             PluginSelectionWarning,

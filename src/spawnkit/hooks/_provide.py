@@ -1,11 +1,7 @@
 """``provide_module``: a stand-in for a module that is not installed, placed at apply time.
 
-Why not let plugins write ``sys.modules`` themselves: such a write is not
-journaled (``unapply()`` and test isolation cannot take it back), the report
-cannot say it happened, and a plugin has to guess whether the real module
-exists.  Here the check is made when hooks are applied, every entry placed
-(and each parent package created on the way) goes through the apply call's
-journal, and the outcome is a status with its reason.
+Unlike a plugin's own ``sys.modules`` write, every entry (parents too) is journaled, checked
+when hooks are applied, and reported with its reason.
 """
 
 from __future__ import annotations
@@ -39,7 +35,6 @@ class Provision:
 
     @property
     def what(self) -> str:
-        """How the provided module is named in reports: the factory, or the module's name."""
         if self.factory is not None:
             return describe_callable(self.factory)
         return self.module.__name__ if self.module is not None else "<empty module>"
@@ -78,11 +73,7 @@ def check(name: str, module: object, factory: object, what: str) -> None:
 
 
 def _absent(name: str) -> bool:
-    """Whether ``name`` cannot be imported; imports its parent packages to find out.
-
-    A parent that raises while importing is an error, not "absent": providing
-    a module under a broken package would hide that breakage.
-    """
+    """Whether ``name`` cannot be imported; a parent that raises is an error, not "absent"."""
     if name in sys.modules:
         return False
     try:

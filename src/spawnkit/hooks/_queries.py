@@ -1,9 +1,4 @@
-"""The read-only half of ``HookRegistry``: what is registered, applied, pending or stale.
-
-A base class apart from the registering and applying half so each stays a
-size one can read; every method is a ``hybridmethod`` like the rest, so the
-class-level API answers for the default registry.
-"""
+"""The read-only half of ``HookRegistry``: what is registered, applied, pending or stale."""
 
 from __future__ import annotations
 
@@ -40,13 +35,9 @@ class RegistryQueries:
 
     @hybridmethod
     def is_hook_applied(
-        self,
-        target: str,
-        hook: Callable[..., Any] | str,
-        hook_type: HookType | str | None = None,
+        self, target: str, hook: Callable[..., Any] | str, hook_type: HookType | str | None = None
     ) -> bool:
-        """Whether ``hook`` is in the chain installed on ``target`` right now (as ``hook_type``,
-        SGLang's third argument, if given); False once something else overwrote the target."""
+        """Whether ``hook`` is in the chain installed on ``target`` right now (as ``hook_type``)."""
         htype = None if hook_type is None else _resolve.coerce_hook_type(hook_type)
         with self._lock:
             rec = self._state.applied.get(self._key(target))
@@ -86,8 +77,7 @@ class RegistryQueries:
 
     @hybridmethod
     def status(self) -> list[HookStatus]:
-        """Where every registration (and provided module) stands, in registration order:
-        ``state`` (applied, pending, skipped, failed, provided, partial) and a ``reason``."""
+        """Where every registration (and provided module) stands, in registration order."""
         with self._lock:
             st = self._state
             rows: list[tuple[int, HookStatus]] = []
@@ -116,8 +106,7 @@ class RegistryQueries:
 
     @hybridmethod
     def conflicts(self) -> list[str]:
-        """Each conflict among the registrations, one message each: what ``apply_hooks()``
-        warns about (several REPLACEs, REPLACE mixed with other hooks, several AROUNDs)."""
+        """Each conflict among the registrations, as ``apply_hooks()`` warns about them."""
         with self._lock:
             return _conflicts.messages(self._state)
 
@@ -125,9 +114,7 @@ class RegistryQueries:
     def target_modules(self, *, eager: bool = False) -> dict[str, list[Registration]]:
         """The module each registered target lives in, found without importing anything.
 
-        ``eager``: only targets the next ``apply_hooks()`` will surely import
-        (not ``on_import``, conditional or optional ones), which a worker's
-        apply stage imports up front to time them apart.
+        ``eager``: only targets the next ``apply_hooks()`` will surely import.
         """
         with self._lock:
             st = self._state
@@ -148,8 +135,7 @@ class RegistryQueries:
 
     @hybridmethod
     def hook_modules(self, target: str) -> list[str]:
-        """Modules defining ``target``'s hooks: propagation leaves their bindings alone, so a
-        replacement can call the original through its own ``from X import Y``."""
+        """Modules defining ``target``'s hooks (propagation leaves their own bindings alone)."""
         with self._lock:
             regs = self._state.regs.get(self._key(target), [])
             names = {_apply.hook_module(r.hook) for r in regs}
@@ -158,11 +144,7 @@ class RegistryQueries:
 
     @hybridmethod
     def stale_bindings(self, target: str) -> list[tuple[str, str]]:
-        """(module, attribute) pairs in ``sys.modules`` still holding the original object.
-
-        Only module-level targets have such bindings (a method is patched on its
-        class, which every importer shares).  Imports nothing.
-        """
+        """(module, attribute) pairs in ``sys.modules`` still holding the original."""
         with self._lock:
             rec = self._state.applied.get(self._key(target))
             if rec is not None and not rec.propagates:
@@ -175,14 +157,10 @@ class RegistryQueries:
 
     @hybridmethod
     def sweep_preview(self, target: str) -> tuple[list[str], list[str]] | None:
-        """What the stale-binding sweep would find for ``target`` if it were applied now.
+        """``(rebindable, not rebindable)`` holders the sweep would find for ``target`` now.
 
-        ``(rebindable, not rebindable)`` holders of the original as
-        ``module.name`` labels, searched as ``apply_hooks()`` searches.  ``None``
-        when the sweep would not vouch for the target: a method (copies such as
-        ``run = Engine.run`` are never searched) or a target whose module is not
-        imported.  The import guard uses it to tell a finding the sweep repairs
-        from one it cannot.
+        ``None`` when the sweep would not vouch for it (a method, or its module not imported);
+        the import guard tells a finding the sweep repairs from one it cannot.
         """
         found = self._holders(target, None, containers=True)
         if found is None:
@@ -196,7 +174,6 @@ class RegistryQueries:
     def _holders(
         self, target: str, found: tuple[Any, str, str] | None, *, containers: bool = False
     ) -> tuple[list[Any], list[StaleHolder]] | None:
-        """Holders of ``target``'s original (``found``, else looked up among imported modules)."""
         with self._lock:
             key = self._key(target)
             if found is None:
@@ -216,9 +193,7 @@ class RegistryQueries:
 
     @hybridmethod
     def stale_holders(self) -> list[dict[str, str]]:
-        """References to replaced originals that applying could not rebind (tuple items and
-        default arguments: the hooks do not run through them), as dicts with ``module``,
-        ``name``, ``kind`` and ``target``.  Cleared for a target when it is restored."""
+        """References to originals that applying could not rebind (the hooks do not run there)."""
         with self._lock:
             return _apply.holder_dicts(self._state, list(self._state.stale.values()))
 
@@ -231,7 +206,6 @@ def _kind_name(rec: _state.Record) -> str:
 
 
 def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:
-    """The module-level object a target names, if its module is already imported."""
     parts = path.parts
     for i in range(len(parts) - 1, 0, -1):
         module = sys.modules.get(".".join(parts[:i]))

@@ -1,11 +1,8 @@
 """Turning a target string into (owner, attribute, raw value) without binding anything.
 
-Why raw values: ``getattr(Class, "m")`` on a classmethod returns a method bound
-to *that* class and on a staticmethod a plain function, so a wrapper built from
-it and assigned back breaks subclasses (wrong ``cls``) and static calls (an
-extra ``self``).  We read the class ``__dict__`` along the MRO instead, which
-gives the descriptor itself and also tells us where an inherited method lives
-(so it is patched on the named class only).
+Raw values because ``getattr(Class, "m")`` binds a classmethod to *that* class and unwraps a
+staticmethod, so a wrapper assigned back would break subclasses and static calls; the MRO's
+``__dict__`` gives the descriptor itself and where an inherited method lives.
 """
 
 from __future__ import annotations
@@ -29,9 +26,8 @@ __all__: list[str] = []
 class TargetMissing(HookTargetError):
     """The target's module (or a parent package) is not installed, or it lacks the attribute.
 
-    Apart from other ``HookTargetError`` because ``optional=True`` skips exactly
-    this case; a module that raises while importing is never "missing".
-    ``reason`` is the short phrase a skipped hook's status carries.
+    Its own type because ``optional=True`` skips exactly this case (an import that raises is
+    never "missing"); ``reason`` is the phrase a skipped hook's status carries.
     """
 
     def __init__(self, message: str, *, target: str = "", missing: str = "", reason: str = ""):
@@ -86,9 +82,8 @@ def parse_target(target: object) -> TargetPath:
 def guess_module(path: TargetPath) -> str:
     """The module a target lives in, by string parsing only (for the import guard).
 
-    The ``:`` form is exact.  Otherwise the longest prefix that is an imported
-    non-package module is exact too; failing that, the first capitalised part is
-    taken to start the qualified name (classes are CapWords), else the last part.
+    Exact for the ``:`` form or an imported non-package prefix; else the first CapWords part
+    starts the qualified name, else the last part does.
     """
     if path.module_hint is not None:
         return path.module_hint
@@ -110,8 +105,6 @@ def guess_module(path: TargetPath) -> str:
 
 
 class _Unimportable(NamedTuple):
-    """Why no module prefix of a target imports; turned into an error per target."""
-
     module: str  # the module whose import failed (or the first one missing)
     cause: BaseException | None  # None: no prefix of the target exists at all
     not_found: bool  # the named module itself is missing (not one of its dependencies)
@@ -122,8 +115,7 @@ def _find_module(
 ) -> tuple[types.ModuleType, int] | _Unimportable:
     """The longest importable module prefix of ``path`` and its length, or why there is none.
 
-    ``failed`` holds the modules whose import already raised in this apply
-    call: they are not executed again for the next target that needs them.
+    ``failed`` (imports that raised in this apply call) keeps a module from executing twice.
     """
     hint = path.module_hint
     if hint is not None:
@@ -164,18 +156,16 @@ def _find_module(
     return _Unimportable(first_missing or parts[0], None, not_found=True)
 
 
-#: How long applying hooks waits for a target module that another thread is still importing.
-#: Without a bound, an import that waits for the hook registry (a module that registers
-#: hooks at import time while this thread applies them) deadlocks both threads.
+#: Bound on waiting for another thread's import of a target module: an import that registers
+#: hooks while this thread applies them would otherwise deadlock both threads.
 IMPORT_WAIT_S = 60.0
 
 
 def _await_other_import(name: str) -> None:
     """Wait, bounded, while another thread executes ``name`` or one of its parent packages.
 
-    ``import_module`` would wait for that thread's module lock with no bound;
-    Python detects a cycle of import locks, but not one that goes through any
-    other lock, so the wait is done here, polling, with a deadline.
+    ``import_module`` waits on the module lock unbounded, and Python detects only cycles of
+    import locks, not ones through any other lock.
     """
     parts = name.split(".")
     deadline: float | None = None
@@ -195,7 +185,6 @@ def _await_other_import(name: str) -> None:
 
 
 def _import_owner(name: str) -> int | None:
-    """The ident of the thread holding ``name``'s import lock, if one does."""
     import importlib._bootstrap as bootstrap  # the only place the lock's owner is kept
 
     ref = getattr(bootstrap, "_module_locks", {}).get(name)
@@ -220,16 +209,11 @@ def _import_wait_error(name: str, prefix: str, owner: int) -> ImportWaitError:
 
 
 def _initializing(module: types.ModuleType) -> bool:
-    """Whether another thread may still be executing ``module`` (half its names missing).
-
-    ``import_module`` waits for that thread to finish; in the importing thread
-    itself (a module that applies hooks while it imports) it returns at once.
-    """
+    """Whether a thread may still be executing ``module`` (half its names missing)."""
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
 def _note_failure(name: str, exc: Exception, failed: dict[str, BaseException]) -> Exception:
-    """Remember a failed import for ``name`` and for each of its parents that failed with it."""
     failed[name] = exc
     if not isinstance(exc, ModuleNotFoundError):
         # 'pkg.mod.Cls' tried as a module fails because 'pkg.mod' raised: a sibling target
@@ -277,11 +261,7 @@ def _import_failed(display: str, module: str, exc: BaseException) -> HookTargetE
 
 
 class Resolved(NamedTuple):
-    """Where a target lives, and the raw value found there.
-
-    ``had_own`` is False for an inherited method (restore = delete from the named
-    class) or a module attribute provided by a module ``__getattr__``.
-    """
+    """Where a target lives and its raw value; ``had_own`` False: inherited or ``__getattr__``."""
 
     owner: Any
     attr: str
@@ -293,8 +273,6 @@ class Resolved(NamedTuple):
 
 
 class _Owner(NamedTuple):
-    """A target's module and the object holding its attribute (the module or a class)."""
-
     module: types.ModuleType
     n: int  # how many parts of the target the module name takes
     owner: Any
@@ -302,19 +280,13 @@ class _Owner(NamedTuple):
 
 
 class _BadOwner(NamedTuple):
-    """The walk to a target's owner stopped: ``name`` is missing, or ``walked`` is no owner."""
-
     owner: Any
     walked: str
     name: str | None  # None: ``walked`` is an instance the walk may not go through
 
 
 def is_instance_owner(owner: Any) -> bool:
-    """Whether ``owner`` is an object (not a class or module) whose attribute a target names.
-
-    Only a module-level instance qualifies (``pkg.platforms.current_platform``):
-    the walk refuses any other (see ``Resolver._walk``).
-    """
+    """Whether ``owner`` is an instance (only module-level ones pass ``Resolver._walk``)."""
     return not isinstance(owner, (type, types.ModuleType))
 
 
@@ -322,14 +294,11 @@ _Found = _Owner | _BadOwner | _Unimportable
 
 
 class Resolver:
-    """Resolves the targets of one ``apply_hooks()`` call, one module at a time.
+    """Resolves the targets of one ``apply_hooks()`` call, caching per module and owner.
 
-    Why: targets cluster (a plugin hooks ten methods of one scheduler class),
-    so each module is imported once and each owner (module or class) is
-    walked once for every target under it, and a module that fails to import
-    is executed once and named in the error of every target it holds.  A
-    class REPLACE changes what a walk through that class finds, so the caller
-    drops the cached owners (:meth:`forget_owners`) after installing one.
+    Targets cluster (ten methods of one class), so each module imports once and each owner is
+    walked once. A class REPLACE changes what a walk finds: the caller then calls
+    :meth:`forget_owners`.
     """
 
     def __init__(self) -> None:
@@ -419,12 +388,9 @@ class Resolver:
 def _instance_attribute(
     display: str, module: types.ModuleType, owner: Any, walked: str, attr: str, qualname: str
 ) -> Resolved:
-    """An attribute of a module-level instance: patched in that instance's own ``__dict__``.
+    """An attribute of a module-level instance, patched in the instance's own ``__dict__``.
 
-    ``raw`` is what the attribute gives now (a bound method for a method of
-    its class), so the chain calls it without ``self``, exactly as callers of
-    ``instance.attr(...)`` do; undo deletes the instance's entry again, or
-    puts back the one it had.
+    ``raw`` is already bound, so the chain calls it without ``self`` as ``instance.attr()`` does.
     """
     try:
         raw = getattr(owner, attr)
@@ -469,11 +435,8 @@ def watch_names(path: TargetPath) -> tuple[str, ...]:
 def imported(path: TargetPath, done: str | None = None) -> bool:
     """Whether ``path`` can be resolved now without importing anything.
 
-    ``done`` is a module whose code has just finished running (its spec is
-    still marked initialising while the import machinery winds down).  With
-    the dotted form, a package whose next part is not there yet may still get
-    it from a submodule import, so the target is not ready; a plain module or
-    a present attribute is ready (resolving reports what is missing, if anything).
+    ``done``: a module that just finished running but is still marked initialising. A package
+    lacking the next part may still get it from a submodule import, so it is not ready yet.
     """
 
     def ready(name: str) -> types.ModuleType | None:
@@ -521,14 +484,9 @@ _PARTIAL_GET = getattr(functools.partial, "__get__", None)
 def _partial_kind(raw: functools.partial[Any]) -> str | None:
     """How a ``functools.partial`` stored in a class behaves when read through an instance.
 
-    Before 3.13 a partial is no descriptor: ``obj.attr(x)`` calls it unbound,
-    like a staticmethod (``CALLABLE``).  3.13 adds a ``__get__`` that still
-    returns the partial itself (warning that this will change); 3.14 makes it
-    a method descriptor, so ``obj.attr(x)`` passes ``obj`` first, like a
-    function (``METHOD``: the installed wrapper is a function that binds the
-    same way).  The stdlib's own ``__get__`` is known by version; a
-    subclass's own ``__get__`` is asked with a probe instance.  Anything else
-    it does (None) is an unknown descriptor and refused.
+    Before 3.14 ``obj.attr(x)`` calls it unbound (``CALLABLE``; 3.13's ``__get__`` returns
+    it unchanged); 3.14 binds ``obj`` like a function (``METHOD``). A subclass's own
+    ``__get__`` is asked with a probe; anything else (None) is refused.
     """
     get = getattr(type(raw), "__get__", None)
     if get is None:  # not reached from classify(), which checks this first
@@ -554,10 +512,8 @@ class _Probe:
 def classify(res: Resolved, display: str) -> tuple[str, Any]:
     """The kind of target and the plain callable to build a chain around.
 
-    Refuses what a function wrapper cannot stand in for without changing
-    behaviour: properties and other data descriptors (attribute access, not
-    calls), builtin slots (C-level descriptors with their own binding rules),
-    and unknown descriptors.
+    Refuses what a function wrapper cannot stand in for: properties, builtin slots and
+    unknown descriptors.
     """
     raw = res.raw
     if isinstance(raw, type):
@@ -607,7 +563,6 @@ def classify(res: Resolved, display: str) -> tuple[str, Any]:
 
 
 def _on_object(res: Resolved, display: str) -> tuple[str, Any] | None:
-    """A target on an instance or a module: any callable, nothing else (None: on a class)."""
     if is_instance_owner(res.owner):
         if callable(res.raw):
             return INSTANCE, res.raw
@@ -635,7 +590,6 @@ def import_hook(spec: str) -> Any:
     except _reference.ImportFailed as exc:
         raise HookRegistrationError(f"hook {spec!r} cannot be imported: {exc}") from exc.cause
     except (_reference.BadReference, _reference.MissingAttribute) as exc:
-        # MissingAttribute: ``{walked} has no attribute {name!r}``.
         why = exc.why if isinstance(exc, _reference.BadReference) else str(exc)
         raise HookRegistrationError(f"hook {spec!r} cannot be imported: {why}") from None
 

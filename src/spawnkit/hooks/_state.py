@@ -1,8 +1,4 @@
-"""A registry's state and the ledger entry of one patched target.
-
-Apart from ``_apply`` so that the steps deciding what a call patches
-(``_decide``) and the call itself (``_apply``) share one typed state.
-"""
+"""A registry's state and the ledger entry of one patched target (``_decide`` and ``_apply``)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """``HookRegistry``: registering hooks, applying them atomically, and undoing them exactly.
 
-Registration only records (no import happens, so a plugin can register hooks
-on modules that must not be imported yet).  ``apply_hooks()`` resolves each
-target, builds its chain as flat closures (``_chain``), installs it, rebinds
-stale ``from X import Y`` bindings (``_propagate``) and journals every change
-(``_journal``), so that a strict failure rolls the whole call back and
-``unapply()`` restores the exact raw objects that were there before.
-
-The state lives in an object, not in class attributes, so several engines in
-one process each get an independent registry; the class-level API (the seed's
-``HookRegistry.register(...)``) acts on ``HookRegistry.default()``.
+Registering imports nothing; ``apply_hooks()`` journals every change so a strict failure
+rolls the call back and ``unapply()`` restores the exact originals (docs/architecture.md).
+State lives in an instance so several engines in one process stay independent; the
+class-level API acts on ``HookRegistry.default()``.
 """
 
 from __future__ import annotations
@@ -56,7 +50,6 @@ _MAX_ROUNDS = 8
 def _checked(
     target: str, hook: Any, hook_type: object, src: object, condition: object
 ) -> tuple[_resolve.TargetPath, HookType]:
-    """Validate one ``register()`` call (nothing imported); errors name hook, source, target."""
     if not isinstance(src, HookSource):
         raise HookRegistrationError(
             f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
@@ -89,8 +82,7 @@ def _cannot(hook: Any, src: object, target: str) -> str:
 class HookRegistry(RegistryQueries):
     """Hooks on functions, methods and classes, applied in one atomic, reversible step.
 
-    Every public method works on the class (the default registry) and on an
-    instance (``HookRegistry(name="sglang.srt")``).
+    Every public method works on the class (the default registry) and on an instance.
     """
 
     _default: ClassVar[HookRegistry | None] = None
@@ -134,11 +126,8 @@ class HookRegistry(RegistryQueries):
     ) -> None:
         """Record a hook for ``target``; nothing is imported until ``apply_hooks()``.
 
-        ``on_import``: not imported by ``apply_hooks()``; applied when the module
-        is (``pending`` until then).  ``optional``: a missing target is
-        ``skipped``, not an error.  ``condition()`` false at apply time skips
-        it.  ``source`` defaults to the plugin being loaded.  In a worker whose
-        hooks are applied already, the hook is applied now (never left unapplied).
+        Options are described in README; in a worker whose hooks are applied already, the
+        hook is applied now (never left unapplied).
         """
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         late = _late(self, f"hook {describe_hook(hook)} from {src} on target {target!r}")
@@ -177,12 +166,8 @@ class HookRegistry(RegistryQueries):
     ) -> None:
         """Place a module under ``name`` when hooks are applied, if ``name`` cannot be imported.
 
-        ``module``, or ``factory(name)``, or an empty module; missing parent
-        packages are created and each is set as an attribute of its parent.
-        Journaled: ``unapply()`` (and test isolation) take it all back.
-        ``only_if_missing=False`` replaces an installed module too (the status
-        says so).  For an engine module that imports a module this hardware
-        does not have, instead of writing ``sys.modules`` by hand.
+        Journaled like a hook, so ``unapply()`` takes it back (parents included); the
+        alternative to writing ``sys.modules`` by hand for a module this hardware lacks.
         """
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         what = f"provide_module({name!r}) from {src}"
@@ -203,11 +188,9 @@ class HookRegistry(RegistryQueries):
 
     @hybridmethod
     def discard_source(self, source: HookSource) -> int:
-        """Drop every registration made by ``source`` (a plugin that failed while loading).
+        """Drop every registration by ``source`` (a plugin that failed while loading); the count.
 
-        Targets already patched keep their chain until the next
-        ``apply_hooks()``, which rebuilds them without these hooks (or restores
-        the original when none are left).  Returns how many were dropped.
+        Patched targets keep their chain until the next ``apply_hooks()`` rebuilds them.
         """
         with self._lock:
             dropped = _discard(self._state, source)
@@ -225,28 +208,16 @@ class HookRegistry(RegistryQueries):
         conflicts: str = "warn",
         conflicts_var: str = "",
     ) -> list[str]:
-        """Patch every target whose registrations changed since it was last applied.
+        """Patch every target whose registrations changed since it was last applied; their keys.
 
-        Returns the targets patched by this call (empty when nothing is new).
-        ``strict``: any failure rolls back everything this call changed and raises
-        one ``HookApplyError`` listing every failing target with its sources;
-        otherwise each failure is logged and the other targets are applied.
-        ``clean_modules``: modules known to hold no original (see
-        ``_propagate.find_holders``); the stale-binding sweep skips their globals
-        (their dicts and lists are still searched).  References the sweep finds
-        but cannot rebind (tuple items, default arguments) are kept for
-        :meth:`stale_holders` and logged as a warning, except inside a worker's
-        bootstrap, which reports them per its import guard policy.
-        ``conflicts``: what to do with conflicting hooks not reported yet in this
-        process (``warn``: a ``HookConflictWarning`` each; ``error``: a
-        ``HookConflictError`` before anything is patched; ``ignore``);
-        ``conflicts_var`` names the variable that chose it, for the messages.
+        ``strict``: one failure rolls back the whole call and raises ``HookApplyError``.
+        ``clean_modules``: modules whose globals the stale-binding sweep skips; what it cannot
+        rebind is kept for :meth:`stale_holders`. ``conflicts``: warn / error / ignore, and
+        ``conflicts_var`` names the variable that chose it.
         """
         with self._lock:
             if self._applying:
                 return []  # registered while this registry applies: that call's loop takes it
-            # Conflicting hooks (several REPLACEs, ...): a HookConflictWarning each, once per
-            # process; an escalating -W filter makes it a HookConflictError, nothing patched.
             _conflicts.report(self._state, conflicts, conflicts_var)
             patched: list[str] = []
             self._applying = True
@@ -268,11 +239,7 @@ class HookRegistry(RegistryQueries):
             return patched
 
     def _module_imported(self, name: str) -> None:
-        """The finder's call after ``name``'s first import: apply the targets it completes.
-
-        A strict failure raises here, inside the import statement that loaded
-        ``name``, so the code that needed the module stops with the error.
-        """
+        """The finder's call after ``name``'s first import; a strict failure raises in it."""
         with self._lock:
             st = self._state
             ready = [
@@ -294,7 +261,6 @@ class HookRegistry(RegistryQueries):
             self.apply_hooks()  # hooks registered by the hooks just applied, or by the module
 
     def _apply_ready(self, keys: list[str], trigger: str | None) -> list[str]:
-        """Apply waiting targets whose module is imported now, each strictness apart."""
         st = self._state
         patched: list[str] = []
         groups = {
@@ -328,10 +294,7 @@ class HookRegistry(RegistryQueries):
     # ------------------------------------------------------------- undoing
     @hybridmethod
     def unapply(self) -> None:
-        """Restore every patched target and propagated binding to its exact original.
-
-        Registrations are kept: ``apply_hooks()`` afterwards applies them all again.
-        """
+        """Restore every patched target and propagated binding; registrations are kept."""
         with self._lock:
             problems = _restore_all(self._state)
         if problems:
@@ -354,8 +317,7 @@ class HookRegistry(RegistryQueries):
     def isolated(self) -> Iterator[HookRegistry]:
         """A clean registry for the block; on exit its patches are undone and the old state is back.
 
-        The registry object stays the same (the default namespace holds a
-        reference to it), only its state is swapped.
+        The state is swapped, not the object, since the default namespace holds a reference.
         """
         with self._lock:
             saved = self._state
@@ -373,11 +335,8 @@ class HookRegistry(RegistryQueries):
 def _late(self: HookRegistry, what: str) -> bool:
     """Whether a registration now must be applied at once; refuses one nothing would apply.
 
-    Inside a worker only its namespace's registry is applied.  The default
-    registry there is a dead end (a plugin written for the default
-    namespace, run in an engine's worker): refused, naming the right one.
+    A worker applies only its namespace's registry, so the default one there is refused.
     """
-    # Read without importing: a worker's bootstrap has imported it long before.
     phase = sys.modules.get("spawnkit.spec._phase")
     ns = phase.worker_namespace() if phase is not None else None
     if ns is None:
@@ -439,7 +398,6 @@ def _discard(st: _state.State, source: HookSource) -> int:
 
 
 def _restore_all(st: _state.State) -> list[str]:
-    """Restore every applied target, late binding and provided module; what could not be."""
     journal = Journal()
     rebinds: dict[int, Rebind] = {}
     problems: list[str] = []
@@ -461,7 +419,6 @@ def _restore_all(st: _state.State) -> list[str]:
 
 
 def _stale_message(holders: list[dict[str, str]]) -> str:
-    """One paragraph naming every stale holder: the consequence, then the fix."""
     listed = "; ".join(
         f"{h['module']}.{h['name']} ({h['kind']}) holds the original {h['target']!r}"
         for h in holders

@@ -1,9 +1,4 @@
-"""Plain data of the hook engine: hook types, where a hook came from, what was registered.
-
-Kept free of any engine logic (and of any import beyond the standard library)
-so that the plugin loader, the import guard and the bootstrap report can use
-these types without pulling the registry in.
-"""
+"""Plain data of the hook engine (standard library only, so users need not import the registry)."""
 
 from __future__ import annotations
 
@@ -15,17 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 __all__ = [
-    "UNKNOWN_SOURCE",
-    "AppliedTarget",
-    "HookOptions",
-    "HookSource",
-    "HookState",
-    "HookStatus",
-    "HookType",
-    "Registration",
-    "current_plugin_source",
-    "plugin_source",
-]
+    "UNKNOWN_SOURCE", "AppliedTarget", "HookOptions", "HookSource", "HookState", "HookStatus",
+    "HookType", "Registration", "current_plugin_source", "plugin_source",
+]  # fmt: skip
 
 
 class HookType(enum.Enum):
@@ -70,8 +57,7 @@ class HookSource:
 #: Source of hooks registered outside any plugin loader and without ``source=``.
 UNKNOWN_SOURCE = HookSource("unknown")
 
-#: Set by the plugin loader around importing and calling a plugin, so that every
-#: registration made meanwhile (decorators at import time included) is attributed.
+#: Set by the plugin loader around a plugin's import and call, to attribute its registrations.
 current_plugin_source: ContextVar[HookSource | None] = ContextVar(
     "spawnkit_current_plugin_source", default=None
 )
@@ -79,11 +65,7 @@ current_plugin_source: ContextVar[HookSource | None] = ContextVar(
 
 @contextlib.contextmanager
 def plugin_source(source: HookSource | None) -> Iterator[HookSource | None]:
-    """Attribute every registration made inside the block to ``source``.
-
-    A context manager rather than a bare ``set`` so that the previous value comes
-    back even when the plugin raises, and nested loaders stack correctly.
-    """
+    """Attribute every registration made inside the block to ``source`` (restored on raise)."""
     token = current_plugin_source.set(source)
     try:
         yield source
@@ -92,7 +74,6 @@ def plugin_source(source: HookSource | None) -> Iterator[HookSource | None]:
 
 
 def describe_hook(hook: Callable[..., Any] | str) -> str:
-    """``module.qualname`` of a hook (or its string form) for messages and reports."""
     if isinstance(hook, str):
         return hook
     module = getattr(hook, "__module__", None)
@@ -126,12 +107,7 @@ class Registration:
 
 @dataclass(frozen=True)
 class AppliedTarget:
-    """A patched target as it stands now: where it lives and the hooks in its chain.
-
-    ``hooks`` is in registration order (the last is the outermost wrapper);
-    ``kind`` is what was wrapped: ``function``, ``async function``, ``method``,
-    ``classmethod``, ``staticmethod``, ``callable`` or ``class``.
-    """
+    """A patched target as it stands now; ``hooks`` in registration order (last outermost)."""
 
     target: str
     module: str
@@ -148,21 +124,14 @@ class AppliedTarget:
         return tuple(seen)
 
 
-#: Where a registration stands: ``applied`` (in its target's chain), ``pending`` (waiting
-#: for ``apply_hooks()`` or, with ``on_import=True``, for its module's first import),
-#: ``skipped`` (optional target missing, or condition false), ``failed`` (applying it
-#: raised), ``provided`` (a module placed by ``provide_module``), ``partial`` (applied, but a
-#: reference the stale-binding sweep could not rebind still calls the original).
+#: Where a registration stands (README "Hooks a real plugin needs"); ``partial``: applied, but a
+#: reference the stale-binding sweep could not rebind still calls the original.
 HookState = Literal["applied", "pending", "skipped", "failed", "provided", "partial"]
 
 
 @dataclass(frozen=True)
 class HookStatus:
-    """One registration (or provided module) and where it stands, for reports and doctor.
-
-    ``hook_type`` is a ``HookType`` name, or ``PROVIDE`` for ``provide_module``;
-    ``reason`` says why a hook is not applied (or how it was), in words a user acts on.
-    """
+    """One registration (or provided module, ``hook_type`` ``PROVIDE``) and where it stands."""
 
     target: str
     hook: str
@@ -172,7 +141,6 @@ class HookStatus:
     reason: str = ""
 
     def to_dict(self) -> dict[str, str]:
-        """Plain strings, as ``BootstrapReport.hooks`` and ``doctor --json`` carry them."""
         return {
             "type": self.hook_type,
             "hook": self.hook,
@@ -183,7 +151,6 @@ class HookStatus:
 
 
 def describe_callable(obj: Any) -> str:
-    """``pkg.compat:is_hip``: how a condition or factory is named in reasons and errors."""
     module = getattr(obj, "__module__", None)
     qualname = getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None)
     if qualname is None:

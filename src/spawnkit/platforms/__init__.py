@@ -1,13 +1,8 @@
 """Platforms: the device interface, discovery, built-ins and out-of-tree op dispatch.
 
-``from spawnkit.platforms import current_platform`` resolves the platform on
-first access (PEP 562), not at import.  Inside a spawnkit worker it is the
-platform of the worker's namespace (the spec's), elsewhere the default
-namespace's; ``ns.current_platform`` names one explicitly.  Plugins import
-this package for ``Platform`` long before any platform may be chosen, and a
-resolution at import time would run every plugin's ``activate()`` from inside
-another plugin's import.  ``CustomOp`` and ``RMSNorm`` import torch, so they
-are loaded only when asked for.
+``current_platform`` resolves on each access (PEP 562), not at import: plugins import this
+package long before a platform may be chosen, and resolving then would run every plugin's
+``activate()`` inside another plugin's import. Torch-using names load only when asked for.
 """
 
 from __future__ import annotations
@@ -33,23 +28,11 @@ if TYPE_CHECKING:
     from spawnkit.platforms.layers import RMSNorm
 
 __all__ = [
-    "BUILTIN_PLATFORMS",
-    "CpuPlatform",
-    "CudaPlatform",
-    "CustomOp",
-    "DeviceMixin",
-    "Platform",
-    "PlatformEnum",
-    "PlatformExplanation",
-    "PlatformManager",
-    "PlatformSelection",
-    "RMSNorm",
-    "RocmPlatform",
-    "XpuPlatform",
-    "current_platform",
-    "explain_platform",
+    "BUILTIN_PLATFORMS", "CpuPlatform", "CudaPlatform", "CustomOp", "DeviceMixin", "Platform",
+    "PlatformEnum", "PlatformExplanation", "PlatformManager", "PlatformSelection", "RMSNorm",
+    "RocmPlatform", "XpuPlatform", "current_platform", "explain_platform",
     "initialize_current_platform",
-]
+]  # fmt: skip
 
 _LAZY = {
     "BUILTIN_PLATFORMS": "spawnkit.platforms.builtin",
@@ -68,7 +51,6 @@ _LAZY = {
 
 def __getattr__(name: str) -> Any:
     if name == "current_platform":
-        # Looked up on every access, never cached: inside a worker its namespace decides.
         from spawnkit.platforms._current import current_platform_of
 
         return current_platform_of()

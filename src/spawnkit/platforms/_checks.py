@@ -1,11 +1,7 @@
 """What platform discovery checks about each candidate, and the record it keeps while checking.
 
-Apart from :mod:`spawnkit.platforms.discovery` so that the decision table
-there reads as its rows: loading and calling the plugins' ``activate()``,
-validating the class one names or the namespace's base, composing a built-in
-with an engine's base, and the errors of the table (reserved, duplicate or
-unknown names, conflicts).  Every error is made through :class:`Trace`, so it
-carries what the resolution looked at.
+Apart from ``discovery`` so its decision table reads as its rows; every error is made through
+:class:`Trace`, so it carries what the resolution looked at.
 """
 
 from __future__ import annotations
@@ -34,21 +30,10 @@ if TYPE_CHECKING:
     from spawnkit.spec import NamespaceConfig
 
 __all__ = [
-    "Candidate",
-    "Trace",
-    "activate",
-    "activate_all",
-    "available_text",
-    "base_class",
-    "conflict_error",
-    "duplicate_error",
-    "ep_label",
-    "exc_text",
-    "for_base",
-    "not_found_error",
-    "plugin_class",
-    "reserved_error",
-]
+    "Candidate", "Trace", "activate", "activate_all", "available_text", "base_class",
+    "conflict_error", "duplicate_error", "ep_label", "exc_text", "for_base", "not_found_error",
+    "plugin_class", "reserved_error",
+]  # fmt: skip
 
 logger = LazyLogger("spawnkit.platforms")  # logging is imported only if a record is emitted
 _NAMES = tuple(row.name for row in BUILTINS)
@@ -66,12 +51,7 @@ def exc_text(exc: BaseException) -> str:
 
 
 class Candidate:
-    """One candidate's outcome while resolving (the fields of ``CandidateOutcome``).
-
-    A plain class: the explanation dataclasses are built from these only when
-    someone asks (``explain()``, doctor, an error), never in a worker whose
-    resolution succeeds.
-    """
+    """One candidate's outcome; a ``CandidateOutcome`` is built from it only when asked for."""
 
     __slots__ = ("dist", "error", "name", "outcome", "qualname", "value", "version")
 
@@ -220,10 +200,7 @@ def for_base(
     composed: dict[tuple[str, type], type[Platform]],
     trace: Trace,
 ) -> type[Platform]:
-    """The built-in for an engine base: the base's own (``_builtin_platforms``) or composed.
-
-    ``composed`` is the manager's cache, so one class per (built-in, base) pair.
-    """
+    """The built-in for an engine base: its own (``_builtin_platforms``) or composed, cached."""
     own = getattr(base, "_builtin_platforms", {}).get(name)
     if own is not None:
         cls: Any = pkgutil.resolve_name(own) if isinstance(own, str) else own
@@ -347,10 +324,9 @@ def conflict_error(active: list[tuple[EntryPointInfo, str]], trace: Trace) -> Pl
     )
     return trace.fail(
         PlatformConflictError,
-        f"{len(active)} platform plugins activated in namespace "
-        f"{trace.namespace!r}: {listing}. Set "
-        f"{trace.selector_var} to one of "
-        f"{', '.join(repr(ep.name) for ep, _ in active)} to choose.",
+        f"{len(active)} platform plugins activated in namespace {trace.namespace!r}: {listing}. "
+        f"Set {trace.selector_var} to one of {', '.join(repr(ep.name) for ep, _ in active)} "
+        "to choose.",
     )
 
 

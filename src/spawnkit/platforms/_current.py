@@ -1,10 +1,6 @@
 """The module-level platform API: ``namespace=None`` is this worker's namespace, else the default.
 
-Defined here, in the platforms, and not on the ``Namespace`` facade above
-them: the default namespace's manager is :meth:`PlatformManager.default`, a
-worker's namespace is recorded by the bootstrap in ``spec._phase``, and a
-name is found in the table ``Namespace`` interns into
-(``_namespace_registry.find``), so none of this needs the facade.
+Here, below the ``Namespace`` facade, since ``_namespace_registry.find`` needs no facade.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Hardware probes that never create an accelerator context and avoid importing torch.
 
-Resolution runs in launchers and forkserver parents.  ``torch.cuda.is_available()``
-calls ``cudaGetDeviceCount``, which runs ``cuInit`` and makes every later
-``fork`` of that process unable to use CUDA; importing torch costs about a
-second.  So the probes ask the driver's management libraries (NVML through
-ctypes) and the kernel's device files first, and read the torch build flavour
-from ``torch/version.py`` without executing ``torch/__init__``.  Each probe
-returns a :class:`Probe` saying why, which ``explain_platform()`` prints.
+Resolution runs in launchers and forkserver parents, where ``torch.cuda.is_available()`` would
+run ``cuInit`` (breaking CUDA in every later ``fork``) and importing torch costs a second; so
+NVML, kernel device files and ``torch/version.py`` are read instead.
 """
 
 from __future__ import annotations
@@ -21,11 +17,7 @@ __all__ = ["Probe", "cuda_available", "rocm_available", "torch_build", "xpu_avai
 
 
 class Probe(NamedTuple):
-    """Whether a built-in platform's hardware is usable here, and the evidence.
-
-    A named tuple, not a dataclass: every worker imports this module, and a
-    named tuple is an order of magnitude cheaper to define.
-    """
+    """Whether a built-in platform's hardware is usable here, and the evidence."""
 
     available: bool
     reason: str
@@ -130,10 +122,7 @@ def cuda_available() -> Probe:
 
 
 def _torch_built_for(found: str, where: str, flavour: str, api: str) -> Probe:
-    """The hardware is there (``found``); whether the installed torch was built for ``api``.
-
-    ``flavour`` is the :class:`TorchBuild` field holding that build's version.
-    """
+    """The hardware is there (``found``); whether torch was built for ``api``."""
     build = torch_build()
     if not build.installed:
         return Probe(False, f"{found} but torch is not installed")
@@ -144,11 +133,7 @@ def _torch_built_for(found: str, where: str, flavour: str, api: str) -> Probe:
 
 
 def _kfd_gpu_nodes(root: str = "/sys/class/kfd/kfd/topology/nodes") -> int:
-    """GPU nodes in the AMD KFD topology (CPU nodes report ``simd_count 0``).
-
-    ``os.path`` rather than ``pathlib``: this module is imported by every
-    worker, and pathlib (with urllib.parse behind it) is a few milliseconds.
-    """
+    """GPU nodes in the AMD KFD topology (CPU nodes report ``simd_count 0``); no pathlib (ms)."""
     nodes = 0
     try:
         entries = os.listdir(root)

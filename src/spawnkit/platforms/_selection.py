@@ -1,9 +1,6 @@
 """``PlatformSelection``: the platform decision, the one result every worker's resolution needs.
 
-Apart from :mod:`spawnkit.platforms.explanation` (which re-exports it) so that
-a worker that resolves its platform successfully does not import or define
-the explanation types: those are built only for ``explain_platform()``,
-``spawnkit doctor`` and errors.
+Apart from ``explanation`` (which re-exports it) so a worker never defines those types.
 """
 
 from __future__ import annotations
@@ -16,13 +13,7 @@ __all__ = ["PlatformSelection"]
 
 @dataclass(frozen=True)
 class PlatformSelection:
-    """The decision, without an instance: what the launcher puts into ``ProcessSpec.platform``.
-
-    ``kind`` is ``"plugin"``, ``"builtin"`` or ``"base"``; ``qualname`` the
-    class (``module:qualname`` or dotted, as the plugin returned it); ``dist``
-    and ``version`` the winning plugin's distribution (None for in-tree ones);
-    ``path`` the rows of the decision table that led here.
-    """
+    """The decision without an instance; ``kind``: plugin, builtin or base; ``path``: the rows."""
 
     name: str
     kind: str

@@ -1,10 +1,4 @@
-"""README's "Platform selection: the decision table": the half of ``PlatformManager`` that decides.
-
-One commented branch per row in ``_decide``; the built-ins it names are the
-rows of ``builtin.BUILTINS`` and the checks of each candidate (with the record
-every error carries) are in ``_checks``.  Apart from the manager's caching,
-pinning and instance so each reads on its own.
-"""
+"""The half of ``PlatformManager`` that decides: README's "Platform selection" decision table."""
 
 from __future__ import annotations
 
@@ -68,11 +62,7 @@ class DecisionTable:
         return _metadata.entry_points(self.namespace.config.platform_group)
 
     def _decide(self, requested: str | None, how: str, trace: Trace) -> _Result:
-        """README's "Platform selection: the decision table", one branch per row.
-
-        ``requested`` is the selected name (argument, pin or ``<PREFIX>_PLATFORM``),
-        None when unset; ``how`` says which of those, for the messages.
-        """
+        """One branch per row; ``requested``: the selected name (None: unset), ``how``: by what."""
         eps = self._entry_points()
         for ep in eps:
             if requested is not None and ep.name != requested:

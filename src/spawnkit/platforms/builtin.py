@@ -1,10 +1,7 @@
 """The in-tree platforms: CPU, CUDA, ROCm and XPU.
 
-torch is imported inside the methods, never at module level: the parent of a
-CPU job, a launcher, or ``spawnkit doctor`` resolves a platform without
-paying for (or being broken by) torch.  The probes that decide whether a
-built-in's hardware is present live in :mod:`spawnkit.platforms._probes` and
-create no accelerator context.
+torch is imported inside the methods only, so a launcher or doctor resolves a platform
+without paying for (or being broken by) torch.
 """
 
 from __future__ import annotations
@@ -20,19 +17,10 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 __all__ = [
-    "BUILTINS",
-    "BUILTIN_PLATFORMS",
-    "BUILTIN_PROBES",
-    "Builtin",
-    "CpuPlatform",
-    "CudaPlatform",
-    "RocmPlatform",
-    "XpuPlatform",
-    "cpu_available",
-    "cuda_available",
-    "rocm_available",
+    "BUILTINS", "BUILTIN_PLATFORMS", "BUILTIN_PROBES", "Builtin", "CpuPlatform", "CudaPlatform",
+    "RocmPlatform", "XpuPlatform", "cpu_available", "cuda_available", "rocm_available",
     "xpu_available",
-]
+]  # fmt: skip
 
 
 def _torch() -> ModuleType:
@@ -68,7 +56,6 @@ class CpuPlatform(Platform):
     dispatch_key = "CPU"
 
     def set_device(self, device: Any) -> None:
-        """There is one CPU device; anything else is a caller bug worth reporting."""
         text = str(device)
         if text not in ("cpu", "0", "cpu:0", "None"):
             raise ValueError(f"CPU platform has a single device 'cpu', got {device!r}")
@@ -85,7 +72,6 @@ class CpuPlatform(Platform):
         return int(psutil.virtual_memory().total)
 
     def get_current_memory_usage(self, device: Any = None) -> float:
-        """Resident set size of this process: what it holds of host memory right now."""
         import psutil
 
         return float(psutil.Process(os.getpid()).memory_info().rss)
@@ -100,7 +86,6 @@ class CpuPlatform(Platform):
 class _TorchAccelerator(Platform):
     """Device calls torch spells alike in each accelerator module (torch.cuda, torch.xpu)."""
 
-    #: The ``torch`` submodule that drives the device.
     _torch_api = ""
 
     def _api(self) -> Any:
@@ -181,12 +166,10 @@ class XpuPlatform(_TorchAccelerator):
 
 
 class Builtin(NamedTuple):
-    """One built-in platform: what its name selects and how its hardware is found.
+    """One built-in platform (a named tuple: cheap for every worker to define).
 
-    A named tuple, not a dataclass: every worker that resolves a platform reads
-    this table.  ``qualname`` None is the namespace's own platform base;
-    ``probe`` None means nothing to check (the CPU and the base are always
-    there); ``auto`` rows are probed, in table order, when no plugin activated.
+    ``qualname`` None: the namespace's base; ``probe`` None: always there; ``auto`` rows are
+    probed in table order when no plugin activated.
     """
 
     name: str
@@ -206,10 +189,8 @@ BUILTINS: tuple[Builtin, ...] = (
     Builtin("base", None, None, False),  # by name, or when nothing else is present
 )
 
-#: Built-in name -> ``module:qualname`` (from ``BUILTINS``; the base has none of its own).
 BUILTIN_PLATFORMS: dict[str, str] = {b.name: b.qualname for b in BUILTINS if b.qualname}
 
-#: Built-in name -> hardware probe (from ``BUILTINS``, plus the CPU's, which never fails).
 BUILTIN_PROBES: dict[str, Callable[[], Probe]] = {
     "cpu": cpu_available,
     **{b.name: b.probe for b in BUILTINS if b.probe is not None},

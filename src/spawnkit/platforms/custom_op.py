@@ -1,23 +1,9 @@
 """``CustomOp``: one module, the right kernel for the platform it runs on.
 
-Dispatch order for an op instance, decided **once, at its first call**:
-
-1. a function registered for the op's exact class and the current platform's
-   ``get_dispatch_key_name()`` with :meth:`CustomOp.register_oot_forward`
-   (how an out-of-tree platform plugs its kernels into in-tree layers);
-2. a ``forward_<device_type>`` method (``forward_cuda``, ``forward_cpu``, ...);
-3. ``forward_native``.
-
-Why the first call and not construction: models are often built before the
-platform's ``init_backend()`` has run, and ``init_backend()`` is where a
-plugin registers its kernels.  The first call therefore runs
-``initialize()`` on the op's namespace (resolution plus ``init_backend()``,
-once per process) and then stores the chosen bound method as the instance's
-``forward``; from then on ``nn.Module.__call__`` reaches the kernel with no
-extra Python frame, so the dispatch costs nothing per call.
-
-Registrations are keyed by the exact class: a subclass of ``RMSNorm`` is a
-different op and does not silently inherit a kernel written for its parent.
+Order: a kernel registered for the exact class and dispatch key, then ``forward_<device_type>``,
+then ``forward_native``. Decided at the first call, not construction, because models are often
+built before ``init_backend()`` registers the kernels; the choice is then pinned as the
+instance's ``forward``. Keyed by exact class: a subclass does not inherit its parent's kernel.
 """
 
 from __future__ import annotations
@@ -44,9 +30,7 @@ __all__ = ["CustomOp"]
 logger = logging.getLogger("spawnkit.platforms")
 
 _registry_lock = threading.Lock()
-# (exact op class, platform key) -> forward function taking (self, *args, **kwargs).
 _oot_forwards: dict[tuple[type, str], Callable[..., Any]] = {}
-# Op classes with instances that already dispatched, per key (to warn on late registration).
 _dispatched: set[tuple[type, str]] = set()
 
 
@@ -64,11 +48,7 @@ def _fn_name(fn: Callable[..., Any]) -> str:
 
 
 class CustomOp(torch.nn.Module):
-    """Base of ops with per-platform kernels; subclasses implement ``forward_native`` at least.
-
-    ``namespace`` (class attribute or constructor argument) says whose
-    current platform decides; None means the default namespace.
-    """
+    """Base of ops with per-platform kernels; ``namespace`` says whose platform decides."""
 
     namespace: ClassVar[Any] = None
 
@@ -88,11 +68,10 @@ class CustomOp(torch.nn.Module):
         *,
         replace: bool = False,
     ) -> None:
-        """Use ``fn(op, *args, **kwargs)`` as ``op_class``'s forward on platform ``platform_key``.
+        """Use ``fn(op, *args, **kwargs)`` as ``op_class``'s forward on ``platform_key``.
 
-        Registering a second function for the same class and key is an error
-        (two plugins fighting over one kernel should be noticed), unless
-        ``replace=True`` says the override is intended.
+        A second function for the same key is an error (two plugins fighting over one kernel)
+        unless ``replace=True``.
         """
         if not (isinstance(op_class, type) and issubclass(op_class, CustomOp)):
             raise CustomOpError(
@@ -179,12 +158,7 @@ class CustomOp(torch.nn.Module):
         return "forward_native", self.forward_native
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        """``nn.Module.__call__`` minus two Python frames when nothing would observe the call.
-
-        Only after dispatch, and only while no module or global hook, tracing
-        or ``module.compile()`` is present; otherwise torch's own path runs
-        unchanged, so hook semantics are exactly those of ``nn.Module``.
-        """
+        """``nn.Module.__call__`` minus two frames, when no hook, tracing or compile is present."""
         d = self.__dict__
         impl = d.get("forward")
         try:
@@ -209,7 +183,6 @@ class CustomOp(torch.nn.Module):
         """First call only: choose the kernel, pin it as this instance's ``forward``, run it."""
         choice, impl = self._choose_forward()
         self._dispatch_choice = choice
-        # An instance attribute shadows this method, so later calls go straight to impl.
         self.__dict__["forward"] = impl
         return impl(*args, **kwargs)
 

@@ -1,11 +1,7 @@
 """What platform discovery decided and why: plain data for humans, JSON and pickling.
 
-A wrong platform is the most expensive silent failure an engine can have (the
-job runs, on the wrong hardware).  So every resolution records each
-candidate's outcome, each built-in probe and the path taken through the
-decision table; errors carry the text, ``spawnkit doctor`` prints it, and a
-launcher ships the :class:`PlatformSelection` to its children.  Only plain
-types live here so all of it pickles without importing any plugin.
+A wrong platform is the costliest silent failure (the job runs on the wrong hardware), so every
+resolution records candidates, probes and path; plain types pickle without importing a plugin.
 """
 
 from __future__ import annotations
@@ -13,8 +9,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# Re-exported: the decision itself lives apart, so a worker resolving its platform
-# never imports (or defines) the explanation types below.
 from spawnkit.platforms._selection import PlatformSelection
 
 __all__ = ["CandidateOutcome", "PlatformExplanation", "PlatformSelection", "ProbeOutcome"]
@@ -22,12 +16,7 @@ __all__ = ["CandidateOutcome", "PlatformExplanation", "PlatformSelection", "Prob
 
 @dataclass
 class CandidateOutcome:
-    """One platform entry point and what happened to it.
-
-    ``outcome`` is ``"activated"`` (returned ``qualname``), ``"none"``
-    (hardware absent), ``"error"`` (``error`` says what) or ``"skipped"``
-    (not imported, because another platform was selected by name).
-    """
+    """One platform entry point and its ``outcome`` (activated, none, error or skipped)."""
 
     name: str
     value: str
@@ -82,11 +71,7 @@ class PlatformExplanation:
         return self.render()
 
     def render(self, *, error: bool = True) -> str:
-        """The text for people; ``error=False`` leaves out the error line.
-
-        An exception that carries this explanation already starts with that
-        error; repeating it below would print the same message twice.
-        """
+        """The text for people; ``error=False`` for an exception that already starts with it."""
         lines = [
             f"Platform discovery for namespace {self.namespace!r} "
             f"(entry-point group {self.group!r}):",

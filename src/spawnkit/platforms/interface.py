@@ -1,27 +1,10 @@
 """The device interface every platform implements, and the check that keeps plugins honest.
 
-A platform plugin is written against this interface in a separate package,
-often months apart from the engine.  A misspelled override
-(``get_devce_name``) or one with a different signature would otherwise be
-silently ignored, and the engine would call the base implementation on the
-wrong hardware.  ``__init_subclass__`` therefore checks every class when it
-is *defined* (at the plugin's import, long before any worker starts):
-
-* each public name a subclass defines must already be part of the interface
-  (helpers belong behind a leading underscore);
-* each override must accept every call the interface allows (same parameter
-  names, defaults kept, extra parameters optional), and be the same kind of
-  attribute (method, classmethod, staticmethod, property or data value);
-* a device mixin's override must not be shadowed by an interface class that
-  comes earlier in the MRO (``class P(SRTPlatform, MyDeviceMixin)`` would lose
-  the mixin's methods if ``SRTPlatform`` redefined them).
-
-Engines extend the interface with their own base, declared with
-``class SRTPlatform(Platform, contract=True)``: its new public names become
-part of the interface its subclasses are checked against.
-
-This module imports only the standard library, so a plugin's ``device.py``
-and the parent process can import it without torch.
+A misspelled or mis-signed override in a plugin would silently leave the base implementation
+running on the wrong hardware, so ``__init_subclass__`` checks every class when it is defined:
+public names must be interface names, overrides must accept every interface call and be of
+the same kind, and a mixin's override must not be shadowed earlier in the MRO. An engine's
+``class X(Platform, contract=True)`` extends the interface. Standard library only (no torch).
 """
 
 from __future__ import annotations
@@ -77,15 +60,8 @@ def _function_of(obj: Any) -> Any:
 
 def _params(fn: Any, drop_first: bool) -> list[inspect.Parameter]:
     params = list(inspect.signature(fn).parameters.values())
-    if (
-        drop_first
-        and params
-        and params[0].kind
-        in (
-            inspect.Parameter.POSITIONAL_ONLY,
-            inspect.Parameter.POSITIONAL_OR_KEYWORD,
-        )
-    ):
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if drop_first and params and params[0].kind in positional:
         params = params[1:]
     return params
 
@@ -163,11 +139,7 @@ def _contract(cls: type, *, skip_self: bool = False) -> dict[str, tuple[type, An
 
 
 def _check_class(cls: type, *, defines_contract: bool) -> None:
-    """Raise one ``PlatformContractError`` listing every problem of ``cls``, not the first.
-
-    A plugin author fixing a class one error per import would need as many
-    round trips as there are mistakes; every bad name is known at once.
-    """
+    """Raise one ``PlatformContractError`` listing every problem of ``cls``, not the first."""
     where = qualified_name(cls)
     problems = _member_problems(cls, where, defines_contract=defines_contract)
     problems.extend(_shadowing_problems(cls, _contract(cls), where))
@@ -187,7 +159,6 @@ def _check_class(cls: type, *, defines_contract: bool) -> None:
 
 
 def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[str]:
-    """What is wrong with each public name ``cls`` defines itself."""
     contract = _contract(cls, skip_self=True)
     own = {k: v for k, v in cls.__dict__.items() if not k.startswith("_")}
     problems: list[str] = []
@@ -266,11 +237,9 @@ def _shadowing_problems(cls: type, contract: dict[str, tuple[type, Any]], where:
 
 
 class DeviceMixin:
-    """What the engine asks of a device; a plugin's device mixin overrides these.
+    """What the engine asks of a device (memory in bytes); a plugin's device mixin overrides these.
 
-    Memory figures are bytes.  The defaults raise ``NotImplementedError``
-    naming the platform, so a missing implementation fails where it is
-    called instead of returning a plausible but wrong number.
+    The defaults raise, so a missing implementation fails instead of returning a wrong number.
     """
 
     _spawnkit_contract: ClassVar[bool] = True
@@ -339,11 +308,7 @@ class DeviceMixin:
 class Platform(DeviceMixin, contract=True):
     """The base platform: engine-facing capabilities on top of the device interface.
 
-    Instantiated as is when discovery finds nothing (the "base" row of the
-    decision table); then every device query raises and says how to select a
-    platform.  ``dispatch_key`` is the torch dispatch key this device's
-    kernels live under; ``get_dispatch_key_name()`` is the key ``CustomOp``
-    looks registrations up by (``register_oot_forward(..., platform_key=...)``).
+    Used as is when discovery finds nothing; then every device query says how to select one.
     """
 
     dispatch_key: ClassVar[str] = ""

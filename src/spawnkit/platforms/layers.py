@@ -28,12 +28,7 @@ def _with_residual(
 
 
 class RMSNorm(CustomOp):
-    """Root-mean-square layer norm, optionally fused with a residual add.
-
-    Computed in float32 and cast back, as the usual kernels do, so every
-    implementation (native, CUDA, out-of-tree) can be compared exactly
-    against ``forward_native`` within float tolerance.
-    """
+    """Root-mean-square layer norm, optionally fused with a residual add (float32 math)."""
 
     def __init__(
         self,

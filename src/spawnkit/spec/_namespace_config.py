@@ -1,8 +1,6 @@
 """The picklable description of a namespace that travels inside every spec.
 
-A child cannot import the engine module that declared a namespace (that could
-import hook targets), so the parent sends the settings themselves and the
-child rebuilds an equal ``Namespace`` from them.
+A child must not import the engine module that declared it (it could import hook targets).
 """
 
 from __future__ import annotations
@@ -39,8 +37,7 @@ class NamespaceConfig:
     platform_base: str = ""
     guard_policy: str = "error"
     strict_plugins: bool = True
-    #: Variables the engine itself reads under its prefix (``MINIENG_PORT``): known, so the
-    #: launcher's unknown-variable check does not call them typos.
+    #: The engine's own variables under its prefix, not typos to the unknown-variable check.
     extra_env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -76,16 +73,10 @@ class NamespaceConfig:
     def known_env(self) -> tuple[str, ...]:
         """Every variable this namespace reads: its settings, then the engine's ``extra_env``."""
         return (
-            self.platform_var,
-            self.plugins_var,
-            self.cpu_engine_var,
-            self.lenient_var,
-            self.guard_var,
-            self.strict_env_var,
-            self.hook_conflicts_var,
-            self.allow_plugin_drift_var,
-            *self.extra_env,
-        )
+            self.platform_var, self.plugins_var, self.cpu_engine_var, self.lenient_var,
+            self.guard_var, self.strict_env_var, self.hook_conflicts_var,
+            self.allow_plugin_drift_var, *self.extra_env,
+        )  # fmt: skip
 
     @classmethod
     def build(

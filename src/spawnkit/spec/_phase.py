@@ -1,20 +1,9 @@
-"""This process's phase, readable without importing anything: the one meaning of "phase".
+"""This process's phase, readable without importing anything: not a worker, a worker before
+hooks are applied, a worker after. (The finer stage is the guard's *step*.)
 
-Three phases: not a worker (a parent, a test), a worker whose bootstrap has
-not applied hooks yet, and a worker with hooks applied.  (The finer "which
-stage or plugin is running now", that the import guard records, is its
-*step*: ``guard.current_step()``.)
-
-``Payload.materialize`` and the lazy proxy must refuse to run before hooks are
-applied *in a worker*, but work freely in a parent or a test.  The bootstrap
-flips these flags; everything else only reads them.  A forked child inherits
-the parent's values, which is why the bootstrap resets them when it starts.
-
-Every kind of worker enters the "before hooks" phase with its first
-statement, before anything is unpickled: a spawned or warm worker on its
-command line, a Ray actor in its constructor, a torchrun rank in
-``spawnkit.run``'s ``main``, a child of a bootstrapping context on its command
-line (spawn, forkserver) or in its ``run`` (fork).
+Payloads and the lazy proxy refuse to run before hooks *in a worker* only. The bootstrap flips
+these flags with a worker's first statement, before anything is unpickled, and resets them in
+a forked child, which inherits the parent's.
 """
 
 from __future__ import annotations
@@ -23,8 +12,6 @@ from typing import Any
 
 _in_worker = False
 _hooks_applied = False
-# The Namespace this worker was bootstrapped for: what the module-level API
-# (``get_namespace(None)``, ``spawnkit.platforms.current_platform``) answers for.
 _worker_namespace: Any = None
 
 
@@ -47,7 +34,6 @@ def mark_hooks_applied() -> None:
 
 
 def leave_worker() -> None:
-    """Forget worker state (used by in-process test helpers)."""
     global _in_worker, _hooks_applied, _worker_namespace
     _in_worker = False
     _hooks_applied = False

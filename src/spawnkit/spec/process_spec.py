@@ -1,18 +1,8 @@
 """``ProcessSpec``: everything a worker needs, in standard-library types only, checked once.
 
-Unpickling a spec must import nothing of the engine, so every field is a
-builtin, a ``Connection``, or one of the small frozen dataclasses of
-``spawnkit.spec``.  The engine's own arguments travel as a :class:`Payload`.
-
-A wrong type in a spec does not fail where it was made: ``plugins="ab"`` is
-iterated as the plugins ``a`` and ``b``, ``env={"X": 1}`` breaks a later
-stage inside the worker.  So every field is checked at construction and a
-mistake is a :class:`~spawnkit.errors.SpecTypeError` or
-:class:`~spawnkit.errors.SpecValueError` naming the field, what it must be
-and what it got.  Workers never pay for this: unpickling a frozen slotted
-dataclass restores its slots without calling ``__post_init__``.  The checks
-are plain ``type(...) is`` tests so that building one spec per rank stays in
-the microseconds, and the error types are imported only on the failure path.
+Unpickling a spec imports nothing of the engine. A wrong type would fail late in the worker
+(``plugins="ab"`` reads as two plugins), so every field is checked at construction; unpickling
+skips ``__post_init__``, and plain ``type(...) is`` tests keep one spec per rank cheap.
 """
 
 from __future__ import annotations
@@ -34,22 +24,9 @@ __all__ = ["ProcessSpec", "check_spec"]
 class ProcessSpec:
     """One worker's instructions, decided by the parent.
 
-    ``platform`` and ``plugins`` are the parent's resolved selection: the child
-    loads exactly that platform (re-checking its hardware) and exactly those
-    plugins, so every rank does what the parent decided.  ``None`` means "not
-    decided; resolve in the child from the environment".
-
-    ``entry_points`` holds the parent's discovery for this namespace's two
-    groups as ``(name, value, group, dist, version)`` rows; a worker given
-    them answers discovery from them instead of scanning metadata (``None``:
-    scan in the child, as a worker started by hand does).
-
-    ``entry`` is ``"module:qualname"``; when the entry is not importable by
-    reference (a lambda, a closure, a function of ``__main__``) it is ``""`` and
-    ``entry_payload`` carries the callable by value.
-
-    ``extra`` is the engine's alone (``rank_extra`` fills it); what a
-    spawnkit launcher tells its own worker code travels in ``_control``.
+    ``platform``/``plugins``/``entry_points``: the parent's resolved selection and discovery
+    rows (``None``: resolve in the child). ``entry`` is ``""`` when ``entry_payload`` carries
+    the callable by value. ``extra`` is the engine's; spawnkit's own travels in ``_control``.
     """
 
     entry: str
@@ -72,7 +49,6 @@ class ProcessSpec:
     _control: LaunchControl = NO_CONTROL
 
     def __post_init__(self) -> None:
-        # Runs when a spec is built or replaced, never when a worker unpickles one.
         check_spec(self)
 
     def replace(self, **changes: Any) -> ProcessSpec:
@@ -223,7 +199,6 @@ def _conn(field: str, value: Any) -> None:
 
 
 def _control(spec: ProcessSpec) -> None:
-    """The launcher's record: built by spawnkit, so a mistake here is a launcher bug."""
     ctl = spec._control
     if ctl is NO_CONTROL:
         return
