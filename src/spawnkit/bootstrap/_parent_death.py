@@ -44,13 +44,7 @@ from typing import Any
 
 from spawnkit.spec import ProcessSpec
 
-__all__ = [
-    "PARENT_DIED_EXIT_CODE",
-    "RUN_ID_VAR",
-    "arm",
-    "reap_guardian",
-    "start_server_guardian",
-]
+__all__ = ["PARENT_DIED_EXIT_CODE", "RUN_ID_VAR", "arm", "reap_guardian", "start_server_guardian"]
 
 RUN_ID_VAR = "SPAWNKIT_RUN_ID"
 """Environment variable carrying the group's run id, inherited by a worker's own children,

@@ -59,11 +59,7 @@ class Output:
             self.line(f"== {text} ==")
 
     def table(
-        self,
-        columns: Sequence[str],
-        rows: Sequence[Sequence[Any]],
-        *,
-        title: str = "",
+        self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str = ""
     ) -> None:
         """A table; plain mode aligns columns with two spaces so it greps and diffs well."""
         cells = [[_cell(v) for v in row] for row in rows]

@@ -249,8 +249,7 @@ def load_payload_file(path_text: str) -> Payload:
     end = ops[-1][2] if ops else -1
     if not ops or ops[-1][0].name != "STOP" or end is None or end + 1 != len(data):
         raise UsageError(
-            f"payload file {path_text!r} holds trailing bytes after its pickle or is truncated",
-            fix,
+            f"payload file {path_text!r} holds trailing bytes after its pickle or is truncated", fix
         )
     return Payload.from_pickled(data, f"pickle file {path.name}")
 

@@ -329,11 +329,7 @@ def _render_startup_code(found: list[dict[str, Any]], out: Output) -> None:
 
 def _plugin_row(plugin: dict[str, Any], *rest: str) -> tuple[str, ...]:
     """A table row for an entry point: ``name = value``, its distribution, then ``rest``."""
-    return (
-        f"{plugin['name']} = {plugin['value']}",
-        f"{plugin['dist']} {plugin['version']}",
-        *rest,
-    )
+    return (f"{plugin['name']} = {plugin['value']}", f"{plugin['dist']} {plugin['version']}", *rest)
 
 
 def _render_dry_run(dry: dict[str, Any], out: Output) -> None:

@@ -36,12 +36,7 @@ def check_count(name: str, value: Any) -> int:
 
 
 def check_seconds(
-    name: str,
-    value: Any,
-    *,
-    none: str,
-    zero_ok: bool = False,
-    call: str = "",
+    name: str, value: Any, *, none: str, zero_ok: bool = False, call: str = ""
 ) -> float | None:
     """A finite number of seconds (``> 0``, or ``>= 0`` when ``zero_ok``), or None.
 

@@ -32,6 +32,7 @@ __all__ = [
     "will_start_deaf",
 ]
 
+
 class EscalateTeardown(BaseException):
     """Ctrl-C pressed while a group was being torn down: kill what is left now.
 

@@ -29,14 +29,7 @@ from collections.abc import Callable
 
 from spawnkit.errors import ProgressCallbackError
 
-__all__ = [
-    "DONE",
-    "END_STAGES",
-    "FAILED",
-    "STOPPED",
-    "ProgressCallback",
-    "ProgressRelay",
-]
+__all__ = ["DONE", "END_STAGES", "FAILED", "STOPPED", "ProgressCallback", "ProgressRelay"]
 
 DONE = "done"
 FAILED = "failed"

@@ -51,8 +51,7 @@ def parent_selection(
         var=config.guard_var,
     )
     _conflicts.parse_policy(
-        config.hook_conflicts_var,
-        namespace_value(env, os.environ, config.hook_conflicts_var),
+        config.hook_conflicts_var, namespace_value(env, os.environ, config.hook_conflicts_var)
     )
     lenient = (
         _parse_bool(config.lenient_var, env[config.lenient_var])

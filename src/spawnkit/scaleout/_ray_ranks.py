@@ -44,7 +44,11 @@ class RankTable:
                 "%s: rank %d (pid %s, host %s) could not learn its Ray node id (%s); node-loss "
                 "detection is off for that rank: if its node dies, the rank is reported as a "
                 "dead actor (ChildExitedError), not as NodeLostError naming the node.",
-                self.name, rank, where.get("pid"), where.get("host", ""), why,
+                self.name,
+                rank,
+                where.get("pid"),
+                where.get("host", ""),
+                why,
             )
 
     def worker(self, rank: int) -> failure.Worker:

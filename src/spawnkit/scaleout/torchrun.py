@@ -146,7 +146,10 @@ def _store(endpoint: str) -> Any:
 
     host, _, port = endpoint.rpartition(":")
     return TCPStore(
-        host, int(port), is_master=False, timeout=timedelta(seconds=_STORE_TIMEOUT_S),
+        host,
+        int(port),
+        is_master=False,
+        timeout=timedelta(seconds=_STORE_TIMEOUT_S),
         wait_for_workers=False,
     )
 
@@ -159,14 +162,22 @@ def _publish(record: Any, message: str) -> None:
         return
     import json
 
-    doc = {"rank": record.rank, "stage": record.stage, "host": record.host,
-           "node": os.environ.get("GROUP_RANK", "?"), "message": message}
+    doc = {
+        "rank": record.rank,
+        "stage": record.stage,
+        "host": record.host,
+        "node": os.environ.get("GROUP_RANK", "?"),
+        "message": message,
+    }
     try:
         _store(endpoint).compare_set(_failure_key(run_id), "", json.dumps(doc))
     except Exception as exc:  # the local error file and stderr still have it
-        print(f"spawnkit.run: could not publish this failure to the job's store at {endpoint} "
-              f"({type(exc).__name__}: {exc}); only this node's torchrun reports it",
-              file=sys.stderr, flush=True)
+        print(
+            f"spawnkit.run: could not publish this failure to the job's store at {endpoint} "
+            f"({type(exc).__name__}: {exc}); only this node's torchrun reports it",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def read_published_failure(endpoint: str, run_id: str) -> dict[str, Any] | None:

@@ -85,12 +85,7 @@ class DistSandbox:
         worker would, instead of the fixture refusing it.
         """
         dist = write_distribution(
-            self.root,
-            name,
-            version,
-            entry_points=entry_points,
-            modules=modules,
-            validate=validate,
+            self.root, name, version, entry_points=entry_points, modules=modules, validate=validate
         )
         self.activate()
         self.distributions.append(dist)
