@@ -1,16 +1,8 @@
 """Finding and ending a worker group's processes, including orphans of a dead launcher.
 
-A tree walk from the workers misses processes that were re-parented after
-their parent died, so every run is findable two more ways: a small record of
-the workers' pids (with their start times, so a reused pid is never killed)
-written by the launcher, and the ``SPAWNKIT_RUN_ID`` variable every worker
-exports to its own children.  :func:`cleanup` unions the three.
-
-Killing always snapshots the whole tree *before* signalling anything
-(a dead parent's children are otherwise unreachable), sends SIGTERM, waits a
-bounded time, sends SIGKILL, waits a bounded time again, and returns the pids
-it could not reap instead of waiting for them forever: :func:`kill_trees` is
-that one sequence, for :func:`cleanup` and for a group's teardown alike.
+A tree walk misses re-parented processes, so :func:`cleanup` also unions a pid record (with
+start times, so a reused pid is never killed) and the ``SPAWNKIT_RUN_ID`` every worker exports.
+:func:`kill_trees` is the one bounded ending; it returns the pids it could not reap.
 """
 
 from __future__ import annotations
@@ -155,10 +147,9 @@ def _running(proc: psutil.Process) -> bool:
 
 
 def _wait_ended(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Poll until every process ended (zombies count as ended); returns those still running.
+    """Poll until every process ended (zombies count); returns those still running.
 
-    Not ``psutil.wait_procs``: for a process that is not our child it waits until
-    the pid disappears, which for a zombie whose parent never reaps is never.
+    Not ``psutil.wait_procs``: for a non-child zombie whose parent never reaps it waits forever.
     """
     end = time.monotonic() + max(timeout, 0.0)
     while True:
@@ -178,10 +169,8 @@ def kill_trees(
 ) -> list[int]:
     """The package's one ending: ``first`` (SIGTERM), bounded wait, SIGKILL, bounded wait.
 
-    Returns the pids still alive after all.  ``wait(procs, timeout)`` returns
-    those still running; a launcher passes one that reaps its own children
-    through their sentinels (psutil must not reap them: the launcher needs
-    their exit codes).
+    Returns the pids still alive.  A launcher passes a ``wait`` that reaps its own children through
+    their sentinels: psutil must not reap them, the launcher needs their exit codes.
     """
     if not procs:
         return []
@@ -204,11 +193,8 @@ def stop_group(
 ) -> list[int]:
     """End a group's workers ``pids``, their descendants and its other run-tagged processes.
 
-    The whole tree is captured before anything is signalled: once a worker
-    is dead its children are re-parented and no walk from it can find them.
-    ``reap(pids, timeout)`` waits for workers (the launcher's children) and
-    returns the pids still running; the rest are polled.  Returns (and logs)
-    the pids that survived SIGKILL.
+    The tree is captured before any signal (dead workers' children are re-parented).  Returns (and
+    logs) the pids that survived SIGKILL.
     """
     tree = snapshot_tree(pids)
     known = {p.pid for p in tree}
@@ -246,14 +232,9 @@ def note_unreaped(err: ChildError, pids: list[int]) -> ChildError:
 def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:
     """End every process of run ``run_id`` still alive: workers, their children, orphans.
 
-    A killed launcher's workers and their trees end by themselves (see
-    ``_parent_death``); this is for what the OS cannot tie to the launcher:
-    processes that left a worker's tree (a daemon that double-forked, now a
-    child of init) and the children of a worker that was itself SIGKILLed
-    (the OOM killer) while its launcher was gone too.  Never touches this process or
-    its ancestors, even when they carry the run id themselves.  Bounded by
-    about ``timeout`` seconds; pids that survive SIGKILL are returned in
-    ``survivors`` rather than waited on.
+    For what parent-death handling cannot tie to the launcher (double-forked daemons, children of a
+    SIGKILLed worker).  Never touches this process or its ancestors; bounded by about ``timeout``;
+    survivors of SIGKILL are returned, not waited on.
     """
     if not run_id:
         raise ValueError("cleanup() needs the run id of a worker group (WorkerGroup.run_id)")

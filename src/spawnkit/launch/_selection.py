@@ -1,9 +1,4 @@
-"""The parent's one resolution of platform and plugins, shared by every launch and context.
-
-Its own module so that ``launcher`` (a group's template spec) and
-``context`` (a bootstrapping context's spec, ``bootstrap_here``) both import
-it without importing each other.
-"""
+"""The parent's one resolution of platform and plugins, shared by every launch and context."""
 
 from __future__ import annotations
 
@@ -21,11 +16,8 @@ def parent_selection(
 ) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
     """The platform, the plugins to load and their entry points, resolved once for every rank.
 
-    Resolving here, in the parent, means a misconfiguration (two platform
-    plugins activated, a platform whose hardware is missing) fails once with
-    the full explanation instead of once per rank, and every rank does what
-    the parent decided.  The entry-point rows travel in the spec so that
-    workers need not scan distribution metadata again.
+    A misconfiguration fails once here, with the full explanation, not once per rank; the rows
+    travel in the spec so workers need not rescan metadata.
     """
     from spawnkit.bootstrap import guard
     from spawnkit.hooks import _conflicts
