@@ -12,8 +12,7 @@ EXIT_USAGE = 2
 class UsageError(Exception):
     """The command line asks for something that cannot work; nothing was started.
 
-    Kept out of :mod:`spawnkit.errors` on purpose: it never crosses a process
-    boundary and no library caller sees it; ``main()`` turns it into a line.
+    Not in :mod:`spawnkit.errors`: it never crosses a process boundary; ``main()`` prints it.
     """
 
     def __init__(self, problem: str, fix: str = "") -> None:

@@ -1,10 +1,7 @@
 """``spawnkit launch --launcher ray``: the group as Ray actors, on a given cluster or a local one.
 
-With ``--address`` the CLI joins that cluster and leaves it running; without
-it, it starts a local single-node cluster for this run and shuts it down at
-the end (``ray.shutdown()`` stops what ``ray.init()`` started).  The ranks
-are fresh actors bootstrapped by :func:`spawnkit.ray.spawn_on_ray`; each
-rank resolves its platform on its own node.
+With ``--address`` the cluster is joined and left running; without, a local one is started for
+the run and shut down at the end.
 """
 
 from __future__ import annotations
@@ -37,8 +34,7 @@ def check_ray() -> None:
 def _reachable(address: str) -> str | None:
     """Why ``host:port`` cannot be reached, or None; "auto" and ``ray://`` are left to Ray.
 
-    ``ray.init()`` retries an unreachable head for minutes; a refused TCP
-    connect is the same answer in milliseconds, and keeps this wait bounded.
+    ``ray.init()`` retries an unreachable head for minutes; a refused connect answers at once.
     """
     import socket
 

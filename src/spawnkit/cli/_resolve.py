@@ -1,10 +1,7 @@
 """Turning command-line strings into namespaces, entries, payloads and preloads, or a UsageError.
 
-Every check here runs in the parent *before* any worker starts, so a typo
-costs one line and exit status 2 instead of a group of workers failing in
-their bootstrap.  Nothing here imports an entry's module: finding its spec
-and reading its source is enough to say whether the name exists, and the
-import itself belongs in the worker, after its hooks are applied.
+Every check runs in the parent before any worker starts, and imports no entry module (finding
+its spec and reading its source suffice; the import belongs in the worker, after its hooks).
 """
 
 from __future__ import annotations
@@ -181,12 +178,7 @@ def check_entry(entry: str) -> str:
 
 
 def build_payload(reference: str) -> Payload:
-    """``--payload-factory MOD:FN``: ``FN()`` called in this process, its object captured once.
-
-    For engines whose server args are an object (a dataclass) rather than
-    JSON: the parent imports the factory's module, as the engine's own
-    launcher would; the workers unpickle the object only after their hooks.
-    """
+    """``--payload-factory MOD:FN``: ``FN()`` called here, its object captured once."""
     fix = "name a function that takes no argument and returns the payload, as module:function"
     try:
         module_name, qualname = _reference.parse(reference)
@@ -218,9 +210,8 @@ def build_payload(reference: str) -> Payload:
 def load_payload_file(path_text: str) -> Payload:
     """The payload in ``path``: a ``.json`` document, or pickle bytes passed on unopened.
 
-    Pickle bytes are checked for structure with :mod:`pickletools` (which
-    executes nothing and imports nothing) and handed to the workers as they
-    are, so the parent never imports the payload's modules.
+    Pickle bytes are checked with :mod:`pickletools` (executes and imports nothing), so the parent
+    never imports the payload's modules.
     """
     path = Path(path_text)
     fix = "pass a .json file or a file written with pickle.dump(obj, f)"

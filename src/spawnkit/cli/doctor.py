@@ -1,11 +1,7 @@
 """``spawnkit doctor``: what a worker of this namespace would find, choose, load and patch.
 
-The parent part reads metadata and runs the platform decision (each
-``activate()`` is called, as discovery does); the import guard and the
-plugins' registrations come from a dry run of one worker in a clean spawned
-child, the only place where "would this import too early?" has a true
-answer.  The exit status is 1 exactly when a worker of this configuration
-would fail, and the output says why.
+The platform decision runs here; the guard and the registrations come from a dry run in a clean
+spawned child.  Exit status 1 exactly when a worker of this configuration would fail.
 """
 
 from __future__ import annotations
@@ -121,11 +117,8 @@ _PTH_CODE = ("import ", "import\t")
 def _startup_code(plugins: list[dict[str, Any]], platform: dict[str, Any]) -> list[dict[str, Any]]:
     """The ``.pth`` files plugin distributions install that run code at interpreter start.
 
-    ``site`` executes a ``.pth`` line that starts with ``import``: that code
-    runs in every process of the environment before spawnkit (or its import
-    guard) exists, so whatever it patches is outside the registry and the
-    guard; ``doctor`` shows it with its text.  Found through each
-    distribution's ``RECORD`` (the files the installer wrote).
+    Such code runs before spawnkit in every process, outside the registry and the guard; found
+    through each distribution's ``RECORD``.
     """
     by_dist: dict[str, list[str]] = {}
     for row in plugins:
