@@ -83,11 +83,8 @@ def _watch(conn: Any, rank: int, parent_pid: int | None) -> None:
 
 
 def _start_guardian(death_fd: int, launcher_pid: int) -> None:
-    """Start the guardian; a worker without one still has its thread.
-
-    Made with ``clone(CLONE_PARENT)`` so it is the launcher's child: user code that ``os.wait()``s
-    for any child never waits for it, and the launcher reaps it (:func:`reap_guardian`), not a PID 1
-    that may not.  Fallback: the worker's child with ``PR_SET_PDEATHSIG``.
+    """Start the guardian: via ``clone(CLONE_PARENT)`` the launcher's child, so a worker's
+    ``os.wait()`` never waits for it and the launcher reaps it; else the worker's child (PDEATHSIG).
     """
     if threading.active_count() > 1:
         return  # forking a multi-threaded process is unsafe; the watcher thread still covers
@@ -180,11 +177,7 @@ def _own_children() -> list[int]:
 
 
 def start_server_guardian() -> None:
-    """In a warm-start fork server, before its preloads: one guardian for all its workers.
-
-    Forked while the server is small and single-threaded, so it costs once what a per-worker
-    guardian would cost in every forked worker.
-    """
+    """In a warm-start fork server, before its preloads: one guardian for all its workers."""
     global _server_guarded
     if not sys.platform.startswith("linux") or threading.active_count() > 1:
         return

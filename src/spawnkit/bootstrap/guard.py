@@ -214,10 +214,7 @@ def window_of(filename: str, step: str, function: str = "") -> str:
 
 
 def frame_window(frame: Any, step: str) -> str:
-    """The window of a running frame: the step once the bootstrap runs, else its callers say.
-
-    Before the bootstrap the window is the re-executed script, the Process unpickling or a preload.
-    """
+    """The window of a running frame: the step once the bootstrap runs, else its callers say."""
     if step != STARTUP:
         return PLUGIN if _steps.split_step(step)[0] == PLUGIN else STAGE
     while frame is not None:
@@ -436,10 +433,8 @@ def check(
 ) -> GuardResult:
     """Classify every hook target module; raise ``ImportGuardError`` when policy is ``error``.
 
-    ``before``: modules present when plugin loading began (default: the last
-    :func:`mark_plugins_began` snapshot).  ``extra``: the worker's ``spec.extra``, to name the key
-    whose unpickling imported a target.  ``sweep_repairs=False``: a finding the sweep would repair
-    still fails (code that ran before bootstrapping may hold originals no sweep reaches).
+    ``before`` defaults to the :func:`mark_plugins_began` snapshot; ``extra`` names carriers.
+    ``sweep_repairs=False``: a finding the sweep would repair still fails.
     """
     result = GuardResult(policy=policy, armed=armed())
     if policy == "off":

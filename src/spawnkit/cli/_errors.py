@@ -10,10 +10,7 @@ EXIT_USAGE = 2
 
 
 class UsageError(Exception):
-    """The command line asks for something that cannot work; nothing was started.
-
-    Not in :mod:`spawnkit.errors`: it never crosses a process boundary; ``main()`` prints it.
-    """
+    """The command line asks for something that cannot work; nothing was started (never pickled)."""
 
     def __init__(self, problem: str, fix: str = "") -> None:
         super().__init__(problem)

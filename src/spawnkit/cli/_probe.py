@@ -46,10 +46,7 @@ def registration_rows(registry: Any) -> list[dict[str, Any]]:
 
 
 def find_conflicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Registrations that interfere: several REPLACEs (only the last counts), stacked AROUNDs.
-
-    ``severity``: ``"conflict"`` when certainly ineffective, ``"note"`` when it depends.
-    """
+    """Registrations that interfere: several REPLACEs (only the last counts), stacked AROUNDs."""
     by_target: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_target.setdefault(row["target"], []).append(row)

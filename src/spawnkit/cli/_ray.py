@@ -32,10 +32,7 @@ def check_ray() -> None:
 
 
 def _reachable(address: str) -> str | None:
-    """Why ``host:port`` cannot be reached, or None; "auto" and ``ray://`` are left to Ray.
-
-    ``ray.init()`` retries an unreachable head for minutes; a refused connect answers at once.
-    """
+    """Why ``host:port`` is unreachable, or None: ``ray.init()`` would retry it for minutes."""
     import socket
 
     host, sep, port = address.rpartition(":")

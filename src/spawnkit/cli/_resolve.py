@@ -208,11 +208,7 @@ def build_payload(reference: str) -> Payload:
 
 
 def load_payload_file(path_text: str) -> Payload:
-    """The payload in ``path``: a ``.json`` document, or pickle bytes passed on unopened.
-
-    Pickle bytes are checked with :mod:`pickletools` (executes and imports nothing), so the parent
-    never imports the payload's modules.
-    """
+    """A ``.json`` document, or pickle bytes checked by :mod:`pickletools` and passed unopened."""
     path = Path(path_text)
     fix = "pass a .json file or a file written with pickle.dump(obj, f)"
     if not path.exists():

@@ -158,10 +158,7 @@ def run_torchrun(
     err: TextIO,
     nodes: Nodes | None = None,
 ) -> int:
-    """Write the spec, then print the torchrun command or run it; torchrun's exit status.
-
-    With ``nodes`` the spec is for all nodes, and ``--spec-dir`` shares the one signed spec.
-    """
+    """Write the spec, then print the torchrun command or run it; torchrun's exit status."""
     nodes = nodes or Nodes()
     own = nodes.spec_dir or tempfile.mkdtemp(prefix="spawnkit-torchrun-")
     folder = Path(own)
@@ -269,11 +266,7 @@ def _run(
     nodes: Nodes | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Run torchrun to its end, bounded by ``timeout``; its ranks never outlive this call.
-
-    With ``store`` (multi-node), node 0 watches for a failure any node published: it is printed,
-    torchrun is stopped and the status is 1.
-    """
+    """Run torchrun, bounded by ``timeout``; on node 0 a failure published in ``store`` stops it."""
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
     from spawnkit.scaleout.torchrun import FAILURE_STORE_VAR
     from spawnkit.spec.signing import DEFAULT_KEY_VAR

@@ -87,17 +87,8 @@ def _platform_section(namespace: Any, problems: list[str]) -> dict[str, Any]:
 
 def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, Any]]:
     infos = namespace.plugins.discover()
-    rows = [
-        {
-            "name": i.name,
-            "value": i.value,
-            "dist": i.dist,
-            "version": i.version,
-            "status": i.status,
-            "reason": i.reason,
-        }
-        for i in infos
-    ]
+    keys = ("name", "value", "dist", "version", "status", "reason")
+    rows = [{k: getattr(i, k) for k in keys} for i in infos]
     raw = os.environ.get(namespace.config.plugins_var)
     if raw is not None:
         wanted = {n.strip() for n in raw.split(",") if n.strip()}
@@ -115,11 +106,7 @@ _PTH_CODE = ("import ", "import\t")
 
 
 def _startup_code(plugins: list[dict[str, Any]], platform: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ``.pth`` files plugin distributions install that run code at interpreter start.
-
-    Such code runs before spawnkit in every process, outside the registry and the guard; found
-    through each distribution's ``RECORD``.
-    """
+    """The ``.pth`` files of plugin distributions that run code at interpreter start."""
     by_dist: dict[str, list[str]] = {}
     for row in plugins:
         by_dist.setdefault(row["dist"], []).append(row["name"])
@@ -330,21 +317,9 @@ def _render_dry_run(dry: dict[str, Any], out: Output) -> None:
     result = dry.get("result") or {}
     regs = result.get("registrations") or []
     if regs:
-        out.table(
-            ["target", "type", "hook", "source", "state", "reason"],
-            [
-                (
-                    r["target"],
-                    r["type"],
-                    r["hook"],
-                    r["source"],
-                    r.get("state", ""),
-                    r.get("reason", ""),
-                )
-                for r in regs
-            ],
-            title="hook registrations",
-        )
+        cols = ["target", "type", "hook", "source", "state", "reason"]
+        rows = [tuple(r.get(k, "") for k in cols) for r in regs]
+        out.table(cols, rows, title="hook registrations")
     elif not dry.get("error"):
         out.line("no hooks registered")
     if result.get("report_text"):

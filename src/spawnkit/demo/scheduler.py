@@ -141,10 +141,7 @@ class Scheduler:
 def run_scheduler_process(
     local_rank: int, rank: int, server_args: ServerArgs, pipe_writer: Connection | None
 ) -> dict[str, Any]:
-    """A scheduler worker's body, with the seed's signature.
-
-    Reports ready and its result over ``pipe_writer``, and returns the result for ``results()``.
-    """
+    """A scheduler worker's body, with the seed's signature; reports over ``pipe_writer`` too."""
     torch.set_num_threads(server_args.torch_threads)
     gpu_id = server_args.base_gpu_id + local_rank
     # ``Scheduler`` is read from this module's globals at call time, so a class

@@ -34,10 +34,7 @@ def check_count(name: str, value: Any) -> int:
 def check_seconds(
     name: str, value: Any, *, none: str, zero_ok: bool = False, call: str = ""
 ) -> float | None:
-    """A finite number of seconds (``> 0``, or ``>= 0`` when ``zero_ok``), or None.
-
-    ``none`` says what None means, offered as the fix for infinity; ``call`` names the method.
-    """
+    """A finite number of seconds (``> 0``, or ``>= 0`` when ``zero_ok``), or None."""
     if value is None:
         return None
     shown = f"{call}({name}={value!r})" if call else f"{name}={value!r}"
@@ -64,10 +61,7 @@ def check_seconds(
 
 
 def check_entry_module(entry: str) -> None:
-    """The entry's top-level package must be findable here, since the workers share ``sys.path``.
-
-    Only the top-level name: ``find_spec`` on a dotted name would import (run) its parents.
-    """
+    """The entry's top-level package must be findable here (``find_spec`` imports no parent)."""
     module = _reference.parse(entry)[0]
     top = module.split(".")[0]
     if not top or top in sys.modules:

@@ -147,10 +147,7 @@ def _running(proc: psutil.Process) -> bool:
 
 
 def _wait_ended(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Poll until every process ended (zombies count); returns those still running.
-
-    Not ``psutil.wait_procs``: for a non-child zombie whose parent never reaps it waits forever.
-    """
+    """Poll until every process ended; returns those running (``wait_procs`` hangs on zombies)."""
     end = time.monotonic() + max(timeout, 0.0)
     while True:
         alive = [p for p in procs if _running(p)]
@@ -167,10 +164,9 @@ def kill_trees(
     first: int = signal.SIGTERM,
     wait: Callable[[list[psutil.Process], float], list[psutil.Process]] = _wait_ended,
 ) -> list[int]:
-    """The package's one ending: ``first`` (SIGTERM), bounded wait, SIGKILL, bounded wait.
+    """The one ending: ``first`` (SIGTERM), bounded wait, SIGKILL, bounded wait; returns survivors.
 
-    Returns the pids still alive.  A launcher passes a ``wait`` that reaps its own children through
-    their sentinels: psutil must not reap them, the launcher needs their exit codes.
+    ``wait`` reaps the launcher's own children (psutil must not: their exit codes are needed).
     """
     if not procs:
         return []
@@ -191,11 +187,7 @@ def stop_group(
     first: int,
     reap: Callable[[list[int], float], set[int]],
 ) -> list[int]:
-    """End a group's workers ``pids``, their descendants and its other run-tagged processes.
-
-    The tree is captured before any signal (dead workers' children are re-parented).  Returns (and
-    logs) the pids that survived SIGKILL.
-    """
+    """End a group's workers ``pids``, their trees (captured first) and run-tagged processes."""
     tree = snapshot_tree(pids)
     known = {p.pid for p in tree}
     me = os.getpid()
@@ -232,9 +224,7 @@ def note_unreaped(err: ChildError, pids: list[int]) -> ChildError:
 def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:
     """End every process of run ``run_id`` still alive: workers, their children, orphans.
 
-    For what parent-death handling cannot tie to the launcher (double-forked daemons, children of a
-    SIGKILLed worker).  Never touches this process or its ancestors; bounded by about ``timeout``;
-    survivors of SIGKILL are returned, not waited on.
+    Never touches this process or its ancestors; bounded by about ``timeout``; returns survivors.
     """
     if not run_id:
         raise ValueError("cleanup() needs the run id of a worker group (WorkerGroup.run_id)")

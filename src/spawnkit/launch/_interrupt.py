@@ -61,10 +61,7 @@ def children_start_deaf(enabled: bool) -> Iterator[None]:
 
 @contextlib.contextmanager
 def second_interrupt_escalates() -> Iterator[None]:
-    """During teardown the first Ctrl-C raises :class:`EscalateTeardown`, later ones are ignored.
-
-    Main thread only, over Python's default handler only: a program's own handler is kept.
-    """
+    """During teardown the first Ctrl-C raises :class:`EscalateTeardown`, later ones are ignored."""
     if not _on_main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
         return

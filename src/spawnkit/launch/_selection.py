@@ -14,11 +14,7 @@ __all__ = ["parent_selection"]
 def parent_selection(
     ns: Namespace, env: dict[str, str]
 ) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
-    """The platform, the plugins to load and their entry points, resolved once for every rank.
-
-    A misconfiguration fails once here, with the full explanation, not once per rank; the rows
-    travel in the spec so workers need not rescan metadata.
-    """
+    """The platform, the plugins and their entry points, resolved once here for every rank."""
     from spawnkit.bootstrap import guard
     from spawnkit.hooks import _conflicts
     from spawnkit.hooks.plugins import _parse_bool

@@ -33,7 +33,7 @@ def write_launch_spec(
 ) -> ProcessSpec:
     """Sign :func:`build_spec` with ``key`` (default ``$SPAWNKIT_SPEC_KEY``) into ``path``.
 
-    Written atomically, readable by this user only; every rank needs the key.  Returns the template.
+    Written atomically, mode 0600; every rank needs the key.  Returns the template.
     """
     from spawnkit.spec.signing import write_spec_file
 

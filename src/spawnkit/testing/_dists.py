@@ -50,11 +50,7 @@ def module_path(root: Path, module: str) -> Path:
 
 
 def package_modules(modules: Mapping[str, str]) -> dict[str, str]:
-    """Map a dotted name that is also a package of another name to its ``__init__.py``.
-
-    Otherwise ``{"plug": ..., "plug.platform": ...}`` writes ``plug.py`` and ``plug/``, and the
-    package silently shadows the module.
-    """
+    """Map a dotted name that is also a package to ``__init__.py`` (``plug/`` would shadow it)."""
     dotted = [m for m in modules if not (m.endswith(".py") or "/" in m)]
     packages = {".".join(m.split(".")[:i]) for m in dotted for i in range(1, m.count(".") + 1)}
     out: dict[str, str] = {}
@@ -90,11 +86,7 @@ def check_dist_name(name: str) -> None:
 
 
 def check_entry_points(eps: Mapping[str, Mapping[str, str]], *, values: bool = True) -> None:
-    """Refuse entry points an installer would refuse; ``values=False`` checks names only.
-
-    A malformed *value* can be written (that is how tests reproduce a broken plugin); a name with
-    ``=`` or surrounding blanks cannot be represented at all.
-    """
+    """Refuse entry points an installer would refuse; ``values=False`` checks names only."""
     for group, items in eps.items():
         for ep_name, value in items.items():
             if not ep_name or "=" in ep_name or ep_name != ep_name.strip() or "\n" in ep_name:
@@ -120,9 +112,7 @@ def write_distribution(
 ) -> Distribution:
     """Write distribution ``name`` into directory ``root`` and return what was written.
 
-    ``entry_points``: group -> {name: "module:attr"}; ``modules``: dotted name (or relative path) ->
-    source.  Invalid names or values raise ``ValueError``, as an installer would refuse them;
-    ``validate=False`` writes a malformed value verbatim.
+    ``validate=False`` writes a malformed entry-point value verbatim, as a broken plugin would have.
     """
     check_dist_name(name)
     base = Path(root)

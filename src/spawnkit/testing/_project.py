@@ -77,9 +77,7 @@ def make_plugin_project(
 ) -> PluginProject:
     """Write a setuptools project for distribution ``name`` into ``path``.
 
-    ``entry_points``: group -> {name: "module:attr"}; ``modules``: dotted name -> source
-    (``"p.platform"`` makes the package ``p``).  Installs offline with
-    ``pip install --no-build-isolation --no-deps <path>``.
+    Installs offline with ``pip install --no-build-isolation --no-deps <path>``.
     """
     check_dist_name(name)
     eps = {g: dict(v) for g, v in (entry_points or {}).items()}
@@ -122,11 +120,7 @@ def _venv_python(venv: Path) -> Path:
 def make_venv(
     path: str | os.PathLike[str], *, inherit: bool = True, timeout: float = 120.0
 ) -> Path:
-    """Create a virtual environment at ``path`` and return its interpreter.
-
-    ``inherit`` adds the running interpreter's site-packages through a ``site.addsitedir`` ``.pth``
-    (no reinstall of torch or spawnkit); new installs land in the venv's own site-packages.
-    """
+    """A venv at ``path`` (``inherit``: sees this interpreter's packages); its interpreter."""
     venv = Path(path)
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(venv)],

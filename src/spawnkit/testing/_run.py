@@ -74,10 +74,7 @@ class EntryRun:
 
 
 def _find_spec_fresh(name: str) -> importlib.machinery.ModuleSpec | None:
-    """The spec a fresh interpreter with this ``sys.path`` would find, ignoring ``sys.modules``.
-
-    pytest's ``importlib`` mode registers test modules under names no fresh interpreter can import.
-    """
+    """The spec a fresh interpreter would find, ignoring ``sys.modules`` (pytest importlib mode)."""
     parts = name.split(".")
     path: Sequence[str] | None = None
     spec: importlib.machinery.ModuleSpec | None = None

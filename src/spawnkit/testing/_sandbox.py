@@ -59,10 +59,9 @@ class DistSandbox:
         modules: Mapping[str, str] | None = None,
         validate: bool = False,
     ) -> Distribution:
-        """Write distribution ``name`` and make it visible to this process and its children.
+        """Write distribution ``name``, visible to this process and its children.
 
-        Entry-point values are written verbatim unless ``validate=True``: a malformed one is what a
-        broken installed plugin looks like, and discovery raises its own typed error.
+        Entry-point values are written verbatim unless ``validate=True`` (as broken plugins have).
         """
         dist = write_distribution(
             self.root, name, version, entry_points=entry_points, modules=modules, validate=validate

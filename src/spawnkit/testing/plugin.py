@@ -46,11 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``launch_mode`` with only the modes a ``launch_modes`` marker names.
-
-    Done before pytest reads the marks, so the other modes are never generated (deselecting them
-    would report "N deselected" on every run).
-    """
+    """Parametrize ``launch_mode`` with only the marked modes (no "N deselected" on every run)."""
     if "launch_mode" not in metafunc.fixturenames:
         return
     marker = metafunc.definition.get_closest_marker("launch_modes")
@@ -84,11 +80,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def plugin_dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistSandbox]:
-    """Factory of real distributions on a per-test ``sys.path`` entry (see :class:`DistSandbox`).
-
-    ``plugin_dist(name, version="0.1.0", entry_points={group: {ep: "mod:attr"}}, modules={...})``
-    returns the ``Distribution``; malformed entry-point values are written as given.
-    """
+    """Factory of real distributions on a per-test ``sys.path`` entry (see :class:`DistSandbox`)."""
     sandbox = DistSandbox(tmp_path_factory.mktemp("spawnkit-dists"))
     try:
         yield sandbox
@@ -98,11 +90,7 @@ def plugin_dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistSandbo
 
 @pytest.fixture
 def platform_selection() -> Iterator[PlatformSelection]:
-    """Select the platform for this test and its workers; restored afterwards.
-
-    ``platform_selection("dev")``, ``(None)``/``.unset()`` (auto-discovery), ``.use_cpu_engine()``;
-    ``namespace=`` for an engine's own variables.
-    """
+    """Select the platform for this test and its workers (``None``: auto); restored afterwards."""
     selection = PlatformSelection()
     try:
         yield selection
@@ -112,10 +100,7 @@ def platform_selection() -> Iterator[PlatformSelection]:
 
 @pytest.fixture
 def plugin_allowlist() -> Iterator[PluginAllowlist]:
-    """Choose which general plugins load in this test and its workers; restored afterwards.
-
-    ``plugin_allowlist(["a"])``/``.allow("a")``, ``.none()``, ``.all()``; accepts ``namespace=``.
-    """
+    """Choose which general plugins load in this test and its workers; restored afterwards."""
     allowlist = PluginAllowlist()
     try:
         yield allowlist
@@ -134,10 +119,7 @@ def spawnkit_namespace() -> Any:
 
 @pytest.fixture(params=LAUNCH_MODES, ids=[m.id for m in LAUNCH_MODES])
 def launch_mode(request: pytest.FixtureRequest) -> LaunchMode:
-    """Runs the test once per ``LAUNCH_MODES`` mode; pass ``**launch_mode.kwargs()``.
-
-    A mode this machine cannot run is skipped; ``@pytest.mark.launch_modes(...)`` restricts them.
-    """
+    """Runs the test once per ``LAUNCH_MODES`` mode; pass ``**launch_mode.kwargs()``."""
     mode: LaunchMode = request.param
     reason = mode.unavailable_reason()
     if reason is not None:
