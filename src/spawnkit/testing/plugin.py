@@ -119,7 +119,9 @@ def spawnkit_namespace() -> Any:
 
 @pytest.fixture(params=LAUNCH_MODES, ids=[m.id for m in LAUNCH_MODES])
 def launch_mode(request: pytest.FixtureRequest) -> LaunchMode:
-    """Runs the test once per ``LAUNCH_MODES`` mode; pass ``**launch_mode.kwargs()``."""
+    """Runs the test once per mode: spawn-multiprocessing, forkserver-multiprocessing,
+    spawn-multiprocess.  Pass ``**launch_mode.kwargs()``; ``launch_modes`` marks restrict it.
+    """
     mode: LaunchMode = request.param
     reason = mode.unavailable_reason()
     if reason is not None:
