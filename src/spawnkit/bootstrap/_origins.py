@@ -68,7 +68,6 @@ def pth_code() -> list[Line]:
 
 
 def _mentions(text: str, module: str) -> bool:
-    """Whether ``text`` names ``module`` or its top-level package as a whole word."""
     names = {module, module.partition(".")[0]}
     return any(re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", text) for n in names)
 

@@ -90,8 +90,6 @@ _SKIP_FILES = frozenset(
 
 
 class _FirstImportRecorder:
-    """A meta-path finder that finds nothing and records who asked (see module docstring)."""
-
     @staticmethod
     def find_spec(name: str, path: Any = None, target: Any = None) -> None:
         # find_spec is only consulted for modules missing from sys.modules, so the
@@ -226,7 +224,6 @@ def frame_window(frame: Any, step: str) -> str:
 
 
 def _context_of(site: ImportSite) -> str:
-    """Say which part of the worker's start made the import, in the user's terms."""
     window = window_of(site.filename, site.step, site.function)
     if window == UNPICKLING:
         return "while unpickling the Process object and its arguments (multiprocessing.spawn)"

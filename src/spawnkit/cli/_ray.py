@@ -1,8 +1,4 @@
-"""``spawnkit launch --launcher ray``: the group as Ray actors, on a given cluster or a local one.
-
-With ``--address`` the cluster is joined and left running; without, a local one is started for
-the run and shut down at the end.
-"""
+"""``spawnkit launch --launcher ray``: on ``--address`` (left running) or a local cluster."""
 
 from __future__ import annotations
 

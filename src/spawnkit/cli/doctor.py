@@ -228,7 +228,6 @@ def _issue_conflicts(messages: list[str], cfg: Any, problems: list[str]) -> None
 
 
 def _render(data: dict[str, Any], out: Output) -> None:
-    """The report, one section per part of a worker's bootstrap, then the verdict."""
     _render_environment(data["environment"], out)
     _render_platform(data["platform"], out)
     _render_plugins(data["plugins"], data["environment"]["plugin_group"], out)
@@ -308,7 +307,6 @@ def _render_startup_code(found: list[dict[str, Any]], out: Output) -> None:
 
 
 def _plugin_row(plugin: dict[str, Any], *rest: str) -> tuple[str, ...]:
-    """A table row for an entry point: ``name = value``, its distribution, then ``rest``."""
     return (f"{plugin['name']} = {plugin['value']}", f"{plugin['dist']} {plugin['version']}", *rest)
 
 

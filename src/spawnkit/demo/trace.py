@@ -1,8 +1,4 @@
-"""A per-process record of what plugin hooks did, returned to the parent with each result.
-
-Printed lines of several processes interleave; this list lets the parent (and tests) see which
-hook ran in which rank.
-"""
+"""A per-process record of what plugin hooks did, for the parent to show which hook ran where."""
 
 from __future__ import annotations
 

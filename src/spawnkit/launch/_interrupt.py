@@ -1,9 +1,9 @@
 """Ctrl-C and a worker group: the launcher owns it, and a second one cuts teardown short.
 
-Workers start deaf to SIGINT (``SIG_IGN`` is the only disposition that survives ``exec``; SIGINT
-is blocked meanwhile, so a Ctrl-C stays pending) and hear it again right before their entry; a
-worker still importing would otherwise die with a raw traceback.  During teardown a second Ctrl-C
-SIGKILLs what is left instead of interrupting the bounded reap.
+Workers start with SIGINT ignored (``SIG_IGN`` is the only disposition that survives ``exec``;
+SIGINT is blocked meanwhile, so a Ctrl-C stays pending) and hear it again right before their
+entry: a worker still importing would die of it with a raw traceback.  During teardown a second
+Ctrl-C SIGKILLs what is left.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""The ``progress=`` callback of ``spawn_with_plugins``: the stages of each rank, as they happen.
-
-Called from the launcher's supervising thread inside ``wait_ready()``/``join()``/``results()``;
-the stages per rank and the error raised by a failing callback (``ProgressCallbackError``) are
-documented in README.
-"""
+"""The ``progress=`` callback of ``spawn_with_plugins`` (stages and errors: see README)."""
 
 from __future__ import annotations
 

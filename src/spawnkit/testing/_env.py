@@ -72,8 +72,6 @@ class EnvOverlay:
 
 
 class _NamespaceVars:
-    """Shared part: which namespace a call means, and the reset after each change."""
-
     def __init__(self, namespace: Namespace | str | NamespaceConfig | None = None) -> None:
         self._default = namespace
         self._env = EnvOverlay()

@@ -63,7 +63,6 @@ class _Installed:
 
 
 def _registries() -> dict[int, HookRegistry]:
-    """Every registry reachable from a declared namespace, plus the default one."""
     from spawnkit.hooks.registry import HookRegistry
     from spawnkit.namespace import Namespace
 

@@ -1,8 +1,4 @@
-"""The (start method, multiprocessing package) combinations a process test runs under.
-
-A bootstrap that works under ``spawn`` can break under ``forkserver`` (the server imports first)
-or ``multiprocess`` (dill, its own Popen); the ``launch_mode`` fixture binds a test to each.
-"""
+"""The (start method, multiprocessing package) combinations a process test runs under."""
 
 from __future__ import annotations
 

@@ -121,7 +121,6 @@ def by_reference_name(entry: Callable[..., Any]) -> str | None:
 
 
 def _importable_fresh(module: ModuleType) -> bool:
-    """Whether a spawned child can import ``module`` under its name (``__main__`` cannot)."""
     if module.__name__ in ("__main__", "__mp_main__"):
         return False
     spec = _find_spec_fresh(module.__name__)
@@ -168,7 +167,6 @@ def _wrap_by_value(entry: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _reraise_child(err: ChildRaisedError) -> None:
-    """Raise the child's own exception with its traceback attached, else ``err`` itself."""
     child = err.child_exception
     where = (
         f"raised in the spawned worker (rank {err.rank}, pid {err.pid}"

@@ -22,7 +22,6 @@ __all__ = ["DistSandbox"]
 
 
 def _module_under(module: ModuleType, root: str) -> bool:
-    """Whether ``module`` was loaded from a file (or package folder) under ``root``."""
     prefix = root.rstrip(os.sep) + os.sep
     spec = getattr(module, "__spec__", None)
     candidates: list[str] = []
