@@ -80,7 +80,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def plugin_dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistSandbox]:
-    """Factory of real distributions on a per-test ``sys.path`` entry (see :class:`DistSandbox`)."""
+    """Factory of real distributions on a per-test ``sys.path`` entry."""
     sandbox = DistSandbox(tmp_path_factory.mktemp("spawnkit-dists"))
     try:
         yield sandbox
@@ -119,7 +119,7 @@ def spawnkit_namespace() -> Any:
 
 @pytest.fixture(params=LAUNCH_MODES, ids=[m.id for m in LAUNCH_MODES])
 def launch_mode(request: pytest.FixtureRequest) -> LaunchMode:
-    """Runs the test once per mode: spawn-multiprocessing, forkserver-multiprocessing,
+    """Runs the test once per launch mode: spawn-multiprocessing, forkserver-multiprocessing,
     spawn-multiprocess.  Pass ``**launch_mode.kwargs()``; ``launch_modes`` marks restrict it.
     """
     mode: LaunchMode = request.param
