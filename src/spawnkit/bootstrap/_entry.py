@@ -1,8 +1,6 @@
 """Entry resolution: a ``module:qualname`` string (or a by-value object) to the callable to run.
 
-Apart from the stages because it is pure lookup with user-facing errors; the
-``resolve_entry`` stage calls it after hooks are applied, so the entry read
-from its module is the patched one.
+Called by the ``resolve_entry`` stage, after hooks, so the entry read is the patched one.
 """
 
 from __future__ import annotations

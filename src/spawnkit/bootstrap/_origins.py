@@ -1,19 +1,8 @@
-"""Where a module came from when the import guard has no record of its first import.
+"""Where a hook target came from when the import guard never saw it imported.
 
-The guard's recorder sees every import made after it was armed.  A hook
-target module it never saw got into ``sys.modules`` one of two other ways,
-and the fix differs:
-
-* interpreter start-up, before the guard existed: ``site`` ran a ``.pth``
-  file's ``import`` line (a plugin's start-up hack), or ``sitecustomize``;
-* placed directly (``sys.modules[name] = module``): the import system never
-  ran, so no finder was asked.  Such a module has no ``__spec__`` of its
-  own name.
-
-Both are found by reading files, on the failure path only: the ``.pth``
-files of the site directories, and the launching script and those ``.pth``
-files for the line that placed the module.  Standard library only, imported
-lazily by ``guard``.
+Either interpreter start-up (a ``.pth`` ``import`` line, ``sitecustomize``) or a direct
+``sys.modules[name] = module`` (no ``__spec__`` of its own name); the fixes differ.  Read from
+files on the failure path only; standard library only, imported lazily by ``guard``.
 """
 
 from __future__ import annotations
@@ -79,7 +68,6 @@ def pth_code() -> list[Line]:
 
 
 def _mentions(text: str, module: str) -> bool:
-    """Whether ``text`` names ``module`` or its top-level package as a whole word."""
     names = {module, module.partition(".")[0]}
     return any(re.search(rf"(?<![\w.]){re.escape(n)}(?![\w])", text) for n in names)
 

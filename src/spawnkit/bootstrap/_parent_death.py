@@ -1,36 +1,16 @@
 """A worker and its whole process tree end when their launcher dies, however it died.
 
-Primary mechanism, armed first by the bootstrap: the launcher holds the write
-end of a pipe per rank and never writes to it; a daemon thread in the worker
-blocks reading the other end and gets EOF the moment the launcher's process
-is gone (exit, crash or SIGKILL), because the kernel closes its descriptors.
-The thread then ends the worker's own children (snapshotted first: once the
-worker is gone they are re-parented and no walk can find them) and the worker.
-Only that worker holds its read end: spawn and forkserver children inherit no
-other rank's descriptors (the fork-inherited write ends that kept vLLM's EOF
-from arriving, vllm#28053, cannot happen here).
+See docs/architecture.md ("parent death").  Two subtleties drive the shape:
 
-The thread needs the interpreter, and a worker whose main thread holds the GIL
-in native code cannot run it.  ``PR_SET_PDEATHSIG=SIGKILL`` on the worker used
-to cover that, but it killed the worker *before* the thread could end the
-worker's children, which were left behind.  So on Linux a **guardian** covers
-it instead: a process forked from the worker while it is still single-threaded
-and small, that never runs Python again after the fork except ``os`` calls.
-It waits on the death pipe and on a pidfd of the launcher (the pidfd also
-fires when a stray fork of the launcher kept the pipe's write end open); once
-the launcher is gone it gives the worker a moment to end itself, then kills
-the worker's tree (children first, snapshotted from ``/proc``) and the worker.
-The guardian is started with ``clone(CLONE_PARENT)``, so it is the worker's
-sibling, a child of the launcher: user code in the worker that waits for any
-child never waits for it, and the launcher reaps it when the worker's rank is
-closed (a PID 1 that does not reap never inherits it while the launcher
-lives).  It watches a pidfd of the worker and exits with it.  Where that is
-not available it is the worker's child with ``PR_SET_PDEATHSIG=SIGKILL``.
+* the death-pipe thread snapshots the worker's children before ending it: once the worker is
+  gone they are re-parented and no walk finds them;
+* a worker whose main thread holds the GIL in native code cannot run that thread, so on Linux a
+  guardian process (forked while the worker is single-threaded; only ``os`` calls afterwards)
+  waits on the pipe and a pidfd of the launcher.  ``PR_SET_PDEATHSIG`` on the worker itself was
+  dropped: it killed the worker before its children could be ended.
 
-A launcher that died before the worker armed any of this is caught by
-comparing the parent pid recorded by the launcher with ``getppid()`` (spawn
-only: a forkserver worker's parent is the server; never compared with 1,
-which is a legitimate parent in containers).
+A launcher that died before any of this was armed is caught by comparing the recorded parent pid
+with ``getppid()`` (spawn only; never compared with 1, a legitimate parent in containers).
 """
 
 from __future__ import annotations
@@ -44,13 +24,7 @@ from typing import Any
 
 from spawnkit.spec import ProcessSpec
 
-__all__ = [
-    "PARENT_DIED_EXIT_CODE",
-    "RUN_ID_VAR",
-    "arm",
-    "reap_guardian",
-    "start_server_guardian",
-]
+__all__ = ["PARENT_DIED_EXIT_CODE", "RUN_ID_VAR", "arm", "reap_guardian", "start_server_guardian"]
 
 RUN_ID_VAR = "SPAWNKIT_RUN_ID"
 """Environment variable carrying the group's run id, inherited by a worker's own children,
@@ -109,15 +83,8 @@ def _watch(conn: Any, rank: int, parent_pid: int | None) -> None:
 
 
 def _start_guardian(death_fd: int, launcher_pid: int) -> None:
-    """Start the guardian (see the module docstring); a worker without one still has its thread.
-
-    The guardian is made a child of the worker's parent (the launcher), not of
-    the worker: user code that ``os.wait()``s for any child must not wait for
-    it, and a guardian that outlives its worker by a moment must be reaped by a
-    process that reaps (the launcher does, :func:`reap_guardian`), not left to a
-    PID 1 that may not.  It watches a pidfd of the worker to end with it.
-    Where that cannot be done (no ``clone(CLONE_PARENT)`` or pidfd), it is the
-    worker's child, bound to it with ``PR_SET_PDEATHSIG``, as before.
+    """Start the guardian: via ``clone(CLONE_PARENT)`` the launcher's child, so a worker's
+    ``os.wait()`` never waits for it and the launcher reaps it; else the worker's child (PDEATHSIG).
     """
     if threading.active_count() > 1:
         return  # forking a multi-threaded process is unsafe; the watcher thread still covers
@@ -157,8 +124,7 @@ and reaps it by that name (15 bytes at most)."""
 def _fork_beside() -> int:
     """``fork()`` whose child's parent is this process's parent; -1 where it cannot be done.
 
-    Only called while the process has one thread, like ``os.fork`` here: the
-    child runs nothing but ``os`` calls before it exits.
+    Only called while single-threaded: the child runs nothing but ``os`` calls.
     """
     import platform
 
@@ -181,12 +147,7 @@ def _fork_beside() -> int:
 
 
 def reap_guardian(worker_pid: int) -> None:
-    """In the launcher, once ``worker_pid`` has exited: end and reap that worker's guardian.
-
-    It is this process's child (see :func:`_start_guardian`) and its job ended
-    with the worker; it exits on its own, and killing it makes the reap prompt
-    and bounded.
-    """
+    """In the launcher, once ``worker_pid`` has exited: kill and reap its guardian (bounded)."""
     name = _GUARDIAN_NAME + str(worker_pid).encode()
     for pid in _own_children():
         try:
@@ -216,14 +177,7 @@ def _own_children() -> list[int]:
 
 
 def start_server_guardian() -> None:
-    """In a warm-start fork server, before its preloads: one guardian for all its workers.
-
-    The server's parent is the launcher.  When the launcher dies, the server's
-    guardian gives the workers the same grace as a worker's own guardian, then
-    kills every process below the server (workers and their trees) and the
-    server.  Forked while the server is small and single-threaded, so it costs
-    once what a per-worker guardian would cost in every forked worker.
-    """
+    """In a warm-start fork server, before its preloads: one guardian for all its workers."""
     global _server_guarded
     if not sys.platform.startswith("linux") or threading.active_count() > 1:
         return
@@ -245,11 +199,7 @@ def start_server_guardian() -> None:
 def _guard(
     worker: int, death_fd: int, launcher: int, *, whole_tree: bool = False, worker_fd: int = -1
 ) -> None:
-    """The guardian's whole life: wait for the launcher's death, then end the worker's tree.
-
-    ``worker_fd``: a pidfd of the worker when the guardian is its sibling (it
-    then exits as soon as the worker does); -1 when it is the worker's child.
-    """
+    """The guardian's whole life; ``worker_fd`` is the worker's pidfd (sibling) or -1 (child)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the launcher's to handle
     keep = {2, death_fd, launcher, worker_fd}
     for name in os.listdir("/proc/self/fd"):

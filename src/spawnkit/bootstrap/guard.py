@@ -1,30 +1,10 @@
 """The import guard: fail fast when a hook target was imported before its hooks could exist.
 
-A hook patches an attribute of a module.  Code that ran ``from engine.sched
-import Scheduler`` *before* the patch holds the original object forever, and
-nothing at run time says so: the plugin "works" on some ranks and silently not
-on others.  In a spawned worker the usual culprits run before spawnkit does:
-the launching script re-executed as ``__mp_main__``, the unpickled Process
-arguments, a forkserver preload, or the platform's initialisation.
-
-So the guard has two halves:
-
-* :func:`arm` puts a recording finder at ``sys.meta_path[0]`` as early as the
-  child's command line allows.  It never finds anything (``find_spec`` returns
-  ``None``); it only notes, for each module not yet in ``sys.modules``, the
-  first frame outside the import machinery and the bootstrap step at the
-  time (a stage, ``plugin:<name>`` while a plugin loads, ``preload:<module>``
-  in a warm-start server, ``startup`` before the bootstrap).  That costs one
-  short frame walk per *new* module, nothing per repeated import.
-* :func:`check` runs once the targets are known (after plugins loaded): every
-  target module that was already imported when plugin loading began is a
-  violation, reported with where it was first imported, the hooks that it
-  defeats, the modules holding originals and the fixes.  Target modules that
-  plugin code itself imported while loading are fine (hook application covers
-  them) and are listed instead.
-
-Standard library only: this module is imported by the child's command line
-before anything else.
+Code that ran ``from engine.sched import Scheduler`` before the patch holds the original forever;
+see README "The import guard and the lazy proxy".  :func:`arm` puts a recording finder at
+``sys.meta_path[0]`` (it never finds anything; it notes the first frame and bootstrap step of
+each *new* module); :func:`check` then reports every target imported before plugin loading
+began.  Standard library only: the child's command line imports this before anything else.
 """
 
 from __future__ import annotations
@@ -110,8 +90,6 @@ _SKIP_FILES = frozenset(
 
 
 class _FirstImportRecorder:
-    """A meta-path finder that finds nothing and records who asked (see module docstring)."""
-
     @staticmethod
     def find_spec(name: str, path: Any = None, target: Any = None) -> None:
         # find_spec is only consulted for modules missing from sys.modules, so the
@@ -234,12 +212,7 @@ def window_of(filename: str, step: str, function: str = "") -> str:
 
 
 def frame_window(frame: Any, step: str) -> str:
-    """The window of a running frame: the step once the bootstrap runs, else its callers say.
-
-    Before the bootstrap, the code that ran the frame is further out: the
-    launching script re-executed (spawn's ``prepare``), the Process being
-    unpickled (spawn's ``_main``) or a fork server's preload.
-    """
+    """The window of a running frame: the step once the bootstrap runs, else its callers say."""
     if step != STARTUP:
         return PLUGIN if _steps.split_step(step)[0] == PLUGIN else STAGE
     while frame is not None:
@@ -251,7 +224,6 @@ def frame_window(frame: Any, step: str) -> str:
 
 
 def _context_of(site: ImportSite) -> str:
-    """Say which part of the worker's start made the import, in the user's terms."""
     window = window_of(site.filename, site.step, site.function)
     if window == UNPICKLING:
         return "while unpickling the Process object and its arguments (multiprocessing.spawn)"
@@ -289,12 +261,7 @@ def _chain_sites(site: ImportSite, limit: int = 6) -> list[ImportSite]:
 
 
 def _chain_window(sites: list[ImportSite]) -> tuple[str, str]:
-    """(window, step) of the import that started a chain: what the fix must address.
-
-    Imports made by a bootstrap stage belong to it; before the bootstrap, the
-    outermost recognisable caller (the re-executed script, the unpickler, a
-    preload) is what ran the chain.
-    """
+    """(window, step) of the import that started a chain: what the fix must address."""
     if not sites:
         return STARTUP, ""
     first = sites[0]
@@ -361,11 +328,7 @@ def _carriers(arguments: Mapping[str, Any], modules: set[str]) -> list[str]:
 def resolve_policy(
     default: str, env_value: str | None, override: str | None = None, *, var: str = ""
 ) -> str:
-    """``ProcessSpec.guard_policy`` beats the namespace's variable, which beats its default.
-
-    ``var`` is the namespace's variable name, so a bad value is reported as
-    the setting the user typed (``SPAWNKIT_IMPORT_GUARD='warnn'``).
-    """
+    """``ProcessSpec.guard_policy`` beats the variable ``var``, which beats its default."""
     origins = (
         ("ProcessSpec.guard_policy", override),
         (var or "the environment", env_value),
@@ -406,11 +369,7 @@ class GuardResult:
 
 
 def _stale_bindings(registry: Any, target: str) -> list[str]:
-    """``module.name`` globals still holding ``target``'s original (the hook engine's sweep).
-
-    A registry that fails to list them must not hide the violation being
-    reported, so the failure is shown in the list instead.
-    """
+    """``module.name`` globals holding ``target``'s original; a registry failure is listed."""
     try:
         return [f"{m}.{a}" for m, a in registry.stale_bindings(target)]
     except Exception as exc:
@@ -471,14 +430,8 @@ def check(
 ) -> GuardResult:
     """Classify every hook target module; raise ``ImportGuardError`` when policy is ``error``.
 
-    ``before`` is the set of modules present when plugin loading began
-    (default: the last :func:`mark_plugins_began` snapshot, else everything
-    imported now).  ``plugin_imports`` maps a module a plugin imported while
-    loading to that plugin's name, for the report.  ``extra`` is the worker's
-    ``spec.extra``: when argument unpickling imported a target, the message
-    names the key that carried it.  ``sweep_repairs=False``: a finding the
-    stale-binding sweep would repair still fails (a process that ran code of
-    its own before bootstrapping may hold originals in objects no sweep reaches).
+    ``before`` defaults to the :func:`mark_plugins_began` snapshot; ``extra`` names carriers.
+    ``sweep_repairs=False``: a finding the sweep would repair still fails.
     """
     result = GuardResult(policy=policy, armed=armed())
     if policy == "off":
@@ -608,11 +561,7 @@ def _origin_unrecorded(module: str) -> dict[str, Any]:
 
 
 def _sweep_verdict(registry: Any, targets: list[str]) -> dict[str, Any]:
-    """Whether the stale-binding sweep repairs this finding (then it is only a warning).
-
-    It does when every target is module-level (the sweep searches for those)
-    and every holder of their originals it finds now can be rebound.
-    """
+    """Whether the stale-binding sweep repairs this finding (then it is only a warning)."""
     preview = getattr(registry, "sweep_preview", None)
     if preview is None:
         return {"rebound_by_sweep": False}
@@ -727,12 +676,7 @@ def _message(namespace: Any, violations: list[dict[str, Any]], policy: str = "er
 
 
 def check_stale(namespace: Any, holders: list[dict[str, str]], policy: str) -> None:
-    """Report what the stale-binding sweep could not rebind after ``apply_hooks()``, per policy.
-
-    ``holders`` come from ``HookRegistry.stale_holders()``: tuple items and
-    default arguments of module-level functions that hold a replaced
-    original.  The hooks never run through them.
-    """
+    """Report, per policy, what the stale-binding sweep could not rebind after ``apply_hooks()``."""
     if not holders or policy == "off":
         return
     ns_name = getattr(namespace, "name", str(namespace))

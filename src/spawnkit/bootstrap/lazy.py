@@ -1,17 +1,8 @@
 """``lazy("pkg.mod:Name")``: bind an engine's class at module scope without importing it.
 
-Spawn re-executes the launching script in every worker before plugins load,
-so a plain ``from engine import DiffGenerator`` at the script's top level
-imports a hook target too early (the import guard then stops the worker).  A
-lazy proxy makes the same binding cost nothing: it imports on first *use*
-(attribute read, call, ``isinstance``, subclassing), which in the parent is
-immediately and in a worker is after hooks are applied.  Used in a worker
-before that, it raises ``LazyProxyError`` instead of silently binding the
-unpatched original, whatever the import guard's policy: a worker started by
-spawnkit counts as "before hooks" from its first statement, so this covers
-the re-execution of ``__main__``, the unpickling of the Process arguments, a
-forkserver preload and every bootstrap stage up to ``apply_hooks``.  The
-error names the user's line that touched the proxy.
+A proxy imports on first use (attribute, call, ``isinstance``, subclassing).  Used in a spawnkit
+worker before hooks are applied it raises ``LazyProxyError`` naming the user's line, whatever the
+guard policy.  See README "The import guard and the lazy proxy".
 """
 
 from __future__ import annotations
@@ -202,8 +193,5 @@ def _too_early(reference: str) -> Exception:
 
 
 def lazy(reference: str) -> Any:
-    """A proxy for ``"pkg.mod:Name"`` that imports nothing until used; see the module docstring.
-
-    Typed ``Any`` because the proxy stands for whatever it resolves to.
-    """
+    """A proxy for ``"pkg.mod:Name"`` that imports nothing until used; typed ``Any`` on purpose."""
     return LazyObject(reference)

@@ -1,15 +1,7 @@
 """The bootstrap's stages, in the only order a worker may run them, and the listener protocol.
 
-The order is the point of spawnkit, and :data:`STAGES` is the one place that
-writes it: each row names a stage and the :class:`~spawnkit.bootstrap.Bootstrapper`
-method that runs it, with the rule that puts the row where it is.
-``Bootstrapper.run()`` walks the table, the order check (``BootstrapOrderError``)
-and the report read their order from it, and a warm-start server runs the rows
-marked ``shared``.  Anything else that names a stage compares against
-:class:`Stage`, never a bare string.
-
-Standard library only, and nothing heavy: the launcher and the failure paths of
-worker-side modules import this for the names alone.
+:data:`STAGES` is the one place that writes the order; everything else compares against
+:class:`Stage`, never a bare string.  Cheap to import: launchers and failure paths need the names.
 """
 
 from __future__ import annotations
@@ -26,10 +18,7 @@ __all__ = ["SHARED_STAGES", "STAGES", "STAGE_ORDER", "Stage", "StageListener", "
 
 
 class Stage(str, enum.Enum):
-    """One step of a worker's bootstrap; the value is what reports and errors show.
-
-    The members' order here means nothing: :data:`STAGES` orders them.
-    """
+    """One step of a worker's bootstrap; the value is what reports show; :data:`STAGES` orders."""
 
     ARM_PARENT_DEATH = "arm_parent_death"
     PLATFORM = "initialize_platform"
@@ -81,12 +70,7 @@ SHARED_STAGES: tuple[Stage, ...] = tuple(row.stage for row in STAGES if row.shar
 
 
 class StageListener(Protocol):
-    """What the launcher plugs in to hear about a worker's progress (e.g. to report to its parent).
-
-    ``stage_started``/``stage_finished`` bracket every stage, so a parent that
-    loses the child knows which stage it died in; ``ready`` comes once, right
-    before the entry is called, with the complete report.
-    """
+    """Hears a worker's progress: ``stage_*`` bracket each stage, ``ready`` precedes the entry."""
 
     def stage_started(self, stage: str) -> None: ...
 

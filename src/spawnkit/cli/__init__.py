@@ -1,9 +1,4 @@
-"""The ``spawnkit`` command: ``doctor``, ``launch``, ``bench`` and ``demo``.
-
-``spawnkit.cli:main`` is the console script.  Importing this package is
-cheap; each subcommand imports what it needs when it runs, so ``spawnkit
---help`` and bad-input errors never pay for torch or a plugin.
-"""
+"""The ``spawnkit`` command (``spawnkit.cli:main``); subcommands import what they need lazily."""
 
 from __future__ import annotations
 

@@ -10,11 +10,7 @@ EXIT_USAGE = 2
 
 
 class UsageError(Exception):
-    """The command line asks for something that cannot work; nothing was started.
-
-    Kept out of :mod:`spawnkit.errors` on purpose: it never crosses a process
-    boundary and no library caller sees it; ``main()`` turns it into a line.
-    """
+    """The command line asks for something that cannot work; nothing was started (never pickled)."""
 
     def __init__(self, problem: str, fix: str = "") -> None:
         super().__init__(problem)

@@ -1,11 +1,7 @@
-"""The live per-rank start-up view of ``spawnkit launch`` / ``spawnkit demo``, and the Ctrl-C line.
+"""The live per-rank start-up view of ``spawnkit launch``/``demo``, and the Ctrl-C line.
 
-It is fed by ``spawn_with_plugins(progress=...)``, so it shows exactly what
-the launcher heard, when it heard it.  On a terminal it is a rich ``Live``
-table (one row per rank: stage, time in it, elapsed, ✔/✘) that keeps
-ticking while a rank sits in a slow stage, so a stuck rank is visible before
-any timeout fires; piped, it is one plain ASCII line per stage change, which
-reads well in CI logs and greps; with ``--json -`` it is silent.
+Fed by ``spawn_with_plugins(progress=...)``: a ticking rich table on a terminal (a stuck rank is
+visible before any timeout), one plain line per stage change when piped, silent with ``--json -``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,4 @@
-"""Terminal output: rich tables on a terminal when rich is importable, aligned plain text otherwise.
-
-Output that is piped or captured (CI logs, ``| grep``) must stay plain and
-stable, so rich (a dependency) is used only when the stream is a TTY; where it
-cannot be imported (a trimmed install), a terminal gets the plain output too.
-"""
+"""Terminal output: rich tables on a TTY when rich imports, stable plain text otherwise."""
 
 from __future__ import annotations
 
@@ -59,11 +54,7 @@ class Output:
             self.line(f"== {text} ==")
 
     def table(
-        self,
-        columns: Sequence[str],
-        rows: Sequence[Sequence[Any]],
-        *,
-        title: str = "",
+        self, columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str = ""
     ) -> None:
         """A table; plain mode aligns columns with two spaces so it greps and diffs well."""
         cells = [[_cell(v) for v in row] for row in rows]

@@ -1,10 +1,7 @@
 """The entry ``spawnkit doctor`` runs in a clean spawned child: what a real worker would see.
 
-The child goes through the full bootstrap (platform, plugins, hooks, import
-guard) exactly as a worker of this namespace would, and then reports what
-each plugin registered.  Running it in a fresh spawned process is the point:
-the doctor's own process has imported things a worker would not have, so only
-a child can tell whether the import guard would pass.
+Only a fresh child can say whether the import guard would pass; the doctor's process has
+imported things a worker would not have.
 """
 
 from __future__ import annotations
@@ -23,11 +20,7 @@ def _hook_name(hook: Any) -> str:
 
 
 def registration_rows(registry: Any) -> list[dict[str, Any]]:
-    """Every registration of ``registry`` as plain dicts.
-
-    Keys: target, type, hook, source, seq, and the ``state`` and ``reason``
-    of ``registry.status()``; a provided module is a row of type ``PROVIDE``.
-    """
+    """Every registration of ``registry`` as plain dicts (a provided module is type ``PROVIDE``)."""
     rows: list[dict[str, Any]] = []
     status = registry.status()
     hooks = [s for s in status if s.hook_type != "PROVIDE"]  # registrations' order: seq
@@ -53,11 +46,7 @@ def registration_rows(registry: Any) -> list[dict[str, Any]]:
 
 
 def find_conflicts(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Registrations that interfere: several REPLACEs (only the last counts), stacked AROUNDs.
-
-    ``severity`` is ``"conflict"`` when a registration is certain to be
-    ineffective, ``"note"`` when it depends on the hooks calling through.
-    """
+    """Registrations that interfere: several REPLACEs (only the last counts), stacked AROUNDs."""
     by_target: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_target.setdefault(row["target"], []).append(row)

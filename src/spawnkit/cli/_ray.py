@@ -1,11 +1,4 @@
-"""``spawnkit launch --launcher ray``: the group as Ray actors, on a given cluster or a local one.
-
-With ``--address`` the CLI joins that cluster and leaves it running; without
-it, it starts a local single-node cluster for this run and shuts it down at
-the end (``ray.shutdown()`` stops what ``ray.init()`` started).  The ranks
-are fresh actors bootstrapped by :func:`spawnkit.ray.spawn_on_ray`; each
-rank resolves its platform on its own node.
-"""
+"""``spawnkit launch --launcher ray``: on ``--address`` (left running) or a local cluster."""
 
 from __future__ import annotations
 
@@ -35,11 +28,7 @@ def check_ray() -> None:
 
 
 def _reachable(address: str) -> str | None:
-    """Why ``host:port`` cannot be reached, or None; "auto" and ``ray://`` are left to Ray.
-
-    ``ray.init()`` retries an unreachable head for minutes; a refused TCP
-    connect is the same answer in milliseconds, and keeps this wait bounded.
-    """
+    """Why ``host:port`` is unreachable, or None: ``ray.init()`` would retry it for minutes."""
     import socket
 
     host, sep, port = address.rpartition(":")

@@ -1,10 +1,7 @@
 """Turning command-line strings into namespaces, entries, payloads and preloads, or a UsageError.
 
-Every check here runs in the parent *before* any worker starts, so a typo
-costs one line and exit status 2 instead of a group of workers failing in
-their bootstrap.  Nothing here imports an entry's module: finding its spec
-and reading its source is enough to say whether the name exists, and the
-import itself belongs in the worker, after its hooks are applied.
+Every check runs in the parent before any worker starts, and imports no entry module (finding
+its spec and reading its source suffice; the import belongs in the worker, after its hooks).
 """
 
 from __future__ import annotations
@@ -181,12 +178,7 @@ def check_entry(entry: str) -> str:
 
 
 def build_payload(reference: str) -> Payload:
-    """``--payload-factory MOD:FN``: ``FN()`` called in this process, its object captured once.
-
-    For engines whose server args are an object (a dataclass) rather than
-    JSON: the parent imports the factory's module, as the engine's own
-    launcher would; the workers unpickle the object only after their hooks.
-    """
+    """``--payload-factory MOD:FN``: ``FN()`` called here, its object captured once."""
     fix = "name a function that takes no argument and returns the payload, as module:function"
     try:
         module_name, qualname = _reference.parse(reference)
@@ -216,12 +208,7 @@ def build_payload(reference: str) -> Payload:
 
 
 def load_payload_file(path_text: str) -> Payload:
-    """The payload in ``path``: a ``.json`` document, or pickle bytes passed on unopened.
-
-    Pickle bytes are checked for structure with :mod:`pickletools` (which
-    executes nothing and imports nothing) and handed to the workers as they
-    are, so the parent never imports the payload's modules.
-    """
+    """A ``.json`` document, or pickle bytes checked by :mod:`pickletools` and passed unopened."""
     path = Path(path_text)
     fix = "pass a .json file or a file written with pickle.dump(obj, f)"
     if not path.exists():
@@ -249,8 +236,7 @@ def load_payload_file(path_text: str) -> Payload:
     end = ops[-1][2] if ops else -1
     if not ops or ops[-1][0].name != "STOP" or end is None or end + 1 != len(data):
         raise UsageError(
-            f"payload file {path_text!r} holds trailing bytes after its pickle or is truncated",
-            fix,
+            f"payload file {path_text!r} holds trailing bytes after its pickle or is truncated", fix
         )
     return Payload.from_pickled(data, f"pickle file {path.name}")
 

@@ -1,13 +1,8 @@
 """``spawnkit launch --launcher torchrun``: write a signed spec, run (or print) torchrun, clean up.
 
-The spec and its key live in a private folder (``mkdtemp``: mode 0700; both
-files 0600), because whoever can rewrite the spec and read the key can run
-code in every rank.  The key reaches the ranks through torchrun's
-environment and is dropped from each rank's environment before any plugin or
-entry code runs (see :mod:`spawnkit.run`).  With ``--print-only`` nothing is
-started: the command line is printed for another shell, or another node,
-and the folder is kept for it; otherwise the folder is removed when torchrun
-ends, fails, times out or is interrupted.
+Spec and key live in a ``mkdtemp`` folder (0700, files 0600): whoever can rewrite the spec and
+read the key runs code in every rank.  ``--print-only`` keeps the folder for another shell or
+node; otherwise it is removed however torchrun ends.
 """
 
 from __future__ import annotations
@@ -120,12 +115,7 @@ def _write_private(path: Path, text: str) -> None:
 
 
 def _stop(proc: subprocess.Popen[bytes], run_id: str) -> list[int]:
-    """SIGTERM torchrun (it stops its ranks), then SIGKILL whatever of its tree is left.
-
-    The tree is captured before signalling: a rank whose agent died is
-    re-parented and no walk from torchrun would find it afterwards.  Returns
-    the pids that survived SIGKILL.
-    """
+    """SIGTERM torchrun, then SIGKILL its tree (captured first); returns the survivors."""
     from spawnkit.launch._cleanup import _tagged, snapshot_tree
 
     tree = snapshot_tree([proc.pid])
@@ -168,12 +158,7 @@ def run_torchrun(
     err: TextIO,
     nodes: Nodes | None = None,
 ) -> int:
-    """Write the spec, then print the torchrun command or run it; torchrun's exit status.
-
-    ``nprocs`` is this node's ranks; with ``nodes`` (``--nnodes`` ...) the
-    spec is for all of them, and ``--spec-dir`` lets every node run the one
-    spec written (and signed) once.
-    """
+    """Write the spec, then print the torchrun command or run it; torchrun's exit status."""
     nodes = nodes or Nodes()
     own = nodes.spec_dir or tempfile.mkdtemp(prefix="spawnkit-torchrun-")
     folder = Path(own)
@@ -281,12 +266,7 @@ def _run(
     nodes: Nodes | None = None,
     err: TextIO | None = None,
 ) -> int:
-    """Run torchrun to its end, bounded by ``timeout``; its ranks never outlive this call.
-
-    ``store``: the rendezvous endpoint of a multi-node job; its ranks publish
-    a failure there, and on node 0 this call watches for one from any node:
-    it is printed, this node's torchrun is stopped and the status is 1.
-    """
+    """Run torchrun, bounded by ``timeout``; on node 0 a failure published in ``store`` stops it."""
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
     from spawnkit.scaleout.torchrun import FAILURE_STORE_VAR
     from spawnkit.spec.signing import DEFAULT_KEY_VAR

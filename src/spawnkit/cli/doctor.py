@@ -1,11 +1,7 @@
 """``spawnkit doctor``: what a worker of this namespace would find, choose, load and patch.
 
-The parent part reads metadata and runs the platform decision (each
-``activate()`` is called, as discovery does); the import guard and the
-plugins' registrations come from a dry run of one worker in a clean spawned
-child, the only place where "would this import too early?" has a true
-answer.  The exit status is 1 exactly when a worker of this configuration
-would fail, and the output says why.
+The platform decision runs here; the guard and the registrations come from a dry run in a clean
+spawned child.  Exit status 1 exactly when a worker of this configuration would fail.
 """
 
 from __future__ import annotations
@@ -91,17 +87,8 @@ def _platform_section(namespace: Any, problems: list[str]) -> dict[str, Any]:
 
 def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, Any]]:
     infos = namespace.plugins.discover()
-    rows = [
-        {
-            "name": i.name,
-            "value": i.value,
-            "dist": i.dist,
-            "version": i.version,
-            "status": i.status,
-            "reason": i.reason,
-        }
-        for i in infos
-    ]
+    keys = ("name", "value", "dist", "version", "status", "reason")
+    rows = [{k: getattr(i, k) for k in keys} for i in infos]
     raw = os.environ.get(namespace.config.plugins_var)
     if raw is not None:
         wanted = {n.strip() for n in raw.split(",") if n.strip()}
@@ -119,14 +106,7 @@ _PTH_CODE = ("import ", "import\t")
 
 
 def _startup_code(plugins: list[dict[str, Any]], platform: dict[str, Any]) -> list[dict[str, Any]]:
-    """The ``.pth`` files plugin distributions install that run code at interpreter start.
-
-    ``site`` executes a ``.pth`` line that starts with ``import``: that code
-    runs in every process of the environment before spawnkit (or its import
-    guard) exists, so whatever it patches is outside the registry and the
-    guard; ``doctor`` shows it with its text.  Found through each
-    distribution's ``RECORD`` (the files the installer wrote).
-    """
+    """The ``.pth`` files of plugin distributions that run code at interpreter start."""
     by_dist: dict[str, list[str]] = {}
     for row in plugins:
         by_dist.setdefault(row["dist"], []).append(row["name"])
@@ -248,7 +228,6 @@ def _issue_conflicts(messages: list[str], cfg: Any, problems: list[str]) -> None
 
 
 def _render(data: dict[str, Any], out: Output) -> None:
-    """The report, one section per part of a worker's bootstrap, then the verdict."""
     _render_environment(data["environment"], out)
     _render_platform(data["platform"], out)
     _render_plugins(data["plugins"], data["environment"]["plugin_group"], out)
@@ -328,12 +307,7 @@ def _render_startup_code(found: list[dict[str, Any]], out: Output) -> None:
 
 
 def _plugin_row(plugin: dict[str, Any], *rest: str) -> tuple[str, ...]:
-    """A table row for an entry point: ``name = value``, its distribution, then ``rest``."""
-    return (
-        f"{plugin['name']} = {plugin['value']}",
-        f"{plugin['dist']} {plugin['version']}",
-        *rest,
-    )
+    return (f"{plugin['name']} = {plugin['value']}", f"{plugin['dist']} {plugin['version']}", *rest)
 
 
 def _render_dry_run(dry: dict[str, Any], out: Output) -> None:
@@ -341,21 +315,9 @@ def _render_dry_run(dry: dict[str, Any], out: Output) -> None:
     result = dry.get("result") or {}
     regs = result.get("registrations") or []
     if regs:
-        out.table(
-            ["target", "type", "hook", "source", "state", "reason"],
-            [
-                (
-                    r["target"],
-                    r["type"],
-                    r["hook"],
-                    r["source"],
-                    r.get("state", ""),
-                    r.get("reason", ""),
-                )
-                for r in regs
-            ],
-            title="hook registrations",
-        )
+        cols = ["target", "type", "hook", "source", "state", "reason"]
+        rows = [tuple(r.get(k, "") for k in cols) for r in regs]
+        out.table(cols, rows, title="hook registrations")
     elif not dry.get("error"):
         out.line("no hooks registered")
     if result.get("report_text"):

@@ -1,15 +1,8 @@
 """spawnkit's demo engine: a tiny serving engine whose workers installed plugins change.
 
-It has the seed's shape: ``ServerArgs`` travels as opaque payload bytes,
-``Scheduler`` (in :mod:`spawnkit.demo.scheduler`) is what plugins hook, and
-``run_scheduler_process(local_rank, rank, server_args, pipe_writer)`` is a
-worker's body.  Its namespace is ``spawnkit.demo`` (variables
-``SPAWNKIT_DEMO_*``), so its plugins never load in other engines.
-
-Importing this package imports neither torch nor the scheduler: ``Engine``
-is a lazy proxy (safe at a script's top level, as the seed's offline
-``DiffGenerator`` example requires), and ``current_platform`` is resolved on
-first access.
+Shaped like the seed (``ServerArgs`` as payload bytes, a hookable ``Scheduler``,
+``run_scheduler_process``), in the namespace ``spawnkit.demo``.  Importing it imports neither
+torch nor the scheduler: ``Engine`` is a lazy proxy and ``current_platform`` resolves on access.
 """
 
 from __future__ import annotations

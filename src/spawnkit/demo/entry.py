@@ -1,15 +1,8 @@
 """The worker entry of the demo: adapts spawnkit's call convention to the seed's signature.
 
-spawnkit calls an entry with the materialized payload only; the seed's
-``run_scheduler_process(local_rank, rank, server_args, pipe_writer)`` also
-wants the ranks and a pipe.  The worker's :class:`ProcessSpec` is the seed's
-``SchedulerProcessSpec`` in spawnkit's terms: ``local_rank``, ``rank``, the
-ServerArgs as opaque ``payload`` bytes, and the pipe in ``extra["pipe_writer"]``
-(put there per rank by the demo's launcher; absent when the entry is started
-another way, e.g. by ``spawnkit launch`` or torchrun, and the scheduler then
-reports through its result only).  This module is deliberately
-not a hook target and imports the scheduler module only inside the call,
-after the bootstrap patched it.
+The ranks come from the spec and the pipe from ``extra["pipe_writer"]`` (absent under
+``spawnkit launch`` or torchrun: the result is then the only report).  The scheduler module is
+imported only inside the call, after the bootstrap patched it.
 """
 
 from __future__ import annotations

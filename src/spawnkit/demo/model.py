@@ -1,10 +1,7 @@
-"""The demo's model: a few fixed-seed transformer blocks whose norms are spawnkit ``RMSNorm`` ops.
+"""The demo's model: fixed-seed transformer blocks whose norms are spawnkit ``RMSNorm`` ops.
 
-``RMSNorm`` is a :class:`spawnkit.platforms.CustomOp`, so a platform plugin's
-``init_backend`` can give it an out-of-tree forward for its device; the demo
-then runs that forward without knowing the plugin exists.  The weights come
-from a seeded generator so every rank (and a test in the parent) builds the
-same model and gets the same numbers for the same request.
+A platform plugin's ``init_backend`` can give ``RMSNorm`` an out-of-tree forward; the seed makes
+every rank (and a test in the parent) compute the same numbers.
 """
 
 from __future__ import annotations

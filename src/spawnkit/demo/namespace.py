@@ -1,10 +1,4 @@
-"""The demo engine's namespace: its own groups and variables, so its plugins never load elsewhere.
-
-``spawnkit.demo.platforms`` / ``spawnkit.demo.plugins`` are the entry-point
-groups; ``SPAWNKIT_DEMO_PLATFORM`` / ``SPAWNKIT_DEMO_PLUGINS`` select among
-them.  Declaring a namespace builds only a small frozen config, so importing
-this module is as cheap as importing ``spawnkit``.
-"""
+"""The demo engine's namespace (``spawnkit.demo.*`` groups, ``SPAWNKIT_DEMO_*`` variables)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,7 @@
-"""The demo's own general plugins, registered by spawnkit's pyproject in ``spawnkit.demo.plugins``.
+"""The demo's own general plugins (group ``spawnkit.demo.plugins``): the seed's two examples.
 
-They are the seed's two examples, aimed at the demo engine: a timer around
-``Scheduler.get_next_batch_to_run`` in decorator form, and an AROUND hook on
-``Scheduler.__init__`` that prints ``Scheduler initialized! gpu_id=...``.
-Each also notes what it did in :mod:`spawnkit.demo.trace`, so the parent can
-show per rank that the hook really ran (not just that it was installed).
-
-The decorator sits inside ``register()``: an import-time decorator would
-register only the first time the module is imported, and a registry reset
-between runs (tests) would then silently lose the hook.
+Each notes what it did in :mod:`spawnkit.demo.trace`.  The decorator sits inside ``register()``:
+at import time it would register once, and a registry reset between runs would lose the hook.
 """
 
 from __future__ import annotations

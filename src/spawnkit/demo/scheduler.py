@@ -1,12 +1,7 @@
 """The demo engine's scheduler: the hook target the seed's plugins patch.
 
-``Scheduler.__init__``, ``Scheduler.get_next_batch_to_run`` and the class
-itself are the targets of the demo plugins and of ``examples/my_general_plugin``;
-``run_scheduler_process`` is the function a worker calls after its bootstrap.
-Because this module *is* a target, nothing imports it before a worker has
-applied its hooks: the worker's entry (:mod:`spawnkit.demo.entry`) looks it up
-only then, and the import guard fails the worker if something imported it
-earlier.
+Being a target, it is imported only after a worker applied its hooks (by
+:mod:`spawnkit.demo.entry`); the import guard fails a worker that imported it earlier.
 """
 
 from __future__ import annotations
@@ -79,11 +74,7 @@ class SchedulerResult:
 
 
 def _torch_device(platform: Any) -> torch.device:
-    """The torch device the current platform computes on.
-
-    A platform names its torch device type in ``device_type``; the base
-    platform (no accelerator found) computes on the CPU.
-    """
+    """The current platform's torch ``device_type`` (the base platform: CPU)."""
     device_type = getattr(platform, "device_type", "") or "cpu"
     try:
         return torch.device(device_type)
@@ -150,12 +141,7 @@ class Scheduler:
 def run_scheduler_process(
     local_rank: int, rank: int, server_args: ServerArgs, pipe_writer: Connection | None
 ) -> dict[str, Any]:
-    """A scheduler worker's body, with the seed's signature.
-
-    It tells the parent it is ready over ``pipe_writer`` (as the seed's engine
-    does), serves its requests, and sends the result the same way; the result
-    is also returned, so the launcher's ``results()`` has it too.
-    """
+    """A scheduler worker's body, with the seed's signature; reports over ``pipe_writer`` too."""
     torch.set_num_threads(server_args.torch_threads)
     gpu_id = server_args.base_gpu_id + local_rank
     # ``Scheduler`` is read from this module's globals at call time, so a class

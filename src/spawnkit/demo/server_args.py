@@ -1,10 +1,4 @@
-"""``ServerArgs``: the demo engine's configuration, the object that travels as opaque payload bytes.
-
-It is a plain dataclass of numbers and strings so it pickles by reference to
-this module; the launcher wraps it in a :class:`spawnkit.Payload`, and a
-worker unpickles it only after its hooks are applied, which is the point the
-seed's ``SchedulerProcessSpec`` makes.  Standard library only.
-"""
+"""``ServerArgs``: the demo's configuration, sent as payload bytes and unpickled after hooks."""
 
 from __future__ import annotations
 
@@ -19,12 +13,7 @@ _DTYPES = ("float32", "float64", "bfloat16")
 
 @dataclass(frozen=True)
 class ServerArgs:
-    """Model shape, request load and parallelism of one demo run.
-
-    The defaults keep a two-scheduler run to well under a second of compute
-    on two CPU cores, so ``spawnkit demo`` spends its time showing the
-    bootstrap rather than waiting for the model.
-    """
+    """Model shape, request load and parallelism; defaults keep a run under a second of compute."""
 
     model_path: str = "spawnkit-demo/tiny-mlp"
     hidden_size: int = 128

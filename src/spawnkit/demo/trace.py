@@ -1,11 +1,4 @@
-"""A per-process record of what plugin hooks did, returned to the parent with each result.
-
-Hooks print, as the seed's do, but printed lines from several processes
-interleave and cannot be asserted on reliably; the demo's own plugins and the
-example plugins also append an event here, and the scheduler ships the list
-home with its result so the parent can show (and tests can check) which hook
-ran in which rank.  Standard library only.
-"""
+"""A per-process record of what plugin hooks did, for the parent to show which hook ran where."""
 
 from __future__ import annotations
 

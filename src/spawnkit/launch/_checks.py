@@ -1,11 +1,7 @@
 """What the launcher refuses before it starts a single worker.
 
-Every check here is something the parent can see without importing user
-code: a timeout that cannot mean anything (``0``, negative, NaN), a worker
-count that is not a count, an entry whose top-level module does not exist,
-and namespace variables with values no worker could accept.  Found here, each
-is one error naming the argument or variable; found in the workers, it was
-one ``ChildRaisedError`` per rank blaming a worker, or a wait that never ended.
+Bad timeouts and counts, a missing entry module, invalid namespace variables: one error naming
+the argument, instead of one ``ChildRaisedError`` per rank or a wait that never ends.
 """
 
 from __future__ import annotations
@@ -36,20 +32,9 @@ def check_count(name: str, value: Any) -> int:
 
 
 def check_seconds(
-    name: str,
-    value: Any,
-    *,
-    none: str,
-    zero_ok: bool = False,
-    call: str = "",
+    name: str, value: Any, *, none: str, zero_ok: bool = False, call: str = ""
 ) -> float | None:
-    """A finite number of seconds (``> 0``, or ``>= 0`` when ``zero_ok``), or None.
-
-    ``none`` says what None means for this argument; it is offered as the
-    fix for infinity, which every wait here would otherwise turn into an
-    overflow or a wait that never ends.  ``call`` names the method whose
-    argument this is (``wait_ready``), for the message.
-    """
+    """A finite number of seconds (``> 0``, or ``>= 0`` when ``zero_ok``), or None."""
     if value is None:
         return None
     shown = f"{call}({name}={value!r})" if call else f"{name}={value!r}"
@@ -76,13 +61,7 @@ def check_seconds(
 
 
 def check_entry_module(entry: str) -> None:
-    """The entry's top-level package must be findable here, since the workers share ``sys.path``.
-
-    Only the top-level name is looked up: ``importlib.util.find_spec`` on it
-    consults the path finders and imports nothing (a dotted name would
-    import its parents, running user code in the launcher).  Deeper modules
-    and the function are resolved by the workers after their hooks are applied.
-    """
+    """The entry's top-level package must be findable here (``find_spec`` imports no parent)."""
     module = _reference.parse(entry)[0]
     top = module.split(".")[0]
     if not top or top in sys.modules:

@@ -1,16 +1,8 @@
 """Finding and ending a worker group's processes, including orphans of a dead launcher.
 
-A tree walk from the workers misses processes that were re-parented after
-their parent died, so every run is findable two more ways: a small record of
-the workers' pids (with their start times, so a reused pid is never killed)
-written by the launcher, and the ``SPAWNKIT_RUN_ID`` variable every worker
-exports to its own children.  :func:`cleanup` unions the three.
-
-Killing always snapshots the whole tree *before* signalling anything
-(a dead parent's children are otherwise unreachable), sends SIGTERM, waits a
-bounded time, sends SIGKILL, waits a bounded time again, and returns the pids
-it could not reap instead of waiting for them forever: :func:`kill_trees` is
-that one sequence, for :func:`cleanup` and for a group's teardown alike.
+A tree walk misses re-parented processes, so :func:`cleanup` also unions a pid record (with
+start times, so a reused pid is never killed) and the ``SPAWNKIT_RUN_ID`` every worker exports.
+:func:`kill_trees` is the one bounded ending; it returns the pids it could not reap.
 """
 
 from __future__ import annotations
@@ -155,11 +147,7 @@ def _running(proc: psutil.Process) -> bool:
 
 
 def _wait_ended(procs: list[psutil.Process], timeout: float) -> list[psutil.Process]:
-    """Poll until every process ended (zombies count as ended); returns those still running.
-
-    Not ``psutil.wait_procs``: for a process that is not our child it waits until
-    the pid disappears, which for a zombie whose parent never reaps is never.
-    """
+    """Poll until every process ended; returns those running (``wait_procs`` hangs on zombies)."""
     end = time.monotonic() + max(timeout, 0.0)
     while True:
         alive = [p for p in procs if _running(p)]
@@ -176,12 +164,9 @@ def kill_trees(
     first: int = signal.SIGTERM,
     wait: Callable[[list[psutil.Process], float], list[psutil.Process]] = _wait_ended,
 ) -> list[int]:
-    """The package's one ending: ``first`` (SIGTERM), bounded wait, SIGKILL, bounded wait.
+    """The one ending: ``first`` (SIGTERM), bounded wait, SIGKILL, bounded wait; returns survivors.
 
-    Returns the pids still alive after all.  ``wait(procs, timeout)`` returns
-    those still running; a launcher passes one that reaps its own children
-    through their sentinels (psutil must not reap them: the launcher needs
-    their exit codes).
+    ``wait`` reaps the launcher's own children (psutil must not: their exit codes are needed).
     """
     if not procs:
         return []
@@ -202,14 +187,7 @@ def stop_group(
     first: int,
     reap: Callable[[list[int], float], set[int]],
 ) -> list[int]:
-    """End a group's workers ``pids``, their descendants and its other run-tagged processes.
-
-    The whole tree is captured before anything is signalled: once a worker
-    is dead its children are re-parented and no walk from it can find them.
-    ``reap(pids, timeout)`` waits for workers (the launcher's children) and
-    returns the pids still running; the rest are polled.  Returns (and logs)
-    the pids that survived SIGKILL.
-    """
+    """End a group's workers ``pids``, their trees (captured first) and run-tagged processes."""
     tree = snapshot_tree(pids)
     known = {p.pid for p in tree}
     me = os.getpid()
@@ -246,14 +224,7 @@ def note_unreaped(err: ChildError, pids: list[int]) -> ChildError:
 def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:
     """End every process of run ``run_id`` still alive: workers, their children, orphans.
 
-    A killed launcher's workers and their trees end by themselves (see
-    ``_parent_death``); this is for what the OS cannot tie to the launcher:
-    processes that left a worker's tree (a daemon that double-forked, now a
-    child of init) and the children of a worker that was itself SIGKILLed
-    (the OOM killer) while its launcher was gone too.  Never touches this process or
-    its ancestors, even when they carry the run id themselves.  Bounded by
-    about ``timeout`` seconds; pids that survive SIGKILL are returned in
-    ``survivors`` rather than waited on.
+    Never touches this process or its ancestors; bounded by about ``timeout``; returns survivors.
     """
     if not run_id:
         raise ValueError("cleanup() needs the run id of a worker group (WorkerGroup.run_id)")

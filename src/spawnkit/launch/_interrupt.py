@@ -1,20 +1,9 @@
 """Ctrl-C and a worker group: the launcher owns it, and a second one cuts teardown short.
 
-Why workers start deaf to SIGINT: a Ctrl-C on a terminal reaches every
-process of the foreground group at once, and a spawned worker still starting
-its interpreter (importing ``site``, ``spawnkit``, the launching script) dies
-of it with a raw ``KeyboardInterrupt`` traceback on the shared terminal.  A
-disposition set to ``SIG_IGN`` is the only handler that survives ``exec``, so
-the launcher ignores SIGINT (blocked meanwhile, so a Ctrl-C is kept pending,
-not lost) just while it starts a spawned child; the worker hears SIGINT again
-right before its entry function (``LaunchControl.sigint_restore``), where a program's own
-``except KeyboardInterrupt`` belongs.  During the bootstrap the launcher stops
-workers itself (SIGTERM, then SIGKILL), so it knows the stage of each.
-
-Why a second Ctrl-C escalates: teardown waits up to ``grace_period`` after
-SIGTERM; a user pressing Ctrl-C again wants it over now, so during teardown
-SIGINT kills the remaining workers with SIGKILL at once instead of raising
-``KeyboardInterrupt`` half-way through the bounded reap.
+Workers start with SIGINT ignored (``SIG_IGN`` is the only disposition that survives ``exec``;
+SIGINT is blocked meanwhile, so a Ctrl-C stays pending) and hear it again right before their
+entry: a worker still importing would die of it with a raw traceback.  During teardown a second
+Ctrl-C SIGKILLs what is left.
 """
 
 from __future__ import annotations
@@ -32,12 +21,9 @@ __all__ = [
     "will_start_deaf",
 ]
 
-class EscalateTeardown(BaseException):
-    """Ctrl-C pressed while a group was being torn down: kill what is left now.
 
-    A ``BaseException`` so that no ``except Exception`` on the teardown path
-    can absorb it; only the launcher's teardown catches it.
-    """
+class EscalateTeardown(BaseException):
+    """Ctrl-C during teardown; a ``BaseException`` so no ``except Exception`` absorbs it."""
 
 
 def _on_main_thread() -> bool:
@@ -45,11 +31,7 @@ def _on_main_thread() -> bool:
 
 
 def will_start_deaf() -> bool:
-    """Whether ``children_start_deaf`` will act: main thread, SIGINT raising KeyboardInterrupt.
-
-    A parent that already ignores SIGINT (a background job) passes that on
-    unchanged, and a program's own SIGINT handler is left alone.
-    """
+    """Whether ``children_start_deaf`` acts: main thread, SIGINT raising KeyboardInterrupt."""
     return (
         hasattr(signal, "pthread_sigmask")
         and _on_main_thread()
@@ -79,11 +61,7 @@ def children_start_deaf(enabled: bool) -> Iterator[None]:
 
 @contextlib.contextmanager
 def second_interrupt_escalates() -> Iterator[None]:
-    """During teardown, the first Ctrl-C raises :class:`EscalateTeardown`; later ones are ignored.
-
-    Only on the main thread and only over Python's default handler: a program
-    with its own SIGINT handler keeps it.
-    """
+    """During teardown the first Ctrl-C raises :class:`EscalateTeardown`, later ones are ignored."""
     if not _on_main_thread() or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
         return

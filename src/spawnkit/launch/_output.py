@@ -1,22 +1,9 @@
 """Each rank's stdout and stderr reach the launcher's own streams whole lines at a time.
 
-Why not let workers share the launcher's descriptors, as ``spawn`` does by
-default: two processes writing one line in several ``write()`` calls (an
-unbuffered ``print``, a C library, a partial flush) interleave inside a line,
-and ``Scheduler initialized! gpu_id=0Scheduler initialized! gpu_id=1`` reads
-as one scheduler.  Instead every rank gets a pipe for each stream (its fds 1
-and 2 are redirected to them before its bootstrap, ``protocol.child``), and
-one daemon thread per group copies complete lines to ``sys.stdout`` /
-``sys.stderr`` of the launcher, each line in one write, optionally prefixed
-``[rank0]: `` as torchrun does.
-
-Bounded: a line longer than :data:`MAX_LINE` is cut into pieces of that size,
-each ended with a newline (never mixed with another rank's text).  Nothing is
-lost at a crash: what the worker wrote is in the pipe, and a partial last
-line is written, ended with a newline, when the pipe closes.  The group waits
-(bounded, :data:`DRAIN_S`) for every rank's pipes to close before it reports
-done; a descendant that still holds one is left to the thread, which keeps
-relaying until it closes.
+Shared descriptors interleave inside a line (``gpu_id=0Scheduler initialized! gpu_id=1``), so
+each rank gets a pipe per stream and one thread per group copies whole lines (optionally
+``[rank0]: ``).  Lines over :data:`MAX_LINE` are cut; a partial last line is ended at close; the
+group waits up to :data:`DRAIN_S` for the pipes to close.  See docs/architecture.md.
 """
 
 from __future__ import annotations

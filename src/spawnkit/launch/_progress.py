@@ -1,26 +1,4 @@
-"""The ``progress=`` callback of ``spawn_with_plugins``: the stages of each rank, as they happen.
-
-Workers already report every stage they start (that is how a failure names
-its stage), so watching start-up costs the workers nothing: the launcher
-calls ``progress(rank, stage, elapsed)`` from its own supervising thread,
-inside ``wait_ready()`` / ``join()`` / ``results()``, as the messages arrive.
-``elapsed`` is seconds since that rank was started.
-
-Per rank the stages come in order, each once: ``process_start`` (the process
-was started), every bootstrap stage as the worker starts it
-(``initialize_platform`` ... ``resolve_entry``), ``entry`` once it is ready,
-then exactly one end: ``done`` (its entry returned and it exited 0),
-``failed`` (it raised, exited non-zero, died, or is the rank a timeout names)
-or ``stopped`` (the launcher ended it: another rank failed, ``terminate()``,
-or Ctrl-C).
-
-A callback that raises stops the run instead of being ignored or killing the
-wait half-way: the group is torn down and the wait call raises
-:class:`~spawnkit.errors.ProgressCallbackError` with the callback's exception
-as ``__cause__`` (every later wait call raises it again).  If it raises while
-the group is already being torn down, the teardown completes and the error
-is logged as a warning, and still raised by a later wait call.
-"""
+"""The ``progress=`` callback of ``spawn_with_plugins`` (stages and errors: see README)."""
 
 from __future__ import annotations
 
@@ -29,14 +7,7 @@ from collections.abc import Callable
 
 from spawnkit.errors import ProgressCallbackError
 
-__all__ = [
-    "DONE",
-    "END_STAGES",
-    "FAILED",
-    "STOPPED",
-    "ProgressCallback",
-    "ProgressRelay",
-]
+__all__ = ["DONE", "END_STAGES", "FAILED", "STOPPED", "ProgressCallback", "ProgressRelay"]
 
 DONE = "done"
 FAILED = "failed"

@@ -1,9 +1,4 @@
-"""The parent's one resolution of platform and plugins, shared by every launch and context.
-
-Its own module so that ``launcher`` (a group's template spec) and
-``context`` (a bootstrapping context's spec, ``bootstrap_here``) both import
-it without importing each other.
-"""
+"""The parent's one resolution of platform and plugins, shared by every launch and context."""
 
 from __future__ import annotations
 
@@ -19,14 +14,7 @@ __all__ = ["parent_selection"]
 def parent_selection(
     ns: Namespace, env: dict[str, str]
 ) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
-    """The platform, the plugins to load and their entry points, resolved once for every rank.
-
-    Resolving here, in the parent, means a misconfiguration (two platform
-    plugins activated, a platform whose hardware is missing) fails once with
-    the full explanation instead of once per rank, and every rank does what
-    the parent decided.  The entry-point rows travel in the spec so that
-    workers need not scan distribution metadata again.
-    """
+    """The platform, the plugins and their entry points, resolved once here for every rank."""
     from spawnkit.bootstrap import guard
     from spawnkit.hooks import _conflicts
     from spawnkit.hooks.plugins import _parse_bool
@@ -51,8 +39,7 @@ def parent_selection(
         var=config.guard_var,
     )
     _conflicts.parse_policy(
-        config.hook_conflicts_var,
-        namespace_value(env, os.environ, config.hook_conflicts_var),
+        config.hook_conflicts_var, namespace_value(env, os.environ, config.hook_conflicts_var)
     )
     lenient = (
         _parse_bool(config.lenient_var, env[config.lenient_var])

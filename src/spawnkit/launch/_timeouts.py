@@ -1,14 +1,8 @@
 """The errors of a group that ran out of time, for the local and the Ray group alike.
 
-A deadline that passes while the named rank is in a bootstrap stage is a
-``BootstrapTimeoutError``; one that passes while it runs its entry is an
-``EntryTimeoutError`` (its bootstrap had finished; blaming the bootstrap would
-send the reader to the wrong code).
-
-A deadline that passes is a failure of the group's caller's choosing, not of
-a worker's code, so its message says which limit expired (and how to raise
-it), which rank it names and where that rank was, and, where the worker could
-be asked, the stack it was stuck in.
+``BootstrapTimeoutError`` while the named rank is in a bootstrap stage, ``EntryTimeoutError``
+while it runs its entry.  Messages name the limit (and how to raise it), the rank, its stage and,
+where the worker could be asked, its stack.
 """
 
 from __future__ import annotations
@@ -90,12 +84,7 @@ def join_timeout_error(
     waited: float,
     stacks: dict[int, str] | None = None,
 ) -> ChildError:
-    """The group's ``join_timeout`` passed with ``running`` ranks unfinished; ``who`` is named.
-
-    ``EntryTimeoutError`` when ``who`` was in its entry (its bootstrap had
-    finished), ``BootstrapTimeoutError`` when it was still in a bootstrap stage:
-    the caller picks a rank still bootstrapping first, so the type says which.
-    """
+    """The group's ``join_timeout`` passed with ``running`` ranks unfinished; ``who`` is named."""
     stack = (stacks or {}).get(who.rank, "")
     in_entry = stage == Stage.ENTRY.value
     where = "its entry function" if in_entry else f"bootstrap stage {stage!r}"
@@ -136,11 +125,7 @@ def results_timeout_error(
     waited: float,
     stacks: dict[int, str] | None = None,
 ) -> ChildError:
-    """``results(timeout=)`` passed with ``running`` (worker, stage) unfinished; the group runs on.
-
-    ``EntryTimeoutError`` when the rank named was in its entry, else
-    ``BootstrapTimeoutError`` (``results()`` also waits for a bootstrap).
-    """
+    """``results(timeout=)`` passed with ``running`` unfinished; the group runs on."""
     who, stage = first_late(running)
     names = ", ".join(f"{w.label} in {s!r}" for w, s in running)
     stack = (stacks or {}).get(who.rank, "")

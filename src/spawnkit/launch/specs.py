@@ -1,23 +1,6 @@
 """A signed spec file for launchers that are not ``spawn_with_plugins`` (torchrun, your scheduler).
 
-One builder for every launcher, so a group started by ``spawn_with_plugins``,
-by ``torchrun -m spawnkit.run --spec FILE`` or by a scheduler of your own gets
-the same decisions: the entry by reference (or by value when it is not
-importable), the payload captured once, and the platform, the allowed
-plugins and their entry-point rows resolved once in this process and frozen
-into the spec.  A misconfiguration (two platform plugins activated, a
-platform whose hardware is missing) therefore fails here, before any rank
-exists, with the full explanation.
-
-Usage (torchrun)::
-
-    from spawnkit import write_launch_spec
-    from spawnkit.spec.signing import generate_key
-
-    key = generate_key()
-    write_launch_spec("/private/dir/spec.bin", "myengine.worker:run", args, key=key)
-    # SPAWNKIT_SPEC_KEY=<key> torchrun --nproc-per-node 4 \\
-    #     -m spawnkit.run --spec /private/dir/spec.bin
+Same decisions as ``spawn_with_plugins``, frozen once into the spec; see README for usage.
 """
 
 from __future__ import annotations
@@ -48,12 +31,9 @@ def write_launch_spec(
     env: Mapping[str, str] | None = None,
     run_id: str | None = None,
 ) -> ProcessSpec:
-    """:func:`build_spec`, signed with ``key`` (default: ``$SPAWNKIT_SPEC_KEY``) into ``path``.
+    """Sign :func:`build_spec` with ``key`` (default ``$SPAWNKIT_SPEC_KEY``) into ``path``.
 
-    The file is written atomically and readable by this user only; every
-    rank of ``python -m spawnkit.run --spec PATH`` needs the same key in its
-    environment.  Returns the template written, for its ``run_id`` and the
-    selection it froze.
+    Written atomically, mode 0600; every rank needs the key.  Returns the template.
     """
     from spawnkit.spec.signing import write_spec_file
 

@@ -1,14 +1,8 @@
 """Which Ray nodes are dead, as the cluster's node table says: the ground truth for a lost rank.
 
-Why the driver asks instead of trusting the actor call's error: when a node
-goes away, the driver's call to a rank there fails within seconds with
-"actor unavailable / socket closed", long before Ray's health check marks the
-node dead, and the same error also comes from a transient network fault.
-Only the node table separates "the node is gone" (nothing on it will come
-back; the fix is on the cluster) from "this one process died" (the rank's
-own code, memory, or a kill).  And a rank whose node stops answering
-without closing its sockets never fails its call at all: the wait loops poll
-this table so such a rank is still reported once Ray declares the node dead.
+A failed actor call comes long before Ray marks the node dead, and also from transient faults;
+only the table separates "node gone" from "process died".  The wait loops also poll it, for a
+rank whose node stops answering without closing its sockets.
 """
 
 from __future__ import annotations
@@ -24,12 +18,7 @@ _POLL_S = 0.2
 
 
 def dead_nodes(ray: Any, node_ids: Iterable[str]) -> set[str]:
-    """The ids among ``node_ids`` that Ray's node table lists as not alive.
-
-    A node missing from the table counts as dead: Ray drops nodes it has
-    forgotten.  A failing query counts as "none known dead", so a GCS hiccup
-    never invents a node loss.
-    """
+    """The ids among ``node_ids`` that Ray lists as not alive (or forgot); a failed query: none."""
     wanted = {n for n in node_ids if n}
     if not wanted:
         return set()

@@ -1,15 +1,8 @@
 """A Ray rank's stdout and stderr, captured in its actor and handed to the driver.
 
-Why: Ray forwards a worker's output to the driver asynchronously from its log
-files, and a short entry's lines (Python buffers them when fd 1 is not a
-terminal) were still unflushed, or not yet forwarded, when the driver killed
-the actor and reported done: they never reached the terminal.  Here the
-rank's fds 1 and 2 go to pipes drained by a thread into a bounded buffer;
-the driver takes it while it waits (``RankActor.output``) and what is left
-with the rank's outcome, after Python's streams were flushed, so every line
-is printed (whole, optionally prefixed) before the group reports done.
-
-Standard library only: this runs in the actor before any hook is applied.
+Ray forwards output asynchronously from log files, and a short entry's lines were lost when the
+driver killed the actor.  Here fds 1 and 2 go to pipes drained into a bounded buffer the driver
+collects, so every line prints before the group reports done.  Standard library only.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The Ray driver's view of its ranks: where each one runs, the stage it was last seen in,
-and the errors that name a rank (the counterpart of the local launcher's ``launch/_rank.py``).
+"""The Ray driver's view of its ranks: where each runs, its last stage, and errors naming a rank.
 
-``RayWorkerGroup`` decides when to wait and which failure wins; the words
-come from here and, for what a failure says about the rank itself, from
-:mod:`spawnkit.protocol.failure`, shared with the local launcher.
+The counterpart of ``launch/_rank.py``; failure wording shared via :mod:`spawnkit.protocol.failure`.
 """
 
 from __future__ import annotations
@@ -32,11 +29,7 @@ class RankTable:
         self.stage: list[str] = ["placement"] * nprocs
 
     def locate(self, rank: int, where: dict[str, Any]) -> None:
-        """Keep where ``rank``'s actor says it runs; a rank without a node id is reported.
-
-        Node loss is detected through the node id; without one the driver can
-        only see the actor die, and the error would not name the node.
-        """
+        """Keep where ``rank``'s actor runs; without a node id a node loss could not be named."""
         self.where[rank] = where
         why = where.get("node_error")
         if why:
@@ -44,7 +37,11 @@ class RankTable:
                 "%s: rank %d (pid %s, host %s) could not learn its Ray node id (%s); node-loss "
                 "detection is off for that rank: if its node dies, the rank is reported as a "
                 "dead actor (ChildExitedError), not as NodeLostError naming the node.",
-                self.name, rank, where.get("pid"), where.get("host", ""), why,
+                self.name,
+                rank,
+                where.get("pid"),
+                where.get("host", ""),
+                why,
             )
 
     def worker(self, rank: int) -> failure.Worker:

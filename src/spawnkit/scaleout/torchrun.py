@@ -1,20 +1,8 @@
 """``python -m spawnkit.run --spec FILE``: one rank of a torchrun job, bootstrapped by spawnkit.
 
-Usage::
-
-    SPAWNKIT_SPEC_KEY=... torchrun --nproc-per-node 2 -m spawnkit.run --spec /path/spec.bin
-
-The parent writes one signed spec *template* with
-:func:`spawnkit.spec.signing.write_spec_file`; every rank verifies it (before
-unpickling anything), takes its rank, local rank and world size from
-torchrun's ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``, and runs the same staged
-bootstrap as a locally spawned worker.  A failure in any stage or in the
-entry is written to torchrun's ``TORCHELASTIC_ERROR_FILE`` in the format of
-torchelastic's ``@record``, so the agent's failure table shows the rank's
-traceback without any decorator in user code, and the rank exits 1.
-
-Run without torchrun (none of the three variables set) it is rank 0 of 1,
-which is handy for debugging one rank by hand.
+Each rank verifies the signed template before unpickling, takes ``RANK``/``LOCAL_RANK``/
+``WORLD_SIZE`` and runs the staged bootstrap; a failure goes to ``TORCHELASTIC_ERROR_FILE`` in
+``@record``'s format and the rank exits 1.  Without torchrun it is rank 0 of 1.
 """
 
 from __future__ import annotations
@@ -78,12 +66,7 @@ def rank_from_env(environ: Mapping[str, str] | None = None) -> tuple[int, int, i
 
 
 def spec_for_rank(template: ProcessSpec, environ: Mapping[str, str] | None = None) -> ProcessSpec:
-    """This rank's spec: the template with torchrun's rank numbers and a filtered env.
-
-    The template's ``env`` loses the never-copy names (device visibility,
-    ranks): torchrun already set those for this rank and a copied value would
-    make every rank claim the same one.
-    """
+    """This rank's spec: the template with torchrun's ranks, minus the never-copy env names."""
     from spawnkit.scaleout.env import split_env
 
     rank, local_rank, world = rank_from_env(environ)
@@ -146,7 +129,10 @@ def _store(endpoint: str) -> Any:
 
     host, _, port = endpoint.rpartition(":")
     return TCPStore(
-        host, int(port), is_master=False, timeout=timedelta(seconds=_STORE_TIMEOUT_S),
+        host,
+        int(port),
+        is_master=False,
+        timeout=timedelta(seconds=_STORE_TIMEOUT_S),
         wait_for_workers=False,
     )
 
@@ -159,14 +145,22 @@ def _publish(record: Any, message: str) -> None:
         return
     import json
 
-    doc = {"rank": record.rank, "stage": record.stage, "host": record.host,
-           "node": os.environ.get("GROUP_RANK", "?"), "message": message}
+    doc = {
+        "rank": record.rank,
+        "stage": record.stage,
+        "host": record.host,
+        "node": os.environ.get("GROUP_RANK", "?"),
+        "message": message,
+    }
     try:
         _store(endpoint).compare_set(_failure_key(run_id), "", json.dumps(doc))
     except Exception as exc:  # the local error file and stderr still have it
-        print(f"spawnkit.run: could not publish this failure to the job's store at {endpoint} "
-              f"({type(exc).__name__}: {exc}); only this node's torchrun reports it",
-              file=sys.stderr, flush=True)
+        print(
+            f"spawnkit.run: could not publish this failure to the job's store at {endpoint} "
+            f"({type(exc).__name__}: {exc}); only this node's torchrun reports it",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def read_published_failure(endpoint: str, run_id: str) -> dict[str, Any] | None:

@@ -1,9 +1,5 @@
-"""Helpers and pytest fixtures for testing plugins and entry functions as spawnkit runs them.
-
-The fixtures (``plugin_dist``, ``platform_selection``, ``plugin_allowlist``,
-``isolated_hooks``, ``launch_mode``, ``spawnkit_namespace``) come from the
-``pytest11`` plugin :mod:`spawnkit.testing.plugin`, active once spawnkit is
-installed.  The helpers below work without pytest too.
+"""Helpers and pytest fixtures (from the ``pytest11`` plugin :mod:`spawnkit.testing.plugin`) for
+testing plugins and entries as spawnkit runs them; the helpers work without pytest too.
 """
 
 from spawnkit.testing._dists import Distribution, write_distribution

@@ -1,9 +1,7 @@
 """Real distributions on disk for tests: a ``*.dist-info`` that importlib.metadata finds.
 
-This is what an installed wheel leaves behind (``METADATA`` and
-``entry_points.txt`` beside the package's modules), so discovery code under
-test takes exactly the path it takes in production; nothing is patched.
-Standard library only, so spawned children can use it too.
+Exactly what an installed wheel leaves, so discovery takes its production path.  Standard library
+only, so spawned children can use it too.
 """
 
 from __future__ import annotations
@@ -52,12 +50,7 @@ def module_path(root: Path, module: str) -> Path:
 
 
 def package_modules(modules: Mapping[str, str]) -> dict[str, str]:
-    """Map a dotted name that is also a package of another name to its ``__init__.py``.
-
-    ``{"plug": ..., "plug.platform": ...}`` would otherwise write both
-    ``plug.py`` and the package ``plug/``, and the package would silently
-    shadow the module's source.
-    """
+    """Map a dotted name that is also a package to ``__init__.py`` (``plug/`` would shadow it)."""
     dotted = [m for m in modules if not (m.endswith(".py") or "/" in m)]
     packages = {".".join(m.split(".")[:i]) for m in dotted for i in range(1, m.count(".") + 1)}
     out: dict[str, str] = {}
@@ -93,12 +86,7 @@ def check_dist_name(name: str) -> None:
 
 
 def check_entry_points(eps: Mapping[str, Mapping[str, str]], *, values: bool = True) -> None:
-    """Refuse entry points an installer would refuse; ``values=False`` checks names only.
-
-    Names must be checked always: ``entry_points.txt`` cannot represent a name
-    containing ``=`` or surrounding blanks.  A malformed *value* can be
-    written, and doing so is how tests reproduce a broken installed plugin.
-    """
+    """Refuse entry points an installer would refuse; ``values=False`` checks names only."""
     for group, items in eps.items():
         for ep_name, value in items.items():
             if not ep_name or "=" in ep_name or ep_name != ep_name.strip() or "\n" in ep_name:
@@ -124,12 +112,7 @@ def write_distribution(
 ) -> Distribution:
     """Write distribution ``name`` into directory ``root`` and return what was written.
 
-    ``entry_points`` maps group -> {entry-point name: "module:attr"}.
-    ``modules`` maps a dotted module name (or a relative file path) to its
-    source; missing package ``__init__.py`` files are created empty.  Invalid
-    names or entry-point values raise ``ValueError`` here, because a real
-    installer would refuse them too; ``validate=False`` writes a malformed
-    value verbatim, so a test sees what discovery does with a broken plugin.
+    ``validate=False`` writes a malformed entry-point value verbatim, as a broken plugin would have.
     """
     check_dist_name(name)
     base = Path(root)

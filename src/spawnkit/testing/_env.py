@@ -1,15 +1,8 @@
 """Setting a namespace's selection variables for one test, its children, and nothing after it.
 
-Why environment variables and not an in-process override: the launcher
-resolves the platform and the plugin allow-list in the parent *from the
-environment* and freezes the answer into every spec, and subprocess-based
-children read the same variables.  Setting them is therefore the one switch
-that reaches every process of the test the way a user's shell would.
-
-In-process state that already read the old values (a resolved current
-platform, a finished plugin load) is reset on every change and again on
-undo, through the managers' ``reset_for_tests()`` when those managers exist,
-so the next resolution sees the variables the test set.
+Variables, not an in-process override: the parent resolves platform and allow-list from the
+environment into every spec, and subprocess children read the same variables.  In-process
+resolutions are reset (``reset_for_tests()``) on every change and on undo.
 """
 
 from __future__ import annotations
@@ -50,11 +43,7 @@ def reset_all_namespaces() -> None:
 
 
 class EnvOverlay:
-    """Environment changes remembered so that :meth:`undo` restores exactly what was there.
-
-    Only the first change of each variable records its original value, so
-    setting a variable twice and undoing once restores the pre-test value.
-    """
+    """Environment changes that :meth:`undo` restores to the pre-test values."""
 
     def __init__(self) -> None:
         self._saved: dict[str, str | None] = {}
@@ -83,8 +72,6 @@ class EnvOverlay:
 
 
 class _NamespaceVars:
-    """Shared part: which namespace a call means, and the reset after each change."""
-
     def __init__(self, namespace: Namespace | str | NamespaceConfig | None = None) -> None:
         self._default = namespace
         self._env = EnvOverlay()
@@ -108,11 +95,7 @@ class _NamespaceVars:
 
 
 class PlatformSelection(_NamespaceVars):
-    """Selects a platform by name through the namespace's platform variable.
-
-    ``platform_selection("my_device")`` sets ``SPAWNKIT_PLATFORM=my_device`` (or
-    the given namespace's variable); ``None`` unsets it, i.e. auto-discovery.
-    """
+    """Selects a platform by name through the namespace's platform variable; ``None`` unsets it."""
 
     def __call__(
         self, name: str | None, *, namespace: Namespace | str | NamespaceConfig | None = None
@@ -143,11 +126,7 @@ class PlatformSelection(_NamespaceVars):
 
 
 class PluginAllowlist(_NamespaceVars):
-    """Sets the namespace's plugin allow-list variable (``SPAWNKIT_PLUGINS`` by default).
-
-    Unset means every discovered plugin loads; an empty value means none do;
-    otherwise a comma-separated list of entry-point names.
-    """
+    """Sets the namespace's plugin allow-list variable (unset: all; empty: none; else names)."""
 
     def __call__(
         self,

@@ -1,30 +1,14 @@
 """In-process hook tests that cannot change the next test: isolation plus a leak check.
 
-Why both: ``HookRegistry.isolated()`` gives a test a clean registry (the
-default one, or a namespace's ``ns.hooks``) and undoes its patches, but a
-test can still patch through a registry the isolation does not cover
-(another engine namespace's own ``ns.hooks``), and then
-every later test in that worker runs against patched code; the failure
-shows up far away, in a test that did nothing wrong.  So the fixture checks
-and fails the *leaking* test instead.
+``HookRegistry.isolated()`` undoes the isolated registries' patches, but a test may patch through
+another registry (a namespace's ``ns.hooks``), and a later test then fails far away.  So the
+fixture fails the *leaking* test.  A leak is:
 
-What counts as a leak (precisely):
+1. a target a non-isolated registry patched during the test and still patched when the body
+   returns (such a registry with nothing applied before is unapplied; otherwise it is named);
+2. a target of an isolated registry still holding the patched object after the restore.
 
-1. A target that a registry *other than* the isolated ones (by default only
-   the default registry is isolated; :meth:`HookIsolation.isolate` adds a
-   namespace's) patched during the test and that is still
-   patched when the test body returns.  The fixture unapplies such a
-   registry on teardown when it had nothing applied before the test; a
-   registry that already had patches is left alone and named in the failure.
-2. A target patched through an isolated registry that still holds the
-   patched object after the fixture restored it: something re-bound it, or
-   the restore itself failed.
-
-Patches made through an isolated registry are not leaks: restoring them is
-the fixture's job, so a test never needs to call ``unapply()``.  The
-bootstrap phase flags (``spawnkit.spec._phase``) and each isolated
-namespace's plugin-loading state are restored too, since
-``apply_plugin_hooks()`` in a test flips them.
+The phase flags and isolated namespaces' plugin-loading state are restored too.
 """
 
 from __future__ import annotations
@@ -79,7 +63,6 @@ class _Installed:
 
 
 def _registries() -> dict[int, HookRegistry]:
-    """Every registry reachable from a declared namespace, plus the default one."""
     from spawnkit.hooks.registry import HookRegistry
     from spawnkit.namespace import Namespace
 
@@ -130,9 +113,7 @@ class _Isolated:
 
 
 class HookIsolation:
-    """Drives one isolated hook test: :meth:`begin`, :meth:`isolate` per namespace, the test,
-    :meth:`leaks`, :meth:`finish`.  :meth:`start` is ``begin`` plus isolating the default one.
-    """
+    """One isolated hook test: :meth:`start`, :meth:`isolate`, :meth:`leaks`, :meth:`finish`."""
 
     def __init__(self) -> None:
         self._isolated: list[_Isolated] = []
@@ -163,11 +144,7 @@ class HookIsolation:
         }
 
     def isolate(self, namespace: Namespace | NamespaceConfig | str | None = None) -> HookRegistry:
-        """A clean registry for ``namespace`` (``None``: the default one) until :meth:`finish`.
-
-        The namespace's plugin-loading state is reset now and again at the
-        end.  Isolating the same namespace twice returns the same registry.
-        """
+        """A clean registry for ``namespace`` (``None``: default) until :meth:`finish`."""
         from spawnkit.namespace import get_namespace
 
         self.begin()

@@ -1,13 +1,4 @@
-"""The (start method, multiprocessing package) combinations a process test should run under.
-
-Why: a bootstrap that works under ``spawn`` can still break under
-``forkserver`` (the server process imports things first) or under the
-``multiprocess`` package (dill pickling, its own Popen classes).  Writing a
-process test once and binding it to every mode, as loky does with its
-per-start-method test files, catches those differences without copying
-tests.  The ``launch_mode`` fixture does the binding; a test restricts it
-with ``@pytest.mark.launch_modes("spawn-multiprocessing", ...)``.
-"""
+"""The (start method, multiprocessing package) combinations a process test runs under."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Real, installable plugin projects and throw-away virtual environments for slow tests.
 
-:func:`write_distribution` fakes what an installer leaves behind; this module
-goes one step further for end-to-end tests: it writes the *source* project a
-plugin author would publish (``pyproject.toml`` plus package files) so that a
-real ``pip install`` builds it and writes the entry points itself.  Nothing
-here imports spawnkit internals, so it is safe to use from a conftest.
+Writes the *source* project (``pyproject.toml`` plus packages) so a real ``pip install`` writes
+the entry points.  Imports no spawnkit internals: safe from a conftest.
 """
 
 from __future__ import annotations
@@ -49,12 +46,7 @@ def _toml_str(value: str) -> str:
 
 
 def _layout(modules: Mapping[str, str]) -> tuple[list[str], list[str]]:
-    """Packages and top-level single-file modules, listed explicitly for setuptools.
-
-    Listing them avoids setuptools' automatic discovery, which refuses flat
-    layouts with several top-level names and would make the build depend on
-    whatever else lies in the directory (a ``tests/`` folder, a venv).
-    """
+    """Packages and modules, listed: setuptools' discovery refuses flat layouts."""
     packages: set[str] = set()
     py_modules: set[str] = set()
     for module in modules:
@@ -83,14 +75,9 @@ def make_plugin_project(
     *,
     dependencies: Sequence[str] = (),
 ) -> PluginProject:
-    """Write a pyproject-based (setuptools) project for distribution ``name`` into ``path``.
+    """Write a setuptools project for distribution ``name`` into ``path``.
 
-    ``entry_points`` maps group -> {name: "module:attr"} and becomes
-    ``[project.entry-points."group"]`` tables; ``modules`` maps dotted module
-    names (``"my_plugin"`` is a single-file module, ``"my_plugin.platform"``
-    makes the package ``my_plugin``) to source text.  The result installs
-    with ``pip install --no-build-isolation --no-deps <path>`` offline, as
-    long as setuptools is importable by the installing interpreter.
+    Installs offline with ``pip install --no-build-isolation --no-deps <path>``.
     """
     check_dist_name(name)
     eps = {g: dict(v) for g, v in (entry_points or {}).items()}
@@ -133,14 +120,7 @@ def _venv_python(venv: Path) -> Path:
 def make_venv(
     path: str | os.PathLike[str], *, inherit: bool = True, timeout: float = 120.0
 ) -> Path:
-    """Create a fresh virtual environment at ``path`` and return its interpreter.
-
-    With ``inherit`` (the default) the running interpreter's site-packages are
-    made visible through a ``.pth`` file that calls ``site.addsitedir``, so
-    pip, setuptools, torch and an editable spawnkit need no reinstall (their
-    own ``.pth`` files are processed too), while anything installed into the
-    new environment lands in *its* site-packages and shadows nothing else.
-    """
+    """A venv at ``path`` (``inherit``: sees this interpreter's packages); its interpreter."""
     venv = Path(path)
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(venv)],
@@ -170,11 +150,7 @@ def pip_install(
     args: Sequence[str] = ("--no-build-isolation", "--no-deps"),
     timeout: float = 300.0,
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m pip install`` offline into that interpreter's environment; bounded.
-
-    On failure the ``RuntimeError`` quotes the end of pip's output, because a
-    failed build is otherwise only "exit status 1".
-    """
+    """``python -m pip install`` offline, bounded; a failure quotes the end of pip's output."""
     cmd = [
         os.fspath(python),
         "-m",

@@ -1,27 +1,10 @@
 """``run_entry``: one real spawned worker, the full staged bootstrap, the entry's result back.
 
-Why a real process and not an in-process imitation: what a plugin author
-needs to know is whether the entry works *after* a fresh interpreter loaded
-the platform, the plugins and the hooks in spawnkit's order; only a spawned
-child shows import-order mistakes, unpicklable payloads and patched-too-late
-bindings.  ``run_entry`` is a thin layer over ``spawn_with_plugins`` with
-``nprocs=1`` that makes the result easy to assert on and makes a failure in
-the child look like a failure in the test:
-
-* the child's own exception is re-raised (its type, its attributes) with the
-  child's formatted traceback as ``__cause__`` (a :class:`ChildTraceback`)
-  and as a note, so pytest shows where in the child it happened;
-* when the exception cannot be unpickled in the test process, the
-  launcher's ``ChildRaisedError`` (type name and traceback text) is raised;
-* bootstrap failures (a broken plugin, an entry that does not resolve) are
-  the same typed ``spawnkit.errors`` a real worker produces.
-
-Entries defined in a test module work: when the module is importable by
-name in a fresh interpreter (pytest's default ``prepend`` import mode puts
-its directory on ``sys.path``, which spawned children inherit) the entry
-travels as ``"module:qualname"`` and is resolved after the hooks are applied;
-otherwise (``--import-mode=importlib``, nested functions, lambdas) it travels
-by value with cloudpickle.
+A real process because only a fresh interpreter shows import-order mistakes, unpicklable payloads
+and patched-too-late bindings.  A thin layer over ``spawn_with_plugins(nprocs=1)``: the child's
+exception is re-raised with its traceback as ``__cause__`` (:class:`ChildTraceback`), or as the
+launcher's ``ChildRaisedError`` when it cannot be unpickled here.  An entry importable by name in
+a fresh interpreter travels as ``"module:qualname"``, otherwise by value (cloudpickle).
 """
 
 from __future__ import annotations
@@ -61,11 +44,7 @@ DEFAULT_TIMEOUT = 60.0
 
 
 class ChildTraceback(Exception):
-    """The worker's formatted traceback, set as ``__cause__`` of an exception re-raised here.
-
-    Not an error of its own: it only carries text, so pytest prints the
-    child's frames under "The above exception was the direct cause of ...".
-    """
+    """The worker's formatted traceback, the ``__cause__`` of an exception re-raised here."""
 
     def __init__(self, text: str) -> None:
         super().__init__(text)
@@ -80,10 +59,7 @@ ChildTraceback.__module__ = "spawnkit.testing"
 
 @dataclass(frozen=True)
 class EntryRun:
-    """What :func:`run_entry` returns: the entry's value and how the worker got there.
-
-    Unpacks as ``result, report = run_entry(...)``.
-    """
+    """What :func:`run_entry` returns; unpacks as ``result, report = run_entry(...)``."""
 
     result: Any
     report: BootstrapReport | None
@@ -98,12 +74,7 @@ class EntryRun:
 
 
 def _find_spec_fresh(name: str) -> importlib.machinery.ModuleSpec | None:
-    """The spec a fresh interpreter with this ``sys.path`` would find, ignoring ``sys.modules``.
-
-    ``importlib.util.find_spec`` answers from ``sys.modules`` first, which is
-    exactly wrong here: pytest's ``importlib`` mode registers test modules
-    under names no fresh interpreter can import.
-    """
+    """The spec a fresh interpreter would find, ignoring ``sys.modules`` (pytest importlib mode)."""
     parts = name.split(".")
     path: Sequence[str] | None = None
     spec: importlib.machinery.ModuleSpec | None = None
@@ -150,7 +121,6 @@ def by_reference_name(entry: Callable[..., Any]) -> str | None:
 
 
 def _importable_fresh(module: ModuleType) -> bool:
-    """Whether a spawned child can import ``module`` under its name (``__main__`` cannot)."""
     if module.__name__ in ("__main__", "__mp_main__"):
         return False
     spec = _find_spec_fresh(module.__name__)
@@ -197,7 +167,6 @@ def _wrap_by_value(entry: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _reraise_child(err: ChildRaisedError) -> None:
-    """Raise the child's own exception with its traceback attached, else ``err`` itself."""
     child = err.child_exception
     where = (
         f"raised in the spawned worker (rank {err.rank}, pid {err.pid}"
@@ -227,11 +196,7 @@ def _selection(
     plugins: Sequence[str] | None,
     env: Mapping[str, str] | None,
 ) -> tuple[EnvOverlay, dict[str, str]]:
-    """The namespace's selection variables, set here (undone by the caller) and for the child.
-
-    Both sides: the parent resolves the platform and plugins once for every
-    rank, and the child must see the same choice.
-    """
+    """The namespace's selection variables, set here (undone by the caller) and for the child."""
     overlay = EnvOverlay()
     child_env = dict(env or {})
     if platform is not None:
@@ -291,19 +256,10 @@ def run_entry(
 ) -> EntryRun:
     """Run ``entry`` in one real spawned worker after the full staged bootstrap.
 
-    ``entry`` is ``"module:qualname"`` or a callable (a test-module function,
-    a nested function or a lambda; see the module docstring for how it
-    travels).  ``payload`` is captured in this process and materialized in
-    the worker after the hooks are applied; the entry is called with it
-    (``entry(payload)``), or with no argument when it is ``None``.
-
-    ``platform`` selects the platform by name and ``plugins`` the exact
-    general plugins allowed (``[]``: none), through the namespace's variables
-    for the duration of the call, so the parent's resolution and the child
-    agree; ``env`` adds variables for the child only.  ``timeout`` bounds the
-    bootstrap and, separately, the entry's run; the worker never outlives
-    the call.  Extra keyword arguments (``start_method``, ``context``, ...)
-    go to ``spawn_with_plugins``.
+    ``entry``: ``"module:qualname"`` or a callable; it is called with the materialized ``payload``
+    (or nothing when ``None``).  ``platform``/``plugins`` set the namespace's variables for the call
+    (``plugins=[]``: none); ``env`` is for the child only.  ``timeout`` bounds the bootstrap and,
+    separately, the entry.  Extra keyword arguments go to ``spawn_with_plugins``.
     """
     from spawnkit.launch import spawn_with_plugins
 

@@ -1,18 +1,8 @@
 """A per-test directory of real distributions, on ``sys.path`` for the test and its children.
 
-Why a directory on ``sys.path`` and not an installation: writing a
-``*.dist-info`` beside the modules is exactly what a wheel install leaves, so
-``importlib.metadata`` finds the entry points the way it finds installed ones,
-and the directory disappears with the test.  Spawned children receive the
-parent's ``sys.path``; ``PYTHONPATH`` is extended as well so that children
-started with ``subprocess`` (a fresh interpreter) see the same plugins.
-
-Teardown is exact: the directory leaves ``sys.path`` and the path importer
-cache, every module imported from it leaves ``sys.modules``, ``PYTHONPATH`` is
-restored, and the entry-point cache is cleared so the next test rescans.
-Every declared namespace's platform and plugin managers are reset on each
-change as well: they cache decisions (a platform selection made before the
-test's plugin existed) that would otherwise survive the new metadata.
+``PYTHONPATH`` is extended too, for ``subprocess`` children.  Teardown is exact: ``sys.path``,
+the importer cache, ``sys.modules``, ``PYTHONPATH`` and the entry-point cache are restored, and
+every namespace's platform and plugin managers are reset (they cache earlier decisions).
 """
 
 from __future__ import annotations
@@ -32,7 +22,6 @@ __all__ = ["DistSandbox"]
 
 
 def _module_under(module: ModuleType, root: str) -> bool:
-    """Whether ``module`` was loaded from a file (or package folder) under ``root``."""
     prefix = root.rstrip(os.sep) + os.sep
     spec = getattr(module, "__spec__", None)
     candidates: list[str] = []
@@ -52,13 +41,7 @@ def _module_under(module: ModuleType, root: str) -> bool:
 
 
 class DistSandbox:
-    """Makes distributions in ``root``; :meth:`close` undoes every trace of them.
-
-    Calling the sandbox writes one distribution (see :meth:`__call__`); the
-    directory goes on ``sys.path`` at the first call, in front, so a test's
-    plugin shadows an installed one of the same module name, as
-    ``pip install -e`` of a checkout would.
-    """
+    """Makes distributions in ``root``, first on ``sys.path``; :meth:`close` undoes all."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
@@ -75,22 +58,12 @@ class DistSandbox:
         modules: Mapping[str, str] | None = None,
         validate: bool = False,
     ) -> Distribution:
-        """Write distribution ``name`` and make it visible to this process and its children.
+        """Write distribution ``name``, visible to this process and its children.
 
-        ``entry_points`` maps group -> {name: "module:attr"} for any group;
-        ``modules`` maps dotted module names to source.  Entry-point *values*
-        are written verbatim unless ``validate=True``: a malformed one is what
-        a broken installed plugin looks like, and discovery then raises the
-        same typed error (``PluginError``, ``PlatformPluginError``) a real
-        worker would, instead of the fixture refusing it.
+        Entry-point values are written verbatim unless ``validate=True`` (as broken plugins have).
         """
         dist = write_distribution(
-            self.root,
-            name,
-            version,
-            entry_points=entry_points,
-            modules=modules,
-            validate=validate,
+            self.root, name, version, entry_points=entry_points, modules=modules, validate=validate
         )
         self.activate()
         self.distributions.append(dist)
@@ -111,10 +84,7 @@ class DistSandbox:
         reset_all_namespaces()
 
     def purge_modules(self) -> list[str]:
-        """Drop every module imported from ``root`` out of ``sys.modules``; returns their names.
-
-        Useful inside a test too, to import a plugin module afresh.
-        """
+        """Drop every module imported from ``root`` out of ``sys.modules``; returns their names."""
         root = os.path.abspath(self.root)
         gone = [n for n, m in list(sys.modules.items()) if m is not None and _module_under(m, root)]
         for name in gone:

@@ -1,10 +1,5 @@
-"""spawnkit's pytest plugin, registered through the ``pytest11`` entry point.
-
-Installing spawnkit makes these fixtures available to every test suite, so a
-plugin author tests a plugin the way spawnkit will run it: real
-distributions, real spawned workers, the real selection variables.  Every
-fixture is function-scoped and keeps its state in the test's own temporary
-directory and environment, so suites run under ``pytest -n auto``.
+"""spawnkit's pytest plugin (``pytest11`` entry point): real distributions, real spawned workers,
+real selection variables.  Function-scoped, per-test state: safe under ``pytest -n auto``.
 """
 
 from __future__ import annotations
@@ -51,14 +46,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Parametrize ``launch_mode`` with only the modes a ``launch_modes`` marker names.
-
-    Why here and not by deselecting later: deselected variants are still
-    generated and then counted as "N deselected" on every run of a suite that
-    restricts a test, which reads like a filter the user forgot.  Putting a
-    ``parametrize`` mark on the definition (before pytest's own hooks read
-    the marks) makes the fixture's full parameter list give way to it.
-    """
+    """Parametrize ``launch_mode`` with only the marked modes (no "N deselected" on every run)."""
     if "launch_mode" not in metafunc.fixturenames:
         return
     marker = metafunc.definition.get_closest_marker("launch_modes")
@@ -92,17 +80,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture
 def plugin_dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistSandbox]:
-    """Factory of real distributions on a per-test ``sys.path`` entry.
-
-    ``plugin_dist(name, version="0.1.0", entry_points={group: {ep: "mod:attr"}},
-    modules={"mod": source})`` writes a ``*.dist-info`` plus the modules, as an
-    installed wheel would, and returns the ``Distribution``.  The directory is
-    on ``sys.path`` (spawned children inherit it) and on ``PYTHONPATH``
-    (subprocess children).  Malformed entry-point values are written as given,
-    so discovery reports them with spawnkit's own typed errors.  Teardown
-    removes the directory from ``sys.path``, drops the modules imported from
-    it, restores ``PYTHONPATH`` and clears the entry-point cache.
-    """
+    """Factory of real distributions on a per-test ``sys.path`` entry."""
     sandbox = DistSandbox(tmp_path_factory.mktemp("spawnkit-dists"))
     try:
         yield sandbox
@@ -112,14 +90,7 @@ def plugin_dist(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DistSandbo
 
 @pytest.fixture
 def platform_selection() -> Iterator[PlatformSelection]:
-    """Select the platform for this test and the workers it starts; restored afterwards.
-
-    ``platform_selection("my_device")`` sets the namespace's platform variable
-    (``SPAWNKIT_PLATFORM`` by default; pass ``namespace=`` for an engine's own),
-    ``platform_selection(None)`` or ``.unset()`` removes it (auto-discovery),
-    ``.use_cpu_engine()`` sets the CPU-engine fallback variable.  Resolutions
-    already made in this process are reset on each change and on teardown.
-    """
+    """Select the platform for this test and its workers (``None``: auto); restored afterwards."""
     selection = PlatformSelection()
     try:
         yield selection
@@ -129,13 +100,7 @@ def platform_selection() -> Iterator[PlatformSelection]:
 
 @pytest.fixture
 def plugin_allowlist() -> Iterator[PluginAllowlist]:
-    """Choose which general plugins load in this test and its workers; restored afterwards.
-
-    ``plugin_allowlist(["a", "b"])`` or ``.allow("a", "b")`` loads only those
-    entry-point names, ``.none()`` loads none (empty variable), ``.all()``
-    loads every discovered plugin (variable removed).  Accepts ``namespace=``;
-    plugin-loading state already in this process is reset on each change.
-    """
+    """Choose which general plugins load in this test and its workers; restored afterwards."""
     allowlist = PluginAllowlist()
     try:
         yield allowlist
@@ -145,11 +110,7 @@ def plugin_allowlist() -> Iterator[PluginAllowlist]:
 
 @pytest.fixture
 def spawnkit_namespace() -> Any:
-    """A fresh namespace with a unique name (``t_<hex>``): its own groups, variables, registry.
-
-    Tests that declare plugins against it share nothing with other tests,
-    in this process or another xdist worker.
-    """
+    """A fresh namespace ``t_<hex>``: groups, variables and registry shared with no test."""
     from spawnkit.namespace import Namespace
 
     name = f"t_{uuid.uuid4().hex[:10]}"
@@ -159,12 +120,7 @@ def spawnkit_namespace() -> Any:
 @pytest.fixture(params=LAUNCH_MODES, ids=[m.id for m in LAUNCH_MODES])
 def launch_mode(request: pytest.FixtureRequest) -> LaunchMode:
     """Runs the test once per launch mode: spawn-multiprocessing, forkserver-multiprocessing,
-    spawn-multiprocess (``spawnkit.testing.LAUNCH_MODES``).
-
-    Pass ``**launch_mode.kwargs()`` to ``spawn_with_plugins``/``run_entry``, or use
-    ``launch_mode.get_context()``.  A mode this machine cannot run is skipped with the
-    reason; ``@pytest.mark.launch_modes("spawn-multiprocessing")`` runs only the modes
-    named (the others are not generated, so nothing is reported as deselected).
+    spawn-multiprocess.  Pass ``**launch_mode.kwargs()``; ``launch_modes`` marks restrict it.
     """
     mode: LaunchMode = request.param
     reason = mode.unavailable_reason()
@@ -175,11 +131,7 @@ def launch_mode(request: pytest.FixtureRequest) -> LaunchMode:
 
 @pytest.fixture
 def _spawnkit_hook_isolation(request: pytest.FixtureRequest) -> Iterator[HookIsolation]:
-    """The one isolation of a test, shared by ``isolated_hooks`` and ``isolated_hooks_for``.
-
-    One object, so a registry isolated through either fixture is never taken
-    for a leak by the other.
-    """
+    """One isolation for both fixtures, so neither takes the other's registry for a leak."""
     isolation = HookIsolation()
     isolation.begin()
     request.node.stash[_ISOLATION] = isolation
@@ -203,15 +155,8 @@ def isolated_hooks(
 ) -> HookRegistry:
     """A clean default ``HookRegistry`` for an in-process hook test; restores every patch.
 
-    Yields the registry: ``isolated_hooks.register(target, hook, HookType.AROUND)``,
-    ``isolated_hooks.apply_hooks()``; class-level calls (``HookRegistry.register``,
-    ``plugin_hook``) and the default namespace use it too.  On teardown every
-    patch made through it is undone (no ``unapply()`` needed).  The test FAILS if
-    a patch leaked: a target patched through a registry that is not isolated
-    (a namespace's own ``ns.hooks``) and still patched when the test returns,
-    or a target that still holds its patched object after the restore.
-    For an engine's namespace use ``isolated_hooks_for(ns)``, or parametrize
-    indirectly: ``@pytest.mark.parametrize("isolated_hooks", [ns], indirect=True)``.
+    The test FAILS on a leak (see :mod:`spawnkit.testing._isolation`).  For an engine's
+    namespace: ``isolated_hooks_for(ns)``, or parametrize ``isolated_hooks`` indirectly with it.
     """
     return _spawnkit_hook_isolation.isolate(getattr(request, "param", None))
 
@@ -220,14 +165,7 @@ def isolated_hooks(
 def isolated_hooks_for(
     _spawnkit_hook_isolation: HookIsolation,
 ) -> Callable[[Namespace | NamespaceConfig | str | None], HookRegistry]:
-    """Factory: ``isolated_hooks_for(ns)`` isolates a namespace's own registry (``ns.hooks``).
-
-    Returns that registry, clean for the test: ``ns.hooks.register(...)``,
-    ``ns.plugin_hook`` and ``ns.apply_plugin_hooks()`` use it, and teardown
-    undoes its patches and resets the namespace's plugin-loading state.  Call
-    it once per namespace the test patches (``None`` is the default one); the
-    leak check of ``isolated_hooks`` covers every registry not isolated.
-    """
+    """Factory: ``isolated_hooks_for(ns)`` isolates ``ns.hooks`` (``None``: default)."""
     return _spawnkit_hook_isolation.isolate
 
 
