@@ -98,11 +98,7 @@ _DEPRECATED: dict[str, tuple[str, str]] = {
 
 
 def __getattr__(name: str) -> Any:
-    """A former class name: its parent, with a warning naming the parent and the kind.
-
-    The parent, not a new class, so that ``except OldName`` keeps catching what
-    it caught (and, knowingly, the parent's other cases too).
-    """
+    """A former class name: its parent, with a warning naming the parent and the kind."""
     if name not in _DEPRECATED:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     parent, kind = _DEPRECATED[name]
@@ -134,11 +130,7 @@ def _fields_of(cls: type) -> dict[str, Any]:
 
 
 class SpawnkitError(Exception):
-    """Root of every spawnkit error; catch this to catch them all.
-
-    ``kind`` names the case of a class that has several (see :data:`KINDS`); ``""``
-    is the class's general case.  It pickles with the error and shows in its repr.
-    """
+    """Root of every spawnkit error; catch this to catch them all."""
 
     kind: str = ""
 
@@ -177,11 +169,7 @@ class HookError(SpawnkitError):
 
 
 class HookRegistrationError(HookError, TypeError):
-    """A hook cannot be registered as given (wrong kind, unknown type, not callable).
-
-    It subclasses ``TypeError`` because every case is a wrong type of argument,
-    so callers that already catch ``TypeError`` keep working.
-    """
+    """A hook cannot be registered as given (wrong kind, unknown type, not callable)."""
 
 
 class HookTargetError(HookError, LookupError):
@@ -192,11 +180,7 @@ class HookTargetError(HookError, LookupError):
 
 
 class ImportWaitError(HookError, TimeoutError):
-    """Applying hooks waited too long for a target module another thread is importing.
-
-    ``module`` is the module, ``thread`` the importing thread's name, ``waited_s``
-    the bound that expired (usually a deadlock through a lock that thread waits for).
-    """
+    """Applying hooks waited too long for a target module another thread is importing."""
 
     module: str = ""
     thread: str = ""
@@ -204,10 +188,7 @@ class ImportWaitError(HookError, TimeoutError):
 
 
 class HookApplyError(HookError):
-    """``apply_hooks()`` failed on one or more targets; nothing from that call stays patched.
-
-    ``failures`` maps each failing target to ``(sources, error text)``.
-    """
+    """``apply_hooks()`` failed on one or more targets; nothing from that call stays patched."""
 
     failures: dict[str, tuple[list[str], str]] = {}
 
@@ -222,29 +203,16 @@ class HookConflictError(HookError):
 
 class EnvVariableWarning(UserWarning):
     """A variable with the namespace's prefix that nothing reads (a typo such as
-    ``MINIENG_PLUGIN``), or another namespace's variable set beside a launch of this one.
-
-    Issued once per launch, in the parent; ``<PREFIX>_STRICT_ENV=1`` makes it a ``ConfigError``.
-    """
+    ``MINIENG_PLUGIN``), or another namespace's variable set beside a launch of this one."""
 
 
 class HookConflictWarning(UserWarning):
-    """Hooks on one target combine in a way that may not be what their plugins meant.
-
-    One category for every conflict message, so ``-W ignore::spawnkit.HookConflictWarning``
-    silences them and ``-W error::...`` (or ``<PREFIX>_HOOK_CONFLICTS=error``) stops the worker.
-    It lives here, beside the errors, because ``spawnkit`` imports this module anyway: the
-    category is importable wherever a ``-W`` option names it.
-    """
+    """Hooks on one target combine in a way that may not be what their plugins meant."""
 
 
 # ----------------------------------------------------------------- platforms
 class PlatformError(SpawnkitError, RuntimeError):
-    """Base of platform resolution errors; ``explanation`` is ``explain_platform()``'s text.
-
-    Kind ``init``: ``init_backend()`` or resolution failed; later calls re-raise it
-    with the first cause.
-    """
+    """Base of platform resolution errors; ``explanation`` is ``explain_platform()``'s text."""
 
     explanation: str = ""
     namespace: str = ""
@@ -273,24 +241,16 @@ class PlatformPluginError(PlatformError):
 
 
 class PlatformContractError(PlatformPluginError, TypeError):
-    """A platform class breaks the device interface (unknown public name, bad override).
-
-    Raised when the class is defined; also a ``TypeError`` because it is one.
-    """
+    """A platform class breaks the device interface (unknown public name, bad override)."""
 
 
 class CustomOpError(SpawnkitError, ValueError):
     """A ``CustomOp`` forward registration conflicts, or an op has no usable forward."""
 
 
-
 # ------------------------------------------------------------------- plugins
 class PluginError(SpawnkitError):
-    """A general plugin failed to import or its callback raised.
-
-    Carries the plugin name, entry-point value, distribution and version so
-    that the message can say exactly which installed package to fix.
-    """
+    """A general plugin failed to import or its callback raised."""
 
     plugin: str = ""
     value: str = ""
@@ -300,13 +260,7 @@ class PluginError(SpawnkitError):
 
 
 class PluginDriftError(PluginError):
-    """A rank's node has other plugins (or other versions) than the launcher selected.
-
-    ``node`` and ``rank`` say where; ``dist`` the first distribution that
-    differs, ``version`` the launcher's and ``node_version`` the node's
-    (``""``: not installed there); ``stage`` is ``plugin_check``, before any
-    plugin loaded.
-    """
+    """A rank's node has other plugins (or other versions) than the launcher selected."""
 
     node: str = ""
     rank: int | None = None
@@ -316,15 +270,7 @@ class PluginDriftError(PluginError):
 
 # ----------------------------------------------------------------- bootstrap
 class BootstrapError(SpawnkitError):
-    """A worker's staged bootstrap failed.
-
-    ``stage``, ``rank``, ``pid`` and ``host`` say where; ``traceback_text`` is
-    the child's formatted traceback, kept as text so it survives pickling even
-    when the original exception type cannot be imported in the parent.
-    Kind ``payload``: payload bytes are truncated, corrupt or cannot be captured.
-    Kind ``worker_reuse``: the process already ran a bootstrap or holds applied
-    hooks; two hook sets must not mix, so every rank needs a fresh process.
-    """
+    """A worker's staged bootstrap failed."""
 
     stage: str = ""
     rank: int | None = None
@@ -334,10 +280,7 @@ class BootstrapError(SpawnkitError):
 
 
 class BootstrapOrderError(BootstrapError):
-    """A stage was called out of order or twice; ``expected`` names the stage that may run now.
-
-    ``expected`` is ``""`` once the entry ran (no stage may run any more).
-    """
+    """A stage was called out of order or twice; ``expected`` names the stage that may run now."""
 
     expected: str = ""
 
@@ -345,17 +288,8 @@ class BootstrapOrderError(BootstrapError):
 class StageError(BootstrapError):
     """A bootstrap stage raised; the original exception is ``__cause__`` (in-process).
 
-    When the original is itself a spawnkit error (a ``PluginError``, a
-    ``PlatformUnavailableError``, a ``HookApplyError``), the stage error is built
-    by :func:`stage_error_type` as a subclass of *both*, so ``except PluginError``
-    still catches a plugin failure that surfaced through the bootstrap, with the
-    plugin's fields and the stage's fields on one object.
-
-    ``cause_type`` is the original's qualified type name and ``cause`` the
-    original itself when it could travel to the parent (else ``None``).  They
-    are class-level defaults, not ``__init__`` arguments, because the
-    bootstrap builds these errors without calling ``__init__`` (the dual type's
-    other base has its own signature); set on an instance, they pickle with it.
+    A spawnkit cause makes it a subclass of both (:func:`stage_error_type`), so ``except
+    PluginError`` still catches a plugin failure that surfaced through the bootstrap.
     """
 
     cause_type: str = ""
@@ -373,15 +307,7 @@ _dual_types: dict[type[SpawnkitError], type[StageError]] = {}
 
 
 def stage_error_type(cause_cls: type[BaseException]) -> type[StageError]:
-    """``StageError`` combined with ``cause_cls`` when that is a spawnkit error, else itself.
-
-    Bootstrap errors raised inside a stage (``ImportGuardError``,
-    ``LazyProxyError``) are combined too, so ``except
-    StageError`` sees every stage failure and ``except ImportGuardError``
-    still sees the guard's.  The combined classes are made on demand and
-    cached; they pickle as (cause class, message, fields), so any process that
-    can import spawnkit rebuilds the same combined type.
-    """
+    """``StageError`` combined with ``cause_cls`` when that is a spawnkit error, else itself."""
     if (
         not issubclass(cause_cls, SpawnkitError)
         or issubclass(cause_cls, StageError)
@@ -410,38 +336,22 @@ class EntryResolutionError(StageError):
     """The entry ``module:qualname`` does not import or does not resolve to a callable."""
 
 
-
 class ImportGuardError(BootstrapError):
-    """A hook target module was imported before plugins were loaded.
-
-    ``findings`` is a list of plain dicts (module, targets, sources,
-    first_import, stale_bindings) so the report pickles without spawnkit types.
-    """
+    """A hook target module was imported before plugins were loaded."""
 
     findings: list[dict[str, Any]] = []
 
 
 class LazyProxyError(BootstrapError):
-    """A lazy proxy was used in a worker before the bootstrap applied hooks.
-
-    ``reference`` is the proxy's ``"module:qualname"``; ``filename`` and
-    ``lineno`` say where it was used (``""`` and 0 when unknown).
-    """
+    """A lazy proxy was used in a worker before the bootstrap applied hooks."""
 
     reference: str = ""
     filename: str = ""
     lineno: int = 0
 
 
-
 class ConfigError(SpawnkitError, ValueError):
-    """A launcher argument or a namespace variable has a value spawnkit refuses.
-
-    Raised before any worker starts wherever the parent can see it.
-    ``setting`` names the keyword (``ready_timeout``) or the environment
-    variable (``SPAWNKIT_IMPORT_GUARD``), so a caller can tell which knob to
-    fix without parsing the message.
-    """
+    """A launcher argument or a namespace variable has a value spawnkit refuses."""
 
     setting: str = ""
 
@@ -451,12 +361,7 @@ class LauncherUnavailableError(SpawnkitError, RuntimeError):
 
 
 class MissingExtraError(SpawnkitError, ImportError):
-    """A feature needs a package of one of spawnkit's extras (``spawnkit[torch]``), not installed.
-
-    Also an ``ImportError``, because it is one: code that already falls back on
-    ``except ImportError`` keeps working.  ``extra`` is the extra to install,
-    ``module`` the missing top-level module, ``feature`` what needed it.
-    """
+    """A feature needs a package of a spawnkit extra (``spawnkit[torch]``) that is not installed."""
 
     extra: str = ""
     module: str = ""
@@ -473,7 +378,6 @@ class ForkServerError(BootstrapError):
     cause: BaseException | None = None
 
 
-
 class ForkSafetyError(ForkServerError):
     """Forking workers from the warm-start server would be unsafe: a thread is running in it, or
     an accelerator context was created in it.  ``culprit`` names the plugin, platform or preload
@@ -482,14 +386,8 @@ class ForkSafetyError(ForkServerError):
     culprit: str = ""
 
 
-
 class SpecError(SpawnkitError):
-    """A ``ProcessSpec`` field is wrong; ``field``, ``expected`` and ``value`` (a repr) name it.
-
-    Raised when the spec is built, in the parent, so that a bad field never
-    reaches a worker where it would fail later in an unrelated stage.
-    Kind ``signature``: a spec file is unsigned, signed with another key, or modified.
-    """
+    """A ``ProcessSpec`` field is wrong; ``field``, ``expected`` and ``value`` (a repr) name it."""
 
     field: str = ""
     expected: str = ""
@@ -506,13 +404,7 @@ class SpecValueError(SpecError, ValueError):
 
 # ------------------------------------------------------------------ launcher
 class ChildError(SpawnkitError):
-    """A worker of a group failed; raised in the parent.
-
-    Subclasses put the root cause first in their message.  ``rank``, ``pid``,
-    ``host`` and ``stage`` say which worker and where it was.
-    ``unreaped_pids`` lists the group's processes that survived SIGKILL during
-    the teardown that followed (empty when every one was reaped).
-    """
+    """A worker of a group failed; raised in the parent."""
 
     rank: int | None = None
     pid: int | None = None
@@ -543,11 +435,7 @@ class ChildRaisedError(ChildError):
 
 
 class ChildExitedError(ChildError):
-    """A worker exited (non-zero code or signal) without reporting an exception.
-
-    ``fault_text`` is what the worker's faulthandler wrote before it died (the
-    Python stacks of a fatal signal), ``""`` when it wrote nothing.
-    """
+    """A worker exited (non-zero code or signal) without reporting an exception."""
 
     exit_code: int | None = None
     signal_name: str = ""
@@ -555,12 +443,7 @@ class ChildExitedError(ChildError):
 
 
 class NodeLostError(ChildExitedError):
-    """A rank died with its cluster node (Ray marked the node dead); ``node`` is the node's id.
-
-    A subclass of ``ChildExitedError`` so code that handles a dead worker
-    still catches it; its own type says the fix is on the cluster's side
-    (the node), not in the rank's code.
-    """
+    """A rank died with its cluster node (Ray marked the node dead); ``node`` is the node's id."""
 
     node: str = ""
 
@@ -568,12 +451,7 @@ class NodeLostError(ChildExitedError):
 class BootstrapTimeoutError(ChildError):
     """A worker did not finish its bootstrap in time: a startup deadline, or a run's deadline
     that passed while the rank named was still in a bootstrap stage (an entry that overruns is
-    an ``EntryTimeoutError``).
-
-    ``stacks`` maps a rank to the stack dump it gave at the deadline (ranks
-    that could not dump are absent); ``not_ready`` maps each rank that was not
-    ready at a startup deadline to its stage (empty for a run's deadline).
-    """
+    an ``EntryTimeoutError``)."""
 
     waited_s: float = 0.0
     stacks: dict[int, str] = {}
@@ -581,15 +459,7 @@ class BootstrapTimeoutError(ChildError):
 
 
 class EntryTimeoutError(ChildError, TimeoutError):
-    """A rank's entry function was still running when a limit on the run expired.
-
-    Its bootstrap had finished, so this is not a ``BootstrapTimeoutError``: the
-    entry (the engine's own code) overran ``join_timeout=``, ``results(timeout=)``
-    or the CLI's ``--timeout``.  ``setting`` names that limit, ``timeout_s`` its
-    value, ``waited_s`` how long the run had lasted, ``stacks`` maps a rank to the
-    stack it was running at the deadline (ranks that could not dump are absent).
-    Also a ``TimeoutError``, so code that handles timeouts generically catches it.
-    """
+    """A rank's entry function was still running when a limit on the run expired."""
 
     setting: str = ""
     timeout_s: float | None = None
@@ -598,11 +468,7 @@ class EntryTimeoutError(ChildError, TimeoutError):
 
 
 class ProgressCallbackError(SpawnkitError):
-    """The ``progress=`` callback given to ``spawn_with_plugins`` raised; the group was torn down.
-
-    The callback's own exception is ``__cause__``; ``rank`` and ``stage`` say
-    which event it was handling.
-    """
+    """The ``progress=`` callback of ``spawn_with_plugins`` raised; the group was torn down."""
 
     rank: int | None = None
     stage: str = ""

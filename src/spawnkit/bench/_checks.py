@@ -43,13 +43,7 @@ def load_average() -> str:
 
 
 def bytecode_note() -> str | None:
-    """A note when spawnkit's modules have no cached bytecode; ``None`` when they have.
-
-    A checkout run with ``PYTHONDONTWRITEBYTECODE`` set (or a read-only one)
-    compiles spawnkit's ~50 worker-path modules from source in every cold
-    worker: the cold figures then measure the compiler, not the start-up an
-    installed wheel (compiled by pip at install) gives.
-    """
+    """A note when spawnkit's modules have no cached bytecode; ``None`` when they have."""
     import importlib.util
 
     source = __file__  # any of spawnkit's modules: they are compiled (or not) together

@@ -139,10 +139,7 @@ def _rows(paths: list[str]) -> tuple[tuple[str, str, str, str, str], ...] | None
 
 
 def _user_imports(paths: list[str], repeat: int) -> float:
-    """Importing the same plugin and engine modules outside the stages: work any worker pays.
-
-    The spawnkit modules those plugins import are imported before the clock.
-    """
+    """Importing the same plugin and engine modules outside the stages: work any worker pays."""
     modules = [f"bench_plugin{p}" for p in range(N_PLUGINS)]
     modules += [f"bench_engine.mod{m}" for m in range(N_PLUGINS)] + ["bench_engine.worker"]
     code = USER_IMPORTS.format(paths=paths, modules=modules)
@@ -238,11 +235,7 @@ def run(
     platform: str = "base",
     scan: bool = False,
 ) -> dict[str, Any]:
-    """Measure the stages (and the guard on ``import torch``); also used by ``spawnkit bench``.
-
-    ``quick`` takes 2 repeats and, for torch, only the noise-free direct bound
-    (one ``import torch``) instead of the alternated wall-clock comparison.
-    """
+    """Measure the stages (and the guard on ``import torch``); also used by ``spawnkit bench``."""
     repeat = repeat or (2 if quick else 7)
     with tempfile.TemporaryDirectory(prefix="spawnkit-bench-") as tmp:
         paths = _write_world(Path(tmp))
@@ -336,11 +329,7 @@ def report(r: dict[str, Any]) -> None:
 
 
 def checks(r: dict[str, Any]) -> list[Check]:
-    """spawnkit's own stage work against a bare start; the guard against ``import torch``.
-
-    Own work is the stages less importing the user's modules, with spawnkit's
-    modules imported before the clock (the "warm" column): what the target bounds.
-    """
+    """spawnkit's own stage work against a bare start; the guard against ``import torch``."""
     bare, user = r["bare_s"], r["user_imports_s"]
     _c, w = _totals(r)
     out = [

@@ -200,11 +200,7 @@ def build_apply_modules(root: Path, n_modules: int = 20) -> list[str]:
 def time_apply_fresh(
     root: Path, targets: list[str], repeat: int
 ) -> tuple[float, float, float, int]:
-    """``time_apply`` in a fresh interpreter that imports spawnkit and the targets' modules.
-
-    Returns (register, apply, unapply) seconds and the number of modules
-    that interpreter had loaded.
-    """
+    """``time_apply`` in a fresh interpreter that imports spawnkit and the targets' modules."""
     code = (
         "import json, sys; sys.path.insert(0, sys.argv[1]); "
         "from spawnkit.bench.hook_overhead import _apply_here; "

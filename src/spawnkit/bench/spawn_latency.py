@@ -173,9 +173,7 @@ def _write_site(root: Path) -> None:
 def _raw_call(method: str, module: str, func: str, n: int) -> tuple[float, list[Any]]:
     """Start ``n`` raw workers running ``module.func(conn)``; the start time and what each sent.
 
-    Every wait is bounded: a worker that dies reads as EOF on its pipe (the
-    parent closes its copies of the write ends), one that hangs is killed at
-    the deadline, and none is left running when this returns or raises.
+    A dead worker reads as EOF (the parent closed its write ends); a hung one is killed.
     """
     ctx = mp.get_context(method)
     target = getattr(importlib.import_module(module), func)

@@ -196,11 +196,7 @@ def report_success(
     *,
     entry_seconds: dict[int, float] | None = None,
 ) -> int:
-    """A finished group: the JSON document, or the stage table, each rank's result and ``closing``.
-
-    ``summary`` leads the JSON document and ends with ``wall_seconds``, which
-    ``closing`` may show as ``{wall}``.
-    """
+    """A finished group: the JSON document, or the stage table, each rank's result, ``closing``."""
     if as_json:
         document = {"ok": True, **summary}
         document["reports"] = [r.to_dict() if r is not None else None for r in reports]
@@ -221,11 +217,8 @@ def report_success(
 def report_interrupt(display: StageDisplay, command: str, err: TextIO, group: Any = None) -> int:
     """After Ctrl-C (the launcher has stopped the group): one line on stderr, status 130.
 
-    ``group``, when given, is stopped here too, for a Ctrl-C that landed
-    between the launch returning and the ``with`` taking the group over (a
-    no-op otherwise).  A further Ctrl-C while the line is written is
-    ignored: the workers are gone, and a second message or a traceback would
-    only bury the first.
+    ``group`` is stopped here too, for a Ctrl-C between the launch returning and the ``with``
+    taking it over; a further Ctrl-C while the line is written is ignored.
     """
     if group is not None:
         with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: SIGKILL, then on
@@ -271,10 +264,7 @@ def _name_the_timeout_option(exc: BaseException) -> None:
 def run_probe(
     namespace: Any, *, timeout: float, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """``spawnkit doctor``'s dry run: one clean spawned worker, full bootstrap, then a report.
-
-    The launch's own ``EnvVariableWarning``s are left to doctor, which lists them itself.
-    """
+    """``spawnkit doctor``'s dry run: one clean spawned worker, full bootstrap, then a report."""
     import warnings
 
     from spawnkit.errors import EnvVariableWarning, SpawnkitError

@@ -22,26 +22,8 @@ _G = TypeVar("_G", bound="GroupContract")
 class GroupContract(abc.ABC):
     """A started group of ranks; one meaning for each part, whatever runs the ranks.
 
-    * **First failure.**  The first rank failure a wait sees is kept in
-      :attr:`failure`, tears the whole group down, and is raised: by the wait
-      that saw it and, the same object, by every later ``wait_ready``, ``join``
-      or ``results`` call.  :meth:`_fail` records it (an earlier failure wins),
-      tears down, and *returns* the error; callers write ``raise self._fail(err)``
-      so every raise stays visible where it happens.
-    * **Waits.**  ``wait_ready(timeout)`` returns every rank's ``BootstrapReport``
-      by rank.  ``join(timeout)`` returns True once every rank's entry returned,
-      False while ranks still run when ``timeout`` passes (call again), and
-      False at once after :meth:`terminate` stopped a rank before its entry
-      returned: stopped work is not done work.  ``results(timeout)`` returns the
-      entries' values by rank; its ``timeout`` passing raises
-      ``EntryTimeoutError`` (``BootstrapTimeoutError`` for a rank still
-      bootstrapping) and leaves the group running, while the group's own
-      ``ready_timeout``/``join_timeout`` passing tears it down.  A rank that
-      :meth:`terminate` stopped has no result: ``results`` raises
-      ``ChildExitedError`` for it.
-    * **Context manager.**  Leaving the ``with`` block terminates the group,
-      however it is left; :meth:`terminate` (alias :meth:`close`) is safe to
-      call again.
+    The meanings (first failure kept and re-raised, waits, context manager) are in README
+    "Launch workers"; callers write ``raise self._fail(err)`` so every raise stays visible.
     """
 
     run_id: str

@@ -128,11 +128,7 @@ def find_env_problems(ns: Namespace, environ: Mapping[str, str]) -> list[EnvFind
 
 
 def check_env(ns: Namespace, overrides: Mapping[str, str] | None = None) -> list[EnvFinding]:
-    """Warn once about each finding (``EnvVariableWarning``), or refuse them all when strict.
-
-    ``overrides`` is the launch's ``env=``: the workers see it on top of this
-    process's environment, so it counts exactly as if it were set here.
-    """
+    """Warn once about each finding (``EnvVariableWarning``), or refuse them all when strict."""
     environ = {**os.environ, **(overrides or {})}
     findings = find_env_problems(ns, environ)
     if not findings:

@@ -198,7 +198,9 @@ def _warn_unsent(label: str, report: Any) -> None:
             "%s: its BootstrapReport arrived without field(s) %s (%s); those fields read "
             "as empty in wait_ready()'s report, and report.unsent names "
             "them. Keep report fields to plain data (a plugin or platform put an object there).",
-            label, ", ".join(sorted(unsent)), fields,
+            label,
+            ", ".join(sorted(unsent)),
+            fields,
         )
 
 

@@ -72,14 +72,7 @@ def get_context(
     preload: Sequence[str] = (),
     timeout: float | None = None,
 ) -> Any:
-    """A ``multiprocessing``-style context whose processes bootstrap ``namespace`` first.
-
-    ``namespace`` None is the default one (inside a worker, the worker's).
-    ``method`` is ``"spawn"``, ``"forkserver"`` or ``"fork"``; ``context=
-    "multiprocess"`` pickles with dill.  ``preload`` (forkserver only) is
-    imported by the warm server after its hooks are applied; ``timeout``
-    bounds the server's start (default 120 s).
-    """
+    """A ``multiprocessing``-style context whose processes bootstrap ``namespace`` first."""
     ns = get_namespace(namespace)
     _check(method, context, tuple(preload))
     spec = context_spec(ns)
@@ -157,12 +150,8 @@ def _check(method: str, context: str, preload: tuple[str, ...]) -> None:
 class BootstrapPool(_mp_pool.Pool):
     """``multiprocessing.Pool`` on a bootstrapping context; a failed bootstrap breaks it.
 
-    The standard pool replaces a worker that exited, forever: with a plugin
-    that fails to load, ``map()`` would wait while workers die one after the
-    other.  Here each worker is created through :meth:`_new_worker`; once a
-    worker exited with ``BOOTSTRAP_FAILED_EXIT``, its failure record (read
-    from its early-error pipe) fails every pending task and every later call
-    with the root cause, and no worker is started again.
+    The standard pool replaces an exited worker forever, so a plugin that fails to load would
+    make ``map()`` wait while workers die one after the other.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -230,14 +219,7 @@ class _NoWorker:
 
 
 def bootstrap_here(namespace: Namespace | NamespaceConfig | str | None = None) -> BootstrapReport:
-    """Run guard check, platform, plugins and hooks in this process; return its report.
-
-    For an engine whose entry module imports scheduler code at module scope:
-    call it at the top of that module, before those imports.  A second call
-    returns the first report and does nothing new.  When a hook target was
-    already imported (so code may hold the unpatched original), raises
-    ``ImportGuardError`` naming the modules and where to move the call.
-    """
+    """Run guard check, platform, plugins and hooks in this process; return its report."""
     ns = get_namespace(namespace)
     with _here_lock:
         found = _here.get(ns.name) or context_process.bootstrapped_report(ns.name)

@@ -73,10 +73,7 @@ atexit.register(_teardown_live_groups)
 
 
 class WorkerGroup(GroupContract):
-    """A running group of bootstrapped workers (the contract's meanings: ``GroupContract``).
-
-    Not thread-safe: supervise a group from one thread.
-    """
+    """A running group of bootstrapped workers (the contract's meanings: ``GroupContract``)."""
 
     def __init__(
         self,
@@ -130,11 +127,7 @@ class WorkerGroup(GroupContract):
 
     @property
     def timeline(self) -> list[list[tuple[str, str, float]]]:
-        """Per rank: (message, stage, seconds since its start call) as the launcher saw them.
-
-        Where a slow start goes (interpreter and ``__main__`` re-import before
-        the first message, then each stage), without asking the worker.
-        """
+        """Per rank: (message, stage, seconds since its start call) as the launcher saw them."""
         return [list(r.events) for r in self._ranks]
 
     @property
@@ -202,10 +195,7 @@ class WorkerGroup(GroupContract):
         *,
         ready_deadline: float | None = None,
     ) -> bool:
-        """Process reports and exits until ``until()``; False at ``deadline``; raises failures.
-
-        Ctrl-C while waiting stops the group (bounded) and is re-raised, never swallowed.
-        """
+        """Process reports and exits until ``until()``; False at ``deadline``; raises failures."""
         self._raise_first()
         if ready_deadline is None and self._ready_timeout is not None:
             ready_deadline = self._launched + self._ready_timeout

@@ -65,19 +65,7 @@ def spawn_with_plugins(
 ) -> WorkerGroup:
     """Start ``nprocs`` workers that each bootstrap (platform, plugins, hooks) and run ``entry``.
 
-    ``entry(payload)`` (``entry()`` without one; ``entry_args`` names other
-    arguments: ``rank``, ``local_rank``, ``world_size``, ``payload`` or a
-    ``rank_extra`` key) runs after hooks are applied; ranks read their place
-    from ``current_spec()``.  ``forkserver`` + ``preload`` forks from a warm
-    server.  ``ready_timeout`` bounds startup, ``join_timeout`` the run (None:
-    unbounded), ``grace_period`` each teardown step.  ``rank_extra(rank)``
-    adds per-rank ``spec.extra`` (close your copy of a child's ``Connection``
-    after this returns).  ``progress(rank, stage, elapsed)`` runs in wait calls;
-    if it raises, the run stops (``ProgressCallbackError``).
-    ``bootstrap_parent`` bootstraps this process first.  Ctrl-C in a wait stops
-    the group (bounded); a second kills it.  Output arrives in whole lines
-    (``prefix_output``: ``[rank0]: ``).  ``trace="start.json"``: the start-up
-    as Chrome trace-event JSON (and OpenTelemetry spans) when the group closes.
+    The arguments are described in README's "Launch workers" section.
     """
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
     tracer, env = _open_trace(trace, env)
@@ -265,14 +253,7 @@ def build_spec(
     env: Mapping[str, str] | None = None,
     run_id: str | None = None,
 ) -> ProcessSpec:
-    """The rank-0 spec template for a group of ``nprocs`` ranks running ``entry(payload)``.
-
-    Selection runs with ``env`` applied (``env_applied``: it counts as if set
-    here, as it will be in the ranks); unknown or foreign variables in it are
-    warned about once (``<PREFIX>_STRICT_ENV=1``: refused).  The run id tags
-    every rank's process for :func:`spawnkit.cleanup`.  Raises the
-    namespace's platform and plugin selection errors here, not in the ranks.
-    """
+    """The rank-0 spec template for a group of ``nprocs`` ranks running ``entry(payload)``."""
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
     from spawnkit.namespace import get_namespace
 
@@ -307,11 +288,8 @@ def build_spec(
 def entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | None]:
     """``"module:qualname"`` when the child can import it; otherwise the callable by value.
 
-    The one place every launcher (``spawn_with_plugins``, ``write_launch_spec``,
-    ``spawn_on_ray``) turns its ``entry`` into spec fields.  A callable travels by
-    reference only when that reference resolves back to the very same object
-    here: a decorated or re-bound function, or one defined in a loop, would
-    otherwise make the workers import something else under its name.
+    By reference only when it resolves back to this very object: a decorated or re-bound
+    function would otherwise make the workers import something else under its name.
     """
     if isinstance(entry, str):
         try:

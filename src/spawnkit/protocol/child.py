@@ -39,11 +39,7 @@ __all__ = [
 
 
 def arm_guard() -> None:
-    """First statement of a fork server: record imports from now on (see ``guard.arm``).
-
-    Also marks the server a worker whose hooks are not applied yet (its forked
-    workers inherit that): a lazy proxy used by a preloaded module refuses.
-    """
+    """First statement of a fork server: record imports from now on (see ``guard.arm``)."""
     from spawnkit.bootstrap import guard
     from spawnkit.spec import _phase
 
@@ -54,10 +50,8 @@ def arm_guard() -> None:
 def spawn_main_reporting(package: str, early_fd: int, **kwds: Any) -> None:
     """Run the package's ``spawn_main``; a failure before ``child_main`` goes to ``early_fd``.
 
-    Until the spec is unpickled the report pipe does not exist yet, and
-    without this the launcher would only see "exit code 1" for the most
-    common spawn mistake (starting workers at a script's import time).
-    ``SystemExit`` is the normal way ``spawn_main`` ends and passes through.
+    The report pipe does not exist before the spec is unpickled; without this the launcher
+    would see only "exit code 1".  ``SystemExit`` is how ``spawn_main`` ends and passes.
     """
     import importlib
 
@@ -79,12 +73,7 @@ def set_early_fd(fd: int | None) -> None:
 
 
 def report_early(exc: BaseException, package: str, stage: str = failure.PRE_BOOTSTRAP) -> None:
-    """Send ``exc``'s failure record down the early-error pipe, if this process has one.
-
-    The record carries the pickled exception, so the launcher can hand the
-    original (a ``LazyProxyError`` at script scope, an ``ImportError``) to
-    ``except`` clauses as ``child_exception``.
-    """
+    """Send ``exc``'s failure record down the early-error pipe, if this process has one."""
     if _early_fd is None:
         return
     dumps, loads = picklers(package)
@@ -94,8 +83,7 @@ def report_early(exc: BaseException, package: str, stage: str = failure.PRE_BOOT
 def send_early(rec: failure.Failed) -> None:
     """Write ``rec`` to the early-error pipe, once; what does not fit its buffer is dropped.
 
-    The pipe is read only after this process exited, so a write must never
-    block: the exception bytes go first, then the traceback is cut.
+    The pipe is read only after this process exited, so a write must never block.
     """
     global _early_fd
     fd, _early_fd = _early_fd, None
@@ -156,8 +144,7 @@ def _hear_sigint(on: bool) -> None:
 class _Reporter:
     """A ``StageListener`` that forwards progress; it never raises into the bootstrap.
 
-    A broken pipe means the launcher is gone; the parent-death watcher ends
-    this process, so sending quietly stops instead of failing a stage.
+    A broken pipe means the launcher is gone, and the parent-death watcher ends this process.
     """
 
     def __init__(self, conn: Any, sigint_restore: bool = False) -> None:
@@ -222,11 +209,7 @@ def _exit_code(exc: SystemExit) -> int:
 
 
 def _redirect_output(stdout_conn: Any, stderr_conn: Any) -> None:
-    """Point fds 1 and 2 at the launcher's relay pipes (see ``launch._output``).
-
-    At the fd level, so that C libraries and child processes are relayed too;
-    Python's streams become line-buffered, so a crash loses no whole line.
-    """
+    """Point fds 1 and 2 at the launcher's relay pipes (see ``launch._output``)."""
     for conn, fd, name in ((stdout_conn, 1, "stdout"), (stderr_conn, 2, "stderr")):
         if conn is None:
             continue

@@ -123,11 +123,7 @@ def _start(self: Any) -> None:
 
 
 def _bootstrap_error(self: Any) -> Exception | None:
-    """Why this exited child never ran its target: its bootstrap's ``ChildRaisedError``, or None.
-
-    Read from the child's early-error pipe once it exited with
-    :data:`BOOTSTRAP_FAILED_EXIT`; the same error on every call.
-    """
+    """Why this exited child never ran its target: its bootstrap's ``ChildRaisedError``, or None."""
     if "_spawnkit_error" in self.__dict__:
         found: Exception | None = self.__dict__["_spawnkit_error"]
         return found
@@ -145,13 +141,7 @@ def _bootstrap_error(self: Any) -> Exception | None:
 
 
 def _reduce_ex(self: Any, protocol: int) -> tuple[Any, ...]:
-    """Pickle as the fixed class, the spec in the state and the call as opaque bytes.
-
-    The per-context subclass is not importable in the child; the call's
-    bytes are unpickled there only after the hooks are applied.  Pickled
-    while the spawning Popen is set, so Connections and queues among the
-    arguments are duplicated for the child as usual.
-    """
+    """Pickle as the fixed class, the spec in the state and the call as opaque bytes."""
     state = dict(self.__dict__)
     call = (state.pop("_target", None), state.pop("_args", ()), state.pop("_kwargs", {}))
     pickler = _sub(self._spawnkit_package, "reduction").ForkingPickler
@@ -183,12 +173,7 @@ def run_target(self: Any) -> None:
 
 
 def bootstrapped_report(namespace: str) -> Any:
-    """This process's report if it is bootstrapped for ``namespace`` (hooks applied), else None.
-
-    True in a worker after its hooks, in an engine process after
-    ``bootstrap_here``, and in a fork of either: hooks live in the memory
-    a fork copies.
-    """
+    """This process's report if it is bootstrapped for ``namespace`` (hooks applied), else None."""
     from spawnkit.bootstrap import process
     from spawnkit.spec import _phase
 

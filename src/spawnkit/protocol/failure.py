@@ -59,12 +59,7 @@ re-import and spec unpickling."""
 
 # ------------------------------------------------------------------ the record
 class Failed(NamedTuple):
-    """A stage or the entry raised.  ``exc_bytes`` is None when the exception did not pickle.
-
-    ``rank``, ``pid``, ``host`` and ``node`` say where it ran, for launchers
-    whose parent learns that only from the record (Ray, torchrun); a local
-    launcher knows its workers and ignores them.
-    """
+    """A stage or the entry raised.  ``exc_bytes`` is None when the exception did not pickle."""
 
     stage: str
     exc_type: str
@@ -88,9 +83,7 @@ class Exited(NamedTuple):
 def failing_stage(exc: BaseException, current: str, ready: bool) -> str:
     """The stage to blame: an exception's own ``stage`` until the worker is ready, else where it is.
 
-    A bootstrap error names the stage that raised it; once the entry runs,
-    an exception that happens to carry a ``stage`` (a spawnkit error the
-    entry let through) still failed the entry.
+    Once the entry runs, a spawnkit error the entry let through still failed the entry.
     """
     stage = getattr(exc, "stage", "")
     if isinstance(stage, str) and stage and not ready:
@@ -269,12 +262,7 @@ def child_error(
     loads: Callable[[bytes], Any] | None = None,
     preload: Sequence[str] = (),
 ) -> ChildError:
-    """A local worker's failure: its record, else what the parent saw of it (most telling first).
-
-    ``state`` is the launcher's view of the worker (see :class:`ChildState`);
-    ``effect`` what the failure does to the group; ``loads`` the launch's
-    unpickler; ``preload`` the warm-start server's preloads, for a hint.
-    """
+    """A local worker's failure: its record, else what the parent saw of it (most telling first)."""
     who, record = state.worker, state.failure
     if isinstance(record, Failed):
         return raised_error(record, who, effect=effect, loads=loads, preload=preload)
@@ -370,13 +358,7 @@ def _exit_story(
 def _early_error(
     who: Worker, early: Failed, effect: str, loads: Callable[[bytes], Any] | None = None
 ) -> ChildRaisedError:
-    """A worker that failed before spawnkit's code ran, from its early-error pipe.
-
-    The record's exception is ``child_exception`` (and the cause) when it
-    unpickles here, so ``except LazyProxyError`` works on a proxy used at the
-    launching script's module scope; the headline keeps the whole first line
-    of its message (a fix is never cut off).
-    """
+    """A worker that failed before spawnkit's code ran, from its early-error pipe."""
     text = early.traceback_text.rstrip()
     exc = load_exception(early.exc_bytes, loads)
     if early.exc_type:

@@ -71,11 +71,7 @@ def _guarded_command_line(package: str, early_fd: int, **kwds: Any) -> list[str]
 
 
 def _pickle_for_child(package: str, popen: Any, process_obj: Any) -> io.BytesIO:
-    """What a spawned or forkserver child reads first: preparation data, then the Process.
-
-    Pickled while ``popen`` is the spawning Popen, so the Connections in the spec
-    (report, death and fault pipes, any in ``spec.extra``) are duplicated for that child.
-    """
+    """What a spawned or forkserver child reads first: preparation data, then the Process."""
     context = _sub(package, "context")
     buf = io.BytesIO()
     context.set_spawning_popen(popen)
@@ -134,11 +130,8 @@ def _guarded_spawn_popen(package: str) -> type:
 def _warm_popen(package: str) -> type:
     """The package's forkserver Popen, forking from this thread's current warm server.
 
-    Built only when a warm start is asked for: a spawned worker never needs
-    it, and building it imports the forkserver machinery.  Its first
-    inherited descriptor is the worker's early-error pipe (the server's
-    ``_serve_one_reporting`` finds it there), as a spawned worker's is on its
-    command line.
+    Its first inherited descriptor is the worker's early-error pipe (where the server's
+    ``_serve_one_reporting`` finds it).
     """
     from spawnkit.protocol import warm
 
@@ -202,11 +195,8 @@ def popen_class(package: str, method: str) -> type:
 class LazyClasses:
     """Process classes that are module attributes with stable names, built on first access.
 
-    A child unpickles its ``Process`` by reference, so each class must be an
-    attribute of its module; building them lazily keeps a ``multiprocessing``
+    A child unpickles its ``Process`` by reference; building lazily keeps a ``multiprocessing``
     worker from importing ``multiprocess``, dill or the forkserver machinery.
-    ``variants`` maps each name to ``(package, start method)``; ``build(name)``
-    makes the class.  Its module's ``__getattr__`` is :meth:`get`.
     """
 
     def __init__(self, module: str, variants: dict[str, tuple[str, str]], build: Any) -> None:
@@ -256,11 +246,7 @@ _SPAWN_CONTEXT: Any = None
 
 
 def spawn_context() -> Any:
-    """A stdlib-style spawn context (``Process``, ``Pipe``...) for workers started by hand.
-
-    Tests and tools that run their own target in a guarded child use this;
-    the launcher uses :class:`LaunchContext`.
-    """
+    """A stdlib-style spawn context (``Process``, ``Pipe``...) for workers started by hand."""
     global _SPAWN_CONTEXT
     if _SPAWN_CONTEXT is None:
         _SPAWN_CONTEXT = _GuardedSpawnContext()
@@ -284,14 +270,7 @@ def _early_bytes(proc: Any) -> bytes:
 
 
 def early_failure(proc: Any) -> Failed | None:
-    """What a worker sent down its early-error pipe before ``child_main`` ran, as a record.
-
-    Read once its process has exited: the failure record (its exception
-    pickled inside) of an error while re-importing ``__main__`` or
-    unpickling the spec, or ``None`` (nothing went wrong that early).  A
-    record that arrives torn comes back as its text, with no exception.
-    Never blocks; a second call returns ``None``.
-    """
+    """What a worker sent down its early-error pipe before ``child_main`` ran, as a record."""
     raw = _early_bytes(proc)
     if not raw:
         return None
@@ -350,13 +329,7 @@ def get_launch_context(
     template: ProcessSpec,
     timeout: float | None = None,
 ) -> LaunchContext:
-    """Resolve ``context=`` and ``start_method=``; starts (or reuses) a warm server if needed.
-
-    ``template`` is the group's spec before any rank is filled in: a warm
-    server bootstraps once with the part every rank shares (no payload, no
-    run id), unless ``SPAWNKIT_WARM_BOOTSTRAP=worker``; ``timeout`` bounds the
-    server's start.
-    """
+    """Resolve ``context=`` and ``start_method=``; starts (or reuses) a warm server if needed."""
     _check_choices(context, start_method, preload)
     if start_method == "spawn":
         return LaunchContext(context, "spawn", _variant(context, "spawn"))

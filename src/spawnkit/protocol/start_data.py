@@ -15,14 +15,9 @@ __all__ = ["send_start_data"]
 def send_start_data(fd: int, data: bytes) -> None:
     """Write start data to ``fd``, a pipe to a child or a warm server, never blocking the launcher.
 
-    The child reads its preparation data, re-imports ``__main__`` and only
-    then reads its ``Process``: a spec larger than the pipe buffer would make
-    ``start()`` wait for that re-import (forever if it hangs, before
-    ``ready_timeout`` is even armed; pytorch#131931).  What fits is written
-    now; the rest goes from a daemon thread that ends when the child has read
-    it or is gone.  A reader that died first is not an error here: a child's
-    exit, with its early traceback, reaches the launcher through its sentinel,
-    a server's through its status pipe.
+    The child re-imports ``__main__`` before reading its ``Process``: a spec larger than the
+    pipe buffer would make ``start()`` wait for that re-import (pytorch#131931).  What fits is
+    written now, the rest from a daemon thread; a reader's death reaches the launcher elsewhere.
     """
     w = os.dup(fd)
     view = memoryview(data)

@@ -306,14 +306,7 @@ class WarmServer:
 
 
 def launcher_modules() -> list[str]:
-    """The standard library's and spawnkit's modules this launcher has imported.
-
-    Every warm worker re-imports the launching script (as ``__mp_main__``),
-    and with it what the script imports: most of a worker's fixed start-up
-    cost when the server lacks them.  A pre-bootstrapped server imports
-    these after its hooks are applied (so patched code is what they see),
-    best effort; none of them is engine or plugin code.
-    """
+    """The standard library's and spawnkit's modules this launcher has imported."""
     stdlib = sys.stdlib_module_names - _NOT_PRELOADED
     return [
         name
@@ -419,11 +412,7 @@ def get_server(
     boot: Any = None,
     timeout: float | None = None,
 ) -> WarmServer:
-    """The running server for this key, started (bootstrapped, preloaded) on first use.
-
-    ``boot`` is the spec every rank shares (None: workers bootstrap themselves);
-    ``timeout`` bounds the start (the launch's ``ready_timeout``).
-    """
+    """The running server for this key, started (bootstrapped, preloaded) on first use."""
     key = server_key(package, preload, namespace, boot)
     with _servers_lock:
         server = _servers.get(key)
@@ -450,10 +439,7 @@ def shutdown_forkservers(timeout: float = _STOP_TIMEOUT) -> int:
 
 @contextlib.contextmanager
 def launching(server: WarmServer, timeout: float | None = None) -> Iterator[None]:
-    """Name the server the next ``Process.start()`` on this thread forks from.
-
-    ``timeout`` (the launch's ``ready_timeout``) bounds the wait for the fork.
-    """
+    """Name the server the next ``Process.start()`` on this thread forks from."""
     previous = getattr(_tls, "server", None), getattr(_tls, "timeout", None)
     _tls.server, _tls.timeout = server, timeout
     try:

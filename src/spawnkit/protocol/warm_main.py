@@ -117,13 +117,7 @@ def _accelerator_contexts() -> list[str]:
 
 
 def prebootstrap(spec: Any, status: _Status) -> None:
-    """Platform, plugins and hooks, once, with a fork-safety check after each step.
-
-    Workers forked afterwards inherit the platform, the loaded plugins and the
-    patched targets; ``Bootstrapper.hand_down`` records what their reports
-    name as inherited.  A fork-safety refusal raised inside a stage comes out
-    as itself, not wrapped in the stage's error.
-    """
+    """Platform, plugins and hooks, once, with a fork-safety check after each step."""
     from spawnkit.bootstrap.process import Bootstrapper
 
     bootstrapper = Bootstrapper(spec, listener=status, server=True)
@@ -289,10 +283,7 @@ def serve(
 def _early_reporting(serve_one: Any, package: str) -> Any:
     """The fork loop's per-worker function, sending a failure before ``child_main`` to the launcher.
 
-    The forked worker re-imports ``__main__`` and unpickles its Process in
-    ``serve_one``; its early-error pipe is its first inherited descriptor
-    (``fds[2]``, after the server's alive pipe and the resource tracker; see
-    ``WarmPopen``), as a spawned worker's is on its command line.
+    The early-error pipe is ``fds[2]``, after the server's alive pipe and the resource tracker.
     """
     from spawnkit.protocol import child
 
@@ -323,11 +314,7 @@ def _faulthandler(fd: int, on: bool) -> None:
 
 
 def _import_quietly(modules: list[str]) -> None:
-    """The launcher's own modules (``warm.launcher_modules``): what its workers would re-import.
-
-    Best effort: a module that does not import here is left to each worker,
-    which imports it as it would have anyway.
-    """
+    """The launcher's own modules (``warm.launcher_modules``): what its workers would re-import."""
     for name in modules:
         if name not in sys.modules:
             with contextlib.suppress(Exception):

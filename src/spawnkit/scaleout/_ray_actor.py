@@ -68,9 +68,7 @@ def applied_hook_state() -> list[str]:
 def _locate_node() -> tuple[str, str, str]:
     """``(node id, node ip, why the node id is unknown)`` of this Ray worker process.
 
-    The driver watches a rank's node for death by this id: without it, node
-    loss for this rank could only show up as a dead actor, so the reason is
-    kept and reported by the driver instead of being dropped here.
+    The driver watches the rank's node by this id; without it node loss shows only as a dead actor.
     """
     node = ip = ""
     try:
@@ -133,12 +131,7 @@ class RankActor:
         return self._capture.take(final=True) if self._capture is not None else {}
 
     def run(self, rank: int, spec_bytes: bytes) -> dict[str, Any]:
-        """Bootstrap this rank from its spec and call the entry; never raises.
-
-        Returns ``{"status": "ok", "result": ...}`` or ``{"status": "failed",
-        "failure": record}`` (a :class:`spawnkit.protocol.failure.Failed`, the
-        record a local worker sends); on failure the process exits soon after.
-        """
+        """Bootstrap this rank from its spec and call the entry; never raises."""
         global _ran
         booting = False  # whether the listener speaks of this call (a reused actor's does not)
         try:

@@ -88,7 +88,11 @@ def release(ray: Any, actors: list[Any], pg: Any, run_id: str, bundles: int) -> 
                 "Ray group %s: ray.kill of rank %d failed (%s: %s); that rank's actor "
                 "may still be running and holding its resources. Check `ray list actors` "
                 "and run spawnkit.cleanup(%r) on its node if it is.",
-                run_id, rank, type(exc).__name__, exc, run_id,
+                run_id,
+                rank,
+                type(exc).__name__,
+                exc,
+                run_id,
             )
     try:
         remove_placement_group(pg)
@@ -97,5 +101,8 @@ def release(ray: Any, actors: list[Any], pg: Any, run_id: str, bundles: int) -> 
             "Ray group %s: removing its placement group failed (%s: %s); its %d "
             "bundle(s) stay reserved on the cluster until the driver disconnects or you "
             "remove it (ray.util.remove_placement_group).",
-            run_id, type(exc).__name__, exc, bundles,
+            run_id,
+            type(exc).__name__,
+            exc,
+            bundles,
         )

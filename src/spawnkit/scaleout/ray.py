@@ -149,16 +149,9 @@ def spawn_on_ray(
     strategy: str = "PACK",
     prefix_output: bool = False,
 ) -> RayWorkerGroup:
-    """Start ``nprocs`` ranks of ``entry`` on the connected Ray cluster; see the module docstring.
+    """Start ``nprocs`` ranks of ``entry`` on the connected Ray cluster (see module docstring).
 
-    ``resources`` is what *one* rank needs (``{"CPU": 1}`` by default, e.g.
-    ``{"CPU": 2, "GPU": 1}``); the group reserves ``nprocs`` such bundles in a
-    placement group (``strategy`` as in Ray: PACK, SPREAD, STRICT_PACK,
-    STRICT_SPREAD).  Returns once the actors are placed and bootstrapping;
-    ``wait_ready()`` waits for every rank's report.  Each rank's stdout and
-    stderr are captured in its actor and printed here, whole lines, while
-    the group's wait calls run and before they report a rank done
-    (``prefix_output=True``: each line starts ``[rank0]: ``).
+    ``resources`` is what *one* rank needs (default ``{"CPU": 1}``); ``strategy`` as in Ray.
     """
     template = build_template(
         entry, payload, namespace=namespace, env=env, platform=platform, plugins=plugins
@@ -506,8 +499,7 @@ class RayWorkerGroup(GroupContract):
     def exit_codes(self) -> list[int | None]:
         """Per rank: 0 finished, 1 raised, None while running or when its actor died.
 
-        Ray does not tell the driver how an actor's process ended (signal or
-        code), so a killed rank is None here; its ``ChildExitedError`` says more.
+        Ray does not tell the driver how an actor's process ended, so a killed rank is None.
         """
         codes: list[int | None] = []
         for rank in range(self.nprocs):
