@@ -7,7 +7,7 @@ object (not an equal one) and deletes what was added instead of shadowing a base
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__: list[str] = []
@@ -54,7 +54,9 @@ class BindingChange:
     """
 
     module: str
-    namespace: Any  # a dict, a list, or a ClassAttrs
+    # a dict, a list, or a ClassAttrs; kept out of the repr a failed undo is reported with: a
+    # module's globals would print every one of its names
+    namespace: Any = field(repr=False)
     name: Any
     before: Any
     after: Any

@@ -85,6 +85,7 @@ class WorkerGroup(GroupContract):
         grace_period: float,
         progress: ProgressCallback | None = None,
         output: OutputRelay | None = None,
+        trace: Any = None,
     ) -> None:
         self.run_id = run_id
         self._output = output
@@ -101,7 +102,7 @@ class WorkerGroup(GroupContract):
         self._errors = GroupErrors(run_id, context, self._launched, ready_timeout, join_timeout)
         self._call_timeout: float | None = None  # wait_ready(timeout=) while it runs
         self.unreaped_pids: list[int] = []
-        self._trace: Any = None  # spawn_with_plugins(trace=): written once the group closed
+        self._trace = trace  # spawn_with_plugins(trace=): written once the group closed
 
     # ---------------------------------------------------------- properties
     @property

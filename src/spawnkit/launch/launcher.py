@@ -85,9 +85,8 @@ def spawn_with_plugins(
     group = WorkerGroup(
         run_id=template.run_id, context=lctx, ready_timeout=ready_timeout,
         join_timeout=join_timeout, grace_period=grace_period, progress=progress,
-        output=OutputRelay(prefix=prefix_output),
+        output=OutputRelay(prefix=prefix_output), trace=tracer,
     )  # fmt: skip
-    group._trace = tracer
     control = _launch_control(start_method, context, deaf, call_names)
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
