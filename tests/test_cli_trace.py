@@ -57,7 +57,8 @@ def test_trace_refusals_are_one_usage_line(tmp_path: Path) -> None:
     code, _, err = run_cli("trace", str(bad), "--plot", str(tmp_path / "t.pdf"))
     assert code == 2 and "must end in .svg or .png" in err
     code, _, err = run_cli("launch", "os:getpid", "--launcher", "ray", "--trace", str(bad))
-    assert code == 2 and "--trace is not supported with --launcher ray" in err
+    assert code == 2 and "--trace draws ranks this process starts" in err
+    assert "(got --launcher ray)" in err  # refused before asking whether Ray is installed
 
 
 def test_plot_without_matplotlib_names_the_extra(

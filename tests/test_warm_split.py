@@ -18,7 +18,8 @@ def test_the_split_adds_up_to_the_warm_start(
 ) -> None:
     warm_split._site(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    inherited = os.environ.get("PYTHONPATH", "")  # CI runs with none set
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(tmp_path), inherited) if p))
     template = build_spec("warm_split_trivial:main", None)
     lctx = get_launch_context(
         "multiprocessing", "forkserver", ("warm_split_trivial",), template, 120

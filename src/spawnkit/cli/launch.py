@@ -187,6 +187,12 @@ _ONE_LAUNCHER = (
         "drop --entry-args and take the ranks from spawnkit.bootstrap.current_spec()",
     ),
     ("address", ("ray",), "--address names a Ray cluster", "add --launcher ray, or drop --address"),
+    (
+        "trace",
+        ("local",),
+        "--trace draws ranks this process starts, which only --launcher local does",
+        "drop --trace, or use --launcher local",
+    ),
 )
 _TORCHRUN_ONLY = ("nnodes", "node_rank", "rdzv_endpoint", "rdzv_id", "nproc_per_node", "spec_dir")
 
@@ -247,6 +253,7 @@ def _check_launcher_options(args: argparse.Namespace) -> None:
             f"--start-method/--preload choose how local workers start; {launcher} starts its own",
             "drop --start-method and --preload, or use --launcher local",
         )
+    # What is installed is checked last: a wrong option combination is wrong everywhere.
     if launcher == "torchrun":
         from spawnkit.cli._torchrun import check_torchrun
 
@@ -271,12 +278,6 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         "err": err,
     }
     app_dir = os.path.abspath(args.app_dir)
-    if args.trace and args.launcher != "local":
-        raise UsageError(
-            f"--trace is not supported with --launcher {args.launcher} (its ranks are not "
-            "started by this process, which draws the trace)",
-            "drop --trace, or use --launcher local",
-        )
     if args.launcher == "torchrun":
         from spawnkit.cli._torchrun import Nodes, run_torchrun
 
