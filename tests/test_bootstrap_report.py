@@ -17,7 +17,6 @@ import pytest
 from spawnkit.bootstrap import report as reports
 from spawnkit.hooks.types import HookType
 from spawnkit.namespace import Namespace
-from spawnkit.spec import ProcessSpec
 
 
 @pytest.fixture
@@ -39,7 +38,7 @@ def engine() -> Iterator[str]:
 
 
 def _build(ns: Namespace, **changes: object) -> reports.BootstrapReport:
-    spec = ProcessSpec(entry="json:dumps", namespace=ns.config, rank=1, world_size=2)
+    who = reports.Who(rank=1, entry="json:dumps", world_size=2, local_rank=1, pinned_platform=None)
     fields: dict[str, object] = {
         "pid": 123,
         "host": "h",
@@ -51,7 +50,7 @@ def _build(ns: Namespace, **changes: object) -> reports.BootstrapReport:
         "inherited": None,
     }
     fields.update(changes)
-    return reports.build(spec, ns, **fields)  # type: ignore[arg-type]
+    return reports.build(who, ns, **fields)  # type: ignore[arg-type]
 
 
 def test_report_names_hooks_by_state_and_the_holders_a_partial_hook_misses(
@@ -73,8 +72,7 @@ def test_report_names_hooks_by_state_and_the_holders_a_partial_hook_misses(
 
 
 def test_a_forked_worker_repeats_its_servers_parts_with_its_own_hooks(ns: Namespace) -> None:
-    spec = ProcessSpec(entry="json:dumps", namespace=ns.config)
-    shared = reports.shared_parts(ns, spec)
+    shared = reports.shared_parts(ns, None)
     shared["plugins"] = [{"name": "p", "value": "m:f", "dist": "d", "version": "1"}]
     record = {
         "shared": shared,

@@ -11,14 +11,17 @@ from __future__ import annotations
 __all__ = ["qualified_name"]
 
 
-def qualified_name(obj_or_type: object) -> str:
+def qualified_name(obj_or_type: object, kind: object = None) -> str:
     """``module.Qualname`` of a type, or of an instance's type; builtins by bare name.
 
     An error with a ``kind`` (``spawnkit.errors.KINDS``) is named with it,
-    ``spawnkit.errors.SpecError[signature]``: the case a former class named.
+    ``spawnkit.errors.SpecError[signature]``: the case a former class named.  A caller
+    holding a worker's exception passes its type and ``kind`` instead, so the exception
+    itself goes no further than the module that records it.
     """
     cls = obj_or_type if isinstance(obj_or_type, type) else type(obj_or_type)
-    kind = "" if obj_or_type is cls else getattr(obj_or_type, "kind", "")
+    if kind is None:
+        kind = "" if obj_or_type is cls else getattr(obj_or_type, "kind", "")
     suffix = f"[{kind}]" if kind and isinstance(kind, str) else ""
     if cls.__module__ == "builtins":
         return cls.__qualname__ + suffix

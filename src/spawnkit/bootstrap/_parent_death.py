@@ -22,8 +22,6 @@ import threading
 import time
 from typing import Any
 
-from spawnkit.spec import ProcessSpec
-
 __all__ = ["PARENT_DIED_EXIT_CODE", "RUN_ID_VAR", "arm", "reap_guardian", "start_server_guardian"]
 
 RUN_ID_VAR = "SPAWNKIT_RUN_ID"
@@ -42,22 +40,25 @@ _server_guarded = False
 """True in a warm-start fork server (and so in its workers) once the server's guardian runs."""
 
 
-def arm(spec: ProcessSpec) -> None:
-    """Start watching for the launcher's death; idempotent, cheap, imports nothing heavy."""
+def arm(
+    run_id: str | None, conn: Any, rank: int, parent_pid: int | None, pdeathsig: bool
+) -> None:
+    """Start watching for the launcher's death; idempotent, cheap, imports nothing heavy.
+
+    Takes the spec's fields, not the spec: nothing here may reach the payload.
+    """
     global _armed_conn
-    if spec.run_id:
-        os.environ[RUN_ID_VAR] = spec.run_id
-    conn = spec.death_conn
+    if run_id:
+        os.environ[RUN_ID_VAR] = run_id
     if conn is None:
         return
     with _lock:
         if _armed_conn is conn:
             return
         _armed_conn = conn
-    parent_pid = spec._control.parent_pid
-    launcher_is_parent = spec._control.pdeathsig and isinstance(parent_pid, int)
+    launcher_is_parent = pdeathsig and isinstance(parent_pid, int)
     if launcher_is_parent and os.getppid() != parent_pid:
-        _die(spec.rank, parent_pid, "it was already re-parented when it armed its watch")
+        _die(rank, parent_pid, "it was already re-parented when it armed its watch")
     if isinstance(parent_pid, int) and sys.platform.startswith("linux") and not _server_guarded:
         # Forked before the watcher thread starts, while this process has one thread.  A warm
         # worker skips it: its fork server's guardian covers it (a fork of a torch-sized
@@ -65,8 +66,8 @@ def arm(spec: ProcessSpec) -> None:
         _start_guardian(conn.fileno(), parent_pid)
     watcher = threading.Thread(
         target=_watch,
-        args=(conn, spec.rank, parent_pid),
-        name=f"spawnkit-parent-death-rank{spec.rank}",
+        args=(conn, rank, parent_pid),
+        name=f"spawnkit-parent-death-rank{rank}",
         daemon=True,
     )
     watcher.start()

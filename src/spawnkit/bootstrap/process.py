@@ -208,7 +208,10 @@ class Bootstrapper:
             self._check_inherited()
         if importlib.util.find_spec(_PARENT_DEATH_MODULE) is not None:
             module = importlib.import_module(_PARENT_DEATH_MODULE)
-            module.arm(self.spec)
+            spec, control = self.spec, self.spec._control  # its fields: the payload stays here
+            module.arm(
+                spec.run_id, spec.death_conn, spec.rank, control.parent_pid, control.pdeathsig
+            )
 
     def _enter(self, *, server: bool = False) -> None:
         if self.spec.env:
@@ -248,7 +251,7 @@ class Bootstrapper:
         _server_boot = {
             # What every forked worker's report repeats; computed here once (a forked worker
             # has lost the seeded entry-point rows, and explaining the platform would rescan).
-            "shared": reports.shared_parts(self.namespace, self.spec),
+            "shared": reports.shared_parts(self.namespace, self.spec.platform),
             "server_pid": os.getpid(),
             "server_started": self._server_started,
             "stages": {s.value: self.stage_seconds[s.value] for s in SHARED_STAGES},
@@ -373,8 +376,10 @@ class Bootstrapper:
 
     def build_report(self) -> BootstrapReport:
         """The report as it stands now, in plain types."""
+        spec = self.spec
+        who = reports.Who(spec.rank, spec.entry, spec.world_size, spec.local_rank, spec.platform)
         return reports.build(
-            self.spec,
+            who,
             self.namespace,
             pid=self.pid,
             host=self.host,

@@ -11,13 +11,23 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from spawnkit.namespace import Namespace
-    from spawnkit.spec import ProcessSpec
 
-__all__ = ["BootstrapReport"]
+__all__ = ["BootstrapReport", "Who"]
+
+
+class Who(NamedTuple):
+    """The spec's fields a report repeats.  Never the spec: it carries the payload, which
+    nothing here may reach (``tests/test_walks.py`` counts the files that can)."""
+
+    rank: int
+    entry: str
+    world_size: int
+    local_rank: int
+    pinned_platform: str | None
 
 
 @dataclass
@@ -226,11 +236,11 @@ def _plain(obj: Any, *drop: str) -> dict[str, Any]:
     }
 
 
-def shared_parts(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
+def shared_parts(namespace: Namespace, pinned_platform: str | None) -> dict[str, Any]:
     """The parts of a report decided by platform, plugins and hooks (identical per rank)."""
     report = namespace.plugins.report
     return {
-        "platform": platform_info(namespace, spec),
+        "platform": platform_info(namespace, pinned_platform),
         "plugins": [_plain(p) for p in report.loaded],
         "failed_plugins": [_plain(f, "traceback_text") for f in report.failed],
         "skipped_plugins": [
@@ -242,7 +252,7 @@ def shared_parts(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
 
 
 def build(
-    spec: ProcessSpec,
+    who: Who,
     namespace: Namespace,
     *,
     pid: int,
@@ -264,15 +274,15 @@ def build(
         # on_import hooks may have been applied since the server's report (or be late ones)
         shared["hooks"] = hooks_info(namespace)
     else:
-        shared = shared_parts(namespace, spec)
+        shared = shared_parts(namespace, who.pinned_platform)
     report = BootstrapReport(
-        rank=spec.rank,
+        rank=who.rank,
         pid=pid,
         host=host,
         namespace=namespace.name,
-        entry=spec.entry,
-        world_size=spec.world_size,
-        local_rank=spec.local_rank,
+        entry=who.entry,
+        world_size=who.world_size,
+        local_rank=who.local_rank,
         **shared,
         stage_seconds=dict(stage_seconds),
         stage_starts=dict(stage_starts),
@@ -286,7 +296,7 @@ def build(
     return report
 
 
-def platform_info(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
+def platform_info(namespace: Namespace, pinned: str | None) -> dict[str, Any]:
     """Which platform runs, and how it was chosen."""
     try:
         # decision(), not explain(): a worker that succeeds never builds the explanation
@@ -296,8 +306,8 @@ def platform_info(namespace: Namespace, spec: ProcessSpec) -> dict[str, Any]:
     winner = decision.get("winner")
     mode = decision.get("mode", "")
     path = " -> ".join(decision.get("path") or [])
-    if spec.platform is not None:
-        how = f"pinned by the parent (ProcessSpec.platform={spec.platform!r})"
+    if pinned is not None:
+        how = f"pinned by the parent (ProcessSpec.platform={pinned!r})"
     else:
         var = decision.get("selector_var", "")
         value = decision.get("selector_value")

@@ -21,14 +21,12 @@ from pathlib import Path
 import psutil
 
 from spawnkit.bootstrap._parent_death import RUN_ID_VAR
-from spawnkit.errors import ChildError
 
 __all__ = [
     "CleanupResult",
     "cleanup",
     "forget_run",
     "kill_trees",
-    "note_unreaped",
     "record_run",
     "snapshot_tree",
     "stop_group",
@@ -209,16 +207,12 @@ def stop_group(
     return survivors
 
 
-def note_unreaped(err: ChildError, pids: list[int]) -> ChildError:
-    """``err`` (a group's failure) with the pids its teardown could not reap, said and listed."""
-    err.unreaped_pids = list(pids)
-    if pids:
-        err.args = (
-            f"{err.args[0]}\nWarning: pid(s) {pids} survived SIGKILL and could not be reaped "
-            "(uninterruptible sleep, usually a device or filesystem call); they may still hold "
-            "resources.",
-        )
-    return err
+def unreaped_warning(pids: list[int]) -> str:
+    """The line a group's failure gains when its teardown could not reap ``pids``."""
+    return (
+        f"Warning: pid(s) {pids} survived SIGKILL and could not be reaped (uninterruptible "
+        "sleep, usually a device or filesystem call); they may still hold resources."
+    )
 
 
 def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:

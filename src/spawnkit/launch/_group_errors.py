@@ -47,13 +47,20 @@ class GroupErrors:
     def name(self) -> str:
         return f"worker group {self.run_id}"
 
-    def rank_failed(self, r: Rank, ranks: list[Rank]) -> ChildError:
-        others = [(o.rank, o.stage) for o in ranks if o is not r]
+    def effect(self, rank: int, stages: list[tuple[int, str]]) -> str:
+        """What rank ``rank`` failing affects: this group, and where its other ranks were.
+
+        Takes numbers and stage names, not ``Rank`` objects: the failure record itself goes
+        from the group straight to ``failure.child_error`` (``tests/test_walks.py``)."""
+        others = [(n, stage) for n, stage in stages if n != rank]
         ctx = self.ctx
-        group = f"{self.name} ({len(ranks)} rank(s), {ctx.start_method}/{ctx.package})"
-        preload = ctx.server.preload if ctx.server is not None else ()
-        effect = failure.effect_line(group, others)
-        return failure.child_error(r, effect=effect, loads=ctx.loads, preload=preload)
+        group = f"{self.name} ({len(stages)} rank(s), {ctx.start_method}/{ctx.package})"
+        return failure.effect_line(group, others)
+
+    @property
+    def preload(self) -> tuple[str, ...]:
+        """The modules the warm server preloaded (a failure's hint may name one)."""
+        return self.ctx.server.preload if self.ctx.server is not None else ()
 
     def not_ready(
         self, stuck: list[Rank], now: float, world: int, call_timeout: float | None

@@ -47,6 +47,7 @@ from spawnkit.launch._group_errors import GroupErrors, stacks_of
 from spawnkit.launch._output import OutputRelay
 from spawnkit.launch._progress import ProgressCallback, ProgressRelay
 from spawnkit.launch._rank import Rank, reap_ranks
+from spawnkit.protocol import failure
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.popen import LaunchContext, early_failure
 
@@ -209,7 +210,7 @@ class WorkerGroup(GroupContract):
                 # A failure recorded outside this loop (``exit_codes`` polls exits) comes
                 # before ``until()``: "every rank exited" must not turn it into success.
                 if self._order and not self._closed:
-                    raise self._fail(self._errors.rank_failed(self._order[0], self._ranks))
+                    raise self._fail(self._rank_failed(self._order[0]))
                 if until():
                     return True
                 if self._closed:
@@ -229,7 +230,7 @@ class WorkerGroup(GroupContract):
                     limits.append(ready_deadline)
                 self._wait_once(None if not limits else max(0.0, min(limits) - now))
                 if self._order:
-                    raise self._fail(self._errors.rank_failed(self._order[0], self._ranks))
+                    raise self._fail(self._rank_failed(self._order[0]))
         except KeyboardInterrupt:
             self._interrupting = True
             for r in self._ranks:
@@ -290,11 +291,19 @@ class WorkerGroup(GroupContract):
         """Each worker's stacks, a bounded wait (``spawnkit.testing`` uses it)."""
         return stacks_of(ranks)
 
+    def _rank_failed(self, r: Rank) -> ChildError:
+        """Rank ``r``'s failure record as the error to raise, with what it affects."""
+        effect = self._errors.effect(r.rank, [(o.rank, o.stage) for o in self._ranks])
+        preload = self._errors.preload
+        return failure.child_error(r, effect=effect, loads=self._ctx.loads, preload=preload)
+
     def _stop_for(self, err: ChildError) -> None:
         self._close(initial_grace=self._grace)
-        from spawnkit.launch._cleanup import note_unreaped  # psutil: imported by the teardown
+        from spawnkit.launch._cleanup import unreaped_warning  # psutil: imported by the teardown
 
-        note_unreaped(err, self.unreaped_pids)
+        pids = err.unreaped_pids = list(self.unreaped_pids)
+        if pids:
+            err.args = (f"{err.args[0]}\n{unreaped_warning(pids)}",)
 
     # ------------------------------------------------------------ teardown
     def _close(self, *, initial_grace: float) -> None:

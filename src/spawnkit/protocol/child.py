@@ -19,6 +19,7 @@ import pickle
 import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -33,6 +34,7 @@ __all__ = [
     "picklers",
     "report_early",
     "send_early",
+    "send_start_data",
     "set_early_fd",
     "spawn_main_reporting",
 ]
@@ -267,7 +269,7 @@ def child_main(spec: ProcessSpec) -> None:
     except Exception as exc:
         from spawnkit._names import qualified_name  # only on this failure path
 
-        kind = qualified_name(result)
+        kind = qualified_name(type(result))
         reporter.send(
             proto.Result(
                 None,
@@ -288,3 +290,42 @@ def _flush() -> None:
                 stream.flush()
         except (OSError, ValueError):
             pass
+
+
+# ------------------------------------------------- the start data, written by the launcher
+# Beside its reader (``spawn_main`` above, or a warm server's ``serve``): one exchange, one
+# module.  The launcher imports this module anyway, for ``child_main``.
+def send_start_data(fd: int, data: bytes) -> None:
+    """Write start data to ``fd``, a pipe to a child or a warm server, never blocking the launcher.
+
+    The child re-imports ``__main__`` before reading its ``Process``: a spec larger than the
+    pipe buffer would make ``start()`` wait for that re-import (pytorch#131931).  What fits is
+    written now, the rest from a daemon thread; a reader's death reaches the launcher elsewhere.
+    """
+    w = os.dup(fd)
+    view = memoryview(data)
+    try:
+        os.set_blocking(w, False)
+        try:
+            view = view[os.write(w, view) :]
+        except BlockingIOError:
+            pass
+        os.set_blocking(w, True)
+    except OSError:  # EPIPE: the child is already gone
+        view = view[len(view) :]
+    if not view:
+        os.close(w)
+        return
+    threading.Thread(
+        target=_write_rest, args=(w, view), name="spawnkit-start-writer", daemon=True
+    ).start()
+
+
+def _write_rest(fd: int, view: memoryview) -> None:
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:  # the child died before reading everything; its sentinel says how
+        pass
+    finally:
+        os.close(fd)

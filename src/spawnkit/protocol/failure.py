@@ -118,7 +118,7 @@ def record(
         message = f"<str() of the exception raised {type(str_exc).__name__}>"
     return Failed(
         stage,
-        qualified_name(exc),
+        qualified_name(type(exc), getattr(exc, "kind", "")),
         message,
         text,
         exc_bytes,

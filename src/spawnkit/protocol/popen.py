@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from spawnkit.errors import ConfigError
-from spawnkit.protocol.child import child_main, picklers
+from spawnkit.protocol.child import child_main, picklers, send_start_data
 from spawnkit.protocol.failure import PRE_BOOTSTRAP, Failed
-from spawnkit.protocol.start_data import send_start_data
 from spawnkit.spec import ProcessSpec
 from spawnkit.spec._control import CONTEXTS
 
@@ -317,9 +316,13 @@ class LaunchContext:
         with warm.launching(self.server, self.fork_timeout):
             proc.start()
 
-    def loads(self, data: bytes) -> Any:
-        """Unpickle what a worker of this context pickled (its result, its exception)."""
-        return picklers(self.package)[1](data)
+    @property
+    def loads(self) -> Callable[[bytes], Any]:
+        """The unpickler of what a worker of this context pickled (its result, its exception).
+
+        The function itself, not a method calling it: the unpickled exception then never
+        passes through this module on its way to the group (``tests/test_walks.py``)."""
+        return picklers(self.package)[1]
 
 
 def get_launch_context(

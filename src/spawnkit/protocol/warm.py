@@ -42,8 +42,8 @@ from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, ForkServerError
 from spawnkit.protocol import failure
 from spawnkit.protocol import messages as proto
+from spawnkit.protocol.child import send_start_data
 from spawnkit.protocol.failure import Exited, Failed
-from spawnkit.protocol.start_data import send_start_data
 
 __all__ = [
     "MODE_VAR",

@@ -85,7 +85,7 @@ class Payload:
         """
         from spawnkit._names import qualified_name  # parent side: not on the unpickling path
 
-        type_name = qualified_name(obj)
+        type_name = qualified_name(type(obj))
         data: bytes | None = None
         used_value = False
         if by_value is not True:
@@ -179,8 +179,6 @@ class Payload:
         if expected_type is not None and not isinstance(obj, expected_type):
             from spawnkit._names import qualified_name  # failure path only
 
-            raise TypeError(
-                f"payload holds a {qualified_name(obj)}, but a {qualified_name(expected_type)} "
-                "was expected"
-            )
+            held, wanted = qualified_name(type(obj)), qualified_name(expected_type)
+            raise TypeError(f"payload holds a {held}, but a {wanted} was expected")
         return obj
