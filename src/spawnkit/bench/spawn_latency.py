@@ -43,10 +43,8 @@ import functools
 import importlib
 import multiprocessing as mp
 import multiprocessing.forkserver
-import os
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +53,7 @@ from typing import Any
 from spawnkit.bench import _peers
 from spawnkit.bench._checks import Check, bytecode_note, present
 from spawnkit.bench._peers import PEERS
+from spawnkit.bench._site import worker_site
 from spawnkit.bootstrap.stages import Stage
 
 #: The folder spawnkit is imported from (a checkout's src/ or site-packages), for the servers.
@@ -317,16 +316,6 @@ def run(quick: bool = False) -> dict[str, Any]:
 
     sizes = (1, 2) if quick else (1, 2, 4, 8)
     repeats = 1 if quick else 3
-    tmp = tempfile.TemporaryDirectory(prefix="spawnkit-bench-")
-    root = Path(tmp.name)
-    _write_site(root)
-    sys.path.insert(0, str(root))
-    # The stdlib forkserver of Python < 3.12 ignores the parent's sys.path: without this its
-    # preload of the site's modules would fail silently (workers would import them each).
-    old_pythonpath = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(root), str(SRC), old_pythonpath or "") if p
-    )
     Namespace(NS_NAME, env_prefix="BENCH_SPAWN_NS")
     peers, skipped = _peers.available()
     uncompiled = bytecode_note()
@@ -338,34 +327,29 @@ def run(quick: bool = False) -> dict[str, Any]:
         "peers": list(peers),
         "skipped": skipped,
     }
-    try:
-        for worker in WORKERS:
-            module = f"bench_spawn_{worker}"
-            preload = {"torch": ("torch",), "torchtarget": (module,)}.get(worker, ())
-            # The stdlib forkserver is a per-process singleton: restart it per preload list.
+    with worker_site("spawnkit-bench-", _write_site, SRC):
+        try:
+            for worker in WORKERS:
+                module = f"bench_spawn_{worker}"
+                preload = {"torch": ("torch",), "torchtarget": (module,)}.get(worker, ())
+                # The stdlib forkserver is a per-process singleton: restart it per preload list.
+                mp.forkserver._forkserver._stop()  # type: ignore[attr-defined]
+                mp.set_forkserver_preload(list(preload))
+                for name, fn in _variants(worker, module, preload, peers).items():
+                    if name in ("raw-forkserver", "spawnkit-warm", "ray-actor"):
+                        fn(1)  # start the server outside the timed region, as a warm start does
+                    for n in sizes:
+                        row: dict[str, Any] = {"worker": worker, "variant": name, "n": n}
+                        row.update(_measure(functools.partial(fn, n), repeats))
+                        results["rows"].append(row)
+                        _progress_line(row)
+                    if name in _peers.PEERS:  # Ray's daemons and loky's workers would load the
+                        _peers.close()  # machine under the rows measured after them
+            results["census"] = _census(1 if quick else 3)
+        finally:
+            _peers.close()
+            warm.shutdown_forkservers()
             mp.forkserver._forkserver._stop()  # type: ignore[attr-defined]
-            mp.set_forkserver_preload(list(preload))
-            for name, fn in _variants(worker, module, preload, peers).items():
-                if name in ("raw-forkserver", "spawnkit-warm", "ray-actor"):
-                    fn(1)  # start the server outside the timed region, as a warm start does
-                for n in sizes:
-                    row: dict[str, Any] = {"worker": worker, "variant": name, "n": n}
-                    row.update(_measure(functools.partial(fn, n), repeats))
-                    results["rows"].append(row)
-                    _progress_line(row)
-                if name in _peers.PEERS:  # Ray's daemons and loky's workers would load the
-                    _peers.close()  # machine under the rows measured after them
-        results["census"] = _census(1 if quick else 3)
-    finally:
-        _peers.close()
-        warm.shutdown_forkservers()
-        mp.forkserver._forkserver._stop()  # type: ignore[attr-defined]
-        if old_pythonpath is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old_pythonpath
-        sys.path.remove(str(root))
-        tmp.cleanup()
     results["ratios"] = _ratios(results["rows"], sizes, peers)
     return results
 

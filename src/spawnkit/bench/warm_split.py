@@ -19,13 +19,12 @@ import json
 import os
 import select
 import statistics
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from spawnkit.bench._checks import Check, print_checks
+from spawnkit.bench._site import worker_site
 
 __all__ = ["checks", "main", "report", "run"]
 
@@ -116,51 +115,17 @@ def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float
 
 def run(quick: bool = False) -> dict[str, Any]:
     """Both workers at each size: raw fork, warm worker, the warm worker's phases (ms)."""
-    from spawnkit.launch.specs import build_spec
     from spawnkit.protocol import warm
-    from spawnkit.protocol.popen import get_launch_context
 
     sizes = (1, 2) if quick else (1, 2, 4, 8)
     repeats = 2 if quick else 5
-    tmp = tempfile.TemporaryDirectory(prefix="spawnkit-warm-split-")
-    root = Path(tmp.name)
-    _site(root)
-    sys.path.insert(0, str(root))
-    old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(root), old or "") if p)
     rows: list[dict[str, Any]] = []
-    try:
-        for worker in _WORKERS:
-            module = f"warm_split_{worker}"
-            __import__(module)  # the raw fork holds the same modules
-            preload = (module,)
-            template = build_spec(f"{module}:main", None)
-            lctx = get_launch_context("multiprocessing", "forkserver", preload, template, 120)
-            _warm(lctx, template, 1)  # the first fork of a server warms its pages: not timed
-            for n in sizes:
-                raw = [_raw_fork(n) for _ in range(repeats)]
-                runs = [_warm(lctx, template, n) for _ in range(repeats)]
-                split = {p: statistics.median(ph[p] for _, w in runs for ph in w) for p in PHASES}
-                raw_ms = statistics.median(raw) * 1e3
-                warm_ms = statistics.median(t for t, _ in runs) * 1e3
-                rows.append(
-                    {
-                        "worker": worker,
-                        "n": n,
-                        "raw_fork_ms": raw_ms,
-                        "warm_ms": warm_ms,
-                        "ratio": warm_ms / raw_ms,
-                        **{f"{p}_ms": v * 1e3 for p, v in split.items()},
-                    }
-                )
-    finally:
-        warm.shutdown_forkservers()
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
-        sys.path.remove(str(root))
-        tmp.cleanup()
+    with worker_site("spawnkit-warm-split-", _site):
+        try:
+            for worker in _WORKERS:
+                rows += _rows(worker, sizes, repeats)
+        finally:
+            warm.shutdown_forkservers()
     return {"sizes": list(sizes), "repeats": repeats, "rows": rows, "load": os.getloadavg()}
 
 
@@ -202,3 +167,33 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+def _rows(worker: str, sizes: tuple[int, ...], repeats: int) -> list[dict[str, Any]]:
+    """One worker's rows: at each size, the raw fork and the warm start with its phases."""
+    from spawnkit.launch.specs import build_spec
+    from spawnkit.protocol.popen import get_launch_context
+
+    module = f"warm_split_{worker}"
+    __import__(module)  # the raw fork holds the same modules
+    template = build_spec(f"{module}:main", None)
+    lctx = get_launch_context("multiprocessing", "forkserver", (module,), template, 120)
+    _warm(lctx, template, 1)  # the first fork of a server warms its pages: not timed
+    rows = []
+    for n in sizes:
+        raw = [_raw_fork(n) for _ in range(repeats)]
+        runs = [_warm(lctx, template, n) for _ in range(repeats)]
+        split = {p: statistics.median(ph[p] for _, w in runs for ph in w) for p in PHASES}
+        raw_ms = statistics.median(raw) * 1e3
+        warm_ms = statistics.median(t for t, _ in runs) * 1e3
+        rows.append(
+            {
+                "worker": worker,
+                "n": n,
+                "raw_fork_ms": raw_ms,
+                "warm_ms": warm_ms,
+                "ratio": warm_ms / raw_ms,
+                **{f"{p}_ms": v * 1e3 for p, v in split.items()},
+            }
+        )
+    return rows
