@@ -9,6 +9,10 @@ that forwards stage progress.  Whatever happens next (a stage raises, the
 entry raises, someone calls ``sys.exit``, the entry returns) is reported
 over the rank's report pipe *before* the process ends, so the launcher never
 has to guess a root cause from an exit code when Python was still running.
+
+The start data it reads first (preparation data, then the ``Process`` with
+the spec) is written by ``send_start_data`` at the end of this module: the
+launcher's half of that one exchange sits beside the child's.
 """
 
 from __future__ import annotations
