@@ -305,3 +305,48 @@ def test_ctrl_c_during_a_plain_terminate_kills_then_raises(app: tuple[Path, str]
     assert code == 130, out + err
     assert "terminate raised KeyboardInterrupt [-9, -9]" in out, out
     assert_gone(pids)
+
+
+@pytest.mark.timeout(20)  # without the fix the next read waits on a garbled length: a hang
+def test_a_ctrl_c_while_a_report_message_is_half_read_loses_no_message() -> None:
+    """The race behind "rank 1 in materialize_payload" of a rank already in its entry.
+
+    A real pipe, a message larger than the pipe's buffer, and a real SIGINT to the main
+    thread while it is blocked half-way through that message: the interrupt is raised once
+    the message is whole, and that message and the next are still read, in order.
+    """
+    import struct
+    from multiprocessing import Pipe
+    from multiprocessing.reduction import ForkingPickler
+
+    from spawnkit.launch._rank import Rank
+    from spawnkit.protocol import messages as proto
+
+    reader, writer = Pipe(duplex=False)
+    big = bytes(ForkingPickler.dumps(proto.StageStarted("x" * 300_000)))
+    frame = struct.pack("!i", len(big)) + big
+    os.write(writer.fileno(), frame[:30_000])  # the header and a little: readable, not whole
+    rank = Rank(rank=1, proc=None, report=reader, death=None, fault=None, pid=0, started=0.0)
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def rest() -> None:
+        time.sleep(0.3)  # the reader is blocked inside the message by now
+        signal.pthread_kill(main, signal.SIGINT)
+        time.sleep(0.3)
+        os.write(writer.fileno(), frame[30_000:])
+        writer.send(proto.StageStarted("after"))
+
+    thread = threading.Thread(target=rest, daemon=True)
+    thread.start()
+    taken: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        for msg in rank.messages():
+            taken.append(msg.stage)
+    thread.join(10)
+    time.sleep(0.1)
+    taken += [msg.stage for msg in rank.messages()]
+    assert [len(s) for s in taken] == [300_000, 5] and taken[1] == "after"
+    assert rank.report_open
+    reader.close()
+    writer.close()

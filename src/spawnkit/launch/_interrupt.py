@@ -9,6 +9,7 @@ Ctrl-C SIGKILLs what is left.
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from typing import Any
 __all__ = [
     "EscalateTeardown",
     "children_start_deaf",
+    "held",
     "second_interrupt_escalates",
     "will_start_deaf",
 ]
@@ -57,6 +59,30 @@ def children_start_deaf(enabled: bool) -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """A Ctrl-C during the block reaches SIGINT's handler once the block is over.
+
+    Around reading one report message: a ``KeyboardInterrupt`` raised half-way through a
+    message would leave the pipe mid-frame, every later message of that rank unreadable,
+    and the rank's stage frozen wherever the interrupt struck (the group would then say
+    "rank 1 in materialize_payload" of a rank already in its entry).
+    """
+    if not _on_main_thread():  # SIGINT's Python handler only ever runs on the main thread
+        yield
+        return
+    caught: list[Any] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught and callable(previous):
+            previous(signal.SIGINT, caught[0])  # default_int_handler raises KeyboardInterrupt
+        elif caught and previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)  # what the signal would have done
 
 
 @contextlib.contextmanager

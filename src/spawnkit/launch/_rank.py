@@ -22,6 +22,7 @@ from typing import Any
 from spawnkit.bootstrap._parent_death import reap_guardian
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import BootstrapError
+from spawnkit.launch import _interrupt
 from spawnkit.launch._progress import DONE, FAILED, STOPPED
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.failure import Worker, current_thread_first, stopped_error
@@ -59,6 +60,7 @@ class Rank:
     events: list[tuple[str, str, float]] = field(default_factory=list)
     end_told: bool = False
     ended: float = 0.0  # time.monotonic() when reaped (a start-up trace's end of this rank)
+    unread: list[Any] = field(default_factory=list)  # read, not yet taken: a Ctrl-C came between
 
     @property
     def worker(self) -> Worker:
@@ -133,18 +135,21 @@ class Rank:
 
     def messages(self) -> Iterator[Any]:
         """Every message already in the report pipe; never blocks on an empty pipe."""
+        while self.unread:
+            yield self.unread.pop(0)
         while self.report_open:
             try:
-                if not self.report.poll(0):
-                    return
-                msg = self.report.recv()
+                with _interrupt.held():  # a message is read whole, even under Ctrl-C,
+                    if not self.report.poll(0):
+                        return
+                    self.unread.append(self.report.recv())  # and kept for the next call
             except (EOFError, OSError):
                 self.report_open = False
                 return
             except Exception as exc:  # a message that does not unpickle here
                 _log.warning("%s sent an unreadable report message: %s", self.label, exc)
                 continue
-            yield msg
+            yield self.unread.pop(0)
 
     def reap(self, join_s: float) -> bool:
         """Join the process for up to ``join_s``; once it exited, keep its code and fault text."""
