@@ -305,3 +305,20 @@ def test_launching_script_binding_a_target_at_module_scope_gets_the_patched_one(
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["orig+hooked", "orig"]  # worker patched; parent untouched
+
+
+def test_a_server_that_cannot_import_spawnkit_sends_its_traceback(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its import fails before any status pipe exists: the traceback still reaches the error."""
+    planted = tmp_path / "planted" / "spawnkit"
+    planted.mkdir(parents=True)
+    (planted / "__init__.py").write_text('raise ImportError("planted: not this spawnkit")\n')
+    # The server is a fresh interpreter that finds this package first; this process keeps its own.
+    monkeypatch.setenv("PYTHONPATH", str(planted.parent))
+    with pytest.raises(ForkServerError) as info:
+        _launch(site, "os:getpid")
+    text = str(info.value)
+    assert "died while starting up" in text and "Server traceback (pid " in text
+    assert "ImportError: planted: not this spawnkit" in text
+    assert "ImportError: planted" in info.value.traceback_text

@@ -112,7 +112,15 @@ class WarmServer:
             child_fds = [listener.fileno(), alive_r, status_w, fault_w, boot_r]
             try:
                 cmd = (
-                    "from spawnkit.protocol.warm_main import serve; "
+                    # A server that cannot import spawnkit (another PYTHONPATH, a broken
+                    # install) has no status pipe yet: its traceback goes to the fault pipe,
+                    # which the error below quotes, instead of only to a stderr nobody reads.
+                    "try:\n"
+                    "    from spawnkit.protocol.warm_main import serve\n"
+                    "except BaseException:\n"
+                    "    import os, traceback\n"
+                    f"    os.write({fault_w}, traceback.format_exc().encode('utf-8', 'replace'))\n"
+                    "    raise\n"
                     f"serve({listener.fileno()}, {alive_r}, {status_w}, {fault_w}, {boot_r}, "
                     f"{self.package!r}, {list(self.preload)!r}, {list(sys.path)!r})"
                 )
@@ -349,7 +357,9 @@ def _start_error(final: Any, step: str, server: WarmServer, fault: str) -> ForkS
         err.cause = cause
     else:
         err = ForkServerError(
-            _start_failure_text(final, step, server, fault), stage=_steps.stage_of(step)
+            _start_failure_text(final, step, server, fault),
+            stage=_steps.stage_of(step),
+            traceback_text=fault if fault.startswith("Traceback") else "",
         )
     err.server_pid = pid
     return err
@@ -358,7 +368,8 @@ def _start_error(final: Any, step: str, server: WarmServer, fault: str) -> ForkS
 def _start_failure_text(final: Any, step: str, server: WarmServer, fault: str) -> str:
     """Why a server that raised nothing could not start: it exited, hung or died."""
     pid = server.pid
-    dump = f"\nServer fault dump (pid {pid}):\n{fault.rstrip()}" if fault.strip() else ""
+    what = "traceback" if fault.startswith("Traceback") else "fault dump"  # see start()'s -c
+    dump = f"\nServer {what} (pid {pid}):\n{fault.rstrip()}" if fault.strip() else ""
     if isinstance(final, Exited):
         return (
             f"the warm-start fork server (pid {pid}) called sys.exit({final.code}) while "
