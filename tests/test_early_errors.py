@@ -154,3 +154,24 @@ def test_a_ray_rank_refuses_a_proxy_touched_while_its_arguments_are_unpickled(
 ) -> None:
     out, _ = engine.run(RAY_ACTOR)
     assert out == {"status": "failed", "exc_type": "spawnkit.errors.LazyProxyError"}
+
+
+def test_a_worker_that_cannot_import_spawnkit_sends_its_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command line's first import fails (another PYTHONPATH, a broken install): before
+    any of spawnkit runs in the child, its traceback still reaches the parent's error."""
+    from spawnkit import spawn_with_plugins
+    from spawnkit.errors import ChildRaisedError
+
+    planted = tmp_path / "planted" / "spawnkit"
+    planted.mkdir(parents=True)
+    (planted / "__init__.py").write_text('raise ImportError("planted: not this spawnkit")\n')
+    monkeypatch.setenv("PYTHONPATH", str(planted.parent))  # the child's; ours is imported
+    group = spawn_with_plugins("os:getpid", start_method="spawn", ready_timeout=60)
+    with group, pytest.raises(ChildRaisedError) as info:
+        group.join(60)
+    text = str(info.value)
+    assert "failed in stage 'process_start': ImportError: planted: not this spawnkit" in text
+    assert "It failed importing spawnkit itself" in text and "PYTHONPATH" in text
+    assert 'File "<string>"' in info.value.traceback_text

@@ -372,6 +372,14 @@ def _early_error(
             "worker re-imports it (as __mp_main__). Put the code that calls "
             'spawn_with_plugins() under `if __name__ == "__main__":`.'
         )
+    elif "spawn_main" not in text and 'File "<string>"' in text:
+        # Raised by the command line's own imports (popen's prologue), before spawn_main.
+        cause = (
+            "It failed importing spawnkit itself, before anything of the launching script "
+            "ran. A spawned worker is a new interpreter with this process's environment: "
+            "check that `python -c 'import spawnkit'` works there (PYTHONPATH, the active "
+            "virtual environment, a half-finished install)."
+        )
     else:
         cause = (
             "It failed before its bootstrap began: while re-importing the launching "

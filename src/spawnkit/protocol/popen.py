@@ -47,10 +47,18 @@ START_METHODS = ("spawn", "forkserver")
 
 # Arms the guard and marks the process a worker whose hooks are not applied yet, so
 # that a lazy proxy touched while ``__main__`` is re-executed refuses (see ``lazy``).
-_GUARD_PROLOGUE = (
-    "from spawnkit.bootstrap import guard as _g; _g.arm(); "
-    "from spawnkit.spec import _phase as _p; _p.enter_worker(); "
-)
+# A child that cannot import spawnkit (another PYTHONPATH, a broken install) writes its
+# traceback to the early-error pipe, which the launcher quotes, not only to its stderr.
+_GUARD_PROLOGUE = """\
+try:
+    from spawnkit.bootstrap import guard as _g; _g.arm()
+    from spawnkit.spec import _phase as _p; _p.enter_worker()
+    from spawnkit.protocol.child import spawn_main_reporting
+except BaseException:
+    import os, traceback
+    os.write({early_fd}, traceback.format_exc().encode("utf-8", "replace"))
+    raise
+"""
 
 
 def _sub(package: str, name: str) -> Any:
@@ -63,8 +71,8 @@ def _guarded_command_line(package: str, early_fd: int, **kwds: Any) -> list[str]
     index = cmd.index("-c") + 1
     args = ", ".join(f"{k}={v!r}" for k, v in kwds.items())
     cmd[index] = (
-        f"{_GUARD_PROLOGUE}from spawnkit.protocol.child import spawn_main_reporting; "
-        f"spawn_main_reporting({package!r}, {early_fd}, {args})"
+        _GUARD_PROLOGUE.format(early_fd=early_fd)
+        + f"spawn_main_reporting({package!r}, {early_fd}, {args})"
     )
     return cmd
 
