@@ -266,13 +266,9 @@ def test_pdeathsig_arming_race_is_closed(tmp_path: Path) -> None:
         """
         import multiprocessing, time
         from spawnkit.bootstrap import _parent_death
-        from spawnkit.spec import ProcessSpec
-        from spawnkit.spec._control import LaunchControl
         r, w = multiprocessing.Pipe(duplex=False)
         # The recorded launcher pid is not our parent: as if it died before prctl() ran.
-        spec = ProcessSpec(entry="m:f", death_conn=r,
-                           _control=LaunchControl(parent_pid=2**22 + 12345, pdeathsig=True))
-        _parent_death.arm(spec)
+        _parent_death.arm("run1", r, 0, parent_pid=2**22 + 12345, pdeathsig=True)
         time.sleep(30)
         print("still alive")
         """
