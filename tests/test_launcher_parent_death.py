@@ -242,6 +242,8 @@ def test_cleanup_finds_processes_by_environment_and_record() -> None:
     tagged = subprocess.Popen(sleeper, env=dict(os.environ, **{RUN_ID_VAR: tagged_id}))
     untagged = subprocess.Popen(sleeper)
     bystander = subprocess.Popen(sleeper)
+    # Another run whose id starts with this one's: a whole variable matches, not a prefix.
+    lookalike = subprocess.Popen(sleeper, env=dict(os.environ, **{RUN_ID_VAR: tagged_id + "0"}))
     try:
         time.sleep(0.2)  # let exec() publish the environment
         record_run(recorded_id, [untagged.pid])
@@ -251,10 +253,10 @@ def test_cleanup_finds_processes_by_environment_and_record() -> None:
         result = cleanup(recorded_id, timeout=4.0)
         assert result.ended == [untagged.pid]
         assert gone(untagged.pid)
-        assert bystander.poll() is None  # nothing else was touched
+        assert bystander.poll() is None and lookalike.poll() is None  # nothing else touched
         assert not cleanup(recorded_id)  # the record is gone; nothing left to do
     finally:
-        for proc in (tagged, untagged, bystander):
+        for proc in (tagged, untagged, bystander, lookalike):
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(5)

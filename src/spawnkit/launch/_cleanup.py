@@ -98,6 +98,8 @@ def _recorded(run_id: str) -> list[psutil.Process]:
 
 def _tagged(run_id: str) -> list[psutil.Process]:
     """Processes of this user whose initial environment carries ``SPAWNKIT_RUN_ID=run_id``."""
+    if os.path.isdir("/proc/self"):
+        return _tagged_procfs(run_id)
     me = os.getuid() if hasattr(os, "getuid") else None
     found: list[psutil.Process] = []
     for proc in psutil.process_iter():
@@ -108,6 +110,30 @@ def _tagged(run_id: str) -> list[psutil.Process]:
                 found.append(proc)
         except psutil.Error:
             continue
+    return found
+
+
+def _tagged_procfs(run_id: str) -> list[psutil.Process]:
+    """``_tagged`` from ``/proc`` directly: every group's teardown reads every process of
+    this user, and psutil parsing each environment into a dict made that the teardown's
+    largest cost (about 1 ms per 100 processes); a byte search finds the one variable."""
+    tag = f"{RUN_ID_VAR}={run_id}".encode()
+    me = os.getuid()
+    found: list[psutil.Process] = []
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit():
+                continue
+            try:
+                if entry.stat().st_uid != me:
+                    continue
+                with open(f"/proc/{entry.name}/environ", "rb") as f:
+                    block = f.read()
+            except OSError:  # ended meanwhile, or not ours to read
+                continue
+            if tag in block and tag in block.split(b"\0"):  # a whole variable, not a prefix
+                with contextlib.suppress(psutil.Error):
+                    found.append(psutil.Process(int(entry.name)))
     return found
 
 
