@@ -9,7 +9,6 @@ class-level API acts on ``HookRegistry.default()``.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import sys
 import threading
 import types
@@ -130,7 +129,7 @@ class HookRegistry(RegistryQueries):
         hook is applied now (never left unapplied).
         """
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
-        late = _late(self, f"hook {describe_hook(hook)} from {src} on target {target!r}")
+        late = _late(self, lambda: f"hook {describe_hook(hook)} from {src} on target {target!r}")
         path, htype = _checked(target, hook, hook_type, src, condition)
         draft = Registration(target, hook, htype, src, -1, on_import, optional, condition)
         with self._lock:
@@ -171,7 +170,7 @@ class HookRegistry(RegistryQueries):
         """
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         what = f"provide_module({name!r}) from {src}"
-        late = _late(self, what)
+        late = _late(self, lambda: what)
         _provide.check(name, module, factory, what)
         with self._lock:
             st = self._state
@@ -332,10 +331,11 @@ class HookRegistry(RegistryQueries):
                     self._state = saved
 
 
-def _late(self: HookRegistry, what: str) -> bool:
+def _late(self: HookRegistry, what: Callable[[], str]) -> bool:
     """Whether a registration now must be applied at once; refuses one nothing would apply.
 
     A worker applies only its namespace's registry, so the default one there is refused.
+    ``what`` names the registration only when refused: ``register()`` runs once per hook.
     """
     phase = sys.modules.get("spawnkit.spec._phase")
     ns = phase.worker_namespace() if phase is not None else None
@@ -346,7 +346,7 @@ def _late(self: HookRegistry, what: str) -> bool:
         return not phase.too_early()  # type: ignore[union-attr]
     if self is HookRegistry._default:
         raise HookRegistrationError(
-            f"cannot register {what}: this process is a worker of namespace {ns.name!r}, "
+            f"cannot register {what()}: this process is a worker of namespace {ns.name!r}, "
             f"which applies only that namespace's registry (NS.hooks of {ns.name!r}), never "
             "spawnkit.hooks.HookRegistry (the default namespace's), so the hook would not "
             "take effect. Register it on the namespace's registry: "
@@ -374,7 +374,10 @@ def _record(
             )
             return None
     st.seq += 1
-    reg = dataclasses.replace(draft, seq=st.seq)
+    d = draft  # not dataclasses.replace: it re-inspects the fields on every registration
+    reg = Registration(
+        d.target, d.hook, d.hook_type, d.source, st.seq, d.on_import, d.optional, d.condition
+    )
     if path.module_hint is not None or path.key not in st.paths:
         st.paths[path.key] = path  # the explicit 'mod:qual' form is the more precise one
     st.display.setdefault(path.key, draft.target)
