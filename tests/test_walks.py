@@ -59,7 +59,8 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str) -> tuple[l
     watch = token[::-1] if entry == "raises" else token
     path = os.pathsep.join([str(_TRACER), str(tmp_path), os.environ.get("PYTHONPATH", "")])
     monkeypatch.setenv("PYTHONPATH", path)
-    monkeypatch.setenv("WALKTEST_TOKEN", watch)
+    (tmp_path / "token.txt").write_text(watch)
+    monkeypatch.setenv("WALKTEST_TOKEN_FILE", str(tmp_path / "token.txt"))
     monkeypatch.setenv("WALKTEST_OUT", str(out))
     error = ""
     walk_tracer.begin(watch)
