@@ -15,18 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from _cli_support import run_cli
 from spawnkit.bench import BENCHMARKS, Check, print_checks
 from spawnkit.bench.hook_overhead import WRAPT_SKIPPED
-from spawnkit.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_TIMEOUT_S = 300
-
-
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
 
 
 def _one_usage_line(code: int, err: str, *needles: str) -> None:

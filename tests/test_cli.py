@@ -13,17 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from spawnkit.cli import main
+from _cli_support import run_cli
 from spawnkit.cli._output import Output
 from spawnkit.cli._resolve import check_entry, load_payload_file
 
 SPAWNKIT = str(Path(sys.executable).with_name("spawnkit"))
-
-
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.fixture

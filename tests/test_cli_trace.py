@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
@@ -10,13 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from spawnkit.cli import main
-
-
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    code = main(list(argv), stdout=out, stderr=err)
-    return code, out.getvalue(), err.getvalue()
+from _cli_support import run_cli
 
 
 @pytest.fixture

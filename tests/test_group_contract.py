@@ -11,8 +11,6 @@ starts a real local cluster (one at a time, under the Ray tests' lock).
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any
 import pytest
 
 import spawnkit
-from _ray_support import file_lock
+from _ray_support import local_ray_cluster
 from spawnkit.errors import ChildError, ChildExitedError, ChildRaisedError, EntryTimeoutError
 from spawnkit.launch._contract import GroupContract
 from spawnkit.spec import NamespaceConfig
@@ -73,26 +71,10 @@ def _local(site: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Start]:
 
 
 def _ray(site: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Start]:
-    ray = pytest.importorskip("ray", reason='Ray is not installed: pip install "spawnkit[ray]"')
+    pytest.importorskip("ray", reason='Ray is not installed: pip install "spawnkit[ray]"')
     import spawnkit.scaleout.ray as skray
 
-    lock = tmp_path_factory.getbasetemp().parent / "spawnkit-ray-cluster.lock"
-    with file_lock(lock, 600.0):
-        temp_dir = tempfile.mkdtemp(prefix="skct-", dir="/tmp" if os.path.isdir("/tmp") else None)
-        saved = os.environ.pop("RAY_ADDRESS", None)
-        try:
-            ray.init(
-                address="local",
-                num_cpus=2,
-                include_dashboard=False,
-                configure_logging=False,
-                log_to_driver=False,
-                object_store_memory=80 * 1024 * 1024,
-                _temp_dir=temp_dir,
-            )
-        except Exception as exc:  # pragma: no cover - environment-dependent
-            shutil.rmtree(temp_dir, ignore_errors=True)
-            pytest.skip(f"cannot start a local Ray cluster here: {type(exc).__name__}: {exc}")
+    with local_ray_cluster(tmp_path_factory, "skct-", 600.0):
         ns = NamespaceConfig.build("skcontract", "SKCONTRACT")
 
         def start(entry: str) -> GroupContract:
@@ -104,13 +86,7 @@ def _ray(site: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Start
                 ready_timeout=READY_S,
             )
 
-        try:
-            yield start
-        finally:
-            ray.shutdown()
-            shutil.rmtree(temp_dir, ignore_errors=True)
-            if saved is not None:
-                os.environ["RAY_ADDRESS"] = saved
+        yield start
 
 
 @pytest.fixture(

@@ -9,11 +9,9 @@ on one worker under ``--dist loadgroup``).
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from _ray_support import file_lock
+from _ray_support import local_ray_cluster
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildExitedError,
@@ -138,31 +136,8 @@ def _env(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    lock = tmp_path_factory.getbasetemp().parent / "spawnkit-ray-cluster.lock"
-    with file_lock(lock, LOCK_WAIT_S):
-        # Short: Ray puts unix sockets under it, and their paths are length-limited.
-        temp_dir = tempfile.mkdtemp(prefix="skray-", dir="/tmp" if os.path.isdir("/tmp") else None)
-        saved = os.environ.pop("RAY_ADDRESS", None)
-        try:
-            ray.init(
-                address="local",
-                num_cpus=2,
-                include_dashboard=False,
-                configure_logging=False,
-                log_to_driver=False,
-                object_store_memory=80 * 1024 * 1024,
-                _temp_dir=temp_dir,
-            )
-        except Exception as exc:  # pragma: no cover - environment-dependent
-            shutil.rmtree(temp_dir, ignore_errors=True)
-            pytest.skip(f"cannot start a local Ray cluster here: {type(exc).__name__}: {exc}")
-        try:
-            yield ray
-        finally:
-            ray.shutdown()
-            shutil.rmtree(temp_dir, ignore_errors=True)
-            if saved is not None:
-                os.environ["RAY_ADDRESS"] = saved
+    with local_ray_cluster(tmp_path_factory, "skray-", LOCK_WAIT_S) as cluster:
+        yield cluster
 
 
 def _gone(pids: list[int | None], within: float = 20.0) -> bool:
