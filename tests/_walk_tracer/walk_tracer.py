@@ -30,12 +30,13 @@ def _direct(value: Any) -> bool:
             return False
     if isinstance(value, str):
         return False  # a message's text is not the record
-    if type(value) is dict:  # the payload is a plain dict; a subclass's get() may warn (3.10)
+    if isinstance(value, dict):
         return value.get("token") == _token
     if isinstance(value, BaseException):
         return _token in str(value.args)[:100_000]
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a record (Failed, Exited)
-        return any(isinstance(v, str) and _token in v for v in value)
+        # tuple's own iterator: 3.10's EntryPoint (a namedtuple) warns from its __iter__
+        return any(isinstance(v, str) and _token in v for v in tuple.__iter__(value))
     return False
 
 
