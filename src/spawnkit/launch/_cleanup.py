@@ -115,8 +115,9 @@ def _tagged(run_id: str) -> list[psutil.Process]:
 
 def _tagged_procfs(run_id: str) -> list[psutil.Process]:
     """``_tagged`` from ``/proc`` directly: every group's teardown reads every process of
-    this user, and psutil parsing each environment into a dict made that the teardown's
-    largest cost (about 1 ms per 100 processes); a byte search finds the one variable."""
+    this user, and psutil parsing each environment into a dict made that scan cost about
+    10 ms per 100 processes; a byte search for the one variable takes a sixth of that
+    (``benchmarks/cleanup_scan.py``)."""
     tag = f"{RUN_ID_VAR}={run_id}".encode()
     me = os.getuid()
     found: list[psutil.Process] = []
