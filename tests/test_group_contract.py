@@ -1,6 +1,6 @@
 """One group contract, checked the same way against the local group and the Ray group.
 
-``GroupContract`` (``spawnkit.launch._contract``) gives each part one meaning:
+``GroupContract`` (``spawnkit.launch.group``) gives each part one meaning:
 the first failure is kept, tears the group down and is raised again by every
 later wait; ``join`` is False while ranks run and False at once for stopped
 work; ``results(timeout)`` raising leaves the group running; leaving the
@@ -21,7 +21,7 @@ import pytest
 import spawnkit
 from _ray_support import local_ray_cluster
 from spawnkit.errors import ChildError, ChildExitedError, ChildRaisedError, EntryTimeoutError
-from spawnkit.launch._contract import GroupContract
+from spawnkit.launch.group import GroupContract
 from spawnkit.spec import NamespaceConfig
 from spawnkit.testing import write_distribution
 

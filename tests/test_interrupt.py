@@ -249,9 +249,7 @@ def test_launch_second_ctrl_c_kills_stubborn_workers(app: tuple[Path, str]) -> N
 def _script(app: tuple[Path, str], function: str, grace: float) -> Launched:
     folder, module = app
     path = folder / f"launch_{function}.py"
-    path.write_text(
-        textwrap.dedent(SCRIPT).format(module=module, function=function, grace=grace)
-    )
+    path.write_text(textwrap.dedent(SCRIPT).format(module=module, function=function, grace=grace))
     return Launched([sys.executable, str(path)], folder)
 
 
@@ -320,6 +318,7 @@ def test_a_ctrl_c_while_a_report_message_is_half_read_loses_no_message() -> None
     from multiprocessing.reduction import ForkingPickler
 
     from spawnkit.launch._rank import Rank
+    from spawnkit.launch.group import _messages
     from spawnkit.protocol import messages as proto
 
     reader, writer = Pipe(duplex=False)
@@ -341,11 +340,11 @@ def test_a_ctrl_c_while_a_report_message_is_half_read_loses_no_message() -> None
     thread.start()
     taken: list[str] = []
     with pytest.raises(KeyboardInterrupt):
-        for msg in rank.messages():
+        for msg in _messages(rank):
             taken.append(msg.stage)
     thread.join(10)
     time.sleep(0.1)
-    taken += [msg.stage for msg in rank.messages()]
+    taken += [msg.stage for msg in _messages(rank)]
     assert [len(s) for s in taken] == [300_000, 5] and taken[1] == "after"
     assert rank.report_open
     reader.close()

@@ -95,15 +95,6 @@ def test_the_docs_name_the_files_each_walk_crosses(walks: dict[str, list[str]], 
     assert walks[walk] == _documented(walk)
 
 
-@pytest.mark.parametrize(
-    "walk",
-    [
-        "server_args",
-        pytest.param(
-            "failure",
-            marks=pytest.mark.xfail(strict=True, reason="#22 item 6: it crosses 6 files today"),
-        ),
-    ],
-)
+@pytest.mark.parametrize("walk", ["server_args", "failure"])
 def test_each_walk_crosses_at_most_four_files(walks: dict[str, list[str]], walk: str) -> None:
     assert len(walks[walk]) <= _LIMIT, " ".join(walks[walk])

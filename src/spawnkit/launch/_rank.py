@@ -1,10 +1,10 @@
 """One worker as its launcher sees it: the process, its three pipes, what it said, how it ended.
 
-``WorkerGroup`` decides when to wait and in which order failures count;
-this is the per-worker bookkeeping under it: reading the report pipe without
-blocking, reading the fault pipe (fatal-signal tracebacks and requested stack
-dumps), reaping the process and naming the worker's end for the progress
-callback, and what the rank's outcome is: its return value or its error.
+``WorkerGroup`` decides when to wait, reads the report pipes and keeps the
+failures in the order they count; this is the per-worker bookkeeping under
+it: the progress a rank reported, reading the fault pipe (fatal-signal
+tracebacks and requested stack dumps), reaping the process and naming the
+worker's end for the progress callback, and the rank's return value.
 Only the launching thread touches a ``Rank``.
 """
 
@@ -14,7 +14,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
@@ -22,7 +22,6 @@ from typing import Any
 from spawnkit.bootstrap._parent_death import reap_guardian
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import BootstrapError
-from spawnkit.launch import _interrupt
 from spawnkit.launch._progress import DONE, FAILED, STOPPED
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.failure import Worker, current_thread_first, stopped_error
@@ -51,16 +50,14 @@ class Rank:
     ready: bool = False
     report_obj: Any = None
     result: proto.Result | None = None
-    failure: proto.Failed | proto.Exited | None = None
     exitcode: int | None = None
     report_open: bool = True
     terminated: bool = False
     fault_text: str = ""
-    early: proto.Failed | None = None
     events: list[tuple[str, str, float]] = field(default_factory=list)
     end_told: bool = False
     ended: float = 0.0  # time.monotonic() when reaped (a start-up trace's end of this rank)
-    unread: list[Any] = field(default_factory=list)  # read, not yet taken: a Ctrl-C came between
+    unread: list[Any] = field(default_factory=list)  # read by the group, not yet taken: a Ctrl-C
 
     @property
     def worker(self) -> Worker:
@@ -80,18 +77,18 @@ class Rank:
         """It ended without every sign of success: exit 0, ready, a result that travelled."""
         return self.exitcode != 0 or not self.ready or bool(self.result_error)
 
-    def end_state(self, named: bool, interrupting: bool) -> str:
+    def end_state(self, named: bool, reported: bool, interrupting: bool) -> str:
         """``done``/``failed``/``stopped`` for the progress callback; ``named``: the group's
-        failure is this rank's."""
-        if self.terminated and not named and (self.failure is None or interrupting):
+        failure is this rank's; ``reported``: it sent a failure record."""
+        if self.terminated and not named and (not reported or interrupting):
             return STOPPED
-        if named or self.failure is not None or self.unsuccessful:
+        if named or reported or self.unsuccessful:
             return FAILED
         return DONE
 
     def take(self, msg: Any, now: float) -> str:
         """Record one report message; returns the stage the progress callback should hear of
-        (``""``: none).  FAILED/EXITED are the launcher's to take (they order the failures)."""
+        (``""``: none).  FAILED/EXITED never come here: the group keeps them."""
         self.events.append((type(msg).__name__, getattr(msg, "stage", ""), now - self.started))
         if isinstance(msg, proto.Hello):
             self.host, self.dump_signal = msg.host, msg.dump_signal
@@ -132,24 +129,6 @@ class Rank:
                 **self.worker.fields(),
                 kind="payload",
             ) from exc
-
-    def messages(self) -> Iterator[Any]:
-        """Every message already in the report pipe; never blocks on an empty pipe."""
-        while self.unread:
-            yield self.unread.pop(0)
-        while self.report_open:
-            try:
-                with _interrupt.held():  # a message is read whole, even under Ctrl-C,
-                    if not self.report.poll(0):
-                        return
-                    self.unread.append(self.report.recv())  # and kept for the next call
-            except (EOFError, OSError):
-                self.report_open = False
-                return
-            except Exception as exc:  # a message that does not unpickle here
-                _log.warning("%s sent an unreadable report message: %s", self.label, exc)
-                continue
-            yield self.unread.pop(0)
 
     def reap(self, join_s: float) -> bool:
         """Join the process for up to ``join_s``; once it exited, keep its code and fault text."""

@@ -1,6 +1,16 @@
-"""``WorkerGroup``: supervise a started group of bootstrapped workers (``GroupContract``).
+"""``GroupContract``, what every worker group promises, and ``WorkerGroup``, the local one.
 
-What the group adds to the contract, against the failures of other launchers
+The contract is the base of this module's ``WorkerGroup`` and of
+:class:`~spawnkit.scaleout.ray.RayWorkerGroup`: the two used to share their
+interface by convention only, and it drifted (``_fail`` raised in one and
+returned in the other), so the meanings are written once, here.
+
+The group is also the one holder of its ranks' failures: a rank's FAILED or
+EXITED record goes from the pipe (read here, not in ``_rank.py``) into the
+group's table of failures in the order they came, and from there to
+``failure.child_error``, so a failure crosses one launcher file.
+
+What the local group adds to the contract, against the failures of other launchers
 (``spawn_with_plugins`` in ``launcher.py`` starts the ranks into it):
 * **The root cause reaches the caller.**  Each rank reports stage progress,
   then READY, or FAILED with stage, traceback and exception, over its own
@@ -28,21 +38,21 @@ What the group adds to the contract, against the failures of other launchers
 
 from __future__ import annotations
 
+import abc
 import atexit
 import contextlib
 import logging
 import signal
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import wait as _mp_wait
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from spawnkit.errors import ChildError
 from spawnkit.launch import _interrupt
 from spawnkit.launch._checks import check_seconds
-from spawnkit.launch._contract import GroupContract
 from spawnkit.launch._group_errors import GroupErrors, stacks_of
 from spawnkit.launch._output import OutputRelay
 from spawnkit.launch._progress import ProgressCallback, ProgressRelay
@@ -51,13 +61,90 @@ from spawnkit.protocol import failure
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.popen import LaunchContext, early_failure
 
-__all__ = ["DEFAULT_GRACE_PERIOD", "DEFAULT_READY_TIMEOUT", "WorkerGroup"]
+__all__ = ["DEFAULT_GRACE_PERIOD", "DEFAULT_READY_TIMEOUT", "GroupContract", "WorkerGroup"]
 
 _log = logging.getLogger("spawnkit.bootstrap")
 
 DEFAULT_READY_TIMEOUT = 300.0
 DEFAULT_GRACE_PERIOD = 3.0
 _KILL_REAP_TIMEOUT = 5.0
+
+
+_G = TypeVar("_G", bound="GroupContract")
+
+
+class GroupContract(abc.ABC):
+    """A started group of ranks; one meaning for each part, whatever runs the ranks.
+
+    The meanings (first failure kept and re-raised, waits, context manager) are in README
+    "Launch workers"; callers write ``raise self._fail(err)`` so every raise stays visible.
+    """
+
+    run_id: str
+    _failure: ChildError | None = None
+
+    @property
+    def failure(self) -> ChildError | None:
+        """The group's first failure, ``None`` while none happened."""
+        return self._failure
+
+    def _fail(self, err: ChildError) -> ChildError:
+        """Keep ``err`` unless a failure came first, tear down, and return the one to raise."""
+        if self._failure is None:
+            self._failure = err
+            self._stop_for(err)
+        else:
+            self.terminate()
+        return self._failure
+
+    def _raise_first(self) -> None:
+        """Every wait starts here: a failed group raises its first failure again."""
+        if self._failure is not None:
+            raise self._failure
+
+    @abc.abstractmethod
+    def _stop_for(self, err: ChildError) -> None:
+        """Tear the group down because of ``err`` (adding what the teardown learned to it)."""
+
+    @abc.abstractmethod
+    def wait_ready(self, timeout: float | None = None) -> list[Any]:
+        """Every rank's ``BootstrapReport`` by rank, once all passed their bootstrap."""
+
+    @abc.abstractmethod
+    def join(self, timeout: float | None = None) -> bool:
+        """True once every rank's entry returned; False while ranks run at ``timeout``, and
+        False at once for a group :meth:`terminate` stopped first."""
+
+    @abc.abstractmethod
+    def results(self, timeout: float | None = None) -> list[Any]:
+        """The entries' return values by rank (``ChildExitedError`` for a stopped rank)."""
+
+    @abc.abstractmethod
+    def terminate(self) -> None:
+        """Stop every rank and release what the group holds; safe to call again."""
+
+    def close(self) -> None:
+        """The same as :meth:`terminate`."""
+        self.terminate()
+
+    @property
+    @abc.abstractmethod
+    def world_size(self) -> int: ...
+
+    @property
+    def ranks(self) -> list[int]:
+        return list(range(self.world_size))
+
+    def __enter__(self: _G) -> _G:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.terminate()
 
 
 _live_groups: weakref.WeakSet[WorkerGroup] = weakref.WeakSet()
@@ -97,7 +184,10 @@ class WorkerGroup(GroupContract):
         self._join_timeout = join_timeout
         self._grace = max(0.0, grace_period)
         self._ranks: list[Rank] = []
-        self._order: list[Rank] = []  # ranks in the order their failures were seen
+        # The group's one table of failures, by rank in the order they came: the record a
+        # rank sent (FAILED, EXITED), or None for a rank that ended unsuccessfully without one.
+        self._failed: dict[int, proto.Failed | proto.Exited | None] = {}
+        self._early: dict[int, proto.Failed] = {}  # what a rank sent before its spec arrived
         self._closed = False
         self._launched = time.monotonic()
         self._errors = GroupErrors(run_id, context, self._launched, ready_timeout, join_timeout)
@@ -209,8 +299,8 @@ class WorkerGroup(GroupContract):
                     raise self._relay.error
                 # A failure recorded outside this loop (``exit_codes`` polls exits) comes
                 # before ``until()``: "every rank exited" must not turn it into success.
-                if self._order and not self._closed:
-                    raise self._fail(self._rank_failed(self._order[0]))
+                if self._failed and not self._closed:
+                    raise self._fail(self._rank_failed(next(iter(self._failed))))
                 if until():
                     return True
                 if self._closed:
@@ -229,8 +319,8 @@ class WorkerGroup(GroupContract):
                 if not_ready and ready_deadline is not None:
                     limits.append(ready_deadline)
                 self._wait_once(None if not limits else max(0.0, min(limits) - now))
-                if self._order:
-                    raise self._fail(self._rank_failed(self._order[0]))
+                if self._failed:
+                    raise self._fail(self._rank_failed(next(iter(self._failed))))
         except KeyboardInterrupt:
             self._interrupting = True
             for r in self._ranks:
@@ -239,51 +329,45 @@ class WorkerGroup(GroupContract):
             raise
 
     def _wait_once(self, timeout: float | None) -> None:
-        by_obj: dict[Any, tuple[str, Rank]] = {}
-        for r in self._ranks:
-            if r.report_open:
-                by_obj[r.report] = ("report", r)
-            if r.exitcode is None:
-                by_obj[r.proc.sentinel] = ("exit", r)
-        if not by_obj:
-            if timeout:
-                time.sleep(min(timeout, 0.05))
-            return
-        ready = [by_obj[obj] for obj in _mp_wait(list(by_obj), timeout)]
+        reported, exited = _ready(self._ranks, timeout)
         # Reports first: a FAILED message is the root cause of the exit that follows it.
-        for r in [r for kind, r in ready if kind == "report"]:
+        for r in reported:
             self._drain(r)
-        for r in [r for kind, r in ready if kind == "exit"]:
+        for r in exited:
             self._on_exit(r)
 
     def _drain(self, r: Rank) -> None:
-        for msg in r.messages():
+        for msg in _messages(r):
             self._on_message(r, msg)
 
     def _on_message(self, r: Rank, msg: Any) -> None:
         now = time.monotonic()
+        if isinstance(msg, proto.Failed | proto.Exited):  # the group's, never the rank's
+            r.events.append((type(msg).__name__, msg.stage, now - r.started))
+            if self._failed.get(r.rank) is None:  # the root cause: failures count as they arrive
+                self._failed[r.rank], r.stage = msg, msg.stage
+            return
         stage = r.take(msg, now)
         if stage:
             self._relay.emit(r.rank, stage, now - r.started)
-        if isinstance(msg, proto.Failed | proto.Exited) and r.failure is None:
-            r.failure, r.stage = msg, msg.stage  # the root cause: failures count as they arrive
-            self._order.append(r)
 
     def _on_exit(self, r: Rank) -> None:
         self._drain(r)
         if not r.reap(1.0):  # the sentinel fires a moment before the process can be reaped
             return
-        r.early = early_failure(r.proc)
+        early = early_failure(r.proc)
+        if early is not None:
+            self._early[r.rank] = early
         self._tell_end(r)
-        if not r.terminated and r.failure is None and r.unsuccessful:
-            self._order.append(r)
+        if not r.terminated and r.rank not in self._failed and r.unsuccessful:
+            self._failed[r.rank] = None
 
     def _tell_end(self, r: Rank) -> None:
         """The progress callback's last word on a rank: done, failed or stopped."""
         if not r.end_told:
             r.end_told = True
             named = self._failure is not None and self._failure.rank == r.rank
-            end = r.end_state(named, self._interrupting)
+            end = r.end_state(named, self._failed.get(r.rank) is not None, self._interrupting)
             self._relay.emit(r.rank, end, time.monotonic() - r.started)
 
     # --------------------------------------------------------------- errors
@@ -291,11 +375,13 @@ class WorkerGroup(GroupContract):
         """Each worker's stacks, a bounded wait (``spawnkit.testing`` uses it)."""
         return stacks_of(ranks)
 
-    def _rank_failed(self, r: Rank) -> ChildError:
-        """Rank ``r``'s failure record as the error to raise, with what it affects."""
-        effect = self._errors.effect(r.rank, [(o.rank, o.stage) for o in self._ranks])
-        preload = self._errors.preload
-        return failure.child_error(r, effect=effect, loads=self._ctx.loads, preload=preload)
+    def _rank_failed(self, rank: int) -> ChildError:
+        """Rank ``rank``'s failure as the error to raise, with what it affects."""
+        r = next(o for o in self._ranks if o.rank == rank)
+        effect = self._errors.effect(rank, [(o.rank, o.stage) for o in self._ranks])
+        record, early = self._failed.get(rank), self._early.get(rank)
+        loads, preload = self._ctx.loads, self._errors.preload
+        return failure.child_error(r, record, early, effect=effect, loads=loads, preload=preload)
 
     def _stop_for(self, err: ChildError) -> None:
         self._close(initial_grace=self._grace)
@@ -371,3 +457,43 @@ class WorkerGroup(GroupContract):
                 "manager or call terminate()",
                 self.run_id,
             )
+
+
+def _messages(r: Rank) -> Iterator[Any]:
+    """Every message already in ``r``'s report pipe; never blocks on an empty pipe.
+
+    Read here, not by the ``Rank``: a FAILED record goes from the pipe straight into the
+    group's table of failures.
+    """
+    while r.unread:
+        yield r.unread.pop(0)
+    while r.report_open:
+        try:
+            with _interrupt.held():  # a message is read whole, even under Ctrl-C,
+                if not r.report.poll(0):
+                    return
+                r.unread.append(r.report.recv())  # and kept for the next call
+        except (EOFError, OSError):
+            r.report_open = False
+            return
+        except Exception as exc:  # a message that does not unpickle here
+            _log.warning("%s sent an unreadable report message: %s", r.label, exc)
+            continue
+        yield r.unread.pop(0)
+
+
+def _ready(ranks: Sequence[Rank], timeout: float | None) -> tuple[list[Rank], list[Rank]]:
+    """The ranks with a report to read and those whose process ended, waiting up to ``timeout``
+    on every report pipe and sentinel together."""
+    by_obj: dict[Any, tuple[str, Rank]] = {}
+    for r in ranks:
+        if r.report_open:
+            by_obj[r.report] = ("report", r)
+        if r.exitcode is None:
+            by_obj[r.proc.sentinel] = ("exit", r)
+    if not by_obj:
+        if timeout:
+            time.sleep(min(timeout, 0.05))
+        return [], []
+    ready = [by_obj[obj] for obj in _mp_wait(list(by_obj), timeout)]
+    return [r for kind, r in ready if kind == "report"], [r for kind, r in ready if kind == "exit"]

@@ -176,12 +176,11 @@ class Worker(NamedTuple):
 if TYPE_CHECKING:  # a worker never builds the parent's errors: no class to define there
 
     class ChildState(Protocol):
-        """What a local launcher knows of a worker that failed (``launch._rank.Rank``)."""
+        """What a local launcher knows of a worker that failed (``launch._rank.Rank``); the
+        records it sent are the group's and come beside it."""
 
         @property
         def worker(self) -> Worker: ...
-        @property
-        def failure(self) -> Failed | Exited | None: ...  # what it reported, if anything
         @property
         def stage(self) -> str: ...  # the stage it last reported starting
         @property
@@ -190,8 +189,6 @@ if TYPE_CHECKING:  # a worker never builds the parent's errors: no class to defi
         def exitcode(self) -> int | None: ...  # -N: killed by signal N
         @property
         def result_error(self) -> str: ...  # why its return value did not travel
-        @property
-        def early(self) -> Failed | None: ...  # what it sent before its spec was unpickled
         @property
         def fault_text(self) -> str: ...  # its faulthandler dump
 
@@ -257,17 +254,20 @@ def raised_error(
 
 def child_error(
     state: ChildState,
+    record: Failed | Exited | None,
+    early: Failed | None,
     *,
     effect: str,
     loads: Callable[[bytes], Any] | None = None,
     preload: Sequence[str] = (),
 ) -> ChildError:
-    """A local worker's failure: its record, else what the parent saw of it (most telling first)."""
-    who, record = state.worker, state.failure
+    """A local worker's failure: the record it sent (``early``: before its spec was
+    unpickled), else what the parent saw of it (most telling first)."""
+    who = state.worker
     if isinstance(record, Failed):
         return raised_error(record, who, effect=effect, loads=loads, preload=preload)
-    if record is None and state.early is not None and not who.host:
-        return _early_error(who, state.early, effect, loads)
+    if record is None and early is not None and not who.host:
+        return _early_error(who, early, effect, loads)
     if state.result_error:
         return ChildRaisedError(
             f"{who.label} finished its entry function, but {state.result_error}\n{effect}",

@@ -48,7 +48,7 @@ from spawnkit.errors import (
     ChildExitedError,
     LauncherUnavailableError,
 )
-from spawnkit.launch._contract import GroupContract
+from spawnkit.launch.group import GroupContract
 from spawnkit.launch.launcher import entry_reference
 from spawnkit.protocol import failure
 from spawnkit.protocol.failure import PRE_BOOTSTRAP
