@@ -205,3 +205,18 @@ def test_bench_says_when_spawnkit_runs_without_cached_bytecode(tmp_path: Path) -
         timeout=300,
     )
     assert note() == "None"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "src/spawnkit/bench").glob("*.py")), ids=str)
+def test_a_bench_module_run_as_a_script_defines_everything_before_its_main(path: Path) -> None:
+    """``python -m spawnkit.bench.warm_split`` once died with NameError: a helper sat below the
+    ``if __name__ == "__main__"`` block, fine on import and missing when run as a script."""
+    import ast
+
+    body = ast.parse(path.read_text()).body
+    guards = [
+        i
+        for i, node in enumerate(body)
+        if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+    ]
+    assert guards in ([], [len(body) - 1]), f"{path.name}: code after its __main__ block"

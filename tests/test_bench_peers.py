@@ -75,11 +75,14 @@ def test_a_missing_peer_package_is_one_note_naming_the_extra(
 
 def test_the_table_shows_each_peer_over_the_same_raw_spawn_baseline() -> None:
     peers = ("torch-mp-spawn", "loky-first")
-    variants = ("raw-spawn", "hand-written", "spawnkit-cold", "spawnkit-warm", "raw-forkserver")
+    variants = (
+        "raw-spawn", "hand-written", "spawnkit-cold", "spawnkit-warm", "raw-forkserver", "raw-fork"
+    )  # fmt: skip
+    times = (10.0, 11.0, 12.0, 2.0, 3.0, 0.8, 40.0, 25.0)
     rows = [
         {"worker": w, "variant": v, "n": n, "mean_ms": ms * n, "group_ms": ms * n}
         for w in ("trivial", "torch", "torchtarget")
-        for v, ms in zip((*variants, *peers), (10.0, 11.0, 12.0, 2.0, 3.0, 40.0, 25.0), strict=True)
+        for v, ms in zip((*variants, *peers), times, strict=True)
         for n in (1, 2)
     ]
     results = {
@@ -102,3 +105,9 @@ def test_the_table_shows_each_peer_over_the_same_raw_spawn_baseline() -> None:
     over = [line.split() for line in text.split("over raw spawn", 1)[1].splitlines()]
     assert ["torch", "loky-first", "n=1", "2.50x", "n=2", "2.50x"] in over
     assert ["trivial", "spawnkit-cold", "n=1", "1.20x", "n=2", "1.20x"] in over
+    # #23's warm target has its own row per size: spawnkit-warm over raw-fork, 2.0 / 0.8
+    rows_23 = {c.label: c for c in spawn_latency.checks(results) if "raw os.fork" in c.label}
+    assert set(rows_23) == {
+        f"n={n} warm {w} / raw os.fork (#23)" for n in (1, 2) for w in ("trivial", "torch")
+    }
+    assert all(abs(c.value - 2.5) < 1e-9 and not c.ok for c in rows_23.values())

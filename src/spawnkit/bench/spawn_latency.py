@@ -364,6 +364,8 @@ TARGETS = (
         1.25,
         False,
     ),
+    ("warm trivial / raw os.fork (#23)", "warm_vs_raw_fork_trivial", 2.0, False),
+    ("warm torch / raw os.fork (#23)", "warm_vs_raw_fork_torch", 2.0, False),
     ("cold trivial / hand-written equivalent", "cold_vs_hand_written_trivial", 1.15, False),
     ("cold torch / raw spawn", "cold_vs_raw_spawn_torch", 1.05, False),
 )
@@ -376,6 +378,8 @@ _RATIOS = (
     ("cold_vs_raw_spawn_torch", "torch", "spawnkit-cold", "raw-spawn"),
     ("warm_speedup_vs_cold_torch", "torch", "spawnkit-cold", "spawnkit-warm"),
     ("warm_vs_raw_forkserver_torch", "torch", "spawnkit-warm", "raw-forkserver"),
+    ("warm_vs_raw_fork_trivial", "trivial", "spawnkit-warm", "raw-fork"),
+    ("warm_vs_raw_fork_torch", "torch", "spawnkit-warm", "raw-fork"),
     ("warm_vs_raw_forkserver_torchtarget", "torchtarget", "spawnkit-warm", "raw-forkserver"),
 )
 

@@ -113,6 +113,36 @@ def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float
     return last - begun, phases
 
 
+def _rows(worker: str, sizes: tuple[int, ...], repeats: int) -> list[dict[str, Any]]:
+    """One worker's rows: at each size, the raw fork and the warm start with its phases."""
+    from spawnkit.launch.specs import build_spec
+    from spawnkit.protocol.popen import get_launch_context
+
+    module = f"warm_split_{worker}"
+    __import__(module)  # the raw fork holds the same modules
+    template = build_spec(f"{module}:main", None)
+    lctx = get_launch_context("multiprocessing", "forkserver", (module,), template, 120)
+    _warm(lctx, template, 1)  # the first fork of a server warms its pages: not timed
+    rows = []
+    for n in sizes:
+        raw = [_raw_fork(n) for _ in range(repeats)]
+        runs = [_warm(lctx, template, n) for _ in range(repeats)]
+        split = {p: statistics.median(ph[p] for _, w in runs for ph in w) for p in PHASES}
+        raw_ms = statistics.median(raw) * 1e3
+        warm_ms = statistics.median(t for t, _ in runs) * 1e3
+        rows.append(
+            {
+                "worker": worker,
+                "n": n,
+                "raw_fork_ms": raw_ms,
+                "warm_ms": warm_ms,
+                "ratio": warm_ms / raw_ms,
+                **{f"{p}_ms": v * 1e3 for p, v in split.items()},
+            }
+        )
+    return rows
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     """Both workers at each size: raw fork, warm worker, the warm worker's phases (ms)."""
     from spawnkit.protocol import warm
@@ -167,33 +197,3 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-
-def _rows(worker: str, sizes: tuple[int, ...], repeats: int) -> list[dict[str, Any]]:
-    """One worker's rows: at each size, the raw fork and the warm start with its phases."""
-    from spawnkit.launch.specs import build_spec
-    from spawnkit.protocol.popen import get_launch_context
-
-    module = f"warm_split_{worker}"
-    __import__(module)  # the raw fork holds the same modules
-    template = build_spec(f"{module}:main", None)
-    lctx = get_launch_context("multiprocessing", "forkserver", (module,), template, 120)
-    _warm(lctx, template, 1)  # the first fork of a server warms its pages: not timed
-    rows = []
-    for n in sizes:
-        raw = [_raw_fork(n) for _ in range(repeats)]
-        runs = [_warm(lctx, template, n) for _ in range(repeats)]
-        split = {p: statistics.median(ph[p] for _, w in runs for ph in w) for p in PHASES}
-        raw_ms = statistics.median(raw) * 1e3
-        warm_ms = statistics.median(t for t, _ in runs) * 1e3
-        rows.append(
-            {
-                "worker": worker,
-                "n": n,
-                "raw_fork_ms": raw_ms,
-                "warm_ms": warm_ms,
-                "ratio": warm_ms / raw_ms,
-                **{f"{p}_ms": v * 1e3 for p, v in split.items()},
-            }
-        )
-    return rows
