@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Edge", "Graph", "cycles", "layer_order", "read_graph", "violations"]
+__all__ = ["Edge", "Graph", "cycles", "global_writes", "layer_order", "read_graph", "violations"]
 
 
 @dataclass(frozen=True)
@@ -216,3 +216,71 @@ def _circle(start: str, comp: set[str], out: dict[str, list[Edge]]) -> list[str]
                 paths[e.target] = [*paths[v], e]
                 queue.append(e.target)
     raise AssertionError(f"no circle through {start}")
+
+
+def _package(module: str, modules: dict[str, Path]) -> str:
+    return module if modules[module].name == "__init__.py" else module.rpartition(".")[0]
+
+
+def _module_names_bound(tree: ast.Module, me: str, modules: dict[str, Path]) -> dict[str, str]:
+    """Local name -> the module of ``modules`` it is bound to, by any import at any scope."""
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in modules:
+                    bound[alias.asname] = alias.name
+                elif not alias.asname:
+                    bound[alias.name.split(".")[0]] = alias.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            for target, alias in zip(
+                _targets(node, me, modules[me].name == "__init__.py", modules),
+                node.names,
+                strict=True,
+            ):
+                if target in modules and target.rpartition(".")[2] == alias.name:
+                    bound[alias.asname or alias.name] = target
+    return bound
+
+
+def _module_of(expr: ast.expr, bound: dict[str, str], modules: dict[str, Path]) -> str | None:
+    """The module ``expr`` names: a bound name, or an attribute chain down from one."""
+    if isinstance(expr, ast.Name):
+        return bound.get(expr.id)
+    if isinstance(expr, ast.Attribute):
+        inner = _module_of(expr.value, bound, modules)
+        if inner is not None and f"{inner}.{expr.attr}" in modules:
+            return f"{inner}.{expr.attr}"
+    return None
+
+
+def global_writes(root: Path, package: str) -> list[str]:
+    """Every statement of ``package`` that writes a global of a module in another of its
+    packages: ``mod.name = ...`` (augmented, annotated), ``del mod.name``, ``setattr(mod, ...)``
+    or ``delattr(mod, ...)``, where ``mod`` is a module bound by an import at any scope, or an
+    attribute chain from one (``pkg.mod.name = ...``)."""
+    modules = _module_names(root, package)
+    found: list[str] = []
+    for me, path in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        bound = _module_names_bound(tree, me, modules)
+
+        written: list[tuple[ast.AST, ast.expr, str]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
+                written.append((node, node.value, node.attr))
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("setattr", "delattr")
+                and node.args
+            ):
+                written.append((node, node.args[0], node.func.id))
+        for node, owner, name in written:
+            target = _module_of(owner, bound, modules)
+            if target is None or target not in modules:
+                continue
+            if _package(target, modules) != _package(me, modules):
+                rel = path.relative_to(root).as_posix()
+                found.append(f"{rel}:{getattr(node, 'lineno', 0)} writes {target}.{name}")
+    return found

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import spawnkit
-from _layercheck import cycles, layer_order, read_graph, violations
+from _layercheck import cycles, global_writes, layer_order, read_graph, violations
 
 SRC = Path(spawnkit.__file__).parent
 ROOT = SRC.parents[1]
@@ -55,6 +55,51 @@ def test_no_module_imports_a_layer_above_its_own() -> None:
 def test_no_import_circle_between_modules() -> None:
     found = cycles(_graph())
     assert not found, "import circles:\n" + "\n\n".join(" -> ".join(c) for c in found)
+
+
+def test_no_module_writes_the_globals_of_another_package() -> None:
+    """#22 item 2: a package's state is changed through its own functions (``_phase.restore``),
+    never by another package assigning to its module (the warm server once wrote a callback
+    into ``hooks.plugins``)."""
+    found = global_writes(SRC.parent, "spawnkit")
+    assert not found, "writes into another package's module:\n" + "\n".join(found)
+
+
+def test_nothing_outside_protocol_imports_its_private_modules() -> None:
+    """#22 item 2: the protocol's private parts stay behind its public modules."""
+    found = [
+        e.where
+        for e in _graph().edges
+        if e.target.startswith("spawnkit.protocol.")
+        and e.target.rpartition(".")[2].startswith("_")
+        and not e.source.startswith("spawnkit.protocol")
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_the_write_checker_finds_planted_writes(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/a/__init__.py": "",
+            "pkg/a/state.py": "flag = False\n",
+            "pkg/a/own.py": "from pkg.a import state\nstate.flag = True\n",
+            "pkg/b/__init__.py": "",
+            "pkg/b/w1.py": "from pkg.a import state\n\ndef f():\n    state.flag = True\n",
+            "pkg/b/w2.py": "def f():\n    import pkg.a.state\n    pkg.a.state.flag += 1\n",
+            "pkg/b/w3.py": "from ..a import state as s\nsetattr(s, 'flag', 1)\n",
+            "pkg/b/w4.py": "import pkg.a.state as s\ndel s.flag\n",
+            "pkg/b/reads.py": "from pkg.a import state\nx = state.flag\nstate.obj.attr = 1\n",
+        },
+    )
+    found = global_writes(tmp_path, "pkg")
+    assert sorted(found) == [
+        "pkg/b/w1.py:4 writes pkg.a.state.flag",
+        "pkg/b/w2.py:3 writes pkg.a.state.flag",
+        "pkg/b/w3.py:2 writes pkg.a.state.setattr",
+        "pkg/b/w4.py:2 writes pkg.a.state.flag",
+    ]
 
 
 def _write(root: Path, files: dict[str, str]) -> None:

@@ -40,6 +40,17 @@ def leave_worker() -> None:
     _worker_namespace = None
 
 
+def snapshot() -> tuple[bool, bool, Any]:
+    """The phase as it is, for :func:`restore` (``spawnkit.testing`` puts it back after a test)."""
+    return _in_worker, _hooks_applied, _worker_namespace
+
+
+def restore(state: tuple[bool, bool, Any]) -> None:
+    """Put back a :func:`snapshot`: the flags are written here only, never from outside."""
+    global _in_worker, _hooks_applied, _worker_namespace
+    _in_worker, _hooks_applied, _worker_namespace = state
+
+
 def too_early() -> bool:
     """True inside a worker whose bootstrap has not applied hooks yet."""
     return _in_worker and not _hooks_applied

@@ -138,7 +138,7 @@ class HookIsolation:
         if self._begun:
             return
         self._begun = True
-        self._phase = (_phase._in_worker, _phase._hooks_applied, _phase._worker_namespace)
+        self._phase = _phase.snapshot()
         self._baseline = {
             key: {t.target for t in reg.applied_targets()} for key, reg in _registries().items()
         }
@@ -209,7 +209,7 @@ class HookIsolation:
                 HookLeak(leak.registry, leak.target, leak.sources, leak.reason, fixed)
                 for leak in leaks
             )
-        _phase._in_worker, _phase._hooks_applied, _phase._worker_namespace = self._phase
+        _phase.restore(self._phase)
         for iso in isolated:
             _reset_plugins(iso.namespace)
         return found
