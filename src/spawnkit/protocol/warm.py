@@ -40,7 +40,7 @@ from typing import Any
 from spawnkit import _steps
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, ForkServerError
-from spawnkit.protocol import failure
+from spawnkit.protocol import _main_code, failure
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.child import send_start_data
 from spawnkit.protocol.failure import Exited, Failed
@@ -98,7 +98,8 @@ class WarmServer:
         spawn = _pkg(self.package, "spawn")
         connection = _pkg(self.package, "connection")
         _pkg(self.package, "resource_tracker").ensure_running()
-        boot = pickle.dumps((self.boot, launcher_modules() if self.boot is not None else []))
+        modules = launcher_modules() if self.boot is not None else []
+        boot = pickle.dumps((self.boot, modules, _main_code.describe(self.package)))
         with socket.socket(socket.AF_UNIX) as listener:
             address = connection.arbitrary_address("AF_UNIX")
             _bind(listener, address)

@@ -31,7 +31,7 @@ from typing import Any
 from spawnkit import _steps
 from spawnkit.bootstrap.stages import STAGES, Stage
 from spawnkit.errors import ForkSafetyError, ForkServerError
-from spawnkit.protocol import failure
+from spawnkit.protocol import _main_code, failure
 from spawnkit.protocol import messages as proto
 
 __all__ = ["prebootstrap", "serve"]
@@ -260,7 +260,7 @@ def serve(
     start_server_guardian()
     started = time.time()
     status = _Status(status_fd)
-    spec, launcher = _read_boot(boot_fd)
+    spec, launcher, main = _read_boot(boot_fd)
     for module in _OWN_PRELOAD:
         with contextlib.suppress(ImportError):  # an optional part: the worker imports it
             importlib.import_module(module)
@@ -275,8 +275,15 @@ def serve(
     # torch worker more than the fork itself.
     gc.collect()
     gc.freeze()
+    # The two functions of the package's own forkserver protocol replaced in this process:
+    # a worker's failure before child_main reaches the launcher, and the launcher's
+    # __main__ runs from code compiled once here (each worker still runs it: _main_code).
     forkserver: Any = importlib.import_module(f"{package}.forkserver")
     forkserver._serve_one = _early_reporting(forkserver._serve_one, package)
+    compiled = _main_code.compile_main(main)
+    if compiled is not None:
+        spawn: Any = importlib.import_module(f"{package}.spawn")
+        spawn.prepare = _main_code.prepare_with(spawn.prepare, compiled, spawn)
     forkserver.main(listener_fd, alive_r, [], None, None)
 
 
@@ -321,12 +328,12 @@ def _import_quietly(modules: list[str]) -> None:
                 importlib.import_module(name)
 
 
-def _read_boot(fd: int) -> tuple[Any, list[str]]:
+def _read_boot(fd: int) -> tuple[Any, list[str], Any]:
     import pickle
 
     chunks = []
     while data := os.read(fd, 65536):
         chunks.append(data)
     os.close(fd)
-    spec, launcher = pickle.loads(b"".join(chunks))
-    return spec, list(launcher)
+    spec, launcher, main = pickle.loads(b"".join(chunks))
+    return spec, list(launcher), main
