@@ -14,10 +14,10 @@ import sys
 import threading
 import warnings
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from spawnkit import _steps
+from spawnkit._plain import Plain
 from spawnkit.errors import ConfigError, ImportGuardError
 
 __all__ = [
@@ -348,15 +348,27 @@ def resolve_policy(
     return "error"
 
 
-@dataclass
-class GuardResult:
-    """What :func:`check` found, as plain dicts so the report pickles anywhere."""
+class GuardResult(Plain):
+    """What :func:`check` found, as plain dicts so the report pickles anywhere.
 
-    policy: str
-    armed: bool
-    violations: list[dict[str, Any]] = field(default_factory=list)
-    plugin_imports: list[dict[str, Any]] = field(default_factory=list)
-    stale_holders: list[dict[str, str]] = field(default_factory=list)
+    Plain, not a dataclass: its generated code would cost every cold worker ~1 ms
+    (spawnkit._plain).
+    """
+
+    _fields = ("policy", "armed", "violations", "plugin_imports", "stale_holders")
+
+    def __init__(
+        self,
+        policy: str,
+        armed: bool,
+        violations: list[dict[str, Any]] | None = None,
+        plugin_imports: list[dict[str, Any]] | None = None,
+        stale_holders: list[dict[str, str]] | None = None,
+    ) -> None:
+        self.policy, self.armed = policy, armed
+        self.violations: list[dict[str, Any]] = [] if violations is None else violations
+        self.plugin_imports: list[dict[str, Any]] = [] if plugin_imports is None else plugin_imports
+        self.stale_holders: list[dict[str, str]] = [] if stale_holders is None else stale_holders
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -7,8 +7,9 @@ object (not an equal one) and deletes what was added instead of shadowing a base
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
 from typing import Any
+
+from spawnkit._plain import Plain
 
 __all__: list[str] = []
 
@@ -29,14 +30,15 @@ def put_attr(owner: Any, attr: str, value: Any) -> None:
         setattr(owner, attr, value)
 
 
-@dataclass
-class AttrChange:
+# The records below are Plain, not dataclasses: each change class a worker defines would
+# cost it ~1 ms of generated code (spawnkit._plain).
+class AttrChange(Plain):
     """``owner.attr`` went from ``before`` (``ABSENT``: not in its ``__dict__``) to ``after``."""
 
-    owner: Any
-    attr: str
-    before: Any
-    after: Any
+    _fields = ("owner", "attr", "before", "after")
+
+    def __init__(self, owner: Any, attr: str, before: Any, after: Any) -> None:
+        self.owner, self.attr, self.before, self.after = owner, attr, before, after
 
     def redo(self) -> None:
         put_attr(self.owner, self.attr, self.after)
@@ -45,21 +47,21 @@ class AttrChange:
         put_attr(self.owner, self.attr, self.before)
 
 
-@dataclass
-class BindingChange:
+class BindingChange(Plain):
     """``namespace[name]`` (a module's globals, a dict, a list or ``ClassAttrs``) rebound.
 
     Undo leaves a name alone that no longer holds what we put there: a module that rebound
     its own global since made a decision we must not revert.
     """
 
-    module: str
+    _fields = ("module", "namespace", "name", "before", "after")
     # a dict, a list, or a ClassAttrs; kept out of the repr a failed undo is reported with: a
     # module's globals would print every one of its names
-    namespace: Any = field(repr=False)
-    name: Any
-    before: Any
-    after: Any
+    _hidden = frozenset({"namespace"})
+
+    def __init__(self, module: str, namespace: Any, name: Any, before: Any, after: Any) -> None:
+        self.module, self.namespace, self.name = module, namespace, name
+        self.before, self.after = before, after
 
     def redo(self) -> None:
         self.namespace[self.name] = self.after
@@ -73,13 +75,13 @@ class BindingChange:
             self.namespace[self.name] = self.before
 
 
-@dataclass
-class ModuleChange:
+class ModuleChange(Plain):
     """``sys.modules[name]`` set by ``provide_module``; undo as :class:`BindingChange`'s."""
 
-    name: str
-    before: Any
-    after: Any
+    _fields = ("name", "before", "after")
+
+    def __init__(self, name: str, before: Any, after: Any) -> None:
+        self.name, self.before, self.after = name, before, after
 
     def redo(self) -> None:
         sys.modules[self.name] = self.after

@@ -12,9 +12,9 @@ import importlib.util
 import sys
 import types
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
+from spawnkit._plain import FrozenPlain, Plain
 from spawnkit.errors import HookRegistrationError, HookTargetError
 from spawnkit.hooks._journal import Change, Journal
 from spawnkit.hooks.types import HookSource, describe_callable
@@ -22,16 +22,35 @@ from spawnkit.hooks.types import HookSource, describe_callable
 __all__: list[str] = []
 
 
-@dataclass(frozen=True)
-class Provision:
+# Plain records, not dataclasses: a worker defining them would pay ~1 ms each of generated
+# code (spawnkit._plain).
+class Provision(FrozenPlain):
     """One ``provide_module()`` call."""
 
+    _fields = ("name", "module", "factory", "only_if_missing", "source", "seq")
     name: str
     module: types.ModuleType | None
     factory: Callable[[str], Any] | None
     only_if_missing: bool
     source: HookSource
     seq: int
+
+    def __init__(
+        self,
+        name: str,
+        module: types.ModuleType | None,
+        factory: Callable[[str], Any] | None,
+        only_if_missing: bool,
+        source: HookSource,
+        seq: int,
+    ) -> None:
+        put = object.__setattr__  # frozen: as a frozen dataclass's __init__ does
+        put(self, "name", name)
+        put(self, "module", module)
+        put(self, "factory", factory)
+        put(self, "only_if_missing", only_if_missing)
+        put(self, "source", source)
+        put(self, "seq", seq)
 
     @property
     def what(self) -> str:
@@ -40,14 +59,16 @@ class Provision:
         return self.module.__name__ if self.module is not None else "<empty module>"
 
 
-@dataclass
-class Provided:
+class Provided(Plain):
     """What placing a provision did: ``state`` ``provided`` or ``skipped``, and its changes."""
 
-    provision: Provision
-    state: str
-    reason: str
-    changes: list[Change] = field(default_factory=list)
+    _fields = ("provision", "state", "reason", "changes")
+
+    def __init__(
+        self, provision: Provision, state: str, reason: str, changes: list[Change] | None = None
+    ) -> None:
+        self.provision, self.state, self.reason = provision, state, reason
+        self.changes: list[Change] = [] if changes is None else changes
 
     def undo(self) -> None:
         for change in reversed(self.changes):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import types
-from dataclasses import dataclass, field
 from typing import Any
 
+from spawnkit._plain import Plain
 from spawnkit.hooks import _on_import, _resolve
 from spawnkit.hooks._propagate import StaleHolder
 from spawnkit.hooks._provide import Provided, Provision
@@ -14,24 +14,43 @@ from spawnkit.hooks.types import Registration
 __all__ = ["Record", "State"]
 
 
-@dataclass
-class Record:
-    """The ledger entry of one patched target: what was there, what is there now."""
+class Record(Plain):
+    """The ledger entry of one patched target: what was there, what is there now.
 
-    key: str
-    display: str
-    res: _resolve.Resolved
-    kind: str
-    before: Any  # raw value in the owner's __dict__ before we patched (ABSENT: none)
-    original: Any  # the object other modules may hold (propagation source)
-    installed_raw: Any  # what is in the owner's __dict__ now
-    installed: Any  # the callable (or class) that replaced ``original``
-    regs: tuple[Registration, ...]
-    hooks: tuple[Any, ...]
-    hook_modules: frozenset[str]
-    # (module, container, key, label): a module's globals and the name, or a module-level
-    # dict/list and the key/index ("TABLE['tok']")
-    bindings: list[tuple[str, Any, Any, str]] = field(default_factory=list)
+    Plain, not a dataclass: its generated code would cost every cold worker ~1 ms
+    (spawnkit._plain).  ``before``: the raw value in the owner's ``__dict__`` before we
+    patched (``ABSENT``: none); ``original``: the object other modules may hold (the
+    propagation source); ``installed_raw``: what is in the owner's ``__dict__`` now;
+    ``installed``: the callable (or class) that replaced ``original``; ``bindings``:
+    ``(module, container, key, label)``, a module's globals and the name, or a module-level
+    dict/list and the key/index (``"TABLE['tok']"``).
+    """
+
+    _fields = (
+        "key", "display", "res", "kind", "before", "original", "installed_raw", "installed",
+        "regs", "hooks", "hook_modules", "bindings",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        key: str,
+        display: str,
+        res: _resolve.Resolved,
+        kind: str,
+        before: Any,
+        original: Any,
+        installed_raw: Any,
+        installed: Any,
+        regs: tuple[Registration, ...],
+        hooks: tuple[Any, ...],
+        hook_modules: frozenset[str],
+        bindings: list[tuple[str, Any, Any, str]] | None = None,
+    ) -> None:
+        self.key, self.display, self.res, self.kind = key, display, res, kind
+        self.before, self.original = before, original
+        self.installed_raw, self.installed = installed_raw, installed
+        self.regs, self.hooks, self.hook_modules = regs, hooks, hook_modules
+        self.bindings: list[tuple[str, Any, Any, str]] = [] if bindings is None else bindings
 
     @property
     def seqs(self) -> tuple[int, ...]:

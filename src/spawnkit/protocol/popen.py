@@ -18,9 +18,9 @@ import os
 import pickle
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from spawnkit._plain import Plain
 from spawnkit.errors import ConfigError
 from spawnkit.protocol.child import child_main, picklers, send_start_data
 from spawnkit.protocol.failure import PRE_BOOTSTRAP, Failed
@@ -296,15 +296,25 @@ def early_error_text(proc: Any) -> str:
     return found.traceback_text if found is not None else ""
 
 
-@dataclass
-class LaunchContext:
-    """What the launcher needs from a context: pipes, processes, how results pickle."""
+class LaunchContext(Plain):
+    """What the launcher needs from a context: pipes, processes, how results pickle.
 
-    package: str
-    start_method: str
-    process_class: Callable[..., Any]
-    server: WarmServer | None = None
-    fork_timeout: float | None = None
+    Plain, not a dataclass: every worker imports this module (its ``Process`` class lives
+    here), and the generated code would cost it ~1 ms (spawnkit._plain).
+    """
+
+    _fields = ("package", "start_method", "process_class", "server", "fork_timeout")
+
+    def __init__(
+        self,
+        package: str,
+        start_method: str,
+        process_class: Callable[..., Any],
+        server: WarmServer | None = None,
+        fork_timeout: float | None = None,
+    ) -> None:
+        self.package, self.start_method, self.process_class = package, start_method, process_class
+        self.server, self.fork_timeout = server, fork_timeout
 
     def pipe(self) -> tuple[Any, Any]:
         """A one-way pipe ``(read_end, write_end)`` of this package's Connection type."""
