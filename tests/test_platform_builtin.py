@@ -12,6 +12,7 @@ import textwrap
 import psutil
 import pytest
 
+from spawnkit.platforms import _probes
 from spawnkit.platforms._probes import cuda_available, rocm_available, torch_build
 from spawnkit.platforms.builtin import (
     BUILTIN_PLATFORMS,
@@ -117,6 +118,35 @@ def test_visible_devices_limit_the_count(monkeypatch: pytest.MonkeyPatch) -> Non
     assert _visible_limit("CUDA_VISIBLE_DEVICES") == 0
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert _visible_limit("CUDA_VISIBLE_DEVICES") is None
+
+
+_NO_DRIVER_HERE = not any(map(os.path.exists, _probes._NVIDIA_DRIVER_PATHS))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the driver's traces are Linux's")
+def test_the_nvml_probe_stops_where_no_driver_left_a_trace(tmp_path) -> None:
+    from spawnkit.platforms._probes import _nvml_device_count
+
+    gone = (str(tmp_path / "proc-driver-nvidia"), str(tmp_path / "nvidiactl"))
+    assert _nvml_device_count(gone) == (None, f"no NVIDIA driver ({', '.join(gone)} absent)")
+    # one trace is enough to go on to NVML itself (which answers for the real machine)
+    count, how = _nvml_device_count((*gone, str(tmp_path)))
+    assert not how.startswith("no NVIDIA driver (")
+    assert (count is None) == (how != "NVML")
+
+
+@pytest.mark.skipif(not _NO_DRIVER_HERE, reason="an NVIDIA driver is loaded here")
+def test_without_a_driver_the_cuda_probe_loads_no_library() -> None:
+    out = _run(
+        """
+        import json, sys
+        from spawnkit.platforms._probes import cuda_available
+        probe = cuda_available()
+        print(json.dumps({"ctypes": "ctypes" in sys.modules, "probe": list(probe)}))
+        """
+    )
+    assert out["ctypes"] is False
+    assert out["probe"][0] is False and out["probe"][1].startswith("no NVIDIA driver (")
 
 
 _RESOLVE = """

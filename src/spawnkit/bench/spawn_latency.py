@@ -8,7 +8,8 @@ trivial worker and with one whose module imports torch:
                        same 100 patches with ``setattr``: what a project without spawnkit
                        would write (trivial worker only)
 * ``raw-forkserver``   the stdlib forkserver (torch preloaded for the torch worker)
-* ``raw-fork``         plain fork: the floor
+* ``raw-fork``         plain ``os.fork`` of a fresh interpreter holding only the worker
+                       module: the floor (:mod:`spawnkit.bench._raw_fork`)
 * ``spawnkit-cold``    ``spawn_with_plugins(start_method="spawn")`` with 10 plugins
                        registering 100 hooks installed (real distributions)
 * ``spawnkit-warm``    ``spawn_with_plugins(start_method="forkserver", preload=...)``: the
@@ -39,6 +40,7 @@ Run: ``python benchmarks/spawn_latency.py [--quick] [--json FILE]``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
 import multiprocessing as mp
@@ -53,6 +55,7 @@ from typing import Any
 from spawnkit.bench import _peers
 from spawnkit.bench._checks import Check, bytecode_note, present
 from spawnkit.bench._peers import PEERS
+from spawnkit.bench._raw_fork import RawForker
 from spawnkit.bench._site import worker_site
 from spawnkit.bootstrap.stages import Stage
 
@@ -222,6 +225,15 @@ def _raw(method: str, module: str, n: int) -> list[float]:
     return [t - t0 for t in stamps]
 
 
+def _raw_fork(
+    stack: contextlib.ExitStack, made: dict[str, RawForker], module: str, n: int
+) -> list[float]:
+    """``n`` raw forks; the forking interpreter is made on the first (untimed) call per module."""
+    if module not in made:
+        made[module] = stack.enter_context(contextlib.closing(RawForker(module, RAW_TIMEOUT_S)))
+    return made[module].fork(n)
+
+
 def _spawnkit(
     method: str, module: str, n: int, preload: tuple[str, ...], env: dict[str, str] | None = None
 ) -> list[float]:
@@ -279,7 +291,11 @@ def _measure(fn: Callable[[], list[float]], repeats: int) -> dict[str, float]:
 
 
 def _variants(
-    worker: str, module: str, preload: tuple[str, ...], peers: tuple[str, ...]
+    worker: str,
+    module: str,
+    preload: tuple[str, ...],
+    peers: tuple[str, ...],
+    raw_fork: Callable[[str, int], list[float]],
 ) -> dict[str, Callable[[int], list[float]]]:
     """What is measured for one worker kind, in order."""
     env = {"BENCH_SPAWN_TARGETS": module} if worker == "torchtarget" else None
@@ -287,7 +303,7 @@ def _variants(
         "raw-spawn": lambda n: _raw("spawn", module, n),
         "hand-written": lambda n: _raw("spawn", "bench_spawn_hand", n),
         "raw-forkserver": lambda n: _raw("forkserver", module, n),
-        "raw-fork": lambda n: _raw("fork", module, n),
+        "raw-fork": functools.partial(raw_fork, module),
         "spawnkit-cold": lambda n: _spawnkit("spawn", module, n, ()),
         "spawnkit-warm": lambda n: _spawnkit("forkserver", module, n, preload, env),
     }
@@ -327,7 +343,9 @@ def run(quick: bool = False) -> dict[str, Any]:
         "peers": list(peers),
         "skipped": skipped,
     }
-    with worker_site("spawnkit-bench-", _write_site, SRC):
+    forkers = contextlib.ExitStack()
+    raw_fork = functools.partial(_raw_fork, forkers, {})
+    with worker_site("spawnkit-bench-", _write_site, SRC), forkers:
         try:
             for worker in WORKERS:
                 module = f"bench_spawn_{worker}"
@@ -335,8 +353,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                 # The stdlib forkserver is a per-process singleton: restart it per preload list.
                 mp.forkserver._forkserver._stop()  # type: ignore[attr-defined]
                 mp.set_forkserver_preload(list(preload))
-                for name, fn in _variants(worker, module, preload, peers).items():
-                    if name in ("raw-forkserver", "spawnkit-warm", "ray-actor"):
+                for name, fn in _variants(worker, module, preload, peers, raw_fork).items():
+                    if name in ("raw-fork", "raw-forkserver", "spawnkit-warm", "ray-actor"):
                         fn(1)  # start the server outside the timed region, as a warm start does
                     for n in sizes:
                         row: dict[str, Any] = {"worker": worker, "variant": name, "n": n}

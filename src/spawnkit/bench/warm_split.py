@@ -6,24 +6,26 @@ the start data, the fork (until the server reports the pid), the child's
 set-up until it says HELLO, its own stages until READY, then the entry.
 Each phase is timed on one clock (``perf_counter``: ``CLOCK_MONOTONIC``,
 shared by parent and child), at the parent, as the protocol's messages
-arrive.  The baseline is a raw fork of this process after it imported the
-worker module (and torch for the torch worker), whose child writes one byte
-to a pipe where its entry would run.  The target (#23): a warm worker starts
+arrive.  The baseline is a raw fork of a fresh interpreter that imported
+only the worker module (and so torch for the torch worker), whose child
+writes its stamp to a pipe where its entry would run
+(:class:`~spawnkit.bench._raw_fork.RawForker`).  The target (#23): a warm worker starts
 (``LaunchContext.start`` -> entry running) within 2x that raw fork.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import select
 import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 from spawnkit.bench._checks import Check, print_checks
+from spawnkit.bench._raw_fork import RawForker
 from spawnkit.bench._site import worker_site
 
 __all__ = ["checks", "main", "report", "run"]
@@ -37,31 +39,6 @@ _WORKERS = {"trivial": "", "torch": "import torch  # noqa: F401\n"}
 def _site(root: Path) -> None:
     for worker, head in _WORKERS.items():
         (root / f"warm_split_{worker}.py").write_text(f"{head}\ndef main(payload):\n    return 0\n")
-
-
-def _raw_fork(n: int) -> float:
-    """Seconds from the first ``os.fork`` until all ``n`` children said their entry runs."""
-    r, w = os.pipe()
-    begun = time.perf_counter()
-    pids = []
-    for _ in range(n):
-        pid = os.fork()
-        if pid == 0:  # the child: its "entry" runs now
-            os.write(w, b"x")
-            os._exit(0)
-        pids.append(pid)
-    got = 0
-    deadline = begun + _WAIT_S
-    while got < n and select.select([r], [], [], max(0.0, deadline - time.perf_counter()))[0]:
-        got += len(os.read(r, n))
-    took = time.perf_counter() - begun
-    os.close(r)
-    os.close(w)
-    for pid in pids:
-        os.waitpid(pid, 0)  # each child exits right after its write
-    if got < n:
-        raise TimeoutError(f"{n - got} of {n} forked children sent nothing within {_WAIT_S} s")
-    return took
 
 
 def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float]]]:
@@ -119,27 +96,27 @@ def _rows(worker: str, sizes: tuple[int, ...], repeats: int) -> list[dict[str, A
     from spawnkit.protocol.popen import get_launch_context
 
     module = f"warm_split_{worker}"
-    __import__(module)  # the raw fork holds the same modules
     template = build_spec(f"{module}:main", None)
     lctx = get_launch_context("multiprocessing", "forkserver", (module,), template, 120)
     _warm(lctx, template, 1)  # the first fork of a server warms its pages: not timed
     rows = []
-    for n in sizes:
-        raw = [_raw_fork(n) for _ in range(repeats)]
-        runs = [_warm(lctx, template, n) for _ in range(repeats)]
-        split = {p: statistics.median(ph[p] for _, w in runs for ph in w) for p in PHASES}
-        raw_ms = statistics.median(raw) * 1e3
-        warm_ms = statistics.median(t for t, _ in runs) * 1e3
-        rows.append(
-            {
-                "worker": worker,
-                "n": n,
-                "raw_fork_ms": raw_ms,
-                "warm_ms": warm_ms,
-                "ratio": warm_ms / raw_ms,
-                **{f"{p}_ms": v * 1e3 for p, v in split.items()},
-            }
-        )
+    with contextlib.closing(RawForker(module, _WAIT_S)) as forker:
+        for n in sizes:  # side by side per size: the machine's noise hits both alike
+            raw = [max(forker.fork(n)) for _ in range(repeats)]
+            runs = [_warm(lctx, template, n) for _ in range(repeats)]
+            split = {p: statistics.median(ph[p] for _, w in runs for ph in w) for p in PHASES}
+            raw_ms = statistics.median(raw) * 1e3
+            warm_ms = statistics.median(t for t, _ in runs) * 1e3
+            rows.append(
+                {
+                    "worker": worker,
+                    "n": n,
+                    "raw_fork_ms": raw_ms,
+                    "warm_ms": warm_ms,
+                    "ratio": warm_ms / raw_ms,
+                    **{f"{p}_ms": v * 1e3 for p, v in split.items()},
+                }
+            )
     return rows
 
 

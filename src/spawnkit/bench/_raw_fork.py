@@ -1,0 +1,108 @@
+"""The raw ``os.fork`` floor: a fresh interpreter holding only the worker module forks children.
+
+#23 measures warm workers against "a raw ``os.fork`` of a process holding the
+same modules".  Forking the benchmark process itself is not that: it holds
+torch, Ray, spawnkit and the peers' state, so its fork copies a far larger
+page table and the floor reads several times too high (a trivial fork of the
+bench process took 20 ms where a fork of a bare interpreter takes 0.4 ms, and
+the warm/raw-fork rows passed that should not have).  So the forking process
+here is a new interpreter that imports the worker module and nothing else of
+ours, and each child writes its ``CLOCK_MONOTONIC`` stamp to a pipe where its
+entry would run: the same clock the parent reads right before its request.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import struct
+import subprocess
+import sys
+import time
+
+__all__ = ["RawForker"]
+
+#: The forking interpreter: import the module, say ready, then per request of n, fork n
+#: children that each write their stamp, and reap them.  stdin EOF ends it.
+_SCRIPT = """
+import os, struct, sys, time
+__import__(sys.argv[1])
+out = sys.stdout.fileno()
+os.write(out, b"R")
+while True:
+    got = os.read(0, 4)
+    if len(got) < 4:
+        break
+    pids = []
+    for _ in range(struct.unpack("<I", got)[0]):
+        pid = os.fork()
+        if pid == 0:
+            os.write(out, struct.pack("<d", time.monotonic()))
+            os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+"""
+
+_STAMP = struct.calcsize("<d")
+
+
+class RawForker:
+    """A forking interpreter that holds ``module``; close it (``contextlib.closing``) when done."""
+
+    def __init__(self, module: str, timeout: float) -> None:
+        self._timeout = timeout
+        self._what = f"raw os.fork of a process holding {module}"
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _SCRIPT, module],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self._read(1, time.monotonic() + timeout)  # the import is not part of any fork
+
+    def fork(self, n: int) -> list[float]:
+        """Seconds from the request until each of ``n`` children ran, in arrival order."""
+        assert self._proc.stdin is not None
+        t0 = time.monotonic()
+        self._proc.stdin.write(struct.pack("<I", n))
+        self._proc.stdin.flush()
+        data = self._read(n * _STAMP, t0 + self._timeout)
+        return [s - t0 for (s,) in struct.iter_unpack("<d", data)]
+
+    def _read(self, size: int, deadline: float) -> bytes:
+        assert self._proc.stdout is not None
+        fd, data = self._proc.stdout.fileno(), b""
+        while len(data) < size:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                self._proc.kill()  # hung: nothing it could still send is wanted
+                self.close()
+                raise TimeoutError(f"{self._what}: no answer within {self._timeout:g} s")
+            chunk = os.read(fd, size - len(data))
+            if not chunk:
+                assert self._proc.stderr is not None
+                err = self._proc.stderr.read().decode(errors="replace")  # ends as it exits
+                self.close()
+                raise RuntimeError(
+                    f"{self._what}: the forking interpreter exited with code "
+                    f"{self._proc.returncode}:\n{err.strip()}"
+                )
+            data += chunk
+        return data
+
+    def close(self) -> None:
+        """End the interpreter (EOF on its stdin), killing it if it does not end in 5 s."""
+        if self._proc.stdin is not None and not self._proc.stdin.closed:
+            try:
+                self._proc.stdin.close()
+            except BrokenPipeError:
+                pass  # it died already; wait() below collects it
+        try:
+            self._proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait(5)
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream is not None:
+                stream.close()

@@ -1,0 +1,49 @@
+"""The raw-fork floor of ``spawnkit bench``: a fresh interpreter that holds only the worker."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from spawnkit.bench._raw_fork import RawForker
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    return tmp_path
+
+
+def test_each_child_reports_once_and_nothing_outlives_close(site: Path) -> None:
+    # The module records what the forking interpreter had imported once it was loaded: the
+    # floor must not carry spawnkit (or the benchmark's torch and Ray) into its forks.
+    (site / "rf_worker.py").write_text(
+        "import sys\nopen(__file__ + '.mods', 'w').write('\\n'.join(sys.modules))\n"
+    )
+    forker = RawForker("rf_worker", timeout=60)
+    server = psutil.Process(forker._proc.pid)
+    with contextlib.closing(forker):
+        begun = time.monotonic()
+        first, second = forker.fork(3), forker.fork(1)
+        took = time.monotonic() - begun
+        assert len(first) == 3 and len(second) == 1
+        assert all(0 < t <= took for t in first + second)
+        assert server.children() == []  # every child was reaped
+    assert not server.is_running() or server.status() == psutil.STATUS_ZOMBIE
+    held = (site / "rf_worker.py.mods").read_text().split()
+    assert not [m for m in held if m.split(".")[0] in ("spawnkit", "torch", "ray")]
+
+
+def test_a_worker_that_fails_to_import_or_hangs_is_named(site: Path) -> None:
+    (site / "rf_broken.py").write_text("raise ImportError('no such device library')\n")
+    with pytest.raises(RuntimeError, match=r"(?s)holding rf_broken.*no such device library"):
+        RawForker("rf_broken", timeout=60)
+    (site / "rf_slow.py").write_text("import time\ntime.sleep(60)\n")
+    begun = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"holding rf_slow: no answer within 0\.5 s"):
+        RawForker("rf_slow", timeout=0.5)
+    assert time.monotonic() - begun < 5  # killed, not waited on for its 60 s
