@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,17 +88,17 @@ def _launch(tmp_path: Path, how: str, fails: bool = False) -> tuple[dict[str, li
     if fails:
         env["MAIN_FAILS"] = "1"
     args = ["-m", "mainpkg.launch"] if how == "module" else [str(site / "launch_script.py")]
+    out = _run_launcher([*args, "one", "two"], site, env)
+    return out, log.read_text().splitlines() if log.exists() else []
+
+
+def _run_launcher(args: list[str], cwd: Path, env: dict[str, str]) -> Any:
+    """Run a launcher in its own interpreter; what it printed last, as JSON."""
     done = subprocess.run(
-        [sys.executable, *args, "one", "two"],
-        cwd=site,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
+        [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=240
     )
     assert done.returncode == 0, done.stderr
-    lines = log.read_text().splitlines() if log.exists() else []
-    return json.loads(done.stdout.strip().splitlines()[-1]), lines
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.timeout(300)
@@ -136,3 +137,36 @@ def test_a_failing_launcher_top_level_fails_the_warm_worker_as_it_fails_a_spawne
     out, _ = _launch(tmp_path, "module", fails=True)
     assert out["forkserver"][0] == out["spawn"][0]
     assert out["forkserver"][2] and out["spawn"][2], out
+
+
+_EDITED = """
+import sys
+VERSION = 1
+
+
+def version(payload=None):
+    return sys.modules["__main__"].VERSION
+
+
+if __name__ == "__main__":
+    import json
+    from spawnkit import spawn_with_plugins
+    seen = []
+    for method in ("forkserver", "forkserver", "spawn"):
+        with spawn_with_plugins("__main__:version", start_method=method, ready_timeout=60) as g:
+            seen += g.results(timeout=60)
+        with open(__file__) as f:  # edited between launches, as during a long debugging run
+            text = f.read()
+        with open(__file__, "w") as f:
+            f.write(text.replace("VERSION = 1", "VERSION = 2"))
+    print(json.dumps(seen))
+"""
+
+
+@pytest.mark.timeout(300)
+def test_warm_workers_run_the_script_as_it_was_when_the_server_started(tmp_path: Path) -> None:
+    # The server compiles the launching script once; a spawned worker reads the file anew.
+    script = tmp_path / "edited_launcher.py"
+    script.write_text(textwrap.dedent(_EDITED))
+    env = dict(os.environ, PYTHONPATH=SRC)
+    assert _run_launcher([str(script)], tmp_path, env) == [1, 1, 2]

@@ -144,7 +144,12 @@ class GroupContract(abc.ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self._leaving(exc_type)
         self.terminate()
+
+    def _leaving(self, exc_type: type[BaseException] | None) -> None:
+        """How the ``with`` block ended, noted before the teardown (the base has no use for it)."""
+        return None
 
 
 _live_groups: weakref.WeakSet[WorkerGroup] = weakref.WeakSet()
@@ -264,15 +269,9 @@ class WorkerGroup(GroupContract):
         """Stop every worker now: SIGTERM, ``grace_period``, SIGKILL, bounded reap."""
         self._close(initial_grace=0.0)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _leaving(self, exc_type: type[BaseException] | None) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
-            self._interrupting = True
-        super().__exit__(exc_type, exc, tb)
+            self._interrupting = True  # Ctrl-C in the block: the teardown says so
 
     def _adopt(self, rank: Rank) -> None:
         """A rank ``spawn_with_plugins`` just started: supervised, and reported, from now on."""
