@@ -296,9 +296,7 @@ def test_class_attributes_holding_an_original_are_rebound_and_restored_exactly(
     holder = mods.load("holder", CLASSES_HOLDING)
     engine = holder.Engine
     raw = dict(vars(engine))
-    plugin = mods.load(
-        "plugin", "from PKG.lib import Engine\nclass Fast(Engine):\n    pass\n"
-    )
+    plugin = mods.load("plugin", "from PKG.lib import Engine\nclass Fast(Engine):\n    pass\n")
     registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
     registry.register(mods.name("lib.Engine"), plugin.Fast, HookType.REPLACE)
     registry.apply_hooks()
@@ -359,3 +357,74 @@ def test_imported_classes_are_swept_with_the_module_that_defines_them(
     applied = registry.applied_targets()
     where = [m for t in applied for m, label in t.propagated_to if label == "Engine.tokfn"]
     assert where == [holder.__name__]
+
+
+def test_batched_queries_answer_as_one_target_at_a_time_from_one_sweep(
+    mods: Modules, registry: type[HookRegistry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The import guard asks about every early target at once; one sweep per target cost a
+    # worker whose launcher imported a 100-target engine (and torch) seconds.
+    lib = mods.load("lib", LIB + "\ndef other(x):\n    return x\n\nALIAS = other\n")
+    mods.load("holder", CONTAINERS)
+    mods.load("user", "from PKG.lib import get_rope, other\n")
+    plugin = mods.load("plugin", "from PKG.lib import other\n\ndef hook(r, x):\n    return r\n")
+    targets = [mods.name(t) for t in ("lib.get_rope", "lib.other", "lib.ALIAS", "lib.Engine.run")]
+    targets.append(mods.name("notimported.f"))
+    for target in targets:
+        registry.register(target, plugin.hook)
+    one_by_one = {t: registry.sweep_preview(t) for t in targets}
+    bindings = {t: registry.stale_bindings(t) for t in targets}
+    from spawnkit.hooks import _queries
+
+    sweeps: list[bool] = []
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        sweeps.append(kwargs["containers"])
+        return find_holders(*args, **kwargs)
+
+    find_holders = _queries.find_holders
+    monkeypatch.setattr(_queries, "find_holders", counted)
+    previews = registry.sweep_previews(targets)
+    # lib.other and lib.ALIAS share one original: the alias needs a second sweep of its own
+    assert sweeps == [True, True]
+    assert registry.stale_bindings_of(targets) == bindings and sweeps[2:] == [False, False]
+    assert previews == one_by_one
+    assert one_by_one[mods.name("lib.other")] == (
+        [f"{lib.__name__}.ALIAS", f"{mods.name('user')}.other"],
+        [],
+    )
+    assert previews[mods.name("lib.Engine.run")] is None  # a method: the sweep does not vouch
+    assert previews[mods.name("notimported.f")] is None
+    rope = previews[mods.name("lib.get_rope")]
+    assert rope is not None and f"{mods.name('holder')}.TABLE['rope']" in rope[0]
+    assert f"{mods.name('holder')}.PAIRS[0] (tuple item)" in rope[1]
+
+
+def test_the_import_guard_sweeps_twice_per_check_whatever_the_number_of_early_targets(
+    mods: Modules, registry: type[HookRegistry], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spawnkit.bootstrap import guard
+    from spawnkit.hooks import _queries
+
+    libs = [mods.load(f"lib{i}", LIB) for i in range(3)]
+    user = mods.load(
+        "user", "".join(f"from PKG.lib{i} import get_rope as r{i}\n" for i in range(3))
+    )
+    for lib in libs:
+        registry.register(f"{lib.__name__}.get_rope", lambda r, x: r)
+        registry.register(f"{lib.__name__}.Engine.run", lambda r, s: r)
+    sweeps: list[bool] = []
+    find_holders = _queries.find_holders
+
+    def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        sweeps.append(kwargs["containers"])
+        return find_holders(*args, **kwargs)
+
+    monkeypatch.setattr(_queries, "find_holders", counted)
+    with pytest.warns(guard.ImportGuardWarning, match="3 hook target module"):
+        result = guard.check("ns", registry.default(), "warn", before=frozenset(sys.modules))
+    assert sorted(sweeps) == [False, True]  # 6 targets in 3 modules: one sweep of each kind
+    assert [v["module"] for v in result.violations] == [lib.__name__ for lib in libs]
+    for i, v in enumerate(result.violations):
+        assert v["stale_bindings"] == [f"{user.__name__}.r{i}"]
+        assert v["rebound_by_sweep"] is False  # a method target: the sweep cannot vouch

@@ -380,12 +380,22 @@ class GuardResult(Plain):
         }
 
 
-def _stale_bindings(registry: Any, target: str) -> list[str]:
-    """``module.name`` globals holding ``target``'s original; a registry failure is listed."""
+def _stale_bindings(registry: Any, targets: list[str]) -> dict[str, list[str]]:
+    """``module.name`` globals holding each target's original; a registry failure is listed."""
     try:
-        return [f"{m}.{a}" for m, a in registry.stale_bindings(target)]
+        found = registry.stale_bindings_of(targets)
+        return {t: [f"{m}.{a}" for m, a in found[t]] for t in targets}
     except Exception as exc:
-        return [f"(could not list them: {type(exc).__name__}: {exc})"]
+        said = f"(could not list them: {type(exc).__name__}: {exc})"
+        return {t: [said] for t in targets}
+
+
+def _previews(registry: Any, targets: list[str]) -> dict[str, Any]:
+    """What the stale-binding sweep would find for each target (None: it would not vouch)."""
+    try:
+        return dict(registry.sweep_previews(targets))
+    except Exception:  # an odd registry must not hide the finding: nothing is vouched for
+        return dict.fromkeys(targets)
 
 
 def _source_text(reg: Any) -> str:
@@ -453,6 +463,7 @@ def check(
         before = began if began is not None else frozenset(sys.modules)
     plugin_imports = plugin_imports or {}
     targets_by_module: Mapping[str, list[Any]] = registry.target_modules()
+    early: list[tuple[str, list[Any], ImportSite | None]] = []
     for module in sorted(targets_by_module):
         if module not in sys.modules:
             continue
@@ -461,7 +472,14 @@ def check(
         if module not in before:
             result.plugin_imports.append(_plugin_import(module, regs, site, plugin_imports))
         else:
-            result.violations.append(_violation(module, regs, site, registry, extra))
+            early.append((module, regs, site))
+    if early:
+        # Every early target's holders from one sweep of sys.modules, not one per target.
+        targets = sorted({str(r.target) for _, regs, _ in early for r in regs})
+        bindings, previews = _stale_bindings(registry, targets), _previews(registry, targets)
+        for module, regs, site in early:
+            finding = _violation(module, regs, site, bindings, previews, extra)
+            result.violations.append(finding)
     repaired = [v for v in result.violations if sweep_repairs and v.get("rebound_by_sweep")]
     failing = [v for v in result.violations if v not in repaired]
     if failing:
@@ -491,14 +509,15 @@ def _violation(
     module: str,
     regs: list[Any],
     site: ImportSite | None,
-    registry: Any,
+    bindings: dict[str, list[str]],
+    previews: dict[str, Any],
     extra: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """A target module imported before plugins loaded: where, how, what it defeats, the fix."""
+    """A target module imported before plugins loaded: where, how, what it defeats, the fix.
+
+    ``bindings`` and ``previews``: every early target's holders, found by one sweep.
+    """
     targets = sorted({str(r.target) for r in regs})
-    bindings: list[str] = []
-    for target in targets:
-        bindings.extend(_stale_bindings(registry, target))
     sites = _chain_sites(site) if site else []
     window, step = _chain_window(sites)
     carriers: list[str] = []
@@ -520,14 +539,14 @@ def _violation(
         "filename": site.filename if site else "",
         "lineno": site.lineno if site else 0,
         "chain": chain,
-        "stale_bindings": sorted(set(bindings)),
+        "stale_bindings": sorted({b for target in targets for b in bindings[target]}),
         "window": window if site else "",
         "carriers": carriers,
         "fix": _fix(window if site else "", module, step, carriers),
     }
     if site is None:
         finding.update(_origin_unrecorded(module))
-    finding.update(_sweep_verdict(registry, targets))
+    finding.update(_sweep_verdict(previews, targets))
     return finding
 
 
@@ -572,17 +591,11 @@ def _origin_unrecorded(module: str) -> dict[str, Any]:
     }
 
 
-def _sweep_verdict(registry: Any, targets: list[str]) -> dict[str, Any]:
+def _sweep_verdict(previews: dict[str, Any], targets: list[str]) -> dict[str, Any]:
     """Whether the stale-binding sweep repairs this finding (then it is only a warning)."""
-    preview = getattr(registry, "sweep_preview", None)
-    if preview is None:
-        return {"rebound_by_sweep": False}
     rebindable: list[str] = []
     for target in targets:
-        try:
-            found = preview(target)
-        except Exception:  # an odd registry must not hide the finding
-            found = None
+        found = previews.get(target)
         if found is None or found[1]:
             return {"rebound_by_sweep": False}
         rebindable += found[0]

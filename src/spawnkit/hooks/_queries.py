@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from spawnkit.hooks import _apply, _conflicts, _decide, _resolve, _state
 from spawnkit.hooks._chain import is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import ABSENT
-from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
+from spawnkit.hooks._propagate import Holder, Rebind, StaleHolder, find_holders
 from spawnkit.hooks.types import (
     AppliedTarget,
     HookSource,
@@ -145,15 +145,21 @@ class RegistryQueries:
     @hybridmethod
     def stale_bindings(self, target: str) -> list[tuple[str, str]]:
         """(module, attribute) pairs in ``sys.modules`` still holding the original."""
+        return self.stale_bindings_of([target])[target]
+
+    @hybridmethod
+    def stale_bindings_of(self, targets: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """:meth:`stale_bindings` of each of ``targets``, from one sweep of ``sys.modules``."""
+        wanted: dict[str, tuple[Any, str, str] | None] = {}
         with self._lock:
-            rec = self._state.applied.get(self._key(target))
-            if rec is not None and not rec.propagates:
-                return []
-            found = None
-            if rec is not None:
-                found = (rec.original, rec.res.owner.__name__, rec.res.attr)
-        holders = self._holders(target, found)
-        return [] if holders is None else [(h.module, h.label) for h in holders[0]]
+            for target in targets:
+                rec = self._state.applied.get(self._key(target))
+                if rec is None:
+                    wanted[target] = None  # its original, if its module is imported
+                elif rec.propagates:
+                    wanted[target] = (rec.original, rec.res.owner.__name__, rec.res.attr)
+        found = self._holders(wanted, containers=False)
+        return {t: [(h.module, h.label) for h in found.get(t, ((), ()))[0]] for t in targets}
 
     @hybridmethod
     def sweep_preview(self, target: str) -> tuple[list[str], list[str]] | None:
@@ -162,34 +168,74 @@ class RegistryQueries:
         ``None`` when the sweep would not vouch for it (a method, or its module not imported);
         the import guard tells a finding the sweep repairs from one it cannot.
         """
-        found = self._holders(target, None, containers=True)
-        if found is None:
-            return None
-        holders, stale = found
-        return (
-            [f"{h.module}.{h.label}" for h in holders],
-            [f"{h.module}.{h.label} ({h.kind})" for h in stale],
-        )
+        return self.sweep_previews([target])[target]
+
+    @hybridmethod
+    def sweep_previews(
+        self, targets: Sequence[str]
+    ) -> dict[str, tuple[list[str], list[str]] | None]:
+        """:meth:`sweep_preview` of each of ``targets``, from one sweep of ``sys.modules``.
+
+        The import guard asks about every target of every module imported too early: a sweep
+        per target made a worker whose launcher imported a 100-target engine at module scope
+        spend about a second there (and that grows with ``sys.modules``).
+        """
+        found = self._holders(dict.fromkeys(targets), containers=True)
+        return {
+            t: None
+            if t not in found
+            else (
+                [f"{h.module}.{h.label}" for h in found[t][0]],
+                [f"{h.module}.{h.label} ({h.kind})" for h in found[t][1]],
+            )
+            for t in targets
+        }
 
     def _holders(
-        self, target: str, found: tuple[Any, str, str] | None, *, containers: bool = False
-    ) -> tuple[list[Any], list[StaleHolder]] | None:
+        self, wanted: dict[str, tuple[Any, str, str] | None], *, containers: bool
+    ) -> dict[str, tuple[list[Holder], list[StaleHolder]]]:
+        """Each target's holders, for the targets whose original is known or found imported.
+
+        ``wanted`` maps a target to (original, owner module, attribute), or to None to look
+        its original up in ``sys.modules``.  One ``find_holders`` per batch of distinct
+        originals (two targets can share one: an alias).  A batch skips all its targets' own
+        attributes, and the answers are still those of one target at a time: the attribute
+        of another target holds that target's original, never this one's.
+        """
+        batches: list[dict[int, Rebind]] = []
+        skips: list[set[tuple[str, str]]] = []
+        keys: dict[str, str] = {}  # target -> its registry key (two spellings, one key)
         with self._lock:
-            key = self._key(target)
-            if found is None:
-                found = _find_imported(self._state.paths.get(key) or _resolve.parse_target(target))
-            if found is None:
-                return None
-            original, owner_name, attr = found
-            excluded = frozenset(self.hook_modules(target))
-        stale: list[StaleHolder] = []
-        holders = find_holders(
-            {id(original): Rebind(original, None, excluded, key)},
-            frozenset({(owner_name, attr)}),
-            containers=containers,
-            stale=stale,
-        )
-        return holders, stale
+            for target, found in wanted.items():
+                key = self._key(target)
+                if key in keys.values():  # few targets per call: a scan is cheaper than a set
+                    keys[target] = key
+                    continue
+                if found is None:
+                    path = self._state.paths.get(key) or _resolve.parse_target(target)
+                    found = _find_imported(path)
+                if found is None:
+                    continue
+                keys[target] = key
+                original, owner_name, attr = found
+                rebind = Rebind(original, None, frozenset(self.hook_modules(target)), key)
+                at = next((i for i, b in enumerate(batches) if id(original) not in b), None)
+                if at is None:
+                    at = len(batches)
+                    batches.append({})
+                    skips.append(set())
+                batches[at][id(original)] = rebind
+                skips[at].add((owner_name, attr))
+        by_key: dict[str, tuple[list[Holder], list[StaleHolder]]] = {
+            k: ([], []) for k in keys.values()
+        }
+        for batch, skip in zip(batches, skips, strict=True):
+            stale: list[StaleHolder] = []
+            for h in find_holders(batch, frozenset(skip), containers=containers, stale=stale):
+                by_key[h.rebind.key][0].append(h)
+            for s in stale:
+                by_key[s.target][1].append(s)
+        return {target: by_key[key] for target, key in keys.items()}
 
     @hybridmethod
     def stale_holders(self) -> list[dict[str, str]]:
