@@ -23,7 +23,8 @@ __all__ = ["WorkerGroup", "build_spec", "cleanup", "spawn_with_plugins", "write_
 
 if TYPE_CHECKING:
     from spawnkit.launch._cleanup import cleanup
-    from spawnkit.launch.launcher import WorkerGroup, spawn_with_plugins
+    from spawnkit.launch.group import WorkerGroup
+    from spawnkit.launch.launcher import spawn_with_plugins
     from spawnkit.launch.specs import build_spec, write_launch_spec
 
 

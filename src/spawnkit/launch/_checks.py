@@ -15,7 +15,18 @@ from spawnkit import _reference
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
 
-__all__ = ["check_count", "check_entry_module", "check_seconds", "namespace_value"]
+__all__ = [
+    "DEFAULT_GRACE_PERIOD",
+    "DEFAULT_READY_TIMEOUT",
+    "check_count",
+    "check_entry_module",
+    "check_seconds",
+    "namespace_value",
+]
+
+#: The limits a group gets when its launcher sets none (seconds).
+DEFAULT_READY_TIMEOUT = 300.0
+DEFAULT_GRACE_PERIOD = 3.0
 
 
 def check_count(name: str, value: Any) -> int:

@@ -52,7 +52,7 @@ from typing import Any, TypeVar
 
 from spawnkit.errors import ChildError
 from spawnkit.launch import _interrupt
-from spawnkit.launch._checks import check_seconds
+from spawnkit.launch._checks import DEFAULT_GRACE_PERIOD, DEFAULT_READY_TIMEOUT, check_seconds
 from spawnkit.launch._group_errors import GroupErrors, stacks_of
 from spawnkit.launch._output import OutputRelay
 from spawnkit.launch._progress import ProgressCallback, ProgressRelay
@@ -65,8 +65,6 @@ __all__ = ["DEFAULT_GRACE_PERIOD", "DEFAULT_READY_TIMEOUT", "GroupContract", "Wo
 
 _log = logging.getLogger("spawnkit.bootstrap")
 
-DEFAULT_READY_TIMEOUT = 300.0
-DEFAULT_GRACE_PERIOD = 3.0
 _KILL_REAP_TIMEOUT = 5.0
 
 

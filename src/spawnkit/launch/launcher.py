@@ -15,31 +15,34 @@ import os
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spawnkit import _reference
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
-from spawnkit.launch import _interrupt
-from spawnkit.launch._checks import check_count, check_entry_module, check_seconds
-from spawnkit.launch._output import OutputRelay
-from spawnkit.launch._progress import ProgressCallback
-from spawnkit.launch._rank import Rank
-from spawnkit.launch._selection import parent_selection
-from spawnkit.launch.group import (
+from spawnkit.launch._checks import (
     DEFAULT_GRACE_PERIOD,
     DEFAULT_READY_TIMEOUT,
-    WorkerGroup,
-    _live_groups,
+    check_count,
+    check_entry_module,
+    check_seconds,
 )
 from spawnkit.namespace import Namespace, get_namespace
-from spawnkit.protocol.popen import LaunchContext, get_launch_context
 from spawnkit.spec import NamespaceConfig, Payload, ProcessSpec
 from spawnkit.spec._control import LaunchControl
 
-__all__ = ["WorkerGroup", "build_spec", "entry_reference", "spawn_with_plugins"]
+# A launching script that imports this module at its top is re-imported by every spawned
+# worker (as __mp_main__): what only the parent runs (the group, its ranks and relays, the
+# selection, the Popen side) is imported where it is called, not here (about 16 ms a worker).
+if TYPE_CHECKING:
+    from spawnkit.launch._output import OutputRelay
+    from spawnkit.launch._progress import ProgressCallback
+    from spawnkit.launch._rank import Rank
+    from spawnkit.launch.group import WorkerGroup
+    from spawnkit.protocol.popen import LaunchContext
+
+__all__ = ["build_spec", "entry_reference", "spawn_with_plugins"]
 
 
 # --------------------------------------------------------------- launching
@@ -67,6 +70,11 @@ def spawn_with_plugins(
 
     The arguments are described in README's "Launch workers" section.
     """
+    from spawnkit.launch import _interrupt
+    from spawnkit.launch._output import OutputRelay
+    from spawnkit.launch.group import WorkerGroup
+    from spawnkit.protocol.popen import get_launch_context
+
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
     tracer, env = _open_trace(trace, env)
     call_names = None if entry_args is None else _entry_args(entry_args)
@@ -172,6 +180,9 @@ def _start_ranks(
     deaf: bool,
 ) -> None:
     """Start every rank into ``group``; any failure (Ctrl-C included) tears down those started."""
+    from spawnkit.launch import _interrupt
+    from spawnkit.launch.group import _live_groups
+
     _live_groups.add(group)
     try:
         for rank in range(template.world_size):
@@ -201,6 +212,8 @@ def _start_rank(
     extra: dict[str, Any],
     output: OutputRelay | None = None,
 ) -> Rank:
+    from spawnkit.launch._rank import Rank
+
     report_r, report_w = lctx.pipe()
     death_r, death_w = lctx.pipe()
     fault_r, fault_w = lctx.pipe()
@@ -253,8 +266,10 @@ def build_spec(
     run_id: str | None = None,
 ) -> ProcessSpec:
     """The rank-0 spec template for a group of ``nprocs`` ranks running ``entry(payload)``."""
+    import uuid
+
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
-    from spawnkit.namespace import get_namespace
+    from spawnkit.launch._selection import parent_selection
 
     check_count("nprocs", nprocs)
     ns = get_namespace(namespace)
