@@ -1,8 +1,9 @@
 """A launching script is re-imported by each spawned worker: what its import of spawnkit costs.
 
-README's launchers import ``spawn_with_plugins`` at their top, and spawn re-runs that top in
-every worker as ``__mp_main__``.  The group, its ranks, relays and the parent's selection are
-the parent's alone: a worker must not import them (nor ``logging``, ``uuid``...) for it.
+README's launchers import ``spawn_with_plugins`` at their top, the ``spawnkit`` console script
+imports ``spawnkit.cli``, and spawn re-runs that top in every worker as ``__mp_main__``.  The
+group, its ranks, relays, the parent's selection and the argument parser are the parent's
+alone: a worker must not import them (nor ``logging``, ``uuid``...) for it.
 Real launchers, real spawned workers; the modules each worker holds at its entry.
 """
 
@@ -51,14 +52,23 @@ def _worker_modules(tmp_path: Path, name: str, top: str) -> set[str]:
     return set(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+#: What a launching script's top imports, and the modules its workers gain by that alone.
+_TOPS = {
+    "readme": (
+        "from spawnkit import spawn_with_plugins",
+        {"spawnkit.launch", "spawnkit.launch._checks", "spawnkit.launch.launcher"},
+    ),
+    # the ``spawnkit`` console script: ``spawnkit launch``, ``demo`` and ``bench`` workers
+    "console_script": ("from spawnkit.cli import main", {"spawnkit.cli"}),
+}
+
+
 @pytest.mark.timeout(240)
-def test_a_launcher_importing_spawn_with_plugins_at_its_top_costs_its_workers_three_modules(
-    tmp_path: Path,
+@pytest.mark.parametrize("top", sorted(_TOPS))
+def test_what_a_launching_script_imports_at_its_top_costs_each_worker_a_few_modules(
+    tmp_path: Path, top: str
 ) -> None:
+    line, gained = _TOPS[top]
     plain = _worker_modules(tmp_path, "plain_launcher", "")
-    usual = _worker_modules(tmp_path, "usual_launcher", "from spawnkit import spawn_with_plugins")
-    assert usual - plain == {
-        "spawnkit.launch",
-        "spawnkit.launch._checks",
-        "spawnkit.launch.launcher",
-    }
+    usual = _worker_modules(tmp_path, "usual_launcher", line)
+    assert usual - plain == gained
