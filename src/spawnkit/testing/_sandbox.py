@@ -7,6 +7,7 @@ every namespace's platform and plugin managers are reset (they cache earlier dec
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -84,11 +85,21 @@ class DistSandbox:
         reset_all_namespaces()
 
     def purge_modules(self) -> list[str]:
-        """Drop every module imported from ``root`` out of ``sys.modules``; returns their names."""
+        """Drop every module imported from ``root`` out of ``sys.modules``; returns their names.
+
+        Their bytecode caches under ``root`` go too: a source rewritten within the same second
+        at the same size (``X = 1`` -> ``X = 2``) passes the ``.pyc``'s mtime-and-size check,
+        and the reimport would silently run the old code.
+        """
         root = os.path.abspath(self.root)
+        prefix = root.rstrip(os.sep) + os.sep
         gone = [n for n, m in list(sys.modules.items()) if m is not None and _module_under(m, root)]
         for name in gone:
-            sys.modules.pop(name, None)
+            module = sys.modules.pop(name, None)
+            cached = getattr(getattr(module, "__spec__", None), "cached", None)
+            if isinstance(cached, str) and cached.startswith(prefix):
+                with contextlib.suppress(OSError):  # not written (-B): nothing to drop
+                    os.remove(cached)
         return sorted(gone)
 
     def close(self) -> None:
