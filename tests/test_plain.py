@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import inspect
+import pickle
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from spawnkit._plain import FrozenPlain, Plain
+from spawnkit._plain import FrozenPlain, Plain, as_dict, default, field, record, replace
 from spawnkit.hooks._journal import AttrChange, BindingChange
 
 
@@ -78,3 +84,114 @@ def test_the_journal_keeps_a_modules_globals_out_of_a_changes_repr() -> None:
         repr(AttrChange("o", "attr", 1, 2))
         == "AttrChange(owner='o', attr='attr', before=1, after=2)"
     )
+
+
+# ------------------------------------------------------------------ @record
+@record(frozen=True, slots=True)
+class _Spec:
+    name: str
+    count: int = 1
+    tags: list[str] = field(default_factory=list)
+    conn: Any = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.count < 0:
+            raise ValueError("count must be >= 0")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _SpecDC:
+    name: str
+    count: int = 1
+    tags: list[str] = dataclasses.field(default_factory=list)
+    conn: Any = dataclasses.field(default=None, repr=False, compare=False)
+
+
+@record
+class _Report:
+    rank: int
+    stages: dict[str, float] = field(default_factory=dict)
+    host: str = ""
+
+
+def test_a_record_is_its_dataclass_to_every_caller() -> None:
+    spec, twin = _Spec("a", 2, ["x"], conn=object()), _SpecDC("a", 2, ["x"])
+    _same_repr(spec, twin)
+    assert str(inspect.signature(_Spec)) == str(inspect.signature(_SpecDC))
+    assert _Spec.__match_args__ == _SpecDC.__match_args__
+    assert spec == _Spec("a", 2, ["x"]) and hash(_Spec("a", 2, ("x",))) == hash(("a", 2, ("x",)))
+    assert _Spec("a").tags is not _Spec("a").tags  # a factory per instance
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.name = "b"  # type: ignore[misc]
+    with pytest.raises(ValueError, match="count must be"):
+        _Spec("a", -1)
+    with pytest.raises(AttributeError):
+        spec.__dict__  # noqa: B018  # slots, as asked
+    # the dataclasses functions, through the twin built on first use
+    assert dataclasses.is_dataclass(_Spec) and dataclasses.is_dataclass(spec)
+    assert [(f.name, f.repr, f.compare) for f in dataclasses.fields(spec)] == [
+        (f.name, f.repr, f.compare) for f in dataclasses.fields(twin)
+    ]
+    assert dataclasses.asdict(replace(spec, conn=None)) == dataclasses.asdict(twin)
+    assert dataclasses.replace(spec, count=3) == _Spec("a", 3, ["x"])
+    assert replace(spec, count=5).count == 5 and replace(spec, count=5).name == "a"
+    with pytest.raises(ValueError, match="count must be"):
+        replace(spec, count=-2)  # __post_init__ runs again, as dataclasses.replace does
+    report = _Report(1, {"x": 1.0})
+    assert (
+        as_dict(report)
+        == dataclasses.asdict(report)
+        == {
+            "rank": 1,
+            "stages": {"x": 1.0},
+            "host": "",
+        }
+    )
+    report.host = "h"  # not frozen: assignable, and unhashable as an eq dataclass
+    with pytest.raises(TypeError):
+        hash(report)
+    assert default(_Report, "stages") == {} and default(_Report, "host") == ""
+
+
+def test_a_frozen_slotted_record_pickles_and_copies_without_its_refused_setattr() -> None:
+    spec = _Spec("a", 2, ["x"])
+    for again in (pickle.loads(pickle.dumps(spec)), copy.copy(spec), copy.deepcopy(spec)):
+        assert again == spec and type(again) is _Spec
+    import spawnkit
+
+    ns = spawnkit.NamespaceConfig.build("t_record", "T_RECORD")
+    real = spawnkit.ProcessSpec(entry="m:f", namespace=ns, env={"A": "1"}, rank=3, world_size=8)
+    assert pickle.loads(pickle.dumps(real)) == real
+    assert real.replace(rank=4).rank == 4 and dataclasses.replace(real, rank=5).rank == 5
+
+
+def test_a_record_refuses_what_a_dataclass_refuses() -> None:
+    with pytest.raises(TypeError, match="'b' has no default but follows one"):
+
+        @record
+        class _Bad:
+            a: int = 0
+            b: int
+
+    class _Base:
+        pass
+
+    with pytest.raises(TypeError, match="a record has no base class"):
+        record(type("_Sub", (_Base,), {"__annotations__": {"a": "int"}}))
+
+
+def test_a_worker_imports_no_dataclasses(tmp_path: Path) -> None:
+    # every spawnkit module a cold worker imports, then one public type of each package used
+    code = (
+        "import sys\n"
+        "import spawnkit.protocol.child, spawnkit.bootstrap.process\n"
+        "import spawnkit.platforms.discovery, spawnkit.hooks.plugins\n"
+        "from spawnkit import ProcessSpec, NamespaceConfig, BootstrapReport, HookSource\n"
+        "ProcessSpec(entry='m:f', namespace=NamespaceConfig.build('t_dc', 'T_DC'))\n"
+        "BootstrapReport(rank=0, pid=1, host='h', namespace='n').to_dict()\n"
+        "print('dataclasses' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "False"

@@ -9,9 +9,9 @@ so the parent can unpickle a report cheaply.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from spawnkit._plain import as_dict, default, field, field_names, record
 
 if TYPE_CHECKING:
     from spawnkit.namespace import Namespace
@@ -30,7 +30,7 @@ class Who(NamedTuple):
     pinned_platform: str | None
 
 
-@dataclass
+@record
 class BootstrapReport:
     """One worker's bootstrap: where it ran, what it chose, loaded and patched, and how long.
 
@@ -104,22 +104,22 @@ class BootstrapReport:
         and named in ``unsent`` with the reason."""
         unsent = dict(self.unsent)
         values: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
+        for name in field_names(BootstrapReport):
+            value = getattr(self, name)
             try:
                 dumps(value)
             except Exception as exc:
                 # The reason names pickling itself: the exception alone may not (3.13 says
                 # "AttributeError: Can't get local object ..." for a lambda).
-                unsent[f.name] = f"could not be pickled: {type(exc).__name__}: {exc}"
-                value = f.default_factory() if callable(f.default_factory) else f.default
-            values[f.name] = value
+                unsent[name] = f"could not be pickled: {type(exc).__name__}: {exc}"
+                value = default(BootstrapReport, name)
+            values[name] = value
         values["unsent"] = unsent
         return BootstrapReport(**values)
 
     def to_dict(self) -> dict[str, Any]:
         """A deep copy as plain dicts and lists (JSON-serialisable)."""
-        return dataclasses.asdict(self)
+        return as_dict(self)  # type: ignore[no-any-return]
 
     def _detail(self, stage: str) -> str:
         parts = self.stage_detail.get(stage)
@@ -230,9 +230,7 @@ def _hook_text(hook: dict[str, str]) -> str:
 def _plain(obj: Any, *drop: str) -> dict[str, Any]:
     """A plugin record as a dict of builtins (tuples become lists), less ``drop``."""
     return {
-        k: list(v) if isinstance(v, tuple) else v
-        for k, v in dataclasses.asdict(obj).items()
-        if k not in drop
+        k: list(v) if isinstance(v, tuple) else v for k, v in as_dict(obj).items() if k not in drop
     }
 
 

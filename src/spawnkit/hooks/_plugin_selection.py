@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from spawnkit import _metadata
+from spawnkit._plain import record
 from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import PluginError
 
@@ -64,7 +64,7 @@ def parse_bool(var: str, raw: str) -> bool:
     )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PluginInfo:
     """One discovered entry point; ``status``: ``selected``, ``not-selected`` or ``excluded``."""
 

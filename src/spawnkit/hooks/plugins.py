@@ -31,12 +31,12 @@ import threading
 import time
 import types
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from spawnkit import _metadata, _namespace_registry, _steps
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._once import Once, OnceState
+from spawnkit._plain import field, record
 from spawnkit.errors import HookApplyError, PluginError, SpawnkitError
 from spawnkit.hooks import _conflicts
 from spawnkit.hooks import _plugin_selection as _sel
@@ -69,7 +69,7 @@ _log = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is e
 LOAD_WAIT_S = 300.0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LoadedPlugin:
     """A plugin that loaded: how long it took and which modules its code imported."""
 
@@ -87,7 +87,7 @@ class LoadedPlugin:
     started: float = 0.0
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FailedPlugin:
     """A plugin that failed in lenient mode; kept so the report says what is missing."""
 
@@ -100,7 +100,7 @@ class FailedPlugin:
     outside_registry: tuple[str, ...] = ()  # see LoadedPlugin: left in place by the failure
 
 
-@dataclass
+@record
 class PluginReport:
     """What :meth:`PluginManager.load` did, for the bootstrap report and the import guard."""
 

@@ -6,8 +6,9 @@ import contextlib
 import enum
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
+
+from spawnkit._plain import field, record
 
 __all__ = [
     "UNKNOWN_SOURCE", "AppliedTarget", "HookOptions", "HookSource", "HookState", "HookStatus",
@@ -38,7 +39,7 @@ class HookOptions(TypedDict, total=False):
     condition: Callable[[], object] | None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HookSource:
     """The plugin (and distribution) a hook belongs to, so errors and reports can name it."""
 
@@ -83,7 +84,7 @@ def describe_hook(hook: Callable[..., Any] | str) -> str:
     return f"{module}.{qualname}" if module else str(qualname)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Registration:
     """One ``register()`` call: ``seq`` orders hooks across the whole registry."""
 
@@ -105,7 +106,7 @@ class Registration:
         return f"{self.hook_type.name} hook {self.hook_name} from {self.source}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class AppliedTarget:
     """A patched target as it stands now; ``hooks`` in registration order (last outermost)."""
 
@@ -129,7 +130,7 @@ class AppliedTarget:
 HookState = Literal["applied", "pending", "skipped", "failed", "provided", "partial"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HookStatus:
     """One registration (or provided module, ``hook_type`` ``PROVIDE``) and where it stands."""
 

@@ -5,13 +5,14 @@ Apart from ``explanation`` (which re-exports it) so a worker never defines those
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from spawnkit._plain import as_dict, field, record
 
 __all__ = ["PlatformSelection"]
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PlatformSelection:
     """The decision without an instance; ``kind``: plugin, builtin or base; ``path``: the rows."""
 
@@ -23,4 +24,4 @@ class PlatformSelection:
     path: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return as_dict(self)  # type: ignore[no-any-return]

@@ -26,12 +26,12 @@ parent unpickles it, and exits with :data:`BOOTSTRAP_FAILED_EXIT`.
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import os
 import sys
 from typing import Any
 
+from spawnkit._plain import replace
 from spawnkit.protocol import child, failure, popen
 from spawnkit.protocol.failure import Failed
 
@@ -190,7 +190,7 @@ def _bootstrap(spec: Any) -> None:
     parent_report = bootstrapped_report(spec.namespace.name)
     if parent_report is not None and parent_report.pid != os.getpid():
         inherited = {"forked_from": parent_report.pid, "stages": dict(parent_report.stage_seconds)}
-        report = dataclasses.replace(parent_report, pid=os.getpid(), inherited=inherited)
+        report = replace(parent_report, pid=os.getpid(), inherited=inherited)
         process._set_current(spec, report)
         return
     process.Bootstrapper(spec).through_hooks()

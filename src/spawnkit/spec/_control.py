@@ -6,10 +6,10 @@ launcher's value; a field of its own leaves ``extra`` to the engine. Standard li
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
+
+from spawnkit._plain import field, record, replace
 
 __all__ = ["CONTEXTS", "NO_CONTROL", "LaunchControl"]
 
@@ -17,7 +17,7 @@ CONTEXTS = ("multiprocessing", "multiprocess")
 """Pickling families a worker can answer with (``multiprocess`` pickles with dill)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class LaunchControl:
     """The launcher's instructions to spawnkit's worker code; never read by an engine.
 
@@ -41,7 +41,7 @@ class LaunchControl:
     plugin_digest: str = ""
 
     def replace(self, **changes: Any) -> LaunchControl:
-        return dataclasses.replace(self, **changes)
+        return replace(self, **changes)
 
 
 NO_CONTROL = LaunchControl()

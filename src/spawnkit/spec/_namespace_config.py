@@ -6,7 +6,8 @@ A child must not import the engine module that declared it (it could import hook
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+
+from spawnkit._plain import record
 
 __all__ = ["DEFAULT_NAMESPACE_NAME", "NamespaceConfig", "default_config"]
 
@@ -16,7 +17,7 @@ DEFAULT_NAMESPACE_NAME = "spawnkit"
 GUARD_POLICIES = ("error", "warn", "off")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class NamespaceConfig:
     """Names an engine embeds spawnkit under; only ``str``/``bool`` fields, so it pickles by value.
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pickle
 import zlib
-from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+from spawnkit._plain import field, record
 from spawnkit.errors import BootstrapError, BootstrapOrderError
 from spawnkit.spec import _phase
 
@@ -62,7 +62,7 @@ def _checksum(data: bytes) -> str:
     return f"{len(data)}:{zlib.crc32(data):08x}"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Payload:
     """Pickled bytes with their checksum and the captured object's type name.
 

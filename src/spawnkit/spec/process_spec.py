@@ -7,12 +7,12 @@ skips ``__post_init__``, and plain ``type(...) is`` tests keep one spec per rank
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from itertools import chain
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
+from spawnkit._plain import field as _field
+from spawnkit._plain import record, replace
 from spawnkit.spec._control import CONTEXTS, NO_CONTROL, LaunchControl
 from spawnkit.spec._namespace_config import GUARD_POLICIES, NamespaceConfig
 from spawnkit.spec.payload import Payload
@@ -20,7 +20,7 @@ from spawnkit.spec.payload import Payload
 __all__ = ["ProcessSpec", "check_spec"]
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ProcessSpec:
     """One worker's instructions, decided by the parent.
 
@@ -38,14 +38,14 @@ class ProcessSpec:
     plugins: tuple[str, ...] | None = None
     lenient_plugins: bool = False
     entry_points: tuple[tuple[str, str, str, str, str], ...] | None = None
-    env: dict[str, str] = dataclasses.field(default_factory=dict)
+    env: dict[str, str] = _field(default_factory=dict)
     payload: Payload | None = None
     entry_payload: Payload | None = None
-    report_conn: Connection | None = dataclasses.field(default=None, repr=False, compare=False)
-    death_conn: Connection | None = dataclasses.field(default=None, repr=False, compare=False)
+    report_conn: Connection | None = _field(default=None, repr=False, compare=False)
+    death_conn: Connection | None = _field(default=None, repr=False, compare=False)
     run_id: str = ""
     guard_policy: str | None = None
-    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    extra: dict[str, Any] = _field(default_factory=dict)
     _control: LaunchControl = NO_CONTROL
 
     def __post_init__(self) -> None:
@@ -53,7 +53,7 @@ class ProcessSpec:
 
     def replace(self, **changes: Any) -> ProcessSpec:
         """A copy with some fields changed (one spec per rank from a template)."""
-        return dataclasses.replace(self, **changes)
+        return replace(self, **changes)
 
 
 _ROW_FIELDS = 5  # (name, value, group, dist, version)
