@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from spawnkit._plain import FrozenPlain, Plain, as_dict, default, field, record, replace
+from spawnkit._plain import FrozenPlain, Plain
 from spawnkit.hooks._journal import AttrChange, BindingChange
+from spawnkit.spec._record import as_dict, default, field, record, replace
 
 
 class _Mutable(Plain):

@@ -45,7 +45,11 @@ def _carries(value: Any) -> bool:
     if _direct(value):
         return True
     if type(value).__name__ == "Payload":
-        return _direct(vars(value).get("data") if hasattr(value, "__dict__") else value.data)
+        # getattr: a slotted Payload being unpickled has no data yet
+        data = (
+            vars(value).get("data") if hasattr(value, "__dict__") else getattr(value, "data", None)
+        )
+        return _direct(data)
     return isinstance(value, (list, tuple)) and any(_direct(v) for v in value[:64])
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from spawnkit._plain import as_dict, default, field, field_names, record
+from spawnkit.spec._record import as_dict, default, field, field_names, record
 
 if TYPE_CHECKING:
     from spawnkit.namespace import Namespace

@@ -11,9 +11,9 @@ import warnings
 from typing import TYPE_CHECKING, Protocol
 
 from spawnkit import _metadata
-from spawnkit._plain import record
 from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import PluginError
+from spawnkit.spec._record import record
 
 if TYPE_CHECKING:
     from spawnkit.hooks.registry import HookRegistry

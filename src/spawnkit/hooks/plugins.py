@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from spawnkit import _metadata, _namespace_registry, _steps
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._once import Once, OnceState
-from spawnkit._plain import field, record
 from spawnkit.errors import HookApplyError, PluginError, SpawnkitError
 from spawnkit.hooks import _conflicts
 from spawnkit.hooks import _plugin_selection as _sel
 from spawnkit.hooks._outside import OutsideWatch
 from spawnkit.hooks._plugin_selection import PluginInfo, PluginOwner, PluginSelectionWarning
 from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, default_config
+from spawnkit.spec._record import field, record
 
 if TYPE_CHECKING:
     from spawnkit.hooks.registry import HookRegistry

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, Literal, TypedDict
 
-from spawnkit._plain import field, record
+from spawnkit.spec._record import field, record
 
 __all__ = [
     "UNKNOWN_SOURCE", "AppliedTarget", "HookOptions", "HookSource", "HookState", "HookStatus",

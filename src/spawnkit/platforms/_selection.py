@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from spawnkit._plain import as_dict, field, record
+from spawnkit.spec._record import as_dict, field, record
 
 __all__ = ["PlatformSelection"]
 

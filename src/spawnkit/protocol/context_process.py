@@ -31,9 +31,9 @@ import os
 import sys
 from typing import Any
 
-from spawnkit._plain import replace
 from spawnkit.protocol import child, failure, popen
 from spawnkit.protocol.failure import Failed
+from spawnkit.spec._record import replace
 
 __all__ = [
     "BOOTSTRAP_FAILED_EXIT",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from multiprocessing.connection import Connection
 from typing import Any
 
-from spawnkit._plain import field, record, replace
+from spawnkit.spec._record import field, record, replace
 
 __all__ = ["CONTEXTS", "NO_CONTROL", "LaunchControl"]
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 
-from spawnkit._plain import record
+from spawnkit.spec._record import record
 
 __all__ = ["DEFAULT_NAMESPACE_NAME", "NamespaceConfig", "default_config"]
 

@@ -12,9 +12,9 @@ import pickle
 import zlib
 from typing import Any, TypeVar, overload
 
-from spawnkit._plain import field, record
 from spawnkit.errors import BootstrapError, BootstrapOrderError
 from spawnkit.spec import _phase
+from spawnkit.spec._record import field, record
 
 __all__ = ["Payload"]
 

@@ -11,10 +11,10 @@ from itertools import chain
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
 
-from spawnkit._plain import field as _field
-from spawnkit._plain import record, replace
 from spawnkit.spec._control import CONTEXTS, NO_CONTROL, LaunchControl
 from spawnkit.spec._namespace_config import GUARD_POLICIES, NamespaceConfig
+from spawnkit.spec._record import field as _field
+from spawnkit.spec._record import record, replace
 from spawnkit.spec.payload import Payload
 
 __all__ = ["ProcessSpec", "check_spec"]

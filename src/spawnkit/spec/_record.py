@@ -1,0 +1,245 @@
+"""``@record``: a dataclass to its callers, without ``dataclasses`` on a worker's path.
+
+The public types a worker builds (this package's spec types, the hook and plugin records, the
+platform selection, the bootstrap report) were dataclasses: importing ``dataclasses`` brings
+``inspect``, ``ast``, ``dis`` and ``tokenize``, and each class ``exec``\\ s the generated source of
+every method, 0.6 to 1.3 ms a class in a cold worker (issue #23).  A record generates only its
+``__init__`` (one small ``exec``); ``repr``, ``==``, hash and the frozen errors come from
+:mod:`spawnkit._plain`, compiled once.  To callers it stays a dataclass:
+``dataclasses.fields()``, ``asdict()``, ``replace()`` and ``is_dataclass()`` answer through a
+real dataclass twin made the first time one asks, and ``__init__``'s signature, ``repr``,
+``==``, hash, pickling and the frozen errors are a dataclass's (``tests/test_plain.py``).
+
+It lives with the spec types because the spec and its payload pass through it (construction,
+pickling, ``replace``): type plumbing, not a step of the payload's walk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+
+from spawnkit._plain import FrozenPlain, Plain
+
+__all__ = ["as_dict", "default", "field", "field_names", "record", "replace"]
+
+_T = TypeVar("_T")
+
+if TYPE_CHECKING:  # mypy reads @record as it reads @dataclass
+    from typing_extensions import dataclass_transform
+else:
+
+    def dataclass_transform(**_: Any) -> Callable[[_T], _T]:
+        return lambda decorator: decorator
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+_MISSING: Any = _Missing()
+
+
+class _Factory:
+    """The default a factory field shows in ``__init__``'s signature, as a dataclass's does."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+_FACTORY: Any = _Factory()
+
+
+class _Field:
+    """What :func:`field` returns: read once by :func:`record`, never kept on the class."""
+
+    __slots__ = ("compare", "default", "default_factory", "repr")
+
+    def __init__(self, default: Any, default_factory: Any, repr: bool, compare: bool) -> None:
+        self.default, self.default_factory = default, default_factory
+        self.repr, self.compare = repr, compare
+
+
+def field(
+    *,
+    default: Any = _MISSING,
+    default_factory: Callable[[], Any] | Any = _MISSING,
+    repr: bool = True,
+    compare: bool = True,
+) -> Any:
+    """``dataclasses.field`` for a :func:`record` (the options spawnkit's types use)."""
+    return _Field(default, default_factory, repr, compare)
+
+
+@overload
+def record(cls: type[_T], /) -> type[_T]: ...
+@overload
+def record(*, frozen: bool = ..., slots: bool = ...) -> Callable[[type[_T]], type[_T]]: ...
+
+
+@dataclass_transform(field_specifiers=(field,))
+def record(cls: type[_T] | None = None, /, *, frozen: bool = False, slots: bool = False) -> Any:
+    """``@dataclass`` (``eq=True``; ``frozen``, ``slots``) for a class with no base class."""
+
+    def wrap(cls: type[_T]) -> type[_T]:
+        return _build(cls, frozen, slots)
+
+    return wrap if cls is None else wrap(cls)
+
+
+def _build(cls: type[_T], frozen: bool, slots: bool) -> type[_T]:
+    if cls.__bases__ != (object,):
+        raise TypeError(f"@record {cls.__qualname__}: a record has no base class")
+    own = cls.__dict__
+    fields: dict[str, _Field] = {}
+    for name, kind in cls.__annotations__.items():  # its own (3.10+): it has no base
+        if isinstance(kind, str) and kind.startswith(("ClassVar", "typing.ClassVar")):
+            continue
+        value = own.get(name, _MISSING)
+        fields[name] = value if isinstance(value, _Field) else _Field(value, _MISSING, True, True)
+    ns = {k: v for k, v in own.items() if k not in ("__dict__", "__weakref__")}
+    for name, f in fields.items():
+        if slots or f.default is _MISSING:
+            ns.pop(name, None)  # a slot's descriptor takes the name; no default: no attribute
+        else:
+            ns[name] = f.default  # as a dataclass keeps it: the class attribute is the default
+    ns.update(
+        __init__=_init(cls, fields, frozen, "__post_init__" in own),
+        __match_args__=tuple(fields),
+        _fields=tuple(fields),
+        _hidden=frozenset(n for n, f in fields.items() if not f.repr),
+        _uncompared=frozenset(n for n, f in fields.items() if not f.compare),
+        __replace__=_replace_method,  # copy.replace() (3.13), as on a dataclass
+        _record_fields=fields,
+        _record_frozen=frozen,
+        __dataclass_fields__=_Twin("__dataclass_fields__"),
+        __dataclass_params__=_Twin("__dataclass_params__"),
+    )
+    if slots:
+        ns["__slots__"] = tuple(fields)
+    if frozen:
+        ns["__getstate__"] = _getstate  # unpickling must not go through the refused setattr
+        ns["__setstate__"] = _setstate
+    base = FrozenPlain if frozen else Plain
+    return cast("type[_T]", type(cls.__name__, (base,), ns))
+
+
+def _init(cls: type, fields: dict[str, _Field], frozen: bool, post: bool) -> Any:
+    """The ``__init__`` a dataclass would have: its signature, defaults and factories."""
+    scope: dict[str, Any] = {"_FACTORY": _FACTORY, "_set": object.__setattr__}
+    params, lines, defaulted = [], [], False
+    for name, f in fields.items():
+        value = name
+        if f.default_factory is not _MISSING:
+            scope[f"_factory_{name}"] = f.default_factory
+            params.append(f"{name}=_FACTORY")
+            value = f"_factory_{name}() if {name} is _FACTORY else {name}"
+        elif f.default is not _MISSING:
+            scope[f"_default_{name}"] = f.default
+            params.append(f"{name}=_default_{name}")
+        elif defaulted:
+            raise TypeError(f"@record {cls.__qualname__}: {name!r} has no default but follows one")
+        else:
+            params.append(name)
+        defaulted = defaulted or f.default is not _MISSING or f.default_factory is not _MISSING
+        lines.append(f"_set(self, {name!r}, {value})" if frozen else f"self.{name} = {value}")
+    if post:
+        lines.append("self.__post_init__()")
+    source = f"def __init__(self, {', '.join(params)}):\n    " + "\n    ".join(lines or ["pass"])
+    exec(source, scope)  # built from the class's own field names only
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    init.__module__ = cls.__module__
+    annotations = cls.__annotations__  # a class's own (3.10+), not its bases'
+    init.__annotations__ = {n: annotations[n] for n in fields} | {"return": None}
+    return init
+
+
+def _getstate(self: Any) -> list[Any]:
+    return [getattr(self, name) for name in self._fields]
+
+
+def _setstate(self: Any, state: list[Any]) -> None:
+    for name, value in zip(self._fields, state, strict=True):
+        object.__setattr__(self, name, value)
+
+
+_twins: dict[type, Any] = {}
+
+
+class _Twin:
+    """A record's ``__dataclass_fields__``/``__dataclass_params__``, from a real dataclass made
+    on first use: ``dataclasses`` is imported only by code that asks for them."""
+
+    __slots__ = ("attr",)
+
+    def __init__(self, attr: str) -> None:
+        self.attr = attr
+
+    def __get__(self, obj: object, owner: type) -> Any:
+        twin = _twins.get(owner)
+        if twin is None:
+            import dataclasses
+
+            specs = [
+                (name, owner.__annotations__[name], _dataclass_field(dataclasses, f))
+                for name, f in owner._record_fields.items()  # type: ignore[attr-defined]
+            ]
+            twin = dataclasses.make_dataclass(
+                owner.__name__,
+                specs,
+                frozen=owner._record_frozen,  # type: ignore[attr-defined]
+            )
+            _twins[owner] = twin
+        return getattr(twin, self.attr)
+
+
+def _dataclass_field(dataclasses: Any, f: _Field) -> Any:
+    options = {"repr": f.repr, "compare": f.compare}
+    if f.default_factory is not _MISSING:
+        options["default_factory"] = f.default_factory
+    elif f.default is not _MISSING:
+        options["default"] = f.default
+    return dataclasses.field(**options)
+
+
+def replace(obj: _T, /, **changes: Any) -> _T:
+    """``dataclasses.replace`` for a record: a new instance, ``__post_init__`` run again."""
+    for name in obj._fields:  # type: ignore[attr-defined]
+        if name not in changes:
+            changes[name] = getattr(obj, name)
+    return type(obj)(**changes)
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """A record's fields in ``__init__`` order (``dataclasses.fields`` without the import)."""
+    return cls._fields  # type: ignore[attr-defined,no-any-return]
+
+
+def default(cls: type, name: str) -> Any:
+    """A fresh default of the record field ``name`` (its factory called), as ``__init__`` gives."""
+    f: _Field = cls._record_fields[name]  # type: ignore[attr-defined]
+    return f.default_factory() if f.default_factory is not _MISSING else f.default
+
+
+def _replace_method(self: _T, /, **changes: Any) -> _T:
+    return replace(self, **changes)
+
+
+def as_dict(obj: Any) -> Any:
+    """``dataclasses.asdict`` for records: records, lists, tuples and dicts copied through."""
+    if isinstance(obj, Plain):
+        return {name: as_dict(getattr(obj, name)) for name in obj._fields}
+    kind = type(obj)
+    if kind is list or kind is tuple:
+        return kind(as_dict(v) for v in obj)
+    if kind is dict:
+        return {as_dict(k): as_dict(v) for k, v in obj.items()}
+    import copy
+
+    return copy.deepcopy(obj)
