@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -136,3 +141,55 @@ def test_async_before_bad_return_is_type_error(mods: Modules, registry: type[Hoo
     registry.apply_hooks()
     with pytest.raises(TypeError, match="BEFORE hook"):
         asyncio.run(m.fetch(1))
+
+
+_SHAPES = """
+import functools
+
+def sync(x): return x
+async def coro(x): return x
+async def agen(x):
+    yield x
+class K:
+    async def method(self): ...
+    def plain(self): ...
+SHAPES = {
+    "sync": sync, "coro": coro, "agen": agen, "lambda": lambda: 1,
+    "bound async": K().method, "bound sync": K().plain, "unbound async": K.method,
+    "partial async": functools.partial(coro, 1), "partial sync": functools.partial(sync, 1),
+    "builtin": len, "class": K,
+}
+"""
+
+
+def test_a_worker_without_inspect_tells_async_targets_as_inspect_does(tmp_path: Path) -> None:
+    # In a worker whose targets are all sync, ``inspect`` is never imported (6 ms); the
+    # answer must still be inspect's, for every kind of callable a target can be.
+    (tmp_path / "shapes_mod.py").write_text(_SHAPES)
+    code = (
+        "import json, sys\nsys.path.insert(0, sys.argv[1])\n"
+        "from spawnkit.hooks._chain import is_async_callable\nimport shapes_mod\n"
+        "plain = ['sync', 'coro', 'agen', 'lambda', 'bound async', 'bound sync', 'unbound async']\n"
+        "fast = {k: is_async_callable(shapes_mod.SHAPES[k]) for k in plain}\n"
+        "before = 'inspect' in sys.modules\n"
+        "fast.update({k: is_async_callable(v) for k, v in shapes_mod.SHAPES.items()})\n"
+        "print(json.dumps([fast, before]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    fast, imported_for_plain_functions = json.loads(done.stdout)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import shapes_mod
+    finally:
+        sys.path.remove(str(tmp_path))
+    expected = {
+        k: inspect.iscoroutinefunction(v)
+        or (isinstance(v, types.MethodType) and inspect.iscoroutinefunction(v.__func__))
+        for k, v in shapes_mod.SHAPES.items()
+    }
+    assert fast == expected
+    assert expected["coro"] and expected["partial async"] and not expected["agen"]
+    assert not imported_for_plain_functions  # functions and methods: from their code's flags

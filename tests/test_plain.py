@@ -6,9 +6,6 @@ import copy
 import dataclasses
 import inspect
 import pickle
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -179,20 +176,3 @@ def test_a_record_refuses_what_a_dataclass_refuses() -> None:
 
     with pytest.raises(TypeError, match="a record has no base class"):
         record(type("_Sub", (_Base,), {"__annotations__": {"a": "int"}}))
-
-
-def test_a_worker_imports_no_dataclasses(tmp_path: Path) -> None:
-    # every spawnkit module a cold worker imports, then one public type of each package used
-    code = (
-        "import sys\n"
-        "import spawnkit.protocol.child, spawnkit.bootstrap.process\n"
-        "import spawnkit.platforms.discovery, spawnkit.hooks.plugins\n"
-        "from spawnkit import ProcessSpec, NamespaceConfig, BootstrapReport, HookSource\n"
-        "ProcessSpec(entry='m:f', namespace=NamespaceConfig.build('t_dc', 'T_DC'))\n"
-        "BootstrapReport(rank=0, pid=1, host='h', namespace='n').to_dict()\n"
-        "print('dataclasses' in sys.modules)\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert done.stdout.strip() == "False"

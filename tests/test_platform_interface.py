@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import pytest
@@ -211,3 +212,39 @@ def test_engine_base_overrides_are_checked_too() -> None:
         class SRTPlatform(Platform, contract=True):
             def support_cuda_graph(self, extra: int) -> bool:
                 return False
+
+
+def _shapes() -> list[Any]:
+    import functools
+
+    def plain(self, a, b=1, *args, c, d=2, **kw): ...  # type: ignore[no-untyped-def]
+    def posonly(a, b=3, /, c=4, *, d): ...  # type: ignore[no-untyped-def]
+    def bare(): ...  # type: ignore[no-untyped-def]
+    def kwonly_star(*, a=1): ...  # type: ignore[no-untyped-def]
+    def only_var(*a, **k): ...  # type: ignore[no-untyped-def]
+
+    @functools.wraps(plain)
+    def wrapped(*a, **k): ...  # type: ignore[no-untyped-def]
+
+    def signed(x): ...  # type: ignore[no-untyped-def]
+
+    signed.__signature__ = inspect.signature(posonly)  # type: ignore[attr-defined]
+
+    def with_locals(a, b=2):  # type: ignore[no-untyped-def]
+        c = d = a
+        return c, d
+
+    return [plain, posonly, bare, kwonly_star, only_var, wrapped, signed, with_locals,
+            functools.partial(plain, 1), len]  # fmt: skip
+
+
+@pytest.mark.parametrize("fn", _shapes(), ids=lambda f: getattr(f, "__name__", "partial"))
+def test_the_override_check_reads_a_signature_as_inspect_does(fn: Any) -> None:
+    # the check reads plain functions' code objects (no inspect in a cold worker)
+    from spawnkit.platforms.interface import _signature
+
+    expected = [
+        (p.name, int(p.kind), p.default is not p.empty)
+        for p in inspect.signature(fn).parameters.values()
+    ]
+    assert _signature(fn) == expected

@@ -23,8 +23,10 @@ def register():
 
 #: Modules only a failure, ``explain_platform()`` or ``spawnkit doctor`` needs.
 FAILURE_ONLY = ("logging", "traceback", "difflib", "spawnkit.platforms.explanation")
-#: Modules a cold worker avoids altogether (issue #23): ``os.uname()`` stands for ``platform``.
-AVOIDED = ("platform",)
+#: Modules a cold worker avoids altogether (issue #23): ``os.uname()`` stands for ``platform``;
+#: ``@record`` (spec/_record.py) for ``dataclasses``; code objects for ``inspect`` (and with it
+#: ``ast``, ``dis``, ``tokenize``), in the platform override check and the async-target test.
+AVOIDED = ("platform", "dataclasses", "inspect", "ast", "dis", "tokenize")
 
 
 def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ exceptions); then the innermost layer notes hook, plugin and target once per tar
 from __future__ import annotations
 
 import functools
-import inspect
+import sys
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -131,14 +131,17 @@ def _sync_call(call: Any, key: str, note: _Note) -> Callable[..., Any]:
 
 # ------------------------------------------------------------------ async layers
 # Every layer of an async target is a coroutine function, so the target stays one; an
-# awaitable a (sync or async) hook returns is awaited.
+# awaitable a (sync or async) hook returns is awaited.  ``inspect`` is imported only when an
+# async chain is built: a worker whose targets are all sync never loads it (6 ms).
 def _async_before(hook: Any, inner: Any, key: str, label: _Where) -> Callable[..., Any]:
+    from inspect import isawaitable
+
     note = _Note("raised by", label)
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             new = hook(*args, **kwargs)
-            if inspect.isawaitable(new):
+            if isawaitable(new):
                 new = await new
         except Exception as exc:
             _annotate(exc, key, note)
@@ -152,13 +155,15 @@ def _async_before(hook: Any, inner: Any, key: str, label: _Where) -> Callable[..
 
 
 def _async_after(hook: Any, inner: Any, key: str, label: _Where) -> Callable[..., Any]:
+    from inspect import isawaitable
+
     note = _Note("raised by", label)
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         result = await inner(*args, **kwargs)
         try:
             new = hook(result, *args, **kwargs)
-            if inspect.isawaitable(new):
+            if isawaitable(new):
                 new = await new
         except Exception as exc:
             _annotate(exc, key, note)
@@ -173,10 +178,12 @@ def _async_around(hook: Any, inner: Any, key: str, label: _Where) -> Callable[..
 
 
 def _async_call(call: Any, key: str, note: _Note) -> Callable[..., Any]:
+    from inspect import isawaitable
+
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             result = call(*args, **kwargs)
-            if inspect.isawaitable(result):
+            if isawaitable(result):
                 result = await result
             return result
         except Exception as exc:
@@ -241,7 +248,7 @@ def build_chain(
     if replaces:
         reg, obj = replaces[-1]
         if is_async:
-            if others and inspect.iscoroutinefunction(obj):
+            if others and is_async_callable(obj):
                 inner = obj
             else:
                 inner = _async_call(obj, key, _Note("raised by", label_of(reg, display)))
@@ -260,7 +267,22 @@ def build_chain(
     return inner  # type: ignore[no-any-return]
 
 
+#: ``inspect.CO_COROUTINE``: the flag ``async def`` sets on a function's code
+_CO_COROUTINE = 0x80
+
+
 def is_async_callable(func: Any) -> bool:
+    """``inspect.iscoroutinefunction``, of a function or of a method's function.
+
+    A plain function answers from its code's flags while ``inspect`` is not imported: only
+    ``inspect.markcoroutinefunction`` could make it one otherwise, and nobody can have called
+    that yet.  Everything else (a marked function, a partial, a compiled callable) asks inspect.
+    """
+    plain = func.__func__ if isinstance(func, types.MethodType) else func
+    if type(plain) is types.FunctionType and "inspect" not in sys.modules:
+        return bool(plain.__code__.co_flags & _CO_COROUTINE)
+    import inspect
+
     return inspect.iscoroutinefunction(func) or (
         isinstance(func, types.MethodType) and inspect.iscoroutinefunction(func.__func__)
     )

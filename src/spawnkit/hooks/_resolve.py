@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import inspect
 import sys
 import threading
 import time
@@ -542,7 +541,7 @@ def classify(res: Resolved, display: str) -> tuple[str, Any]:
             "the class with a subclass that overrides the property.",
             target=display,
         )
-    if isinstance(raw, _SLOT_TYPES) or inspect.isbuiltin(raw):
+    if isinstance(raw, (*_SLOT_TYPES, types.BuiltinFunctionType)):  # inspect.isbuiltin
         raise HookTargetError(
             f"hook target {display!r} is a builtin slot ({type(raw).__name__}){where}: it "
             "binds differently from a Python function and cannot be wrapped faithfully. Define "

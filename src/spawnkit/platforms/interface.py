@@ -10,7 +10,7 @@ the same kind, and a mixin's override must not be shadowed earlier in the MRO. A
 from __future__ import annotations
 
 import enum
-import inspect
+import types
 from typing import Any, ClassVar
 
 from spawnkit._names import qualified_name
@@ -47,7 +47,7 @@ def _kind(obj: Any) -> str:
         return "classmethod"
     if isinstance(obj, property):
         return "property"
-    if inspect.isfunction(obj):
+    if isinstance(obj, types.FunctionType):
         return "method"
     return "data"
 
@@ -58,10 +58,53 @@ def _function_of(obj: Any) -> Any:
     return obj
 
 
-def _params(fn: Any, drop_first: bool) -> list[inspect.Parameter]:
-    params = list(inspect.signature(fn).parameters.values())
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    if drop_first and params and params[0].kind in positional:
+# inspect.Parameter's kinds, by value; a parameter is (name, kind, has a default)
+_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD, _VAR_POSITIONAL, _KEYWORD_ONLY, _VAR_KEYWORD = range(5)
+_CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+_Param = tuple[str, int, bool]
+
+
+def _signature(fn: Any) -> list[_Param]:
+    """``inspect.signature(fn)``'s parameters, read from a plain function's code object.
+
+    Every worker defines the built-in platforms, so this check runs in every cold start; it
+    reads the code object instead of importing ``inspect`` (6 ms with ``ast``, ``dis`` and
+    ``tokenize``).  What a code object cannot tell (a ``__signature__``, a ``__wrapped__``
+    function, a builtin or partial) goes to ``inspect`` itself.
+    """
+    if (
+        type(fn) is not types.FunctionType
+        or "__signature__" in vars(fn)
+        or "__wrapped__" in vars(fn)
+    ):
+        import inspect
+
+        return [
+            (p.name, int(p.kind), p.default is not p.empty)
+            for p in inspect.signature(fn).parameters.values()
+        ]
+    code, flags = fn.__code__, fn.__code__.co_flags
+    names, count, kwonly = code.co_varnames, code.co_argcount, code.co_kwonlyargcount
+    defaulted = count - len(fn.__defaults__ or ())
+    params: list[_Param] = [
+        (name, _POSITIONAL_ONLY if i < code.co_posonlyargcount else _POSITIONAL_OR_KEYWORD,
+         i >= defaulted)
+        for i, name in enumerate(names[:count])
+    ]  # fmt: skip
+    rest = count + kwonly  # co_varnames: positional, keyword-only, then *args and **kwargs
+    if flags & _CO_VARARGS:
+        params.append((names[rest], _VAR_POSITIONAL, False))
+        rest += 1
+    kwdefaults = fn.__kwdefaults__ or {}
+    params += [(name, _KEYWORD_ONLY, name in kwdefaults) for name in names[count : count + kwonly]]
+    if flags & _CO_VARKEYWORDS:
+        params.append((names[rest], _VAR_KEYWORD, False))
+    return params
+
+
+def _params(fn: Any, drop_first: bool) -> list[_Param]:
+    params = _signature(fn)
+    if drop_first and params and params[0][1] in (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD):
         params = params[1:]
     return params
 
@@ -74,54 +117,53 @@ def _signature_problem(base: Any, override: Any, kind: str) -> str | None:
         op = _params(_function_of(override), drop)
     except (TypeError, ValueError):  # pragma: no cover - builtins without signatures
         return None
-    P = inspect.Parameter
-    o_positional = [p for p in op if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
-    o_by_name = {p.name: p for p in op if p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)}
-    o_varargs = any(p.kind is P.VAR_POSITIONAL for p in op)
-    o_varkw = any(p.kind is P.VAR_KEYWORD for p in op)
+    positional = (_POSITIONAL_ONLY, _POSITIONAL_OR_KEYWORD)
+    o_positional = [p for p in op if p[1] in positional]
+    o_by_name = {p[0]: p for p in op if p[1] in (_POSITIONAL_OR_KEYWORD, _KEYWORD_ONLY)}
+    o_varargs = any(p[1] == _VAR_POSITIONAL for p in op)
+    o_varkw = any(p[1] == _VAR_KEYWORD for p in op)
     matched: set[str] = set()
     position = 0
-    for p in bp:
-        if p.kind is P.VAR_POSITIONAL:
+    for name, p_kind, has_default in bp:
+        if p_kind == _VAR_POSITIONAL:
             if not o_varargs:
-                return f"the interface accepts *{p.name}, the override does not"
+                return f"the interface accepts *{name}, the override does not"
             continue
-        if p.kind is P.VAR_KEYWORD:
+        if p_kind == _VAR_KEYWORD:
             if not o_varkw:
-                return f"the interface accepts **{p.name}, the override does not"
+                return f"the interface accepts **{name}, the override does not"
             continue
-        has_default = p.default is not P.empty
-        if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD):
+        if p_kind in positional:
             if position < len(o_positional):
-                q = o_positional[position]
-                if p.kind is P.POSITIONAL_OR_KEYWORD and q.name != p.name and not o_varkw:
+                q_name, q_kind, q_default = o_positional[position]
+                if p_kind == _POSITIONAL_OR_KEYWORD and q_name != name and not o_varkw:
                     return (
-                        f"parameter {position + 1} is named {q.name!r}, the interface names it "
-                        f"{p.name!r} (callers may pass it by keyword)"
+                        f"parameter {position + 1} is named {q_name!r}, the interface names it "
+                        f"{name!r} (callers may pass it by keyword)"
                     )
-                if p.kind is P.POSITIONAL_OR_KEYWORD and q.kind is P.POSITIONAL_ONLY:
-                    return f"parameter {p.name!r} became positional-only"
-                if has_default and q.default is P.empty:
-                    return f"parameter {p.name!r} lost its default (callers may omit it)"
-                matched.add(q.name)
+                if p_kind == _POSITIONAL_OR_KEYWORD and q_kind == _POSITIONAL_ONLY:
+                    return f"parameter {name!r} became positional-only"
+                if has_default and not q_default:
+                    return f"parameter {name!r} lost its default (callers may omit it)"
+                matched.add(q_name)
             elif not o_varargs:
-                return f"parameter {p.name!r} is missing"
+                return f"parameter {name!r} is missing"
             position += 1
             continue
         # keyword-only in the interface
-        q2 = o_by_name.get(p.name)
+        q2 = o_by_name.get(name)
         if q2 is None:
             if not o_varkw:
-                return f"keyword parameter {p.name!r} is missing"
+                return f"keyword parameter {name!r} is missing"
             continue
-        if has_default and q2.default is P.empty:
-            return f"parameter {p.name!r} lost its default (callers may omit it)"
-        matched.add(q2.name)
-    for q in op:
-        if q.name in matched or q.kind in (P.VAR_POSITIONAL, P.VAR_KEYWORD):
+        if has_default and not q2[2]:
+            return f"parameter {name!r} lost its default (callers may omit it)"
+        matched.add(q2[0])
+    for q_name, q_kind, q_default in op:
+        if q_name in matched or q_kind in (_VAR_POSITIONAL, _VAR_KEYWORD):
             continue
-        if q.default is P.empty:
-            return f"extra parameter {q.name!r} has no default (interface callers never pass it)"
+        if not q_default:
+            return f"extra parameter {q_name!r} has no default (interface callers never pass it)"
     return None
 
 
@@ -202,6 +244,8 @@ def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[s
             continue
         problem = _signature_problem(base_value, value, base_kind)
         if problem is not None:
+            import inspect  # only on this error path
+
             sig_base = inspect.signature(_function_of(base_value))
             sig_over = inspect.signature(_function_of(value))
             problems.append(
