@@ -205,10 +205,11 @@ class RegistryQueries:
         batches: list[dict[int, Rebind]] = []
         skips: list[set[tuple[str, str]]] = []
         keys: dict[str, str] = {}  # target -> its registry key (two spellings, one key)
+        found_keys: set[str] = set()
         with self._lock:
             for target, found in wanted.items():
                 key = self._key(target)
-                if key in keys.values():  # few targets per call: a scan is cheaper than a set
+                if key in found_keys:
                     keys[target] = key
                     continue
                 if found is None:
@@ -217,6 +218,7 @@ class RegistryQueries:
                 if found is None:
                     continue
                 keys[target] = key
+                found_keys.add(key)
                 original, owner_name, attr = found
                 rebind = Rebind(original, None, frozenset(self.hook_modules(target)), key)
                 at = next((i for i, b in enumerate(batches) if id(original) not in b), None)
