@@ -322,3 +322,30 @@ def test_a_server_that_cannot_import_spawnkit_sends_its_traceback(
     assert "died while starting up" in text and "Server traceback (pid " in text
     assert "ImportError: planted: not this spawnkit" in text
     assert "ImportError: planted" in info.value.traceback_text
+
+
+def test_a_server_slow_in_the_launchers_own_modules_names_them_not_the_stage_before(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen on a GPU machine: a launcher that had imported ``spawnkit.platforms.custom_op`` made
+    its server import torch after ``apply_hooks``, and the timeout blamed ``apply_hooks``."""
+    probe = _probe(site)
+    slow = f"{site.tag}_slowmod"
+    (site.root / f"{slow}.py").write_text("import time\ntime.sleep(60)\n")
+    own = _warm_server.launcher_modules
+    monkeypatch.setattr(_warm_server, "launcher_modules", lambda: [*own(), slow])
+    started = time.monotonic()
+    with (
+        pytest.raises(ForkServerError) as info,
+        spawn_with_plugins(
+            f"{probe}:plain", namespace=site.ns, start_method="forkserver", ready_timeout=3
+        ) as group,
+    ):
+        group.results(timeout=10)
+    assert time.monotonic() - started < 30
+    text = str(info.value)
+    head = text.split("(stack below)")[0]
+    assert "stuck importing the launcher's own modules" in head, text
+    assert "apply_hooks" not in head
+    assert f"{slow}.py" in text  # the server's stack dump shows which module
+    assert info.value.stage == "preload"

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 __all__ = [
-    "PLUGIN", "PRELOAD", "STARTUP", "current_step", "mark_plugins_began", "plugin_step",
-    "plugins_began", "preload_step", "set_step", "split_step", "stage_of", "step",
+    "LAUNCHER_MODULES", "PLUGIN", "PRELOAD", "STARTUP", "current_step", "mark_plugins_began",
+    "plugin_step", "plugins_began", "preload_step", "set_step", "split_step", "stage_of", "step",
 ]  # fmt: skip
 
 STARTUP = "startup"
@@ -23,6 +23,11 @@ PRELOAD = "preload"
 # Read by the import guard's finder once per new module: a plain global, not a getter.
 _step = STARTUP
 _plugins_began: frozenset[str] | None = None
+
+
+#: A warm server importing the launcher's own modules (``warm.launcher_modules``): a preload
+#: nobody listed, named so that a hang or a thread there is not blamed on the stage before it.
+LAUNCHER_MODULES = f"{PRELOAD}:(the launcher's modules)"
 
 
 def plugin_step(name: str) -> str:

@@ -330,6 +330,11 @@ _NOT_PRELOADED = frozenset({"this", "antigravity", "idlelib", "tkinter", "turtle
 
 def _step_text(step: str) -> str:
     kind, name = _steps.split_step(step)
+    if step == _steps.LAUNCHER_MODULES:
+        return (
+            "importing the launcher's own modules (the standard-library and spawnkit modules "
+            "it had imported, which the server imports once so that no worker re-imports them)"
+        )
     if kind == _steps.PRELOAD:
         return f"importing preload module {name!r}"
     if kind == _steps.PLUGIN:

@@ -163,7 +163,10 @@ class _ThreadOrigins:
                 _steps.PLUGIN: f"plugin {name!r}",
                 _steps.PRELOAD: f"preload module {name!r}",
             }
-            who = culprit.get(kind, f"stage {step!r}" if step else "")
+            if step == _steps.LAUNCHER_MODULES:
+                who = "one of the launcher's own modules (imported by the server for its workers)"
+            else:
+                who = culprit.get(kind, f"stage {step!r}" if step else "")
             by = f", started by {who}," if who else " (its starter is unknown)"
             err = ForkSafetyError(
                 f"thread {thread.name!r}{by} is still running in the warm-start fork server "
@@ -221,7 +224,7 @@ def _prepare(
                 prebootstrap(spec, status)
             for module in preload:
                 _preload(module, status)
-            _import_quietly(launcher)
+            _import_quietly(launcher, status)
             threads.check()
     except SystemExit as exc:
         import traceback
@@ -320,12 +323,25 @@ def _faulthandler(fd: int, on: bool) -> None:
         os.close(fd)
 
 
-def _import_quietly(modules: list[str]) -> None:
-    """The launcher's own modules (``warm.launcher_modules``): what its workers would re-import."""
-    for name in modules:
-        if name not in sys.modules:
+def _import_quietly(modules: list[str], status: _Status) -> None:
+    """The launcher's own modules (``warm.launcher_modules``): what its workers would re-import.
+
+    Announced as a step of its own: one of them can be slow (a spawnkit module that imports
+    torch), and a start that times out there must say so, not name the stage before it.
+    """
+    missing = [name for name in modules if name not in sys.modules]
+    if not missing:
+        return
+    from spawnkit.bootstrap import guard
+
+    step = _steps.LAUNCHER_MODULES
+    status.send(proto.StageStarted(step))
+    begun = time.perf_counter()
+    with guard.step(step):
+        for name in missing:
             with contextlib.suppress(Exception):
                 importlib.import_module(name)
+    status.send(proto.StageFinished(step, time.perf_counter() - begun))
 
 
 def _read_boot(fd: int) -> tuple[Any, list[str], Any]:
