@@ -167,11 +167,12 @@ def test_a_worker_without_inspect_tells_async_targets_as_inspect_does(tmp_path: 
     # answer must still be inspect's, for every kind of callable a target can be.
     (tmp_path / "shapes_mod.py").write_text(_SHAPES)
     code = (
-        "import json, sys\nsys.path.insert(0, sys.argv[1])\n"
+        # a site's .pth may have imported inspect already (seen on a GPU machine's image)
+        "import json, sys\nat_start = 'inspect' in sys.modules\nsys.path.insert(0, sys.argv[1])\n"
         "from spawnkit.hooks._chain import is_async_callable\nimport shapes_mod\n"
         "plain = ['sync', 'coro', 'agen', 'lambda', 'bound async', 'bound sync', 'unbound async']\n"
         "fast = {k: is_async_callable(shapes_mod.SHAPES[k]) for k in plain}\n"
-        "before = 'inspect' in sys.modules\n"
+        "before = 'inspect' in sys.modules and not at_start\n"
         "fast.update({k: is_async_callable(v) for k, v in shapes_mod.SHAPES.items()})\n"
         "print(json.dumps([fast, before]))\n"
     )

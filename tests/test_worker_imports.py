@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -20,6 +21,21 @@ def around(original, *args, **kwargs):
 def register():
     Namespace("wi_ns", "WI_NS").hooks.register("wi_target.f", around, HookType.AROUND)
 """
+
+
+def at_startup(env: dict[str, str] | None = None) -> set[str]:
+    """What a bare interpreter here has loaded before any code runs: not the worker's doing.
+
+    A site's ``.pth`` files can import anything at start-up (a GPU machine's image here loads
+    ``inspect`` that way); only what a worker adds beyond that is spawnkit's.
+    """
+    code = "import json, sys; print(json.dumps(sorted(sys.modules)))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env,
+        check=True,
+    )  # fmt: skip
+    return set(json.loads(out.stdout))
+
 
 #: Modules only a failure, ``explain_platform()`` or ``spawnkit doctor`` needs.
 FAILURE_ONLY = ("logging", "traceback", "difflib", "spawnkit.platforms.explanation")
@@ -66,12 +82,16 @@ def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path
             """
         )
     )
+    # No GPU in sight, so that the parent pins the base platform on any machine.
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="")
     proc = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
-    )
+        [sys.executable, str(script)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     patched, loaded, platform = json.loads(proc.stdout.strip().splitlines()[-1])
     assert patched == 2  # the plugin's hook ran: the stages that used to log did run
+    loaded = [m for m in loaded if m not in at_startup(env)]
     assert loaded == [], f"a successful cold worker imported {loaded}"
     # the report still says which platform won and how, without the explanation types
     assert platform["name"] == "base" and platform["kind"] == "base", platform
