@@ -262,8 +262,10 @@ def build_chain(
     for reg, obj in others:
         inner = factories[reg.hook_type](obj, inner, key, label_of(reg, display))
         made.append(inner)
-    for i, layer in enumerate(made):
-        adopt(layer, original, full=i == len(made) - 1)
+    if made:
+        # Only the outermost layer is ever seen (installed, and found by inspect through its
+        # ``__wrapped__``); the inner ones are reachable only through its closure.
+        adopt(made[-1], original, full=True)
     return inner  # type: ignore[no-any-return]
 
 
