@@ -32,6 +32,7 @@ import socket
 import sys
 import threading
 import time
+import types
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as _mp_wait
@@ -315,13 +316,52 @@ class WarmServer:
 
 
 def launcher_modules() -> list[str]:
-    """The standard library's and spawnkit's modules this launcher has imported."""
+    """The standard library's and spawnkit's modules this launcher has imported.
+
+    Never one that would bring a third-party package into the server: a spawnkit module that
+    holds one (``platforms.custom_op`` holds torch; ``testing.plugin``, pytest), or that holds
+    such a spawnkit module, is left to the worker.  Only ``preload=`` puts a third-party package
+    in a server: importing torch there unasked cost seconds of every server start (more than a
+    4 s ready_timeout on a GPU machine whose torch compiles its bytecode at import).
+    """
     stdlib = sys.stdlib_module_names - _NOT_PRELOADED
-    return [
+    own = {"spawnkit", "builtins", "__main__", "__mp_main__"}
+    names = [
         name
         for name in list(sys.modules)
         if name.partition(".")[0] in stdlib or name.startswith("spawnkit.")
     ]
+    ours = {name: sys.modules.get(name) for name in names if name.startswith("spawnkit.")}
+    heavy: set[str] = set()
+    while True:  # to a fixed point: a module holding a heavy spawnkit module is heavy too
+        grown = {
+            name
+            for name, module in ours.items()
+            if name not in heavy and _holds_foreign(module, stdlib | own, heavy)
+        }
+        if not grown:
+            break
+        heavy |= grown
+    return [name for name in names if name not in heavy]
+
+
+def _holds_foreign(module: Any, allowed: frozenset[str] | set[str], heavy: set[str]) -> bool:
+    """Whether a module's globals hold a module, class or function of a third-party package
+    (its top-level name not in ``allowed``) or of one of the ``heavy`` modules."""
+    try:
+        values = list(vars(module).values())
+        inside = module.__name__ + "."
+    except Exception:  # a lazy or broken module: not worth the server's time
+        return True
+    for value in values:
+        where = value.__name__ if isinstance(value, types.ModuleType) else None
+        if where is not None and where.startswith(inside):
+            continue  # a package's own submodule: judged by itself, imported after it anyway
+        if where is None:
+            where = getattr(value, "__module__", None) if callable(value) else None
+        if isinstance(where, str) and (where.partition(".")[0] not in allowed or where in heavy):
+            return True
+    return False
 
 
 #: Standard modules whose import acts (prints, opens a window or a browser, takes the terminal).
