@@ -205,6 +205,13 @@ def test_bench_says_when_spawnkit_runs_without_cached_bytecode(tmp_path: Path) -
         timeout=300,
     )
     assert note() == "None"
+    # One module's cache older than its source: compiled again in every worker, and said.
+    import os
+
+    source = tmp_path / "spawnkit" / "protocol" / "child.py"
+    later = source.stat().st_mtime + 10
+    os.utime(source, (later, later))
+    assert "for 1 of its" in note()
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "src/spawnkit/bench").glob("*.py")), ids=str)
@@ -220,3 +227,17 @@ def test_a_bench_module_run_as_a_script_defines_everything_before_its_main(path:
         if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
     ]
     assert guards in ([], [len(body) - 1]), f"{path.name}: code after its __main__ block"
+
+
+def test_a_bench_site_is_compiled_as_an_installed_plugin_would_be() -> None:
+    # Without it, where PYTHONDONTWRITEBYTECODE is set, every cold worker compiled the site's
+    # plugin and target modules again, several ms on both sides of each cold ratio.
+    import importlib.util
+
+    from spawnkit.bench._site import worker_site
+
+    with worker_site(
+        "spawnkit-test-site-", lambda r: (r / "bsite_mod.py").write_text("X = 1\n")
+    ) as root:
+        cached = Path(importlib.util.cache_from_source(str(root / "bsite_mod.py")))
+        assert cached.exists()

@@ -43,22 +43,46 @@ def load_average() -> str:
 
 
 def bytecode_note() -> str | None:
-    """A note when spawnkit's modules have no cached bytecode; ``None`` when they have."""
+    """A note when any of spawnkit's modules lacks current bytecode; ``None`` when none does.
+
+    Every module is looked at, not one: a checkout where bytecode was written for some modules
+    and not for others (a test run here, ``PYTHONDONTWRITEBYTECODE`` there) compiles the rest in
+    every cold worker, and a cache older than its source is compiled again just the same.
+    """
     import importlib.util
 
-    source = __file__  # any of spawnkit's modules: they are compiled (or not) together
-    try:
-        cached = Path(importlib.util.cache_from_source(source)).exists()
-    except (NotImplementedError, ValueError):
-        return None
-    if cached:
+    root = Path(__file__).resolve().parents[1]
+    sources = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
+    missing = 0
+    for source in sources:
+        try:
+            cached = Path(importlib.util.cache_from_source(str(source)))
+            with cached.open("rb") as f:
+                header = f.read(16)
+            missing += not _current(header, source.stat())
+        except (NotImplementedError, ValueError, OSError):
+            missing += 1
+    if not missing:
         return None
     why = "PYTHONDONTWRITEBYTECODE is set" if sys.dont_write_bytecode else "none was written"
     return (
-        f"spawnkit at {Path(source).parent} has no cached bytecode ({why}): every cold worker "
-        "compiles its modules, so cold figures are pessimistic; run from an installed wheel "
-        "or run `python -m compileall` on that folder first"
+        f"spawnkit at {root} has no cached bytecode ({why}) for {missing} of its "
+        f"{len(sources)} modules: every cold worker compiles them, so cold figures are "
+        "pessimistic; run from an installed wheel or run `python -m compileall` on that "
+        "folder first"
     )
+
+
+def _current(header: bytes, stat: os.stat_result) -> bool:
+    """Whether a ``.pyc`` header still matches its source, as the import system decides (PEP 552):
+    a hash-based one is taken as current; a timestamp one records the source's mtime and size."""
+    if len(header) < 16:
+        return False
+    if int.from_bytes(header[4:8], "little") & 1:
+        return True
+    mtime = int.from_bytes(header[8:12], "little")
+    size = int.from_bytes(header[12:16], "little")
+    return mtime == int(stat.st_mtime) & 0xFFFFFFFF and size == stat.st_size & 0xFFFFFFFF
 
 
 def marks_for(stream: TextIO) -> tuple[str, str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import os
 import sys
@@ -23,6 +24,10 @@ def worker_site(prefix: str, write: Callable[[Path], None], *also: Path) -> Iter
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         root = Path(tmp)
         write(root)
+        # Compiled now, as pip compiles what it installs: a worker importing plain sources
+        # compiles them each time where PYTHONDONTWRITEBYTECODE is set (several ms per cold
+        # worker, on both sides of every ratio).  py_compile writes whatever that variable says.
+        compileall.compile_dir(root, quiet=1)
         sys.path.insert(0, str(root))
         old = os.environ.get("PYTHONPATH")
         os.environ["PYTHONPATH"] = os.pathsep.join(
