@@ -333,7 +333,7 @@ def test_a_server_slow_in_the_launchers_own_modules_names_them_not_the_stage_bef
     slow = f"{site.tag}_slowmod"
     (site.root / f"{slow}.py").write_text("import time\ntime.sleep(60)\n")
     own = _warm_server.launcher_modules
-    monkeypatch.setattr(_warm_server, "launcher_modules", lambda: [*own(), slow])
+    monkeypatch.setattr(_warm_server, "launcher_modules", lambda: [slow, *own()])  # first
     started = time.monotonic()
     with (
         pytest.raises(ForkServerError) as info,
