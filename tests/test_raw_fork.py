@@ -50,3 +50,36 @@ def test_a_worker_that_fails_to_import_or_hangs_is_named(site: Path) -> None:
     with pytest.raises(TimeoutError, match=r"holding rf_slow: no answer within 0\.5 s"):
         RawForker("rf_slow", timeout=0.5)
     assert time.monotonic() - begun < 5  # killed, not waited on for its 60 s
+
+
+class _Touch:
+    """Unpickles as a call of ``rf_spec.touch(path)``: proof that a child unpickled its spec."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        import rf_spec
+
+        return rf_spec.touch, (self.path,)
+
+
+def test_the_spec_floor_unpickles_the_spec_in_every_child(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pickle
+
+    (site / "rf_spec.py").write_text(
+        "import sys\n"
+        "def touch(path):\n"
+        "    open(path, 'a').write('x')\n"
+        "    open(path + '.mods', 'w').write('\\n'.join(sys.modules))\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    marks = site / "unpickled"
+    with contextlib.closing(RawForker("rf_spec", 60, spec=pickle.dumps(_Touch(str(marks))))) as f:
+        assert len(f.fork(2)) == 2 and len(f.fork(1)) == 1
+    assert marks.read_text() == "xxx"  # one unpickling per child, before its stamp
+    held = (site / "unpickled.mods").read_text().split()
+    assert "spawnkit.spec" in held  # what the spec's classes need, imported before the forks
+    assert not [m for m in held if m.split(".")[0] in ("torch", "ray")]

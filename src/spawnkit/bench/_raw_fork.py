@@ -9,6 +9,11 @@ the warm/raw-fork rows passed that should not have).  So the forking process
 here is a new interpreter that imports the worker module and nothing else of
 ours, and each child writes its ``CLOCK_MONOTONIC`` stamp to a pipe where its
 entry would run: the same clock the parent reads right before its request.
+
+Given a pickled ``ProcessSpec`` (``spec=``), the forking interpreter also imports
+``spawnkit.spec`` and each child unpickles that spec before it writes its stamp: the least
+any warm-start protocol must do for a worker (hand it its spec), with nothing of spawnkit's
+protocol around it.  ``warm_split`` prints it as the floor a Python fork server can reach.
 """
 
 from __future__ import annotations
@@ -22,21 +27,34 @@ import time
 
 __all__ = ["RawForker"]
 
-#: The forking interpreter: import the module, say ready, then per request of n, fork n
-#: children that each write their stamp, and reap them.  stdin EOF ends it.
+#: The forking interpreter: import the module (and, given a spec, ``spawnkit.spec``), say
+#: ready, then per request (n, spec bytes) fork n children that each unpickle the spec, if
+#: any, and write their stamp; then reap them.  stdin EOF ends it.
 _SCRIPT = """
 import os, struct, sys, time
 __import__(sys.argv[1])
+if sys.argv[2:] == ["spec"]:
+    import pickle
+    __import__("spawnkit.spec")
 out = sys.stdout.fileno()
 os.write(out, b"R")
 while True:
-    got = os.read(0, 4)
-    if len(got) < 4:
+    got = os.read(0, 8)
+    if len(got) < 8:
         break
+    count, size = struct.unpack("<II", got)
+    data = b""
+    while len(data) < size:
+        chunk = os.read(0, size - len(data))
+        if not chunk:
+            raise SystemExit(0)
+        data += chunk
     pids = []
-    for _ in range(struct.unpack("<I", got)[0]):
+    for _ in range(count):
         pid = os.fork()
         if pid == 0:
+            if data:
+                pickle.loads(data)
             os.write(out, struct.pack("<d", time.monotonic()))
             os._exit(0)
         pids.append(pid)
@@ -50,11 +68,14 @@ _STAMP = struct.calcsize("<d")
 class RawForker:
     """A forking interpreter that holds ``module``; close it (``contextlib.closing``) when done."""
 
-    def __init__(self, module: str, timeout: float) -> None:
+    def __init__(self, module: str, timeout: float, spec: bytes | None = None) -> None:
         self._timeout = timeout
-        self._what = f"raw os.fork of a process holding {module}"
+        self._spec = spec or b""
+        self._what = f"raw os.fork of a process holding {module}" + (
+            " (children unpickle a spec)" if spec else ""
+        )
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", _SCRIPT, module],
+            [sys.executable, "-c", _SCRIPT, module, *(["spec"] if spec else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -65,7 +86,7 @@ class RawForker:
         """Seconds from the request until each of ``n`` children ran, in arrival order."""
         assert self._proc.stdin is not None
         t0 = time.monotonic()
-        self._proc.stdin.write(struct.pack("<I", n))
+        self._proc.stdin.write(struct.pack("<II", n, len(self._spec)) + self._spec)
         self._proc.stdin.flush()
         data = self._read(n * _STAMP, t0 + self._timeout)
         return [s - t0 for (s,) in struct.iter_unpack("<d", data)]

@@ -11,6 +11,9 @@ only the worker module (and so torch for the torch worker), whose child
 writes its stamp to a pipe where its entry would run
 (:class:`~spawnkit.bench._raw_fork.RawForker`).  The target (#23): a warm worker starts
 (``LaunchContext.start`` -> entry running) within 2x that raw fork.
+Beside it, the floor: the same raw fork whose children first unpickle the
+worker's ``ProcessSpec``, the least any fork server must hand a worker, so
+the table says how much of the distance to the target no protocol can close.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import argparse
 import contextlib
 import json
 import os
+import pickle
 import statistics
 import time
 from pathlib import Path
@@ -100,20 +104,27 @@ def _rows(worker: str, sizes: tuple[int, ...], repeats: int) -> list[dict[str, A
     lctx = get_launch_context("multiprocessing", "forkserver", (module,), template, 120)
     _warm(lctx, template, 1)  # the first fork of a server warms its pages: not timed
     rows = []
-    with contextlib.closing(RawForker(module, _WAIT_S)) as forker:
-        for n in sizes:  # side by side per size: the machine's noise hits both alike
+    with (
+        contextlib.closing(RawForker(module, _WAIT_S)) as forker,
+        contextlib.closing(RawForker(module, _WAIT_S, spec=pickle.dumps(template))) as floor,
+    ):
+        for n in sizes:  # side by side per size: the machine's noise hits all alike
             raw = [max(forker.fork(n)) for _ in range(repeats)]
+            handed = [max(floor.fork(n)) for _ in range(repeats)]
             runs = [_warm(lctx, template, n) for _ in range(repeats)]
             split = {p: statistics.median(ph[p] for _, w in runs for ph in w) for p in PHASES}
             raw_ms = statistics.median(raw) * 1e3
+            floor_ms = statistics.median(handed) * 1e3
             warm_ms = statistics.median(t for t, _ in runs) * 1e3
             rows.append(
                 {
                     "worker": worker,
                     "n": n,
                     "raw_fork_ms": raw_ms,
+                    "spec_floor_ms": floor_ms,
                     "warm_ms": warm_ms,
                     "ratio": warm_ms / raw_ms,
+                    "floor_ratio": floor_ms / raw_ms,
                     **{f"{p}_ms": v * 1e3 for p, v in split.items()},
                 }
             )
@@ -138,16 +149,21 @@ def run(quick: bool = False) -> dict[str, Any]:
 
 def report(results: dict[str, Any]) -> None:
     """The table: per worker and size, raw fork, warm, their ratio and the warm worker's split."""
-    head = f"{'worker':8s} {'n':>2s} {'raw fork':>9s} {'warm':>8s} {'x':>6s}  " + " ".join(
-        f"{p:>11s}" for p in PHASES
+    head = (
+        f"{'worker':8s} {'n':>2s} {'raw fork':>9s} {'floor':>7s} {'x':>5s} {'warm':>8s} "
+        f"{'x':>6s}  " + " ".join(f"{p:>11s}" for p in PHASES)
     )
     print(f"load average {results['load'][0]:.2f}; times in ms, medians of per-worker phases")
+    print(
+        "floor: the same raw fork whose children first unpickle the worker's ProcessSpec, the "
+        "least a fork server must hand a worker; x: over the raw fork"
+    )
     print(head)
     for r in results["rows"]:
         split = " ".join(f"{r[p + '_ms']:11.2f}" for p in PHASES)
         print(
-            f"{r['worker']:8s} {r['n']:2d} {r['raw_fork_ms']:9.2f} {r['warm_ms']:8.2f} "
-            f"{r['ratio']:6.2f}  {split}"
+            f"{r['worker']:8s} {r['n']:2d} {r['raw_fork_ms']:9.2f} {r['spec_floor_ms']:7.2f} "
+            f"{r['floor_ratio']:5.2f} {r['warm_ms']:8.2f} {r['ratio']:6.2f}  {split}"
         )
 
 
