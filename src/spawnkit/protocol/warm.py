@@ -332,12 +332,13 @@ def launcher_modules() -> list[str]:
         if name.partition(".")[0] in stdlib or name.startswith("spawnkit.")
     ]
     ours = {name: sys.modules.get(name) for name in names if name.startswith("spawnkit.")}
+    allowed = stdlib | own
     heavy: set[str] = set()
     while True:  # to a fixed point: a module holding a heavy spawnkit module is heavy too
         grown = {
             name
             for name, module in ours.items()
-            if name not in heavy and _holds_foreign(module, stdlib | own, heavy)
+            if name not in heavy and _holds_foreign(module, allowed, heavy)
         }
         if not grown:
             break

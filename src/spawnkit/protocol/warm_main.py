@@ -326,8 +326,8 @@ def _faulthandler(fd: int, on: bool) -> None:
 def _import_quietly(modules: list[str], status: _Status) -> None:
     """The launcher's own modules (``warm.launcher_modules``): what its workers would re-import.
 
-    Announced as a step of its own: one of them can be slow (a spawnkit module that imports
-    torch), and a start that times out there must say so, not name the stage before it.
+    Announced as a step of its own: one of them can be slow, and a start that times out there
+    must say so, not name the stage before it.
     """
     missing = [name for name in modules if name not in sys.modules]
     if not missing:
