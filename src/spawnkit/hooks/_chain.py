@@ -244,7 +244,6 @@ def build_chain(
     replaces = [pair for pair in hooks if pair[0].hook_type is HookType.REPLACE]
     others = [pair for pair in hooks if pair[0].hook_type is not HookType.REPLACE]
     inner: Any = original
-    made: list[Any] = []
     if replaces:
         reg, obj = replaces[-1]
         if is_async:
@@ -252,20 +251,17 @@ def build_chain(
                 inner = obj
             else:
                 inner = _async_call(obj, key, _Note("raised by", label_of(reg, display)))
-                made.append(inner)
         elif others:
             inner = obj
         else:
             inner = _sync_call(obj, key, _Note("raised by", label_of(reg, display)))
-            made.append(inner)
     factories = _ASYNC if is_async else _SYNC
     for reg, obj in others:
         inner = factories[reg.hook_type](obj, inner, key, label_of(reg, display))
-        made.append(inner)
-    if made:
+    if inner is not original:  # a layer of ours: a hook object is innermost only under others
         # Only the outermost layer is ever seen (installed, and found by inspect through its
         # ``__wrapped__``); the inner ones are reachable only through its closure.
-        adopt(made[-1], original, full=True)
+        adopt(inner, original, full=True)
     return inner  # type: ignore[no-any-return]
 
 
