@@ -192,3 +192,34 @@ def test_cli_demo_json(tmp_path, demo_platform) -> None:
     text = out.getvalue()
     assert "what the hooks did" in text and "spawnkit.demo.init_banner" in text
     assert "stage timings (ms)" in text
+
+
+class _Devices:
+    """A platform as the scheduler reads it: a torch device type and how many devices it has."""
+
+    def __init__(self, device_type: str, count: int | None) -> None:
+        self.device_type = device_type
+        self._count = count
+
+    def get_device_count(self) -> int:
+        if self._count is None:
+            raise NotImplementedError("get_device_count")
+        return self._count
+
+
+@pytest.mark.needs_torch
+def test_each_scheduler_computes_on_its_own_gpu_id_and_says_when_it_shares_one() -> None:
+    # Seen on a one-GPU H200: both schedulers ran on the bare "cuda" device (device 0) while
+    # rank 1 said gpu_id=1; on an eight-GPU machine rank 1 would have sat on GPU 0 silently.
+    # "meta" stands for an accelerator here: torch indexes it without allocating anything.
+    import torch
+
+    from spawnkit.demo.scheduler import _torch_device
+
+    two = _Devices("meta", 2)
+    assert _torch_device(two, 1) == (torch.device("meta", 1), "")
+    device, note = _torch_device(two, 3)
+    assert str(device) == "meta:1"
+    assert note == "gpu_id 3 has no meta device of its own (2 visible): it shares meta:1"
+    assert _torch_device(_Devices("meta", None), 5)[0].index is None  # cannot count: current
+    assert _torch_device(_Devices("cpu", 1), 1) == (torch.device("cpu"), "")

@@ -143,6 +143,9 @@ def _render(run_: Any, out: Output) -> None:
             for r in run_.results
         ],
     )
+    for r in run_.results:
+        if r.get("device_note"):
+            out.line(f"rank {r['rank']}: {r['device_note']}")
     out.heading("what the hooks did")
     out.table(["rank", "hook", "calls", "detail"], hook_summary(run_.results))
     out.line(

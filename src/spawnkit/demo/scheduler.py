@@ -46,6 +46,7 @@ class SchedulerResult:
     platform: str
     device: str
     scheduler_class: str
+    device_note: str = ""  # set when gpu_id has no device of its own and shares one
     checksums: dict[int, float] = field(default_factory=dict)
     batches: int = 0
     tokens: int = 0
@@ -63,6 +64,7 @@ class SchedulerResult:
             "pid": self.pid,
             "platform": self.platform,
             "device": self.device,
+            "device_note": self.device_note,
             "scheduler_class": self.scheduler_class,
             "checksums": {str(k): v for k, v in sorted(self.checksums.items())},
             "batches": self.batches,
@@ -73,17 +75,39 @@ class SchedulerResult:
         }
 
 
-def _torch_device(platform: Any) -> torch.device:
-    """The current platform's torch ``device_type`` (the base platform: CPU)."""
+def _torch_device(platform: Any, gpu_id: int) -> tuple[torch.device, str]:
+    """The device this scheduler computes on, and a note when it is not ``gpu_id``'s own.
+
+    An accelerator's device is indexed by ``gpu_id``, as an engine's scheduler pins its GPU:
+    the bare device type would put every rank on device 0 while each reported its own
+    ``gpu_id``.  With fewer devices than schedulers, ``gpu_id`` wraps around, and the note says
+    which device is shared (the base platform computes on the CPU: one device, no note).
+    """
     device_type = getattr(platform, "device_type", "") or "cpu"
     try:
-        return torch.device(device_type)
+        torch.device(device_type)
     except RuntimeError as exc:
         raise RuntimeError(
             f"platform {type(platform).__qualname__} names torch device type {device_type!r}, "
             f"which this torch build does not know ({exc}). The demo computes on "
             "platform.device_type; make the platform name a device torch can allocate on."
         ) from exc
+    if device_type == "cpu":
+        return torch.device("cpu"), ""
+    try:
+        count = int(platform.get_device_count())
+    except Exception:  # a platform that cannot count its devices: its current one
+        return torch.device(device_type), ""
+    if count <= 0:
+        return torch.device(device_type), ""
+    index = gpu_id % count
+    note = (
+        ""
+        if index == gpu_id
+        else f"gpu_id {gpu_id} has no {device_type} device of its own ({count} visible): "
+        f"it shares {device_type}:{index}"
+    )
+    return torch.device(device_type, index), note
 
 
 class Scheduler:
@@ -94,7 +118,7 @@ class Scheduler:
         self.gpu_id = gpu_id
         self.dp_rank = dp_rank
         self.platform = demo_namespace().current_platform
-        self.device = _torch_device(self.platform)
+        self.device, self.device_note = _torch_device(self.platform, gpu_id)
         self.model = build_model(server_args, self.device)
         self.dtype: torch.dtype = getattr(torch, server_args.dtype)
         self.waiting: deque[int] = deque(server_args.requests_for_rank(dp_rank))
@@ -127,6 +151,7 @@ class Scheduler:
             platform=getattr(self.platform, "device_name", "") or type(self.platform).__name__,
             device=str(self.device),
             scheduler_class=f"{type(self).__module__}.{type(self).__qualname__}",
+            device_note=self.device_note,
         )
         start = time.perf_counter()
         while (batch := self.get_next_batch_to_run()) is not None:
