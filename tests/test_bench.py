@@ -241,3 +241,23 @@ def test_a_bench_site_is_compiled_as_an_installed_plugin_would_be() -> None:
     ) as root:
         cached = Path(importlib.util.cache_from_source(str(root / "bsite_mod.py")))
         assert cached.exists()
+
+
+def test_the_import_floor_worker_imports_what_a_cold_worker_adds_and_nothing_more() -> None:
+    # The floor bounds the cold trivial row from below only if it imports exactly the census's
+    # modules: one missing and it is too low, one more and it is too high.
+    from spawnkit.bench import spawn_latency as sl
+    from spawnkit.bench._site import worker_site
+    from spawnkit.namespace import Namespace
+
+    Namespace(sl.NS_NAME, env_prefix="BENCH_SPAWN_NS")
+    with worker_site("spawnkit-test-floor-", sl._write_site, sl.SRC) as site:
+        census = sl._census(1)
+        sl._write_floor(site, census["floor_modules"])
+        _t, (floor,) = sl._raw_call("spawn", sl.FLOOR_MODULE, "modules", 1)
+        _t, (hand,) = sl._raw_call("spawn", "bench_spawn_hand", "modules", 1)
+    wanted = set(census["floor_modules"])
+    assert {"spawnkit.bootstrap.process", "spawnkit.hooks.registry"} <= wanted
+    assert not any("bench" in name for name in wanted)
+    assert set(floor) - set(hand) - {sl.FLOOR_MODULE} == wanted - set(hand)
+    assert census["extra_spawnkit"] == sorted(m for m in wanted if m.startswith("spawnkit"))

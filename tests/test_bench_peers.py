@@ -111,3 +111,44 @@ def test_the_table_shows_each_peer_over_the_same_raw_spawn_baseline() -> None:
         f"n={n} warm {w} / raw os.fork (#23)" for n in (1, 2) for w in ("trivial", "torch")
     }
     assert all(abs(c.value - 2.5) < 1e-9 and not c.ok for c in rows_23.values())
+
+
+def _rows(floor: bool) -> list[dict[str, object]]:
+    """Every worker and variant ``_ratios`` needs at n=1 and 2; trivial's ``import-floor`` too."""
+    means = {
+        "raw-spawn": 30.0, "hand-written": 40.0, "spawnkit-cold": 80.0, "spawnkit-warm": 2.0,
+        "raw-forkserver": 3.0, "raw-fork": 0.8,
+    }  # fmt: skip
+    rows = [
+        {"worker": w, "variant": v, "n": n, "mean_ms": ms, "group_ms": ms}
+        for w in ("trivial", "torch", "torchtarget")
+        for v, ms in means.items()
+        for n in (1, 2)
+    ]
+    if floor:
+        rows += [
+            {"worker": "trivial", "variant": "import-floor", "n": n, "mean_ms": 64.0}
+            for n in (1, 2)
+        ]
+    return rows
+
+
+def test_the_cold_gap_over_hand_written_splits_into_imports_and_the_rest() -> None:
+    results = {"sizes": [1, 2], "rows": _rows(floor=True)}
+    gap = spawn_latency._cold_gap(results)
+    assert len(gap) == 2  # one line per group size
+    assert " ".join(gap[0].split()) == (
+        "n=1: 40.0 ms over hand-written = 24.0 importing spawnkit's worker modules + 16.0 "
+        "the rest (stages, reports, guardian); the imports alone make 1.60x"
+    )
+    # the floor's ratio is reported, with no target: it bounds the cold trivial row from below
+    ratios = spawn_latency._ratios(_rows(floor=True), (1, 2))
+    assert [r["import_floor_vs_hand_written_trivial"] for r in ratios.values()] == [1.6, 1.6]
+    assert not [c for c in spawn_latency.checks({"ratios": ratios}) if "floor" in c.label]
+
+
+def test_without_floor_rows_there_is_no_gap_line_and_no_floor_ratio() -> None:
+    results = {"sizes": [1, 2], "rows": _rows(floor=False)}
+    assert spawn_latency._cold_gap(results) == []
+    ratios = spawn_latency._ratios(_rows(floor=False), (1, 2))
+    assert all("import_floor_vs_hand_written_trivial" not in r for r in ratios.values())

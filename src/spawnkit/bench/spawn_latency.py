@@ -7,6 +7,10 @@ trivial worker and with one whose module imports torch:
 * ``hand-written``     raw spawn whose child imports 10 plain plugin modules that apply the
                        same 100 patches with ``setattr``: what a project without spawnkit
                        would write (trivial worker only)
+* ``import-floor``     the hand-written worker that also imports every module a cold
+                       spawnkit worker adds (the census below) and runs none of it: the least
+                       a cold worker costs while spawnkit's worker path is the code it is
+                       today (trivial worker only)
 * ``raw-forkserver``   the stdlib forkserver (torch preloaded for the torch worker)
 * ``raw-fork``         plain ``os.fork`` of a fresh interpreter holding only the worker
                        module: the floor (:mod:`spawnkit.bench._raw_fork`)
@@ -23,9 +27,11 @@ and imports torch; spawnkit's server preloads it after applying the hooks, the
 stdlib forkserver preloads the same module (only these two are measured).
 
 After the table: the per-stage split of a cold spawnkit worker (from its
-report, ``apply_hooks`` split into importing targets and patching) and an
+report, ``apply_hooks`` split into importing targets and patching), an
 import census: the modules a cold spawnkit worker has at its entry that a raw
-spawn worker of the same entry does not.
+spawn worker of the same entry does not (taken first: ``import-floor`` imports
+them), and where a cold worker's time over the hand-written one goes: importing
+those modules, and the rest (stages, reports, the parent-death guardian).
 
 Latency is ``CLOCK_MONOTONIC`` at the entry's first line minus the same clock
 right before the start call (system-wide on Linux, so comparable across
@@ -94,7 +100,7 @@ def modules(conn=None):
 
 def census(conn=None):
     import sys
-    names = sorted(sys.modules)  # before the report import below adds to them
+    names = list(sys.modules)  # in import order; before the report import below adds to them
     from spawnkit.bootstrap import current_report
     report = current_report()
     stages = dict(report.stage_seconds) if report else {{}}
@@ -122,6 +128,15 @@ _HAND_WORKER = "".join(
     f"import bench_hand_plugin_{p}  # noqa\n" for p in range(N_PLUGINS)
 ) + _WORKER.format(imports="")
 
+# The hand-written worker plus the modules the census found in a cold spawnkit worker, in its
+# order: what importing spawnkit's worker path costs, with none of it run.
+_FLOOR_WORKER = """
+import importlib
+for _name in {modules!r}:
+    importlib.import_module(_name)
+"""
+FLOOR_MODULE = "bench_spawn_floor"
+
 # The hooked module is chosen by the worker's environment, so the same 10 plugins hook
 # either the plain targets or the torch-importing worker module (``torchtarget``).
 _PLUGIN = """
@@ -145,6 +160,7 @@ VARIANTS = (
     "raw-forkserver",
     "raw-spawn",
     "hand-written",
+    "import-floor",
     "spawnkit-warm",
     "spawnkit-cold",
     *PEERS,
@@ -270,15 +286,22 @@ def _census(repeats: int) -> dict[str, Any]:
         k: statistics.median(d[Stage.HOOKS.value][k] for d in details) * 1e3
         for k in details[0].get(Stage.HOOKS.value, {})
     }
-    extra = sorted(set(modules) - set(raw_modules))
-    ours = [m for m in extra if m.startswith("spawnkit")]
+    raw = set(raw_modules)
+    extra = [m for m in modules if m not in raw]  # in the cold worker's import order
+    floor = [m for m in extra if "bench" not in m]
     return {
         "stages_ms": split,
         "apply_hooks_ms": hooks,
         "extra_modules": len(extra),
-        "extra_spawnkit": ours,
-        "extra_other": [m for m in extra if not m.startswith("spawnkit") and "bench" not in m],
+        "extra_spawnkit": sorted(m for m in floor if m.startswith("spawnkit")),
+        "extra_other": sorted(m for m in floor if not m.startswith("spawnkit")),
+        "floor_modules": floor,
     }
+
+
+def _write_floor(site: Path, modules: list[str]) -> None:
+    """``import-floor``'s worker: the hand-written one, importing ``modules`` first."""
+    (site / f"{FLOOR_MODULE}.py").write_text(_FLOOR_WORKER.format(modules=modules) + _HAND_WORKER)
 
 
 def _measure(fn: Callable[[], list[float]], repeats: int) -> dict[str, float]:
@@ -302,6 +325,7 @@ def _variants(
     variants: dict[str, Callable[[int], list[float]]] = {
         "raw-spawn": lambda n: _raw("spawn", module, n),
         "hand-written": lambda n: _raw("spawn", "bench_spawn_hand", n),
+        "import-floor": lambda n: _raw("spawn", FLOOR_MODULE, n),
         "raw-forkserver": lambda n: _raw("forkserver", module, n),
         "raw-fork": functools.partial(raw_fork, module),
         "spawnkit-cold": lambda n: _spawnkit("spawn", module, n, ()),
@@ -310,7 +334,7 @@ def _variants(
     for peer in peers:
         variants[peer] = functools.partial(_peers.measure, peer, module, timeout=RAW_TIMEOUT_S)
     if worker != "trivial":
-        del variants["hand-written"]
+        del variants["hand-written"], variants["import-floor"]
     if worker == "torchtarget":  # only the warm comparison is asked for
         variants = {k: variants[k] for k in ("raw-forkserver", "spawnkit-warm")}
     return variants
@@ -345,8 +369,11 @@ def run(quick: bool = False) -> dict[str, Any]:
     }
     forkers = contextlib.ExitStack()
     raw_fork = functools.partial(_raw_fork, forkers, {})
-    with worker_site("spawnkit-bench-", _write_site, SRC), forkers:
+    with worker_site("spawnkit-bench-", _write_site, SRC) as site, forkers:
         try:
+            # First: import-floor's worker imports the modules it finds
+            results["census"] = census = _census(1 if quick else 3)
+            _write_floor(site, census["floor_modules"])
             for worker in WORKERS:
                 module = f"bench_spawn_{worker}"
                 preload = {"torch": ("torch",), "torchtarget": (module,)}.get(worker, ())
@@ -363,7 +390,6 @@ def run(quick: bool = False) -> dict[str, Any]:
                         _progress_line(row)
                     if name in _peers.PEERS:  # Ray's daemons and loky's workers would load the
                         _peers.close()  # machine under the rows measured after them
-            results["census"] = _census(1 if quick else 3)
         finally:
             _peers.close()
             warm.shutdown_forkservers()
@@ -418,10 +444,40 @@ def _ratios(
         for worker in ("trivial", "torch")
         for variant in ("spawnkit-cold", *peers)
     ]
+    measured = {(r["worker"], r["variant"]) for r in rows}
+    floor = [_FLOOR_RATIO] if ("trivial", "import-floor") in measured else []
     return {
-        f"n={n}": {name: get(w, a, n) / get(w, b, n) for name, w, a, b in (*_RATIOS, *vs_raw)}
+        f"n={n}": {
+            name: get(w, a, n) / get(w, b, n) for name, w, a, b in (*_RATIOS, *vs_raw, *floor)
+        }
         for n in sizes
     }
+
+
+#: No target of its own: the least ``cold_vs_hand_written_trivial`` can be with today's modules.
+_FLOOR_RATIO = ("import_floor_vs_hand_written_trivial", "trivial", "import-floor", "hand-written")
+
+
+def _cold_gap(results: dict[str, Any]) -> list[str]:
+    """Where a cold trivial worker's time over the hand-written one goes, per group size."""
+
+    def mean(variant: str, n: int) -> float | None:
+        for r in results["rows"]:
+            if (r["worker"], r["variant"], r["n"]) == ("trivial", variant, n):
+                return float(r["mean_ms"])
+        return None
+
+    lines = []
+    for n in results["sizes"]:
+        hand, floor, cold = (mean(v, n) for v in ("hand-written", "import-floor", "spawnkit-cold"))
+        if hand is None or floor is None or cold is None:
+            continue
+        lines.append(
+            f"  n={n}: {cold - hand:6.1f} ms over hand-written = {floor - hand:5.1f} importing "
+            f"spawnkit's worker modules + {cold - floor:5.1f} the rest (stages, reports, "
+            f"guardian); the imports alone make {floor / hand:.2f}x"
+        )
+    return lines
 
 
 def _print(results: dict[str, Any]) -> None:
@@ -450,6 +506,13 @@ def _print(results: dict[str, Any]) -> None:
         "cold trivial / raw spawn (no target; the fair baseline is hand-written): "
         + "  ".join(f"{k} {v['cold_vs_raw_spawn_trivial']:.2f}" for k, v in plain)
     )
+    gap = _cold_gap(results)
+    if gap:
+        print(
+            "cold trivial over hand-written, where it goes (import-floor: the hand-written worker "
+            "also importing what the census lists, running none of it):"
+        )
+        print("\n".join(gap))
     census = results.get("census")
     if census:
         split = ", ".join(f"{k} {v:.2f}" for k, v in census["stages_ms"].items())
