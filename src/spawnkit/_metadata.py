@@ -13,7 +13,9 @@ import os
 import sys
 import threading
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
+
+from spawnkit._namedtuple import NamedTuple
 
 if TYPE_CHECKING:
     import importlib.metadata as md

@@ -25,7 +25,9 @@ import contextlib
 import os
 import time
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
+
+from spawnkit._namedtuple import NamedTuple
 
 __all__ = ["CLOCK", "Instant", "Recorder", "Span"]
 

@@ -12,7 +12,9 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TextIO
+from typing import Any, TextIO
+
+from spawnkit._namedtuple import NamedTuple
 
 __all__ = ["Check", "bytecode_note", "load_average", "marks_for", "present", "print_checks"]
 

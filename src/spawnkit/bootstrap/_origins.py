@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import re
 import sys
-from typing import NamedTuple
+
+from spawnkit._namedtuple import NamedTuple
 
 __all__: list[str] = []
 

@@ -14,9 +14,10 @@ import sys
 import threading
 import warnings
 from collections.abc import Collection, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from spawnkit import _steps
+from spawnkit._namedtuple import NamedTuple
 from spawnkit._plain import Plain
 from spawnkit.errors import ConfigError, ImportGuardError
 

@@ -9,8 +9,9 @@ so the parent can unpickle a report cheaply.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from spawnkit._namedtuple import NamedTuple
 from spawnkit.spec._record import as_dict, default, field, field_names, record
 
 if TYPE_CHECKING:

@@ -7,8 +7,9 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
 
+from spawnkit._namedtuple import NamedTuple
 from spawnkit.spec.payload import PAYLOAD_STAGE
 
 if TYPE_CHECKING:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import sys
 from itertools import chain
 from operator import is_
-from typing import Any, NamedTuple
+from typing import Any
+
+from spawnkit._namedtuple import NamedTuple
 
 __all__: list[str] = []
 

@@ -36,7 +36,9 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterator, KeysView
 from itertools import chain, compress, repeat
 from operator import attrgetter, is_not
-from typing import Any, NamedTuple
+from typing import Any
+
+from spawnkit._namedtuple import NamedTuple
 
 __all__: list[str] = []
 

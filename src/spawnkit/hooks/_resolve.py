@@ -13,9 +13,10 @@ import sys
 import threading
 import time
 import types
-from typing import Any, NamedTuple
+from typing import Any
 
 from spawnkit import _reference
+from spawnkit._namedtuple import NamedTuple
 from spawnkit.errors import HookRegistrationError, HookTargetError, ImportWaitError
 from spawnkit.hooks.types import HookType
 

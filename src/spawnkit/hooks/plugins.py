@@ -31,10 +31,11 @@ import threading
 import time
 import types
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata, _namespace_registry, _steps
 from spawnkit._log import DEBUG, LazyLogger
+from spawnkit._namedtuple import NamedTuple
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import HookApplyError, PluginError, SpawnkitError
 from spawnkit.hooks import _conflicts

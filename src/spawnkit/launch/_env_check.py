@@ -28,8 +28,8 @@ import os
 import sys
 import warnings
 from collections.abc import Mapping
-from typing import NamedTuple
 
+from spawnkit._namedtuple import NamedTuple
 from spawnkit.errors import ConfigError, EnvVariableWarning, NamespaceError
 from spawnkit.namespace import DEFAULT_NAMESPACE_NAME, Namespace, get_namespace
 

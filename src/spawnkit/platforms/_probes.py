@@ -11,7 +11,9 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
-from typing import Any, NamedTuple
+from typing import Any
+
+from spawnkit._namedtuple import NamedTuple
 
 __all__ = ["Probe", "cuda_available", "rocm_available", "torch_build", "xpu_available"]
 

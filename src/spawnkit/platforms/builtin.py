@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
+from spawnkit._namedtuple import NamedTuple
 from spawnkit.platforms._probes import Probe, cuda_available, rocm_available, xpu_available
 from spawnkit.platforms.interface import Platform, PlatformEnum
 

@@ -15,9 +15,10 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from spawnkit._log import INFO, LazyLogger
+from spawnkit._namedtuple import NamedTuple
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import PlatformError
 from spawnkit.platforms._checks import Trace, exc_text

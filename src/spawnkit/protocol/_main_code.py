@@ -21,7 +21,9 @@ import os
 import sys
 import types
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
+
+from spawnkit._namedtuple import NamedTuple
 
 __all__ = ["Compiled", "compile_main", "describe", "prepare_with"]
 

@@ -28,8 +28,9 @@ import pickle
 import signal
 import socket
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
+from spawnkit._namedtuple import NamedTuple
 from spawnkit._names import qualified_name
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ChildError, ChildExitedError, ChildRaisedError, NodeLostError

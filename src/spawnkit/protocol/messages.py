@@ -16,8 +16,9 @@ about ten times as much to define, and that is start-up time of every rank.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+from spawnkit._namedtuple import NamedTuple
 from spawnkit.protocol.failure import PRE_BOOTSTRAP, Exited, Failed
 
 __all__ = [
