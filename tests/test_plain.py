@@ -176,3 +176,34 @@ def test_a_record_refuses_what_a_dataclass_refuses() -> None:
 
     with pytest.raises(TypeError, match="a record has no base class"):
         record(type("_Sub", (_Base,), {"__annotations__": {"a": "int"}}))
+
+
+def test_records_of_one_shape_share_one_compiled_init_each_under_its_own_names() -> None:
+    # A cold worker defines 14 records: each used to compile its __init__ (issue #23).
+    @record(frozen=True)
+    class Left:
+        a: int
+        b: list[int] = field(default_factory=list)
+
+    @record(frozen=True)
+    class Right:
+        x: int
+        y: list[int] = field(default_factory=list)
+
+    @record
+    class Open:
+        x: int
+        y: list[int] = field(default_factory=list)
+
+    left, right = Left.__init__.__code__, Right.__init__.__code__
+    assert left.co_code == right.co_code
+    assert left.co_varnames == ("self", "a", "b") and right.co_varnames == ("self", "x", "y")
+    r, o = Right(1), Open(x=1)
+    assert (r.x, r.y, o.x, o.y) == (1, [], 1, []) and Right(1).y is not r.y  # a fresh default
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'x'"):
+        r.x = 2  # type: ignore[misc]
+    with pytest.raises(TypeError, match=r"missing 1 required positional argument: 'x'"):
+        Right()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'a'"):
+        Right(a=1)  # type: ignore[call-arg]
+    assert str(inspect.signature(Open)) == "(x: 'int', y: 'list[int]' = <factory>) -> None"

@@ -4,7 +4,8 @@ The public types a worker builds (this package's spec types, the hook and plugin
 platform selection, the bootstrap report) were dataclasses: importing ``dataclasses`` brings
 ``inspect``, ``ast``, ``dis`` and ``tokenize``, and each class ``exec``\\ s the generated source of
 every method, 0.6 to 1.3 ms a class in a cold worker (issue #23).  A record generates only its
-``__init__`` (one small ``exec``); ``repr``, ``==``, hash and the frozen errors come from
+``__init__``, and compiles none per class: one code object per shape of fields, renamed (see
+``_init_code``); ``repr``, ``==``, hash and the frozen errors come from
 :mod:`spawnkit._plain`, compiled once.  To callers it stays a dataclass:
 ``dataclasses.fields()``, ``asdict()``, ``replace()`` and ``is_dataclass()`` answer through a
 real dataclass twin made the first time one asks, and ``__init__``'s signature, ``repr``,
@@ -17,6 +18,7 @@ pickling, ``replace``): type plumbing, not a step of the payload's walk.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from spawnkit._plain import FrozenPlain, Plain
@@ -131,33 +133,62 @@ def _build(cls: type[_T], frozen: bool, slots: bool) -> type[_T]:
 
 def _init(cls: type, fields: dict[str, _Field], frozen: bool, post: bool) -> Any:
     """The ``__init__`` a dataclass would have: its signature, defaults and factories."""
+    kinds: list[str] = []
+    defaults: list[Any] = []
     scope: dict[str, Any] = {"_FACTORY": _FACTORY, "_set": object.__setattr__}
-    params, lines, defaulted = [], [], False
-    for name, f in fields.items():
-        value = name
+    for i, (name, f) in enumerate(fields.items()):
         if f.default_factory is not _MISSING:
-            scope[f"_factory_{name}"] = f.default_factory
-            params.append(f"{name}=_FACTORY")
-            value = f"_factory_{name}() if {name} is _FACTORY else {name}"
+            kinds.append("f")
+            defaults.append(_FACTORY)
+            scope[f"_f{i}"] = f.default_factory
         elif f.default is not _MISSING:
-            scope[f"_default_{name}"] = f.default
-            params.append(f"{name}=_default_{name}")
-        elif defaulted:
+            kinds.append("d")
+            defaults.append(f.default)
+        elif defaults:
             raise TypeError(f"@record {cls.__qualname__}: {name!r} has no default but follows one")
         else:
-            params.append(name)
-        defaulted = defaulted or f.default is not _MISSING or f.default_factory is not _MISSING
-        lines.append(f"_set(self, {name!r}, {value})" if frozen else f"self.{name} = {value}")
-    if post:
-        lines.append("self.__post_init__()")
-    source = f"def __init__(self, {', '.join(params)}):\n    " + "\n    ".join(lines or ["pass"])
-    exec(source, scope)  # built from the class's own field names only
-    init = scope["__init__"]
+            kinds.append("p")
+    template = _init_code(tuple(kinds), frozen, post)
+    code = template.replace(
+        co_varnames=("self", *fields),
+        co_names=_renamed(template.co_names, fields),  # self.<field> = ...
+        co_consts=_renamed(template.co_consts, fields),  # _set(self, "<field>", ...)
+    )
+    init = FunctionType(code, scope, "__init__", tuple(defaults) or None)
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
     annotations = cls.__annotations__  # a class's own (3.10+), not its bases'
     init.__annotations__ = {n: annotations[n] for n in fields} | {"return": None}
     return init
+
+
+# One compiled ``__init__`` per shape (each field plain, defaulted or a factory; frozen; a
+# ``__post_init__``), its placeholders ``_0``, ``_1``... renamed for each record: a parameter,
+# the attribute it sets (a name, or for a frozen record a constant) share the placeholder.
+_templates: dict[tuple[tuple[str, ...], bool, bool], CodeType] = {}
+
+
+def _init_code(kinds: tuple[str, ...], frozen: bool, post: bool) -> CodeType:
+    code = _templates.get((kinds, frozen, post))
+    if code is None:
+        params, lines = [], []
+        for i, kind in enumerate(kinds):
+            params.append(f"_{i}" if kind == "p" else f"_{i}=None")
+            value = f"_f{i}() if _{i} is _FACTORY else _{i}" if kind == "f" else f"_{i}"
+            lines.append(f"_set(self, '_{i}', {value})" if frozen else f"self._{i} = {value}")
+        if post:
+            lines.append("self.__post_init__()")
+        body = "\n    ".join(lines or ["pass"])
+        scope: dict[str, Any] = {}
+        exec(f"def __init__(self, {', '.join(params)}):\n    {body}", {}, scope)  # digits only
+        code = _templates[(kinds, frozen, post)] = scope["__init__"].__code__
+    return code
+
+
+def _renamed(names: tuple[Any, ...], fields: dict[str, _Field]) -> tuple[Any, ...]:
+    """``names`` with each placeholder ``_<i>`` replaced by the i-th field's name."""
+    by_placeholder = {f"_{i}": name for i, name in enumerate(fields)}
+    return tuple(by_placeholder.get(n, n) if isinstance(n, str) else n for n in names)
 
 
 def _getstate(self: Any) -> list[Any]:
