@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -261,3 +262,35 @@ def test_the_import_floor_worker_imports_what_a_cold_worker_adds_and_nothing_mor
     assert not any("bench" in name for name in wanted)
     assert set(floor) - set(hand) - {sl.FLOOR_MODULE} == wanted - set(hand)
     assert census["extra_spawnkit"] == sorted(m for m in wanted if m.startswith("spawnkit"))
+
+
+_MAIN_RERUN = """
+import os
+if __name__ == "__mp_main__":  # a spawned child re-running this script
+    with open(os.environ["RERUN_MARK"], "a") as mark:
+        mark.write("rerun\\n")
+if __name__ == "__main__":
+    import multiprocessing as mp
+    from spawnkit.bench._site import worker_site
+
+    def start():
+        child = mp.get_context("spawn").Process(target=os.getpid)
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0, child.exitcode
+
+    start()  # outside: the child re-runs this script, as multiprocessing does
+    with worker_site("spawnkit-test-main-", lambda root: None):
+        start()
+    start()  # and again once the block ends
+"""
+
+
+def test_a_benchmark_worker_does_not_re_run_the_launching_script(tmp_path: Path) -> None:
+    # Under `spawnkit bench` every worker of every variant re-ran the console script, importing
+    # the CLI, typing and spawnkit: a padded baseline, and those modules missing from the census.
+    script, mark = tmp_path / "launcher.py", tmp_path / "mark.txt"
+    script.write_text(_MAIN_RERUN)
+    env = {**os.environ, "RERUN_MARK": str(mark), "PYTHONPATH": str(ROOT / "src")}
+    subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=RUN_TIMEOUT_S)
+    assert mark.read_text().splitlines() == ["rerun", "rerun"]  # before and after, not inside

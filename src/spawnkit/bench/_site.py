@@ -1,4 +1,5 @@
-"""The throw-away directory of worker modules a benchmark starts its workers from."""
+"""Where a benchmark's workers start: a throw-away directory of their modules, and no
+launching script re-run in them."""
 
 from __future__ import annotations
 
@@ -9,13 +10,15 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 __all__ = ["worker_site"]
 
 
 @contextlib.contextmanager
 def worker_site(prefix: str, write: Callable[[Path], None], *also: Path) -> Iterator[Path]:
-    """A directory ``write`` fills, importable here and in every child until the block ends.
+    """A directory ``write`` fills, importable here and in every child until the block ends;
+    meanwhile no child re-runs this process's ``__main__`` (see ``_main_hidden``).
 
     On ``PYTHONPATH`` as well as ``sys.path``: the stdlib forkserver of Python < 3.12 ignores
     the parent's ``sys.path``, and its preload of the site's modules would fail silently
@@ -34,10 +37,35 @@ def worker_site(prefix: str, write: Callable[[Path], None], *also: Path) -> Iter
             p for p in (str(root), *map(str, also), old or "") if p
         )
         try:
-            yield root
+            with _main_hidden():
+                yield root
         finally:
             if old is None:
                 os.environ.pop("PYTHONPATH", None)
             else:
                 os.environ["PYTHONPATH"] = old
             sys.path.remove(str(root))
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """``__main__`` without ``__file__`` and ``__spec__``, as an interactive session's is.
+
+    A spawned or forkserver child re-runs its launcher's ``__main__`` (multiprocessing's
+    ``prepare()``), and under ``spawnkit bench`` that is the console script: raw and
+    spawnkit workers alike imported the CLI, ``typing`` and ``spawnkit`` (4 ms each here),
+    which padded every baseline and kept those modules out of the cold census.  What a
+    launcher's own script costs is the same for every variant and is not what is compared.
+    """
+    main: Any = sys.modules.get("__main__")
+    if main is None:
+        yield
+        return
+    saved = {k: vars(main)[k] for k in ("__file__", "__spec__") if k in vars(main)}
+    vars(main).pop("__file__", None)
+    main.__spec__ = None
+    try:
+        yield
+    finally:
+        vars(main).pop("__spec__", None)
+        vars(main).update(saved)
