@@ -45,8 +45,8 @@ def _new_code(fields: tuple[str, ...]) -> CodeType:
 
     One template per number of fields, its parameters then renamed: locals are found by
     position in the bytecode, so only the names a signature, a keyword argument and an error
-    message show change.  A field named like the template's own globals would be
-    shadowed, hence the ``_cls``/``_tuple_new`` names namedtuple refuses for fields too.
+    message show change.  No field can be named ``_cls`` or ``_tuple_new``: ``_build``
+    refuses a leading underscore, as namedtuple does.
     """
     n = len(fields)
     template = _templates.get(n)
@@ -91,7 +91,7 @@ def _build(name: str, ns: dict[str, Any]) -> type:
     annotations: dict[str, Any] = ns.get("__annotations__", {})
     fields = tuple(annotations)
     for field in fields:
-        if field.startswith("_") or not field.isidentifier():
+        if field.startswith("_"):
             raise ValueError(f"{name}: field names cannot start with an underscore: {field!r}")
     defaults = tuple(ns[f] for f in fields if f in ns)
     for field in fields[: len(fields) - len(defaults)]:

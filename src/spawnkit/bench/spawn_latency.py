@@ -434,10 +434,10 @@ def _ratios(
     """The target ratios, and each peer's (and cold spawnkit's) time over raw spawn's."""
 
     def get(worker: str, variant: str, n: int) -> float:
-        for row in rows:
-            if (row["worker"], row["variant"], row["n"]) == (worker, variant, n):
-                return float(row["mean_ms"])
-        raise KeyError((worker, variant, n))
+        mean = _mean(rows, worker, variant, n)
+        if mean is None:
+            raise KeyError((worker, variant, n))
+        return mean
 
     vs_raw = [
         (f"{variant}_vs_raw_spawn_{worker}", worker, variant, "raw-spawn")
@@ -458,18 +458,22 @@ def _ratios(
 _FLOOR_RATIO = ("import_floor_vs_hand_written_trivial", "trivial", "import-floor", "hand-written")
 
 
+def _mean(rows: list[dict[str, Any]], worker: str, variant: str, n: int) -> float | None:
+    """One row's mean per worker (ms), ``None`` when it was not measured."""
+    for row in rows:
+        if (row["worker"], row["variant"], row["n"]) == (worker, variant, n):
+            return float(row["mean_ms"])
+    return None
+
+
 def _cold_gap(results: dict[str, Any]) -> list[str]:
     """Where a cold trivial worker's time over the hand-written one goes, per group size."""
-
-    def mean(variant: str, n: int) -> float | None:
-        for r in results["rows"]:
-            if (r["worker"], r["variant"], r["n"]) == ("trivial", variant, n):
-                return float(r["mean_ms"])
-        return None
-
     lines = []
     for n in results["sizes"]:
-        hand, floor, cold = (mean(v, n) for v in ("hand-written", "import-floor", "spawnkit-cold"))
+        hand, floor, cold = (
+            _mean(results["rows"], "trivial", v, n)
+            for v in ("hand-written", "import-floor", "spawnkit-cold")
+        )
         if hand is None or floor is None or cold is None:
             continue
         noisy = (
