@@ -67,10 +67,14 @@ def _make(cls: type, iterable: Any) -> Any:
     return result
 
 
+# What namedtuple's _replace raises for a name that is no field (TypeError from 3.13 on).
+_UNEXPECTED = TypeError if sys.version_info >= (3, 13) else ValueError
+
+
 def _replace(self: Any, /, **changes: Any) -> Any:
     result = self._make(map(changes.pop, self._fields, self))
     if changes:
-        raise ValueError(f"Got unexpected field names: {list(changes)!r}")
+        raise _UNEXPECTED(f"Got unexpected field names: {list(changes)!r}")
     return result
 
 
