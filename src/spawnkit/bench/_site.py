@@ -12,13 +12,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["worker_site"]
+__all__ = ["main_hidden", "worker_site"]
 
 
 @contextlib.contextmanager
 def worker_site(prefix: str, write: Callable[[Path], None], *also: Path) -> Iterator[Path]:
     """A directory ``write`` fills, importable here and in every child until the block ends;
-    meanwhile no child re-runs this process's ``__main__`` (see ``_main_hidden``).
+    meanwhile no child re-runs this process's ``__main__`` (see ``main_hidden``).
 
     On ``PYTHONPATH`` as well as ``sys.path``: the stdlib forkserver of Python < 3.12 ignores
     the parent's ``sys.path``, and its preload of the site's modules would fail silently
@@ -37,7 +37,7 @@ def worker_site(prefix: str, write: Callable[[Path], None], *also: Path) -> Iter
             p for p in (str(root), *map(str, also), old or "") if p
         )
         try:
-            with _main_hidden():
+            with main_hidden():
                 yield root
         finally:
             if old is None:
@@ -48,7 +48,7 @@ def worker_site(prefix: str, write: Callable[[Path], None], *also: Path) -> Iter
 
 
 @contextlib.contextmanager
-def _main_hidden() -> Iterator[None]:
+def main_hidden() -> Iterator[None]:
     """``__main__`` without ``__file__`` and ``__spec__``, as an interactive session's is.
 
     A spawned or forkserver child re-runs its launcher's ``__main__`` (multiprocessing's
