@@ -38,8 +38,12 @@ def _fds() -> dict[str, str]:
 
 
 def _settled(baseline: int) -> dict[str, str]:
-    """The open descriptors once the last group's relay threads closed theirs (bounded wait)."""
-    deadline = time.monotonic() + 3
+    """The open descriptors once the last group's relay threads closed theirs (bounded wait).
+
+    Ten seconds, not three: under a loaded CI machine a transient descriptor of another thread
+    of this xdist worker once outlived three seconds and read as growth.
+    """
+    deadline = time.monotonic() + 10
     while len(found := _fds()) > baseline and time.monotonic() < deadline:
         time.sleep(0.05)
     return found
@@ -90,7 +94,11 @@ def test_start_teardown_cycles_leak_nothing(site: Site, cycle: str) -> None:
     after = _settled(len(fds))
     new = {fd: target for fd, target in after.items() if fds.get(fd) != target}
     assert len(after) <= len(fds) + 1, f"file descriptors leaked: {new}"
-    assert counts[1] <= counts[0] or counts[1] <= len(fds), f"descriptors grow: {counts} {new}"
+    # Growth counts only if it is still there at the end: a descriptor above the baseline after
+    # the second half that closed before `after` was taken is transient, not a leak (CI saw
+    # [34, 35] with nothing new at the end).
+    grew = counts[1] > counts[0] and counts[1] > len(fds) and len(after) > len(fds)
+    assert not grew, f"descriptors grow: {counts} {new}"
     assert threading.active_count() == threads, "threads leaked"
     deadline = time.monotonic() + 3
     while _children() - children and time.monotonic() < deadline:
