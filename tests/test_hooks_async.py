@@ -194,3 +194,26 @@ def test_a_worker_without_inspect_tells_async_targets_as_inspect_does(tmp_path: 
     assert fast == expected
     assert expected["coro"] and expected["partial async"] and not expected["agen"]
     assert not imported_for_plain_functions  # functions and methods: from their code's flags
+
+
+@pytest.mark.skipif(
+    not hasattr(inspect, "markcoroutinefunction"), reason="inspect.markcoroutinefunction: 3.12+"
+)
+def test_a_sync_function_marked_as_a_coroutine_function_gets_an_async_chain() -> None:
+    # With inspect imported, a plain function with an empty __dict__ is told from its code's
+    # flags; the mark is an attribute, so a marked function must still go to inspect.
+    from spawnkit.hooks._chain import is_async_callable
+
+    def plain(x: int) -> int:
+        return x
+
+    def marked(x: int) -> int:
+        return x
+
+    class K:
+        def method(self) -> None: ...
+
+    inspect.markcoroutinefunction(marked)
+    inspect.markcoroutinefunction(K.method)
+    assert not is_async_callable(plain)
+    assert is_async_callable(marked) and is_async_callable(K().method)

@@ -42,6 +42,10 @@ def check_hook_object(hook: Any, hook_type: HookType, what: str) -> None:
         )
 
 
+def _what(reg: Registration) -> str:
+    return f"{reg.describe()} on target {reg.target!r}"
+
+
 def hook_module(hook: Any) -> str | None:
     if isinstance(hook, str):
         return hook.partition(":")[0]
@@ -229,14 +233,14 @@ class ApplyCall:
         cache = self.st.hook_objects
         obj = cache.get(reg.seq)
         if obj is None:
-            what = f"{reg.describe()} on target {reg.target!r}"
             obj = self.loaded.get(reg.hook)
             if obj is None:
                 try:
                     obj = self.loaded[reg.hook] = _resolve.import_hook(reg.hook)
                 except HookRegistrationError as exc:
-                    raise HookRegistrationError(f"{what}: {exc}") from exc.__cause__
-            check_hook_object(obj, reg.hook_type, what)
+                    raise HookRegistrationError(f"{_what(reg)}: {exc}") from exc.__cause__
+            if not callable(obj) or isinstance(obj, type):  # the message only when it fails
+                check_hook_object(obj, reg.hook_type, _what(reg))
             cache[reg.seq] = obj
         return obj
 
@@ -289,7 +293,7 @@ class ApplyCall:
     ) -> Record:
         """Resolve and build one target's chain; changes nothing (install is the caller's)."""
         display = self.st.display[key]
-        regs = tuple(r for r, _ in pairs)
+        regs = tuple([r for r, _ in pairs])
         if prev is not None:
             res, before, original = prev.res, prev.before, prev.original
         else:
@@ -305,7 +309,10 @@ class ApplyCall:
                 func, pairs, key=key, display=display, is_async=is_async_callable(func)
             )
             raw = _as_attribute(kind, installed)
-        modules = {hook_module(o) for _, o in pairs} | {hook_module(r.hook) for r in regs}
+        # the hooks' modules, and a 'module:qualname' hook's own (it may re-export the object)
+        modules = {hook_module(o) or "" for _, o in pairs}
+        modules.update([r.hook.partition(":")[0] for r in regs if type(r.hook) is str])
+        modules.discard("")
         return Record(
             key=key,
             display=display,
@@ -316,8 +323,8 @@ class ApplyCall:
             installed_raw=raw,
             installed=installed,
             regs=regs,
-            hooks=tuple(o for _, o in pairs),
-            hook_modules=frozenset(m for m in modules if m),
+            hooks=tuple([o for _, o in pairs]),
+            hook_modules=frozenset(modules),
             bindings=list(prev.bindings) if prev is not None else [],
         )
 

@@ -34,6 +34,8 @@ def parse_policy(var: str, raw: str | None) -> str:
 
 
 def _for_target(target: str, regs: list[Registration]) -> list[str]:
+    if len(regs) < 2:
+        return []  # a hook alone conflicts with nothing (most targets, at every apply)
     replaces = [r for r in regs if r.hook_type is HookType.REPLACE]
     others = [r for r in regs if r.hook_type is not HookType.REPLACE]
     arounds = [r for r in regs if r.hook_type is HookType.AROUND]

@@ -33,6 +33,15 @@ class RegistryQueries:
     def _key(self, target: str) -> str:
         return _resolve.parse_target(target).key
 
+    def _count(self, source: object = None) -> int:
+        """How many registrations there are (of ``source``): ``registrations()`` sorts them
+        all, and a plugin load counts before and after each plugin."""
+        with self._lock:
+            regs = self._state.regs.values()
+            if source is None:
+                return sum(map(len, regs))
+            return sum(r.source == source for rs in regs for r in rs)
+
     @hybridmethod
     def is_hook_applied(
         self, target: str, hook: Callable[..., Any] | str, hook_type: HookType | str | None = None

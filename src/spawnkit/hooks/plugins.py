@@ -306,7 +306,7 @@ class PluginManager:
 
         source = HookSource(info.name, info.dist, info.version)
         registry = self.namespace.hooks
-        before_regs = len(registry.registrations())
+        before_regs = registry._count()
         # sys.modules keeps insertion order and imports only append, so the modules this
         # plugin imported are the tail: no per-plugin set of every loaded module (a
         # thousand of them once torch is preloaded in a warm worker).
@@ -328,7 +328,7 @@ class PluginManager:
             info.version,
             seconds,
             imported,
-            len(registry.registrations()) - before_regs,
+            registry._count() - before_regs,
             outside,
             start,
         )
@@ -520,7 +520,7 @@ def _failed(
 
 
 def _count_from(registry: Any, source: Any) -> int:
-    return sum(1 for r in registry.registrations() if r.source == source)
+    return int(registry._count(source))
 
 
 def _manager(namespace: Any) -> PluginManager:
