@@ -34,8 +34,10 @@ def parse_policy(var: str, raw: str | None) -> str:
 
 
 def _for_target(target: str, regs: list[Registration]) -> list[str]:
-    if len(regs) < 2:
-        return []  # a hook alone conflicts with nothing (most targets, at every apply)
+    kinds = [r.hook_type for r in regs]
+    n_replace = kinds.count(HookType.REPLACE)
+    if kinds.count(HookType.AROUND) < 2 and (n_replace == 0 or len(kinds) == 1):
+        return []  # the common case, checked at every apply: no lists, no message
     replaces = [r for r in regs if r.hook_type is HookType.REPLACE]
     others = [r for r in regs if r.hook_type is not HookType.REPLACE]
     arounds = [r for r in regs if r.hook_type is HookType.AROUND]
