@@ -509,3 +509,37 @@ def test_hooks_apply_in_a_spawned_child_only(mods: Modules) -> None:
     assert patched == [mods.name("child.f")]
     assert via_module == 101 and via_global == 102  # the module's own global is hooked too
     assert child.f(1) == 1  # the parent was never patched
+
+
+def test_the_settled_version_changes_with_every_change_and_only_then(mods: Modules) -> None:
+    # A warm worker reuses its server's hook report while this number is unchanged: a call
+    # that changes what status() says must change it, and a query must not.
+    mods.load("sched", SCHED)
+    reg = HookRegistry(name="versioned")
+    seen = [reg._settled_version()]
+
+    def changed() -> bool:
+        now = reg._settled_version()
+        seen.append(now)
+        return now not in seen[:-1]
+
+    src = HookSource("p", "d", "1")
+    reg.register(mods.name("sched.helper"), lambda r, *a, **k: r, HookType.AFTER, source=src)
+    assert changed()
+    reg.apply_hooks()
+    assert changed()
+    reg.status(), reg.registrations(), reg.stale_holders(), reg.applied_targets()
+    assert not changed()
+    reg.unapply()
+    assert changed()
+    reg.discard_source(src)
+    assert changed()
+    reg.provide_module(f"{mods.pkg}_absent", factory=lambda name: sys.modules["sys"])
+    assert changed()
+    # While an on_import target waits, its reason names a module as sys.modules has it now:
+    # there is no version to reuse a report by.
+    reg.register(f"{mods.pkg}.later.f", lambda r, *a, **k: r, HookType.AFTER, on_import=True)
+    reg.apply_hooks()
+    assert reg._settled_version() is None
+    reg.reset()
+    assert reg._settled_version() not in seen  # a new state never repeats an old number

@@ -88,6 +88,45 @@ def test_a_preload_may_import_hook_targets_which_arrive_patched(site: Site) -> N
     assert out["report"]["guard"]["violations"] == []
 
 
+_LATE = """
+from spawnkit.bootstrap import current_report
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def late(result, *args, **kwargs):
+    return result + "+late"
+
+class RegistersWhenUnpickled:
+    # The payload stage of a warm worker runs after the fork: this registration is the
+    # worker's own, made after the server reported its hooks.
+    def __init__(self, ns):
+        self.ns = ns
+
+    def __setstate__(self, state):
+        get_namespace(state["ns"]).hooks.register("{pkg}.target.func", late, HookType.AFTER)
+        self.ns = state["ns"]
+
+def run(payload=None):
+    from {pkg}.target import func
+    return {{"hooked": func(), "hooks": current_report().to_dict()["hooks"]}}
+"""
+
+
+def test_a_warm_workers_report_shows_the_hooks_it_changed_after_the_fork(site: Site) -> None:
+    # A warm worker's report reuses its server's hook report only while its hooks are the
+    # server's: one registered in the payload stage must be in it, applied.
+    name = f"{site.tag}_late"
+    (site.root / f"{name}.py").write_text(_LATE.format(pkg=site.pkg))
+    late = __import__(name).RegistersWhenUnpickled(site.ns.name)
+    plain, changed = _launch(site, f"{name}:run"), _launch(site, f"{name}:run", payload=late)
+    target = f"{site.pkg}.target.func"
+    assert plain[0]["hooked"] == "orig+hooked"
+    assert [h["type"] for h in plain[0]["hooks"][target]] == ["AROUND"]
+    assert changed[0]["hooked"] == "orig+hooked+late"
+    rows = changed[0]["hooks"][target]
+    assert [(h["type"], h["state"]) for h in rows] == [("AROUND", "applied"), ("AFTER", "applied")]
+
+
 def test_changed_plugin_set_or_env_overrides_start_a_new_server(site: Site) -> None:
     probe = _probe(site)
     base = _launch(site, f"{probe}:plain")[0]

@@ -252,6 +252,7 @@ class Bootstrapper:
             # What every forked worker's report repeats; computed here once (a forked worker
             # has lost the seeded entry-point rows, and explaining the platform would rescan).
             "shared": reports.shared_parts(self.namespace, self.spec.platform),
+            "hooks_version": self.namespace.hooks._settled_version(),
             "server_pid": os.getpid(),
             "server_started": self._server_started,
             "stages": {s.value: self.stage_seconds[s.value] for s in SHARED_STAGES},

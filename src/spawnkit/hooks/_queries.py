@@ -33,6 +33,13 @@ class RegistryQueries:
     def _key(self, target: str) -> str:
         return _resolve.parse_target(target).key
 
+    def _settled_version(self) -> int | None:
+        """A number that changes whenever ``status()`` may; None while an on_import target
+        waits (its reason names a module, found in ``sys.modules`` at the time of asking)."""
+        with self._lock:
+            st = self._state
+            return None if st.waiting else st.version
+
     def _count(self, source: object = None) -> int:
         """How many registrations there are (of ``source``): ``registrations()`` sorts them
         all, and a plugin load counts before and after each plugin."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import types
 from typing import Any
 
@@ -61,10 +62,19 @@ class Record(Plain):
         return isinstance(self.res.owner, types.ModuleType)
 
 
+#: Every state's version comes from here: one process-wide count, so that a new state (after
+#: ``reset()``) never repeats an old one's number, even at the same address.
+_VERSIONS = itertools.count(1)
+
+
 class State:
     """Everything a registry knows; swapped wholesale by ``HookRegistry.isolated()``."""
 
     def __init__(self) -> None:
+        # Changed by every registry call that may change what ``status()`` reports (all of
+        # them take the registry's lock): a warm worker reuses its fork server's hook report
+        # while it is unchanged (spawnkit.bootstrap.report).
+        self.version = next(_VERSIONS)
         self.regs: dict[str, list[Registration]] = {}
         self.paths: dict[str, _resolve.TargetPath] = {}
         self.display: dict[str, str] = {}
@@ -84,6 +94,10 @@ class State:
         self.provides: dict[str, Provision] = {}
         self.provided: dict[str, Provided] = {}
         self.conflicts_reported: set[str] = set()  # hook conflict messages already reported
+
+    def touch(self) -> None:
+        """Something that ``status()`` reads may change now."""
+        self.version = next(_VERSIONS)
 
     def live(self, key: str) -> list[Registration]:
         """The registrations of ``key`` still in play (not skipped for good)."""

@@ -133,6 +133,7 @@ class HookRegistry(RegistryQueries):
         path, htype = _checked(target, hook, hook_type, src, condition)
         draft = Registration(target, hook, htype, src, -1, on_import, optional, condition)
         with self._lock:
+            self._state.touch()
             reg = _record(self._state, path, draft)
         if reg is None:
             return
@@ -180,6 +181,7 @@ class HookRegistry(RegistryQueries):
                     f"{what}: module {name!r} is already provided by {prev.source}; provide "
                     "each module once"
                 )
+            st.touch()
             st.seq += 1
             st.provides[name] = Provision(name, module, factory, only_if_missing, src, st.seq)
         if late:
@@ -192,6 +194,7 @@ class HookRegistry(RegistryQueries):
         Patched targets keep their chain until the next ``apply_hooks()`` rebuilds them.
         """
         with self._lock:
+            self._state.touch()
             dropped = _discard(self._state, source)
         if dropped:
             logger.info("discarded %d hook registration(s) from %s", dropped, source)
@@ -220,6 +223,7 @@ class HookRegistry(RegistryQueries):
             _conflicts.report(self._state, conflicts, conflicts_var)
             patched: list[str] = []
             self._applying = True
+            self._state.touch()
             try:
                 for _ in range(_MAX_ROUNDS):
                     st = self._state
@@ -251,6 +255,7 @@ class HookRegistry(RegistryQueries):
                 return  # an apply_hooks() running in this thread applies them when it ends
             seq = st.seq
             self._applying = True
+            st.touch()
             try:
                 self._apply_ready(ready, name)
             finally:
@@ -295,6 +300,7 @@ class HookRegistry(RegistryQueries):
     def unapply(self) -> None:
         """Restore every patched target and propagated binding; registrations are kept."""
         with self._lock:
+            self._state.touch()
             problems = _restore_all(self._state)
         if problems:
             raise HookError(
