@@ -268,6 +268,11 @@ def serve(
         with contextlib.suppress(ImportError):  # an optional part: the worker imports it
             importlib.import_module(module)
     importlib.import_module(f"{package}.popen_forkserver")
+    # The Process class every worker unpickles by reference, built lazily on first access:
+    # once here, not in each forked worker (which builds it, and reports why it could not,
+    # if this fails).
+    with contextlib.suppress(Exception):
+        importlib.import_module("spawnkit.protocol.popen")._variant(package, "forkserver")
     ok = _prepare(spec, preload, status, started, launcher)
     status.conn.close()
     if not ok:
