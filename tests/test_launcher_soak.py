@@ -15,6 +15,7 @@ import pytest
 from _launcher_support import Site, make_site
 from spawnkit import spawn_with_plugins
 from spawnkit.launch._cleanup import _record_path
+from spawnkit.protocol._fork_loop import SPARE_NAME, most_spares
 
 CYCLES = 200
 
@@ -50,7 +51,25 @@ def _settled(baseline: int) -> dict[str, str]:
 
 
 def _children() -> set[int]:
-    return {p.pid for p in psutil.Process().children(recursive=True)}
+    """This process's descendants, a warm server's idle spares left out (``_spares`` counts
+    them): a spare is the next worker, forked ahead, and each launch takes one and adds one."""
+    return {p.pid for p in psutil.Process().children(recursive=True) if not _is_spare(p)}
+
+
+def _is_spare(proc: psutil.Process) -> bool:
+    try:
+        return proc.name().startswith(SPARE_NAME)
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+
+
+def _spares() -> dict[int, list[int]]:
+    """Idle spares by the pid of the server that forked them."""
+    found: dict[int, list[int]] = {}
+    for proc in psutil.Process().children(recursive=True):
+        if _is_spare(proc):
+            found.setdefault(proc.ppid(), []).append(proc.pid)
+    return found
 
 
 @pytest.mark.parametrize("cycle", ["finish", "terminate", "fail"])
@@ -104,5 +123,10 @@ def test_start_teardown_cycles_leak_nothing(site: Site, cycle: str) -> None:
     while _children() - children and time.monotonic() < deadline:
         time.sleep(0.05)  # forkserver workers are reaped by the server, asynchronously
     assert _children() - children == set(), "processes leaked"
+    # Spares do not pile up: launches in quick succession grow a server's pool (they come
+    # faster than its idle refill), never past the most it may keep.
+    spares = _spares()
+    assert all(len(pids) <= most_spares() for pids in spares.values()), f"spares pile up: {spares}"
+    assert set(spares) <= children, f"spares of a server this test did not start: {spares}"
     assert not [rid for rid in run_ids if _record_path(rid).exists()], "run records leaked"
     print(f"{CYCLES} {cycle} cycles in {elapsed:.1f} s ({elapsed / CYCLES * 1000:.0f} ms each)")

@@ -17,7 +17,9 @@ trivial worker and with one whose module imports torch:
 * ``spawnkit-cold``    ``spawn_with_plugins(start_method="spawn")`` with 10 plugins
                        registering 100 hooks installed (real distributions)
 * ``spawnkit-warm``    ``spawn_with_plugins(start_method="forkserver", preload=...)``: the
-                       server bootstraps once, workers inherit platform, plugins and hooks
+                       server bootstraps once, workers inherit platform, plugins and hooks;
+                       the server forks spares while idle, so a repeated group of the same
+                       size is mostly served by workers forked before their launch
 * the peers a user would pick instead (:mod:`spawnkit.bench._peers`):
   ``torch-mp-spawn``, ``loky-first``/``loky-reused`` and ``ray-actor``; the
   optional ones are skipped with a printed note when their package is missing

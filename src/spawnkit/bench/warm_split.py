@@ -2,7 +2,8 @@
 
 A warm worker is forked by a server that already bootstrapped, so its cost
 is fixed per worker: pickling its spec, connecting to the server, sending
-the start data, the fork (until the server reports the pid), the child's
+the start data, the fork (until the server reports the pid: a spare forked
+while the server was idle only has to be handed the request), the child's
 set-up until it says HELLO, its own stages until READY, then the entry.
 Each phase is timed on one clock (``perf_counter``: ``CLOCK_MONOTONIC``,
 shared by parent and child), at the parent, as the protocol's messages

@@ -62,13 +62,15 @@ by ``get_launch_context``; its handle is ``protocol/warm.py``, its main
     boot pipe    ==> shared spec (no payload,       prebootstrap: initialize_platform,
                      no run id; send_start_data)    load_plugins, apply_hooks; preloads;
     status pipe  <-- STAGE_STARTED/FINISHED per     fork-safety checks; gc.freeze(); the
-                     stage, plugin, preload; then   package's forkserver loop
+                     stage, plugin, preload; then   fork loop (_fork_loop: the package's
                      READY, FAILED (its typed refusal inside) or EXITED
+                                                    protocol; spares forked while idle)
     fault pipe   <== faulthandler text (a hang at start)
     alive pipe   never written; closed: stop serving
   per rank: WarmPopen._launch()
     socket       ==> the new worker's fds (data pipe, sentinel, alive, tracker,
-                     report/death/fault ends)        fork
+                     report/death/fault ends)        a spare takes them
+                                                     (SCM_RIGHTS), else fork
     sentinel     <== the worker's pid; its exit status when it ends
     data pipe    ==> preparation data + Process, the same bytes as spawn's
                                                      forked worker: 2 (stdlib spawn._main),

@@ -41,7 +41,7 @@ from typing import Any
 from spawnkit import _steps
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, ForkServerError
-from spawnkit.protocol import _main_code, failure
+from spawnkit.protocol import _fork_loop, _main_code, failure
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.child import send_start_data
 from spawnkit.protocol.failure import Exited, Failed
@@ -479,6 +479,7 @@ def get_server(
         if server is not None:
             server.stop(0.5)  # it died: replace it
             del _servers[key]
+        _fork_loop.most_spares()  # a bad SPAWNKIT_WARM_SPARES is refused before a server starts
         server = WarmServer(package, preload, boot)
         server.start(_START_TIMEOUT if timeout is None else timeout)
         _servers[key] = server

@@ -31,7 +31,7 @@ from typing import Any
 from spawnkit import _steps
 from spawnkit.bootstrap.stages import STAGES, Stage
 from spawnkit.errors import ForkSafetyError, ForkServerError
-from spawnkit.protocol import _main_code, failure
+from spawnkit.protocol import _fork_loop, _main_code, failure
 from spawnkit.protocol import messages as proto
 
 __all__ = ["prebootstrap", "serve"]
@@ -216,9 +216,13 @@ def _preload(module: str, status: _Status) -> None:
 
 def _prepare(
     spec: Any, preload: list[str], status: _Status, started: float, launcher: list[str]
-) -> bool:
-    """Bootstrap once (``spec`` None: not at all), preload, check threads; the last message."""
+) -> int | None:
+    """Bootstrap once (``spec`` None: not at all), preload, check threads; the last message.
+
+    Returns the most spares to fork ahead (``_fork_loop``), or None when the server failed.
+    """
     try:
+        spares = _fork_loop.most_spares()  # the launcher checked it: same environment
         with _ThreadOrigins() as threads:
             if spec is not None:
                 prebootstrap(spec, status)
@@ -231,13 +235,13 @@ def _prepare(
 
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         status.send(proto.Exited(status.step, code, traceback.format_exc()))
-        return False
+        return None
     except Exception as exc:
         stage = str(getattr(exc, "stage", "") or _steps.stage_of(status.step))
         status.send(failure.record(stage, exc))
-        return False
+        return None
     status.send(proto.Ready({"started": started}))
-    return True
+    return spares
 
 
 def serve(
@@ -273,9 +277,9 @@ def serve(
     # if this fails).
     with contextlib.suppress(Exception):
         importlib.import_module("spawnkit.protocol.popen")._variant(package, "forkserver")
-    ok = _prepare(spec, preload, status, started, launcher)
+    spares = _prepare(spec, preload, status, started, launcher)
     status.conn.close()
-    if not ok:
+    if spares is None:
         os._exit(1)
     _faulthandler(fault_fd, False)
     # Everything preloaded is immortal for the server's children: keep their collector from
@@ -283,7 +287,8 @@ def serve(
     # torch worker more than the fork itself.
     gc.collect()
     gc.freeze()
-    # The two functions of the package's own forkserver protocol replaced in this process:
+    # The package's forkserver protocol, served by spawnkit's loop (workers forked ahead, see
+    # _fork_loop), with two of its functions replaced in this process:
     # a worker's failure before child_main reaches the launcher, and the launcher's
     # __main__ runs from code compiled once here (each worker still runs it: _main_code).
     forkserver: Any = importlib.import_module(f"{package}.forkserver")
@@ -292,7 +297,7 @@ def serve(
     if compiled is not None:
         spawn: Any = importlib.import_module(f"{package}.spawn")
         spawn.prepare = _main_code.prepare_with(spawn.prepare, compiled, spawn)
-    forkserver.main(listener_fd, alive_r, [], None, None)
+    _fork_loop.serve_forever(package, listener_fd, alive_r, spares)
 
 
 def _early_reporting(serve_one: Any, package: str) -> Any:

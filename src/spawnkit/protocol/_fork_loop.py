@@ -1,0 +1,313 @@
+"""The warm server's fork loop: the standard forkserver's protocol, with workers forked ahead.
+
+The launcher's half is the package's own (``WarmServer.connect_to_new_process`` and the
+package's forkserver ``Popen``): connect, pass the child's pipes, read a pid, later an exit
+status.  The standard loop forks when a request arrives, so every warm start waits for a
+``fork()`` of the whole server: 0.9 ms for a 28 MB server, 3.9 ms for one holding torch (the
+2-core machine).  This loop forks *spares* while it is idle.  A spare is a forked copy of
+the server, blocked on a socket; a request hands it the request's descriptors and it runs
+exactly what a child forked on request runs (the package's ``_serve_one``)::
+
+    launcher ──connect, fds──▶ server ──fds (SCM_RIGHTS)──▶ spare ──_serve_one──▶ worker
+        ◀────────── pid ────────┘  at once: the fork happened while the server was idle
+
+A request with no spare ready (a burst larger than the pool, a spare that died) is forked on
+request, as before: a spare never makes a start slower, only earlier.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import importlib
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+import warnings
+from typing import Any, NoReturn
+
+__all__ = ["SPARE_NAME", "SPARES_VAR", "most_spares", "serve_forever"]
+
+SPARES_VAR = "SPAWNKIT_WARM_SPARES"
+"""The most spares one warm server keeps (default 8; ``0``: fork every worker on request)."""
+
+SPARE_NAME = "skspare"
+"""An idle spare's process name (``comm``) is this plus its server's pid; a worker that was a
+spare gets the server's name back before anything of it runs."""
+
+_MOST_SPARES = 8
+_IDLE_S = 0.005
+"""Spares are forked only after this long without a request: a burst is served first."""
+_REAP_S = 1.0
+
+
+def most_spares() -> int:
+    """``SPAWNKIT_WARM_SPARES`` as read by a server; a value that is not a count is refused."""
+    raw = os.environ.get(SPARES_VAR, "").strip()
+    if not raw:
+        return _MOST_SPARES
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if value < 0:
+        from spawnkit.errors import ConfigError
+
+        raise ConfigError(
+            f"{SPARES_VAR}={raw!r} is not a count. It sets how many workers a warm-start fork "
+            "server forks ahead of requests. Set it to 0 (fork every worker on request) or a "
+            "positive number, or unset it for the default of 8.",
+            setting=SPARES_VAR,
+        )
+    return value
+
+
+def serve_forever(package: str, listener_fd: int, alive_r: int, most: int) -> NoReturn:
+    """The server's last call: serve fork requests until every launcher and worker is gone."""
+    loop = _Loop(package, listener_fd, alive_r, most)
+    try:
+        loop.run()
+    finally:
+        loop.retire_spares()
+    raise SystemExit  # run() leaves only by raising; this line is for the type checker
+
+
+def _sigchld(*_unused: object) -> None:
+    """Does nothing: SIGCHLD only has to wake the selector through the wakeup fd."""
+
+
+class _Loop:
+    """The server's state between requests; everything a child must close is kept here."""
+
+    def __init__(self, package: str, listener_fd: int, alive_r: int, most: int) -> None:
+        self.forkserver: Any = importlib.import_module(f"{package}.forkserver")
+        self.reduction: Any = importlib.import_module(f"{package}.reduction")
+        self.util: Any = importlib.import_module(f"{package}.util")
+        self.listener_fd, self.alive_r, self.most = listener_fd, alive_r, most
+        self.pid_to_fd: dict[int, int] = {}  # a started worker -> its launcher's status pipe
+        self.spares: list[tuple[int, socket.socket]] = []  # oldest first
+        self.retired: set[int] = set()  # spares that died or were let go, not yet reaped
+        self.target = min(1, most)  # grows to the largest burst served, up to ``most``
+        self.burst = 0  # requests since the server was last idle
+        self.settled = False  # idle for _IDLE_S since the last request: refill back to back
+        # Newer packages clear the server's atexit handlers in each child, then run the
+        # multiprocessing ones at its end (3.13); the same module says so by importing atexit.
+        self.clear_atexit = hasattr(self.forkserver, "atexit")
+        try:
+            with open("/proc/self/comm", "rb") as f:
+                self.comm: bytes | None = f.read().rstrip(b"\n")
+        except OSError:
+            self.comm = None
+
+    def run(self) -> None:
+        self.util._close_stdin()
+        self.sig_r, self.sig_w = os.pipe()
+        os.set_blocking(self.sig_r, False)
+        os.set_blocking(self.sig_w, False)
+        handlers: dict[signal.Signals, Any] = {
+            signal.SIGCHLD: _sigchld,
+            signal.SIGINT: signal.SIG_IGN,  # a Ctrl-C is the launcher's to handle
+        }
+        self.old_handlers = {sig: signal.signal(sig, val) for sig, val in handlers.items()}
+        signal.set_wakeup_fd(self.sig_w)  # os.write() in a Python signal handler races
+        with (
+            socket.socket(socket.AF_UNIX, fileno=self.listener_fd) as self.listener,
+            selectors.DefaultSelector() as self.selector,
+        ):
+            # A worker starting processes of its own reaches this same server.
+            self.forkserver._forkserver._forkserver_address = self.listener.getsockname()
+            for fileobj in (self.listener, self.alive_r, self.sig_r):
+                self.selector.register(fileobj, selectors.EVENT_READ)
+            while True:
+                try:
+                    self._one_round()
+                except OSError as exc:
+                    if exc.errno != errno.ECONNABORTED:
+                        raise
+
+    def _one_round(self) -> None:
+        wait = None if len(self.spares) >= self.target else (0 if self.settled else _IDLE_S)
+        ready = [key.fileobj for key, _events in self.selector.select(wait)]
+        if not ready:  # idle: a burst (if any) is over; fork one spare, then look again
+            self.target = min(self.most, max(self.target, self.burst))
+            self.burst, self.settled = 0, True
+            if len(self.spares) < self.target:
+                self._add_spare()
+            return
+        self.settled = False
+        if self.alive_r in ready:  # EOF: no launcher and no worker holds the alive pipe
+            os.read(self.alive_r, 1)
+            raise SystemExit
+        if self.sig_r in ready:
+            self._reap()
+        if self.listener in ready:
+            self._serve()
+
+    # ----------------------------------------------------------------- requests
+    def _serve(self) -> None:
+        with self.listener.accept()[0] as conn:
+            fds = self.reduction.recvfds(conn, self.forkserver.MAXFDS_TO_SEND + 1)
+        if len(fds) > self.forkserver.MAXFDS_TO_SEND:
+            raise RuntimeError(f"Too many ({len(fds)}) fds to send")
+        child_r, child_w, *fds = fds
+        self.burst += 1
+        pid = self._hand_to_spare(child_r, fds)
+        if pid is None:
+            pid = os.fork()
+            if pid == 0:
+                self._child(child_r, fds, child_w)
+        with contextlib.suppress(BrokenPipeError):  # the launcher vanished
+            self.forkserver.write_signed(child_w, pid)
+        self.pid_to_fd[pid] = child_w
+        os.close(child_r)
+        for fd in fds:
+            os.close(fd)
+
+    def _hand_to_spare(self, child_r: int, fds: list[int]) -> int | None:
+        while self.spares:
+            pid, sock = self.spares.pop(0)
+            try:
+                socket.send_fds(sock, [b"go"], [child_r, *fds])
+            except OSError:  # it died: reaped as a retired spare when its SIGCHLD comes
+                self.retired.add(pid)
+                continue
+            finally:
+                sock.close()
+            return pid
+        return None
+
+    def _reap(self) -> None:
+        os.read(self.sig_r, 65536)  # exhaust the wakeups
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            child_w = self.pid_to_fd.pop(pid, None)
+            if child_w is not None:
+                with contextlib.suppress(BrokenPipeError):
+                    self.forkserver.write_signed(child_w, os.waitstatus_to_exitcode(status))
+                os.close(child_w)
+            elif not self._forget_spare(pid):
+                warnings.warn(f"forkserver: waitpid returned unexpected pid {pid}", stacklevel=1)
+
+    def _forget_spare(self, pid: int) -> bool:
+        """A spare that ended before any request reached it (killed, or let go): forget it."""
+        if pid in self.retired:
+            self.retired.discard(pid)
+            return True
+        for i, (spare, sock) in enumerate(self.spares):
+            if spare == pid:
+                del self.spares[i]
+                sock.close()
+                return True
+        return False
+
+    # ------------------------------------------------------------------- spares
+    def _add_spare(self) -> None:
+        try:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        except OSError:
+            self.most = self.target = 0  # out of descriptors: fork on request from now on
+            return
+        try:
+            pid = os.fork()
+        except OSError:  # out of processes or memory: a request's own fork says so, typed
+            ours.close()
+            theirs.close()
+            self.most = self.target = 0
+            return
+        if pid == 0:
+            ours.close()
+            self._spare(theirs)
+        theirs.close()
+        self.spares.append((pid, ours))
+
+    def _spare(self, sock: socket.socket) -> NoReturn:
+        """A spare's life: close the server's descriptors, wait for a request, become its worker."""
+        signal.set_wakeup_fd(-1)  # first: the wakeup fd is closed next, and its number reused
+        self._close_server_fds()
+        self._rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
+        try:
+            _msg, fds, _flags, _addr = socket.recv_fds(sock, 16, self.forkserver.MAXFDS_TO_SEND + 1)
+        except OSError:
+            fds = []
+        sock.close()
+        if not fds:  # EOF: the server let it go, or died
+            os._exit(0)
+        self._rename(self.comm)
+        child_r, *rest = fds
+        self._child(child_r, rest, None)
+
+    def _child(self, child_r: int, fds: list[int], child_w: int | None) -> NoReturn:
+        """What a worker runs, forked on request (``child_w``: the server's end of its status
+        pipe) or a spare handed a request: what the package's own loop runs, with every
+        descriptor of the server closed."""
+        code = 1
+        try:
+            if child_w is not None:  # forked just now: the server's descriptors are open here
+                signal.set_wakeup_fd(-1)
+                self._close_server_fds()
+                os.close(child_w)
+            if self.clear_atexit:
+                import atexit
+
+                atexit._clear()
+                atexit.register(self.util._exit_function)
+            code = self.forkserver._serve_one(child_r, fds, [], self.old_handlers)
+        except Exception:
+            sys.excepthook(*sys.exc_info())
+            sys.stderr.flush()
+        finally:
+            if self.clear_atexit:
+                import atexit
+
+                atexit._run_exitfuncs()
+            os._exit(code)
+
+    def _close_server_fds(self) -> None:
+        """In a child: the listener, the selector, the alive and signal pipes, every started
+        worker's status pipe and every spare's socket.  A spare's socket left open here would
+        keep that spare from reading its server's death as EOF."""
+        self.listener.close()
+        self.selector.close()
+        for _pid, sock in self.spares:
+            sock.close()
+        for fd in (self.alive_r, self.sig_r, self.sig_w, *self.pid_to_fd.values()):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _rename(self, name: bytes | None) -> None:
+        if name is None:
+            return
+        with contextlib.suppress(OSError), open("/proc/self/comm", "wb") as f:
+            f.write(name)
+
+    # ---------------------------------------------------------------- server exit
+    def retire_spares(self) -> None:
+        """Let every spare go (EOF on its socket) and reap it: none outlives its server."""
+        spares = [pid for pid, _sock in self.spares]
+        for _pid, sock in self.spares:
+            sock.close()
+        self.spares.clear()
+        deadline = time.monotonic() + _REAP_S
+        for pid in spares:
+            while True:
+                try:
+                    done, _status = os.waitpid(pid, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if done:
+                    break
+                if time.monotonic() >= deadline:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(pid, 0)
+                    break
+                time.sleep(0.001)
