@@ -167,6 +167,26 @@ print(json.dumps({{"spares": spares, "left": left}}))
 """
 
 
+def test_spares_that_keep_dying_are_no_longer_forked(site: Site) -> None:
+    """A spare killed three times in a row: the server stops forking spares (it would fork one
+    every few milliseconds, unseen) and still serves every launch, forked on request."""
+    (first,) = _launch(site)
+    server = first["ppid"]
+    killed: list[int] = []
+    for _ in range(3):
+        (spare,) = _wait_spares(server, 1)
+        os.kill(spare, signal.SIGKILL)
+        killed.append(spare)
+        assert not _wait_gone([spare])
+        deadline = time.monotonic() + 5  # until the server reaped it
+        while psutil.pid_exists(spare) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    time.sleep(0.3)  # far past the idle wait before a spare
+    assert _spares(server) == []
+    (second,) = _launch(site)
+    assert second["ppid"] == server and second["pid"] not in killed
+
+
 def test_a_server_shut_down_reaps_its_spares(site: Site) -> None:
     """Run where this process is not: under a subreaper that never reaps, as a container's first
     process may be; a spare the server did not reap would stay there as a zombie."""

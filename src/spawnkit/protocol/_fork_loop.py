@@ -42,6 +42,7 @@ _MOST_SPARES = 8
 _IDLE_S = 0.005
 """Spares are forked only after this long without a request: a burst is served first."""
 _REAP_S = 1.0
+_MOST_LOST = 3
 
 
 def most_spares() -> int:
@@ -93,6 +94,7 @@ class _Loop:
         self.target = min(1, most)  # grows to the largest burst served, up to ``most``
         self.burst = 0  # requests since the server was last idle
         self.settled = False  # idle for _IDLE_S since the last request: refill back to back
+        self.lost = 0  # spares in a row that ended before a request reached them
         # Newer packages clear the server's atexit handlers in each child, then run the
         # multiprocessing ones at its end (3.13); the same module says so by importing atexit.
         self.clear_atexit = hasattr(self.forkserver, "atexit")
@@ -176,6 +178,7 @@ class _Loop:
                 continue
             finally:
                 sock.close()
+            self.lost = 0
             return pid
         return None
 
@@ -197,16 +200,23 @@ class _Loop:
                 warnings.warn(f"forkserver: waitpid returned unexpected pid {pid}", stacklevel=1)
 
     def _forget_spare(self, pid: int) -> bool:
-        """A spare that ended before any request reached it (killed, or let go): forget it."""
+        """A spare that ended before any request reached it (killed, or let go): forget it.
+
+        Spares that keep dying (something kills them, an at-fork handler fails) would be forked
+        again every few milliseconds, forever, with nobody told: after _MOST_LOST in a row the
+        server forks on request only, where a failing fork reaches a launcher.
+        """
         if pid in self.retired:
             self.retired.discard(pid)
-            return True
-        for i, (spare, sock) in enumerate(self.spares):
-            if spare == pid:
-                del self.spares[i]
-                sock.close()
-                return True
-        return False
+        else:
+            found = [i for i, (spare, _sock) in enumerate(self.spares) if spare == pid]
+            if not found:
+                return False
+            self.spares.pop(found[0])[1].close()
+        self.lost += 1
+        if self.lost >= _MOST_LOST:
+            self.most = self.target = 0
+        return True
 
     # ------------------------------------------------------------------- spares
     def _add_spare(self) -> None:
