@@ -239,18 +239,28 @@ class _Loop:
         self.spares.append((pid, ours))
 
     def _spare(self, sock: socket.socket) -> NoReturn:
-        """A spare's life: close the server's descriptors, wait for a request, become its worker."""
-        signal.set_wakeup_fd(-1)  # first: the wakeup fd is closed next, and its number reused
-        self._close_server_fds()
-        self._rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
+        """A spare's life: close the server's descriptors, wait for a request, become its worker.
+
+        Nothing may raise out of here: it would unwind into the server's loop, in this process.
+        """
+        fds: list[int] = []
         try:
-            _msg, fds, _flags, _addr = socket.recv_fds(sock, 16, self.forkserver.MAXFDS_TO_SEND + 1)
-        except OSError:
-            fds = []
-        sock.close()
-        if not fds:  # EOF: the server let it go, or died
+            signal.set_wakeup_fd(-1)  # first: the wakeup fd is closed next, its number reused
+            self._close_server_fds()
+            self._rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
+            with contextlib.suppress(OSError):  # EOF or an error: the server let it go, or died
+                _msg, fds, _flags, _addr = socket.recv_fds(
+                    sock, 16, self.forkserver.MAXFDS_TO_SEND + 1
+                )
+            sock.close()
+            self._rename(self.comm)
+        except BaseException:
+            with contextlib.suppress(BaseException):
+                sys.excepthook(*sys.exc_info())
+                sys.stderr.flush()
+            os._exit(1)  # a request it took reads this status from the server
+        if not fds:
             os._exit(0)
-        self._rename(self.comm)
         child_r, *rest = fds
         self._child(child_r, rest, None)
 
