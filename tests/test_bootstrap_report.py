@@ -83,7 +83,41 @@ def test_a_forked_worker_repeats_its_servers_parts_with_its_own_hooks(ns: Namesp
         "identity": ("not", "reported"),
     }
     report = _build(ns, inherited=record, stage_detail={})
-    assert report.plugins == shared["plugins"] and report.plugins is not shared["plugins"]
+    # The server's objects themselves (the worker is a fork: they are its own copy), so that
+    # its READY can send them as the server pickled them (``to_send``, below).
+    assert report.plugins is shared["plugins"]
     assert report.inherited == {"server_pid": 7, "server_started": 0.0, "stages": record["stages"]}
     assert report.stage_detail == {"apply_hooks": {"patch": 0.25}}
     assert "inherited from warm-start server pid 7" in report.format()
+
+
+def test_a_warm_workers_ready_sends_the_servers_pickled_parts_and_nothing_stale(
+    ns: Namespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pickle
+
+    import dill
+
+    from spawnkit.protocol import messages as proto
+
+    monkeypatch.setattr(reports, "_shared_pickled", None)
+    shared = reports.shared_parts(ns, None)
+    shared["plugins"] = [{"name": "p", "value": "m:f", "dist": "d", "version": "1"}]
+    reports.keep_pickled(shared)
+    version = ns.hooks._settled_version()
+    record = {"shared": shared, "hooks_version": version, "server_pid": 7, "stages": {}}
+    report = _build(ns, inherited=record, stage_detail={})
+    sent = reports.to_send(report)
+    assert sent is not report  # the server's bytes stand in for the shared parts
+    for loads, dumps in ((pickle.loads, pickle.dumps), (dill.loads, dill.dumps)):
+        (got,) = loads(dumps(proto.Ready(sent)))
+        assert isinstance(got, reports.BootstrapReport) and got == report
+    # The bytes are the server's: a stand-in made now would send them even for a part changed
+    # in place since, so only the READY (made right after the report) takes this path; the
+    # report itself, pickled later, sends what it holds then.
+    report.plugins[0]["version"] = "2"
+    assert pickle.loads(pickle.dumps(report)).plugins[0]["version"] == "2"
+    # A part that is no longer the server's object (a worker that rebuilt its hooks report)
+    # sends the report as it is.
+    report.hooks = {"json.dumps": []}
+    assert reports.to_send(report) is report

@@ -248,10 +248,12 @@ class Bootstrapper:
         global _server_boot, _server_guard
         _set_current(None, None)
         _server_guard = self.guard_result
+        shared = reports.shared_parts(self.namespace, self.spec.platform)
+        reports.keep_pickled(shared)
         _server_boot = {
             # What every forked worker's report repeats; computed here once (a forked worker
             # has lost the seeded entry-point rows, and explaining the platform would rescan).
-            "shared": reports.shared_parts(self.namespace, self.spec.platform),
+            "shared": shared,
             "hooks_version": self.namespace.hooks._settled_version(),
             "server_pid": os.getpid(),
             "server_started": self._server_started,

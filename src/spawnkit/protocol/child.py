@@ -175,10 +175,12 @@ class _Reporter:
         self.send(proto.StageFinished(str(getattr(stage, "value", stage)), float(seconds)))
 
     def ready(self, report: Any) -> None:
+        from spawnkit.bootstrap.report import to_send
+
         self.stage = Stage.ENTRY.value
         self.ready_sent = True
         try:
-            self.send(proto.Ready(report))
+            self.send(proto.Ready(to_send(report)))
         except Exception:  # an unpicklable report must not fail the worker, nor vanish
             self.send(proto.Ready(_sendable(report)))
         if self.sigint_restore:
