@@ -84,3 +84,40 @@ def test_messages_arrive_in_the_documented_order(site: Site, start_method: str) 
     assert isinstance(result, proto.Result) and result.error == ""
     value = pickle.loads(result.data or b"")
     assert value["value"] == 7 and value["hooked"] == "orig+hooked"
+
+
+@pytest.mark.parametrize("package", ["multiprocessing", "multiprocess"])
+def test_a_held_message_goes_with_the_next_one_and_none_is_lost(package: str) -> None:
+    """A FINISHED (and a warm HELLO, and READY) waits for the message that follows it: one
+    write instead of two; the launcher still reads every message, framed as its own."""
+    import importlib
+
+    from spawnkit.protocol.child import _Reporter
+
+    reader, writer = importlib.import_module(package).Pipe(duplex=False)
+    reporter = _Reporter(writer)
+    try:
+        reporter.send(proto.Hello(1, "h"), hold=True)
+        reporter.stage_started("arm_parent_death")
+        assert [reader.recv() for _ in range(2)] == [
+            proto.Hello(1, "h"),
+            proto.StageStarted("arm_parent_death"),
+        ]
+        reporter.stage_finished("arm_parent_death", 0.5)
+        assert not reader.poll(0.05), "a FINISHED was written before the message after it"
+        reporter.ready({"a report": 1})
+        assert not reader.poll(0.05)
+        reporter.stage_started("entry")
+        assert [reader.recv() for _ in range(3)] == [
+            proto.StageFinished("arm_parent_death", 0.5),
+            proto.Ready({"a report": 1}),
+            proto.StageStarted("entry"),
+        ]
+        reporter.stage_finished("entry", 0.25)
+        reporter.close()  # the end of the report: what is held is written first
+        assert reader.recv() == proto.StageFinished("entry", 0.25)
+        with pytest.raises(EOFError):
+            reader.recv()
+    finally:
+        reporter.close()
+        reader.close()

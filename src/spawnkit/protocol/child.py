@@ -22,6 +22,7 @@ import os
 import pickle
 import signal
 import socket
+import struct
 import sys
 import threading
 from collections.abc import Callable
@@ -150,6 +151,11 @@ def _hear_sigint(on: bool) -> None:
 class _Reporter:
     """A ``StageListener`` that forwards progress; it never raises into the bootstrap.
 
+    A message that spawnkit's own code always follows at once with another (a stage's
+    FINISHED, then the next stage's STARTED or READY; READY, then the entry's STARTED) is
+    held and written with that next one: one write, so one wake-up of the launcher, instead
+    of two.  What announces work that may block (a STARTED, HELLO in a cold worker) or ends
+    the report (RESULT, FAILED, EXITED, ``close``) is written at once, with anything held.
     A broken pipe means the launcher is gone, and the parent-death watcher ends this process.
     """
 
@@ -158,21 +164,39 @@ class _Reporter:
         self.stage = proto.PRE_BOOTSTRAP
         self.ready_sent = False
         self.sigint_restore = sigint_restore
+        self._held: list[bytes] = []
+        if conn is not None:  # the pickler conn.send() would use: the launcher reads with it
+            self._dumps = sys.modules[type(conn).__module__]._ForkingPickler.dumps
 
-    def send(self, msg: proto.Message) -> None:
+    def send(self, msg: proto.Message, hold: bool = False) -> None:
         if self._conn is None:
             return
         try:
-            self._conn.send(msg)
+            data = bytes(self._dumps(msg))
+            if len(data) >= _FRAME_LIMIT:  # Connection's longer header: let it frame this one
+                self._write(b"".join(self._held))
+                self._held.clear()
+                self._conn.send_bytes(data)
+                return
+            self._held.append(_FRAME.pack(len(data)) + data)  # as Connection.send frames it
+            if not hold:
+                self._write(b"".join(self._held))
+                self._held.clear()
         except (OSError, EOFError):
             self._conn = None
+
+    def _write(self, data: bytes) -> None:
+        view, fd = memoryview(data), self._conn.fileno()
+        while view:
+            view = view[os.write(fd, view) :]
 
     def stage_started(self, stage: str) -> None:
         self.stage = str(getattr(stage, "value", stage))
         self.send(proto.StageStarted(self.stage))
 
     def stage_finished(self, stage: str, seconds: float) -> None:
-        self.send(proto.StageFinished(str(getattr(stage, "value", stage)), float(seconds)))
+        stage = str(getattr(stage, "value", stage))
+        self.send(proto.StageFinished(stage, float(seconds)), hold=True)
 
     def ready(self, report: Any) -> None:
         from spawnkit.bootstrap.report import to_send
@@ -180,19 +204,27 @@ class _Reporter:
         self.stage = Stage.ENTRY.value
         self.ready_sent = True
         try:
-            self.send(proto.Ready(to_send(report)))
+            self.send(proto.Ready(to_send(report)), hold=True)
         except Exception:  # an unpicklable report must not fail the worker, nor vanish
-            self.send(proto.Ready(_sendable(report)))
+            self.send(proto.Ready(_sendable(report)), hold=True)
         if self.sigint_restore:
             _hear_sigint(True)
 
     def close(self) -> None:
         if self._conn is not None:
             try:
+                if self._held:
+                    self._write(b"".join(self._held))
                 self._conn.close()
             except OSError:
                 pass
+            self._held.clear()
             self._conn = None
+
+
+#: A message's frame on the report pipe, as ``multiprocessing.connection`` writes and reads it.
+_FRAME = struct.Struct("!i")
+_FRAME_LIMIT = 0x7FFFFFFF
 
 
 def _sendable(report: Any) -> Any:
@@ -245,7 +277,11 @@ def child_main(spec: ProcessSpec) -> None:
         except (ValueError, OSError, AttributeError):
             pass
     reporter = _Reporter(spec.report_conn, deaf)
-    reporter.send(proto.Hello(os.getpid(), socket.gethostname(), dump_signal))
+    # HELLO carries the signal a stuck start is asked for its stacks with: held for the first
+    # stage's STARTED only where nothing can block before it (a forked warm worker; a cold
+    # one still imports the bootstrap below).
+    warm = "spawnkit.bootstrap.process" in sys.modules
+    reporter.send(proto.Hello(os.getpid(), socket.gethostname(), dump_signal), hold=warm)
     try:
         from spawnkit.bootstrap.process import bootstrap_process
 
