@@ -46,6 +46,8 @@ def test_an_unpicklable_report_arrives_with_the_reason_not_as_none() -> None:
     parent, child = multiprocessing.Pipe(duplex=False)
     reporter = _Reporter(child)
     reporter.ready(report)
+    reporter.close()  # READY is held for the entry's STARTED; the end of a report writes it
+    assert parent.poll(10)
     msg = parent.recv()
     assert isinstance(msg, proto.Ready)
     got = msg.report
