@@ -11,6 +11,7 @@ entry's own exceptions pass unchanged.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import importlib.util
 import os
@@ -125,6 +126,9 @@ class Bootstrapper:
         # False for a process that ran its own code before bootstrapping (bootstrap_here):
         # objects and closures made there may hold originals no sweep can see.
         self.sweep_repairs_guard = True
+        # True only in a process spawnkit started for this bootstrap (child_main, a context's
+        # child): its heap is the bootstrap's, frozen after the hooks (see apply_hooks).
+        self.freeze_gc = False
         self.payload_obj: Any = _UNSET
         self.entry: Callable[..., Any] | None = None
         self.report: BootstrapReport | None = None
@@ -316,6 +320,13 @@ class Bootstrapper:
         manager.apply(strict=not is_lenient(self.namespace, None), clean_modules=clean)
         _check_stale(self.namespace, self.spec, self.guard_result)
         _phase.mark_hooks_applied()
+        if self.freeze_gc:
+            # Everything alive now (the interpreter, spawnkit, the plugins, the hook targets and
+            # what they imported) lives as long as this worker: frozen, no full collection walks
+            # it again.  Without it a cold worker's `import torch` (in its entry module, next)
+            # ran one full collection more than a raw spawn's, +70 ms of ~1 s.  What is frozen
+            # is never collected: a full collection here finds ~6 unreachable objects.
+            gc.freeze()
         self.stage_detail[Stage.HOOKS.value] = {
             "import_targets": imported - started,
             "patch": time.monotonic() - imported,

@@ -26,12 +26,12 @@ spawned launch, top to bottom in time (``==>`` bytes, ``-->`` one message)::
                                                       3 child_main(spec): faulthandler armed
                                                         on the fault pipe
   report pipe (one per rank) <-- HELLO(pid, host, dump_signal)
-                                                      4 bootstrap_process(spec, _Reporter):
+                                                      4 Bootstrapper(spec, _Reporter).run():
                              <-- STAGE_STARTED(s), STAGE_FINISHED(s, seconds) for s in
                                    arm_parent_death      (starts watching the death pipe)
                                    initialize_platform
                                    load_plugins
-                                   apply_hooks
+                                   apply_hooks           (then gc.freeze(): the heap so far)
                                    materialize_payload   (the payload unpickled)
                                    resolve_entry
                              <-- READY(report)

@@ -4,7 +4,8 @@
 little as possible itself, in this order, before the bootstrap takes over:
 make crashes and hangs diagnosable (``faulthandler`` writes fatal-signal
 tracebacks, and stack dumps on request, to a pipe the launcher reads), say
-hello, then call ``bootstrap_process(spec, listener=...)`` with a listener
+hello, then run the stages (``bootstrap_process`` with the heap frozen after the hooks:
+``Bootstrapper.freeze_gc``) with a listener
 that forwards stage progress.  Whatever happens next (a stage raises, the
 entry raises, someone calls ``sys.exit``, the entry returns) is reported
 over the rank's report pipe *before* the process ends, so the launcher never
@@ -283,9 +284,11 @@ def child_main(spec: ProcessSpec) -> None:
     warm = "spawnkit.bootstrap.process" in sys.modules
     reporter.send(proto.Hello(os.getpid(), socket.gethostname(), dump_signal), hold=warm)
     try:
-        from spawnkit.bootstrap.process import bootstrap_process
+        from spawnkit.bootstrap.process import Bootstrapper
 
-        result = bootstrap_process(spec, listener=reporter)
+        boot = Bootstrapper(spec, listener=reporter)
+        boot.freeze_gc = True  # this process is the worker: its heap is the bootstrap's
+        result = boot.run()
     except SystemExit as exc:
         if deaf:  # the entry is over: a Ctrl-C now must not cut the report short
             _hear_sigint(False)

@@ -193,7 +193,9 @@ def _bootstrap(spec: Any) -> None:
         report = replace(parent_report, pid=os.getpid(), inherited=inherited)
         process._set_current(spec, report)
         return
-    process.Bootstrapper(spec).through_hooks()
+    boot = process.Bootstrapper(spec)
+    boot.freeze_gc = True  # a child started for its target: its heap is the bootstrap's
+    boot.through_hooks()
 
 
 def _fail(proc: Any, exc: BaseException) -> None:
