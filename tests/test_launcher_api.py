@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -385,16 +387,27 @@ def test_a_workers_heap_is_frozen_after_its_hooks_and_not_in_the_launcher(
     """What the bootstrap built lives as long as the worker: no full collection walks it again
     (a cold torch worker's import otherwise ran one more, +70 ms); what the entry module makes
     afterwards is collected as usual.  A process that bootstraps itself is not frozen."""
-    import gc
-
     module = f"{site.tag}_gc"
     (site.root / f"{module}.py").write_text(_GC_ENTRY)
     with spawn_with_plugins(f"{module}:entry", namespace=site.ns, start_method=start_method) as g:
         (got,) = g.results(timeout=60)
     assert got["frozen"] > 1000, got
     assert got["entry_module_tracked"], "the entry module's objects were frozen too"
-    before = gc.get_freeze_count()
-    from spawnkit.launch.context import bootstrap_here
-
-    bootstrap_here(site.ns)
-    assert gc.get_freeze_count() == before
+    # In a process of its own: bootstrapping this test process would leave it a worker.
+    code = (
+        "import gc, sys\n"
+        "from spawnkit.namespace import Namespace\n"
+        "from spawnkit.launch.context import bootstrap_here\n"
+        "ns = Namespace(sys.argv[1], env_prefix=sys.argv[1].upper())\n"
+        "before = gc.get_freeze_count()\n"
+        "bootstrap_here(ns)\n"
+        "print(before, gc.get_freeze_count())\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site.root), *sys.path]))
+    out = subprocess.run(
+        [sys.executable, "-c", code, site.tag],
+        capture_output=True, text=True, timeout=120, env=env, check=False,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    before, after = out.stdout.split()
+    assert before == after == "0", "a process that bootstraps itself had its heap frozen"

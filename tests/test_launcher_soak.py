@@ -123,8 +123,8 @@ def test_start_teardown_cycles_leak_nothing(site: Site, cycle: str) -> None:
     while _children() - children and time.monotonic() < deadline:
         time.sleep(0.05)  # forkserver workers are reaped by the server, asynchronously
     assert _children() - children == set(), "processes leaked"
-    # Spares do not pile up: launches in quick succession grow a server's pool (they come
-    # faster than its idle refill), never past the most it may keep.
+    # Spares do not pile up: launches less than 50 ms apart count as one burst and grow a
+    # server's pool, never past the most it may keep.
     spares = _spares()
     assert all(len(pids) <= most_spares() for pids in spares.values()), f"spares pile up: {spares}"
     assert set(spares) <= children, f"spares of a server this test did not start: {spares}"

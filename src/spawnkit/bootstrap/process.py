@@ -126,9 +126,7 @@ class Bootstrapper:
         # False for a process that ran its own code before bootstrapping (bootstrap_here):
         # objects and closures made there may hold originals no sweep can see.
         self.sweep_repairs_guard = True
-        # True only in a process spawnkit started for this bootstrap (child_main, a context's
-        # child): its heap is the bootstrap's, frozen after the hooks (see apply_hooks).
-        self.freeze_gc = False
+        self.freeze_gc = False  # see _freeze_heap: set by child_main and a context's child
         self.payload_obj: Any = _UNSET
         self.entry: Callable[..., Any] | None = None
         self.report: BootstrapReport | None = None
@@ -321,12 +319,7 @@ class Bootstrapper:
         _check_stale(self.namespace, self.spec, self.guard_result)
         _phase.mark_hooks_applied()
         if self.freeze_gc:
-            # Everything alive now (the interpreter, spawnkit, the plugins, the hook targets and
-            # what they imported) lives as long as this worker: frozen, no full collection walks
-            # it again.  Without it a cold worker's `import torch` (in its entry module, next)
-            # ran one full collection more than a raw spawn's, +70 ms of ~1 s.  What is frozen
-            # is never collected: a full collection here finds ~6 unreachable objects.
-            gc.freeze()
+            _freeze_heap()
         self.stage_detail[Stage.HOOKS.value] = {
             "import_targets": imported - started,
             "patch": time.monotonic() - imported,
@@ -525,6 +518,19 @@ def boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:
 
 #: Environment entries of a spec that differ per launch and decide nothing in the bootstrap.
 _PER_LAUNCH_ENV = frozenset({"SPAWNKIT_RUN_ID"})
+
+
+def _freeze_heap() -> None:
+    """After the hooks, in a process spawnkit started for this bootstrap: ``gc.freeze()``.
+
+    Everything alive now (the interpreter, spawnkit, the plugins, the hook targets and what
+    they imported) lives as long as the worker: frozen, no full collection walks it again.
+    Without it a cold worker's ``import torch`` (in its entry module, next) ran one full
+    collection more than a raw spawn's, +70 ms of ~1 s.  What is frozen is never collected:
+    a full collection here finds ~6 unreachable objects.  Never in a process that ran its
+    own code first (``bootstrap_here``, user code calling ``bootstrap_process``).
+    """
+    gc.freeze()
 
 
 def bootstrap_process(spec: ProcessSpec, *, listener: StageListener | None = None) -> Any:

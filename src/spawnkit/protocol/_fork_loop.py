@@ -41,6 +41,7 @@ spare gets the server's name back before anything of it runs."""
 _MOST_SPARES = 8
 _IDLE_S = 0.005
 """Spares are forked only after this long without a request: a burst is served first."""
+_BURST_GAP_S = 0.05
 _REAP_S = 1.0
 _MOST_LOST = 3
 
@@ -92,7 +93,7 @@ class _Loop:
         self.spares: list[tuple[int, socket.socket]] = []  # oldest first
         self.retired: set[int] = set()  # spares that died or were let go, not yet reaped
         self.target = min(1, most)  # grows to the largest burst served, up to ``most``
-        self.burst = 0  # requests since the server was last idle
+        self.burst, self.last_request = 0, 0.0  # requests in the current burst; the last one
         self.settled = False  # idle for _IDLE_S since the last request: refill back to back
         self.lost = 0  # spares in a row that ended before a request reached them
         # Newer packages clear the server's atexit handlers in each child, then run the
@@ -134,8 +135,7 @@ class _Loop:
         wait = None if len(self.spares) >= self.target else (0 if self.settled else _IDLE_S)
         ready = [key.fileobj for key, _events in self.selector.select(wait)]
         if not ready:  # idle: a burst (if any) is over; fork one spare, then look again
-            self.target = min(self.most, max(self.target, self.burst))
-            self.burst, self.settled = 0, True
+            self.settled = True
             if len(self.spares) < self.target:
                 self._add_spare()
             return
@@ -155,7 +155,12 @@ class _Loop:
         if len(fds) > self.forkserver.MAXFDS_TO_SEND:
             raise RuntimeError(f"Too many ({len(fds)}) fds to send")
         child_r, child_w, *fds = fds
-        self.burst += 1
+        # A group's ranks arrive one after another, a launcher's per-rank work apart (more on a
+        # loaded machine than the idle wait): requests closer than _BURST_GAP_S are one burst.
+        now = time.monotonic()
+        self.burst = self.burst + 1 if now - self.last_request < _BURST_GAP_S else 1
+        self.last_request = now
+        self.target = min(self.most, max(self.target, self.burst))
         pid = self._hand_to_spare(child_r, fds)
         if pid is None:
             pid = os.fork()
