@@ -29,7 +29,7 @@ import time
 import warnings
 from typing import Any, NoReturn
 
-__all__ = ["SPARE_NAME", "SPARES_VAR", "most_spares", "serve_forever"]
+__all__ = ["SPARE_NAME", "SPARES_VAR", "most_spares", "reap_within", "serve_forever"]
 
 SPARES_VAR = "SPAWNKIT_WARM_SPARES"
 """The most spares one warm server keeps (default 8; ``0``: fork every worker on request)."""
@@ -322,17 +322,24 @@ class _Loop:
         self.spares.clear()
         deadline = time.monotonic() + _REAP_S
         for pid in spares:
-            while True:
-                try:
-                    done, _status = os.waitpid(pid, os.WNOHANG)
-                except ChildProcessError:
-                    break
-                if done:
-                    break
-                if time.monotonic() >= deadline:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                    with contextlib.suppress(ChildProcessError):
-                        os.waitpid(pid, 0)
-                    break
-                time.sleep(0.001)
+            if reap_within(pid, deadline - time.monotonic()) is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+
+
+def reap_within(pid: int, timeout: float) -> int | None:
+    """The exit code of child ``pid`` once it ended (0: not a child of this process), or None
+    when it still runs after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            return 0
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.005)

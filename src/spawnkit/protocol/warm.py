@@ -206,19 +206,7 @@ class WarmServer:
         return f"it exited with code {code}"
 
     def _reap(self, timeout: float) -> int | None:
-        if self.pid is None:
-            return None
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                pid, status = os.waitpid(self.pid, os.WNOHANG)
-            except ChildProcessError:
-                return 0
-            if pid:
-                return os.waitstatus_to_exitcode(status)
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.01)
+        return None if self.pid is None else _fork_loop.reap_within(self.pid, timeout)
 
     def alive(self) -> bool:
         if self.pid is None:
