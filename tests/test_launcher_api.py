@@ -409,5 +409,5 @@ def test_a_workers_heap_is_frozen_after_its_hooks_and_not_in_the_launcher(
         capture_output=True, text=True, timeout=120, env=env, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    before, after = out.stdout.split()
-    assert before == after == "0", "a process that bootstraps itself had its heap frozen"
+    before, after = out.stdout.split()  # 3.12 may start with a few hundred frozen already
+    assert before == after, "a process that bootstraps itself had its heap frozen"
