@@ -74,7 +74,6 @@ def serve_forever(package: str, listener_fd: int, alive_r: int, most: int) -> No
         loop.run()
     finally:
         loop.retire_spares()
-    raise SystemExit  # run() leaves only by raising; this line is for the type checker
 
 
 def _sigchld(*_unused: object) -> None:
@@ -105,7 +104,8 @@ class _Loop:
         except OSError:
             self.comm = None
 
-    def run(self) -> None:
+    def run(self) -> NoReturn:
+        """Serve until the alive pipe reads EOF (``SystemExit``) or serving itself fails."""
         self.util._close_stdin()
         self.sig_r, self.sig_w = os.pipe()
         os.set_blocking(self.sig_r, False)
