@@ -12,12 +12,14 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from _cli_support import run_cli
 from spawnkit.bench import BENCHMARKS, Check, print_checks
+from spawnkit.bench._settle import QUIET_PERCENT, SAMPLE_S, settle
 from spawnkit.bench.hook_overhead import WRAPT_SKIPPED
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,10 +49,12 @@ def test_check_verdicts_and_summary() -> None:
 def test_bench_prints_the_table_targets_and_json(tmp_path: Path) -> None:
     target = tmp_path / "bench.json"
     code, out, err = run_cli(
-        "bench", "--quick", "--only", "bootstrap_stages", "--json", str(target)
+        "bench", "--quick", "--only", "bootstrap_stages", "--json", str(target), "--settle", "0.5"
     )
     assert code == 0, err
     assert "== bootstrap_stages (quick) ==" in out
+    waited = out.split("== bootstrap_stages (quick) ==", 1)[1].splitlines()[1]
+    assert waited.startswith(("machine quiet after ", "machine still busy after ")), waited
     assert "all stages" in out and "x bare" in out  # the script's side-by-side table
     targets = out.split("bootstrap_stages targets (", 1)[1]
     assert "spawnkit own stage work (no user imports) / python -c pass" in targets
@@ -61,6 +65,45 @@ def test_bench_prints_the_table_targets_and_json(tmp_path: Path) -> None:
     checks = data["bootstrap_stages"]["checks"]
     assert checks and all(isinstance(c["ok"], bool) and c["target"] for c in checks)
     assert "rows[" not in out  # no flattened dump
+    settled = data["bootstrap_stages"]["settled"]
+    assert settled["quiet"] == waited.startswith("machine quiet")
+    assert 0 < settled["waited_s"] < 0.5 + 2 * SAMPLE_S + 1  # bounded: at most one sample over
+
+
+def test_a_quick_run_does_not_wait_for_a_quiet_machine(tmp_path: Path) -> None:
+    target = tmp_path / "bench.json"
+    code, out, err = run_cli("bench", "--quick", "--only", "hook_overhead", "--json", str(target))
+    assert code == 0, err
+    assert "machine quiet" not in out and "machine still busy" not in out
+    assert json.loads(target.read_text())["hook_overhead"]["settled"] is None
+
+
+def _spinners(n: int) -> list[subprocess.Popen[bytes]]:
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+def test_settle_gives_up_on_a_busy_machine_within_its_bound() -> None:
+    spinners = _spinners(os.cpu_count() or 1)  # every CPU busy: never quiet
+    try:
+        time.sleep(0.3)  # let them start spinning
+        start = time.monotonic()
+        settled = settle(0.6)
+        elapsed = time.monotonic() - start
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait(timeout=10)
+    assert not settled.quiet
+    assert settled.cpu_percent > QUIET_PERCENT
+    assert 0.6 <= settled.waited_s <= elapsed < 0.6 + 2 * SAMPLE_S + 1
+    assert "still busy after" in settled.describe() and "under that load" in settled.describe()
+
+
+def test_settle_returns_after_two_quiet_samples() -> None:
+    # Every sample is at most 100 % busy: quiet on the second sample, whatever else runs.
+    settled = settle(30.0, quiet_percent=100.0, sample_s=0.05)
+    assert settled.quiet and settled.waited_s < 5
+    assert settled.describe().startswith("machine quiet after ")
 
 
 def test_bench_without_wrapt_skips_that_comparison_with_one_note() -> None:
@@ -93,6 +136,9 @@ def test_bench_without_wrapt_skips_that_comparison_with_one_note() -> None:
         (["--plot", "latency.svg", "--only", "hook_overhead"], ("--only leaves out",)),
         (["--json", "no/such/folder/bench.json"], ("folder of --json file",)),
         (["--only", "nosuch"], ("invalid choice", "nosuch")),
+        (["--settle", "-1"], ("--settle", "seconds >= 0", "'-1'")),
+        (["--settle", "nan"], ("--settle", "seconds >= 0", "'nan'")),
+        (["--settle", "soon"], ("--settle", "seconds >= 0", "'soon'")),
     ],
 )
 def test_bench_bad_options_are_refused_before_measuring(

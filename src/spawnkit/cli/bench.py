@@ -47,7 +47,25 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "needs matplotlib: pip install 'spawnkit[plot]')",
     )
     p.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    p.add_argument(
+        "--settle",
+        metavar="SECONDS",
+        type=_seconds,
+        default=None,
+        help="before each benchmark, wait at most this long for the CPUs to go quiet "
+        "(default 20; 0 with --quick; 0: do not wait)",
+    )
     p.set_defaults(handler=run)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a number of seconds >= 0, got {text!r}")
+    return value
 
 
 def _check_file_target(option: str, target: str) -> None:
@@ -89,6 +107,9 @@ def _write_json(target: str, data: Any) -> None:
         ) from exc
 
 
+#: The longest wait for a quiet machine before each benchmark (see spawnkit.bench._settle).
+SETTLE_S = 20.0
+
 #: The benchmarks whose workers (or whose guard figure) import torch.
 _NEEDS_TORCH = ("spawn_latency", "bootstrap_stages", "warm_split")
 
@@ -97,6 +118,7 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     from spawnkit._extras import require_torch
     from spawnkit.bench import load, load_average
     from spawnkit.bench._checks import marks_for
+    from spawnkit.bench._settle import settle
 
     names = tuple(dict.fromkeys(args.only)) if args.only else BENCHMARKS
     if args.json:
@@ -111,9 +133,13 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     out.line(f"load average at start: {everything['load_average']['start']}")
     missed: list[str] = []
     total = 0
+    settle_s = args.settle if args.settle is not None else (0.0 if args.quick else SETTLE_S)
     for name in names:
         module = load(name)
         out.heading(f"{name}{' (quick)' if args.quick else ''}")
+        settled = settle(settle_s) if settle_s > 0 else None
+        if settled is not None:
+            out.line(settled.describe())
         start = time.perf_counter()
         results = module.run(args.quick)
         elapsed = time.perf_counter() - start
@@ -129,7 +155,10 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
             title=f"{name} targets ({elapsed:.1f} s)",
         )
         everything[name] = dict(
-            results, checks=[dict(c._asdict(), ok=c.ok) for c in found], seconds=elapsed
+            results,
+            checks=[dict(c._asdict(), ok=c.ok) for c in found],
+            seconds=elapsed,
+            settled=settled._asdict() if settled is not None else None,
         )
     everything["load_average"]["end"] = load_average()
     out.line(f"load average at end: {everything['load_average']['end']} (1, 5, 15 min)")
