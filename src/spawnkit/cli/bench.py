@@ -114,11 +114,21 @@ SETTLE_S = 20.0
 _NEEDS_TORCH = ("spawn_latency", "bootstrap_stages", "warm_split")
 
 
+def _settle_first(seconds: float, out: Output) -> dict[str, Any] | None:
+    """Wait, at most ``seconds``, for a quiet machine and say how it went; None: no wait."""
+    if seconds <= 0:
+        return None
+    from spawnkit.bench._settle import settle
+
+    settled = settle(seconds)
+    out.line(settled.describe())
+    return settled._asdict()
+
+
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     from spawnkit._extras import require_torch
     from spawnkit.bench import load, load_average
     from spawnkit.bench._checks import marks_for
-    from spawnkit.bench._settle import settle
 
     names = tuple(dict.fromkeys(args.only)) if args.only else BENCHMARKS
     if args.json:
@@ -137,9 +147,7 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     for name in names:
         module = load(name)
         out.heading(f"{name}{' (quick)' if args.quick else ''}")
-        settled = settle(settle_s) if settle_s > 0 else None
-        if settled is not None:
-            out.line(settled.describe())
+        settled = _settle_first(settle_s, out)
         start = time.perf_counter()
         results = module.run(args.quick)
         elapsed = time.perf_counter() - start
@@ -158,7 +166,7 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
             results,
             checks=[dict(c._asdict(), ok=c.ok) for c in found],
             seconds=elapsed,
-            settled=settled._asdict() if settled is not None else None,
+            settled=settled,
         )
     everything["load_average"]["end"] = load_average()
     out.line(f"load average at end: {everything['load_average']['end']} (1, 5, 15 min)")
