@@ -170,3 +170,22 @@ def test_unimportable_engine_base(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
             s.pm.current()
     finally:
         s.cleanup()
+
+
+def test_redeclaring_a_namespace_returns_it_and_a_different_prefix_is_refused_every_time() -> None:
+    """Plugin modules re-declare their engine's namespace; each plain re-declaration is
+    checked once, and one with other settings is refused however often the first was seen."""
+    from spawnkit.errors import NamespaceError
+
+    name = f"redecl_{uuid.uuid4().hex[:8]}"
+    first = Namespace(name, "REDECL")
+    for _ in range(3):  # the second and later calls take the already-checked path
+        assert Namespace(name, "REDECL") is first
+    for _ in range(2):
+        with pytest.raises(NamespaceError, match="already declared with different settings"):
+            Namespace(name, "OTHER")
+        with pytest.raises(NamespaceError, match=f"env_prefix='{name.upper()}'"):
+            Namespace(name)  # the prefix derived from the name differs
+    with pytest.raises(NamespaceError, match="OTHER_PLATFORM"):
+        Namespace(name, "REDECL", platform_var="OTHER_PLATFORM")
+    assert Namespace(name, "REDECL") is first

@@ -62,6 +62,15 @@ class Namespace:
     config: NamespaceConfig
 
     def __new__(cls, name: str, env_prefix: str | None = None, **settings: Any) -> Namespace:
+        if not settings:
+            # Every plugin module re-declares its engine's namespace: an argument pair checked
+            # once against the declared config needs no config built and compared again.
+            found = cls._registry.get(name)
+            if found is not None and env_prefix in found._checked_prefixes:
+                return found
+            ns = cls.from_config(NamespaceConfig.build(name, env_prefix))
+            ns._checked_prefixes.add(env_prefix)  # from_config refuses a different config
+            return ns
         platform_base = settings.pop("platform_base", None)
         if platform_base is not None and not isinstance(platform_base, str):
             platform_base = _reference.reference_to(platform_base)
@@ -97,6 +106,7 @@ class Namespace:
             ns._hooks = None
             ns._platforms = None
             ns._plugins = None
+            ns._checked_prefixes = set()
             cls._registry[config.name] = ns
             return ns
 
@@ -104,6 +114,7 @@ class Namespace:
     _hooks: HookRegistry | None
     _platforms: PlatformManager | None
     _plugins: PluginManager | None
+    _checked_prefixes: set[str | None]  # env_prefix arguments whose config equals this one
 
     # ------------------------------------------------------------- identity
     @property

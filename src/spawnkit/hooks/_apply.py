@@ -310,8 +310,11 @@ class ApplyCall:
             )
             raw = _as_attribute(kind, installed)
         # the hooks' modules, and a 'module:qualname' hook's own (it may re-export the object)
-        modules = {hook_module(o) or "" for _, o in pairs}
-        modules.update([r.hook.partition(":")[0] for r in regs if type(r.hook) is str])
+        modules: set[str] = set()
+        for reg, obj in pairs:
+            modules.add(hook_module(obj) or "")
+            if type(reg.hook) is str:
+                modules.add(reg.hook.partition(":")[0])
         modules.discard("")
         return Record(
             key=key,

@@ -188,6 +188,7 @@ _ASYNC = {
     HookType.AROUND: _async_around,
 }
 
+_REPLACE, _AROUND = HookType.REPLACE, HookType.AROUND
 _COPIED = ("__module__", "__name__", "__qualname__", "__doc__")
 
 
@@ -225,11 +226,16 @@ def build_chain(
 
     ``hooks``: (registration, hook object) pairs in registration order; the last is outermost.
     """
-    replaces = [pair for pair in hooks if pair[0].hook_type is HookType.REPLACE]
-    others = [pair for pair in hooks if pair[0].hook_type is not HookType.REPLACE]
+    replace: tuple[Registration, Any] | None = None
+    others: list[tuple[Registration, Any]] = []
+    for pair in hooks:
+        if pair[0].hook_type is _REPLACE:
+            replace = pair  # the last one wins
+        else:
+            others.append(pair)
     inner: Any = original
-    if replaces:
-        reg, obj = replaces[-1]
+    if replace is not None:
+        reg, obj = replace
         if is_async:
             if others and is_async_callable(obj):
                 inner = obj
@@ -241,8 +247,9 @@ def build_chain(
             inner = _sync_call(obj, _Where(reg, display, key, "raised by"))
     factories = _ASYNC if is_async else _SYNC
     for reg, obj in others:
-        verb = "raised inside" if reg.hook_type is HookType.AROUND else "raised by"
-        inner = factories[reg.hook_type](obj, inner, _Where(reg, display, key, verb))
+        htype = reg.hook_type
+        verb = "raised inside" if htype is _AROUND else "raised by"
+        inner = factories[htype](obj, inner, _Where(reg, display, key, verb))
     if inner is not original:  # a layer of ours: a hook object is innermost only under others
         # Only the outermost layer is ever seen (installed, and found by inspect through its
         # ``__wrapped__``); the inner ones are reachable only through its closure.

@@ -24,8 +24,11 @@ What the sweep does not see: references deeper than one level (a dict of
 dicts, a tuple in a class, an instance's attribute, a closure cell, a
 ``functools.partial``), containers of other types (sets, ``deque``, user
 classes), classes a module imported rather than defined (their own module is
-swept), and references held outside module globals (locals of running
-frames, other objects).  Those keep the original.
+swept), a module's ``__all__`` (names, never called through), classes
+implemented in C (static or immutable types: only C code can put an object
+in their ``__dict__`` and nothing can rebind it there), and references held
+outside module globals (locals of running frames, other objects).  Those
+keep the original.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import types
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterator, KeysView
 from itertools import chain, compress, repeat
-from operator import attrgetter, is_not
+from operator import and_, attrgetter, is_not, not_
 from typing import Any
 
 from spawnkit._namedtuple import NamedTuple
@@ -134,6 +137,10 @@ _defaults = attrgetter("__defaults__")
 _module_of = attrgetter("__module__")
 _func_of = attrgetter("__func__")
 _kwdefaults = attrgetter("__kwdefaults__")
+_flags = attrgetter("__flags__")
+#: ``Py_TPFLAGS_HEAPTYPE`` set and ``Py_TPFLAGS_IMMUTABLETYPE`` clear: a class whose
+#: attributes can be set, as every class a ``class`` statement makes
+_CLASS_MASK, _PYTHON_CLASS = (1 << 9) | (1 << 8), 1 << 9
 _flat = chain.from_iterable
 #: Every non-``__main__`` module's ``__builtins__`` is this dict: never a holder, and
 #: scanning it in each of a thousand modules would be most of the sweep's cost.
@@ -152,10 +159,13 @@ def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
             yield name, namespace
 
 
-def _items(values: list[Any], names: Collection[str], immutable_too: bool) -> Iterator[Any]:
+def _items(
+    values: list[Any], names: Collection[str], immutable_too: bool, exempt: Collection[int] = ()
+) -> Iterator[Any]:
     """Every item one level inside ``values`` (module globals): one C-level iterator.
 
-    The items of their dicts and lists and, ``immutable_too``, of their
+    The items of their dicts and lists (but the lists whose ids are ``exempt``: the
+    modules' ``__all__``, two thirds of all list items) and, ``immutable_too``, of their
     tuples, of the defaults of their functions and of the attributes of the
     classes among them defined in one of the modules ``names`` (a class
     imported into a thousand modules is swept once, with the module that
@@ -170,9 +180,10 @@ def _items(values: list[Any], names: Collection[str], immutable_too: bool) -> It
     keep = list(map(wanted.__contains__, kinds))
     values, kinds = list(compress(values, keep)), list(compress(kinds, keep))
     dicts = list(compress(values, map(_DICTS.__contains__, kinds)))
+    lists = list(compress(values, map(_LISTS.__contains__, kinds)))
     parts: list[Iterator[Any]] = [
         _flat(map(dict.values, compress(dicts, map(is_not, dicts, repeat(_BUILTINS_DICT))))),
-        _flat(compress(values, map(_LISTS.__contains__, kinds))),
+        _flat(compress(lists, map(not_, map(exempt.__contains__, map(id, lists))))),
     ]
     if immutable_too:
         functions = list(compress(values, map(_FUNCTIONS.__contains__, kinds)))
@@ -187,11 +198,21 @@ def _items(values: list[Any], names: Collection[str], immutable_too: bool) -> It
 
 
 def _own_classes(names: Collection[str], classes: list[type]) -> list[type]:
-    """The ``classes`` defined in one of the modules ``names``."""
+    """The ``classes`` defined in Python in one of the modules ``names``."""
+    # A static or immutable type (one implemented in C: a quarter of all class attributes
+    # with the standard library loaded) refuses setattr, so nothing but its C code could
+    # have put an original in its __dict__, and nothing could rebind one there.
     try:
-        return list(compress(classes, map(names.__contains__, map(_module_of, classes))))
+        flags = map(and_, map(_flags, classes), repeat(_CLASS_MASK))
+        python = list(compress(classes, map(_PYTHON_CLASS.__eq__, flags)))
+        return list(compress(python, map(names.__contains__, map(_module_of, python))))
     except (AttributeError, TypeError):  # a metaclass hiding __module__: look one by one
-        return [c for c in classes if getattr(c, "__module__", None) in names]
+        return [
+            c
+            for c in classes
+            if getattr(c, "__flags__", 0) & _CLASS_MASK == _PYTHON_CLASS
+            and getattr(c, "__module__", None) in names
+        ]
 
 
 def _class_items(classes: list[type]) -> Iterator[Any]:
@@ -300,10 +321,12 @@ def _holding(
         chunk = group[start : start + _CHUNK]
         everything = list(_flat(values for _, _, values in chunk))
         names = {name for name, _, _ in chunk}
-        if wanted.isdisjoint(map(id, _items(everything, names, immutable_too))):
+        exempt = {id(namespace.get("__all__")) for _, namespace, _ in chunk}
+        if wanted.isdisjoint(map(id, _items(everything, names, immutable_too, exempt))):
             continue
         for module in chunk:
-            if not wanted.isdisjoint(map(id, _items(module[2], (module[0],), immutable_too))):
+            items = _items(module[2], (module[0],), immutable_too, exempt)
+            if not wanted.isdisjoint(map(id, items)):
                 yield module
 
 

@@ -131,10 +131,10 @@ class HookRegistry(RegistryQueries):
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         late = _late(self, lambda: f"hook {describe_hook(hook)} from {src} on target {target!r}")
         path, htype = _checked(target, hook, hook_type, src, condition)
-        draft = Registration(target, hook, htype, src, -1, on_import, optional, condition)
         with self._lock:
             self._state.touch()
-            reg = _record(self._state, path, draft)
+            head, tail = (target, hook, htype, src), (on_import, optional, condition)
+            reg = _record(self._state, path, head, tail)
         if reg is None:
             return
         if logger.isEnabledFor(DEBUG):  # describe() formats; register() is per hook
@@ -363,30 +363,28 @@ def _late(self: HookRegistry, what: Callable[[], str]) -> bool:
 
 
 def _record(
-    st: _state.State, path: _resolve.TargetPath, draft: Registration
+    st: _state.State, path: _resolve.TargetPath, head: tuple[Any, ...], tail: tuple[Any, ...]
 ) -> Registration | None:
-    """``draft`` numbered and recorded; None (with a warning) when it is registered already."""
+    """``Registration(*head, seq, *tail)`` numbered and recorded; None (with a warning) when
+    that hook is registered on that target already.  One record per hook, built once."""
+    target, hook, hook_type, source = head
+    on_import, optional, condition = tail
     regs = st.regs.setdefault(path.key, [])
     for prev in regs:
-        if prev.hook_type is draft.hook_type and (
-            prev.hook is draft.hook or prev.hook == draft.hook
-        ):
+        if prev.hook_type is hook_type and (prev.hook is hook or prev.hook == hook):
             logger.warning(
                 "ignored a second registration of %s on target %r: it is already "
                 "registered (by %s); a hook is applied once per target",
-                draft.describe(),
-                draft.target,
+                Registration(target, hook, hook_type, source, -1).describe(),
+                target,
                 prev.source,
             )
             return None
     st.seq += 1
-    d = draft  # not dataclasses.replace: it re-inspects the fields on every registration
-    reg = Registration(
-        d.target, d.hook, d.hook_type, d.source, st.seq, d.on_import, d.optional, d.condition
-    )
+    reg = Registration(target, hook, hook_type, source, st.seq, on_import, optional, condition)
     if path.module_hint is not None or path.key not in st.paths:
         st.paths[path.key] = path  # the explicit 'mod:qual' form is the more precise one
-    st.display.setdefault(path.key, draft.target)
+    st.display.setdefault(path.key, target)
     regs.append(reg)
     return reg
 

@@ -30,6 +30,10 @@ class HookType(enum.Enum):
     AROUND = "around"
     REPLACE = "replace"
 
+    # Members are singletons, so identity is equality: hash in C instead of Enum's Python
+    # ``__hash__`` (by name), which every hook-type dict lookup at apply time would call.
+    __hash__ = object.__hash__
+
 
 class HookOptions(TypedDict, total=False):
     """The keywords every ``plugin_hook`` decorator passes on to ``HookRegistry.register``."""
