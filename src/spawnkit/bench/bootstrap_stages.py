@@ -53,6 +53,7 @@ spec = ProcessSpec(entry="bench_engine.worker:main", platform={platform!r},
                    namespace=NamespaceConfig.build({ns!r}, {prefix!r}),
                    entry_points={rows!r})
 boot = Bootstrapper(spec)
+boot.freeze_gc = True  # as in every worker spawnkit starts (child_main)
 result = boot.run()
 assert result == {expected!r}, result
 out = dict(boot.stage_seconds)
