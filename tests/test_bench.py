@@ -340,3 +340,17 @@ def test_a_benchmark_worker_does_not_re_run_the_launching_script(tmp_path: Path)
     env = {**os.environ, "RERUN_MARK": str(mark), "PYTHONPATH": str(ROOT / "src")}
     subprocess.run([sys.executable, str(script)], env=env, check=True, timeout=RUN_TIMEOUT_S)
     assert mark.read_text().splitlines() == ["rerun", "rerun"]  # before and after, not inside
+
+
+def test_a_bare_start_is_timed_when_the_child_ends_not_at_the_next_poll(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """subprocess.run(timeout=...) without pipes polls for the exit (sleeping 1, 2, 4, 8, 16
+    ms): a child that ends after ~42 ms was seen at ~63 ms, and every bare start of 10 ms read
+    15.6 ms, which flattered the apply_hooks ratio by half."""
+    from spawnkit.bench.hook_overhead import time_interpreter
+
+    monkeypatch.setattr(sys, "executable", "/bin/sh")
+    # runs: /bin/sh -c "sleep 0.04" sh -c pass  (the trailing words are the script's $0 $1 $2)
+    took = time_interpreter(["-c", "sleep 0.04", "sh"], 5)
+    assert 0.04 <= took < 0.055, took
