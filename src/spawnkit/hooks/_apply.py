@@ -12,6 +12,7 @@ strict failure rolls the whole call back and leaves no target half-patched.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 from spawnkit._log import LazyLogger
@@ -26,6 +27,7 @@ from spawnkit.hooks.types import HookType, Registration, describe_hook
 __all__: list[str] = []
 
 logger = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
+_first, _second = itemgetter(0), itemgetter(1)
 
 
 def check_hook_object(hook: Any, hook_type: HookType, what: str) -> None:
@@ -220,7 +222,10 @@ class ApplyCall:
     def _load_hooks(self, key: str) -> bool:
         """The (registration, hook object) pairs of ``key`` into ``self.hooks``; False: failed."""
         try:
-            self.hooks[key] = [(r, self._hook_object(r)) for r in self.st.live(key)]
+            self.hooks[key] = [
+                (r, self._hook_object(r) if isinstance(r.hook, str) else r.hook)
+                for r in self.st.live(key)
+            ]
         except Exception as exc:
             self._fail(key, exc)
             return False
@@ -293,7 +298,7 @@ class ApplyCall:
     ) -> Record:
         """Resolve and build one target's chain; changes nothing (install is the caller's)."""
         display = self.st.display[key]
-        regs = tuple([r for r, _ in pairs])
+        regs = tuple(map(_first, pairs))
         if prev is not None:
             res, before, original = prev.res, prev.before, prev.original
         else:
@@ -317,28 +322,30 @@ class ApplyCall:
                 modules.add(reg.hook.partition(":")[0])
         modules.discard("")
         return Record(
-            key=key,
-            display=display,
-            res=res,
-            kind=kind,
-            before=before,
-            original=original,
-            installed_raw=raw,
-            installed=installed,
-            regs=regs,
-            hooks=tuple([o for _, o in pairs]),
-            hook_modules=frozenset(modules),
-            bindings=list(prev.bindings) if prev is not None else [],
+            key,
+            display,
+            res,
+            kind,
+            before,
+            original,
+            raw,  # installed_raw
+            installed,
+            regs,
+            tuple(map(_second, pairs)),  # hooks
+            frozenset(modules),  # hook_modules
+            list(prev.bindings) if prev is not None else [],
         )
 
     def _check_override(
         self, key: str, res: _resolve.Resolved, regs: tuple[Registration, ...]
     ) -> None:
         """Warn when a method REPLACE overrides what a class REPLACE defined itself."""
-        if not res.had_own or not any(r.hook_type is HookType.REPLACE for r in regs):
+        if not res.had_own:
             return
         parent = self.st.applied.get(key.rpartition(".")[0])
         if parent is None or parent.kind != _resolve.CLASS or parent.installed is not res.owner:
+            return
+        if not any(r.hook_type is HookType.REPLACE for r in regs):
             return
         method = next(r for r in reversed(regs) if r.hook_type is HookType.REPLACE)
         self.messages.append(

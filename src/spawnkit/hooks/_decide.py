@@ -44,8 +44,10 @@ def check_conditions(st: State, key: str) -> Exception | None:
 
 def defer(st: State, key: str, strict: bool, callback: Callable[[str], None]) -> bool:
     """Whether ``key`` waits for its module's first import (only if every hook asks for it)."""
+    if key in st.applied:
+        return False
     regs = st.live(key)
-    if key in st.applied or not regs or not all(r.on_import for r in regs):
+    if not regs or not all(r.on_import for r in regs):
         return False
     path = st.paths[key]
     if _resolve.imported(path):
