@@ -322,18 +322,18 @@ class ApplyCall:
                 modules.add(reg.hook.partition(":")[0])
         modules.discard("")
         return Record(
-            key,
-            display,
-            res,
-            kind,
-            before,
-            original,
-            raw,  # installed_raw
-            installed,
-            regs,
-            tuple(map(_second, pairs)),  # hooks
-            frozenset(modules),  # hook_modules
-            list(prev.bindings) if prev is not None else [],
+            key=key,
+            display=display,
+            res=res,
+            kind=kind,
+            before=before,
+            original=original,
+            installed_raw=raw,
+            installed=installed,
+            regs=regs,
+            hooks=tuple(map(_second, pairs)),
+            hook_modules=frozenset(modules),
+            bindings=list(prev.bindings) if prev is not None else [],
         )
 
     def _check_override(
