@@ -4,10 +4,15 @@ A warm worker is forked by a server that already bootstrapped, so its cost
 is fixed per worker: pickling its spec, connecting to the server, sending
 the start data, the fork (until the server reports the pid: a spare forked
 while the server was idle only has to be handed the request), the child's
-set-up until it says HELLO, its own stages until READY, then the entry.
-Each phase is timed on one clock (``perf_counter``: ``CLOCK_MONOTONIC``,
-shared by parent and child), at the parent, as the protocol's messages
-arrive.  The baseline is a raw fork of a fresh interpreter that imported
+set-up until its first stage starts, its own stages, then its report (READY)
+until the entry runs.  All on one clock (``CLOCK_MONOTONIC``: ``perf_counter``
+in the parent, ``monotonic`` in the child): the parent's phases where the
+parent does the work, the child's own stamps for the rest (its stages' starts
+and times from the READY report, and the stamp its entry returns), as the raw
+fork's children stamp where their entry would run.  Stamps taken where the
+launcher received messages would count its reading: with n workers it reads
+one worker's report pipe after another, and a later worker's messages wait.
+The baseline is a raw fork of a fresh interpreter that imported
 only the worker module (and so torch for the torch worker), whose child
 writes its stamp to a pipe where its entry would run
 (:class:`~spawnkit.bench._raw_fork.RawForker`).  The target (#23): a warm worker starts
@@ -32,10 +37,15 @@ from typing import Any
 from spawnkit.bench._checks import Check, print_checks
 from spawnkit.bench._raw_fork import RawForker
 from spawnkit.bench._site import worker_site
+from spawnkit.bootstrap.stages import STAGE_ORDER, Stage
 
 __all__ = ["checks", "main", "report", "run"]
 
 PHASES = ("pickle", "connect", "send", "fork", "child_setup", "stages", "entry")
+#: A warm worker's first stage and the last before its entry (its READY follows that one)
+_FIRST = STAGE_ORDER[0].value
+_LAST = STAGE_ORDER[STAGE_ORDER.index(Stage.ENTRY) - 1].value
+_CHILD_MARKS = ("first_stage", "stages_done", "entry")
 TARGET = 2.0
 _WAIT_S = 60.0
 _WORKERS = {"trivial": "", "torch": "import torch  # noqa: F401\n"}
@@ -43,7 +53,8 @@ _WORKERS = {"trivial": "", "torch": "import torch  # noqa: F401\n"}
 
 def _site(root: Path) -> None:
     for worker, head in _WORKERS.items():
-        (root / f"warm_split_{worker}.py").write_text(f"{head}\ndef main(payload):\n    return 0\n")
+        body = "import time\n\ndef main():\n    return time.monotonic()\n"
+        (root / f"warm_split_{worker}.py").write_text(f"{head}{body}")
 
 
 def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float]]]:
@@ -73,13 +84,14 @@ def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float
         seen: dict[str, float] = {}
         while "entry" not in seen and report_r.poll(_WAIT_S):
             msg = report_r.recv()
-            now = time.perf_counter()
-            if isinstance(msg, proto.Hello):
-                seen["hello"] = now
-            elif isinstance(msg, proto.Ready):
-                seen["ready"] = now
-            elif isinstance(msg, proto.StageStarted) and msg.stage == "entry":
-                seen["entry"] = now
+            if isinstance(msg, proto.Ready):  # the child's own stamps (see the docstring)
+                starts, took = msg.report.stage_starts, msg.report.stage_seconds
+                seen["first_stage"] = starts[_FIRST]
+                seen["stages_done"] = starts[_LAST] + took[_LAST]
+            elif isinstance(msg, proto.Result):
+                if msg.data is None:
+                    raise RuntimeError(f"warm worker sent no entry stamp: {msg.error}")
+                seen["entry"] = pickle.loads(msg.data)  # main() returns its monotonic stamp
             elif isinstance(msg, (proto.Failed, proto.Exited)):
                 raise RuntimeError(f"warm worker failed: {msg}")
         if "entry" not in seen:
@@ -87,7 +99,7 @@ def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float
             raise TimeoutError(f"warm worker {proc.name} did not reach its entry in {_WAIT_S} s")
         last = max(last, seen["entry"])
         t0, pickled, connected, sent, forked = proc._popen.marks
-        marks = (t0, pickled, connected, sent, forked, seen["hello"], seen["ready"], seen["entry"])
+        marks = (t0, pickled, connected, sent, forked, *(seen[k] for k in _CHILD_MARKS))
         phases.append({p: marks[i + 1] - marks[i] for i, p in enumerate(PHASES)})
         proc.join(30)
         for conn in (report_r, death_w, fault_r):
