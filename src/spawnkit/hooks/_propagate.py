@@ -160,7 +160,7 @@ def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _items(
-    values: list[Any], names: Collection[str], immutable_too: bool, exempt: Collection[int] = ()
+    values: list[Any], names: Collection[str], immutable_too: bool, exempt: Collection[int]
 ) -> Iterator[Any]:
     """Every item one level inside ``values`` (module globals): one C-level iterator.
 
