@@ -2,8 +2,9 @@
 
 A warm worker is forked by a server that already bootstrapped, so its cost
 is fixed per worker: pickling its spec, connecting to the server, sending
-the start data, the fork (until the server reports the pid: a spare forked
-while the server was idle only has to be handed the request), the child's
+the start data, the fork (until the server reports the pid, or the child's
+first stage if a busy launcher read the pid later: a spare forked while the
+server was idle only has to be handed the request), the child's
 set-up until its first stage starts, its own stages, then its report (READY)
 until the entry runs.  All on one clock (``CLOCK_MONOTONIC``: ``perf_counter``
 in the parent, ``monotonic`` in the child): the parent's phases where the
@@ -98,8 +99,11 @@ def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float
             proc.kill()
             raise TimeoutError(f"warm worker {proc.name} did not reach its entry in {_WAIT_S} s")
         last = max(last, seen["entry"])
-        t0, pickled, connected, sent, forked = proc._popen.marks
-        marks = (t0, pickled, connected, sent, forked, *(seen[k] for k in _CHILD_MARKS))
+        marks = [*proc._popen.marks, *(seen[k] for k in _CHILD_MARKS)]
+        # The child runs as soon as the server hands it over, while a busy launcher may take
+        # its own marks (sent, pid read) late: each parent phase ends by the next event seen.
+        for i in reversed(range(len(proc._popen.marks))):
+            marks[i] = min(marks[i], marks[i + 1])
         phases.append({p: marks[i + 1] - marks[i] for i, p in enumerate(PHASES)})
         proc.join(30)
         for conn in (report_r, death_w, fault_r):
