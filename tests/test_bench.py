@@ -8,12 +8,14 @@ bad options are refused before minutes of measuring.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -354,3 +356,40 @@ def test_a_bare_start_is_timed_when_the_child_ends_not_at_the_next_poll(
     # runs: /bin/sh -c "sleep 0.04" sh -c pass  (the trailing words are the script's $0 $1 $2)
     took = time_interpreter(["-c", "sleep 0.04", "sh"], 5)
     assert 0.04 <= took < 0.055, took
+
+
+def test_spawn_latency_runs_its_variants_in_turn_and_divides_within_each_repeat() -> None:
+    """A target ratio is the median of the ratios within each repeat, the variants run in turn
+    (reversed every other repeat), and a warm group's server gets its refill pause before the
+    next variant starts."""
+    from spawnkit.bench import spawn_latency as sl
+
+    calls: list[tuple[str, int, float]] = []
+
+    def variant(name: str, per_repeat_ms: list[float]) -> Any:
+        def start(n: int) -> list[float]:
+            repeat = sum(1 for c in calls if c[0] == name)
+            calls.append((name, n, time.monotonic()))
+            return [per_repeat_ms[repeat] / 1e3] * n
+
+        return start
+
+    # the machine drifts between repeats (x1, x3, x2), and cold has its own noise on top
+    variants = {
+        "raw-spawn": variant("raw-spawn", [10.0, 30.0, 20.0]),
+        "spawnkit-warm": variant("spawnkit-warm", [2.0, 6.0, 4.0]),
+        "spawnkit-cold": variant("spawnkit-cold", [11.0, 24.0, 26.0]),
+    }
+    rows = {r["variant"]: r for r in sl._interleaved("torch", variants, 2, 3)}
+    assert [name for name, _, _ in calls] == [*variants, *reversed(variants), *variants]
+    assert {n for _, n, _ in calls} == {2}
+    after_warm = [b[2] - a[2] for a, b in itertools.pairwise(calls) if a[0] == "spawnkit-warm"]
+    assert len(after_warm) == 3 and all(gap >= sl._REFILL_S for gap in after_warm), after_warm
+    cold, raw = rows["spawnkit-cold"], rows["raw-spawn"]
+    assert cold["means_ms"] == pytest.approx([11.0, 24.0, 26.0]) and cold["interleaved"]
+    assert cold["mean_ms"] == pytest.approx(24.0) and raw["mean_ms"] == pytest.approx(20.0)
+    # within each repeat: 1.1, 0.8, 1.3 -> 1.1; the medians' ratio would say 1.2
+    assert sl._ratio(cold, raw) == pytest.approx(1.1)
+    # a peer is measured on its own, with nothing to pair: its ratio is the medians'
+    peer = sl._row("torch", "loky-first", 2, [[0.030, 0.030]])
+    assert sl._ratio(peer, raw) == pytest.approx(30.0 / 20.0)

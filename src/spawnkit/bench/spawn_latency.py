@@ -39,6 +39,9 @@ Latency is ``CLOCK_MONOTONIC`` at the entry's first line minus the same clock
 right before the start call (system-wide on Linux, so comparable across
 processes).  Per group we report the mean over workers and the slowest
 worker (the time until the whole group runs), as medians over repeats.
+Within a repeat every variant of a worker kind but the peers runs once, in turn, so
+that a target ratio is the median of the ratios within each repeat
+(``_interleaved``); the peers are measured on their own, after the others.
 
 Targets, one row per group size in ``checks()``: see ``TARGETS``.
 
@@ -306,13 +309,48 @@ def _write_floor(site: Path, modules: list[str]) -> None:
     (site / f"{FLOOR_MODULE}.py").write_text(_FLOOR_WORKER.format(modules=modules) + _HAND_WORKER)
 
 
-def _measure(fn: Callable[[], list[float]], repeats: int) -> dict[str, float]:
-    means, slowest = [], []
-    for _ in range(repeats):
-        stamps = fn()
-        means.append(statistics.fmean(stamps))
-        slowest.append(max(stamps))
-    return {"mean_ms": statistics.median(means) * 1e3, "group_ms": statistics.median(slowest) * 1e3}
+#: Started once before their rows (outside the timed region), as a warm start finds them.
+_SERVED = frozenset({"raw-fork", "raw-forkserver", "spawnkit-warm", "ray-actor"})
+#: After a warm group its server forks spares again while idle (up to 8; ~5 ms each when it
+#: holds torch): the variant timed next must not run under that work.
+_REFILL_S = 0.25
+
+
+def _row(worker: str, variant: str, n: int, groups: list[list[float]]) -> dict[str, Any]:
+    """A row from each repeat's stamps: medians of the group means and of the slowest."""
+    means = [statistics.fmean(stamps) * 1e3 for stamps in groups]
+    return {
+        "worker": worker,
+        "variant": variant,
+        "n": n,
+        "mean_ms": statistics.median(means),
+        "group_ms": statistics.median(max(stamps) for stamps in groups) * 1e3,
+        "means_ms": means,
+    }
+
+
+def _interleaved(
+    worker: str, variants: dict[str, Callable[[int], list[float]]], n: int, repeats: int
+) -> list[dict[str, Any]]:
+    """One row per variant for groups of ``n``, each repeat running every variant once in
+    turn (in reverse on every other repeat).
+
+    Measured a variant at a time, a row stood minutes from the row it is divided by, and the
+    machine's drift in between went into the ratio: the same code's cold torch / raw spawn
+    read 0.85 to 1.29 across runs.  In turn, a drift falls on every variant of a repeat
+    alike, and a target is the median of the ratios within each repeat (``_ratio``).
+    """
+    groups: dict[str, list[list[float]]] = {name: [] for name in variants}
+    for repeat in range(repeats):
+        order = list(variants) if repeat % 2 == 0 else list(reversed(variants))
+        for name in order:
+            groups[name].append(variants[name](n))
+            if name == "spawnkit-warm":
+                time.sleep(_REFILL_S)
+    rows = [_row(worker, name, n, groups[name]) for name in variants]
+    for row in rows:
+        row["interleaved"] = True
+    return rows
 
 
 def _variants(
@@ -340,6 +378,35 @@ def _variants(
     if worker == "torchtarget":  # only the warm comparison is asked for
         variants = {k: variants[k] for k in ("raw-forkserver", "spawnkit-warm")}
     return variants
+
+
+def _worker_rows(
+    worker: str,
+    variants: dict[str, Callable[[int], list[float]]],
+    sizes: tuple[int, ...],
+    repeats: int,
+) -> list[dict[str, Any]]:
+    """Every row of one worker kind: its own variants in turn, then each peer on its own."""
+    rows: list[dict[str, Any]] = []
+    own = {name: fn for name, fn in variants.items() if name not in PEERS}
+    for name, fn in own.items():
+        if name in _SERVED:
+            fn(1)  # start the server outside the timed region, as a warm start does
+    for n in sizes:
+        for row in _interleaved(worker, own, n, repeats):
+            rows.append(row)
+            _progress_line(row)
+    for name in (k for k in variants if k in PEERS):
+        # In turn with the others, Ray's daemons and loky's workers would load the machine
+        # under their rows: a peer is measured on its own, after them, then closed.
+        if name in _SERVED:
+            variants[name](1)
+        for n in sizes:
+            row = _row(worker, name, n, [variants[name](n) for _ in range(repeats)])
+            rows.append(row)
+            _progress_line(row)
+        _peers.close()
+    return rows
 
 
 def _progress_line(row: dict[str, Any]) -> None:
@@ -382,16 +449,8 @@ def run(quick: bool = False) -> dict[str, Any]:
                 # The stdlib forkserver is a per-process singleton: restart it per preload list.
                 mp.forkserver._forkserver._stop()  # type: ignore[attr-defined]
                 mp.set_forkserver_preload(list(preload))
-                for name, fn in _variants(worker, module, preload, peers, raw_fork).items():
-                    if name in ("raw-fork", "raw-forkserver", "spawnkit-warm", "ray-actor"):
-                        fn(1)  # start the server outside the timed region, as a warm start does
-                    for n in sizes:
-                        row: dict[str, Any] = {"worker": worker, "variant": name, "n": n}
-                        row.update(_measure(functools.partial(fn, n), repeats))
-                        results["rows"].append(row)
-                        _progress_line(row)
-                    if name in _peers.PEERS:  # Ray's daemons and loky's workers would load the
-                        _peers.close()  # machine under the rows measured after them
+                variants = _variants(worker, module, preload, peers, raw_fork)
+                results["rows"] += _worker_rows(worker, variants, sizes, repeats)
         finally:
             _peers.close()
             warm.shutdown_forkservers()
@@ -435,11 +494,11 @@ def _ratios(
 ) -> dict[str, Any]:
     """The target ratios, and each peer's (and cold spawnkit's) time over raw spawn's."""
 
-    def get(worker: str, variant: str, n: int) -> float:
-        mean = _mean(rows, worker, variant, n)
-        if mean is None:
-            raise KeyError((worker, variant, n))
-        return mean
+    def get(worker: str, variant: str, n: int) -> dict[str, Any]:
+        for row in rows:
+            if (row["worker"], row["variant"], row["n"]) == (worker, variant, n):
+                return row
+        raise KeyError((worker, variant, n))
 
     vs_raw = [
         (f"{variant}_vs_raw_spawn_{worker}", worker, variant, "raw-spawn")
@@ -450,10 +509,20 @@ def _ratios(
     floor = [_FLOOR_RATIO] if ("trivial", "import-floor") in measured else []
     return {
         f"n={n}": {
-            name: get(w, a, n) / get(w, b, n) for name, w, a, b in (*_RATIOS, *vs_raw, *floor)
+            name: _ratio(get(w, a, n), get(w, b, n))
+            for name, w, a, b in (*_RATIOS, *vs_raw, *floor)
         }
         for n in sizes
     }
+
+
+def _ratio(row: dict[str, Any], base: dict[str, Any]) -> float:
+    """``row`` over ``base``: the median of the per-repeat ratios when both were measured in
+    turn (see ``_interleaved``); else (a peer, measured on its own) the ratio of the medians."""
+    if row.get("interleaved") and base.get("interleaved"):
+        pairs = zip(row["means_ms"], base["means_ms"], strict=True)
+        return float(statistics.median(a / b for a, b in pairs))
+    return float(row["mean_ms"]) / float(base["mean_ms"])
 
 
 #: No target of its own: the least ``cold_vs_hand_written_trivial`` can be with today's modules.
@@ -495,6 +564,10 @@ def _print(results: dict[str, Any]) -> None:
     sizes = results["sizes"]
     print(
         f"\nspawn latency, call -> entry running (median of {results['repeats']}; mean per worker)"
+    )
+    print(
+        "(the variants but the peers run in turn within each repeat; a ratio between two of "
+        "them is the median of the ratios within each repeat)"
     )
     header = f"{'worker':11s} {'variant':15s}" + "".join(f"{'n=' + str(n):>10s}" for n in sizes)
     print(header)
