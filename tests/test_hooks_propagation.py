@@ -146,14 +146,106 @@ def test_stale_bindings_report(mods: Modules, registry: type[HookRegistry]) -> N
     assert lib.get_rope is user.get_rope
 
 
-def test_method_targets_do_not_propagate(mods: Modules, registry: type[HookRegistry]) -> None:
-    lib = mods.load("lib", LIB)
-    raw = vars(lib.Engine)["run"]
-    holder = mods.load("holder", "from PKG.lib import Engine\nrun = Engine.run\n")
+METHODS = """
+class Engine:
+    def run(self):
+        return 'run'
+
+    @staticmethod
+    def helper(x):
+        return ('helper', x)
+
+    go = run  # an alias in the class body holds the same function
+"""
+
+COPIES = """
+from PKG.lib import Engine
+
+run = Engine.run  # the function itself, as ``from lib import f`` holds a module function
+helper = Engine.helper
+TABLE = {"run": Engine.run}
+
+class Sub(Engine):
+    again = Engine.run
+"""
+
+
+def test_copies_of_a_method_target_are_rebound_and_restored(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``run = Engine.run`` in another module ran the original while the hook said applied."""
+    lib = mods.load("lib", METHODS)
+    run, helper = vars(lib.Engine)["run"], lib.Engine.helper
+    holder = mods.load("holder", COPIES)
     registry.register(mods.name("lib.Engine.run"), lambda r, s: r + "!")
+    registry.register(mods.name("lib.Engine.helper"), lambda r, x: ("hooked", *r))
     registry.apply_hooks()
-    assert lib.Engine().run() == "run!"
-    assert holder.run is raw  # a method alias in a module is not a from-import binding
+    engine = lib.Engine()
+    assert engine.run() == engine.go() == "run!"
+    assert holder.run(engine) == holder.TABLE["run"](engine) == holder.Sub().again() == "run!"
+    assert holder.helper(1) == ("hooked", "helper", 1)
+    assert holder.run is vars(lib.Engine)["run"] is vars(lib.Engine)["go"]
+    propagated = {label for t in registry.applied_targets() for _, label in t.propagated_to}
+    assert {"run", "TABLE['run']", "Sub.again", "Engine.go", "helper"} <= propagated
+    assert registry.stale_holders() == []
+    registry.unapply()
+    assert holder.run is run and holder.TABLE["run"] is run and vars(holder.Sub)["again"] is run
+    assert vars(lib.Engine)["go"] is run and holder.helper is helper
+    assert engine.run() == holder.run(engine) == "run"
+
+
+def test_a_function_assigned_into_a_class_is_hooked_on_that_class_only(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``act = helper`` in a class body: the function's home is its module, and hooking
+    ``Engine.act`` must not hook every other caller of ``helper``."""
+    lib = mods.load(
+        "lib", "def helper(self):\n    return 'helper'\n\nclass Engine:\n    act = helper\n"
+    )
+    user = mods.load("user", "from PKG.lib import helper\n")
+    registry.register(mods.name("lib.Engine.act"), lambda r, s: r + "!")
+    registry.apply_hooks()
+    assert lib.Engine().act() == "helper!"
+    assert lib.helper(None) == user.helper(None) == "helper"
+
+
+WRAPPED = """
+import functools
+from PKG import lib
+
+ENGINE = lib.Engine()
+RUN = ENGINE.run  # a bound method: its __func__ is the original
+ROPE = functools.partial(lib.get_rope, 1)
+"""
+
+
+def test_bound_methods_and_partials_holding_an_original_are_reported_not_hidden(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bound method or a ``functools.partial`` made before the hooks calls the original; it
+    cannot be rebound in place, so it is named, and the target's status says ``partial``."""
+    lib = mods.load("lib", LIB)
+    holder = mods.load("holder", WRAPPED)
+    run, rope = mods.name("lib.Engine.run"), mods.name("lib.get_rope")
+    registry.register(run, lambda r, s: r + "!")
+    registry.register(rope, lambda r, x: ("hooked", *r))
+    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
+        registry.apply_hooks()
+    assert lib.Engine().run() == "run!" and holder.ENGINE.run() == "run!"
+    assert holder.RUN() == "run" and holder.ROPE() == ("rope", 1)  # left as they are: said so
+    stale = registry.stale_holders()
+    assert sorted((h["name"], h["kind"], h["target"]) for h in stale) == [
+        ("ROPE", "functools.partial", rope),
+        ("RUN", "bound method", run),
+    ]
+    (warning,) = [m for m in (r.getMessage() for r in caplog.records) if "rebound" in m]
+    assert f"{holder.__name__}.RUN (bound method)" in warning
+    assert f"{holder.__name__}.ROPE (functools.partial)" in warning
+    assert "after the hooks are applied" in warning  # the fix
+    states = {s.target: s.state for s in registry.status()}
+    assert states[run] == states[rope] == "partial"
+    registry.unapply()
+    assert registry.stale_holders() == []
 
 
 def test_clean_modules_are_not_swept(mods: Modules, registry: type[HookRegistry]) -> None:

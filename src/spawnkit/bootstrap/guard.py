@@ -715,11 +715,9 @@ def check_stale(namespace: Any, holders: list[dict[str, str]], policy: str) -> N
     ]
     for h in holders:
         lines.append(f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}")
-    lines.append(
-        "  Fix: look the target up when it is called (e.g. `ops.tokenize(...)` through its "
-        "module, or a dict or list entry, which the sweep rebinds) instead of keeping it in a "
-        "tuple or a default argument."
-    )
+    from spawnkit.hooks._propagate import stale_fix  # only when there is something to say
+
+    lines.append("  " + stale_fix({h["kind"] for h in holders}))
     if policy == "error":
         lines.append(
             f"To run anyway with these references unhooked, set {_guard_var(namespace)}=warn "

@@ -418,7 +418,8 @@ def _import_targets(namespace: Namespace) -> list[tuple[str, float, float]]:
 
 
 def _check_stale(namespace: Namespace, spec: ProcessSpec, result: GuardResult | None) -> None:
-    """What the sweep could not rebind (tuple items, default arguments), per guard policy."""
+    """What the sweep could not rebind (tuple items, default arguments, partials, bound
+    methods), per guard policy."""
     holders = namespace.hooks.stale_holders()
     if not holders:
         return

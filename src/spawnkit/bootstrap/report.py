@@ -46,7 +46,8 @@ class BootstrapReport:
     dicts: every registration, applied or not (``state`` is ``applied``,
     ``pending``, ``skipped``, ``failed``, ``provided`` or ``partial``; ``reason`` says why).
     A ``partial`` hook (one a known reference still bypasses: a tuple item, a
-    default argument, a class refusing ``setattr``) also has ``unrebound``
+    default argument, a module-level partial or bound method, a class refusing
+    ``setattr``) also has ``unrebound``
     (those references).  ``guard`` has
     ``policy``, ``armed``, ``violations`` (each with ``rebound_by_sweep``: True
     when the stale-binding sweep rebinds every holder it found, so the finding

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from operator import itemgetter
+from types import ModuleType
 from typing import Any
 
 from spawnkit._log import LazyLogger
@@ -58,13 +59,14 @@ def hook_module(hook: Any) -> str | None:
 def restore(st: State, rec: Record, journal: Journal, rebinds: dict[int, Rebind]) -> None:
     """Put one target back as it was (journaled); late holders are left to ``rebinds``."""
     journal.put(rec.res.owner, rec.res.attr, rec.before)
+    held = rec.held
     for modname, container, key, _label in rec.bindings:
         if item_of(container, key) is rec.installed:
-            journal.rebind(modname, container, key, rec.original)
+            journal.rebind(modname, container, key, held)
     for where in [w for w, h in st.stale.items() if h.target == rec.key]:
         del st.stale[where]
     if rec.propagates:
-        rebinds[id(rec.installed)] = Rebind(rec.installed, rec.original, frozenset(), rec.key)
+        rebinds[id(rec.installed)] = Rebind(rec.installed, held, frozenset(), rec.key)
 
 
 def holder_dicts(st: State, holders: list[StaleHolder]) -> list[dict[str, str]]:
@@ -283,14 +285,7 @@ class ApplyCall:
             self.patched.append(rec.display)
             self.patched_keys.append(key)
             if rec.propagates:
-                skip.add((rec.res.owner.__name__, rec.res.attr))
-                rebinds[id(rec.original)] = Rebind(
-                    rec.original, rec.installed, rec.hook_modules, key
-                )
-                if prev is not None and prev.installed is not rec.installed:
-                    rebinds[id(prev.installed)] = Rebind(
-                        prev.installed, rec.installed, rec.hook_modules, key
-                    )
+                _look_for(rec, prev, rebinds, skip)
         self._propagate(rebinds, frozenset(skip))
 
     def _build(
@@ -372,6 +367,19 @@ class ApplyCall:
                 logger.debug(
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
+
+
+def _look_for(
+    rec: Record, prev: Record | None, rebinds: dict[int, Rebind], skip: set[tuple[str, str]]
+) -> None:
+    """What the round's sweep rebinds to ``rec``'s chain: its original (a method's function,
+    held as ``run = Engine.run``), and the chain ``prev`` installed."""
+    if isinstance(rec.res.owner, ModuleType):
+        skip.add((rec.res.owner.__name__, rec.res.attr))  # the target itself: patched in place
+    new = rec.installed
+    rebinds[id(rec.held)] = Rebind(rec.held, new, rec.hook_modules, rec.key)
+    if prev is not None and prev.installed is not new:
+        rebinds[id(prev.installed)] = Rebind(prev.installed, new, rec.hook_modules, rec.key)
 
 
 def _replacement_class(

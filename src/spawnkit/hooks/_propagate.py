@@ -33,12 +33,13 @@ keep the original.
 
 from __future__ import annotations
 
+import functools
 import sys
 import types
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterator, KeysView
 from itertools import chain, compress, repeat
-from operator import and_, attrgetter, is_not, not_
+from operator import and_, attrgetter, is_, is_not, not_
 from typing import Any
 
 from spawnkit._namedtuple import NamedTuple
@@ -130,8 +131,14 @@ _DICTS = frozenset({dict, OrderedDict, defaultdict})
 _LISTS = frozenset({list})
 _TUPLES = frozenset({tuple})
 _FUNCTIONS = frozenset({types.FunctionType})
+#: A module global that calls a function it holds, and cannot be pointed at another in place
+#: (a new object in its stead would change its identity): reported, never rebound.
+_WRAPPING: dict[type, tuple[str, str]] = {
+    functools.partial: ("func", "functools.partial"),
+    types.MethodType: ("__func__", "bound method"),
+}
 _MUTABLE = _DICTS | _LISTS
-_CONTAINERS = _MUTABLE | _TUPLES | _FUNCTIONS
+_CONTAINERS = _MUTABLE | _TUPLES | _FUNCTIONS | frozenset(_WRAPPING)
 _CHUNK = 64  # modules per C-level container check
 _defaults = attrgetter("__defaults__")
 _module_of = attrgetter("__module__")
@@ -193,6 +200,10 @@ def _items(
             _flat(filter(None, map(_defaults, functions))),
             _flat(map(dict.values, filter(None, map(_kwdefaults, functions)))),
             _class_items(_own_classes(names, classes)),
+            *(
+                map(attrgetter(attr), compress(values, map(is_, kinds, repeat(kind))))
+                for kind, (attr, _) in _WRAPPING.items()
+            ),
         ]
     return _flat(parts)
 
@@ -292,10 +303,16 @@ def _inspect_class(
 
 
 def _fixed_items(name: str, value: Any) -> Iterator[tuple[str, str, Any]]:
-    """(label, kind, item) of what a tuple or a function's defaults hold: never rebound."""
+    """(label, kind, item) of what a tuple, a function's defaults, a partial or a bound
+    method hold: never rebound."""
     if type(value) is tuple:
         for index, item in enumerate(value):
             yield f"{name}[{index}]", "tuple item", item
+        return
+    wrapping = _WRAPPING.get(type(value))
+    if wrapping is not None:
+        attr, kind = wrapping
+        yield name, kind, getattr(value, attr)
         return
     defaults = value.__defaults__ or ()
     params = _parameters(value)[len(_parameters(value)) - len(defaults) :]
@@ -303,6 +320,22 @@ def _fixed_items(name: str, value: Any) -> Iterator[tuple[str, str, Any]]:
     named += list((value.__kwdefaults__ or {}).items())
     for param, item in named:
         yield f"{name}() default of {param!r}", "default argument", item
+
+
+def stale_fix(kinds: Collection[str]) -> str:
+    """The one fix for every holder the sweep reports: where the reference should come from."""
+    made = [k for k in ("functools.partial", "bound method") if k in kinds]
+    later = (
+        f"; make a {' or a '.join(made)} after the hooks are applied (inside the code that "
+        "calls it), not at import"
+        if made
+        else ""
+    )
+    return (
+        "Fix: look the target up when it is called (e.g. `ops.tokenize(...)` through its "
+        "module, or a dict or list entry, which the sweep rebinds) instead of keeping it in a "
+        f"tuple or a default argument{later}."
+    )
 
 
 _Module = tuple[str, dict[str, Any], list[Any]]  # name, globals, their values

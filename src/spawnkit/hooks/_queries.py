@@ -173,7 +173,7 @@ class RegistryQueries:
                 if rec is None:
                     wanted[target] = None  # its original, if its module is imported
                 elif rec.propagates:
-                    wanted[target] = (rec.original, rec.res.owner.__name__, rec.res.attr)
+                    wanted[target] = (rec.held, rec.res.owner.__name__, rec.res.attr)
         found = self._holders(wanted, containers=False)
         return {t: [(h.module, h.label) for h in found.get(t, ((), ()))[0]] for t in targets}
 

@@ -59,7 +59,30 @@ class Record(Plain):
 
     @property
     def propagates(self) -> bool:
-        return isinstance(self.res.owner, types.ModuleType)
+        """Other modules may hold copies of the original: a module's attribute, or a function
+        its class defines (``run = Engine.run``, ``class Sub(Engine): go = Engine.run``).
+
+        Not a function assigned into the class from elsewhere (``act = F.gelu``): it has a
+        home of its own, where rebinding it would hook every other caller of it, and an
+        inherited method is its base class's (hooking ``Derived.run`` leaves ``Base.run``).
+        """
+        owner = self.res.owner
+        if isinstance(owner, types.ModuleType):
+            return True
+        held = self.held
+        return (
+            isinstance(owner, type)
+            and getattr(held, "__module__", None) == owner.__module__
+            and str(getattr(held, "__qualname__", "")).rpartition(".")[0] == owner.__qualname__
+        )
+
+    @property
+    def held(self) -> Any:
+        """What a holder elsewhere has in place of this target: the original, or for a
+        ``staticmethod``/``classmethod`` the function inside it (``Engine.helper`` reads
+        as that function)."""
+        raw = self.original
+        return raw.__func__ if type(raw) in (staticmethod, classmethod) else raw
 
 
 #: Every state's version comes from here: one process-wide count, so that a new state (after

@@ -20,7 +20,7 @@ from spawnkit.errors import HookError, HookRegistrationError
 from spawnkit.hooks import _apply, _conflicts, _decide, _provide, _resolve, _state
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import Journal
-from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
+from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders, stale_fix
 from spawnkit.hooks._provide import Provision
 from spawnkit.hooks._queries import RegistryQueries
 from spawnkit.hooks.types import (
@@ -432,9 +432,8 @@ def _stale_message(holders: list[dict[str, str]]) -> str:
     )
     return (
         f"{len(holders)} reference(s) to hooked originals could not be rebound: {listed}. "
-        "Calls through them run the original, without the hooks. Fix: look the target up "
-        "when it is called (e.g. `ops.tokenize` at call time, or a 'module:name' string "
-        "resolved then) instead of storing the function in a tuple or a default argument."
+        "Calls through them run the original, without the hooks. "
+        + stale_fix({h["kind"] for h in holders})
     )
 
 
