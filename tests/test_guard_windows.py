@@ -279,9 +279,11 @@ ENGINE_X = {
         HANDLERS = [str, ops.tokenize]
         """,
     "{x}.frozen": """
+        import functools
         from {x} import ops
 
         PAIRS = (ops.tokenize,)
+        LATER = functools.partial(ops.tokenize, "x")
 
         def run(text, fn=ops.tokenize):
             return fn(text)
@@ -357,10 +359,13 @@ def test_originals_in_tuples_and_defaults_fail_the_worker_under_policy_error(
     text = str(err)
     assert f"{pkg}.frozen.PAIRS[0] (tuple item)" in text
     assert f"{pkg}.frozen.run() default of 'fn' (default argument)" in text
+    assert f"{pkg}.frozen.LATER (functools.partial)" in text
+    assert "make a functools.partial after the hooks are applied" in text  # its own fix
     assert f"'{pkg}.ops.tokenize'" in text and "=warn" in text
     assert {(f["module"], f["name"]) for f in err.findings} == {
         (f"{pkg}.frozen", "PAIRS[0]"),
         (f"{pkg}.frozen", "run() default of 'fn'"),
+        (f"{pkg}.frozen", "LATER"),
     }
 
 
@@ -372,7 +377,7 @@ def test_originals_in_tuples_and_defaults_are_reported_under_policy_warn(world: 
     assert status == "ok", tb
     assert value["calls"]["direct"] == "patched:a"
     holders = value["guard"]["stale_holders"]
-    assert sorted(h["name"] for h in holders) == ["PAIRS[0]", "run() default of 'fn'"]
+    assert sorted(h["name"] for h in holders) == ["LATER", "PAIRS[0]", "run() default of 'fn'"]
     assert all(h["target"] == f"{pkg}.ops.tokenize" for h in holders)
 
 
