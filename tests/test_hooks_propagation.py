@@ -216,14 +216,27 @@ from PKG import lib
 ENGINE = lib.Engine()
 RUN = ENGINE.run  # a bound method: its __func__ is the original
 ROPE = functools.partial(lib.get_rope, 1)
+CACHED = functools.lru_cache(maxsize=None)(lib.get_rope)
+
+def traced(fn):
+    @functools.wraps(fn)
+    def wrapper(*args):
+        return fn(*args)
+    return wrapper
+
+TRACED = traced(lib.get_rope)  # a decorator's wrapper: the original is in its closure
+
+def looked_up(x):  # resolves lib.get_rope when called: hooked, nothing to report
+    return lib.get_rope(x)
 """
 
 
-def test_bound_methods_and_partials_holding_an_original_are_reported_not_hidden(
+def test_wrappers_made_before_the_hooks_holding_an_original_are_reported_not_hidden(
     mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A bound method or a ``functools.partial`` made before the hooks calls the original; it
-    cannot be rebound in place, so it is named, and the target's status says ``partial``."""
+    """A bound method, a ``functools.partial``, an ``lru_cache`` or a decorator's wrapper made
+    at import, before the hooks, calls the original; none can be rebound in place, so each is
+    named, and the target's status says ``partial``."""
     lib = mods.load("lib", LIB)
     holder = mods.load("holder", WRAPPED)
     run, rope = mods.name("lib.Engine.run"), mods.name("lib.get_rope")
@@ -233,15 +246,21 @@ def test_bound_methods_and_partials_holding_an_original_are_reported_not_hidden(
         registry.apply_hooks()
     assert lib.Engine().run() == "run!" and holder.ENGINE.run() == "run!"
     assert holder.RUN() == "run" and holder.ROPE() == ("rope", 1)  # left as they are: said so
+    assert holder.CACHED(2) == holder.TRACED(2) == ("rope", 2)
+    assert holder.looked_up(2) == ("hooked", "rope", 2)
     stale = registry.stale_holders()
     assert sorted((h["name"], h["kind"], h["target"]) for h in stale) == [
+        ("CACHED", "functools.lru_cache", rope),
         ("ROPE", "functools.partial", rope),
         ("RUN", "bound method", run),
+        ("TRACED() closure", "closure variable", rope),
     ]
     (warning,) = [m for m in (r.getMessage() for r in caplog.records) if "rebound" in m]
     assert f"{holder.__name__}.RUN (bound method)" in warning
     assert f"{holder.__name__}.ROPE (functools.partial)" in warning
     assert "after the hooks are applied" in warning  # the fix
+    # the hooked targets' own chains hold the originals in their closures: not reported
+    assert {h["module"] for h in stale} == {holder.__name__}
     states = {s.target: s.state for s in registry.status()}
     assert states[run] == states[rope] == "partial"
     registry.unapply()

@@ -132,10 +132,12 @@ _LISTS = frozenset({list})
 _TUPLES = frozenset({tuple})
 _FUNCTIONS = frozenset({types.FunctionType})
 #: A module global that calls a function it holds, and cannot be pointed at another in place
-#: (a new object in its stead would change its identity): reported, never rebound.
+#: (a new object in its stead would change its identity): reported, never rebound.  So is an
+#: original in a closure cell of a module-level function (a decorator's wrapper made at import).
 _WRAPPING: dict[type, tuple[str, str]] = {
     functools.partial: ("func", "functools.partial"),
     types.MethodType: ("__func__", "bound method"),
+    type(functools.lru_cache(None)(len)): ("__wrapped__", "functools.lru_cache"),
 }
 _MUTABLE = _DICTS | _LISTS
 _CONTAINERS = _MUTABLE | _TUPLES | _FUNCTIONS | frozenset(_WRAPPING)
@@ -144,6 +146,7 @@ _defaults = attrgetter("__defaults__")
 _module_of = attrgetter("__module__")
 _func_of = attrgetter("__func__")
 _kwdefaults = attrgetter("__kwdefaults__")
+_closure = attrgetter("__closure__")
 _flags = attrgetter("__flags__")
 #: ``Py_TPFLAGS_HEAPTYPE`` set and ``Py_TPFLAGS_IMMUTABLETYPE`` clear: a class whose
 #: attributes can be set, as every class a ``class`` statement makes
@@ -204,6 +207,8 @@ def _items(
                 map(attrgetter(attr), compress(values, map(is_, kinds, repeat(kind))))
                 for kind, (attr, _) in _WRAPPING.items()
             ),
+            # spawnkit's own chains (``exempt``) hold their targets' originals in closures too
+            _cells(compress(functions, map(not_, map(exempt.__contains__, map(id, functions))))),
         ]
     return _flat(parts)
 
@@ -233,6 +238,18 @@ def _class_items(classes: list[type]) -> Iterator[Any]:
     items = list(_flat(map(types.MappingProxyType.values, map(vars, classes))))
     wrapped = compress(items, map(_WRAPPERS.__contains__, map(type, items)))
     return chain(items, map(_func_of, wrapped))
+
+
+def _cells(functions: Iterator[types.FunctionType]) -> Iterator[Any]:
+    """What the closure cells of ``functions`` hold (an empty cell reads as None)."""
+    return map(_cell_contents, _flat(filter(None, map(_closure, functions))))
+
+
+def _cell_contents(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # a cell not yet filled (a name assigned later in its scope)
+        return None
 
 
 def _parameters(func: types.FunctionType) -> tuple[str, ...]:
@@ -287,7 +304,7 @@ def _inspect(
             seen.add(id(value))
             for label, what, item in _fixed_items(name, value):
                 rebind = hit(item)
-                if rebind is not None:
+                if rebind is not None and value is not rebind.new:  # not the target's chain
                     stale.append(StaleHolder(modname, label, what, rebind.key))
 
 
@@ -320,15 +337,23 @@ def _fixed_items(name: str, value: Any) -> Iterator[tuple[str, str, Any]]:
     named += list((value.__kwdefaults__ or {}).items())
     for param, item in named:
         yield f"{name}() default of {param!r}", "default argument", item
+    for item in map(_cell_contents, value.__closure__ or ()):
+        yield f"{name}() closure", "closure variable", item
 
 
 def stale_fix(kinds: Collection[str]) -> str:
     """The one fix for every holder the sweep reports: where the reference should come from."""
-    made = [k for k in ("functools.partial", "bound method") if k in kinds]
+    made = {
+        "functools.partial": "functools.partial",
+        "bound method": "bound method",
+        "functools.lru_cache": "lru_cache",
+        "closure variable": "decorated wrapper",
+    }
+    named = [shown for kind, shown in made.items() if kind in kinds]
     later = (
-        f"; make a {' or a '.join(made)} after the hooks are applied (inside the code that "
+        f"; make a {' or a '.join(named)} after the hooks are applied (inside the code that "
         "calls it), not at import"
-        if made
+        if named
         else ""
     )
     return (
@@ -342,7 +367,7 @@ _Module = tuple[str, dict[str, Any], list[Any]]  # name, globals, their values
 
 
 def _holding(
-    group: list[_Module], wanted: KeysView[int], *, immutable_too: bool
+    group: list[_Module], wanted: KeysView[int], chains: frozenset[int], *, immutable_too: bool
 ) -> Iterator[_Module]:
     """The modules of ``group`` whose containers (and, ``immutable_too``, classes) hold one of
     the ``wanted`` ids.
@@ -354,7 +379,7 @@ def _holding(
         chunk = group[start : start + _CHUNK]
         everything = list(_flat(values for _, _, values in chunk))
         names = {name for name, _, _ in chunk}
-        exempt = {id(namespace.get("__all__")) for _, namespace, _ in chunk}
+        exempt = chains.union(id(namespace.get("__all__")) for _, namespace, _ in chunk)
         if wanted.isdisjoint(map(id, _items(everything, names, immutable_too, exempt))):
             continue
         for module in chunk:
@@ -416,10 +441,12 @@ def find_holders(
         if not wanted.isdisjoint(map(id, values))
     }
     if containers:
+        # the hooked objects being installed: their closures hold the originals by design
+        chains = frozenset(id(r.new) for r in rebinds.values())
         registries = [m for m in swept if m[0] in clean_modules]
         for name, namespace, _ in chain(
-            _holding(dirty, wanted, immutable_too=True),
-            _holding(registries, wanted, immutable_too=False),
+            _holding(dirty, wanted, chains, immutable_too=True),
+            _holding(registries, wanted, chains, immutable_too=False),
         ):
             look[name] = (namespace, True)
     found: list[Holder] = []
