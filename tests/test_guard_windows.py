@@ -302,6 +302,27 @@ ENGINE_X = {
         """,
 }
 
+#: The engine's own patch, made by its entry module's import: after the hooks were applied.
+ENGINE_X_PATCHING = {
+    **ENGINE_X,
+    "{x}.patch": """
+        from {x} import ops
+
+        def fast_tokenize(text):
+            return "fast:" + text
+
+        ops.tokenize = fast_tokenize
+        """,
+    "{x}.patched_worker": """
+        from {x} import ops, patch  # noqa: F401  (the patch runs at this import)
+
+        def main():
+            from spawnkit.bootstrap import current_report
+            report = current_report().to_dict()
+            return {{"call": ops.tokenize("a"), "guard": report["guard"], "hooks": report["hooks"]}}
+        """,
+}
+
 LOADER_PLUGIN = """
     def register():
         import {x}.{tables}  # an engine module imported by plugin code while it loads
@@ -570,3 +591,30 @@ def test_a_target_imported_by_pth_start_up_code_names_that_pth_line(
     assert f"first imported at interpreter start-up, by the .pth start-up code {pth}:1" in message
     assert f"{world.eng}.sched <- {pth}:1 ({code}), run by site at interpreter start-up" in message
     assert f"remove that import line from {pth}" in message
+
+
+def test_a_target_the_entry_module_replaces_fails_the_worker_naming_the_replacement(
+    world: World,
+) -> None:
+    """The engine's entry imported its own patch over a hooked target: every call skipped the
+    plugin's hook while the report said applied.  Now the worker stops in resolve_entry."""
+    pkg = _extra_dist(world, ENGINE_X_PATCHING)
+    hook = world.fmt(HOOK_PLUGIN, x=pkg, hook="replacement", kind="REPLACE", mod="{mod}")
+    world.add_plugin("hook", hook)
+    spec = world.spec(entry=f"{pkg}.patched_worker:main")
+    status, err, _, tb = run_child(child_bootstrap, spec)
+    assert status == "error", tb
+    assert isinstance(err, errors.ImportGuardError) and err.stage == "resolve_entry", tb
+    text = str(err)
+    assert f"'{pkg}.ops.tokenize' at {pkg}.ops.tokenize: replaced after apply_hooks()" in text
+    assert f"now {pkg}.patch:fast_tokenize (" in text and "patch.py:" in text
+    assert "skip the hooks" in text and "Fix: hook what replaces it" in text
+    # under warn it runs, and its report says the hook is not in effect there
+    warned = world.spec(entry=spec.entry, guard_policy="warn")
+    status, value, _, tb = run_child(child_bootstrap, warned)
+    assert status == "ok", tb
+    assert value["call"] == "fast:a"
+    (holder,) = value["guard"]["stale_holders"]
+    assert holder["target"] == f"{pkg}.ops.tokenize" and holder["name"] == "tokenize"
+    (hook,) = value["hooks"][f"{pkg}.ops.tokenize"]
+    assert hook["state"] == "partial" and "replaced after apply_hooks()" in hook["reason"]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -539,3 +540,45 @@ def test_the_import_guard_sweeps_twice_per_check_whatever_the_number_of_early_ta
     for i, v in enumerate(result.violations):
         assert v["stale_bindings"] == [f"{user.__name__}.r{i}"]
         assert v["rebound_by_sweep"] is False  # a method target: the sweep cannot vouch
+
+
+def test_a_target_replaced_after_apply_is_reported_and_left_to_its_replacer(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """Engine code assigning its own function over a hooked target silently ended the hooks
+    there while status() said applied; a wrapper around the chain keeps them in effect."""
+    lib = mods.load("lib", LIB)
+    rope, run = mods.name("lib.get_rope"), mods.name("lib.Engine.run")
+    registry.register(rope, lambda r, x: ("hooked", *r))
+    registry.register(run, lambda r, s: r + "!")
+    registry.apply_hooks()
+    chain = lib.get_rope
+    assert {s.state for s in registry.status()} == {"applied"}
+
+    def wrap(fn: Any) -> Any:  # a decorator on top of the chain: the hooks still run
+        @functools.wraps(fn)
+        def outer(*args: Any) -> Any:
+            return fn(*args)
+
+        return outer
+
+    lib.get_rope = wrap(lib.get_rope)
+    assert lib.get_rope(1) == ("hooked", "rope", 1)
+    assert {s.state for s in registry.status()} == {"applied"} and not registry.stale_holders()
+
+    def fast(x: Any) -> Any:
+        return ("fast", x)
+
+    lib.get_rope = fast
+    lib.Engine.run = lambda self: "mine"
+    states = {s.target: (s.state, s.reason) for s in registry.status()}
+    assert states[rope][0] == states[run][0] == "partial"
+    assert "replaced after apply_hooks()" in states[rope][1]
+    assert f"{__name__}:" in states[rope][1] and "fast" in states[rope][1]  # what replaced it
+    holders = {h["name"]: h for h in registry.stale_holders()}
+    assert set(holders) == {"get_rope", "Engine.run"}
+    assert holders["get_rope"]["module"] == lib.__name__ and holders["get_rope"]["target"] == rope
+    assert holders["Engine.run"]["kind"].startswith("replaced after apply_hooks()")
+    registry.unapply()  # the replacer's objects stay: undoing ours must not undo theirs
+    assert lib.get_rope is fast and lib.Engine().run() == "mine"
+    assert chain is not fast and registry.stale_holders() == []

@@ -701,32 +701,49 @@ def _message(namespace: Any, violations: list[dict[str, Any]], policy: str = "er
     return "\n".join(lines)
 
 
-def check_stale(namespace: Any, holders: list[dict[str, str]], policy: str) -> None:
-    """Report, per policy, what the stale-binding sweep could not rebind after ``apply_hooks()``."""
+def check_stale(
+    namespace: Any, holders: list[dict[str, str]], policy: str, *, stage: str = "apply_hooks"
+) -> None:
+    """Report, per policy, what the stale-binding sweep could not rebind after ``apply_hooks()``
+    (``stage`` ``apply_hooks``), or the targets replaced since (``resolve_entry``: the
+    payload's and the entry's imports ran after the hooks)."""
     if not holders or policy == "off":
         return
     ns_name = getattr(namespace, "name", str(namespace))
-    n = len(holders)
-    lines = [
-        f"import guard ({ns_name}): {n} module-level reference{'s' if n > 1 else ''} to hooked "
-        "originals could not be rebound after the hooks were applied; calls through "
-        f"{'them' if n > 1 else 'it'} run the original, without the hooks"
-        + (", so this worker stops." if policy == "error" else " (guard policy 'warn').")
-    ]
-    for h in holders:
-        lines.append(f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}")
-    from spawnkit.hooks._propagate import stale_fix  # only when there is something to say
+    n, s = len(holders), "s" if len(holders) > 1 else ""
+    ending = ", so this worker stops." if policy == "error" else " (guard policy 'warn')."
+    if stage == "apply_hooks":
+        lines = [
+            f"import guard ({ns_name}): {n} module-level reference{s} to hooked originals "
+            "could not be rebound after the hooks were applied; calls through "
+            f"{'them' if n > 1 else 'it'} run the original, without the hooks{ending}"
+        ]
+        lines += [
+            f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}" for h in holders
+        ]
+        from spawnkit.hooks._propagate import stale_fix  # only when there is something to say
 
-    lines.append("  " + stale_fix({h["kind"] for h in holders}))
+        lines.append("  " + stale_fix({h["kind"] for h in holders}))
+    else:
+        lines = [
+            f"import guard ({ns_name}): {n} hook target{s} {'were' if n > 1 else 'was'} "
+            "replaced after the hooks were applied, by code the payload's or the entry's "
+            f"imports ran; calls through {'them' if n > 1 else 'it'} skip the hooks{ending}"
+        ]
+        lines += [f"- {h['target']!r} at {h['module']}.{h['name']}: {h['kind']}" for h in holders]
+        lines.append(
+            "  Fix: hook what replaces it (the replacement's own name) instead, or make that "
+            "replacement a plugin's REPLACE hook, so spawnkit applies it with the others."
+        )
     if policy == "error":
         lines.append(
-            f"To run anyway with these references unhooked, set {_guard_var(namespace)}=warn "
+            f"To run anyway with these hooks ineffective, set {_guard_var(namespace)}=warn "
             "(or ProcessSpec.guard_policy='warn')."
         )
     message = "\n".join(lines)
     if policy == "error":
         from spawnkit.bootstrap.stages import Stage  # failure path only
 
-        raise ImportGuardError(message, findings=list(holders), stage=Stage.HOOKS.value)
+        raise ImportGuardError(message, findings=list(holders), stage=Stage(stage).value)
     home = getattr(sys.modules.get(holders[0]["module"]), "__file__", None)
     warnings.warn_explicit(message, ImportGuardWarning, home or holders[0]["module"], 0)

@@ -319,10 +319,8 @@ class Bootstrapper:
         _check_stale(self.namespace, self.spec, self.guard_result)
         _phase.mark_hooks_applied()
         _freeze_heap(self.freeze_gc)
-        self.stage_detail[Stage.HOOKS.value] = {
-            "import_targets": imported - started,
-            "patch": time.monotonic() - imported,
-        }
+        split = {"import_targets": imported - started, "patch": time.monotonic() - imported}
+        self.stage_detail[Stage.HOOKS.value] = split
 
     @_staged
     def materialize_payload(self) -> None:
@@ -334,10 +332,12 @@ class Bootstrapper:
 
     @_staged
     def resolve_entry(self) -> Callable[..., Any]:
-        """Read the entry from its module now, after patching (READY follows; see ``_ready``)."""
-        if not self.spec.entry:
-            return _entry.by_value(self._entry_from_payload)
-        return _entry.by_reference(self.spec.entry)
+        """Read the entry from its module now, after patching (READY follows; see ``_ready``);
+        then check that the payload's and the entry's imports replaced no hooked target."""
+        ref = self.spec.entry
+        entry = _entry.by_reference(ref) if ref else _entry.by_value(self._entry_from_payload)
+        _check_replaced(self.namespace, self.spec, self.guard_result)
+        return entry
 
     def _ready(self, entry: Callable[..., Any]) -> None:
         """After ``resolve_entry`` finished (so its time is in it): the report, to the listener."""
@@ -427,6 +427,20 @@ def _check_stale(namespace: Namespace, spec: ProcessSpec, result: GuardResult | 
         result.stale_holders = holders
     policy = result.policy if result is not None else _guard_policy(namespace, spec)
     guard.check_stale(namespace, holders, policy)
+
+
+def _check_replaced(namespace: Namespace, spec: ProcessSpec, result: GuardResult | None) -> None:
+    """The payload's and the entry's imports ran after the hooks: a hook target they assigned
+    their own object over no longer runs its hooks (per guard policy, as stale holders)."""
+    from spawnkit.hooks._decide import REPLACED
+
+    replaced = [h for h in namespace.hooks.stale_holders() if h["kind"].startswith(REPLACED)]
+    if not replaced:
+        return
+    if result is not None:
+        result.stale_holders = [*result.stale_holders, *replaced]
+    policy = result.policy if result is not None else _guard_policy(namespace, spec)
+    guard.check_stale(namespace, replaced, policy, stage=Stage.RESOLVE_ENTRY.value)
 
 
 def _guard_policy(namespace: Namespace, spec: ProcessSpec) -> str:

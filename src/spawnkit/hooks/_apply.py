@@ -57,8 +57,13 @@ def hook_module(hook: Any) -> str | None:
 
 
 def restore(st: State, rec: Record, journal: Journal, rebinds: dict[int, Rebind]) -> None:
-    """Put one target back as it was (journaled); late holders are left to ``rebinds``."""
-    journal.put(rec.res.owner, rec.res.attr, rec.before)
+    """Put one target back as it was (journaled); late holders are left to ``rebinds``.
+
+    A target someone replaced after it was applied keeps their object: undoing ours must
+    not undo theirs.
+    """
+    if not _decide.displaced_by(rec)[0]:
+        journal.put(rec.res.owner, rec.res.attr, rec.before)
     held = rec.held
     for modname, container, key, _label in rec.bindings:
         if item_of(container, key) is rec.installed:

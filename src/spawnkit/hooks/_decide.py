@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+import types
 from collections.abc import Callable
+from typing import Any
 
 from spawnkit.errors import HookRegistrationError
 from spawnkit.hooks import _on_import, _resolve
-from spawnkit.hooks._journal import Journal
+from spawnkit.hooks._journal import ABSENT, Journal
+from spawnkit.hooks._propagate import StaleHolder
 from spawnkit.hooks._provide import Provided, place
-from spawnkit.hooks._state import State
+from spawnkit.hooks._state import Record, State
 from spawnkit.hooks.types import Registration, describe_callable
 
 __all__: list[str] = []
@@ -118,7 +121,8 @@ def state_of(st: State, key: str, reg: Registration) -> tuple[str, str]:
         return dropped
     rec = st.applied.get(key)
     if rec is not None and reg.seq in rec.seqs:
-        where = [f"{h.module}.{h.label} ({h.kind})" for h in st.stale.values() if h.target == key]
+        stale = [*st.stale.values(), *displaced_holders_of(st, key)]
+        where = [f"{h.module}.{h.label} ({h.kind})" for h in stale if h.target == key]
         if where:
             return "partial", unrebound_reason(where)
         trigger = st.on_import_of.get(key)
@@ -130,6 +134,74 @@ def state_of(st: State, key: str, reg: Registration) -> tuple[str, str]:
         module = _resolve.guess_module(st.paths[key])
         return "pending", f"on_import: waiting for the first import of {module!r}"
     return "pending", "registered after the last apply_hooks() call; applied by the next one"
+
+
+#: Wrappers walked (through ``__wrapped__``, staticmethod/classmethod) looking for the chain.
+_MOST_WRAPPERS = 16
+
+
+def displaced_by(rec: Record) -> tuple[bool, Any]:
+    """(True, what is there now) when ``rec``'s target no longer leads to its chain: code
+    that ran after ``apply_hooks()`` assigned its own object over it (or deleted it).
+
+    A wrapper around the chain (a decorator applied on top, another registry's chain) and a
+    subclass of a replacement class keep the hooks in effect.
+    """
+    owner, attr = rec.res.owner, rec.res.attr
+    try:
+        current = vars(owner).get(attr, ABSENT)
+    except TypeError:  # an owner without a __dict__ (refused when resolved): nothing to say
+        return False, None
+    obj = current
+    for _ in range(_MOST_WRAPPERS):
+        if obj is rec.installed_raw or obj is rec.installed:
+            return False, None
+        if type(obj) in (staticmethod, classmethod):
+            obj = obj.__func__
+            continue
+        obj = getattr(obj, "__wrapped__", None)
+        if obj is None:
+            break
+    installed = rec.installed
+    if isinstance(current, type) and isinstance(installed, type) and issubclass(current, installed):
+        return False, None
+    return True, current
+
+
+#: How a replaced target's holder kind begins (the bootstrap looks for these after the
+#: entry's imports, which may replace a target).
+REPLACED = "replaced after apply_hooks()"
+
+
+def displaced_holders(st: State) -> list[StaleHolder]:
+    """Each applied target replaced since, as the holder that no longer leads to its hooks."""
+    return [h for key in st.applied for h in displaced_holders_of(st, key)]
+
+
+def displaced_holders_of(st: State, key: str) -> list[StaleHolder]:
+    """``key``'s own attribute as a holder, when it was replaced since it was applied."""
+    rec = st.applied.get(key)
+    if rec is None:
+        return []
+    displaced, current = displaced_by(rec)
+    if not displaced:
+        return []
+    owner, attr = rec.res.owner, rec.res.attr
+    if isinstance(owner, types.ModuleType):
+        module, label = owner.__name__, attr
+    elif isinstance(owner, type):
+        module, label = owner.__module__, f"{owner.__qualname__}.{attr}"
+    else:  # an attribute of a module-level instance
+        module, label = type(owner).__module__, f"{type(owner).__qualname__} instance.{attr}"
+    now = "deleted" if current is ABSENT else f"now {_shown(current)}"
+    return [StaleHolder(module, label, f"{REPLACED}, {now}", key)]
+
+
+def _shown(obj: Any) -> str:
+    """``module:qualname`` and where it was defined, when it is a function."""
+    code = getattr(obj, "__code__", None)
+    where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    return f"{describe_callable(obj)}{where}"
 
 
 def unrebound_reason(where: list[str]) -> str:

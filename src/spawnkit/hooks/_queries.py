@@ -259,7 +259,8 @@ class RegistryQueries:
     def stale_holders(self) -> list[dict[str, str]]:
         """References to originals that applying could not rebind (the hooks do not run there)."""
         with self._lock:
-            return _apply.holder_dicts(self._state, list(self._state.stale.values()))
+            st = self._state
+            return _apply.holder_dicts(st, [*st.stale.values(), *_decide.displaced_holders(st)])
 
 
 def _kind_name(rec: _state.Record) -> str:
