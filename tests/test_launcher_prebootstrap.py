@@ -127,6 +127,36 @@ def test_a_warm_workers_report_shows_the_hooks_it_changed_after_the_fork(site: S
     assert [(h["type"], h["state"]) for h in rows] == [("AROUND", "applied"), ("AFTER", "applied")]
 
 
+_PATCHING = """
+from spawnkit.bootstrap import current_report
+from {pkg} import target
+
+def mine():
+    return "mine"
+
+target.func = mine  # the engine's own patch, made when the entry's module is imported
+
+def run(payload=None):
+    from {pkg}.target import func
+    return {{"called": func(), "hooks": current_report().to_dict()["hooks"]}}
+"""
+
+
+def test_a_warm_workers_report_says_partial_when_its_entry_replaced_a_target(
+    site: Site,
+) -> None:
+    # The warm worker reuses its server's hook report only while nothing changed it: a target
+    # its entry's import replaced is no longer applied there (guard policy warn: it runs on).
+    name = f"{site.tag}_patching"
+    (site.root / f"{name}.py").write_text(_PATCHING.format(pkg=site.pkg))
+    env = {site.ns.config.guard_var: "warn"}
+    (out,) = _launch(site, f"{name}:run", env=env)
+    assert out["called"] == "mine"
+    (row,) = out["hooks"][f"{site.pkg}.target.func"]
+    assert row["state"] == "partial" and "replaced after apply_hooks()" in row["reason"]
+    assert f"now {name}:mine (" in row["reason"]
+
+
 def test_changed_plugin_set_or_env_overrides_start_a_new_server(site: Site) -> None:
     probe = _probe(site)
     base = _launch(site, f"{probe}:plain")[0]

@@ -318,10 +318,12 @@ def build(
         # and the READY sends them as the server pickled them (``to_send``).
         shared = dict(inherited["shared"])
         # The server's hook report, unless this worker changed its hooks since (a late
-        # registration, an on_import target applied): status() of a hundred hooks costs a
-        # forked worker ~0.5 ms, copy-on-write faults included.
+        # registration, an on_import target applied) or its own imports replaced a target
+        # (the guard lists it): status() of a hundred hooks costs a forked worker ~0.5 ms,
+        # copy-on-write faults included.
         version = inherited.get("hooks_version")
-        if version is None or version != namespace.hooks._settled_version():
+        changed = version is None or version != namespace.hooks._settled_version()
+        if changed or guard.get("stale_holders"):
             shared["hooks"] = hooks_info(namespace)
     else:
         shared = shared_parts(namespace, who.pinned_platform)
