@@ -6,8 +6,11 @@ every call through that name unhooked (the hook is "applied" but never runs).
 The same goes, one level down, for an original stored in a module-level
 container: ``TABLE = {"tok": f}``, a registry dict filled by a decorator,
 ``HANDLERS = [f]``, ``PAIRS = (f, g)``, a default argument
-``def run(x, fn=f)`` of a module-level function, and an attribute of a class
-the module defines (``class Engine: tokfn = staticmethod(f)``).
+``def run(x, fn=f)`` of a module-level function, an attribute of a class
+the module defines (``class Engine: tokfn = staticmethod(f)``), and what a
+module-level wrapper made at import holds: ``functools.partial(f, 1)``, a bound
+method ``engine.run``, ``lru_cache()(f)``, a decorator's wrapper (``f`` in its
+closure).
 
 One sweep per apply finds all of them at once.  Per module, C-level passes
 (``map``/``compress``/``isdisjoint`` over the ids of its globals and of its
@@ -15,14 +18,16 @@ containers' items, and of the attributes of the classes it defines) decide
 whether the module needs a closer look; only the (rare) modules that hold an
 original are walked in Python.  Globals, dict values, list items and class
 attributes (also inside a ``staticmethod``/``classmethod``) are rebound;
-tuple items and default arguments cannot be (or must not be: a default
-argument is a common way to keep the original on purpose) and come back as
-:class:`StaleHolder` for the caller to report, as does a class attribute the
-caller fails to set (a class that refuses ``setattr``).
+tuple items, default arguments and wrappers cannot be (or must not be: a default
+argument is a common way to keep the original on purpose, and a new wrapper would
+change the old one's identity) and come back as :class:`StaleHolder` for the
+caller to report, as does a class attribute the caller fails to set (a class
+that refuses ``setattr``).  The chains being installed hold their originals in
+their closures by design: never reported.
 
 What the sweep does not see: references deeper than one level (a dict of
-dicts, a tuple in a class, an instance's attribute, a closure cell, a
-``functools.partial``), containers of other types (sets, ``deque``, user
+dicts, a tuple in a class, an instance's attribute, a partial in a dict, a
+nested closure), containers of other types (sets, ``deque``, user
 classes), classes a module imported rather than defined (their own module is
 swept), a module's ``__all__`` (names, never called through), classes
 implemented in C (static or immutable types: only C code can put an object
@@ -320,8 +325,8 @@ def _inspect_class(
 
 
 def _fixed_items(name: str, value: Any) -> Iterator[tuple[str, str, Any]]:
-    """(label, kind, item) of what a tuple, a function's defaults, a partial or a bound
-    method hold: never rebound."""
+    """(label, kind, item) of what a tuple, a function's defaults and closure, a partial, a
+    bound method or an ``lru_cache`` hold: never rebound."""
     if type(value) is tuple:
         for index, item in enumerate(value):
             yield f"{name}[{index}]", "tuple item", item
