@@ -618,3 +618,55 @@ def test_a_target_the_entry_module_replaces_fails_the_worker_naming_the_replacem
     assert holder["target"] == f"{pkg}.ops.tokenize" and holder["name"] == "tokenize"
     (hook,) = value["hooks"][f"{pkg}.ops.tokenize"]
     assert hook["state"] == "partial" and "replaced after apply_hooks()" in hook["reason"]
+
+
+ENGINE_SUBCLASSED = {
+    "{x}.sched": """
+        class Scheduler:
+            def step(self):
+                return "base"
+        """,
+    "{x}.gpu": """
+        from {x}.sched import Scheduler
+
+        class GpuScheduler(Scheduler):  # what the engine runs: never calls Scheduler.step
+            def step(self):
+                return "gpu"
+        """,
+    "{x}.sub_worker": """
+        from {x} import gpu
+
+        def main():
+            return gpu.GpuScheduler().step()
+        """,
+}
+
+STEP_PLUGIN = """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+
+    def register():
+        NS.hooks.register("{x}.sched.Scheduler.step", lambda r, s: r + "+hooked", HookType.AFTER)
+    """
+
+
+def test_a_hooked_method_the_entrys_subclass_overrides_without_calling_it_is_a_conflict(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plugin hooked Scheduler.step; the engine runs GpuScheduler, whose step never calls
+    it: the hook never ran and nothing said so."""
+    pkg = _extra_dist(world, ENGINE_SUBCLASSED)
+    world.add_plugin("step", world.fmt(STEP_PLUGIN, x=pkg))
+    spec = world.spec(entry=f"{pkg}.sub_worker:main")
+    monkeypatch.setenv(f"{world.prefix}_HOOK_CONFLICTS", "error")
+    status, err, _, tb = run_child(child_bootstrap, spec)
+    assert status == "error", tb
+    assert isinstance(err, errors.HookConflictError) and err.stage == "resolve_entry", tb
+    text = str(err)
+    assert f"target '{pkg}.sched.Scheduler.step'" in text
+    assert f"{pkg}.gpu.GpuScheduler.step" in text and "skip the hook" in text
+    assert "Fix: hook the override the engine runs" in text
+    monkeypatch.setenv(f"{world.prefix}_HOOK_CONFLICTS", "ignore")
+    status, value, _, tb = run_child(child_bootstrap, spec)
+    assert (status, value) == ("ok", "gpu"), tb

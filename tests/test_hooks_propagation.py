@@ -582,3 +582,44 @@ def test_a_target_replaced_after_apply_is_reported_and_left_to_its_replacer(
     registry.unapply()  # the replacer's objects stay: undoing ours must not undo theirs
     assert lib.get_rope is fast and lib.Engine().run() == "mine"
     assert chain is not fast and registry.stale_holders() == []
+
+
+OVERRIDES = """
+from PKG.lib import Engine
+
+class Calls(Engine):
+    def run(self):
+        return super().run() + "+calls"
+
+class Skips(Engine):
+    def run(self):  # never reaches Engine.run: its instances skip a hook on it
+        return "skips"
+
+class Inherits(Engine):
+    pass
+
+class Deeper(Inherits):
+    def run(self):
+        return "deeper"
+"""
+
+
+def test_subclasses_that_override_a_hooked_method_without_calling_it_are_named(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """A plugin hooked ``Engine.run`` while the engine runs a subclass whose ``run`` never
+    calls it: applied, and silent.  status() now names those subclasses (gevent's "Subclasses
+    (NOT patched)"), including ones defined after the hooks were applied."""
+    lib = mods.load("lib", LIB)
+    target = mods.name("lib.Engine.run")
+    registry.register(target, lambda r, s: r + "!")
+    registry.apply_hooks()
+    (row,) = registry.status()
+    assert (row.state, row.reason) == ("applied", "")
+    subs = mods.load("subs", OVERRIDES)
+    assert subs.Calls().run() == "run!+calls" and subs.Skips().run() == "skips"
+    (row,) = registry.status()
+    assert row.state == "applied"  # in effect on Engine and on every subclass that calls it
+    assert f"{subs.__name__}.Skips.run" in row.reason and f"{subs.__name__}.Deeper.run" in row.reason
+    assert "Calls" not in row.reason and "Inherits" not in row.reason
+    assert "skip the hook" in row.reason

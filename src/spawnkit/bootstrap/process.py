@@ -18,6 +18,7 @@ import os
 import socket
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -29,6 +30,8 @@ from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.bootstrap.stages import SHARED_STAGES, STAGE_ORDER, STAGES, Stage, StageListener
 from spawnkit.errors import (
     BootstrapOrderError,
+    HookConflictError,
+    HookConflictWarning,
     SpawnkitError,
     StageError,
     stage_error_type,
@@ -336,7 +339,7 @@ class Bootstrapper:
         then check that the payload's and the entry's imports replaced no hooked target."""
         ref = self.spec.entry
         entry = _entry.by_reference(ref) if ref else _entry.by_value(self._entry_from_payload)
-        _check_replaced(self.namespace, self.spec, self.guard_result)
+        _check_in_effect(self.namespace, self.spec, self.guard_result)
         return entry
 
     def _ready(self, entry: Callable[..., Any]) -> None:
@@ -429,9 +432,11 @@ def _check_stale(namespace: Namespace, spec: ProcessSpec, result: GuardResult | 
     guard.check_stale(namespace, holders, policy)
 
 
-def _check_replaced(namespace: Namespace, spec: ProcessSpec, result: GuardResult | None) -> None:
+def _check_in_effect(namespace: Namespace, spec: ProcessSpec, result: GuardResult | None) -> None:
     """The payload's and the entry's imports ran after the hooks: a hook target they assigned
-    their own object over no longer runs its hooks (per guard policy, as stale holders)."""
+    their own object over no longer runs its hooks (per guard policy, as stale holders), and
+    a subclass they defined may override a hooked method without calling it (a conflict)."""
+    _check_overrides(namespace)
     from spawnkit.hooks._decide import REPLACED
 
     replaced = [h for h in namespace.hooks.stale_holders() if h["kind"].startswith(REPLACED)]
@@ -441,6 +446,30 @@ def _check_replaced(namespace: Namespace, spec: ProcessSpec, result: GuardResult
         result.stale_holders = [*result.stale_holders, *replaced]
     policy = result.policy if result is not None else _guard_policy(namespace, spec)
     guard.check_stale(namespace, replaced, policy, stage=Stage.RESOLVE_ENTRY.value)
+
+
+def _check_overrides(namespace: Namespace) -> None:
+    """Subclass overrides that never call a hooked method, per ``<PREFIX>_HOOK_CONFLICTS``."""
+    found = namespace.hooks.bypassing()
+    if not found:
+        return
+    from spawnkit.hooks._conflicts import parse_policy
+    from spawnkit.hooks._decide import bypass_reason
+
+    var = namespace.config.hook_conflicts_var
+    policy = parse_policy(var, os.environ.get(var))
+    lines = [f"target {target!r}: {bypass_reason(subs)}" for target, subs in found.items()]
+    fix = (
+        "Fix: hook the override the engine runs (e.g. "
+        f"{next(iter(found.values()))[0]!r}) as well, or check that those classes are not it."
+    )
+    if policy == "error":
+        raise HookConflictError(
+            "\n".join([f"refused because {var}=error:", *lines, fix]), conflicts=lines
+        )
+    if policy == "warn":
+        knobs = f"Silence with {var}=ignore; refuse with {var}=error."
+        warnings.warn("\n".join([*lines, fix, knobs]), HookConflictWarning, stacklevel=2)
 
 
 def _guard_policy(namespace: Namespace, spec: ProcessSpec) -> str:

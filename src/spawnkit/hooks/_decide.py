@@ -126,7 +126,11 @@ def state_of(st: State, key: str, reg: Registration) -> tuple[str, str]:
         if where:
             return "partial", unrebound_reason(where)
         trigger = st.on_import_of.get(key)
-        return "applied", f"applied when {trigger!r} was first imported" if trigger else ""
+        reason = f"applied when {trigger!r} was first imported" if trigger else ""
+        skipping = bypassing(rec)
+        if skipping:
+            reason = "; ".join(filter(None, (reason, bypass_reason(skipping))))
+        return "applied", reason
     failed = st.failed.get(key)
     if failed is not None:
         return "failed", failed
@@ -202,6 +206,50 @@ def _shown(obj: Any) -> str:
     code = getattr(obj, "__code__", None)
     where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
     return f"{describe_callable(obj)}{where}"
+
+
+def bypassing(rec: Record) -> list[str]:
+    """The subclasses' own overrides of a hooked method that never refer to it: instances of
+    those classes skip the hook (gevent names its unpatched subclasses the same way).
+
+    An override counts as calling up when the method's name is among the names its code (or
+    code nested in it) uses: ``super().run()``, ``Engine.run(self)``.
+    """
+    owner, attr = rec.res.owner, rec.res.attr
+    if not isinstance(owner, type) or rec.kind == _resolve.CLASS:
+        return []
+    out: list[str] = []
+    seen: set[int] = set()
+    stack: list[type] = type.__subclasses__(owner)
+    while stack:
+        sub = stack.pop()
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        stack.extend(type.__subclasses__(sub))
+        raw = vars(sub).get(attr, ABSENT)
+        func = raw.__func__ if type(raw) in (staticmethod, classmethod) else raw
+        code = getattr(func, "__code__", None)
+        if isinstance(code, types.CodeType) and attr not in _names(code):
+            out.append(f"{sub.__module__}.{sub.__qualname__}.{attr}")
+    return sorted(out)
+
+
+def _names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def bypass_reason(overrides: list[str]) -> str:
+    n, attr = len(overrides), overrides[0].rpartition(".")[2]
+    return (
+        f"{n} subclass override{'s' if n > 1 else ''} never refer{'' if n > 1 else 's'} to it "
+        f"(no super().{attr}()), so instances of {'those classes' if n > 1 else 'that class'} "
+        f"skip the hook: {', '.join(overrides)}"
+    )
 
 
 def unrebound_reason(where: list[str]) -> str:

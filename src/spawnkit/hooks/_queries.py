@@ -256,6 +256,15 @@ class RegistryQueries:
         return {target: by_key[key] for target, key in keys.items()}
 
     @hybridmethod
+    def bypassing(self) -> dict[str, list[str]]:
+        """By applied method target, the subclasses' overrides of it that never call it:
+        instances of those classes skip its hooks (``Class.method`` each)."""
+        with self._lock:
+            st = self._state
+            found = {st.display[key]: _decide.bypassing(rec) for key, rec in st.applied.items()}
+        return {target: overrides for target, overrides in found.items() if overrides}
+
+    @hybridmethod
     def stale_holders(self) -> list[dict[str, str]]:
         """References to originals that applying could not rebind (the hooks do not run there)."""
         with self._lock:
