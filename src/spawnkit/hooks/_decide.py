@@ -115,22 +115,20 @@ def forget(st: State) -> list[Provided]:
     return provided
 
 
-def state_of(st: State, key: str, reg: Registration) -> tuple[str, str]:
+def state_of(
+    st: State, key: str, reg: Registration, per_target: dict[str, tuple[str, str]]
+) -> tuple[str, str]:
+    """Where ``reg`` stands; ``per_target`` keeps each applied target's answer for the call
+    (a target's hooks share it, and checking for replacements and overrides walks classes)."""
     dropped = st.dropped.get(reg.seq)
     if dropped is not None:
         return dropped
     rec = st.applied.get(key)
     if rec is not None and reg.seq in rec.seqs:
-        stale = [*st.stale.values(), *displaced_holders_of(st, key)]
-        where = [f"{h.module}.{h.label} ({h.kind})" for h in stale if h.target == key]
-        if where:
-            return "partial", unrebound_reason(where)
-        trigger = st.on_import_of.get(key)
-        reason = f"applied when {trigger!r} was first imported" if trigger else ""
-        skipping = bypassing(rec)
-        if skipping:
-            reason = "; ".join(filter(None, (reason, bypass_reason(skipping))))
-        return "applied", reason
+        found = per_target.get(key)
+        if found is None:
+            found = per_target[key] = _applied_state(st, key, rec)
+        return found
     failed = st.failed.get(key)
     if failed is not None:
         return "failed", failed
@@ -250,6 +248,19 @@ def bypass_reason(overrides: list[str]) -> str:
         f"(no super().{attr}()), so instances of {'those classes' if n > 1 else 'that class'} "
         f"skip the hook: {', '.join(overrides)}"
     )
+
+
+def _applied_state(st: State, key: str, rec: Record) -> tuple[str, str]:
+    stale = [*st.stale.values(), *displaced_holders_of(st, key)]
+    where = [f"{h.module}.{h.label} ({h.kind})" for h in stale if h.target == key]
+    if where:
+        return "partial", unrebound_reason(where)
+    trigger = st.on_import_of.get(key)
+    reason = f"applied when {trigger!r} was first imported" if trigger else ""
+    skipping = bypassing(rec)
+    if skipping:
+        reason = "; ".join(filter(None, (reason, bypass_reason(skipping))))
+    return "applied", reason
 
 
 def unrebound_reason(where: list[str]) -> str:

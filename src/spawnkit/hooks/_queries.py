@@ -97,6 +97,7 @@ class RegistryQueries:
         with self._lock:
             st = self._state
             rows: list[tuple[int, HookStatus]] = []
+            per_target: dict[str, tuple[str, str]] = {}
             for name, prov in st.provides.items():
                 state, reason = _decide.provision_state(st, name)
                 rows.append(
@@ -104,7 +105,7 @@ class RegistryQueries:
                 )
             for key, regs in st.regs.items():
                 for reg in regs:
-                    state, reason = _decide.state_of(st, key, reg)
+                    state, reason = _decide.state_of(st, key, reg, per_target)
                     status = _status(
                         reg.target, reg.hook_name, reg.hook_type.name, reg.source, state, reason
                     )
