@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -624,3 +625,79 @@ def test_subclasses_that_override_a_hooked_method_without_calling_it_are_named(
         assert f"{subs.__name__}.{override}" in row.reason
     assert "Calls" not in row.reason and "Inherits" not in row.reason
     assert "skip the hook" in row.reason
+
+
+# One holder each, and nothing else (no local variable here) referencing the original: the
+# apply counts references to skip the sweep where nothing could hold one, so a count that
+# missed one holder would leave exactly that holder unhooked.
+_ONE_HOLDER = {
+    "global": ("from PKG.lib import get_rope as H\n", "H", None),
+    "dict value": ("from PKG import lib\nH = {'k': lib.get_rope}\n", "H['k']", None),
+    "list item": ("from PKG import lib\nH = [lib.get_rope]\n", "H[0]", None),
+    "tuple item": ("from PKG import lib\nH = (lib.get_rope,)\n", "H[0]", "tuple item"),
+    "default": (
+        "from PKG import lib\ndef H(fn=lib.get_rope):\n    return fn\n",
+        "H() default of 'fn'",
+        "default argument",
+    ),
+    "closure": (
+        "from PKG import lib\ndef wrap(fn):\n    def H():\n        return fn\n    return H\n"
+        "H = wrap(lib.get_rope)\n",
+        "H() closure",
+        "closure variable",
+    ),
+    "partial": (
+        "import functools\nfrom PKG import lib\nH = functools.partial(lib.get_rope, 1)\n",
+        "H",
+        "functools.partial",
+    ),
+    "class attribute": (
+        "from PKG import lib\nclass C:\n    H = staticmethod(lib.get_rope)\n",
+        "C.H",
+        None,
+    ),
+    "method copy": ("from PKG import lib\nH = lib.Engine.run\n", "H", None),
+    "bound method": ("from PKG import lib\nH = lib.Engine().run\n", "H", "bound method"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_ONE_HOLDER))
+def test_a_single_holder_of_an_original_is_found_however_it_holds_it(
+    mods: Modules, registry: type[HookRegistry], case: str
+) -> None:
+    source, label, stale_kind = _ONE_HOLDER[case]
+    mods.load("lib", LIB)
+    holder = mods.load("holder", source.replace("PKG", mods.pkg))
+    target = "lib.Engine.run" if "method" in case else "lib.get_rope"
+    registry.register(mods.name(target), lambda r, *a: r)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        registry.apply_hooks()
+    (applied,) = registry.applied_targets()
+    if stale_kind is None:
+        assert (holder.__name__, label) in applied.propagated_to
+        assert registry.stale_holders() == []
+    else:
+        assert [(h["module"], h["name"], h["kind"]) for h in registry.stale_holders()] == [
+            (holder.__name__, label, stale_kind)
+        ]
+
+
+def test_an_original_nothing_else_references_is_hooked_without_a_sweep(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """Most targets have no copy anywhere: its reference count says so, and no module is read."""
+    lib = mods.load("lib", LIB)
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    registry.register(mods.name("lib.Engine.run"), lambda r, self: r.upper())
+    registry.apply_hooks()
+    assert [r.alone for r in registry.default()._state.applied.values()] == [True, True]
+    assert lib.get_rope(1) == ("hooked", "rope", 1) and lib.Engine().run() == "RUN"
+    registry.unapply()
+    assert lib.get_rope(1) == ("rope", 1) and lib.Engine().run() == "run"
+    # the same target with one copy elsewhere is swept, and the copy rebound
+    user = mods.load("user", "from PKG.lib import get_rope\n")
+    registry.apply_hooks()  # the same registrations: unapply() keeps them
+    alone = {r.display: r.alone for r in registry.default()._state.applied.values()}
+    assert alone == {mods.name("lib.get_rope"): False, mods.name("lib.Engine.run"): True}
+    assert user.get_rope is lib.get_rope and user.get_rope(2) == ("hooked", "rope", 2)

@@ -21,7 +21,7 @@ from spawnkit.errors import HookApplyError, HookRegistrationError
 from spawnkit.hooks import _decide, _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of
-from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders
+from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders, held_nowhere_else
 from spawnkit.hooks._state import Record, State
 from spawnkit.hooks.types import HookType, Registration, describe_hook
 
@@ -299,10 +299,12 @@ class ApplyCall:
         """Resolve and build one target's chain; changes nothing (install is the caller's)."""
         display = self.st.display[key]
         regs = tuple(map(_first, pairs))
+        alone = False
         if prev is not None:
             res, before, original = prev.res, prev.before, prev.original
         else:
             res = self.resolver.resolve(self.st.paths[key], display)
+            alone = held_nowhere_else(res)  # first: before this call holds the original too
             before = vars(res.owner).get(res.attr, ABSENT)
             original = res.raw
         kind, func = _resolve.classify(res, display)
@@ -334,6 +336,7 @@ class ApplyCall:
             hooks=tuple(map(_second, pairs)),
             hook_modules=frozenset(modules),
             bindings=list(prev.bindings) if prev is not None else [],
+            alone=alone,
         )
 
     def _check_override(
@@ -382,7 +385,8 @@ def _look_for(
     if isinstance(rec.res.owner, ModuleType):
         skip.add((rec.res.owner.__name__, rec.res.attr))  # the target itself: patched in place
     new = rec.installed
-    rebinds[id(rec.held)] = Rebind(rec.held, new, rec.hook_modules, rec.key)
+    if not rec.alone:  # nothing but its home held the original: no copy to look for
+        rebinds[id(rec.held)] = Rebind(rec.held, new, rec.hook_modules, rec.key)
     if prev is not None and prev.installed is not new:
         rebinds[id(prev.installed)] = Rebind(prev.installed, new, rec.hook_modules, rec.key)
 

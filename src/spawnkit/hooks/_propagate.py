@@ -162,6 +162,42 @@ _flat = chain.from_iterable
 _BUILTINS_DICT: Any = vars(sys.modules["builtins"])
 
 
+def _read(res: Any) -> int:
+    """The reference count of ``res.raw`` as read here: the one place both uses read it."""
+    return sys.getrefcount(res.raw)
+
+
+def _reading_adds() -> int | None:
+    """How many references reading a count through :func:`_read` adds, or None where counts
+    cannot vouch for anything (not CPython, a free-threaded build, or a calibration that does
+    not see one added holder as one)."""
+    if sys.implementation.name != "cpython" or "free-threading" in sys.version:
+        return None
+    probe = types.SimpleNamespace(raw=lambda: None)
+    home = [probe.raw]  # noqa: F841  (the probe's "home": its one holder besides ``probe``)
+    adds = _read(probe) - 2
+    extra = [probe.raw]  # noqa: F841
+    return adds if _read(probe) - 2 - adds == 1 else None
+
+
+_READING_ADDS = _reading_adds()
+
+
+def held_nowhere_else(res: Any) -> bool:
+    """Whether the plain function ``res.raw`` is referenced by its home attribute and ``res``
+    only: then no module, container, class, closure or wrapper holds it, and the sweep
+    has nothing to find for it (most hooked methods and functions have no copy anywhere).
+
+    Call it on a fresh resolution, before anything else takes a reference.  Every holder the
+    sweep finds is a strong reference, so a count of exactly two cannot hide one; a reference
+    the count does not explain (a local variable, a pending generator) only means the sweep
+    runs as before.
+    """
+    if _READING_ADDS is None or type(res.raw) is not types.FunctionType or not res.had_own:
+        return False
+    return _read(res) - _READING_ADDS == 2
+
+
 def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
     for name, module in list(sys.modules.items()):
         if name in NEVER_REBOUND:

@@ -29,7 +29,7 @@ class Record(Plain):
 
     _fields = (
         "key", "display", "res", "kind", "before", "original", "installed_raw", "installed",
-        "regs", "hooks", "hook_modules", "bindings",
+        "regs", "hooks", "hook_modules", "bindings", "alone",
     )  # fmt: skip
 
     def __init__(
@@ -46,12 +46,14 @@ class Record(Plain):
         hooks: tuple[Any, ...],
         hook_modules: frozenset[str],
         bindings: list[tuple[str, Any, Any, str]] | None = None,
+        alone: bool = False,
     ) -> None:
         self.key, self.display, self.res, self.kind = key, display, res, kind
         self.before, self.original = before, original
         self.installed_raw, self.installed = installed_raw, installed
         self.regs, self.hooks, self.hook_modules = regs, hooks, hook_modules
         self.bindings: list[tuple[str, Any, Any, str]] = [] if bindings is None else bindings
+        self.alone = alone  # nothing but its home referenced the original when resolved
 
     @property
     def seqs(self) -> tuple[int, ...]:
