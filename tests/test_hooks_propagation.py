@@ -585,6 +585,42 @@ def test_a_target_replaced_after_apply_is_reported_and_left_to_its_replacer(
     assert chain is not fast and registry.stale_holders() == []
 
 
+
+def test_re_applying_a_replaced_target_hooks_the_replacement_not_the_first_original(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new hook on a target the engine replaced since: the chain was rebuilt on the first
+    original and installed over the replacement, silently undoing the engine's own patch."""
+    lib = mods.load("lib", LIB)
+    user = mods.load("user", "from PKG.lib import get_rope\n")
+    rope = mods.name("lib.get_rope")
+    registry.register(rope, lambda r, x: ("first", *r))
+    registry.apply_hooks()
+    assert user.get_rope(1) == ("first", "rope", 1)
+
+    def fast(x: Any) -> Any:
+        return ("fast", x)
+
+    lib.get_rope = fast  # the engine's own patch, after the hooks
+    registry.register(rope, lambda r, x: ("second", *r))
+    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
+        registry.apply_hooks()
+    assert lib.get_rope(1) == ("second", "first", "fast", 1)
+    assert user.get_rope is lib.get_rope  # what held the first chain follows the new one
+    assert {s.state for s in registry.status()} == {"applied"}
+    (message,) = [r.getMessage() for r in caplog.records if "replaced" in r.getMessage()]
+    assert rope in message and "fast" in message and "wrap" in message
+    run = mods.name("lib.Engine.run")  # a method the engine replaced on its class, the same
+    registry.register(run, lambda r, self: r + "!")
+    registry.apply_hooks()
+    lib.Engine.run = lambda self: "mine"
+    registry.register(run, lambda r, self: r + "?")
+    registry.apply_hooks()
+    assert lib.Engine().run() == "mine!?"
+    registry.unapply()
+    assert lib.get_rope is fast and lib.Engine().run() == "mine"
+
+
 OVERRIDES = """
 from PKG.lib import Engine
 

@@ -300,7 +300,7 @@ class ApplyCall:
         display = self.st.display[key]
         regs = tuple(map(_first, pairs))
         alone = False
-        if prev is not None:
+        if prev is not None and not _replaced_since(prev, self.messages):
             res, before, original = prev.res, prev.before, prev.original
         else:
             res = self.resolver.resolve(self.st.paths[key], display)
@@ -375,6 +375,21 @@ class ApplyCall:
                 logger.debug(
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
+
+
+def _replaced_since(prev: Record, messages: list[str]) -> bool:
+    """Whether code assigned its own object over ``prev``'s chain since it was applied.
+
+    Building the new chain on our first original would undo that change unseen: the hooks
+    wrap what is there now instead (resolved afresh).
+    """
+    replaced, now = _decide.displaced_by(prev)
+    if replaced:
+        messages.append(
+            f"hook target {prev.display!r} was replaced after apply_hooks() by "
+            f"{describe_hook(now)}; its hooks now wrap that replacement"
+        )
+    return bool(replaced)
 
 
 def _look_for(
