@@ -1,10 +1,12 @@
 """The stale-binding sweep's cost per ``apply_hooks()``: globals only vs. into containers.
 
-The sweep runs once per apply, over every module in ``sys.modules``; its
-cost grows with what is imported, so it is measured with and without torch
-loaded, for 100 replaced originals that nothing holds (the common case: the
-C-level checks find nothing and no module is walked in Python), in the two
-situations a worker's bootstrap is in:
+The sweep runs once per apply that has an original referenced outside its
+home (an apply whose originals nothing else references skips it: their
+reference counts say so, ``hooks._propagate.held_nowhere_else``), over every
+module in ``sys.modules``; its cost grows with what is imported, so it is
+measured with and without torch loaded, for 100 replaced originals that
+nothing holds (the C-level checks find nothing and no module is walked in
+Python), in the two situations a worker's bootstrap is in:
 
 * ``no clean modules``: the import guard is off or found a violation, so
   every module is searched;
