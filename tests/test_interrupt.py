@@ -349,3 +349,58 @@ def test_a_ctrl_c_while_a_report_message_is_half_read_loses_no_message() -> None
     assert rank.report_open
     reader.close()
     writer.close()
+
+
+WINDOW_SCRIPT = """
+import os, signal, sys, time
+sys.path.insert(0, {folder!r})
+from spawnkit import spawn_with_plugins
+from spawnkit.launch import launcher
+
+start_rank = launcher._start_rank
+
+def start_and_interrupt(lctx, template, rank, *args, **kwargs):
+    started = start_rank(lctx, template, rank, *args, **kwargs)
+    if rank == {rank}:  # still inside the window where SIGINT is held back from the ranks
+        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C reaches the whole process
+    return started
+
+launcher._start_rank = start_and_interrupt
+if __name__ == "__main__":
+    try:
+        group = spawn_with_plugins("{module}:slow", nprocs=2, ready_timeout=60)
+        group.join(10)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(130)
+    print("the Ctrl-C was lost", flush=True)
+"""
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_ctrl_c_while_ranks_start_is_never_lost(app: tuple[Path, str], rank: int) -> None:
+    """Two ways a Ctrl-C pressed while a rank started vanished, the group running on:
+    starting multiprocessing's resource tracker (first rank) unblocks SIGINT while it is
+    ignored, and the output relay thread (later ranks) took the signal and dropped it."""
+    folder, module = app
+    script = folder / "window.py"
+    script.write_text(WINDOW_SCRIPT.format(folder=str(folder), module=module, rank=rank))
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        cwd=folder,
+        env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(folder), *sys.path])),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert (proc.returncode, out.splitlines()[-1:]) == (130, ["interrupted"]), out + err
+    started = [int(line.split()[1]) for line in out.splitlines() if line.startswith("starting")]
+    assert started
+    assert_gone(started)  # the group was torn down

@@ -9,6 +9,7 @@ Ctrl-C SIGKILLs what is left.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import threading
@@ -20,6 +21,7 @@ __all__ = [
     "children_start_deaf",
     "held",
     "second_interrupt_escalates",
+    "tracker_first",
     "will_start_deaf",
 ]
 
@@ -59,6 +61,16 @@ def children_start_deaf(enabled: bool) -> Iterator[None]:
             signal.signal(signal.SIGINT, previous)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+
+
+def tracker_first(package: str) -> None:
+    """Start the package's resource tracker now, before any rank's start ignores SIGINT.
+
+    Each spawned rank needs it, and starting it unblocks SIGINT (the package blocks SIGINT
+    and SIGTERM around the tracker's spawn, then unblocks them, whatever the mask was): inside
+    the first rank's window, a Ctrl-C would then arrive while SIGINT is ignored, and be lost.
+    """
+    importlib.import_module(f"{package}.resource_tracker").ensure_running()
 
 
 @contextlib.contextmanager

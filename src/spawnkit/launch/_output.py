@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import signal
 import sys
 import threading
 import time
@@ -102,6 +103,10 @@ class OutputRelay:
 
     # ------------------------------------------------------------- the thread
     def _run(self) -> None:
+        if hasattr(signal, "pthread_sigmask"):
+            # A Ctrl-C is the main thread's to handle.  Taken by this thread while ranks start
+            # with SIGINT ignored (launch._interrupt), the kernel would drop it: lost.
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         while True:
             for key, _ in self._selector.select():
                 stream = key.data

@@ -185,6 +185,8 @@ def _start_ranks(
 
     _live_groups.add(group)
     try:
+        if deaf and lctx.start_method == "spawn":
+            _interrupt.tracker_first(lctx.package)  # first: it unblocks SIGINT
         for rank in range(template.world_size):
             extra = dict(rank_extra(rank)) if rank_extra is not None else {}
             _check_entry_args(template._control.entry_args, extra, rank)
