@@ -352,7 +352,7 @@ def test_a_ctrl_c_while_a_report_message_is_half_read_loses_no_message() -> None
 
 
 WINDOW_SCRIPT = """
-import os, signal, sys, time
+import os, signal, subprocess, sys, threading, time
 sys.path.insert(0, {folder!r})
 from spawnkit import spawn_with_plugins
 from spawnkit.launch import launcher
@@ -362,11 +362,17 @@ start_rank = launcher._start_rank
 def start_and_interrupt(lctx, template, rank, *args, **kwargs):
     started = start_rank(lctx, template, rank, *args, **kwargs)
     if rank == {rank}:  # still inside the window where SIGINT is held back from the ranks
-        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C reaches the whole process
+        # From another process, as a terminal's Ctrl-C: the kernel then hands it to any
+        # thread not blocking it (one this process sends itself stays with this thread).
+        kill = f"import os, signal; os.kill({{os.getpid()}}, signal.SIGINT)"
+        subprocess.run([sys.executable, "-c", kill], check=True, timeout=30)
+        time.sleep(0.3)  # delivered (or dropped) while the window lasts
     return started
 
 launcher._start_rank = start_and_interrupt
 if __name__ == "__main__":
+    if {thread!r}:  # a thread of the application's own, SIGINT not blocked (a live display's)
+        threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
     try:
         group = spawn_with_plugins("{module}:slow", nprocs=2, ready_timeout=60)
         group.join(10)
@@ -377,14 +383,18 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize("rank", [0, 1])
-def test_a_ctrl_c_while_ranks_start_is_never_lost(app: tuple[Path, str], rank: int) -> None:
-    """Two ways a Ctrl-C pressed while a rank started vanished, the group running on:
-    starting multiprocessing's resource tracker (first rank) unblocks SIGINT while it is
-    ignored, and the output relay thread (later ranks) took the signal and dropped it."""
+@pytest.mark.parametrize(("rank", "thread"), [(0, False), (1, False), (1, True)])
+def test_a_ctrl_c_while_ranks_start_is_never_lost(
+    app: tuple[Path, str], rank: int, thread: bool
+) -> None:
+    """Three ways a Ctrl-C pressed while a rank started vanished, the group running on: SIGINT
+    was ignored meanwhile, and starting multiprocessing's resource tracker (first rank)
+    unblocked it; the output relay thread (later ranks), or any thread of the application,
+    took the signal and the kernel dropped it."""
     folder, module = app
     script = folder / "window.py"
-    script.write_text(WINDOW_SCRIPT.format(folder=str(folder), module=module, rank=rank))
+    text = WINDOW_SCRIPT.format(folder=str(folder), module=module, rank=rank, thread=thread)
+    script.write_text(text)
     proc = subprocess.Popen(
         [sys.executable, str(script)],
         cwd=folder,

@@ -1,9 +1,10 @@
 """Ctrl-C and a worker group: the launcher owns it, and a second one cuts teardown short.
 
-Workers start with SIGINT ignored (``SIG_IGN`` is the only disposition that survives ``exec``;
-SIGINT is blocked meanwhile, so a Ctrl-C stays pending) and hear it again right before their
-entry: a worker still importing would die of it with a raw traceback.  During teardown a second
-Ctrl-C SIGKILLs what is left.
+Workers start with SIGINT blocked (a signal mask survives ``exec``; the worker ignores SIGINT
+once it runs, unblocks it, and hears it again right before its entry): a worker still starting
+would die of a Ctrl-C with a raw traceback.  The launcher catches SIGINT meanwhile, never
+ignores it: an ignored SIGINT the kernel hands to another thread (a progress display's) is
+dropped, and the group would run on.  During teardown a second Ctrl-C SIGKILLs what is left.
 """
 
 from __future__ import annotations
@@ -45,30 +46,34 @@ def will_start_deaf() -> bool:
 
 @contextlib.contextmanager
 def children_start_deaf(enabled: bool) -> Iterator[None]:
-    """While starting spawned children: they inherit SIGINT ignored; ours is delivered after."""
+    """While starting spawned children: they inherit SIGINT blocked; ours is raised after."""
     if not enabled:
         yield
         return
-    sigint = {signal.SIGINT}
-    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, sigint)
+    caught: list[Any] = []
+    previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        # Blocked first: Linux keeps a blocked signal pending even while it is ignored,
-        # so a Ctrl-C pressed now raises KeyboardInterrupt here once the mask is restored.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # Caught, not ignored: a Ctrl-C another thread takes meanwhile trips this handler
+        # (run on this thread, between two statements) instead of vanishing; one that stays
+        # pending is raised by the restored handler when the mask is.
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
         try:
             yield
         finally:
             signal.signal(signal.SIGINT, previous)
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+    if caught and callable(previous):
+        previous(signal.SIGINT, caught[0])  # default_int_handler raises KeyboardInterrupt
 
 
 def tracker_first(package: str) -> None:
-    """Start the package's resource tracker now, before any rank's start ignores SIGINT.
+    """Start the package's resource tracker now, before the first rank's start blocks SIGINT.
 
     Each spawned rank needs it, and starting it unblocks SIGINT (the package blocks SIGINT
     and SIGTERM around the tracker's spawn, then unblocks them, whatever the mask was): inside
-    the first rank's window, a Ctrl-C would then arrive while SIGINT is ignored, and be lost.
+    the first rank's window, that rank would start with SIGINT deliverable, and die of a
+    Ctrl-C while its interpreter starts.
     """
     importlib.import_module(f"{package}.resource_tracker").ensure_running()
 

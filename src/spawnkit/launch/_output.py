@@ -104,8 +104,7 @@ class OutputRelay:
     # ------------------------------------------------------------- the thread
     def _run(self) -> None:
         if hasattr(signal, "pthread_sigmask"):
-            # A Ctrl-C is the main thread's to handle.  Taken by this thread while ranks start
-            # with SIGINT ignored (launch._interrupt), the kernel would drop it: lost.
+            # A Ctrl-C is the main thread's to handle (its Python handler runs there anyway).
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         while True:
             for key, _ in self._selector.select():

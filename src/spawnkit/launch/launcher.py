@@ -88,7 +88,7 @@ def spawn_with_plugins(
         template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
     with _span(tracer, "launch_context", start_method=start_method):
         lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
-    # Spawned workers start with SIGINT ignored, a terminal's Ctrl-C being ours to handle.
+    # Spawned workers start with SIGINT blocked, a terminal's Ctrl-C being ours to handle.
     deaf = lctx.server is None and _interrupt.will_start_deaf()
     group = WorkerGroup(
         run_id=template.run_id, context=lctx, ready_timeout=ready_timeout,

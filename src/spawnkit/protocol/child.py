@@ -272,8 +272,9 @@ def child_main(spec: ProcessSpec) -> None:
     dump_signal = _arm_faulthandler(spec._control.fault_conn)
     dumps, loads = picklers(spec._control.context)
     deaf = spec._control.sigint_restore
-    if deaf:  # SIGINT stays ignored; unblocked, so that restoring the handler later is enough
-        try:
+    if deaf:  # started with SIGINT blocked: ignored from now (which drops a Ctrl-C pressed
+        try:  # while the interpreter started), then unblocked; heard again at the entry
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         except (ValueError, OSError, AttributeError):
             pass
