@@ -140,11 +140,11 @@ def _arm_faulthandler(conn: Any) -> int | None:
 
 
 def _hear_sigint(on: bool) -> None:
-    """SIGINT raises KeyboardInterrupt (``on``) or is ignored; only in a worker started deaf."""
+    """SIGINT raises KeyboardInterrupt (``on``) or is ignored; only in a worker started deaf
+    (SIGINT blocked): set first, then unblocked, so a Ctrl-C held since the start is dropped."""
     try:
-        if on:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         signal.signal(signal.SIGINT, signal.default_int_handler if on else signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     except (ValueError, OSError, AttributeError):
         pass
 
@@ -272,12 +272,8 @@ def child_main(spec: ProcessSpec) -> None:
     dump_signal = _arm_faulthandler(spec._control.fault_conn)
     dumps, loads = picklers(spec._control.context)
     deaf = spec._control.sigint_restore
-    if deaf:  # started with SIGINT blocked: ignored from now (which drops a Ctrl-C pressed
-        try:  # while the interpreter started), then unblocked; heard again at the entry
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        except (ValueError, OSError, AttributeError):
-            pass
+    if deaf:  # started with SIGINT blocked: ignored until the entry (heard again there)
+        _hear_sigint(False)
     reporter = _Reporter(spec.report_conn, deaf)
     # HELLO carries the signal a stuck start is asked for its stacks with: held for the first
     # stage's STARTED only where nothing can block before it (a forked warm worker; a cold
