@@ -112,31 +112,3 @@ def test_cli_prefix_output(tmp_path: Path) -> None:
     for line in lines:
         m = re.fullmatch(r"\[rank(\d)\]: " + _LINE.pattern, line)
         assert m and m.group(1) == m.group(2), line
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_the_relay_thread_never_takes_a_ctrl_c() -> None:
-    """SIGINT blocked in the relay thread, whatever the mask it was started with: while ranks
-    start with SIGINT ignored, a Ctrl-C the kernel handed to this thread would be dropped."""
-    import signal
-    import threading
-    import time
-
-    from spawnkit.launch._output import OutputRelay
-
-    assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & {signal.SIGINT}
-    relay = OutputRelay(prefix=False)
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    relay.add(0, out_r, err_r)
-    (thread,) = [t for t in threading.enumerate() if t.name == "spawnkit-output-relay"]
-    blocked = 0
-    deadline = time.monotonic() + 5
-    while not blocked & (1 << (signal.SIGINT - 1)) and time.monotonic() < deadline:
-        status = Path(f"/proc/self/task/{thread.native_id}/status").read_text()
-        blocked = int(re.search(r"^SigBlk:\s*([0-9a-f]+)", status, re.M).group(1), 16)
-        time.sleep(0.01)
-    os.close(out_w)
-    os.close(err_w)
-    assert relay.finish(5)
-    assert blocked & (1 << (signal.SIGINT - 1))

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import selectors
-import signal
 import sys
 import threading
 import time
@@ -103,9 +102,6 @@ class OutputRelay:
 
     # ------------------------------------------------------------- the thread
     def _run(self) -> None:
-        if hasattr(signal, "pthread_sigmask"):
-            # A Ctrl-C is the main thread's to handle (its Python handler runs there anyway).
-            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         while True:
             for key, _ in self._selector.select():
                 stream = key.data
