@@ -22,7 +22,6 @@ import contextlib
 import errno
 import importlib
 import os
-import select
 import selectors
 import signal
 import socket
@@ -191,7 +190,7 @@ class _Loop:
         """The oldest spare still alive (its socket not at EOF), or None: fork on request."""
         while self.spares:
             pid, sock = self.spares.pop(0)
-            if not select.select([sock], [], [], 0)[0]:  # EOF (or stray data): it is gone
+            if _alive(sock):
                 return pid, sock
             sock.close()
             self.retired.add(pid)  # reaped as a retired spare when its SIGCHLD comes
@@ -337,6 +336,19 @@ class _Loop:
                     os.kill(pid, signal.SIGKILL)
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, 0)
+
+
+def _alive(sock: socket.socket) -> bool:
+    """Whether an idle spare still holds its end: nothing to read, not EOF.
+
+    A peek, not ``select()``: a busy server's descriptors pass ``FD_SETSIZE`` (1024)."""
+    try:
+        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False  # EOF (or stray data): the spare is gone
 
 
 def reap_within(pid: int, timeout: float) -> int | None:
