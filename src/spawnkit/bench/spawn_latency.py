@@ -11,15 +11,16 @@ trivial worker and with one whose module imports torch:
                        spawnkit worker adds (the census below) and runs none of it: the least
                        a cold worker costs while spawnkit's worker path is the code it is
                        today (trivial worker only)
-* ``raw-forkserver``   the stdlib forkserver (torch preloaded for the torch worker)
+* ``raw-forkserver``   the stdlib forkserver, preloading the worker module (and torch)
 * ``raw-fork``         plain ``os.fork`` of a fresh interpreter holding only the worker
                        module: the floor (:mod:`spawnkit.bench._raw_fork`)
 * ``spawnkit-cold``    ``spawn_with_plugins(start_method="spawn")`` with 10 plugins
                        registering 100 hooks installed (real distributions)
-* ``spawnkit-warm``    ``spawn_with_plugins(start_method="forkserver", preload=...)``: the
-                       server bootstraps once, workers inherit platform, plugins and hooks;
-                       the server forks spares while idle, so a repeated group of the same
-                       size is mostly served by workers forked before their launch
+* ``spawnkit-warm``    ``spawn_with_plugins(start_method="forkserver", preload=...)``, the
+                       same preload: the server bootstraps once, workers inherit platform,
+                       plugins and hooks; the server forks spares while idle, so a repeated
+                       group of the same size is mostly served by workers forked before
+                       their launch
 * the peers a user would pick instead (:mod:`spawnkit.bench._peers`):
   ``torch-mp-spawn``, ``loky-first``/``loky-reused`` and ``ray-actor``; the
   optional ones are skipped with a printed note when their package is missing
@@ -445,7 +446,9 @@ def run(quick: bool = False) -> dict[str, Any]:
             _write_floor(site, census["floor_modules"])
             for worker in WORKERS:
                 module = f"bench_spawn_{worker}"
-                preload = {"torch": ("torch",), "torchtarget": (module,)}.get(worker, ())
+                # Every forking variant holds what raw-fork's process holds: the worker module
+                # (and so torch for the torch worker), as #23 defines the comparison.
+                preload = ("torch", module) if worker == "torch" else (module,)
                 # The stdlib forkserver is a per-process singleton: restart it per preload list.
                 mp.forkserver._forkserver._stop()  # type: ignore[attr-defined]
                 mp.set_forkserver_preload(list(preload))
