@@ -25,8 +25,16 @@ from spawnkit.spec._control import LaunchControl
 
 _Ctl = LaunchControl  # short, for the table of wrong fields
 
-# spawnkit._plain: the spec types' record base (@record), standard library only itself
-ALLOWED_SPAWNKIT = ("spawnkit", "spawnkit._plain", "spawnkit.errors", "spawnkit.spec")
+# spawnkit._plain: the spec types' record base (@record), standard library only itself; and
+# spawnkit._templates/_prebuilt: the code their __init__ is made from (standard library only)
+ALLOWED_SPAWNKIT = (
+    "spawnkit",
+    "spawnkit._plain",
+    "spawnkit._templates",
+    "spawnkit._prebuilt",
+    "spawnkit.errors",
+    "spawnkit.spec",
+)
 
 
 def _allowed(module: str) -> bool:

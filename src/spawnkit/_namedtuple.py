@@ -20,6 +20,8 @@ from operator import itemgetter
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import spawnkit._templates as _templates  # not `from spawnkit import`: see _templates
+
 __all__ = ["NamedTuple"]
 
 # collections' own C field descriptor (what namedtuple uses); a property elsewhere.
@@ -36,7 +38,8 @@ _PROHIBITED = frozenset(
 )  # fmt: skip
 _NOT_COPIED = frozenset({"__module__", "__qualname__", "__annotations__", "__orig_bases__"})
 
-_templates: dict[int, CodeType] = {}
+#: The arities met (spawnkit._templates prebuilds spawnkit's own).
+arities: set[int] = set()
 
 
 def _new_code(fields: tuple[str, ...]) -> CodeType:
@@ -49,15 +52,23 @@ def _new_code(fields: tuple[str, ...]) -> CodeType:
     refuses a leading underscore, as namedtuple does.
     """
     n = len(fields)
-    template = _templates.get(n)
-    if template is None:
-        params = [f"_{i}" for i in range(n)]
-        items = "".join(f"{p}, " for p in params)  # "(_0, )" is a tuple too
-        source = f"def __new__(_cls, {', '.join(params)}): return _tuple_new(_cls, ({items}))"
-        scope: dict[str, Any] = {}
-        exec(source, {"_tuple_new": _tuple_new}, scope)  # once per arity, from digits only
-        template = _templates[n] = scope["__new__"].__code__
-    return template.replace(co_varnames=("_cls", *fields, *template.co_varnames[n + 1 :]))
+    arities.add(n)
+    template = _templates.template(new_name(n), new_source)
+    renamed = template.replace(co_varnames=("_cls", *fields, *template.co_varnames[n + 1 :]))
+    return _templates.named(renamed, "__new__")
+
+
+def new_name(n: int) -> str:
+    return f"new_{n}"
+
+
+def new_source(name: str) -> str:
+    """``def new_<n>(_cls, _0, ...)``: the tuple of its arguments."""
+    n = int(name.rpartition("_")[2])
+    params = [f"_{i}" for i in range(n)]
+    items = f"({params[0]},)" if n == 1 else f"({', '.join(params)})"
+    head = _templates.signature_line(name, ["_cls: Any", *(f"{p}: Any" for p in params)], "Any")
+    return f"{head}\n    return _tuple_new(_cls, {items})\n"
 
 
 def _make(cls: type, iterable: Any) -> Any:

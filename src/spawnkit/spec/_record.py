@@ -21,6 +21,7 @@ from collections.abc import Callable
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
+import spawnkit._templates as _templates  # not `from spawnkit import`: see _templates
 from spawnkit._plain import FrozenPlain, Plain
 
 __all__ = ["as_dict", "default", "field", "field_names", "record", "replace"]
@@ -162,27 +163,35 @@ def _init(cls: type, fields: dict[str, _Field], frozen: bool, post: bool) -> Any
     return init
 
 
-# One compiled ``__init__`` per shape (each field plain, defaulted or a factory; frozen; a
+# One ``__init__`` template per shape (each field plain, defaulted or a factory; frozen; a
 # ``__post_init__``), its placeholders ``_0``, ``_1``... renamed for each record: a parameter,
 # the attribute it sets (a name, or for a frozen record a constant) share the placeholder.
-_templates: dict[tuple[tuple[str, ...], bool, bool], CodeType] = {}
+# spawnkit's own shapes are prebuilt (spawnkit._templates).
+shapes: set[tuple[tuple[str, ...], bool, bool]] = set()
 
 
 def _init_code(kinds: tuple[str, ...], frozen: bool, post: bool) -> CodeType:
-    code = _templates.get((kinds, frozen, post))
-    if code is None:
-        params, lines = [], []
-        for i, kind in enumerate(kinds):
-            params.append(f"_{i}" if kind == "p" else f"_{i}=None")
-            value = f"_f{i}() if _{i} is _FACTORY else _{i}" if kind == "f" else f"_{i}"
-            lines.append(f"_set(self, '_{i}', {value})" if frozen else f"self._{i} = {value}")
-        if post:
-            lines.append("self.__post_init__()")
-        body = "\n    ".join(lines or ["pass"])
-        scope: dict[str, Any] = {}
-        exec(f"def __init__(self, {', '.join(params)}):\n    {body}", {}, scope)  # digits only
-        code = _templates[(kinds, frozen, post)] = scope["__init__"].__code__
-    return code
+    shapes.add((kinds, frozen, post))
+    name = init_name(kinds, frozen, post)
+    code = _templates.template(name, lambda n: init_source(n, kinds, frozen, post))
+    return _templates.named(code, "__init__")
+
+
+def init_name(kinds: tuple[str, ...], frozen: bool, post: bool) -> str:
+    return f"init_{''.join(kinds) or 'none'}{'_frozen' if frozen else ''}{'_post' if post else ''}"
+
+
+def init_source(name: str, kinds: tuple[str, ...], frozen: bool, post: bool) -> str:
+    """``def name(self, _0, _1=None, ...)`` setting each field (by ``_set`` when frozen)."""
+    params, lines = ["self: Any"], []
+    for i, kind in enumerate(kinds):
+        params.append(f"_{i}: Any" if kind == "p" else f"_{i}: Any = None")
+        value = f"_f{i}() if _{i} is _FACTORY else _{i}" if kind == "f" else f"_{i}"
+        lines.append(f'_set(self, "_{i}", {value})' if frozen else f"self._{i} = {value}")
+    if post:
+        lines.append("self.__post_init__()")
+    body = "".join(f"    {line}\n" for line in lines or ["pass"])
+    return f"{_templates.signature_line(name, params, 'None')}\n{body}"
 
 
 def _renamed(names: tuple[Any, ...], fields: dict[str, _Field]) -> tuple[Any, ...]:
