@@ -53,9 +53,8 @@ def _new_code(fields: tuple[str, ...]) -> CodeType:
     """
     n = len(fields)
     arities.add(n)
-    template = _templates.template(new_name(n), new_source)
-    renamed = template.replace(co_varnames=("_cls", *fields, *template.co_varnames[n + 1 :]))
-    return _templates.named(renamed, "__new__")
+    template = _templates.template(new_name(n), new_source, "__new__")
+    return template.replace(co_varnames=("_cls", *fields, *template.co_varnames[n + 1 :]))
 
 
 def new_name(n: int) -> str:

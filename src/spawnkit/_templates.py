@@ -17,15 +17,16 @@ from collections.abc import Callable
 from types import CodeType
 from typing import Any
 
-__all__ = ["compiled", "named", "signature_line", "template"]
+__all__ = ["compiled", "signature_line", "template"]
 
 _cache: dict[str, CodeType] = {}
 #: The templates this process compiled: none, for spawnkit's own classes.
 compiled: list[str] = []
 
 
-def template(name: str, source: Callable[[str], str]) -> CodeType:
-    """The template ``name``: prebuilt, or compiled from ``source(name)`` (a ``def name``)."""
+def template(name: str, source: Callable[[str], str], method: str) -> CodeType:
+    """The template ``name`` as the method ``method``: prebuilt, or compiled from
+    ``source(name)`` (a ``def name``); made once per process."""
     code = _cache.get(name)
     if code is None:
         # Not ``from spawnkit import``: that asks the package's lazy ``__getattr__`` first,
@@ -40,16 +41,16 @@ def template(name: str, source: Callable[[str], str]) -> CodeType:
             exec(source(name), {"Any": Any}, scope)  # generated from digits and flags only
             code = scope[name].__code__
             compiled.append(name)
-        _cache[name] = code
+        code = _cache[name] = _as_method(code, method)
     return code
 
 
-def named(code: CodeType, name: str) -> CodeType:
-    """``code`` as the method ``name``, from ``<string>`` as a compiled template (and a
-    dataclass's ``__init__``) is: the prebuilt file's lines mean nothing to a traceback."""
+def _as_method(code: CodeType, method: str) -> CodeType:
+    """``code`` named as the method, from ``<string>`` as a compiled template (and a dataclass's
+    ``__init__``) is: the prebuilt file's lines mean nothing to a traceback."""
     if sys.version_info >= (3, 11):
-        return code.replace(co_name=name, co_qualname=name, co_filename="<string>")
-    return code.replace(co_name=name, co_filename="<string>")  # pragma: no cover - 3.10
+        return code.replace(co_name=method, co_qualname=method, co_filename="<string>")
+    return code.replace(co_name=method, co_filename="<string>")  # pragma: no cover - 3.10
 
 
 def signature_line(name: str, params: list[str], returns: str) -> str:

@@ -173,8 +173,7 @@ shapes: set[tuple[tuple[str, ...], bool, bool]] = set()
 def _init_code(kinds: tuple[str, ...], frozen: bool, post: bool) -> CodeType:
     shapes.add((kinds, frozen, post))
     name = init_name(kinds, frozen, post)
-    code = _templates.template(name, lambda n: init_source(n, kinds, frozen, post))
-    return _templates.named(code, "__init__")
+    return _templates.template(name, lambda n: init_source(n, kinds, frozen, post), "__init__")
 
 
 def init_name(kinds: tuple[str, ...], frozen: bool, post: bool) -> str:
