@@ -132,3 +132,43 @@ def test_a_failing_plugin_says_what_it_changed_by_hand_is_still_in_place(
     # (in this test process other threads may change module globals meanwhile: listed too)
     kept = text.split("still in place (spawnkit cannot undo it): ", 1)[1].split(". Fix")[0]
     assert f"{world.eng}.events:flag" in kept.split(", ")
+
+
+def test_the_watch_sees_each_kind_of_change_however_many_globals_it_holds() -> None:
+    """The check after each plugin is one identity pass over every watched global plus each
+    module's last key: a value replaced, a key added, deleted or renamed (the last one too,
+    with its value kept), in a module watched from the start or one a plugin imported."""
+    import sys
+    import types
+    import uuid
+
+    from spawnkit.hooks._outside import OutsideWatch
+
+    tag = uuid.uuid4().hex[:8]
+    names = [f"ow_{tag}_{i}" for i in range(3)]
+
+    def changes(new: list[str]) -> list[str]:  # this test's modules: pytest's own change too
+        return sorted(c for c in watch.changes(new) if c.startswith(f"ow_{tag}_"))
+
+    mods = [types.ModuleType(n) for n in names]
+    for m in mods:
+        m.__spec__ = types.SimpleNamespace(name=m.__name__)
+        m.a, m.b, m.last = object(), object(), object()
+    try:
+        sys.modules.update({m.__name__: m for m in mods[:2]})
+        watch = OutsideWatch()
+        assert changes([]) == []
+        mods[0].b = object()  # replaced
+        assert changes([]) == [f"{names[0]}:b"]
+        ns = vars(mods[1])
+        ns["renamed"] = ns.pop("last")  # the last key renamed, its value kept
+        assert changes([]) == [f"{names[1]}:last", f"{names[1]}:renamed"]
+        sys.modules[names[2]] = mods[2]  # imported by a plugin: watched from now on
+        assert changes([names[2]]) == []
+        del mods[2].a  # deleted
+        mods[2].c = 1  # added
+        assert changes([]) == [f"{names[2]}:a", f"{names[2]}:c"]
+        assert changes([]) == []
+    finally:
+        for n in names:
+            sys.modules.pop(n, None)
