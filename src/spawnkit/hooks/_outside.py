@@ -108,7 +108,8 @@ class OutsideWatch:
                 self._entries[name] = _entry(namespace)
             self._flatten()
         found.extend(f"sys.modules:{name}" for name in placed_directly(new_modules))
-        self._add([(n, sys.modules[n]) for n in new_modules if n in sys.modules])
+        if found or new_modules:
+            self._add([(n, sys.modules[n]) for n in new_modules if n in sys.modules])
         return found
 
 
