@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from _platform_dists import PluginSite
+from _platform_dists import PLATFORM_CLASS, PluginSite
 from spawnkit._once import OnceState
 from spawnkit.errors import (
     PlatformConflictError,
@@ -45,6 +45,25 @@ def test_selected_name_not_found_lists_available_and_how_to_install(site: Plugin
     assert "pip install" in text and site.group in text
     assert not site.imported(site.mod("alpha"))
     assert text.count("no platform named 'alpah'") == 1  # the message, not a second copy
+
+
+def test_a_platform_entry_point_with_extras_is_selected(site: PluginSite) -> None:
+    """Its ``[extras]`` are no part of the attribute (they once failed it as "no attribute")."""
+    pkg = site.mod("alpha")
+    site.add(
+        "alpha-dist",
+        {"alpha": f"{pkg}:activate [cuda12]"},
+        {
+            f"{pkg}.__init__": f"def activate():\n    return {pkg + '.platform.Plat'!r}\n",
+            f"{pkg}.platform": PLATFORM_CLASS.format(
+                cls="Plat", base="Platform", enum="OOT", device="alpha"
+            ),
+        },
+    )
+    site.monkeypatch.setenv(site.var, "alpha")
+    sel = site.pm.select()
+    assert (sel.name, sel.kind, sel.qualname) == ("alpha", "plugin", f"{pkg}.platform.Plat")
+    assert type(site.pm.current()).__module__ == f"{pkg}.platform"
 
 
 def test_a_pinned_selection_is_explained_in_the_users_terms(site: PluginSite) -> None:

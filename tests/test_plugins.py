@@ -106,6 +106,28 @@ def test_loads_in_name_order_registering_only(world: World) -> None:
     )
 
 
+MODULE_IS_THE_PLUGIN = """
+    from {eng}.events import EVENTS
+    EVENTS.append("imported {name}")
+    """
+
+
+def test_entry_points_with_extras_load_as_the_specification_allows(world: World) -> None:
+    """``mod:register [gpu]`` is legal (older setuptools writes it); the extras are ignored."""
+    import importlib.metadata as md
+
+    callback = f"{world.eng}_plug_cb"
+    module_only = f"{world.eng}_plug_mod"
+    world.add_plugin("cb", RECORDING, value=f"{callback}:register [gpu, fast]")
+    world.add_plugin("mod", MODULE_IS_THE_PLUGIN, value=f"{module_only} [gpu]")
+    group = world.ns.config.plugin_group
+    read = {ep.name: ep.extras for ep in md.entry_points(group=group)}
+    assert read == {"cb": ["gpu", "fast"], "mod": ["gpu"]}  # the standard library's reading
+    loaded = load_plugins(world.ns)
+    assert [p.name for p in loaded] == ["cb", "mod"]
+    assert _events(world) == ["cb", "imported mod"]
+
+
 def test_import_time_decorators_are_attributed_to_the_plugin(world: World) -> None:
     mod = world.add_plugin("deco", DECORATOR_AT_IMPORT, dist="deco-dist", version="3.1")
     load_plugins(world.ns)

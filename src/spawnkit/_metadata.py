@@ -37,15 +37,31 @@ class EntryPointInfo(NamedTuple):
 
     @property
     def module(self) -> str:
-        return self.value.split(":", 1)[0].strip()
+        return _reference_part(self.value).split(":", 1)[0].strip()
 
     @property
     def attr(self) -> str:
-        return self.value.split(":", 1)[1].strip() if ":" in self.value else ""
+        ref = _reference_part(self.value)
+        return ref.split(":", 1)[1].strip() if ":" in ref else ""
 
     def describe(self) -> str:
         """``name = value`` from ``dist version``: what error messages say."""
         return f"{self.name!r} = {self.value!r} from distribution {self.dist} {self.version}"
+
+
+def _reference_part(value: str) -> str:
+    """The ``module:attr`` of an entry-point value, without a trailing ``[extras]`` list.
+
+    Extras are still legal there (``mod:register [gpu]``, written by older setuptools
+    projects); the entry-point specification asks consumers to parse and may ignore them, as
+    ``importlib.metadata`` does.  Read as part of the attribute, they failed a valid plugin
+    with "no attribute 'register [gpu]'".  Ignoring them hides nothing: a plugin whose extra's
+    packages are missing fails its own import, named.
+    """
+    text = value.strip()
+    if text.endswith("]") and "[" in text:
+        return text[: text.rindex("[")].rstrip()
+    return text
 
 
 _lock = threading.Lock()

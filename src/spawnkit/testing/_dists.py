@@ -26,7 +26,8 @@ __all__ = [
 ]
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$")
-_EP_VALUE_RE = re.compile(r"^[A-Za-z_][\w.]*(\s*:\s*[A-Za-z_][\w.]*)?$")
+#: ``module``, ``module:attr``, either with an ``[extras]`` list, as the entry-point spec allows.
+_EP_VALUE_RE = re.compile(r"^[A-Za-z_][\w.]*(\s*:\s*[A-Za-z_][\w.]*)?(\s*\[[^\[\]]*\])?$")
 
 
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ def check_entry_points(eps: Mapping[str, Mapping[str, str]], *, values: bool = T
             if values and not _EP_VALUE_RE.match(value.strip()):
                 raise ValueError(
                     f"invalid entry-point value {value!r} for {ep_name!r} in group {group!r}: "
-                    "expected 'module' or 'module:attr'"
+                    "expected 'module' or 'module:attr', optionally followed by '[extras]'"
                 )
 
 
