@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -85,3 +86,55 @@ def test_a_string_hook_is_checked_and_imported_with_the_same_grammar() -> None:
     with pytest.raises(HookRegistrationError, match=r"os\.path has no attribute 'nope'"):
         _resolve.import_hook("os:path.nope")
     assert _resolve.import_hook("os.path:join") is __import__("os").path.join
+
+
+_NAMES = [
+    "os.path:join",
+    "os.path:",
+    "os:path.join",
+    "os.path.join",  # dotted: pkgutil's own walk
+    "collections.abc:Mapping.register",
+    "spawnkit.platforms.builtin:CpuPlatform",
+    "os:no_such_attr",
+    "os.path:join.no_such",
+    "no_such_module_xyz:f",
+    "no_such_module_xyz.f",
+    "pkg mod:f",
+    "os:a b",
+    "os::path",
+    ":path",
+    "1os:path",
+]
+
+
+@pytest.mark.parametrize("name", _NAMES)
+def test_resolve_name_returns_and_raises_what_pkgutil_does(name: str) -> None:
+    """The platform tables resolve class names without importing pkgutil: same answers."""
+    import pkgutil
+
+    def outcome(resolve: Callable[[str], object]) -> object:
+        try:
+            return ("ok", resolve(name))
+        except Exception as exc:
+            return ("raised", type(exc))
+
+    assert outcome(_reference.resolve_name) == outcome(pkgutil.resolve_name)
+
+
+def test_a_cold_process_resolving_the_built_in_platforms_imports_no_pkgutil() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from spawnkit.namespace import Namespace\n"
+        "from spawnkit.platforms.builtin import BUILTINS\n"
+        "ns = Namespace('nopkgutil', env_prefix='NOPKGUTIL')\n"
+        "ns.platforms.set_selection('cpu')\n"
+        "assert type(ns.platforms.current()).__name__ == 'CpuPlatform'\n"
+        "print('pkgutil' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert out.stdout.strip() == "False", out.stderr

@@ -7,9 +7,9 @@ Apart from ``discovery`` so its decision table reads as its rows; every error is
 from __future__ import annotations
 
 import os
-import pkgutil
 from typing import TYPE_CHECKING, Any
 
+import spawnkit._reference as _reference
 from spawnkit import _metadata
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._metadata import EntryPointInfo
@@ -176,7 +176,7 @@ def base_class(cfg: NamespaceConfig, trace: Trace) -> type[Platform]:
     if not qualname:
         return Platform
     try:
-        base: Any = pkgutil.resolve_name(qualname)
+        base: Any = _reference.resolve_name(qualname)
     except Exception as exc:
         raise trace.fail(
             PlatformPluginError,
@@ -203,7 +203,7 @@ def for_base(
     """The built-in for an engine base: its own (``_builtin_platforms``) or composed, cached."""
     own = getattr(base, "_builtin_platforms", {}).get(name)
     if own is not None:
-        cls: Any = pkgutil.resolve_name(own) if isinstance(own, str) else own
+        cls: Any = _reference.resolve_name(own) if isinstance(own, str) else own
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise trace.fail(
                 PlatformPluginError,
@@ -231,7 +231,7 @@ def plugin_class(
     """The class a plugin's ``activate()`` named, checked against the namespace's base."""
     label = ep_label(ep)
     try:
-        cls = pkgutil.resolve_name(qualname)
+        cls = _reference.resolve_name(qualname)
     except PlatformContractError as exc:
         raise trace.fail(
             PlatformPluginError,

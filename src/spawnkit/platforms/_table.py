@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import pkgutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+import spawnkit._reference as _reference
 from spawnkit import _metadata
 from spawnkit._metadata import EntryPointInfo
 from spawnkit.errors import PlatformUnavailableError
@@ -129,7 +129,7 @@ class DecisionTable:
             qualname = cfg.platform_base or f"{Platform.__module__}:{Platform.__qualname__}"
             sel = PlatformSelection(row.name, "base", qualname, path=list(trace.path))
             return sel, base
-        cls = pkgutil.resolve_name(row.qualname)
+        cls = _reference.resolve_name(row.qualname)
         if not issubclass(cls, base):
             cls = for_base(row.name, cls, base, self._composed, trace)
         trace.step(f"built-in {row.name!r}")
