@@ -450,3 +450,49 @@ def test_a_workers_stages_run_with_the_heap_before_them_frozen(
         (got,) = g.results(timeout=60)
     # a fresh 3.12 interpreter has a few hundred objects frozen; spawnkit's modules are more
     assert got["frozen_while_plugins_load"] > 1000, got
+
+
+_GC_PAUSE_PLUGIN = """
+import gc, os
+
+SEEN = {}
+
+def register():
+    SEEN["threshold_while_plugins_load"] = gc.get_threshold()[0]
+    if os.environ.get("GC_PLUGIN_OWN_SETTING"):
+        gc.set_threshold(5000, 10, 10)
+        gc.disable()
+
+def entry():
+    return {**SEEN, "threshold_at_entry": gc.get_threshold()[0], "enabled": gc.isenabled()}
+"""
+
+
+@pytest.mark.parametrize("own_setting", [False, True])
+def test_no_collection_runs_in_a_workers_stages_and_a_plugins_own_gc_setting_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, own_setting: bool
+) -> None:
+    """What the stages import is frozen after the hooks, so the collector's automatic runs
+    are paused until then (an ``import torch`` there ran ~80 ms of collections); the entry
+    runs with the collector as it was, or as a plugin set it meanwhile."""
+    from spawnkit.namespace import Namespace
+    from spawnkit.testing import write_distribution
+
+    tag = f"gp{uuid.uuid4().hex[:10]}"
+    ns = Namespace(tag, env_prefix=tag.upper())
+    write_distribution(
+        tmp_path,
+        f"{tag}-plug",
+        "1.0",
+        entry_points={ns.config.plugin_group: {"gcplug": f"{tag}_plug:register"}},
+        modules={f"{tag}_plug": _GC_PAUSE_PLUGIN},
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    env = {"GC_PLUGIN_OWN_SETTING": "1"} if own_setting else {}
+    with spawn_with_plugins(f"{tag}_plug:entry", namespace=ns, start_method="spawn", env=env) as g:
+        (got,) = g.results(timeout=60)
+    assert got["threshold_while_plugins_load"] == 0, got  # paused
+    if own_setting:
+        assert (got["threshold_at_entry"], got["enabled"]) == (5000, False), got
+    else:
+        assert got["threshold_at_entry"] > 0 and got["enabled"], got  # resumed

@@ -27,12 +27,14 @@ spawned launch, top to bottom in time (``==>`` bytes, ``-->`` one message)::
                                                         on the fault pipe
   report pipe (one per rank) <-- HELLO(pid, host, dump_signal)
                                                       4 Bootstrapper(spec, _Reporter).run():
-                                                        gc.freeze() (the heap so far), then
+                                                        gc.freeze() (the heap so far); no
+                                                        automatic collection until the
+                                                        hooks are applied, then
                              <-- STAGE_STARTED(s), STAGE_FINISHED(s, seconds) for s in
                                    arm_parent_death      (starts watching the death pipe)
                                    initialize_platform
                                    load_plugins
-                                   apply_hooks           (then gc.freeze() again)
+                                   apply_hooks           (then gc.freeze() again, collector on)
                                    materialize_payload   (the payload unpickled)
                                    resolve_entry
                              <-- READY(report)
