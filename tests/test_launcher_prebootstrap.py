@@ -426,3 +426,26 @@ def test_a_server_slow_in_the_launchers_own_modules_names_them_not_the_stage_bef
     assert "apply_hooks" not in head
     assert f"{slow}.py" in text  # the server's stack dump shows which module
     assert info.value.stage == "preload"
+
+
+_GC_PRELOAD = """
+import gc
+
+AT_PRELOAD = gc.get_threshold()[0]
+
+
+def entry():
+    return AT_PRELOAD, gc.get_threshold()[0], gc.isenabled()
+"""
+
+
+def test_a_warm_server_preloads_without_automatic_collections_and_its_workers_collect(
+    site: Site,
+) -> None:
+    """The server's preloads are frozen once loaded (a full collection first); collecting
+    while torch is preloaded only walked it again (~80 ms).  Its workers collect as usual."""
+    module = f"{site.tag}_gcpre"
+    (site.root / f"{module}.py").write_text(_GC_PRELOAD)
+    (at_preload, at_entry, enabled) = _launch(site, f"{module}:entry", preload=(module,))[0]
+    assert at_preload == 0  # paused while the server imported it
+    assert at_entry > 0 and enabled  # the worker's collector runs

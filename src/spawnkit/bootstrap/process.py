@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import spawnkit._collector as _collector
 from spawnkit import _metadata
 from spawnkit._names import qualified_name
 from spawnkit.bootstrap import _entry, guard
@@ -588,32 +589,22 @@ def _freeze_heap(freeze_gc: bool) -> None:
 
 @contextmanager
 def _gc_paused(freeze_gc: bool) -> Iterator[None]:
-    """The stages up to ``apply_hooks`` of a process spawnkit started (``freeze_gc``), with the
-    heap frozen before them and the cyclic collector's automatic runs paused until the heap
-    is frozen again after the hooks.
+    """The stages up to ``apply_hooks`` of a process spawnkit started (``freeze_gc``): the heap
+    frozen before them and again after, and no automatic collection in between
+    (:mod:`spawnkit._collector` says why).
 
-    What those stages import (plugins, hook targets, and the frameworks those import) is
-    frozen anyway once the hooks are applied, so a collection while they run walks objects
-    that are about to be exempt: ``import torch`` alone runs 328 young, 29 middle and 2 full
-    collections, ~80 ms of a ~1 s import.  CPython's ``gc`` documentation suggests the same
-    pause-then-freeze for processes that fork workers.  The price: cyclic garbage made in the
-    stages is frozen with the rest instead of collected (after ``import torch``: 7,119
-    objects, 0.67 MB by ``sys.getsizeof``); reference counting still frees everything else.
-    Paused by a zero threshold, not ``gc.disable()``: a plugin that turns the collector off,
-    or sets its own thresholds, meanwhile keeps its setting.  The entry module's import and
-    the entry itself run with the collector as it was.
+    The price: cyclic garbage made in the stages is frozen with the rest instead of collected
+    (after ``import torch``: 7,119 objects, 0.67 MB by ``sys.getsizeof``); reference counting
+    still frees everything else.  The entry module's import and the entry run with the
+    collector as it was.
     """
     _freeze_heap(freeze_gc)
-    before = gc.get_threshold()
-    paused = freeze_gc and before[0] != 0
-    if paused:
-        gc.set_threshold(0, *before[1:])  # "threshold0 zero disables collection" (gc docs)
+    paused = _collector.pause() if freeze_gc else None
     try:
         yield
     finally:
         _freeze_heap(freeze_gc)
-        if paused and gc.get_threshold()[0] == 0:  # not set again by the stages' own code
-            gc.set_threshold(*before)
+        _collector.resume(paused)
 
 
 def bootstrap_process(spec: ProcessSpec, *, listener: StageListener | None = None) -> Any:
