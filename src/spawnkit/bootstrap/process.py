@@ -384,10 +384,10 @@ class Bootstrapper:
 
     def run(self) -> Any:
         """Every stage, in the order of ``STAGES``; returns the entry's result (the last stage)."""
-        with _gc_paused(self.freeze_gc):  # until the heap is frozen after the hooks
-            for row in STAGES[:_THROUGH_HOOKS]:
+        with _gc_paused(self.freeze_gc):  # until the heap is frozen after the entry's imports
+            for row in STAGES[:-1]:
                 getattr(self, row.method)()
-        return [getattr(self, row.method)() for row in STAGES[_THROUGH_HOOKS:]][-1]
+        return getattr(self, STAGES[-1].method)()
 
     def build_report(self) -> BootstrapReport:
         """The report as it stands now, in plain types."""
@@ -571,7 +571,8 @@ _PER_LAUNCH_ENV = frozenset({"SPAWNKIT_RUN_ID"})
 
 def _freeze_heap(freeze_gc: bool) -> None:
     """``gc.freeze()`` in a process spawnkit started for this bootstrap (``freeze_gc``): before
-    the first stage, and again after the hooks (``_gc_paused``: no collection in between).
+    the first stage, after the hooks, and after the entry's imports (``_gc_paused``: no
+    collection in between).
 
     Everything alive then (the interpreter, spawnkit and the spec; then the plugins, the
     hook targets and what they imported) lives as long as the worker: frozen, no collection
@@ -589,14 +590,15 @@ def _freeze_heap(freeze_gc: bool) -> None:
 
 @contextmanager
 def _gc_paused(freeze_gc: bool) -> Iterator[None]:
-    """The stages up to ``apply_hooks`` of a process spawnkit started (``freeze_gc``): the heap
-    frozen before them and again after, and no automatic collection in between
-    (:mod:`spawnkit._collector` says why).
+    """The stages of a process spawnkit started (``freeze_gc``) up to the entry (or up to
+    ``apply_hooks``, ``through_hooks``): the heap frozen before them and again after, and no
+    automatic collection in between (:mod:`spawnkit._collector` says why).
 
-    The price: cyclic garbage made in the stages is frozen with the rest instead of collected
-    (after ``import torch``: 7,119 objects, 0.67 MB by ``sys.getsizeof``); reference counting
-    still frees everything else.  The entry module's import and the entry run with the
-    collector as it was.
+    Everything they import (plugins, hook targets, the payload's and the entry's modules,
+    and the frameworks those import) stays for the worker's life.  The price: cyclic garbage
+    made meanwhile is frozen with the rest instead of collected (after ``import torch``:
+    7,119 objects, 0.67 MB by ``sys.getsizeof``); reference counting still frees everything
+    else.  The entry itself runs with the collector as it was.
     """
     _freeze_heap(freeze_gc)
     paused = _collector.pause() if freeze_gc else None

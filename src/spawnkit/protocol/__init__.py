@@ -29,14 +29,14 @@ spawned launch, top to bottom in time (``==>`` bytes, ``-->`` one message)::
                                                       4 Bootstrapper(spec, _Reporter).run():
                                                         gc.freeze() (the heap so far); no
                                                         automatic collection until the
-                                                        hooks are applied, then
+                                                        entry's imports are done, then
                              <-- STAGE_STARTED(s), STAGE_FINISHED(s, seconds) for s in
                                    arm_parent_death      (starts watching the death pipe)
                                    initialize_platform
                                    load_plugins
-                                   apply_hooks           (then gc.freeze() again, collector on)
+                                   apply_hooks           (then gc.freeze() again)
                                    materialize_payload   (the payload unpickled)
-                                   resolve_entry
+                                   resolve_entry         (then gc.freeze(), collector on)
                              <-- READY(report)
                              <-- STAGE_STARTED(entry)
                                                       5 entry(payload)
