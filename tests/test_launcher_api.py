@@ -418,6 +418,29 @@ def test_a_workers_heap_is_frozen_after_its_hooks_and_not_in_the_launcher(
     assert before == after, "a process that bootstraps itself had its heap frozen"
 
 
+def _one_plugin_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, env: dict[str, str] | None = None
+) -> dict[str, object]:
+    """What one spawned worker's entry returns, with ``source`` as its only plugin (real
+    distribution) and as its entry module (``entry``)."""
+    from spawnkit.namespace import Namespace
+    from spawnkit.testing import write_distribution
+
+    tag = f"gp{uuid.uuid4().hex[:10]}"
+    ns = Namespace(tag, env_prefix=tag.upper())
+    write_distribution(
+        tmp_path,
+        f"{tag}-plug",
+        "1.0",
+        entry_points={ns.config.plugin_group: {"gcplug": f"{tag}_plug:register"}},
+        modules={f"{tag}_plug": source},
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with spawn_with_plugins(f"{tag}_plug:entry", namespace=ns, start_method="spawn", env=env) as g:
+        (got,) = g.results(timeout=60)
+    return dict(got)
+
+
 _GC_PLUGIN = """
 import gc
 
@@ -438,21 +461,7 @@ def test_a_workers_stages_run_with_the_heap_before_them_frozen(
     then, so no collection during the stages walks it again (~0.7 ms of 7 in a bootstrap with
     10 plugins and 100 hooks).  Spawn only: a forkserver worker's plugins load in the warm
     server, whose heap is frozen after them (the test above)."""
-    from spawnkit.namespace import Namespace
-    from spawnkit.testing import write_distribution
-
-    tag = f"gf{uuid.uuid4().hex[:10]}"
-    ns = Namespace(tag, env_prefix=tag.upper())
-    write_distribution(
-        tmp_path,
-        f"{tag}-plug",
-        "1.0",
-        entry_points={ns.config.plugin_group: {"gcplug": f"{tag}_plug:register"}},
-        modules={f"{tag}_plug": _GC_PLUGIN},
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
-    with spawn_with_plugins(f"{tag}_plug:entry", namespace=ns, start_method="spawn") as g:
-        (got,) = g.results(timeout=60)
+    got = _one_plugin_worker(tmp_path, monkeypatch, _GC_PLUGIN)
     # a fresh 3.12 interpreter has a few hundred objects frozen; spawnkit's modules are more
     assert got["frozen_while_plugins_load"] > 1000, got
 
@@ -480,22 +489,8 @@ def test_no_collection_runs_in_a_workers_stages_and_a_plugins_own_gc_setting_is_
     """What the stages import is frozen after the hooks, so the collector's automatic runs
     are paused until then (an ``import torch`` there ran ~80 ms of collections); the entry
     runs with the collector as it was, or as a plugin set it meanwhile."""
-    from spawnkit.namespace import Namespace
-    from spawnkit.testing import write_distribution
-
-    tag = f"gp{uuid.uuid4().hex[:10]}"
-    ns = Namespace(tag, env_prefix=tag.upper())
-    write_distribution(
-        tmp_path,
-        f"{tag}-plug",
-        "1.0",
-        entry_points={ns.config.plugin_group: {"gcplug": f"{tag}_plug:register"}},
-        modules={f"{tag}_plug": _GC_PAUSE_PLUGIN},
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
     env = {"GC_PLUGIN_OWN_SETTING": "1"} if own_setting else {}
-    with spawn_with_plugins(f"{tag}_plug:entry", namespace=ns, start_method="spawn", env=env) as g:
-        (got,) = g.results(timeout=60)
+    got = _one_plugin_worker(tmp_path, monkeypatch, _GC_PAUSE_PLUGIN, env)
     assert got["threshold_while_plugins_load"] == 0, got  # paused
     if own_setting:
         assert (got["threshold_at_entry"], got["enabled"]) == (5000, False), got
