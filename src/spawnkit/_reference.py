@@ -96,7 +96,7 @@ def resolve_name(name: str) -> Any:
 
     A ``"module:qualname"`` string (every built-in platform's, most plugins') is imported and
     walked here; anything else (``"pkg.mod.Class"``, vLLM's spelling) goes to ``pkgutil``.  On a
-    worker's path: importing ``pkgutil`` and compiling its pattern on first use cost ~1 ms of
+    worker's path: importing ``pkgutil`` and compiling its pattern on first use cost 0.6 ms of
     every cold worker that resolved a platform class.
     """
     module, sep, qualname = name.partition(":")
