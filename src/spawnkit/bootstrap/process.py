@@ -134,7 +134,7 @@ class Bootstrapper:
         # False for a process that ran its own code before bootstrapping (bootstrap_here):
         # objects and closures made there may hold originals no sweep can see.
         self.sweep_repairs_guard = True
-        self.freeze_gc = False  # see _freeze_heap: set by child_main and a context's child
+        self.freeze_gc = False  # see _gc_paused: set by child_main and a context's child
         self.payload_obj: Any = _UNSET
         self.entry: Callable[..., Any] | None = None
         self.report: BootstrapReport | None = None
@@ -326,7 +326,6 @@ class Bootstrapper:
         manager.apply(strict=not is_lenient(self.namespace, None), clean_modules=clean)
         _check_stale(self.namespace, self.spec, self.guard_result)
         _phase.mark_hooks_applied()
-        _freeze_heap(self.freeze_gc)
         split = {"import_targets": imported - started, "patch": time.monotonic() - imported}
         self.stage_detail[Stage.HOOKS.value] = split
 
@@ -569,43 +568,31 @@ def boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:
 _PER_LAUNCH_ENV = frozenset({"SPAWNKIT_RUN_ID"})
 
 
-def _freeze_heap(freeze_gc: bool) -> None:
-    """``gc.freeze()`` in a process spawnkit started for this bootstrap (``freeze_gc``): before
-    the first stage, after the hooks, and after the entry's imports (``_gc_paused``: no
-    collection in between).
-
-    Everything alive then (the interpreter, spawnkit and the spec; then the plugins, the
-    hook targets and what they imported) lives as long as the worker: frozen, no collection
-    walks it again.  Before the stages, that is ~0.7 ms of a 7 ms bootstrap with 10
-    plugins and 100 hooks (a collection the hooks' allocations set off walked all of
-    spawnkit); after the hooks, a cold worker's ``import torch`` (in its entry module,
-    next) ran one full collection more than a raw spawn's without it, +70 ms of ~1 s.  What
-    is frozen is never collected: a full collection after the hooks finds ~6 unreachable
-    objects.  Never in a process that ran its own code first (``bootstrap_here``, user code
-    calling ``bootstrap_process``).
-    """
-    if freeze_gc:
-        gc.freeze()
-
-
 @contextmanager
 def _gc_paused(freeze_gc: bool) -> Iterator[None]:
     """The stages of a process spawnkit started (``freeze_gc``) up to the entry (or up to
-    ``apply_hooks``, ``through_hooks``): the heap frozen before them and again after, and no
-    automatic collection in between (:mod:`spawnkit._collector` says why).
+    ``apply_hooks``, ``through_hooks``): the heap frozen (``gc.freeze()``) before them and
+    again after, and no automatic collection in between (:mod:`spawnkit._collector`).
 
-    Everything they import (plugins, hook targets, the payload's and the entry's modules,
-    and the frameworks those import) stays for the worker's life.  The price: cyclic garbage
-    made meanwhile is frozen with the rest instead of collected (after ``import torch``:
-    7,119 objects, 0.67 MB by ``sys.getsizeof``); reference counting still frees everything
-    else.  The entry itself runs with the collector as it was.
+    Everything alive before them (the interpreter, spawnkit, the spec) and everything they
+    import (plugins, hook targets, the payload's and the entry's modules, and the frameworks
+    those import) stays for the worker's life: frozen, no collection walks it again.  Before
+    the stages that is ~0.7 ms of a 7 ms bootstrap with 10 plugins and 100 hooks (a collection
+    the hooks' allocations set off walked all of spawnkit); an ``import torch`` during them
+    ran ~80 ms of collections.  The price: cyclic garbage made meanwhile is frozen with the
+    rest instead of collected (after ``import torch``: ~7,100 objects, 0.67 MB by
+    ``sys.getsizeof``); reference counting still frees everything else.  The entry itself
+    runs with the collector as it was.  Never in a process that ran its own code first
+    (``bootstrap_here``, user code calling ``bootstrap_process``).
     """
-    _freeze_heap(freeze_gc)
+    if freeze_gc:
+        gc.freeze()
     paused = _collector.pause() if freeze_gc else None
     try:
         yield
     finally:
-        _freeze_heap(freeze_gc)
+        if freeze_gc:
+            gc.freeze()
         _collector.resume(paused)
 
 
