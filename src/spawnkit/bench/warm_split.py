@@ -21,6 +21,11 @@ writes its stamp to a pipe where its entry would run
 Beside it, the floor: the same raw fork whose children first unpickle the
 worker's ``ProcessSpec``, the least any fork server must hand a worker, so
 the table says how much of the distance to the target no protocol can close.
+
+Each start, raw or warm, begins 0.1 s after the one before, as an engine launches a group on
+a server that sat idle: a server forks its spares, and they take the pages a worker writes
+(``protocol/_prefault``), in that idle time.  Back to back, a start would instead compete
+with the refill that the start before it set off, a burst the two cores cannot absorb.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ _LAST = STAGE_ORDER[STAGE_ORDER.index(Stage.ENTRY) - 1].value
 _CHILD_MARKS = ("first_stage", "stages_done", "entry")
 TARGET = 2.0
 _WAIT_S = 60.0
+_SETTLE_S = 0.1
 _WORKERS = {"trivial": "", "torch": "import torch  # noqa: F401\n"}
 
 
@@ -126,9 +132,14 @@ def _rows(worker: str, sizes: tuple[int, ...], repeats: int) -> list[dict[str, A
         contextlib.closing(RawForker(module, _WAIT_S, spec=pickle.dumps(template))) as floor,
     ):
         for n in sizes:  # side by side per size: the machine's noise hits all alike
-            raw = [max(forker.fork(n)) for _ in range(repeats)]
-            handed = [max(floor.fork(n)) for _ in range(repeats)]
-            runs = [_warm(lctx, template, n) for _ in range(repeats)]
+            raw, handed, runs = [], [], []
+            for _ in range(repeats):  # in turn, each after the same pause (see the docstring)
+                time.sleep(_SETTLE_S)
+                raw.append(max(forker.fork(n)))
+                time.sleep(_SETTLE_S)
+                handed.append(max(floor.fork(n)))
+                time.sleep(_SETTLE_S)
+                runs.append(_warm(lctx, template, n))
             split = {p: statistics.median(ph[p] for _, w in runs for ph in w) for p in PHASES}
             raw_ms = statistics.median(raw) * 1e3
             floor_ms = statistics.median(handed) * 1e3

@@ -13,7 +13,9 @@ exactly what a child forked on request runs (the package's ``_serve_one``)::
                                    fork happened while the server was idle
 
 A request with no spare ready (a burst larger than the pool, a spare that died) is forked on
-request, as before: a spare never makes a start slower, only earlier.
+request, as before: a spare never makes a start slower, only earlier.  A spare also takes,
+while it waits, the pages a worker will write (``_prefault``: learned from the server's first
+worker that reaches its entry), so the copy-on-write faults of its start are paid ahead too.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import sys
 import time
 import warnings
 from typing import Any, NoReturn
+
+from spawnkit.protocol import _prefault
 
 __all__ = ["SPARE_NAME", "SPARES_VAR", "most_spares", "reap_within", "serve_forever"]
 
@@ -92,10 +96,12 @@ class _Loop:
         self.pid_to_fd: dict[int, int] = {}  # a started worker -> its launcher's status pipe
         self.spares: list[tuple[int, socket.socket]] = []  # oldest first
         self.retired: set[int] = set()  # spares that died or were let go, not yet reaped
+        self.let_go: set[int] = set()  # spares let go on purpose, not yet reaped: no loss
         self.target = min(1, most)  # grows to the largest burst served, up to ``most``
         self.burst, self.last_request = 0, 0.0  # requests in the current burst; the last one
         self.settled = False  # idle for _IDLE_S since the last request: refill back to back
         self.lost = 0  # spares in a row that ended before a request reached them
+        self.learner = _prefault.Learner()  # the pages a worker writes, for spares to take
         # Newer packages clear the server's atexit handlers in each child, then run the
         # multiprocessing ones at its end (3.13); the same module says so by importing atexit.
         self.clear_atexit = hasattr(self.forkserver, "atexit")
@@ -146,6 +152,8 @@ class _Loop:
             raise SystemExit
         if self.sig_r in ready:
             self._reap()
+        if self.learner.fd is not None and self.learner.fd in ready:
+            self._learn(self.learner.fd)
         if self.listener in ready:
             self._serve()
 
@@ -163,10 +171,11 @@ class _Loop:
         self.last_request = now
         self.target = min(self.most, max(self.target, self.burst))
         spare = self._live_spare()
+        learn_w = self._learner()
         if spare is None:
             pid = os.fork()
             if pid == 0:
-                self._child(child_r, fds, child_w)
+                self._child(child_r, fds, child_w, learn_w)
         else:
             pid = spare[0]
         # The pid goes out before the spare is handed its request: woken, the spare may take
@@ -176,15 +185,34 @@ class _Loop:
             self.forkserver.write_signed(child_w, pid)
         self.pid_to_fd[pid] = child_w
         if spare is not None:
+            go, handed = (b"go", fds) if learn_w is None else (b"gl", [*fds, learn_w])
             try:
                 with spare[1]:
-                    socket.send_fds(spare[1], [b"go"], [child_r, *fds])
+                    socket.send_fds(spare[1], [go], [child_r, *handed])
                 self.lost = 0
             except OSError:  # it died since the check: the launcher gets its exit status
                 pass
         os.close(child_r)
-        for fd in fds:
+        for fd in fds if learn_w is None else [*fds, learn_w]:
             os.close(fd)
+
+    def _learner(self) -> int | None:
+        """The write end of a learn pipe for this request's worker, if it is to learn."""
+        pipe = self.learner.start() if self.most else None
+        if pipe is None:
+            return None
+        self.selector.register(pipe[0], selectors.EVENT_READ)
+        return pipe[1]
+
+    def _learn(self, fd: int) -> None:
+        if not self.learner.read(fd):
+            return
+        self.selector.unregister(fd)
+        if self.learner.finish():  # the spares forked before would start without the pages
+            for pid, sock in self.spares:
+                sock.close()
+                self.let_go.add(pid)
+            self.spares.clear()
 
     def _live_spare(self) -> tuple[int, socket.socket] | None:
         """The oldest spare still alive (its socket not at EOF), or None: fork on request."""
@@ -220,6 +248,9 @@ class _Loop:
         again every few milliseconds, forever, with nobody told: after _MOST_LOST in a row the
         server forks on request only, where a failing fork reaches a launcher.
         """
+        if pid in self.let_go:
+            self.let_go.discard(pid)
+            return True
         if pid in self.retired:
             self.retired.discard(pid)
         else:
@@ -262,9 +293,11 @@ class _Loop:
             signal.set_wakeup_fd(-1)  # first: the wakeup fd is closed next, its number reused
             self._close_server_fds()
             self._rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
+            _prefault.populate(self.learner.pages or [])  # while idle: the pages its worker writes
+            msg = b""
             with contextlib.suppress(OSError):  # EOF or an error: the server let it go, or died
-                _msg, fds, _flags, _addr = socket.recv_fds(
-                    sock, 16, self.forkserver.MAXFDS_TO_SEND + 1
+                msg, fds, _flags, _addr = socket.recv_fds(
+                    sock, 16, self.forkserver.MAXFDS_TO_SEND + 2
                 )
             sock.close()
             self._rename(self.comm)
@@ -276,9 +309,12 @@ class _Loop:
         if not fds:
             os._exit(0)
         child_r, *rest = fds
-        self._child(child_r, rest, None)
+        learn_w = rest.pop() if msg == b"gl" else None
+        self._child(child_r, rest, None, learn_w)
 
-    def _child(self, child_r: int, fds: list[int], child_w: int | None) -> NoReturn:
+    def _child(
+        self, child_r: int, fds: list[int], child_w: int | None, learn_w: int | None
+    ) -> NoReturn:
         """What a worker runs, forked on request (``child_w``: the server's end of its status
         pipe) or a spare handed a request: what the package's own loop runs, with every
         descriptor of the server closed."""
@@ -288,6 +324,8 @@ class _Loop:
                 signal.set_wakeup_fd(-1)
                 self._close_server_fds()
                 os.close(child_w)
+            if learn_w is not None:
+                _prefault.arm(learn_w)
             if self.clear_atexit:
                 import atexit
 
@@ -312,7 +350,8 @@ class _Loop:
         self.selector.close()
         for _pid, sock in self.spares:
             sock.close()
-        for fd in (self.alive_r, self.sig_r, self.sig_w, *self.pid_to_fd.values()):
+        learning = () if self.learner.fd is None else (self.learner.fd,)
+        for fd in (self.alive_r, self.sig_r, self.sig_w, *learning, *self.pid_to_fd.values()):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -325,7 +364,7 @@ class _Loop:
     # ---------------------------------------------------------------- server exit
     def retire_spares(self) -> None:
         """Let every spare go (EOF on its socket) and reap it: none outlives its server."""
-        spares = [pid for pid, _sock in self.spares]
+        spares = [pid for pid, _sock in self.spares] + sorted(self.let_go)  # let go, not reaped
         for _pid, sock in self.spares:
             sock.close()
         self.spares.clear()

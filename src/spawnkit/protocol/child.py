@@ -194,6 +194,9 @@ class _Reporter:
     def stage_started(self, stage: str) -> None:
         self.stage = str(getattr(stage, "value", stage))
         self.send(proto.StageStarted(self.stage))
+        prefault = sys.modules.get("spawnkit.protocol._prefault")  # only a warm worker's
+        if prefault is not None and self.stage == _ENTRY:
+            prefault.report()  # the worker path is done: the pages it wrote, to its server
 
     def stage_finished(self, stage: str, seconds: float) -> None:
         stage = str(getattr(stage, "value", stage))
@@ -225,6 +228,7 @@ class _Reporter:
 
 #: A message's frame on the report pipe, as ``multiprocessing.connection`` writes and reads it.
 _FRAME = struct.Struct("!i")
+_ENTRY = Stage.ENTRY.value
 _FRAME_LIMIT = 0x7FFFFFFF
 
 

@@ -1,0 +1,186 @@
+"""A warm server's spares own, before their request, the pages a worker writes (``_prefault``).
+
+The kernel is the judge here: ``/proc/<pid>/pagemap`` says which pages a process holds alone,
+``/proc/<pid>/smaps_rollup`` how much of its memory is its own.  Nothing is mocked; a kernel
+that cannot populate on request (older than 5.14) skips the tests that need it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import re
+import struct
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from _launcher_support import Site, make_site
+from spawnkit import spawn_with_plugins
+from spawnkit.errors import SpawnkitError
+from spawnkit.protocol import _prefault
+from spawnkit.protocol._fork_loop import SPARE_NAME
+
+pytestmark = pytest.mark.skipif(
+    not os.path.exists("/proc/self/pagemap"), reason="needs Linux's /proc/<pid>/pagemap"
+)
+needs_populate = pytest.mark.skipif(
+    not _prefault._usable(), reason="this kernel has no MADV_POPULATE_WRITE (Linux 5.14+)"
+)
+
+_PAGE = mmap.PAGESIZE
+_PROBE = """
+import os
+
+def probe():
+    return {"pid": os.getpid(), "ppid": os.getppid()}
+
+def _refuse():
+    raise RuntimeError(f"this payload refuses to unpickle (server {os.getppid()})")
+
+class Refuses:
+    def __reduce__(self):
+        return (_refuse, ())
+"""
+
+
+def _address(buf: bytearray) -> int:
+    anchor = ctypes.c_char.from_buffer(buf)
+    try:
+        return ctypes.addressof(anchor)
+    finally:
+        del anchor
+
+
+def _in_child(work: Any) -> Any:
+    """Run ``work()`` in a forked child of this process; its result comes back as ranges."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(w, work())
+        finally:
+            os._exit(0)
+    os.close(w)
+    data = b""
+    while chunk := os.read(r, 1 << 20):
+        data += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return list(struct.iter_unpack("<QQ", data))
+
+
+def _covered(ranges: list[tuple[int, int]], lo: int, hi: int) -> int:
+    """How many bytes of [lo, hi) the ranges cover."""
+    return sum(max(0, min(hi, s + n) - max(lo, s)) for s, n in ranges)
+
+
+def test_a_forked_child_reports_the_pages_it_wrote_and_not_those_it_only_read() -> None:
+    size = 64 * _PAGE
+    written, read = bytearray(size), bytearray(size)
+    written[:] = read[:] = b"x" * size  # both fully present in this process before the fork
+    w0, r0 = _address(written) // _PAGE * _PAGE + _PAGE, _address(read) // _PAGE * _PAGE + _PAGE
+
+    def work() -> bytes:
+        for i in range(0, size, _PAGE):
+            written[i] = 1
+        assert sum(read[::_PAGE]) > 0
+        return _prefault.written()
+
+    ranges = _in_child(work)
+    whole = size - 2 * _PAGE  # the buffer's inner pages: no other object shares them
+    assert _covered(ranges, w0, w0 + whole) == whole
+    assert _covered(ranges, r0, r0 + whole) == 0
+
+
+@needs_populate
+def test_populated_pages_are_the_childs_own_before_it_writes_them() -> None:
+    size = 64 * _PAGE
+    shared = bytearray(b"y" * size)
+    lo = _address(shared) // _PAGE * _PAGE + _PAGE
+    inner = size - 2 * _PAGE
+    kept = _prefault.receive(struct.pack("<QQ", lo, inner))
+    assert kept == [(lo, inner)]
+
+    def work() -> bytes:
+        _prefault.populate(kept)
+        assert shared[_PAGE] == ord("y")  # contents untouched
+        return _prefault.written()
+
+    assert _covered(_in_child(work), lo, lo + inner) == inner
+
+
+@needs_populate
+def test_the_server_keeps_only_what_lies_in_its_own_writable_mappings() -> None:
+    text = _address(bytearray(8))  # a heap address; and one no mapping holds:
+    nowhere = 1 << 46
+    reported = struct.pack("<QQQQ", nowhere, 16 * _PAGE, text // _PAGE * _PAGE, _PAGE)
+    kept = _prefault.receive(reported + b"\x01\x02")  # a torn last record is dropped
+    assert kept == [(text // _PAGE * _PAGE, _PAGE)]
+    assert _prefault.receive(b"") == []
+
+
+# ---------------------------------------------------------------- through a real server
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    for site in make_site(tmp_path, monkeypatch):
+        (site.root / f"{site.tag}_probe.py").write_text(_PROBE)
+        yield site
+
+
+def _launch(site: Site, payload: Any = None) -> dict[str, Any]:
+    with spawn_with_plugins(
+        f"{site.tag}_probe:probe",
+        payload,
+        namespace=site.ns,
+        start_method="forkserver",
+    ) as group:
+        (result,) = group.results(timeout=60)
+        return dict(result)
+
+
+def _private_kb(pid: int, field: str = "Private_Dirty") -> int:
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        return int(next(line for line in f if line.startswith(field + ":")).split()[1])
+
+
+def _spare(server: int, not_in: set[int], least_kb: int = 0, timeout: float = 10.0) -> int:
+    """A spare of ``server`` not among ``not_in`` holding at least ``least_kb`` of its own."""
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in psutil.Process(server).children():
+            try:
+                if child.pid in not_in or not child.name().startswith(SPARE_NAME):
+                    continue
+                if _private_kb(child.pid) >= least_kb:
+                    return child.pid
+            except (psutil.NoSuchProcess, psutil.ZombieProcess, OSError):
+                continue
+        time.sleep(0.01)
+    raise AssertionError(f"server {server} has no new spare holding {least_kb} kB in {timeout} s")
+
+
+@needs_populate
+def test_spares_forked_after_a_worker_reached_its_entry_hold_its_pages(site: Site) -> None:
+    """The first worker fails before its entry: nothing is learned, the next spare is as small
+    as any fork; the next worker reaches its entry: spares forked after it hold its pages,
+    and the spare that waited unlearned is let go for one that does."""
+    mod = __import__(f"{site.tag}_probe")
+    with pytest.raises(SpawnkitError, match=r"refuses to unpickle \(server (\d+)\)") as failed:
+        _launch(site, mod.Refuses())
+    server = int(re.search(r"server (\d+)", str(failed.value)).group(1))
+    unlearned = _spare(server, set())
+    time.sleep(0.2)  # it would have populated by now
+    unlearned_kb = _private_kb(unlearned)
+    first = _launch(site)
+    assert first["pid"] == unlearned, "the launch was not served by the waiting spare"
+    learned = _spare(server, {unlearned}, least_kb=unlearned_kb + 1024)
+    assert _private_kb(learned) < _private_kb(server, "Rss") / 2, "it holds the whole server"
+    second = _launch(site)
+    assert second["pid"] == learned, "the launch was not served by the spare that learned"
