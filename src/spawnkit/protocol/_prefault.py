@@ -69,7 +69,10 @@ class Learner:
         if not sys.platform.startswith("linux") or not os.path.exists("/proc/self/pagemap"):
             self.pages = []
             return None
-        pipe = os.pipe()
+        try:
+            pipe = os.pipe()
+        except OSError:  # out of descriptors: the request is served, a later one learns
+            return None
         os.set_blocking(pipe[0], False)
         self.fd = pipe[0]
         return pipe
@@ -90,7 +93,10 @@ class Learner:
         os.close(self.fd)
         self.fd = None
         if self.data:
-            self.pages = receive(self.data)
+            try:
+                self.pages = receive(self.data)
+            except Exception:  # an unreadable /proc: nothing to populate, the server serves on
+                self.pages = []
         self.data = b""
         return bool(self.pages)
 
