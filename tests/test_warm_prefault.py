@@ -124,6 +124,16 @@ def test_the_server_keeps_only_what_lies_in_its_own_writable_mappings() -> None:
     assert _prefault.receive(b"") == []
 
 
+@needs_populate
+def test_a_spare_is_never_asked_to_hold_more_than_the_cap() -> None:
+    cap = _prefault._MOST_BYTES
+    big = bytearray(cap + 8 * _PAGE)  # one mapping of its own, inside this process's memory
+    lo = _address(big) // _PAGE * _PAGE + _PAGE
+    kept = _prefault.receive(struct.pack("<QQ", lo, cap + 4 * _PAGE))
+    assert sum(size for _, size in kept) == cap
+    assert kept[0][0] == lo
+
+
 # ---------------------------------------------------------------- through a real server
 @pytest.fixture
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:

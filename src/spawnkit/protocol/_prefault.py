@@ -40,7 +40,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _MADV_POPULATE_WRITE = 23  # <linux/mman.h>; not in the mmap module of Python 3.10 to 3.13
 _RANGE = struct.Struct("<QQ")  # start address, length in bytes
 _MOST_RANGES = 4000  # 64,000 bytes: one write that an empty pipe takes whole
-_MOST_BYTES = 64 << 20  # a spare never holds more than this of its own
+_MOST_BYTES = 16 << 20  # a spare never holds more than this of its own (8 spares: 128 MiB)
 # /proc/self/pagemap: one little-endian 64-bit entry per page; its last byte holds bit 63
 # (present) and bit 56 (exclusively mapped: copied, or written fresh, by this process).
 _MINE = bytes(1 if b & 0x81 == 0x81 else 0 for b in range(256))
