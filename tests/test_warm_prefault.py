@@ -39,6 +39,10 @@ import os
 def probe():
     return {"pid": os.getpid(), "ppid": os.getppid()}
 
+def tell_parent(conn):
+    conn.send(os.getppid())
+    conn.close()
+
 def _refuse():
     raise RuntimeError(f"this payload refuses to unpickle (server {os.getppid()})")
 
@@ -194,3 +198,32 @@ def test_spares_forked_after_a_worker_reached_its_entry_hold_its_pages(site: Sit
     assert _private_kb(learned) < _private_kb(server, "Rss") / 2, "it holds the whole server"
     second = _launch(site)
     assert second["pid"] == learned, "the launch was not served by the spare that learned"
+
+
+@needs_populate
+def test_a_context_child_served_first_teaches_the_server_too(site: Site) -> None:
+    """A bootstrapping context's child runs no entry: its target's start is where it reports,
+    or a server whose first child is a long-lived pool worker would never learn."""
+    import psutil
+
+    import spawnkit
+
+    mod = __import__(f"{site.tag}_probe")
+    ctx = spawnkit.get_context("forkserver", namespace=site.ns)  # starts the server
+    (server,) = [
+        p.pid for p in psutil.Process().children() if "warm_main" in " ".join(p.cmdline())
+    ]
+    unlearned = _spare(server, set())
+    time.sleep(0.2)
+    unlearned_kb = _private_kb(unlearned)
+    ours, theirs = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=mod.tell_parent, args=(theirs,))
+    proc.start()
+    theirs.close()
+    try:
+        assert ours.poll(60), "the context child never ran its target"
+        assert ours.recv() == server
+    finally:
+        proc.join(30)
+    assert proc.exitcode == 0 and proc.pid == unlearned
+    _spare(server, {unlearned}, least_kb=unlearned_kb + 1024)

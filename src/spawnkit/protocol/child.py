@@ -39,6 +39,7 @@ __all__ = [
     "child_main",
     "picklers",
     "report_early",
+    "report_pages",
     "send_early",
     "send_start_data",
     "set_early_fd",
@@ -194,9 +195,8 @@ class _Reporter:
     def stage_started(self, stage: str) -> None:
         self.stage = str(getattr(stage, "value", stage))
         self.send(proto.StageStarted(self.stage))
-        prefault = sys.modules.get("spawnkit.protocol._prefault")  # only a warm worker's
-        if prefault is not None and self.stage == _ENTRY:
-            prefault.report()  # the worker path is done: the pages it wrote, to its server
+        if self.stage == _ENTRY:
+            report_pages()
 
     def stage_finished(self, stage: str, seconds: float) -> None:
         stage = str(getattr(stage, "value", stage))
@@ -230,6 +230,15 @@ class _Reporter:
 _FRAME = struct.Struct("!i")
 _ENTRY = Stage.ENTRY.value
 _FRAME_LIMIT = 0x7FFFFFFF
+
+
+def report_pages() -> None:
+    """Where a start is done (an entry, a context child's target, about to run): a warm
+    server's learning worker reports the pages its start wrote (``_prefault``); any other
+    process has nothing to do, and a spawned one never imports the module for it."""
+    prefault = sys.modules.get("spawnkit.protocol._prefault")
+    if prefault is not None:
+        prefault.report()
 
 
 def _sendable(report: Any) -> Any:

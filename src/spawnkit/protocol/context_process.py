@@ -165,6 +165,7 @@ def run_target(self: Any) -> None:
         _bootstrap(self._spawnkit_spec)
     except BaseException as exc:
         _fail(self, exc)
+    child.report_pages()  # its start is done: the target is next
     call = self.__dict__.pop("_spawnkit_call", None)
     if call is not None:
         loads = _sub(self._spawnkit_package, "reduction").ForkingPickler.loads
