@@ -11,6 +11,7 @@ import ctypes
 import mmap
 import os
 import re
+import signal
 import struct
 import time
 from collections.abc import Iterator
@@ -38,6 +39,21 @@ import os
 
 def probe():
     return {"pid": os.getpid(), "ppid": os.getppid()}
+
+def _fork_a_sleeper():
+    pid = os.fork()
+    if pid == 0:  # holds every descriptor the worker had, its server's learn pipe included
+        import time
+        time.sleep(30)
+        os._exit(0)
+    return pid
+
+class ForksWhileUnpickled:
+    def __reduce__(self):
+        return (_fork_a_sleeper, ())
+
+def sleeper(pid):
+    return {"pid": os.getpid(), "ppid": os.getppid(), "sleeper": pid}
 
 def tell_parent(conn):
     conn.send(os.getppid())
@@ -180,18 +196,26 @@ def _spare(server: int, not_in: set[int], least_kb: int = 0, timeout: float = 10
     raise AssertionError(f"server {server} has no new spare holding {least_kb} kB in {timeout} s")
 
 
+def _unlearned(site: Site) -> tuple[int, int, int]:
+    """A server whose first worker failed before its entry (nothing learned): its pid, the
+    spare it forked after, and that spare's own memory (kB) once settled."""
+    mod = __import__(f"{site.tag}_probe")
+    with pytest.raises(SpawnkitError, match=r"refuses to unpickle \(server (\d+)\)") as failed:
+        _launch(site, mod.Refuses())
+    match = re.search(r"server (\d+)", str(failed.value))
+    assert match is not None
+    server = int(match.group(1))
+    spare = _spare(server, set())
+    time.sleep(0.2)  # it would have populated by now
+    return server, spare, _private_kb(spare)
+
+
 @needs_populate
 def test_spares_forked_after_a_worker_reached_its_entry_hold_its_pages(site: Site) -> None:
     """The first worker fails before its entry: nothing is learned, the next spare is as small
     as any fork; the next worker reaches its entry: spares forked after it hold its pages,
     and the spare that waited unlearned is let go for one that does."""
-    mod = __import__(f"{site.tag}_probe")
-    with pytest.raises(SpawnkitError, match=r"refuses to unpickle \(server (\d+)\)") as failed:
-        _launch(site, mod.Refuses())
-    server = int(re.search(r"server (\d+)", str(failed.value)).group(1))
-    unlearned = _spare(server, set())
-    time.sleep(0.2)  # it would have populated by now
-    unlearned_kb = _private_kb(unlearned)
+    server, unlearned, unlearned_kb = _unlearned(site)
     first = _launch(site)
     assert first["pid"] == unlearned, "the launch was not served by the waiting spare"
     learned = _spare(server, {unlearned}, least_kb=unlearned_kb + 1024)
@@ -227,3 +251,29 @@ def test_a_context_child_served_first_teaches_the_server_too(site: Site) -> None
         proc.join(30)
     assert proc.exitcode == 0 and proc.pid == unlearned
     _spare(server, {unlearned}, least_kb=unlearned_kb + 1024)
+
+
+@needs_populate
+def test_a_process_the_learner_forked_does_not_hold_the_learning_up(site: Site) -> None:
+    """The learner's payload forks a process that keeps every descriptor for 30 s, its
+    server's learn pipe too: the server reads the report whole, without waiting for EOF."""
+    server, unlearned, unlearned_kb = _unlearned(site)
+    mod = __import__(f"{site.tag}_probe")
+    with spawn_with_plugins(
+        f"{site.tag}_probe:sleeper",
+        mod.ForksWhileUnpickled(),
+        namespace=site.ns,
+        start_method="forkserver",
+    ) as group:
+        (result,) = group.results(timeout=60)
+    try:
+        assert result["pid"] == unlearned and _alive(result["sleeper"])
+        _spare(server, {unlearned}, least_kb=unlearned_kb + 1024, timeout=10)
+    finally:
+        os.kill(result["sleeper"], signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    import psutil
+
+    return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE

@@ -10,7 +10,7 @@ ahead of its request (``_fork_loop``), so it can pay for those pages then:
 byte of them, and the worker it becomes runs its path without those faults::
 
     server ──request + learn pipe──▶ first worker: at its entry, reads /proc/self/pagemap,
-       ◀──────── the ranges it writes ─┘          writes (start, length) pairs, closes
+       ◀──────── the ranges it writes ─┘          writes a length, (start, length) pairs
     server keeps the ranges inside its own writable mappings
     server ──fork──▶ spare: populates them, then waits for its request as before
 
@@ -39,7 +39,8 @@ __all__ = ["Learner", "arm", "populate", "receive", "report", "written"]
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _MADV_POPULATE_WRITE = 23  # <linux/mman.h>; not in the mmap module of Python 3.10 to 3.13
 _RANGE = struct.Struct("<QQ")  # start address, length in bytes
-_MOST_RANGES = 4000  # 64,000 bytes: one write that an empty pipe takes whole
+_SIZE = struct.Struct("<I")  # a report's length first: a forked copy of the pipe may stay open
+_MOST_RANGES = 4000  # 64,004 bytes with the length: one write an empty pipe takes whole
 _MOST_BYTES = 16 << 20  # a spare never holds more than this of its own (8 spares: 128 MiB)
 # /proc/self/pagemap: one little-endian 64-bit entry per page; its last byte holds bit 63
 # (present) and bit 56 (exclusively mapped: copied, or written fresh, by this process).
@@ -78,13 +79,18 @@ class Learner:
         return pipe
 
     def read(self, fd: int) -> bool:
-        """Take what arrived on ``fd``; True at its EOF (then :meth:`finish`)."""
+        """Take what arrived on ``fd``; True once the report is whole, or at EOF (then
+        :meth:`finish`).  Not only EOF: a process the worker forked keeps the pipe open."""
         try:
             chunk = os.read(fd, 65536)
         except BlockingIOError:
             return False
         self.data += chunk
-        return not chunk
+        return not chunk or self._whole()
+
+    def _whole(self) -> bool:
+        have = len(self.data) - _SIZE.size
+        return have >= 0 and have >= _SIZE.unpack_from(self.data)[0]
 
     def finish(self) -> bool:
         """Close ``fd``; whether pages were learned (an empty report: the worker ended before
@@ -92,9 +98,10 @@ class Learner:
         assert self.fd is not None
         os.close(self.fd)
         self.fd = None
-        if self.data:
+        if self._whole():
+            (size,) = _SIZE.unpack_from(self.data)
             try:
-                self.pages = receive(self.data)
+                self.pages = receive(self.data[_SIZE.size : _SIZE.size + size])
             except Exception:  # an unreadable /proc: nothing to populate, the server serves on
                 self.pages = []
         self.data = b""
@@ -115,7 +122,8 @@ def report() -> None:
     if fd is None:
         return
     try:
-        os.write(fd, written()[: _MOST_RANGES * _RANGE.size])
+        body = written()[: _MOST_RANGES * _RANGE.size]
+        os.write(fd, _SIZE.pack(len(body)) + body)
     except Exception:
         pass  # the server learns from a later worker; this one must reach its entry
     finally:
