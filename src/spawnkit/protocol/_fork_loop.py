@@ -172,6 +172,7 @@ class _Loop:
         self.target = min(self.most, max(self.target, self.burst))
         spare = self._live_spare()
         learn_w = self._learner()
+        handed = fds if learn_w is None else [*fds, learn_w]  # the learn pipe goes last
         if spare is None:
             pid = os.fork()
             if pid == 0:
@@ -185,7 +186,7 @@ class _Loop:
             self.forkserver.write_signed(child_w, pid)
         self.pid_to_fd[pid] = child_w
         if spare is not None:
-            go, handed = (b"go", fds) if learn_w is None else (b"gl", [*fds, learn_w])
+            go = b"go" if learn_w is None else b"gl"
             try:
                 with spare[1]:
                     socket.send_fds(spare[1], [go], [child_r, *handed])
@@ -193,7 +194,7 @@ class _Loop:
             except OSError:  # it died since the check: the launcher gets its exit status
                 pass
         os.close(child_r)
-        for fd in fds if learn_w is None else [*fds, learn_w]:
+        for fd in handed:
             os.close(fd)
 
     def _learner(self) -> int | None:

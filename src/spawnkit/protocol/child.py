@@ -228,8 +228,8 @@ class _Reporter:
 
 #: A message's frame on the report pipe, as ``multiprocessing.connection`` writes and reads it.
 _FRAME = struct.Struct("!i")
-_ENTRY = Stage.ENTRY.value
 _FRAME_LIMIT = 0x7FFFFFFF
+_ENTRY = Stage.ENTRY.value
 
 
 def report_pages() -> None:
