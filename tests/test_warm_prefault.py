@@ -228,15 +228,12 @@ def test_spares_forked_after_a_worker_reached_its_entry_hold_its_pages(site: Sit
 def test_a_context_child_served_first_teaches_the_server_too(site: Site) -> None:
     """A bootstrapping context's child runs no entry: its target's start is where it reports,
     or a server whose first child is a long-lived pool worker would never learn."""
-    import psutil
-
     import spawnkit
 
     mod = __import__(f"{site.tag}_probe")
+    before = set(_warm_servers())
     ctx = spawnkit.get_context("forkserver", namespace=site.ns)  # starts the server
-    (server,) = [
-        p.pid for p in psutil.Process().children() if "warm_main" in " ".join(p.cmdline())
-    ]
+    (server,) = set(_warm_servers()) - before
     unlearned = _spare(server, set())
     time.sleep(0.2)
     unlearned_kb = _private_kb(unlearned)
@@ -277,3 +274,17 @@ def _alive(pid: int) -> bool:
     import psutil
 
     return psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+
+
+def _warm_servers() -> list[int]:
+    """This process's warm servers (an exited child not yet reaped has no command line)."""
+    import psutil
+
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if "warm_main" in " ".join(child.cmdline()):
+                found.append(child.pid)
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            continue
+    return found
