@@ -112,3 +112,48 @@ def test_cli_prefix_output(tmp_path: Path) -> None:
     for line in lines:
         m = re.fullmatch(r"\[rank(\d)\]: " + _LINE.pattern, line)
         assert m and m.group(1) == m.group(2), line
+
+
+def _pipes() -> tuple[tuple[int, int], tuple[int, int]]:
+    return os.pipe(), os.pipe()
+
+
+def test_a_rank_added_is_relayed_only_once_the_launch_starts_the_relay(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    import threading
+
+    from spawnkit.launch._output import OutputRelay
+
+    relay = OutputRelay(prefix=True)
+    (out_r, out_w), (err_r, err_w) = _pipes()
+    threads = threading.active_count()
+    relay.add(0, out_r, err_r)
+    # add() starts nothing: the launcher's next rank must not wait for a thread to run
+    assert threading.active_count() == threads
+    os.write(out_w, b"written before the relay started\n")
+    os.write(err_w, b"an error line\n")
+    relay.start()
+    relay.start()  # idempotent
+    assert threading.active_count() == threads + 1
+    os.close(out_w)
+    os.close(err_w)
+    assert relay.finish(timeout=10)
+    captured = capfd.readouterr()
+    assert captured.out == "[rank0]: written before the relay started\n"
+    assert captured.err == "[rank0]: an error line\n"
+
+
+def test_a_launch_that_never_started_the_relay_still_relays_at_finish(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from spawnkit.launch._output import OutputRelay
+
+    relay = OutputRelay()
+    (out_r, out_w), (err_r, err_w) = _pipes()
+    relay.add(3, out_r, err_r)
+    os.write(out_w, b"last words of a rank whose launch failed")
+    os.close(out_w)
+    os.close(err_w)
+    assert relay.finish(timeout=10)
+    assert capfd.readouterr().out == "last words of a rank whose launch failed\n"

@@ -8,11 +8,12 @@ The cache is dropped in forked children, whose ``sys.path`` may differ.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from spawnkit._namedtuple import NamedTuple
@@ -148,11 +149,45 @@ _META_SUFFIXES = (".dist-info", ".egg-info", ".egg-link", ".pth")
 _dir_state: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {}
 
 
-def path_fingerprint() -> tuple[tuple[str, tuple[tuple[str, int], ...]], ...]:
+Fingerprint = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+_look = threading.local()  # .depth: one_look() blocks open; .seen: (sys.path, fingerprint)
+
+
+@contextlib.contextmanager
+def one_look() -> Iterator[None]:
+    """One decision, one look at what is installed: inside the block, this thread's
+    ``path_fingerprint()`` stats ``sys.path`` once and answers the same while ``sys.path``
+    is unchanged.
+
+    A launch asks it six times (the platform table, plugin selection, the rows for the spec,
+    the environment check, the warm server's key), ~40 ``stat`` calls on the path to its first
+    worker.  Only for the span of one call: a distribution installed between two launches
+    is seen by the next one, as before.
+    """
+    _look.depth = getattr(_look, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _look.depth -= 1
+        if not _look.depth:
+            _look.seen = None
+
+
+def path_fingerprint() -> Fingerprint:
     """What is installed on ``sys.path``: each directory's metadata entries and their mtimes.
 
     A directory is listed again only when its own mtime moved (one ``stat`` per entry).
     """
+    if getattr(_look, "depth", 0):
+        seen = getattr(_look, "seen", None)
+        path = tuple(sys.path)
+        if seen is None or seen[0] != path:
+            seen = _look.seen = (path, _fingerprint())
+        return seen[1]
+    return _fingerprint()
+
+
+def _fingerprint() -> Fingerprint:
     out: list[tuple[str, tuple[tuple[str, int], ...]]] = []
     for entry in sys.path:
         path = entry or "."

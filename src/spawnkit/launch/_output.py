@@ -66,7 +66,8 @@ class OutputRelay:
         self._finishing = False  # set by finish(): the thread ends once every pipe closed
 
     def add(self, rank: int, stdout_fd: int, stderr_fd: int) -> None:
-        """Relay a rank's two pipes (read ends; the relay owns and closes them)."""
+        """Relay a rank's two pipes (read ends; the relay owns and closes them) once
+        ``start()`` ran; until then a rank's output waits in its pipe."""
         prefix = f"[rank{rank}]: ".encode() if self._prefix else b""
         with self._lock:
             for fd, target in ((stdout_fd, "stdout"), (stderr_fd, "stderr")):
@@ -74,16 +75,26 @@ class OutputRelay:
                 stream = LineStream(fd, target, prefix)
                 self._open[fd] = stream
                 self._selector.register(fd, selectors.EVENT_READ, stream)
-            if self._thread is None:
+        os.write(self._wake_w, b"x")
+
+    def start(self) -> None:
+        """Start relaying, once every rank is started (idempotent).
+
+        Not on the first ``add()``: ``Thread.start()`` waits until the new thread runs, which
+        a launcher paid between its first and second rank's start (0.1-0.3 ms here).  A
+        pipe holds 64 KiB, far more than a rank writes before the last one has started.
+        """
+        with self._lock:
+            if self._thread is None and self._open:
                 self._thread = threading.Thread(
                     target=self._run, name="spawnkit-output-relay", daemon=True
                 )
                 self._thread.start()
-        os.write(self._wake_w, b"x")
 
     def finish(self, timeout: float = DRAIN_S) -> bool:
         """Wait up to ``timeout`` for every pipe to close; True when all did (all relayed)."""
         deadline = time.monotonic() + timeout
+        self.start()  # a launch that failed before start(): what its ranks wrote still goes out
         with self._lock:
             self._finishing = True
             thread = self._thread

@@ -15,6 +15,13 @@ def parent_selection(
     ns: Namespace, env: dict[str, str]
 ) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
     """The platform, the plugins and their entry points, resolved once here for every rank."""
+    with _metadata.one_look():  # every question below reads the same installed set
+        return _select(ns, env)
+
+
+def _select(
+    ns: Namespace, env: dict[str, str]
+) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
     from spawnkit.bootstrap import guard
     from spawnkit.hooks import _conflicts
     from spawnkit.hooks.plugins import _parse_bool

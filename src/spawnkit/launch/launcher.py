@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from spawnkit import _reference
+from spawnkit import _metadata, _reference
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
 from spawnkit.launch._checks import (
@@ -84,10 +84,11 @@ def spawn_with_plugins(
         from spawnkit.launch.context import bootstrap_here
 
         bootstrap_here(ns)
-    with _span(tracer, "build_spec"):
-        template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
-    with _span(tracer, "launch_context", start_method=start_method):
-        lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
+    with _metadata.one_look():  # the spec's rows and the warm server's key: one scan
+        with _span(tracer, "build_spec"):
+            template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
+        with _span(tracer, "launch_context", start_method=start_method):
+            lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
     # Spawned workers start with SIGINT blocked, a terminal's Ctrl-C being ours to handle.
     deaf = lctx.server is None and _interrupt.will_start_deaf()
     group = WorkerGroup(
@@ -196,6 +197,8 @@ def _start_ranks(
                 group._adopt(started)
             if group._trace is not None:
                 group._trace.started(rank, started.pid, begun)
+        if group._output is not None:
+            group._output.start()  # after the last start: see OutputRelay.start
         # psutil is imported here, not at module level: a launching script that imports this
         # module is re-imported by every spawned worker, which should not pay for it.  Inside
         # the try: a Ctrl-C during that import must not leave the started workers running.

@@ -445,7 +445,8 @@ def server_key(
         # What is installed on sys.path: a pip install or uninstall changes a directory.
         _metadata.path_fingerprint(),
         os.getcwd(),
-        tuple(sorted(os.environ.items())),
+        # The bytes view where there is one: the same variables, without decoding each.
+        tuple(sorted((os.environb if os.supports_bytes_environ else os.environ).items())),
         # The interpreter the server is started with (``set_executable()`` changes it).
         os.fsdecode(_pkg(package, "spawn").get_executable()),
     )

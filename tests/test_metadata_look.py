@@ -1,0 +1,93 @@
+"""One launch, one look at what is installed (``_metadata.one_look``); between launches, a
+new look each time, so a distribution installed in between is seen.
+
+Real distributions written into a directory on ``sys.path``; the directory's mtime is moved
+explicitly after each write, as the fingerprint keys on it (a write within the same coarse
+timestamp tick would otherwise leave it where it was).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from spawnkit import _metadata
+from spawnkit.testing import write_distribution
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    _metadata.clear_cache()
+    yield tmp_path
+    _metadata.clear_cache()
+
+
+def _install(site: Path, group: str, name: str) -> None:
+    write_distribution(site, f"look-{name}", "1.0", entry_points={group: {name: "os:getcwd"}})
+    later = site.stat().st_mtime_ns + 1_000_000_000 * (len(os.listdir(site)) + 1)
+    os.utime(site, ns=(later, later))
+
+
+def _names(group: str) -> list[str]:
+    return [ep.name for ep in _metadata.entry_points(group)]
+
+
+def test_a_distribution_installed_between_two_looks_is_seen_by_the_second(site: Path) -> None:
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    _install(site, group, "first")
+    assert _names(group) == ["first"]
+    _install(site, group, "second")
+    assert sorted(_names(group)) == ["first", "second"]
+
+
+def test_inside_one_look_the_installed_set_is_read_once(site: Path) -> None:
+    # At the fingerprint, the decision's view: write_distribution itself drops the scan cache
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    _install(site, group, "first")
+    with _metadata.one_look():
+        view = _metadata.path_fingerprint()
+        _install(site, group, "second")
+        # the same decision keeps one view: what it selected and what it sends agree
+        assert _metadata.path_fingerprint() is view
+        with _metadata.one_look():  # nested: the outer view holds
+            assert _metadata.path_fingerprint() is view
+        assert _metadata.path_fingerprint() is view
+    after = _metadata.path_fingerprint()  # the next decision looks again
+    assert after != view
+    assert [n for n, _ in dict(after)[str(site)]] == [n for n, _ in dict(view)[str(site)]] + [
+        "look_second-1.0.dist-info"
+    ]
+
+
+def test_a_path_entry_added_inside_one_look_is_looked_at(
+    site: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    other = tmp_path_factory.mktemp("other-site")
+    _install(other, group, "elsewhere")
+    with _metadata.one_look():
+        assert _names(group) == []
+        sys.path.insert(0, str(other))
+        try:
+            assert _names(group) == ["elsewhere"]
+        finally:
+            sys.path.remove(str(other))
+
+
+def test_one_look_is_this_threads_own(site: Path) -> None:
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    _install(site, group, "first")
+    seen: list[object] = []
+    with _metadata.one_look():
+        view = _metadata.path_fingerprint()
+        _install(site, group, "second")
+        worker = threading.Thread(target=lambda: seen.append(_metadata.path_fingerprint()))
+        worker.start()
+        worker.join(30)
+    assert len(seen) == 1 and seen[0] != view
