@@ -42,3 +42,21 @@ def test_each_size_and_worker_is_a_target_row() -> None:
     found = warm_split.checks({"rows": rows})
     assert [c.ok for c in found] == [True, False]
     assert found[1].label == "warm torch n=8 / raw os.fork"
+
+
+def test_the_call_column_covers_the_launchers_own_work_before_each_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warm_split._site(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    inherited = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(tmp_path), inherited) if p))
+    try:
+        warm_split._call("warm_split_trivial", 1)  # the server starts: not this test's
+        took, launcher = warm_split._call("warm_split_trivial", 3)
+    finally:
+        warm.shutdown_forkservers()
+    assert len(launcher) == 3 and min(launcher) > 0
+    # rank 0's share runs from the call, the others' from their predecessor's start: all of
+    # them end before the last entry ran
+    assert sum(launcher) < took

@@ -117,6 +117,22 @@ def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float
     return last - begun, phases
 
 
+def _call(module: str, n: int) -> tuple[float, list[float]]:
+    """``spawn_with_plugins`` itself, the call the target is about: seconds from the call until
+    every entry ran, and the launcher's own work before each worker's start (rank 0: from the
+    call; rank r: from rank r-1's pid read), which ``_warm`` leaves out."""
+    from spawnkit.launch import spawn_with_plugins
+
+    t0 = time.perf_counter()  # CLOCK_MONOTONIC, as the entries' stamps
+    with spawn_with_plugins(
+        f"{module}:main", nprocs=n, start_method="forkserver", preload=(module,)
+    ) as group:
+        marks = [r.proc._popen.marks for r in group._ranks]  # every rank started by now
+        stamps = group.results(timeout=_WAIT_S)
+    before = [t0, *(m[-1] for m in marks[:-1])]
+    return max(stamps) - t0, [m[0] - b for m, b in zip(marks, before, strict=True)]
+
+
 def _rows(worker: str, sizes: tuple[int, ...], repeats: int) -> list[dict[str, Any]]:
     """One worker's rows: at each size, the raw fork and the warm start with its phases."""
     from spawnkit.launch.specs import build_spec
@@ -132,7 +148,7 @@ def _rows(worker: str, sizes: tuple[int, ...], repeats: int) -> list[dict[str, A
         contextlib.closing(RawForker(module, _WAIT_S, spec=pickle.dumps(template))) as floor,
     ):
         for n in sizes:  # side by side per size: the machine's noise hits all alike
-            raw, handed, runs = [], [], []
+            raw, handed, runs, calls = [], [], [], []
             for _ in range(repeats):  # in turn, each after the same pause (see the docstring)
                 time.sleep(_SETTLE_S)
                 raw.append(max(forker.fork(n)))
@@ -140,10 +156,14 @@ def _rows(worker: str, sizes: tuple[int, ...], repeats: int) -> list[dict[str, A
                 handed.append(max(floor.fork(n)))
                 time.sleep(_SETTLE_S)
                 runs.append(_warm(lctx, template, n))
+                time.sleep(_SETTLE_S)
+                calls.append(_call(module, n))
             split = {p: statistics.median(ph[p] for _, w in runs for ph in w) for p in PHASES}
+            launcher = statistics.median(s for _, each in calls for s in each)
             raw_ms = statistics.median(raw) * 1e3
             floor_ms = statistics.median(handed) * 1e3
             warm_ms = statistics.median(t for t, _ in runs) * 1e3
+            call_ms = statistics.median(t for t, _ in calls) * 1e3
             rows.append(
                 {
                     "worker": worker,
@@ -153,6 +173,8 @@ def _rows(worker: str, sizes: tuple[int, ...], repeats: int) -> list[dict[str, A
                     "warm_ms": warm_ms,
                     "ratio": warm_ms / raw_ms,
                     "floor_ratio": floor_ms / raw_ms,
+                    "call_ms": call_ms,
+                    "launcher_ms": launcher * 1e3,
                     **{f"{p}_ms": v * 1e3 for p, v in split.items()},
                 }
             )
@@ -169,6 +191,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     with worker_site("spawnkit-warm-split-", _site):
         try:
             for worker in _WORKERS:
+                _call(f"warm_split_{worker}", 1)  # its server starts: not timed
                 rows += _rows(worker, sizes, repeats)
         finally:
             warm.shutdown_forkservers()
@@ -179,19 +202,25 @@ def report(results: dict[str, Any]) -> None:
     """The table: per worker and size, raw fork, warm, their ratio and the warm worker's split."""
     head = (
         f"{'worker':8s} {'n':>2s} {'raw fork':>9s} {'floor':>7s} {'x':>5s} {'warm':>8s} "
-        f"{'x':>6s}  " + " ".join(f"{p:>11s}" for p in PHASES)
+        f"{'x':>6s} {'call':>7s}  {'launcher':>9s} " + " ".join(f"{p:>11s}" for p in PHASES)
     )
     print(f"load average {results['load'][0]:.2f}; times in ms, medians of per-worker phases")
     print(
         "floor: the same raw fork whose children first unpickle the worker's ProcessSpec, the "
-        "least a fork server must hand a worker; x: over the raw fork"
+        "least a fork server must hand a worker; x: over the raw fork; warm: from the start of "
+        "the worker's process (LaunchContext.start); call: from the spawn_with_plugins call, "
+        "whose own work before each start is the launcher column (rank 0: the spec, the "
+        "launch context, the group; every rank: its pipes)"
     )
     print(head)
     for r in results["rows"]:
         split = " ".join(f"{r[p + '_ms']:11.2f}" for p in PHASES)
+        launch = (
+            f" {r['call_ms']:7.2f}  {r['launcher_ms']:9.2f}" if "call_ms" in r else " " * 19
+        )  # results files of older runs have no call column
         print(
             f"{r['worker']:8s} {r['n']:2d} {r['raw_fork_ms']:9.2f} {r['spec_floor_ms']:7.2f} "
-            f"{r['floor_ratio']:5.2f} {r['warm_ms']:8.2f} {r['ratio']:6.2f}  {split}"
+            f"{r['floor_ratio']:5.2f} {r['warm_ms']:8.2f} {r['ratio']:6.2f}{launch} {split}"
         )
 
 
