@@ -114,46 +114,33 @@ def test_cli_prefix_output(tmp_path: Path) -> None:
         assert m and m.group(1) == m.group(2), line
 
 
-def _pipes() -> tuple[tuple[int, int], tuple[int, int]]:
-    return os.pipe(), os.pipe()
+
+def _fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
 
 
-def test_a_rank_added_is_relayed_only_once_the_launch_starts_the_relay(
+def test_a_ranks_output_is_relayed_from_its_start_and_the_relay_leaves_nothing_open(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    import threading
+    import time
 
     from spawnkit.launch._output import OutputRelay
 
+    before = _fds()
     relay = OutputRelay(prefix=True)
-    (out_r, out_w), (err_r, err_w) = _pipes()
-    threads = threading.active_count()
+    (out_r, out_w), (err_r, err_w) = os.pipe(), os.pipe()
     relay.add(0, out_r, err_r)
-    # add() starts nothing: the launcher's next rank must not wait for a thread to run
-    assert threading.active_count() == threads
-    os.write(out_w, b"written before the relay started\n")
-    os.write(err_w, b"an error line\n")
-    relay.start()
-    relay.start()  # idempotent
-    assert threading.active_count() == threads + 1
+    os.write(out_w, b"written while later ranks still start\n")
+    # relayed now, not once the launch loop ends: a rank that filled its pipe would stall
+    seen, deadline = "", time.monotonic() + 10
+    while "later ranks" not in seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+        seen += capfd.readouterr().out
+    assert seen == "[rank0]: written while later ranks still start\n"
+    os.write(err_w, b"an error line")
     os.close(out_w)
     os.close(err_w)
     assert relay.finish(timeout=10)
-    captured = capfd.readouterr()
-    assert captured.out == "[rank0]: written before the relay started\n"
-    assert captured.err == "[rank0]: an error line\n"
-
-
-def test_a_launch_that_never_started_the_relay_still_relays_at_finish(
-    capfd: pytest.CaptureFixture[str],
-) -> None:
-    from spawnkit.launch._output import OutputRelay
-
-    relay = OutputRelay()
-    (out_r, out_w), (err_r, err_w) = _pipes()
-    relay.add(3, out_r, err_r)
-    os.write(out_w, b"last words of a rank whose launch failed")
-    os.close(out_w)
-    os.close(err_w)
-    assert relay.finish(timeout=10)
-    assert capfd.readouterr().out == "last words of a rank whose launch failed\n"
+    assert capfd.readouterr().err == "[rank0]: an error line\n"
+    assert relay.finish(timeout=1)  # again: nothing left to wait for
+    assert _fds() == before  # the ranks' pipes, the wake-up pipe and the selector: all closed

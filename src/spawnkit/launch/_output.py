@@ -8,6 +8,7 @@ group waits up to :data:`DRAIN_S` for the pipes to close.  See docs/architecture
 
 from __future__ import annotations
 
+import _thread
 import os
 import selectors
 import sys
@@ -62,12 +63,12 @@ class OutputRelay:
         self._all_closed = threading.Condition(self._lock)
         self._wake_r, self._wake_w = os.pipe()
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
-        self._thread: threading.Thread | None = None
+        self._running = False  # the relay thread was started and has not ended
+        self._ended = threading.Event()  # set when it ends
         self._finishing = False  # set by finish(): the thread ends once every pipe closed
 
     def add(self, rank: int, stdout_fd: int, stderr_fd: int) -> None:
-        """Relay a rank's two pipes (read ends; the relay owns and closes them) once
-        ``start()`` ran; until then a rank's output waits in its pipe."""
+        """Relay a rank's two pipes (read ends; the relay owns and closes them)."""
         prefix = f"[rank{rank}]: ".encode() if self._prefix else b""
         with self._lock:
             for fd, target in ((stdout_fd, "stdout"), (stderr_fd, "stderr")):
@@ -75,30 +76,24 @@ class OutputRelay:
                 stream = LineStream(fd, target, prefix)
                 self._open[fd] = stream
                 self._selector.register(fd, selectors.EVENT_READ, stream)
+            if not self._running:
+                # A bare thread, as the parent-death watcher's: Thread.start() waits until the
+                # new thread runs, which the launcher paid between its first and second rank's
+                # start (0.1-0.3 ms here), every later rank behind it.  Started at the first
+                # rank all the same: a rank whose output filled its pipe would otherwise stall
+                # until the last rank started (and for good, were a later rank's set-up
+                # waiting on it).  Like a daemon thread it never delays exit.
+                self._running = True
+                self._ended.clear()
+                _thread.start_new_thread(self._run, ())
         os.write(self._wake_w, b"x")
-
-    def start(self) -> None:
-        """Start relaying, once every rank is started (idempotent).
-
-        Not on the first ``add()``: ``Thread.start()`` waits until the new thread runs, which
-        a launcher paid between its first and second rank's start (0.1-0.3 ms here).  A
-        pipe holds 64 KiB, far more than a rank writes before the last one has started.
-        """
-        with self._lock:
-            if self._thread is None and self._open:
-                self._thread = threading.Thread(
-                    target=self._run, name="spawnkit-output-relay", daemon=True
-                )
-                self._thread.start()
 
     def finish(self, timeout: float = DRAIN_S) -> bool:
         """Wait up to ``timeout`` for every pipe to close; True when all did (all relayed)."""
         deadline = time.monotonic() + timeout
-        self.start()  # a launch that failed before start(): what its ranks wrote still goes out
         with self._lock:
             self._finishing = True
-            thread = self._thread
-            if thread is None:  # never started (no rank), or already ended
+            if not self._running:  # never started (no rank), or already ended
                 self._close_wake()
                 return not self._open
             os.write(self._wake_w, b"x")
@@ -108,11 +103,19 @@ class OutputRelay:
             # The pipes may have closed before finish() was called: the thread then wakes
             # only now, and closes the wake-up pipe and selector on its way out.  Wait for
             # it (bounded: nothing is left to read), so a finished group holds no descriptor.
-            thread.join(max(deadline - time.monotonic(), 0.0) + 0.5)
+            self._ended.wait(max(deadline - time.monotonic(), 0.0) + 0.5)
         return done
 
     # ------------------------------------------------------------- the thread
     def _run(self) -> None:
+        try:
+            self._relay()
+        finally:
+            with self._lock:
+                self._running = False
+            self._ended.set()
+
+    def _relay(self) -> None:
         while True:
             for key, _ in self._selector.select():
                 stream = key.data
@@ -125,7 +128,6 @@ class OutputRelay:
                     self._all_closed.notify_all()
                 if not self._open and self._finishing:
                     self._close_wake()
-                    self._thread = None
                     return
 
     def _close_wake(self) -> None:

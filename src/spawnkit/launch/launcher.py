@@ -197,8 +197,6 @@ def _start_ranks(
                 group._adopt(started)
             if group._trace is not None:
                 group._trace.started(rank, started.pid, begun)
-        if group._output is not None:
-            group._output.start()  # after the last start: see OutputRelay.start
         # psutil is imported here, not at module level: a launching script that imports this
         # module is re-imported by every spawned worker, which should not pay for it.  Inside
         # the try: a Ctrl-C during that import must not leave the started workers running.
