@@ -91,3 +91,20 @@ def test_one_look_is_this_threads_own(site: Path) -> None:
         worker.start()
         worker.join(30)
     assert len(seen) == 1 and seen[0] != view
+
+
+def test_a_look_taken_while_an_install_still_writes_does_not_hide_what_it_writes_next(
+    site: Path,
+) -> None:
+    # An installer creates the .dist-info directory (the site directory's mtime moves), then
+    # writes the files inside it (only the .dist-info's own mtime moves).  A launch looking
+    # in between must not leave every later launch on what it saw: the plugin would be
+    # installed and silently never loaded.  Written by hand: write_distribution drops the
+    # scan cache itself, which would hide the case.
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    info = site / "look_mid-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: look-mid\nVersion: 1.0\n")
+    assert _names(group) == []  # the look in the middle of the install
+    (info / "entry_points.txt").write_text(f"[{group}]\nmid = os:getcwd\n")
+    assert _names(group) == ["mid"]

@@ -13,6 +13,7 @@ import importlib
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -146,7 +147,8 @@ def clear_cache() -> None:
 
 
 _META_SUFFIXES = (".dist-info", ".egg-info", ".egg-link", ".pth")
-_dir_state: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {}
+_dir_state: dict[str, tuple[int, tuple[tuple[str, int], ...], int]] = {}
+"""Per ``sys.path`` directory: its mtime, its metadata entries with theirs, the newest of all."""
 
 
 Fingerprint = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
@@ -187,8 +189,16 @@ def path_fingerprint() -> Fingerprint:
     return _fingerprint()
 
 
+#: How long after its last change a directory's listing is not trusted: an installer creates
+#: a ``.dist-info`` (the directory's mtime moves), then writes the files inside it (only the
+#: ``.dist-info``'s own mtime moves).  A look in between, trusted, would have kept every later
+#: look on a plugin without its entry points: installed, and silently never loaded.
+_SETTLING_NS = 2_000_000_000
+
+
 def _fingerprint() -> Fingerprint:
     out: list[tuple[str, tuple[tuple[str, int], ...]]] = []
+    settled = time.time_ns() - _SETTLING_NS  # mtimes are on the wall clock
     for entry in sys.path:
         path = entry or "."
         try:
@@ -196,9 +206,10 @@ def _fingerprint() -> Fingerprint:
         except OSError:
             continue
         state = _dir_state.get(path)
-        if state is None or state[0] != mtime:
-            state = (mtime, _meta_entries(path))
-            _dir_state[path] = state
+        if state is None or state[0] != mtime or state[2] > settled:
+            entries = _meta_entries(path)
+            newest = max([mtime, *(m for _, m in entries)])
+            state = _dir_state[path] = (mtime, entries, newest)
         out.append((entry, state[1]))
     return tuple(out)
 
