@@ -92,10 +92,14 @@ def _wait_gone(pids: list[int], timeout: float = 5.0) -> list[int]:
 @pytest.mark.parametrize("context", ["multiprocessing", "multiprocess"])
 def test_the_next_worker_is_the_spare_forked_before_its_launch(site: Site, context: str) -> None:
     (first,) = _launch(site, context=context)
+    # The first worker teaches the server the pages a worker writes (protocol/_prefault);
+    # a spare forked before the server read that is let go for one that holds them, so the
+    # spare seen now could be replaced before the next launch.  From the second on, it stays.
+    _launch(site, context=context)
     server = first["ppid"]
-    (spare,) = _wait_spares(server, 1)
+    spares = _wait_spares(server, 1)  # two when the launches came as one burst
     (second,) = _launch(site, context=context)
-    assert second["pid"] == spare, "the launch forked a worker though a spare was waiting"
+    assert second["pid"] in spares, "the launch forked a worker though a spare was waiting"
     assert second["ppid"] == server
     # The worker does not keep the spare's name: ps and a user's tools see the server's.
     assert second["comm"] == first["comm"] and not second["comm"].startswith(SPARE_NAME)
