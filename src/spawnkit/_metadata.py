@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 __all__ = ["EntryPointInfo", "clear_cache", "entry_points", "load_entry_point", "seed", "snapshot"]
 
+#: What is installed on ``sys.path``, as ``path_fingerprint()`` reads it (directory, entries).
+Fingerprint = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
+
 #: One entry point as plain strings (name, value, group, dist, version): what travels in a spec.
 EntryPointRow = tuple[str, str, str, str, str]
 
@@ -68,7 +71,7 @@ def _reference_part(value: str) -> str:
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[EntryPointInfo, ...]] | None = None
-_cache_fingerprint: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] | None = None
+_cache_fingerprint: Fingerprint | None = None
 _seeded: dict[str, tuple[EntryPointInfo, ...]] = {}
 
 
@@ -151,7 +154,6 @@ _dir_state: dict[str, tuple[int, tuple[tuple[str, int], ...], int]] = {}
 """Per ``sys.path`` directory: its mtime, its metadata entries with theirs, the newest of all."""
 
 
-Fingerprint = tuple[tuple[str, tuple[tuple[str, int], ...]], ...]
 _look = threading.local()  # .depth: one_look() blocks open; .seen: (sys.path, fingerprint)
 
 
@@ -178,7 +180,8 @@ def one_look() -> Iterator[None]:
 def path_fingerprint() -> Fingerprint:
     """What is installed on ``sys.path``: each directory's metadata entries and their mtimes.
 
-    A directory is listed again only when its own mtime moved (one ``stat`` per entry).
+    A directory is listed again when its own mtime moved or while it is still settling
+    (``_SETTLING_NS``); otherwise one ``stat`` per entry.
     """
     if getattr(_look, "depth", 0):
         seen = getattr(_look, "seen", None)
