@@ -68,6 +68,7 @@ __all__ = [
     "SpecTypeError",
     "SpecValueError",
     "StageError",
+    "WarmServerWarning",
 ]
 
 
@@ -208,6 +209,12 @@ class EnvVariableWarning(UserWarning):
 
 class HookConflictWarning(UserWarning):
     """Hooks on one target combine in a way that may not be what their plugins meant."""
+
+
+class WarmServerWarning(UserWarning):
+    """A warm-start server ran code that asked for one rank's state (``current_spec()``) while
+    it bootstrapped for every rank: it got ``None``, and what the code decided from that holds
+    for every worker forked from the server."""
 
 
 # ----------------------------------------------------------------- platforms

@@ -45,7 +45,10 @@ if TYPE_CHECKING:
     from spawnkit.namespace import Namespace
     from spawnkit.spec import ProcessSpec
 
-__all__ = ["Bootstrapper", "boot_identity", "bootstrap_process", "current_report", "current_spec"]
+__all__ = [
+    "Bootstrapper", "boot_identity", "bootstrap_process", "current_report", "current_spec",
+    "take_rankless_reads",
+]  # fmt: skip
 
 _UNSET: Any = object()
 _current_spec: ProcessSpec | None = None
@@ -61,7 +64,32 @@ _server_guard: GuardResult | None = None
 
 def current_spec() -> ProcessSpec | None:
     """The spec this worker was started with (rank, world size, ...), for the entry function."""
+    if _rankless is not None and _current_spec is None:
+        _note_rankless_read()
     return _current_spec
+
+
+# In a warm-start server, from its bootstrap until it forks: who called ``current_spec()`` there
+# (the step, and the plugin whose callback ran), for the launcher to warn about (a cold
+# worker's plugin gets its rank; the server's gets None, and decides for every rank at once).
+_rankless: list[tuple[str, str]] | None = None
+
+
+def _note_rankless_read() -> None:
+    from spawnkit.hooks.types import current_plugin_source
+
+    source = current_plugin_source.get()
+    who = (guard.current_step(), "" if source is None else str(source))
+    if _rankless is not None and who not in _rankless:
+        _rankless.append(who)
+
+
+def take_rankless_reads() -> list[tuple[str, str]]:
+    """``(step, plugin)`` of each ``current_spec()`` call this warm server answered with None;
+    the server calls it once, before it forks: its workers have a rank and record nothing."""
+    global _rankless
+    found, _rankless = list(_rankless or ()), None
+    return found
 
 
 def current_report() -> BootstrapReport | None:
@@ -228,7 +256,9 @@ class Bootstrapper:
             os.environ.update(self.spec.env)
         _phase.enter_worker(self.namespace)
         # A server bootstraps for every rank at once: it has no rank (``current_spec()`` is
-        # None there), so a plugin callback cannot mistake one rank's state for everyone's.
+        # None there; who asked anyway is kept for the launcher: ``take_rankless_reads``).
+        global _rankless
+        _rankless = [] if server else None
         _set_current(None if server else self.spec, None)
 
     def _check_inherited(self) -> None:

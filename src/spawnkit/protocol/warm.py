@@ -33,6 +33,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as _mp_wait
@@ -92,6 +93,8 @@ class WarmServer:
         self.stage_seconds: dict[str, float] = {}
         self.started_at = 0.0
         self.start_timeout = _START_TIMEOUT
+        #: (step, plugin) of each current_spec() call its bootstrap answered with None
+        self.rankless: list[tuple[str, str]] = []
 
     # ------------------------------------------------------------ lifecycle
     def start(self, timeout: float = _START_TIMEOUT) -> None:
@@ -136,8 +139,7 @@ class WarmServer:
             finally:
                 for fd in child_fds[1:]:
                     os.close(fd)
-        self.pid, self.address, self._alive_w = pid, address, alive_w
-        self._fault_r = fault_r
+        self.pid, self.address, self._alive_w, self._fault_r = pid, address, alive_w, fault_r
         os.set_blocking(fault_r, False)
         # Never blocking: the server reads the spec first thing, but one that died before
         # reading must not block this launch (its death is reported below).
@@ -154,6 +156,7 @@ class WarmServer:
             raise err
         self.started_at = float(final.report.get("started", time.time()))
         self.fork_timeout = max(timeout, 1.0)
+        self.rankless = list(final.report.get("rankless", ()))
 
     def _read_status(self, conn: Any, timeout: float) -> tuple[Any, str]:
         """The server's last message (``Ready``, ``Failed``, ``Exited``; None: it died or hung)
@@ -371,6 +374,31 @@ def _step_text(step: str) -> str:
     return f"running stage {step!r}" if step != "startup" else "starting up"
 
 
+def _warn_rankless(reads: Any, server: WarmServer) -> None:
+    """One warning per place a new server's code asked ``current_spec()`` for a rank it lacks.
+
+    In a worker that bootstraps itself the same call returns that worker's spec: a plugin that
+    registers hooks for rank 0 only gets them there, and from this server on no rank (None),
+    or every rank, without a word.  Said once, when the server starts, at the launch line.
+    """
+    from spawnkit._warnopts import user_stacklevel
+    from spawnkit.errors import WarmServerWarning
+
+    for step, source in reads:
+        plugin = source and _steps.split_step(step)[0] == _steps.PLUGIN  # the step names it
+        where = "" if plugin else f" while {_step_text(step)}"
+        warnings.warn(
+            f"{source or 'code'} called spawnkit.bootstrap.current_spec(){where} in the "
+            f"warm-start server (pid {server.pid}) and got None: the server bootstraps once for "
+            "every rank, so it has none, and whatever the code decided from that (hooks it "
+            "registered or skipped) holds for every worker forked from it, where a worker "
+            "that bootstraps itself gets its own spec. Read the rank at hook call time, or "
+            f"set {MODE_VAR}=worker so that each worker runs the plugins itself.",
+            WarmServerWarning,
+            stacklevel=user_stacklevel(),
+        )
+
+
 def _start_error(final: Any, step: str, server: WarmServer, fault: str) -> ForkServerError:
     """The parent's typed error for a server that refused to serve or could not start."""
     pid = server.pid
@@ -471,6 +499,11 @@ def get_server(
         _fork_loop.most_spares()  # a bad SPAWNKIT_WARM_SPARES is refused before a server starts
         server = WarmServer(package, preload, boot)
         server.start(_START_TIMEOUT if timeout is None else timeout)
+        try:
+            _warn_rankless(server.rankless, server)
+        except BaseException:  # -W error::spawnkit.WarmServerWarning: no server left behind
+            server.stop(0.5)
+            raise
         _servers[key] = server
         return server
 

@@ -241,7 +241,10 @@ def _prepare(
         stage = str(getattr(exc, "stage", "") or _steps.stage_of(status.step))
         status.send(failure.record(stage, exc))
         return None
-    status.send(proto.Ready({"started": started}))
+    from spawnkit.bootstrap.process import take_rankless_reads
+
+    # who asked for a rank while there was none: the launcher warns (WarmServerWarning)
+    status.send(proto.Ready({"started": started, "rankless": take_rankless_reads()}))
     return spares
 
 

@@ -1,0 +1,147 @@
+"""A plugin that reads ``current_spec()`` while loading is told so when a warm server runs it.
+
+In a worker that bootstraps itself, ``current_spec()`` is that worker's spec during plugin
+loading; in a warm-start server, which bootstraps once for every rank, it is ``None``.  A
+plugin that registers a hook for rank 0 only therefore got it on rank 0 of a spawned group
+and on no rank of a warm one, with nothing said.  Real launcher processes, a real installed
+distribution, real spawned and forked workers: the warm launch warns once, at the launch line,
+naming the plugin and its distribution; ``-W error`` refuses it and leaves no server behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+from spawnkit.testing import write_distribution
+
+_LAUNCHER = """
+import re, sys
+sys.path.insert(0, {site!r})
+import psutil
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+
+if __name__ == "__main__":
+    method, preload = sys.argv[1], tuple(sys.argv[2:])
+    try:
+        with spawnkit.spawn_with_plugins(
+            "{pkg}.target:f", namespace=NS, nprocs=2, start_method=method, preload=preload,
+            ready_timeout=120, join_timeout=120,
+        ) as group:  # the launch line
+            print("RESULT", group.results(timeout=120))
+    except spawnkit.WarmServerWarning as exc:  # the refused server: gone, not left running
+        pid = int(re.search(r"server \\(pid (\\d+)\\)", str(exc)).group(1))
+        try:
+            gone = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            gone = True
+        print("REFUSED", "gone" if gone else "running")
+"""
+
+_PLUGIN = """
+from spawnkit.bootstrap import current_spec
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def hooked():
+    return "hooked"
+
+def register():
+    if not {reads}:
+        get_namespace({tag!r}).hooks.register("{pkg}.target.f", hooked, HookType.REPLACE)
+        return
+    spec = current_spec()
+    if spec is not None and spec.rank == 0:  # rank 0 only, decided at load
+        get_namespace({tag!r}).hooks.register("{pkg}.target.f", hooked, HookType.REPLACE)
+"""
+
+
+def _app(tmp_path: Path, reads: bool) -> Path:
+    tag = f"rl{uuid.uuid4().hex[:8]}"
+    pkg = f"{tag}_plugs"
+    site = tmp_path / "site"
+    site.mkdir()
+    write_distribution(
+        site,
+        f"{pkg}-dist",
+        "2.5",
+        entry_points={f"{tag}.plugins": {"rankzero": f"{pkg}.plugin:register"}},
+        modules={
+            f"{pkg}.__init__": "",
+            f"{pkg}.target": "def f():\n    return 'orig'\n",
+            f"{pkg}.plugin": _PLUGIN.format(tag=tag, pkg=pkg, reads=reads),
+            # a preload that sets itself up per rank when imported
+            f"{pkg}.per_rank": "from spawnkit import bootstrap\nSPEC = bootstrap.current_spec()\n",
+        },
+    )
+    script = tmp_path / "launch.py"
+    script.write_text(
+        textwrap.dedent(_LAUNCHER).format(site=str(site), tag=tag, prefix=tag.upper(), pkg=pkg)
+    )
+    return script
+
+
+def _run(
+    script: Path, method: str, *flags: str, preload: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    return subprocess.run(
+        [sys.executable, *flags, str(script), method, *preload],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=script.parent,
+        env=env,
+    )
+
+
+def test_spawned_workers_see_their_rank_and_nothing_is_said(tmp_path: Path) -> None:
+    proc = _run(_app(tmp_path, reads=True), "spawn")
+    assert "RESULT ['hooked', 'orig']" in proc.stdout, proc.stdout + proc.stderr
+    assert "WarmServerWarning" not in proc.stderr, proc.stderr
+
+
+def test_a_warm_server_warns_at_the_launch_line_naming_the_plugin(tmp_path: Path) -> None:
+    script = _app(tmp_path, reads=True)
+    proc = _run(script, "forkserver")
+    # What the warning is about: the server decided for every rank, rank 0 lost its hook.
+    assert "RESULT ['orig', 'orig']" in proc.stdout, proc.stdout + proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "WarmServerWarning" in line]
+    assert len(warned) == 1, proc.stderr
+    line = warned[0]
+    assert line.startswith(f"{script}:"), line  # at the launch line, not inside spawnkit
+    assert "plugin 'rankzero' (" in line and "-dist 2.5)" in line, line
+    assert "called spawnkit.bootstrap.current_spec() in the warm-start server" in line, line
+    assert "got None" in line, line
+    assert "SPAWNKIT_WARM_BOOTSTRAP=worker" in line, line
+
+
+def test_a_plugin_that_reads_no_rank_is_not_warned_about(tmp_path: Path) -> None:
+    proc = _run(_app(tmp_path, reads=False), "forkserver")
+    assert "RESULT ['hooked', 'hooked']" in proc.stdout, proc.stdout + proc.stderr
+    assert "WarmServerWarning" not in proc.stderr, proc.stderr
+
+
+def test_error_filter_refuses_the_server_and_leaves_no_process(tmp_path: Path) -> None:
+    script = _app(tmp_path, reads=True)
+    proc = _run(script, "forkserver", "-W", "error::spawnkit.WarmServerWarning")
+    assert "REFUSED gone" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_preload_that_reads_the_spec_is_named_by_its_step(tmp_path: Path) -> None:
+    script = _app(tmp_path, reads=False)
+    pkg = next((tmp_path / "site").glob("*_plugs")).name
+    proc = _run(script, "forkserver", preload=(f"{pkg}.per_rank",))
+    assert "RESULT ['hooked', 'hooked']" in proc.stdout, proc.stdout + proc.stderr
+    warned = [line for line in proc.stderr.splitlines() if "WarmServerWarning" in line]
+    assert len(warned) == 1, proc.stderr
+    assert (
+        "code called spawnkit.bootstrap.current_spec() while importing preload module "
+        f"'{pkg}.per_rank' in the warm-start server" in warned[0]
+    ), warned[0]
