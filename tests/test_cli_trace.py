@@ -38,6 +38,11 @@ def test_launch_trace_then_summary_and_plot(tmp_path: Path, entry_module: str) -
         line = next(ln for ln in out.splitlines() if ln.startswith(f"rank {rank} (pid "))
         assert "load_plugins" in line and "entry" in line
     assert "rank 1 ready at" in out
+    # each start, split: the launcher's part of rank 1's, and where rank 0's process start went
+    assert "    start rank 1 (" in out and "pickle spec" in out and "spawn interpreter" in out
+    split = next(ln for ln in out.splitlines() if ln.startswith("    process start ("))
+    assert "interpreter start-up" in split and split.endswith(tuple("0123456789"))
+    assert "child_main to first stage" in split
     drawn = svg.read_text()  # text stays text in the SVG: the rows and the legend are there
     assert "rank 1 (pid" in drawn and "load_plugins" in drawn and "launcher (pid" in drawn
 

@@ -127,6 +127,29 @@ def test_two_rank_trace_is_valid_chrome_trace_event_json(
         if start_method == "spawn":  # a warm worker's plugins loaded in its server
             assert _within(spans["plugin faultplug"], spans["load_plugins"])
             assert _within(spans[f"import {site.pkg}.target"], spans["apply_hooks"])
+        # The start split: the launcher's part inside its "start rank N", the worker's inside
+        # its "process start", in order, the last one ending with it.
+        mine = sorted((e for e in tracks[pid] if e["cat"] == "start"), key=lambda e: e["ts"])
+        assert [e["name"] for e in mine] == _WORKER_PARTS[start_method]
+        assert all(_within(e, spans["process start"]) for e in mine)
+        whole = spans["process start"]  # it ends where the first stage begins
+        assert abs(mine[-1]["ts"] + mine[-1]["dur"] - whole["ts"] - whole["dur"]) < 1.0  # 1 us
+        launch = [e for e in tracks[launcher] if e["args"].get("rank") == rank]
+        launch = sorted((e for e in launch if e["cat"] == "start"), key=lambda e: e["ts"])
+        assert [e["name"] for e in launch] == _LAUNCHER_PARTS[start_method]
+        assert all(_within(e, parent[f"start rank {rank}"]) for e in launch)
+        ends = [e["ts"] + e["dur"] for e in launch]
+        assert all(a <= b["ts"] + _EPS for a, b in zip(ends, launch[1:], strict=False))
+
+
+_WORKER_PARTS = {
+    "spawn": ["interpreter start-up", "imports, spec, __main__", "child_main to first stage"],
+    "forkserver": ["server hands over", "spec, __main__", "child_main to first stage"],
+}
+_LAUNCHER_PARTS = {
+    "spawn": ["pickle spec", "spawn interpreter", "send spec"],
+    "forkserver": ["pickle spec", "connect to server", "send spec", "read pid"],
+}
 
 
 def test_tracing_never_imports_anything_in_the_worker(site: Site, tmp_path: Path) -> None:

@@ -92,6 +92,7 @@ def _summary(track: Track) -> str:
     """``name: stage a-b ms (d ms), ...``, then its three slowest plugin loads and imports."""
     parts = [f"{name} {(t1 - t0):.1f} ms (at {t0:.1f})" for _, name, t0, t1 in track.stages()]
     lines = [f"{track.name}: " + ", ".join(parts)]
+    lines += _start_split(track)
     for label, at in track.marks:
         lines.append(f"    {label} at {at:.1f} ms")
     slow = sorted(
@@ -100,6 +101,25 @@ def _summary(track: Track) -> str:
     for _, name, t0, t1 in slow[:3]:
         lines.append(f"    slowest: {name} {(t1 - t0):.1f} ms")
     return "\n".join(lines)
+
+
+_EPS = 1e-6  # ms: the file's microseconds, rounded to the nanosecond
+
+
+def _start_split(track: Track) -> list[str]:
+    """Where each process start went: the parts inside each ``start rank N`` (launcher) or
+    inside ``process start`` (a rank), as ``launch.START_PART`` spans."""
+    wholes = [s for s in track.spans if s[1] == "process start" or s[1].startswith("start rank")]
+    lines = []
+    for _, whole, w0, w1 in sorted(wholes, key=lambda s: s[2]):
+        inside = sorted(
+            (s for s in track.spans if s[0] == "start" and w0 - _EPS <= s[2] and s[3] <= w1 + _EPS),
+            key=lambda s: s[2],
+        )
+        if inside:
+            split = ", ".join(f"{name} {(t1 - t0):.1f}" for _, name, t0, t1 in inside)
+            lines.append(f"    {whole} ({w1 - w0:.1f} ms): {split}")
+    return lines
 
 
 def _check_plot(target: str) -> None:

@@ -55,6 +55,7 @@ class Rank:
     terminated: bool = False
     fault_text: str = ""
     events: list[tuple[str, str, float]] = field(default_factory=list)
+    marks: tuple[tuple[str, float], ...] = ()  # the worker's own, from HELLO (a trace's)
     end_told: bool = False
     ended: float = 0.0  # time.monotonic() when reaped (a start-up trace's end of this rank)
     unread: list[Any] = field(default_factory=list)  # read by the group, not yet taken: a Ctrl-C
@@ -91,7 +92,7 @@ class Rank:
         (``""``: none).  FAILED/EXITED never come here: the group keeps them."""
         self.events.append((type(msg).__name__, getattr(msg, "stage", ""), now - self.started))
         if isinstance(msg, proto.Hello):
-            self.host, self.dump_signal = msg.host, msg.dump_signal
+            self.host, self.dump_signal, self.marks = msg.host, msg.dump_signal, msg.marks
         elif isinstance(msg, proto.StageStarted):
             self.stage, self.stage_since = msg.stage, now
             return msg.stage

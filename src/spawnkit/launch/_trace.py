@@ -24,7 +24,7 @@ from spawnkit._trace import Recorder, Span
 from spawnkit.errors import ConfigError
 from spawnkit.launch._otel import TRACEPARENT_VAR, otel_bridge
 
-__all__ = ["PROCESS_START", "LaunchTrace", "open_trace"]
+__all__ = ["PROCESS_START", "START_PART", "LaunchTrace", "open_trace"]
 
 #: A rank's span before its first stage (the launcher's ``process start`` of the rank).
 PROCESS_START = "process start"
@@ -56,6 +56,7 @@ class LaunchTrace:
         self.begun = time.monotonic()
         self.rec.track(self.pid, f"launcher (pid {self.pid})", 0)
         self.rank_start: dict[int, float] = {}
+        self.launch_marks: dict[int, tuple[float, ...]] = {}
         self.offset = time.time() - self.begun  # monotonic -> Unix time, read once
         self.otel = otel_bridge(self.begun, self.offset)  # None unless a provider is set
         self.written = False
@@ -71,12 +72,16 @@ class LaunchTrace:
         with self.rec.span(self.pid, name, **args):
             yield
 
-    def started(self, rank: int, pid: int, start: float) -> None:
-        """Rank ``rank`` (process ``pid``) was started from ``start`` until now."""
+    def started(self, rank: int, pid: int, start: float, marks: Sequence[float] = ()) -> None:
+        """Rank ``rank`` (process ``pid``) was started from ``start`` until now; ``marks``: its
+        Popen's own (``protocol.popen``), drawn as the parts of that start."""
         self.rank_start[rank] = start
-        self.rec.add(
-            Span(self.pid, f"start rank {rank}", start, time.monotonic(), args={"pid": pid})
-        )
+        self.launch_marks[rank] = tuple(marks)
+        end = time.monotonic()
+        self.rec.add(Span(self.pid, f"start rank {rank}", start, end, args={"pid": pid}))
+        names = _LAUNCHER_PARTS.get(len(marks), ())
+        for name, begun, done in _parts(names, marks, start, end):
+            self.rec.add(Span(self.pid, name, begun, done, START_PART, {"rank": rank}))
 
     def finish(self, ranks: Sequence[Any]) -> None:
         """Draw every rank's spans and write the file, once.
@@ -102,7 +107,8 @@ class LaunchTrace:
     def _finish(self, ranks: Sequence[Any]) -> None:
         closed = time.monotonic()
         for r in ranks:
-            _rank_spans(self.rec, r, self.rank_start.get(r.rank, r.started), closed)
+            start = self.rank_start.get(r.rank, r.started)
+            _rank_spans(self.rec, r, start, closed, self.launch_marks.get(r.rank, ()))
             if r.ready:
                 ready = next((t for kind, _, t in r.events if kind == "Ready"), None)
                 if ready is not None:
@@ -128,7 +134,9 @@ class LaunchTrace:
             )
 
 
-def _rank_spans(rec: Recorder, r: Any, start: float, closed: float) -> None:
+def _rank_spans(
+    rec: Recorder, r: Any, start: float, closed: float, launch: tuple[float, ...]
+) -> None:
     """Rank ``r``'s track: its life, process start, stages, plugin loads, target imports."""
     end = r.ended or closed
     rec.track(r.pid, f"rank {r.rank} (pid {r.pid})", r.rank + 1)
@@ -143,6 +151,7 @@ def _rank_spans(rec: Recorder, r: Any, start: float, closed: float) -> None:
     # From the launcher's start call to the first stage: a new interpreter (spawn) or a fork
     # (forkserver), the spec's transfer and unpickling.
     rec.add(Span(r.pid, PROCESS_START, start, first, "rank"))
+    _worker_parts(rec, r, launch, start, first)
     last = first
     for stage, at in starts.items():
         done = at + seconds.get(stage, 0.0)
@@ -168,6 +177,52 @@ def _rank_spans(rec: Recorder, r: Any, start: float, closed: float) -> None:
     rec.add(
         Span(r.pid, "entry", last, min(end, last + entry) if entry is not None else end, "stage")
     )
+
+
+#: The category of a start's parts: the trace file has them, the plotted timeline does not.
+START_PART = "start"
+
+#: The launcher's part of a rank's start, by the number of its Popen's marks:
+#: spawn (start, pickled, spawned, sent) and warm (start, pickled, connected, sent, pid read).
+_LAUNCHER_PARTS = {
+    4: ("pickle spec", "spawn interpreter", "send spec"),
+    5: ("pickle spec", "connect to server", "send spec", "read pid"),
+}
+
+#: The worker's part, from the launcher mark that hands it over (index) to its first stage,
+#: through its own marks (HELLO's): (launcher mark, [(worker mark, part that ends there)]).
+_WORKER_PARTS = {
+    4: (2, (("interpreter", "interpreter start-up"), ("child_main", "imports, spec, __main__"))),
+    5: (3, (("handed", "server hands over"), ("child_main", "spec, __main__"))),
+}
+
+
+def _parts(
+    names: Sequence[str], marks: Sequence[float], start: float, end: float
+) -> list[tuple[str, float, float]]:
+    """``names[i]`` from ``marks[i]`` to ``marks[i + 1]``, each clamped into ``start..end`` and
+    after the one before: marks read by two processes may cross by a scheduling delay."""
+    points, last = [], start
+    for t in marks:
+        last = min(max(t, last), end)
+        points.append(last)
+    return [(n, a, b) for n, a, b in zip(names, points, points[1:], strict=False)]
+
+
+def _worker_parts(
+    rec: Recorder, r: Any, launch: tuple[float, ...], start: float, first: float
+) -> None:
+    """A rank's start split, inside its ``process start``: the worker's own parts up to the
+    first stage (``child_main to first stage`` the last), from its HELLO marks."""
+    plan = _WORKER_PARTS.get(len(launch))
+    mine = dict(r.marks)
+    if plan is None or not all(m in mine for m, _ in plan[1]):
+        return  # no such marks (a rank that died before HELLO): the span stays whole
+    index, steps = plan
+    marks = [launch[index], *(mine[m] for m, _ in steps), first]
+    names = [name for _, name in steps] + ["child_main to first stage"]
+    for name, begun, done in _parts(names, marks, start, first):
+        rec.add(Span(r.pid, name, begun, done, START_PART))
 
 
 def _seen_stages(rec: Recorder, r: Any, end: float) -> None:

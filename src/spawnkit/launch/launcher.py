@@ -196,7 +196,8 @@ def _start_ranks(
                 started = _start_rank(lctx, template, rank, extra, group._output)
                 group._adopt(started)
             if group._trace is not None:
-                group._trace.started(rank, started.pid, begun)
+                popen = getattr(started.proc, "_popen", None)  # its marks: protocol.popen
+                group._trace.started(rank, started.pid, begun, getattr(popen, "marks", ()))
         # psutil is imported here, not at module level: a launching script that imports this
         # module is re-imported by every spawned worker, which should not pay for it.  Inside
         # the try: a Ctrl-C during that import must not leave the started workers running.

@@ -25,7 +25,7 @@ spawned launch, top to bottom in time (``==>`` bytes, ``-->`` one message)::
         early_failure() <== failure record ==========    any exception up to here, then exit
                                                       3 child_main(spec): faulthandler armed
                                                         on the fault pipe
-  report pipe (one per rank) <-- HELLO(pid, host, dump_signal)
+  report pipe (one per rank) <-- HELLO(pid, host, dump_signal, marks)
                                                       4 Bootstrapper(spec, _Reporter).run():
                                                         gc.freeze() (the heap so far); no
                                                         automatic collection until the

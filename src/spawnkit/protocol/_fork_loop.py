@@ -176,7 +176,7 @@ class _Loop:
         if spare is None:
             pid = os.fork()
             if pid == 0:
-                self._child(child_r, fds, child_w, learn_w)
+                self._child(child_r, fds, child_w, learn_w, time.monotonic())
         else:
             pid = spare[0]
         # The pid goes out before the spare is handed its request: woken, the spare may take
@@ -300,6 +300,7 @@ class _Loop:
                 msg, fds, _flags, _addr = socket.recv_fds(
                     sock, 16, self.forkserver.MAXFDS_TO_SEND + 2
                 )
+            handed = time.monotonic()
             sock.close()
             self._rename(self.comm)
         except BaseException:
@@ -311,16 +312,24 @@ class _Loop:
             os._exit(0)
         child_r, *rest = fds
         learn_w = rest.pop() if msg == b"gl" else None
-        self._child(child_r, rest, None, learn_w)
+        self._child(child_r, rest, None, learn_w, handed)
 
     def _child(
-        self, child_r: int, fds: list[int], child_w: int | None, learn_w: int | None
+        self,
+        child_r: int,
+        fds: list[int],
+        child_w: int | None,
+        learn_w: int | None,
+        handed: float,
     ) -> NoReturn:
         """What a worker runs, forked on request (``child_w``: the server's end of its status
         pipe) or a spare handed a request: what the package's own loop runs, with every
-        descriptor of the server closed."""
+        descriptor of the server closed.  ``handed``: when it got the request (a trace's)."""
         code = 1
         try:
+            from spawnkit.protocol.child import note_start  # the server preloaded it
+
+            note_start("handed", handed)
             if child_w is not None:  # forked just now: the server's descriptors are open here
                 signal.set_wakeup_fd(-1)
                 self._close_server_fds()

@@ -26,6 +26,7 @@ import socket
 import struct
 import sys
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,8 +36,10 @@ from spawnkit.protocol import messages as proto
 from spawnkit.spec import ProcessSpec
 
 __all__ = [
+    "START_MARKS",
     "arm_guard",
     "child_main",
+    "note_start",
     "picklers",
     "report_early",
     "report_pages",
@@ -45,6 +48,18 @@ __all__ = [
     "set_early_fd",
     "spawn_main_reporting",
 ]
+
+
+#: What a worker notes of its start before ``child_main`` (``note_start``), then ``child_main``:
+#: ``interpreter`` (spawn: the command line's first statement ran, the interpreter is up),
+#: ``handed`` (warm: a spare was handed its request, or a worker was forked for it).
+START_MARKS = ("interpreter", "handed", "child_main")
+_marks: list[tuple[str, float]] = []
+
+
+def note_start(name: str, at: float) -> None:
+    """Keep one of ``START_MARKS``; HELLO carries them to the launcher (its start-up trace)."""
+    _marks.append((name, at))
 
 
 def arm_guard() -> None:
@@ -281,6 +296,7 @@ def _redirect_output(stdout_conn: Any, stderr_conn: Any) -> None:
 
 def child_main(spec: ProcessSpec) -> None:
     """Run the bootstrap and the entry for one rank; report the outcome before exiting."""
+    note_start("child_main", time.monotonic())
     _redirect_output(spec._control.stdout_conn, spec._control.stderr_conn)
     dump_signal = _arm_faulthandler(spec._control.fault_conn)
     dumps, loads = picklers(spec._control.context)
@@ -292,7 +308,8 @@ def child_main(spec: ProcessSpec) -> None:
     # stage's STARTED only where nothing can block before it (a forked warm worker; a cold
     # one still imports the bootstrap below).
     warm = "spawnkit.bootstrap.process" in sys.modules
-    reporter.send(proto.Hello(os.getpid(), socket.gethostname(), dump_signal), hold=warm)
+    hello = proto.Hello(os.getpid(), socket.gethostname(), dump_signal, tuple(_marks))
+    reporter.send(hello, hold=warm)
     try:
         from spawnkit.bootstrap.process import Bootstrapper
 

@@ -35,11 +35,16 @@ __all__ = [
 
 
 class Hello(NamedTuple):
-    """The worker is alive, unpickled its spec and can take a stack-dump signal."""
+    """The worker is alive, unpickled its spec and can take a stack-dump signal.
+
+    ``marks``: ``(name, CLOCK_MONOTONIC)`` of its start before the first stage, for a start-up
+    trace (``child.START_MARKS``): a few floats, so no worker pays for tracing being possible.
+    """
 
     pid: int
     host: str
     dump_signal: int | None = None
+    marks: tuple[tuple[str, float], ...] = ()
 
 
 class StageStarted(NamedTuple):

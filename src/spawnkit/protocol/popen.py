@@ -50,10 +50,12 @@ START_METHODS = ("spawn", "forkserver")
 # A child that cannot import spawnkit (another PYTHONPATH, a broken install) writes its
 # traceback to the early-error pipe, which the launcher quotes, not only to its stderr.
 _GUARD_PROLOGUE = """\
+import time as _t; _up = _t.monotonic()  # the interpreter is up: a start-up trace's mark
 try:
     from spawnkit.bootstrap import guard as _g; _g.arm()
     from spawnkit.spec import _phase as _p; _p.enter_worker()
-    from spawnkit.protocol.child import spawn_main_reporting
+    from spawnkit.protocol.child import note_start, spawn_main_reporting
+    note_start("interpreter", _up)
 except BaseException:
     import os, traceback
     os.write({early_fd}, traceback.format_exc().encode("utf-8", "replace"))
@@ -100,10 +102,15 @@ def _guarded_spawn_popen(package: str) -> type:
         #: The read end of the child's early-error pipe (see :func:`early_error_text`).
         early_error_fd: int
 
+        #: perf_counter at start, spec pickled, interpreter spawned, spec sent (a trace's spans).
+        marks: tuple[float, ...] = ()
+
         def _launch(self, process_obj: Any) -> None:
+            begun = time.perf_counter()
             tracker_fd = _sub(package, "resource_tracker").getfd()
             self._fds.append(tracker_fd)
             fp = _pickle_for_child(package, self, process_obj)
+            pickled = time.perf_counter()
             parent_r = parent_w = None
             early_r, early_w = os.pipe()
             child_fds = [early_w]  # the child's ends: ours must be closed
@@ -117,12 +124,14 @@ def _guarded_spawn_popen(package: str) -> type:
                 )
                 self._fds.extend([child_r, child_w, early_w])
                 self.pid = util.spawnv_passfds(spawn.get_executable(), cmd, self._fds)
+                spawned = time.perf_counter()
                 self.sentinel = parent_r
                 # The child's ends go before writing: holding child_r ourselves, a child
                 # that died before reading its spec would block the write forever.
                 while child_fds:
                     os.close(child_fds.pop())
                 send_start_data(parent_w, fp.getvalue())
+                self.marks = (begun, pickled, spawned, time.perf_counter())
             finally:
                 os.set_blocking(early_r, False)
                 self.early_error_fd = early_r
