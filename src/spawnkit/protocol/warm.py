@@ -103,7 +103,7 @@ class WarmServer:
         connection = _pkg(self.package, "connection")
         _pkg(self.package, "resource_tracker").ensure_running()
         modules = launcher_modules() if self.boot is not None else []
-        boot = pickle.dumps((self.boot, modules, _main_code.describe(self.package)))
+        boot = pickle.dumps((self.boot, modules, _main_code.describe(self.package), sys.argv))
         with socket.socket(socket.AF_UNIX) as listener:
             address = connection.arbitrary_address("AF_UNIX")
             _bind(listener, address)
@@ -473,6 +473,7 @@ def server_key(
         # What is installed on sys.path: a pip install or uninstall changes a directory.
         _metadata.path_fingerprint(),
         os.getcwd(),
+        tuple(sys.argv),  # what the server's plugins and preloads see as the command line
         # The bytes view where there is one: the same variables, without decoding each.
         tuple(sorted((os.environb if os.supports_bytes_environ else os.environ).items())),
         # The interpreter the server is started with (``set_executable()`` changes it).

@@ -274,7 +274,8 @@ def serve(
     start_server_guardian()
     started = time.time()
     status = _Status(status_fd)
-    spec, launcher, main = _read_boot(boot_fd)
+    spec, launcher, main, argv = _read_boot(boot_fd)
+    sys.argv[:] = argv  # the launcher's, as a spawned worker's plugins see it (not ['-c'])
     for module in _OWN_PRELOAD:
         with contextlib.suppress(ImportError):  # an optional part: the worker imports it
             importlib.import_module(module)
@@ -362,12 +363,12 @@ def _import_quietly(modules: list[str], status: _Status) -> None:
     status.send(proto.StageFinished(step, time.perf_counter() - begun))
 
 
-def _read_boot(fd: int) -> tuple[Any, list[str], Any]:
+def _read_boot(fd: int) -> tuple[Any, list[str], Any, list[str]]:
     import pickle
 
     chunks = []
     while data := os.read(fd, 65536):
         chunks.append(data)
     os.close(fd)
-    spec, launcher, main = pickle.loads(b"".join(chunks))
-    return spec, list(launcher), main
+    spec, launcher, main, argv = pickle.loads(b"".join(chunks))
+    return spec, list(launcher), main, list(argv)

@@ -1,0 +1,98 @@
+"""A warm-start server's plugins and preloads see the launcher's command line, as cold ones do.
+
+multiprocessing's ``prepare()`` gives a spawned worker the launcher's ``sys.argv`` before its
+plugins load; a warm-start server (``python -c ...``) loaded them with ``sys.argv == ['-c']``,
+so a plugin that read a flag from the command line decided otherwise in every warm worker,
+with nothing said.  Real launcher processes, a real installed plugin, real workers: both start
+methods see the same argv, and a launcher that changes ``sys.argv`` gets a server that saw the
+change (the command line is part of the server's key).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+
+from spawnkit.testing import write_distribution
+
+_LAUNCHER = """
+import os, sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+
+def launch(method):
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.plugin:seen", namespace=NS, start_method=method, preload=("{pkg}.pre",) * (
+            method == "forkserver"), ready_timeout=120, join_timeout=120,
+    ) as group:
+        return group.results(timeout=120)[0]
+
+if __name__ == "__main__":
+    print("COLD", launch("spawn"))
+    print("WARM", launch("forkserver"))
+    sys.argv.append("--later")
+    print("LATER", launch("forkserver"))
+    print("LAUNCHER", os.getpid())
+"""
+
+_PLUGIN = """
+import os, sys
+
+AT_LOAD = {{}}
+
+def register():
+    AT_LOAD["plugin"] = list(sys.argv)
+
+def seen():
+    from {pkg} import pre
+    return AT_LOAD["plugin"], pre.AT_IMPORT, os.getppid()
+"""
+
+
+def test_plugins_and_preloads_see_the_launchers_argv_in_a_warm_server(tmp_path: Path) -> None:
+    tag = f"av{uuid.uuid4().hex[:8]}"
+    pkg = f"{tag}_plugs"
+    site = tmp_path / "site"
+    site.mkdir()
+    write_distribution(
+        site,
+        f"{pkg}-dist",
+        "1.0",
+        entry_points={f"{tag}.plugins": {"argv": f"{pkg}.plugin:register"}},
+        modules={
+            f"{pkg}.__init__": "",
+            f"{pkg}.plugin": _PLUGIN.format(pkg=pkg),
+            f"{pkg}.pre": "import sys\nAT_IMPORT = list(sys.argv)\n",
+        },
+    )
+    script = tmp_path / "launch.py"
+    script.write_text(
+        textwrap.dedent(_LAUNCHER).format(site=str(site), tag=tag, prefix=tag.upper(), pkg=pkg)
+    )
+    proc = subprocess.run(
+        [sys.executable, str(script), "--flag", "x y"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    argv = [str(script), "--flag", "x y"]
+    cold_plugin, _, cold_parent = ast.literal_eval(out["COLD"])
+    warm_plugin, warm_pre, warm_parent = ast.literal_eval(out["WARM"])
+    later_plugin, later_pre, later_parent = ast.literal_eval(out["LATER"])
+    launcher = int(out["LAUNCHER"])
+    assert cold_plugin == argv and cold_parent == launcher
+    assert warm_plugin == argv and warm_pre == argv  # not ['-c']
+    assert warm_parent != launcher  # forked by the server, which loaded the plugin
+    assert later_plugin == later_pre == [*argv, "--later"]
+    assert later_parent not in (launcher, warm_parent)  # another server: the key changed
