@@ -112,8 +112,8 @@ class _Loop:
             self.comm = None
 
     def run(self) -> NoReturn:
-        """Serve until the alive pipe reads EOF (``SystemExit``) or serving itself fails."""
-        self.util._close_stdin()
+        """Serve until the alive pipe reads EOF (``SystemExit``) or serving itself fails;
+        stdin was closed before the bootstrap (``warm_main._as_its_workers``)."""
         self.sig_r, self.sig_w = os.pipe()
         os.set_blocking(self.sig_r, False)
         os.set_blocking(self.sig_w, False)

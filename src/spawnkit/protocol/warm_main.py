@@ -275,7 +275,7 @@ def serve(
     started = time.time()
     status = _Status(status_fd)
     spec, launcher, main, argv = _read_boot(boot_fd)
-    sys.argv[:] = argv  # the launcher's, as a spawned worker's plugins see it (not ['-c'])
+    _as_its_workers(package, argv, alive_r)
     for module in _OWN_PRELOAD:
         with contextlib.suppress(ImportError):  # an optional part: the worker imports it
             importlib.import_module(module)
@@ -307,6 +307,28 @@ def serve(
         spawn: Any = importlib.import_module(f"{package}.spawn")
         spawn.prepare = _main_code.prepare_with(spawn.prepare, compiled, spawn)
     _fork_loop.serve_forever(package, listener_fd, alive_r, spares)
+
+
+#: The server's process name while it bootstraps (``multiprocessing.current_process().name``).
+SERVER_NAME = "spawnkit-warm-server"
+
+
+def _as_its_workers(package: str, argv: list[str], alive_r: int) -> None:
+    """Before the bootstrap: the process a spawned worker's plugins see, not a launcher.
+
+    A spawned worker loads its plugins after multiprocessing made it a child: the launcher's
+    command line (``prepare()``), a process that is not ``MainProcess`` and has a parent, stdin
+    closed (``Process._bootstrap``).  A plugin or preload that asks (``sys.argv``, the
+    ``current_process().name == "MainProcess"`` idiom, ``parent_process()``, ``input()``) here
+    decides as it would there, not as a launcher would, for every worker forked from here.
+    """
+    process: Any = importlib.import_module(f"{package}.process")
+    sys.argv[:] = argv
+    process.current_process().name = SERVER_NAME
+    parent = getattr(process, "_ParentProcess", None)
+    if parent is not None:  # the launcher; ``alive_r`` reads EOF once it and every worker left
+        process._parent_process = parent("MainProcess", os.getppid(), alive_r)
+    importlib.import_module(f"{package}.util")._close_stdin()
 
 
 def _early_reporting(serve_one: Any, package: str) -> Any:
