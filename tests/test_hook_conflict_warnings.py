@@ -11,16 +11,14 @@ installs it, in the launcher and in its workers.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
-import uuid
 from pathlib import Path
 
 import pytest
 
-from spawnkit.testing import write_distribution
+from _plugin_app import run_script, write_app
 
 _LAUNCHER = """
 import sys
@@ -54,30 +52,17 @@ if __name__ == "__main__":
 @pytest.fixture
 def app(tmp_path: Path) -> tuple[Path, str]:
     """A launcher script and a real distribution with two plugins REPLACEing ``target.f``."""
-    tag = f"hc{uuid.uuid4().hex[:8]}"
-    pkg = f"{tag}_plugs"
-    site = tmp_path / "site"
-    site.mkdir()
-    write_distribution(
-        site,
-        f"{pkg}-dist",
-        "1.0",
-        entry_points={
-            f"{tag}.plugins": {"one": f"{pkg}.one:register", "two": f"{pkg}.two:register"}
-        },
-        modules={
-            f"{pkg}.__init__": "",
-            f"{pkg}.target": "def f():\n    return 'orig'\n",
-            f"{pkg}.one": _plugin(tag, pkg, "one"),
-            f"{pkg}.two": _plugin(tag, pkg, "two"),
-        },
+    script, tag, _ = write_app(
+        tmp_path,
+        "hc",
+        _LAUNCHER,
+        {"one": "one:register", "two": "two:register"},
+        {"target": "def f():\n    return 'orig'\n", "one": _plugin("one"), "two": _plugin("two")},
     )
-    script = tmp_path / "launch.py"
-    script.write_text(_LAUNCHER.format(site=str(site), tag=tag, prefix=tag.upper(), pkg=pkg))
     return script, tag.upper()
 
 
-def _plugin(tag: str, pkg: str, name: str) -> str:
+def _plugin(name: str) -> str:
     return textwrap.dedent(
         f"""
         import spawnkit
@@ -86,8 +71,8 @@ def _plugin(tag: str, pkg: str, name: str) -> str:
             return {name!r}
 
         def register():
-            ns = spawnkit.get_namespace({tag!r})
-            ns.hooks.register("{pkg}.target.f", replacement, spawnkit.HookType.REPLACE)
+            ns = spawnkit.get_namespace({{tag!r}})
+            ns.hooks.register("{{pkg}}.target.f", replacement, spawnkit.HookType.REPLACE)
         """
     )
 
@@ -95,15 +80,7 @@ def _plugin(tag: str, pkg: str, name: str) -> str:
 def _run(
     script: Path, *flags: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    return subprocess.run(
-        [sys.executable, *flags, str(script), *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        cwd=script.parent,
-        env={**base, **(env or {})},
-    )
+    return run_script(script, *args, flags=flags, env=env)
 
 
 def test_default_warns_with_the_category_and_runs(app: tuple[Path, str]) -> None:

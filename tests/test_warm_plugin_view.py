@@ -15,13 +15,9 @@ from __future__ import annotations
 
 import ast
 import os
-import subprocess
-import sys
-import textwrap
-import uuid
 from pathlib import Path
 
-from spawnkit.testing import write_distribution
+from _plugin_app import run_script, write_app
 
 _LAUNCHER = """
 import os, sys
@@ -69,37 +65,17 @@ def seen():
 
 
 def test_a_warm_servers_plugins_see_what_a_spawned_workers_see(tmp_path: Path) -> None:
-    tag = f"av{uuid.uuid4().hex[:8]}"
-    pkg = f"{tag}_plugs"
-    site = tmp_path / "site"
-    site.mkdir()
-    write_distribution(
-        site,
-        f"{pkg}-dist",
-        "1.0",
-        entry_points={f"{tag}.plugins": {"argv": f"{pkg}.plugin:register"}},
-        modules={
-            f"{pkg}.__init__": "",
-            f"{pkg}.plugin": _PLUGIN.format(pkg=pkg),
-            f"{pkg}.pre": "import sys\nAT_IMPORT = list(sys.argv)\n",
-        },
-    )
-    script = tmp_path / "launch.py"
-    script.write_text(
-        textwrap.dedent(_LAUNCHER).format(site=str(site), tag=tag, prefix=tag.upper(), pkg=pkg)
-    )
+    script = write_app(
+        tmp_path,
+        "av",
+        _LAUNCHER,
+        {"argv": "plugin:register"},
+        {"plugin": _PLUGIN, "pre": "import sys\nAT_IMPORT = list(sys.argv)\n"},
+    ).script
     typed_r, typed_w = os.pipe()  # the launcher's stdin: a line typed, still open
     os.write(typed_w, b"typed\n")
     try:
-        proc = subprocess.run(
-            [sys.executable, str(script), "--flag", "x y"],
-            stdin=typed_r,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            cwd=tmp_path,
-            env={k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"},
-        )
+        proc = run_script(script, "--flag", "x y", stdin=typed_r)
     finally:
         os.close(typed_r)
         os.close(typed_w)

@@ -10,14 +10,12 @@ naming the plugin and its distribution; ``-W error`` refuses it and leaves no se
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import textwrap
-import uuid
 from pathlib import Path
 
-from spawnkit.testing import write_distribution
+import pytest
+
+from _plugin_app import App, run_script, warned, write_app
 
 _LAUNCHER = """
 import re, sys
@@ -53,68 +51,55 @@ def hooked():
     return "hooked"
 
 def register():
-    if not {reads}:
-        get_namespace({tag!r}).hooks.register("{pkg}.target.f", hooked, HookType.REPLACE)
-        return
-    spec = current_spec()
-    if spec is not None and spec.rank == 0:  # rank 0 only, decided at load
+    spec = current_spec() if READS else None
+    if not READS or (spec is not None and spec.rank == 0):  # READS: rank 0 only, at load
         get_namespace({tag!r}).hooks.register("{pkg}.target.f", hooked, HookType.REPLACE)
 """
 
 
-def _app(tmp_path: Path, reads: bool) -> Path:
-    tag = f"rl{uuid.uuid4().hex[:8]}"
-    pkg = f"{tag}_plugs"
-    site = tmp_path / "site"
-    site.mkdir()
-    write_distribution(
-        site,
-        f"{pkg}-dist",
-        "2.5",
-        entry_points={f"{tag}.plugins": {"rankzero": f"{pkg}.plugin:register"}},
-        modules={
-            f"{pkg}.__init__": "",
-            f"{pkg}.target": "def f():\n    return 'orig'\n",
-            f"{pkg}.plugin": _PLUGIN.format(tag=tag, pkg=pkg, reads=reads),
+def _app(tmp_path: Path, reads: bool) -> App:
+    return write_app(
+        tmp_path,
+        "rl",
+        _LAUNCHER,
+        {"rankzero": "plugin:register"},
+        {
+            "target": "def f():\n    return 'orig'\n",
+            "plugin": f"READS = {reads}\n" + _PLUGIN,
             # a preload that sets itself up per rank when imported
-            f"{pkg}.per_rank": "from spawnkit import bootstrap\nSPEC = bootstrap.current_spec()\n",
+            "per_rank": "from spawnkit import bootstrap\nSPEC = bootstrap.current_spec()\n",
         },
+        version="2.5",
     )
-    script = tmp_path / "launch.py"
-    script.write_text(
-        textwrap.dedent(_LAUNCHER).format(site=str(site), tag=tag, prefix=tag.upper(), pkg=pkg)
-    )
-    return script
 
 
 def _run(
     script: Path, method: str, *flags: str, preload: tuple[str, ...] = ()
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
-    return subprocess.run(
-        [sys.executable, *flags, str(script), method, *preload],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=script.parent,
-        env=env,
-    )
+    return run_script(script, method, *preload, flags=flags)
 
 
-def test_spawned_workers_see_their_rank_and_nothing_is_said(tmp_path: Path) -> None:
-    proc = _run(_app(tmp_path, reads=True), "spawn")
-    assert "RESULT ['hooked', 'orig']" in proc.stdout, proc.stdout + proc.stderr
+@pytest.mark.parametrize(
+    ("method", "reads", "results"),
+    [
+        ("spawn", True, "['hooked', 'orig']"),  # each worker sees its own rank
+        ("forkserver", False, "['hooked', 'hooked']"),  # a plugin that reads no rank
+    ],
+)
+def test_nothing_is_said_where_nothing_differs(
+    tmp_path: Path, method: str, reads: bool, results: str
+) -> None:
+    proc = _run(_app(tmp_path, reads=reads).script, method)
+    assert f"RESULT {results}" in proc.stdout, proc.stdout + proc.stderr
     assert "WarmServerWarning" not in proc.stderr, proc.stderr
 
 
 def test_a_warm_server_warns_at_the_launch_line_naming_the_plugin(tmp_path: Path) -> None:
-    script = _app(tmp_path, reads=True)
+    script = _app(tmp_path, reads=True).script
     proc = _run(script, "forkserver")
     # What the warning is about: the server decided for every rank, rank 0 lost its hook.
     assert "RESULT ['orig', 'orig']" in proc.stdout, proc.stdout + proc.stderr
-    warned = [line for line in proc.stderr.splitlines() if "WarmServerWarning" in line]
-    assert len(warned) == 1, proc.stderr
-    line = warned[0]
+    (line,) = warned(proc, "WarmServerWarning")
     assert line.startswith(f"{script}:"), line  # at the launch line, not inside spawnkit
     assert "plugin 'rankzero' (" in line and "-dist 2.5)" in line, line
     assert "called spawnkit.bootstrap.current_spec() in the warm-start server" in line, line
@@ -122,26 +107,18 @@ def test_a_warm_server_warns_at_the_launch_line_naming_the_plugin(tmp_path: Path
     assert "SPAWNKIT_WARM_BOOTSTRAP=worker" in line, line
 
 
-def test_a_plugin_that_reads_no_rank_is_not_warned_about(tmp_path: Path) -> None:
-    proc = _run(_app(tmp_path, reads=False), "forkserver")
-    assert "RESULT ['hooked', 'hooked']" in proc.stdout, proc.stdout + proc.stderr
-    assert "WarmServerWarning" not in proc.stderr, proc.stderr
-
-
 def test_error_filter_refuses_the_server_and_leaves_no_process(tmp_path: Path) -> None:
-    script = _app(tmp_path, reads=True)
+    script = _app(tmp_path, reads=True).script
     proc = _run(script, "forkserver", "-W", "error::spawnkit.WarmServerWarning")
     assert "REFUSED gone" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_a_preload_that_reads_the_spec_is_named_by_its_step(tmp_path: Path) -> None:
-    script = _app(tmp_path, reads=False)
-    pkg = next((tmp_path / "site").glob("*_plugs")).name
+    script, _, pkg = _app(tmp_path, reads=False)
     proc = _run(script, "forkserver", preload=(f"{pkg}.per_rank",))
     assert "RESULT ['hooked', 'hooked']" in proc.stdout, proc.stdout + proc.stderr
-    warned = [line for line in proc.stderr.splitlines() if "WarmServerWarning" in line]
-    assert len(warned) == 1, proc.stderr
+    (line,) = warned(proc, "WarmServerWarning")
     assert (
         "code called spawnkit.bootstrap.current_spec() while importing preload module "
-        f"'{pkg}.per_rank' in the warm-start server" in warned[0]
-    ), warned[0]
+        f"'{pkg}.per_rank' in the warm-start server" in line
+    ), line

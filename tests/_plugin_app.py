@@ -1,0 +1,84 @@
+"""A launcher script beside one real plugin distribution, run as its own process.
+
+What the tests that compare a spawned and a warm worker from the outside share: a unique
+namespace (tag), a package of modules installed as a distribution with its plugins' entry
+points, and the launching script, formatted with ``site``, ``tag``, ``prefix`` and ``pkg``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from pathlib import Path
+from typing import NamedTuple
+
+from spawnkit.testing import write_distribution
+
+__all__ = ["App", "run_script", "warned", "write_app"]
+
+
+class App(NamedTuple):
+    script: Path
+    tag: str  # the namespace's name; its variables' prefix is tag.upper()
+    pkg: str
+
+
+def write_app(
+    tmp_path: Path,
+    stem: str,
+    launcher: str,
+    plugins: dict[str, str],
+    modules: dict[str, str],
+    version: str = "1.0",
+) -> App:
+    """The script and names: ``plugins`` maps entry-point name to ``module:function`` and
+    ``modules`` a submodule to its source, both relative to the package; ``{pkg}`` and
+    ``{tag}`` in a source are the package's and the namespace's names."""
+    tag = f"{stem}{uuid.uuid4().hex[:8]}"
+    pkg = f"{tag}_plugs"
+    site = tmp_path / "site"
+    site.mkdir()
+    write_distribution(
+        site,
+        f"{pkg}-dist",
+        version,
+        entry_points={f"{tag}.plugins": {n: f"{pkg}.{v}" for n, v in plugins.items()}},
+        modules={
+            f"{pkg}.__init__": "",
+            **{f"{pkg}.{m}": src.format(pkg=pkg, tag=tag) for m, src in modules.items()},
+        },
+    )
+    script = tmp_path / "launch.py"
+    script.write_text(
+        textwrap.dedent(launcher).format(site=str(site), tag=tag, prefix=tag.upper(), pkg=pkg)
+    )
+    return App(script, tag, pkg)
+
+
+def run_script(
+    script: Path,
+    *args: str,
+    flags: tuple[str, ...] = (),
+    stdin: int | None = None,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """The script in a new interpreter (``flags`` before it), bounded; this environment without
+    PYTHONWARNINGS, plus ``env``."""
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    return subprocess.run(
+        [sys.executable, *flags, str(script), *args],
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=script.parent,
+        env={**base, **(env or {})},
+    )
+
+
+def warned(proc: subprocess.CompletedProcess[str], category: str) -> list[str]:
+    """The lines of the script's stderr that carry a warning of ``category``."""
+    return [line for line in proc.stderr.splitlines() if category in line]
