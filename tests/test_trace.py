@@ -106,7 +106,17 @@ def test_two_rank_trace_is_valid_chrome_trace_event_json(
     tracks = validate(data)
     launcher = data["otherData"]["launcher_pid"]
     assert data["otherData"]["clock"] == "CLOCK_MONOTONIC"
-    assert set(tracks) == {launcher, *group.pids}  # one track per rank, one for the launcher
+    meta = (e for e in data["traceEvents"] if e["name"] == "process_name")
+    names = {e["pid"]: e["args"]["name"] for e in meta}
+    servers = {p for p in tracks if names[p].startswith("warm-start server (pid ")}
+    # one track per rank, one for the launcher, and the warm server this launch started
+    assert set(tracks) == {launcher, *group.pids, *servers}
+    assert len(servers) == (start_method == "forkserver")
+    for pid in servers:  # its stages, in order, while the launcher's launch_context ran
+        mine = _by_name(tracks[pid])
+        shared = ["interpreter start-up, imports", *STAGES[:3]]
+        assert [mine[s]["ts"] for s in shared] == sorted(mine[s]["ts"] for s in shared)
+        assert all(_within(e, _by_name(tracks[launcher])["launch_context"]) for e in tracks[pid])
     for events in tracks.values():  # one clock: every span inside the launch's wall window
         assert all(before <= e["ts"] and e["ts"] + e["dur"] <= after for e in events)
     parent = _by_name(tracks[launcher])

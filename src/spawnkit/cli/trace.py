@@ -77,7 +77,8 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     if args.plot:
         _check_plot(args.plot)
     tracks = load_tracks(args.file)
-    out.heading(f"start-up trace {args.file}: {len(tracks) - 1} rank(s), ms after the launch")
+    ranks = sum(t.name.startswith("rank ") for t in tracks)  # not the launcher nor a server
+    out.heading(f"start-up trace {args.file}: {ranks} rank(s), ms after the launch")
     for track in tracks:
         out.line(_summary(track))
     if args.plot:

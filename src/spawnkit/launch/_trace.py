@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from spawnkit import _steps
 from spawnkit._trace import Recorder, Span
 from spawnkit.errors import ConfigError
 from spawnkit.launch._otel import TRACEPARENT_VAR, otel_bridge
@@ -83,8 +84,9 @@ class LaunchTrace:
         for name, begun, done in _parts(names, marks, start, end):
             self.rec.add(Span(self.pid, name, begun, done, START_PART, {"rank": rank}))
 
-    def finish(self, ranks: Sequence[Any]) -> None:
-        """Draw every rank's spans and write the file, once.
+    def finish(self, ranks: Sequence[Any], server: Any = None) -> None:
+        """Draw every rank's spans (and the warm server's, when this launch started it) and
+        write the file, once.
 
         Called from the group's teardown, where an exception would replace the
         run's own error: a failure here is logged at ERROR with the file named.
@@ -93,7 +95,7 @@ class LaunchTrace:
             return
         self.written = True
         try:
-            self._finish(ranks)
+            self._finish(ranks, server)
         except Exception as exc:
             _log.error(
                 "the start-up trace %s was not written: %s: %s; the launch itself was not "
@@ -104,8 +106,10 @@ class LaunchTrace:
                 exc_info=True,
             )
 
-    def _finish(self, ranks: Sequence[Any]) -> None:
+    def _finish(self, ranks: Sequence[Any], server: Any) -> None:
         closed = time.monotonic()
+        if server is not None and server.pid is not None and server.start_window[0] >= self.begun:
+            _server_spans(self.rec, server)
         for r in ranks:
             start = self.rank_start.get(r.rank, r.started)
             _rank_spans(self.rec, r, start, closed, self.launch_marks.get(r.rank, ()))
@@ -223,6 +227,24 @@ def _worker_parts(
     names = [name for _, name in steps] + ["child_main to first stage"]
     for name, begun, done in _parts(names, marks, start, first):
         rec.add(Span(r.pid, name, begun, done, START_PART))
+
+
+def _server_spans(rec: Recorder, server: Any) -> None:
+    """The warm-start server this launch started: its life until ready, and each stage and
+    preload it reported (started when the launcher read its STARTED, which may lag: each one
+    begins no earlier than the one before it ended)."""
+    pid, (begun, ready) = server.pid, server.start_window
+    rec.track(pid, f"warm-start server (pid {pid})", -1)  # above the ranks: they fork from it
+    rec.add(Span(pid, "server start", begun, ready, "rank"))
+    first = min((min(max(seen, begun), ready) for _, seen, _ in server.steps), default=ready)
+    rec.add(Span(pid, "interpreter start-up, imports", begun, first, "stage"))
+    last = first
+    for step, seen, seconds in server.steps:
+        start = min(max(seen, last), ready)
+        last = min(start + seconds, ready)
+        kind, name = _steps.split_step(step)
+        label = f"preload {name}" if kind == _steps.PRELOAD and name else step
+        rec.add(Span(pid, label, start, last, "stage", {"seen_by": "launcher"}))
 
 
 def _seen_stages(rec: Recorder, r: Any, end: float) -> None:

@@ -409,7 +409,7 @@ class WorkerGroup(GroupContract):
 
             forget_run(self.run_id)
             if self._trace is not None:
-                self._trace.finish(self._ranks)
+                self._trace.finish(self._ranks, self._ctx.server)
 
     def _stop_workers(self, initial_grace: float) -> None:
         """Teardown; a Ctrl-C during it sends SIGKILL at once, and is raised after unless the

@@ -95,6 +95,9 @@ class WarmServer:
         self.start_timeout = _START_TIMEOUT
         #: (step, plugin) of each current_spec() call its bootstrap answered with None
         self.rankless: list[tuple[str, str]] = []
+        #: (step, CLOCK_MONOTONIC its STARTED was read, seconds it took): a start-up trace's
+        self.steps: list[tuple[str, float, float]] = []
+        self.start_window = (0.0, 0.0)  # CLOCK_MONOTONIC around start()
 
     # ------------------------------------------------------------ lifecycle
     def start(self, timeout: float = _START_TIMEOUT) -> None:
@@ -163,6 +166,7 @@ class WarmServer:
         and the step it announced last; stage and preload times are kept on the way."""
         deadline = time.monotonic() + timeout
         step = "startup"
+        seen: dict[str, float] = {}
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
@@ -180,8 +184,10 @@ class WarmServer:
             except (EOFError, OSError):
                 return None, step
             if isinstance(msg, proto.StageStarted):
-                step = msg.stage
+                step, seen[msg.stage] = msg.stage, time.monotonic()
             elif isinstance(msg, proto.StageFinished):
+                began = seen.get(msg.stage, time.monotonic() - msg.seconds)
+                self.steps.append((msg.stage, began, msg.seconds))
                 kind, name = _steps.split_step(msg.stage)
                 into = self.preload_seconds if kind == _steps.PRELOAD else self.stage_seconds
                 into[name if kind == _steps.PRELOAD else msg.stage] = msg.seconds
@@ -499,7 +505,9 @@ def get_server(
             del _servers[key]
         _fork_loop.most_spares()  # a bad SPAWNKIT_WARM_SPARES is refused before a server starts
         server = WarmServer(package, preload, boot)
+        began = time.monotonic()
         server.start(_START_TIMEOUT if timeout is None else timeout)
+        server.start_window = (began, time.monotonic())
         try:
             _warn_rankless(server.rankless, server)
         except BaseException:  # -W error::spawnkit.WarmServerWarning: no server left behind
