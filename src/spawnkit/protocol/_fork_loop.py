@@ -327,9 +327,9 @@ class _Loop:
         descriptor of the server closed.  ``handed``: when it got the request (a trace's)."""
         code = 1
         try:
-            from spawnkit.protocol.child import note_start  # the server preloaded it
+            from spawnkit.protocol import _fork_state  # imported by the server (warm_main)
 
-            note_start("handed", handed)
+            _fork_state.forked(handed)
             if child_w is not None:  # forked just now: the server's descriptors are open here
                 signal.set_wakeup_fd(-1)
                 self._close_server_fds()

@@ -32,7 +32,7 @@ import spawnkit._collector as _collector
 from spawnkit import _steps
 from spawnkit.bootstrap.stages import STAGES, Stage
 from spawnkit.errors import ForkSafetyError, ForkServerError
-from spawnkit.protocol import _fork_loop, _main_code, failure
+from spawnkit.protocol import _fork_loop, _fork_state, _main_code, failure
 from spawnkit.protocol import messages as proto
 
 __all__ = ["prebootstrap", "serve"]
@@ -231,6 +231,7 @@ def _prepare(
                 _preload(module, status)
             _import_quietly(launcher, status)
             threads.check()
+        _fork_state.settle()
     except SystemExit as exc:
         import traceback
 
@@ -262,6 +263,7 @@ def serve(
     from spawnkit.protocol.child import arm_guard
 
     arm_guard()
+    _fork_state.watch()  # before any plugin: numpy's global random state, as it is imported
     # What the server imports from here on is kept for its life and frozen below: no
     # automatic collection walks it meanwhile (spawnkit._collector; ~80 ms of a torch preload).
     paused = _collector.pause()

@@ -1,0 +1,67 @@
+"""Warm workers do not share numpy's global random state, unless a plugin seeded it on purpose.
+
+CPython reseeds ``random`` in a forked child; numpy does not reseed its legacy global
+``RandomState``.  Every worker forked from a server that imported ``numpy.random`` drew the
+same numbers, on every rank of every launch, where spawned workers each draw their own.  Real
+launchers, a real installed plugin, real spawned and forked workers.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from _plugin_app import run_script, write_app
+
+pytest.importorskip("numpy")
+
+_LAUNCHER = """
+import sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+
+def draws(method, seed):
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.plugin:draw", namespace=NS, nprocs=2, start_method=method,
+        preload=("numpy.random",) if method == "forkserver" else (),
+        env={{"SEED_AT_LOAD": seed}}, ready_timeout=120, join_timeout=120,
+    ) as group:
+        return group.results(timeout=120)
+
+if __name__ == "__main__":
+    print({{
+        "spawn": draws("spawn", ""),
+        "warm": draws("forkserver", ""),
+        "warm_again": draws("forkserver", ""),
+        "spawn_seeded": draws("spawn", "1234"),
+        "warm_seeded": draws("forkserver", "1234"),
+    }})
+"""
+
+_PLUGIN = """
+import os
+
+def register():
+    if os.environ.get("SEED_AT_LOAD"):  # on purpose: every spawned worker does the same
+        import numpy.random
+        numpy.random.seed(int(os.environ["SEED_AT_LOAD"]))
+
+def draw():
+    import numpy.random
+    return int(numpy.random.randint(2**62))
+"""
+
+
+def test_each_warm_worker_draws_its_own_numbers_unless_seeded_at_load(tmp_path: Path) -> None:
+    app = write_app(tmp_path, "np", _LAUNCHER, {"seed": "plugin:register"}, {"plugin": _PLUGIN})
+    proc = run_script(app.script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    drawn = got["spawn"] + got["warm"] + got["warm_again"]
+    assert len(set(drawn)) == len(drawn), got  # each worker its own (2**62: no collision)
+    # seeded by the plugin at load: the same numbers on every rank, spawned or warm
+    assert len(set(got["spawn_seeded"] + got["warm_seeded"])) == 1, got
