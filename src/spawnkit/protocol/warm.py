@@ -89,8 +89,6 @@ class WarmServer:
         self._alive_w: int | None = None
         self._fault_r: int | None = None
         self._lock = threading.Lock()
-        self.preload_seconds: dict[str, float] = {}
-        self.stage_seconds: dict[str, float] = {}
         self.started_at = 0.0
         self.start_timeout = _START_TIMEOUT
         #: (step, plugin) of each current_spec() call its bootstrap answered with None
@@ -188,9 +186,6 @@ class WarmServer:
             elif isinstance(msg, proto.StageFinished):
                 began = seen.get(msg.stage, time.monotonic() - msg.seconds)
                 self.steps.append((msg.stage, began, msg.seconds))
-                kind, name = _steps.split_step(msg.stage)
-                into = self.preload_seconds if kind == _steps.PRELOAD else self.stage_seconds
-                into[name if kind == _steps.PRELOAD else msg.stage] = msg.seconds
             else:
                 return msg, step
 
@@ -380,7 +375,7 @@ def _step_text(step: str) -> str:
     return f"running stage {step!r}" if step != "startup" else "starting up"
 
 
-def _warn_rankless(reads: Any, server: WarmServer) -> None:
+def _warn_rankless(reads: list[tuple[str, str]], server: WarmServer) -> None:
     """One warning per place a new server's code asked ``current_spec()`` for a rank it lacks.
 
     In a worker that bootstraps itself the same call returns that worker's spec: a plugin that
