@@ -353,6 +353,21 @@ def test_queries_discard_source_and_target_modules(
     assert isinstance(registry.registrations()[0], Registration)
 
 
+def test_target_modules_follow_imports_between_two_questions(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """The guard and the apply stage ask in turn and share the guesses, but an import between
+    two questions changes what a lowercase target names: the second answer must see it."""
+    mods.write("a", "class b:\n    def c(self):\n        return 1\n")
+    registry.register(mods.name("a.b.c"), lambda r, s: r)
+    # Nothing imported: no part is CapWords, so the guess is all but the last part.
+    assert set(registry.target_modules()) == {mods.name("a.b")}
+    mods.load("a")
+    # Now 'a' is an imported module and 'b' one of its attributes: the module is 'a'.
+    assert set(registry.target_modules()) == {mods.name("a")}
+    assert set(registry.target_modules(eager=True)) == {mods.name("a")}
+
+
 def test_discarding_all_hooks_of_applied_target_restores_it(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:

@@ -28,9 +28,12 @@ class LazyLogger:
         return self._logger
 
     def isEnabledFor(self, level: int) -> bool:
-        if self._logger is None and "logging" not in sys.modules:
-            return level >= _WARNING
-        return bool(self._get().isEnabledFor(level))
+        logger = self._logger
+        if logger is None:
+            if "logging" not in sys.modules:
+                return level >= _WARNING
+            logger = self._get()
+        return bool(logger.isEnabledFor(level))
 
     def debug(self, msg: str, *args: Any, **kwargs: Any) -> None:
         if self.isEnabledFor(DEBUG):

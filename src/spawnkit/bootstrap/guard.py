@@ -74,10 +74,6 @@ _at_arm: frozenset[str] | None = None
 _armed_lock = threading.Lock()
 
 
-def _is_machinery(filename: str) -> bool:
-    return filename.startswith("<frozen importlib") or filename in _SKIP_FILES
-
-
 def _importlib_init() -> str:
     import importlib
 
@@ -86,7 +82,13 @@ def _importlib_init() -> str:
 
 # lazy.py: a proxy resolving imports on behalf of the frame that touched it.
 _SKIP_FILES = frozenset(
-    {__file__, _importlib_init(), os.path.join(os.path.dirname(__file__), "lazy.py")}
+    {
+        __file__,
+        _importlib_init(),
+        os.path.join(os.path.dirname(__file__), "lazy.py"),
+        "<frozen importlib._bootstrap>",
+        "<frozen importlib._bootstrap_external>",
+    }
 )
 
 
@@ -96,7 +98,10 @@ class _FirstImportRecorder:
         # find_spec is only consulted for modules missing from sys.modules, so the
         # last attempt recorded is the one that succeeded.
         frame: Any = sys._getframe(1)
-        while frame is not None and _is_machinery(frame.f_code.co_filename):
+        while frame is not None:  # out of the import machinery, one set lookup a frame
+            filename = frame.f_code.co_filename
+            if filename not in _SKIP_FILES and not filename.startswith("<frozen importlib"):
+                break
             frame = frame.f_back
         now = _steps._step
         if frame is None:

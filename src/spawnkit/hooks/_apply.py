@@ -16,7 +16,7 @@ from operator import itemgetter
 from types import ModuleType
 from typing import Any
 
-from spawnkit._log import LazyLogger
+from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookApplyError, HookRegistrationError
 from spawnkit.hooks import _decide, _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
@@ -145,11 +145,15 @@ class ApplyCall:
                 if not _decide.defer(st, k, strict, self.on_import)
             ]
             deferred = [k for k in st.waiting if k not in waiting]
+        dropped = len(st.dropped)
         for key in candidates:
             err = _decide.check_conditions(st, key)
             if err is not None:
                 self._fail(key, err)
-        pending = self._changed([k for k in candidates if k not in self.failures])
+        if len(st.dropped) == dropped and not self.failures:
+            pending = candidates  # no condition dropped a hook: each candidate still changed
+        else:
+            pending = self._changed([k for k in candidates if k not in self.failures])
         orphans = [] if only is not None else [k for k in st.applied if not st.live(k)]
         return pending, orphans, deferred
 
@@ -169,10 +173,12 @@ class ApplyCall:
             if any(r.hook_type is HookType.REPLACE and isinstance(o, type) for r, o in pairs)
         }
         # Whole-class REPLACE targets first, so that 'Class.method' targets land on the
-        # replacement; within a round a target sorts before the targets below it.
+        # replacement; within a round a target sorts before the targets below it.  A key is
+        # its parts joined by '.', which sorts below every character an identifier may hold,
+        # so the keys sort as their parts do ('a.b' < 'a.b.c' < 'a_c'), with no key function.
         later = [k for k in self.hooks if k not in classes]
-        self._round(sorted(classes, key=self._sort_key), later, dict(restore_rebinds))
-        later.sort(key=self._sort_key)  # the first round may have added its dependents
+        self._round(sorted(classes), later, dict(restore_rebinds))
+        later.sort()  # the first round may have added its dependents
         self._round(later, None, {})
         for key, (_, text) in self.failures.items():
             st.failed[key] = text
@@ -182,22 +188,22 @@ class ApplyCall:
             for key in deferred:
                 st.stop_waiting(key)
             raise _error(self, problems) from self.first_error
-        for key in pending:
-            st.stop_waiting(key)  # its module got imported unseen (or it was decided here)
-        for key in self.patched_keys:
-            st.failed.pop(key, None)
-            if self.trigger is not None:
-                st.on_import_of[key] = self.trigger
+        if st.waiting:
+            for key in pending:
+                st.stop_waiting(key)  # its module got imported unseen (or it was decided here)
+        if st.failed or self.trigger is not None:
+            for key in self.patched_keys:
+                st.failed.pop(key, None)
+                if self.trigger is not None:
+                    st.on_import_of[key] = self.trigger
         if self.failures:
             _log_failures(self)
         for message in self.messages:
             logger.warning("%s", message)
-        for name in self.patched:
-            logger.debug("applied hooks on target %r", name)
+        if logger.isEnabledFor(DEBUG):
+            for name in self.patched:
+                logger.debug("applied hooks on target %r", name)
         return self.patched
-
-    def _sort_key(self, key: str) -> tuple[str, ...]:
-        return self.st.paths[key].parts
 
     def _fail(self, key: str, exc: BaseException, sources: list[str] | None = None) -> None:
         if sources is None:
@@ -311,7 +317,8 @@ class ApplyCall:
         if kind == _resolve.CLASS:
             installed = raw = _replacement_class(display, pairs, func, self.messages)
         else:
-            self._check_override(key, res, regs)
+            if res.had_own and isinstance(res.owner, type):  # only a class's own method
+                self._check_override(key, res, regs)
             installed = build_chain(
                 func, pairs, key=key, display=display, is_async=is_async_callable(func)
             )
@@ -343,8 +350,6 @@ class ApplyCall:
         self, key: str, res: _resolve.Resolved, regs: tuple[Registration, ...]
     ) -> None:
         """Warn when a method REPLACE overrides what a class REPLACE defined itself."""
-        if not res.had_own:
-            return
         parent = self.st.applied.get(key.rpartition(".")[0])
         if parent is None or parent.kind != _resolve.CLASS or parent.installed is not res.owner:
             return

@@ -198,12 +198,16 @@ def adopt(wrapper: Any, original: Any, *, full: bool) -> None:
     ``__wrapped__`` is always the original target, not the next layer, so ``inspect.signature``
     reports the target's own whatever the chain.
     """
-    for name in _COPIED:
-        try:
-            value = getattr(original, name)
-        except AttributeError:
-            continue
-        setattr(wrapper, name, value)
+    if type(original) is types.FunctionType:  # has all four: no lookup by name (one per target)
+        wrapper.__module__, wrapper.__name__ = original.__module__, original.__name__
+        wrapper.__qualname__, wrapper.__doc__ = original.__qualname__, original.__doc__
+    else:
+        for name in _COPIED:
+            try:
+                value = getattr(original, name)
+            except AttributeError:
+                continue
+            setattr(wrapper, name, value)
     if full:
         extra = getattr(original, "__dict__", None)
         if extra:

@@ -68,7 +68,8 @@ def messages(st: State) -> list[str]:
     """Every conflict among the registrations of ``st``, one message each."""
     out: list[str] = []
     for key, regs in st.regs.items():
-        out.extend(_for_target(st.display.get(key, key), regs))
+        if len(regs) > 1:  # one hook alone conflicts with nothing: most targets, every apply
+            out.extend(_for_target(st.display.get(key, key), regs))
     return out
 
 

@@ -177,7 +177,15 @@ REPLACED = "replaced after apply_hooks()"
 
 def displaced_holders(st: State) -> list[StaleHolder]:
     """Each applied target replaced since, as the holder that no longer leads to its hooks."""
-    return [h for key in st.applied for h in displaced_holders_of(st, key)]
+    out: list[StaleHolder] = []
+    for key, rec in st.applied.items():
+        try:
+            if vars(rec.res.owner).get(rec.res.attr) is rec.installed_raw:
+                continue  # still our chain, as nearly every target is: no walk for it
+        except TypeError:  # no __dict__: displaced_by says what it can
+            pass
+        out += displaced_holders_of(st, key)
+    return out
 
 
 def displaced_holders_of(st: State, key: str) -> list[StaleHolder]:

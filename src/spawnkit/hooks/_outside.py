@@ -18,8 +18,6 @@ from spawnkit._namedtuple import NamedTuple
 
 __all__: list[str] = []
 
-#: spawnkit's own bookkeeping changes as a matter of course; not the plugin's doing.
-_OWN = ("spawnkit", "spawnkit.")
 _NOISE = frozenset({"__warningregistry__"})
 
 
@@ -35,10 +33,13 @@ def _entry(namespace: dict[str, Any]) -> _Entry:
 
 #: Unwatched: it makes the check ten times dearer, and plugins patch engines, not ``json``.
 _STDLIB = frozenset(sys.stdlib_module_names) - {"__main__"}
+#: ... nor spawnkit, whose own bookkeeping changes as a matter of course: by top-level name,
+#: one set lookup for each of the hundreds of modules a watch starts from.
+_UNWATCHED = _STDLIB | {"spawnkit"}
 
 
 def _watched(name: str, module: Any) -> dict[str, Any] | None:
-    if name == _OWN[0] or name.startswith(_OWN[1]) or name.partition(".")[0] in _STDLIB:
+    if name.partition(".")[0] in _UNWATCHED:
         return None
     try:
         namespace = module.__dict__

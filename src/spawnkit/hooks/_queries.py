@@ -135,6 +135,7 @@ class RegistryQueries:
         """
         with self._lock:
             st = self._state
+            modules = _guessed_modules(st)
             out: dict[str, list[Registration]] = {}
             for key, regs in st.regs.items():
                 if eager:
@@ -146,7 +147,10 @@ class RegistryQueries:
                 if not regs:
                     continue
                 rec = st.applied.get(key)
-                module = rec.res.module if rec is not None else _resolve.guess_module(st.paths[key])
+                if rec is not None:
+                    module = rec.res.module
+                else:
+                    module = modules.get(key) or _resolve.guess_module(st.paths[key])
                 out.setdefault(module, []).extend(regs)
             return out
 
@@ -271,6 +275,15 @@ class RegistryQueries:
         with self._lock:
             st = self._state
             return _apply.holder_dicts(st, [*st.stale.values(), *_decide.displaced_holders(st)])
+
+
+def _guessed_modules(st: _state.State) -> dict[str, str]:
+    """Each registered target's module as ``guess_module`` finds it, kept while neither the
+    registrations nor ``sys.modules`` changed: the guard and the apply stage ask in turn."""
+    mark = (st.version, len(sys.modules), next(reversed(sys.modules), None))
+    if st.guessed[0] != mark:
+        st.guessed = (mark, {key: _resolve.guess_module(st.paths[key]) for key in st.regs})
+    return st.guessed[1]
 
 
 def _kind_name(rec: _state.Record) -> str:

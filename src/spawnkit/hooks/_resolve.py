@@ -70,13 +70,13 @@ def parse_target(target: object) -> TargetPath:
                 "'pkg.mod.Class.method' or 'pkg.mod:Class.method'",
                 target=target,
             )
-    bad = [p for p in parts if not p.isidentifier()]
-    if bad:
+    if not all(map(str.isidentifier, parts)):  # register() parses every hook's target
+        bad = next(p for p in parts if not p.isidentifier())
         raise HookTargetError(
-            f"hook target {target!r} is malformed: {bad[0]!r} is not a Python identifier",
+            f"hook target {target!r} is malformed: {bad!r} is not a Python identifier",
             target=target,
         )
-    return TargetPath(".".join(parts), parts, hint)
+    return TargetPath(text if hint is None else ".".join(parts), parts, hint)
 
 
 def guess_module(path: TargetPath) -> str:
@@ -88,8 +88,10 @@ def guess_module(path: TargetPath) -> str:
     if path.module_hint is not None:
         return path.module_hint
     parts = path.parts
+    prefix = path.key  # the parts joined by '.': each shorter prefix is a slice of it
     for i in range(len(parts) - 1, 0, -1):
-        mod = sys.modules.get(".".join(parts[:i]))
+        prefix = prefix[: prefix.rindex(".")]
+        mod = sys.modules.get(prefix)
         if mod is None:
             continue
         # A package is the module when the next part is one of its non-module attributes
@@ -97,7 +99,7 @@ def guess_module(path: TargetPath) -> str:
         if not hasattr(mod, "__path__") or not isinstance(
             vars(mod).get(parts[i], sys), types.ModuleType
         ):
-            return ".".join(parts[:i])
+            return prefix
     for i, part in enumerate(parts[1:], start=1):
         if part[:1].isupper():
             return ".".join(parts[:i])

@@ -119,6 +119,8 @@ class State:
         self.provides: dict[str, Provision] = {}
         self.provided: dict[str, Provided] = {}
         self.conflicts_reported: set[str] = set()  # hook conflict messages already reported
+        # target_modules()'s guesses and what they depend on (the version, sys.modules)
+        self.guessed: tuple[Any, dict[str, str]] = (None, {})
 
     def touch(self) -> None:
         """Something that ``status()`` reads may change now."""

@@ -436,14 +436,17 @@ def _refuse_misrouted(ns: str, default: Any, source: Any, before: int) -> None:
 
 def _run(ns: str, info: PluginInfo, source: Any, registry: Any) -> tuple[str, Exception] | None:
     """Import the plugin's entry point and call it; on failure, what failed and why."""
-    from spawnkit.hooks.types import plugin_source
+    from spawnkit.hooks.types import current_plugin_source
 
     ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
     default = type(registry).default()
     before_default = _count_from(default, source) if default is not registry else 0
     what = "failed to import"
+    # plugin_source(source) and _steps.step(...), spelled out: no context-manager objects
+    token = current_plugin_source.set(source)
+    previous_step = _steps.set_step(_steps.plugin_step(info.name))
     try:
-        with plugin_source(source), _steps.step(_steps.plugin_step(info.name)):
+        try:
             obj = _metadata.load_entry_point(ep)
             if isinstance(obj, types.ModuleType):
                 pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
@@ -458,6 +461,9 @@ def _run(ns: str, info: PluginInfo, source: Any, registry: Any) -> tuple[str, Ex
                 )
             if default is not registry:
                 _refuse_misrouted(ns, default, source, before_default)
+        finally:
+            _steps.set_step(previous_step)
+            current_plugin_source.reset(token)
     except Exception as exc:
         return what, exc
     return None
