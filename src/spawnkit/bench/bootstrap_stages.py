@@ -211,7 +211,9 @@ def _side_by_side(paths: list[str], platform: str, rows: Any, repeat: int) -> di
     user_code = _user_code(paths)
     _bare_once(), _user_once(user_code), _stages_once(warm_code)  # warm the page cache
     bare, user, warm, own = [], [], [], []
-    for _ in range(repeat):
+    # Three times the repeats: each is three short processes, and one's ratio moves by a
+    # tenth with the machine (python -c pass alone took 13 to 21 ms between runs here).
+    for _ in range(3 * repeat):
         bare.append(_bare_once())
         user.append(_user_once(user_code))
         warm.append(_stages_once(warm_code)[0])
@@ -323,7 +325,7 @@ def _totals(r: dict[str, Any]) -> tuple[float, float]:
 def report(r: dict[str, Any]) -> None:
     """Per stage, cold and warm, as milliseconds and as a multiple of a bare start."""
     bare, cold, warm, user = r["bare_s"], r["cold_s"], r["warm_s"], r["user_imports_s"]
-    print(f"bare `python -c pass`: {bare * 1e3:.2f} ms (median of {r['repeat']})")
+    print(f"bare `python -c pass`: {bare * 1e3:.2f} ms (median of {3 * r['repeat']})")
     print(f"{N_PLUGINS} plugins, {N_PLUGINS * HOOKS_PER_PLUGIN} hooks, platform {r['platform']!r}")
     print("cold: spawnkit's hook engine, platform discovery and importlib.metadata are first")
     print("imported inside the stages; warm: imported before the clock (stage work only),")
@@ -346,8 +348,9 @@ def report(r: dict[str, Any]) -> None:
     )
     if "own_ratio" in r:
         print(
-            f"own work / bare start, the median of each repeat's (bare, user imports and warm "
-            f"stages measured in turn): {r['own_ratio']:.3f} (target <= {OWN_WORK_TARGET})"
+            f"own work / bare start, the median of {3 * r['repeat']} rounds' (bare, user imports "
+            f"and warm stages measured in turn): {r['own_ratio']:.3f} "
+            f"(target <= {OWN_WORK_TARGET})"
         )
     print("discovery: " + ("workers scan metadata (--scan)" if r["scan"] else "parent's rows"))
 

@@ -266,8 +266,13 @@ class RegistryQueries:
         instances of those classes skip its hooks (``Class.method`` each)."""
         with self._lock:
             st = self._state
-            found = {st.display[key]: _decide.bypassing(rec) for key, rec in st.applied.items()}
-        return {target: overrides for target, overrides in found.items() if overrides}
+            found: dict[str, list[str]] = {}
+            for key, rec in st.applied.items():
+                if isinstance(rec.res.owner, type):  # a module's function has no subclasses
+                    overrides = _decide.bypassing(rec)
+                    if overrides:
+                        found[st.display[key]] = overrides
+        return found
 
     @hybridmethod
     def stale_holders(self) -> list[dict[str, str]]:

@@ -89,7 +89,8 @@ def guess_module(path: TargetPath) -> str:
         return path.module_hint
     parts = path.parts
     prefix = path.key  # the parts joined by '.': each shorter prefix is a slice of it
-    for i in range(len(parts) - 1, 0, -1):
+    # No prefix is imported while the first part is not (the usual case as plugins load).
+    for i in range(len(parts) - 1 if parts[0] in sys.modules else 0, 0, -1):
         prefix = prefix[: prefix.rindex(".")]
         mod = sys.modules.get(prefix)
         if mod is None:

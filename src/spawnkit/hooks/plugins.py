@@ -25,6 +25,7 @@ Which plugins are selected (metadata only, nothing imported) is ``_plugin_select
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import sys
 import threading
@@ -42,6 +43,7 @@ from spawnkit.hooks import _conflicts
 from spawnkit.hooks import _plugin_selection as _sel
 from spawnkit.hooks._outside import OutsideWatch
 from spawnkit.hooks._plugin_selection import PluginInfo, PluginOwner, PluginSelectionWarning
+from spawnkit.hooks.types import HookSource, current_plugin_source
 from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, default_config
 from spawnkit.spec._record import field, record
 
@@ -302,8 +304,6 @@ class PluginManager:
     def _load_one(
         self, info: PluginInfo, strict: bool, report: PluginReport, watch: OutsideWatch | None
     ) -> None:
-        from spawnkit.hooks.types import HookSource
-
         source = HookSource(info.name, info.dist, info.version)
         registry = self.namespace.hooks
         before_regs = registry._count()
@@ -315,7 +315,7 @@ class PluginManager:
         start = time.monotonic()
         failure = _run(self.namespace.name, info, source, registry)
         seconds = time.monotonic() - start
-        imported = tuple(list(sys.modules)[before_mods:])
+        imported = tuple(itertools.islice(sys.modules, before_mods, None))
         outside = tuple(watch.changes(list(imported))) if watch is not None else ()
         if failure is not None:
             registry.discard_source(source)
@@ -436,8 +436,6 @@ def _refuse_misrouted(ns: str, default: Any, source: Any, before: int) -> None:
 
 def _run(ns: str, info: PluginInfo, source: Any, registry: Any) -> tuple[str, Exception] | None:
     """Import the plugin's entry point and call it; on failure, what failed and why."""
-    from spawnkit.hooks.types import current_plugin_source
-
     ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
     default = type(registry).default()
     before_default = _count_from(default, source) if default is not registry else 0
