@@ -78,7 +78,7 @@ def serve_forever(package: str, listener_fd: int, alive_r: int, most: int) -> No
     try:
         loop.run()
     finally:
-        loop.retire_spares()
+        _retire_spares(loop)
 
 
 def _sigchld(*_unused: object) -> None:
@@ -149,6 +149,9 @@ class _Loop:
         self.settled = False
         if self.alive_r in ready:  # EOF: no launcher and no worker holds the alive pipe
             os.read(self.alive_r, 1)
+            # The last workers closed theirs by exiting, a moment before they can be reaped:
+            # their statuses go out first, or a launcher still waiting reads none (255).
+            self._reap(_REAP_S)
             raise SystemExit
         if self.sig_r in ready:
             self._reap()
@@ -225,15 +228,21 @@ class _Loop:
             self.retired.add(pid)  # reaped as a retired spare when its SIGCHLD comes
         return None
 
-    def _reap(self) -> None:
-        os.read(self.sig_r, 65536)  # exhaust the wakeups
+    def _reap(self, wait_s: float = 0.0) -> None:
+        """Send each ended worker's status; ``wait_s``: how long to wait for the rest."""
+        with contextlib.suppress(BlockingIOError):
+            os.read(self.sig_r, 65536)  # exhaust the wakeups
+        deadline = time.monotonic() + wait_s
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
                 return
             if pid == 0:
-                return
+                if not self.pid_to_fd or time.monotonic() >= deadline:
+                    return
+                time.sleep(0.002)
+                continue
             child_w = self.pid_to_fd.pop(pid, None)
             if child_w is not None:
                 with contextlib.suppress(BrokenPipeError):
@@ -293,7 +302,7 @@ class _Loop:
         try:
             signal.set_wakeup_fd(-1)  # first: the wakeup fd is closed next, its number reused
             self._close_server_fds()
-            self._rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
+            _rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
             _prefault.populate(self.learner.pages or [])  # while idle: the pages its worker writes
             msg = b""
             with contextlib.suppress(OSError):  # EOF or an error: the server let it go, or died
@@ -302,7 +311,7 @@ class _Loop:
                 )
             handed = time.monotonic()
             sock.close()
-            self._rename(self.comm)
+            _rename(self.comm)
         except BaseException:
             with contextlib.suppress(BaseException):
                 sys.excepthook(*sys.exc_info())
@@ -365,26 +374,28 @@ class _Loop:
             with contextlib.suppress(OSError):
                 os.close(fd)
 
-    def _rename(self, name: bytes | None) -> None:
-        if name is None:
-            return
-        with contextlib.suppress(OSError), open("/proc/self/comm", "wb") as f:
-            f.write(name)
 
-    # ---------------------------------------------------------------- server exit
-    def retire_spares(self) -> None:
-        """Let every spare go (EOF on its socket) and reap it: none outlives its server."""
-        spares = [pid for pid, _sock in self.spares] + sorted(self.let_go)  # let go, not reaped
-        for _pid, sock in self.spares:
-            sock.close()
-        self.spares.clear()
-        deadline = time.monotonic() + _REAP_S
-        for pid in spares:
-            if reap_within(pid, deadline - time.monotonic()) is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, 0)
+# -------------------------------------------------------------------- server exit
+def _retire_spares(loop: _Loop) -> None:
+    """Let every spare go (EOF on its socket) and reap it: none outlives its server."""
+    spares = [pid for pid, _sock in loop.spares] + sorted(loop.let_go)  # let go, not reaped
+    for _pid, sock in loop.spares:
+        sock.close()
+    loop.spares.clear()
+    deadline = time.monotonic() + _REAP_S
+    for pid in spares:
+        if reap_within(pid, deadline - time.monotonic()) is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+
+
+def _rename(name: bytes | None) -> None:
+    if name is None:
+        return
+    with contextlib.suppress(OSError), open("/proc/self/comm", "wb") as f:
+        f.write(name)
 
 
 def _alive(sock: socket.socket) -> bool:

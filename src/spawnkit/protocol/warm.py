@@ -40,9 +40,10 @@ from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
 from spawnkit import _steps
+from spawnkit._log import LazyLogger
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, ForkServerError
-from spawnkit.protocol import _fork_loop, _main_code, failure
+from spawnkit.protocol import _fork_loop, _main_code, _sources, failure
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.child import send_start_data
 from spawnkit.protocol.failure import Exited, Failed
@@ -68,6 +69,9 @@ _STOP_TIMEOUT = 5.0
 
 _servers: dict[tuple[Any, ...], WarmServer] = {}
 _servers_lock = threading.Lock()
+#: servers let go while workers of theirs may still run (their code changed): reaped later
+_retired: list[WarmServer] = []
+_log = LazyLogger("spawnkit.warm")  # logging is imported only if a record is emitted
 _tls = threading.local()
 _TIMED_OUT = object()  # the last "message" of a server that did not finish starting in time
 
@@ -93,6 +97,8 @@ class WarmServer:
         self.start_timeout = _START_TIMEOUT
         #: (step, plugin) of each current_spec() call its bootstrap answered with None
         self.rankless: list[tuple[str, str]] = []
+        #: the files its workers run the code of, as it found them when ready (_sources)
+        self.sources: list[_sources.Source] = []
         #: (step, CLOCK_MONOTONIC its STARTED was read, seconds it took): a start-up trace's
         self.steps: list[tuple[str, float, float]] = []
         self.start_window = (0.0, 0.0)  # CLOCK_MONOTONIC around start()
@@ -155,9 +161,14 @@ class WarmServer:
             err = _start_error(final, step, self, self._read_fault())
             self.stop(0.5)
             raise err
-        self.started_at = float(final.report.get("started", time.time()))
         self.fork_timeout = max(timeout, 1.0)
-        self.rankless = list(final.report.get("rankless", ()))
+        self._took(final.report)
+
+    def _took(self, report: dict[str, Any]) -> None:
+        """What the server's READY says: its start, who asked for a rank, the files it ran."""
+        self.started_at = float(report.get("started", time.time()))
+        self.rankless = list(report.get("rankless", ()))
+        self.sources = list(report.get("sources", ()))
 
     def _read_status(self, conn: Any, timeout: float) -> tuple[Any, str]:
         """The server's last message (``Ready``, ``Failed``, ``Exited``; None: it died or hung)
@@ -220,6 +231,15 @@ class WarmServer:
         except ChildProcessError:
             return False
         return pid == 0
+
+    def let_go(self) -> None:
+        """Serve no new launch: close the alive pipe, and the server exits once the workers
+        it forked are gone (a group still running keeps its exit statuses); reaped later."""
+        with self._lock:
+            for fd in (self._alive_w, self._fault_r):
+                if fd is not None:
+                    os.close(fd)
+            self._alive_w = self._fault_r = None
 
     def stop(self, timeout: float = _STOP_TIMEOUT) -> None:
         """Close the alive pipe (the server exits once its workers are gone); bounded, then kill."""
@@ -492,10 +512,13 @@ def get_server(
     """The running server for this key, started (bootstrapped, preloaded) on first use."""
     key = server_key(package, preload, namespace, boot)
     with _servers_lock:
+        _retired[:] = [s for s in _retired if s.alive()]  # reaped once its workers ended
         server = _servers.get(key)
         if server is not None and server.alive():
-            return server
-        if server is not None:
+            if _as_found(server):
+                return server
+            del _servers[key]
+        elif server is not None:
             server.stop(0.5)  # it died: replace it
             del _servers[key]
         _fork_loop.most_spares()  # a bad SPAWNKIT_WARM_SPARES is refused before a server starts
@@ -512,12 +535,33 @@ def get_server(
         return server
 
 
+def _as_found(server: WarmServer) -> bool:
+    """Whether every file the server's workers run the code of is as the server found it;
+    if not, the server is let go: its workers would run the code as it was, where a spawned
+    worker runs the file's."""
+    edited = _sources.changed(server.sources)
+    if not edited:
+        return True
+    _log.info(
+        "warm-start server pid %s let go: %s changed since it started (%d file(s) in all); "
+        "a new server runs this launch with the code as it is now",
+        server.pid,
+        edited[0],
+        len(edited),
+    )
+    server.let_go()
+    _retired.append(server)
+    return False
+
+
 def shutdown_forkservers(timeout: float = _STOP_TIMEOUT) -> int:
     """Stop every warm-start server of this process; returns how many were running."""
     with _servers_lock:
         servers = list(_servers.values())
         _servers.clear()
-    for server in servers:
+        retired = list(_retired)
+        _retired.clear()
+    for server in [*servers, *retired]:
         server.stop(timeout)
     return len(servers)
 
@@ -543,6 +587,7 @@ def current_server() -> WarmServer:
 def _forget_after_fork() -> None:
     # A forked copy of the launcher does not own these servers; never stop them from there.
     _servers.clear()
+    _retired.clear()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)

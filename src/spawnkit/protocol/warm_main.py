@@ -243,9 +243,12 @@ def _prepare(
         status.send(failure.record(stage, exc))
         return None
     from spawnkit.bootstrap.process import take_rankless_reads
+    from spawnkit.protocol import _sources
 
-    # who asked for a rank while there was none: the launcher warns (WarmServerWarning)
-    status.send(proto.Ready({"started": started, "rankless": take_rankless_reads()}))
+    # who asked for a rank while there was none: the launcher warns (WarmServerWarning);
+    # the files whose code its workers run: the launcher forks from it while none changed
+    report = {"started": started, "rankless": take_rankless_reads()}
+    status.send(proto.Ready({**report, "sources": _sources.snapshot()}))
     return spares
 
 

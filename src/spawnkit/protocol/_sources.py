@@ -1,0 +1,73 @@
+"""The source files a warm-start server runs, and whether any changed since it imported them.
+
+A server imports its plugins, hook targets, preloads and the launcher's modules once, and
+every worker it forks runs that code.  A spawned worker imports them anew: a plugin edited
+between two launches of one long-lived launcher (a notebook, an engine relaunching its
+workers) takes effect in the next spawned group, and in no warm one, without a word.  The
+server's key cannot see it: an edit in place changes the file, not the directory whose
+mtime the key reads (``_metadata.path_fingerprint``).  So the server lists, once it is
+ready, each file it imported from outside the interpreter's own trees (what pip installs
+there changes a directory the key reads), and the launcher looks at them before it forks
+from that server again (``warm.get_server``): one ``stat`` a file, about a microsecond each.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["changed", "snapshot"]
+
+#: (path, st_mtime_ns, st_size, st_ino): an edit in place moves the first two, a save by
+#: rename the third.
+Source = tuple[str, int, int, int]
+
+
+def _installed_roots() -> tuple[str, ...]:
+    """The interpreter's and the environment's trees: the standard library, site-packages
+    (the user's too), which change only by installing; and spawnkit's own package, edited or
+    not: the launcher runs the copy it imported, and its server must speak that protocol."""
+    spawnkit_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, spawnkit_dir}
+    site = sys.modules.get("site")
+    user_site = getattr(site, "USER_SITE", None)
+    if isinstance(user_site, str):
+        roots.add(user_site)
+    return tuple(os.path.join(os.path.abspath(r), "") for r in roots if r)
+
+
+def snapshot() -> list[Source]:
+    """In the server, once ready: every imported module's file outside the installed trees
+    that can be looked at now (a module inside a zip cannot, and is left out, or it would
+    read as changed at every launch)."""
+    roots = _installed_roots()
+    seen: set[str] = set()
+    out: list[Source] = []
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str):
+            continue
+        path = os.path.abspath(path)
+        if path in seen or path.startswith(roots):
+            continue
+        seen.add(path)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        out.append((path, st.st_mtime_ns, st.st_size, st.st_ino))
+    return out
+
+
+def changed(sources: list[Source]) -> list[str]:
+    """In the launcher: the files of ``sources`` that changed or went away since."""
+    out: list[str] = []
+    for path, mtime, size, ino in sources:
+        try:
+            st = os.stat(path)
+        except OSError:
+            out.append(path)
+            continue
+        if (st.st_mtime_ns, st.st_size, st.st_ino) != (mtime, size, ino):
+            out.append(path)
+    return out

@@ -1,0 +1,132 @@
+"""A plugin or hook target edited between two warm launches runs as edited, as a spawned one does.
+
+A warm-start server imports its plugins and hook targets once; a spawned worker imports them
+at every launch.  A long-lived launcher (a notebook, an engine that relaunches its workers)
+whose plugin file was edited in place between two launches ran the old code in every warm
+worker and the new code in every spawned one, with nothing said: the server's key reads
+directories, and an edit in place changes only the file.  The server now lists the files it
+imported from outside the installed trees; a launch that finds one changed lets that server
+go (its running workers finish) and starts a new one.  Real launcher processes, a real
+installed plugin distribution, real edits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from _plugin_app import run_script, write_app
+from spawnkit.protocol import _sources
+
+_LAUNCHER = """
+import json, os, pathlib, sys, time
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+PLUGIN = pathlib.Path({site!r}) / "{pkg}" / "plugin.py"
+GATE = pathlib.Path(sys.argv[1])
+
+def start(method, payload=None):
+    return spawnkit.spawn_with_plugins(
+        "{pkg}.engine:main", payload, namespace=NS, start_method=method,
+        ready_timeout=120, join_timeout=120,
+    )
+
+def launch(method):
+    with start(method) as group:
+        return group.results(timeout=120)[0]
+
+def edit(old, new):
+    PLUGIN.write_text(PLUGIN.read_text().replace(old, new))  # in place: same directory
+
+if __name__ == "__main__":
+    out = {{"first": launch("forkserver"), "again": launch("forkserver")}}
+    # A group that keeps running on the first server while the plugin changes under it.
+    with start("forkserver", str(GATE)) as running:
+        running.wait_ready(timeout=120)
+        edit(":v1", ":v2")
+        out["edited"] = launch("forkserver")
+        out["spawned"] = launch("spawn")
+        GATE.write_text("go")
+        out["running"] = running.results(timeout=120)[0]
+    from spawnkit.protocol import warm
+
+    deadline = time.monotonic() + 30
+    while warm._retired and time.monotonic() < deadline:  # reaped by the next launch's look
+        out["after"] = launch("forkserver")
+    out["retired_left"] = len(warm._retired)
+    print("OUT", json.dumps(out))
+"""
+
+_PLUGIN = """
+from spawnkit.hooks import HookType
+import spawnkit
+
+def register():
+    spawnkit.Namespace({tag!r}).hooks.register(
+        "{pkg}.engine.answer", lambda result: result + ":v1", HookType.AFTER
+    )
+"""
+
+_ENGINE = """
+import os, pathlib, time
+
+def answer():
+    return "engine"
+
+def main(gate=None):
+    if gate is not None:  # hold this worker until the launcher opens the gate
+        deadline = time.monotonic() + 60
+        while not pathlib.Path(gate).exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+    return [answer(), os.getppid()]
+"""
+
+
+def test_an_edited_plugin_takes_effect_in_the_next_warm_launch(tmp_path: Path) -> None:
+    app = write_app(
+        tmp_path,
+        "wsrc",
+        _LAUNCHER,
+        plugins={"edits": "plugin:register"},
+        modules={"plugin": _PLUGIN, "engine": _ENGINE},
+    )
+    proc = run_script(app.script, str(tmp_path / "gate"))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    (first, server), (again, same) = out["first"], out["again"]
+    assert first == again == "engine:v1"
+    assert same == server, "an unchanged plugin must keep its warm server"
+    edited, new_server = out["edited"]
+    # Before the fix: 'engine:v1' from the first server, while the spawned worker said v2.
+    assert edited == out["spawned"][0] == "engine:v2"
+    assert new_server != server
+    # The group that was running on the first server finished there, with its code.
+    assert out["running"] == ["engine:v1", server]
+    assert out["retired_left"] == 0, "the server let go must exit and be reaped"
+
+
+def test_sources_lists_own_files_and_sees_an_edit_and_a_removal(tmp_path: Path) -> None:
+    path = tmp_path / "wsrc_mod_a.py"
+    path.write_text("VALUE = 1\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        __import__("wsrc_mod_a")
+        found = {p for p, *_ in _sources.snapshot()}
+        assert str(path) in found
+        # The standard library, site-packages and spawnkit's own files are never listed.
+        assert os.__file__ not in found
+        assert _sources.__file__ not in found
+        before = [s for s in _sources.snapshot() if s[0] == str(path)]
+        assert _sources.changed(before) == []
+        path.write_text("VALUE = 2\n")  # same size: the mtime (or the inode) tells
+        os.utime(path, ns=(before[0][1] + 10**9, before[0][1] + 10**9))
+        assert _sources.changed(before) == [str(path)]
+        path.unlink()
+        assert _sources.changed(before) == [str(path)]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("wsrc_mod_a", None)
