@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from _plugin_app import run_script, write_app
@@ -109,24 +110,81 @@ def test_an_edited_plugin_takes_effect_in_the_next_warm_launch(tmp_path: Path) -
     assert out["retired_left"] == 0, "the server let go must exit and be reaped"
 
 
+_RACE_LAUNCHER = """
+import sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+
+def launch():
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.engine:main", namespace=NS, start_method="forkserver",
+        preload=("{pkg}.editor",), ready_timeout=120, join_timeout=120,
+    ) as group:
+        return group.results(timeout=120)[0][0]
+
+if __name__ == "__main__":
+    print("OUT", launch(), launch(), launch())
+"""
+
+# A preload that edits the plugin the server has just loaded, as an editor saving while the
+# server starts would: once (the second server finds it edited and leaves it).
+_EDITOR = """
+import pathlib
+plugin = pathlib.Path(__file__).with_name("plugin.py")
+text = plugin.read_text()
+if ":v1" in text:
+    plugin.write_text(text.replace(":v1", ":v2"))
+"""
+
+
+def test_a_plugin_edited_while_its_server_started_is_run_as_edited_from_the_next_launch(
+    tmp_path: Path,
+) -> None:
+    app = write_app(
+        tmp_path,
+        "wrace",
+        _RACE_LAUNCHER,
+        plugins={"edits": "plugin:register"},
+        modules={"plugin": _PLUGIN, "engine": _ENGINE, "editor": _EDITOR},
+    )
+    proc = run_script(app.script)
+    assert proc.returncode == 0, proc.stderr
+    # The first server imported v1 before the edit; its snapshot, taken after, must not
+    # pass the edited file for what it ran (before the fix: v1 at every launch).
+    assert proc.stdout.split("OUT ", 1)[1].split() == ["engine:v1", "engine:v2", "engine:v2"]
+
+
 def test_sources_lists_own_files_and_sees_an_edit_and_a_removal(tmp_path: Path) -> None:
     path = tmp_path / "wsrc_mod_a.py"
     path.write_text("VALUE = 1\n")
     sys.path.insert(0, str(tmp_path))
     try:
         __import__("wsrc_mod_a")
-        found = {p for p, *_ in _sources.snapshot()}
+        found = {p for p, *_ in _sources.snapshot(time.time_ns())}
         assert str(path) in found
         # The standard library, site-packages and spawnkit's own files are never listed.
         assert os.__file__ not in found
         assert _sources.__file__ not in found
-        before = [s for s in _sources.snapshot() if s[0] == str(path)]
+        before = [s for s in _sources.snapshot(time.time_ns()) if s[0] == str(path)]
         assert _sources.changed(before) == []
         path.write_text("VALUE = 2\n")  # same size: the mtime (or the inode) tells
         os.utime(path, ns=(before[0][1] + 10**9, before[0][1] + 10**9))
         assert _sources.changed(before) == [str(path)]
         path.unlink()
         assert _sources.changed(before) == [str(path)]
+        # Changed after the server started: listed as changed already.  Dated in the future
+        # (a clock that disagrees with the file system's): listed as it is, or every launch
+        # would start a new server.
+        path.write_text("VALUE = 3\n")
+        now = time.time_ns()
+        os.utime(path, ns=(now - 10**9, now - 10**9))
+        (meanwhile,) = [s for s in _sources.snapshot(now - 2 * 10**9) if s[0] == str(path)]
+        assert meanwhile[1] == -1 and _sources.changed([meanwhile]) == [str(path)]
+        os.utime(path, ns=(now + 3600 * 10**9, now + 3600 * 10**9))
+        (future,) = [s for s in _sources.snapshot(now - 2 * 10**9) if s[0] == str(path)]
+        assert future[1] == now + 3600 * 10**9 and _sources.changed([future]) == []
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("wsrc_mod_a", None)

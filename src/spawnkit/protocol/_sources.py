@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 __all__ = ["changed", "snapshot"]
 
@@ -36,11 +37,18 @@ def _installed_roots() -> tuple[str, ...]:
     return tuple(os.path.join(os.path.abspath(r), "") for r in roots if r)
 
 
-def snapshot() -> list[Source]:
+def snapshot(started_ns: int) -> list[Source]:
     """In the server, once ready: every imported module's file outside the installed trees
     that can be looked at now (a module inside a zip cannot, and is left out, or it would
-    read as changed at every launch)."""
+    read as changed at every launch).
+
+    A file changed since the server started (``started_ns``, wall clock) may have changed
+    after the server imported it: it is listed as changed already, so the next launch starts
+    a server that imports it as it is.  Not a file dated later than now: a clock that
+    disagrees with the file system's (a network mount) would start a server every launch.
+    """
     roots = _installed_roots()
+    now_ns = time.time_ns()
     seen: set[str] = set()
     out: list[Source] = []
     for module in list(sys.modules.values()):
@@ -55,7 +63,8 @@ def snapshot() -> list[Source]:
             st = os.stat(path)
         except OSError:
             continue
-        out.append((path, st.st_mtime_ns, st.st_size, st.st_ino))
+        edited_meanwhile = started_ns < st.st_mtime_ns <= now_ns
+        out.append((path, -1 if edited_meanwhile else st.st_mtime_ns, st.st_size, st.st_ino))
     return out
 
 

@@ -248,7 +248,7 @@ def _prepare(
     # who asked for a rank while there was none: the launcher warns (WarmServerWarning);
     # the files whose code its workers run: the launcher forks from it while none changed
     report = {"started": started, "rankless": take_rankless_reads()}
-    status.send(proto.Ready({**report, "sources": _sources.snapshot()}))
+    status.send(proto.Ready({**report, "sources": _sources.snapshot(int(started * 1e9))}))
     return spares
 
 
