@@ -48,7 +48,10 @@ if __name__ == "__main__":
     # A group that keeps running on the first server while the plugin changes under it.
     with start("forkserver", str(GATE)) as running:
         running.wait_ready(timeout=120)
-        edit(":v1", ":v2")
+        # A longer text: an edit of the same size within the second of the last write leaves
+        # Python's own bytecode cache (source mtime in whole seconds, and size) looking
+        # current, and every process, spawned or not, would import the old code.
+        edit(":v1", ":second")
         out["edited"] = launch("forkserver")
         out["spawned"] = launch("spawn")
         GATE.write_text("go")
@@ -102,8 +105,8 @@ def test_an_edited_plugin_takes_effect_in_the_next_warm_launch(tmp_path: Path) -
     assert first == again == "engine:v1"
     assert same == server, "an unchanged plugin must keep its warm server"
     edited, new_server = out["edited"]
-    # Before the fix: 'engine:v1' from the first server, while the spawned worker said v2.
-    assert edited == out["spawned"][0] == "engine:v2"
+    # Before the fix: 'engine:v1' from the first server, while the spawned worker said second.
+    assert edited == out["spawned"][0] == "engine:second"
     assert new_server != server
     # The group that was running on the first server finished there, with its code.
     assert out["running"] == ["engine:v1", server]
@@ -135,7 +138,7 @@ import pathlib
 plugin = pathlib.Path(__file__).with_name("plugin.py")
 text = plugin.read_text()
 if ":v1" in text:
-    plugin.write_text(text.replace(":v1", ":v2"))
+    plugin.write_text(text.replace(":v1", ":second"))  # longer: see the other test's edit
 """
 
 
@@ -153,7 +156,8 @@ def test_a_plugin_edited_while_its_server_started_is_run_as_edited_from_the_next
     assert proc.returncode == 0, proc.stderr
     # The first server imported v1 before the edit; its snapshot, taken after, must not
     # pass the edited file for what it ran (before the fix: v1 at every launch).
-    assert proc.stdout.split("OUT ", 1)[1].split() == ["engine:v1", "engine:v2", "engine:v2"]
+    said = proc.stdout.split("OUT ", 1)[1].split()
+    assert said == ["engine:v1", "engine:second", "engine:second"]
 
 
 def test_sources_lists_own_files_and_sees_an_edit_and_a_removal(tmp_path: Path) -> None:
