@@ -1,5 +1,6 @@
 """What a worker forked from a warm server must not share with its siblings: numpy's global
-random state, while nothing but numpy's own import has set it.
+random state, while nothing but numpy's own import has set it, and every ``random.Random``
+the server's plugins, preloads and hook targets seeded from entropy.
 
 CPython reseeds ``random`` in every forked child; numpy does not reseed its legacy global
 ``RandomState`` (what ``np.random.rand()`` and friends draw from).  A spawned worker imports
@@ -9,11 +10,20 @@ the same "random" numbers everywhere, with nothing said.  The server keeps the s
 import gave (``watch``); when nothing changed it since (``settle``), each forked worker reseeds
 from entropy (``forked``), as a spawned one would have.  A plugin that seeded it on purpose is
 repeated by every spawned worker, so its state is kept.
+
+The same holds for a ``random.Random()`` a module creates as it is imported (``_rng =
+random.Random()`` for jitter, sampling, a port to try): CPython reseeds only the module's own
+generator in a forked child.  While the server bootstraps and preloads, ``Random.seed`` and
+``Random.setstate`` note which instances were seeded from entropy; each forked worker seeds
+those again.  One seeded with a value, or given a state, is left: a spawned worker repeats it.
+Not covered: numpy ``Generator`` objects (``default_rng()`` at import), whose seeding is in C.
 """
 
 from __future__ import annotations
 
+import random
 import sys
+import weakref
 from typing import Any
 
 from spawnkit.hooks import _on_import
@@ -24,13 +34,41 @@ _MTRAND = "numpy.random.mtrand"  # creates the global RandomState when it is imp
 _token: int | None = None
 _at_import: tuple[Any, ...] | None = None
 _reseed = False
+_from_entropy: weakref.WeakSet[random.Random] = weakref.WeakSet()
+_noted: tuple[Any, Any] | None = None  # Random's own seed and setstate, while ours stand in
 
 
 def watch() -> None:
-    """In the server, before any plugin runs: note the state numpy's import gives."""
-    global _token
+    """In the server, before any plugin runs: note the state numpy's import gives, and which
+    ``random.Random`` instances are seeded from entropy."""
+    global _token, _noted
     if _MTRAND not in sys.modules:  # imported before: no state to compare with, left as it is
         _token = _on_import.watch((_MTRAND,), _imported)
+    _noted = random.Random.seed, random.Random.setstate
+    random.Random.seed = _seed  # type: ignore[method-assign]
+    random.Random.setstate = _setstate  # type: ignore[method-assign]
+
+
+def _seed(self: random.Random, a: Any = None, version: int = 2) -> None:
+    assert _noted is not None
+    _noted[0](self, a, version)
+    _note(self, a is None)
+
+
+def _setstate(self: random.Random, state: Any) -> None:
+    assert _noted is not None
+    _noted[1](self, state)
+    _note(self, False)
+
+
+def _note(rng: random.Random, from_entropy: bool) -> None:
+    try:
+        if from_entropy:
+            _from_entropy.add(rng)
+        else:
+            _from_entropy.discard(rng)
+    except TypeError:  # a subclass with __slots__ and no weak reference: not followed
+        pass
 
 
 def _imported(_name: str) -> None:
@@ -46,6 +84,15 @@ def settle() -> None:
         _token = None
     now = _state()
     _reseed = _at_import is not None and now is not None and _same(now, _at_import)
+    if _noted is not None:
+        # Put Random's own back, unless a plugin wrapped ours meanwhile (it keeps it).
+        if random.Random.seed is _seed:
+            random.Random.seed = _noted[0]  # type: ignore[method-assign]
+        if random.Random.setstate is _setstate:
+            random.Random.setstate = _noted[1]  # type: ignore[method-assign]
+    inst = getattr(random, "_inst", None)
+    if inst is not None:
+        _note(inst, False)  # CPython reseeds the module's own in every forked child
 
 
 def forked(handed: float) -> None:
@@ -56,6 +103,8 @@ def forked(handed: float) -> None:
     note_start("handed", handed)
     if _reseed:
         sys.modules[_MTRAND]._rand.seed()
+    for rng in list(_from_entropy):
+        rng.seed()  # from entropy, as the spawned worker's import would have
 
 
 def _state() -> tuple[Any, ...] | None:
