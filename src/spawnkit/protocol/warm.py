@@ -512,7 +512,9 @@ def get_server(
     """The running server for this key, started (bootstrapped, preloaded) on first use."""
     key = server_key(package, preload, namespace, boot)
     with _servers_lock:
-        _retired[:] = [s for s in _retired if s.alive()]  # reaped once its workers ended
+        for old in [s for s in _retired if not s.alive()]:  # its workers ended: reaped
+            _retired.remove(old)
+            old.stop(0)  # its socket's file, where it has one
         server = _servers.get(key)
         if server is not None and server.alive():
             if _as_found(server):
