@@ -213,7 +213,8 @@ def _side_by_side(paths: list[str], platform: str, rows: Any, repeat: int) -> di
     bare, user, warm, own = [], [], [], []
     # Three times the repeats: each is three short processes, and one's ratio moves by a
     # tenth with the machine (python -c pass alone took 13 to 21 ms between runs here).
-    for _ in range(3 * repeat):
+    rounds = 3 * repeat
+    for _ in range(rounds):
         bare.append(_bare_once())
         user.append(_user_once(user_code))
         warm.append(_stages_once(warm_code)[0])
@@ -224,6 +225,7 @@ def _side_by_side(paths: list[str], platform: str, rows: Any, repeat: int) -> di
         "warm_s": _medians(warm),
         "user_imports_s": statistics.median(user),
         "own_ratio": statistics.median(own),
+        "rounds": rounds,
         "stage_imports": imported,
     }
 
@@ -325,7 +327,8 @@ def _totals(r: dict[str, Any]) -> tuple[float, float]:
 def report(r: dict[str, Any]) -> None:
     """Per stage, cold and warm, as milliseconds and as a multiple of a bare start."""
     bare, cold, warm, user = r["bare_s"], r["cold_s"], r["warm_s"], r["user_imports_s"]
-    print(f"bare `python -c pass`: {bare * 1e3:.2f} ms (median of {3 * r['repeat']})")
+    rounds = r.get("rounds", r["repeat"])  # JSON written before the rounds were kept
+    print(f"bare `python -c pass`: {bare * 1e3:.2f} ms (median of {rounds})")
     print(f"{N_PLUGINS} plugins, {N_PLUGINS * HOOKS_PER_PLUGIN} hooks, platform {r['platform']!r}")
     print("cold: spawnkit's hook engine, platform discovery and importlib.metadata are first")
     print("imported inside the stages; warm: imported before the clock (stage work only),")
@@ -348,7 +351,7 @@ def report(r: dict[str, Any]) -> None:
     )
     if "own_ratio" in r:
         print(
-            f"own work / bare start, the median of {3 * r['repeat']} rounds' (bare, user imports "
+            f"own work / bare start, the median of {rounds} rounds' (bare, user imports "
             f"and warm stages measured in turn): {r['own_ratio']:.3f} "
             f"(target <= {OWN_WORK_TARGET})"
         )

@@ -444,26 +444,25 @@ def _run(ns: str, info: PluginInfo, source: Any, registry: Any) -> tuple[str, Ex
     token = current_plugin_source.set(source)
     previous_step = _steps.set_step(_steps.plugin_step(info.name))
     try:
-        try:
-            obj = _metadata.load_entry_point(ep)
-            if isinstance(obj, types.ModuleType):
-                pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
-            elif callable(obj):
-                what = "raised in its callback"
-                obj()
-            else:
-                what = "raised in its callback"
-                raise TypeError(
-                    f"entry point resolves to a {type(obj).__name__}, not a callable; point "
-                    "it at the plugin's register function ('module:register')"
-                )
-            if default is not registry:
-                _refuse_misrouted(ns, default, source, before_default)
-        finally:
-            _steps.set_step(previous_step)
-            current_plugin_source.reset(token)
+        obj = _metadata.load_entry_point(ep)
+        if isinstance(obj, types.ModuleType):
+            pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
+        elif callable(obj):
+            what = "raised in its callback"
+            obj()
+        else:
+            what = "raised in its callback"
+            raise TypeError(
+                f"entry point resolves to a {type(obj).__name__}, not a callable; point "
+                "it at the plugin's register function ('module:register')"
+            )
+        if default is not registry:
+            _refuse_misrouted(ns, default, source, before_default)
     except Exception as exc:
         return what, exc
+    finally:
+        _steps.set_step(previous_step)
+        current_plugin_source.reset(token)
     return None
 
 
