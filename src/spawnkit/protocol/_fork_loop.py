@@ -102,9 +102,6 @@ class _Loop:
         self.settled = False  # idle for _IDLE_S since the last request: refill back to back
         self.lost = 0  # spares in a row that ended before a request reached them
         self.learner = _prefault.Learner()  # the pages a worker writes, for spares to take
-        # Newer packages clear the server's atexit handlers in each child, then run the
-        # multiprocessing ones at its end (3.13); the same module says so by importing atexit.
-        self.clear_atexit = hasattr(self.forkserver, "atexit")
         try:
             with open("/proc/self/comm", "rb") as f:
                 self.comm: bytes | None = f.read().rstrip(b"\n")
@@ -336,29 +333,24 @@ class _Loop:
         descriptor of the server closed.  ``handed``: when it got the request (a trace's)."""
         code = 1
         try:
-            from spawnkit.protocol import _fork_state  # imported by the server (warm_main)
+            from spawnkit.protocol import _fork_exit, _fork_state  # imported by warm_main
 
             _fork_state.forked(handed)
+            _fork_exit.forked(self.util._exit_function)  # on every Python (see _fork_exit)
             if child_w is not None:  # forked just now: the server's descriptors are open here
                 signal.set_wakeup_fd(-1)
                 self._close_server_fds()
                 os.close(child_w)
             if learn_w is not None:
                 _prefault.arm(learn_w)
-            if self.clear_atexit:
-                import atexit
-
-                atexit._clear()
-                atexit.register(self.util._exit_function)
             code = self.forkserver._serve_one(child_r, fds, [], self.old_handlers)
         except Exception:
             sys.excepthook(*sys.exc_info())
             sys.stderr.flush()
         finally:
-            if self.clear_atexit:
-                import atexit
+            from spawnkit.protocol import _fork_exit
 
-                atexit._run_exitfuncs()
+            _fork_exit.run()  # what a spawned worker's interpreter would call as it exits
             os._exit(code)
 
     def _close_server_fds(self) -> None:

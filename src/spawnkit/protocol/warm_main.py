@@ -32,7 +32,7 @@ import spawnkit._collector as _collector
 from spawnkit import _steps
 from spawnkit.bootstrap.stages import STAGES, Stage
 from spawnkit.errors import ForkSafetyError, ForkServerError
-from spawnkit.protocol import _fork_loop, _fork_state, _main_code, failure
+from spawnkit.protocol import _fork_exit, _fork_loop, _fork_state, _main_code, failure
 from spawnkit.protocol import messages as proto
 
 __all__ = ["prebootstrap", "serve"]
@@ -232,6 +232,7 @@ def _prepare(
             _import_quietly(launcher, status)
             threads.check()
         _fork_state.settle()
+        _fork_exit.settle()
     except SystemExit as exc:
         import traceback
 
@@ -267,6 +268,7 @@ def serve(
 
     arm_guard()
     _fork_state.watch()  # before any plugin: numpy's global random state, as it is imported
+    _fork_exit.watch()  # and the exit handlers each worker runs as a spawned one would
     # What the server imports from here on is kept for its life and frozen below: no
     # automatic collection walks it meanwhile (spawnkit._collector; ~80 ms of a torch preload).
     paused = _collector.pause()
@@ -285,9 +287,8 @@ def serve(
         with contextlib.suppress(ImportError):  # an optional part: the worker imports it
             importlib.import_module(module)
     importlib.import_module(f"{package}.popen_forkserver")
-    # The Process class every worker unpickles by reference, built lazily on first access:
-    # once here, not in each forked worker (which builds it, and reports why it could not,
-    # if this fails).
+    # The Process class every worker unpickles by reference, built lazily: once here, not in
+    # each forked worker (which builds it, and reports why it could not, if this fails).
     with contextlib.suppress(Exception):
         importlib.import_module("spawnkit.protocol.popen")._variant(package, "forkserver")
     spares = _prepare(spec, preload, status, started, launcher)
