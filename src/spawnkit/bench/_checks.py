@@ -130,5 +130,5 @@ def present(
     found = checks(results)
     print_checks(found)
     if json_path:
-        Path(json_path).write_text(json.dumps(results, indent=2))
+        Path(json_path).write_text(json.dumps(results, indent=2), encoding="utf-8")
     return found

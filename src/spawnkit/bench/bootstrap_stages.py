@@ -158,7 +158,7 @@ def _user_code(paths: list[str]) -> str:
 
 def _user_once(code: str) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], check=True, capture_output=True, encoding="utf-8", timeout=120
     )
     return float(json.loads(out.stdout)["user imports"])
 
@@ -181,7 +181,7 @@ def _stages_once(code: str) -> tuple[dict[str, float], list[str]]:
         [sys.executable, "-c", code],
         check=True,
         capture_output=True,
-        text=True,
+        encoding="utf-8",
         timeout=120,
         env={"PYTHONPATH": str(SRC), "PATH": "/usr/bin:/bin"},
     )
@@ -272,7 +272,11 @@ print(json.dumps([t1 - t0, t2 - t1, n, per_call]))
 def _guard_direct() -> tuple[float, float, int, float]:
     """Noise-free bound: modules recorded during ``import torch`` x the recorder's cost each."""
     out = subprocess.run(
-        [sys.executable, "-c", GUARD_PROBE], check=True, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", GUARD_PROBE],
+        check=True,
+        capture_output=True,
+        encoding="utf-8",
+        timeout=300,
     )
     arm_s, torch_s, n, per_call = json.loads(out.stdout)
     return arm_s, torch_s, n, per_call

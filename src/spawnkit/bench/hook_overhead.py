@@ -115,7 +115,7 @@ HOOKS = {
 
 
 def _write_module(root: Path, name: str, source: str) -> Any:
-    (root / f"{name}.py").write_text(source)
+    (root / f"{name}.py").write_text(source, encoding="utf-8")
     importlib.invalidate_caches()
     return importlib.import_module(name)
 
@@ -222,7 +222,7 @@ def time_apply_fresh(
     out = subprocess.run(
         [sys.executable, "-c", code, str(root), ",".join(targets), str(repeat), also],
         capture_output=True,
-        text=True,
+        encoding="utf-8",
         timeout=300,
         check=True,
         env=dict(os.environ, PYTHONPATH=str(SRC)),

@@ -176,15 +176,19 @@ VARIANTS = (
 def _write_site(root: Path) -> None:
     from spawnkit.testing import write_distribution
 
-    (root / "bench_spawn_trivial.py").write_text(_WORKER.format(imports=""))
-    (root / "bench_spawn_torch.py").write_text(_WORKER.format(imports="import torch  # noqa"))
-    (root / "bench_spawn_targets.py").write_text(_TARGETS)
-    (root / "bench_spawn_hand.py").write_text(_HAND_WORKER)
+    (root / "bench_spawn_trivial.py").write_text(_WORKER.format(imports=""), encoding="utf-8")
+    (root / "bench_spawn_torch.py").write_text(
+        _WORKER.format(imports="import torch  # noqa"), encoding="utf-8"
+    )
+    (root / "bench_spawn_targets.py").write_text(_TARGETS, encoding="utf-8")
+    (root / "bench_spawn_hand.py").write_text(_HAND_WORKER, encoding="utf-8")
     torchtarget = _WORKER.format(imports="import torch  # noqa") + "\n" + _TARGETS
-    (root / "bench_spawn_torchtarget.py").write_text(torchtarget)
+    (root / "bench_spawn_torchtarget.py").write_text(torchtarget, encoding="utf-8")
     for p in range(N_PLUGINS):
         first, last = p * HOOKS_PER_PLUGIN, (p + 1) * HOOKS_PER_PLUGIN
-        (root / f"bench_hand_plugin_{p}.py").write_text(_HAND_PLUGIN.format(first=first, last=last))
+        (root / f"bench_hand_plugin_{p}.py").write_text(
+            _HAND_PLUGIN.format(first=first, last=last), encoding="utf-8"
+        )
         write_distribution(
             root,
             f"bench-spawn-plugin-{p}",
@@ -307,7 +311,9 @@ def _census(repeats: int) -> dict[str, Any]:
 
 def _write_floor(site: Path, modules: list[str]) -> None:
     """``import-floor``'s worker: the hand-written one, importing ``modules`` first."""
-    (site / f"{FLOOR_MODULE}.py").write_text(_FLOOR_WORKER.format(modules=modules) + _HAND_WORKER)
+    (site / f"{FLOOR_MODULE}.py").write_text(
+        _FLOOR_WORKER.format(modules=modules) + _HAND_WORKER, encoding="utf-8"
+    )
 
 
 #: Started once before their rows (outside the timed region), as a warm start finds them.

@@ -61,7 +61,7 @@ _WORKERS = {"trivial": "", "torch": "import torch  # noqa: F401\n"}
 def _site(root: Path) -> None:
     for worker, head in _WORKERS.items():
         body = "import time\n\ndef main():\n    return time.monotonic()\n"
-        (root / f"warm_split_{worker}.py").write_text(f"{head}{body}")
+        (root / f"warm_split_{worker}.py").write_text(f"{head}{body}", encoding="utf-8")
 
 
 def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float]]]:
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     found = checks(results)
     print_checks(found)
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        Path(args.json).write_text(json.dumps(results, indent=2), encoding="utf-8")
     return 0 if all(c.ok for c in found) else 1
 
 

@@ -99,7 +99,9 @@ def _check_plot(target: str, names: tuple[str, ...]) -> None:
 
 def _write_json(target: str, data: Any) -> None:
     try:
-        Path(target).write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+        Path(target).write_text(
+            json.dumps(data, indent=2, sort_keys=True, default=str), encoding="utf-8"
+        )
     except OSError as exc:
         raise UsageError(
             f"cannot write --json file {target!r}: {exc.strerror}",

@@ -45,7 +45,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def load_tracks(path: str) -> list[Track]:
     """The trace at ``path`` as tracks in display order; a file that is not one is a usage error."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
         events = data["traceEvents"]
         tracks: dict[int, Track] = {}
         for ev in events:

@@ -69,7 +69,9 @@ def record_run(run_id: str, pids: Iterable[int]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"launcher": os.getpid(), "workers": entries}))
+        tmp.write_text(
+            json.dumps({"launcher": os.getpid(), "workers": entries}), encoding="utf-8"
+        )
         os.replace(tmp, path)
     except OSError as exc:  # cleanup() still finds workers by their environment
         _log.debug("could not record run %s: %s", run_id, exc)
@@ -82,7 +84,7 @@ def forget_run(run_id: str) -> None:
 
 def _recorded(run_id: str) -> list[psutil.Process]:
     try:
-        data = json.loads(_record_path(run_id).read_text())
+        data = json.loads(_record_path(run_id).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return []
     found: list[psutil.Process] = []

@@ -128,7 +128,7 @@ class LaunchTrace:
         if self.otel is not None:
             self.otel.emit(self.rec)
         try:
-            self.path.write_text(json.dumps(data, indent=None) + "\n")
+            self.path.write_text(json.dumps(data, indent=None) + "\n", encoding="utf-8")
         except OSError as exc:
             _log.error(
                 "the start-up trace could not be written to %s: %s; the launch itself was "

@@ -154,7 +154,7 @@ def _kfd_gpu_nodes(root: str = "/sys/class/kfd/kfd/topology/nodes") -> int:
         return 0
     for node in entries:
         try:
-            with open(os.path.join(root, node, "properties")) as fh:
+            with open(os.path.join(root, node, "properties"), encoding="utf-8") as fh:
                 text = fh.read()
         except OSError:
             continue

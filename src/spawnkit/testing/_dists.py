@@ -73,9 +73,9 @@ def write_modules(root: Path, modules: Mapping[str, str]) -> list[Path]:
         while parent != root and root in parent.parents:
             init = parent / "__init__.py"
             if not init.exists():
-                init.write_text("")
+                init.write_text("", encoding="utf-8")
             parent = parent.parent
-        path.write_text(textwrap.dedent(source))
+        path.write_text(textwrap.dedent(source), encoding="utf-8")
         written.append(path)
     return written
 
@@ -125,16 +125,16 @@ def write_distribution(
     dist_info = base / f"{safe}-{version}.dist-info"
     dist_info.mkdir(parents=True, exist_ok=True)
     (dist_info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8"
     )
     lines: list[str] = []
     for group, items in eps.items():
         lines.append(f"[{group}]")
         lines.extend(f"{k} = {v}" for k, v in items.items())
         lines.append("")
-    (dist_info / "entry_points.txt").write_text("\n".join(lines))
-    (dist_info / "RECORD").write_text("")
-    (dist_info / "INSTALLER").write_text("spawnkit.testing\n")
+    (dist_info / "entry_points.txt").write_text("\n".join(lines), encoding="utf-8")
+    (dist_info / "RECORD").write_text("", encoding="utf-8")
+    (dist_info / "INSTALLER").write_text("spawnkit.testing\n", encoding="utf-8")
     if add_to_sys_path and str(base) not in sys.path:
         sys.path.insert(0, str(base))
     importlib.invalidate_caches()

@@ -107,7 +107,7 @@ def make_plugin_project(
     lines.append(f"py-modules = [{', '.join(_toml_str(m) for m in py_modules)}]")
     lines.append("")
     pyproject = root / "pyproject.toml"
-    pyproject.write_text("\n".join(lines))
+    pyproject.write_text("\n".join(lines), encoding="utf-8")
     return PluginProject(root, name, version, pyproject, eps, tuple(written))
 
 
@@ -135,12 +135,12 @@ def make_venv(
             check=True,
             timeout=timeout,
             capture_output=True,
-            text=True,
+            encoding="utf-8",
         )
         site_dir = Path(out.stdout.strip())
         ours = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}
         line = "; ".join(f"site.addsitedir({d!r})" for d in sorted(ours))
-        (site_dir / "_spawnkit_inherit.pth").write_text(f"import site; {line}\n")
+        (site_dir / "_spawnkit_inherit.pth").write_text(f"import site; {line}\n", encoding="utf-8")
     return python
 
 
@@ -162,7 +162,9 @@ def pip_install(
         *args,
         *(os.fspath(t) for t in targets),
     ]
-    proc = subprocess.run(cmd, timeout=timeout, capture_output=True, text=True)
+    proc = subprocess.run(
+        cmd, timeout=timeout, capture_output=True, encoding="utf-8", errors="replace"
+    )
     if proc.returncode != 0:
         tail = "\n".join((proc.stdout + proc.stderr).strip().splitlines()[-25:])
         raise RuntimeError(
