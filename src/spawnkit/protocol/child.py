@@ -155,11 +155,23 @@ def _arm_faulthandler(conn: Any) -> int | None:
     return int(sig)
 
 
+def _deaf(signum: int, frame: object) -> None:
+    """SIGINT while the bootstrap runs: dropped (the launcher tears the group down)."""
+
+
 def _hear_sigint(on: bool) -> None:
-    """SIGINT raises KeyboardInterrupt (``on``) or is ignored; only in a worker started deaf
-    (SIGINT blocked): set first, then unblocked, so a Ctrl-C held since the start is dropped."""
+    """SIGINT raises KeyboardInterrupt (``on``) or is dropped; only in a worker started deaf
+    (SIGINT blocked): set first, then unblocked, so a Ctrl-C held since the start is dropped.
+
+    Heard again only where it is still ours: a handler that a plugin or the entry's module
+    installed meanwhile (even ``SIG_IGN``) is theirs to keep, as in a warm worker, which
+    inherits it from its server.  A handler of our own, not ``SIG_IGN``, tells the two apart,
+    and a process a plugin starts meanwhile gets the default back at ``exec``, not ignored.
+    """
     try:
-        signal.signal(signal.SIGINT, signal.default_int_handler if on else signal.SIG_IGN)
+        if on and signal.getsignal(signal.SIGINT) is not _deaf:
+            return
+        signal.signal(signal.SIGINT, signal.default_int_handler if on else _deaf)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     except (ValueError, OSError, AttributeError):
         pass
