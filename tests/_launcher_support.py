@@ -140,6 +140,11 @@ def sleep_forever(box=None):
 def quick(box=None):
     return os.getpid()
 
+def hang_at_exit(box=None):
+    import atexit
+    atexit.register(time.sleep, 600)  # an exit handler that does not end
+    return os.getpid()
+
 def unpicklable(box=None):
     return (x for x in range(3))  # neither pickle nor dill takes a generator
 """

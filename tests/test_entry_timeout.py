@@ -54,6 +54,27 @@ def test_join_timeout_in_the_entry_is_an_entry_timeout_with_rank_limit_and_stack
     assert_group_gone(group)
 
 
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_a_rank_whose_entry_returned_but_that_does_not_end_is_named_as_exiting(
+    site: Site, start_method: str
+) -> None:
+    """Its result arrived: "still running its entry function" sent the reader to the entry."""
+    group = spawn_with_plugins(
+        site.entry("hang_at_exit"),
+        namespace=site.ns,
+        start_method=start_method,
+        join_timeout=8,
+    )
+    with group, pytest.raises(EntryTimeoutError) as info:
+        group.join(timeout=60)
+    err = info.value
+    assert err.rank == 0 and err.stage == "entry" and err.setting == "join_timeout"
+    assert "its entry function returned and its result arrived" in str(err), err
+    if start_method == "forkserver":  # it runs its exit handlers as a spawned one does
+        assert "_fork_exit" in err.stacks[0], err.stacks
+    assert_group_gone(group)
+
+
 def test_join_timeout_while_a_stage_runs_stays_a_bootstrap_timeout(site: Site) -> None:
     group = spawn_with_plugins(
         site.entry(),

@@ -31,8 +31,12 @@ def stacks_of(ranks: Sequence[Rank]) -> dict[int, str]:
 
 
 def _named(ranks: list[Rank]) -> Rank:
-    """The rank a timeout names: one still bootstrapping first (then the deadline is its)."""
-    return next((r for r in ranks if r.stage != Stage.ENTRY.value), ranks[0])
+    """The rank a timeout names: one still bootstrapping first (then the deadline is its),
+    then one still in its entry, before one whose entry returned but that has not ended."""
+    return next(
+        (r for r in ranks if r.stage != Stage.ENTRY.value),
+        next((r for r in ranks if r.result is None), ranks[0]),
+    )
 
 
 @dataclass(frozen=True)
@@ -87,6 +91,7 @@ class GroupErrors:
             join_timeout=self.join_timeout,
             waited=now - self.launched,
             stacks=stacks_of(running),
+            returned=first.result is not None,
         )
 
     def results_late(self, late: list[Rank], waited: float) -> ChildError:

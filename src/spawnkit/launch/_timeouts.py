@@ -83,17 +83,28 @@ def join_timeout_error(
     join_timeout: float | None,
     waited: float,
     stacks: dict[int, str] | None = None,
+    returned: bool = False,
 ) -> ChildError:
-    """The group's ``join_timeout`` passed with ``running`` ranks unfinished; ``who`` is named."""
+    """The group's ``join_timeout`` passed with ``running`` ranks unfinished; ``who`` is named.
+
+    ``returned``: its entry returned and its result arrived, so what holds it is its exit.
+    """
     stack = (stacks or {}).get(who.rank, "")
     in_entry = stage == Stage.ENTRY.value
     where = "its entry function" if in_entry else f"bootstrap stage {stage!r}"
+    fix = "pass a larger join_timeout= (or None for no limit) if the work is legitimately long"
+    if in_entry and returned:
+        where = (
+            "exiting: its entry function returned and its result arrived, but the process "
+            "did not end; an exit handler (atexit), a non-daemon thread or a finalizer runs"
+        )
+        shown = "what the stack below shows" if stack else "it"
+        fix = f"make {shown} end, or pass a larger join_timeout="
     text = (
         f"{who.label} was still running ({where}) when {group}'s "
         f"join_timeout={join_timeout} s passed; {running} of {world} rank(s) had not "
-        "finished.\nFix: pass a larger join_timeout= (or None for no limit) if the work is "
-        "legitimately long"
-        + ("; otherwise the stack below shows where it hangs" if stack else "")
+        f"finished.\nFix: {fix}"
+        + ("; otherwise the stack below shows where it hangs" if stack and not returned else "")
         + f".\nEffect: {group} is being torn down."
     )
     if stack:
