@@ -103,6 +103,28 @@ def test_bad_launcher_argument_is_a_value_error_naming_it(
     assert str(err).startswith(f"{argument}=")
 
 
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"SKT_X": None}, "None would arrive as the text 'None'"),
+        ({"SKT_X": True}, "Pass '1' or '0'"),
+        ({"SKT_X": 4}, "e.g. '4'"),
+        ({"SKT_X": "a\0b"}, "cannot hold a NUL"),
+        ({"SKT=X": "1"}, "without '='"),
+        ({"": "1"}, "non-empty str"),
+        ({1: "1"}, "non-empty str"),
+    ],
+)
+def test_an_env_value_that_is_not_text_is_refused_not_stringified(
+    site: Site, env: dict[Any, Any], says: str
+) -> None:
+    """``str(value)`` used to set ``None`` as the text "None" and ``True`` as "True"."""
+    for method in ("spawn", "forkserver"):
+        err = _refused(site, ConfigError, env=env, start_method=method)
+        assert err.setting == "env" and says in str(err), err
+        assert "No worker was started" in str(err)
+
+
 def test_zero_grace_period_is_allowed(site: Site) -> None:
     with spawn_with_plugins(site.entry("quick"), namespace=site.ns, grace_period=0) as group:
         assert group.join(timeout=60) is True

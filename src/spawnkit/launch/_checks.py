@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_READY_TIMEOUT",
     "check_count",
     "check_entry_module",
+    "check_env_values",
     "check_seconds",
     "namespace_value",
 ]
@@ -40,6 +41,43 @@ def check_count(name: str, value: Any) -> int:
     if value < 1:
         raise ConfigError(f"{name}={value!r}: must be at least 1.", setting=name)
     return value
+
+
+def check_env_values(env: Mapping[Any, Any] | None) -> dict[str, str]:
+    """``env=`` as the workers will read it: text for text, each name one a process can set.
+
+    Every value was made ``str(value)``: ``None`` arrived as the text ``"None"`` (a variable
+    meant to be unset was set), ``True`` as ``"True"`` (off for code that tests for ``"1"``).
+    """
+    checked: dict[str, str] = {}
+    for key, value in (env or {}).items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise ConfigError(
+                f"env= has the name {key!r}: a variable's name is a non-empty str without '=' "
+                "or NUL. Fix the name. No worker was started.",
+                setting="env",
+            )
+        if not isinstance(value, str) or "\0" in value:
+            if value is None:
+                fix = (
+                    "None would arrive as the text 'None'. To keep the variable from the "
+                    "workers, leave it out of env= and delete it from os.environ before "
+                    "launching"
+                )
+            elif isinstance(value, bool):
+                fix = f"{value} would arrive as {str(value)!r}. Pass '1' or '0' (or the text "
+                fix += "the code reading it expects)"
+            elif isinstance(value, str):
+                fix = "an environment variable cannot hold a NUL character"
+            else:
+                fix = f"pass the text the workers should read, e.g. {str(value)!r}"
+            raise ConfigError(
+                f"env={{{key!r}: {value!r}}}: the workers' environment holds text, not "
+                f"{type(value).__name__}: {fix}. No worker was started.",
+                setting="env",
+            )
+        checked[key] = value
+    return checked
 
 
 def check_seconds(

@@ -26,6 +26,7 @@ from spawnkit.launch._checks import (
     DEFAULT_READY_TIMEOUT,
     check_count,
     check_entry_module,
+    check_env_values,
     check_seconds,
 )
 from spawnkit.namespace import Namespace, get_namespace
@@ -285,7 +286,7 @@ def build_spec(
         captured = payload
     else:
         captured = Payload.capture(payload)
-    child_env = {str(k): str(v) for k, v in (env or {}).items()}
+    child_env = check_env_values(env)
     platform, plugins, entry_points = parent_selection(ns, child_env)
     run_id = run_id or uuid.uuid4().hex[:16]
     child_env[RUN_ID_VAR] = run_id

@@ -107,11 +107,13 @@ def build_template(
     run_id: str | None = None,
 ) -> ProcessSpec:
     """The spec every rank starts from (rank fields are filled in per actor)."""
+    from spawnkit.launch._checks import check_env_values
     from spawnkit.launch._env_check import check_env
     from spawnkit.namespace import get_namespace
     from spawnkit.scaleout._plugin_set import plugin_digest, plugin_rows
     from spawnkit.spec._control import LaunchControl
 
+    env = check_env_values(env)  # text, before anything reads it
     check_env(get_namespace(namespace), env)  # typos and other namespaces' variables, once
     entry_str, entry_payload = entry_reference(entry)
     if payload is not None and not isinstance(payload, Payload):
@@ -127,7 +129,7 @@ def build_template(
         namespace=config,
         platform=platform,
         plugins=selected,
-        env=dict(env or {}),
+        env=env,
         payload=payload,
         run_id=run_id or f"ray-{uuid.uuid4().hex[:12]}",
         _control=LaunchControl(plugin_rows=rows, plugin_digest=plugin_digest(rows)),
