@@ -125,6 +125,50 @@ def test_an_env_value_that_is_not_text_is_refused_not_stringified(
         assert "No worker was started" in str(err)
 
 
+@pytest.mark.parametrize(
+    ("preload", "says"),
+    [
+        ("json", "one string, which would be read as its letters"),  # was: preload 'j' failed
+        (("json", ""), "'' is not a module name"),
+        (("json", 3), "3 is not a module name"),
+        (("jsno",), "no module named 'jsno'"),  # was: a server started, then failed
+    ],
+)
+def test_a_preload_the_server_could_not_import_is_refused_in_the_parent(
+    site: Site, preload: Any, says: str
+) -> None:
+    err = _refused(site, ConfigError, start_method="forkserver", preload=preload)
+    assert err.setting == "preload" and says in str(err), err
+    assert "No worker was started" in str(err)
+
+
+def test_a_misspelled_preload_gets_a_did_you_mean(site: Site) -> None:
+    err = _refused(site, ConfigError, start_method="forkserver", preload=(site.pkg[:-1],))
+    assert f"Did you mean {site.pkg!r}" in str(err), err
+
+
+def test_get_context_refuses_a_preload_string_too() -> None:
+    from spawnkit.launch.context import get_context
+
+    with pytest.raises(ConfigError, match=r"get_context\(preload='json'\): one string"):
+        get_context("forkserver", preload="json")
+
+
+@pytest.mark.parametrize(
+    ("rank_extra", "says"),
+    [
+        ({"port": 1}, "must be a function of the rank"),  # was: TypeError, 'dict' not callable
+        (lambda rank: None, "rank_extra(0) returned None"),
+        (lambda rank: {1: "x"}, "a mapping with str keys"),
+    ],
+)
+def test_a_rank_extra_that_gives_no_mapping_is_a_config_error(
+    site: Site, rank_extra: Any, says: str
+) -> None:
+    err = _refused(site, ConfigError, rank_extra=rank_extra)
+    assert err.setting == "rank_extra" and says in str(err), err
+
+
 def test_zero_grace_period_is_allowed(site: Site) -> None:
     with spawn_with_plugins(site.entry("quick"), namespace=site.ns, grace_period=0) as group:
         assert group.join(timeout=60) is True

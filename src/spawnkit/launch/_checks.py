@@ -21,6 +21,7 @@ __all__ = [
     "check_count",
     "check_entry_module",
     "check_env_values",
+    "check_preload",
     "check_seconds",
     "namespace_value",
 ]
@@ -113,22 +114,9 @@ def check_entry_module(entry: str) -> None:
     """The entry's top-level package must be findable here (``find_spec`` imports no parent)."""
     module = _reference.parse(entry)[0]
     top = module.split(".")[0]
-    if not top or top in sys.modules:
+    hint = _not_found(top)
+    if hint is None:
         return
-    import importlib.util
-
-    try:
-        found = importlib.util.find_spec(top)
-    except (ImportError, ValueError):
-        found = None
-    if found is not None:
-        return
-    import difflib
-    import pkgutil
-
-    names = {m.name for m in pkgutil.iter_modules()} | {n.split(".")[0] for n in list(sys.modules)}
-    close = difflib.get_close_matches(top, sorted(names), n=1)
-    hint = f" Did you mean {close[0]!r}?" if close else ""
     raise EntryResolutionError(
         f"entry {entry!r}: no module named {top!r} can be imported in the launcher, so no "
         f"worker could import it either (they search the same sys.path).{hint} Install the "
@@ -136,6 +124,57 @@ def check_entry_module(entry: str) -> None:
         "was started.",
         stage=Stage.RESOLVE_ENTRY.value,
     )
+
+
+def check_preload(preload: Any, call: str = "") -> tuple[str, ...]:
+    """``preload=`` as module names the server can import: a str was read as its letters
+    (``preload="torch"`` preloaded ``t``, ``o``, ...), a typo failed only in the server."""
+    shown = f"{call}(preload={preload!r})" if call else f"preload={preload!r}"
+    if isinstance(preload, str | bytes):
+        raise ConfigError(
+            f"{shown}: one string, which would be read as its letters; pass a sequence of "
+            f"module names: preload=({preload!r},). No worker was started.",
+            setting="preload",
+        )
+    names = tuple(preload)
+    for name in names:
+        if not isinstance(name, str) or not all(p.isidentifier() for p in name.split(".")):
+            raise ConfigError(
+                f"{shown}: {name!r} is not a module name such as 'torch' or 'engine.models'. "
+                "No worker was started.",
+                setting="preload",
+            )
+        hint = _not_found(name.split(".")[0])
+        if hint is not None:
+            raise ConfigError(
+                f"{shown}: no module named {name.split('.')[0]!r} can be imported in the "
+                f"launcher, so the warm-start server (on the same sys.path) could not preload "
+                f"{name!r}.{hint} Install it, fix the name or leave it out. No worker was "
+                "started.",
+                setting="preload",
+            )
+    return names
+
+
+def _not_found(top: str) -> str | None:
+    """None when top-level module ``top`` is importable here (found, not imported); else a
+    did-you-mean sentence (empty without a close name)."""
+    if not top or top in sys.modules:
+        return None
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        found = None
+    if found is not None:
+        return None
+    import difflib
+    import pkgutil
+
+    names = {m.name for m in pkgutil.iter_modules()} | {n.split(".")[0] for n in list(sys.modules)}
+    close = difflib.get_close_matches(top, sorted(names), n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 def namespace_value(env: Mapping[str, str], environ: Mapping[str, str], var: str) -> str | None:

@@ -34,6 +34,7 @@ from typing import Any
 
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.errors import ConfigError, ImportGuardError
+from spawnkit.launch._checks import check_preload
 from spawnkit.launch._selection import parent_selection
 from spawnkit.namespace import Namespace, get_namespace
 from spawnkit.protocol import context_process
@@ -74,13 +75,14 @@ def get_context(
 ) -> Any:
     """A ``multiprocessing``-style context whose processes bootstrap ``namespace`` first."""
     ns = get_namespace(namespace)
-    _check(method, context, tuple(preload))
+    preload = check_preload(preload, "get_context")
+    _check(method, context, preload)
     spec = context_spec(ns)
     server = None
     if method == "forkserver":
         from spawnkit.protocol import warm
 
-        server = warm.get_server(context, tuple(preload), ns.config, spec, timeout)
+        server = warm.get_server(context, preload, ns.config, spec, timeout)
     base = context_process.variant(context, method)
     process = type(
         "Process",

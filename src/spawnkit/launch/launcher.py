@@ -27,6 +27,7 @@ from spawnkit.launch._checks import (
     check_count,
     check_entry_module,
     check_env_values,
+    check_preload,
     check_seconds,
 )
 from spawnkit.namespace import Namespace, get_namespace
@@ -77,9 +78,15 @@ def spawn_with_plugins(
     from spawnkit.protocol.popen import get_launch_context
 
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
+    if rank_extra is not None and not callable(rank_extra):
+        raise ConfigError(
+            f"rank_extra={rank_extra!r}: must be a function of the rank returning a mapping, "
+            "e.g. rank_extra=lambda rank: {'port': 8000 + rank}. No worker was started.",
+            setting="rank_extra",
+        )
     tracer, env = _open_trace(trace, env)
     call_names = None if entry_args is None else _entry_args(entry_args)
-    preload = tuple(preload)
+    preload = check_preload(preload)
     ns = get_namespace(namespace)
     if bootstrap_parent:  # this process too, before anything is spawned (see bootstrap_here)
         from spawnkit.launch.context import bootstrap_here
@@ -146,6 +153,21 @@ def _entry_args(names: Sequence[str]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _rank_extra(rank_extra: Callable[[int], Mapping[str, Any]] | None, rank: int) -> dict[str, Any]:
+    """What ``rank_extra(rank)`` gives rank ``rank``, refused as a ConfigError when it is not a
+    mapping with str keys (before: a bare TypeError from deep in the launch)."""
+    if rank_extra is None:
+        return {}
+    got = rank_extra(rank)
+    if not isinstance(got, Mapping) or not all(isinstance(k, str) for k in got):
+        raise ConfigError(
+            f"rank_extra({rank}) returned {got!r}: it must return a mapping with str keys "
+            "(each rank's spec.extra), e.g. {'port': 8000 + rank}.",
+            setting="rank_extra",
+        )
+    return dict(got)
+
+
 def _check_entry_args(names: tuple[str, ...] | None, extra: Mapping[str, Any], rank: int) -> None:
     """Every named entry argument exists for ``rank``: checked here, not as a worker KeyError."""
     missing = [n for n in names or () if n not in _RANK_ARGS and n not in extra]
@@ -187,11 +209,12 @@ def _start_ranks(
 
     _live_groups.add(group)
     try:
+        extras = [_rank_extra(rank_extra, rank) for rank in range(template.world_size)]
+        for rank, extra in enumerate(extras):  # every rank's, before any process starts
+            _check_entry_args(template._control.entry_args, extra, rank)
         if deaf and lctx.start_method == "spawn":
             _interrupt.tracker_first(lctx.package)  # first: it unblocks SIGINT
-        for rank in range(template.world_size):
-            extra = dict(rank_extra(rank)) if rank_extra is not None else {}
-            _check_entry_args(template._control.entry_args, extra, rank)
+        for rank, extra in enumerate(extras):
             begun = time.monotonic()
             with _interrupt.children_start_deaf(deaf):
                 started = _start_rank(lctx, template, rank, extra, group._output)
