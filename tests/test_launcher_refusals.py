@@ -89,6 +89,9 @@ def test_entry_check_imports_nothing(site: Site) -> None:
         ("grace_period", -1),
         ("grace_period", math.nan),
         ("grace_period", None),
+        ("grace_period", "3"),
+        ("grace_period", math.inf),
+        ("trace", 5),
         ("nprocs", True),
         ("nprocs", 0),
         ("nprocs", 2.0),
@@ -101,6 +104,7 @@ def test_bad_launcher_argument_is_a_value_error_naming_it(
     assert isinstance(err, ValueError) and isinstance(err, SpawnkitError)
     assert err.setting == argument
     assert str(err).startswith(f"{argument}=")
+    assert "None ()" not in str(err) and "pass None ()" not in str(err)  # None is no choice
 
 
 @pytest.mark.parametrize(

@@ -88,25 +88,25 @@ def check_seconds(
     if value is None:
         return None
     shown = f"{call}({name}={value!r})" if call else f"{name}={value!r}"
+    or_none = f", or None ({none})" if none else ""  # none="": None is no choice here
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ConfigError(
-            f"{shown}: must be a number of seconds or None ({none}), not a {type(value).__name__}.",
+            f"{shown}: must be a number of seconds{or_none}, not a {type(value).__name__}.",
             setting=name,
         )
     seconds = float(value)
     if math.isnan(seconds):
         raise ConfigError(
             f"{shown} is not a number of seconds: every comparison with NaN is false, so the "
-            f"wait it bounds would never end. Pass a number, or None ({none}).",
+            f"wait it bounds would never end. Pass a number{or_none}.",
             setting=name,
         )
     if math.isinf(seconds):
-        raise ConfigError(
-            f"{shown} is not a usable number of seconds; pass None ({none}).", setting=name
-        )
+        fix = f"pass None ({none})" if none else "pass a finite number"
+        raise ConfigError(f"{shown} is not a usable number of seconds; {fix}.", setting=name)
     if seconds < 0 or (seconds == 0 and not zero_ok):
         bound = "at least 0" if zero_ok else "more than 0"
-        raise ConfigError(f"{shown}: must be {bound} seconds, or None ({none}).", setting=name)
+        raise ConfigError(f"{shown}: must be {bound} seconds{or_none}.", setting=name)
     return seconds
 
 

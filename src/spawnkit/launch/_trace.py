@@ -35,6 +35,12 @@ _log = logging.getLogger("spawnkit.launch")
 
 def open_trace(path: str | os.PathLike[str]) -> LaunchTrace:
     """A trace to be written to ``path``; refused now, before any rank starts, if it cannot be."""
+    if not isinstance(path, str | os.PathLike):
+        raise ConfigError(
+            f"trace={path!r}: must be a file path (str or os.PathLike), not a "
+            f"{type(path).__name__}.",
+            setting="trace",
+        )
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
     if target.is_dir() or not folder.is_dir() or not os.access(folder, os.W_OK):
