@@ -144,3 +144,73 @@ def test_a_ranks_output_is_relayed_from_its_start_and_the_relay_leaves_nothing_o
     assert capfd.readouterr().err == "[rank0]: an error line\n"
     assert relay.finish(timeout=1)  # again: nothing left to wait for
     assert _fds() == before  # the ranks' pipes, the wake-up pipe and the selector: all closed
+
+
+_BAR_WORKER = """
+import os, sys, time
+
+def bar(go):
+    sys.stderr.write("\\r step 1/2")  # as tqdm redraws its line: "\\r", then the state
+    sys.stderr.flush()
+    sys.stderr.write("\\r step 2/2")
+    sys.stderr.flush()
+    deadline = time.monotonic() + 60
+    while not os.path.exists(go) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    sys.stderr.write("\\n")  # the bar is done
+    return os.path.exists(go)
+"""
+
+_BAR_LAUNCHER = """
+import sys
+from spawnkit.launch import spawn_with_plugins
+from spawnkit.namespace import Namespace
+
+if __name__ == "__main__":
+    ns = Namespace(sys.argv[1], env_prefix=sys.argv[1].upper())
+    with spawn_with_plugins("barworker:bar", sys.argv[2], namespace=ns, ready_timeout=120,
+                            join_timeout=120, prefix_output=sys.argv[3] == "prefix") as group:
+        print("LAUNCHER DONE", group.results(), flush=True)
+"""
+
+
+@pytest.mark.parametrize("mode", ["plain", "prefix"])
+def test_a_progress_bar_shows_while_the_rank_runs_not_only_when_it_ends(
+    tmp_path: Path, mode: str
+) -> None:
+    """A line redrawn with ``\\r`` (tqdm) was held until its ``\\n``: nothing showed meanwhile."""
+    import select
+    import time
+
+    (tmp_path / "barworker.py").write_text(_BAR_WORKER)
+    (tmp_path / "launcher.py").write_text(_BAR_LAUNCHER)
+    go = tmp_path / "go"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    tag = f"skbar{os.getpid()}{mode[:2]}"
+    proc = subprocess.Popen(
+        [sys.executable, str(tmp_path / "launcher.py"), tag, str(go), mode],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    seen, deadline = b"", time.monotonic() + 60
+    try:
+        # The rank waits for ``go`` with its bar unfinished: its first state must show now.
+        while b"step 1/2" not in seen and time.monotonic() < deadline:
+            if select.select([proc.stderr], [], [], 0.5)[0]:
+                chunk = os.read(proc.stderr.fileno(), 65536)
+                if not chunk:
+                    break
+                seen += chunk
+        shown_while_running = b"step 1/2" in seen
+        go.touch()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    seen += err
+    assert shown_while_running, seen
+    assert proc.returncode == 0 and b"LAUNCHER DONE [True]" in out, (out, seen)
+    prefix = b"[rank0]: " if mode == "prefix" else b""
+    # each state a redraw of the line, the last ended when the bar was done
+    assert prefix + b" step 1/2\r" in seen and seen.endswith(prefix + b" step 2/2\n"), seen

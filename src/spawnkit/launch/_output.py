@@ -36,11 +36,25 @@ class LineStream:
         self.pending = b""
 
     def lines(self, data: bytes) -> bytes:
-        """The complete lines in ``pending + data`` (prefixed); keeps the unfinished rest."""
+        """The complete lines in ``pending + data`` (prefixed); keeps the unfinished rest.
+
+        A line ends at ``\n`` or at ``\r``: a progress bar (tqdm's, as a model's shards load)
+        redraws its line with ``\r`` and ends it only when done, so it showed nothing until
+        then.  Each state now shows once the next one begins (tqdm writes ``\r`` first), kept
+        as a redraw: ``\r``, not a new line.  A ``\r`` that ends the data waits for the next
+        byte, which may make it ``\r\n``.
+        """
         text = self.pending + data
-        cut = text.rfind(b"\n") + 1
+        end = len(text) - 1 if text.endswith(b"\r") else len(text)
+        cut = max(text.rfind(b"\n", 0, end), text.rfind(b"\r", 0, end)) + 1
         whole, self.pending = text[:cut], text[cut:]
-        out = [self.prefix + line + b"\n" for line in whole.splitlines()] if whole else []
+        out = []
+        for line in whole.splitlines(keepends=True):
+            body = line.rstrip(b"\r\n")
+            if line.endswith(b"\n"):
+                out.append(self.prefix + body + b"\n")
+            elif body:  # a redraw: the terminal's cursor is back at the line's start after it
+                out.append(self.prefix + body + b"\r")
         while len(self.pending) >= MAX_LINE:
             out.append(self.prefix + self.pending[:MAX_LINE] + b"\n")
             self.pending = self.pending[MAX_LINE:]
