@@ -47,6 +47,14 @@ def test_check_verdicts_and_summary() -> None:
     assert lines[-1] == "1 of 2 targets missed: high is good"
 
 
+def test_the_guarded_torch_row_checks_the_median_of_each_turns_ratio() -> None:
+    """Two medians can come from turns minutes apart; each turn's two imports are not."""
+    from spawnkit.bench.bootstrap_stages import _torch_ratio
+
+    assert _torch_ratio({"plain": 1.70, "guarded": 1.87, "ratio": 1.01}) == 1.01
+    assert _torch_ratio({"plain": 2.0, "guarded": 2.1}) == pytest.approx(1.05)  # older file
+
+
 @pytest.mark.needs_torch
 def test_bench_prints_the_table_targets_and_json(tmp_path: Path) -> None:
     target = tmp_path / "bench.json"

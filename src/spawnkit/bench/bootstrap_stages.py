@@ -230,7 +230,16 @@ def _side_by_side(paths: list[str], platform: str, rows: Any, repeat: int) -> di
     }
 
 
-def _torch(repeat: int) -> tuple[float, float]:
+def _torch_ratio(t: dict[str, float]) -> float:
+    """The checked ratio; a results file of an older run has only the two medians."""
+    return t.get("ratio", t["guarded"] / t["plain"])
+
+
+def _torch(repeat: int) -> tuple[float, float, float]:
+    """Plain and guarded ``import torch``, in turn: their medians, and the median of each
+    turn's ratio, the figure checked.  The ratio of the two medians moved by up to 9% between
+    runs (1.8 s imports on a loaded 2-core machine, where the guard's own cost is 1%): two
+    medians can come from turns minutes apart, a turn's two imports are seconds apart."""
     plain = [sys.executable, "-c", "import torch"]
     guarded = [
         sys.executable,
@@ -244,7 +253,8 @@ def _torch(repeat: int) -> tuple[float, float]:
         base.append(_time_cmd(plain))
         armed.append(_time_cmd(guarded))
     # The guarded command also imports spawnkit.bootstrap.guard; that is part of its cost.
-    return statistics.median(base), statistics.median(armed)
+    ratio = statistics.median(a / b for a, b in zip(armed, base, strict=True))
+    return statistics.median(base), statistics.median(armed), ratio
 
 
 GUARD_PROBE = """
@@ -304,8 +314,8 @@ def run(
         "skipped": [],
     }
     if torch and not quick:
-        base, armed = _torch(repeat)
-        results["torch_s"] = {"plain": base, "guarded": armed}
+        base, armed, ratio = _torch(repeat)
+        results["torch_s"] = {"plain": base, "guarded": armed, "ratio": ratio}
     elif torch:
         results["skipped"].append("--quick: the wall-clock guard comparison on import torch")
     if torch:
@@ -363,11 +373,12 @@ def report(r: dict[str, Any]) -> None:
 
     if "torch_s" in r:
         base, armed = r["torch_s"]["plain"], r["torch_s"]["guarded"]
-        extra = armed / base - 1
+        extra = _torch_ratio(r["torch_s"]) - 1
         verdict = "OK" if extra <= 0.05 else "OVER TARGET"
         print(
             f"import torch: {base * 1e3:.1f} ms plain, {armed * 1e3:.1f} ms with the guard armed "
-            f"-> {extra * 100:+.2f}% (target <= +5%) {verdict}  [wall clock, noisy]"
+            f"(medians) -> {extra * 100:+.2f}% (the median of each turn's ratio; target <= "
+            f"+5%) {verdict}  [wall clock, noisy]"
         )
     if "guard_direct" in r:
         g = r["guard_direct"]
@@ -393,7 +404,7 @@ def checks(r: dict[str, Any]) -> list[Check]:
     ]
     if "torch_s" in r:
         t = r["torch_s"]
-        out.append(Check("import torch, guard armed / plain", t["guarded"] / t["plain"], 1.05))
+        out.append(Check("import torch, guard armed / plain", _torch_ratio(t), 1.05))
     if "guard_direct" in r:
         g = r["guard_direct"]
         cost = g["arm_s"] + g["modules"] * g["per_module_s"]
