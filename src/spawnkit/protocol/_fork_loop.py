@@ -348,10 +348,12 @@ class _Loop:
             sys.excepthook(*sys.exc_info())
             sys.stderr.flush()
         finally:
-            from spawnkit.protocol import _fork_exit
+            try:
+                from spawnkit.protocol import _fork_exit
 
-            _fork_exit.run()  # what a spawned worker's interpreter would call as it exits
-            os._exit(code)
+                _fork_exit.run()  # what a spawned worker's interpreter would call as it exits
+            finally:
+                os._exit(code)  # whatever that raised: a worker never returns into the loop
 
     def _close_server_fds(self) -> None:
         """In a child: the listener, the selector, the alive and signal pipes, every started
