@@ -17,7 +17,27 @@ from typing import NamedTuple
 
 from spawnkit.testing import write_distribution
 
-__all__ = ["App", "run_script", "warned", "write_app"]
+__all__ = ["LAUNCH", "App", "run_script", "warned", "write_app"]
+
+#: The head of a launcher script comparing spawned and warm workers: ``launch(entry, method,
+#: **options)`` runs ``{pkg}.<entry>`` on the namespace and returns the ranks' results; a
+#: warm launch preloads the entry's module.  A test appends its ``__main__`` part.
+LAUNCH = """
+import sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+
+def launch(entry, method, **options):
+    module = "{pkg}." + entry.partition(":")[0]
+    with spawnkit.spawn_with_plugins(
+        "{pkg}." + entry, namespace=NS, start_method=method,
+        preload=(module,) if method == "forkserver" else (),
+        ready_timeout=120, join_timeout=120, **options,
+    ) as group:
+        return group.results(timeout=120)
+"""
 
 
 class App(NamedTuple):

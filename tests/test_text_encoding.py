@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 import spawnkit
-from _plugin_app import run_script, write_app
+from _plugin_app import LAUNCH, run_script, write_app
 
 SRC = Path(spawnkit.__file__).parent
 _SUBPROCESS = {"run", "Popen", "check_output", "check_call", "call"}
@@ -112,21 +112,8 @@ def test_the_check_sees_each_form_it_names() -> None:
         assert bool(_text_without_encoding(node)) is flagged, source
 
 
-_LAUNCHER = """
-import sys
-sys.path.insert(0, {site!r})
-import spawnkit
+_LAUNCHER = LAUNCH + """
 from spawnkit.testing import write_distribution
-
-NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
-
-def launch(method, trace):
-    with spawnkit.spawn_with_plugins(
-        "{pkg}.work:main", namespace=NS, nprocs=1, start_method=method, trace=trace,
-        preload=("{pkg}.work",) if method == "forkserver" else (),
-        ready_timeout=120, join_timeout=120,
-    ) as group:
-        return group.results(timeout=120)
 
 if __name__ == "__main__":
     # a module of a distribution written here, with a character ASCII does not have
@@ -135,8 +122,8 @@ if __name__ == "__main__":
     sys.path.insert(0, sys.argv[1])
     import accented
     assert accented.NAME == "caf\\u00e9", accented.NAME
-    spawned = launch("spawn", sys.argv[2] + "/spawn.json")
-    warm = launch("forkserver", sys.argv[2] + "/warm.json")
+    spawned = launch("work:main", "spawn", trace=sys.argv[2] + "/spawn.json")
+    warm = launch("work:main", "forkserver", trace=sys.argv[2] + "/warm.json")
     print(spawned, warm)
 """
 

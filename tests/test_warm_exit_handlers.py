@@ -15,26 +15,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from _plugin_app import run_script, write_app
+from _plugin_app import LAUNCH, run_script, write_app
 
-_LAUNCHER = """
-import os, sys
-sys.path.insert(0, {site!r})
-import spawnkit
+_LAUNCHER = LAUNCH + """
 from spawnkit.protocol import warm
 
-NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
-
-def launch(method):
-    with spawnkit.spawn_with_plugins(
-        "{pkg}.work:main", namespace=NS, nprocs=2, start_method=method,
-        preload=("{pkg}.work",) if method == "forkserver" else (),
-        ready_timeout=120, join_timeout=120,
-    ) as group:
-        return group.results(timeout=120)
-
 if __name__ == "__main__":
-    spawned, forked = launch("spawn"), launch("forkserver")
+    spawned = launch("work:main", "spawn", nprocs=2)
+    forked = launch("work:main", "forkserver", nprocs=2)
     warm.shutdown_forkservers()  # the server exits: what it registered runs there, once
     print({{"spawned": spawned, "warm": forked}})
 """

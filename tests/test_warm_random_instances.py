@@ -13,25 +13,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from _plugin_app import run_script, write_app
+from _plugin_app import LAUNCH, run_script, write_app
 
-_LAUNCHER = """
-import sys
-sys.path.insert(0, {site!r})
-import spawnkit
-
-NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
-
-def draws(method):
-    with spawnkit.spawn_with_plugins(
-        "{pkg}.rngs:draw", namespace=NS, nprocs=2, start_method=method,
-        preload=("{pkg}.rngs",) if method == "forkserver" else (),
-        ready_timeout=120, join_timeout=120,
-    ) as group:
-        return group.results(timeout=120)
-
+_LAUNCHER = LAUNCH + """
 if __name__ == "__main__":
-    print({{"spawn": draws("spawn"), "warm": draws("forkserver"), "again": draws("forkserver")}})
+    got = {{"spawn": launch("rngs:draw", "spawn", nprocs=2)}}
+    got["warm"] = launch("rngs:draw", "forkserver", nprocs=2)
+    got["again"] = launch("rngs:draw", "forkserver", nprocs=2)
+    print(got)
 """
 
 _RNGS = """

@@ -13,27 +13,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from _plugin_app import run_script, write_app
+from _plugin_app import LAUNCH, run_script, write_app
 
-_LAUNCHER = """
-import sys
-sys.path.insert(0, {site!r})
-import spawnkit
-
-NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
-
-def handler(method, env):
-    with spawnkit.spawn_with_plugins(
-        "{pkg}.work:main", namespace=NS, nprocs=1, start_method=method, env=env,
-        preload=("{pkg}.work",) if method == "forkserver" else (),
-        ready_timeout=120, join_timeout=120,
-    ) as group:
-        return group.results(timeout=120)[0]
-
+_LAUNCHER = LAUNCH + """
 if __name__ == "__main__":
     cases = {{"plain": {{}}, "plugin": {{"SIGTEST_PLUGIN": "1"}}}}
     cases["module"] = {{"SIGTEST_IGNORE": "1"}}
-    print({{(c, m): handler(m, env) for c, env in cases.items() for m in ("spawn", "forkserver")}})
+    methods = ("spawn", "forkserver")
+    print({{(c, m): launch("work:main", m, env=e)[0] for c, e in cases.items() for m in methods}})
 """
 
 _PLUGIN = """
