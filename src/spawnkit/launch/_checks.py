@@ -58,7 +58,13 @@ def check_env_values(env: Mapping[Any, Any] | None) -> dict[str, str]:
                 "or NUL. Fix the name. No worker was started.",
                 setting="env",
             )
-        if not isinstance(value, str) or "\0" in value:
+        if isinstance(value, str) and "\0" in value:
+            raise ConfigError(
+                f"env={{{key!r}: {value!r}}}: an environment variable cannot hold a NUL "
+                "character. No worker was started.",
+                setting="env",
+            )
+        if not isinstance(value, str):
             if value is None:
                 fix = (
                     "None would arrive as the text 'None'. To keep the variable from the "
@@ -68,8 +74,6 @@ def check_env_values(env: Mapping[Any, Any] | None) -> dict[str, str]:
             elif isinstance(value, bool):
                 fix = f"{value} would arrive as {str(value)!r}. Pass '1' or '0' (or the text "
                 fix += "the code reading it expects)"
-            elif isinstance(value, str):
-                fix = "an environment variable cannot hold a NUL character"
             else:
                 fix = f"pass the text the workers should read, e.g. {str(value)!r}"
             raise ConfigError(
