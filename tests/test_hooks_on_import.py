@@ -38,7 +38,8 @@ def test_apply_does_not_import_and_first_import_applies(
     assert sys.modules[mods.name("heavy")].f(1) == 2
     (row,) = registry.status()
     assert row.state == "applied" and "first imported" in row.reason
-    assert not _on_import.installed()  # nothing pending: the finder left sys.meta_path
+    assert not _on_import.waiting()  # nothing pending
+    assert mods.name("heavy") in _on_import.followed()  # patched: a reload patches it again
     assert registry.is_hook_applied(target, _plus_one)
 
 
@@ -47,7 +48,7 @@ def test_already_imported_is_applied_at_once(mods: Modules, registry: type[HookR
     registry.register(mods.name("heavy.f"), _plus_one, on_import=True)
     assert registry.apply_hooks() == [mods.name("heavy.f")]
     assert heavy.f(1) == 2
-    assert not _on_import.installed()
+    assert not _on_import.waiting()
 
 
 def test_dotted_target_waits_for_the_submodule_not_the_package(
@@ -71,7 +72,8 @@ def test_unapply_removes_pending_hooks_and_the_finder(
     registry.apply_hooks()
     assert _on_import.installed()
     registry.unapply()
-    assert not _on_import.installed()
+    assert not _on_import.waiting()
+    assert mods.name("heavy") not in _on_import.followed()
     assert mods.load("heavy").f(1) == 1  # nothing applied on import any more
 
 
@@ -103,7 +105,8 @@ def test_strict_failure_raises_from_the_import_naming_plugin_hook_target(
     assert mods.name("heavy") not in sys.modules  # the import failed as a whole
     states = {r.target: r.state for r in registry.status()}
     assert states[mods.name("heavy.K")] == "failed"
-    assert not _on_import.installed()
+    assert not _on_import.waiting()
+    assert mods.name("heavy") not in _on_import.followed()
 
 
 def test_lenient_failure_is_logged_with_traceback_and_the_rest_applied(
@@ -143,7 +146,7 @@ def test_discarding_the_plugin_of_a_pending_hook_stops_watching(
     registry.apply_hooks()
     assert _on_import.installed()
     assert registry.discard_source(SRC) == 1
-    assert not _on_import.installed()
+    assert not _on_import.waiting()
     assert mods.load("heavy").f(1) == 1
 
 
@@ -158,4 +161,4 @@ def test_module_imported_behind_the_finders_back_is_applied_by_the_next_call(
     assert heavy.f(1) == 1 and registry.status()[0].state == "pending"
     registry.apply_hooks()
     assert heavy.f(1) == 2 and registry.status()[0].state == "applied"
-    assert not _on_import.installed()
+    assert not _on_import.waiting()

@@ -96,11 +96,13 @@ class ApplyCall:
         clean_modules: frozenset[str],
         on_import: Callable[[str], None],
         trigger: str | None = None,
+        again: bool = False,
     ) -> None:
         self.st = st
         self.clean_modules = clean_modules
         self.on_import = on_import  # what a deferred target's module import calls
         self.trigger = trigger  # the module whose first import runs this call, if any
+        self.again = again  # ... or whose second run (reload) does
         self.journal = Journal()
         # One resolver for the call: each target module is imported once, and the targets
         # of a module (sorted together below) are resolved from it.
@@ -194,7 +196,7 @@ class ApplyCall:
         if st.failed or self.trigger is not None:
             for key in self.patched_keys:
                 st.failed.pop(key, None)
-                if self.trigger is not None:
+                if self.trigger is not None and not self.again:
                     st.on_import_of[key] = self.trigger
         if self.failures:
             _log_failures(self)
@@ -445,7 +447,7 @@ def _as_attribute(kind: str, installed: Any) -> Any:
 def _log_failures(self: ApplyCall) -> None:
     """One ERROR per target a lenient call could not patch (with traceback on import)."""
     for key, (sources, text) in self.failures.items():
-        when = f" on the first import of {self.trigger!r}" if self.trigger else ""
+        when = f" on {_when(self)}" if self.trigger else ""
         logger.error(
             "hook target %r was not patched%s (hooks from %s): %s; the other targets "
             "were applied (strict=False)",
@@ -458,6 +460,15 @@ def _log_failures(self: ApplyCall) -> None:
         )
 
 
+def _when(self: ApplyCall) -> str:
+    if self.again:
+        return (
+            f"the second run of module {self.trigger!r} (importlib.reload(), or an import "
+            "after it left sys.modules)"
+        )
+    return f"the first import of {self.trigger!r}"
+
+
 def _error(self: ApplyCall, problems: list[str]) -> HookApplyError:
     """The one error of a strict call: every failing target, its hooks' sources and why."""
     display = self.st.display
@@ -465,6 +476,12 @@ def _error(self: ApplyCall, problems: list[str]) -> HookApplyError:
         lines = [
             f"apply_hooks() failed on {len(self.failures)} target(s); every change this "
             "call made was rolled back, so no target is half-patched:"
+        ]
+    elif self.again:
+        lines = [
+            f"applying hooks again on {_when(self)} failed on {len(self.failures)} target(s), "
+            "so that reload or import raises; every change those hooks made was rolled back, "
+            "so the module's new objects run unhooked:"
         ]
     else:
         lines = [

@@ -170,6 +170,28 @@ def displaced_by(rec: Record) -> tuple[bool, Any]:
     return True, current
 
 
+def ran_again(st: State, module: str) -> list[str]:
+    """The applied targets of ``module`` that no longer lead to their chains now that it ran
+    again (``importlib.reload()``, or imported anew): its new objects, to be patched.
+
+    A target the module's second run left as it was (``if "f" not in globals():``) is kept:
+    patching it again would hook it twice.
+    """
+    resolver = _resolve.Resolver()
+    out: list[str] = []
+    for key, rec in st.applied.items():
+        if rec.res.module != module:
+            continue
+        try:
+            res = resolver.resolve(st.paths[key], rec.display)
+        except Exception:
+            out.append(key)  # gone from the new module: the apply call names it
+            continue
+        if res.owner is not rec.res.owner or displaced_by(rec)[0]:
+            out.append(key)
+    return out
+
+
 #: How a replaced target's holder kind begins (the bootstrap looks for these after the
 #: entry's imports, which may replace a target).
 REPLACED = "replaced after apply_hooks()"

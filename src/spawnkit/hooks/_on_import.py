@@ -1,14 +1,18 @@
-"""Telling registries when a watched module's first import has finished (``on_import=True``).
+"""Telling registries when a watched module has run: its first import (``on_import=True``),
+or a patched module running again (``importlib.reload()``, or an import after it left
+``sys.modules``), whose new objects carry no hooks until the registry patches them again.
 
 A finder, not a poll: the hook must be in place before the importing statement goes on, so its
 ``from mod import f`` binds the hooked object. The real loader is put back before the module
-runs, and the finder leaves ``sys.meta_path`` with the last watch, so idle imports pay nothing.
+runs.  The finder leaves ``sys.meta_path`` when nothing is watched; while a module is patched
+it stays, and an import it does not watch costs it one dict lookup.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
@@ -23,6 +27,9 @@ _lock = threading.Lock()
 _watched: dict[str, dict[int, Callback]] = {}
 _tokens: dict[int, tuple[str, ...]] = {}
 _next_token = 0
+# module name -> {id(registry): its callback, weakly}: the modules each registry has patched.
+# A registry dropped without unapply() leaves its patches, and no callback to repeat them.
+_patched: dict[str, dict[int, weakref.WeakMethod[Callback]]] = {}
 
 
 class _Loader:
@@ -54,8 +61,8 @@ class _Finder:
     def find_spec(
         self, fullname: str, path: Sequence[str] | None = None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        if fullname not in _watched:
-            return None
+        if fullname not in _watched and fullname not in _patched:
+            return None  # find_spec is asked only for modules not in sys.modules (or reloaded)
         for finder in list(sys.meta_path):
             if finder is self:
                 continue
@@ -72,7 +79,10 @@ class _Finder:
         return spec  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
-        return f"<spawnkit on-import hook finder watching {sorted(_watched)}>"
+        return (
+            f"<spawnkit on-import hook finder watching {sorted(_watched)}, "
+            f"following the patched {sorted(_patched)}>"
+        )
 
 
 _finder = _Finder()
@@ -88,9 +98,31 @@ def watch(names: Iterable[str], callback: Callback) -> int:
         _tokens[token] = names
         for name in names:
             _watched.setdefault(name, {})[token] = callback
-        if _finder not in sys.meta_path:
-            sys.meta_path.insert(0, _finder)
+        _place()
     return token
+
+
+def follow(owner: object, names: Iterable[str], callback: Callback) -> None:
+    """Call ``callback(name)`` after any of ``names`` runs again; ``names`` replaces what
+    ``owner`` (a registry, by identity) followed before, so an empty one stops it."""
+    key, names = id(owner), set(names)
+    with _lock:
+        for name in [n for n, owners in _patched.items() if key in owners and n not in names]:
+            del _patched[name][key]
+            if not _patched[name]:
+                del _patched[name]
+        for name in names:
+            _patched.setdefault(name, {})[key] = weakref.WeakMethod(callback)
+        _place()
+
+
+def _place() -> None:
+    """The finder on ``sys.meta_path`` exactly while something is watched (under ``_lock``)."""
+    wanted = bool(_watched or _patched)
+    if wanted and _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
+    elif not wanted and _finder in sys.meta_path:
+        sys.meta_path.remove(_finder)
 
 
 def unwatch(token: int) -> None:
@@ -102,17 +134,32 @@ def unwatch(token: int) -> None:
                 callbacks.pop(token, None)
                 if not callbacks:
                     del _watched[name]
-        if not _watched and _finder in sys.meta_path:
-            sys.meta_path.remove(_finder)
+        _place()
 
 
 def installed() -> bool:
     return _finder in sys.meta_path
 
 
+def waiting() -> bool:
+    """Whether some first import is awaited (``on_import`` targets not applied yet)."""
+    return bool(_watched)
+
+
+def followed() -> list[str]:
+    """The patched modules whose next run is followed, sorted."""
+    with _lock:
+        return sorted(_patched)
+
+
 def notify(name: str) -> None:
     """Run the watchers of ``name``; an exception (a strict failure) propagates to the import."""
     with _lock:
         callbacks = list(dict.fromkeys(_watched.get(name, {}).values()))
+        refs = list(_patched.get(name, {}).values())
+    for ref in refs:
+        method = ref()
+        if method is not None and method not in callbacks:
+            callbacks.append(method)
     for callback in callbacks:
         callback(name)

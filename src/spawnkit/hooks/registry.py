@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookError, HookRegistrationError
-from spawnkit.hooks import _apply, _conflicts, _decide, _provide, _resolve, _state
+from spawnkit.hooks import _apply, _conflicts, _decide, _on_import, _provide, _resolve, _state
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import Journal
 from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders, stale_fix
@@ -239,30 +239,42 @@ class HookRegistry(RegistryQueries):
                         break
             finally:
                 self._applying = False
+                self._follow()
             return patched
 
     def _module_imported(self, name: str) -> None:
-        """The finder's call after ``name``'s first import; a strict failure raises in it."""
+        """The finder's call after ``name`` ran: its first import, or a patched module's
+        second run; a strict failure raises in it (in the ``import`` or ``reload()``)."""
         with self._lock:
             st = self._state
+            if self._applying:
+                return  # an apply_hooks() running in this thread applies them when it ends
             ready = [
                 k
                 for k in st.waiting
                 if name in _resolve.watch_names(st.paths[k])
                 and _resolve.imported(st.paths[k], done=name)
             ]
-            if not ready or self._applying:
-                return  # an apply_hooks() running in this thread applies them when it ends
+            again = _decide.ran_again(st, name)
+            if not ready and not again:
+                return
             seq = st.seq
             self._applying = True
             st.touch()
             try:
                 self._apply_ready(ready, name)
+                _apply_again(self, again, name)
             finally:
                 self._applying = False
+                self._follow()
             late = st.seq != seq
         if late:
             self.apply_hooks()  # hooks registered by the hooks just applied, or by the module
+
+    def _follow(self) -> None:
+        """Follow the modules this registry patched: one that runs again gets its hooks back."""
+        st = self._state
+        _on_import.follow(self, {r.res.module for r in st.applied.values()}, self._module_imported)
 
     def _apply_ready(self, keys: list[str], trigger: str | None) -> list[str]:
         st = self._state
@@ -301,7 +313,10 @@ class HookRegistry(RegistryQueries):
         """Restore every patched target and propagated binding; registrations are kept."""
         with self._lock:
             self._state.touch()
-            problems = _restore_all(self._state)
+            try:
+                problems = _restore_all(self._state)
+            finally:
+                self._follow()
         if problems:
             raise HookError(
                 "unapply() could not restore " + "; ".join(problems) + ". The other targets were "
@@ -316,6 +331,7 @@ class HookRegistry(RegistryQueries):
                 self.unapply()
             finally:
                 self._state = _state.State()
+                self._follow()
 
     @hybridmethod
     @contextlib.contextmanager
@@ -335,6 +351,29 @@ class HookRegistry(RegistryQueries):
                     self.unapply()
                 finally:
                     self._state = saved
+                    self._follow()
+
+
+def _apply_again(self: HookRegistry, keys: list[str], module: str) -> None:
+    """Patch ``module``'s new objects after it ran again.  Its old ones keep their chains, so a
+    reference taken before (``from module import f``) still runs the hooks, as before."""
+    if not keys:
+        return
+    st = self._state
+    for key in keys:
+        del st.applied[key]
+        st.on_import_of.pop(key, None)
+        for where in [w for w, h in st.stale.items() if h.target == key]:
+            del st.stale[where]  # references to the old objects: the sweep looks again
+    call = _apply.ApplyCall(st, frozenset(), self._module_imported, module, again=True)
+    patched = call.run(True, only=keys)
+    self._note_stale(call.stale)
+    logger.info(
+        "module %r ran again (importlib.reload(), or an import after it left sys.modules): "
+        "applied the hooks of %d target(s) to its new objects",
+        module,
+        len(patched),
+    )
 
 
 def _late(self: HookRegistry, what: Callable[[], str]) -> bool:

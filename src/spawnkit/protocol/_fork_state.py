@@ -80,7 +80,7 @@ def settle() -> None:
     """In the server, before it forks: whether its workers reseed (the state is numpy's own)."""
     global _token, _reseed
     if _token is not None:
-        _on_import.unwatch(_token)  # no finder left on sys.meta_path for the workers
+        _on_import.unwatch(_token)  # the workers do not watch numpy's import
         _token = None
     now = _state()
     _reseed = _at_import is not None and now is not None and _same(now, _at_import)
