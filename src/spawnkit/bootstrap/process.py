@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Bootstrapper", "boot_identity", "bootstrap_process", "current_report", "current_spec",
-    "take_rankless_reads",
+    "guard_policy", "take_rankless_reads",
 ]  # fmt: skip
 
 _UNSET: Any = object()
@@ -373,7 +373,7 @@ class Bootstrapper:
         then check that the payload's and the entry's imports replaced no hooked target."""
         ref = self.spec.entry
         entry = _entry.by_reference(ref) if ref else _entry.by_value(self._entry_from_payload)
-        _check_in_effect(self.namespace, self.spec, self.guard_result)
+        _check_in_effect(self, entry, by_value=not ref)
         return entry
 
     def _ready(self, entry: Callable[..., Any]) -> None:
@@ -465,10 +465,16 @@ def _check_stale(namespace: Namespace, spec: ProcessSpec, result: GuardResult | 
     guard.check_stale(namespace, holders, policy)
 
 
-def _check_in_effect(namespace: Namespace, spec: ProcessSpec, result: GuardResult | None) -> None:
+def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> None:
     """The payload's and the entry's imports ran after the hooks: a hook target they assigned
     their own object over no longer runs its hooks (per guard policy, as stale holders), and
-    a subclass they defined may override a hooked method without calling it (a conflict)."""
+    a subclass they defined may override a hooked method without calling it (a conflict).
+    An entry sent by value from the launching script runs the script's copy of its module."""
+    namespace, spec, result = boot.namespace, boot.spec, boot.guard_result
+    if by_value:
+        from spawnkit.bootstrap import _script_copy  # by-value entries only
+
+        _script_copy.check_entry(namespace, entry, guard_policy(boot), Stage.RESOLVE_ENTRY.value)
     _check_overrides(namespace)
     from spawnkit.hooks._decide import REPLACED
 
@@ -503,6 +509,12 @@ def _check_overrides(namespace: Namespace) -> None:
     if policy == "warn":
         knobs = f"Silence with {var}=ignore; refuse with {var}=error."
         warnings.warn("\n".join([*lines, fix, knobs]), HookConflictWarning, stacklevel=2)
+
+
+def guard_policy(boot: Bootstrapper) -> str:
+    """The import guard's policy in ``boot``'s process (the check's, once the guard ran)."""
+    result = boot.guard_result
+    return result.policy if result is not None else _guard_policy(boot.namespace, boot.spec)
 
 
 def _guard_policy(namespace: Namespace, spec: ProcessSpec) -> str:

@@ -239,6 +239,10 @@ def bootstrap_here(namespace: Namespace | NamespaceConfig | str | None = None) -
             report = boot.through_hooks()
         except ImportGuardError as exc:
             raise _too_late(ns, exc) from exc
+        from spawnkit.bootstrap import _script_copy
+        from spawnkit.bootstrap.process import guard_policy
+
+        _script_copy.check_process(ns, guard_policy(boot), "apply_hooks")
         _here[ns.name] = report
         return report
 
