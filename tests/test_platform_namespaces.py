@@ -189,3 +189,29 @@ def test_redeclaring_a_namespace_returns_it_and_a_different_prefix_is_refused_ev
     with pytest.raises(NamespaceError, match="OTHER_PLATFORM"):
         Namespace(name, "REDECL", platform_var="OTHER_PLATFORM")
     assert Namespace(name, "REDECL") is first
+
+
+@pytest.mark.parametrize(
+    ("prefix", "needles"),
+    [
+        # Before: accepted, and the ENG7_PLATFORM a user sets was silently never read.
+        ("eng7", ["so the ENG7_PLATFORM a user sets would be ignored", "env_prefix='ENG7'"]),
+        ("Eng", ["ENG_PLATFORM", "Eng_PLATFORM", "env_prefix='ENG'"]),
+        ("7ENG", ["not starting with a digit", "a shell cannot set"]),
+        ("ÉNG", ["a shell cannot set"]),  # isalnum() took it before
+        ("ENG-X", ["a shell cannot set"]),
+        ("", ["got ''"]),
+    ],
+)
+def test_an_env_prefix_no_user_could_set_as_documented_is_refused(
+    prefix: str, needles: list[str]
+) -> None:
+    from spawnkit.errors import ConfigError
+
+    name = f"prefix_{uuid.uuid4().hex[:8]}"
+    with pytest.raises(ConfigError) as info:
+        Namespace(name, env_prefix=prefix)
+    assert info.value.setting == "env_prefix" and name in str(info.value)
+    for needle in needles:
+        assert needle in str(info.value), str(info.value)
+    assert Namespace(name, env_prefix="ENG_7").config.platform_var == "ENG_7_PLATFORM"

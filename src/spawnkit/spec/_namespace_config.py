@@ -101,10 +101,7 @@ class NamespaceConfig:
         if not name or not all(part.isidentifier() for part in name.split(".")):
             raise ValueError(f"namespace name must be a dotted identifier, got {name!r}")
         prefix = env_prefix if env_prefix is not None else name.replace(".", "_").upper()
-        if not prefix or not prefix.replace("_", "a").isalnum():
-            raise ValueError(
-                f"namespace {name!r}: env_prefix must be A-Z, 0-9 or _, got {prefix!r}"
-            )
+        _check_prefix(name, prefix)
         return cls(
             name=name,
             env_prefix=prefix,
@@ -126,3 +123,30 @@ class NamespaceConfig:
 def default_config() -> NamespaceConfig:
     """The default namespace's settings; every layer that needs its state builds from these."""
     return NamespaceConfig.build(DEFAULT_NAMESPACE_NAME, "SPAWNKIT")
+
+
+_PREFIX_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+def _check_prefix(name: str, prefix: object) -> None:
+    """Upper-case ASCII only: a variable is read by its exact name, so ``eng_PLATFORM`` would
+    silently ignore the ``ENG_PLATFORM`` a user sets (and no shell sets ``1ENG_...``)."""
+    ok = isinstance(prefix, str) and prefix and set(prefix) <= _PREFIX_CHARS
+    if ok and not str(prefix)[0].isdigit():
+        return
+    from spawnkit.errors import ConfigError  # the failure path only
+
+    text = str(prefix)
+    if text and set(text.upper()) <= _PREFIX_CHARS and not text[0].isdigit():
+        why = (
+            f"its variables are read by their exact names, so the {text.upper()}_PLATFORM a "
+            f"user sets would be ignored (spawnkit would read {text}_PLATFORM). Pass "
+            f"env_prefix={text.upper()!r}"
+        )
+    else:
+        why = "a shell cannot set variables named with it. Pass one that is"
+    raise ConfigError(
+        f"namespace {name!r}: env_prefix must be upper-case A-Z, 0-9 or _, not starting with a "
+        f"digit, got {prefix!r}: {why}.",
+        setting="env_prefix",
+    )
