@@ -170,3 +170,22 @@ def test_a_worker_that_reloads_a_hooked_module_keeps_the_plugins_hook(tmp_path: 
     got = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
     # Before: ('hi!', 'hi') in both: the reload dropped the plugin's hook.
     assert got == {"spawn": [("hi!", "hi!")], "forkserver": [("hi!", "hi!")]}, got
+
+
+def test_after_a_lenient_apply_a_failing_second_run_is_logged_and_the_rest_applied(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    mods.load("engine", "def f():\n    return 'one'\ndef g():\n    return 'g'\n")
+    registry.register(mods.name("engine.f"), _tag, HookType.AFTER, source=SRC)
+    registry.register(mods.name("engine.g"), _tag, HookType.AFTER, source=SRC)
+    registry.apply_hooks(strict=False)
+    mods.write("engine", "def g():\n    return 'g, renamed f away'\n")
+    del sys.modules[mods.name("engine")]
+    with caplog.at_level("ERROR", logger="spawnkit.hooks"):
+        new = importlib.import_module(mods.name("engine"))  # does not raise: lenient
+    assert new.g() == "g, renamed f away+hooked"
+    (record,) = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert mods.name("engine.f") in record.getMessage()
+    assert "second run of module" in record.getMessage()
+    states = {r.target: r.state for r in registry.status()}
+    assert states == {mods.name("engine.f"): "failed", mods.name("engine.g"): "applied"}

@@ -121,6 +121,7 @@ class State:
         self.conflicts_reported: set[str] = set()  # hook conflict messages already reported
         # target_modules()'s guesses and what they depend on (the version, sys.modules)
         self.guessed: tuple[Any, dict[str, str]] = (None, {})
+        self.strict = True  # the last apply_hooks() call's: a reloaded module's is the same
 
     def touch(self) -> None:
         """Something that ``status()`` reads may change now."""

@@ -221,6 +221,7 @@ class HookRegistry(RegistryQueries):
             if self._applying:
                 return []  # registered while this registry applies: that call's loop takes it
             _conflicts.report(self._state, conflicts, conflicts_var)
+            self._state.strict = strict
             patched: list[str] = []
             self._applying = True
             self._state.touch()
@@ -366,7 +367,7 @@ def _apply_again(self: HookRegistry, keys: list[str], module: str) -> None:
         for where in [w for w, h in st.stale.items() if h.target == key]:
             del st.stale[where]  # references to the old objects: the sweep looks again
     call = _apply.ApplyCall(st, frozenset(), self._module_imported, module, again=True)
-    patched = call.run(True, only=keys)
+    patched = call.run(st.strict, only=keys)
     self._note_stale(call.stale)
     logger.info(
         "module %r ran again (importlib.reload(), or an import after it left sys.modules): "
