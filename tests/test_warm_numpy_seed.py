@@ -65,3 +65,62 @@ def test_each_warm_worker_draws_its_own_numbers_unless_seeded_at_load(tmp_path: 
     assert len(set(drawn)) == len(drawn), got  # each worker its own (2**62: no collision)
     # seeded by the plugin at load: the same numbers on every rank, spawned or warm
     assert len(set(got["spawn_seeded"] + got["warm_seeded"])) == 1, got
+
+
+_GEN_LAUNCHER = """
+import sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+
+def draws(method):
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.gens:draw", namespace=NS, nprocs=2, start_method=method,
+        preload=("{pkg}.gens",) if method == "forkserver" else (),
+        ready_timeout=120, join_timeout=120,
+    ) as group:
+        return group.results(timeout=120)
+
+if __name__ == "__main__":
+    print([draws(m) for m in ("spawn", "forkserver", "forkserver")])  # a second warm launch
+"""
+
+_GEN_PLUGIN = """
+import numpy.random  # a plugin that makes its generator as it loads
+
+PLUGIN_RNG = numpy.random.default_rng()
+
+def register():
+    pass
+"""
+
+_GENS = """
+from numpy.random import default_rng
+
+from {pkg}.plugin import PLUGIN_RNG
+
+PRELOAD_RNG = default_rng()  # a module the server preloads makes one at import
+SEEDED = default_rng(7)  # seeded on purpose: the same on every rank, spawned or warm
+
+def draw():
+    return [int(g.integers(2**62)) for g in (PLUGIN_RNG, PRELOAD_RNG, SEEDED)]
+"""
+
+
+def test_each_warm_worker_draws_its_own_numbers_from_a_generator_made_at_import(
+    tmp_path: Path,
+) -> None:
+    app = write_app(
+        tmp_path, "npgen", _GEN_LAUNCHER, {"gen": "plugin:register"},
+        {"plugin": _GEN_PLUGIN, "gens": _GENS},
+    )  # fmt: skip
+    proc = run_script(app.script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    ranks = [rank for launch in got for rank in launch]
+    for i, what in enumerate(("plugin's", "preload's")):
+        drawn = [r[i] for r in ranks]
+        # Before: both warm ranks drew the same number from each.
+        assert len(set(drawn)) == len(drawn), (what, got)
+    assert len({r[2] for r in ranks}) == 1, got

@@ -16,7 +16,11 @@ random.Random()`` for jitter, sampling, a port to try): CPython reseeds only the
 generator in a forked child.  While the server bootstraps and preloads, ``Random.seed`` and
 ``Random.setstate`` note which instances were seeded from entropy; each forked worker seeds
 those again.  One seeded with a value, or given a state, is left: a spawned worker repeats it.
-Not covered: numpy ``Generator`` objects (``default_rng()`` at import), whose seeding is in C.
+A numpy ``Generator`` made from entropy while the server bootstraps and preloads (``_rng =
+numpy.random.default_rng()`` at import) is shared the same way: ``default_rng`` stands in for
+numpy's own meanwhile and notes each one made without a seed; each forked worker gives their
+bit generators fresh entropy.  Not covered: a ``Generator`` built by hand around a bit
+generator (``Generator(PCG64())``), whose seeding is in C.
 """
 
 from __future__ import annotations
@@ -36,6 +40,11 @@ _at_import: tuple[Any, ...] | None = None
 _reseed = False
 _from_entropy: weakref.WeakSet[random.Random] = weakref.WeakSet()
 _noted: tuple[Any, Any] | None = None  # Random's own seed and setstate, while ours stand in
+_NP_RANDOM = "numpy.random"
+_rng_token: int | None = None
+_default_rng: Any = None  # numpy's own default_rng, while ours stands in
+_generators: list[Any] = []  # made from entropy meanwhile (Generator takes no weak reference)
+_noting = False
 
 
 def watch() -> None:
@@ -47,6 +56,34 @@ def watch() -> None:
     _noted = random.Random.seed, random.Random.setstate
     random.Random.seed = _seed  # type: ignore[method-assign]
     random.Random.setstate = _setstate  # type: ignore[method-assign]
+    _watch_generators()
+
+
+def _watch_generators() -> None:
+    global _rng_token, _noting
+    _noting = True
+    if _NP_RANDOM in sys.modules:
+        _stand_in(_NP_RANDOM)
+    else:  # in place before the importing statement goes on (a module's `_rng = ...` line)
+        _rng_token = _on_import.watch((_NP_RANDOM,), _stand_in)
+
+
+def _stand_in(_name: str) -> None:
+    global _default_rng
+    module = sys.modules.get(_NP_RANDOM)
+    own = getattr(module, "default_rng", None)
+    if own is None or _default_rng is not None:
+        return
+    _default_rng = own
+    module.default_rng = _noting_default_rng  # type: ignore[union-attr]
+
+
+def _noting_default_rng(*args: Any, **kwargs: Any) -> Any:
+    generator = _default_rng(*args, **kwargs)
+    seed = args[0] if args else kwargs.get("seed")
+    if seed is None and _noting:  # from entropy, while the server bootstraps
+        _generators.append(generator)
+    return generator
 
 
 def _seed(self: random.Random, a: Any = None, version: int = 2) -> None:
@@ -82,6 +119,7 @@ def settle() -> None:
     if _token is not None:
         _on_import.unwatch(_token)  # the workers do not watch numpy's import
         _token = None
+    _settle_generators()
     now = _state()
     _reseed = _at_import is not None and now is not None and _same(now, _at_import)
     if _noted is not None:
@@ -95,6 +133,17 @@ def settle() -> None:
         _note(inst, False)  # CPython reseeds the module's own in every forked child
 
 
+def _settle_generators() -> None:
+    global _rng_token, _noting
+    _noting = False  # a default_rng bound meanwhile (from numpy.random import ...) stops noting
+    if _rng_token is not None:
+        _on_import.unwatch(_rng_token)
+        _rng_token = None
+    module = sys.modules.get(_NP_RANDOM)
+    if _default_rng is not None and getattr(module, "default_rng", None) is _noting_default_rng:
+        module.default_rng = _default_rng  # type: ignore[union-attr]
+
+
 def forked(handed: float) -> None:
     """In each forked worker, first: when it got its request (``child.START_MARKS``), and fresh
     entropy for numpy's global random state where the server's was numpy's own."""
@@ -105,6 +154,12 @@ def forked(handed: float) -> None:
         sys.modules[_MTRAND]._rand.seed()
     for rng in list(_from_entropy):
         rng.seed()  # from entropy, as the spawned worker's import would have
+    for generator in _generators:
+        bits = generator.bit_generator
+        try:
+            bits.state = type(bits)().state  # a new bit generator of its kind: fresh entropy
+        except Exception:  # one that needs arguments: left as it is, as before
+            pass
 
 
 def _state() -> tuple[Any, ...] | None:
