@@ -47,6 +47,11 @@ if __name__ == "__main__":
     if how == "here":
         spawnkit.bootstrap_here(NS)
         print([handle()])
+    elif how == "context":
+        proc = spawnkit.get_context(method, namespace=NS).Process(target=work)
+        proc.start()
+        proc.join(120)
+        print([proc.exitcode])
     else:
         entry = work if how == "callable" else "{pkg}.serve:work"
         with spawnkit.spawn_with_plugins(
@@ -90,7 +95,8 @@ def test_an_entry_sent_by_value_from_the_hooked_script_fails_the_worker(
     assert "ImportGuardError" in err and "resolve_entry" in err and "rank 0" in err, err
     assert f"hook target module '{app.pkg}.serve'" in err
     assert f"'{app.pkg}.serve.handle' (the script's copy is unhooked)" in err
-    assert f"spawn_with_plugins('{app.pkg}.serve:work', ...)" in err  # the fix
+    assert f"Fix: pass '{app.pkg}.serve:work'" in err
+    assert f"`from {app.pkg}.serve import work` and pass that function" in err
     assert f"{app.tag.upper()}_IMPORT_GUARD=warn" in err
 
 
@@ -118,3 +124,10 @@ def test_bootstrap_here_in_the_hooked_script_fails_naming_the_fix(app: App) -> N
     warned = _run(app, "here", "-", guard="warn")
     assert _result(warned) == ["plain"]
     assert "ImportGuardWarning" in warned.stderr
+
+
+def test_a_context_process_whose_target_is_the_scripts_own_does_not_run_it(app: App) -> None:
+    proc = _run(app, "context", "spawn")
+    assert _result(proc) == [70]  # BOOTSTRAP_FAILED_EXIT: the target did not run
+    assert "did not run its target" in proc.stderr and "ImportGuardError" in proc.stderr
+    assert "the target 'work' comes from the launching script" in proc.stderr, proc.stderr

@@ -19,7 +19,7 @@ import types
 import warnings
 from typing import Any
 
-from spawnkit.bootstrap.guard import ImportGuardWarning
+from spawnkit.bootstrap.guard import ImportGuardWarning, resolve_policy
 from spawnkit.errors import ImportGuardError
 
 __all__: list[str] = []
@@ -50,10 +50,22 @@ def copies(hooks: Any, script: types.ModuleType) -> list[tuple[str, str]]:
     return out
 
 
-def check_entry(namespace: Any, entry: object, policy: str, stage: str) -> None:
-    """A by-value entry from the launching script, in a worker whose hooks patched the
-    script's file under another name."""
-    if policy == "off" or getattr(entry, "__module__", None) not in _SCRIPT_NAMES:
+def _policy(namespace: Any, spec: Any) -> str:
+    var = namespace.config.guard_var
+    return resolve_policy(
+        namespace.config.guard_policy, os.environ.get(var), spec.guard_policy, var=var
+    )
+
+
+def check_entry(
+    namespace: Any, spec: Any, entry: object, stage: str, what: str = "entry"
+) -> None:
+    """An entry (or a context child's target) from the launching script, in a process whose
+    hooks patched the script's file under another name."""
+    if getattr(entry, "__module__", None) not in _SCRIPT_NAMES:
+        return
+    policy = _policy(namespace, spec)
+    if policy == "off":
         return
     script = sys.modules.get("__mp_main__") or sys.modules.get("__main__")
     found = copies(namespace.hooks, script) if script is not None else []
@@ -62,23 +74,26 @@ def check_entry(namespace: Any, entry: object, policy: str, stage: str) -> None:
     name = getattr(entry, "__qualname__", None) or repr(entry)
     module = found[0][1]
     head = (
-        f"the entry {name!r} came by value from the launching script {_file(script)}, which "
-        f"is also hook target module {module!r}; the hooks were applied to {module!r}, "
-        "imported apart from the script, and the entry runs in the script's copy, where "
-        "they are not"
+        f"the {what} {name!r} comes from the launching script {_file(script)}, which is also "
+        f"hook target module {module!r}; the hooks were applied to {module!r}, imported apart "
+        f"from the script, and the {what} runs in the script's copy, where they are not"
     )
     fix = (
-        f"Fix: pass the entry by name, spawn_with_plugins({module + ':' + name!r}, ...): the "
-        "worker then imports it after the hooks are applied."
+        f"Fix: pass {module + ':' + name!r} (spawn_with_plugins takes the string), or in the "
+        f"script `from {module} import {name}` and pass that function: this process then "
+        "imports it after the hooks are applied."
     )
-    _report(namespace, found, policy, stage, head + ", so this worker stops.", fix)
+    _report(namespace, found, policy, stage, head + ", so this process stops.", fix)
 
 
-def check_process(namespace: Any, policy: str, stage: str) -> None:
+def check_process(namespace: Any, spec: Any, stage: str) -> None:
     """The engine's own process (``bootstrap_here()``) running a hooked module as its script."""
     script = sys.modules.get("__main__")
-    if policy == "off" or script is None or script.__name__ != "__main__":
+    if script is None or script.__name__ != "__main__":
         return  # a worker: its __main__ is the re-run script, whose entry check_entry reads
+    policy = _policy(namespace, spec)
+    if policy == "off":
+        return
     found = copies(namespace.hooks, script)
     if not found:
         return

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Bootstrapper", "boot_identity", "bootstrap_process", "current_report", "current_spec",
-    "guard_policy", "take_rankless_reads",
+    "take_rankless_reads",
 ]  # fmt: skip
 
 _UNSET: Any = object()
@@ -474,7 +474,7 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
     if by_value:
         from spawnkit.bootstrap import _script_copy  # by-value entries only
 
-        _script_copy.check_entry(namespace, entry, guard_policy(boot), Stage.RESOLVE_ENTRY.value)
+        _script_copy.check_entry(namespace, spec, entry, Stage.RESOLVE_ENTRY.value)
     _check_overrides(namespace)
     from spawnkit.hooks._decide import REPLACED
 
@@ -509,12 +509,6 @@ def _check_overrides(namespace: Namespace) -> None:
     if policy == "warn":
         knobs = f"Silence with {var}=ignore; refuse with {var}=error."
         warnings.warn("\n".join([*lines, fix, knobs]), HookConflictWarning, stacklevel=2)
-
-
-def guard_policy(boot: Bootstrapper) -> str:
-    """The import guard's policy in ``boot``'s process (the check's, once the guard ran)."""
-    result = boot.guard_result
-    return result.policy if result is not None else _guard_policy(boot.namespace, boot.spec)
 
 
 def _guard_policy(namespace: Namespace, spec: ProcessSpec) -> str:

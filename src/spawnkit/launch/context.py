@@ -240,9 +240,8 @@ def bootstrap_here(namespace: Namespace | NamespaceConfig | str | None = None) -
         except ImportGuardError as exc:
             raise _too_late(ns, exc) from exc
         from spawnkit.bootstrap import _script_copy
-        from spawnkit.bootstrap.process import guard_policy
 
-        _script_copy.check_process(ns, guard_policy(boot), "apply_hooks")
+        _script_copy.check_process(ns, boot.spec, "apply_hooks")
         _here[ns.name] = report
         return report
 

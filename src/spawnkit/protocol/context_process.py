@@ -170,7 +170,23 @@ def run_target(self: Any) -> None:
     if call is not None:
         loads = _sub(self._spawnkit_package, "reduction").ForkingPickler.loads
         self._target, self._args, self._kwargs = loads(call)
+    if getattr(self._target, "__module__", None) in ("__main__", "__mp_main__"):
+        try:
+            _check_script_target(self)
+        except BaseException as exc:
+            _fail(self, exc)
     _sub(self._spawnkit_package, "process").BaseProcess.run(self)
+
+
+def _check_script_target(proc: Any) -> None:
+    """A target from the launching script runs the script's copy of a hooked module."""
+    from spawnkit.bootstrap import _script_copy
+    from spawnkit.spec import _phase
+
+    namespace = _phase.worker_namespace()
+    if namespace is not None:
+        spec = proc._spawnkit_spec
+        _script_copy.check_entry(namespace, spec, proc._target, "apply_hooks", "target")
 
 
 def bootstrapped_report(namespace: str) -> Any:
