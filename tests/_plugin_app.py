@@ -7,17 +7,18 @@ points, and the launching script, formatted with ``site``, ``tag``, ``prefix`` a
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
 import textwrap
 import uuid
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from spawnkit.testing import write_distribution
 
-__all__ = ["LAUNCH", "App", "run_script", "warned", "write_app"]
+__all__ = ["LAUNCH", "App", "louder_plugin", "printed", "run_script", "warned", "write_app"]
 
 #: The head of a launcher script comparing spawned and warm workers: ``launch(entry, method,
 #: **options)`` runs ``{pkg}.<entry>`` on the namespace and returns the ranks' results; a
@@ -37,6 +38,23 @@ def launch(entry, method, **options):
         ready_timeout=120, join_timeout=120, **options,
     ) as group:
         return group.results(timeout=120)
+"""
+
+
+def louder_plugin(target: str) -> str:
+    """A plugin module whose ``register()`` puts ``!`` after ``{pkg}.<target>``'s result."""
+    return _LOUDER.replace("TARGET", target)
+
+
+_LOUDER = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def louder(result):
+    return result + "!"
+
+def register():
+    get_namespace({tag!r}).hooks.register("{pkg}.TARGET", louder, HookType.AFTER)
 """
 
 
@@ -97,6 +115,13 @@ def run_script(
         cwd=script.parent,
         env={**base, **(env or {})},
     )
+
+
+def printed(script: Path) -> Any:
+    """The script's last line of output, as a Python literal; the script must succeed."""
+    proc = run_script(script)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return ast.literal_eval(proc.stdout.strip().splitlines()[-1])
 
 
 def warned(proc: subprocess.CompletedProcess[str], category: str) -> list[str]:

@@ -9,7 +9,6 @@ left it alone (nothing had been registered since).  Real modules on ``sys.path``
 
 from __future__ import annotations
 
-import ast
 import importlib
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from _plugin_app import LAUNCH, run_script, write_app
+from _plugin_app import LAUNCH, louder_plugin, printed, write_app
 from spawnkit.errors import HookApplyError
 from spawnkit.hooks import HookRegistry, HookSource, HookType, _on_import
 
@@ -138,16 +137,7 @@ if __name__ == "__main__":
     print({{m: launch("work:main", m) for m in ("spawn", "forkserver")}})
 """
 
-_PLUGIN = """
-from spawnkit.hooks.types import HookType
-from spawnkit.namespace import get_namespace
-
-def louder(result):
-    return result + "!"
-
-def register():
-    get_namespace({tag!r}).hooks.register("{pkg}.engine.hello", louder, HookType.AFTER)
-"""
+_PLUGIN = louder_plugin("engine.hello")
 
 _WORK = """
 import importlib
@@ -165,9 +155,7 @@ def test_a_worker_that_reloads_a_hooked_module_keeps_the_plugins_hook(tmp_path: 
         tmp_path, "reload", _LAUNCHER, {"louder": "plugin:register"},
         {"plugin": _PLUGIN, "work": _WORK, "engine": "def hello():\n    return 'hi'\n"},
     )  # fmt: skip
-    proc = run_script(app.script)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    got = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    got = printed(app.script)
     # Before: ('hi!', 'hi') in both: the reload dropped the plugin's hook.
     assert got == {"spawn": [("hi!", "hi!")], "forkserver": [("hi!", "hi!")]}, got
 

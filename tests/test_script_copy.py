@@ -16,18 +16,9 @@ import sys
 
 import pytest
 
-from _plugin_app import App, write_app
+from _plugin_app import App, louder_plugin, write_app
 
-_PLUGIN = """
-from spawnkit.hooks.types import HookType
-from spawnkit.namespace import get_namespace
-
-def louder(result):
-    return result + "!"
-
-def register():
-    get_namespace({tag!r}).hooks.register("{pkg}.serve.handle", louder, HookType.AFTER)
-"""
+_PLUGIN = louder_plugin("serve.handle")
 
 # Run as `python -m <pkg>.serve HOW METHOD`: the hook target's module is the script itself.
 _SERVE = """

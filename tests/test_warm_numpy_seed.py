@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from _plugin_app import run_script, write_app
+from _plugin_app import printed, run_script, write_app
 
 pytest.importorskip("numpy")
 
@@ -115,12 +115,9 @@ def test_each_warm_worker_draws_its_own_numbers_from_a_generator_made_at_import(
         tmp_path, "npgen", _GEN_LAUNCHER, {"gen": "plugin:register"},
         {"plugin": _GEN_PLUGIN, "gens": _GENS},
     )  # fmt: skip
-    proc = run_script(app.script)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    got = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
-    ranks = [rank for launch in got for rank in launch]
+    ranks = [rank for launch in printed(app.script) for rank in launch]
     for i, what in enumerate(("plugin's", "preload's")):
         drawn = [r[i] for r in ranks]
         # Before: both warm ranks drew the same number from each.
-        assert len(set(drawn)) == len(drawn), (what, got)
-    assert len({r[2] for r in ranks}) == 1, got
+        assert len(set(drawn)) == len(drawn), (what, ranks)
+    assert len({r[2] for r in ranks}) == 1, ranks
