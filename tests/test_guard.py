@@ -102,6 +102,33 @@ def test_records_first_frame_outside_import_machinery_and_step(tmp_path: Path) -
     assert json_unrecorded  # imported before arm(): unknown, not invented
 
 
+def test_a_hook_finder_import_and_a_reload_keep_the_importers_site(tmp_path: Path) -> None:
+    """The on_import finder asks the recorder on the importer's behalf: the site is the
+    importer's, not the finder's line; and a reload is no first import (before: both read
+    ``spawnkit/hooks/_on_import.py:72``)."""
+    pkg = _pkg(tmp_path)
+    out = _run(
+        f"""
+        import importlib, json, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from spawnkit.bootstrap import guard
+        guard.arm()
+        from spawnkit.hooks import HookRegistry
+        registry = HookRegistry("gd")
+        registry.register("{pkg}.sched.Scheduler.run", lambda r, s: r, on_import=True)
+        registry.apply_hooks()
+        import {pkg}.user  # first imports {pkg}.sched, which the finder watches
+        first = str(guard.first_import("{pkg}.sched"))
+        importlib.reload(sys.modules["{pkg}.sched"])
+        print(json.dumps([first, str(guard.first_import("{pkg}.sched"))]))
+        """,
+        tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    user = f"{tmp_path / pkg / 'user.py'}:1"
+    assert json.loads(out.stdout) == [user, user]
+
+
 def test_spawned_child_records_script_reexecution_and_argument_unpickling(tmp_path: Path) -> None:
     pkg = _pkg(tmp_path)
     script = tmp_path / "launch.py"

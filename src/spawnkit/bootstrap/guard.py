@@ -80,12 +80,14 @@ def _importlib_init() -> str:
     return importlib.__file__ or ""
 
 
-# lazy.py: a proxy resolving imports on behalf of the frame that touched it.
+# lazy.py: a proxy resolving imports on behalf of the frame that touched it; _on_import.py:
+# the hook finder, which asks the other finders (this one too) on behalf of the importer.
 _SKIP_FILES = frozenset(
     {
         __file__,
         _importlib_init(),
         os.path.join(os.path.dirname(__file__), "lazy.py"),
+        os.path.join(os.path.dirname(os.path.dirname(__file__)), "hooks", "_on_import.py"),
         "<frozen importlib._bootstrap>",
         "<frozen importlib._bootstrap_external>",
     }
@@ -96,7 +98,10 @@ class _FirstImportRecorder:
     @staticmethod
     def find_spec(name: str, path: Any = None, target: Any = None) -> None:
         # find_spec is only consulted for modules missing from sys.modules, so the
-        # last attempt recorded is the one that succeeded.
+        # last attempt recorded is the one that succeeded; or for importlib.reload(target),
+        # which is no first import.
+        if target is not None:
+            return None
         frame: Any = sys._getframe(1)
         while frame is not None:  # out of the import machinery, one set lookup a frame
             filename = frame.f_code.co_filename
