@@ -265,6 +265,47 @@ def test_a_plugin_that_leaves_a_thread_running_is_refused_with_its_name(site: Si
     assert gone(info.value.server_pid or 0)
 
 
+def test_a_plugin_that_leaves_a_connection_open_is_refused_with_its_name(site: Site) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", 0)) as server:  # the kernel completes the connect
+        port = server.getsockname()[1]
+        _add_plugin(
+            site,
+            "telemetry",
+            "import socket\n"
+            "CONN = None\n"
+            "def register():\n"
+            "    global CONN\n"
+            f"    CONN = socket.create_connection(('127.0.0.1', {port}))\n",
+        )
+        probe = _probe(site)
+        with pytest.raises(ForkSafetyError) as info:
+            _launch(site, f"{probe}:plain")
+        # Before: served; every warm worker shared the plugin's one connection.
+        text = str(info.value)
+        assert f"network connection to ('127.0.0.1', {port})" in text, text
+        assert "plugin 'telemetry'" in text and info.value.culprit == "plugin 'telemetry'"
+        assert info.value.stage == "load_plugins"
+        assert gone(info.value.server_pid or 0)
+        with spawn_with_plugins(f"{probe}:plain", namespace=site.ns, start_method="spawn") as g:
+            assert len(g.results(timeout=60)) == 1  # each spawned worker opens its own
+
+
+def test_a_datagram_or_listening_socket_opened_at_load_is_left_alone(site: Site) -> None:
+    _add_plugin(
+        site,
+        "statsd",
+        "import socket\n"
+        "SOCKS = []\n"
+        "def register():\n"
+        "    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+        "    udp.connect(('127.0.0.1', 8125))  # a connected datagram socket: shareable\n"
+        "    SOCKS.extend([udp, socket.create_server(('127.0.0.1', 0))])\n",
+    )
+    assert len(_launch(site, f"{_probe(site)}:plain")) == 1
+
+
 @pytest.mark.needs_torch
 def test_a_plugin_that_creates_an_accelerator_context_is_refused_with_its_name(
     site: Site,

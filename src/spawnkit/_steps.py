@@ -14,6 +14,7 @@ from contextlib import contextmanager
 __all__ = [
     "LAUNCHER_MODULES", "PLUGIN", "PRELOAD", "STARTUP", "current_step", "mark_plugins_began",
     "plugin_step", "plugins_began", "preload_step", "set_step", "split_step", "stage_of", "step",
+    "who",
 ]  # fmt: skip
 
 STARTUP = "startup"
@@ -86,3 +87,15 @@ def stage_of(step: str) -> str:
         PRELOAD: "preload",
         STARTUP: "preload",
     }.get(kind, step)
+
+
+def who(step: str) -> str:
+    """Who ran during ``step``, for a refusal that blames it (``""``: not known)."""
+    if step == LAUNCHER_MODULES:
+        return "one of the launcher's own modules (imported by the server for its workers)"
+    kind, name = split_step(step)
+    if kind == PLUGIN:
+        return f"plugin {name!r}"
+    if kind == PRELOAD:
+        return f"preload module {name!r}"
+    return f"stage {step!r}" if step else ""

@@ -10,9 +10,10 @@ a ``StageStarted``/``StageFinished`` pair per stage, plugin and preload, then
 its typed ``ForkSafetyError``/``ForkServerError`` of kind ``preload``) or ``Exited``.
 
 Refused, by name: an accelerator context created by the platform, a plugin,
-hook application or a preload (a forked worker cannot use it), and a thread
+hook application or a preload (a forked worker cannot use it), a thread
 still running after the bootstrap (forking copies no thread, and a lock it
-held stays locked in every worker).
+held stays locked in every worker), and a network connection still open after
+it (every worker would share it: ``_fork_sockets``).
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ import spawnkit._collector as _collector
 from spawnkit import _steps
 from spawnkit.bootstrap.stages import STAGES, Stage
 from spawnkit.errors import ForkSafetyError, ForkServerError
-from spawnkit.protocol import _fork_exit, _fork_loop, _fork_state, _main_code, failure
+from spawnkit.protocol import (
+    _fork_exit,
+    _fork_loop,
+    _fork_sockets,
+    _fork_state,
+    _main_code,
+    failure,
+)
 from spawnkit.protocol import messages as proto
 
 __all__ = ["prebootstrap", "serve"]
@@ -159,15 +167,7 @@ class _ThreadOrigins:
             if thread is threading.main_thread() or not thread.is_alive():
                 continue
             step = self.origins.get(thread, "")
-            kind, name = _steps.split_step(step)
-            culprit = {
-                _steps.PLUGIN: f"plugin {name!r}",
-                _steps.PRELOAD: f"preload module {name!r}",
-            }
-            if step == _steps.LAUNCHER_MODULES:
-                who = "one of the launcher's own modules (imported by the server for its workers)"
-            else:
-                who = culprit.get(kind, f"stage {step!r}" if step else "")
+            who = _steps.who(step)
             by = f", started by {who}," if who else " (its starter is unknown)"
             err = ForkSafetyError(
                 f"thread {thread.name!r}{by} is still running in the warm-start fork server "
@@ -224,13 +224,14 @@ def _prepare(
     """
     try:
         spares = _fork_loop.most_spares()  # the launcher checked it: same environment
-        with _ThreadOrigins() as threads:
+        with _ThreadOrigins() as threads, _fork_sockets.Connections() as connections:
             if spec is not None:
                 prebootstrap(spec, status)
             for module in preload:
                 _preload(module, status)
             _import_quietly(launcher, status)
             threads.check()
+            connections.check()
         _fork_state.settle()
         _fork_exit.settle()
     except SystemExit as exc:
