@@ -63,8 +63,10 @@ class Connections:
     def __enter__(self) -> Connections:
         self.before = _fds()
         self.origins: dict[int, str] = {}
-        self._saved = socket.socket.connect, socket.socket.connect_ex
-        connect, connect_ex = self._saved
+        # The class itself: a plugin may rebind socket.socket meanwhile (gevent's monkey).
+        self._cls = cls = socket.socket
+        self._saved = connect, connect_ex = cls.connect, cls.connect_ex
+        self._own = {name: name in vars(cls) for name in ("connect", "connect_ex")}  # or inherited
         origins = self.origins
 
         def noted_connect(sock: socket.socket, address: Any) -> None:
@@ -75,12 +77,20 @@ class Connections:
             origins[sock.fileno()] = _steps.current_step()
             return connect_ex(sock, address)
 
-        socket.socket.connect = noted_connect  # type: ignore[method-assign,assignment]
-        socket.socket.connect_ex = noted_connect_ex  # type: ignore[method-assign,assignment]
+        self._ours = noted_connect, noted_connect_ex
+        cls.connect = noted_connect  # type: ignore[method-assign,assignment]
+        cls.connect_ex = noted_connect_ex  # type: ignore[method-assign,assignment]
         return self
 
     def __exit__(self, *exc: object) -> None:
-        socket.socket.connect, socket.socket.connect_ex = self._saved  # type: ignore[method-assign]
+        cls, names = self._cls, ("connect", "connect_ex")
+        for name, ours, saved in zip(names, self._ours, self._saved, strict=True):
+            if vars(cls).get(name) is not ours:
+                continue  # a plugin that wrapped ours keeps its wrapper
+            if self._own[name]:
+                setattr(cls, name, saved)
+            else:
+                delattr(cls, name)  # inherited from _socket.socket, as it was
 
     def check(self) -> None:
         for fd in sorted(_fds() - self.before):
