@@ -14,7 +14,7 @@ from contextlib import contextmanager
 __all__ = [
     "LAUNCHER_MODULES", "PLUGIN", "PRELOAD", "STARTUP", "current_step", "mark_plugins_began",
     "plugin_step", "plugins_began", "preload_step", "set_step", "split_step", "stage_of", "step",
-    "who",
+    "blame", "who",
 ]  # fmt: skip
 
 STARTUP = "startup"
@@ -99,3 +99,8 @@ def who(step: str) -> str:
     if kind == PRELOAD:
         return f"preload module {name!r}"
     return f"stage {step!r}" if step else ""
+
+
+def blame(step: str) -> tuple[str, str]:
+    """``(who, stage)`` for a refusal of what ``step`` left behind in a warm server."""
+    return who(step), stage_of(step) if step else "preload"

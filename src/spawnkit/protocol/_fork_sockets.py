@@ -97,17 +97,15 @@ class Connections:
             peer = _peer(fd)
             if peer is None:
                 continue
-            step = self.origins.get(fd, "")
-            who = _steps.who(step)
+            who, stage = _steps.blame(self.origins.get(fd, ""))
             by = f", opened by {who}," if who else " (its opener is unknown)"
-            err = ForkSafetyError(
+            raise ForkSafetyError(
                 f"a network connection to {peer} (descriptor {fd}){by} is still open in the "
                 "warm-start fork server after its bootstrap. Every forked worker would share "
                 "that one connection (their messages interleave on it, and each may read "
                 "another's replies), so the server refuses to serve. Connect at hook call "
                 "time or in the entry (plugin callbacks run once per server), or use "
                 "start_method='spawn'.",
-                stage=_steps.stage_of(step) if step else "preload",
+                stage=stage,
+                culprit=who,
             )
-            err.culprit = who
-            raise err

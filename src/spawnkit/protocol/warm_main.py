@@ -166,19 +166,17 @@ class _ThreadOrigins:
         for thread in threading.enumerate():
             if thread is threading.main_thread() or not thread.is_alive():
                 continue
-            step = self.origins.get(thread, "")
-            who = _steps.who(step)
+            who, stage = _steps.blame(self.origins.get(thread, ""))
             by = f", started by {who}," if who else " (its starter is unknown)"
-            err = ForkSafetyError(
+            raise ForkSafetyError(
                 f"thread {thread.name!r}{by} is still running in the warm-start fork server "
                 "after its bootstrap. A forked worker gets no copy of it, and a lock it holds "
                 "stays locked in every worker, so the server refuses to serve. Start the thread "
                 "at hook call time or in the entry (plugin callbacks run once per server), or "
                 "use start_method='spawn'.",
-                stage=_steps.stage_of(step) if step else "preload",
+                stage=stage,
+                culprit=who,
             )
-            err.culprit = who
-            raise err
 
 
 def _preload(module: str, status: _Status) -> None:
