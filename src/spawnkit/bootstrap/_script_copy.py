@@ -5,10 +5,12 @@ file, the script's code runs the other.
 resolving the target ``myapp.serve.handle`` imports the same file again as ``myapp.serve``, a
 second module with functions of its own, and patches those.  The script's code calls its own
 ``handle``, without the hooks, and no stale-binding sweep can see it: the sweep follows the
-original object, and the script's is another object.  Two places run the script's copy: a
+original object, and the script's is another object.  Three places run the script's copy: a
 worker whose entry the launcher sent by value from its script (spawn and forkserver re-run
-the script there as ``__mp_main__``; cloudpickle rebuilds the entry's globals from it), and
-the engine's own process after ``bootstrap_here()``.  Both are reported per guard policy.
+the script there as ``__mp_main__``; cloudpickle rebuilds the entry's globals from it), a
+``get_context()`` child whose target is the script's (pickled by reference to ``__main__``,
+found in the re-run script), and the engine's own process after ``bootstrap_here()``.  Each
+is reported per guard policy.
 """
 
 from __future__ import annotations
