@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import subprocess
 import sys
 import types
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from _plugin_app import LAUNCH, printed, write_app
+from spawnkit.errors import HookApplyError, HookRegistrationError
 from spawnkit.hooks import HookRegistry, HookType
 
 ASYNC = """
@@ -217,3 +220,154 @@ def test_a_sync_function_marked_as_a_coroutine_function_gets_an_async_chain() ->
     inspect.markcoroutinefunction(K.method)
     assert not is_async_callable(plain)
     assert is_async_callable(marked) and is_async_callable(K().method)
+
+
+_SYNC = """
+def done(x):
+    return [x]
+
+async def stream(x):
+    yield x
+    yield x + 1
+
+class Engine:
+    def step(self, x):
+        return [x]
+"""
+
+
+async def _acoro_after(result, x):  # type: ignore[no-untyped-def]
+    return [*result, "after"]
+
+
+async def _acoro_around(original_fn, x):  # type: ignore[no-untyped-def]
+    return original_fn(x)
+
+
+async def _acoro_before(x):  # type: ignore[no-untyped-def]
+    return None
+
+
+class _AsyncCall:
+    async def __call__(self, result, x):  # type: ignore[no-untyped-def]
+        return result
+
+
+@pytest.mark.parametrize(
+    ("hook", "hook_type", "consequence"),
+    [
+        (_acoro_before, HookType.BEFORE, "where its arguments belong"),
+        (_acoro_after, HookType.AFTER, "the hook never runs"),
+        (_acoro_around, HookType.AROUND, "neither the hook nor the target runs"),
+        (_acoro_around, HookType.REPLACE, "the replacement never runs"),
+        (functools.partial(_acoro_around, print), HookType.AFTER, "the hook never runs"),
+        (_AsyncCall(), HookType.AFTER, "the hook never runs"),
+    ],
+    ids=["before", "after", "around", "replace", "partial", "async __call__"],
+)
+def test_an_async_hook_on_a_sync_target_is_refused_at_apply(
+    mods: Modules, registry: type[HookRegistry], hook: Any, hook_type: HookType, consequence: str
+) -> None:
+    # Before: "applied", and each call returned the hook's coroutine, never awaited (a
+    # RuntimeWarning when it was collected): the hook, and for AROUND the target, never ran.
+    m = mods.load("s", _SYNC)
+    original = m.done
+    registry.register(mods.name("s.done"), hook, hook_type)
+    with pytest.raises(HookApplyError) as info:
+        registry.apply_hooks()
+    text = str(info.value)
+    assert f"{hook_type.name} hook" in text and "coroutine function (async def)" in text
+    assert f"target {mods.name('s.done')!r} ({m.__file__}:2) is not:" in text
+    assert consequence in text and "Make the hook a plain def" in text
+    assert isinstance(info.value.__cause__, HookRegistrationError)
+    assert list(info.value.failures) == [mods.name("s.done")]
+    assert m.done is original and m.done(1) == [1]  # nothing patched
+    assert [s.state for s in registry.status()] == ["failed"]
+
+
+def test_an_async_hook_on_an_async_generator_says_so_and_a_stream_wrapper_still_works(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("s", _SYNC)
+    registry.register(mods.name("s.stream"), _acoro_after, HookType.AFTER)
+    with pytest.raises(HookApplyError, match="is an async generator function: each call"):
+        registry.apply_hooks()
+    registry.reset()
+
+    async def doubled(stream, x):  # type: ignore[no-untyped-def]
+        async for item in stream:  # the idiomatic stream transform: an async generator hook
+            yield item * 2
+
+    def tagged(stream, x):  # type: ignore[no-untyped-def]
+        return doubled(stream, x)
+
+    registry.register(mods.name("s.stream"), doubled, HookType.AFTER)
+    registry.register(mods.name("s.stream"), tagged, HookType.AFTER)
+    registry.apply_hooks()
+
+    async def drain() -> list[int]:
+        return [item async for item in m.stream(1)]
+
+    assert asyncio.run(drain()) == [4, 8]
+
+
+def test_a_lenient_apply_logs_the_async_hook_and_applies_the_rest(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    m = mods.load("s", _SYNC)
+    registry.register(mods.name("s.done"), _acoro_after, HookType.AFTER)
+    registry.register(mods.name("s.Engine.step"), lambda r, self, x: [*r, "h"], HookType.AFTER)
+    with caplog.at_level("ERROR", logger="spawnkit.hooks"):
+        registry.apply_hooks(strict=False)
+    assert m.Engine().step(1) == [1, "h"] and m.done(1) == [1]
+    assert any("coroutine function (async def)" in r.getMessage() for r in caplog.records)
+
+
+def test_a_sync_hook_returning_the_hooks_coroutine_is_the_documented_way_out(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    # A sync target that returns an awaitable: the fix the message names, a plain def that
+    # returns the coroutine, is applied and awaited by the caller.
+    m = mods.load("a", ASYNC + "\ndef later(x):\n    return fetch(x)\n")
+
+    async def awaited(result, x):  # type: ignore[no-untyped-def]
+        return [*(await result), "after"]
+
+    registry.register(mods.name("a.later"), lambda r, x: awaited(r, x), HookType.AFTER)
+    registry.apply_hooks()
+    assert asyncio.run(m.later(1)) == [1, "after"]
+
+
+_LAUNCHER = LAUNCH + """
+if __name__ == "__main__":
+    try:
+        launch("engine:done", "spawn")
+    except spawnkit.ChildRaisedError as exc:
+        cause = exc.child_exception
+        print([exc.stage, type(cause).__name__, str(exc)])
+"""
+
+_ASYNC_PLUGIN = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+async def noted(result):
+    print("noted", result)
+
+def register():
+    get_namespace({tag!r}).hooks.register("{pkg}.engine.done", noted, HookType.AFTER)
+"""
+
+
+def test_a_worker_whose_plugin_hooks_a_sync_target_with_async_def_fails_naming_it(
+    tmp_path: Path,
+) -> None:
+    app = write_app(
+        tmp_path, "asynchook", _LAUNCHER, {"notes": "plugin:register"},
+        {"plugin": _ASYNC_PLUGIN, "engine": "def done():\n    return 'done'\n"},
+    )  # fmt: skip
+    # Before: the entry returned the plugin's coroutine, unawaited, and "noted" never printed.
+    stage, error, text = printed(app.script)
+    assert (stage, error) == ("apply_hooks", "StageError[HookApplyError]")
+    assert f"AFTER hook {app.pkg}.plugin.noted from plugin 'notes' ({app.pkg}-dist 1.0)" in text
+    assert "is a coroutine function (async def)" in text and "Make the hook a plain def" in text

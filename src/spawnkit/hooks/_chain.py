@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from spawnkit._compat import add_note
+from spawnkit.errors import HookRegistrationError
 from spawnkit.hooks.types import HookType, Registration
 
 __all__: list[str] = []
@@ -233,6 +234,8 @@ def build_chain(
     replace: tuple[Registration, Any] | None = None
     others: list[tuple[Registration, Any]] = []
     for pair in hooks:
+        if not is_async and _makes_coroutine(pair[1]):
+            raise _coroutine_on_sync(pair[0], original, display)
         if pair[0].hook_type is _REPLACE:
             replace = pair  # the last one wins
         else:
@@ -263,6 +266,48 @@ def build_chain(
 
 #: ``inspect.CO_COROUTINE``: the flag ``async def`` sets on a function's code
 _CO_COROUTINE = 0x80
+#: ``inspect.CO_ASYNC_GENERATOR``: ``async def`` with ``yield``
+_CO_ASYNC_GENERATOR = 0x200
+
+_SPOILS = {
+    HookType.BEFORE: "where its arguments belong (every call raises TypeError)",
+    HookType.AFTER: "in place of the target's result, and the hook never runs",
+    HookType.AROUND: "in place of the target's result: neither the hook nor the target runs",
+    HookType.REPLACE: "in place of the target's result: the replacement never runs",
+}
+
+
+def _makes_coroutine(hook: Any) -> bool:
+    """Whether calling ``hook`` gives a coroutine: an ``async def``, through partials, bound
+    methods and an instance's ``__call__``.  Answered from code flags, without ``inspect``
+    (a worker whose targets are all sync never imports it)."""
+    if type(hook) is types.FunctionType and not hook.__dict__:  # the common case, first
+        return bool(hook.__code__.co_flags & _CO_COROUTINE)
+    while isinstance(hook, functools.partial):
+        hook = hook.func
+    if isinstance(hook, types.MethodType):
+        hook = hook.__func__
+    if type(hook) is not types.FunctionType:
+        call = next((vars(k)["__call__"] for k in type(hook).__mro__ if "__call__" in vars(k)), 0)
+        return type(call) is types.FunctionType and bool(call.__code__.co_flags & _CO_COROUTINE)
+    return is_async_callable(hook)
+
+
+def _coroutine_on_sync(reg: Registration, original: Any, display: str) -> HookRegistrationError:
+    """An ``async def`` hook on a target that is not one: every call would hand its caller an
+    unawaited coroutine, and ``status()`` would still say "applied"."""
+    code = getattr(original, "__code__", None)
+    where, what = "", "not"
+    if code is not None:
+        where = f" ({code.co_filename}:{code.co_firstlineno})"
+        if code.co_flags & _CO_ASYNC_GENERATOR:
+            what = "an async generator function"
+    return HookRegistrationError(
+        f"{reg.describe()} is a coroutine function (async def), but target {display!r}{where} "
+        f"is {what}: each call would return the hook's coroutine, never awaited, "
+        f"{_SPOILS[reg.hook_type]}. Make the hook a plain def. If the target returns an "
+        "awaitable for its callers to await, a plain def may return the hook's coroutine."
+    )
 
 
 def is_async_callable(func: Any) -> bool:
