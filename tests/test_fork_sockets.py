@@ -50,3 +50,27 @@ def test_only_a_stream_connection_opened_in_the_block_is_refused() -> None:
         assert info.value.culprit == _steps.who(_steps.current_step())  # the step connecting
         for sock in (early, udp, listening, late):
             sock.close()
+
+
+def test_an_event_loop_or_socket_pair_made_in_the_block_is_refused_and_named() -> None:
+    import asyncio
+
+    made = socket.socketpair
+    with _fork_sockets.Connections() as block:
+        assert socket.socketpair is not made
+        asyncio.run(asyncio.sleep(0))  # a loop made and closed: nothing left to share
+        block.check()
+        loop = asyncio.new_event_loop()
+        with pytest.raises(ForkSafetyError, match=r"an asyncio event loop \(its wake-up socket"):
+            block.check()
+        loop.close()
+        block.check()
+        ends = socket.socketpair()
+        with pytest.raises(ForkSafetyError) as info:
+            block.check()
+    assert socket.socketpair is made
+    low, high = sorted(end.fileno() for end in ends)
+    assert f"a socket pair (descriptors {low} and {high})" in str(info.value)
+    assert info.value.culprit == _steps.who(_steps.current_step())
+    for end in ends:
+        end.close()

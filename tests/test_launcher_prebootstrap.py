@@ -292,6 +292,27 @@ def test_a_plugin_that_leaves_a_connection_open_is_refused_with_its_name(site: S
             assert len(g.results(timeout=60)) == 1  # each spawned worker opens its own
 
 
+def test_a_plugin_that_makes_an_event_loop_at_load_is_refused_with_its_name(site: Site) -> None:
+    _add_plugin(
+        site, "loopy", "import asyncio\nLOOP = asyncio.new_event_loop()\ndef register(): ...\n"
+    )
+    probe = _probe(site)
+    with pytest.raises(ForkSafetyError) as info:
+        _launch(site, f"{probe}:plain")
+    # Before: refused as "a network connection to  (descriptor 7) (its opener is unknown)".
+    text = str(info.value)
+    assert "an asyncio event loop (its wake-up socket pair" in text, text
+    assert "plugin 'loopy'" in text and info.value.culprit == "plugin 'loopy'"
+    assert gone(info.value.server_pid or 0)
+
+
+def test_a_plugin_that_runs_and_closes_an_event_loop_at_load_is_served(site: Site) -> None:
+    _add_plugin(
+        site, "probe_once", "import asyncio\ndef register():\n    asyncio.run(asyncio.sleep(0))\n"
+    )
+    assert len(_launch(site, f"{_probe(site)}:plain")) == 1
+
+
 def test_a_datagram_or_listening_socket_opened_at_load_is_left_alone(site: Site) -> None:
     _add_plugin(
         site,

@@ -1,19 +1,23 @@
-"""A network connection the warm-start server opened while it bootstrapped: refused, as a
-thread left running is, since every forked worker would share that one connection.
+"""A network connection or socket pair the warm-start server opened while it bootstrapped:
+refused, as a thread left running is, since every forked worker would share that one socket.
 
 A plugin, platform or preload that connects as it loads (a telemetry or licence client, a
 database) leaves one connected stream socket in the server; each forked worker inherits the
 same socket, so their requests interleave on one stream and each may read the replies meant
-for another, where every spawned worker opens its own.  Which step connected is noted by
-standing in for ``socket.socket.connect``/``connect_ex`` while the server bootstraps; which
-connections are still open is read from the process's descriptors afterwards.  A datagram
-socket (syslog, statsd) or a listening one is left alone: workers may share those.
+for another, where every spawned worker opens its own.  A socket pair likewise: an asyncio
+event loop made at load holds one for its wake-ups (beside its selector), and a
+``multiprocessing.Pipe()`` is one; forked workers would wake and read each other.  Which step
+made each is noted by standing in for ``socket.socket.connect``/``connect_ex`` and
+``socket.socketpair`` while the server bootstraps; which are still open is read from the
+process's descriptors afterwards.  A datagram socket (syslog, statsd) or a listening one is
+left alone: workers may share those.
 """
 
 from __future__ import annotations
 
 import os
 import socket
+import sys
 from typing import Any
 
 from spawnkit import _steps
@@ -80,7 +84,25 @@ class Connections:
         self._ours = noted_connect, noted_connect_ex
         cls.connect = noted_connect  # type: ignore[method-assign,assignment]
         cls.connect_ex = noted_connect_ex  # type: ignore[method-assign,assignment]
+        self.pairs: dict[int, tuple[int, bool]] = {}  # fd -> (the other end, made by asyncio)
+        self._made_pairs = socket.socketpair
+        self._socketpair = self._noting_pairs(socket.socketpair)
+        socket.socketpair = self._socketpair  # asyncio and multiprocessing look it up per call
         return self
+
+    def _noting_pairs(self, make: Any) -> Any:
+        origins, pairs = self.origins, self.pairs
+
+        def noted_socketpair(*args: Any, **kwargs: Any) -> Any:
+            ends = make(*args, **kwargs)
+            step = _steps.current_step()
+            by_asyncio = str(sys._getframe(1).f_globals.get("__name__")).startswith("asyncio.")
+            one, two = (end.fileno() for end in ends)
+            origins[one] = origins[two] = step
+            pairs[one], pairs[two] = (two, by_asyncio), (one, by_asyncio)
+            return ends
+
+        return noted_socketpair
 
     def __exit__(self, *exc: object) -> None:
         cls, names = self._cls, ("connect", "connect_ex")
@@ -91,6 +113,8 @@ class Connections:
                 setattr(cls, name, saved)
             else:
                 delattr(cls, name)  # inherited from _socket.socket, as it was
+        if socket.socketpair is self._socketpair:  # a plugin's wrapper of ours is kept
+            socket.socketpair = self._made_pairs
 
     def check(self) -> None:
         for fd in sorted(_fds() - self.before):
@@ -98,14 +122,33 @@ class Connections:
             if peer is None:
                 continue
             who, stage = _steps.blame(self.origins.get(fd, ""))
-            by = f", opened by {who}," if who else " (its opener is unknown)"
-            raise ForkSafetyError(
-                f"a network connection to {peer} (descriptor {fd}){by} is still open in the "
-                "warm-start fork server after its bootstrap. Every forked worker would share "
-                "that one connection (their messages interleave on it, and each may read "
-                "another's replies), so the server refuses to serve. Connect at hook call "
-                "time or in the entry (plugin callbacks run once per server), or use "
-                "start_method='spawn'.",
-                stage=stage,
-                culprit=who,
-            )
+            by = f", made by {who}," if who else " (its maker is unknown)"
+            if fd in self.pairs:
+                text = _pair_text(fd, *self.pairs[fd], by)
+            else:
+                text = (
+                    f"a network connection to {peer} (descriptor {fd}){by} is still open in "
+                    "the warm-start fork server after its bootstrap. Every forked worker would "
+                    "share that one connection (their messages interleave on it, and each may "
+                    "read another's replies), so the server refuses to serve. Connect at hook "
+                    "call time or in the entry (plugin callbacks run once per server)"
+                )
+            raise ForkSafetyError(f"{text}, or use start_method='spawn'.", stage=stage, culprit=who)
+
+
+def _pair_text(fd: int, other: int, by_asyncio: bool, by: str) -> str:
+    ends = f"descriptors {min(fd, other)} and {max(fd, other)}"
+    if by_asyncio:
+        return (
+            f"an asyncio event loop (its wake-up socket pair, {ends}){by} is still open in the "
+            "warm-start fork server after its bootstrap. Every forked worker would share that "
+            "loop's wake-up pair and its selector, so one worker's wake-ups and events could "
+            "reach another, and the server refuses to serve. Make the loop in the entry or at "
+            "hook call time (asyncio.run() there), or close it before the plugin returns"
+        )
+    return (
+        f"a socket pair ({ends}){by} is still open in the warm-start fork server after its "
+        "bootstrap. Every forked worker would share both ends (what one worker writes, "
+        "another may read), so the server refuses to serve. Make it at hook call time or in "
+        "the entry, or close both ends before the plugin returns"
+    )
