@@ -6,6 +6,8 @@ import sys
 from typing import TYPE_CHECKING
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from spawnkit.errors import HookApplyError, HookRegistrationError
 from spawnkit.hooks import HookRegistry, HookSource, HookType
@@ -141,3 +143,59 @@ def test_optional_on_import_target_of_a_missing_package_is_skipped_at_once(
         "skipped",
         "module 'vllm_not_installed_xyz' is not installed",
     )
+
+
+def test_an_optional_target_one_typo_from_a_real_name_is_skipped_loudly(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    # optional=True is for "not there" (a dependency not installed, a version without it);
+    # before, a misspelt or renamed target was skipped the same way, with nothing said.
+    mods.load("lib", "def fused_add_rms_norm(x): ...\nclass K:\n    def step(self): ...\n")
+    misspelt = {
+        mods.name("lib.fused_add_rms_nrom"): "fused_add_rms_norm",
+        mods.name("lib.K.stepp"): "step",
+        mods.name("lbi.fused_add_rms_norm"): "lib",  # a submodule of the package
+    }
+    for target in misspelt:
+        registry.register(target, _plus_one, optional=True, source=SRC)
+    registry.register(mods.name("lib.K.unrelated_name"), _plus_one, optional=True, source=SRC)
+    with caplog.at_level("WARNING", logger="spawnkit.hooks"):
+        registry.apply_hooks()
+        registry.apply_hooks()
+    rows = {r.target: (r.state, r.reason) for r in registry.status()}
+    assert {rows[t][0] for t in rows} == {"skipped"}
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == len(misspelt), warned  # once each; nothing close: nothing said
+    for target, near in misspelt.items():
+        assert rows[target][1].endswith(f" (did you mean {near!r}?)"), rows[target]
+        (line,) = [w for w in warned if repr(target) in w]
+        assert f"but it has {near!r}" in line and "plugin 'rdna3' (rdna3-shims 0.2)" in line
+    assert "did you mean" not in rows[mods.name("lib.K.unrelated_name")][1]
+
+
+def test_a_required_target_one_typo_from_a_real_name_names_it(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.load("lib", "def fused_add_rms_norm(x):\n    return x\n")
+    registry.register(mods.name("lib.fused_add_rms_nrom"), _plus_one, source=SRC)
+    with pytest.raises(HookApplyError, match="Did you mean 'fused_add_rms_norm'"):
+        registry.apply_hooks()
+
+
+def _osa_distance(a: str, b: str) -> int:
+    """Edits (change, add, drop, swap two neighbours) from ``a`` to ``b``: the textbook table."""
+    d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            cost = a[i - 1] != b[j - 1]
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                d[i][j] = min(d[i][j], d[i - 2][j - 2] + 1)
+    return d[len(a)][len(b)]
+
+
+@given(st.text("abc_", max_size=7), st.text("abc_", max_size=7))
+def test_one_slip_is_exactly_an_edit_distance_of_one(a: str, b: str) -> None:
+    from spawnkit.hooks._resolve import _one_edit
+
+    assert _one_edit(a, b) == (_osa_distance(a, b) == 1)

@@ -9,6 +9,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+from spawnkit._log import LazyLogger
 from spawnkit.errors import HookRegistrationError
 from spawnkit.hooks import _on_import, _resolve
 from spawnkit.hooks._journal import ABSENT, Journal
@@ -18,6 +19,8 @@ from spawnkit.hooks._state import Record, State
 from spawnkit.hooks.types import Registration, describe_callable
 
 __all__: list[str] = []
+
+logger = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
 
 
 def check_conditions(st: State, key: str) -> Exception | None:
@@ -99,6 +102,14 @@ def skip_optional(st: State, key: str, exc: Exception) -> bool:
         return False
     for reg in regs:
         st.dropped[reg.seq] = ("skipped", exc.reason)
+    if exc.near:  # optional covers "not there", not a misspelt or renamed target
+        logger.warning(
+            "skipped the optional %s on target %r: %s, but it has %r. A misspelt target, or "
+            "one the installed version renamed: the hook never runs. If the hook is meant for "
+            "another version of that package, nothing is wrong; otherwise fix the target.",
+            " and ".join(r.describe() for r in regs), exc.target, exc.reason.partition(" (")[0],
+            exc.near,
+        )
     return True
 
 

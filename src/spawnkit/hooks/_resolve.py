@@ -30,9 +30,12 @@ class TargetMissing(HookTargetError):
     never "missing"); ``reason`` is the phrase a skipped hook's status carries.
     """
 
-    def __init__(self, message: str, *, target: str = "", missing: str = "", reason: str = ""):
+    def __init__(
+        self, message: str, *, target: str = "", missing: str = "", reason: str = "", near: str = ""
+    ):
         super().__init__(message, target=target, missing=missing)
         self.reason = reason
+        self.near = near  # a name the owner has that is close to the missing one: a typo?
 
 
 class TargetPath(NamedTuple):
@@ -418,14 +421,52 @@ def _missing(display: str, owner: Any, walked: str, name: str) -> HookTargetErro
         what = "class"
     else:
         what = f"{type(owner).__name__} instance"
+    near = _near(name, owner)
+    guess = f" Did you mean {near!r}?" if near else ""
     return TargetMissing(
         f"hook target {display!r}: {what} {walked!r} has no attribute {name!r} "
-        f"(resolved {walked!r}, missing {name!r}). Check the spelling, and that the installed "
-        "version of that package still defines it.",
+        f"(resolved {walked!r}, missing {name!r}).{guess} Check the spelling, and that the "
+        "installed version of that package still defines it.",
         target=display,
         missing=f"{walked}.{name}",
-        reason=f"{what} {walked!r} has no attribute {name!r}",
+        reason=f"{what} {walked!r} has no attribute {name!r}"
+        + (f" (did you mean {near!r}?)" if near else ""),
+        near=near,
     )
+
+
+def _near(name: str, owner: Any) -> str:
+    """The owner's name closest to ``name`` (its attributes; a package's submodules too), or ""."""
+    import difflib  # only when a target is missing
+
+    try:
+        names = set(dir(owner))
+        if isinstance(owner, types.ModuleType) and hasattr(owner, "__path__"):
+            import pkgutil
+
+            names.update(info.name for info in pkgutil.iter_modules(owner.__path__))
+    except Exception:  # a dir() or a package path that raises: no suggestion, the error stands
+        return ""
+    ordered = sorted(names)
+    for other in ordered:  # one slip first: difflib rates "lbi" against "lib" at 0.67
+        if _one_edit(name, other):
+            return other
+    close = difflib.get_close_matches(name, ordered, n=1, cutoff=0.8)
+    return close[0] if close else ""
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """One character changed, added, dropped, or two neighbours swapped turns ``a`` into ``b``."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    i, n = 0, min(len(a), len(b))
+    while i < n and a[i] == b[i]:
+        i += 1
+    if len(a) == len(b):
+        swapped = a[i : i + 2] == b[i : i + 2][::-1] and a[i + 2 :] == b[i + 2 :]
+        return swapped or a[i + 1 :] == b[i + 1 :]
+    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
+    return longer[i + 1 :] == shorter[i:]
 
 
 def watch_names(path: TargetPath) -> tuple[str, ...]:
