@@ -253,7 +253,7 @@ class Bootstrapper:
 
     def _enter(self, *, server: bool = False) -> None:
         if self.spec.env:
-            os.environ.update(self.spec.env)
+            _apply_env(self.spec.env)
         _phase.enter_worker(self.namespace)
         # A server bootstraps for every rank at once: it has no rank (``current_spec()`` is
         # None there; who asked anyway is kept for the launcher: ``take_rankless_reads``).
@@ -585,6 +585,16 @@ def _stage_error(
     # The original, when it can travel to the parent (spawnkit's errors always can).
     err.cause = exc if isinstance(exc, SpawnkitError) or _picklable(exc) else None
     return err
+
+
+def _apply_env(env: dict[str, str]) -> None:
+    """``spec.env`` into ``os.environ``, and ``PYTHONPATH``'s entries onto ``sys.path``:
+    multiprocessing gave this process the launcher's (see ``spawnkit._environ``)."""
+    os.environ.update(env)
+    if "PYTHONPATH" in env:
+        from spawnkit._environ import put_on_path
+
+        put_on_path(env["PYTHONPATH"])
 
 
 def boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:

@@ -95,7 +95,9 @@ def env_applied(overrides: Mapping[str, str]) -> Iterator[None]:
     thread's uncached selection out of the window; other code of this process
     that reads the environment from another thread during the window (a few
     milliseconds of selection) sees the overrides.  Selections made inside are
-    cached under the overrides, apart from the plain ones.
+    cached under the overrides, apart from the plain ones.  The launcher also starts a
+    process inside this window when ``env=`` sets a variable read only at start
+    (``spawnkit._environ``): the exec copies the environment as it is in the window.
     """
     if not overrides:
         yield

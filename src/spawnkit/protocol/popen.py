@@ -336,7 +336,13 @@ class LaunchContext(Plain):
 
     def start(self, proc: Any) -> None:
         if self.server is None:
-            proc.start()
+            from spawnkit._environ import read_at_start
+            from spawnkit.platforms.discovery import env_applied
+
+            # env= entries read only at start (PYTHONHASHSEED, LD_LIBRARY_PATH...) must be in
+            # the environment the interpreter is exec'd with; the worker sets the rest.
+            with env_applied(read_at_start(proc._args[0].env)):
+                proc.start()
             return
         from spawnkit.protocol import warm
 
@@ -373,11 +379,14 @@ def get_launch_context(
             "server, the default) or 'worker' (every worker runs its own bootstrap)",
             setting=warm.MODE_VAR,
         )
+    from spawnkit._environ import read_at_start
+
     boot = None
+    shared_env = {k: v for k, v in template.env.items() if k != RUN_ID_VAR}
     if mode == "server":
-        shared_env = {k: v for k, v in template.env.items() if k != RUN_ID_VAR}
         boot = template.replace(env=shared_env, payload=None, extra={})
-    server = warm.get_server(context, tuple(preload), template.namespace, boot, timeout)
+    at_start = read_at_start(shared_env)
+    server = warm.get_server(context, tuple(preload), template.namespace, boot, timeout, at_start)
     return LaunchContext(context, "forkserver", _variant(context, "forkserver"), server, timeout)
 
 

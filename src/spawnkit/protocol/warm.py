@@ -43,6 +43,7 @@ from spawnkit import _steps
 from spawnkit._log import LazyLogger
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, ForkServerError
+from spawnkit.platforms.discovery import env_applied
 from spawnkit.protocol import _fork_loop, _main_code, _sources, failure
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.child import send_start_data
@@ -83,10 +84,18 @@ def _pkg(name: str, sub: str) -> Any:
 class WarmServer:
     """One running fork server: its address, its "alive" pipe, its pid and what it did at start."""
 
-    def __init__(self, package: str, preload: tuple[str, ...], boot: Any = None) -> None:
+    def __init__(
+        self,
+        package: str,
+        preload: tuple[str, ...],
+        boot: Any = None,
+        exec_env: dict[str, str] | None = None,
+    ) -> None:
         self.package = package
         self.preload = preload
         self.boot = boot
+        #: env= entries read only as a process starts: the server is exec'd with them
+        self.exec_env = exec_env or {}
         self.pid: int | None = None
         self.address: Any = None
         self.fork_timeout = _FORK_TIMEOUT
@@ -138,7 +147,8 @@ class WarmServer:
                 )
                 exe = spawn.get_executable()
                 args = [exe, *util._args_from_interpreter_flags(), "-c", cmd]
-                pid = util.spawnv_passfds(exe, args, child_fds)
+                with env_applied(self.exec_env):  # its workers are its forks: set at its start
+                    pid = util.spawnv_passfds(exe, args, child_fds)
             except BaseException:
                 for fd in (alive_w, status_r, fault_r, boot_w):
                     os.close(fd)
@@ -476,7 +486,11 @@ def _start_failure_text(final: Any, step: str, server: WarmServer, fault: str) -
 
 # ------------------------------------------------------------------ registry
 def server_key(
-    package: str, preload: tuple[str, ...], namespace: Any, boot: Any = None
+    package: str,
+    preload: tuple[str, ...],
+    namespace: Any,
+    boot: Any = None,
+    exec_env: dict[str, str] | None = None,
 ) -> tuple[Any, ...]:
     from spawnkit import _metadata
 
@@ -495,6 +509,7 @@ def server_key(
         _metadata.path_fingerprint(),
         os.getcwd(),
         tuple(sys.argv),  # what the server's plugins and preloads see as the command line
+        tuple(sorted((exec_env or {}).items())),  # env= it starts with (bootstrap in workers too)
         # The bytes view where there is one: the same variables, without decoding each.
         tuple(sorted((os.environb if os.supports_bytes_environ else os.environ).items())),
         # The interpreter the server is started with (``set_executable()`` changes it).
@@ -508,9 +523,11 @@ def get_server(
     namespace: Any,
     boot: Any = None,
     timeout: float | None = None,
+    exec_env: dict[str, str] | None = None,
 ) -> WarmServer:
-    """The running server for this key, started (bootstrapped, preloaded) on first use."""
-    key = server_key(package, preload, namespace, boot)
+    """The running server for this key, started (bootstrapped, preloaded) on first use;
+    ``exec_env``: the launch's ``env=`` entries read only at start (``spawnkit._environ``)."""
+    key = server_key(package, preload, namespace, boot, exec_env)
     with _servers_lock:
         for old in [s for s in _retired if not s.alive()]:  # its workers ended: reaped
             _retired.remove(old)
@@ -524,7 +541,7 @@ def get_server(
             server.stop(0.5)  # it died: replace it
             del _servers[key]
         _fork_loop.most_spares()  # a bad SPAWNKIT_WARM_SPARES is refused before a server starts
-        server = WarmServer(package, preload, boot)
+        server = WarmServer(package, preload, boot, exec_env)
         began = time.monotonic()
         server.start(_START_TIMEOUT if timeout is None else timeout)
         server.start_window = (began, time.monotonic())

@@ -1,0 +1,39 @@
+"""The launcher's ``env=`` where setting it in the worker is too late.
+
+A worker sets ``env=`` in ``os.environ`` as its first stage, which is in time for everything
+that reads the environment when asked (a platform's probe, torch's import, CUDA's start).  It
+is too late for what reads it once, as the process starts: the interpreter's own variables
+(``PYTHONHASHSEED``, ``PYTHONWARNINGS``, ``PYTHONDEVMODE``...), the dynamic loader's
+(``LD_LIBRARY_PATH``, ``LD_PRELOAD``) and the C library's (``MALLOC_ARENA_MAX``,
+``GLIBC_TUNABLES``).  Those go into the environment the process is started with (a spawned
+worker's, or a warm server's, whose workers are its forks), in the launcher's
+``platforms.discovery.env_applied`` window.  ``PYTHONPATH`` is read at start too, but
+multiprocessing then replaces ``sys.path`` with the launcher's, so the worker also puts its
+entries on ``sys.path`` where the interpreter would have.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+
+__all__ = ["put_on_path", "read_at_start"]
+
+#: Variables read only as a process starts, by prefix: the interpreter's, the loaders' (Linux,
+#: macOS) and glibc's malloc and tunables.
+_AT_START = ("PYTHON", "LD_", "DYLD_", "MALLOC_", "GLIBC_TUNABLES")
+
+
+def read_at_start(env: Mapping[str, str]) -> dict[str, str]:
+    """The entries of ``env`` read only as a process starts that this process's environment
+    lacks or has otherwise: they must be set before the exec, not in the worker."""
+    environ = os.environ
+    return {k: v for k, v in env.items() if k.startswith(_AT_START) and environ.get(k) != v}
+
+
+def put_on_path(pythonpath: str) -> None:
+    """``PYTHONPATH``'s entries on ``sys.path`` after its first entry (the script's directory),
+    as the interpreter puts them; an entry already there stays where it is."""
+    fresh = [p for p in dict.fromkeys(pythonpath.split(os.pathsep)) if p and p not in sys.path]
+    sys.path[1:1] = fresh

@@ -1,0 +1,106 @@
+"""``env=`` entries read only as a process starts take effect in real spawned and warm workers.
+
+Before: the worker set them in ``os.environ`` as its first stage, after the interpreter, the
+loader and glibc had read theirs: ``PYTHONHASHSEED``, ``PYTHONPATH`` and ``LD_LIBRARY_PATH``
+showed in ``os.environ`` and changed nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spawnkit import _environ, spawn_with_plugins
+
+ENTRY = """
+import os, sys
+
+def main():
+    with open("/proc/self/environ", "rb") as f:  # what the process was exec'd with
+        started = dict(x.decode().split("=", 1) for x in f.read().split(b"\\0") if b"=" in x)
+    import only_on_env_path
+    return {
+        "hash": hash("spawnkit"),
+        "env_path_module": only_on_env_path.WHERE,
+        "started_with": {k: started.get(k) for k in ("LD_LIBRARY_PATH", "MALLOC_ARENA_MAX")},
+        "environ": os.environ.get("LD_LIBRARY_PATH"),
+    }
+"""
+
+
+def _hash_with_seed(seed: str) -> int:
+    done = subprocess.run(
+        [sys.executable, "-c", "print(hash('spawnkit'))"],
+        env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return int(done.stdout)
+
+
+@pytest.fixture
+def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    name = f"startenv_{os.getpid()}_{tmp_path.name}".replace("-", "_")
+    (tmp_path / f"{name}.py").write_text(ENTRY)
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "only_on_env_path.py").write_text("WHERE = __file__\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for var in ("LD_LIBRARY_PATH", "MALLOC_ARENA_MAX", "PYTHONHASHSEED"):
+        monkeypatch.delenv(var, raising=False)
+    return tmp_path / f"{name}.py"
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_variables_read_at_start_reach_a_spawned_and_a_warm_worker(app: Path, method: str) -> None:
+    extra = app.parent / "extra"
+    env = {
+        "PYTHONHASHSEED": "7",
+        "PYTHONPATH": str(extra),
+        "LD_LIBRARY_PATH": "/opt/spawnkit-test-libs",
+        "MALLOC_ARENA_MAX": "2",
+    }
+    before = dict(os.environ)
+    with spawn_with_plugins(
+        f"{app.stem}:main", nprocs=2, start_method=method, env=env,
+        ready_timeout=120, join_timeout=120,
+    ) as group:  # fmt: skip
+        results = group.results(timeout=120)
+    assert dict(os.environ) == before  # the launcher's environment is as it was
+    for got in results:
+        assert got["hash"] == _hash_with_seed("7"), got
+        assert got["env_path_module"] == str(extra / "only_on_env_path.py")
+        assert got["started_with"] == {k: env[k] for k in ("LD_LIBRARY_PATH", "MALLOC_ARENA_MAX")}
+        assert got["environ"] == env["LD_LIBRARY_PATH"]
+
+
+def test_warm_servers_started_with_other_start_variables_are_other_servers(
+    app: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPAWNKIT_WARM_BOOTSTRAP", "worker")  # env= then is not in the boot key
+    hashes = {}
+    for seed in ("1", "2"):
+        env = {"PYTHONHASHSEED": seed, "PYTHONPATH": str(app.parent / "extra")}
+        with spawn_with_plugins(
+            f"{app.stem}:main", start_method="forkserver", env=env,
+            ready_timeout=120, join_timeout=120,
+        ) as group:  # fmt: skip
+            hashes[seed] = group.results(timeout=120)[0]["hash"]
+    assert hashes == {"1": _hash_with_seed("1"), "2": _hash_with_seed("2")}
+
+
+def test_only_variables_read_at_start_that_differ_are_set_before_the_exec(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PYTHONHASHSEED", "3")
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    env = {"PYTHONHASHSEED": "3", "LD_PRELOAD": "/x.so", "OMP_NUM_THREADS": "1", "MY_VAR": "1"}
+    assert _environ.read_at_start(env) == {"LD_PRELOAD": "/x.so"}  # the worker sets the rest
+
+
+def test_pythonpath_entries_go_after_the_first_entry_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "path", ["/script", "/already", "/stdlib"])
+    _environ.put_on_path(os.pathsep.join(["/a", "", "/already", "/b", "/a"]))
+    assert sys.path == ["/script", "/a", "/b", "/already", "/stdlib"]
