@@ -192,3 +192,82 @@ def test_sources_lists_own_files_and_sees_an_edit_and_a_removal(tmp_path: Path) 
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("wsrc_mod_a", None)
+
+
+_CONFIG_LAUNCHER = """
+import json, pathlib, sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+CONFIG = pathlib.Path({site!r}) / "{pkg}" / "config.json"
+
+def launch(method):
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.engine:main", namespace=NS, start_method=method,
+        ready_timeout=120, join_timeout=120,
+    ) as group:
+        return group.results(timeout=120)[0]
+
+if __name__ == "__main__":
+    CONFIG.write_text(json.dumps({{"suffix": ":v1"}}))
+    out = {{"first": launch("forkserver"), "again": launch("forkserver")}}
+    CONFIG.write_text(json.dumps({{"suffix": ":second"}}))  # longer: another size
+    out["edited"] = launch("forkserver")
+    out["spawned"] = launch("spawn")
+    print("OUT", json.dumps(out))
+"""
+
+# Reads its configuration as it loads, and a kernel file (changed at every look: not listed).
+_CONFIG_PLUGIN = """
+import json, pathlib
+from spawnkit.hooks import HookType
+import spawnkit
+
+SUFFIX = json.loads(pathlib.Path(__file__).with_name("config.json").read_text())["suffix"]
+with open("/proc/self/status") as status:
+    status.read()
+
+def register():
+    spawnkit.Namespace({tag!r}).hooks.register(
+        "{pkg}.engine.answer", lambda result: result + SUFFIX, HookType.AFTER
+    )
+"""
+
+
+def test_a_configuration_file_edited_between_warm_launches_is_read_again(tmp_path: Path) -> None:
+    app = write_app(
+        tmp_path,
+        "wcfg",
+        _CONFIG_LAUNCHER,
+        plugins={"configured": "plugin:register"},
+        modules={"plugin": _CONFIG_PLUGIN, "engine": _ENGINE},
+    )
+    proc = run_script(app.script)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    (first, server), (again, same) = out["first"], out["again"]
+    assert first == again == "engine:v1"
+    assert same == server, "an unchanged configuration (and /proc) must keep the warm server"
+    # Before: 'engine:v1' from the first server, while the spawned worker read ':second'.
+    edited, new_server = out["edited"]
+    assert edited == out["spawned"][0] == "engine:second" and new_server != server
+
+
+def test_reads_notes_files_opened_to_read_and_puts_open_back(tmp_path: Path) -> None:
+    import builtins
+    import io
+
+    opened = builtins.open
+    data, out, updated = tmp_path / "data.json", tmp_path / "out.txt", tmp_path / "db"
+    data.write_text("{}")
+    updated.write_text("")
+    with _sources.Reads() as reads:
+        data.read_text()  # pathlib: io.open
+        with open(out, "w") as f, open(updated, "r+"):
+            f.write("x")
+        with open(os.open(data, os.O_RDONLY), closefd=True):  # a descriptor: no path
+            pass
+    assert reads.paths == {str(data)}
+    assert builtins.open is opened and io.open is opened
+    assert [s[0] for s in _sources.snapshot(time.time_ns(), reads.paths)].count(str(data)) == 1

@@ -1,4 +1,4 @@
-"""The source files a warm-start server runs, and whether any changed since it imported them.
+"""The files a warm-start server runs and read, and whether any changed since.
 
 A server imports its plugins, hook targets, preloads and the launcher's modules once, and
 every worker it forks runs that code.  A spawned worker imports them anew: a plugin edited
@@ -9,15 +9,28 @@ mtime the key reads (``_metadata.path_fingerprint``).  So the server lists, once
 ready, each file it imported from outside the interpreter's own trees (what pip installs
 there changes a directory the key reads), and the launcher looks at them before it forks
 from that server again (``warm.get_server``): one ``stat`` a file, about a microsecond each.
+
+The same holds for a file a plugin or preload reads as it loads (its configuration, a table of
+tuned settings): a spawned worker reads it at every launch, a warm one has what the server
+read.  While the server bootstraps and preloads, ``open`` notes each file opened for reading
+(:class:`Reads`), and those are listed too.  Not the kernel's own files (``/proc``, ``/sys``,
+``/dev``: they read as changed at every look), nor what the installed trees hold.
 """
 
 from __future__ import annotations
 
+import builtins
+import io
 import os
 import sys
 import time
+from collections.abc import Iterable
+from typing import Any
 
-__all__ = ["changed", "snapshot"]
+__all__ = ["Reads", "changed", "snapshot"]
+
+#: The kernel's files: their size and times change with every look.
+_VIRTUAL = ("/proc/", "/sys/", "/dev/")
 
 #: (path, st_mtime_ns, st_size, st_ino): an edit in place moves the first two, a save by
 #: rename the third.
@@ -37,10 +50,36 @@ def _installed_roots() -> tuple[str, ...]:
     return tuple(os.path.join(os.path.abspath(r), "") for r in roots if r)
 
 
-def snapshot(started_ns: int) -> list[Source]:
-    """In the server, once ready: every imported module's file outside the installed trees
-    that can be looked at now (a module inside a zip cannot, and is left out, or it would
-    read as changed at every launch).
+class Reads:
+    """The files opened for reading during the block (``open``, ``io.open``, what pathlib's
+    ``read_text`` calls), for :func:`snapshot`; a file opened to write or update is output."""
+
+    def __enter__(self) -> Reads:
+        self.paths: set[str] = set()
+        self._saved = opened = builtins.open
+        paths = self.paths
+
+        def noted_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+            handle = opened(file, mode, *args, **kwargs)
+            if isinstance(file, (str, bytes, os.PathLike)) and not set("wax+") & set(mode):
+                paths.add(os.path.abspath(os.fsdecode(file)))
+            return handle
+
+        self._ours = noted_open
+        builtins.open = io.open = noted_open
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if builtins.open is self._ours:  # a wrapper a plugin put over ours is kept
+            builtins.open = self._saved
+        if io.open is self._ours:
+            io.open = self._saved
+
+
+def snapshot(started_ns: int, read: Iterable[str] = ()) -> list[Source]:
+    """In the server, once ready: every imported module's file, and every file in ``read``,
+    outside the installed trees that can be looked at now (a module inside a zip cannot, and
+    is left out, or it would read as changed at every launch).
 
     A file changed since the server started (``started_ns``, wall clock) may have changed
     after the server imported it: it is listed as changed already, so the next launch starts
@@ -51,12 +90,12 @@ def snapshot(started_ns: int) -> list[Source]:
     now_ns = time.time_ns()
     seen: set[str] = set()
     out: list[Source] = []
-    for module in list(sys.modules.values()):
-        path = getattr(module, "__file__", None)
+    files = [getattr(module, "__file__", None) for module in list(sys.modules.values())]
+    for path in [*files, *sorted(read)]:
         if not isinstance(path, str):
             continue
         path = os.path.abspath(path)
-        if path in seen or path.startswith(roots):
+        if path in seen or path.startswith(roots) or path.startswith(_VIRTUAL):
             continue
         seen.add(path)
         try:

@@ -39,6 +39,7 @@ from spawnkit.protocol import (
     _fork_sockets,
     _fork_state,
     _main_code,
+    _sources,
     failure,
 )
 from spawnkit.protocol import messages as proto
@@ -222,7 +223,11 @@ def _prepare(
     """
     try:
         spares = _fork_loop.most_spares()  # the launcher checked it: same environment
-        with _ThreadOrigins() as threads, _fork_sockets.Connections() as connections:
+        with (
+            _ThreadOrigins() as threads,
+            _fork_sockets.Connections() as connections,
+            _sources.Reads() as reads,  # a plugin's configuration: listed with the sources
+        ):
             if spec is not None:
                 prebootstrap(spec, status)
             for module in preload:
@@ -243,12 +248,12 @@ def _prepare(
         status.send(failure.record(stage, exc))
         return None
     from spawnkit.bootstrap.process import take_rankless_reads
-    from spawnkit.protocol import _sources
 
     # who asked for a rank while there was none: the launcher warns (WarmServerWarning);
     # the files whose code its workers run: the launcher forks from it while none changed
     report = {"started": started, "rankless": take_rankless_reads()}
-    status.send(proto.Ready({**report, "sources": _sources.snapshot(int(started * 1e9))}))
+    sources = _sources.snapshot(int(started * 1e9), reads.paths)
+    status.send(proto.Ready({**report, "sources": sources}))
     return spares
 
 
