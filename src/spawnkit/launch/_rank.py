@@ -75,8 +75,11 @@ class Rank:
 
     @property
     def unsuccessful(self) -> bool:
-        """It ended without every sign of success: exit 0, ready, a result that travelled."""
-        return self.exitcode != 0 or not self.ready or bool(self.result_error)
+        """It ended without every sign of success: exit 0, ready, a result that travelled
+        (none at all: the entry never returned, ``os._exit(0)`` ended it)."""
+        return (
+            self.exitcode != 0 or not self.ready or self.result is None or bool(self.result_error)
+        )
 
     def end_state(self, named: bool, reported: bool, interrupting: bool) -> str:
         """``done``/``failed``/``stopped`` for the progress callback; ``named``: the group's

@@ -115,7 +115,8 @@ class GroupContract(abc.ABC):
 
     @abc.abstractmethod
     def results(self, timeout: float | None = None) -> list[Any]:
-        """The entries' return values by rank (``ChildExitedError`` for a stopped rank)."""
+        """The entries' return values by rank (``ChildExitedError`` for a rank stopped, or
+        ended without returning: ``os._exit(0)``; ``sys.exit(0)`` in an entry gives None)."""
 
     @abc.abstractmethod
     def terminate(self) -> None:

@@ -329,15 +329,7 @@ def child_main(spec: ProcessSpec) -> None:
         boot.freeze_gc = True  # this process is the worker: its heap is the bootstrap's
         result = boot.run()
     except SystemExit as exc:
-        if deaf:  # the entry is over: a Ctrl-C now must not cut the report short
-            _hear_sigint(False)
-        code = _exit_code(exc)
-        if code != 0 or not reporter.ready_sent:
-            import traceback  # only on this failure path
-
-            text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-            reporter.send(proto.Exited(_failing_stage(exc, reporter), code, text))
-        reporter.close()
+        _report_exit(exc, reporter, deaf)
         raise
     except BaseException as exc:
         if deaf:
@@ -364,6 +356,22 @@ def child_main(spec: ProcessSpec) -> None:
         )
     else:
         reporter.send(proto.Result(data))
+    reporter.close()
+
+
+def _report_exit(exc: SystemExit, reporter: _Reporter, deaf: bool) -> None:
+    """A ``sys.exit()``: its code and where, or after ready with 0, an entry that ended as it
+    meant to, with no value (an ``os._exit(0)`` sends nothing: the launcher calls it a failure)."""
+    if deaf:  # the entry is over: a Ctrl-C now must not cut the report short
+        _hear_sigint(False)
+    code = _exit_code(exc)
+    if code != 0 or not reporter.ready_sent:
+        import traceback  # only on this failure path
+
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        reporter.send(proto.Exited(_failing_stage(exc, reporter), code, text))
+    else:
+        reporter.send(proto.Result())
     reporter.close()
 
 

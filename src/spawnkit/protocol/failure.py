@@ -331,10 +331,15 @@ def _exit_story(
         head = f"{who.label} called sys.exit({code}) in stage {exited.stage!r}, {phase}."
         return head, f"Where it exited:\n{exited.traceback_text.rstrip()}", ""
     if code == 0:
+        lost = (
+            "returning or raising: it has no result"
+            if ready
+            else "raising, so the bootstrap could not finish"
+        )
         return (
             f"{who.label} exited with code 0 in stage {stage!r}, {phase}.",
             "Likely cause: code in that stage ended the process (os._exit(0) or a C "
-            "library's exit()) instead of raising, so the bootstrap could not finish.",
+            f"library's exit()) instead of {lost}.",
             "",
         )
     if stage == PRE_BOOTSTRAP and not who.host:

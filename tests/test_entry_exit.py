@@ -1,0 +1,64 @@
+"""An entry that ends its process instead of returning: told apart from one that returned None.
+
+Before: a rank whose entry called ``os._exit(0)`` (or a C library's ``exit()``) after it was
+ready counted as done, and ``results()`` gave ``None`` for it, as if the entry had returned
+``None``.  ``sys.exit(0)`` is an entry ending as it means to, with no value: still ``None``.
+Real spawned and warm workers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from spawnkit import spawn_with_plugins
+from spawnkit.errors import ChildExitedError
+
+APP = """
+import os, sys, time
+from spawnkit.bootstrap import current_spec
+
+def hard(payload=None):
+    if current_spec().rank == 1:
+        os._exit(0)
+    time.sleep(60)
+
+def clean(payload=None):
+    sys.exit(0)
+
+def nothing(payload=None):
+    return None
+"""
+
+
+@pytest.fixture
+def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    name = f"entry_exit_{tmp_path.name}".replace("-", "_")
+    (tmp_path / f"{name}.py").write_text(APP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+def _results(entry: str, method: str) -> list[object]:
+    with spawn_with_plugins(
+        entry, nprocs=2, start_method=method, ready_timeout=120, join_timeout=120
+    ) as group:
+        return group.results(timeout=120)
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_an_entry_ended_by_os_exit_0_has_no_result_and_fails_the_group(
+    app: str, method: str
+) -> None:
+    with pytest.raises(ChildExitedError) as info:
+        _results(f"{app}:hard", method)  # rank 0 sleeps: the failure stops it
+    err = info.value
+    assert (err.rank, err.stage, err.exit_code) == (1, "entry", 0)
+    assert "os._exit(0)" in str(err) and "it has no result" in str(err)
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_sys_exit_0_and_returning_none_both_give_none(app: str, method: str) -> None:
+    assert _results(f"{app}:clean", method) == [None, None]
+    assert _results(f"{app}:nothing", method) == [None, None]
