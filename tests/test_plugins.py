@@ -492,3 +492,35 @@ def test_apply_after_a_failed_load_raises_instead_of_applying_part_of_the_plugin
         apply_plugin_hooks(world.ns)  # a caller that caught the first error
     assert not world.ns.plugins.applied
     assert f"{world.eng}.sched" not in sys.modules  # nothing was patched
+
+
+PLATFORM_ACTIVATE = """
+    def register():  # what a platform plugin's activate() is: the class when the device is here
+        return "{mod}.platform:MyDevicePlatform"
+    """
+
+STATUS_WORD = """
+    def register():  # a shim's status word (sglang-radeon-rdna3 style): not a platform answer
+        return "applied"
+    """
+
+
+def test_a_platform_plugin_declared_as_a_general_plugin_is_refused_naming_the_group(
+    world: World,
+) -> None:
+    # Before: called as a general plugin, its answer dropped: the workers ran on another
+    # platform (the decision table never saw it), with nothing said.
+    world.add_plugin("mydev", PLATFORM_ACTIVATE, dist="mydev-plugin", version="0.3")
+    world.add_plugin("shims", STATUS_WORD)
+    with pytest.raises(PluginError) as info:
+        load_plugins(world.ns)
+    text = str(info.value)
+    assert "plugin 'mydev'" in text and "mydev-plugin 0.3" in text, text
+    assert "is a platform plugin in the general plugin group" in text
+    cfg = world.ns.config
+    assert f"group {cfg.platform_group!r} instead of {cfg.plugin_group!r}" in text
+
+
+def test_a_general_plugin_returning_a_status_word_loads(world: World) -> None:
+    world.add_plugin("shims", STATUS_WORD)
+    assert [p.name for p in load_plugins(world.ns)] == ["shims"]

@@ -313,7 +313,7 @@ class PluginManager:
         before_mods = len(sys.modules)
         # CLOCK_MONOTONIC, the clock every process of the host shares (see spawnkit._trace)
         start = time.monotonic()
-        failure = _run(self.namespace.name, info, source, registry)
+        failure = _run(self.namespace.config, info, source, registry)
         seconds = time.monotonic() - start
         imported = tuple(itertools.islice(sys.modules, before_mods, None))
         outside = tuple(watch.changes(list(imported))) if watch is not None else ()
@@ -410,6 +410,17 @@ class PluginManager:
         self.report = PluginReport()
 
 
+def _platform_answer(returned: object) -> bool:
+    """Whether a general plugin's callback returned what a platform plugin's ``activate()``
+    does: a class, or a qualname (``pkg.mod.Class``, ``pkg.mod:Class``), not a status word."""
+    if isinstance(returned, type):
+        return True
+    if not isinstance(returned, str):
+        return False
+    parts = returned.strip().replace(":", ".", 1).split(".")  # a second ':' is no identifier
+    return len(parts) > 1 and all(map(str.isidentifier, parts))
+
+
 def _refuse_misrouted(ns: str, default: Any, source: Any, before: int) -> None:
     """Hooks a plugin of this namespace put on the *default* registry would never run.
 
@@ -434,7 +445,9 @@ def _refuse_misrouted(ns: str, default: Any, source: Any, before: int) -> None:
     )
 
 
-def _run(ns: str, info: PluginInfo, source: Any, registry: Any) -> tuple[str, Exception] | None:
+def _run(
+    config: NamespaceConfig, info: PluginInfo, source: Any, registry: Any
+) -> tuple[str, Exception] | None:
     """Import the plugin's entry point and call it; on failure, what failed and why."""
     ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
     default = type(registry).default()
@@ -449,7 +462,16 @@ def _run(ns: str, info: PluginInfo, source: Any, registry: Any) -> tuple[str, Ex
             pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
         elif callable(obj):
             what = "raised in its callback"
-            obj()
+            returned = obj()
+            if returned is not None and _platform_answer(returned):
+                what = "is a platform plugin in the general plugin group"
+                raise TypeError(
+                    f"its callback returned {returned!r}, what a platform plugin's "
+                    "activate() returns (its platform class). A general plugin is called for "
+                    "the hooks it registers and what it returns is dropped, so that platform "
+                    f"would never be selected. Declare the entry point in group "
+                    f"{config.platform_group!r} instead of {info.group!r}"
+                )
         else:
             what = "raised in its callback"
             raise TypeError(
@@ -457,7 +479,7 @@ def _run(ns: str, info: PluginInfo, source: Any, registry: Any) -> tuple[str, Ex
                 "it at the plugin's register function ('module:register')"
             )
         if default is not registry:
-            _refuse_misrouted(ns, default, source, before_default)
+            _refuse_misrouted(config.name, default, source, before_default)
     except Exception as exc:
         return what, exc
     finally:
