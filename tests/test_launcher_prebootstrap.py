@@ -327,6 +327,45 @@ def test_a_datagram_or_listening_socket_opened_at_load_is_left_alone(site: Site)
     assert len(_launch(site, f"{_probe(site)}:plain")) == 1
 
 
+def _parallel_torch() -> None:
+    torch = pytest.importorskip("torch")
+    if torch.get_num_threads() < 2:
+        pytest.skip("one intra-op thread: GNU OpenMP starts no pool to leave behind")
+
+
+_WARM_UP = "import torch\n(torch.randn(4_000_000) * 2).sum()  # a parallel op: OpenMP's pool\n"
+
+
+@pytest.mark.needs_torch
+def test_a_plugin_or_preload_that_starts_openmps_pool_is_refused_with_its_name(
+    site: Site,
+) -> None:
+    # Before: served, and every warm worker hung at its first parallel operation (GNU OpenMP
+    # in a forked child waits for the parent's pool threads), until join_timeout.
+    _parallel_torch()
+    _add_plugin(site, "warmup", _WARM_UP + "def register():\n    pass\n")
+    probe = _probe(site)
+    with pytest.raises(ForkSafetyError) as info:
+        _launch(site, f"{probe}:plain")
+    text = str(info.value)
+    assert "plugin 'warmup'" in text and "GNU OpenMP's thread pool" in text, text
+    assert info.value.culprit.startswith("plugin 'warmup'") and info.value.stage == "load_plugins"
+    assert gone(info.value.server_pid or 0)
+    preload = f"{site.tag}_warm_preload"
+    (site.root / f"{preload}.py").write_text(_WARM_UP)
+    no_plugins = {site.ns.config.plugins_var: ""}  # this time the preload alone
+    with pytest.raises(ForkSafetyError, match=f"preload module {preload!r} started GNU OpenMP"):
+        _launch(site, f"{probe}:plain", preload=(preload,), env=no_plugins)
+
+
+@pytest.mark.needs_torch
+def test_a_plugin_importing_torch_and_numpy_without_running_ops_is_served(site: Site) -> None:
+    # numpy's import starts OpenBLAS's pool, which resets itself in a forked child: left alone
+    _parallel_torch()
+    _add_plugin(site, "importer", "import numpy, torch\ndef register():\n    pass\n")
+    assert len(_launch(site, f"{_probe(site)}:plain")) == 1
+
+
 @pytest.mark.needs_torch
 def test_a_plugin_that_creates_an_accelerator_context_is_refused_with_its_name(
     site: Site,

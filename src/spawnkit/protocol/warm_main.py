@@ -36,6 +36,7 @@ from spawnkit.errors import ForkSafetyError, ForkServerError
 from spawnkit.protocol import (
     _fork_exit,
     _fork_loop,
+    _fork_pools,
     _fork_sockets,
     _fork_state,
     _main_code,
@@ -65,6 +66,7 @@ class _Status:
     def __init__(self, fd: int) -> None:
         self.conn = Connection(fd, readable=False)
         self.step = "startup"
+        self.pools = _fork_pools.Pools()  # native pools a fork would leave behind (OpenMP)
 
     def send(self, msg: proto.Message) -> None:
         if isinstance(msg, proto.StageStarted):
@@ -77,17 +79,18 @@ class _Status:
 
     def stage_finished(self, stage: str, seconds: float) -> None:
         self.send(proto.StageFinished(str(stage), seconds))
-        if not _accelerator_contexts():
-            return
         if stage == Stage.PLATFORM.value:
             winner = self.namespace.platforms.decision().get("winner")
-            _check_accelerator(
-                f"platform {getattr(winner, 'name', '?')!r} (its init_backend)", stage
-            )
-        _check_accelerator(f"importing hook target modules (stage {stage!r})", stage)
+            culprit = f"platform {getattr(winner, 'name', '?')!r} (its init_backend)"
+        else:
+            culprit = f"importing hook target modules (stage {stage!r})"
+        self.pools.after(culprit, stage)
+        if _accelerator_contexts():
+            _check_accelerator(culprit, stage)
 
     def plugin_loaded(self, name: str, dist: str) -> None:
         self.send(proto.StageStarted(_steps.plugin_step(name)))
+        self.pools.after(f"plugin {name!r} from {dist}", Stage.PLUGINS.value)
         _check_accelerator(f"plugin {name!r} from {dist}", Stage.PLUGINS.value)
 
     def ready(self, report: Any) -> None:
@@ -202,6 +205,7 @@ def _preload(module: str, status: _Status) -> None:
             kind="preload",
         ) from exc
     status.send(proto.StageFinished(step, time.perf_counter() - begun))
+    status.pools.after(f"preload module {module!r}", "preload")
     contexts = _accelerator_contexts()
     if contexts:
         raise ForkServerError(
@@ -233,6 +237,7 @@ def _prepare(
             for module in preload:
                 _preload(module, status)
             _import_quietly(launcher, status)
+            status.pools.after("", _steps.stage_of(status.step))
             threads.check()
             connections.check()
         _fork_state.settle()
