@@ -187,6 +187,17 @@ def test_unknown_selected_name_is_refused_listing_installed(
     assert f"{world.eng}.events" not in sys.modules  # refused before any plugin ran
 
 
+def test_a_platform_plugin_selected_as_a_general_plugin_names_the_variable_to_use(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world.add_plugin("alpha", RECORDING, platform_entry="mydevice")
+    monkeypatch.setenv(world.ns.config.plugins_var, "alpha,mydevice")
+    with pytest.raises(PluginError) as info:
+        load_plugins(world.ns)
+    cfg = world.ns.config
+    assert f"'mydevice' (a platform plugin: select it with {cfg.platform_var})" in str(info.value)
+
+
 def test_unknown_selected_name_is_one_warning_when_lenient(
     world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -167,10 +167,14 @@ def refuse_unknown(
 
     config = namespace.config
     installed = sorted({i.name for i in infos})
+    platforms = {ep.name for ep in _metadata.entry_points(config.platform_group)}
     parts = []
     for name in unknown:
         close = difflib.get_close_matches(name, installed, n=1)
-        parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+        if name in platforms:  # a device, not a general plugin: another variable selects it
+            parts.append(f"{name!r} (a platform plugin: select it with {config.platform_var})")
+        else:
+            parts.append(f"{name!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
     message = (
         f"{origin or config.plugins_var} selects "
         f"{', '.join(parts)}, but no installed plugin of {config.plugin_group!r} has that "
