@@ -427,6 +427,62 @@ def test_class_attributes_holding_an_original_are_rebound_and_restored_exactly(
     assert engine.tokfn is rope
 
 
+CLASS_TABLES = """
+from PKG.lib import Engine, get_rope
+
+
+class Ops:
+    table = {"rope": get_rope, "n": 1}
+    handlers = [len, get_rope]
+    pairs = (get_rope, len)
+    engines = {"default": Engine}
+
+
+class Base:
+    registry = {}
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        Base.registry[cls.__name__] = cls
+"""
+
+
+def test_dicts_and_lists_in_class_attributes_are_rebound_and_a_tuple_reported(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """A dispatch table as a class attribute kept the original while status said applied."""
+    lib = mods.load("lib", LIB)
+    rope, engine = lib.get_rope, lib.Engine
+    holder = mods.load("holder", CLASS_TABLES)
+    plugin = mods.load("plugin", "from PKG.lib import Engine\nclass Fast(Engine):\n    pass\n")
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    registry.register(mods.name("lib.Engine"), plugin.Fast, HookType.REPLACE)
+    registry.apply_hooks()
+    ops = holder.Ops
+    assert ops.table["rope"](1) == ("hooked", "rope", 1) and ops.table["n"] == 1
+    assert ops.handlers == [len, lib.get_rope] and ops.engines["default"] is plugin.Fast
+    propagated = {label for t in registry.applied_targets() for _, label in t.propagated_to}
+    assert {"Ops.table['rope']", "Ops.handlers[1]", "Ops.engines['default']"} <= propagated
+    stale = registry.stale_holders()
+    assert [(h["name"], h["kind"]) for h in stale] == [("Ops.pairs[0]", "tuple item")]
+    assert {s.state for s in registry.status()} == {"partial", "applied"}
+    registry.unapply()
+    assert ops.table["rope"] is rope and ops.handlers[1] is rope
+    assert ops.engines["default"] is engine
+
+
+def test_a_clean_modules_class_registry_filled_later_is_swept(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    holder = mods.load("holder", "class Registry:\n    handlers = {}\n    frozen = ()\n")
+    lib = mods.load("lib", LIB)
+    holder.Registry.handlers["rope"] = lib.get_rope  # filled after the module was built
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    registry.apply_hooks(clean_modules={holder.__name__})
+    assert holder.Registry.handlers["rope"] is lib.get_rope
+    assert registry.stale_holders() == []
+
+
 def test_a_class_attribute_that_cannot_be_set_is_reported_not_hidden(
     mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
 ) -> None:

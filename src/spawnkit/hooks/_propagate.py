@@ -7,7 +7,8 @@ The same goes, one level down, for an original stored in a module-level
 container: ``TABLE = {"tok": f}``, a registry dict filled by a decorator,
 ``HANDLERS = [f]``, ``PAIRS = (f, g)``, a default argument
 ``def run(x, fn=f)`` of a module-level function, an attribute of a class
-the module defines (``class Engine: tokfn = staticmethod(f)``), and what a
+the module defines (``class Engine: tokfn = staticmethod(f)``) or an item of
+a dict, list or tuple that is one (``class Ops: table = {"tok": f}``), and what a
 module-level wrapper made at import holds: ``functools.partial(f, 1)``, a bound
 method ``engine.run``, ``lru_cache()(f)``, a decorator's wrapper (``f`` in its
 closure).
@@ -17,7 +18,8 @@ One sweep per apply finds all of them at once.  Per module, C-level passes
 containers' items, and of the attributes of the classes it defines) decide
 whether the module needs a closer look; only the (rare) modules that hold an
 original are walked in Python.  Globals, dict values, list items and class
-attributes (also inside a ``staticmethod``/``classmethod``) are rebound;
+attributes (also inside a ``staticmethod``/``classmethod``, and the items of
+their dicts and lists) are rebound;
 tuple items, default arguments and wrappers cannot be (or must not be: a default
 argument is a common way to keep the original on purpose, and a new wrapper would
 change the old one's identity) and come back as :class:`StaleHolder` for the
@@ -25,8 +27,8 @@ caller to report, as does a class attribute the caller fails to set (a class
 that refuses ``setattr``).  The chains being installed hold their originals in
 their closures by design: never reported.
 
-What the sweep does not see: references deeper than one level (a dict of
-dicts, a tuple in a class, an instance's attribute, a partial in a dict, a
+What the sweep does not see: references deeper than that (a dict of dicts,
+a dict in a class's dict, an instance's attribute, a partial in a dict, a
 nested closure), containers of other types (sets, ``deque``, user
 classes), classes a module imported rather than defined (their own module is
 swept), a module's ``__all__`` (names, never called through), classes
@@ -224,26 +226,24 @@ def _items(
     classes (a few in ten); the selections run over those only.
     """
     kinds = list(map(type, values))
-    wanted: frozenset[type] = _CONTAINERS if immutable_too else _MUTABLE
-    if immutable_too:
-        metaclasses = {kind for kind in set(kinds) if issubclass(kind, type)}
-        wanted = wanted | metaclasses
+    metaclasses = {kind for kind in set(kinds) if issubclass(kind, type)}
+    wanted = (_CONTAINERS if immutable_too else _MUTABLE) | metaclasses
     keep = list(map(wanted.__contains__, kinds))
     values, kinds = list(compress(values, keep)), list(compress(kinds, keep))
     dicts = list(compress(values, map(_DICTS.__contains__, kinds)))
     lists = list(compress(values, map(_LISTS.__contains__, kinds)))
+    classes = list(compress(values, map(metaclasses.__contains__, kinds)))
     parts: list[Iterator[Any]] = [
         _flat(map(dict.values, compress(dicts, map(is_not, dicts, repeat(_BUILTINS_DICT))))),
         _flat(compress(lists, map(not_, map(exempt.__contains__, map(id, lists))))),
+        _class_items(_own_classes(names, classes), immutable_too),
     ]
     if immutable_too:
         functions = list(compress(values, map(_FUNCTIONS.__contains__, kinds)))
-        classes = list(compress(values, map(metaclasses.__contains__, kinds)))
         parts += [
             _flat(compress(values, map(_TUPLES.__contains__, kinds))),
             _flat(filter(None, map(_defaults, functions))),
             _flat(map(dict.values, filter(None, map(_kwdefaults, functions)))),
-            _class_items(_own_classes(names, classes)),
             *(
                 map(attrgetter(attr), compress(values, map(is_, kinds, repeat(kind))))
                 for kind, (attr, _) in _WRAPPING.items()
@@ -272,13 +272,24 @@ def _own_classes(names: Collection[str], classes: list[type]) -> list[type]:
         ]
 
 
-def _class_items(classes: list[type]) -> Iterator[Any]:
-    """Every attribute value of ``classes``, and the function inside each static/classmethod."""
+def _class_items(classes: list[type], immutable_too: bool) -> Iterator[Any]:
+    """The items of the dicts and lists among the attributes of ``classes`` (a dispatch table
+    ``Ops.table = {"tok": f}``) and, ``immutable_too``, every attribute value, the function
+    inside each static/classmethod and the items of the tuples among them."""
     if not classes:
         return iter(())
     items = list(_flat(map(types.MappingProxyType.values, map(vars, classes))))
-    wrapped = compress(items, map(_WRAPPERS.__contains__, map(type, items)))
-    return chain(items, map(_func_of, wrapped))
+    kinds = list(map(type, items))
+    dicts = compress(items, map(_DICTS.__contains__, kinds))
+    inside = [
+        _flat(map(dict.values, dicts)),
+        _flat(compress(items, map(_LISTS.__contains__, kinds))),
+    ]
+    if not immutable_too:
+        return _flat(inside)
+    wrapped = compress(items, map(_WRAPPERS.__contains__, kinds))
+    tuples = compress(items, map(_TUPLES.__contains__, kinds))
+    return chain(items, map(_func_of, wrapped), *inside, _flat(tuples))
 
 
 def _cells(functions: Iterator[types.FunctionType]) -> Iterator[Any]:
@@ -329,9 +340,9 @@ def _inspect(
             continue
         if not containers or id(value) in seen:
             continue
-        if not clean and isinstance(value, type) and getattr(value, "__module__", None) == modname:
+        if isinstance(value, type) and getattr(value, "__module__", None) == modname:
             seen.add(id(value))
-            _inspect_class(modname, value, hit, found)
+            _inspect_class(modname, value, hit, found, None if clean else stale, clean, seen)
             continue
         kind = type(value)
         if kind in _MUTABLE:
@@ -350,14 +361,42 @@ def _inspect(
 
 
 def _inspect_class(
-    modname: str, cls: type, hit: Callable[[Any], Rebind | None], found: list[Holder]
+    modname: str,
+    cls: type,
+    hit: Callable[[Any], Rebind | None],
+    found: list[Holder],
+    stale: list[StaleHolder] | None,
+    clean: bool,
+    seen: set[int],
 ) -> None:
-    """One level into a class the module defines: ``tokfn = staticmethod(tokenize)``."""
+    """One level into a class the module defines (``tokfn = staticmethod(tokenize)``), and
+    into the dicts, lists and tuples among its attributes (``table = {"tok": tokenize}``).
+    ``clean``: the class was built before any original existed; only a dict or list of it,
+    filled later, can hold one."""
     attrs = ClassAttrs(cls)
     for attr, raw in list(vars(cls).items()):
-        rebind = hit(raw.__func__ if type(raw) in _WRAPPERS else raw)
+        label = f"{cls.__qualname__}.{attr}"
+        rebind = None if clean else hit(raw.__func__ if type(raw) in _WRAPPERS else raw)
         if rebind is not None:  # "Engine.tokfn"
-            found.append(Holder(modname, attrs, attr, f"{cls.__qualname__}.{attr}", rebind))
+            found.append(Holder(modname, attrs, attr, label, rebind))
+            continue
+        kind = type(raw)
+        if (kind not in _MUTABLE and (stale is None or kind not in _TUPLES)) or id(raw) in seen:
+            continue
+        seen.add(id(raw))
+        if kind in _TUPLES:
+            for index, item in enumerate(raw):
+                rebind = hit(item)
+                if rebind is not None and stale is not None:  # "Engine.pairs[0]"
+                    stale.append(
+                        StaleHolder(modname, f"{label}[{index}]", "tuple item", rebind.key)
+                    )
+            continue
+        entries = list(raw.items()) if kind in _DICTS else list(enumerate(raw))
+        for key, item in entries:
+            rebind = hit(item)
+            if rebind is not None:  # "Ops.table['tok']", "Ops.handlers[0]"
+                found.append(Holder(modname, raw, key, f"{label}[{key!r}]", rebind))
 
 
 def _fixed_items(name: str, value: Any) -> Iterator[tuple[str, str, Any]]:
