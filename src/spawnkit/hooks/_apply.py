@@ -18,7 +18,7 @@ from typing import Any
 
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookApplyError, HookRegistrationError
-from spawnkit.hooks import _decide, _resolve
+from spawnkit.hooks import _conflicts, _decide, _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of
 from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders, held_nowhere_else
@@ -113,6 +113,7 @@ class ApplyCall:
         self.errors: dict[str, BaseException] = {}
         self.first_error: BaseException | None = None
         self.messages: list[str] = []
+        self.dropped: list[str] = []  # AROUND hooks that drop the result: HookConflictWarning
         self.patched: list[str] = []
         self.patched_keys: list[str] = []
         self.stale: list[StaleHolder] = []
@@ -202,6 +203,7 @@ class ApplyCall:
             _log_failures(self)
         for message in self.messages:
             logger.warning("%s", message)
+        _conflicts.report(st, *st.conflicts, found=self.dropped)
         if logger.isEnabledFor(DEBUG):
             for name in self.patched:
                 logger.debug("applied hooks on target %r", name)
@@ -321,8 +323,9 @@ class ApplyCall:
         else:
             if res.had_own and isinstance(res.owner, type):  # only a class's own method
                 self._check_override(key, res, regs)
+            notes = None if self.st.conflicts[0] == "error" else self.dropped
             installed = build_chain(
-                func, pairs, key=key, display=display, is_async=is_async_callable(func)
+                func, pairs, key=key, display=display, is_async=is_async_callable(func), notes=notes
             )
             raw = _as_attribute(kind, installed)
         # the hooks' modules, and a 'module:qualname' hook's own (it may re-export the object)

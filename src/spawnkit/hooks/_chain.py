@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from spawnkit._compat import add_note
-from spawnkit.errors import HookRegistrationError
+from spawnkit.errors import HookConflictError, HookRegistrationError
 from spawnkit.hooks.types import HookType, Registration
 
 __all__: list[str] = []
@@ -226,10 +226,13 @@ def build_chain(
     key: str,
     display: str,
     is_async: bool,
+    notes: list[str] | None = None,
 ) -> Callable[..., Any]:
     """The callable to install: REPLACE innermost (last one wins), then the rest in order.
 
     ``hooks``: (registration, hook object) pairs in registration order; the last is outermost.
+    ``notes`` gets a message for each AROUND hook that never returns a value on a target
+    that does (a ``HookConflictWarning``); None: raise ``HookConflictError`` instead.
     """
     replace: tuple[Registration, Any] | None = None
     others: list[tuple[Registration, Any]] = []
@@ -255,6 +258,8 @@ def build_chain(
     factories = _ASYNC if is_async else _SYNC
     for reg, obj in others:
         htype = reg.hook_type
+        if htype is _AROUND and replace is None and _drops_result(obj, original):
+            _dropped(reg, display, notes)
         verb = "raised inside" if htype is _AROUND else "raised by"
         inner = factories[htype](obj, inner, _Where(reg, display, key, verb))
     if inner is not original:  # a layer of ours: a hook object is innermost only under others
@@ -275,6 +280,63 @@ _SPOILS = {
     HookType.AROUND: "in place of the target's result: neither the hook nor the target runs",
     HookType.REPLACE: "in place of the target's result: the replacement never runs",
 }
+
+
+#: code object -> whether it returns something other than None somewhere (``_returns_value``)
+_RETURNS: dict[types.CodeType, bool] = {}
+
+
+def _drops_result(hook: Any, original: Any) -> bool:
+    """An AROUND hook (a plain function) whose every ``return`` gives None, on a target whose
+    code returns a value: the hook forgot ``return original_fn(...)``."""
+    if type(hook) is not types.FunctionType or type(original) is not types.FunctionType:
+        return False
+    return not _returns_value(hook.__code__) and _returns_value(original.__code__)
+
+
+def _returns_value(code: types.CodeType) -> bool:
+    found = _RETURNS.get(code)
+    if found is None:
+        found = _RETURNS[code] = _scan_returns(code)
+    return found
+
+
+def _scan_returns(code: types.CodeType) -> bool:
+    """Read from the bytecode: a ``return`` of anything but the constant None (True when in
+    doubt: a generator, no return at all, an opcode this Python lacks).  ``opcode`` rather than
+    ``dis``: a worker whose hooks are all plain never imports either."""
+    if code.co_flags & 0x220:  # a generator's or an async generator's return is no result
+        return True
+    import opcode  # only when an AROUND hook is applied
+
+    ops = opcode.opmap
+    value, const, load = ops["RETURN_VALUE"], ops.get("RETURN_CONST"), ops["LOAD_CONST"]
+    extended, cache = ops["EXTENDED_ARG"], ops.get("CACHE")
+    consts, raw = code.co_consts, code.co_code
+    before, returns, high = (-1, 0), 0, 0
+    for i in range(0, len(raw), 2):
+        op, arg = raw[i], raw[i + 1] | high
+        high = arg << 8 if op == extended else 0
+        if op in (extended, cache):
+            continue
+        if op in (const, value):
+            returns += 1
+            loaded = consts[arg] if op == const else consts[before[1]] if before[0] == load else 0
+            if loaded is not None:
+                return True
+        before = (op, arg)
+    return returns == 0
+
+
+def _dropped(reg: Registration, display: str, notes: list[str] | None) -> None:
+    message = (
+        f"target {display!r}: {reg.describe()} never returns a value (no `return` of anything "
+        "but None), while the target returns one: each caller gets None instead of its result. "
+        "Return what original_fn returns (`return original_fn(*args, **kwargs)`)"
+    )
+    if notes is None:
+        raise HookConflictError(message, conflicts=[message])
+    notes.append(message)
 
 
 def _makes_coroutine(hook: Any) -> bool:

@@ -73,9 +73,12 @@ def messages(st: State) -> list[str]:
     return out
 
 
-def report(st: State, policy: str = "warn", var: str = "") -> None:
-    """Report the conflicts not reported yet in this process, per ``policy``."""
-    fresh = [m for m in messages(st) if m not in st.conflicts_reported]
+def report(st: State, policy: str = "warn", var: str = "", found: list[str] | None = None) -> None:
+    """Report the conflicts not reported yet in this process, per ``policy``; ``found``: those
+    only the built chains tell (an AROUND hook dropping the result), else the registrations'."""
+    fresh = [
+        m for m in (messages(st) if found is None else found) if m not in st.conflicts_reported
+    ]
     if not fresh:
         return
     knob = f"{var}=ignore" if var else "-W ignore::spawnkit.HookConflictWarning"

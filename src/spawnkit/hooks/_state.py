@@ -122,6 +122,7 @@ class State:
         # target_modules()'s guesses and what they depend on (the version, sys.modules)
         self.guessed: tuple[Any, dict[str, str]] = (None, {})
         self.strict = True  # the last apply_hooks() call's: a reloaded module's is the same
+        self.conflicts = ("warn", "")  # ... and its conflict policy and the variable naming it
 
     def touch(self) -> None:
         """Something that ``status()`` reads may change now."""

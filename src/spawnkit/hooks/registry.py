@@ -221,7 +221,7 @@ class HookRegistry(RegistryQueries):
             if self._applying:
                 return []  # registered while this registry applies: that call's loop takes it
             _conflicts.report(self._state, conflicts, conflicts_var)
-            self._state.strict = strict
+            self._state.strict, self._state.conflicts = strict, (conflicts, conflicts_var)
             patched: list[str] = []
             self._applying = True
             self._state.touch()
