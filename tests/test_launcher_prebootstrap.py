@@ -313,6 +313,35 @@ def test_a_plugin_that_runs_and_closes_an_event_loop_at_load_is_served(site: Sit
     assert len(_launch(site, f"{_probe(site)}:plain")) == 1
 
 
+_SIDECAR = """
+import os, subprocess, sys
+SIDECAR = None
+def register():
+    global SIDECAR
+    subprocess.run([sys.executable, "-c", "pass"], check=True)  # ran and exited: no concern
+    SIDECAR = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with open(os.path.join({where!r}, "sidecar.pid"), "w") as f:
+        f.write(str(SIDECAR.pid))
+"""
+
+
+def test_a_plugin_that_leaves_a_process_running_is_refused_with_its_name(site: Site) -> None:
+    # Before: served; no warm worker had the sidecar every spawned worker starts.
+    _add_plugin(site, "sidecar", _SIDECAR.format(where=str(site.root)))
+    probe = _probe(site)
+    try:
+        with pytest.raises(ForkSafetyError) as info:
+            _launch(site, f"{probe}:plain")
+    finally:
+        pid = int((site.root / "sidecar.pid").read_text())
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # the plugin's own process: it outlives the server
+    text = str(info.value)
+    assert f"process {pid} (" in text and "time.sleep(60)" in text, text
+    assert "plugin 'sidecar'" in text and info.value.culprit == "plugin 'sidecar'"
+    assert info.value.stage == "load_plugins" and gone(info.value.server_pid or 0)
+
+
 def test_a_datagram_or_listening_socket_opened_at_load_is_left_alone(site: Site) -> None:
     _add_plugin(
         site,

@@ -34,6 +34,7 @@ from spawnkit import _steps
 from spawnkit.bootstrap.stages import STAGES, Stage
 from spawnkit.errors import ForkSafetyError, ForkServerError
 from spawnkit.protocol import (
+    _fork_children,
     _fork_exit,
     _fork_loop,
     _fork_pools,
@@ -230,6 +231,7 @@ def _prepare(
         with (
             _ThreadOrigins() as threads,
             _fork_sockets.Connections() as connections,
+            _fork_children.Children() as children,
             _sources.Reads() as reads,  # a plugin's configuration: listed with the sources
         ):
             if spec is not None:
@@ -240,6 +242,7 @@ def _prepare(
             status.pools.after("", _steps.stage_of(status.step))
             threads.check()
             connections.check()
+            children.check()
         _fork_state.settle()
         _fork_exit.settle()
     except SystemExit as exc:

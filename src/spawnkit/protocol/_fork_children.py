@@ -1,0 +1,89 @@
+"""A process the warm-start server started while it bootstrapped and left running: refused.
+
+A plugin or preload that starts a helper as it loads (a metrics sidecar, a profiler attached
+to its own pid, a license daemon) gives every spawned worker a helper of its own.  Started in
+the warm server, there is one, the server's: no forked worker has it (nor can wait for it),
+and one attached to the server's pid watches a process that runs no rank.  Which step started
+each is noted by standing in for ``subprocess.Popen`` while the server bootstraps; which are
+still running is read from ``/proc`` afterwards (a helper that ran and exited, as
+``subprocess.run`` waits for, is no one's concern).  Where ``/proc`` cannot tell, nothing is
+refused.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Any
+
+from spawnkit import _steps
+from spawnkit.errors import ForkSafetyError
+
+__all__ = ["Children"]
+
+
+def _children() -> set[int]:
+    """This process's children, from every thread's ``children`` list; empty where unlisted."""
+    found: set[int] = set()
+    try:
+        for tid in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{tid}/children", encoding="ascii") as f:
+                found.update(int(pid) for pid in f.read().split())
+    except (OSError, ValueError):
+        return set()
+    return found
+
+
+def _running(pid: int) -> str | None:
+    """The command line of a child still running; None once it exited (a zombie) or left."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+        if state in ("Z", "X"):
+            return None
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except (OSError, IndexError):
+        return None
+    return " ".join(os.fsdecode(a) for a in argv if a)[:200]
+
+
+class Children:
+    """The processes started during the block, and the step that started each."""
+
+    def __enter__(self) -> Children:
+        self.before = _children()
+        self.origins: dict[int, str] = {}
+        self._saved = start = subprocess.Popen.__init__
+        origins = self.origins
+
+        def noted_init(popen: subprocess.Popen[Any], *args: Any, **kwargs: Any) -> None:
+            start(popen, *args, **kwargs)
+            origins[popen.pid] = _steps.current_step()
+
+        self._ours = noted_init
+        subprocess.Popen.__init__ = noted_init  # type: ignore[method-assign,assignment]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if subprocess.Popen.__init__ is self._ours:  # a plugin's wrapper of ours is kept
+            subprocess.Popen.__init__ = self._saved  # type: ignore[method-assign]
+
+    def check(self) -> None:
+        for pid in sorted(_children() - self.before):
+            command = _running(pid)
+            if command is None:
+                continue
+            who, stage = _steps.blame(self.origins.get(pid, ""))
+            by = f", started by {who}," if who else " (its starter is unknown)"
+            raise ForkSafetyError(
+                f"process {pid} ({command!r}){by} is still running in the warm-start fork "
+                "server after its bootstrap. A forked worker would not have it (each spawned "
+                "worker starts its own) and could not wait for it, and one that watches the "
+                "pid it was started from watches the server, which runs no rank; so the "
+                "server refuses to serve. Start it at hook call time or in the entry (plugin "
+                "callbacks run once per server), wait for it before the plugin returns, or "
+                "use start_method='spawn'.",
+                stage=stage,
+                culprit=who,
+            )
