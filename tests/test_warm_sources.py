@@ -17,6 +17,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from _plugin_app import run_script, write_app
 from spawnkit.protocol import _sources
@@ -90,17 +91,19 @@ def main(gate=None):
 """
 
 
-def test_an_edited_plugin_takes_effect_in_the_next_warm_launch(tmp_path: Path) -> None:
+def _run(tmp_path: Path, launcher: str, plugin: str, *args: str) -> Any:
+    """The launcher beside an installed plugin and ``engine``; what it printed after OUT."""
     app = write_app(
-        tmp_path,
-        "wsrc",
-        _LAUNCHER,
-        plugins={"edits": "plugin:register"},
-        modules={"plugin": _PLUGIN, "engine": _ENGINE},
-    )
-    proc = run_script(app.script, str(tmp_path / "gate"))
+        tmp_path, "wsrc", launcher, plugins={"edits": "plugin:register"},
+        modules={"plugin": plugin, "engine": _ENGINE},
+    )  # fmt: skip
+    proc = run_script(app.script, *args)
     assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    return json.loads(proc.stdout.split("OUT ", 1)[1])
+
+
+def test_an_edited_plugin_takes_effect_in_the_next_warm_launch(tmp_path: Path) -> None:
+    out = _run(tmp_path, _LAUNCHER, _PLUGIN, str(tmp_path / "gate"))
     (first, server), (again, same) = out["first"], out["again"]
     assert first == again == "engine:v1"
     assert same == server, "an unchanged plugin must keep its warm server"
@@ -236,16 +239,7 @@ def register():
 
 
 def test_a_configuration_file_edited_between_warm_launches_is_read_again(tmp_path: Path) -> None:
-    app = write_app(
-        tmp_path,
-        "wcfg",
-        _CONFIG_LAUNCHER,
-        plugins={"configured": "plugin:register"},
-        modules={"plugin": _CONFIG_PLUGIN, "engine": _ENGINE},
-    )
-    proc = run_script(app.script)
-    assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    out = _run(tmp_path, _CONFIG_LAUNCHER, _CONFIG_PLUGIN)
     (first, server), (again, same) = out["first"], out["again"]
     assert first == again == "engine:v1"
     assert same == server, "an unchanged configuration (and /proc) must keep the warm server"

@@ -17,7 +17,7 @@ import subprocess
 from typing import Any
 
 from spawnkit import _steps
-from spawnkit.errors import ForkSafetyError
+from spawnkit.protocol import failure
 
 __all__ = ["Children"]
 
@@ -74,16 +74,14 @@ class Children:
             command = _running(pid)
             if command is None:
                 continue
-            who, stage = _steps.blame(self.origins.get(pid, ""))
-            by = f", started by {who}," if who else " (its starter is unknown)"
-            raise ForkSafetyError(
-                f"process {pid} ({command!r}){by} is still running in the warm-start fork "
-                "server after its bootstrap. A forked worker would not have it (each spawned "
-                "worker starts its own) and could not wait for it, and one that watches the "
-                "pid it was started from watches the server, which runs no rank; so the "
-                "server refuses to serve. Start it at hook call time or in the entry (plugin "
-                "callbacks run once per server), wait for it before the plugin returns, or "
-                "use start_method='spawn'.",
-                stage=stage,
-                culprit=who,
+            raise failure.fork_refusal(
+                f"process {pid} ({command!r})",
+                *_steps.blame(self.origins.get(pid, "")),
+                "started",
+                "running",
+                "A forked worker would not have it (each spawned worker starts its own) nor "
+                "could wait for it, and one watching the pid it was started from watches the "
+                "server, which runs no rank",
+                "Start it at hook call time or in the entry (plugin callbacks run once per "
+                "server), or wait for it before the plugin returns",
             )

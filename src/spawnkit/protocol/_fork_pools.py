@@ -21,7 +21,7 @@ import os
 import threading
 import time
 
-from spawnkit.errors import ForkSafetyError
+from spawnkit.protocol import failure
 
 __all__ = ["Pools"]
 
@@ -97,14 +97,15 @@ class Pools:
         pool = _gomp_threads(new) if new else set()
         if not pool:
             return
-        by = culprit or "the bootstrap (its starter is unknown)"
-        raise ForkSafetyError(
-            f"{by} started GNU OpenMP's thread pool ({len(pool)} thread(s) in libgomp: a "
-            "parallel torch or numpy operation) in the warm-start fork server. GNU OpenMP does "
-            "not survive a fork: every forked worker would wait forever at its first parallel "
-            "operation, so the server refuses to serve. Run such operations at hook call time "
-            "or in the entry (plugin callbacks and preloads run once per server), or use "
-            "start_method='spawn'.",
-            stage=stage,
-            culprit=culprit,
+        raise failure.fork_refusal(
+            f"GNU OpenMP's thread pool ({len(pool)} thread(s) in libgomp: a parallel torch or "
+            "numpy operation)",
+            culprit,
+            stage,
+            "started",
+            "running",
+            "GNU OpenMP does not survive a fork: every forked worker would wait forever at its "
+            "first parallel operation",
+            "Run such operations at hook call time or in the entry (plugin callbacks and "
+            "preloads run once per server)",
         )

@@ -21,7 +21,7 @@ import sys
 from typing import Any
 
 from spawnkit import _steps
-from spawnkit.errors import ForkSafetyError
+from spawnkit.protocol import failure
 
 __all__ = ["Connections"]
 
@@ -121,34 +121,34 @@ class Connections:
             peer = _peer(fd)
             if peer is None:
                 continue
-            who, stage = _steps.blame(self.origins.get(fd, ""))
-            by = f", made by {who}," if who else " (its maker is unknown)"
-            if fd in self.pairs:
-                text = _pair_text(fd, *self.pairs[fd], by)
-            else:
-                text = (
-                    f"a network connection to {peer} (descriptor {fd}){by} is still open in "
-                    "the warm-start fork server after its bootstrap. Every forked worker would "
-                    "share that one connection (their messages interleave on it, and each may "
-                    "read another's replies), so the server refuses to serve. Connect at hook "
-                    "call time or in the entry (plugin callbacks run once per server)"
+            what, effect, fix = (
+                _pair_text(fd, *self.pairs[fd])
+                if fd in self.pairs
+                else (
+                    f"a network connection to {peer} (descriptor {fd})",
+                    "Every forked worker would share that one connection (their messages "
+                    "interleave on it, and each may read another's replies)",
+                    "Connect at hook call time or in the entry (plugin callbacks run once per "
+                    "server)",
                 )
-            raise ForkSafetyError(f"{text}, or use start_method='spawn'.", stage=stage, culprit=who)
+            )
+            who, stage = _steps.blame(self.origins.get(fd, ""))
+            raise failure.fork_refusal(what, who, stage, "made", "open", effect, fix)
 
 
-def _pair_text(fd: int, other: int, by_asyncio: bool, by: str) -> str:
+def _pair_text(fd: int, other: int, by_asyncio: bool) -> tuple[str, str, str]:
     ends = f"descriptors {min(fd, other)} and {max(fd, other)}"
     if by_asyncio:
         return (
-            f"an asyncio event loop (its wake-up socket pair, {ends}){by} is still open in the "
-            "warm-start fork server after its bootstrap. Every forked worker would share that "
-            "loop's wake-up pair and its selector, so one worker's wake-ups and events could "
-            "reach another, and the server refuses to serve. Make the loop in the entry or at "
-            "hook call time (asyncio.run() there), or close it before the plugin returns"
+            f"an asyncio event loop (its wake-up socket pair, {ends})",
+            "Every forked worker would share that loop's wake-up pair and its selector: one "
+            "worker's wake-ups and events could reach another",
+            "Make the loop in the entry or at hook call time (asyncio.run() there), or close "
+            "it before the plugin returns",
         )
     return (
-        f"a socket pair ({ends}){by} is still open in the warm-start fork server after its "
-        "bootstrap. Every forked worker would share both ends (what one worker writes, "
-        "another may read), so the server refuses to serve. Make it at hook call time or in "
-        "the entry, or close both ends before the plugin returns"
+        f"a socket pair ({ends})",
+        "Every forked worker would share both ends (what one worker writes, another may read)",
+        "Make it at hook call time or in the entry, or close both ends before the plugin "
+        "returns",
     )

@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._names import qualified_name
 from spawnkit.bootstrap.stages import Stage
-from spawnkit.errors import ChildError, ChildExitedError, ChildRaisedError, NodeLostError
+from spawnkit.errors import (
+    ChildError,
+    ChildExitedError,
+    ChildRaisedError,
+    ForkSafetyError,
+    NodeLostError,
+)
 
 __all__ = [
     "PRE_BOOTSTRAP",
@@ -502,4 +508,20 @@ def node_lost_error(who: Worker, stage: str, ip: str, effect: str) -> NodeLostEr
         exit_code=None,
         signal_name="",
         **who.fields(),
+    )
+
+
+def fork_refusal(
+    what: str, who: str, stage: str, verb: str, state: str, effect: str, fix: str
+) -> ForkSafetyError:
+    """A warm-start server's refusal to serve: ``what`` (a thread, a connection, a pool, a
+    process) that ``who`` (a plugin, a preload; "" unknown) ``verb`` and left ``state`` past its
+    bootstrap, which every forked worker would share or lack (``effect``); ``fix`` says where
+    to make it instead."""
+    by = f", {verb} by {who}," if who else f" ({verb} by an unknown step)"
+    return ForkSafetyError(
+        f"{what}{by} is still {state} in the warm-start fork server after its bootstrap. "
+        f"{effect}, so the server refuses to serve. {fix}, or use start_method='spawn'.",
+        stage=stage,
+        culprit=who,
     )

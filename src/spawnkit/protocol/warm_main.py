@@ -171,16 +171,15 @@ class _ThreadOrigins:
         for thread in threading.enumerate():
             if thread is threading.main_thread() or not thread.is_alive():
                 continue
-            who, stage = _steps.blame(self.origins.get(thread, ""))
-            by = f", started by {who}," if who else " (its starter is unknown)"
-            raise ForkSafetyError(
-                f"thread {thread.name!r}{by} is still running in the warm-start fork server "
-                "after its bootstrap. A forked worker gets no copy of it, and a lock it holds "
-                "stays locked in every worker, so the server refuses to serve. Start the thread "
-                "at hook call time or in the entry (plugin callbacks run once per server), or "
-                "use start_method='spawn'.",
-                stage=stage,
-                culprit=who,
+            raise failure.fork_refusal(
+                f"thread {thread.name!r}",
+                *_steps.blame(self.origins.get(thread, "")),
+                "started",
+                "running",
+                "A forked worker gets no copy of it, and a lock it holds stays locked in every "
+                "worker",
+                "Start the thread at hook call time or in the entry (plugin callbacks run once "
+                "per server)",
             )
 
 
