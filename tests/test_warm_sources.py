@@ -265,3 +265,26 @@ def test_reads_notes_files_opened_to_read_and_puts_open_back(tmp_path: Path) -> 
     assert reads.paths == {str(data)}
     assert builtins.open is opened and io.open is opened
     assert [s[0] for s in _sources.snapshot(time.time_ns(), reads.paths)].count(str(data)) == 1
+
+
+def test_an_open_kept_as_a_class_attribute_meanwhile_still_opens_and_notes_nothing_after(
+    tmp_path: Path,
+) -> None:
+    # Python 3.10's pathlib, imported during a server's bootstrap, kept the stand-in as
+    # ``_NormalAccessor.open``: a function there became a method and took the path for the mode.
+    import io
+
+    data = tmp_path / "data.json"
+    data.write_text("{}")
+    with _sources.Reads() as reads:
+
+        class Accessor:  # what pathlib 3.10 does at import
+            open = io.open
+
+        with Accessor().open(data, "r") as f:
+            assert f.read() == "{}"
+        kept = io.open
+    assert reads.paths == {str(data)}
+    with kept(data) as f:  # a copy kept meanwhile opens as the real one, noting nothing
+        assert f.read() == "{}"
+    assert reads.paths == {str(data)}

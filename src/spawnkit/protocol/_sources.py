@@ -50,30 +50,54 @@ def _installed_roots() -> tuple[str, ...]:
     return tuple(os.path.join(os.path.abspath(r), "") for r in roots if r)
 
 
+class _NotedOpen:
+    """``open`` while the server bootstraps: opens, and notes a path opened for reading.
+
+    An object, not a function, and still callable after the block, as the real ``open``: a
+    module imported meanwhile may keep it (``from io import open``; Python 3.10's pathlib
+    keeps ``io.open`` as a class attribute of its accessor, where a function would become a
+    method and take the path for the mode).  After the block it notes nothing.
+    """
+
+    __slots__ = ("opened", "paths")
+
+    def __init__(self, opened: Any) -> None:
+        self.opened = opened
+        self.paths: set[str] | None = set()
+
+    def __call__(self, file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        handle = self.opened(file, mode, *args, **kwargs)
+        paths = self.paths
+        named = isinstance(file, (str, bytes, os.PathLike))
+        if paths is not None and named and not set("wax+") & set(mode):  # not written: input
+            paths.add(os.path.abspath(os.fsdecode(file)))
+        return handle
+
+
 class Reads:
     """The files opened for reading during the block (``open``, ``io.open``, what pathlib's
     ``read_text`` calls), for :func:`snapshot`; a file opened to write or update is output."""
 
     def __enter__(self) -> Reads:
         self.paths: set[str] = set()
-        self._saved = opened = builtins.open
-        paths = self.paths
-
-        def noted_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-            handle = opened(file, mode, *args, **kwargs)
-            if isinstance(file, (str, bytes, os.PathLike)) and not set("wax+") & set(mode):
-                paths.add(os.path.abspath(os.fsdecode(file)))
-            return handle
-
-        self._ours = noted_open
-        builtins.open = io.open = noted_open
+        self._ours = ours = _NotedOpen(builtins.open)
+        ours.paths = self.paths
+        builtins.open = io.open = ours
+        # Python 3.10's pathlib opens through the io.open it kept at import (3.11 looks it up)
+        self._accessor = getattr(sys.modules.get("pathlib"), "_NormalAccessor", None)
+        if self._accessor is not None and vars(self._accessor).get("open") is ours.opened:
+            self._accessor.open = ours
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if builtins.open is self._ours:  # a wrapper a plugin put over ours is kept
-            builtins.open = self._saved
-        if io.open is self._ours:
-            io.open = self._saved
+        ours, opened = self._ours, self._ours.opened
+        ours.paths = None  # a copy kept meanwhile opens as the real one from now on
+        if builtins.open is ours:  # a wrapper a plugin put over ours is kept
+            builtins.open = opened
+        if io.open is ours:
+            io.open = opened
+        if self._accessor is not None and vars(self._accessor).get("open") is ours:
+            self._accessor.open = opened
 
 
 def snapshot(started_ns: int, read: Iterable[str] = ()) -> list[Source]:
