@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from spawnkit.protocol import _fork_pools
 
@@ -15,6 +16,9 @@ def test_a_waiting_python_thread_is_no_openmp_pool_and_nothing_is_refused() -> N
     thread.start()
     try:
         assert thread.native_id is not None
+        deadline = time.monotonic() + 10  # until it waits (just started, it may still run)
+        while _fork_pools._counter(thread.native_id) is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert _fork_pools._counter(thread.native_id) is not None  # waiting: its counter reads
         assert _fork_pools._gomp_threads({thread.native_id}) == set()
         pools.after("plugin 'x'", "load_plugins")  # a new thread, not GNU OpenMP's: served
