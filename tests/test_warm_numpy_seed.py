@@ -24,11 +24,11 @@ import spawnkit
 
 NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
 
-def draws(method, seed):
+def draws(method, seed, at_load=""):
     with spawnkit.spawn_with_plugins(
         "{pkg}.plugin:draw", namespace=NS, nprocs=2, start_method=method,
         preload=("numpy.random",) if method == "forkserver" else (),
-        env={{"SEED_AT_LOAD": seed}}, ready_timeout=120, join_timeout=120,
+        env={{"SEED_AT_LOAD": seed, "AT_LOAD": at_load}}, ready_timeout=120, join_timeout=120,
     ) as group:
         return group.results(timeout=120)
 
@@ -39,6 +39,9 @@ if __name__ == "__main__":
         "warm_again": draws("forkserver", ""),
         "spawn_seeded": draws("spawn", "1234"),
         "warm_seeded": draws("forkserver", "1234"),
+        "warm_drawn": draws("forkserver", "", "draw"),
+        "spawn_state": draws("spawn", "", "state"),
+        "warm_state": draws("forkserver", "", "state"),
     }})
 """
 
@@ -49,6 +52,12 @@ def register():
     if os.environ.get("SEED_AT_LOAD"):  # on purpose: every spawned worker does the same
         import numpy.random
         numpy.random.seed(int(os.environ["SEED_AT_LOAD"]))
+    if os.environ.get("AT_LOAD") == "draw":  # a draw from numpy's own state: no seeding
+        import numpy.random
+        numpy.random.rand()
+    if os.environ.get("AT_LOAD") == "state":  # a state given on purpose, from a seed elsewhere
+        import numpy.random
+        numpy.random.set_state(numpy.random.RandomState(99).get_state())
 
 def draw():
     import numpy.random
@@ -65,6 +74,10 @@ def test_each_warm_worker_draws_its_own_numbers_unless_seeded_at_load(tmp_path: 
     assert len(set(drawn)) == len(drawn), got  # each worker its own (2**62: no collision)
     # seeded by the plugin at load: the same numbers on every rank, spawned or warm
     assert len(set(got["spawn_seeded"] + got["warm_seeded"])) == 1, got
+    # drawn from at load, not seeded: before, warm ranks kept sharing the server's state
+    assert len(set(got["warm_drawn"] + drawn)) == len(drawn) + 2, got
+    # a state set at load: the same on every rank, spawned or warm
+    assert len(set(got["spawn_state"] + got["warm_state"])) == 1, got
 
 
 _GEN_LAUNCHER = """

@@ -1,5 +1,6 @@
 """What a worker forked from a warm server must not share with its siblings: numpy's global
-random state, while nothing but numpy's own import has set it, and every ``random.Random``
+random state and torch's default CPU generator, while nothing but their own imports has
+seeded them, and every ``random.Random``
 the server's plugins, preloads and hook targets seeded from entropy (and each numpy
 ``Generator`` ``default_rng()`` made without a seed).
 
@@ -8,9 +9,10 @@ CPython reseeds ``random`` in every forked child; numpy does not reseed its lega
 numpy itself, so its state comes from fresh entropy; every worker forked from a server that
 imported ``numpy.random`` started from that server's one state, on every rank of every launch:
 the same "random" numbers everywhere, with nothing said.  The server keeps the state numpy's
-import gave (``watch``); when nothing changed it since (``settle``), each forked worker reseeds
-from entropy (``forked``), as a spawned one would have.  A plugin that seeded it on purpose is
-repeated by every spawned worker, so its state is kept.
+import gave (``watch``); when nothing but draws changed it since (``settle``: no ``seed()``
+dropped the ``SeedSequence`` its import made, no ``set_state()`` was called), each forked
+worker reseeds from entropy (``forked``), as a spawned one would have.  A plugin that seeded
+it on purpose is repeated by every spawned worker, so its state is kept.
 
 The same holds for a ``random.Random()`` a module creates as it is imported (``_rng =
 random.Random()`` for jitter, sampling, a port to try): CPython reseeds only the module's own
@@ -22,6 +24,15 @@ numpy.random.default_rng()`` at import) is shared the same way: ``default_rng`` 
 numpy's own meanwhile and notes each one made without a seed; each forked worker gives their
 bit generators fresh entropy.  Not covered: a ``Generator`` built by hand around a bit
 generator (``Generator(PCG64())``), whose seeding is in C.
+
+torch's default CPU generator is numpy's case again: torch seeds it from entropy as it is
+imported, keeps it through a fork, and every warm worker drew the server's ``torch.rand``
+sequence (and made the same "random" weights) where spawned ones each draw their own.  The
+server notes ``torch.initial_seed()`` as torch's import ends; when it is still that seed at
+``settle`` (nothing called ``torch.manual_seed`` meanwhile: draws at load do not count, a
+spawned worker's come from its own entropy), each forked worker seeds that generator from
+entropy again.  Its CUDA generators are left: they are not seeded from entropy (a fixed
+default until ``manual_seed``), and the server has none initialised.
 """
 
 from __future__ import annotations
@@ -38,6 +49,9 @@ __all__ = ["forked", "settle", "watch"]
 _MTRAND = "numpy.random.mtrand"  # creates the global RandomState when it is imported
 _token: int | None = None
 _at_import: tuple[Any, ...] | None = None
+_seq_at_import: Any = None  # the global's SeedSequence, which every seed() call drops
+_state_set = False  # numpy.random.set_state() called while the server bootstraps
+_set_state: Any = None  # numpy's own set_state, while ours stands in
 _reseed = False
 _from_entropy: weakref.WeakSet[random.Random] = weakref.WeakSet()
 _noted: tuple[Any, Any] | None = None  # Random's own seed and setstate, while ours stand in
@@ -46,18 +60,37 @@ _rng_token: int | None = None
 _default_rng: Any = None  # numpy's own default_rng, while ours stands in
 _generators: list[Any] = []  # made from entropy meanwhile (Generator takes no weak reference)
 _noting = False
+_TORCH = "torch"
+_torch_token: int | None = None
+_torch_seed: int | None = None  # torch.initial_seed() as torch's import ended
+_torch_reseed = False
 
 
 def watch() -> None:
     """In the server, before any plugin runs: note the state numpy's import gives, and which
     ``random.Random`` instances are seeded from entropy."""
-    global _token, _noted
+    global _token, _noted, _torch_token
     if _MTRAND not in sys.modules:  # imported before: no state to compare with, left as it is
         _token = _on_import.watch((_MTRAND,), _imported)
     _noted = random.Random.seed, random.Random.setstate
     random.Random.seed = _seed  # type: ignore[method-assign]
     random.Random.setstate = _setstate  # type: ignore[method-assign]
     _watch_generators()
+    if _TORCH not in sys.modules:  # imported before: nothing to compare with, left as it is
+        _torch_token = _on_import.watch((_TORCH,), _torch_imported)
+
+
+def _torch_imported(_name: str) -> None:
+    global _torch_seed
+    _torch_seed = _torch_initial_seed()
+
+
+def _torch_initial_seed() -> int | None:
+    seed = getattr(sys.modules.get(_TORCH), "initial_seed", None)
+    try:
+        return int(seed()) if callable(seed) else None
+    except Exception:  # a torch whose import failed half-way: nothing to reseed
+        return None
 
 
 def _watch_generators() -> None:
@@ -70,13 +103,22 @@ def _watch_generators() -> None:
 
 
 def _stand_in(_name: str) -> None:
-    global _default_rng
+    global _default_rng, _set_state
     module = sys.modules.get(_NP_RANDOM)
     own = getattr(module, "default_rng", None)
     if own is None or _default_rng is not None:
         return
     _default_rng = own
     module.default_rng = _noting_default_rng  # type: ignore[union-attr]
+    _set_state = getattr(module, "set_state", None)
+    if _set_state is not None:
+        module.set_state = _noting_set_state  # type: ignore[union-attr]
+
+
+def _noting_set_state(*args: Any, **kwargs: Any) -> Any:
+    global _state_set
+    _state_set = _state_set or _noting  # a state given on purpose: every spawned worker's too
+    return _set_state(*args, **kwargs)
 
 
 def _noting_default_rng(*args: Any, **kwargs: Any) -> Any:
@@ -110,19 +152,33 @@ def _note(rng: random.Random, from_entropy: bool) -> None:
 
 
 def _imported(_name: str) -> None:
-    global _at_import
+    global _at_import, _seq_at_import
     _at_import = _state()
+    _seq_at_import = _seed_seq()
+
+
+def _seed_seq() -> Any:
+    """The global's ``SeedSequence`` (the entropy numpy's import drew); ``seed()`` drops it."""
+    rand = getattr(sys.modules.get(_MTRAND), "_rand", None)
+    return getattr(getattr(rand, "_bit_generator", None), "_seed_seq", None)
 
 
 def settle() -> None:
     """In the server, before it forks: whether its workers reseed (the state is numpy's own)."""
-    global _token, _reseed
+    global _token, _reseed, _torch_token, _torch_reseed
     if _token is not None:
         _on_import.unwatch(_token)  # the workers do not watch numpy's import
         _token = None
+    if _torch_token is not None:
+        _on_import.unwatch(_torch_token)
+        _torch_token = None
+    _torch_reseed = _torch_seed is not None and _torch_initial_seed() == _torch_seed
     _settle_generators()
     now = _state()
-    _reseed = _at_import is not None and now is not None and _same(now, _at_import)
+    # Numpy's own state: unchanged since its import, or only drawn from (no seed() dropped its
+    # SeedSequence, no set_state() given): a spawned worker's draws come from its own entropy.
+    drawn = not _state_set and _seq_at_import is not None and _seed_seq() is _seq_at_import
+    _reseed = _at_import is not None and now is not None and (_same(now, _at_import) or drawn)
     if _noted is not None:
         # Put Random's own back, unless a plugin wrapped ours meanwhile (it keeps it).
         if random.Random.seed is _seed:
@@ -143,16 +199,21 @@ def _settle_generators() -> None:
     module = sys.modules.get(_NP_RANDOM)
     if _default_rng is not None and getattr(module, "default_rng", None) is _noting_default_rng:
         module.default_rng = _default_rng  # type: ignore[union-attr]
+    if _set_state is not None and getattr(module, "set_state", None) is _noting_set_state:
+        module.set_state = _set_state  # type: ignore[union-attr]
 
 
 def forked(handed: float) -> None:
     """In each forked worker, first: when it got its request (``child.START_MARKS``), and fresh
-    entropy for numpy's global random state where the server's was numpy's own."""
+    entropy for numpy's global random state and torch's CPU generator where the server's were
+    their imports' own, and for the generators noted seeded from entropy."""
     from spawnkit.protocol.child import note_start  # imported by the server (warm_main)
 
     note_start("handed", handed)
     if _reseed:
         sys.modules[_MTRAND]._rand.seed()
+    if _torch_reseed:
+        sys.modules[_TORCH].default_generator.seed()  # the CPU generator's fresh entropy
     for rng in list(_from_entropy):
         rng.seed()  # from entropy, as the spawned worker's import would have
     for generator in _generators:
