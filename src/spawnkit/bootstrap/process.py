@@ -252,8 +252,7 @@ class Bootstrapper:
             )
 
     def _enter(self, *, server: bool = False) -> None:
-        if self.spec.env:
-            _apply_env(self.spec.env)
+        _apply_env(self.spec.env, forked=self.inherited is not None)
         _phase.enter_worker(self.namespace)
         # A server bootstraps for every rank at once: it has no rank (``current_spec()`` is
         # None there; who asked anyway is kept for the launcher: ``take_rankless_reads``).
@@ -587,9 +586,18 @@ def _stage_error(
     return err
 
 
-def _apply_env(env: dict[str, str]) -> None:
+def _apply_env(env: dict[str, str], *, forked: bool) -> None:
     """``spec.env`` into ``os.environ``, and ``PYTHONPATH``'s entries onto ``sys.path``:
-    multiprocessing gave this process the launcher's (see ``spawnkit._environ``)."""
+    multiprocessing gave this process the launcher's (see ``spawnkit._environ``).
+
+    ``forked``: a worker forked from a warm server, which applied the same entries (its key)
+    before its plugins loaded; they may have changed them since, as a spawned worker's would,
+    and its ``sys.path`` is the server's again (``protocol/_fork_prepare``): the launch's own
+    entries only."""
+    if forked:
+        env = {k: v for k, v in env.items() if k in _PER_LAUNCH_ENV}
+    if not env:
+        return
     os.environ.update(env)
     if "PYTHONPATH" in env:
         from spawnkit._environ import put_on_path

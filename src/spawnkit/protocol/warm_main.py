@@ -38,6 +38,7 @@ from spawnkit.protocol import (
     _fork_exit,
     _fork_loop,
     _fork_pools,
+    _fork_prepare,
     _fork_sockets,
     _fork_state,
     _main_code,
@@ -244,6 +245,7 @@ def _prepare(
             children.check()
         _fork_state.settle()
         _fork_exit.settle()
+        _fork_prepare.settle()
     except SystemExit as exc:
         import traceback
 
@@ -294,6 +296,7 @@ def serve(
     status = _Status(status_fd)
     spec, launcher, main, argv = _read_boot(boot_fd)
     _as_its_workers(package, argv, alive_r)
+    _fork_prepare.before()  # what the bootstrap changes from here, each worker changes again
     for module in _OWN_PRELOAD:
         with contextlib.suppress(ImportError):  # an optional part: the worker imports it
             importlib.import_module(module)
@@ -319,11 +322,19 @@ def serve(
     # __main__ runs from code compiled once here (each worker still runs it: _main_code).
     forkserver: Any = importlib.import_module(f"{package}.forkserver")
     forkserver._serve_one = _early_reporting(forkserver._serve_one, package)
+    _worker_prepare(package, main)
+    _fork_loop.serve_forever(package, listener_fd, alive_r, spares)
+
+
+def _worker_prepare(package: str, main: Any) -> None:
+    """``spawn.prepare`` as each worker runs it: the launcher's ``__main__`` from code compiled
+    once here, then what the bootstrap changed in ``sys.path`` and the directory (``prepare()``
+    puts the launcher's back, where a spawned worker's plugins change them after it)."""
+    spawn: Any = importlib.import_module(f"{package}.spawn")
     compiled = _main_code.compile_main(main)
     if compiled is not None:
-        spawn: Any = importlib.import_module(f"{package}.spawn")
         spawn.prepare = _main_code.prepare_with(spawn.prepare, compiled, spawn)
-    _fork_loop.serve_forever(package, listener_fd, alive_r, spares)
+    spawn.prepare = _fork_prepare.wrap(spawn.prepare)
 
 
 #: The server's process name while it bootstraps (``multiprocessing.current_process().name``).
