@@ -19,6 +19,7 @@ from spawnkit.errors import (
     PlatformNotFoundError,
     PlatformPluginError,
     PlatformUnavailableError,
+    HookRegistrationError,
 )
 from spawnkit.platforms import Platform
 from spawnkit.platforms._probes import Probe
@@ -317,6 +318,44 @@ def test_contract_violation_in_plugin_module_is_reported_with_plugin(site: Plugi
     assert "get_devce_name" in str(info.value) and "alpha-dist" in str(info.value)
     assert "breaks the platform interface" in str(info.value)
     assert isinstance(info.value.__cause__, PlatformContractError)
+
+
+_REGISTERS = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+get_namespace({tag!r}).hooks.register("json.dumps", "json:loads", HookType.REPLACE)
+"""
+
+
+@pytest.mark.parametrize("selected", [False, True])
+def test_a_general_plugin_declared_in_the_platform_group_is_refused_naming_the_group(
+    site: PluginSite, selected: bool
+) -> None:
+    # Before: called as activate() in the launcher, its hooks registered there and returning
+    # None ("no hardware"): no worker ever applied them, with nothing said.
+    site.add_platform("shims", activate=_REGISTERS.format(tag=site.tag) + "return None")
+    if selected:
+        site.monkeypatch.setenv(site.var, "shims")
+    with pytest.raises(PlatformPluginError) as info:
+        site.pm.current()
+    text = str(info.value)
+    assert "platform plugin 'shims'" in text and "registered it from its activate()" in text
+    assert f"general plugin group {site.ns.config.plugin_group!r}" in text, text
+    assert "target 'json.dumps'" in text and "None.." not in text
+    assert isinstance(info.value.__cause__, HookRegistrationError)
+    assert site.ns.hooks.registered_targets() == []
+
+
+@pytest.mark.parametrize("answer", ["None", "class"])
+def test_a_platform_package_registering_hooks_as_it_is_imported_is_not_refused(
+    site: PluginSite, answer: str
+) -> None:
+    """Its worker imports the package again to build the platform, registering them there."""
+    pkg = site.mod("dev")
+    body = f"return {pkg + '.platform.Plat'!r}" if answer == "class" else "return None"
+    site.add_platform("dev", extra=_REGISTERS.format(tag=site.tag), activate=body)
+    assert site.pm.current().device_name == ("dev" if answer == "class" else "")
+    assert site.ns.hooks.registered_targets() == ["json.dumps"]
 
 
 # ----------------------------------------------------------------- lifecycle

@@ -10,9 +10,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import FrameType
 
 __all__ = [
-    "LAUNCHER_MODULES", "PLUGIN", "PRELOAD", "STARTUP", "current_step", "mark_plugins_began",
+    "LAUNCHER_MODULES", "PLUGIN", "PRELOAD", "STARTUP", "activating", "current_step",
+    "mark_plugins_began", "platform_activate",
     "plugin_step", "plugins_began", "preload_step", "set_step", "split_step", "stage_of", "step",
     "blame", "who",
 ]  # fmt: skip
@@ -24,6 +26,9 @@ PRELOAD = "preload"
 # Read by the import guard's finder once per new module: a plain global, not a getter.
 _step = STARTUP
 _plugins_began: frozenset[str] | None = None
+# The platform plugin whose activate() runs now, its namespace's general plugin group, and
+# the frame that called it.
+_activating: tuple[str, str, FrameType] | None = None
 
 
 #: A warm server importing the launcher's own modules (``warm.launcher_modules``): a preload
@@ -65,6 +70,41 @@ def step(name: str) -> Iterator[None]:
 
 def current_step() -> str:
     return _step
+
+
+@contextmanager
+def activating(plugin: str, plugin_group: str, caller: FrameType) -> Iterator[None]:
+    """While a platform plugin's ``activate()`` runs: it may only answer which platform.
+
+    ``plugin`` names it (with its entry point and distribution); ``plugin_group`` is where a
+    general plugin of its namespace is declared; ``caller`` is the frame that calls it.  The
+    hooks registry reads this, below both.
+    """
+    global _activating
+    previous, _activating = _activating, (plugin, plugin_group, caller)
+    try:
+        yield
+    finally:
+        _activating = previous
+
+
+def platform_activate() -> tuple[str, str] | None:
+    """``(plugin, general plugin group)`` while a platform plugin's ``activate()`` itself, not a
+    module it imports, runs the calling code.
+
+    A platform package may register hooks as it is imported (its worker imports it again to
+    build the platform, and registers them there); a function that registers hooks when called
+    is a general plugin's, declared in the wrong group, and its hooks reach no worker.
+    """
+    if _activating is None:
+        return None
+    plugin, group, caller = _activating
+    frame = sys._getframe(1)
+    while frame is not None and frame is not caller:
+        if frame.f_code.co_name == "<module>":  # a module's body, run by an import
+            return None
+        frame = frame.f_back  # type: ignore[assignment]
+    return plugin, group
 
 
 def mark_plugins_began() -> frozenset[str]:

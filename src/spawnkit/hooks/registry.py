@@ -15,6 +15,7 @@ import types
 from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from spawnkit import _steps
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookError, HookRegistrationError
 from spawnkit.hooks import _apply, _conflicts, _decide, _on_import, _provide, _resolve, _state
@@ -53,6 +54,16 @@ def _checked(
         raise HookRegistrationError(
             f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
             f"be a HookSource, got {src!r}"
+        )
+    activating = _steps.platform_activate()
+    if activating is not None:  # a general plugin declared in the platform group, most likely
+        plugin, group = activating
+        raise HookRegistrationError(
+            f"{_cannot(hook, src, target)}: {plugin} registered it from its activate(), which "
+            "runs to choose the platform (in the launcher, before any worker starts), not to "
+            "load plugins: the hook would never be applied in a worker. Declare the function "
+            f"that registers hooks in the general plugin group {group!r}; activate() only "
+            "checks for the hardware and returns a platform class's qualname or None."
         )
     try:
         path = _resolve.parse_target(target)

@@ -7,10 +7,11 @@ Apart from ``discovery`` so its decision table reads as its rows; every error is
 from __future__ import annotations
 
 import os
+import sys
 from typing import TYPE_CHECKING, Any
 
 import spawnkit._reference as _reference
-from spawnkit import _metadata
+from spawnkit import _metadata, _steps
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._metadata import EntryPointInfo
 from spawnkit._names import qualified_name
@@ -78,6 +79,7 @@ class Trace:
     def __init__(self, cfg: NamespaceConfig, mode: str, requested: str | None) -> None:
         self.namespace = cfg.name
         self.group = cfg.platform_group
+        self.plugin_group = cfg.plugin_group
         self.selector_var = cfg.platform_var
         self.selector_value = os.environ.get(cfg.platform_var)
         self.cpu_engine_var = cfg.cpu_engine_var
@@ -142,10 +144,11 @@ def activate(
             outcome.error = f"the entry point is a {type(fn).__name__}, not a callable"
         else:
             try:
-                result = fn()
+                with _steps.activating(ep_label(ep), trace.plugin_group, sys._getframe()):
+                    result = fn()
             except Exception as e:
                 exc = e
-                outcome.error = f"activate() raised {exc_text(e)}"
+                outcome.error = f"activate() raised {exc_text(e).rstrip('.')}"
             else:
                 if result is None:
                     outcome.outcome = "none"
