@@ -13,13 +13,13 @@ import pytest
 from _platform_dists import PLATFORM_CLASS, PluginSite
 from spawnkit._once import OnceState
 from spawnkit.errors import (
+    HookRegistrationError,
     PlatformConflictError,
     PlatformContractError,
     PlatformError,
     PlatformNotFoundError,
     PlatformPluginError,
     PlatformUnavailableError,
-    HookRegistrationError,
 )
 from spawnkit.platforms import Platform
 from spawnkit.platforms._probes import Probe

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import spawnkit._collector as _collector
 from spawnkit import _metadata
 from spawnkit._names import qualified_name
-from spawnkit.bootstrap import _entry, guard
+from spawnkit.bootstrap import _entry, _payload_hooks, guard
 from spawnkit.bootstrap import report as reports
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.bootstrap.stages import SHARED_STAGES, STAGE_ORDER, STAGES, Stage, StageListener
@@ -475,6 +475,9 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
 
         _script_copy.check_entry(namespace, spec, entry, Stage.RESOLVE_ENTRY.value)
     _check_overrides(namespace)
+    ctors = _payload_hooks.hooked_constructors(namespace)
+    if ctors and spec.payload is not None:  # a hook the payload's unpickling did not run
+        _report_conflicts(namespace, *_payload_hooks.unrun(ctors, spec.payload))
     from spawnkit.hooks._decide import REPLACED
 
     replaced = [h for h in namespace.hooks.stale_holders() if h["kind"].startswith(REPLACED)]
@@ -491,16 +494,24 @@ def _check_overrides(namespace: Namespace) -> None:
     found = namespace.hooks.bypassing()
     if not found:
         return
-    from spawnkit.hooks._conflicts import parse_policy
     from spawnkit.hooks._decide import bypass_reason
 
-    var = namespace.config.hook_conflicts_var
-    policy = parse_policy(var, os.environ.get(var))
     lines = [f"target {target!r}: {bypass_reason(subs)}" for target, subs in found.items()]
     fix = (
         "Fix: hook the override the engine runs (e.g. "
         f"{next(iter(found.values()))[0]!r}) as well, or check that those classes are not it."
     )
+    _report_conflicts(namespace, lines, fix)
+
+
+def _report_conflicts(namespace: Namespace, lines: list[str], fix: str) -> None:
+    """Hooks that will not run where the engine expects them, per ``<PREFIX>_HOOK_CONFLICTS``."""
+    if not lines:
+        return
+    from spawnkit.hooks._conflicts import parse_policy
+
+    var = namespace.config.hook_conflicts_var
+    policy = parse_policy(var, os.environ.get(var))
     if policy == "error":
         raise HookConflictError(
             "\n".join([f"refused because {var}=error:", *lines, fix]), conflicts=lines

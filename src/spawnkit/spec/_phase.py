@@ -33,6 +33,12 @@ def mark_hooks_applied() -> None:
     _hooks_applied = True
 
 
+def hooks_applied() -> bool:
+    """Whether this process applied plugin hooks (a worker past ``apply_hooks``, or a launcher
+    that called ``apply_plugin_hooks()``): objects it builds now ran hooked constructors."""
+    return _hooks_applied
+
+
 def leave_worker() -> None:
     global _in_worker, _hooks_applied, _worker_namespace
     _in_worker = False

@@ -68,13 +68,16 @@ class Payload:
 
     ``by_value`` says whether cloudpickle was needed (lambdas, closures,
     objects defined in ``__main__``); such payloads import cloudpickle when
-    materialized.
+    materialized.  ``hooked``: the capturing process had applied plugin hooks, so the
+    objects' constructors ran hooked (a worker names a hooked constructor that did not:
+    ``bootstrap/_payload_hooks``).
     """
 
     data: bytes = field(repr=False)
     type_name: str
     digest: str = field(repr=False)
     by_value: bool = False
+    hooked: bool = False
 
     @classmethod
     def capture(cls, obj: Any, *, by_value: bool | None = None) -> Payload:
@@ -120,7 +123,8 @@ class Payload:
                     kind="payload",
                 ) from exc
             used_value = True
-        return cls.from_pickled(data, type_name, by_value=used_value)
+        hooked = _phase.hooks_applied()
+        return cls(data, type_name, _checksum(data), by_value=used_value, hooked=hooked)
 
     @classmethod
     def from_pickled(cls, data: bytes, type_name: str, *, by_value: bool = False) -> Payload:

@@ -1,0 +1,115 @@
+"""Hooks on a constructor that never ran for the payload's objects.
+
+A plugin that hooks ``ServerArgs.__post_init__`` (to adjust a default, to validate an option)
+sees it run for every ``ServerArgs`` a worker builds, and never for the one the worker was
+handed: the launcher built that before any plugin loaded, and unpickling restores an object's
+state without calling ``__init__`` or ``__post_init__``.  The engine's own arguments then
+carry the unadjusted value while ``status()`` says the hook is applied.
+
+Only the worker knows its hooks, only the launcher built the payload: so ``Payload.capture``
+notes whether its process had applied plugin hooks (then its constructors ran hooked), and
+the worker, once the payload is materialized, names each hooked constructor of a class the
+payload's pickle builds.  Read from the pickle's class references, not by walking the
+objects: the check costs nothing unless a constructor is hooked, and then one pass over the
+opcodes (``pickletools``, imported on that path only).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spawnkit.hooks.types import AppliedTarget
+    from spawnkit.namespace import Namespace
+    from spawnkit.spec.payload import Payload
+
+__all__: list[str] = []
+
+#: What unpickling skips: construction and the post-construction steps dataclasses, attrs and
+#: pydantic run from it (``__new__`` is called, ``__setstate__`` runs: hooks there do run).
+_CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__attrs_post_init__", "model_post_init"})
+_STRINGS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING"})
+
+
+def hooked_constructors(namespace: Namespace) -> list[AppliedTarget]:
+    """The applied targets that are constructors; most workers have none, and then the payload
+    (the data the docs' walk follows) is never handed here."""
+    return [
+        applied
+        for applied in namespace.hooks.applied_targets()
+        if "." in applied.qualname and applied.qualname.rpartition(".")[2] in _CONSTRUCTORS
+    ]
+
+
+def unrun(ctors: list[AppliedTarget], payload: Payload) -> tuple[list[str], str]:
+    """One line per hooked constructor whose class the payload builds without it, and the fix."""
+    if payload.hooked:
+        return [], ""
+    held = [cls for cls in map(_class, _references(payload.data)) if cls is not None]
+    lines = []
+    for applied in ctors:
+        owner = _class((applied.module, applied.qualname.rpartition(".")[0]))
+        built = sorted({_name(c) for c in held if owner is not None and issubclass(c, owner)})
+        if built:
+            who = ", ".join(dict.fromkeys(str(reg.source) for reg in applied.hooks))
+            method = applied.qualname.rpartition(".")[2]
+            lines.append(
+                f"target {applied.target!r} (hooked by {who}) never ran for the payload's "
+                f"{', '.join(built)}: the launcher built it before any plugin hooked {method}, "
+                f"and unpickling it here called no {method}"
+            )
+    fix = (
+        "Fix: load the plugins in the launcher before it builds the payload "
+        "(spawnkit.bootstrap_here(), or apply_plugin_hooks()), or hook a method the worker calls "
+        "on the object instead."
+    )
+    return lines, fix
+
+
+def _references(data: bytes) -> set[tuple[str, str]]:
+    """``(module, qualname)`` of each global a pickle loads (its classes, among others)."""
+    import pickletools
+
+    found: set[tuple[str, str]] = set()
+    strings: list[str | None] = []  # what each opcode pushed, None for what was not a string
+    memo: dict[int, str | None] = {}
+    try:
+        for opcode, arg, _pos in pickletools.genops(data):
+            name = opcode.name
+            if name in _STRINGS:
+                strings.append(arg if isinstance(arg, str) else None)
+                continue
+            if name == "GLOBAL" and isinstance(arg, str):
+                module, _, qualname = arg.partition(" ")
+                found.add((module, qualname))
+            elif name == "STACK_GLOBAL" and len(strings) >= 2:
+                pushed_module, pushed_name = strings[-2], strings[-1]
+                if pushed_module is not None and pushed_name is not None:
+                    found.add((pushed_module, pushed_name))
+            elif name == "MEMOIZE":
+                memo[len(memo)] = strings[-1] if strings else None
+                continue  # the value stays on the stack
+            elif name in ("BINPUT", "LONG_BINPUT", "PUT") and isinstance(arg, int):
+                memo[arg] = strings[-1] if strings else None
+                continue
+            elif name in ("BINGET", "LONG_BINGET", "GET") and isinstance(arg, int):
+                strings.append(memo.get(arg))
+                continue
+            strings.append(None)
+    except Exception:  # not a pickle this reader follows: what was found so far
+        pass
+    return found
+
+
+def _class(ref: tuple[str, str]) -> type | None:
+    """The class ``ref`` names among the modules already imported (nothing is imported here)."""
+    module, qualname = ref
+    obj: Any = sys.modules.get(module)
+    for part in qualname.split(".") if obj is not None and qualname else ():
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, type) else None
+
+
+def _name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"

@@ -1,0 +1,116 @@
+"""A hook on a constructor never runs for the payload the worker is handed: it is said.
+
+The launcher builds the engine's arguments before any plugin loads; the worker unpickles them,
+which calls neither ``__init__`` nor ``__post_init__``.  A plugin hooking
+``ServerArgs.__post_init__`` saw its hook applied, run for every ``ServerArgs`` the worker
+built, and never for the one the engine ran with.  Real launchers, a real installed plugin,
+spawned and warm workers.
+"""
+
+from __future__ import annotations
+
+import ast
+import pickle
+from pathlib import Path
+
+import pytest
+
+from _plugin_app import LAUNCH, run_script, warned, write_app
+from spawnkit.bootstrap import _payload_hooks
+
+_MAIN = """
+if __name__ == "__main__":
+    import os
+    if os.environ.get("HOOK_IN_LAUNCHER"):  # the launcher loads the plugins first
+        spawnkit.bootstrap_here(NS)
+    from {pkg}.config import Sub
+    print([launch("entry:main", m, nprocs=1, payload=[Sub(3)]) for m in ("spawn", "forkserver")])
+"""
+
+_MODULES = {
+    "config": """
+from dataclasses import dataclass
+
+@dataclass
+class Args:
+    n: int
+
+    def __post_init__(self):
+        self.tuned = False
+
+class Sub(Args):  # a subclass: its construction runs the hooked base's __post_init__ too
+    pass
+""",
+    "entry": """
+def main(payload):
+    from {pkg}.config import Args
+    return payload[0].tuned, Args(1).tuned
+""",
+    "plugin": """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def tune(result, self):
+    self.tuned = True
+
+def register():
+    get_namespace({tag!r}).hooks.register("{pkg}.config.Args.__post_init__", tune, HookType.AFTER)
+""",
+}
+
+
+@pytest.fixture
+def app(tmp_path: Path):  # type: ignore[no-untyped-def]
+    return write_app(tmp_path, "ctor", LAUNCH + _MAIN, {"tuner": "plugin:register"}, _MODULES)
+
+
+def _last(proc) -> object:  # type: ignore[no-untyped-def]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_hooked_constructor_the_payload_bypassed_is_named_in_spawned_and_warm_workers(
+    app,  # type: ignore[no-untyped-def]
+) -> None:
+    proc = run_script(app.script)
+    # Before: the same results, with nothing said.
+    assert _last(proc) == [[(False, True)], [(False, True)]]
+    lines = warned(proc, "HookConflictWarning")
+    assert len(lines) == 2, proc.stderr  # one per worker: spawned, then warm
+    for line in lines:
+        assert f"target '{app.pkg}.config.Args.__post_init__'" in line
+        assert "plugin 'tuner'" in line and f"payload's {app.pkg}.config.Sub" in line
+    assert "bootstrap_here()" in proc.stderr and "_HOOK_CONFLICTS=error" in proc.stderr
+
+
+def test_refused_with_hook_conflicts_error(app) -> None:  # type: ignore[no-untyped-def]
+    proc = run_script(app.script, env={f"{app.tag.upper()}_HOOK_CONFLICTS": "error"})
+    assert proc.returncode != 0
+    assert "HookConflictError" in proc.stderr and "resolve_entry" in proc.stderr, proc.stderr
+
+
+def test_a_payload_built_after_the_launcher_applied_the_hooks_is_not_named(
+    app,  # type: ignore[no-untyped-def]
+) -> None:
+    proc = run_script(app.script, env={"HOOK_IN_LAUNCHER": "1"})
+    assert _last(proc) == [[(True, True)], [(True, True)]]  # the launcher's construction ran it
+    assert not warned(proc, "HookConflictWarning"), proc.stderr
+
+
+class _Held:
+    pass
+
+
+class _Nested:
+    class Inner:
+        pass
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_the_pickle_reader_finds_every_class_at_every_protocol(protocol: int) -> None:
+    obj = {"a": [_Held(), _Held()], "b": (_Nested.Inner(),), "c": 3}
+    found = _payload_hooks._references(pickle.dumps(obj, protocol=protocol))
+    assert (__name__, "_Held") in found
+    inner = "_Nested.Inner" if protocol >= 4 else None  # older protocols cannot name it
+    if inner is not None:
+        assert (__name__, inner) in found
