@@ -60,6 +60,7 @@ __all__ = [
     "PlatformNotFoundError",
     "PlatformPluginError",
     "PlatformUnavailableError",
+    "PlainChildWarning",
     "PluginDriftError",
     "PluginError",
     "ProgressCallbackError",
@@ -209,6 +210,12 @@ class EnvVariableWarning(UserWarning):
 
 class HookConflictWarning(UserWarning):
     """Hooks on one target combine in a way that may not be what their plugins meant."""
+
+
+class PlainChildWarning(UserWarning):
+    """A process whose plugins are loaded and hooks applied started a ``spawn`` or
+    ``forkserver`` child through plain multiprocessing: that child starts a fresh interpreter
+    (or a fork of multiprocessing's own server) that loads no plugin and applies no hook."""
 
 
 class WarmServerWarning(UserWarning):

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import spawnkit._collector as _collector
 from spawnkit import _metadata
 from spawnkit._names import qualified_name
-from spawnkit.bootstrap import _entry, _payload_hooks, guard
+from spawnkit.bootstrap import _entry, _payload_hooks, _plain_children, guard
 from spawnkit.bootstrap import report as reports
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.bootstrap.stages import SHARED_STAGES, STAGE_ORDER, STAGES, Stage, StageListener
@@ -355,6 +355,7 @@ class Bootstrapper:
         manager.apply(strict=not is_lenient(self.namespace, None), clean_modules=clean)
         _check_stale(self.namespace, self.spec, self.guard_result)
         _phase.mark_hooks_applied()
+        _plain_children.arm(self.namespace)  # a plain spawn child of this process lacks them
         split = {"import_targets": imported - started, "patch": time.monotonic() - imported}
         self.stage_detail[Stage.HOOKS.value] = split
 

@@ -1,0 +1,99 @@
+"""A plain ``spawn``/``forkserver`` child of a bootstrapped process runs without its plugins.
+
+An engine whose scheduler (a spawnkit worker) or own process (``bootstrap_here()``) starts its
+detokenizer, a process pool or a ``DataLoader`` through ``multiprocessing.get_context("spawn")``
+gives that child a fresh interpreter that loads no plugin: each hook works in the scheduler
+and silently not there (SGLang's detokenizer, vLLM's EngineCore, upstream).  ``fork`` children
+inherit the hooks; Python 3.14 makes ``forkserver`` the default start method, so a plain
+``Pool()`` is such a child there too.
+
+Once a process applied its hooks, the stdlib's ``SpawnProcess._Popen`` and
+``ForkServerProcess._Popen`` (and ``multiprocess``'s, when imported) are stood in for: starting
+one warns once per start method and target with the fix, ``spawnkit.get_context(method,
+namespace=...)``, whose ``Process`` overrides ``_Popen`` and so is never seen here.  The
+stand-in says nothing once the hooks are gone (``unapply()``, a test leaving its worker
+phase), and nothing for multiprocessing's own manager process, which runs no engine code.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+from spawnkit.errors import PlainChildWarning
+from spawnkit.spec import _phase
+
+__all__: list[str] = []
+
+_PACKAGES = ("multiprocessing", "multiprocess")
+_CLASSES = (("SpawnProcess", "spawn"), ("ForkServerProcess", "forkserver"))
+_QUIET_TARGETS = ("multiprocessing.managers", "multiprocess.managers")
+_armed: dict[tuple[str, str], Any] = {}  # (package, class) -> the original _Popen function
+
+
+def _nothing() -> tuple[str, str]:
+    return "", ""
+
+
+# (what a plain child goes without as things stand now, the namespace): the last one armed
+_loss: Callable[[], tuple[str, str]] = _nothing
+
+
+def arm(namespace: Any) -> None:
+    """After this process applied ``namespace``'s hooks: a plain child warns what it lacks."""
+    global _loss
+    if not (namespace.hooks.applied_targets() or namespace.plugins.report.loaded):
+        return  # nothing a child would go without
+    _loss = _loss_of(namespace)
+    for package in _PACKAGES:
+        context = sys.modules.get(f"{package}.context")
+        for cls_name, method in _CLASSES:
+            cls = getattr(context, cls_name, None)
+            own = None if cls is None else cls.__dict__.get("_Popen")
+            if not isinstance(own, staticmethod) or (package, cls_name) in _armed:
+                continue
+            _armed[package, cls_name] = own.__func__
+            cls._Popen = staticmethod(_stand_in(own.__func__, method))  # type: ignore[union-attr]
+
+
+def _loss_of(namespace: Any) -> Callable[[], tuple[str, str]]:
+    """What a plain child of this process goes without, asked at each start: nothing once the
+    process left its worker phase (a test's) or holds neither plugins nor hooks."""
+    name = namespace.name
+
+    def loss() -> tuple[str, str]:
+        if not _phase.hooks_applied():
+            return "", name
+        targets, plugins = namespace.hooks.applied_targets(), namespace.plugins.report.loaded
+        if not (targets or plugins):
+            return "", name
+        return (
+            f"the plugins of namespace {name!r} ({', '.join(p.name for p in plugins)}) and "
+            f"the hooks on {len(targets)} target(s) of this process"
+        ), name
+
+    return loss
+
+
+def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
+    def _Popen(process_obj: Any) -> Any:
+        lost, name = _loss()
+        target = getattr(process_obj, "_target", None)
+        where = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}"
+        if lost and not where.startswith(_QUIET_TARGETS):
+            warnings.warn(
+                f"a {method!r} process with target {where.strip('.') or 'run()'} was started "
+                f"through plain multiprocessing: it starts without {lost}, so none of those "
+                f"hooks runs there. Start it from ctx = spawnkit.get_context({method!r}, "
+                f"namespace={name!r}) (ctx.Process, ctx.Pool, "
+                "ProcessPoolExecutor(mp_context=ctx), DataLoader(multiprocessing_context=ctx)), "
+                "or silence this with -W ignore::spawnkit.PlainChildWarning where the child "
+                "needs no plugin.",
+                PlainChildWarning,
+                stacklevel=3,  # BaseProcess.start's caller
+            )
+        return popen(process_obj)
+
+    return _Popen

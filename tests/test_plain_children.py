@@ -1,0 +1,116 @@
+"""A plain spawn or forkserver child of a bootstrapped worker starts without its plugins: said.
+
+An engine's scheduler (a spawnkit worker) that starts its detokenizer or a pool through
+``multiprocessing.get_context("spawn")`` gives that child a fresh interpreter with no plugin
+and no hook, where the hook runs in the scheduler (SGLang's detokenizer, vLLM's EngineCore).
+Real launchers, a real installed plugin, real spawned grandchildren.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from _plugin_app import LAUNCH, louder_plugin, run_script, warned, write_app
+
+_MAIN = """
+if __name__ == "__main__":
+    import sys
+    how = sys.argv[1]
+    print(launch("engine:schedule", sys.argv[2], nprocs=1, payload=how))
+"""
+
+_ENGINE = """
+import multiprocessing
+
+import spawnkit
+
+def detokenize(q):
+    from {pkg}.target import word
+    q.put(word())
+
+def square(x):
+    return x * x
+
+def schedule(how):
+    from {pkg}.target import word
+    if how == "pool":
+        with multiprocessing.get_context("spawn").Pool(2) as pool:
+            return word(), pool.map(square, [1, 2, 3])
+    if how == "spawnkit":
+        ctx = spawnkit.get_context("spawn", namespace={tag!r})
+    else:
+        ctx = multiprocessing.get_context(how)
+    q = ctx.Queue()
+    p = ctx.Process(target=detokenize, args=(q,))
+    p.start()
+    got = q.get(timeout=60)
+    p.join(60)
+    return word(), got
+"""
+
+_TARGET = """
+def word():
+    return "hi"
+"""
+
+
+@pytest.fixture
+def app(tmp_path: Path):  # type: ignore[no-untyped-def]
+    modules = {"engine": _ENGINE, "target": _TARGET, "plugin": louder_plugin("target.word")}
+    return write_app(tmp_path, "plain", LAUNCH + _MAIN, {"loud": "plugin:register"}, modules)
+
+
+@pytest.mark.parametrize("worker_start", ["spawn", "forkserver"])
+def test_a_plain_spawn_child_of_a_worker_is_named_with_the_fix(app, worker_start: str) -> None:  # type: ignore[no-untyped-def]
+    proc = run_script(app.script, "spawn", worker_start)  # the worker spawned, then warm
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The hook runs in the worker and not in its plain child: before, with nothing said.
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    assert f"'spawn' process with target {app.pkg}.engine.detokenize" in line, line
+    assert f"plugins of namespace {app.tag!r} (loud)" in line
+    assert f"spawnkit.get_context('spawn', namespace={app.tag!r})" in proc.stderr
+
+
+def test_a_plain_pool_warns_once_for_its_workers(app) -> None:  # type: ignore[no-untyped-def]
+    proc = run_script(app.script, "pool", "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', [1, 4, 9])]"
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1 and "multiprocessing.pool.worker" in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("how", ["spawnkit", "fork"])
+def test_children_that_get_the_plugins_are_not_named(app, how: str) -> None:  # type: ignore[no-untyped-def]
+    proc = run_script(app.script, how, "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi!')]", proc.stdout
+    assert not warned(proc, "PlainChildWarning"), proc.stderr
+
+
+def test_the_warning_is_quiet_once_the_process_left_its_worker_phase() -> None:
+    """A test that bootstrapped in its own process, then left the phase, starts plain children
+    without a warning: what a child goes without is asked at each start."""
+    from types import SimpleNamespace
+
+    from spawnkit.bootstrap import _plain_children
+    from spawnkit.spec import _phase
+
+    hooks = SimpleNamespace(applied_targets=lambda: ["t"])
+    plugins = SimpleNamespace(report=SimpleNamespace(loaded=[SimpleNamespace(name="loud")]))
+    loss = _plain_children._loss_of(SimpleNamespace(name="eng", hooks=hooks, plugins=plugins))
+    saved = _phase.snapshot()
+    try:
+        _phase.restore((True, True, None))
+        assert "plugins of namespace 'eng' (loud)" in loss()[0]
+        hooks.applied_targets, plugins.report.loaded = lambda: [], []  # unapplied, unloaded
+        assert loss()[0] == ""
+        hooks.applied_targets = lambda: ["t"]
+        _phase.restore((False, False, None))  # left the worker phase
+        assert loss() == ("", "eng")
+    finally:
+        _phase.restore(saved)
