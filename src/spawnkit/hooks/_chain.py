@@ -182,6 +182,63 @@ def _async_call(call: Any, where: _Where) -> Callable[..., Any]:
     return wrapper
 
 
+# ------------------------------------------------------------ generator shells
+# A generator target's chain is a plain function that returns the generator, so the target
+# stopped being a generator function to ``inspect``: FastAPI took a hooked ``yield``
+# dependency for a plain one (its value became the generator object, its cleanup never ran),
+# and torch's ``no_grad()`` applied afterwards guarded the call, not the body.  The outermost
+# layer becomes a generator function that delegates to what the chain returns; the hooks then
+# run at the first ``next()``, where the target's own body runs.
+def _generator_shell(call: Any) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return (yield from call(*args, **kwargs))
+
+    return wrapper
+
+
+def _async_generator_shell(call: Any) -> Callable[..., Any]:
+    # No ``yield from`` in an async generator: asend/athrow/aclose are passed on by hand.
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        inner = call(*args, **kwargs)
+        if not hasattr(inner, "asend"):  # an async iterable a hook returned: no send/throw
+            async for item in inner:
+                yield item
+            return
+        try:
+            item = await inner.__anext__()
+        except StopAsyncIteration:
+            return
+        while True:
+            try:
+                sent = yield item
+            except GeneratorExit:
+                await inner.aclose()
+                raise
+            except BaseException as exc:
+                try:
+                    item = await inner.athrow(exc)
+                except StopAsyncIteration:
+                    return
+            else:
+                try:
+                    item = await inner.asend(sent)
+                except StopAsyncIteration:
+                    return
+
+    return wrapper
+
+
+#: ``inspect.CO_GENERATOR``, and ``CO_ASYNC_GENERATOR`` (below)
+_CO_GENERATOR = 0x20
+
+
+def _generator_flag(func: Any) -> int:
+    """The generator flag of a function's (or a method's function's) code, else 0."""
+    plain = func.__func__ if isinstance(func, types.MethodType) else func
+    code = getattr(plain, "__code__", None) if type(plain) is types.FunctionType else None
+    return code.co_flags & (_CO_GENERATOR | _CO_ASYNC_GENERATOR) if code is not None else 0
+
+
 _SYNC = {HookType.BEFORE: _sync_before, HookType.AFTER: _sync_after, HookType.AROUND: _sync_around}
 _ASYNC = {
     HookType.BEFORE: _async_before,
@@ -263,6 +320,10 @@ def build_chain(
         verb = "raised inside" if htype is _AROUND else "raised by"
         inner = factories[htype](obj, inner, _Where(reg, display, key, verb))
     if inner is not original:  # a layer of ours: a hook object is innermost only under others
+        flag = _generator_flag(original)
+        if flag and _generator_flag(inner) != flag:
+            shell = _generator_shell if flag == _CO_GENERATOR else _async_generator_shell
+            inner = shell(inner)
         # Only the outermost layer is ever seen (installed, and found by inspect through its
         # ``__wrapped__``); the inner ones are reachable only through its closure.
         adopt(inner, original, full=True)
