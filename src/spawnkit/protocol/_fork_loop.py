@@ -85,6 +85,23 @@ def _sigchld(*_unused: object) -> None:
     """Does nothing: SIGCHLD only has to wake the selector through the wakeup fd."""
 
 
+#: What a worker sends its parent to say it failed (SGLang's scheduler: SIGQUIT to
+#: ``psutil.Process().parent()``; vLLM's engine core has used SIGUSR1): a spawned worker's
+#: parent is the launcher, whose handler tears the engine down; a warm worker's is this
+#: server, which each of these would kill (their default action) with the launcher none the
+#: wiser.  The server passes them on to the launcher that started it, while it lives.
+_FOR_THE_LAUNCHER = ("SIGQUIT", "SIGUSR1", "SIGUSR2")
+
+
+def _passer(launcher: int) -> Any:
+    def pass_on(signum: int, _frame: object) -> None:
+        if os.getppid() == launcher:  # not to whoever adopted the server after the launcher
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(launcher, signum)
+
+    return pass_on
+
+
 class _Loop:
     """The server's state between requests; everything a child must close is kept here."""
 
@@ -118,6 +135,10 @@ class _Loop:
             signal.SIGCHLD: _sigchld,
             signal.SIGINT: signal.SIG_IGN,  # a Ctrl-C is the launcher's to handle
         }
+        pass_on = _passer(os.getppid())
+        for name in _FOR_THE_LAUNCHER:  # a worker's signal to its parent (each worker resets)
+            if hasattr(signal, name):
+                handlers[getattr(signal, name)] = pass_on
         self.old_handlers = {sig: signal.signal(sig, val) for sig, val in handlers.items()}
         signal.set_wakeup_fd(self.sig_w)  # os.write() in a Python signal handler races
         with (
