@@ -126,18 +126,26 @@ def _scan() -> dict[str, tuple[EntryPointInfo, ...]]:
 
 def entry_points(group: str) -> tuple[EntryPointInfo, ...]:
     """Every entry point of ``group`` across installed distributions, in ``sys.path`` order."""
-    global _cache
     seeded = _seeded.get(group)
     if seeded is not None:
         return seeded
-    global _cache_fingerprint
+    return _scanned().get(group, ())
+
+
+def groups() -> frozenset[str]:
+    """Every entry-point group some installed distribution declares (the launcher's typo check)."""
+    return frozenset(_scanned())
+
+
+def _scanned() -> dict[str, tuple[EntryPointInfo, ...]]:
+    """The scan of what is installed now (redone when ``sys.path``'s fingerprint changed)."""
+    global _cache, _cache_fingerprint
     fingerprint = path_fingerprint()
     with _lock:
         if _cache is None or _cache_fingerprint != fingerprint:
             _cache = _scan()
             _cache_fingerprint = fingerprint
-        cache = _cache
-    return cache.get(group, ())
+        return _cache
 
 
 def clear_cache() -> None:

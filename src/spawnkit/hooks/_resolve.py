@@ -17,6 +17,7 @@ from typing import Any
 
 from spawnkit import _reference
 from spawnkit._namedtuple import NamedTuple
+from spawnkit._names import one_edit as _one_edit
 from spawnkit.errors import HookRegistrationError, HookTargetError, ImportWaitError
 from spawnkit.hooks.types import HookType
 
@@ -453,20 +454,6 @@ def _near(name: str, owner: Any) -> str:
             return other
     close = difflib.get_close_matches(name, ordered, n=1, cutoff=0.8)
     return close[0] if close else ""
-
-
-def _one_edit(a: str, b: str) -> bool:
-    """One character changed, added, dropped, or two neighbours swapped turns ``a`` into ``b``."""
-    if a == b or abs(len(a) - len(b)) > 1:
-        return False
-    i, n = 0, min(len(a), len(b))
-    while i < n and a[i] == b[i]:
-        i += 1
-    if len(a) == len(b):
-        swapped = a[i : i + 2] == b[i : i + 2][::-1] and a[i + 2 :] == b[i + 2 :]
-        return swapped or a[i + 1 :] == b[i + 1 :]
-    longer, shorter = (a, b) if len(a) > len(b) else (b, a)
-    return longer[i + 1 :] == shorter[i:]
 
 
 def watch_names(path: TargetPath) -> tuple[str, ...]:

@@ -26,10 +26,12 @@ def _select(
     from spawnkit.hooks import _conflicts
     from spawnkit.hooks.plugins import _parse_bool
     from spawnkit.launch._env_check import check_env
+    from spawnkit.launch._group_check import check_groups
     from spawnkit.platforms.discovery import env_applied
 
     config = ns.config
     check_env(ns, env)  # typos and other namespaces' variables: warned once, here
+    check_groups(ns)  # a plugin declared in a misspelt group: warned once, here
     # The namespace's selection variables given in ``env=`` win over the parent's own
     # environment: the workers would see them, so the parent decides with them.
     name = env.get(config.platform_var, "").strip() or None

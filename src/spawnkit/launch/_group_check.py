@@ -1,0 +1,71 @@
+"""Entry points declared in a group one slip from this namespace's: a plugin never loaded.
+
+``[project.entry-points."eng.plugin"]`` (the S missing), ``"eng-plugins"`` or
+``"eng.platform"``: the distribution installs, ``importlib.metadata`` lists it, and no
+namespace reads that group, so the plugin or the device it adds is never loaded, with nothing
+said.  Once per launch, in the parent, every installed group that no namespace this process
+can name reads is compared with this namespace's two groups; one a slip away (the same after
+case and ``-``/``_``/``.`` are evened out, or one character changed, added, dropped or swapped
+in one dotted part) is a ``PluginSelectionWarning`` naming the distributions, their entry
+points and the group to declare them in.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+from spawnkit import _metadata
+from spawnkit._names import one_edit
+from spawnkit.hooks.plugins import PluginSelectionWarning
+from spawnkit.launch._env_check import _others, _user_line
+from spawnkit.namespace import Namespace
+
+__all__ = ["check_groups", "find_group_problems"]
+
+
+def find_group_problems(ns: Namespace) -> list[str]:
+    """One message per installed group a slip from one of ``ns``'s groups that nobody reads."""
+    config = ns.config
+    ours = {config.plugin_group: "general plugins", config.platform_group: "platform plugins"}
+    read = set(ours)
+    for other in _others(ns):
+        read.update((other.config.plugin_group, other.config.platform_group))
+    found = []
+    for group in sorted(_metadata.groups() - read):
+        for want, role in ours.items():
+            if not _slip(group, want):
+                continue
+            eps = _metadata.entry_points(group)
+            who = ", ".join(sorted({f"{ep.dist} {ep.version}" for ep in eps}))
+            names = ", ".join(repr(ep.name) for ep in eps)
+            found.append(
+                f"distribution {who} declares entry point(s) {names} in group {group!r}, which "
+                f"no namespace reads: namespace {ns.name!r} loads its {role} from {want!r}, so "
+                f"they are never loaded. Fix the group name where the distribution declares it "
+                f'([project.entry-points."{want}"] in its pyproject.toml) and reinstall it'
+            )
+    return found
+
+
+def _slip(group: str, want: str) -> bool:
+    a, b = _even(group), _even(want)
+    if a == b:
+        return True
+    pa, pb = a.split("."), b.split(".")
+    if len(pa) != len(pb):
+        return False
+    differ = [(x, y) for x, y in zip(pa, pb, strict=True) if x != y]
+    return len(differ) == 1 and one_edit(*differ[0])
+
+
+def _even(group: str) -> str:
+    return group.lower().replace("-", ".").replace("_", ".")
+
+
+def check_groups(ns: Namespace) -> list[str]:
+    """Warn once about each group found (``PluginSelectionWarning``, at the user's line)."""
+    found = find_group_problems(ns)
+    filename, lineno, module = _user_line()
+    for message in found:
+        warnings.warn_explicit(message, PluginSelectionWarning, filename, lineno, module)
+    return found
