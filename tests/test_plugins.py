@@ -535,3 +535,39 @@ def test_a_platform_plugin_declared_as_a_general_plugin_is_refused_naming_the_gr
 def test_a_general_plugin_returning_a_status_word_loads(world: World) -> None:
     world.add_plugin("shims", STATUS_WORD)
     assert [p.name for p in load_plugins(world.ns)] == ["shims"]
+
+
+NEVER_RUNS = {
+    "async": """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+
+    async def register():  # an async framework's habit: the body never runs
+        NS.hooks.register("{eng}.sched.Scheduler.run", "{mod}:nope", HookType.AFTER)
+    """,
+    "generator": """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+
+    def register():
+        for target in ["{eng}.sched.Scheduler.run"]:
+            yield NS.hooks.register(target, "{mod}:nope", HookType.AFTER)
+    """,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(NEVER_RUNS))
+def test_a_callback_whose_body_never_runs_is_refused(
+    world: World, kind: str, recwarn: pytest.WarningsRecorder
+) -> None:
+    # Before: "loaded", no hook registered, a RuntimeWarning at collection at best.
+    world.add_plugin("lazy", NEVER_RUNS[kind], dist="lazy-plugin", version="0.1")
+    with pytest.raises(PluginError) as info:
+        load_plugins(world.ns)
+    text = str(info.value)
+    assert "plugin 'lazy'" in text and "lazy-plugin 0.1" in text, text
+    assert "none of its code ran" in text and "Make it a plain def" in text
+    assert ("async def" in text) == (kind == "async")
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]

@@ -410,6 +410,24 @@ class PluginManager:
         self.report = PluginReport()
 
 
+#: What calling an ``async def`` or a ``def`` with ``yield`` gives: the function's body has not
+#: run, and nothing here would run it (loading calls a callback and drops what it returns).
+_NEVER_RAN = (types.CoroutineType, types.GeneratorType, types.AsyncGeneratorType)
+
+
+def _never_ran(returned: Any) -> str:
+    kind = {
+        types.CoroutineType: "a coroutine function (async def)",
+        types.GeneratorType: "a generator function (it contains yield)",
+        types.AsyncGeneratorType: "an async generator function",
+    }[type(returned)]
+    return (
+        f"its callback is {kind}: calling it returned a {type(returned).__name__} that nothing "
+        "runs, so none of its code ran and none of its hooks were registered. Make it a plain "
+        "def that registers its hooks when called"
+    )
+
+
 def _platform_answer(returned: object) -> bool:
     """Whether a general plugin's callback returned what a platform plugin's ``activate()``
     does: a class, or a qualname (``pkg.mod.Class``, ``pkg.mod:Class``), not a status word."""
@@ -463,6 +481,11 @@ def _run(
         elif callable(obj):
             what = "raised in its callback"
             returned = obj()
+            if isinstance(returned, _NEVER_RAN):
+                what = "never ran its callback's body"
+                if not isinstance(returned, types.AsyncGeneratorType):
+                    returned.close()  # no "never awaited" warning later: this error says it
+                raise TypeError(_never_ran(returned))
             if returned is not None and _platform_answer(returned):
                 what = "is a platform plugin in the general plugin group"
                 raise TypeError(
