@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given
@@ -109,6 +109,40 @@ def test_condition_that_raises_is_an_error_naming_it(
     assert "broken_probe" in text and "no /dev/kfd" in text and "rdna3-shims" in text
     assert isinstance(info.value.__cause__, HookRegistrationError)
     assert lib.f is original
+
+
+def _is_hip() -> bool:
+    return False
+
+
+async def _async_is_hip() -> bool:
+    return False
+
+
+@pytest.mark.parametrize(
+    ("condition", "said"),
+    [(lambda: _is_hip, "call it inside the condition"), (_async_is_hip, "make it a plain def")],
+    ids=["call-forgotten", "async-def"],
+)
+def test_a_condition_that_answers_with_a_function_or_a_coroutine_is_refused(
+    mods: Modules,
+    registry: type[HookRegistry],
+    condition: Any,
+    said: str,
+    recwarn: pytest.WarningsRecorder,
+) -> None:
+    # Before: both answers are truthy, so a hook meant for HIP only was applied here too.
+    lib = mods.load("lib", "def f(x):\n    return x\n")
+    original = lib.f
+    target = mods.name("lib.f")
+    registry.register(target, _plus_one, HookType.AFTER, condition=condition, source=SRC)
+    with pytest.raises(HookApplyError) as info:
+        registry.apply_hooks()
+    text = str(info.value)
+    assert "which is always true" in text and said in text and "rdna3-shims" in text, text
+    assert isinstance(info.value.__cause__, HookRegistrationError)
+    assert lib.f is original
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]
 
 
 def test_condition_must_be_callable(registry: type[HookRegistry]) -> None:

@@ -41,11 +41,29 @@ def check_conditions(st: State, key: str) -> Exception | None:
             )
             err.__cause__ = exc
             return err
+        if callable(ok) or hasattr(ok, "__await__"):
+            return _unanswered(ok, name, reg)
         if ok:
             st.cond_ok.add(reg.seq)
         else:
             st.dropped[reg.seq] = ("skipped", f"condition {name} is false")
     return None
+
+
+def _unanswered(ok: Any, name: str, reg: Any) -> HookRegistrationError:
+    """A condition that gave a function (``lambda: is_hip``, the call forgotten) or a coroutine
+    (``async def``): always true, so the hook would apply everywhere it was meant to skip."""
+    if hasattr(ok, "__await__"):
+        if hasattr(ok, "close"):
+            ok.close()  # no "never awaited" warning later: this error says it
+        what, fix = "a coroutine (the condition is async def)", "make it a plain def"
+    else:
+        what, fix = f"a callable ({describe_callable(ok)})", "call it inside the condition"
+    return HookRegistrationError(
+        f"condition {name} of {reg.describe()} on target {reg.target!r} returned {what}, "
+        f"which is always true: the hook would be applied even where it should be skipped. "
+        f"A condition must return true or false; {fix}."
+    )
 
 
 def defer(st: State, key: str, strict: bool, callback: Callable[[str], None]) -> bool:
