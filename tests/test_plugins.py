@@ -463,6 +463,34 @@ def test_hooks_put_on_the_default_registry_by_another_namespaces_plugin_are_refu
     assert world.ns.hooks.registrations() == []
 
 
+OTHER_NAMESPACE_PLUGIN = """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+
+    OTHER = Namespace("{ns}_other", "{PREFIX}_OTHER")  # the engine's second namespace
+
+    def register():
+        OTHER.hooks.register("{eng}.sched.Scheduler.run", "{mod}:nope", HookType.AFTER)
+    """
+
+
+def test_hooks_put_on_another_namespaces_registry_are_said(world: World) -> None:
+    """Only a process that bootstraps that namespace too applies them: a warning, not a refusal
+    (an engine may bootstrap both)."""
+    world.add_plugin("elsewhere", OTHER_NAMESPACE_PLUGIN, dist="else-plugin", version="0.2")
+    with pytest.warns(PluginSelectionWarning) as caught:
+        loaded = load_plugins(world.ns)
+    assert [p.name for p in loaded] == ["elsewhere"]
+    (w,) = [w for w in caught if "registry" in str(w.message)]
+    text = str(w.message)
+    ns = world.ns.name
+    assert "plugin 'elsewhere'" in text and "else-plugin 0.2" in text, text
+    assert f"loaded for namespace {ns!r} but registered 1 hook(s)" in text
+    assert f"in namespace '{ns}_other''s registry" in text
+    assert f"spawnkit.get_namespace({ns!r}).hooks" in text
+    assert world.ns.hooks.registrations() == []
+
+
 def test_apply_waiting_for_another_threads_loading_is_bounded(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:

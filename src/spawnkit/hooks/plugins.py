@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 import types
+import warnings
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
@@ -439,6 +440,43 @@ def _platform_answer(returned: object) -> bool:
     return len(parts) > 1 and all(map(str.isidentifier, parts))
 
 
+def _elsewhere(registry: Any, source: Any) -> dict[int, tuple[Any, int]]:
+    """Every registry but ``registry`` a plugin could register into by mistake (the default
+    one; another namespace's that exists), with how many registrations ``source`` has there."""
+    default = type(registry).default()
+    found = {} if default is registry else {id(default): (default, _count_from(default, source))}
+    for ns in list(_namespace_registry.DECLARED.values()):
+        other = getattr(ns, "_hooks", None)  # not created for the asking
+        if other is not None and other is not registry and id(other) not in found:
+            found[id(other)] = (other, _count_from(other, source))
+    return found
+
+
+def _check_elsewhere(ns: str, registry: Any, source: Any, before: dict[int, Any]) -> None:
+    """What a plugin loaded for ``ns`` registered in another registry: on the default one it is
+    refused (no worker applies it); on another namespace's it is said, since only a process
+    that bootstraps that namespace too applies it."""
+    for other, count in _elsewhere(registry, source).values():
+        start = before.get(id(other), (other, 0))[1]
+        if count <= start:
+            continue
+        if other is type(registry).default():
+            _refuse_misrouted(ns, other, source, start)
+            continue
+        stray = [r for r in other.registrations() if r.source == source][start:]
+        targets = ", ".join(sorted({r.target for r in stray}))
+        warnings.warn(
+            f"{source} was loaded for namespace {ns!r} but registered {len(stray)} hook(s) "
+            f"(on {targets}) in namespace {other.name!r}'s registry: a worker of {ns!r} "
+            f"never applies them, only a process that also bootstraps {other.name!r} does. "
+            f"Register through spawnkit.get_namespace({ns!r}).hooks (get_namespace() with no "
+            f"argument is the worker's own), or declare the plugin in {other.name!r}'s plugin "
+            "group too.",
+            PluginSelectionWarning,
+            stacklevel=2,
+        )
+
+
 def _refuse_misrouted(ns: str, default: Any, source: Any, before: int) -> None:
     """Hooks a plugin of this namespace put on the *default* registry would never run.
 
@@ -468,8 +506,7 @@ def _run(
 ) -> tuple[str, Exception] | None:
     """Import the plugin's entry point and call it; on failure, what failed and why."""
     ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
-    default = type(registry).default()
-    before_default = _count_from(default, source) if default is not registry else 0
+    before = _elsewhere(registry, source)
     what = "failed to import"
     # plugin_source(source) and _steps.step(...), spelled out: no context-manager objects
     token = current_plugin_source.set(source)
@@ -501,8 +538,7 @@ def _run(
                 f"entry point resolves to a {type(obj).__name__}, not a callable; point "
                 "it at the plugin's register function ('module:register')"
             )
-        if default is not registry:
-            _refuse_misrouted(config.name, default, source, before_default)
+        _check_elsewhere(config.name, registry, source, before)
     except Exception as exc:
         return what, exc
     finally:
