@@ -34,7 +34,11 @@ _STRINGS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE"
 
 def hooked_constructors(namespace: Namespace) -> list[AppliedTarget]:
     """The applied targets that are constructors; most workers have none, and then the payload
-    (the data the docs' walk follows) is never handed here."""
+    (the data the docs' walk follows) is never handed here.  The registered names are read
+    first: the applied records are built only where one names a constructor."""
+    named = namespace.hooks.registered_targets()
+    if not any(t.rpartition(".")[2] in _CONSTRUCTORS for t in named):
+        return []
     return [
         applied
         for applied in namespace.hooks.applied_targets()

@@ -44,7 +44,8 @@ _loss: Callable[[], tuple[str, str]] = _nothing
 def arm(namespace: Any) -> None:
     """After this process applied ``namespace``'s hooks: a plain child warns what it lacks."""
     global _loss
-    if not (namespace.hooks.applied_targets() or namespace.plugins.report.loaded):
+    report = namespace.plugins.report
+    if not (report.applied or report.loaded):
         return  # nothing a child would go without
     _loss = _loss_of(namespace)
     for package in _PACKAGES:
