@@ -35,6 +35,9 @@ def square(x):
 
 def schedule(how):
     from {pkg}.target import word
+    if how == "manager":  # multiprocessing's own server process: it runs no engine code
+        with multiprocessing.get_context("spawn").Manager() as manager:
+            return word(), manager.list([word()])[0]
     if how == "pool":
         with multiprocessing.get_context("spawn").Pool(2) as pool:
             return word(), pool.map(square, [1, 2, 3])
@@ -84,8 +87,9 @@ def test_a_plain_pool_warns_once_for_its_workers(app) -> None:  # type: ignore[n
     assert len(lines) == 1 and "multiprocessing.pool.worker" in lines[0], proc.stderr
 
 
-@pytest.mark.parametrize("how", ["spawnkit", "fork"])
+@pytest.mark.parametrize("how", ["spawnkit", "fork", "manager"])
 def test_children_that_get_the_plugins_are_not_named(app, how: str) -> None:  # type: ignore[no-untyped-def]
+    """spawnkit's context and fork children have the hooks; a manager's process runs none."""
     proc = run_script(app.script, how, "spawn")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi!')]", proc.stdout
