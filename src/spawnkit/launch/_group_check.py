@@ -7,7 +7,8 @@ said.  Once per launch, in the parent, every installed group that no namespace t
 can name reads is compared with this namespace's two groups; one a slip away (the same after
 case and ``-``/``_``/``.`` are evened out, or one character changed, added, dropped or swapped
 in one dotted part) is a ``PluginSelectionWarning`` naming the distributions, their entry
-points and the group to declare them in.
+points and the group to declare them in.  The answer is kept while what is installed and the
+namespaces declared here are unchanged: a warm launch's path is the launcher's own work.
 """
 
 from __future__ import annotations
@@ -22,9 +23,25 @@ from spawnkit.namespace import Namespace
 
 __all__ = ["check_groups", "find_group_problems"]
 
+_kept: dict[tuple[object, ...], list[str]] = {}  # (installed, namespaces, ours) -> messages
+
 
 def find_group_problems(ns: Namespace) -> list[str]:
     """One message per installed group a slip from one of ``ns``'s groups that nobody reads."""
+    config = ns.config
+    key = (
+        _metadata.path_fingerprint(),
+        frozenset(Namespace._registry),
+        config.plugin_group,
+        config.platform_group,
+    )
+    found = _kept.get(key)
+    if found is None:
+        found = _kept[key] = _find(ns)
+    return list(found)
+
+
+def _find(ns: Namespace) -> list[str]:
     config = ns.config
     ours = {config.plugin_group: "general plugins", config.platform_group: "platform plugins"}
     read = set(ours)
@@ -48,6 +65,8 @@ def find_group_problems(ns: Namespace) -> list[str]:
 
 
 def _slip(group: str, want: str) -> bool:
+    if abs(len(group) - len(want)) > 1:  # evening keeps lengths; one slip moves one by 1
+        return False
     a, b = _even(group), _even(want)
     if a == b:
         return True
