@@ -130,3 +130,19 @@ def test_torch_no_grad_applied_after_hooking_guards_the_generators_body(
     guarded = torch.no_grad()(m.steps)  # torch asks inspect.isgeneratorfunction
     # Before: [True, True]: no_grad covered the call that made the generator, not its body.
     assert list(guarded(2)) == [False, False]
+
+
+def test_a_types_coroutine_target_stays_awaitable(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """A control: a ``@types.coroutine`` generator is awaited by its callers; it keeps the plain
+    layer (a generator shell would not be awaitable)."""
+    source = "import types\n\n@types.coroutine\ndef legacy(x):\n    yield\n    return x\n"
+    m = mods.load("legacy", source)
+    registry.register(mods.name("legacy.legacy"), lambda original, x: original(x), HookType.AROUND)
+    registry.apply_hooks()
+
+    async def main() -> Any:
+        return await m.legacy(1)
+
+    assert asyncio.run(main()) == 1  # a shell: "object generator can't be used in 'await'"

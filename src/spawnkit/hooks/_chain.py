@@ -232,11 +232,20 @@ def _async_generator_shell(call: Any) -> Callable[..., Any]:
 _CO_GENERATOR = 0x20
 
 
+#: ``inspect.CO_ITERABLE_COROUTINE``: a ``@types.coroutine`` generator, awaited by its callers;
+#: a shell would hand them a plain generator, which ``await`` refuses
+_CO_ITERABLE_COROUTINE = 0x100
+
+
 def _generator_flag(func: Any) -> int:
     """The generator flag of a function's (or a method's function's) code, else 0."""
     plain = func.__func__ if isinstance(func, types.MethodType) else func
-    code = getattr(plain, "__code__", None) if type(plain) is types.FunctionType else None
-    return code.co_flags & (_CO_GENERATOR | _CO_ASYNC_GENERATOR) if code is not None else 0
+    if type(plain) is not types.FunctionType:
+        return 0
+    flags: int = plain.__code__.co_flags
+    if flags & _CO_ITERABLE_COROUTINE:
+        return 0
+    return flags & (_CO_GENERATOR | _CO_ASYNC_GENERATOR)
 
 
 _SYNC = {HookType.BEFORE: _sync_before, HookType.AFTER: _sync_after, HookType.AROUND: _sync_around}
