@@ -1,8 +1,7 @@
 """What a worker forked from a warm server must not share with its siblings: numpy's global
 random state and torch's default CPU generator, while nothing but their own imports has
-seeded them, and every ``random.Random``
-the server's plugins, preloads and hook targets seeded from entropy (and each numpy
-``Generator`` ``default_rng()`` made without a seed).
+seeded them, and every ``random.Random`` the server's plugins, preloads and hook targets
+seeded from entropy (and each numpy ``Generator`` ``default_rng()`` made without a seed).
 
 CPython reseeds ``random`` in every forked child; numpy does not reseed its legacy global
 ``RandomState`` (what ``np.random.rand()`` and friends draw from).  A spawned worker imports
