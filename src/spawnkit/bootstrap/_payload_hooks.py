@@ -54,7 +54,9 @@ def unrun(ctors: list[AppliedTarget], payload: Payload) -> tuple[list[str], str]
     lines = []
     for applied in ctors:
         owner = _class((applied.module, applied.qualname.rpartition(".")[0]))
-        built = sorted({_name(c) for c in held if owner is not None and issubclass(c, owner)})
+        if owner is None:
+            continue
+        built = sorted({_name(c) for c in held if issubclass(c, owner)})
         if built:
             who = ", ".join(dict.fromkeys(str(reg.source) for reg in applied.hooks))
             method = applied.qualname.rpartition(".")[2]

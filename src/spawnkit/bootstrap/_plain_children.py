@@ -30,7 +30,7 @@ __all__: list[str] = []
 _PACKAGES = ("multiprocessing", "multiprocess")
 _CLASSES = (("SpawnProcess", "spawn"), ("ForkServerProcess", "forkserver"))
 _QUIET_TARGETS = ("multiprocessing.managers", "multiprocess.managers")
-_armed: dict[tuple[str, str], Any] = {}  # (package, class) -> the original _Popen function
+_armed: set[tuple[str, str]] = set()  # (package, class): stood in for (its stand-in keeps it)
 
 
 def _nothing() -> tuple[str, str]:
@@ -55,7 +55,7 @@ def arm(namespace: Any) -> None:
             own = None if cls is None else cls.__dict__.get("_Popen")
             if not isinstance(own, staticmethod) or (package, cls_name) in _armed:
                 continue
-            _armed[package, cls_name] = own.__func__
+            _armed.add((package, cls_name))
             cls._Popen = staticmethod(_stand_in(own.__func__, method))  # type: ignore[union-attr]
 
 

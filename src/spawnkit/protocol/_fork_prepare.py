@@ -71,10 +71,10 @@ def wrap(prepare: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]]
     if _replay is None:
         return prepare
     gone, added, cwd, argv = _replay
+    moved = {e for group in added.values() for e in group}
 
     def prepare_then_replay(data: dict[str, Any]) -> None:
         prepare(data)
-        moved = {e for group in added.values() for e in group}
         out = list(added.get(None, ()))
         placed: set[str | None] = {None}
         for entry in sys.path:
