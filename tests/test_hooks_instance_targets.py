@@ -116,3 +116,50 @@ def test_instances_that_cannot_own_a_hook_are_refused_with_the_fix(
         registry.apply_hooks()
     cause = info.value.__cause__
     assert isinstance(cause, HookTargetError) and says in str(cause), str(cause)
+
+
+MODEL = """
+class Model:
+    def __call__(self, x):
+        return x + 1
+
+    def __len__(self):
+        return 3
+
+
+model = Model()
+"""
+
+
+@pytest.mark.parametrize(("attr", "use"), [("__call__", "obj(...)"), ("__len__", "len(obj)")])
+@pytest.mark.parametrize("optional", [False, True])
+def test_a_special_method_of_an_instance_is_refused_python_looks_it_up_on_the_class(
+    mods: Modules, registry: type[HookRegistry], attr: str, use: str, optional: bool
+) -> None:
+    """Patched on the instance, ``model(1)`` and ``len(model)`` skipped the hook (2, 3) while
+    ``model.__call__(1)`` ran it and status() said applied."""
+    m = mods.load("models", MODEL)
+    target = mods.name(f"models.model.{attr}")
+    registry.register(target, lambda *a: 99, "REPLACE", optional=optional)
+    with pytest.raises(HookApplyError) as info:
+        registry.apply_hooks()
+    cause = info.value.__cause__
+    assert isinstance(cause, HookTargetError) and cause.target == target
+    text = str(cause)
+    assert f"{attr} of the Model instance" in text and use in text, text
+    assert f"'{mods.pkg}.models.Model.{attr}'" in text and "'self is model'" in text, text
+    assert attr not in vars(m.model) and (m.model(1), len(m.model)) == (2, 3)  # nothing patched
+
+
+def test_the_fix_it_names_hooks_every_instance_through_the_class(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("models", MODEL)
+    other = m.Model()
+
+    def only_that_one(original, self, x):
+        return original(self, x) * (100 if self is m.model else 1)
+
+    registry.register(mods.name("models.Model.__call__"), only_that_one, "AROUND")
+    registry.apply_hooks()
+    assert (m.model(1), other(1)) == (200, 2)

@@ -411,8 +411,33 @@ def _instance_attribute(
             f"{type(owner).__qualname__}.{attr}').",
             target=display,
         )
+    if attr[:2] == attr[-2:] == "__" and len(attr) > 4:
+        # Python's syntax finds a special method on the type, never in the instance's
+        # __dict__: ``model(x)``, ``len(model)`` and ``with model:`` would skip the patch
+        # while only ``model.__call__(x)`` ran it, and status() would say "applied".
+        cls = type(owner)
+        raise HookTargetError(
+            f"hook target {display!r}: {attr} of the {cls.__name__} instance {walked!r} is "
+            f"looked up on its class by Python ({_SPECIAL_USE.get(attr, 'the syntax that uses it')}"
+            f"), not on the instance, so a hook patched on the instance would never run there. "
+            f"Hook the class's method instead ('{cls.__module__}.{cls.__qualname__}.{attr}': "
+            f"every instance), and test 'self is {walked.rpartition('.')[2]}' in the hook "
+            "if it is meant for this one.",
+            target=display,
+        )
     had_own = attr in vars(owner)
     return Resolved(owner, attr, raw, had_own, module.__name__, qualname, type(owner))
+
+
+_SPECIAL_USE = {  # what a reader writes that calls the special method: for the message only
+    "__call__": "obj(...)",
+    "__len__": "len(obj)",
+    "__iter__": "for x in obj",
+    "__getitem__": "obj[key]",
+    "__enter__": "with obj:",
+    "__exit__": "with obj:",
+    "__contains__": "x in obj",
+}
 
 
 def _missing(display: str, owner: Any, walked: str, name: str) -> HookTargetError:
