@@ -492,17 +492,12 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
 
 def _check_overrides(namespace: Namespace) -> None:
     """Subclass overrides that never call a hooked method, per ``<PREFIX>_HOOK_CONFLICTS``."""
-    found = namespace.hooks.bypassing()
+    found = namespace.hooks._bypass_report()
     if not found:
         return
-    from spawnkit.hooks._decide import bypass_reason
-
-    lines = [f"target {target!r}: {bypass_reason(subs)}" for target, subs in found.items()]
-    fix = (
-        "Fix: hook the override the engine runs (e.g. "
-        f"{next(iter(found.values()))[0]!r}) as well, or check that those classes are not it."
-    )
-    _report_conflicts(namespace, lines, fix)
+    lines = [f"target {target!r}: {reason}" for target, (_, reason, _) in found.items()]
+    fixes = dict.fromkeys(fix for _, _, fix in found.values())  # each kind's fix once
+    _report_conflicts(namespace, lines, "\n".join(fixes))
 
 
 def _report_conflicts(namespace: Namespace, lines: list[str], fix: str) -> None:

@@ -267,13 +267,18 @@ def _shown(obj: Any) -> str:
 
 def bypassing(rec: Record) -> list[str]:
     """The subclasses' own overrides of a hooked method that never refer to it: instances of
-    those classes skip the hook (gevent names its unpatched subclasses the same way).
+    those classes skip the hook (gevent names its unpatched subclasses the same way); for a
+    replaced class, the subclasses and instances made from the original (``_replaced_class``).
 
     An override counts as calling up when the method's name is among the names its code (or
     code nested in it) uses: ``super().run()``, ``Engine.run(self)``.
     """
     owner, attr = rec.res.owner, rec.res.attr
-    if not isinstance(owner, type) or rec.kind == _resolve.CLASS:
+    if rec.kind == _resolve.CLASS:  # a replaced class: what was built from the original
+        from spawnkit.hooks import _replaced_class  # class REPLACEs only: few workers
+
+        return _replaced_class.left_behind(rec)
+    if not isinstance(owner, type):
         return []
     out: list[str] = []
     seen: set[int] = set()
@@ -300,12 +305,27 @@ def _names(code: types.CodeType) -> set[str]:
     return names
 
 
-def bypass_reason(overrides: list[str]) -> str:
+def bypass_reason(rec: Record, overrides: list[str]) -> str:
+    if rec.kind == _resolve.CLASS:
+        from spawnkit.hooks import _replaced_class
+
+        return _replaced_class.reason(describe_callable(rec.installed), overrides)
     n, attr = len(overrides), overrides[0].rpartition(".")[2]
     return (
         f"{n} subclass override{'s' if n > 1 else ''} never refer{'' if n > 1 else 's'} to it "
         f"(no super().{attr}()), so instances of {'those classes' if n > 1 else 'that class'} "
         f"skip the hook: {', '.join(overrides)}"
+    )
+
+
+def bypass_fix(rec: Record, overrides: list[str]) -> str:
+    if rec.kind == _resolve.CLASS:
+        from spawnkit.hooks import _replaced_class
+
+        return _replaced_class.fix(rec)
+    return (
+        f"Fix: hook the override the engine runs (e.g. {overrides[0]!r}) as well, or check "
+        "that those classes are not it."
     )
 
 
@@ -318,7 +338,7 @@ def _applied_state(st: State, key: str, rec: Record) -> tuple[str, str]:
     reason = f"applied when {trigger!r} was first imported" if trigger else ""
     skipping = bypassing(rec)
     if skipping:
-        reason = "; ".join(filter(None, (reason, bypass_reason(skipping))))
+        reason = "; ".join(filter(None, (reason, bypass_reason(rec, skipping))))
     return "applied", reason
 
 

@@ -263,15 +263,26 @@ class RegistryQueries:
     @hybridmethod
     def bypassing(self) -> dict[str, list[str]]:
         """By applied method target, the subclasses' overrides of it that never call it:
-        instances of those classes skip its hooks (``Class.method`` each)."""
+        instances of those classes skip its hooks (``Class.method`` each); by replaced class,
+        the subclasses and module-level instances made from the original before."""
+        return {target: names for target, (names, _, _) in self._bypass_report().items()}
+
+    @hybridmethod
+    def _bypass_report(self) -> dict[str, tuple[list[str], str, str]]:
+        """``bypassing()`` with each target's reason and fix, for the conflict warning."""
         with self._lock:
             st = self._state
-            found: dict[str, list[str]] = {}
+            found: dict[str, tuple[list[str], str, str]] = {}
             for key, rec in st.applied.items():
-                if isinstance(rec.res.owner, type):  # a module's function has no subclasses
-                    overrides = _decide.bypassing(rec)
-                    if overrides:
-                        found[st.display[key]] = overrides
+                # a module's function has no subclasses; a class target is the module's too
+                if isinstance(rec.res.owner, type) or rec.kind == _resolve.CLASS:
+                    names = _decide.bypassing(rec)
+                    if names:
+                        found[st.display[key]] = (
+                            names,
+                            _decide.bypass_reason(rec, names),
+                            _decide.bypass_fix(rec, names),
+                        )
         return found
 
     @hybridmethod
