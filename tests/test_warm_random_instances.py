@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from _plugin_app import LAUNCH, run_script, write_app
 
 _LAUNCHER = LAUNCH + """
@@ -57,3 +59,49 @@ def test_each_warm_worker_draws_its_own_numbers_from_a_module_level_random(
     # Seeded, or given a state, at import: the same on every worker, spawned or warm.
     assert len({w[1] for w in workers}) == 1, got
     assert len({w[2] for w in workers}) == 1, got
+
+
+_SEEDING_LAUNCHER = LAUNCH + """
+if __name__ == "__main__":
+    print([launch("rngs:draw", m, nprocs=2) for m in ("spawn", "forkserver", "forkserver")])
+"""
+
+_DRAW = "import random\ndef draw():\n    return random.getrandbits(62)\n"
+
+_SEEDER = """
+import os
+import random
+
+def register():
+    how = os.environ["HOW"]
+    if how in ("seed", "reseeded"):
+        random.seed(42)
+    if how == "setstate":
+        random.setstate(random.Random(7).getstate())
+    random.random()  # a draw after: a spawned worker's state moves on the same way
+    if how == "reseeded":
+        random.seed()  # back to entropy
+"""
+
+
+@pytest.mark.parametrize("how", ["seed", "setstate", "reseeded", "none"])
+def test_a_plugins_random_seed_holds_in_warm_workers_as_in_spawned_ones(
+    tmp_path: Path, how: str
+) -> None:
+    """CPython reseeds ``random`` in a forked child: a plugin's ``random.seed(42)`` was undone
+    in every warm worker (each drew its own numbers) while every spawned worker repeated it."""
+    app = write_app(
+        tmp_path,
+        "rseed",
+        _SEEDING_LAUNCHER,
+        {"seeder": "plugin:register"},
+        {"plugin": _SEEDER, "rngs": _DRAW},
+    )
+    proc = run_script(app.script, env={"HOW": how})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    spawned, warm, again = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    drawn = spawned + warm + again
+    if how in ("seed", "setstate"):
+        assert len(set(drawn)) == 1, drawn  # before: the four warm workers' numbers differed
+    else:  # from entropy: every worker its own (2**62: no collision by chance)
+        assert len(set(drawn)) == len(drawn), drawn

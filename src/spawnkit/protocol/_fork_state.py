@@ -18,6 +18,11 @@ random.Random()`` for jitter, sampling, a port to try): CPython reseeds only the
 generator in a forked child.  While the server bootstraps and preloads, ``Random.seed`` and
 ``Random.setstate`` note which instances were seeded from entropy; each forked worker seeds
 those again.  One seeded with a value, or given a state, is left: a spawned worker repeats it.
+The reverse holds for ``random``'s own generator: CPython reseeds it from entropy in every
+forked child, so a plugin's ``random.seed(42)`` (every spawned worker repeats it: the same
+numbers on every rank, run after run) was undone in each warm worker.  While the server
+bootstraps, ``random.seed`` and ``random.setstate`` stand in to note such a call; each forked
+worker then gets the generator's state as the server's bootstrap left it.
 A numpy ``Generator`` made from entropy while the server bootstraps and preloads (``_rng =
 numpy.random.default_rng()`` at import) is shared the same way: ``default_rng`` stands in for
 numpy's own meanwhile and notes each one made without a seed; each forked worker gives their
@@ -54,6 +59,9 @@ _set_state: Any = None  # numpy's own set_state, while ours stands in
 _reseed = False
 _from_entropy: weakref.WeakSet[random.Random] = weakref.WeakSet()
 _noted: tuple[Any, Any] | None = None  # Random's own seed and setstate, while ours stand in
+_module_own: tuple[Any, Any] | None = None  # random.seed and random.setstate, while ours stand in
+_module_given = False  # random.seed(x) or random.setstate() called while the server bootstraps
+_module_state: Any = None  # random's own state at settle, when given: every worker's
 _NP_RANDOM = "numpy.random"
 _rng_token: int | None = None
 _default_rng: Any = None  # numpy's own default_rng, while ours stands in
@@ -68,12 +76,14 @@ _torch_reseed = False
 def watch() -> None:
     """In the server, before any plugin runs: note the state numpy's import gives, and which
     ``random.Random`` instances are seeded from entropy."""
-    global _token, _noted, _torch_token
+    global _token, _noted, _torch_token, _module_own
     if _MTRAND not in sys.modules:  # imported before: no state to compare with, left as it is
         _token = _on_import.watch((_MTRAND,), _imported)
     _noted = random.Random.seed, random.Random.setstate
     random.Random.seed = _seed  # type: ignore[method-assign]
     random.Random.setstate = _setstate  # type: ignore[method-assign]
+    _module_own = random.seed, random.setstate  # bound to random's own instance at its import
+    random.seed, random.setstate = _module_seed, _module_setstate
     _watch_generators()
     if _TORCH not in sys.modules:  # imported before: nothing to compare with, left as it is
         _torch_token = _on_import.watch((_TORCH,), _torch_imported)
@@ -140,6 +150,20 @@ def _setstate(self: random.Random, state: Any) -> None:
     _note(self, False)
 
 
+def _module_seed(a: Any = None, version: int = 2) -> None:
+    global _module_given
+    assert _module_own is not None
+    _module_own[0](a, version)
+    _module_given = a is not None  # seed() with no value: entropy again, as CPython's reseed
+
+
+def _module_setstate(state: Any) -> None:
+    global _module_given
+    assert _module_own is not None
+    _module_own[1](state)
+    _module_given = True
+
+
 def _note(rng: random.Random, from_entropy: bool) -> None:
     try:
         if from_entropy:
@@ -186,7 +210,20 @@ def settle() -> None:
             random.Random.setstate = _noted[1]  # type: ignore[method-assign]
     inst = getattr(random, "_inst", None)
     if inst is not None:
-        _note(inst, False)  # CPython reseeds the module's own in every forked child
+        _note(inst, False)  # CPython reseeds the module's own in every forked child ...
+    _settle_module()
+
+
+def _settle_module() -> None:
+    """... which undoes a ``random.seed(42)`` at load: its state is kept to be put back."""
+    global _module_state
+    if _module_own is None:
+        return
+    if random.seed is _module_seed:  # a plugin that wrapped ours keeps it
+        random.seed = _module_own[0]
+    if random.setstate is _module_setstate:
+        random.setstate = _module_own[1]
+    _module_state = random.getstate() if _module_given else None
 
 
 def _settle_generators() -> None:
@@ -215,6 +252,8 @@ def forked(handed: float) -> None:
         sys.modules[_TORCH].default_generator.seed()  # the CPU generator's fresh entropy
     for rng in list(_from_entropy):
         rng.seed()  # from entropy, as the spawned worker's import would have
+    if _module_state is not None:
+        random.setstate(_module_state)  # after CPython's reseed: as a spawned worker's plugin
     for generator in _generators:
         bits = generator.bit_generator
         try:
