@@ -207,6 +207,40 @@ def test_an_optional_target_one_typo_from_a_real_name_is_skipped_loudly(
     assert "did you mean" not in rows[mods.name("lib.K.unrelated_name")][1]
 
 
+@pytest.mark.parametrize("on_import", [False, True])
+def test_an_optional_target_whose_package_is_one_typo_from_an_installed_one_is_said(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture, on_import: bool
+) -> None:
+    """``vlm.ops.f`` for ``vllm`` (installed): "not installed", skipped like vllm on a
+    machine without it, with nothing said; the hook never ran."""
+    mods.load("ops", "def f(x):\n    return x\n")
+    pkg = mods.pkg
+    swapped = pkg[:-1]  # the last letter dropped: one slip
+    target = f"{swapped}.ops.f"
+    registry.register(target, _plus_one, optional=True, on_import=on_import, source=SRC)
+    registry.register("vllm_not_installed_xyz.ops.f", _plus_one, optional=True, source=SRC)
+    with caplog.at_level("WARNING", logger="spawnkit.hooks"):
+        registry.apply_hooks()
+    rows = {r.target: (r.state, r.reason) for r in registry.status()}
+    assert rows[target] == (
+        "skipped",
+        f"module {swapped!r} is not installed (did you mean {pkg!r}?)",
+    )
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    (line,) = warned  # the package that is simply not installed: nothing said, as before
+    assert repr(target) in line and f"but {pkg!r} is installed" in line, line
+    assert "plugin 'rdna3' (rdna3-shims 0.2)" in line
+
+
+def test_a_required_target_whose_package_is_one_typo_off_names_it(
+    registry: type[HookRegistry],
+) -> None:
+    registry.register("jsno.dumps", _plus_one, source=SRC)
+    with pytest.raises(HookApplyError) as info:
+        registry.apply_hooks()
+    assert "no module named 'jsno' (did you mean 'json'?)" in str(info.value.__cause__)
+
+
 def test_a_required_target_one_typo_from_a_real_name_names_it(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:

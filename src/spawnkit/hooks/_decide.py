@@ -78,8 +78,12 @@ def defer(st: State, key: str, strict: bool, callback: Callable[[str], None]) ->
         return False
     top = path.parts[0]
     if all(r.optional for r in regs) and top not in sys.modules and _not_installed(top):
+        near = _resolve.near_module(top)
+        reason = f"module {top!r} is not installed" + (f" (did you mean {near!r}?)" if near else "")
         for reg in regs:
-            st.dropped[reg.seq] = ("skipped", f"module {top!r} is not installed")
+            st.dropped[reg.seq] = ("skipped", reason)
+        if near:
+            _say_near(regs, st.display.get(key, key), reason, near)
         return True
     if key not in st.waiting:
         st.waiting[key] = (strict, _on_import.watch(_resolve.watch_names(path), callback))
@@ -121,14 +125,19 @@ def skip_optional(st: State, key: str, exc: Exception) -> bool:
     for reg in regs:
         st.dropped[reg.seq] = ("skipped", exc.reason)
     if exc.near:  # optional covers "not there", not a misspelt or renamed target
-        logger.warning(
-            "skipped the optional %s on target %r: %s, but it has %r. A misspelt target, or "
-            "one the installed version renamed: the hook never runs. If the hook is meant for "
-            "another version of that package, nothing is wrong; otherwise fix the target.",
-            " and ".join(r.describe() for r in regs), exc.target, exc.reason.partition(" (")[0],
-            exc.near,
-        )
+        _say_near(regs, exc.target, exc.reason, exc.near)
     return True
+
+
+def _say_near(regs: list[Registration], target: str, reason: str, near: str) -> None:
+    but = f"{near!r} is installed" if "not installed" in reason else f"it has {near!r}"
+    logger.warning(
+        "skipped the optional %s on target %r: %s, but %s. A misspelt target, or one the "
+        "installed version renamed: the hook never runs. If the hook is meant for another "
+        "version of that package (or another package), nothing is wrong; otherwise fix the "
+        "target.",
+        " and ".join(r.describe() for r in regs), target, reason.partition(" (")[0], but,
+    )
 
 
 def forget(st: State) -> list[Provided]:

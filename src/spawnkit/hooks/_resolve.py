@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import sys
 import threading
 import time
@@ -235,14 +236,18 @@ def _note_failure(name: str, exc: Exception, failed: dict[str, BaseException]) -
 
 
 def _unimportable_error(path: TargetPath, display: str, why: _Unimportable) -> HookTargetError:
-    reason = f"module {why.module!r} is not installed"
+    near = near_module(why.module)
+    guess = f" (did you mean {near!r}?)" if near else ""
+    reason = f"module {why.module!r} is not installed{guess}"
     if why.cause is None:
         return TargetMissing(
-            f"hook target {display!r}: no module named {why.module!r}, so no prefix of the "
-            "target can be imported. Install the package that provides it, or fix the spelling.",
+            f"hook target {display!r}: no module named {why.module!r}{guess}, so no prefix of "
+            "the target can be imported. Install the package that provides it, or fix the "
+            "spelling.",
             target=display,
             missing=why.module,
             reason=reason,
+            near=near,
         )
     hint = path.module_hint
     if why.not_found and hint is not None:
@@ -253,7 +258,7 @@ def _unimportable_error(path: TargetPath, display: str, why: _Unimportable) -> H
             f"({why.cause}). Install the package that provides it or fix the target.",
             target=display,
             missing=why.module,
-            **({"reason": reason} if absent else {}),
+            **({"reason": reason, "near": near} if absent else {}),
         )
     return _import_failed(display, why.module, why.cause)
 
@@ -479,6 +484,49 @@ def _near(name: str, owner: Any) -> str:
             return other
     close = difflib.get_close_matches(name, ordered, n=1, cutoff=0.8)
     return close[0] if close else ""
+
+
+def near_module(name: str) -> str:
+    """An importable module one slip from ``name``, which is not (``vlm`` for ``vllm``), or "".
+
+    A package's submodules are its own (``_near``); a top-level name is compared with every
+    top-level module on ``sys.path``, built in or imported: a misspelt package is otherwise
+    "not installed", which an ``optional=True`` hook skips without a word.
+    """
+    parent, _, last = name.rpartition(".")
+    if parent:
+        owner = sys.modules.get(parent)
+        near = _near(last, owner) if owner is not None else ""
+        return f"{parent}.{near}" if near else ""
+    import importlib.util  # only when a target's package is missing
+
+    names = _listed().union(n for n in sys.modules if "." not in n)
+    for other in sorted(n for n in names if _one_edit(name, n)):
+        try:
+            if importlib.util.find_spec(other) is not None:  # a real module, not a file stem
+                return other
+        except (ImportError, ValueError):
+            continue
+    return ""
+
+
+_listing: tuple[tuple[str, ...], frozenset[str]] = ((), frozenset())
+
+
+def _listed() -> frozenset[str]:
+    """The top-level names ``sys.path``'s folders list (file stems), once per ``sys.path``: a
+    plugin with several optional targets in one missing package asks for each."""
+    global _listing
+    key = tuple(sys.path)
+    if _listing[0] != key or not _listing[1]:
+        names = set(sys.builtin_module_names)
+        for entry in key:  # listings only (pkgutil.iter_modules took 20-35 ms here)
+            try:
+                names.update(n.partition(".")[0] for n in os.listdir(entry or "."))
+            except OSError:  # a zip file, a folder that is gone: nothing listed
+                continue
+        _listing = key, frozenset(names)
+    return _listing[1]
 
 
 def watch_names(path: TargetPath) -> tuple[str, ...]:
