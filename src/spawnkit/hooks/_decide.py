@@ -77,7 +77,11 @@ def defer(st: State, key: str, strict: bool, callback: Callable[[str], None]) ->
     if _resolve.imported(path):
         return False
     top = path.parts[0]
-    if all(r.optional for r in regs) and top not in sys.modules and _not_installed(top):
+    if top not in sys.modules and _not_installed(top):
+        if not all(r.optional for r in regs):
+            # A required hook on a package that is not installed: resolved now, to fail as
+            # any missing target does (it waited for an import that could never come).
+            return False
         near = _resolve.near_module(top)
         reason = f"module {top!r} is not installed" + (f" (did you mean {near!r}?)" if near else "")
         for reg in regs:

@@ -242,8 +242,8 @@ def _unimportable_error(path: TargetPath, display: str, why: _Unimportable) -> H
     if why.cause is None:
         return TargetMissing(
             f"hook target {display!r}: no module named {why.module!r}{guess}, so no prefix of "
-            "the target can be imported. Install the package that provides it, or fix the "
-            "spelling.",
+            "the target can be imported. Install the package that provides it, fix the "
+            "spelling, or register the hook with optional=True if that package may be absent.",
             target=display,
             missing=why.module,
             reason=reason,
