@@ -599,3 +599,61 @@ def test_a_callback_whose_body_never_runs_is_refused(
     assert "none of its code ran" in text and "Make it a plain def" in text
     assert ("async def" in text) == (kind == "async")
     assert not [w for w in recwarn if "never awaited" in str(w.message)]
+
+
+DROPPED = {
+    # a factory: the entry point hands back the function that registers (never called)
+    "factory": ("get_plugin", """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+
+    def register():
+        NS.hooks.register("{eng}.sched.Scheduler.run", "{mod}:nope", HookType.AFTER)
+
+    def get_plugin():
+        return register
+    """),
+    # a pluggy-style plugin object: the entry point names a class; loading made an instance
+    "class": ("Plugin", """
+    class Plugin:
+        def register(self):
+            raise AssertionError("never called")
+    """),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(DROPPED))
+def test_a_plugin_that_registered_nothing_and_returned_what_nothing_calls_is_refused(
+    world: World, kind: str
+) -> None:
+    # Before: "loaded", no hook registered, its object dropped, nothing said.
+    attr, source = DROPPED[kind]
+    mod = f"{world.eng}_plug_lazy"
+    world.add_plugin("lazy", source, dist="lazy-plugin", version="0.1", value=f"{mod}:{attr}")
+    with pytest.raises(PluginError) as info:
+        load_plugins(world.ns)
+    text = str(info.value)
+    assert "plugin 'lazy'" in text and "lazy-plugin 0.1" in text, text
+    assert "which nothing calls or reads, and no hook was registered" in text
+    assert ("class Plugin" in text) == (kind == "class") and "'module:register'" in text
+
+
+RETURNS_BUT_REGISTERED = """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+
+    def nope(result, *args, **kwargs):
+        return result
+
+    def register():  # returns an undo function beside its hook: what it registered counts
+        NS.hooks.register("{eng}.sched.Scheduler.run", "{mod}:nope", HookType.AFTER)
+        return lambda: None
+    """
+
+
+@pytest.mark.parametrize("source", [RETURNS_BUT_REGISTERED, STATUS_WORD])
+def test_a_plugin_that_registered_or_returned_data_loads(world: World, source: str) -> None:
+    world.add_plugin("fine", source)
+    assert [p.name for p in load_plugins(world.ns)] == ["fine"]

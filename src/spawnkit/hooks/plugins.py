@@ -429,6 +429,24 @@ def _never_ran(returned: Any) -> str:
     )
 
 
+def _dropped(obj: object, returned: object) -> str:
+    """Why a callback that registered nothing may have meant ``returned`` to be used: a function
+    (a factory's product: ``pkg:get_plugin`` returning ``register``) or an instance of the class
+    the entry point names (a pluggy-style plugin object); "" for data (status words, dicts)."""
+    if isinstance(obj, type):
+        what = f"the entry point names class {obj.__qualname__}: loading made an instance"
+    elif callable(returned) and not isinstance(returned, type):
+        what = f"its callback returned {returned!r}"
+    else:
+        return ""
+    return (
+        f"{what}, which nothing calls or reads, and no hook was registered: loading calls the "
+        "entry point once and drops what it returns. Point the entry point at the function "
+        "that registers the hooks ('module:register'), or call that function from the "
+        "callback"
+    )
+
+
 def _platform_answer(returned: object) -> bool:
     """Whether a general plugin's callback returned what a platform plugin's ``activate()``
     does: a class, or a qualname (``pkg.mod.Class``, ``pkg.mod:Class``), not a status word."""
@@ -507,6 +525,7 @@ def _run(
     """Import the plugin's entry point and call it; on failure, what failed and why."""
     ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
     before = _elsewhere(registry, source)
+    own_before = _count_from(registry, source)
     what = "failed to import"
     # plugin_source(source) and _steps.step(...), spelled out: no context-manager objects
     token = current_plugin_source.set(source)
@@ -532,6 +551,10 @@ def _run(
                     f"would never be selected. Declare the entry point in group "
                     f"{config.platform_group!r} instead of {info.group!r}"
                 )
+            dropped = _dropped(obj, returned)
+            if dropped and _count_from(registry, source) == own_before:
+                what = "registered nothing and returned what nothing calls"
+                raise TypeError(dropped)
         else:
             what = "raised in its callback"
             raise TypeError(
