@@ -620,6 +620,15 @@ DROPPED = {
         def register(self):
             raise AssertionError("never called")
     """),
+    # a module: imported, never called (':register' left off the entry point)
+    "module": ("", """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+
+    def register():
+        NS.hooks.register("{eng}.sched.Scheduler.run", "{mod}:nope", HookType.AFTER)
+    """),
 }
 
 
@@ -630,11 +639,15 @@ def test_a_plugin_that_registered_nothing_and_returned_what_nothing_calls_is_ref
     # Before: "loaded", no hook registered, its object dropped, nothing said.
     attr, source = DROPPED[kind]
     mod = f"{world.eng}_plug_lazy"
-    world.add_plugin("lazy", source, dist="lazy-plugin", version="0.1", value=f"{mod}:{attr}")
+    value = f"{mod}:{attr}" if attr else mod
+    world.add_plugin("lazy", source, dist="lazy-plugin", version="0.1", value=value)
     with pytest.raises(PluginError) as info:
         load_plugins(world.ns)
     text = str(info.value)
     assert "plugin 'lazy'" in text and "lazy-plugin 0.1" in text, text
+    if kind == "module":
+        assert f"Point it at the function: '{mod}:register'" in text, text
+        return
     assert "which nothing calls or reads, and no hook was registered" in text
     assert ("class Plugin" in text) == (kind == "class") and "'module:register'" in text
 

@@ -429,6 +429,18 @@ def _never_ran(returned: Any) -> str:
     )
 
 
+def _uncalled(module: types.ModuleType) -> str:
+    """Why a module entry point that registered nothing may have meant its ``register()``."""
+    func = getattr(module, "register", None)
+    if not callable(func) or getattr(func, "__module__", None) != module.__name__:
+        return ""
+    return (
+        f"the entry point names module {module.__name__!r}, which defines register() but "
+        "registered no hook as it was imported: a module entry point is imported, never "
+        f"called. Point it at the function: '{module.__name__}:register'"
+    )
+
+
 def _dropped(obj: object, returned: object) -> str:
     """Why a callback that registered nothing may have meant ``returned`` to be used: a function
     (a factory's product: ``pkg:get_plugin`` returning ``register``) or an instance of the class
@@ -533,7 +545,11 @@ def _run(
     try:
         obj = _metadata.load_entry_point(ep)
         if isinstance(obj, types.ModuleType):
-            pass  # names a module: importing it (its @plugin_hook decorators) is the plugin
+            # names a module: importing it (its @plugin_hook decorators) is the plugin, unless
+            # it registered nothing and has the register() the entry point forgot to name
+            if _count_from(registry, source) == own_before and _uncalled(obj):
+                what = "registered nothing"
+                raise TypeError(_uncalled(obj))
         elif callable(obj):
             what = "raised in its callback"
             returned = obj()
