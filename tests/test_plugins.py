@@ -236,6 +236,33 @@ def test_plugins_of_an_unselected_platform_dist_are_skipped_without_import(world
     assert "otherdev" in skipped.reason
 
 
+def test_a_plugin_named_on_purpose_that_the_platform_rule_leaves_out_is_refused(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``<PREFIX>_PLUGINS=other`` on a machine whose platform is not other's: it was skipped,
+    status "excluded", nothing said: the plugin the user asked for by name never loaded."""
+    from spawnkit.launch._selection import parent_selection as _parent_selection
+
+    other = world.add_plugin("other", RECORDING, dist="other-device", platform_entry="otherdev")
+    world.add_plugin("plain", RECORDING)
+    cfg = world.ns.config
+    env = {cfg.platform_var: "testdev", cfg.plugins_var: "other,plain"}
+    with pytest.raises(PluginError) as info:
+        _parent_selection(world.ns, env)
+    text = str(info.value)
+    assert f"{cfg.plugins_var}='other,plain' (in env=) selects 'other', which will not be" in text
+    assert "'other' (other-device 1.0): its distribution provides platform otherdev" in text
+    assert cfg.platform_var in text and info.value.dist == "other-device"
+    env[cfg.lenient_var] = "1"
+    with pytest.warns(PluginSelectionWarning, match="selects 'other', which will not be loaded"):
+        _, plugins, _ = _parent_selection(world.ns, env)
+    assert plugins == ("plain",)
+    monkeypatch.setenv(cfg.plugins_var, "other")  # in-process loading says it too
+    with pytest.raises(PluginError, match="which will not be loaded"):
+        load_plugins(world.ns)
+    assert other not in sys.modules
+
+
 def test_failing_import_is_a_plugin_error_and_discards_partial_registrations(
     world: World,
 ) -> None:

@@ -194,6 +194,35 @@ def refuse_unknown(
     )
 
 
+def refuse_excluded(
+    namespace: PluginOwner, infos: list[PluginInfo], lenient: bool, origin: str
+) -> None:
+    """A plugin named on purpose that its platform rule leaves out: ``PluginError`` (lenient:
+    one warning).  Only an explicit selection: with none, leaving it out is the rule's job."""
+    named = [i for i in infos if i.status == "excluded"] if origin else []
+    if not named:
+        return
+    config = namespace.config
+    parts = [f"{i.name!r} ({i.dist} {i.version}): {i.reason}" for i in named]
+    message = (
+        f"{origin} selects {', '.join(repr(i.name) for i in named)}, which will not be loaded: "
+        f"{'; '.join(parts)}. Select that platform with {config.platform_var}, or leave "
+        f"the plugin out of {config.plugins_var}."
+    )
+    if not lenient:
+        raise PluginError(
+            f"{message} (Or set {config.lenient_var}=1 to run without it.)",
+            plugin=named[0].name,
+            dist=named[0].dist,
+            group=config.plugin_group,
+        )
+    warnings.warn(
+        f"{message} Lenient mode ({config.lenient_var}): running without it.",
+        PluginSelectionWarning,
+        stacklevel=user_stacklevel(),
+    )
+
+
 def check_duplicates(namespace: PluginOwner, selected: list[PluginInfo], lenient: bool) -> None:
     by_name: dict[str, list[PluginInfo]] = {}
     for info in selected:

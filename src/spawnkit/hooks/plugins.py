@@ -228,6 +228,7 @@ class PluginManager:
         lenient = _sel.is_lenient(self.namespace, lenient)
         if unknown:
             _sel.refuse_unknown(self.namespace, unknown, infos, lenient, origin)
+        _sel.refuse_excluded(self.namespace, infos, lenient, origin)
         selected = [i for i in infos if i.status == "selected"]
         _sel.check_duplicates(self.namespace, selected, lenient)
         return tuple(dict.fromkeys(i.name for i in selected))
@@ -272,6 +273,7 @@ class PluginManager:
         report.unknown_names = unknown
         if unknown:
             _sel.refuse_unknown(self.namespace, unknown, infos, report.lenient, origin)
+        _sel.refuse_excluded(self.namespace, infos, report.lenient, origin)
         selected = [i for i in infos if i.status == "selected"]
         report.skipped = [i for i in infos if i.status != "selected"]
         for info in report.skipped:
