@@ -114,10 +114,35 @@ def test_use_in_a_worker_before_hooks_applied_raises(engine: str) -> None:
     proxy = lazy(f"{engine}.gen:DiffGenerator")
     _phase.enter_worker()
     try:
-        with pytest.raises(LazyProxyError, match="before the bootstrap applied hooks"):
+        # which window it names depends on the outermost frame: pytest's own module scope
+        # reads as a launching script's, an xdist worker's does not
+        with pytest.raises(LazyProxyError, match="where it would bind the unpatched original"):
             _ = proxy.from_pretrained
         assert f"{engine}.gen" not in sys.modules
         _phase.mark_hooks_applied()
         assert proxy.from_pretrained(model_path="x").path == "x"
     finally:
         _phase.leave_worker()
+
+
+def test_a_proxy_resolved_before_hooks_follows_them_and_their_undoing(engine: str) -> None:
+    """A launcher (or a test) that used the proxy before ``bootstrap_here()`` applied hooks
+    kept the unpatched original: the hooked function and the replacing class never ran
+    through it, while the module's own attribute was hooked."""
+    from spawnkit.hooks import HookRegistry
+
+    build, gen_cls = lazy(f"{engine}.gen:build"), lazy(f"{engine}.gen:DiffGenerator")
+    assert (build(1), type(gen_cls("p")).__name__) == (("built", 1), "DiffGenerator")
+    module = sys.modules[f"{engine}.gen"]
+
+    class Mine(module.DiffGenerator):
+        pass
+
+    with HookRegistry.isolated():
+        HookRegistry.register(f"{engine}.gen.build", lambda r, x: (*r, "hooked"), "AFTER")
+        HookRegistry.register(f"{engine}.gen.DiffGenerator", Mine, "REPLACE")
+        HookRegistry.apply_hooks()
+        assert build(1) == ("built", 1, "hooked")  # before: ("built", 1)
+        assert type(gen_cls.from_pretrained("p")) is Mine and gen_cls == Mine
+        HookRegistry.unapply()
+        assert build(1) == ("built", 1) and gen_cls == module.DiffGenerator

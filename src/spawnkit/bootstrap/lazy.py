@@ -16,6 +16,18 @@ __all__ = ["LazyObject", "lazy"]
 _UNSET: Any = object()
 
 
+class _NoPatchesYet:
+    patches = -2  # never a proxy's: a proxy can only hold an object once the phase is here
+
+
+_phase: Any = _NoPatchesYet  # ``spawnkit.spec._phase`` once a proxy first resolved
+
+
+def _keep_phase(phase: Any) -> None:
+    global _phase
+    _phase = phase
+
+
 def _split(reference: str) -> tuple[str, str]:
     if not isinstance(reference, str):
         raise TypeError(f"lazy() takes a 'pkg.mod:Name' string, got {type(reference).__name__}")
@@ -33,13 +45,16 @@ def _split(reference: str) -> tuple[str, str]:
 class LazyObject:
     """The stand-in ``lazy`` returns; forwards everything to the object once resolved."""
 
-    __slots__ = ("__weakref__", "_lazy_lock", "_lazy_module", "_lazy_qualname", "_lazy_target")
+    __slots__ = (
+        "__weakref__", "_lazy_lock", "_lazy_module", "_lazy_qualname", "_lazy_seen", "_lazy_target"
+    )  # fmt: skip
 
     def __init__(self, reference: str) -> None:
         module, qualname = _split(reference)
         object.__setattr__(self, "_lazy_module", module)
         object.__setattr__(self, "_lazy_qualname", qualname)
         object.__setattr__(self, "_lazy_target", _UNSET)
+        object.__setattr__(self, "_lazy_seen", -1)
         object.__setattr__(self, "_lazy_lock", threading.Lock())
 
     # ----------------------------------------------------------- resolution
@@ -51,19 +66,24 @@ class LazyObject:
 
     def _lazy_resolve(self) -> Any:
         target = object.__getattribute__(self, "_lazy_target")
-        if target is not _UNSET:
+        # The object is kept while no hook target changed since it was looked up (set once
+        # it was: the first lookup imports the phase); a patch installed or undone since (a
+        # launcher's bootstrap_here(), a test's hooks) is followed, as the module's own
+        # attribute is: a proxy bound to the unpatched original ran none of the hooks.
+        if target is not _UNSET and object.__getattribute__(self, "_lazy_seen") == _phase.patches:
             return target
         reference = object.__getattribute__(self, "_lazy_reference")
         # Imported here, not at module level: ``spawnkit.bootstrap`` imports this module
         # eagerly and must stay nearly free for the child's command line.
         from spawnkit import _reference
-        from spawnkit.spec import _phase
+        from spawnkit.spec import _phase as phase
 
-        if _phase.too_early():
+        if phase.too_early():
             raise _too_early(reference)
         with object.__getattribute__(self, "_lazy_lock"):
+            seen = phase.patches
             target = object.__getattribute__(self, "_lazy_target")
-            if target is not _UNSET:
+            if target is not _UNSET and object.__getattribute__(self, "_lazy_seen") == seen:
                 return target
             module = object.__getattribute__(self, "_lazy_module")
             try:
@@ -75,6 +95,8 @@ class LazyObject:
             except _reference.MissingAttribute as exc:
                 raise AttributeError(f"lazy proxy {reference!r}: {exc}") from exc
             object.__setattr__(self, "_lazy_target", obj)
+            object.__setattr__(self, "_lazy_seen", seen)
+            _keep_phase(phase)
             return obj
 
     # ------------------------------------------------------------ forwarding

@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from spawnkit._plain import Plain
+from spawnkit.spec import _phase
 
 __all__: list[str] = []
 
@@ -28,6 +29,7 @@ def put_attr(owner: Any, attr: str, value: Any) -> None:
             delattr(owner, attr)
     else:
         setattr(owner, attr, value)
+    _phase.patched()  # a lazy proxy resolved before this looks again
 
 
 # The records below are Plain, not dataclasses: each change class a worker defines would

@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 _in_worker = False
+#: Bumped each time a hook target's owner changes (a patch installed or undone): a lazy proxy
+#: looks its object up again when this moved since it last did.
+patches = 0
 _hooks_applied = False
 _worker_namespace: Any = None
 
@@ -31,6 +34,11 @@ def worker_namespace() -> Any:
 def mark_hooks_applied() -> None:
     global _hooks_applied
     _hooks_applied = True
+
+
+def patched() -> None:
+    global patches
+    patches += 1
 
 
 def hooks_applied() -> bool:
