@@ -539,7 +539,7 @@ def _run(
     """Import the plugin's entry point and call it; on failure, what failed and why."""
     ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
     before = _elsewhere(registry, source)
-    own_before = _count_from(registry, source)
+    own_before = _made(registry)
     what = "failed to import"
     # plugin_source(source) and _steps.step(...), spelled out: no context-manager objects
     token = current_plugin_source.set(source)
@@ -549,7 +549,7 @@ def _run(
         if isinstance(obj, types.ModuleType):
             # names a module: importing it (its @plugin_hook decorators) is the plugin, unless
             # it registered nothing and has the register() the entry point forgot to name
-            if _count_from(registry, source) == own_before and _uncalled(obj):
+            if _made(registry) == own_before and _uncalled(obj):
                 what = "registered nothing"
                 raise TypeError(_uncalled(obj))
         elif callable(obj):
@@ -570,7 +570,7 @@ def _run(
                     f"{config.platform_group!r} instead of {info.group!r}"
                 )
             dropped = _dropped(obj, returned)
-            if dropped and _count_from(registry, source) == own_before:
+            if dropped and _made(registry) == own_before:
                 what = "registered nothing and returned what nothing calls"
                 raise TypeError(dropped)
         else:
@@ -642,6 +642,12 @@ def _failed(
             outside,
         )
     )
+
+
+def _made(registry: Any) -> tuple[int, int]:
+    """What the registry holds, hooks and provided modules: a plugin that leaves it as it was
+    registered nothing (plugins load one at a time; counting by source cost 40 us each)."""
+    return registry._count(), len(registry._state.provides)
 
 
 def _count_from(registry: Any, source: Any) -> int:
