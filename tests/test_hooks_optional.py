@@ -245,7 +245,8 @@ def test_a_required_on_import_target_whose_package_is_not_installed_is_an_error(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:
     """It waited, ``pending``, for an import that could never come: the hook never ran, while
-    "a non-optional missing target stays an error" held only without on_import."""
+    "a non-optional missing target stays an error" held only without on_import.  (A target in
+    an installed package still waits: tests/test_hooks_on_import.py.)"""
     lib = mods.load("lib", "def f(x):\n    return x\n")
     registry.register(f"{mods.pkg[:-1]}.lib.f", _plus_one, on_import=True, source=SRC)
     registry.register(mods.name("lib.f"), _plus_one, source=SRC)
@@ -254,16 +255,6 @@ def test_a_required_on_import_target_whose_package_is_not_installed_is_an_error(
     text = str(info.value)
     assert f"no module named {mods.pkg[:-1]!r} (did you mean {mods.pkg!r}?)" in text, text
     assert "optional=True" in text and lib.f(1) == 1  # nothing patched
-
-
-def test_a_required_on_import_target_of_an_installed_package_still_waits(
-    mods: Modules, registry: type[HookRegistry]
-) -> None:
-    mods.write("later", "def f(x):\n    return x\n")
-    registry.register(mods.name("later.f"), _plus_one, on_import=True, source=SRC)
-    registry.apply_hooks()
-    assert registry.status()[0].state == "pending"
-    assert mods.load("later").f(1) == 2
 
 
 def test_a_required_target_one_typo_from_a_real_name_names_it(
