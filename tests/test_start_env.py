@@ -104,3 +104,41 @@ def test_pythonpath_entries_go_after_the_first_entry_once(monkeypatch: pytest.Mo
     monkeypatch.setattr(sys, "path", ["/script", "/already", "/stdlib"])
     _environ.put_on_path(os.pathsep.join(["/a", "", "/already", "/b", "/a"]))
     assert sys.path == ["/script", "/a", "/b", "/already", "/stdlib"]
+
+
+PLUGIN_PROBE = """
+import os
+
+def main():
+    return os.environ.get("ENV_PATH_PLUGIN_RAN")
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_plugin_installed_only_on_env_pythonpath_loads_in_every_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """Its folder was on every worker's ``sys.path`` and its plugin never loaded: the workers
+    load what the launcher discovered, and the launcher looked without that folder."""
+    from spawnkit import Namespace
+    from spawnkit.testing import write_distribution
+
+    tag = f"envpath{os.getpid()}{method}"
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    write_distribution(
+        extra, f"{tag}-plugin", "1.0",
+        entry_points={f"{tag}.plugins": {"p": f"{tag}_plugin:register"}},
+        modules={f"{tag}_plugin": "import os\ndef register():\n"
+                 "    os.environ['ENV_PATH_PLUGIN_RAN'] = __file__\n"},
+    )  # fmt: skip
+    (tmp_path / f"{tag}_entry.py").write_text(PLUGIN_PROBE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    path_before = list(sys.path)
+    with spawn_with_plugins(
+        f"{tag}_entry:main", nprocs=1, start_method=method, env={"PYTHONPATH": str(extra)},
+        namespace=Namespace(tag, tag.upper()), ready_timeout=120, join_timeout=120,
+    ) as group:  # fmt: skip
+        results = group.results(timeout=120)
+    assert results == [str(extra / f"{tag}_plugin.py")]  # before: [None]
+    assert sys.path == path_before  # the launcher looked with it, and put its path back

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 
-__all__ = ["put_on_path", "read_at_start"]
+__all__ = ["path_applied", "put_on_path", "read_at_start"]
 
 #: Variables read only as a process starts, by prefix: the interpreter's, the loaders' (Linux,
 #: macOS) and glibc's malloc and tunables.
@@ -32,8 +33,25 @@ def read_at_start(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if k.startswith(_AT_START) and environ.get(k) != v}
 
 
-def put_on_path(pythonpath: str) -> None:
+def put_on_path(pythonpath: str) -> list[str]:
     """``PYTHONPATH``'s entries on ``sys.path`` after its first entry (the script's directory),
-    as the interpreter puts them; an entry already there stays where it is."""
+    as the interpreter puts them; an entry already there stays where it is.  Returns those
+    it added."""
     fresh = [p for p in dict.fromkeys(pythonpath.split(os.pathsep)) if p and p not in sys.path]
     sys.path[1:1] = fresh
+    return fresh
+
+
+@contextmanager
+def path_applied(env: Mapping[str, str]) -> Iterator[None]:
+    """The launcher's view of what is installed, as its workers will have it: ``env``'s
+    ``PYTHONPATH`` entries on ``sys.path`` for the block (a plugin distribution reachable only
+    there was on every worker's path, and read by no one: the workers load the plugins the
+    launcher discovered).  Only the entries it added are taken off afterwards."""
+    added = put_on_path(env["PYTHONPATH"]) if env.get("PYTHONPATH") else []
+    try:
+        yield
+    finally:
+        for entry in added:
+            if entry in sys.path:
+                sys.path.remove(entry)

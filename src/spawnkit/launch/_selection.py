@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from spawnkit import _metadata
+from spawnkit._environ import path_applied
 from spawnkit.launch._checks import namespace_value
 from spawnkit.namespace import Namespace
 
@@ -15,7 +16,9 @@ def parent_selection(
     ns: Namespace, env: dict[str, str]
 ) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
     """The platform, the plugins and their entry points, resolved once here for every rank."""
-    with _metadata.one_look():  # every question below reads the same installed set
+    # What the workers will find installed: env='s PYTHONPATH too (see _environ.path_applied);
+    # then every question below reads the same installed set.
+    with path_applied(env), _metadata.one_look():
         return _select(ns, env)
 
 
