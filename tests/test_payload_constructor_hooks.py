@@ -114,3 +114,93 @@ def test_the_pickle_reader_finds_every_class_at_every_protocol(protocol: int) ->
     inner = "_Nested.Inner" if protocol >= 4 else None  # older protocols cannot name it
     if inner is not None:
         assert (__name__, inner) in found
+
+
+_REPLACE_MAIN = """
+if __name__ == "__main__":
+    import os
+    if os.environ.get("HOOK_IN_LAUNCHER"):  # the launcher loads the plugins first
+        spawnkit.bootstrap_here(NS)
+    from {pkg}.config import Args
+    print([launch("entry:main", m, nprocs=1, payload=Args(3)) for m in ("spawn", "forkserver")])
+"""
+
+_REPLACE_MODULES = {
+    "config": """
+from dataclasses import dataclass
+
+@dataclass
+class Args:
+    n: int
+
+    def __post_init__(self):
+        self.backend = "generic"
+""",
+    "mine": """
+from dataclasses import dataclass
+from {pkg}.config import Args
+
+@dataclass
+class MyArgs(Args):
+    def __post_init__(self):
+        super().__post_init__()
+        self.backend = "rdna3"
+
+class Quiet(Args):  # methods only: an unpickled Args is a whole Quiet
+    def describe(self):
+        return self.backend
+""",
+    "entry": """
+def main(payload):
+    from {pkg}.config import Args
+    return type(payload).__name__, payload.backend, Args(1).backend
+""",
+    "plugin": """
+import os
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def register():
+    replacement = os.environ.get("REPLACEMENT", "MyArgs")
+    get_namespace({tag!r}).hooks.register(
+        "{pkg}.config.Args", "{pkg}.mine:" + replacement, HookType.REPLACE
+    )
+""",
+}
+
+
+@pytest.fixture
+def replacing(tmp_path: Path):  # type: ignore[no-untyped-def]
+    return write_app(
+        tmp_path, "repl", LAUNCH + _REPLACE_MAIN, {"swap": "plugin:register"}, _REPLACE_MODULES
+    )
+
+
+def test_a_replaced_class_the_payload_is_rebuilt_as_without_its_constructor_is_named(
+    replacing,  # type: ignore[no-untyped-def]
+) -> None:
+    """The payload arrived as a ``MyArgs`` (its type said so) whose ``__post_init__`` never
+    ran: ``backend`` was the original's, in spawned and warm workers, with nothing said."""
+    proc = run_script(replacing.script)
+    assert _last(proc) == [[("MyArgs", "generic", "rdna3")]] * 2
+    lines = warned(proc, "HookConflictWarning")
+    assert len(lines) == 2, proc.stderr  # one per worker: spawned, then warm
+    for line in lines:
+        assert f"target '{replacing.pkg}.config.Args' (replaced by plugin 'swap'" in line
+        assert f"the payload's {replacing.pkg}.config.Args was built by the original" in line
+        assert "a MyArgs whose own constructor never ran" in line
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"REPLACEMENT": "Quiet"}, [[("Quiet", "generic", "generic")]] * 2),
+        ({"HOOK_IN_LAUNCHER": "1"}, [[("MyArgs", "rdna3", "rdna3")]] * 2),
+    ],
+)
+def test_a_replacement_without_a_constructor_or_a_payload_built_after_it_is_not_named(
+    replacing, env: dict[str, str], expected: object  # type: ignore[no-untyped-def]
+) -> None:
+    proc = run_script(replacing.script, env=env)
+    assert _last(proc) == expected
+    assert not warned(proc, "HookConflictWarning"), proc.stderr

@@ -17,6 +17,7 @@ opcodes (``pickletools``, imported on that path only).
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ __all__: list[str] = []
 #: pydantic run from it (``__new__`` is called, ``__setstate__`` runs: hooks there do run).
 _CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__attrs_post_init__", "model_post_init"})
 _STRINGS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING"})
+Replaced = tuple[str, type, tuple[Any, ...]]  # a class target, its replacement, its registrations
 
 
 def hooked_constructors(namespace: Namespace) -> list[AppliedTarget]:
@@ -46,12 +48,47 @@ def hooked_constructors(namespace: Namespace) -> list[AppliedTarget]:
     ]
 
 
-def unrun(ctors: list[AppliedTarget], payload: Payload) -> tuple[list[str], str]:
-    """One line per hooked constructor whose class the payload builds without it, and the fix."""
+def replaced_classes(namespace: Namespace) -> list[Replaced]:
+    """The class REPLACEs whose replacement builds its objects otherwise than the original
+    (it defines a constructor of its own): a payload object of that class, built by the
+    original in the launcher, is unpickled here as the replacement without it."""
+    return [
+        (target, replacement, regs)
+        for target, original, replacement, regs in namespace.hooks._replaced_classes()
+        if isinstance(replacement, type) and _builds_otherwise(original, replacement)
+    ]
+
+
+def _builds_otherwise(original: Any, replacement: type) -> bool:
+    for cls in replacement.__mro__[:-1]:  # object's own __init__ is everyone's
+        if cls is original:
+            return False
+        if not _CONSTRUCTORS.isdisjoint(vars(cls)):
+            return True
+    return False
+
+
+def unrun(
+    ctors: list[AppliedTarget], payload: Payload, replaced: Sequence[Replaced] = ()
+) -> tuple[list[str], str]:
+    """One line per hooked constructor whose class the payload builds without it (and per
+    replaced class it rebuilds as the replacement without the replacement's), and the fix."""
     if payload.hooked:
         return [], ""
-    held = [cls for cls in map(_class, _references(payload.data)) if cls is not None]
+    refs = [(ref, cls) for ref in _references(payload.data) if (cls := _class(ref)) is not None]
+    held = [cls for _, cls in refs]
     lines = []
+    for target, replacement, regs in replaced:
+        # named as the pickle names them: the launcher's classes, now found as the replacement
+        built = sorted({".".join(ref) for ref, c in refs if issubclass(c, replacement)})
+        if built:
+            who = ", ".join(dict.fromkeys(str(reg.source) for reg in regs))
+            lines.append(
+                f"target {target!r} (replaced by {who} with {_name(replacement)}): the "
+                f"payload's {', '.join(built)} was built by the original class in the launcher; "
+                f"unpickled here it is a {replacement.__qualname__} whose own constructor "
+                "never ran"
+            )
     for applied in ctors:
         owner = _class((applied.module, applied.qualname.rpartition(".")[0]))
         if owner is None:

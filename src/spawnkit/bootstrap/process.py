@@ -477,8 +477,9 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
         _script_copy.check_entry(namespace, spec, entry, Stage.RESOLVE_ENTRY.value)
     _check_overrides(namespace)
     ctors = _payload_hooks.hooked_constructors(namespace)
-    if ctors and spec.payload is not None:  # a hook the payload's unpickling did not run
-        _report_conflicts(namespace, *_payload_hooks.unrun(ctors, spec.payload))
+    rebuilt = _payload_hooks.replaced_classes(namespace)
+    if (ctors or rebuilt) and spec.payload is not None:  # what its unpickling did not run
+        _report_conflicts(namespace, *_payload_hooks.unrun(ctors, spec.payload, rebuilt))
     from spawnkit.hooks._decide import REPLACED
 
     replaced = [h for h in namespace.hooks.stale_holders() if h["kind"].startswith(REPLACED)]

@@ -268,6 +268,17 @@ class RegistryQueries:
         return {target: names for target, (names, _, _) in self._bypass_report().items()}
 
     @hybridmethod
+    def _replaced_classes(self) -> list[tuple[str, Any, Any, tuple[Registration, ...]]]:
+        """``(target, original, replacement, registrations)`` of each applied class REPLACE:
+        one pass over the ledger, no records built (the payload check asks in every worker)."""
+        with self._lock:
+            return [
+                (rec.display, rec.original, rec.installed, rec.regs)
+                for rec in self._state.applied.values()
+                if rec.kind == _resolve.CLASS
+            ]
+
+    @hybridmethod
     def _bypass_report(self) -> dict[str, tuple[list[str], str, str]]:
         """``bypassing()`` with each target's reason and fix, for the conflict warning."""
         with self._lock:
