@@ -29,6 +29,9 @@ def clean(payload=None):
 
 def nothing(payload=None):
     return None
+
+def refuse(payload=None):
+    sys.exit("bad config: tp_size=3 does not divide 8 heads")
 """
 
 
@@ -62,3 +65,15 @@ def test_an_entry_ended_by_os_exit_0_has_no_result_and_fails_the_group(
 def test_sys_exit_0_and_returning_none_both_give_none(app: str, method: str) -> None:
     assert _results(f"{app}:clean", method) == [None, None]
     assert _results(f"{app}:nothing", method) == [None, None]
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_an_entry_that_exits_with_a_message_is_headlined_with_it(app: str, method: str) -> None:
+    """``sys.exit("bad config...")``: the headline said ``called sys.exit(1)``, the reason
+    only at the end of the traceback below it."""
+    with pytest.raises(ChildExitedError) as info:
+        _results(f"{app}:refuse", method)
+    err = info.value
+    assert (err.stage, err.exit_code) == ("entry", 1)
+    head = str(err).splitlines()[0]
+    assert "called sys.exit('bad config: tp_size=3 does not divide 8 heads'), exit code 1" in head

@@ -369,7 +369,7 @@ def _report_exit(exc: SystemExit, reporter: _Reporter, deaf: bool) -> None:
         import traceback  # only on this failure path
 
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        reporter.send(proto.Exited(_failing_stage(exc, reporter), code, text))
+        reporter.send(failure.exited(_failing_stage(exc, reporter), exc, text))
     else:
         reporter.send(proto.Result())
     reporter.close()

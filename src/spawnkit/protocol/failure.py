@@ -85,6 +85,16 @@ class Exited(NamedTuple):
     stage: str
     code: int
     traceback_text: str
+    said: str = ""  # the argument's repr when it was no number: sys.exit("bad config") exits 1
+
+
+def exited(stage: str, exc: SystemExit, traceback_text: str) -> Exited:
+    """The record of a ``sys.exit()``: its exit code as the interpreter turns it into one, and
+    what it was given when that was a message (which the headline shows, not a bare 1)."""
+    code = exc.code
+    if code is None or isinstance(code, int):
+        return Exited(stage, code or 0, traceback_text)
+    return Exited(stage, 1, traceback_text, repr(code)[:200])
 
 
 def failing_stage(exc: BaseException, current: str, ready: bool) -> str:
@@ -334,7 +344,8 @@ def _exit_story(
         head = f"{who.label} was killed by {name} in stage {stage!r}, {phase}."
         return head, f"Likely cause: {hint}.", name
     if exited is not None:
-        head = f"{who.label} called sys.exit({code}) in stage {exited.stage!r}, {phase}."
+        given = f"{exited.said}), exit code {code}" if exited.said else f"{code})"
+        head = f"{who.label} called sys.exit({given} in stage {exited.stage!r}, {phase}."
         return head, f"Where it exited:\n{exited.traceback_text.rstrip()}", ""
     if code == 0:
         lost = (

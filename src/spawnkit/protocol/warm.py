@@ -466,7 +466,8 @@ def _start_failure_text(final: Any, step: str, server: WarmServer, fault: str) -
     dump = f"\nServer {what} (pid {pid}):\n{fault.rstrip()}" if fault.strip() else ""
     if isinstance(final, Exited):
         return (
-            f"the warm-start fork server (pid {pid}) called sys.exit({final.code}) while "
+            f"the warm-start fork server (pid {pid}) called sys.exit({final.said or final.code}) "
+            "while "
             f"{_step_text(step)}, so it cannot serve workers. Effect: no worker was started. "
             "Remove the exit from that code (a plugin or module must not end the process), or "
             f"set {MODE_VAR}=worker.\n{final.traceback_text}".rstrip()

@@ -249,8 +249,7 @@ def _prepare(
     except SystemExit as exc:
         import traceback
 
-        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        status.send(proto.Exited(status.step, code, traceback.format_exc()))
+        status.send(failure.exited(status.step, exc, traceback.format_exc()))
         return None
     except Exception as exc:
         stage = str(getattr(exc, "stage", "") or _steps.stage_of(status.step))
