@@ -233,3 +233,29 @@ def test_the_ray_launcher_checks_the_same_way(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv(f"{prefix}_STRICT_ENV", "1")
     with pytest.raises(ConfigError):
         build_template("os:getpid", namespace=ns, env={f"{prefix}_PLUGIN": "x"})
+
+
+def test_use_cpu_engine_that_the_table_never_reads_is_said_once_in_the_parent(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``<PREFIX>_USE_CPU_ENGINE=1`` decides only when no platform is named and no plugin
+    activates: with a device plugin active the workers ran on that device, nothing said."""
+    ns = _ns()
+    cfg = ns.config
+    visible = f"DEV_{ns.env_prefix}_VISIBLE"
+    _device_plugin(site, ns, visible)
+    monkeypatch.setenv(cfg.cpu_engine_var, "1")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert build_spec("os:getpid", namespace=ns).platform == "cpu"  # read: nothing said
+        assert build_spec("os:getpid", namespace=ns, env={visible: "1"}).platform == "envdev"
+        env = {visible: "1", cfg.platform_var: "envdev"}
+        assert build_spec("os:getpid", namespace=ns, env=env).platform == "envdev"
+    said = _env_warnings(record)
+    assert len(said) == 2, said
+    assert f"{cfg.cpu_engine_var}='1' does not take effect: platform plugin 'envdev' " in said[0]
+    assert f"{cfg.platform_var}='envdev' selects the platform" in said[1]
+    assert all(f"set {cfg.platform_var}=cpu to run on the CPU" in s for s in said)
+    monkeypatch.setenv(cfg.strict_env_var, "1")
+    with pytest.raises(ConfigError, match=cfg.cpu_engine_var):
+        build_spec("os:getpid", namespace=ns, env={visible: "1"})

@@ -33,7 +33,7 @@ from spawnkit._namedtuple import NamedTuple
 from spawnkit.errors import ConfigError, EnvVariableWarning, NamespaceError
 from spawnkit.namespace import DEFAULT_NAMESPACE_NAME, Namespace, get_namespace
 
-__all__ = ["EnvFinding", "check_env", "find_env_problems"]
+__all__ = ["EnvFinding", "check_cpu_engine", "check_env", "find_env_problems"]
 
 #: The roles a namespace's variables play; a foreign one is matched to ours by role.
 _ROLES = (
@@ -130,7 +130,40 @@ def find_env_problems(ns: Namespace, environ: Mapping[str, str]) -> list[EnvFind
 def check_env(ns: Namespace, overrides: Mapping[str, str] | None = None) -> list[EnvFinding]:
     """Warn once about each finding (``EnvVariableWarning``), or refuse them all when strict."""
     environ = {**os.environ, **(overrides or {})}
-    findings = find_env_problems(ns, environ)
+    return _report(ns, environ, find_env_problems(ns, environ))
+
+
+def check_cpu_engine(
+    ns: Namespace, overrides: Mapping[str, str] | None, platform: str, kind: str
+) -> list[EnvFinding]:
+    """``<PREFIX>_USE_CPU_ENGINE=1`` where the decision table never read it: a platform
+    selected by name, or a plugin that activated (the variable decides only when none did):
+    the workers ran on that device, not the CPU asked for, with nothing said."""
+    environ = {**os.environ, **(overrides or {})}
+    cfg = ns.config
+    raw = environ.get(cfg.cpu_engine_var, "").strip()
+    if raw.lower() not in ("1", "true", "yes", "on") or platform == "cpu":
+        return []
+    chosen = environ.get(cfg.platform_var, "").strip()
+    why = (
+        f"{cfg.platform_var}={chosen!r} selects the platform"
+        if chosen
+        else f"platform plugin {platform!r} activated and is selected"
+        if kind == "plugin"
+        else f"platform {platform!r} is selected"
+    )
+    finding = EnvFinding(
+        cfg.cpu_engine_var,
+        f"{cfg.cpu_engine_var}={raw!r} does not take effect: {why}, and the variable picks "
+        f"the CPU only when no platform is named and no plugin activates; set "
+        f"{cfg.platform_var}=cpu to run on the CPU, or unset {cfg.cpu_engine_var}",
+    )
+    return _report(ns, environ, [finding])
+
+
+def _report(
+    ns: Namespace, environ: Mapping[str, str], findings: list[EnvFinding]
+) -> list[EnvFinding]:
     if not findings:
         return findings
     strict_var = ns.config.strict_env_var

@@ -28,7 +28,7 @@ def _select(
     from spawnkit.bootstrap import guard
     from spawnkit.hooks import _conflicts
     from spawnkit.hooks.plugins import _parse_bool
-    from spawnkit.launch._env_check import check_env
+    from spawnkit.launch._env_check import check_cpu_engine, check_env
     from spawnkit.launch._group_check import check_groups
     from spawnkit.platforms.discovery import env_applied
 
@@ -66,5 +66,6 @@ def _select(
         plugins = ns.plugins.select(
             names=names, platform=selection.name, lenient=lenient, origin=origin
         )
+    check_cpu_engine(ns, env, selection.name, selection.kind)  # set, and never read
     rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
     return selection.name, plugins, rows
