@@ -344,6 +344,49 @@ def test_originals_one_level_inside_module_containers(
     assert registry.stale_holders() == []
 
 
+METHOD_DEFAULTS = """
+from PKG import lib
+
+
+class Model:
+    def forward(self, x, fn=lib.get_rope):
+        return fn(x)
+
+    @staticmethod
+    def plain(x, *, fn=lib.get_rope):
+        return fn(x)
+
+    @classmethod
+    def build(cls, x, fn=lib.get_rope):
+        return fn(x)
+
+    @property
+    def size(self):
+        return 1
+"""
+
+
+def test_an_original_in_a_methods_default_argument_is_reported(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``def forward(self, x, fn=lib.get_rope)`` kept the original: a module-level function's
+    default was reported, a method's (plain, static, class) was not: status() said applied."""
+    lib = mods.load("lib", LIB)
+    rope = lib.get_rope
+    holder = mods.load("holder", METHOD_DEFAULTS)
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    registry.apply_hooks()
+    assert holder.Model().forward(1) == ("rope", 1)  # the default still calls the original
+    assert holder.Model.forward.__defaults__ == (rope,)  # reported, left as it is
+    assert sorted((h["name"], h["kind"]) for h in registry.stale_holders()) == [
+        ("Model.build() default of 'fn'", "default argument"),
+        ("Model.forward() default of 'fn'", "default argument"),
+        ("Model.plain() default of 'fn'", "default argument"),
+    ]
+    (status,) = registry.status()
+    assert status.state == "partial" and "Model.forward() default of 'fn'" in status.reason
+
+
 def test_container_rebinds_roll_back_with_a_failed_apply(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:

@@ -6,7 +6,8 @@ every call through that name unhooked (the hook is "applied" but never runs).
 The same goes, one level down, for an original stored in a module-level
 container: ``TABLE = {"tok": f}``, a registry dict filled by a decorator,
 ``HANDLERS = [f]``, ``PAIRS = (f, g)``, a default argument
-``def run(x, fn=f)`` of a module-level function, an attribute of a class
+``def run(x, fn=f)`` of a module-level function or of a method of a class the
+module defines, an attribute of a class
 the module defines (``class Engine: tokfn = staticmethod(f)``) or an item of
 a dict, list or tuple that is one (``class Ops: table = {"tok": f}``), and what a
 module-level wrapper made at import holds: ``functools.partial(f, 1)``, a bound
@@ -287,9 +288,25 @@ def _class_items(classes: list[type], immutable_too: bool) -> Iterator[Any]:
     ]
     if not immutable_too:
         return _flat(inside)
-    wrapped = compress(items, map(_WRAPPERS.__contains__, kinds))
+    wrapped = list(map(_func_of, compress(items, map(_WRAPPERS.__contains__, kinds))))
     tuples = compress(items, map(_TUPLES.__contains__, kinds))
-    return chain(items, map(_func_of, wrapped), *inside, _flat(tuples))
+    # the methods' defaults (``def run(self, fn=tokenize)``), as a module-level function's
+    methods = [
+        *compress(items, map(_FUNCTIONS.__contains__, kinds)),
+        *filter(_is_function, wrapped),
+    ]
+    return chain(
+        items,
+        wrapped,
+        *inside,
+        _flat(tuples),
+        _flat(filter(None, map(_defaults, methods))),
+        _flat(map(dict.values, filter(None, map(_kwdefaults, methods)))),
+    )
+
+
+def _is_function(obj: object) -> bool:
+    return type(obj) is types.FunctionType
 
 
 def _cells(functions: Iterator[types.FunctionType]) -> Iterator[Any]:
@@ -376,10 +393,16 @@ def _inspect_class(
     attrs = ClassAttrs(cls)
     for attr, raw in list(vars(cls).items()):
         label = f"{cls.__qualname__}.{attr}"
-        rebind = None if clean else hit(raw.__func__ if type(raw) in _WRAPPERS else raw)
+        func = raw.__func__ if type(raw) in _WRAPPERS else raw
+        rebind = None if clean else hit(func)
         if rebind is not None:  # "Engine.tokfn"
             found.append(Holder(modname, attrs, attr, label, rebind))
             continue
+        if stale is not None and type(func) is types.FunctionType:  # "Engine.run() default"
+            for where, what, item in _defaults_of(label, func):
+                rebind = hit(item)
+                if rebind is not None:
+                    stale.append(StaleHolder(modname, where, what, rebind.key))
         kind = type(raw)
         if (kind not in _MUTABLE and (stale is None or kind not in _TUPLES)) or id(raw) in seen:
             continue
@@ -411,14 +434,19 @@ def _fixed_items(name: str, value: Any) -> Iterator[tuple[str, str, Any]]:
         attr, kind = wrapping
         yield name, kind, getattr(value, attr)
         return
-    defaults = value.__defaults__ or ()
-    params = _parameters(value)[len(_parameters(value)) - len(defaults) :]
-    named = list(zip(params, defaults, strict=False))
-    named += list((value.__kwdefaults__ or {}).items())
-    for param, item in named:
-        yield f"{name}() default of {param!r}", "default argument", item
+    yield from _defaults_of(name, value)
     for item in map(_cell_contents, value.__closure__ or ()):
         yield f"{name}() closure", "closure variable", item
+
+
+def _defaults_of(name: str, func: types.FunctionType) -> Iterator[tuple[str, str, Any]]:
+    """(label, kind, item) of each default argument of ``func`` (keyword-only ones too)."""
+    defaults = func.__defaults__ or ()
+    params = _parameters(func)[len(_parameters(func)) - len(defaults) :]
+    named = list(zip(params, defaults, strict=False))
+    named += list((func.__kwdefaults__ or {}).items())
+    for param, item in named:
+        yield f"{name}() default of {param!r}", "default argument", item
 
 
 def stale_fix(kinds: Collection[str]) -> str:
