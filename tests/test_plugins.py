@@ -8,6 +8,7 @@ import pickle
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -697,3 +698,26 @@ RETURNS_BUT_REGISTERED = """
 def test_a_plugin_that_registered_or_returned_data_loads(world: World, source: str) -> None:
     world.add_plugin("fine", source)
     assert [p.name for p in load_plugins(world.ns)] == ["fine"]
+
+
+def test_hooks_the_launcher_registered_outside_any_plugin_and_never_applied_are_said(
+    world: World,
+) -> None:
+    """``NS.hooks.register(...)`` in the launcher, then a launch: the workers apply only what
+    their plugins register, the launcher applied nothing: the hook ran nowhere, unsaid."""
+    from spawnkit.launch._selection import parent_selection as _parent_selection
+
+    world.add_plugin("a", RECORDING)
+    target = f"{world.eng}.sched.Scheduler.run"
+    world.ns.hooks.register(target, lambda result, *args: result, HookType.AFTER)
+    with pytest.warns(PluginSelectionWarning) as seen:
+        _, plugins, _ = _parent_selection(world.ns, {})
+    (message,) = [str(w.message) for w in seen]
+    assert plugins == ("a",) and f"on {target!r}" in message, message
+    assert "were never applied here, and no worker applies them" in message
+    assert f"group {world.ns.config.plugin_group!r}" in message and seen[0].filename == __file__
+    # applied here (the launcher hooks itself on purpose): nothing to say
+    world.ns.hooks.apply_hooks()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PluginSelectionWarning)
+        _parent_selection(world.ns, {})

@@ -177,7 +177,11 @@ def state_of(
     if key in st.waiting:
         module = _resolve.guess_module(st.paths[key])
         return "pending", f"on_import: waiting for the first import of {module!r}"
-    return "pending", "registered after the last apply_hooks() call; applied by the next one"
+    return "pending", NOT_APPLIED_YET
+
+
+#: The reason of a registration no ``apply_hooks()`` call has taken yet.
+NOT_APPLIED_YET = "registered after the last apply_hooks() call; applied by the next one"
 
 
 #: Wrappers walked (through ``__wrapped__``, staticmethod/classmethod) looking for the chain.

@@ -67,5 +67,39 @@ def _select(
             names=names, platform=selection.name, lenient=lenient, origin=origin
         )
     check_cpu_engine(ns, env, selection.name, selection.kind)  # set, and never read
+    _check_own_hooks(ns, plugins)
     rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
     return selection.name, plugins, rows
+
+
+def _check_own_hooks(ns: Namespace, plugins: tuple[str, ...]) -> None:
+    """Hooks this process registered on the namespace outside the workers' plugins and never
+    applied here: no process applies them (a worker applies what its plugins register)."""
+    registry = getattr(ns, "_hooks", None)  # not created for the asking: most launchers
+    if registry is None or not registry._count():
+        return
+    from spawnkit.hooks._decide import NOT_APPLIED_YET
+
+    stray = [
+        row
+        for row in registry.status()
+        if row.reason == NOT_APPLIED_YET and row.source.plugin_name not in plugins
+    ]
+    if not stray:
+        return
+    import warnings
+
+    from spawnkit._warnopts import user_stacklevel
+    from spawnkit.hooks._plugin_selection import PluginSelectionWarning
+
+    listed = "; ".join(f"{row.hook_type} {row.hook} on {row.target!r}" for row in stray)
+    warnings.warn(
+        f"{len(stray)} hook(s) registered in this process on namespace {ns.name!r} by no "
+        f"plugin the workers load ({listed}) were never applied here, and no worker applies "
+        "them (a worker applies what its plugins register): they never run. Register them "
+        f"from a plugin's callback (an entry point in group {ns.config.plugin_group!r}) or "
+        "from code the entry runs; to hook this process as well, call "
+        "spawnkit.apply_plugin_hooks() (or NS.hooks.apply_hooks()) here.",
+        PluginSelectionWarning,
+        stacklevel=user_stacklevel(),
+    )
