@@ -792,6 +792,22 @@ _ONE_HOLDER = {
         None,
     ),
     "method copy": ("from PKG import lib\nH = lib.Engine.run\n", "H", None),
+    "object attribute": (
+        "from PKG import lib\nclass R:\n    pass\nH = R()\nH.fn = lib.get_rope\n",
+        "H.fn",
+        None,
+    ),
+    "object's dict": (
+        "from PKG import lib\nclass R:\n    def __init__(self):\n        self.ops = {}\n"
+        "H = R()\nH.ops['k'] = lib.get_rope\n",
+        "H.ops['k']",
+        None,
+    ),
+    "class function default": (
+        "from PKG import lib\nclass C:\n    def H(self, fn=lib.get_rope):\n        return fn\n",
+        "C.H() default of 'fn'",
+        "default argument",
+    ),
     "bound method": ("from PKG import lib\nH = lib.Engine().run\n", "H", "bound method"),
 }
 

@@ -7,7 +7,9 @@ The same goes, one level down, for an original stored in a module-level
 container: ``TABLE = {"tok": f}``, a registry dict filled by a decorator,
 ``HANDLERS = [f]``, ``PAIRS = (f, g)``, a default argument
 ``def run(x, fn=f)`` of a module-level function or of a method of a class the
-module defines, an attribute of a class
+module defines, an attribute of a module-level object of the targets' own package
+(``RUNNER.fn``) or an item of a dict or list that is one (a registry object filled
+by a decorator: ``OPS._ops["rms"]``), an attribute of a class
 the module defines (``class Engine: tokfn = staticmethod(f)``) or an item of
 a dict, list or tuple that is one (``class Ops: table = {"tok": f}``), and what a
 module-level wrapper made at import holds: ``functools.partial(f, 1)``, a bound
@@ -159,6 +161,9 @@ _flags = attrgetter("__flags__")
 #: ``Py_TPFLAGS_HEAPTYPE`` set and ``Py_TPFLAGS_IMMUTABLETYPE`` clear: a class whose
 #: attributes can be set, as every class a ``class`` statement makes
 _CLASS_MASK, _PYTHON_CLASS = (1 << 9) | (1 << 8), 1 << 9
+_HEAPTYPE = 1 << 9
+#: Objects with a ``__dict__`` the sweep reads in their own right, not as a holder's attributes
+_NOT_OBJECTS = (type, types.ModuleType, BaseException)
 _flat = chain.from_iterable
 #: Every non-``__main__`` module's ``__builtins__`` is this dict: never a holder, and
 #: scanning it in each of a thousand modules would be most of the sweep's cost.
@@ -214,7 +219,11 @@ def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
 
 
 def _items(
-    values: list[Any], names: Collection[str], immutable_too: bool, exempt: Collection[int]
+    values: list[Any],
+    names: Collection[str],
+    immutable_too: bool,
+    exempt: Collection[int],
+    objects: bool = True,
 ) -> Iterator[Any]:
     """Every item one level inside ``values`` (module globals): one C-level iterator.
 
@@ -227,7 +236,9 @@ def _items(
     classes (a few in ten); the selections run over those only.
     """
     kinds = list(map(type, values))
-    metaclasses = {kind for kind in set(kinds) if issubclass(kind, type)}
+    distinct = set(kinds)
+    metaclasses = {kind for kind in distinct if issubclass(kind, type)}
+    inside = _instance_items(values, kinds, distinct) if objects else iter(())
     wanted = (_CONTAINERS if immutable_too else _MUTABLE) | metaclasses
     keep = list(map(wanted.__contains__, kinds))
     values, kinds = list(compress(values, keep)), list(compress(kinds, keep))
@@ -238,6 +249,7 @@ def _items(
         _flat(map(dict.values, compress(dicts, map(is_not, dicts, repeat(_BUILTINS_DICT))))),
         _flat(compress(lists, map(not_, map(exempt.__contains__, map(id, lists))))),
         _class_items(_own_classes(names, classes), immutable_too),
+        inside,
     ]
     if immutable_too:
         functions = list(compress(values, map(_FUNCTIONS.__contains__, kinds)))
@@ -253,6 +265,50 @@ def _items(
             _cells(compress(functions, map(not_, map(exempt.__contains__, map(id, functions))))),
         ]
     return _flat(parts)
+
+
+def _is_object_kind(kind: type) -> bool:
+    """Whether instances of ``kind`` are plain Python objects with a ``__dict__`` (a registry,
+    a singleton): not classes, modules or functions, which the sweep reads as such."""
+    return (
+        bool(getattr(kind, "__flags__", 0) & _HEAPTYPE)
+        and getattr(kind, "__dictoffset__", 0) != 0
+        and not issubclass(kind, _NOT_OBJECTS)
+        and kind not in _CONTAINERS  # a partial, a bound method: read as what they wrap
+    )
+
+
+def _object_dict(obj: object) -> dict[str, Any] | None:
+    """``obj``'s own ``__dict__``, read past any ``__getattr__``/``__getattribute__`` of its
+    class (a lazy proxy's would import its target)."""
+    try:
+        found = object.__getattribute__(obj, "__dict__")
+    except Exception:
+        return None
+    return found if type(found) is dict else None
+
+
+def _object_dicts(values: list[Any], kinds: list[type], distinct: set[type]) -> list[Any]:
+    plain = {kind for kind in distinct if _is_object_kind(kind)}
+    if not plain:
+        return []
+    return [d for d in map(_object_dict, compress(values, map(plain.__contains__, kinds))) if d]
+
+
+def _instance_items(values: list[Any], kinds: list[type], distinct: set[type]) -> Iterator[Any]:
+    """The attributes of the module-level objects among ``values`` (``RUNNER.fn``) and the
+    items of the dicts and lists among those (a registry's ``REGISTRY._ops['rms_norm']``,
+    filled by a decorator as a target module was imported)."""
+    found = _object_dicts(values, kinds, distinct)
+    if not found:
+        return iter(())
+    attrs = list(_flat(map(dict.values, found)))
+    types_ = list(map(type, attrs))
+    return chain(
+        attrs,
+        _flat(map(dict.values, compress(attrs, map(_DICTS.__contains__, types_)))),
+        _flat(compress(attrs, map(_LISTS.__contains__, types_))),
+    )
 
 
 def _own_classes(names: Collection[str], classes: list[type]) -> list[type]:
@@ -369,12 +425,42 @@ def _inspect(
                 rebind = hit(item)
                 if rebind is not None:  # "TABLE['tok']", "HANDLERS[2]"
                     found.append(Holder(modname, value, key, f"{name}[{key!r}]", rebind))
+        elif _is_object_kind(kind):
+            seen.add(id(value))
+            _inspect_object(modname, name, value, hit, found, seen)
         elif not clean and stale is not None and kind in _CONTAINERS:
             seen.add(id(value))
             for label, what, item in _fixed_items(name, value):
                 rebind = hit(item)
                 if rebind is not None and value is not rebind.new:  # not the target's chain
                     stale.append(StaleHolder(modname, label, what, rebind.key))
+
+
+def _inspect_object(
+    modname: str,
+    name: str,
+    obj: Any,
+    hit: Callable[[Any], Rebind | None],
+    found: list[Holder],
+    seen: set[int],
+) -> None:
+    """One level into a module-level object (``RUNNER.fn``), and into the dicts and lists
+    among its attributes (a registry object's ``REGISTRY._ops['rms_norm']``)."""
+    attrs = _object_dict(obj)
+    for attr, item in list(attrs.items()) if attrs else ():
+        rebind = hit(item)
+        if rebind is not None:  # "RUNNER.fn": set in the object's own __dict__
+            found.append(Holder(modname, attrs, attr, f"{name}.{attr}", rebind))
+            continue
+        kind = type(item)
+        if kind not in _MUTABLE or id(item) in seen:
+            continue
+        seen.add(id(item))
+        entries = list(item.items()) if kind in _DICTS else list(enumerate(item))
+        for key, value in entries:
+            rebind = hit(value)
+            if rebind is not None:  # "REGISTRY._ops['rms_norm']"
+                found.append(Holder(modname, item, key, f"{name}.{attr}[{key!r}]", rebind))
 
 
 def _inspect_class(
@@ -475,25 +561,38 @@ _Module = tuple[str, dict[str, Any], list[Any]]  # name, globals, their values
 
 
 def _holding(
-    group: list[_Module], wanted: KeysView[int], chains: frozenset[int], *, immutable_too: bool
+    group: list[_Module],
+    wanted: KeysView[int],
+    chains: frozenset[int],
+    related: frozenset[str],
+    *,
+    immutable_too: bool,
 ) -> Iterator[_Module]:
     """The modules of ``group`` whose containers (and, ``immutable_too``, classes) hold one of
-    the ``wanted`` ids.
+    the ``wanted`` ids; and, in a ``related`` package, whose module-level objects do.
 
     One C-level pass per chunk of modules first: only a chunk that holds an
-    original is searched module by module.
+    original is searched module by module.  Objects are read in the targets' own top-level
+    packages only (an engine's registry object): reading every object of every module would
+    add a third to a sweep with torch loaded.
     """
-    for start in range(0, len(group), _CHUNK):
-        chunk = group[start : start + _CHUNK]
-        everything = list(_flat(values for _, _, values in chunk))
-        names = {name for name, _, _ in chunk}
-        exempt = chains.union(id(namespace.get("__all__")) for _, namespace, _ in chunk)
-        if wanted.isdisjoint(map(id, _items(everything, names, immutable_too, exempt))):
-            continue
-        for module in chunk:
-            items = _items(module[2], (module[0],), immutable_too, exempt)
-            if not wanted.isdisjoint(map(id, items)):
-                yield module
+    own = [m[0].partition(".")[0] in related for m in group]
+    for part, objects in (
+        (list(compress(group, own)), True),
+        (list(compress(group, map(not_, own))), False),
+    ):
+        for start in range(0, len(part), _CHUNK):
+            chunk = part[start : start + _CHUNK]
+            everything = list(_flat(values for _, _, values in chunk))
+            names = {name for name, _, _ in chunk}
+            exempt = chains.union(id(namespace.get("__all__")) for _, namespace, _ in chunk)
+            found = _items(everything, names, immutable_too, exempt, objects)
+            if wanted.isdisjoint(map(id, found)):
+                continue
+            for module in chunk:
+                items = _items(module[2], (module[0],), immutable_too, exempt, objects)
+                if not wanted.isdisjoint(map(id, items)):
+                    yield module
 
 
 def _modules(clean_modules: frozenset[str], related: frozenset[str]) -> list[_Module]:
@@ -553,8 +652,8 @@ def find_holders(
         chains = frozenset(id(r.new) for r in rebinds.values())
         registries = [m for m in swept if m[0] in clean_modules]
         for name, namespace, _ in chain(
-            _holding(dirty, wanted, chains, immutable_too=True),
-            _holding(registries, wanted, chains, immutable_too=False),
+            _holding(dirty, wanted, chains, related, immutable_too=True),
+            _holding(registries, wanted, chains, related, immutable_too=False),
         ):
             look[name] = (namespace, True)
     found: list[Holder] = []
