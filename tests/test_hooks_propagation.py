@@ -852,3 +852,38 @@ def test_an_original_nothing_else_references_is_hooked_without_a_sweep(
     alone = {r.display: r.alone for r in registry.default()._state.applied.values()}
     assert alone == {mods.name("lib.get_rope"): False, mods.name("lib.Engine.run"): True}
     assert user.get_rope is lib.get_rope and user.get_rope(2) == ("hooked", "rope", 2)
+
+
+REGISTRY = """
+class Registry:
+    def __init__(self):
+        self._ops = {}
+        self.default = None
+
+    def register(self, name):
+        def deco(fn):
+            self._ops[name] = fn
+            self.default = self.default or fn
+            return fn
+        return deco
+
+
+OPS = Registry()
+"""
+
+
+def test_a_registry_object_filled_as_the_target_module_was_imported_is_rebound_and_restored(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``@OPS.register("rms")`` ran as ``apply_hooks()`` imported the target's module, so the
+    registry object held the original: the engine dispatched through it, unhooked."""
+    reg = mods.load("registry", REGISTRY)
+    mods.write("ops", "from PKG.registry import OPS\n\n@OPS.register('rms')\ndef rms(x):\n"
+               "    return ('rms', x)\n")  # fmt: skip
+    registry.register(mods.name("ops.rms"), lambda r, x: (*r, "hooked"))
+    registry.apply_hooks()
+    assert reg.OPS._ops["rms"](1) == ("rms", 1, "hooked") == reg.OPS.default(1)
+    (applied,) = registry.applied_targets()
+    assert {label for _, label in applied.propagated_to} >= {"OPS._ops['rms']", "OPS.default"}
+    registry.unapply()
+    assert reg.OPS._ops["rms"](1) == ("rms", 1) == reg.OPS.default(1)
