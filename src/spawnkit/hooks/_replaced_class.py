@@ -11,8 +11,10 @@ method is looked up on the class at each call), which is the fix this names.
 
 from __future__ import annotations
 
-import sys
+from operator import itemgetter
 from typing import Any
+
+from spawnkit.hooks._propagate import _module_dicts
 
 __all__ = ["fix", "left_behind", "reason"]
 
@@ -42,12 +44,11 @@ def _instances(kinds: set[type], own: frozenset[str]) -> list[str]:
     """Module globals whose type is one of ``kinds``: one name per object, in import order."""
     out: list[str] = []
     seen: set[int] = set()
-    for name, module in list(sys.modules.items()):
-        namespace = getattr(module, "__dict__", None)
-        if not isinstance(namespace, dict) or name in own:
+    for name, namespace in _module_dicts():
+        if name in own:
             continue
         items = list(dict(namespace).items())  # a copy: another thread may import meanwhile
-        if kinds.isdisjoint(type(value) for _, value in items):
+        if kinds.isdisjoint(map(type, map(itemgetter(1), items))):
             continue  # most modules: one C-level pass
         for attr, value in items:
             if type(value) in kinds and id(value) not in seen:
