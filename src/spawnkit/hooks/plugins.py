@@ -549,9 +549,10 @@ def _run(
         if isinstance(obj, types.ModuleType):
             # names a module: importing it (its @plugin_hook decorators) is the plugin, unless
             # it registered nothing and has the register() the entry point forgot to name
-            if _made(registry) == own_before and _uncalled(obj):
+            uncalled = _uncalled(obj) if _made(registry) == own_before else ""
+            if uncalled:
                 what = "registered nothing"
-                raise TypeError(_uncalled(obj))
+                raise TypeError(uncalled)
         elif callable(obj):
             what = "raised in its callback"
             returned = obj()
