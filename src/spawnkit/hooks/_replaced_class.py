@@ -11,7 +11,7 @@ method is looked up on the class at each call), which is the fix this names.
 
 from __future__ import annotations
 
-from operator import itemgetter
+import sys
 from typing import Any
 
 from spawnkit.hooks._propagate import _module_dicts
@@ -37,24 +37,41 @@ def left_behind(rec: Any) -> list[str]:
         if sub not in bases and sub.__module__ not in own:
             subs.append(sub)
     found = sorted(f"{sub.__module__}.{sub.__qualname__}" for sub in subs)
-    return found + _instances({original, *subs}, own)
+    return found + _instances({original, *subs}, own, original.__module__.partition(".")[0])
 
 
-def _instances(kinds: set[type], own: frozenset[str]) -> list[str]:
-    """Module globals whose type is one of ``kinds``: one name per object, in import order."""
+#: The last scan, kept while neither the classes asked for nor ``sys.modules`` changed: a
+#: worker asks twice (its conflict check, its report), and a scan reads every module.
+_last: tuple[Any, list[str]] = (None, [])
+
+
+def _instances(kinds: set[type], own: frozenset[str], package: str) -> list[str]:
+    """Module globals whose type is one of ``kinds``: one name per object, in import order,
+    from the first module of the classes' top-level ``package`` on (a module imported before
+    it began, torch's thousand, built nothing from them as it ran)."""
+    global _last
+    names = list(sys.modules)
+    mark = (frozenset(map(id, kinds)), own, len(names), names[-1] if names else None)
+    if _last[0] == mark:
+        return list(_last[1])
+    first = next((i for i, n in enumerate(names) if n.partition(".")[0] == package), 0)
+    after = frozenset(names[first:])
     out: list[str] = []
     seen: set[int] = set()
     for name, namespace in _module_dicts():
-        if name in own:
+        if name in own or name not in after:
             continue
-        items = list(dict(namespace).items())  # a copy: another thread may import meanwhile
-        if kinds.isdisjoint(map(type, map(itemgetter(1), items))):
-            continue  # most modules: one C-level pass
-        for attr, value in items:
+        try:
+            if kinds.isdisjoint(map(type, namespace.values())):
+                continue  # most modules: one C-level pass over the live dict
+        except RuntimeError:  # another thread imported into it meanwhile: read a copy
+            pass
+        for attr, value in list(dict(namespace).items()):
             if type(value) in kinds and id(value) not in seen:
                 seen.add(id(value))
                 out.append(f"{name}.{attr} (an instance)")
-    return out
+    _last = mark, out
+    return list(out)
 
 
 def reason(replacement: str, names: list[str]) -> str:
