@@ -321,6 +321,10 @@ class WorkerGroup(GroupContract):
                     raise self._fail(self._rank_failed(next(iter(self._failed))))
         except KeyboardInterrupt:
             self._interrupting = True
+            # What the ranks reported before the Ctrl-C (already in their pipes) first: the
+            # summary names the stage each was in, not the last one this loop had read.
+            for r in self._ranks:
+                self._drain(r)
             for r in self._ranks:
                 r.terminated = r.terminated or r.exitcode is None
             self._close(initial_grace=0.0)
