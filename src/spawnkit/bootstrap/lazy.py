@@ -16,11 +16,7 @@ __all__ = ["LazyObject", "lazy"]
 _UNSET: Any = object()
 
 
-class _NoPatchesYet:
-    patches = -2  # never a proxy's: a proxy can only hold an object once the phase is here
-
-
-_phase: Any = _NoPatchesYet  # ``spawnkit.spec._phase`` once a proxy first resolved
+_phase: Any = None  # ``spawnkit.spec._phase``, kept by the first proxy that resolved
 
 
 def _keep_phase(phase: Any) -> None:
@@ -66,8 +62,8 @@ class LazyObject:
 
     def _lazy_resolve(self) -> Any:
         target = object.__getattribute__(self, "_lazy_target")
-        # The object is kept while no hook target changed since it was looked up (set once
-        # it was: the first lookup imports the phase); a patch installed or undone since (a
+        # The object is kept while no hook target changed since it was looked up (a proxy
+        # holding one has kept the phase module, below); a patch installed or undone since (a
         # launcher's bootstrap_here(), a test's hooks) is followed, as the module's own
         # attribute is: a proxy bound to the unpatched original ran none of the hooks.
         if target is not _UNSET and object.__getattribute__(self, "_lazy_seen") == _phase.patches:
