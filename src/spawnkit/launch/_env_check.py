@@ -142,7 +142,9 @@ def check_cpu_engine(
     environ = {**os.environ, **(overrides or {})}
     cfg = ns.config
     raw = environ.get(cfg.cpu_engine_var, "").strip()
-    if raw.lower() not in ("1", "true", "yes", "on") or platform == "cpu":
+    from spawnkit.platforms._table import _TRUE  # "read" as the decision table reads it
+
+    if raw.lower() not in _TRUE or platform == "cpu":
         return []
     chosen = environ.get(cfg.platform_var, "").strip()
     why = (
