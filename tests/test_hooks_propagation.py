@@ -887,3 +887,64 @@ def test_a_registry_object_filled_as_the_target_module_was_imported_is_rebound_a
     assert {label for _, label in applied.propagated_to} >= {"OPS._ops['rms']", "OPS.default"}
     registry.unapply()
     assert reg.OPS._ops["rms"](1) == ("rms", 1) == reg.OPS.default(1)
+
+
+DISPATCH = """
+import functools
+
+
+@functools.singledispatch
+def process(x):
+    return ('generic', x)
+
+
+class Handler:
+    @functools.singledispatchmethod
+    def handle(self, x):
+        return ('generic', x)
+"""
+
+DISPATCH_IMPLS = """
+from PKG.dispatch import Handler, process
+
+
+@process.register(int)
+def process_int(x):
+    return ('int', x)
+
+
+@Handler.handle.register(str)
+def handle_str(self, x):
+    return ('str', x)
+"""
+
+
+@pytest.mark.parametrize("vouched", [False, True], ids=["swept", "clean-dispatch-module"])
+def test_a_singledispatch_registry_filled_as_a_target_module_was_imported_is_rebound(
+    mods: Modules, registry: type[HookRegistry], vouched: bool
+) -> None:
+    """``@process.register(int)`` (and a ``singledispatchmethod``'s) ran as ``apply_hooks()``
+    imported the target's module: dispatch called the original while status said applied.
+    A call made before the hooks (the dispatch cache remembering the original) must not
+    keep it either; ``unapply()`` puts the original back in the registry."""
+    dispatch = mods.load("dispatch", DISPATCH)
+    mods.write("impls", DISPATCH_IMPLS)
+    assert dispatch.process(1) == ("generic", 1)  # the cache now knows int
+    registry.register(mods.name("impls.process_int"), lambda r, x: (*r, "hooked"))
+    registry.register(mods.name("impls.handle_str"), lambda r, *a: (*r, "hooked"))
+    clean = {dispatch.__name__} if vouched else set()
+    registry.apply_hooks(clean_modules=clean)
+    assert dispatch.process(1) == ("int", 1, "hooked")
+    assert dispatch.Handler().handle("s") == ("str", "s", "hooked")
+    labels = {label for a in registry.applied_targets() for _, label in a.propagated_to}
+    assert labels == {"process.registry[int]", "Handler.handle.registry[str]"}
+    assert registry.stale_holders() == []
+    # a hook added later wraps the chain; the registry follows, and is listed once
+    registry.register(mods.name("impls.process_int"), lambda r, x: (*r, "again"))
+    registry.apply_hooks(clean_modules=clean)
+    assert dispatch.process(1) == ("int", 1, "hooked", "again")
+    (first,) = [a for a in registry.applied_targets() if a.target.endswith("process_int")]
+    assert [label for _, label in first.propagated_to] == ["process.registry[int]"]
+    registry.unapply()
+    assert dispatch.process(1) == ("int", 1) and dispatch.Handler().handle("s") == ("str", "s")
+    assert dispatch.process.registry[int] is sys.modules[mods.name("impls")].process_int

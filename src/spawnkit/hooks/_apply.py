@@ -380,11 +380,20 @@ class ApplyCall:
                 continue
             rec = applied.get(rebind.key)
             if rec is not None and rebind.new is rec.installed:
-                if not any(c is container and k == key for _, c, k, _ in rec.bindings):
-                    rec.bindings.append((modname, container, key, label))
+                _note_binding(rec, (modname, container, key, label))
                 logger.debug(
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
+
+
+def _note_binding(rec: Record, entry: tuple[str, Any, Any, str]) -> None:
+    """One entry per holder: a later sweep reads a class's attributes or a dispatch registry
+    through a new adapter object, so (module, label) is what identifies a holder."""
+    same = [i for i, b in enumerate(rec.bindings) if b[0] == entry[0] and b[3] == entry[3]]
+    if same:
+        rec.bindings[same[0]] = entry
+    else:
+        rec.bindings.append(entry)
 
 
 def _replaced_since(prev: Record, messages: list[str]) -> bool:

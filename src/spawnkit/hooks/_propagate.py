@@ -9,7 +9,9 @@ container: ``TABLE = {"tok": f}``, a registry dict filled by a decorator,
 ``def run(x, fn=f)`` of a module-level function or of a method of a class the
 module defines, an attribute of a module-level object of the targets' own package
 (``RUNNER.fn``) or an item of a dict or list that is one (a registry object filled
-by a decorator: ``OPS._ops["rms"]``), an attribute of a class
+by a decorator: ``OPS._ops["rms"]``) or the registry of a ``functools.singledispatch``
+function of that package (``@process.register(int)``, rebound through ``register``; a
+``singledispatchmethod``'s too, in any module), an attribute of a class
 the module defines (``class Engine: tokfn = staticmethod(f)``) or an item of
 a dict, list or tuple that is one (``class Ops: table = {"tok": f}``), and what a
 module-level wrapper made at import holds: ``functools.partial(f, 1)``, a bound
@@ -122,6 +124,41 @@ class ClassAttrs:
         delattr(self.cls, name)
 
 
+class DispatchTable:
+    """A ``functools.singledispatch`` function's registry as a container ``Holder`` can write.
+
+    ``@process.register(int)`` ran as a target module was imported, so the registry (a
+    read-only view of a dict in the function's closure) holds the original: dispatch calls it
+    and the hook never runs.  ``register(cls, new)`` is the one way in, and it clears the
+    dispatch cache that already remembers the original for ``int``.
+    """
+
+    __slots__ = ("function",)
+
+    def __init__(self, function: Any) -> None:
+        self.function = function  # the singledispatch function (a method's ``dispatcher``)
+
+    def __repr__(self) -> str:
+        return f"DispatchTable({getattr(self.function, '__qualname__', self.function)!r})"
+
+    def get(self, cls: type, default: Any = None) -> Any:
+        return self.function.registry.get(cls, default)
+
+    def __setitem__(self, cls: type, value: Any) -> None:
+        self.function.register(cls, value)
+
+
+def dispatch_registry(obj: object) -> types.MappingProxyType[Any, Any] | None:
+    """The registry of a singledispatch function, or of a ``singledispatchmethod``'s
+    dispatcher; None for anything else."""
+    if type(obj) is functools.singledispatchmethod:
+        obj = obj.dispatcher
+    if type(obj) is not types.FunctionType or obj.__code__ is not _DISPATCH_CODE:
+        return None
+    found = obj.__dict__.get("registry")
+    return found if type(found) is types.MappingProxyType else None
+
+
 class StaleHolder(NamedTuple):
     """A reference the sweep found but may not rebind (a tuple item, a default argument)."""
 
@@ -156,6 +193,9 @@ _defaults = attrgetter("__defaults__")
 _module_of = attrgetter("__module__")
 _func_of = attrgetter("__func__")
 _kwdefaults = attrgetter("__kwdefaults__")
+_code = attrgetter("__code__")
+_dispatcher = attrgetter("dispatcher")
+_DISPATCH_CODE = _code(functools.singledispatch(len))
 _closure = attrgetter("__closure__")
 _flags = attrgetter("__flags__")
 #: ``Py_TPFLAGS_HEAPTYPE`` set and ``Py_TPFLAGS_IMMUTABLETYPE`` clear: a class whose
@@ -239,9 +279,15 @@ def _items(
     distinct = set(kinds)
     metaclasses = {kind for kind in distinct if issubclass(kind, type)}
     inside = _instance_items(values, kinds, distinct) if objects else iter(())
-    wanted = (_CONTAINERS if immutable_too else _MUTABLE) | metaclasses
+    wanted = (_CONTAINERS if immutable_too or objects else _MUTABLE) | metaclasses
     keep = list(map(wanted.__contains__, kinds))
     values, kinds = list(compress(values, keep)), list(compress(kinds, keep))
+    functions = list(compress(values, map(_FUNCTIONS.__contains__, kinds)))
+    if objects:  # a singledispatch registry, filled later like a dict
+        inside = chain(inside, _dispatch_items(functions))
+    if not immutable_too:  # what ``objects`` kept besides: never read as a holder itself
+        keep = list(map((_MUTABLE | metaclasses).__contains__, kinds))
+        values, kinds = list(compress(values, keep)), list(compress(kinds, keep))
     dicts = list(compress(values, map(_DICTS.__contains__, kinds)))
     lists = list(compress(values, map(_LISTS.__contains__, kinds)))
     classes = list(compress(values, map(metaclasses.__contains__, kinds)))
@@ -252,7 +298,6 @@ def _items(
         inside,
     ]
     if immutable_too:
-        functions = list(compress(values, map(_FUNCTIONS.__contains__, kinds)))
         parts += [
             _flat(compress(values, map(_TUPLES.__contains__, kinds))),
             _flat(filter(None, map(_defaults, functions))),
@@ -311,6 +356,16 @@ def _instance_items(values: list[Any], kinds: list[type], distinct: set[type]) -
     )
 
 
+def _dispatch_items(functions: list[types.FunctionType]) -> Iterator[Any]:
+    """The implementations registered with the singledispatch functions among ``functions``
+    (``@process.register(int)``)."""
+    # every singledispatch function is one closure of one code object: comparing codes reads
+    # no function's ``__dict__`` (which CPython would create for each on first read)
+    dispatching = compress(functions, map(is_, map(_code, functions), repeat(_DISPATCH_CODE)))
+    registries = filter(None, map(dispatch_registry, dispatching))
+    return _flat(map(types.MappingProxyType.values, registries))
+
+
 def _own_classes(names: Collection[str], classes: list[type]) -> list[type]:
     """The ``classes`` defined in Python in one of the modules ``names``."""
     # A static or immutable type (one implemented in C: a quarter of all class attributes
@@ -338,9 +393,12 @@ def _class_items(classes: list[type], immutable_too: bool) -> Iterator[Any]:
     items = list(_flat(map(types.MappingProxyType.values, map(vars, classes))))
     kinds = list(map(type, items))
     dicts = compress(items, map(_DICTS.__contains__, kinds))
+    # a ``singledispatchmethod``'s registry, filled later like a dict
+    sdms = compress(items, map(is_, kinds, repeat(functools.singledispatchmethod)))
     inside = [
         _flat(map(dict.values, dicts)),
         _flat(compress(items, map(_LISTS.__contains__, kinds))),
+        _dispatch_items(list(map(_dispatcher, sdms))),
     ]
     if not immutable_too:
         return _flat(inside)
@@ -418,6 +476,10 @@ def _inspect(
             _inspect_class(modname, value, hit, found, None if clean else stale, clean, seen)
             continue
         kind = type(value)
+        registry = dispatch_registry(value) if kind is types.FunctionType else None
+        if registry is not None:  # walked once, with the first module holding the function
+            seen.add(id(value))
+            _inspect_registry(modname, name, value, registry, hit, found)
         if kind in _MUTABLE:
             seen.add(id(value))
             entries = list(value.items()) if kind in _DICTS else list(enumerate(value))
@@ -434,6 +496,23 @@ def _inspect(
                 rebind = hit(item)
                 if rebind is not None and value is not rebind.new:  # not the target's chain
                     stale.append(StaleHolder(modname, label, what, rebind.key))
+
+
+def _inspect_registry(
+    modname: str,
+    name: str,
+    function: Any,
+    registry: types.MappingProxyType[Any, Any],
+    hit: Callable[[Any], Rebind | None],
+    found: list[Holder],
+) -> None:
+    """The implementations a singledispatch function dispatches to (``process.registry[int]``)."""
+    table = DispatchTable(function)
+    for cls, impl in list(registry.items()):
+        rebind = hit(impl)
+        if rebind is not None:
+            label = f"{name}.registry[{getattr(cls, '__qualname__', cls)}]"
+            found.append(Holder(modname, table, cls, label, rebind))
 
 
 def _inspect_object(
@@ -490,6 +569,11 @@ def _inspect_class(
                 if rebind is not None:
                     stale.append(StaleHolder(modname, where, what, rebind.key))
         kind = type(raw)
+        if kind is functools.singledispatchmethod:  # "Engine.handle.registry[int]"
+            registry = dispatch_registry(raw)
+            if registry is not None:
+                _inspect_registry(modname, label, raw.dispatcher, registry, hit, found)
+            continue
         if (kind not in _MUTABLE and (stale is None or kind not in _TUPLES)) or id(raw) in seen:
             continue
         seen.add(id(raw))
