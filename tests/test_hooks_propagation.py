@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import signal
 import sys
+import threading
 import warnings
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -948,3 +952,79 @@ def test_a_singledispatch_registry_filled_as_a_target_module_was_imported_is_reb
     registry.unapply()
     assert dispatch.process(1) == ("int", 1) and dispatch.Handler().handle("s") == ("str", "s")
     assert dispatch.process.registry[int] is sys.modules[mods.name("impls")].process_int
+
+
+SLOTS = """
+import signal
+import sys
+import threading
+
+got = []
+
+
+def on_usr1(signum, frame):
+    got.append('original')
+
+
+def report(*args):
+    got.append('report')
+
+
+signal.signal(signal.SIGUSR1, on_usr1)
+sys.excepthook = report
+threading.excepthook = report
+"""
+
+
+@pytest.fixture
+def keep_process_slots() -> Iterator[None]:
+    """The test's module sets this process's handlers: put the runner's back."""
+    saved = signal.getsignal(signal.SIGUSR1), sys.excepthook, threading.excepthook
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGUSR1, saved[0])
+        sys.excepthook, threading.excepthook = saved[1:]
+
+
+@pytest.mark.usefixtures("keep_process_slots")
+def test_signal_handlers_and_interpreter_hooks_set_by_a_target_module_are_rebound(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``signal.signal(SIGUSR1, on_usr1)`` and ``sys.excepthook = report`` ran as
+    ``apply_hooks()`` imported the target's module: the interpreter held the originals, so a
+    real signal ran the unhooked handler while status said applied."""
+    mods.write("slots", SLOTS)
+    registry.register(mods.name("slots.on_usr1"), lambda r, *a: slots.got.append("hooked"))
+    registry.register(mods.name("slots.report"), lambda r, *a: slots.got.append("hooked report"))
+    registry.apply_hooks()
+    slots = sys.modules[mods.name("slots")]
+    os.kill(os.getpid(), signal.SIGUSR1)  # a real signal: the handler runs in the main thread
+    sys.excepthook(ValueError, ValueError("x"), None)
+    assert slots.got == ["original", "hooked", "report", "hooked report"]
+    held = {holder for a in registry.applied_targets() for holder in a.propagated_to}
+    assert held == {
+        ("signal", "handler of SIGUSR1"),
+        ("sys", "excepthook"),
+        ("threading", "excepthook"),
+    }
+    registry.unapply()
+    assert signal.getsignal(signal.SIGUSR1) is slots.on_usr1
+    assert sys.excepthook is slots.report is threading.excepthook
+
+
+@pytest.mark.usefixtures("keep_process_slots")
+def test_a_signal_handler_an_apply_in_another_thread_cannot_set_is_reported(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """Only the main thread may set a handler: the apply reports it instead of failing."""
+    mods.load("slots", SLOTS)  # only the main thread may import it: it sets a handler
+    registry.register(mods.name("slots.on_usr1"), lambda r, *a: None)
+    worker = threading.Thread(target=registry.apply_hooks)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive()
+    (held,) = registry.stale_holders()
+    assert held["name"] == "handler of SIGUSR1"
+    assert held["kind"].startswith("signal handler that cannot be set (ValueError")
+    assert [s.state for s in registry.status()] == ["partial"]

@@ -21,7 +21,14 @@ from spawnkit.errors import HookApplyError, HookRegistrationError
 from spawnkit.hooks import _conflicts, _decide, _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of
-from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders, held_nowhere_else
+from spawnkit.hooks._propagate import (
+    ClassAttrs,
+    DispatchTable,
+    Rebind,
+    StaleHolder,
+    find_holders,
+    held_nowhere_else,
+)
 from spawnkit.hooks._state import Record, State
 from spawnkit.hooks.types import HookType, Registration, describe_hook
 
@@ -374,8 +381,10 @@ class ApplyCall:
         for modname, container, key, label, rebind in holders:
             try:
                 self.journal.rebind(modname, container, key, rebind.new)
-            except (AttributeError, TypeError) as exc:  # a class that refuses setattr
-                kind = f"class attribute that cannot be set ({type(exc).__name__}: {exc})"
+            # a class that refuses setattr; a signal handler set from a thread but the main one
+            except (AttributeError, TypeError, ValueError) as exc:
+                what = _REFUSING.get(type(container), "signal handler")
+                kind = f"{what} that cannot be set ({type(exc).__name__}: {exc})"
                 self.stale.append(StaleHolder(modname, label, kind, rebind.key))
                 continue
             rec = applied.get(rebind.key)
@@ -384,6 +393,10 @@ class ApplyCall:
                 logger.debug(
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
+
+
+#: what a holder that refused the rebind is called, by its container's adapter
+_REFUSING = {ClassAttrs: "class attribute", DispatchTable: "singledispatch registry entry"}
 
 
 def _note_binding(rec: Record, entry: tuple[str, Any, Any, str]) -> None:

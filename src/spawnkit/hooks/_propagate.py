@@ -751,4 +751,19 @@ def find_holders(
             namespace, nested = look[name]
             clean = name in clean_modules
             _inspect(name, namespace, rebinds, skip, clean, nested, seen, found, stale)
-    return found
+    return found + _slot_holders(rebinds, found) if containers else found
+
+
+def _slot_holders(rebinds: dict[int, Rebind], found: list[Holder]) -> list[Holder]:
+    """The process-wide slots holding an original (a signal handler, ``sys.excepthook``, set
+    by a target module as it was imported; ``_slots``), but those the walk found as a
+    module's globals already (``threading.excepthook`` where ``threading`` was swept)."""
+    from spawnkit.hooks._slots import slots_holding  # an original held elsewhere: few workers
+
+    out: list[Holder] = []
+    for modname, container, key, label, value in slots_holding(rebinds.keys()):
+        rebind = rebinds[id(value)]
+        walked = any(h.container is container and h.key == key for h in found)
+        if value is rebind.old and modname not in rebind.excluded and not walked:
+            out.append(Holder(modname, container, key, label, rebind))
+    return out
