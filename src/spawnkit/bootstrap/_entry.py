@@ -5,6 +5,7 @@ Called by the ``resolve_entry`` stage, after hooks, so the entry read is the pat
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -15,13 +16,53 @@ from spawnkit.errors import EntryResolutionError
 __all__: list[str] = []
 
 
+#: ``inspect``'s code flags (``inspect`` itself is a heavy import for a worker)
+_GENERATOR, _COROUTINE, _ASYNC_GENERATOR = 0x20, 0x80, 0x200
+
+
+def _called(obj: object) -> Any:
+    """What a call of ``obj`` runs first: through partials and bound methods to a function,
+    or a callable object's ``__call__``."""
+    for _ in range(16):  # a partial of a partial of a bound method ...
+        if isinstance(obj, functools.partial):
+            obj = obj.func
+        elif getattr(obj, "__func__", None) is not None:
+            obj = obj.__func__  # type: ignore[attr-defined]
+        else:
+            break
+    if getattr(obj, "__code__", None) is None and not isinstance(obj, type):
+        return getattr(type(obj), "__call__", None)  # noqa: B004 (its code, not callable())
+    return obj
+
+
+def refuse_unrun(obj: object, what: str, stage: str = "") -> None:
+    """Refuse an entry whose call would run none of its body: an ``async def`` (a coroutine
+    nothing awaits) or a generator function (a generator nothing iterates)."""
+    called = _called(obj)
+    flags = getattr(getattr(called, "__code__", None), "co_flags", 0)
+    if not isinstance(flags, int) or not flags & (_COROUTINE | _GENERATOR | _ASYNC_GENERATOR):
+        return
+    name = getattr(called, "__name__", None) or "entry"
+    if flags & _COROUTINE:
+        kind, fix = "an `async def` function", f"asyncio.run({name}(*args))"
+    else:
+        kind, fix = "a generator function", f"list({name}(*args))"
+    raise EntryResolutionError(
+        f"{what} is {kind}: calling it runs none of its body (a worker calls its entry and "
+        f"sends back what it returns; it neither awaits nor iterates it). Make the entry a "
+        f"plain function that runs it: `def main(*args): return {fix}`.",
+        stage=stage,
+    )
+
+
 def by_value(obj: object) -> Callable[..., Any]:
-    """The entry sent by value, refused unless callable."""
+    """The entry sent by value, refused unless callable and run by a call."""
     if not callable(obj):
         raise EntryResolutionError(
             f"the by-value entry holds a {qualified_name(obj)}, which is not callable; "
             "pass a function or a callable object as the entry"
         )
+    refuse_unrun(obj, f"the by-value entry {qualified_name(obj)}")
     return obj
 
 
@@ -54,4 +95,5 @@ def by_reference(reference: str) -> Callable[..., Any]:
         raise EntryResolutionError(
             f"entry {reference!r} resolves to a {qualified_name(obj)}, which is not callable"
         )
+    refuse_unrun(obj, f"entry {reference!r}")
     return obj  # type: ignore[no-any-return]

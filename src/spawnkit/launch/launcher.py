@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata, _reference
+from spawnkit.bootstrap import _entry
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
 from spawnkit.launch._checks import (
@@ -349,6 +350,9 @@ def entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | Non
             "'module:function' string (for example 'myengine.worker:run') or a callable",
             stage=Stage.RESOLVE_ENTRY.value,
         )
+    # refused here, once, not in every rank after its bootstrap
+    what = f"entry {getattr(entry, '__module__', '?')}:{getattr(entry, '__qualname__', entry)}"
+    _entry.refuse_unrun(entry, what, stage=Stage.RESOLVE_ENTRY.value)
     owner: Any = getattr(entry, "__module__", None)
     name: Any = getattr(entry, "__qualname__", None)
     if (

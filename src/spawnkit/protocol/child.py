@@ -349,14 +349,31 @@ def child_main(spec: ProcessSpec) -> None:
         reporter.send(
             proto.Result(
                 None,
-                f"its {kind} return value could not be pickled to send it back: "
+                _unawaited(result)
+                or f"its {kind} return value could not be pickled to send it back: "
                 f"{qualified_name(exc)}: {exc}. Return plain data (or a picklable "
-                "object) from the entry function.",
+                "object) from the entry function"
+                + (": `return list(...)`." if kind.endswith("generator") else "."),
             )
         )
     else:
         reporter.send(proto.Result(data))
     reporter.close()
+
+
+def _unawaited(result: Any) -> str:
+    """What to say of an entry that returned a coroutine (a sync wrapper of an ``async def``,
+    which the entry's check before the call cannot see): none of its body ran."""
+    import types  # only on this failure path
+
+    if not isinstance(result, types.CoroutineType):
+        return ""
+    result.close()  # never awaited, said here: no RuntimeWarning at exit besides
+    return (
+        f"it returned the coroutine {result.__qualname__}() that nothing awaited: none of "
+        "its body ran. Make the entry a plain function that runs it: `return "
+        "asyncio.run(...)`."
+    )
 
 
 def _report_exit(exc: SystemExit, reporter: _Reporter, deaf: bool) -> None:
