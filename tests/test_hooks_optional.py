@@ -266,6 +266,23 @@ def test_a_required_target_one_typo_from_a_real_name_names_it(
         registry.apply_hooks()
 
 
+@pytest.mark.parametrize("optional", [False, True])
+def test_a_private_method_written_as_in_its_class_body_names_the_stored_name(
+    mods: Modules, registry: type[HookRegistry], optional: bool
+) -> None:
+    """``Engine.__step`` is stored as ``_Engine__step``: the required target names the name to
+    hook, and an optional one says it where it is skipped."""
+    mods.load("lib", "class _Engine:\n    def __step(self):\n        return 1\n")
+    registry.register(mods.name("lib._Engine.__step"), _plus_one, optional=optional)
+    if not optional:
+        with pytest.raises(HookApplyError, match="Did you mean '_Engine__step'"):
+            registry.apply_hooks()
+        return
+    registry.apply_hooks()
+    (row,) = registry.status()
+    assert row.state == "skipped" and "did you mean '_Engine__step'?" in row.reason
+
+
 def _osa_distance(a: str, b: str) -> int:
     """Edits (change, add, drop, swap two neighbours) from ``a`` to ``b``: the textbook table."""
     d = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]

@@ -454,6 +454,8 @@ def _missing(display: str, owner: Any, walked: str, name: str) -> HookTargetErro
         what = f"{type(owner).__name__} instance"
     near = _near(name, owner)
     guess = f" Did you mean {near!r}?" if near else ""
+    if near and near == _mangled(name, owner):
+        guess += f" (Python stores {name!r}, written in the class body, under that name.)"
     return TargetMissing(
         f"hook target {display!r}: {what} {walked!r} has no attribute {name!r} "
         f"(resolved {walked!r}, missing {name!r}).{guess} Check the spelling, and that the "
@@ -478,12 +480,22 @@ def _near(name: str, owner: Any) -> str:
             names.update(info.name for info in pkgutil.iter_modules(owner.__path__))
     except Exception:  # a dir() or a package path that raises: no suggestion, the error stands
         return ""
+    if _mangled(name, owner) in names:  # Engine.__step: a private name, stored mangled
+        return _mangled(name, owner)
     ordered = sorted(names)
     for other in ordered:  # one slip first: difflib rates "lbi" against "lib" at 0.67
         if _one_edit(name, other):
             return other
     close = difflib.get_close_matches(name, ordered, n=1, cutoff=0.8)
     return close[0] if close else ""
+
+
+def _mangled(name: str, owner: Any) -> str:
+    """``_Engine__step`` for ``__step`` on class ``Engine``; "" where Python mangles nothing."""
+    if not isinstance(owner, type) or not name.startswith("__") or name.endswith("__"):
+        return ""
+    stripped = owner.__name__.lstrip("_")
+    return f"_{stripped}{name}" if stripped else ""
 
 
 def near_module(name: str) -> str:
