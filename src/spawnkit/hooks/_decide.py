@@ -295,6 +295,8 @@ def bypassing(rec: Record) -> list[str]:
         from spawnkit.hooks import _replaced_class  # class REPLACEs only: few workers
 
         return _replaced_class.left_behind(rec)
+    if rec.kind == _resolve.FUNCTION:  # a torch operator's kernel holding the original
+        return _torch_kernels(rec)
     if not isinstance(owner, type):
         return []
     out: list[str] = []
@@ -314,6 +316,14 @@ def bypassing(rec: Record) -> list[str]:
     return sorted(out)
 
 
+def _torch_kernels(rec: Record) -> list[str]:
+    if rec.alone or "torch.library" not in sys.modules:
+        return []
+    from spawnkit.hooks import _torch_ops  # torch loaded, and the original held elsewhere
+
+    return _torch_ops.kernels(rec)
+
+
 def _names(code: types.CodeType) -> set[str]:
     names = set(code.co_names)
     for const in code.co_consts:
@@ -327,6 +337,10 @@ def bypass_reason(rec: Record, overrides: list[str]) -> str:
         from spawnkit.hooks import _replaced_class
 
         return _replaced_class.reason(describe_callable(rec.installed), overrides)
+    if rec.kind == _resolve.FUNCTION:
+        from spawnkit.hooks import _torch_ops
+
+        return _torch_ops.reason(overrides)
     n, attr = len(overrides), overrides[0].rpartition(".")[2]
     return (
         f"{n} subclass override{'s' if n > 1 else ''} never refer{'' if n > 1 else 's'} to it "
@@ -340,6 +354,10 @@ def bypass_fix(rec: Record, overrides: list[str]) -> str:
         from spawnkit.hooks import _replaced_class
 
         return _replaced_class.fix(rec)
+    if rec.kind == _resolve.FUNCTION:
+        from spawnkit.hooks import _torch_ops
+
+        return _torch_ops.fix(overrides)
     return (
         f"Fix: hook the override the engine runs (e.g. {overrides[0]!r}) as well, or check "
         "that those classes are not it."

@@ -285,8 +285,8 @@ class RegistryQueries:
             st = self._state
             found: dict[str, tuple[list[str], str, str]] = {}
             for key, rec in st.applied.items():
-                # a module's function has no subclasses; a class target is the module's too
-                if isinstance(rec.res.owner, type) or rec.kind == _resolve.CLASS:
+                # a method's subclasses, a class's leftovers, a function's torch kernels
+                if isinstance(rec.res.owner, type) or rec.kind in _BYPASSABLE:
                     names = _decide.bypassing(rec)
                     if names:
                         found[st.display[key]] = (
@@ -302,6 +302,10 @@ class RegistryQueries:
         with self._lock:
             st = self._state
             return _apply.holder_dicts(st, [*st.stale.values(), *_decide.displaced_holders(st)])
+
+
+#: module-level target kinds with something that can skip them (``_decide.bypassing``)
+_BYPASSABLE = frozenset({_resolve.CLASS, _resolve.FUNCTION})
 
 
 def _guessed_modules(st: _state.State) -> dict[str, str]:
