@@ -112,3 +112,24 @@ def test_the_registry_names_it_and_not_a_function_nothing_else_holds(
     rows = {s.target: s for s in registry.status()}
     assert rows[target].state == "applied" and "skip the hook" in rows[target].reason
     assert rows[mods.name("layer.plain")].reason == ""
+
+
+def test_a_target_that_is_a_custom_op_is_named_with_its_own_fix(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``@torch.library.custom_op`` makes the module attribute the operator itself: a hook on it
+    runs for calls of the attribute, never for ``torch.ops`` calls."""
+    ns = _ns()
+    mods.write(
+        "cop",
+        f"import torch\n\n@torch.library.custom_op('{ns}::rms', mutates_args=())\n"
+        "def rms(x: torch.Tensor) -> torch.Tensor:\n    return x + 1\n",
+    )
+    target = mods.name("cop.rms")
+    registry.register(target, lambda r, x: r * 100)
+    registry.apply_hooks()
+    assert registry.bypassing() == {target: [f"torch.ops.{ns}.rms (a torch.library.custom_op)"]}
+    (row,) = registry.status()
+    assert "calls through torch.ops" in row.reason and "skip it" in row.reason
+    report = registry._bypass_report()
+    assert "register_kernel('<device>', fn)" in report[target][2]

@@ -317,9 +317,9 @@ def bypassing(rec: Record) -> list[str]:
 
 
 def _torch_kernels(rec: Record) -> list[str]:
-    if rec.alone or "torch.library" not in sys.modules:
+    if "torch.library" not in sys.modules:  # no operator without it
         return []
-    from spawnkit.hooks import _torch_ops  # torch loaded, and the original held elsewhere
+    from spawnkit.hooks import _torch_ops  # torch loaded: few workers
 
     return _torch_ops.kernels(rec)
 

@@ -13,7 +13,9 @@ kernel's identity cannot be checked.  What can: torch lists each Python kernel a
 count said something besides its module holds it (``Record.alone`` false) while the
 sweep rebinds what it can see.  A kernel under the function's own name, with such a
 holder, is named; it is never re-registered (a kernel of that name that is another
-function would be replaced).
+function would be replaced).  A target that is itself an operator
+(``@torch.library.custom_op``: the module attribute is its ``CustomOpDef``) is named
+whatever holds it: calls through ``torch.ops`` never read the attribute.
 """
 
 from __future__ import annotations
@@ -27,9 +29,14 @@ __all__ = ["fix", "kernels", "reason"]
 def kernels(rec: Any) -> list[str]:
     """``torch.ops.<ns>.<name> (<keys>)`` of each operator with a Python kernel under the
     name of ``rec``'s original function; nothing unless torch's library is loaded."""
+    original = rec.original
+    if type(original).__name__ == "CustomOpDef":  # @torch.library.custom_op: the op itself
+        ns, name = getattr(original, "_namespace", None), getattr(original, "_name", None)
+        if isinstance(ns, str) and isinstance(name, str):
+            return [f"torch.ops.{ns}.{name} (a torch.library.custom_op)"]
     library = sys.modules.get("torch.library")
     impls = getattr(library, "_impls", None)
-    name = getattr(rec.original, "__name__", None)
+    name = getattr(original, "__name__", None)
     if rec.alone or not isinstance(impls, set) or not isinstance(name, str):
         return []
     keys: dict[str, list[str]] = {}
@@ -41,6 +48,12 @@ def kernels(rec: Any) -> list[str]:
 
 
 def reason(names: list[str]) -> str:
+    if names[0].endswith("(a torch.library.custom_op)"):
+        return (
+            f"the target is the operator {names[0].partition(' ')[0]}: the hook runs when the "
+            "module attribute is called; calls through torch.ops (a compiled model, a CUDA "
+            "graph) run the operator's kernel and skip it"
+        )
     return (
         f"torch has a Python kernel under this function's name, registered with "
         f"torch.library before the hook (as its module was imported): {', '.join(names)}; "
@@ -51,6 +64,12 @@ def reason(names: list[str]) -> str:
 
 def fix(names: list[str]) -> str:
     op = names[0].partition(" ")[0]
+    if names[0].endswith("(a torch.library.custom_op)"):
+        return (
+            f"Fix: give the operator your kernel instead of hooking it: "
+            f"`<module>.{op.rpartition('.')[2]}.register_kernel('<device>', fn)`; or hook the "
+            f"code that calls {op}."
+        )
     return (
         f"Fix: hook the code that calls {op} (the layer's forward) instead, or register your "
         f"kernel for the operator itself (torch.library.Library(...).impl(..., "
