@@ -1028,3 +1028,44 @@ def test_a_signal_handler_an_apply_in_another_thread_cannot_set_is_reported(
     assert held["name"] == "handler of SIGUSR1"
     assert held["kind"].startswith("signal handler that cannot be set (ValueError")
     assert [s.state for s in registry.status()] == ["partial"]
+
+
+DATACLASS = """
+import dataclasses
+
+from PKG.lib import get_rope
+
+
+def default_backend():
+    return 'generic'
+
+
+@dataclasses.dataclass
+class Config:
+    backend: str = dataclasses.field(default_factory=default_backend)
+    fallback: str = dataclasses.field(default_factory=default_backend)
+    rope: object = dataclasses.field(default_factory=lambda: get_rope)
+"""
+
+
+def test_a_dataclass_default_factory_is_rebound_in_its_field_and_its_generated_init(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``field(default_factory=default_backend)``: the generated ``__init__`` kept the original in
+    its closure, so ``Config()`` got the original's value while status said applied."""
+    mods.load("lib", LIB)
+    target = mods.name("cfg.default_backend")
+    mods.write("cfg", DATACLASS)
+    registry.register(target, lambda: "rdna3", HookType.REPLACE)
+    registry.apply_hooks()
+    cfg = sys.modules[mods.name("cfg")]
+    assert (cfg.Config().backend, cfg.Config().fallback) == ("rdna3", "rdna3")
+    (applied,) = registry.applied_targets()
+    labels = {label for _, label in applied.propagated_to}
+    fields = {"Config.backend default_factory", "Config.fallback default_factory"}
+    assert fields < labels and len(labels) == 4  # and one closure cell of __init__ per field
+    assert all(label.startswith("Config.__init__() ") for label in labels - fields)
+    registry.unapply()
+    assert (cfg.Config().backend, cfg.Config().fallback) == ("generic", "generic")
+    fields = cfg.Config.__dataclass_fields__
+    assert fields["backend"].default_factory is cfg.default_backend

@@ -11,7 +11,8 @@ module defines, an attribute of a module-level object of the targets' own packag
 (``RUNNER.fn``) or an item of a dict or list that is one (a registry object filled
 by a decorator: ``OPS._ops["rms"]``) or the registry of a ``functools.singledispatch``
 function of that package (``@process.register(int)``, rebound through ``register``; a
-``singledispatchmethod``'s too, in any module), an attribute of a class
+``singledispatchmethod``'s too, in any module), a dataclass field's ``default_factory``
+and the closure cell of the generated ``__init__`` that calls it, an attribute of a class
 the module defines (``class Engine: tokfn = staticmethod(f)``) or an item of
 a dict, list or tuple that is one (``class Ops: table = {"tok": f}``), and what a
 module-level wrapper made at import holds: ``functools.partial(f, 1)``, a bound
@@ -51,7 +52,7 @@ import types
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterator, KeysView
 from itertools import chain, compress, repeat
-from operator import and_, attrgetter, is_, is_not, not_
+from operator import and_, attrgetter, is_, is_not, methodcaller, not_
 from typing import Any
 
 from spawnkit._namedtuple import NamedTuple
@@ -195,6 +196,8 @@ _func_of = attrgetter("__func__")
 _kwdefaults = attrgetter("__kwdefaults__")
 _code = attrgetter("__code__")
 _dispatcher = attrgetter("dispatcher")
+_get_fields = methodcaller("get", "__dataclass_fields__")
+_DEFAULT_NAMES = ("_dflt_", "__dataclass_dflt_")
 _DISPATCH_CODE = _code(functools.singledispatch(len))
 _closure = attrgetter("__closure__")
 _flags = attrgetter("__flags__")
@@ -416,7 +419,35 @@ def _class_items(classes: list[type], immutable_too: bool) -> Iterator[Any]:
         _flat(tuples),
         _flat(filter(None, map(_defaults, methods))),
         _flat(map(dict.values, filter(None, map(_kwdefaults, methods)))),
+        _factories(classes),
     )
+
+
+def _factories(classes: list[type]) -> Iterator[Any]:
+    """The default factories of the dataclasses' fields (``field(default_factory=make)``),
+    which each generated ``__init__`` holds in its closure."""
+    for table in filter(None, map(_get_fields, map(vars, classes))):
+        for field in list(table.values()) if type(table) is dict else ():
+            yield getattr(field, "default_factory", None)
+
+
+class Attrs:
+    """An object's attribute as a container ``Holder`` and the journal can write: a dataclass
+    field's ``default_factory``, a closure cell's ``cell_contents``."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: object) -> None:
+        self.obj = obj
+
+    def __repr__(self) -> str:
+        return f"Attrs({type(self.obj).__name__})"
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return getattr(self.obj, name, default)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        setattr(self.obj, name, value)
 
 
 def _is_function(obj: object) -> bool:
@@ -556,6 +587,8 @@ def _inspect_class(
     ``clean``: the class was built before any original existed; only a dict or list of it,
     filled later, can hold one."""
     attrs = ClassAttrs(cls)
+    if not clean and "__dataclass_fields__" in vars(cls):
+        _inspect_dataclass(modname, cls, hit, found)
     for attr, raw in list(vars(cls).items()):
         label = f"{cls.__qualname__}.{attr}"
         func = raw.__func__ if type(raw) in _WRAPPERS else raw
@@ -590,6 +623,29 @@ def _inspect_class(
             rebind = hit(item)
             if rebind is not None:  # "Ops.table['tok']", "Ops.handlers[0]"
                 found.append(Holder(modname, raw, key, f"{label}[{key!r}]", rebind))
+
+
+def _inspect_dataclass(
+    modname: str, cls: type, hit: Callable[[Any], Rebind | None], found: list[Holder]
+) -> None:
+    """A field's ``default_factory`` (``field(default_factory=default_backend)``) and the
+    closure cell of the generated ``__init__`` that calls it: both hold the original, and a
+    new ``Config()`` called it unhooked."""
+    table = vars(cls)["__dataclass_fields__"]
+    for name, field in list(table.items()) if type(table) is dict else ():
+        rebind = hit(getattr(field, "default_factory", None))
+        if rebind is not None:  # "Config.backend default_factory"
+            label = f"{cls.__qualname__}.{name} default_factory"
+            found.append(Holder(modname, Attrs(field), "default_factory", label, rebind))
+    init = vars(cls).get("__init__")
+    code = getattr(init, "__code__", None)
+    names = code.co_freevars if isinstance(code, types.CodeType) else ()
+    for var, cell in zip(names, getattr(init, "__closure__", None) or (), strict=False):
+        # the default's name in the generated code: "_dflt_x" to 3.11, "__dataclass_dflt_x__"
+        rebind = hit(_cell_contents(cell)) if var.startswith(_DEFAULT_NAMES) else None
+        if rebind is not None:  # the generated __init__ calls the factory from its closure
+            label = f"{cls.__qualname__}.__init__() {var}"
+            found.append(Holder(modname, Attrs(cell), "cell_contents", label, rebind))
 
 
 def _fixed_items(name: str, value: Any) -> Iterator[tuple[str, str, Any]]:
