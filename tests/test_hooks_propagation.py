@@ -688,7 +688,6 @@ def test_a_target_replaced_after_apply_is_reported_and_left_to_its_replacer(
     assert chain is not fast and registry.stale_holders() == []
 
 
-
 def test_re_applying_a_replaced_target_hooks_the_replacement_not_the_first_original(
     mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -796,6 +795,17 @@ _ONE_HOLDER = {
         None,
     ),
     "method copy": ("from PKG import lib\nH = lib.Engine.run\n", "H", None),
+    "property getter": (
+        "from PKG import lib\nclass C:\n    H = property(lib.get_rope)\n",
+        "C.H",
+        None,
+    ),
+    "cached property": (
+        "import functools\nfrom PKG import lib\nclass C:\n"
+        "    H = functools.cached_property(lib.get_rope)\n",
+        "C.H",
+        None,
+    ),
     "object attribute": (
         "from PKG import lib\nclass R:\n    pass\nH = R()\nH.fn = lib.get_rope\n",
         "H.fn",
@@ -1069,3 +1079,42 @@ def test_a_dataclass_default_factory_is_rebound_in_its_field_and_its_generated_i
     assert (cfg.Config().backend, cfg.Config().fallback) == ("generic", "generic")
     fields = cfg.Config.__dataclass_fields__
     assert fields["backend"].default_factory is cfg.default_backend
+
+
+PROPERTIES = """
+import functools
+
+from PKG.lib import get_rope
+
+
+def _set(self, value):
+    self.set_to = value
+
+
+class Engine:
+    rope = property(get_rope, _set, doc="the rope")
+    cached = functools.cached_property(get_rope)
+"""
+
+
+def test_a_property_or_cached_property_whose_getter_is_an_original_is_rebound_exactly(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``rope = property(get_rope)``: every ``engine.rope`` called the original while status
+    said applied.  The property keeps its setter and doc; undo puts back the very objects."""
+    lib = mods.load("lib", LIB)
+    eng = mods.load("eng", PROPERTIES)
+    before = dict(vars(eng.Engine))
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    registry.apply_hooks()
+    engine = eng.Engine()
+    assert engine.rope == ("hooked", "rope", engine) == engine.cached
+    engine.rope = 3
+    assert engine.set_to == 3 and eng.Engine.rope.__doc__ == "the rope"
+    registry.unapply()
+    assert (
+        vars(eng.Engine)["rope"] is before["rope"]
+        and vars(eng.Engine)["cached"] is before["cached"]
+    )
+    fresh = eng.Engine()
+    assert fresh.rope == ("rope", fresh) == fresh.cached and lib.get_rope(1) == ("rope", 1)

@@ -83,9 +83,12 @@ class ClassAttrs:
     """A class's attributes as a container ``Holder`` and the journal can read and write.
 
     Reads see through a ``staticmethod``/``classmethod`` (the function it
-    wraps is what a rebind compares); writes wrap the new value the same way.
-    Writing back the function a wrapper first read here held restores that
-    very wrapper object, so undo puts back exactly what was in ``__dict__``.
+    wraps is what a rebind compares), and through a ``property`` (its getter:
+    ``device = property(get_device)``) or a ``functools.cached_property``;
+    writes wrap the new value the same way (a property keeps its setter and
+    deleter, a cached property its name).  Writing back the function a wrapper
+    first read here held restores that very wrapper object, so undo puts back
+    exactly what was in ``__dict__``.
     """
 
     __slots__ = ("_first", "cls")
@@ -102,7 +105,7 @@ class ClassAttrs:
         if raw is _MISSING:
             return default
         self._first.setdefault(name, raw)
-        return raw.__func__ if type(raw) in _WRAPPERS else raw
+        return _unwrap(raw)
 
     def __getitem__(self, name: str) -> Any:
         value = self.get(name, _MISSING)
@@ -113,8 +116,13 @@ class ClassAttrs:
     def __setitem__(self, name: str, value: Any) -> None:
         first = self._first.get(name, _MISSING)
         current = self.cls.__dict__.get(name, _MISSING)
-        if type(first) in _WRAPPERS and first.__func__ is value:
+        if type(first) in _WRAPPERS and _unwrap(first) is value:
             raw = first
+        elif type(current) is property:
+            raw = current.getter(value)  # a copy: the same setter, deleter and doc
+        elif type(current) is functools.cached_property:
+            raw = functools.cached_property(value)
+            raw.__set_name__(self.cls, name)
         elif type(current) in _WRAPPERS:
             raw = type(current)(value)
         else:
@@ -174,7 +182,14 @@ class StaleHolder(NamedTuple):
 NEVER_REBOUND = frozenset({"builtins", "sys"})
 
 _MISSING: Any = object()
-_WRAPPERS = frozenset({staticmethod, classmethod})
+#: class attributes that hold a function the class calls: read through them to it
+_WRAPPED_AS: dict[type, str] = {
+    staticmethod: "__func__",
+    classmethod: "__func__",
+    property: "fget",
+    functools.cached_property: "func",
+}
+_WRAPPERS = frozenset(_WRAPPED_AS)
 _DICTS = frozenset({dict, OrderedDict, defaultdict})
 _LISTS = frozenset({list})
 _TUPLES = frozenset({tuple})
@@ -192,7 +207,6 @@ _CONTAINERS = _MUTABLE | _TUPLES | _FUNCTIONS | frozenset(_WRAPPING)
 _CHUNK = 64  # modules per C-level container check
 _defaults = attrgetter("__defaults__")
 _module_of = attrgetter("__module__")
-_func_of = attrgetter("__func__")
 _kwdefaults = attrgetter("__kwdefaults__")
 _code = attrgetter("__code__")
 _dispatcher = attrgetter("dispatcher")
@@ -405,7 +419,7 @@ def _class_items(classes: list[type], immutable_too: bool) -> Iterator[Any]:
     ]
     if not immutable_too:
         return _flat(inside)
-    wrapped = list(map(_func_of, compress(items, map(_WRAPPERS.__contains__, kinds))))
+    wrapped = list(map(_unwrap, compress(items, map(_WRAPPERS.__contains__, kinds))))
     tuples = compress(items, map(_TUPLES.__contains__, kinds))
     # the methods' defaults (``def run(self, fn=tokenize)``), as a module-level function's
     methods = [
@@ -448,6 +462,12 @@ class Attrs:
 
     def __setitem__(self, name: str, value: Any) -> None:
         setattr(self.obj, name, value)
+
+
+def _unwrap(raw: Any) -> Any:
+    """The function a class attribute holds for the class to call (``_WRAPPED_AS``), or it."""
+    attr = _WRAPPED_AS.get(type(raw))
+    return raw if attr is None else getattr(raw, attr)
 
 
 def _is_function(obj: object) -> bool:
@@ -591,7 +611,7 @@ def _inspect_class(
         _inspect_dataclass(modname, cls, hit, found)
     for attr, raw in list(vars(cls).items()):
         label = f"{cls.__qualname__}.{attr}"
-        func = raw.__func__ if type(raw) in _WRAPPERS else raw
+        func = _unwrap(raw)
         rebind = None if clean else hit(func)
         if rebind is not None:  # "Engine.tokfn"
             found.append(Holder(modname, attrs, attr, label, rebind))
