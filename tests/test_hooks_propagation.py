@@ -811,6 +811,11 @@ _ONE_HOLDER = {
         "H.fn",
         None,
     ),
+    "namespace attribute": (
+        "import types\nfrom PKG import lib\nH = types.SimpleNamespace(fn=lib.get_rope)\n",
+        "H.fn",
+        None,
+    ),
     "object's dict": (
         "from PKG import lib\nclass R:\n    def __init__(self):\n        self.ops = {}\n"
         "H = R()\nH.ops['k'] = lib.get_rope\n",

@@ -331,8 +331,9 @@ def _items(
 
 def _is_object_kind(kind: type) -> bool:
     """Whether instances of ``kind`` are plain Python objects with a ``__dict__`` (a registry,
-    a singleton): not classes, modules or functions, which the sweep reads as such."""
-    return (
+    a singleton, a ``types.SimpleNamespace`` op table): not classes, modules or functions,
+    which the sweep reads as such."""
+    return kind is types.SimpleNamespace or (
         bool(getattr(kind, "__flags__", 0) & _HEAPTYPE)
         and getattr(kind, "__dictoffset__", 0) != 0
         and not issubclass(kind, _NOT_OBJECTS)
