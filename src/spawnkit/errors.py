@@ -43,6 +43,7 @@ __all__ = [
     "ForkServerError",
     "HookApplyError",
     "HookConflictError",
+    "GroupExitWarning",
     "HookConflictWarning",
     "HookError",
     "HookRegistrationError",
@@ -206,6 +207,11 @@ class HookConflictError(HookError):
 class EnvVariableWarning(UserWarning):
     """A variable with the namespace's prefix that nothing reads (a typo such as
     ``MINIENG_PLUGIN``), or another namespace's variable set beside a launch of this one."""
+
+
+class GroupExitWarning(UserWarning):
+    """A ``with`` block ended while ranks of its worker group were still running their entry
+    functions, and nothing in it waited for them: the teardown stops them unfinished."""
 
 
 class HookConflictWarning(UserWarning):

@@ -50,7 +50,7 @@ from multiprocessing.connection import wait as _mp_wait
 from types import TracebackType
 from typing import Any, TypeVar
 
-from spawnkit.errors import ChildError
+from spawnkit.errors import ChildError, GroupExitWarning
 from spawnkit.launch import _interrupt
 from spawnkit.launch._checks import DEFAULT_GRACE_PERIOD, DEFAULT_READY_TIMEOUT, check_seconds
 from spawnkit.launch._group_errors import GroupErrors, stacks_of
@@ -151,6 +151,25 @@ class GroupContract(abc.ABC):
         return None
 
 
+def _warn_unwatched(run_id: str, ranks: list[Rank]) -> None:
+    """`with spawn_with_plugins(...) as g: pass`: the ranks still running end unfinished."""
+    running = [r.rank for r in ranks if r.exitcode is None and r.proc.exitcode is None]
+    if not running:
+        return
+    import warnings
+
+    warnings.warn(
+        GroupExitWarning(
+            f"the `with` block of worker group {run_id} ended while rank(s) "
+            f"{', '.join(map(str, running))} were still running, and nothing in it waited "
+            "for them: the teardown stops them unfinished. Call group.join() or "
+            "group.results() in the block to wait for the entries, or group.terminate() to "
+            "end them on purpose."
+        ),
+        stacklevel=4,  # the `with` statement: __exit__, _leaving, then this
+    )
+
+
 _live_groups: weakref.WeakSet[WorkerGroup] = weakref.WeakSet()
 
 
@@ -183,6 +202,7 @@ class WorkerGroup(GroupContract):
         self._output = output
         self._relay = ProgressRelay(progress, run_id)
         self._interrupting = False
+        self._watched = False  # a wait or an exit_codes read: the caller follows the ranks
         self._ctx = context
         self._ready_timeout = ready_timeout
         self._join_timeout = join_timeout
@@ -211,6 +231,7 @@ class WorkerGroup(GroupContract):
     @property
     def exit_codes(self) -> list[int | None]:
         """Per rank: the exit code, ``-N`` for signal N, ``None`` while running."""
+        self._watched = True
         for r in self._ranks:
             if not self._closed and r.exitcode is None and r.proc.exitcode is not None:
                 self._on_exit(r)
@@ -271,6 +292,8 @@ class WorkerGroup(GroupContract):
     def _leaving(self, exc_type: type[BaseException] | None) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             self._interrupting = True  # Ctrl-C in the block: the teardown says so
+        if exc_type is None and not self._watched and not self._closed:  # nobody followed them
+            _warn_unwatched(self.run_id, self._ranks)
 
     def _adopt(self, rank: Rank) -> None:
         """A rank ``spawn_with_plugins`` just started: supervised, and reported, from now on."""
@@ -286,6 +309,7 @@ class WorkerGroup(GroupContract):
         ready_deadline: float | None = None,
     ) -> bool:
         """Process reports and exits until ``until()``; False at ``deadline``; raises failures."""
+        self._watched = True
         self._raise_first()
         if ready_deadline is None and self._ready_timeout is not None:
             ready_deadline = self._launched + self._ready_timeout

@@ -1,0 +1,78 @@
+"""A ``with`` block that ends while its ranks still run, with nothing in it waiting: it is said.
+
+``with spawn_with_plugins("eng:train") as group: pass`` (``ProcessPoolExecutor``'s ``with``
+waits; ``multiprocessing.Pool``'s terminates) stopped every rank unfinished and said nothing:
+exit 0, the work never done.  A block that waited (``wait_ready()``: servers it ends on
+purpose), one whose ranks had finished, and one that raised, stay quiet.  Real workers.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from pathlib import Path
+
+import psutil
+import pytest
+
+from spawnkit import GroupExitWarning, spawn_with_plugins
+
+APP = """
+import time
+
+def slow(payload=None):
+    time.sleep(60)
+
+def quick(payload=None):
+    return 1
+"""
+
+
+@pytest.fixture
+def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    name = f"group_exit_{tmp_path.name}".replace("-", "_")
+    (tmp_path / f"{name}.py").write_text(APP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return name
+
+
+def _ended(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _launch(entry: str, method: str):  # type: ignore[no-untyped-def]
+    return spawn_with_plugins(
+        entry, nprocs=2, start_method=method, ready_timeout=120, join_timeout=120
+    )
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_block_that_never_waited_for_running_ranks_warns_at_its_with_line(
+    app: str, method: str
+) -> None:
+    with pytest.warns(GroupExitWarning) as caught, _launch(f"{app}:slow", method) as group:
+        pass
+    (warning,) = caught
+    assert warning.filename == __file__  # the user's `with` line, not spawnkit's
+    text = str(warning.message)
+    assert f"worker group {group.run_id}" in text and "rank(s) 0, 1 were still running" in text
+    assert "group.join() or group.results()" in text
+    assert all(code is not None and code < 0 for code in group.exit_codes)  # stopped
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_blocks_that_waited_finished_or_raised_stay_quiet(app: str, method: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GroupExitWarning)
+        with _launch(f"{app}:slow", method) as group:
+            group.wait_ready(timeout=120)  # servers, ended on purpose by leaving the block
+        with _launch(f"{app}:quick", method) as group:
+            deadline = time.monotonic() + 60
+            while not all(map(_ended, group.pids)):  # done on their own, not yet reaped
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        with pytest.raises(KeyError), _launch(f"{app}:slow", method):
+            raise KeyError("the block's own error")
