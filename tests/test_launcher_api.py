@@ -145,6 +145,9 @@ def test_argument_validation(site: Site) -> None:
         spawn_with_plugins("not_a_reference", namespace=site.ns)
     with pytest.raises(ValueError, match="fork is refused"):
         spawn_with_plugins(site.entry(), namespace=site.ns, start_method="fork")
+    with pytest.raises(ValueError, match="got 'Spawn': did you mean 'spawn'") as info:
+        spawn_with_plugins(site.entry(), namespace=site.ns, start_method="Spawn")
+    assert "fork is refused" not in str(info.value)  # no answer to a fork never asked for
     with pytest.raises(ValueError, match="forkserver"):
         spawn_with_plugins(site.entry(), namespace=site.ns, preload=("json",))
     with pytest.raises(ValueError, match="context"):

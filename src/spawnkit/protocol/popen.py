@@ -394,10 +394,18 @@ def _check_choices(context: str, start_method: str, preload: tuple[str, ...]) ->
     if context not in CONTEXTS:
         raise ConfigError(f"context must be one of {CONTEXTS}, got {context!r}", setting="context")
     if start_method not in START_METHODS:
+        meant = str(start_method).strip().lower()
+        why = (
+            "fork is refused because a forked worker inherits the launcher's imports (hook "
+            "targets included) and any accelerator context; use forkserver with preload= for "
+            "fast starts"
+            if meant == "fork"
+            else f"did you mean {meant!r}?"
+            if meant in START_METHODS
+            else "multiprocessing's other methods are not supported"
+        )
         raise ConfigError(
-            f"start_method must be one of {START_METHODS}, got {start_method!r}: fork is refused "
-            "because a forked worker inherits the launcher's imports (hook targets included) "
-            "and any accelerator context; use forkserver with preload= for fast starts",
+            f"start_method must be one of {START_METHODS}, got {start_method!r}: {why}",
             setting="start_method",
         )
     if preload and start_method != "forkserver":
