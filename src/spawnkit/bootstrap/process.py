@@ -439,16 +439,17 @@ class Bootstrapper:
 def _import_targets(namespace: Namespace) -> list[tuple[str, float, float]]:
     """Import the target modules first, apart, so the report can tell a heavy framework
     imported by a target from the patching itself (each import's span, for a trace).  A
-    module that fails here is left to the patching, which imports it again and reports it
-    with its target and plugin."""
+    module that fails here is left to the patching, which reports this error with its target
+    and plugin, without running the module again (a second run's error, such as "operator
+    already registered", would hide the cause)."""
     spans = []
     for module in namespace.hooks.target_modules(eager=True):
         if module not in sys.modules:
             begun = time.monotonic()
             try:
                 importlib.import_module(module)
-            except Exception:
-                pass
+            except Exception as exc:
+                namespace.hooks._import_failed(module, exc)
             spans.append((module, begun, time.monotonic()))
     return spans
 

@@ -113,7 +113,8 @@ class ApplyCall:
         self.journal = Journal()
         # One resolver for the call: each target module is imported once, and the targets
         # of a module (sorted together below) are resolved from it.
-        self.resolver = _resolve.Resolver()
+        self.resolver = _resolve.Resolver(st.import_failures)
+        st.import_failures = {}  # reported by this call: a later one imports them afresh
         self.loaded: dict[str, Any] = {}  # 'module:qualname' hook -> object, for this call
         self.hooks: dict[str, list[tuple[Registration, Any]]] = {}
         self.failures: dict[str, tuple[list[str], str]] = {}

@@ -133,7 +133,7 @@ def _find_module(
                 _await_other_import(hint)
                 return importlib.import_module(hint), hint.count(".") + 1
             except Exception as err:
-                exc = _note_failure(hint, err, failed)
+                exc = note_failure(hint, err, failed)
         if isinstance(exc, ModuleNotFoundError):
             return _Unimportable(exc.name or hint, exc, not_found=True)
         return _Unimportable(hint, exc, not_found=False)
@@ -154,7 +154,7 @@ def _find_module(
                 _await_other_import(name)
                 return importlib.import_module(name), i
             except Exception as err:
-                exc = _note_failure(name, err, failed)
+                exc = note_failure(name, err, failed)
         if isinstance(exc, ModuleNotFoundError):
             missing = exc.name or name
             if missing == name or name.startswith(missing + "."):
@@ -221,7 +221,7 @@ def _initializing(module: types.ModuleType) -> bool:
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
-def _note_failure(name: str, exc: Exception, failed: dict[str, BaseException]) -> Exception:
+def note_failure(name: str, exc: Exception, failed: dict[str, BaseException]) -> Exception:
     failed[name] = exc
     if not isinstance(exc, ModuleNotFoundError):
         # 'pkg.mod.Cls' tried as a module fails because 'pkg.mod' raised: a sibling target
@@ -313,8 +313,10 @@ class Resolver:
     :meth:`forget_owners`.
     """
 
-    def __init__(self) -> None:
-        self._failed: dict[str, BaseException] = {}
+    def __init__(self, failed: dict[str, BaseException] | None = None) -> None:
+        # imports that raised: never run twice (a module's side effects, such as an operator
+        # it registers, would fail the second run with an error that hides the first)
+        self._failed: dict[str, BaseException] = dict(failed or {})
         # (module hint, the target's parts but the last) -> what the walk there found
         self._owners: dict[tuple[str | None, tuple[str, ...]], _Found] = {}
 

@@ -303,6 +303,13 @@ class HookRegistry(RegistryQueries):
                 self._note_stale(call.stale)
         return patched
 
+    @hybridmethod
+    def _import_failed(self, module: str, exc: Exception) -> None:
+        """``module`` raised as the bootstrap imported the targets ahead of the apply: the apply
+        reports this error, not the one a second run of the module would raise."""
+        with self._lock:
+            _resolve.note_failure(module, exc, self._state.import_failures)
+
     def _note_stale(self, stale: list[StaleHolder]) -> None:
         """Keep what the sweep could not rebind; say so unless a bootstrap reports it by policy."""
         if not stale:
