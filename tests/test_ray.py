@@ -545,3 +545,25 @@ def test_a_short_entrys_output_arrives_before_the_group_reports_done(
         assert f"[rank{rank}]: shout from rank {rank}\n" in out, out
         assert f"[rank{rank}]: tail of rank {rank}\n" in out, out
         assert f"[rank{rank}]: warn from rank {rank}\n" in err, err
+
+
+def test_a_with_block_that_never_waited_for_running_ranks_warns(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """As locally: leaving the block stops the ranks unfinished; said at the `with` line."""
+    from spawnkit.errors import GroupExitWarning
+
+    root = _site(tmp_path / "site")
+    with pytest.warns(GroupExitWarning) as caught, skray.spawn_on_ray(
+        "skray_app.entry:main",
+        {"tag": "t", "block_s": 60},
+        nprocs=2,
+        namespace=_namespace(),
+        env=_env(root),
+        ready_timeout=READY_S,
+    ) as group:
+        pass
+    (warning,) = [w for w in caught if w.category is GroupExitWarning]  # the env check warns too
+    assert warning.filename == __file__
+    assert f"worker group {group.run_id}" in str(warning.message)
+    assert "rank(s) 0, 1 were still running" in str(warning.message)

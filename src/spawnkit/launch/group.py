@@ -61,7 +61,13 @@ from spawnkit.protocol import failure
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.popen import LaunchContext, early_failure
 
-__all__ = ["DEFAULT_GRACE_PERIOD", "DEFAULT_READY_TIMEOUT", "GroupContract", "WorkerGroup"]
+__all__ = [
+    "DEFAULT_GRACE_PERIOD",
+    "DEFAULT_READY_TIMEOUT",
+    "GroupContract",
+    "WorkerGroup",
+    "warn_unwatched",
+]
 
 _log = logging.getLogger("spawnkit.bootstrap")
 
@@ -154,6 +160,12 @@ class GroupContract(abc.ABC):
 def _warn_unwatched(run_id: str, ranks: list[Rank]) -> None:
     """`with spawn_with_plugins(...) as g: pass`: the ranks still running end unfinished."""
     running = [r.rank for r in ranks if r.exitcode is None and r.proc.exitcode is None]
+    warn_unwatched(run_id, running, stacklevel=5)
+
+
+def warn_unwatched(run_id: str, running: list[int], stacklevel: int) -> None:
+    """The ``GroupExitWarning`` of a ``with`` block that never followed its ``running`` ranks
+    (any group kind), at the block's ``with`` line (``stacklevel`` from here)."""
     if not running:
         return
     import warnings
@@ -166,7 +178,7 @@ def _warn_unwatched(run_id: str, ranks: list[Rank]) -> None:
             "group.results() in the block to wait for the entries, or group.terminate() to "
             "end them on purpose."
         ),
-        stacklevel=4,  # the `with` statement: __exit__, _leaving, then this
+        stacklevel=stacklevel,
     )
 
 
