@@ -61,13 +61,7 @@ from spawnkit.protocol import failure
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.popen import LaunchContext, early_failure
 
-__all__ = [
-    "DEFAULT_GRACE_PERIOD",
-    "DEFAULT_READY_TIMEOUT",
-    "GroupContract",
-    "WorkerGroup",
-    "warn_unwatched",
-]
+__all__ = ["DEFAULT_GRACE_PERIOD", "DEFAULT_READY_TIMEOUT", "GroupContract", "WorkerGroup"]
 
 _log = logging.getLogger("spawnkit.bootstrap")
 
@@ -86,6 +80,8 @@ class GroupContract(abc.ABC):
 
     run_id: str
     _failure: ChildError | None = None
+    _closed = False
+    _watched = False  # the caller followed the ranks: a wait (each starts at _raise_first)
 
     @property
     def failure(self) -> ChildError | None:
@@ -103,6 +99,7 @@ class GroupContract(abc.ABC):
 
     def _raise_first(self) -> None:
         """Every wait starts here: a failed group raises its first failure again."""
+        self._watched = True
         if self._failure is not None:
             raise self._failure
 
@@ -150,22 +147,21 @@ class GroupContract(abc.ABC):
         tb: TracebackType | None,
     ) -> None:
         self._leaving(exc_type)
+        if exc_type is None and not self._watched and not self._closed:  # nobody followed them
+            _warn_unwatched(self.run_id, self._unfinished())
         self.terminate()
 
     def _leaving(self, exc_type: type[BaseException] | None) -> None:
         """How the ``with`` block ended, noted before the teardown (the base has no use for it)."""
         return None
 
+    def _unfinished(self) -> list[int]:
+        """The ranks still running now (their entries not returned), without waiting."""
+        return []
 
-def _warn_unwatched(run_id: str, ranks: list[Rank]) -> None:
+
+def _warn_unwatched(run_id: str, running: list[int]) -> None:
     """`with spawn_with_plugins(...) as g: pass`: the ranks still running end unfinished."""
-    running = [r.rank for r in ranks if r.exitcode is None and r.proc.exitcode is None]
-    warn_unwatched(run_id, running, stacklevel=5)
-
-
-def warn_unwatched(run_id: str, running: list[int], stacklevel: int) -> None:
-    """The ``GroupExitWarning`` of a ``with`` block that never followed its ``running`` ranks
-    (any group kind), at the block's ``with`` line (``stacklevel`` from here)."""
     if not running:
         return
     import warnings
@@ -178,7 +174,7 @@ def warn_unwatched(run_id: str, running: list[int], stacklevel: int) -> None:
             "group.results() in the block to wait for the entries, or group.terminate() to "
             "end them on purpose."
         ),
-        stacklevel=stacklevel,
+        stacklevel=3,  # the `with` statement: __exit__, then this
     )
 
 
@@ -214,7 +210,6 @@ class WorkerGroup(GroupContract):
         self._output = output
         self._relay = ProgressRelay(progress, run_id)
         self._interrupting = False
-        self._watched = False  # a wait or an exit_codes read: the caller follows the ranks
         self._ctx = context
         self._ready_timeout = ready_timeout
         self._join_timeout = join_timeout
@@ -304,8 +299,9 @@ class WorkerGroup(GroupContract):
     def _leaving(self, exc_type: type[BaseException] | None) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             self._interrupting = True  # Ctrl-C in the block: the teardown says so
-        if exc_type is None and not self._watched and not self._closed:  # nobody followed them
-            _warn_unwatched(self.run_id, self._ranks)
+
+    def _unfinished(self) -> list[int]:
+        return [r.rank for r in self._ranks if r.exitcode is None and r.proc.exitcode is None]
 
     def _adopt(self, rank: Rank) -> None:
         """A rank ``spawn_with_plugins`` just started: supervised, and reported, from now on."""
@@ -321,7 +317,6 @@ class WorkerGroup(GroupContract):
         ready_deadline: float | None = None,
     ) -> bool:
         """Process reports and exits until ``until()``; False at ``deadline``; raises failures."""
-        self._watched = True
         self._raise_first()
         if ready_deadline is None and self._ready_timeout is not None:
             ready_deadline = self._launched + self._ready_timeout

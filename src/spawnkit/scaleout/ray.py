@@ -48,7 +48,7 @@ from spawnkit.errors import (
     ChildExitedError,
     LauncherUnavailableError,
 )
-from spawnkit.launch.group import GroupContract, warn_unwatched
+from spawnkit.launch.group import GroupContract
 from spawnkit.launch.launcher import entry_reference
 from spawnkit.protocol import failure
 from spawnkit.protocol.failure import PRE_BOOTSTRAP
@@ -272,7 +272,6 @@ class RayWorkerGroup(GroupContract):
         self._reports: list[BootstrapReport | None] = [None] * nprocs
         self._outcomes: list[dict[str, Any] | None] = [None] * nprocs
         self._closed = False
-        self._watched = False  # a wait or an exit_codes read: the caller follows the ranks
         self._output = RankOutput(prefix_output)
         self._pg: Any = placement_group([dict(bundle) for _ in range(nprocs)], strategy=strategy)
         try:
@@ -372,7 +371,6 @@ class RayWorkerGroup(GroupContract):
         self._ranks.stage[rank] = "finished"
 
     def wait_ready(self, timeout: float | None = None) -> list[BootstrapReport]:
-        self._watched = True
         self._raise_first()
         if all(r is not None for r in self._reports):
             return [r for r in self._reports if r is not None]
@@ -438,7 +436,6 @@ class RayWorkerGroup(GroupContract):
 
     def join(self, timeout: float | None = None) -> bool:
         """A rank's death raises ``ChildExitedError``, or ``NodeLostError`` with its node."""
-        self._watched = True
         self._raise_first()
         deadline = None if timeout is None else time.monotonic() + timeout
         join_deadline = None if self.join_timeout is None else self._t0 + self.join_timeout
@@ -507,15 +504,7 @@ class RayWorkerGroup(GroupContract):
         Ray does not tell the driver how an actor's process ended, so a killed rank is None.
         """
         self._watched = True
-        codes: list[int | None] = []
-        for rank in range(self.nprocs):
-            if self._outcomes[rank] is not None:
-                codes.append(0)
-            elif self._failure is not None and self._failure.rank == rank:
-                codes.append(None if isinstance(self._failure, ChildExitedError) else 1)
-            else:
-                codes.append(None)
-        return codes
+        return _exit_codes(self._outcomes, self._failure)
 
     @property
     def world_size(self) -> int:
@@ -530,15 +519,8 @@ class RayWorkerGroup(GroupContract):
     def start_method(self) -> str:
         return _LAUNCHER
 
-    def _leaving(self, exc_type: type[BaseException] | None) -> None:
-        if exc_type is not None or self._watched or self._closed:
-            return  # an error in the block, or a caller that followed the ranks
-        pending = {ref: rank for rank, ref in self._run_refs if self._outcomes[rank] is None}
-        if not pending:
-            return
-        done = set(self._ray.wait(list(pending), num_returns=len(pending), timeout=0)[0])
-        running = sorted(rank for ref, rank in pending.items() if ref not in done)
-        warn_unwatched(self.run_id, running, stacklevel=4)  # __exit__, _leaving, here
+    def _unfinished(self) -> list[int]:
+        return _unfinished(self._ray, self._run_refs, self._outcomes)
 
     def terminate(self) -> None:
         """Kill every actor and release the placement group; safe to call repeatedly."""
@@ -566,3 +548,25 @@ def _rank_specs(template: ProcessSpec, where: list[dict[str, Any]]) -> list[byte
             )
             specs[rank] = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
     return [specs[rank] for rank in range(len(where))]
+
+
+def _exit_codes(outcomes: list[Any], failed: ChildError | None) -> list[int | None]:
+    """``RayWorkerGroup.exit_codes``: 0 finished, 1 raised, None running or dead."""
+    codes: list[int | None] = []
+    for rank, outcome in enumerate(outcomes):
+        if outcome is not None:
+            codes.append(0)
+        elif failed is not None and failed.rank == rank:
+            codes.append(None if isinstance(failed, ChildExitedError) else 1)
+        else:
+            codes.append(None)
+    return codes
+
+
+def _unfinished(ray: Any, run_refs: list[tuple[int, Any]], outcomes: list[Any]) -> list[int]:
+    """The ranks whose ``run`` has not returned, asked of Ray without waiting."""
+    pending = {ref: rank for rank, ref in run_refs if outcomes[rank] is None}
+    if not pending:
+        return []
+    done = set(ray.wait(list(pending), num_returns=len(pending), timeout=0)[0])
+    return sorted(rank for ref, rank in pending.items() if ref not in done)
