@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from spawnkit.hooks import _apply, _conflicts, _decide, _resolve, _state
+from spawnkit.hooks import _apply, _conflicts, _decide, _resolve, _state, _twins
 from spawnkit.hooks._chain import is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import ABSENT
@@ -294,6 +294,14 @@ class RegistryQueries:
                             _decide.bypass_reason(rec, names),
                             _decide.bypass_fix(rec, names),
                         )
+                twins = _twins.twins(rec.res.module)  # any kind: the module imported twice
+                if twins:
+                    was = found.get(st.display[key], ([], "", ""))
+                    found[st.display[key]] = (
+                        [*was[0], *twins],
+                        "; ".join(filter(None, (was[1], _twins.reason(rec.res.module, twins)))),
+                        "\n".join(filter(None, (was[2], _twins.fix(twins)))),
+                    )
         return found
 
     @hybridmethod
