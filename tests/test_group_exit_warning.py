@@ -8,6 +8,7 @@ purpose), one whose ranks had finished, and one that raised, stay quiet.  Real w
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from pathlib import Path
@@ -37,9 +38,16 @@ def app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def _ended(pid: int) -> bool:
+    """Exited for good, left unreaped (the group reaps it): a zombie thread-group leader whose
+    other threads still run is not (/proc calls it a zombie already, waitpid does not)."""
+    try:  # a spawned rank is our child: asked without reaping it
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:  # a warm rank is its fork server's
+        pass
     try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
+        zombie = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        return zombie and len(os.listdir(f"/proc/{pid}/task")) <= 1
+    except (psutil.NoSuchProcess, FileNotFoundError):
         return True
 
 
