@@ -284,9 +284,12 @@ class RegistryQueries:
         with self._lock:
             st = self._state
             found: dict[str, tuple[list[str], str, str]] = {}
+            # a function's torch kernels: only where torch's operator library is loaded
+            kinds = _BYPASSABLE if "torch.library" in sys.modules else _CLASSES
+            twinned = _twins.twins_of({rec.res.module for rec in st.applied.values()})
             for key, rec in st.applied.items():
                 # a method's subclasses, a class's leftovers, a function's torch kernels
-                if isinstance(rec.res.owner, type) or rec.kind in _BYPASSABLE:
+                if isinstance(rec.res.owner, type) or rec.kind in kinds:
                     names = _decide.bypassing(rec)
                     if names:
                         found[st.display[key]] = (
@@ -294,7 +297,7 @@ class RegistryQueries:
                             _decide.bypass_reason(rec, names),
                             _decide.bypass_fix(rec, names),
                         )
-                twins = _twins.twins(rec.res.module)  # any kind: the module imported twice
+                twins = twinned.get(rec.res.module)  # any kind: the module imported twice
                 if twins:
                     was = found.get(st.display[key], ([], "", ""))
                     found[st.display[key]] = (
@@ -314,6 +317,7 @@ class RegistryQueries:
 
 #: module-level target kinds with something that can skip them (``_decide.bypassing``)
 _BYPASSABLE = frozenset({_resolve.CLASS, _resolve.FUNCTION})
+_CLASSES = frozenset({_resolve.CLASS})
 
 
 def _guessed_modules(st: _state.State) -> dict[str, str]:

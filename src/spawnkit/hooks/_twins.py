@@ -18,7 +18,7 @@ from itertools import compress
 from operator import itemgetter, methodcaller
 from typing import Any
 
-__all__ = ["fix", "reason", "twins"]
+__all__ = ["fix", "reason", "twins", "twins_of"]
 
 _last = itemgetter(2)
 _split = methodcaller("rpartition", ".")
@@ -31,14 +31,19 @@ def twins(module_name: str) -> list[str]:
     """The other names in ``sys.modules`` whose module is ``module_name``'s file (a worker
     asks for each target module twice: kept per state of ``sys.modules``)."""
     global _seen
-    names = list(sys.modules)
-    mark = (len(names), names[-1] if names else None)
+    mark = (len(sys.modules), next(reversed(sys.modules), None))  # O(1): no copy of the names
     if _seen[0] != mark:
-        _seen = (mark, _shared(names), {})
+        _seen = (mark, _shared(list(sys.modules)), {})
     found = _seen[2].get(module_name)
     if found is None:
         found = _seen[2][module_name] = _scan(module_name, _seen[1])
-    return list(found)
+    return list(found) if found else []
+
+
+def twins_of(modules: set[str]) -> dict[str, list[str]]:
+    """:func:`twins` of each of ``modules`` that has any."""
+    found = {module: twins(module) for module in modules}
+    return {module: names for module, names in found.items() if names}
 
 
 def _shared(names: list[str]) -> dict[str, list[str]]:
