@@ -26,6 +26,16 @@ def slow(payload=None):
 
 def quick(payload=None):
     return 1
+
+def lingering(marker):
+    import atexit, pathlib
+
+    def linger():  # runs once the result is sent: the process outlives its entry
+        pathlib.Path(marker).touch()
+        time.sleep(30)
+
+    atexit.register(linger)
+    return 1
 """
 
 
@@ -84,3 +94,21 @@ def test_blocks_that_waited_finished_or_raised_stay_quiet(app: str, method: str)
                 time.sleep(0.05)
         with pytest.raises(KeyError), _launch(f"{app}:slow", method):
             raise KeyError("the block's own error")
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_rank_whose_entry_returned_but_whose_process_still_exits_is_not_called_running(
+    app: str, method: str, tmp_path: Path
+) -> None:
+    """Its result is in the pipe already (its atexit handler still runs): its work is done."""
+    marker = tmp_path / "lingering"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GroupExitWarning)
+        with spawn_with_plugins(
+            f"{app}:lingering", str(marker), start_method=method, ready_timeout=120
+        ) as group:
+            deadline = time.monotonic() + 60
+            while not marker.exists():
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+    assert group.exit_codes[0] is not None  # stopped by the teardown, quietly

@@ -301,7 +301,7 @@ class WorkerGroup(GroupContract):
             self._interrupting = True  # Ctrl-C in the block: the teardown says so
 
     def _unfinished(self) -> list[int]:
-        return [r.rank for r in self._ranks if r.exitcode is None and r.proc.exitcode is None]
+        return _still_running(self)
 
     def _adopt(self, rank: Rank) -> None:
         """A rank ``spawn_with_plugins`` just started: supervised, and reported, from now on."""
@@ -490,6 +490,14 @@ class WorkerGroup(GroupContract):
                 "manager or call terminate()",
                 self.run_id,
             )
+
+
+def _still_running(group: WorkerGroup) -> list[int]:
+    """The ranks whose entry has not returned, asked without waiting: a result already in a
+    rank's pipe (sent as the block ended, while its process still exits) says it has."""
+    for r in group._ranks:
+        group._drain(r)
+    return [r.rank for r in group._ranks if r.result is None and r.proc.exitcode is None]
 
 
 def _messages(r: Rank) -> Iterator[Any]:
