@@ -309,6 +309,9 @@ def build_chain(
             replace = pair  # the last one wins
         else:
             others.append(pair)
+    kept = _object_kept(original, replace, others, display)
+    if kept is not None:  # an object of the target's kind (a kernel for a kernel): as it is
+        return kept
     inner: Any = original
     if replace is not None:
         reg, obj = replace
@@ -336,7 +339,87 @@ def build_chain(
         # Only the outermost layer is ever seen (installed, and found by inspect through its
         # ``__wrapped__``); the inner ones are reachable only through its closure.
         adopt(inner, original, full=True)
+        if type(original) not in _PLAIN:  # an lru_cache's cache_clear() must still work
+            _keep_methods(inner, original, replace[1] if replace is not None else None)
     return inner  # type: ignore[no-any-return]
+
+
+#: what a target or a hook usually is: nothing of its interface but the call to keep
+_PLAIN = frozenset({types.FunctionType, types.MethodType, types.BuiltinFunctionType})
+#: special methods callers use through syntax (``kernel[grid]``, ``len(obj)``, ``with obj:``),
+#: which a function standing in for the object cannot offer
+_SYNTAX = {
+    "__getitem__": "obj[key]",
+    "__iter__": "for x in obj",
+    "__len__": "len(obj)",
+    "__contains__": "x in obj",
+    "__enter__": "with obj:",
+    "__aenter__": "async with obj:",
+    "__await__": "await obj",
+}
+
+
+def _syntax_of(obj: Any) -> list[str]:
+    """The syntax ``obj`` (a callable object: a triton ``JITFunction``, a module instance)
+    serves besides its call; empty for a function or a class."""
+    if type(obj) in _PLAIN or isinstance(obj, type):
+        return []
+    return [use for name, use in _SYNTAX.items() if getattr(type(obj), name, None) is not None]
+
+
+def _object_kept(
+    original: Any,
+    replace: tuple[Registration, Any] | None,
+    others: list[tuple[Registration, Any]],
+    display: str,
+) -> Callable[..., Any] | None:
+    """For a target callers also use through syntax (``kernel[grid](...)``): the replacement
+    to install as it is, when it is an object serving the same syntax; otherwise refused, as a
+    function in its place would break each such use.  None: nothing special to do."""
+    syntax = _syntax_of(original)
+    if not syntax:
+        return None
+    if replace is not None and not others and set(syntax) <= set(_syntax_of(replace[1])):
+        kept: Callable[..., Any] = replace[1]
+        return kept
+    first = others[0] if others else replace
+    assert first is not None  # a target has at least one hook
+    raise _object_target(first[0], original, display, syntax)
+
+
+def _object_target(
+    reg: Registration, original: Any, display: str, syntax: list[str]
+) -> HookRegistrationError:
+    kind = type(original).__qualname__
+    return HookRegistrationError(
+        f"{reg.describe()} on target {display!r}: the target is a {kind} object that callers "
+        f"also use as {', '.join(syntax)}; a hook would put a plain function in its place, "
+        "which that syntax cannot use (each such use would raise TypeError, only once the "
+        "engine reaches it). Hook the function it runs instead, or REPLACE it with an object "
+        f"of its kind (another {kind})."
+    )
+
+
+def _keep_methods(wrapper: Any, original: Any, replacement: Any) -> None:
+    """Give the function standing in for a callable object that object's public methods and
+    C-level attributes (an ``lru_cache``'s ``cache_clear``/``cache_info``, a partial's
+    ``func``/``args``), bound to the replacement where it has them, else to the original:
+    ``is_hip.cache_clear()`` in the engine must not become an AttributeError."""
+    kinds = (
+        types.FunctionType,
+        types.MethodDescriptorType,
+        types.MemberDescriptorType,
+        types.GetSetDescriptorType,
+    )
+    for klass in type(original).__mro__[:-1]:  # not object's
+        for name, raw in vars(klass).items():
+            if name.startswith("_") or name in wrapper.__dict__ or not isinstance(raw, kinds):
+                continue
+            source = replacement if hasattr(replacement, name) else original
+            try:
+                setattr(wrapper, name, getattr(source, name))
+            except AttributeError:  # an unset slot: nothing to offer
+                continue
 
 
 #: ``inspect.CO_COROUTINE``: the flag ``async def`` sets on a function's code
