@@ -11,7 +11,7 @@ from typing import Any
 
 from spawnkit._log import LazyLogger
 from spawnkit.errors import HookRegistrationError
-from spawnkit.hooks import _on_import, _resolve, _twins
+from spawnkit.hooks import _on_import, _resolve
 from spawnkit.hooks._journal import ABSENT, Journal
 from spawnkit.hooks._propagate import StaleHolder
 from spawnkit.hooks._provide import Provided, place
@@ -374,6 +374,8 @@ def _applied_state(st: State, key: str, rec: Record) -> tuple[str, str]:
     skipping = bypassing(rec)
     if skipping:
         reason = "; ".join(filter(None, (reason, bypass_reason(rec, skipping))))
+    from spawnkit.hooks import _twins  # applied targets only (a worker without them: none)
+
     twins = _twins.twins(rec.res.module)
     if twins:
         reason = "; ".join(filter(None, (reason, _twins.reason(rec.res.module, twins))))

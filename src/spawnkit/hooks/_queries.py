@@ -7,7 +7,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from spawnkit.hooks import _apply, _conflicts, _decide, _resolve, _state, _twins
+from spawnkit.hooks import _apply, _conflicts, _decide, _resolve, _state
 from spawnkit.hooks._chain import is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import ABSENT
@@ -284,6 +284,9 @@ class RegistryQueries:
         with self._lock:
             st = self._state
             found: dict[str, tuple[list[str], str, str]] = {}
+            if not st.applied:
+                return found
+            from spawnkit.hooks import _twins  # applied targets only (a worker without them: none)
             # a function's torch kernels: only where torch's operator library is loaded
             kinds = _BYPASSABLE if "torch.library" in sys.modules else _CLASSES
             twinned = _twins.twins_of({rec.res.module for rec in st.applied.values()})
