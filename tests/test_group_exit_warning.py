@@ -27,6 +27,13 @@ def slow(payload=None):
 def quick(payload=None):
     return 1
 
+def rank0_fails(payload=None):
+    from spawnkit.bootstrap import current_spec
+
+    if current_spec().rank == 0:
+        raise ValueError("rank 0's own failure")
+    time.sleep(60)
+
 def lingering(marker):
     import atexit, pathlib
 
@@ -112,3 +119,18 @@ def test_a_rank_whose_entry_returned_but_whose_process_still_exits_is_not_called
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
     assert group.exit_codes[0] is not None  # stopped by the teardown, quietly
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_failure_nothing_waited_for_is_named_not_dropped(app: str, method: str) -> None:
+    """Rank 0 raised while the block ran, nothing waited: its failure was dropped unseen."""
+    with pytest.warns(GroupExitWarning) as caught:
+        with _launch(f"{app}:rank0_fails", method) as group:
+            deadline = time.monotonic() + 60
+            while not _ended(group.pids[0]):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+    (warning,) = caught
+    text = str(warning.message)
+    assert "rank(s) 1 were still running and rank(s) 0 had failed, unseen" in text, text
+    assert "raise a rank's failure" in text

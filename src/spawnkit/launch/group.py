@@ -148,31 +148,35 @@ class GroupContract(abc.ABC):
     ) -> None:
         self._leaving(exc_type)
         if exc_type is None and not self._watched and not self._closed:  # nobody followed them
-            _warn_unwatched(self.run_id, self._unfinished())
+            _warn_unwatched(self.run_id, *self._unfinished())
         self.terminate()
 
     def _leaving(self, exc_type: type[BaseException] | None) -> None:
         """How the ``with`` block ended, noted before the teardown (the base has no use for it)."""
         return None
 
-    def _unfinished(self) -> list[int]:
-        """The ranks still running now (their entries not returned), without waiting."""
-        return []
+    def _unfinished(self) -> tuple[list[int], list[int]]:
+        """The ranks still running now (entries not returned) and those that failed, read
+        without waiting."""
+        return [], []
 
 
-def _warn_unwatched(run_id: str, running: list[int]) -> None:
-    """`with spawn_with_plugins(...) as g: pass`: the ranks still running end unfinished."""
-    if not running:
+def _warn_unwatched(run_id: str, running: list[int], failed: list[int]) -> None:
+    """`with spawn_with_plugins(...) as g: pass`: the ranks still running end unfinished, and
+    a failure nothing waited for would be dropped unseen."""
+    if not (running or failed):
         return
     import warnings
 
+    parts = [f"rank(s) {', '.join(map(str, running))} were still running"] if running else []
+    if failed:
+        parts.append(f"rank(s) {', '.join(map(str, failed))} had failed, unseen")
     warnings.warn(
         GroupExitWarning(
-            f"the `with` block of worker group {run_id} ended while rank(s) "
-            f"{', '.join(map(str, running))} were still running, and nothing in it waited "
-            "for them: the teardown stops them unfinished. Call group.join() or "
-            "group.results() in the block to wait for the entries, or group.terminate() to "
-            "end them on purpose."
+            f"the `with` block of worker group {run_id} ended while {' and '.join(parts)}, "
+            "and nothing in it waited for them: the teardown stops them unfinished. Call "
+            "group.join() or group.results() in the block to wait for the entries (and raise "
+            "a rank's failure), or group.terminate() to end them on purpose."
         ),
         stacklevel=3,  # the `with` statement: __exit__, then this
     )
@@ -300,7 +304,7 @@ class WorkerGroup(GroupContract):
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             self._interrupting = True  # Ctrl-C in the block: the teardown says so
 
-    def _unfinished(self) -> list[int]:
+    def _unfinished(self) -> tuple[list[int], list[int]]:
         return _still_running(self)
 
     def _adopt(self, rank: Rank) -> None:
@@ -492,12 +496,20 @@ class WorkerGroup(GroupContract):
             )
 
 
-def _still_running(group: WorkerGroup) -> list[int]:
-    """The ranks whose entry has not returned, asked without waiting: a result already in a
-    rank's pipe (sent as the block ended, while its process still exits) says it has."""
+def _still_running(group: WorkerGroup) -> tuple[list[int], list[int]]:
+    """The ranks whose entry has not returned, and those that failed, asked without waiting:
+    a result or a failure already in a rank's pipe (sent as the block ended, while its
+    process still exits) says which."""
+    running, failed = [], set(group._failed)
     for r in group._ranks:
         group._drain(r)
-    return [r.rank for r in group._ranks if r.result is None and r.proc.exitcode is None]
+        if r.result is not None and not r.result_error:
+            continue  # its entry returned, and its result travelled
+        if r.rank in group._failed or r.proc.exitcode is not None:
+            failed.add(r.rank)  # a failure it sent, or an end without a result
+        else:
+            running.append(r.rank)
+    return running, sorted(failed)
 
 
 def _messages(r: Rank) -> Iterator[Any]:

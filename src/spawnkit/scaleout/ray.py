@@ -519,8 +519,8 @@ class RayWorkerGroup(GroupContract):
     def start_method(self) -> str:
         return _LAUNCHER
 
-    def _unfinished(self) -> list[int]:
-        return _unfinished(self._ray, self._run_refs, self._outcomes)
+    def _unfinished(self) -> tuple[list[int], list[int]]:
+        return _unfinished(self._ray, self._run_refs, self._outcomes), []
 
     def terminate(self) -> None:
         """Kill every actor and release the placement group; safe to call repeatedly."""
