@@ -124,12 +124,11 @@ def test_a_rank_whose_entry_returned_but_whose_process_still_exits_is_not_called
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_a_failure_nothing_waited_for_is_named_not_dropped(app: str, method: str) -> None:
     """Rank 0 raised while the block ran, nothing waited: its failure was dropped unseen."""
-    with pytest.warns(GroupExitWarning) as caught:
-        with _launch(f"{app}:rank0_fails", method) as group:
-            deadline = time.monotonic() + 60
-            while not _ended(group.pids[0]):
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
+    with pytest.warns(GroupExitWarning) as caught, _launch(f"{app}:rank0_fails", method) as group:
+        deadline = time.monotonic() + 60
+        while not _ended(group.pids[0]):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
     (warning,) = caught
     text = str(warning.message)
     assert "rank(s) 1 were still running and rank(s) 0 had failed, unseen" in text, text
