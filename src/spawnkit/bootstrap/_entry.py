@@ -5,13 +5,13 @@ Called by the ``resolve_entry`` stage, after hooks, so the entry read is the pat
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 from spawnkit import _reference
 from spawnkit._names import qualified_name
 from spawnkit.errors import EntryResolutionError
+from spawnkit.hooks._chain import called_function
 
 __all__: list[str] = []
 
@@ -20,29 +20,14 @@ __all__: list[str] = []
 _GENERATOR, _COROUTINE, _ASYNC_GENERATOR = 0x20, 0x80, 0x200
 
 
-def _called(obj: object) -> Any:
-    """What a call of ``obj`` runs first: through partials and bound methods to a function,
-    or a callable object's ``__call__``."""
-    for _ in range(16):  # a partial of a partial of a bound method ...
-        if isinstance(obj, functools.partial):
-            obj = obj.func
-        elif getattr(obj, "__func__", None) is not None:
-            obj = obj.__func__  # type: ignore[attr-defined]
-        else:
-            break
-    if getattr(obj, "__code__", None) is None and not isinstance(obj, type):
-        return getattr(type(obj), "__call__", None)  # noqa: B004 (its code, not callable())
-    return obj
-
-
 def refuse_unrun(obj: object, what: str, stage: str = "") -> None:
     """Refuse an entry whose call would run none of its body: an ``async def`` (a coroutine
     nothing awaits) or a generator function (a generator nothing iterates)."""
-    called = _called(obj)
-    flags = getattr(getattr(called, "__code__", None), "co_flags", 0)
-    if not isinstance(flags, int) or not flags & (_COROUTINE | _GENERATOR | _ASYNC_GENERATOR):
+    called = called_function(obj)
+    flags = called.__code__.co_flags if called is not None else 0
+    if not flags & (_COROUTINE | _GENERATOR | _ASYNC_GENERATOR):
         return
-    name = getattr(called, "__name__", None) or "entry"
+    name = called.__name__ if called is not None else "entry"
     if flags & _COROUTINE:
         kind, fix = "an `async def` function", f"asyncio.run({name}(*args))"
     else:

@@ -498,14 +498,27 @@ def _makes_coroutine(hook: Any) -> bool:
     (a worker whose targets are all sync never imports it)."""
     if type(hook) is types.FunctionType and not hook.__dict__:  # the common case, first
         return bool(hook.__code__.co_flags & _CO_COROUTINE)
-    while isinstance(hook, functools.partial):
-        hook = hook.func
-    if isinstance(hook, types.MethodType):
-        hook = hook.__func__
-    if type(hook) is not types.FunctionType:
-        call = next((vars(k)["__call__"] for k in type(hook).__mro__ if "__call__" in vars(k)), 0)
-        return type(call) is types.FunctionType and bool(call.__code__.co_flags & _CO_COROUTINE)
-    return is_async_callable(hook)
+    func = called_function(hook)
+    return func is not None and is_async_callable(func)
+
+
+def called_function(obj: object) -> types.FunctionType | None:
+    """The Python function a call of ``obj`` runs: through partials and bound methods, or a
+    callable instance's ``__call__``; None for a class or a callable not written in Python.
+    Read without ``inspect`` (heavy for a worker); the entry check uses it too (``_entry``)."""
+    for _ in range(16):  # a partial of a partial of a bound method ...
+        if isinstance(obj, functools.partial):
+            obj = obj.func
+        elif isinstance(obj, types.MethodType):
+            obj = obj.__func__
+        else:
+            break
+    if type(obj) is types.FunctionType:
+        return obj
+    if isinstance(obj, type):
+        return None
+    call = next((vars(k)["__call__"] for k in type(obj).__mro__ if "__call__" in vars(k)), None)
+    return call if type(call) is types.FunctionType else None
 
 
 def _coroutine_on_sync(reg: Registration, original: Any, display: str) -> HookRegistrationError:

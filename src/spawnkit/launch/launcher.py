@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata, _reference
-from spawnkit.bootstrap import _entry
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
 from spawnkit.launch._checks import (
@@ -350,6 +349,8 @@ def entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | Non
             "'module:function' string (for example 'myengine.worker:run') or a callable",
             stage=Stage.RESOLVE_ENTRY.value,
         )
+    from spawnkit.bootstrap import _entry  # the parent's only: a re-run script imports less
+
     # refused here, once, not in every rank after its bootstrap
     what = f"entry {getattr(entry, '__module__', '?')}:{getattr(entry, '__qualname__', entry)}"
     _entry.refuse_unrun(entry, what, stage=Stage.RESOLVE_ENTRY.value)
