@@ -16,7 +16,6 @@ import importlib
 import importlib.util
 import os
 import socket
-import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -346,18 +345,18 @@ class Bootstrapper:
             # imported by then can hold an original: the stale-binding sweep skips them.
             clean = manager.report.modules_before
         started = time.monotonic()
-        self.target_imports += _import_targets(self.namespace)
-        imported = time.monotonic()
         # <PREFIX>_LENIENT_PLUGINS=1 is this stage's strict=False: a target that fails to patch
         # is logged at ERROR with its plugins and the others run (the knob HookApplyError names).
         from spawnkit.hooks._plugin_selection import is_lenient
 
-        manager.apply(strict=not is_lenient(self.namespace, None), clean_modules=clean)
+        try:  # it imports the target modules, each patched as it finishes (hooks._apply)
+            manager.apply(strict=not is_lenient(self.namespace, None), clean_modules=clean)
+        finally:
+            self.target_imports += self.namespace.hooks._take_import_spans()
         _check_stale(self.namespace, self.spec, self.guard_result)
         _phase.mark_hooks_applied()
         _plain_children.arm(self.namespace)  # a plain spawn child of this process lacks them
-        split = {"import_targets": imported - started, "patch": time.monotonic() - imported}
-        self.stage_detail[Stage.HOOKS.value] = split
+        self.stage_detail[Stage.HOOKS.value] = _split(self.target_imports, started)
 
     @_staged
     def materialize_payload(self) -> None:
@@ -436,22 +435,11 @@ class Bootstrapper:
         )
 
 
-def _import_targets(namespace: Namespace) -> list[tuple[str, float, float]]:
-    """Import the target modules first, apart, so the report can tell a heavy framework
-    imported by a target from the patching itself (each import's span, for a trace).  A
-    module that fails here is left to the patching, which reports this error with its target
-    and plugin, without running the module again (a second run's error, such as "operator
-    already registered", would hide the cause)."""
-    spans = []
-    for module in namespace.hooks.target_modules(eager=True):
-        if module not in sys.modules:
-            begun = time.monotonic()
-            try:
-                importlib.import_module(module)
-            except Exception as exc:
-                namespace.hooks._import_failed(module, exc)
-            spans.append((module, begun, time.monotonic()))
-    return spans
+def _split(spans: list[tuple[str, float, float]], started: float) -> dict[str, float]:
+    """``apply_hooks``'s time: importing the target modules (the call's top-level imports,
+    each patched as it finished) and the rest, for the report's stage detail."""
+    importing = sum(end - begun for _, begun, end in spans if begun >= started)
+    return {"import_targets": importing, "patch": time.monotonic() - started - importing}
 
 
 def _check_stale(namespace: Namespace, spec: ProcessSpec, result: GuardResult | None) -> None:

@@ -11,14 +11,18 @@ strict failure rolls the whole call back and leaves no target half-patched.
 
 from __future__ import annotations
 
+import importlib
+import sys
+import threading
+import time
 from collections.abc import Callable
 from operator import itemgetter
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookApplyError, HookRegistrationError
-from spawnkit.hooks import _conflicts, _decide, _resolve
+from spawnkit.hooks import _conflicts, _decide, _on_import, _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of
 from spawnkit.hooks._propagate import (
@@ -113,8 +117,7 @@ class ApplyCall:
         self.journal = Journal()
         # One resolver for the call: each target module is imported once, and the targets
         # of a module (sorted together below) are resolved from it.
-        self.resolver = _resolve.Resolver(st.import_failures)
-        st.import_failures = {}  # reported by this call: a later one imports them afresh
+        self.resolver = _resolve.Resolver()
         self.loaded: dict[str, Any] = {}  # 'module:qualname' hook -> object, for this call
         self.hooks: dict[str, list[tuple[Registration, Any]]] = {}
         self.failures: dict[str, tuple[list[str], str]] = {}
@@ -125,6 +128,8 @@ class ApplyCall:
         self.patched: list[str] = []
         self.patched_keys: list[str] = []
         self.stale: list[StaleHolder] = []
+        self.classes: set[str] = set()  # this call's whole-class REPLACE targets
+        self.early: set[str] = set()  # targets installed as their module finished importing
 
     def _changed(self, keys: list[str]) -> list[str]:
         st = self.st
@@ -178,7 +183,7 @@ class ApplyCall:
         restore_rebinds = self._restore_orphans(orphans, pending)
         for key in pending:
             self._load_hooks(key)
-        classes = {
+        self.classes = classes = {
             k
             for k, pairs in self.hooks.items()
             if any(r.hook_type is HookType.REPLACE and isinstance(o, type) for r, o in pairs)
@@ -187,14 +192,17 @@ class ApplyCall:
         # replacement; within a round a target sorts before the targets below it.  A key is
         # its parts joined by '.', which sorts below every character an identifier may hold,
         # so the keys sort as their parts do ('a.b' < 'a.b.c' < 'a_c'), with no key function.
-        later = [k for k in self.hooks if k not in classes]
-        self._round(sorted(classes), later, dict(restore_rebinds))
+        _install_new(self, list(self.hooks))  # as their modules import: see there
+        early = self.early  # the rounds: re-applied targets, and what moved onto a new class
+        later = [k for k in self.hooks if k not in classes and k not in early]
+        self._round(sorted(k for k in classes if k not in early), later, dict(restore_rebinds))
         later.sort()  # the first round may have added its dependents
         self._round(later, None, {})
         for key, (_, text) in self.failures.items():
             st.failed[key] = text
         if self.failures and strict:
             problems = self.journal.rollback()
+            problems += _unbind(self)
             st.applied, st.stale, st.provided, st.dropped = snapshot
             for key in deferred:
                 st.stop_waiting(key)
@@ -281,34 +289,9 @@ class ApplyCall:
         targets below a class that is replaced now move there, to be
         re-resolved on the new class.
         """
-        st = self.st
         skip: set[tuple[str, str]] = set()
         for key in keys:
-            prev = st.applied.pop(key, None)
-            if later is not None:
-                for dep in [d for d in st.applied if d.startswith(key + ".")]:
-                    # their owner is about to change (a first or a new class REPLACE):
-                    # re-resolve them on the new class
-                    restore(st, st.applied.pop(dep), self.journal, rebinds)
-                    if dep not in self.hooks and st.live(dep) and self._load_hooks(dep):
-                        later.append(dep)
-            try:
-                rec = self._build(key, self.hooks[key], prev)
-                self.journal.put(rec.res.owner, rec.res.attr, rec.installed_raw)
-                if rec.kind == _resolve.CLASS:
-                    self.resolver.forget_owners()  # walks through this class now find another
-            except Exception as exc:
-                if prev is not None:
-                    st.applied[key] = prev  # left untouched: the previous chain stays
-                elif _decide.skip_optional(st, key, exc):
-                    continue
-                self._fail(key, exc)
-                continue
-            st.applied[key] = rec
-            self.patched.append(rec.display)
-            self.patched_keys.append(key)
-            if rec.propagates:
-                _look_for(rec, prev, rebinds, skip)
+            _install(self, key, later, rebinds, skip)
         self._propagate(rebinds, frozenset(skip))
 
     def _build(
@@ -408,6 +391,63 @@ def _note_binding(rec: Record, entry: tuple[str, Any, Any, str]) -> None:
         rec.bindings[same[0]] = entry
     else:
         rec.bindings.append(entry)
+
+
+def _install(
+    call: ApplyCall,
+    key: str,
+    later: list[str] | None,
+    rebinds: dict[int, Rebind],
+    skip: set[tuple[str, str]],
+) -> None:
+    """Build and install one target (journaled); what held its original goes to ``rebinds``;
+    ``later``: see ``ApplyCall._round``."""
+    st = call.st
+    prev = st.applied.pop(key, None)
+    if later is not None:
+        for dep in [d for d in st.applied if d.startswith(key + ".")]:
+            # their owner is about to change (a first or a new class REPLACE):
+            # re-resolve them on the new class
+            restore(st, st.applied.pop(dep), call.journal, rebinds)
+            if dep not in call.hooks and st.live(dep) and call._load_hooks(dep):
+                later.append(dep)
+    try:
+        rec = call._build(key, call.hooks[key], prev)
+        call.journal.put(rec.res.owner, rec.res.attr, rec.installed_raw)
+        if rec.kind == _resolve.CLASS:
+            call.resolver.forget_owners()  # walks through this class now find another
+    except Exception as exc:
+        if prev is not None:
+            st.applied[key] = prev  # left untouched: the previous chain stays
+        elif not _decide.skip_optional(st, key, exc):
+            call._fail(key, exc)
+        return
+    st.applied[key] = rec
+    call.patched.append(rec.display)
+    call.patched_keys.append(key)
+    if rec.propagates:
+        _look_for(rec, prev, rebinds, skip)
+
+
+def _unbind(call: ApplyCall) -> list[str]:
+    """After a strict call's rollback: what the modules it imported bound to the objects it
+    had installed (``from eng.utils import is_hip`` run after ``is_hip`` was hooked, see
+    ``_install_new``), back to the originals; the steps that failed.  What those modules
+    computed from a hooked target as they ran stays: the worker fails with the call's error."""
+    rebinds: dict[int, Rebind] = {}
+    for key in call.patched_keys:
+        rec = call.st.applied.get(key)
+        if rec is not None and rec.propagates:
+            rebinds[id(rec.installed)] = Rebind(rec.installed, rec.held, frozenset(), key)
+    problems = []
+    for modname, container, key, label, rebind in find_holders(
+        rebinds, frozenset(), call.clean_modules, containers=True, stale=[]
+    ):
+        try:
+            Journal().rebind(modname, container, key, rebind.new)
+        except (AttributeError, TypeError, ValueError) as exc:
+            problems.append(f"{modname}.{label}: {type(exc).__name__}: {exc}")
+    return problems
 
 
 def _replaced_since(prev: Record, messages: list[str]) -> bool:
@@ -528,3 +568,104 @@ def _error(self: ApplyCall, problems: list[str]) -> HookApplyError:
         lines.append("Rollback itself failed for: " + "; ".join(problems))
     shown = {display.get(k, k): v for k, v in self.failures.items()}
     return HookApplyError("\n".join(lines), failures=shown)
+
+# ------------------------------------------- first-time targets, as their modules import
+# To patch a target the call imports its module, and with it whatever that module imports.
+# Engine modules call targets as they run: ``_is_hip = is_hip()``, ``if is_npu(): from
+# .npu_ops import kernel``, ``LIMIT = Scheduler.default_limit()``.  Imported all first and
+# patched afterwards, a module that imported another target's module ran that target's
+# original: it kept the original's answer (a CUDA kernel chosen on a plugin's device) while
+# ``status()`` said applied, and no sweep can find a value computed from a function.  So a
+# target applied for the first time is installed as soon as its module is there: those of
+# modules imported already go first, then each other module is imported (sorted order) and
+# its targets installed before the next import; a module another one is waiting for (a
+# module body or a package ``__init__`` still running imported it) gets its targets the
+# moment it has run, before the importing statement goes on (the on-import finder's
+# notice).  Within a module, whole-class REPLACEs go first, so that methods land on the
+# replacement.  What a target's own module computes from it as it runs stays the
+# original's: nothing runs between a module's body and its ``def``.  Targets applied before
+# (a re-apply) are left to the rounds.
+
+
+def _install_new(call: ApplyCall, keys: list[str]) -> None:
+    """Install the targets among ``keys`` applied for the first time (see above)."""
+    st, paths, early, classes = call.st, call.st.paths, call.early, call.classes
+    fresh = sorted(k for k in keys if k not in st.applied)
+    rebinds: dict[int, Rebind] = {}
+    skip: set[tuple[str, str]] = set()
+
+    def now(key: str) -> None:
+        if key not in early:
+            early.add(key)
+            # a class: its methods applied before are restored, left to the rounds
+            _install(call, key, [] if key in classes else None, rebinds, skip)
+
+    present: dict[str, bool] = {}  # 'pkg.mod' or 'pkg.mod.Cls': whether its module is there
+    todo: dict[str, list[str]] = {}  # the same, for the others: their keys
+    if classes:  # whole-class REPLACEs first, so that 'Class.method' lands on the replacement
+        fresh = [k for k in fresh if k in classes] + [k for k in fresh if k not in classes]
+    for key in fresh:
+        owner = key[: key.rindex(".")]
+        here = present.get(owner)
+        if here is None:
+            here = present[owner] = _resolve.imported(paths[key])
+        if here:
+            now(key)
+        else:
+            todo.setdefault(owner, []).append(key)
+    if todo:
+        _import_and_install(call, list(todo.values()), now)
+    call._propagate(rebinds, frozenset(skip))
+
+
+def _import_and_install(
+    call: ApplyCall, todo: list[list[str]], now: Callable[[str], None]
+) -> None:
+    """Import each group's module (a failure is kept for the install to report), then
+    install the group; a module imported while another one waits for it at once."""
+    st, paths = call.st, call.st.paths
+    me, loop = threading.get_ident(), sys._getframe()
+
+    def finished(name: str) -> None:
+        if threading.get_ident() != me or not _awaited(loop):
+            return  # another thread's import, or one nothing waits for: the loop installs
+        for found in todo:  # whole-class REPLACEs came first
+            for key in found:
+                if _resolve.imported(paths[key], done=name):
+                    now(key)
+
+    names = {n for found in todo for n in _resolve.watch_names(paths[found[0]])}
+    token = _on_import.watch(names, finished)
+    try:
+        for found in todo:
+            path = paths[found[0]]
+            if not _resolve.imported(path):  # else an import before brought it in
+                begun = time.monotonic()
+                module = call.resolver.load(path)
+                st.import_spans.append((module, begun, time.monotonic()))
+            for key in found:
+                now(key)
+    finally:
+        _on_import.unwatch(token)
+
+
+#: The import system's frame for loading one module (``importlib._bootstrap``, 3.10 to 3.13)
+_LOAD = getattr(getattr(importlib._bootstrap, "_load_unlocked", None), "__code__", None)
+
+
+def _awaited(loop: FrameType) -> bool:
+    """Whether the module that just ran was imported while another module still runs (its
+    body, or its package's ``__init__``, is waiting for this import): two module loads on
+    the stack above the loop.  The loop's own imports need no early install: nothing has
+    seen them yet, and installing while the module is still marked initialising costs more."""
+    if _LOAD is None:
+        return True  # another import system: install early, always right
+    frame: FrameType | None = sys._getframe(2)
+    loads = 0
+    while frame is not None and frame is not loop:
+        if frame.f_code is _LOAD:
+            loads += 1
+            if loads > 1:
+                return True
+        frame = frame.f_back
+    return False

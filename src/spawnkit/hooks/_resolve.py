@@ -313,15 +313,34 @@ class Resolver:
     :meth:`forget_owners`.
     """
 
-    def __init__(self, failed: dict[str, BaseException] | None = None) -> None:
+    def __init__(self) -> None:
         # imports that raised: never run twice (a module's side effects, such as an operator
         # it registers, would fail the second run with an error that hides the first)
-        self._failed: dict[str, BaseException] = dict(failed or {})
+        self._failed: dict[str, BaseException] = {}
         # (module hint, the target's parts but the last) -> what the walk there found
         self._owners: dict[tuple[str | None, tuple[str, ...]], _Found] = {}
 
     def forget_owners(self) -> None:
         self._owners.clear()
+
+    def ready(self, path: TargetPath) -> bool:
+        """Whether ``path`` resolves without importing anything: its owner was walked in this
+        call (one dict lookup for the nine other methods of a class), or :func:`imported`."""
+        return (path.module_hint, path.parts[:-1]) in self._owners or imported(path)
+
+    def load(self, path: TargetPath) -> str:
+        """Import the module ``path`` lives in; its name, as far as known.  A failure is kept
+        for :meth:`resolve` to report, not raised, and the module is not run again."""
+        guess = guess_module(path)  # first: 'eng.ops.tok' tried as a module costs an exception
+        if guess not in sys.modules and guess not in self._failed:
+            try:
+                _await_other_import(guess)
+                importlib.import_module(guess)
+                return guess  # resolve() finds the rest of the way
+            except Exception as exc:
+                note_failure(guess, exc, self._failed)
+        found = _find_module(path, self._failed)
+        return found.module if isinstance(found, _Unimportable) else found[0].__name__
 
     def _owner(self, path: TargetPath) -> _Found:
         key = (path.module_hint, path.parts[:-1])
@@ -556,19 +575,17 @@ def imported(path: TargetPath, done: str | None = None) -> bool:
     ``done``: a module that just finished running but is still marked initialising. A package
     lacking the next part may still get it from a submodule import, so it is not ready yet.
     """
-
-    def ready(name: str) -> types.ModuleType | None:
-        mod = sys.modules.get(name)
-        if mod is None or (name != done and _initializing(mod)):
-            return None
-        return mod
-
-    if path.module_hint is not None:
-        return ready(path.module_hint) is not None
+    modules = sys.modules
+    hint = path.module_hint
+    if hint is not None:
+        mod = modules.get(hint)
+        return mod is not None and (hint == done or not _initializing(mod))
     parts = path.parts
+    name = path.key  # the parts joined by '.': each shorter prefix is a slice of it
     for i in range(len(parts) - 1, 0, -1):
-        mod = ready(".".join(parts[:i]))
-        if mod is None:
+        name = name[: name.rindex(".")]
+        mod = modules.get(name)
+        if mod is None or (name != done and _initializing(mod)):
             continue
         if i == len(parts) - 1 or not hasattr(mod, "__path__"):
             return True

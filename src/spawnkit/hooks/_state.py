@@ -116,9 +116,9 @@ class State:
         self.waiting: dict[str, tuple[bool, int]] = {}
         self.on_import_of: dict[str, str] = {}  # key -> module whose import applied it
         self.failed: dict[str, str] = {}  # key (or provided name) -> why it failed last
-        # modules whose import raised before the next apply (the bootstrap's import of the
-        # targets, timed apart): that apply reports this error instead of running them again
-        self.import_failures: dict[str, BaseException] = {}
+        # (module, start, end) of each target module an apply imported, until a bootstrap
+        # takes them for its report and trace (one per module: a module imports once)
+        self.import_spans: list[tuple[str, float, float]] = []
         self.provides: dict[str, Provision] = {}
         self.provided: dict[str, Provided] = {}
         self.conflicts_reported: set[str] = set()  # hook conflict messages already reported

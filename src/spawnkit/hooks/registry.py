@@ -304,11 +304,12 @@ class HookRegistry(RegistryQueries):
         return patched
 
     @hybridmethod
-    def _import_failed(self, module: str, exc: Exception) -> None:
-        """``module`` raised as the bootstrap imported the targets ahead of the apply: the apply
-        reports this error, not the one a second run of the module would raise."""
+    def _take_import_spans(self) -> list[tuple[str, float, float]]:
+        """``(module, start, end)`` of each target module the applies since the last call
+        imported (``time.monotonic()``): a bootstrap's report and trace show them apart."""
         with self._lock:
-            _resolve.note_failure(module, exc, self._state.import_failures)
+            spans, self._state.import_spans = self._state.import_spans, []
+            return spans
 
     def _note_stale(self, stale: list[StaleHolder]) -> None:
         """Keep what the sweep could not rebind; say so unless a bootstrap reports it by policy."""
