@@ -723,15 +723,24 @@ def check_stale(
     n, s = len(holders), "s" if len(holders) > 1 else ""
     ending = ", so this worker stops." if policy == "error" else " (guard policy 'warn')."
     if stage == "apply_hooks":
+        from spawnkit.hooks._propagate import CALLED_AT_IMPORT, stale_fix  # when there is any
+
         lines = [
             f"import guard ({ns_name}): {n} module-level reference{s} to hooked originals "
             "could not be rebound after the hooks were applied; calls through "
             f"{'them' if n > 1 else 'it'} run the original, without the hooks{ending}"
+            if any(h["kind"] != CALLED_AT_IMPORT for h in holders)
+            else f"import guard ({ns_name}): {n} call{s} of hooked target{s} ran the "
+            f"original{s} as {'their modules were' if n > 1 else 'its module was'} imported, "
+            f"before the hooks were applied; what {'they' if n > 1 else 'it'} computed there "
+            f"does not reflect the hooks{ending}"
         ]
         lines += [
-            f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}" for h in holders
+            f"- {h['module']}: {h['name']} ran the original of {h['target']!r} ({h['kind']})"
+            if h["kind"] == CALLED_AT_IMPORT
+            else f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}"
+            for h in holders
         ]
-        from spawnkit.hooks._propagate import stale_fix  # only when there is something to say
 
         lines.append("  " + stale_fix({h["kind"] for h in holders}))
     else:

@@ -26,6 +26,7 @@ from spawnkit.hooks import _conflicts, _decide, _on_import, _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of
 from spawnkit.hooks._propagate import (
+    CALLED_AT_IMPORT,
     ClassAttrs,
     DispatchTable,
     Rebind,
@@ -130,6 +131,7 @@ class ApplyCall:
         self.stale: list[StaleHolder] = []
         self.classes: set[str] = set()  # this call's whole-class REPLACE targets
         self.early: set[str] = set()  # targets installed as their module finished importing
+        self.rebound: dict[str, dict[str, str]] = {}  # module -> its global name -> target
 
     def _changed(self, keys: list[str]) -> list[str]:
         st = self.st
@@ -207,6 +209,8 @@ class ApplyCall:
             for key in deferred:
                 st.stop_waiting(key)
             raise _error(self, problems) from self.first_error
+        if self.rebound:  # names bound before the hooks: their module's import-time calls
+            self.stale += _called_at_import(self.rebound)
         if st.waiting:
             for key in pending:
                 st.stop_waiting(key)  # its module got imported unseen (or it was decided here)
@@ -374,9 +378,30 @@ class ApplyCall:
             rec = applied.get(rebind.key)
             if rec is not None and rebind.new is rec.installed:
                 _note_binding(rec, (modname, container, key, label))
+                if rebind.old is rec.held and _is_globals(modname, container):
+                    self.rebound.setdefault(modname, {})[key] = rec.key
                 logger.debug(
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
+
+
+def _is_globals(module: str, container: Any) -> bool:
+    return container is getattr(sys.modules.get(module), "__dict__", None)
+
+
+def _called_at_import(rebound: dict[str, dict[str, str]]) -> list[StaleHolder]:
+    """Calls of the originals that ran as their modules were imported, before the hooks
+    (``_is_hip = is_hip()`` in a module a plugin imported at its top): the values they
+    computed stay the originals'.  Read from the source of the modules the sweep rebound a
+    global name in (``_import_calls``, imported only then)."""
+    from spawnkit.hooks._import_calls import calls_at_import
+
+    return [
+        StaleHolder(module, f"{name}() at line {line}", CALLED_AT_IMPORT, names[name])
+        for module, names in rebound.items()
+        for name, lines in calls_at_import(module, names).items()
+        for line in lines
+    ]
 
 
 #: what a holder that refused the rebind is called, by its container's adapter

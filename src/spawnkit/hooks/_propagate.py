@@ -177,6 +177,10 @@ class StaleHolder(NamedTuple):
     target: str
 
 
+#: A holder's kind for a call of an original that ran as its module was imported, before
+#: the hooks (``_apply._called_at_import``): nothing to rebind, a value computed from it.
+CALLED_AT_IMPORT = "called as its module was imported, before the hooks were applied"
+
 #: Never rebound: ``builtins`` holds every builtin function, and hooking a module's
 #: alias of one (``length = len``) must not hook the whole interpreter's ``len``.
 NEVER_REBOUND = frozenset({"builtins", "sys"})
@@ -711,11 +715,20 @@ def stale_fix(kinds: Collection[str]) -> str:
         if named
         else ""
     )
-    return (
-        "Fix: look the target up when it is called (e.g. `ops.tokenize(...)` through its "
-        "module, or a dict or list entry, which the sweep rebinds) instead of keeping it in a "
-        f"tuple or a default argument{later}."
-    )
+    fixes = []
+    if set(kinds) - {CALLED_AT_IMPORT}:
+        fixes.append(
+            "look the target up when it is called (e.g. `ops.tokenize(...)` through its "
+            "module, or a dict or list entry, which the sweep rebinds) instead of keeping it in "
+            f"a tuple or a default argument{later}."
+        )
+    if CALLED_AT_IMPORT in kinds:
+        fixes.append(
+            "for a call made as a module was imported, import that module only after the "
+            "hooks are applied (from the entry, or inside the plugin's register function, not "
+            "at a plugin module's top level), or compute the value where it is used."
+        )
+    return "Fix: " + " And ".join(fixes)
 
 
 _Module = tuple[str, dict[str, Any], list[Any]]  # name, globals, their values

@@ -1,0 +1,86 @@
+"""Where a module's own import-time code calls a name: what it computed there is fixed.
+
+The sweep rebinds ``from eng.utils import is_hip`` in a module imported before the hooks
+(a plugin that imports engine code at its top), so later calls run the hook; but a module-level
+``_is_hip = is_hip()`` already ran the original, and no rebinding reaches a computed value.
+Only the module's source says so.  This reads it (``ast``: imported only here, only for a
+module the sweep rebound a name in) and lists the lines where code that runs as the module is
+imported calls one of the names: module and class bodies, decorators, default values,
+comprehensions; not function bodies, nor the ``if __name__ == "__main__":`` and ``if
+TYPE_CHECKING:`` blocks that an import does not run.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Collection, Iterator
+
+__all__ = ["calls_at_import"]
+
+
+def calls_at_import(module: str, names: Collection[str]) -> dict[str, list[int]]:
+    """``{name: [line, ...]}`` of the import-time calls of ``names`` in ``module``'s source;
+    empty when it has no readable source (an extension, a zip without sources)."""
+    source = _source(module)
+    if source is None:
+        return {}
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return {}
+    wanted = frozenset(names)
+    found: dict[str, list[int]] = {}
+    for node in _run_at_import(tree.body):
+        func = node.func if isinstance(node, ast.Call) else None
+        if isinstance(func, ast.Name) and func.id in wanted:
+            found.setdefault(func.id, []).append(func.lineno)
+    return found
+
+
+def _source(module: str) -> str | None:
+    mod = sys.modules.get(module)
+    loader = getattr(getattr(mod, "__spec__", None), "loader", None)
+    get_source = getattr(loader, "get_source", None)
+    if get_source is None:
+        return None
+    try:
+        text = get_source(module)
+    except Exception:  # no source is no finding, never a failed apply
+        return None
+    return text if isinstance(text, str) else None
+
+
+def _run_at_import(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """Every node of ``body`` that runs when it runs, function bodies left out."""
+    todo: list[ast.AST] = list(reversed(body))
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            kids: list[ast.AST] = [*node.decorator_list, *args.defaults]
+            kids += [d for d in args.kw_defaults if d is not None]
+        elif isinstance(node, ast.Lambda):
+            kids = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+        elif isinstance(node, ast.If) and _not_run(node.test):
+            kids = list(node.orelse)
+        else:
+            kids = list(ast.iter_child_nodes(node))
+        todo.extend(reversed(kids))
+
+
+def _not_run(test: ast.expr) -> bool:
+    """``TYPE_CHECKING`` (or ``typing.TYPE_CHECKING``), and ``__name__ == "__main__"``."""
+    if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+        return True
+    if isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING":
+        return True
+    if not (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)):
+        return False
+    right = test.comparators[0] if len(test.comparators) == 1 else None
+    return (
+        test.left.id == "__name__"
+        and isinstance(right, ast.Constant)
+        and right.value == "__main__"
+    )

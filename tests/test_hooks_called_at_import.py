@@ -1,0 +1,150 @@
+"""A call of a hook target that ran as its module was imported, before the hooks: named.
+
+A plugin that imports engine code at its top (``import eng.layers`` to subclass or read
+something) brings in ``eng.layers`` before any hook exists; its ``_is_hip = is_hip()`` runs the
+original.  The sweep then rebinds ``eng.layers.is_hip`` to the hooked function, so ``status()``
+said applied and later calls ran the hook, but the value computed at import stayed the
+original's (the worker chose its CUDA kernel on a plugin's HIP device), nothing said.  Now the
+call is a stale holder of its own kind: ``ImportGuardError`` in a worker by default, a warning
+under ``<PREFIX>_IMPORT_GUARD=warn``; ``status()`` calls the hook partial.  The registry here;
+real spawned and warm workers with a real installed plugin at the end.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from _plugin_app import LAUNCH, run_script, warned, write_app
+from spawnkit.hooks import HookRegistry, HookType
+
+if TYPE_CHECKING:
+    from _hooks_support import Modules
+
+_UTILS = """
+def is_hip():
+    return False
+"""
+
+# Every form below runs as the module is imported (lines 4 to 14), except those marked no.
+_LAYERS = """
+from PKG.utils import is_hip
+from typing import TYPE_CHECKING
+_is_hip = is_hip()
+class Config:
+    hip = is_hip()
+def pick(flag=is_hip()):
+    return flag
+def mark(flag):
+    return lambda f: f
+@mark(is_hip())
+def forward():
+    return is_hip()  # no: a function body
+FLAGS = [is_hip() for _ in range(1)]
+if TYPE_CHECKING:
+    is_hip()  # no
+if __name__ == "__main__":
+    is_hip()  # no
+"""
+
+
+def _hip() -> bool:
+    return True
+
+
+def test_import_time_calls_before_the_hooks_are_stale_holders(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("utils", _UTILS)
+    layers = mods.load("layers", _LAYERS)  # before the hooks, as a plugin's top-level import
+    target = mods.name("utils.is_hip")
+    registry.register(target, _hip, HookType.REPLACE)
+    registry.apply_hooks()
+    assert layers.is_hip() is True and layers.forward() is True  # rebound: calls run the hook
+    assert layers._is_hip is False  # computed before: what is now reported
+    found = [h for h in registry.stale_holders() if h["module"] == mods.name("layers")]
+    assert sorted(h["name"] for h in found) == [
+        f"is_hip() at line {n}" for n in (11, 14, 4, 6, 7)
+    ]
+    assert {h["target"] for h in found} == {target}
+    assert all(h["kind"].startswith("called as its module was imported") for h in found)
+    (row,) = registry.status()
+    assert row.state == "partial"
+
+
+def test_a_module_imported_by_the_apply_is_not_reported(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """Imported after the hooks exist (here: as a target's module), it called the hook."""
+    mods.write("utils", _UTILS)
+    mods.write("layers", _LAYERS)
+    registry.register(mods.name("utils.is_hip"), _hip, HookType.REPLACE)
+    registry.register(mods.name("layers.pick"), lambda r, *a: r, HookType.AFTER)
+    registry.apply_hooks()
+    layers = mods.load("layers")
+    assert layers._is_hip is True and layers.Config.hip is True
+    assert registry.stale_holders() == []
+    assert {s.state for s in registry.status()} == {"applied"}
+
+
+def test_a_module_that_only_binds_the_target_is_not_reported(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("utils", _UTILS)
+    mods.load("quiet", "from PKG.utils import is_hip\n\ndef run():\n    return is_hip()\n")
+    registry.register(mods.name("utils.is_hip"), _hip, HookType.REPLACE)
+    registry.apply_hooks()
+    assert mods.load("quiet").run() is True
+    assert registry.stale_holders() == []
+
+
+_PLUGIN = """
+import {pkg}.layers  # engine code imported at the plugin's top: before any hook exists
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+
+def register():
+    get_namespace({tag!r}).hooks.register("{pkg}.utils.is_hip", lambda: True, HookType.REPLACE)
+"""
+
+_ENTRY = """
+from {pkg} import layers
+
+
+def main():
+    return layers._is_hip, layers.is_hip()
+"""
+
+_MAIN = """
+import sys
+
+if __name__ == "__main__":
+    print(launch("entry:main", sys.argv[1], nprocs=1))
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_worker_names_the_call_or_says_it_runs_with_it(tmp_path: Path, method: str) -> None:
+    modules = {
+        "utils": _UTILS,
+        "layers": "from {pkg}.utils import is_hip\n_is_hip = is_hip()\n",
+        "entry": _ENTRY,
+        "plugin": _PLUGIN,
+    }
+    app = write_app(tmp_path, "callimp", LAUNCH + _MAIN, {"p": "plugin:register"}, modules)
+    proc = run_script(app.script, method)
+    assert proc.returncode != 0
+    assert "ImportGuardError" in proc.stderr, proc.stderr
+    assert (
+        f"{app.pkg}.layers: is_hip() at line 2 ran the original of '{app.pkg}.utils.is_hip'"
+    ) in proc.stderr
+    assert "inside the plugin's register function" in proc.stderr
+    lenient = run_script(app.script, method, env={f"{app.tag.upper()}_IMPORT_GUARD": "warn"})
+    assert lenient.returncode == 0, lenient.stderr
+    assert ast.literal_eval(lenient.stdout.strip().splitlines()[-1]) == [(False, True)]
+    assert warned(lenient, "ImportGuardWarning: import guard")
+    assert f"{app.pkg}.layers: is_hip() at line 2 ran the original" in lenient.stderr
