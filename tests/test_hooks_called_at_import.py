@@ -142,6 +142,8 @@ def test_a_worker_names_the_call_or_says_it_runs_with_it(tmp_path: Path, method:
     assert (
         f"{app.pkg}.layers: is_hip() at line 2 ran the original of '{app.pkg}.utils.is_hip'"
     ) in proc.stderr
+    assert f"{app.pkg}.layers was imported at " in proc.stderr  # the import to move:
+    assert f"{app.pkg}/plugin.py:2 (in <module>)" in proc.stderr  # the plugin's top line
     assert "inside the plugin's register function" in proc.stderr
     lenient = run_script(app.script, method, env={f"{app.tag.upper()}_IMPORT_GUARD": "warn"})
     assert lenient.returncode == 0, lenient.stderr

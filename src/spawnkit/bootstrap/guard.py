@@ -711,6 +711,12 @@ def _message(namespace: Any, violations: list[dict[str, Any]], policy: str = "er
     return "\n".join(lines)
 
 
+def _imported_at(module: str) -> str:
+    """``; imported at file:line (in func) while ...``: the import to move, when recorded."""
+    site = first_import(module)
+    return f"; {module} was imported at {site.describe()}" if site is not None else ""
+
+
 def check_stale(
     namespace: Any, holders: list[dict[str, str]], policy: str, *, stage: str = "apply_hooks"
 ) -> None:
@@ -737,6 +743,7 @@ def check_stale(
         ]
         lines += [
             f"- {h['module']}: {h['name']} ran the original of {h['target']!r} ({h['kind']})"
+            + _imported_at(h["module"])
             if h["kind"] == CALLED_AT_IMPORT
             else f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}"
             for h in holders
