@@ -12,9 +12,12 @@ TYPE_CHECKING:`` blocks that an import does not run.
 
 from __future__ import annotations
 
-import ast
 import sys
 from collections.abc import Collection, Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import ast
 
 __all__ = ["calls_at_import"]
 
@@ -23,8 +26,10 @@ def calls_at_import(module: str, names: Collection[str]) -> dict[str, list[int]]
     """``{name: [line, ...]}`` of the import-time calls of ``names`` in ``module``'s source;
     empty when it has no readable source (an extension, a zip without sources)."""
     source = _source(module)
-    if source is None:
+    if source is None or not _mentions_a_call(source, names):
         return {}
+    import ast  # only for a module whose text has such a call: parsing is the cost
+
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
@@ -36,6 +41,15 @@ def calls_at_import(module: str, names: Collection[str]) -> dict[str, list[int]]
         if isinstance(func, ast.Name) and func.id in wanted:
             found.setdefault(func.id, []).append(func.lineno)
     return found
+
+
+def _mentions_a_call(source: str, names: Collection[str]) -> bool:
+    """``name(`` (or ``name (``) somewhere in the text: a module that only rebinds or
+    stores the names (``c0 = ops.tokenize``) is not parsed."""
+    import re
+
+    alternatives = "|".join(map(re.escape, names))
+    return re.search(rf"(?<![\w.])(?:{alternatives})\s*\(", source) is not None
 
 
 def _source(module: str) -> str | None:
@@ -53,6 +67,8 @@ def _source(module: str) -> str | None:
 
 def _run_at_import(body: list[ast.stmt]) -> Iterator[ast.AST]:
     """Every node of ``body`` that runs when it runs, function bodies left out."""
+    import ast
+
     todo: list[ast.AST] = list(reversed(body))
     while todo:
         node = todo.pop()
@@ -72,6 +88,8 @@ def _run_at_import(body: list[ast.stmt]) -> Iterator[ast.AST]:
 
 def _not_run(test: ast.expr) -> bool:
     """``TYPE_CHECKING`` (or ``typing.TYPE_CHECKING``), and ``__name__ == "__main__"``."""
+    import ast
+
     if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
         return True
     if isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING":
