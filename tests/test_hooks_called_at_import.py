@@ -101,6 +101,67 @@ def test_a_module_that_only_binds_the_target_is_not_reported(
     assert registry.stale_holders() == []
 
 
+_MODELS = """
+class Scheduler:
+    def __init__(self):
+        self.device = "cuda"
+
+    @classmethod
+    def default_limit(cls):
+        return 8
+
+    def step(self):
+        return "step"
+
+
+OWN = Scheduler()  # its own module: always before the hooks, not reported
+"""
+
+_EARLY = """
+from PKG.models import Scheduler as Sched
+LIMIT = Sched.default_limit()
+DEFAULT = Sched()
+FIRST = Sched().step()
+def later():
+    return Sched.default_limit()
+"""
+
+
+def test_import_time_calls_of_hooked_methods_through_their_class_are_named(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("models", _MODELS)
+    early = mods.load("early", _EARLY)  # before the hooks: a plugin's top-level import
+    for attr, hook in (
+        ("default_limit", lambda r, cls: 2 * r),
+        ("__init__", lambda r, self: setattr(self, "device", "hip")),
+        ("step", lambda r, self: r + "!"),
+    ):
+        registry.register(mods.name(f"models.Scheduler.{attr}"), hook, HookType.AFTER)
+    registry.apply_hooks()
+    assert (early.later(), early.Sched().device) == (16, "hip")  # the class is hooked
+    assert (early.LIMIT, early.DEFAULT.device, early.FIRST) == (8, "cuda", "step")
+    found = {(h["name"], h["target"].rpartition(".")[2]) for h in registry.stale_holders()}
+    assert found == {
+        ("Sched.default_limit() at line 3", "default_limit"),
+        ("Sched() at line 4", "__init__"),
+        ("Sched() at line 5", "__init__"),
+        ("Sched.step() at line 5", "step"),
+    }
+    assert {h["module"] for h in registry.stale_holders()} == {mods.name("early")}
+
+
+def test_a_module_imported_after_its_class_was_hooked_is_not_named(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.load("models", _MODELS)
+    mods.write("early", _EARLY)
+    registry.register(mods.name("models.Scheduler.default_limit"), lambda r, c: 2 * r)
+    registry.apply_hooks()
+    assert mods.load("early").LIMIT == 16
+    assert registry.stale_holders() == []
+
+
 _PLUGIN = """
 import {pkg}.layers  # engine code imported at the plugin's top: before any hook exists
 from spawnkit.hooks.types import HookType

@@ -131,7 +131,10 @@ class ApplyCall:
         self.stale: list[StaleHolder] = []
         self.classes: set[str] = set()  # this call's whole-class REPLACE targets
         self.early: set[str] = set()  # targets installed as their module finished importing
-        self.rebound: dict[str, dict[str, str]] = {}  # module -> its global name -> target
+        # module -> a global name in it -> (None: the name's own call, or an attribute called
+        # on it) -> target: what its import-time calls may have run before the hooks
+        self.rebound: dict[str, dict[str, dict[str | None, str]]] = {}
+        self.modules_before = len(sys.modules)  # sys.modules' first entries: imported before
 
     def _changed(self, keys: list[str]) -> list[str]:
         st = self.st
@@ -209,6 +212,7 @@ class ApplyCall:
             for key in deferred:
                 st.stop_waiting(key)
             raise _error(self, problems) from self.first_error
+        _class_holders(self)  # and those holding a class whose methods were hooked
         if self.rebound:  # names bound before the hooks: their module's import-time calls
             self.stale += _called_at_import(self.rebound)
         if st.waiting:
@@ -379,7 +383,7 @@ class ApplyCall:
             if rec is not None and rebind.new is rec.installed:
                 _note_binding(rec, (modname, container, key, label))
                 if rebind.old is rec.held and _is_globals(modname, container):
-                    self.rebound.setdefault(modname, {})[key] = rec.key
+                    self.rebound.setdefault(modname, {}).setdefault(key, {})[None] = rec.key
                 logger.debug(
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
@@ -389,19 +393,49 @@ def _is_globals(module: str, container: Any) -> bool:
     return container is getattr(sys.modules.get(module), "__dict__", None)
 
 
-def _called_at_import(rebound: dict[str, dict[str, str]]) -> list[StaleHolder]:
+def _called_at_import(rebound: dict[str, dict[str, dict[str | None, str]]]) -> list[StaleHolder]:
     """Calls of the originals that ran as their modules were imported, before the hooks
-    (``_is_hip = is_hip()`` in a module a plugin imported at its top): the values they
-    computed stay the originals'.  Read from the source of the modules the sweep rebound a
-    global name in (``_import_calls``, imported only then)."""
+    (``_is_hip = is_hip()`` in a module a plugin imported at its top; ``Scheduler()`` with
+    ``Scheduler.__init__`` hooked): the values they computed stay the originals'.  Read from
+    the source of those modules (``_import_calls``, imported only then)."""
     from spawnkit.hooks._import_calls import calls_at_import
 
     return [
-        StaleHolder(module, f"{name}() at line {line}", CALLED_AT_IMPORT, names[name])
+        StaleHolder(module, f"{name}{'.' + attr if attr else ''}() at line {line}",
+                    CALLED_AT_IMPORT, names[name][attr])
         for module, names in rebound.items()
-        for name, lines in calls_at_import(module, names).items()
+        for (name, attr), lines in calls_at_import(module, names).items()
         for line in lines
-    ]
+    ]  # fmt: skip
+
+
+def _class_holders(call: ApplyCall) -> None:
+    """Into ``call.rebound``: the modules imported before the call, in the targets' own
+    packages, that hold by a global name the class of a method the call hooked for the first
+    time.  The class is patched in place, so the sweep rebinds nothing there, yet their
+    ``Scheduler.default_limit()`` (or ``Scheduler()``, for a hooked constructor) at import ran
+    the original.  The class's own module is left out: it always runs before the hooks."""
+    owners: dict[int, dict[str | None, str]] = {}
+    for key in call.early:
+        rec = call.st.applied.get(key)
+        if rec is not None and rec.kind != _resolve.CLASS and isinstance(rec.res.owner, type):
+            attr = rec.res.attr
+            owners.setdefault(id(rec.res.owner), {})[
+                None if attr in ("__init__", "__new__") else attr
+            ] = key
+    if not owners:
+        return
+    related = {key.partition(".")[0] for by in owners.values() for key in by.values()}
+    clean = call.clean_modules
+    for name, module in list(sys.modules.items())[: call.modules_before]:
+        if name.partition(".")[0] not in related or name in clean:
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is not dict:
+            continue
+        for held, value in namespace.items():
+            if isinstance(value, type) and id(value) in owners and value.__module__ != name:
+                call.rebound.setdefault(name, {}).setdefault(held, {}).update(owners[id(value)])
 
 
 #: what a holder that refused the rebind is called, by its container's adapter

@@ -13,7 +13,7 @@ TYPE_CHECKING:`` blocks that an import does not run.
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -22,11 +22,15 @@ if TYPE_CHECKING:
 __all__ = ["calls_at_import"]
 
 
-def calls_at_import(module: str, names: Collection[str]) -> dict[str, list[int]]:
-    """``{name: [line, ...]}`` of the import-time calls of ``names`` in ``module``'s source;
-    empty when it has no readable source (an extension, a zip without sources)."""
+def calls_at_import(
+    module: str, wanted: Mapping[str, Collection[str | None]]
+) -> dict[tuple[str, str | None], list[int]]:
+    """The lines of the import-time calls in ``module``'s source of each global name in
+    ``wanted`` (``None``: ``name(...)``) or of an attribute of it (``"m"``: ``name.m(...)``,
+    ``name().m(...)``), by (name, attribute); empty when it has no readable source (an
+    extension, a zip without sources)."""
     source = _source(module)
-    if source is None or not _mentions_a_call(source, names):
+    if source is None or not _mentions_a_call(source, wanted):
         return {}
     import ast  # only for a module whose text has such a call: parsing is the cost
 
@@ -34,22 +38,29 @@ def calls_at_import(module: str, names: Collection[str]) -> dict[str, list[int]]
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return {}
-    wanted = frozenset(names)
-    found: dict[str, list[int]] = {}
+    found: dict[tuple[str, str | None], list[int]] = {}
     for node in _run_at_import(tree.body):
-        func = node.func if isinstance(node, ast.Call) else None
-        if isinstance(func, ast.Name) and func.id in wanted:
-            found.setdefault(func.id, []).append(func.lineno)
+        if not isinstance(node, ast.Call):
+            continue
+        func: ast.expr = node.func
+        attr: str | None = None
+        if isinstance(func, ast.Attribute):
+            attr = func.attr
+            func = func.value
+            if isinstance(func, ast.Call):  # name().m(): the instance's method
+                func = func.func
+        if isinstance(func, ast.Name) and attr in wanted.get(func.id, ()):
+            found.setdefault((func.id, attr), []).append(node.lineno)
     return found
 
 
 def _mentions_a_call(source: str, names: Collection[str]) -> bool:
-    """``name(`` (or ``name (``) somewhere in the text: a module that only rebinds or
-    stores the names (``c0 = ops.tokenize``) is not parsed."""
+    """``name(`` or ``name.`` somewhere in the text: a module that only rebinds or stores
+    the names (``c0 = ops.tokenize``) is not parsed."""
     import re
 
     alternatives = "|".join(map(re.escape, names))
-    return re.search(rf"(?<![\w.])(?:{alternatives})\s*\(", source) is not None
+    return re.search(rf"(?<![\w.])(?:{alternatives})\s*[(.]", source) is not None
 
 
 def _source(module: str) -> str | None:
