@@ -75,6 +75,18 @@ def test_import_time_calls_before_the_hooks_are_stale_holders(
     assert row.state == "partial"
 
 
+def test_a_call_through_the_module_is_named(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    mods.write("utils", _UTILS)
+    early = mods.load("early", "from PKG import utils\n\nFLAG = utils.is_hip()\n")
+    registry.register(mods.name("utils.is_hip"), _hip, HookType.REPLACE)
+    registry.apply_hooks()
+    assert (early.FLAG, early.utils.is_hip()) == (False, True)
+    (holder,) = registry.stale_holders()
+    assert (holder["module"], holder["name"]) == (mods.name("early"), "utils.is_hip() at line 3")
+
+
 def test_a_module_imported_by_the_apply_is_not_reported(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:

@@ -212,7 +212,7 @@ class ApplyCall:
             for key in deferred:
                 st.stop_waiting(key)
             raise _error(self, problems) from self.first_error
-        _class_holders(self)  # and those holding a class whose methods were hooked
+        _owner_holders(self)  # and those holding the class or module of a target
         if self.rebound:  # names bound before the hooks: their module's import-time calls
             self.stale += _called_at_import(self.rebound)
         if st.waiting:
@@ -409,20 +409,23 @@ def _called_at_import(rebound: dict[str, dict[str, dict[str | None, str]]]) -> l
     ]  # fmt: skip
 
 
-def _class_holders(call: ApplyCall) -> None:
+def _owner_holders(call: ApplyCall) -> None:
     """Into ``call.rebound``: the modules imported before the call, in the targets' own
-    packages, that hold by a global name the class of a method the call hooked for the first
-    time.  The class is patched in place, so the sweep rebinds nothing there, yet their
-    ``Scheduler.default_limit()`` (or ``Scheduler()``, for a hooked constructor) at import ran
-    the original.  The class's own module is left out: it always runs before the hooks."""
+    packages, that hold by a global name the class or the module a target the call hooked
+    for the first time lives in.  That owner is patched in place, so the sweep rebinds
+    nothing there, yet their ``Scheduler.default_limit()`` (``Scheduler()``, for a hooked
+    constructor) or ``utils.is_hip()`` at import ran the original.  The owner's own module
+    is left out: it always runs before the hooks."""
     owners: dict[int, dict[str | None, str]] = {}
     for key in call.early:
         rec = call.st.applied.get(key)
-        if rec is not None and rec.kind != _resolve.CLASS and isinstance(rec.res.owner, type):
-            attr = rec.res.attr
-            owners.setdefault(id(rec.res.owner), {})[
-                None if attr in ("__init__", "__new__") else attr
-            ] = key
+        if rec is None or rec.kind == _resolve.CLASS:
+            continue
+        owner, attr = rec.res.owner, rec.res.attr
+        if isinstance(owner, type):
+            owners.setdefault(id(owner), {})[None if attr in _CONSTRUCTORS else attr] = key
+        elif isinstance(owner, ModuleType):
+            owners.setdefault(id(owner), {})[attr] = key
     if not owners:
         return
     related = {key.partition(".")[0] for by in owners.values() for key in by.values()}
@@ -434,8 +437,17 @@ def _class_holders(call: ApplyCall) -> None:
         if type(namespace) is not dict:
             continue
         for held, value in namespace.items():
-            if isinstance(value, type) and id(value) in owners and value.__module__ != name:
-                call.rebound.setdefault(name, {}).setdefault(held, {}).update(owners[id(value)])
+            found = owners.get(id(value))
+            if found is not None and value is not module and _home(value) != name:
+                call.rebound.setdefault(name, {}).setdefault(held, {}).update(found)
+
+
+_CONSTRUCTORS = frozenset({"__init__", "__new__"})  # hooked: a call of the class runs them
+
+
+def _home(owner: Any) -> Any:
+    """The module a class was defined in (a module is its own)."""
+    return getattr(owner, "__module__", None) if isinstance(owner, type) else owner.__name__
 
 
 #: what a holder that refused the rebind is called, by its container's adapter
