@@ -430,9 +430,12 @@ def _owner_holders(call: ApplyCall) -> None:
         return
     related = {key.partition(".")[0] for by in owners.values() for key in by.values()}
     clean = call.clean_modules
-    for name, module in list(sys.modules.items())[: call.modules_before]:
+    # sys.modules keeps import order: the clean ones (a worker's, imported before plugins
+    # loaded) come first, and what this call imported last
+    for name in list(sys.modules)[len(clean) : call.modules_before]:
         if name.partition(".")[0] not in related or name in clean:
             continue
+        module = sys.modules.get(name)
         namespace = getattr(module, "__dict__", None)
         if type(namespace) is not dict:
             continue
