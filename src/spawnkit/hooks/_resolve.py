@@ -323,11 +323,6 @@ class Resolver:
     def forget_owners(self) -> None:
         self._owners.clear()
 
-    def ready(self, path: TargetPath) -> bool:
-        """Whether ``path`` resolves without importing anything: its owner was walked in this
-        call (one dict lookup for the nine other methods of a class), or :func:`imported`."""
-        return (path.module_hint, path.parts[:-1]) in self._owners or imported(path)
-
     def load(self, path: TargetPath) -> str:
         """Import the module ``path`` lives in; its name, as far as known.  A failure is kept
         for :meth:`resolve` to report, not raised, and the module is not run again."""
