@@ -303,6 +303,8 @@ class WorkerGroup(GroupContract):
     def _leaving(self, exc_type: type[BaseException] | None) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             self._interrupting = True  # Ctrl-C in the block: the teardown says so
+            for r in self._ranks:  # what each sent before the Ctrl-C: the stage it had reached
+                self._drain(r)  # (a READY still in its pipe read "resolve_entry" in the entry)
 
     def _unfinished(self) -> tuple[list[int], list[int]]:
         return _still_running(self)
