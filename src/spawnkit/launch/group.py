@@ -303,8 +303,7 @@ class WorkerGroup(GroupContract):
     def _leaving(self, exc_type: type[BaseException] | None) -> None:
         if exc_type is not None and issubclass(exc_type, KeyboardInterrupt):
             self._interrupting = True  # Ctrl-C in the block: the teardown says so
-            for r in self._ranks:  # what each sent before the Ctrl-C: the stage it had reached
-                self._drain(r)  # (a READY still in its pipe read "resolve_entry" in the entry)
+            _read_sent(self)  # first: the stage each rank had reached, as the line names it
 
     def _unfinished(self) -> tuple[list[int], list[int]]:
         return _still_running(self)
@@ -496,6 +495,13 @@ class WorkerGroup(GroupContract):
                 "manager or call terminate()",
                 self.run_id,
             )
+
+
+def _read_sent(group: WorkerGroup) -> None:
+    """What the ranks already sent, read into the group: a READY still in a pipe when Ctrl-C
+    came left a rank in its entry reported "in resolve_entry"."""
+    for r in group._ranks:
+        group._drain(r)
 
 
 def _still_running(group: WorkerGroup) -> tuple[list[int], list[int]]:
