@@ -729,10 +729,11 @@ def check_stale(
     n, s = len(holders), "s" if len(holders) > 1 else ""
     ending = ", so this worker stops." if policy == "error" else " (guard policy 'warn')."
     if stage == "apply_hooks":
-        from spawnkit.hooks._propagate import CALLED_AT_IMPORT, stale_fix  # when there is any
+        from spawnkit.hooks._propagate import CALLED_AT_IMPORT, HIDDEN, stale_fix  # if any
 
+        level = "" if any(h["kind"] == HIDDEN for h in holders) else "module-level "
         lines = [
-            f"import guard ({ns_name}): {n} module-level reference{s} to hooked originals "
+            f"import guard ({ns_name}): {n} {level}reference{s} to hooked originals "
             "could not be rebound after the hooks were applied; calls through "
             f"{'them' if n > 1 else 'it'} run the original, without the hooks{ending}"
             if any(h["kind"] != CALLED_AT_IMPORT for h in holders)

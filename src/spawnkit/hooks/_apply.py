@@ -32,7 +32,7 @@ from spawnkit.hooks._propagate import (
     Rebind,
     StaleHolder,
     find_holders,
-    held_nowhere_else,
+    other_references,
 )
 from spawnkit.hooks._state import Record, State
 from spawnkit.hooks.types import HookType, Registration, describe_hook
@@ -213,6 +213,7 @@ class ApplyCall:
                 st.stop_waiting(key)
             raise _error(self, problems) from self.first_error
         _owner_holders(self)  # and those holding the class or module of a target
+        _hidden_holders(self)  # and those no sweep reads, where the counts say there are some
         if self.rebound:  # names bound before the hooks: their module's import-time calls
             self.stale += _called_at_import(self.rebound)
         if st.waiting:
@@ -308,12 +309,12 @@ class ApplyCall:
         """Resolve and build one target's chain; changes nothing (install is the caller's)."""
         display = self.st.display[key]
         regs = tuple(map(_first, pairs))
-        alone = False
+        others = None
         if prev is not None and not _replaced_since(prev, self.messages):
             res, before, original = prev.res, prev.before, prev.original
         else:
             res = self.resolver.resolve(self.st.paths[key], display)
-            alone = held_nowhere_else(res)  # first: before this call holds the original too
+            others = other_references(res)  # first: before this call holds the original too
             before = vars(res.owner).get(res.attr, ABSENT)
             original = res.raw
         kind, func = _resolve.classify(res, display)
@@ -347,7 +348,7 @@ class ApplyCall:
             hooks=tuple(map(_second, pairs)),
             hook_modules=frozenset(modules),
             bindings=list(prev.bindings) if prev is not None else [],
-            alone=alone,
+            others=others,
         )
 
     def _check_override(
@@ -443,6 +444,33 @@ def _owner_holders(call: ApplyCall) -> None:
             found = owners.get(id(value))
             if found is not None and value is not module and _home(value) != name:
                 call.rebound.setdefault(name, {}).setdefault(held, {}).update(found)
+
+
+def _hidden_holders(call: ApplyCall) -> None:
+    """Into ``call.stale``: what holds the original of a target this call hooked for the
+    first time where no sweep looks (an object's attribute: a web route, a thread's target),
+    for each original the sweep's finds and the hook modules' own copies leave references of
+    unexplained (``_hidden``, imported only then)."""
+    found: dict[str, int] = {}
+    for holder in call.stale:
+        found[holder.target] = found.get(holder.target, 0) + 1
+    wanted: dict[int, tuple[Any, str]] = {}
+    ignored: set[str] = set()
+    for key in call.patched_keys:
+        rec = call.st.applied.get(key)
+        if rec is None or not rec.others:  # None: not counted; 0: held by its home only
+            continue
+        seen, held = len(rec.bindings) + found.get(key, 0), rec.held
+        if rec.others > seen:
+            for name in rec.hook_modules:  # a plugin's `from eng.ops import tok as _orig`
+                seen += sum(v is held for v in list(vars(sys.modules.get(name, sys)).values()))
+        if rec.others > seen:
+            wanted[id(held)] = (held, key)
+            ignored |= rec.hook_modules
+    if wanted:
+        from spawnkit.hooks._hidden import hidden_holders
+
+        call.stale += hidden_holders(wanted, ignored, call.stale)
 
 
 _CONSTRUCTORS = frozenset({"__init__", "__new__"})  # hooked: a call of the class runs them
@@ -547,7 +575,7 @@ def _look_for(
     if isinstance(rec.res.owner, ModuleType):
         skip.add((rec.res.owner.__name__, rec.res.attr))  # the target itself: patched in place
     new = rec.installed
-    if not rec.alone:  # nothing but its home held the original: no copy to look for
+    if rec.others != 0:  # 0: nothing but its home held the original, no copy to look for
         rebinds[id(rec.held)] = Rebind(rec.held, new, rec.hook_modules, rec.key)
     if prev is not None and prev.installed is not new:
         rebinds[id(prev.installed)] = Rebind(prev.installed, new, rec.hook_modules, rec.key)

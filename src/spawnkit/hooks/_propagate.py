@@ -181,6 +181,10 @@ class StaleHolder(NamedTuple):
 #: the hooks (``_apply._called_at_import``): nothing to rebind, a value computed from it.
 CALLED_AT_IMPORT = "called as its module was imported, before the hooks were applied"
 
+#: A holder's kind for an object's attribute that still holds an original after the sweeps
+#: (``_hidden``: a web route's endpoint, a thread's target), found by reference.
+HIDDEN = "an object's attribute, which no sweep reads"
+
 #: Never rebound: ``builtins`` holds every builtin function, and hooking a module's
 #: alias of one (``length = len``) must not hook the whole interpreter's ``len``.
 NEVER_REBOUND = frozenset({"builtins", "sys"})
@@ -252,19 +256,20 @@ def _reading_adds() -> int | None:
 _READING_ADDS = _reading_adds()
 
 
-def held_nowhere_else(res: Any) -> bool:
-    """Whether the plain function ``res.raw`` is referenced by its home attribute and ``res``
-    only: then no module, container, class, closure or wrapper holds it, and the sweep
+def other_references(res: Any) -> int | None:
+    """How many references the plain function ``res.raw`` has besides its home attribute and
+    ``res``: 0 means no module, container, class, closure or wrapper holds it, and the sweep
     has nothing to find for it (most hooked methods and functions have no copy anywhere).
+    None where counts cannot vouch (see :func:`_reading_adds`), or for anything but a
+    function its owner holds itself.
 
     Call it on a fresh resolution, before anything else takes a reference.  Every holder the
-    sweep finds is a strong reference, so a count of exactly two cannot hide one; a reference
-    the count does not explain (a local variable, a pending generator) only means the sweep
-    runs as before.
+    sweep finds is a strong reference, so a count of zero cannot hide one; what the sweep
+    cannot explain afterwards is looked for by ``_hidden``.
     """
     if _READING_ADDS is None or type(res.raw) is not types.FunctionType or not res.had_own:
-        return False
-    return _read(res) - _READING_ADDS == 2
+        return None
+    return _read(res) - _READING_ADDS - 2
 
 
 def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
@@ -716,7 +721,7 @@ def stale_fix(kinds: Collection[str]) -> str:
         else ""
     )
     fixes = []
-    if set(kinds) - {CALLED_AT_IMPORT}:
+    if set(kinds) - {CALLED_AT_IMPORT, HIDDEN}:
         fixes.append(
             "look the target up when it is called (e.g. `ops.tokenize(...)` through its "
             "module, or a dict or list entry, which the sweep rebinds) instead of keeping it in "
@@ -727,6 +732,13 @@ def stale_fix(kinds: Collection[str]) -> str:
             "for a call made as a module was imported, import that module only after the "
             "hooks are applied (from the entry, or inside the plugin's register function, not "
             "at a plugin module's top level), or compute the value where it is used."
+        )
+    if HIDDEN in kinds:
+        fixes.append(
+            "for an object that keeps the function it was handed as its module ran (a web "
+            "route's endpoint, a thread's target, another library's registry), hook a function "
+            "or method it calls at each use instead, or hand it the function after the hooks "
+            "are applied (add the route from the entry)."
         )
     return "Fix: " + " And ".join(fixes)
 

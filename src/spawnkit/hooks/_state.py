@@ -29,7 +29,7 @@ class Record(Plain):
 
     _fields = (
         "key", "display", "res", "kind", "before", "original", "installed_raw", "installed",
-        "regs", "hooks", "hook_modules", "bindings", "alone",
+        "regs", "hooks", "hook_modules", "bindings", "others",
     )  # fmt: skip
 
     def __init__(
@@ -46,14 +46,20 @@ class Record(Plain):
         hooks: tuple[Any, ...],
         hook_modules: frozenset[str],
         bindings: list[tuple[str, Any, Any, str]] | None = None,
-        alone: bool = False,
+        others: int | None = None,
     ) -> None:
         self.key, self.display, self.res, self.kind = key, display, res, kind
         self.before, self.original = before, original
         self.installed_raw, self.installed = installed_raw, installed
         self.regs, self.hooks, self.hook_modules = regs, hooks, hook_modules
         self.bindings: list[tuple[str, Any, Any, str]] = [] if bindings is None else bindings
-        self.alone = alone  # nothing but its home referenced the original when resolved
+        # references to the original besides its home when resolved (None: not counted)
+        self.others = others
+
+    @property
+    def alone(self) -> bool:
+        """Nothing but its home referenced the original when it was resolved."""
+        return self.others == 0
 
     @property
     def seqs(self) -> tuple[int, ...]:

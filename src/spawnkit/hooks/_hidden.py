@@ -1,0 +1,206 @@
+"""What still holds a hooked original where no sweep looks: an attribute of some object.
+
+The sweep (``_propagate``) reads module globals, their containers, classes, and the
+module-level objects of the targets' own packages.  Deeper than that, an object keeps the
+original it was handed as the target's module ran, before any hook existed: a web route
+(``@app.post("/generate")`` stores the endpoint in a FastAPI ``APIRoute``, whose handler
+calls it), a thread's ``target``, a validator in a pydantic model, another library's
+registry object.  Every call through it runs the original while ``status()`` says applied.
+
+Looked for only where counting says so.  As a target is resolved,
+``_propagate.other_references`` counts the references to its original besides its home;
+the holders the sweep found (rebound or reported) and the hook modules' own copies explain
+some (``_apply._unexplained``).  Only originals with references left over are looked for:
+``gc.get_referrers`` climbs from them towards a module's globals, one pass over the heap
+per level for all of them together (~8 ms a level with torch loaded; a FastAPI route is
+eight levels below its module).  A worker whose originals are all explained never imports
+this module.
+
+Named: a path through an attribute of an object (its ``__dict__`` or a slot) that starts
+in a module other than spawnkit's and the hooks' own.  Not named: a frame (a local of
+running code: it ends), spawnkit's own records, dict keys and set members (lookup tables:
+torch keeps sets of its functions, FastAPI caches predicates keyed by the endpoint; a
+membership test calls nothing), and paths through functions, cells and containers only
+(a decorator's ``__wrapped__``: the sweep names the wrapper itself).  A reference from C
+code (an ``atexit`` callback, a torch kernel) has no referrer to climb to, and stays unnamed.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import os
+import re
+import sys
+import types
+from collections.abc import Collection
+from itertools import islice
+from typing import Any
+
+from spawnkit.hooks._propagate import HIDDEN, StaleHolder
+
+__all__ = ["HIDDEN", "hidden_holders"]
+
+_LEVELS = 12  # a FastAPI route: module -> app -> router -> routes -> route -> endpoint, each
+#               object with its __dict__ one level more
+_WIDTH = 512  # objects climbed from at once: a bound on one level's work
+_PER_TARGET = 3  # paths named per target (the shortest: found first)
+
+#: Objects whose attributes are not "an object's": they are what the sweep reads itself
+#: (a class, a module), or wrappers the path passes through on its way to their holder.
+_HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # spawnkit/
+_LRU = type(functools.lru_cache(None)(len))
+_NOT_OBJECTS = (
+    type, types.ModuleType, types.FunctionType, types.CellType, types.MethodType,
+    functools.partial, _LRU, staticmethod, classmethod, property,
+)  # fmt: skip
+
+# Per object on a path: original's id -> (steps below it down to the original, whether one
+# of them is an attribute of an object).
+_Trail = dict[int, tuple[tuple[str, ...], bool]]
+
+
+def hidden_holders(
+    wanted: dict[int, tuple[Any, str]], ignored: Collection[str], known: Collection[StaleHolder]
+) -> list[StaleHolder]:
+    """Holders of ``wanted`` (``id(original) -> (original, target key)``) that are an
+    object's attribute, as a path from their module; none from a module in ``ignored`` (the
+    hook modules) or spawnkit's, none where ``known`` already names that module's global."""
+    roots: dict[int, str] = {}
+    skip: set[int] = set()
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is dict:
+            if name.partition(".")[0] == "spawnkit" or name in ignored:
+                skip.add(id(namespace))
+            else:
+                roots[id(namespace)] = name
+    frontier: dict[int, Any] = {i: original for i, (original, _) in wanted.items()}
+    trails: dict[int, _Trail] = {i: {i: ((), False)} for i in frontier}
+    found: dict[int, list[tuple[str, str]]] = {}
+    for _ in range(_LEVELS):
+        if not frontier:
+            break
+        frontier = _climb(frontier, trails, roots, skip, found)
+    named = {(h.module, _first_name(h.label)) for h in known}
+    out = []
+    for origin, paths in found.items():
+        fresh = [(m, label) for m, label in paths if (m, _first_name(label)) not in named]
+        out += [
+            StaleHolder(m, label, HIDDEN, wanted[origin][1]) for m, label in fresh[:_PER_TARGET]
+        ]
+    return out
+
+
+def _first_name(label: str) -> str:
+    """The module global a label starts from: ``app`` of ``app.router.routes[4].endpoint``."""
+    return re.split(r"[.\[( ]", label, maxsplit=1)[0]
+
+
+def _climb(
+    frontier: dict[int, Any],
+    trails: dict[int, _Trail],
+    roots: dict[int, str],
+    skip: set[int],
+    found: dict[int, list[tuple[str, str]]],
+) -> dict[int, Any]:
+    """One level up from ``frontier``: the objects that refer to it, with their trails; a
+    module's globals end a path, kept in ``found`` when it passed through an object."""
+    above: dict[int, Any] = {}
+    objs = tuple(frontier.values())
+    referrers = gc.get_referrers(*objs)
+    own = {id(objs), id(referrers), id(frontier), id(above), id(trails), id(roots), id(found)}
+    for ref in referrers:
+        rid = id(ref)
+        if rid in own or rid in skip or type(ref) is types.FrameType:
+            continue
+        if rid in trails:  # met before: only one met on this level learns more originals
+            if rid in above:
+                for origin, step in _trail(ref, frontier, trails).items():
+                    trails[rid].setdefault(origin, step)
+            continue
+        module = roots.get(rid)
+        if module is not None:
+            for key, value in list(ref.items()):
+                if id(value) not in frontier:
+                    continue
+                for origin, (steps, through) in trails[id(value)].items():
+                    if through:
+                        found.setdefault(origin, []).append((module, f"{key}{''.join(steps)}"))
+        elif not _ours(ref):
+            mine = _trail(ref, frontier, trails)
+            if mine:
+                trails[rid] = mine
+                above[rid] = ref
+    return dict(islice(above.items(), _WIDTH))
+
+
+def _ours(ref: Any) -> bool:
+    """spawnkit's own objects: its records and journal, and the chains it installed (whose
+    ``__wrapped__`` and closures hold the original by design)."""
+    if type(ref) is types.FunctionType:
+        return ref.__code__.co_filename.startswith(_HOME)
+    return str(getattr(type(ref), "__module__", "")).partition(".")[0] == "spawnkit"
+
+
+def _trail(ref: Any, frontier: dict[int, Any], trails: dict[int, _Trail]) -> _Trail:
+    """``ref``'s trail: its links to the objects of ``frontier``, each trail extended."""
+    out: _Trail = {}
+    for child, step, attribute in _links(ref, frontier):
+        for origin, (steps, through) in trails[child].items():
+            if step is None:  # ref's own __dict__: the dict's key is ref's attribute
+                first = steps[0] if steps else ""
+                if not (first.startswith("['") and first.endswith("']")):
+                    continue
+                steps = ("." + first[2:-2], *steps[1:])
+            else:
+                steps = (step, *steps)
+            out.setdefault(origin, (steps, through or attribute))
+    return out
+
+
+def _links(ref: Any, frontier: dict[int, Any]) -> list[tuple[int, str | None, bool]]:
+    """``(child id, step, an object's attribute)`` for each object of ``frontier`` that
+    ``ref`` holds; step None: the child is ``ref``'s own ``__dict__``."""
+    if isinstance(ref, dict):  # values only: a key is looked up, not called
+        return [(id(v), f"[{k!r}]", False) for k, v in list(ref.items()) if id(v) in frontier]
+    if isinstance(ref, (list, tuple)):
+        return [(id(v), f"[{i}]", False) for i, v in enumerate(ref) if id(v) in frontier]
+    if isinstance(ref, (set, frozenset)):
+        return []  # a membership table
+    held = [c for c in gc.get_referents(ref) if id(c) in frontier]
+    if type(ref) is _LRU:  # its cache's keys are arguments it was called with, not callers
+        keys = {id(k) for c in gc.get_referents(ref) if type(c) is dict for k in c}
+        held = [c for c in held if id(c) not in keys]
+    if isinstance(ref, type):  # its attributes' dict (a class's __dict__ is a proxy of it)
+        return [(id(c), None, False) for c in held if type(c) is dict]
+    if type(ref) is types.CellType:
+        return [(id(c), ".cell_contents", False) for c in held]
+    attribute = not isinstance(ref, _NOT_OBJECTS)
+    try:  # never __getattr__: a lazy proxy would import, a remote object would call out
+        namespace = object.__getattribute__(ref, "__dict__")
+    except Exception:
+        namespace = None
+    if type(namespace) is dict and id(namespace) in frontier:
+        return [(id(namespace), None, attribute)]
+    links: list[tuple[int, str | None, bool]] = []
+    if type(namespace) is dict:  # values kept in the object itself (3.11+) until it is read
+        links = [
+            (id(v), f".{k}", attribute) for k, v in list(namespace.items()) if id(v) in frontier
+        ]
+    links += [(id(v), f".{name}", attribute) for name, v in _slots(ref) if id(v) in frontier]
+    if not links:  # C-level fields: a partial's func, a bound method's __func__
+        links = [(id(c), f"<{type(ref).__name__}>", False) for c in held]
+    return links
+
+
+def _slots(ref: Any) -> list[tuple[str, Any]]:
+    out = []
+    for cls in type(ref).__mro__:
+        for name, desc in list(vars(cls).items()):
+            if type(desc) is types.MemberDescriptorType:
+                try:
+                    out.append((name, desc.__get__(ref, type(ref))))
+                except AttributeError:
+                    pass
+    return out

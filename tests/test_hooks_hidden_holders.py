@@ -1,0 +1,329 @@
+"""An object that keeps a hooked original deeper than any sweep reads: named, never silent.
+
+A web framework's route (``@app.get("/health")`` keeps the endpoint in a route object in
+a list in a router in the app), a thread's target, a slotted registry entry: each keeps the
+function it was handed as the target's module ran.  The sweep reads module globals, their
+containers, classes and the module-level objects of the targets' own package, one level
+down; every call through such an object ran the original while ``status()`` said applied.
+Now a reference count the sweep's finds do not explain starts a search by reference
+(``hooks/_hidden.py``): each path through an object's attribute is a stale holder, so
+``status()`` says partial, a worker stops with ``ImportGuardError`` (a warning under
+``<PREFIX>_IMPORT_GUARD=warn``).  Lookups (set members, dict and ``lru_cache`` keys), the
+hook modules' own copies, a running frame's locals and what the sweep named are not.
+The registry here; spawned and warm workers at the end; a real FastAPI app in the slow test.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from _hooks_support import Modules
+from _plugin_app import LAUNCH, run_script, warned, write_app
+from spawnkit.hooks import HookRegistry, HookType
+from spawnkit.hooks._propagate import HIDDEN
+
+# A web framework of its own top-level package (so no sweep reads its objects' attributes).
+_WEB = """
+import functools
+import threading
+
+WORKERS = []
+
+def background(fn):
+    WORKERS.append(threading.Thread(target=fn, daemon=True))  # made, never started
+    return fn
+
+class Route:
+    def __init__(self, path, endpoint):
+        self.path, self.endpoint = path, endpoint
+
+class Router:
+    def __init__(self):
+        self.routes = []
+
+class App:
+    def __init__(self):
+        self.router = Router()
+
+    def get(self, path):
+        def add(fn):
+            self.router.routes.append(Route(path, fn))
+            return fn
+        return add
+
+    def call(self, path):
+        return next(r.endpoint() for r in self.router.routes if r.path == path)
+
+class Slot:
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+@functools.lru_cache(None)
+def is_plain(fn):
+    return True
+"""
+
+_HTTP = """
+from WEB import App, Slot, background, is_plain
+
+app = App()
+
+@app.get("/health")
+def health():
+    return "orig"
+
+@background
+def loop():
+    return "orig"
+
+SLOT = Slot(loop)
+"""
+
+
+@pytest.fixture
+def web(tmp_path: Path, mods: Modules) -> Iterator[Modules]:
+    """A second unique top-level package beside ``mods``, for the framework."""
+    other = Modules(tmp_path)
+    try:
+        yield other
+    finally:
+        other.cleanup()
+
+
+def _http(mods: Modules, web: Modules, extra: str = "") -> str:
+    web.write("fw", _WEB)
+    return mods.write("http", _HTTP.replace("WEB", web.name("fw")) + extra)
+
+
+def _hooked() -> str:
+    return "hooked"
+
+
+def _hidden(registry: type[HookRegistry]) -> dict[str, str]:
+    return {
+        f"{h['module']}.{h['name']}": h["target"]
+        for h in registry.stale_holders()
+        if h["kind"] == HIDDEN
+    }
+
+
+def test_a_route_thread_and_slot_keeping_the_original_are_named(
+    mods: Modules, web: Modules, registry: type[HookRegistry]
+) -> None:
+    http = _http(mods, web)
+    registry.register(f"{http}.health", _hooked, HookType.REPLACE)
+    registry.register(f"{http}.loop", _hooked, HookType.REPLACE)
+    registry.apply_hooks()  # imports the module: the route is made before the hook exists
+    module = sys.modules[http]
+    assert module.health() == "hooked"
+    assert module.app.call("/health") == "orig"  # what is named: the route runs the original
+    assert _hidden(registry) == {
+        f"{http}.app.router.routes[0].endpoint": f"{http}.health",
+        f"{web.name('fw')}.WORKERS[0]._target": f"{http}.loop",
+        f"{http}.SLOT.fn": f"{http}.loop",
+    }
+    assert {row.target: row.state for row in registry.status()} == {
+        f"{http}.health": "partial",
+        f"{http}.loop": "partial",
+    }
+
+
+def test_lookups_copies_and_what_the_sweep_names_are_not(
+    mods: Modules, web: Modules, registry: type[HookRegistry]
+) -> None:
+    extra = textwrap.dedent("""
+        import functools
+        KNOWN = {health}  # a membership table
+        NAMES = {health: "health"}  # a dict key: looked up, never called
+        is_plain(health)  # an lru_cache key
+        def trace(fn):
+            @functools.wraps(fn)  # closure and __wrapped__: the sweep names the wrapper
+            def wrapper(*a):
+                return fn(*a)
+            return wrapper
+        TRACED = trace(health)
+    """)
+    http = _http(mods, web, extra)
+    module = mods.load("http")
+    mods.write("plug", f"from {http} import health as _orig\ndef hook():\n    return 'hooked'\n")
+    original = module.health  # a local of running code: it ends
+    registry.register(f"{http}.health", f"{mods.name('plug')}:hook", HookType.REPLACE)
+    registry.apply_hooks()
+    found = {h["name"]: h["kind"] for h in registry.stale_holders()}
+    assert found == {
+        "app.router.routes[0].endpoint": HIDDEN,
+        "TRACED() closure": "closure variable",
+    }
+    assert original() == "orig"
+
+
+def test_counts_that_explain_every_reference_search_nothing(tmp_path: Path) -> None:
+    """The search is paid for only where a count is left over: not for copies the sweep
+    rebinds, in a process of its own so that no other test imported the module before."""
+    (tmp_path / "eng_counts").mkdir()
+    (tmp_path / "eng_counts" / "__init__.py").write_text("")
+    (tmp_path / "eng_counts" / "ops.py").write_text("def tok():\n    return 1\n")
+    (tmp_path / "eng_counts" / "user.py").write_text(
+        "from eng_counts.ops import tok\nTABLE = {'t': tok}\nLIST = [tok]\n"
+    )
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        import eng_counts.user
+        from spawnkit.hooks import HookRegistry, HookType
+        HookRegistry.register("eng_counts.ops.tok", lambda: 2, HookType.REPLACE)
+        HookRegistry.apply_hooks()
+        u = eng_counts.user
+        print([u.tok(), u.TABLE["t"](), u.LIST[0](), "spawnkit.hooks._hidden" in sys.modules])
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert ast.literal_eval(out.stdout.strip()) == [2, 2, 2, False]
+
+
+_ROUTES = """
+from {pkg}.fw import App
+
+app = App()
+
+@app.get("/health")
+def health():
+    return "orig"
+"""
+
+_PLUGIN = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+
+def register():
+    get_namespace({tag!r}).hooks.register(
+        "{pkg}.routes.health", lambda: "hooked", HookType.REPLACE
+    )
+"""
+
+_ENTRY = """
+from {pkg} import routes
+
+
+def main():
+    return routes.health(), routes.app.call("/health")
+"""
+
+_MAIN = """
+import sys
+
+if __name__ == "__main__":
+    print(launch("entry:main", sys.argv[1], nprocs=1))
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_worker_stops_naming_the_route_or_warns(tmp_path: Path, method: str) -> None:
+    modules = {
+        "fw": _WEB,
+        "routes": _ROUTES,
+        "entry": _ENTRY,
+        "plugin": _PLUGIN,
+    }
+    app = write_app(tmp_path, "hidden", LAUNCH + _MAIN, {"p": "plugin:register"}, modules)
+    proc = run_script(app.script, method)
+    assert proc.returncode != 0
+    assert "ImportGuardError" in proc.stderr, proc.stderr
+    assert (
+        f"{app.pkg}.routes.app.router.routes[0].endpoint ({HIDDEN}) holds '{app.pkg}.routes.health'"
+    ) in proc.stderr
+    assert "hook a function or method it calls at each use instead" in proc.stderr
+    lenient = run_script(app.script, method, env={f"{app.tag.upper()}_IMPORT_GUARD": "warn"})
+    assert lenient.returncode == 0, lenient.stderr
+    assert ast.literal_eval(lenient.stdout.strip().splitlines()[-1]) == [("hooked", "orig")]
+    assert warned(lenient, "ImportGuardWarning: import guard")
+
+
+_FASTAPI = """
+from fastapi import FastAPI
+
+app = FastAPI()
+
+
+@app.get("/health")
+async def health():
+    return {{"ok": "orig"}}
+"""
+
+_FASTAPI_PLUGIN = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+
+async def health():
+    return {{"ok": "hooked"}}
+
+
+def register():
+    get_namespace({tag!r}).hooks.register("{pkg}.http.health", health, HookType.REPLACE)
+"""
+
+_FASTAPI_ENTRY = """
+import asyncio
+from {pkg} import http
+
+
+def main():
+    (route,) = [r for r in http.app.router.routes if getattr(r, "path", "") == "/health"]
+    direct = asyncio.run(http.health())["ok"]
+    return direct, asyncio.run(route.endpoint())["ok"], asyncio.run(route.dependant.call())["ok"]
+"""
+
+
+@pytest.mark.slow
+def test_a_real_fastapi_route_is_named(tmp_path: Path) -> None:
+    """FastAPI, downloaded now: the endpoint a plugin hooked is named in the worker's error;
+    allowed to run, the route's own handler (``dependant.call``) runs the original."""
+    from spawnkit.testing import make_venv, pip_install
+
+    wheels = tmp_path / "wheels"
+    got = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "-d", str(wheels), "fastapi==0.165.0"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if got.returncode != 0:
+        pytest.skip(f"fastapi==0.165.0 is not downloadable here: {got.stderr[-500:]}")
+    python = make_venv(tmp_path / "venv")
+    pip_install(python, "fastapi==0.165.0", args=("--find-links", str(wheels)))
+    modules = {
+        "http": _FASTAPI,
+        "entry": _FASTAPI_ENTRY,
+        "plugin": _FASTAPI_PLUGIN,
+    }
+    app = write_app(tmp_path, "fastapi", LAUNCH + _MAIN, {"p": "plugin:register"}, modules)
+
+    def run(**env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(python), str(app.script), "spawn"], capture_output=True, text=True,
+            timeout=300, cwd=tmp_path, env={**os.environ, **env},
+        )  # fmt: skip
+
+    proc = run()
+    assert proc.returncode != 0
+    assert "ImportGuardError" in proc.stderr, proc.stderr
+    assert re.search(
+        rf"{app.pkg}\.http\.app\.router\.routes\[\d+\]\.endpoint \({re.escape(HIDDEN)}\) "
+        rf"holds '{app.pkg}\.http\.health'",
+        proc.stderr,
+    ), proc.stderr
+    lenient = run(**{f"{app.tag.upper()}_IMPORT_GUARD": "warn"})
+    assert lenient.returncode == 0, lenient.stderr
+    assert ast.literal_eval(lenient.stdout.strip().splitlines()[-1]) == [("hooked", "orig", "orig")]
