@@ -139,6 +139,77 @@ def test_a_route_thread_and_slot_keeping_the_original_are_named(
     }
 
 
+_METHODS = """
+from WEB import Slot
+
+class Engine:
+    @staticmethod
+    def pick():
+        return "orig"
+
+    @classmethod
+    def build(cls):
+        return "orig"
+
+    @classmethod
+    def alone(cls):
+        return "orig"
+
+    again = alone  # a copy in its class: the sweep rebinds it
+
+PICKERS = Slot(Engine.pick)  # the function itself
+BUILDERS = Slot(Engine.build)  # a bound method of the class: it calls the function
+"""
+
+
+def test_a_static_or_class_method_kept_by_an_object_is_named(
+    mods: Modules, web: Modules, registry: type[HookRegistry]
+) -> None:
+    web.write("fw", _WEB)
+    eng = mods.write("eng", _METHODS.replace("WEB", web.name("fw")))
+    registry.register(f"{eng}.Engine.pick", _hooked, HookType.REPLACE)
+    for name in ("build", "alone"):
+        registry.register(f"{eng}.Engine.{name}", lambda cls: "hooked", HookType.REPLACE)
+    registry.apply_hooks()
+    module = sys.modules[eng]
+    assert (module.Engine.pick(), module.PICKERS.fn()) == ("hooked", "orig")
+    assert (module.Engine.build(), module.BUILDERS.fn()) == ("hooked", "orig")
+    assert module.Engine.again() == "hooked"
+    assert _hidden(registry) == {
+        f"{eng}.PICKERS.fn": f"{eng}.Engine.pick",
+        f"{eng}.BUILDERS.fn.__func__": f"{eng}.Engine.build",
+    }
+    states = {row.target.rpartition(".")[2]: row.state for row in registry.status()}
+    assert states == {"pick": "partial", "build": "partial", "alone": "applied"}
+
+
+def test_a_pydantic_validator_is_named(mods: Modules, registry: type[HookRegistry]) -> None:
+    """pydantic compiles a validator into its model's schema as the class is made."""
+    pytest.importorskip("pydantic")
+    config = mods.write(
+        "config",
+        """
+        from pydantic import BaseModel, field_validator
+
+        class ServerArgs(BaseModel):
+            port: int = 30000
+
+            @field_validator("port")
+            @classmethod
+            def check_port(cls, v):
+                if v < 1024:
+                    raise ValueError("the original refuses it")
+                return v
+        """,
+    )
+    registry.register(f"{config}.ServerArgs.check_port", lambda cls, v: v, HookType.REPLACE)
+    registry.apply_hooks()
+    with pytest.raises(ValueError, match="the original refuses it"):
+        sys.modules[config].ServerArgs(port=80)  # what is named: validation runs the original
+    path = "ServerArgs.__pydantic_decorators__.field_validators['check_port'].func.__func__"
+    assert _hidden(registry) == {f"{config}.{path}": f"{config}.ServerArgs.check_port"}
+
+
 def test_lookups_copies_and_what_the_sweep_names_are_not(
     mods: Modules, web: Modules, registry: type[HookRegistry]
 ) -> None:

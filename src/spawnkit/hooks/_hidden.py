@@ -114,10 +114,12 @@ def _climb(
         rid = id(ref)
         if rid in own or rid in skip or type(ref) is types.FrameType:
             continue
-        if rid in trails:  # met before: only one met on this level learns more originals
-            if rid in above:
-                for origin, step in _trail(ref, frontier, trails).items():
-                    trails[rid].setdefault(origin, step)
+        if rid in trails:  # met before (a class, from its own attribute): climb again only
+            known = trails[rid]  # for what it learns, a path through an object
+            for origin, step in _trail(ref, frontier, trails).items():
+                if origin not in known or (step[1] and not known[origin][1]):
+                    known[origin] = step
+                    above[rid] = ref
             continue
         module = roots.get(rid)
         if module is not None:

@@ -47,6 +47,7 @@ keep the original.
 from __future__ import annotations
 
 import functools
+import gc
 import sys
 import types
 from collections import OrderedDict, defaultdict
@@ -256,20 +257,56 @@ def _reading_adds() -> int | None:
 _READING_ADDS = _reading_adds()
 
 
+def _read_inner(raw: Any) -> int:
+    """The reference count of the function a ``staticmethod``/``classmethod`` ``raw`` wraps."""
+    return sys.getrefcount(raw.__func__)
+
+
+def _inside(raw: Any) -> int:
+    """How many references ``raw`` (a ``staticmethod``/``classmethod``) itself holds to the
+    function it wraps (its callable, and any copy in its own ``__dict__``)."""
+    func = raw.__func__
+    own = getattr(raw, "__dict__", None)
+    inside = sum(c is func for c in gc.get_referents(raw))
+    return inside + (sum(v is func for v in own.values()) if type(own) is dict else 0)
+
+
+def _inner_adds() -> int | None:
+    """:func:`_reading_adds` for :func:`_read_inner`."""
+    if _READING_ADDS is None:
+        return None
+    probe = staticmethod(lambda: None)
+    adds = _read_inner(probe) - _inside(probe)
+    extra = [probe.__func__]  # noqa: F841
+    return adds if _read_inner(probe) - _inside(probe) - adds == 1 else None
+
+
+_INNER_ADDS = _inner_adds()
+
+
 def other_references(res: Any) -> int | None:
-    """How many references the plain function ``res.raw`` has besides its home attribute and
-    ``res``: 0 means no module, container, class, closure or wrapper holds it, and the sweep
-    has nothing to find for it (most hooked methods and functions have no copy anywhere).
-    None where counts cannot vouch (see :func:`_reading_adds`), or for anything but a
-    function its owner holds itself.
+    """How many references the plain function ``res.raw`` (or the one a ``staticmethod`` or
+    ``classmethod`` ``res.raw`` wraps) has besides its home attribute and ``res``: 0 means
+    no module, container, class, closure or wrapper holds it, and the sweep has nothing to
+    find for it (most hooked methods and functions have no copy anywhere).  None where
+    counts cannot vouch (see :func:`_reading_adds`), or for anything else, or a function
+    its owner does not hold itself.
 
     Call it on a fresh resolution, before anything else takes a reference.  Every holder the
     sweep finds is a strong reference, so a count of zero cannot hide one; what the sweep
     cannot explain afterwards is looked for by ``_hidden``.
     """
-    if _READING_ADDS is None or type(res.raw) is not types.FunctionType or not res.had_own:
+    if _READING_ADDS is None or not res.had_own:
         return None
-    return _read(res) - _READING_ADDS - 2
+    kind = type(res.raw)
+    if kind is types.FunctionType:
+        return _read(res) - _READING_ADDS - 2
+    if kind not in (staticmethod, classmethod) or type(res.raw.__func__) is not types.FunctionType:
+        return None
+    if _INNER_ADDS is None:
+        return None
+    copies = _read(res) - _READING_ADDS - 2  # of the wrapper itself: `go = build` in its class
+    return copies + _read_inner(res.raw) - _INNER_ADDS - _inside(res.raw)
 
 
 def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
