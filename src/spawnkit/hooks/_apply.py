@@ -16,7 +16,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from operator import itemgetter
+from itertools import repeat
+from operator import is_, itemgetter
 from types import FrameType, ModuleType
 from typing import Any
 
@@ -454,7 +455,7 @@ def _hidden_holders(call: ApplyCall) -> None:
     found: dict[str, int] = {}
     for holder in call.stale:
         found[holder.target] = found.get(holder.target, 0) + 1
-    wanted: dict[int, tuple[Any, str]] = {}
+    wanted: list[tuple[Any, str, Any]] = []
     ignored: set[str] = set()
     for key in call.patched_keys:
         rec = call.st.applied.get(key)
@@ -463,9 +464,9 @@ def _hidden_holders(call: ApplyCall) -> None:
         seen, held = len(rec.bindings) + found.get(key, 0), rec.held
         if rec.others > seen:
             for name in rec.hook_modules:  # a plugin's `from eng.ops import tok as _orig`
-                seen += sum(v is held for v in list(vars(sys.modules.get(name, sys)).values()))
+                seen += sum(map(is_, list(vars(sys.modules.get(name, sys)).values()), repeat(held)))
         if rec.others > seen:
-            wanted[id(held)] = (held, key)
+            wanted.append((held, key, rec.installed_raw))
             ignored |= rec.hook_modules
     if wanted:
         from spawnkit.hooks._hidden import hidden_holders

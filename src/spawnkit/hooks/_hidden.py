@@ -10,9 +10,9 @@ registry object.  Every call through it runs the original while ``status()`` say
 Looked for only where counting says so.  As a target is resolved,
 ``_propagate.other_references`` counts the references to its original besides its home;
 the holders the sweep found (rebound or reported) and the hook modules' own copies explain
-some (``_apply._unexplained``).  Only originals with references left over are looked for:
+some (``_apply._hidden_holders``).  Only originals with references left over are looked for:
 ``gc.get_referrers`` climbs from them towards a module's globals, one pass over the heap
-per level for all of them together (~8 ms a level with torch loaded; a FastAPI route is
+per level for all of them together (10-12 ms a level with torch loaded; a FastAPI route is
 eight levels below its module).  A worker whose originals are all explained never imports
 this module.
 
@@ -44,7 +44,7 @@ __all__ = ["HIDDEN", "hidden_holders"]
 _LEVELS = 12  # a FastAPI route: module -> app -> router -> routes -> route -> endpoint, each
 #               object with its __dict__ one level more
 _WIDTH = 512  # objects climbed from at once: a bound on one level's work
-_PER_TARGET = 3  # paths named per target (the shortest: found first)
+_SHOWN = 3  # paths named per target (the shortest: found first)
 
 #: Objects whose attributes are not "an object's": they are what the sweep reads itself
 #: (a class, a module), or wrappers the path passes through on its way to their holder.
@@ -61,13 +61,14 @@ _Trail = dict[int, tuple[tuple[str, ...], bool]]
 
 
 def hidden_holders(
-    wanted: dict[int, tuple[Any, str]], ignored: Collection[str], known: Collection[StaleHolder]
+    originals: list[tuple[Any, str, Any]], ignored: Collection[str], known: Collection[StaleHolder]
 ) -> list[StaleHolder]:
-    """Holders of ``wanted`` (``id(original) -> (original, target key)``) that are an
-    object's attribute, as a path from their module; none from a module in ``ignored`` (the
-    hook modules) or spawnkit's, none where ``known`` already names that module's global."""
+    """Holders of ``originals`` (``(original, target key, what was installed)``) that are
+    an object's attribute, as a path from their module; none from a module in ``ignored``
+    (the hook modules) or spawnkit's, none where ``known`` already names that module's
+    global."""
     roots: dict[int, str] = {}
-    skip: set[int] = set()
+    skip = _chain_parts([installed for _, _, installed in originals])
     for name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
         if type(namespace) is dict:
@@ -75,7 +76,10 @@ def hidden_holders(
                 skip.add(id(namespace))
             else:
                 roots[id(namespace)] = name
-    frontier: dict[int, Any] = {i: original for i, (original, _) in wanted.items()}
+    keys = {id(original): key for original, key, _ in originals}
+    frontier: dict[int, Any] = {id(original): original for original, _, _ in originals}
+    skip.add(id(originals))
+    skip.update(map(id, originals))
     trails: dict[int, _Trail] = {i: {i: ((), False)} for i in frontier}
     found: dict[int, list[tuple[str, str]]] = {}
     for _ in range(_LEVELS):
@@ -85,11 +89,35 @@ def hidden_holders(
     named = {(h.module, _first_name(h.label)) for h in known}
     out = []
     for origin, paths in found.items():
-        fresh = [(m, label) for m, label in paths if (m, _first_name(label)) not in named]
-        out += [
-            StaleHolder(m, label, HIDDEN, wanted[origin][1]) for m, label in fresh[:_PER_TARGET]
+        fresh = [
+            (where, label) for where, label in paths if (where, _first_name(label)) not in named
         ]
+        out += [StaleHolder(where, label, HIDDEN, keys[origin]) for where, label in fresh[:_SHOWN]]
     return out
+
+
+def _chain_parts(installed: list[Any]) -> set[int]:
+    """The ids of what the installed chains are made of (their layers' closures, cells,
+    ``__dict__`` with ``__wrapped__``, an AROUND hook's ``partial`` and its arguments): they
+    hold the originals by design, and climbing through them would cost a heap pass a level."""
+    parts: set[int] = set()
+    todo = list(installed)
+    while todo:
+        obj = todo.pop()
+        if id(obj) in parts:
+            continue
+        if type(obj) is types.FunctionType and _ours(obj):
+            parts.update((id(obj), id(obj.__dict__), id(obj.__closure__)))
+            for cell in obj.__closure__ or ():
+                parts.add(id(cell))
+                todo += gc.get_referents(cell)
+        elif type(obj) is functools.partial:
+            parts.update((id(obj), id(obj.args)))
+            todo += [obj.func, *obj.args]
+        elif type(obj) in (staticmethod, classmethod):
+            parts.add(id(obj))
+            todo.append(obj.__func__)
+    return parts
 
 
 def _first_name(label: str) -> str:

@@ -38,6 +38,7 @@ class AttrChange(Plain):
     """``owner.attr`` went from ``before`` (``ABSENT``: not in its ``__dict__``) to ``after``."""
 
     _fields = ("owner", "attr", "before", "after")
+    __slots__ = _fields  # a holder of originals the reference search stops at (hooks/_hidden)
 
     def __init__(self, owner: Any, attr: str, before: Any, after: Any) -> None:
         self.owner, self.attr, self.before, self.after = owner, attr, before, after
@@ -57,6 +58,7 @@ class BindingChange(Plain):
     """
 
     _fields = ("module", "namespace", "name", "before", "after")
+    __slots__ = _fields
     # a dict, a list, or a ClassAttrs; kept out of the repr a failed undo is reported with: a
     # module's globals would print every one of its names
     _hidden = frozenset({"namespace"})
@@ -81,6 +83,7 @@ class ModuleChange(Plain):
     """``sys.modules[name]`` set by ``provide_module``; undo as :class:`BindingChange`'s."""
 
     _fields = ("name", "before", "after")
+    __slots__ = _fields
 
     def __init__(self, name: str, before: Any, after: Any) -> None:
         self.name, self.before, self.after = name, before, after

@@ -31,6 +31,7 @@ class Record(Plain):
         "key", "display", "res", "kind", "before", "original", "installed_raw", "installed",
         "regs", "hooks", "hook_modules", "bindings", "others",
     )  # fmt: skip
+    __slots__ = _fields  # a holder of originals the reference search stops at (hooks/_hidden)
 
     def __init__(
         self,
