@@ -86,13 +86,12 @@ def hidden_holders(
         if not frontier:
             break
         frontier = _climb(frontier, trails, roots, skip, found)
-    named = {(h.module, _first_name(h.label)) for h in known}
+    named = {(h.target, h.module, _first_name(h.label)) for h in known}
     out = []
     for origin, paths in found.items():
-        fresh = [
-            (where, label) for where, label in paths if (where, _first_name(label)) not in named
-        ]
-        out += [StaleHolder(where, label, HIDDEN, keys[origin]) for where, label in fresh[:_SHOWN]]
+        key = keys[origin]
+        fresh = [(m, label) for m, label in paths if (key, m, _first_name(label)) not in named]
+        out += [StaleHolder(m, label, HIDDEN, key) for m, label in fresh[:_SHOWN]]
     return out
 
 
@@ -151,7 +150,7 @@ def _climb(
             continue
         module = roots.get(rid)
         if module is not None:
-            for key, value in list(ref.items()):
+            for key, value in list(dict.items(ref)):
                 if id(value) not in frontier:
                     continue
                 for origin, (steps, through) in trails[id(value)].items():
@@ -192,15 +191,18 @@ def _trail(ref: Any, frontier: dict[int, Any], trails: dict[int, _Trail]) -> _Tr
 def _links(ref: Any, frontier: dict[int, Any]) -> list[tuple[int, str | None, bool]]:
     """``(child id, step, an object's attribute)`` for each object of ``frontier`` that
     ``ref`` holds; step None: the child is ``ref``'s own ``__dict__``."""
+    # (the built-in types' own iteration: a subclass's override may import or call out)
     if isinstance(ref, dict):  # values only: a key is looked up, not called
-        return [(id(v), f"[{k!r}]", False) for k, v in list(ref.items()) if id(v) in frontier]
+        pairs = list(dict.items(ref))
+        return [(id(v), f"[{k!r}]", False) for k, v in pairs if id(v) in frontier]
     if isinstance(ref, (list, tuple)):
-        return [(id(v), f"[{i}]", False) for i, v in enumerate(ref) if id(v) in frontier]
+        items = list(list.__iter__(ref) if isinstance(ref, list) else tuple.__iter__(ref))
+        return [(id(v), f"[{i}]", False) for i, v in enumerate(items) if id(v) in frontier]
     if isinstance(ref, (set, frozenset)):
         return []  # a membership table
     held = [c for c in gc.get_referents(ref) if id(c) in frontier]
     if type(ref) is _LRU:  # its cache's keys are arguments it was called with, not callers
-        keys = {id(k) for c in gc.get_referents(ref) if type(c) is dict for k in c}
+        keys = {id(k) for c in gc.get_referents(ref) if type(c) is dict for k in dict.keys(c)}
         held = [c for c in held if id(c) not in keys]
     if isinstance(ref, type):  # its attributes' dict (a class's __dict__ is a proxy of it)
         return [(id(c), None, False) for c in held if type(c) is dict]
