@@ -118,14 +118,15 @@ def _hidden(registry: type[HookRegistry]) -> dict[str, str]:
     }
 
 
+@pytest.mark.parametrize("on_import", [False, True])
 def test_a_route_thread_and_slot_keeping_the_original_are_named(
-    mods: Modules, web: Modules, registry: type[HookRegistry]
+    mods: Modules, web: Modules, registry: type[HookRegistry], on_import: bool
 ) -> None:
     http = _http(mods, web)
-    registry.register(f"{http}.health", _hooked, HookType.REPLACE)
-    registry.register(f"{http}.loop", _hooked, HookType.REPLACE)
+    registry.register(f"{http}.health", _hooked, HookType.REPLACE, on_import=on_import)
+    registry.register(f"{http}.loop", _hooked, HookType.REPLACE, on_import=on_import)
     registry.apply_hooks()  # imports the module: the route is made before the hook exists
-    module = sys.modules[http]
+    module = mods.load("http")  # (or its first import applies them, once it has run)
     assert module.health() == "hooked"
     assert module.app.call("/health") == "orig"  # what is named: the route runs the original
     assert _hidden(registry) == {
