@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 from spawnkit.testing import write_distribution
 
-__all__ = ["LAUNCH", "App", "louder_plugin", "printed", "run_script", "warned", "write_app"]
+__all__ = ["LAUNCH", "MAIN", "App", "louder_plugin", "printed", "run_script", "warned", "write_app"]
 
 #: The head of a launcher script comparing spawned and warm workers: ``launch(entry, method,
 #: **options)`` runs ``{pkg}.<entry>`` on the namespace and returns the ranks' results; a
@@ -38,6 +38,16 @@ def launch(entry, method, **options):
         ready_timeout=120, join_timeout=120, **options,
     ) as group:
         return group.results(timeout=120)
+"""
+
+
+#: A ``__main__`` part for :data:`LAUNCH`: one rank of ``{pkg}.entry:main`` under the start
+#: method the script's first argument names; prints the results.
+MAIN = """
+import sys
+
+if __name__ == "__main__":
+    print(launch("entry:main", sys.argv[1], nprocs=1))
 """
 
 

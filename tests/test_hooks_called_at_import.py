@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from _plugin_app import LAUNCH, run_script, warned, write_app
+from _plugin_app import LAUNCH, MAIN, run_script, warned, write_app
 from spawnkit.hooks import HookRegistry, HookType
 
 if TYPE_CHECKING:
@@ -66,18 +66,14 @@ def test_import_time_calls_before_the_hooks_are_stale_holders(
     assert layers.is_hip() is True and layers.forward() is True  # rebound: calls run the hook
     assert layers._is_hip is False  # computed before: what is now reported
     found = [h for h in registry.stale_holders() if h["module"] == mods.name("layers")]
-    assert sorted(h["name"] for h in found) == [
-        f"is_hip() at line {n}" for n in (11, 14, 4, 6, 7)
-    ]
+    assert sorted(h["name"] for h in found) == [f"is_hip() at line {n}" for n in (11, 14, 4, 6, 7)]
     assert {h["target"] for h in found} == {target}
     assert all(h["kind"].startswith("called as its module was imported") for h in found)
     (row,) = registry.status()
     assert row.state == "partial"
 
 
-def test_a_call_through_the_module_is_named(
-    mods: Modules, registry: type[HookRegistry]
-) -> None:
+def test_a_call_through_the_module_is_named(mods: Modules, registry: type[HookRegistry]) -> None:
     mods.write("utils", _UTILS)
     early = mods.load("early", "from PKG import utils\n\nFLAG = utils.is_hip()\n")
     registry.register(mods.name("utils.is_hip"), _hip, HookType.REPLACE)
@@ -192,13 +188,6 @@ def main():
     return layers._is_hip, layers.is_hip()
 """
 
-_MAIN = """
-import sys
-
-if __name__ == "__main__":
-    print(launch("entry:main", sys.argv[1], nprocs=1))
-"""
-
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_a_worker_names_the_call_or_says_it_runs_with_it(tmp_path: Path, method: str) -> None:
@@ -208,7 +197,7 @@ def test_a_worker_names_the_call_or_says_it_runs_with_it(tmp_path: Path, method:
         "entry": _ENTRY,
         "plugin": _PLUGIN,
     }
-    app = write_app(tmp_path, "callimp", LAUNCH + _MAIN, {"p": "plugin:register"}, modules)
+    app = write_app(tmp_path, "callimp", LAUNCH + MAIN, {"p": "plugin:register"}, modules)
     proc = run_script(app.script, method)
     assert proc.returncode != 0
     assert "ImportGuardError" in proc.stderr, proc.stderr

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from _hooks_support import Modules
-from _plugin_app import LAUNCH, run_script, warned, write_app
+from _plugin_app import LAUNCH, MAIN, run_script, warned, write_app
 from spawnkit.hooks import HookRegistry, HookType
 from spawnkit.hooks._propagate import HIDDEN
 
@@ -294,13 +294,6 @@ def main():
     return routes.health(), routes.app.call("/health")
 """
 
-_MAIN = """
-import sys
-
-if __name__ == "__main__":
-    print(launch("entry:main", sys.argv[1], nprocs=1))
-"""
-
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_a_worker_stops_naming_the_route_or_warns(tmp_path: Path, method: str) -> None:
@@ -310,7 +303,7 @@ def test_a_worker_stops_naming_the_route_or_warns(tmp_path: Path, method: str) -
         "entry": _ENTRY,
         "plugin": _PLUGIN,
     }
-    app = write_app(tmp_path, "hidden", LAUNCH + _MAIN, {"p": "plugin:register"}, modules)
+    app = write_app(tmp_path, "hidden", LAUNCH + MAIN, {"p": "plugin:register"}, modules)
     proc = run_script(app.script, method)
     assert proc.returncode != 0
     assert "ImportGuardError" in proc.stderr, proc.stderr
@@ -380,7 +373,7 @@ def test_a_real_fastapi_route_is_named(tmp_path: Path) -> None:
         "entry": _FASTAPI_ENTRY,
         "plugin": _FASTAPI_PLUGIN,
     }
-    app = write_app(tmp_path, "fastapi", LAUNCH + _MAIN, {"p": "plugin:register"}, modules)
+    app = write_app(tmp_path, "fastapi", LAUNCH + MAIN, {"p": "plugin:register"}, modules)
 
     def run(**env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
