@@ -72,6 +72,38 @@ class Slot:
 @functools.lru_cache(None)
 def is_plain(fn):
     return True
+
+class Lazy:  # a proxy that loads what it stands for when asked anything, and cannot
+    __slots__ = ("_target",)
+    asked = []
+
+    def __init__(self, target):
+        object.__setattr__(self, "_target", target)
+
+    @property
+    def __class__(self):
+        Lazy.asked.append("__class__")
+        raise ImportError("loading")
+
+    def __getattr__(self, name):
+        Lazy.asked.append(name)
+        raise ImportError("loading")
+
+class BadKey:
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+class Registry:
+    def __init__(self):
+        self.table = {}
+
+REGISTRY = Registry()
+PROXIES = []
+
+def keep(fn):
+    PROXIES.append(Lazy(fn))
+    REGISTRY.table[BadKey()] = fn
+    return fn
 """
 
 _HTTP = """
@@ -211,6 +243,22 @@ def test_a_pydantic_validator_is_named(mods: Modules, registry: type[HookRegistr
     assert _hidden(registry) == {f"{config}.{path}": f"{config}.ServerArgs.check_port"}
 
 
+def test_a_proxy_is_never_asked_and_a_key_without_repr_is_shown_by_type(
+    mods: Modules, web: Modules, registry: type[HookRegistry]
+) -> None:
+    web.write("fw", _WEB)
+    source = f"from {web.name('fw')} import keep\n@keep\ndef fn():\n    return 1\n"
+    kept = mods.write("kept", source)
+    registry.register(f"{kept}.fn", lambda: 2, HookType.REPLACE)
+    registry.apply_hooks()
+    fw = web.name("fw")
+    assert _hidden(registry) == {
+        f"{fw}.PROXIES[0]._target": f"{kept}.fn",
+        f"{fw}.REGISTRY.table[<BadKey key>]": f"{kept}.fn",
+    }
+    assert sys.modules[fw].Lazy.asked == []  # the search read its slot, never asked it
+
+
 def test_lookups_copies_and_what_the_sweep_names_are_not(
     mods: Modules, web: Modules, registry: type[HookRegistry]
 ) -> None:
@@ -298,7 +346,7 @@ def main():
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_a_worker_stops_naming_the_route_or_warns(tmp_path: Path, method: str) -> None:
     modules = {
-        "fw": _WEB,
+        "fw": _WEB.replace("{", "{{").replace("}", "}}"),  # (formatted with pkg and tag)
         "routes": _ROUTES,
         "entry": _ENTRY,
         "plugin": _PLUGIN,

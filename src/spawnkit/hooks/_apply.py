@@ -471,7 +471,16 @@ def _hidden_holders(call: ApplyCall) -> None:
     if wanted:
         from spawnkit.hooks._hidden import hidden_holders
 
-        call.stale += hidden_holders(wanted, ignored, call.stale)
+        try:
+            call.stale += hidden_holders(wanted, ignored, call.stale)
+        except Exception as exc:  # a diagnosis: it must not fail the apply it diagnoses
+            logger.warning(
+                "could not look for what else holds the originals of %s (%s: %s); a holder "
+                "there would run them without the hooks",
+                ", ".join(sorted(call.st.display.get(k, k) for _, k, _ in wanted)),
+                type(exc).__name__,
+                exc,
+            )
 
 
 _CONSTRUCTORS = frozenset({"__init__", "__new__"})  # hooked: a call of the class runs them

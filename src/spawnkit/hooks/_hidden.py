@@ -191,28 +191,28 @@ def _trail(ref: Any, frontier: dict[int, Any], trails: dict[int, _Trail]) -> _Tr
 def _links(ref: Any, frontier: dict[int, Any]) -> list[tuple[int, str | None, bool]]:
     """``(child id, step, an object's attribute)`` for each object of ``frontier`` that
     ``ref`` holds; step None: the child is ``ref``'s own ``__dict__``."""
-    # (the built-in types' own iteration: a subclass's override may import or call out)
-    if isinstance(ref, dict):  # values only: a key is looked up, not called
+    # Only the type is asked, never the object: isinstance() reads a proxy's __class__, which
+    # may load what it stands for; and the built-in types' own iteration, which a subclass
+    # may override to import or call out.
+    kind = type(ref)
+    if issubclass(kind, dict):  # values only: a key is looked up, not called
         pairs = list(dict.items(ref))
-        return [(id(v), f"[{k!r}]", False) for k, v in pairs if id(v) in frontier]
-    if isinstance(ref, (list, tuple)):
-        items = list(list.__iter__(ref) if isinstance(ref, list) else tuple.__iter__(ref))
+        return [(id(v), f"[{_shown(k)}]", False) for k, v in pairs if id(v) in frontier]
+    if issubclass(kind, (list, tuple)):
+        items = list(list.__iter__(ref) if issubclass(kind, list) else tuple.__iter__(ref))
         return [(id(v), f"[{i}]", False) for i, v in enumerate(items) if id(v) in frontier]
-    if isinstance(ref, (set, frozenset)):
+    if issubclass(kind, (set, frozenset)):
         return []  # a membership table
     held = [c for c in gc.get_referents(ref) if id(c) in frontier]
     if type(ref) is _LRU:  # its cache's keys are arguments it was called with, not callers
         keys = {id(k) for c in gc.get_referents(ref) if type(c) is dict for k in dict.keys(c)}
         held = [c for c in held if id(c) not in keys]
-    if isinstance(ref, type):  # its attributes' dict (a class's __dict__ is a proxy of it)
+    if issubclass(kind, type):  # its attributes' dict (a class's __dict__ is a proxy of it)
         return [(id(c), None, False) for c in held if type(c) is dict]
     if type(ref) is types.CellType:
         return [(id(c), ".cell_contents", False) for c in held]
-    attribute = not isinstance(ref, _NOT_OBJECTS)
-    try:  # never __getattr__: a lazy proxy would import, a remote object would call out
-        namespace = object.__getattribute__(ref, "__dict__")
-    except Exception:
-        namespace = None
+    attribute = not issubclass(kind, _NOT_OBJECTS)
+    namespace = _namespace(ref, kind)
     if type(namespace) is dict and id(namespace) in frontier:
         return [(id(namespace), None, attribute)]
     links: list[tuple[int, str | None, bool]] = []
@@ -224,6 +224,31 @@ def _links(ref: Any, frontier: dict[int, Any]) -> list[tuple[int, str | None, bo
     if not links:  # C-level fields: a partial's func, a bound method's __func__
         links = [(id(c), f"<{type(ref).__name__}>", False) for c in held]
     return links
+
+
+def _namespace(ref: Any, kind: type) -> Any:
+    """``ref``'s own ``__dict__``, read only through the interpreter's own descriptor: a
+    proxy's ``__dict__`` property or ``__getattr__`` may load what it stands for."""
+    for klass in kind.__mro__:
+        desc = vars(klass).get("__dict__")
+        if desc is not None:
+            if type(desc) is not types.GetSetDescriptorType:
+                return None
+            try:
+                return desc.__get__(ref, kind)
+            except Exception:
+                return None
+    return None
+
+
+def _shown(key: Any) -> str:
+    """A dict key as a path shows it; a key whose repr fails is shown by its type."""
+    if type(key) in (str, int):
+        return repr(key)
+    try:
+        return repr(key)
+    except Exception:
+        return f"<{type(key).__name__} key>"
 
 
 def _slots(ref: Any) -> list[tuple[str, Any]]:
