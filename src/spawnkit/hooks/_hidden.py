@@ -46,13 +46,18 @@ _LEVELS = 12  # a FastAPI route: module -> app -> router -> routes -> route -> e
 _WIDTH = 512  # objects climbed from at once: a bound on one level's work
 _SHOWN = 3  # paths named per target (the shortest: found first)
 
-#: Objects whose attributes are not "an object's": they are what the sweep reads itself
-#: (a class, a module), or wrappers the path passes through on its way to their holder.
 _HOME = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # spawnkit/
 _LRU = type(functools.lru_cache(None)(len))
+
+#: Objects whose attributes are not "an object's": what the sweep reads itself (a class, a
+#: module, a class's staticmethod or property) and a function's parts, which a path passes
+#: through on its way to whatever holds the function.  A partial, a bound method or an
+#: lru_cache wrapper is an object: one in a dict or list (``ACTS = {"s": partial(scale, 2)}``,
+#: ``HANDLERS = [ENGINE.run]``) calls the original, and the sweep names only one held by a
+#: module's global itself.
 _NOT_OBJECTS = (
-    type, types.ModuleType, types.FunctionType, types.CellType, types.MethodType,
-    functools.partial, _LRU, staticmethod, classmethod, property,
+    type, types.ModuleType, types.FunctionType, types.CellType, staticmethod, classmethod,
+    property,
 )  # fmt: skip
 
 # Per object on a path: original's id -> (steps below it down to the original, whether one
