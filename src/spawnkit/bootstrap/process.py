@@ -37,6 +37,7 @@ from spawnkit.errors import (
     StageError,
     stage_error_type,
 )
+from spawnkit.hooks._slots import atexit_kept
 from spawnkit.spec import _phase
 
 if TYPE_CHECKING:
@@ -316,14 +317,14 @@ class Bootstrapper:
         """Register every selected plugin's hooks, then run the import guard over the targets."""
         manager = self.namespace.plugins
         # True forces lenient; False leaves the namespace's variable and default in charge.
-        # apply_deferred=False: a plugin's own apply_plugin_hooks() call waits for the
-        # apply stage, which runs right after the guard has checked every target.
-        manager.load(
-            names=self.spec.plugins,
-            lenient=True if self.spec.lenient_plugins else None,
-            apply_deferred=False,
-            after_each=getattr(self.listener, "plugin_loaded", None),
-        )
+        # apply_deferred=False: a plugin's own apply_plugin_hooks() waits for the apply stage.
+        with atexit_kept():  # exit callbacks of modules a plugin imports stay rebindable
+            manager.load(
+                names=self.spec.plugins,
+                lenient=True if self.spec.lenient_plugins else None,
+                apply_deferred=False,
+                after_each=getattr(self.listener, "plugin_loaded", None),
+            )
         self.guard_result = guard.check(
             self.namespace,
             self.namespace.hooks,

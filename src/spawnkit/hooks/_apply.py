@@ -726,7 +726,10 @@ def _install_new(call: ApplyCall, keys: list[str]) -> None:
         else:
             todo.setdefault(owner, []).append(key)
     if todo:
-        _import_and_install(call, list(todo.values()), now)
+        from spawnkit.hooks._slots import atexit_kept
+
+        with atexit_kept():  # a target module's `@atexit.register` then stays rebindable
+            _import_and_install(call, list(todo.values()), now)
     call._propagate(rebinds, frozenset(skip))
 
 

@@ -51,7 +51,10 @@ class _Loader:
         module.__loader__ = self._loader
         if spec is not None:
             spec.loader = self._loader
-        self._loader.exec_module(module)
+        from spawnkit.hooks._slots import atexit_kept
+
+        with atexit_kept():  # its `@atexit.register` stays rebindable by the apply that follows
+            self._loader.exec_module(module)
         notify(spec.name if spec is not None else module.__name__)
 
 

@@ -1,19 +1,20 @@
-"""Process-wide slots the interpreter calls a function from: signal handlers and the hooks
-of ``sys`` and ``threading``.
+"""Process-wide slots the interpreter calls a function from: signal handlers, the hooks
+of ``sys`` and ``threading``, and ``atexit`` callbacks.
 
-An engine module that runs ``signal.signal(SIGTERM, shutdown)`` or
-``sys.excepthook = report`` as it is imported (a target module, imported by
-``apply_hooks()`` to be patched) hands the original to the interpreter: a plugin's
-hook on ``shutdown`` is "applied" and never runs when the signal arrives.  These
-slots live outside any module's globals (``sys`` is never swept: it holds
+An engine module that runs ``signal.signal(SIGTERM, shutdown)``,
+``sys.excepthook = report`` or ``@atexit.register`` as it is imported (a target module,
+imported by ``apply_hooks()`` to be patched) hands the original to the interpreter: a
+plugin's hook on ``shutdown`` is "applied" and never runs when the signal arrives, or at
+exit.  These slots live outside any module's globals (``sys`` is never swept: it holds
 builtins), so the sweep asks them here, by identity, like every other holder.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 __all__: list[str] = []
@@ -53,6 +54,80 @@ class SignalTable:
 SIGNALS = SignalTable()
 
 
+class _AtexitCallback:
+    """What ``atexit`` holds for a function registered while an apply imports modules: a
+    callable that calls it, and whose function can be rebound in place.  CPython keeps its
+    callbacks where no Python code can list or change them; unregistering and registering
+    again would move the callback in the exit order (last registered, first run)."""
+
+    __slots__ = ("func",)
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    def __eq__(self, other: object) -> bool:  # atexit.unregister(func) compares with ==
+        return other is self or other is self.func
+
+    __hash__ = object.__hash__
+
+    def __repr__(self) -> str:  # what "Exception ignored in atexit callback" names
+        return repr(self.func)
+
+
+#: Every callback registered through the stand-in, in registration order (for the process)
+_CALLBACKS: list[_AtexitCallback] = []
+
+
+class AtexitTable:
+    """The callbacks registered through the stand-in, as a container the journal can write."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "AtexitTable()"
+
+    def get(self, index: int, default: Any = None) -> Any:
+        return _CALLBACKS[index].func if 0 <= index < len(_CALLBACKS) else default
+
+    def __setitem__(self, index: int, func: Any) -> None:
+        _CALLBACKS[index].func = func
+
+
+ATEXIT = AtexitTable()
+
+
+@contextlib.contextmanager
+def atexit_kept() -> Iterator[None]:
+    """While the block runs (an apply importing target modules), ``atexit.register`` hands
+    ``atexit`` a rebindable callback: one registered as a target's module runs holds the
+    original, which the sweep then rebinds like a signal handler."""
+    import atexit
+
+    real = atexit.register
+    if getattr(real, "_spawnkit_kept", False):  # an apply within an apply: one stand-in
+        yield
+        return
+
+    def register(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if not callable(func):
+            return real(func, *args, **kwargs)  # its own TypeError
+        callback = _AtexitCallback(func)
+        real(callback, *args, **kwargs)
+        _CALLBACKS.append(callback)
+        return func  # as atexit.register does: it is used as a decorator
+
+    register._spawnkit_kept = True  # type: ignore[attr-defined]
+    atexit.register = register
+    try:
+        yield
+    finally:
+        if atexit.register is register:  # else someone stood in since: theirs stays
+            atexit.register = real
+
+
 def _signal_name(signum: int) -> str:
     try:
         return signal.Signals(signum).name
@@ -71,3 +146,6 @@ def slots_holding(wanted: Collection[int]) -> Iterator[tuple[str, Any, Any, str,
         handler = SIGNALS.get(signum)
         if callable(handler) and id(handler) in wanted:
             yield "signal", SIGNALS, signum, f"handler of {_signal_name(signum)}", handler
+    for index, callback in enumerate(list(_CALLBACKS)):
+        if id(callback.func) in wanted:
+            yield "atexit", ATEXIT, index, f"callback {index + 1}", callback.func
