@@ -295,6 +295,71 @@ def test_a_partial_or_bound_method_in_a_container_is_named(
     assert kinds["RUN"] == "bound method"  # once, as the sweep names it
 
 
+_HUB = """
+class Registry:
+    def __init__(self):
+        self._obj_map = {}
+
+    def register(self, name):
+        def add(cls):
+            self._obj_map[name] = cls
+            return cls
+        return add
+
+class Hub:
+    def __init__(self):
+        self.models = Registry()
+
+HUB = Hub()  # the registry two levels down: no sweep reads it
+
+def register_model(name):
+    return HUB.models.register(name)
+"""
+
+_MODELS = """
+import dataclasses
+import typing
+from HUBMOD import register_model
+
+@register_model("llama")
+class Llama:
+    def forward(self):
+        return "original"
+
+class Sub(Llama):  # a subclass, an instance, annotations, an alias: types named, not kept
+    pass
+
+INSTANCE = Llama()
+
+@dataclasses.dataclass
+class Config:
+    model: Llama = None
+    models: typing.List[Llama] = dataclasses.field(default_factory=list)
+
+ALIAS = typing.Optional[Llama]
+
+class Pair:
+    def __init__(self):
+        self.kinds = (Llama, Sub)  # a tuple: a type check's operand
+
+PAIR = Pair()
+"""
+
+
+def test_a_replaced_class_kept_by_a_registry_is_named(
+    mods: Modules, web: Modules, registry: type[HookRegistry]
+) -> None:
+    hub = web.write("hub", _HUB)
+    models = mods.write("models", _MODELS.replace("HUBMOD", hub))
+    module = mods.load("models")
+    replacement = type("Mine", (module.Llama,), {"forward": lambda self: "mine"})
+    registry.register(f"{models}.Llama", replacement, HookType.REPLACE)
+    registry.apply_hooks()
+    kept = sys.modules[hub].HUB.models._obj_map["llama"]
+    assert kept().forward() == "original"  # what is named: the registry makes the original
+    assert _hidden(registry) == {f"{hub}.HUB.models._obj_map['llama']": f"{models}.Llama"}
+
+
 def test_lookups_copies_and_what_the_sweep_names_are_not(
     mods: Modules, web: Modules, registry: type[HookRegistry]
 ) -> None:

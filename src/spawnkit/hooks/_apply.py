@@ -459,6 +459,10 @@ def _hidden_holders(call: ApplyCall) -> None:
     ignored: set[str] = set()
     for key in call.patched_keys:
         rec = call.st.applied.get(key)
+        if rec is not None and key in call.classes and rec.kind == _resolve.CLASS:
+            wanted.append((rec.held, key, rec.installed_raw))  # a class: never counted
+            ignored |= rec.hook_modules
+            continue
         if rec is None or not rec.others:  # None: not counted; 0: held by its home only
             continue
         seen, held = len(rec.bindings) + found.get(key, 0), rec.held

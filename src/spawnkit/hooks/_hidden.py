@@ -14,7 +14,9 @@ some (``_apply._hidden_holders``).  Only originals with references left over are
 ``gc.get_referrers`` climbs from them towards a module's globals, one pass over the heap
 per level for all of them together (10-12 ms a level with torch loaded; a FastAPI route is
 eight levels below its module).  A worker whose originals are all explained never imports
-this module.
+this module.  A class a REPLACE swapped out is looked for whenever it is replaced: its
+instances, subclasses and annotations refer to it, so no count vouches for it; only a
+registry's hold on it is named (``_trail``).
 
 Named: a path through an attribute of an object (its ``__dict__`` or a slot) that starts
 in a module other than spawnkit's and the hooks' own.  Not named: a frame (a local of
@@ -87,10 +89,11 @@ def hidden_holders(
     skip.update(map(id, originals))
     trails: dict[int, _Trail] = {i: {i: ((), False)} for i in frontier}
     found: dict[int, list[tuple[str, str]]] = {}
+    classes = {i for i, original in frontier.items() if isinstance(original, type)}
     for _ in range(_LEVELS):
         if not frontier:
             break
-        frontier = _climb(frontier, trails, roots, skip, found)
+        frontier = _climb(frontier, trails, roots, skip, found, classes)
     named = {(h.target, h.module, _first_name(h.label)) for h in known}
     out = []
     for origin, paths in found.items():
@@ -124,6 +127,13 @@ def _chain_parts(installed: list[Any]) -> set[int]:
     return parts
 
 
+def _plumbing(step: str) -> bool:
+    """A step through the interpreter's or a library's own parts (``<function>``,
+    ``.__objclass__``, ``.__annotations__``): a class met there is a type named, not kept to
+    be made (a function's annotations, a descriptor's owner)."""
+    return step.startswith("<") or (step.startswith(".__") and step.endswith("__"))
+
+
 def _first_name(label: str) -> str:
     """The module global a label starts from: ``app`` of ``app.router.routes[4].endpoint``."""
     return re.split(r"[.\[( ]", label, maxsplit=1)[0]
@@ -135,6 +145,7 @@ def _climb(
     roots: dict[int, str],
     skip: set[int],
     found: dict[int, list[tuple[str, str]]],
+    classes: set[int],
 ) -> dict[int, Any]:
     """One level up from ``frontier``: the objects that refer to it, with their trails; a
     module's globals end a path, kept in ``found`` when it passed through an object."""
@@ -148,7 +159,7 @@ def _climb(
             continue
         if rid in trails:  # met before (a class, from its own attribute): climb again only
             known = trails[rid]  # for what it learns, a path through an object
-            for origin, step in _trail(ref, frontier, trails).items():
+            for origin, step in _trail(ref, frontier, trails, classes).items():
                 if origin not in known or (step[1] and not known[origin][1]):
                     known[origin] = step
                     above[rid] = ref
@@ -159,10 +170,10 @@ def _climb(
                 if id(value) not in frontier:
                     continue
                 for origin, (steps, through) in trails[id(value)].items():
-                    if through:
+                    if through and (origin not in classes or not any(map(_plumbing, steps))):
                         found.setdefault(origin, []).append((module, f"{key}{''.join(steps)}"))
         elif not _ours(ref):
-            mine = _trail(ref, frontier, trails)
+            mine = _trail(ref, frontier, trails, classes)
             if mine:
                 trails[rid] = mine
                 above[rid] = ref
@@ -177,11 +188,23 @@ def _ours(ref: Any) -> bool:
     return str(getattr(type(ref), "__module__", "")).partition(".")[0] == "spawnkit"
 
 
-def _trail(ref: Any, frontier: dict[int, Any], trails: dict[int, _Trail]) -> _Trail:
-    """``ref``'s trail: its links to the objects of ``frontier``, each trail extended."""
+def _trail(
+    ref: Any, frontier: dict[int, Any], trails: dict[int, _Trail], classes: set[int]
+) -> _Trail:
+    """``ref``'s trail: its links to the objects of ``frontier``, each trail extended.
+
+    A replaced class is held as a registry holds it, a dict's value or a list's item
+    (``_models["llama"] = Llama``), or not at all: an attribute or a tuple holding a class
+    is a type named (a dataclass field's ``type``, ``list[Llama].__args__``, a subclass's
+    ``__bases__``), which nothing calls to make an instance."""
     out: _Trail = {}
+    registry = issubclass(type(ref), (dict, list))
     for child, step, attribute in _links(ref, frontier):
         for origin, (steps, through) in trails[child].items():
+            if origin in classes and (
+                not (steps or registry) or (step is None and len(steps) == 1)
+            ):
+                continue  # the class's holder is an attribute or a tuple (or an object's __dict__)
             if step is None:  # ref's own __dict__: the dict's key is ref's attribute
                 first = steps[0] if steps else ""
                 if not (first.startswith("['") and first.endswith("']")):
@@ -189,6 +212,8 @@ def _trail(ref: Any, frontier: dict[int, Any], trails: dict[int, _Trail]) -> _Tr
                 steps = ("." + first[2:-2], *steps[1:])
             else:
                 steps = (step, *steps)
+            if origin in classes and _plumbing(steps[0]):
+                continue  # never named (see _plumbing): not worth a heap pass a level
             out.setdefault(origin, (steps, through or attribute))
     return out
 
@@ -208,7 +233,7 @@ def _links(ref: Any, frontier: dict[int, Any]) -> list[tuple[int, str | None, bo
         return [(id(v), f"[{i}]", False) for i, v in enumerate(items) if id(v) in frontier]
     if issubclass(kind, (set, frozenset)):
         return []  # a membership table
-    held = [c for c in gc.get_referents(ref) if id(c) in frontier]
+    held = [c for c in gc.get_referents(ref) if id(c) in frontier and c is not kind]
     if type(ref) is _LRU:  # its cache's keys are arguments it was called with, not callers
         keys = {id(k) for c in gc.get_referents(ref) if type(c) is dict for k in dict.keys(c)}
         held = [c for c in held if id(c) not in keys]
