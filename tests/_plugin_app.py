@@ -18,7 +18,10 @@ from typing import Any, NamedTuple
 
 from spawnkit.testing import write_distribution
 
-__all__ = ["LAUNCH", "MAIN", "App", "louder_plugin", "printed", "run_script", "warned", "write_app"]
+__all__ = [
+    "LAUNCH", "MAIN", "App", "guard_stops_then_warns", "louder_plugin", "printed", "run_script",
+    "warned", "write_app",
+]  # fmt: skip
 
 #: The head of a launcher script comparing spawned and warm workers: ``launch(entry, method,
 #: **options)`` runs ``{pkg}.<entry>`` on the namespace and returns the ranks' results; a
@@ -137,3 +140,16 @@ def printed(script: Path) -> Any:
 def warned(proc: subprocess.CompletedProcess[str], category: str) -> list[str]:
     """The lines of the script's stderr that carry a warning of ``category``."""
     return [line for line in proc.stderr.splitlines() if category in line]
+
+
+def guard_stops_then_warns(app: App, method: str) -> tuple[str, Any, str]:
+    """Run ``app`` under ``method`` twice: the import guard's default stops it (its stderr,
+    which must name an ``ImportGuardError``), ``<PREFIX>_IMPORT_GUARD=warn`` lets it run
+    (its printed results and stderr, which must carry the ``ImportGuardWarning``)."""
+    stopped = run_script(app.script, method)
+    assert stopped.returncode != 0
+    assert "ImportGuardError" in stopped.stderr, stopped.stderr
+    lenient = run_script(app.script, method, env={f"{app.tag.upper()}_IMPORT_GUARD": "warn"})
+    assert lenient.returncode == 0, lenient.stderr
+    assert warned(lenient, "ImportGuardWarning: import guard"), lenient.stderr
+    return stopped.stderr, ast.literal_eval(lenient.stdout.strip().splitlines()[-1]), lenient.stderr
