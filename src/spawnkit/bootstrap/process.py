@@ -318,7 +318,7 @@ class Bootstrapper:
         manager = self.namespace.plugins
         # True forces lenient; False leaves the namespace's variable and default in charge.
         # apply_deferred=False: a plugin's own apply_plugin_hooks() waits for the apply stage.
-        with atexit_kept():  # exit callbacks of modules a plugin imports stay rebindable
+        with atexit_kept:  # exit callbacks of modules a plugin imports stay rebindable
             manager.load(
                 names=self.spec.plugins,
                 lenient=True if self.spec.lenient_plugins else None,

@@ -35,6 +35,7 @@ from spawnkit.hooks._propagate import (
     find_holders,
     other_references,
 )
+from spawnkit.hooks._slots import atexit_kept
 from spawnkit.hooks._state import Record, State
 from spawnkit.hooks.types import HookType, Registration, describe_hook
 
@@ -132,6 +133,7 @@ class ApplyCall:
         self.stale: list[StaleHolder] = []
         self.classes: set[str] = set()  # this call's whole-class REPLACE targets
         self.early: set[str] = set()  # targets installed as their module finished importing
+        self.counted: list[str] = []  # targets whose originals something else held: see _build
         # module -> a global name in it -> (None: the name's own call, or an attribute called
         # on it) -> target: what its import-time calls may have run before the hooks
         self.rebound: dict[str, dict[str, dict[str | None, str]]] = {}
@@ -316,6 +318,8 @@ class ApplyCall:
         else:
             res = self.resolver.resolve(self.st.paths[key], display)
             others = other_references(res)  # first: before this call holds the original too
+            if others:
+                self.counted.append(key)  # what held it is looked for (_hidden_holders)
             before = vars(res.owner).get(res.attr, ABSENT)
             original = res.raw
         kind, func = _resolve.classify(res, display)
@@ -452,18 +456,21 @@ def _hidden_holders(call: ApplyCall) -> None:
     first time where no sweep looks (an object's attribute: a web route, a thread's target),
     for each original the sweep's finds and the hook modules' own copies leave references of
     unexplained (``_hidden``, imported only then)."""
+    if not call.counted and not call.classes:
+        return  # most applies: every original was held by its home only
     found: dict[str, int] = {}
     for holder in call.stale:
         found[holder.target] = found.get(holder.target, 0) + 1
     wanted: list[tuple[Any, str, Any]] = []
     ignored: set[str] = set()
-    for key in call.patched_keys:
+    for key in call.classes:
         rec = call.st.applied.get(key)
-        if rec is not None and key in call.classes and rec.kind == _resolve.CLASS:
+        if rec is not None and rec.kind == _resolve.CLASS and key in call.patched_keys:
             wanted.append((rec.held, key, rec.installed_raw))  # a class: never counted
             ignored |= rec.hook_modules
-            continue
-        if rec is None or not rec.others:  # None: not counted; 0: held by its home only
+    for key in call.counted:
+        rec = call.st.applied.get(key)
+        if rec is None or not rec.others:  # an install that failed
             continue
         seen, held = len(rec.bindings) + found.get(key, 0), rec.held
         if rec.others > seen:
@@ -730,9 +737,7 @@ def _install_new(call: ApplyCall, keys: list[str]) -> None:
         else:
             todo.setdefault(owner, []).append(key)
     if todo:
-        from spawnkit.hooks._slots import atexit_kept
-
-        with atexit_kept():  # a target module's `@atexit.register` then stays rebindable
+        with atexit_kept:  # a target module's `@atexit.register` then stays rebindable
             _import_and_install(call, list(todo.values()), now)
     call._propagate(rebinds, frozenset(skip))
 

@@ -18,6 +18,8 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
 
+from spawnkit.hooks._slots import atexit_kept
+
 __all__: list[str] = []
 
 Callback = Callable[[str], None]
@@ -51,9 +53,7 @@ class _Loader:
         module.__loader__ = self._loader
         if spec is not None:
             spec.loader = self._loader
-        from spawnkit.hooks._slots import atexit_kept
-
-        with atexit_kept():  # its `@atexit.register` stays rebindable by the apply that follows
+        with atexit_kept:  # its `@atexit.register` stays rebindable by the apply that follows
             self._loader.exec_module(module)
         notify(spec.name if spec is not None else module.__name__)
 

@@ -11,9 +11,10 @@ builtins), so the sweep asks them here, by identity, like every other holder.
 
 from __future__ import annotations
 
-import contextlib
+import atexit
 import signal
 import sys
+import threading
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
@@ -99,33 +100,50 @@ class AtexitTable:
 ATEXIT = AtexitTable()
 
 
-@contextlib.contextmanager
-def atexit_kept() -> Iterator[None]:
-    """While the block runs (an apply importing target modules), ``atexit.register`` hands
-    ``atexit`` a rebindable callback: one registered as a target's module runs holds the
-    original, which the sweep then rebinds like a signal handler."""
-    import atexit
+class _AtexitKept:
+    """``with atexit_kept:`` while the block runs (plugins loading, an apply importing target
+    modules), ``atexit.register`` hands ``atexit`` a rebindable callback: one registered as
+    a target's module runs holds the original, which the sweep then rebinds like a signal
+    handler.  Reentrant, one stand-in for nested blocks (an apply's imports pass through the
+    on-import loader's block too), and cheap to enter: every target module's import does."""
 
-    real = atexit.register
-    if getattr(real, "_spawnkit_kept", False):  # an apply within an apply: one stand-in
-        yield
-        return
+    __slots__ = ("_depth", "_lock", "_mine", "_real")
 
-    def register(func: Any, /, *args: Any, **kwargs: Any) -> Any:
-        if not callable(func):
-            return real(func, *args, **kwargs)  # its own TypeError
-        callback = _AtexitCallback(func)
-        real(callback, *args, **kwargs)
-        _CALLBACKS.append(callback)
-        return func  # as atexit.register does: it is used as a decorator
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._real: Any = None
+        self._mine: Any = None
 
-    register._spawnkit_kept = True  # type: ignore[attr-defined]
-    atexit.register = register
-    try:
-        yield
-    finally:
-        if atexit.register is register:  # else someone stood in since: theirs stays
-            atexit.register = real
+    def __enter__(self) -> None:
+        with self._lock:
+            self._depth += 1
+            if self._depth == 1:
+                self._stand_in()
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                if atexit.register is self._mine:  # else someone stood in since: theirs stays
+                    atexit.register = self._real
+                self._real = self._mine = None
+
+    def _stand_in(self) -> None:
+        real = self._real = atexit.register
+
+        def register(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+            if not callable(func):
+                return real(func, *args, **kwargs)  # its own TypeError
+            callback = _AtexitCallback(func)
+            real(callback, *args, **kwargs)
+            _CALLBACKS.append(callback)
+            return func  # as atexit.register does: it is used as a decorator
+
+        self._mine = atexit.register = register
+
+
+atexit_kept = _AtexitKept()
 
 
 def _signal_name(signum: int) -> str:
