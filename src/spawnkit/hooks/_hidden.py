@@ -12,7 +12,7 @@ Looked for only where counting says so.  As a target is resolved,
 the holders the sweep found (rebound or reported) and the hook modules' own copies explain
 some (``_apply._hidden_holders``).  Only originals with references left over are looked for:
 ``gc.get_referrers`` climbs from them towards a module's globals, one pass over the heap
-per level for all of them together (10-12 ms a level with torch loaded; a FastAPI route is
+per level for all of them together (11-14 ms a level with torch loaded; a FastAPI route is
 eight levels below its module).  A worker whose originals are all explained never imports
 this module.  A class a REPLACE swapped out is looked for whenever it is replaced: its
 instances, subclasses and annotations refer to it, so no count vouches for it; only a
