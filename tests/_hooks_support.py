@@ -21,6 +21,13 @@ import pytest
 
 from spawnkit.hooks import HookRegistry
 
+#: A device probe engine modules call as they are imported (``_is_hip = is_hip()``): the
+#: original answers False; the hooks under test make it answer True.
+IS_HIP = """
+def is_hip():
+    return False
+"""
+
 
 class Modules:
     """Writes modules of one unique package and imports them on demand."""

@@ -17,16 +17,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from _hooks_support import IS_HIP
 from _plugin_app import LAUNCH, MAIN, guard_stops_then_warns, write_app
 from spawnkit.hooks import HookRegistry, HookType
 
 if TYPE_CHECKING:
     from _hooks_support import Modules
-
-_UTILS = """
-def is_hip():
-    return False
-"""
 
 # Every form below runs as the module is imported (lines 4 to 14), except those marked no.
 _LAYERS = """
@@ -57,7 +53,7 @@ def _hip() -> bool:
 def test_import_time_calls_before_the_hooks_are_stale_holders(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:
-    mods.write("utils", _UTILS)
+    mods.write("utils", IS_HIP)
     layers = mods.load("layers", _LAYERS)  # before the hooks, as a plugin's top-level import
     target = mods.name("utils.is_hip")
     registry.register(target, _hip, HookType.REPLACE)
@@ -73,7 +69,7 @@ def test_import_time_calls_before_the_hooks_are_stale_holders(
 
 
 def test_a_call_through_the_module_is_named(mods: Modules, registry: type[HookRegistry]) -> None:
-    mods.write("utils", _UTILS)
+    mods.write("utils", IS_HIP)
     early = mods.load("early", "from PKG import utils\n\nFLAG = utils.is_hip()\n")
     registry.register(mods.name("utils.is_hip"), _hip, HookType.REPLACE)
     registry.apply_hooks()
@@ -86,7 +82,7 @@ def test_a_module_imported_by_the_apply_is_not_reported(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:
     """Imported after the hooks exist (here: as a target's module), it called the hook."""
-    mods.write("utils", _UTILS)
+    mods.write("utils", IS_HIP)
     mods.write("layers", _LAYERS)
     registry.register(mods.name("utils.is_hip"), _hip, HookType.REPLACE)
     registry.register(mods.name("layers.pick"), lambda r, *a: r, HookType.AFTER)
@@ -100,7 +96,7 @@ def test_a_module_imported_by_the_apply_is_not_reported(
 def test_a_module_that_only_binds_the_target_is_not_reported(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:
-    mods.write("utils", _UTILS)
+    mods.write("utils", IS_HIP)
     mods.load("quiet", "from PKG.utils import is_hip\n\ndef run():\n    return is_hip()\n")
     registry.register(mods.name("utils.is_hip"), _hip, HookType.REPLACE)
     registry.apply_hooks()
@@ -191,7 +187,7 @@ def main():
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])
 def test_a_worker_names_the_call_or_says_it_runs_with_it(tmp_path: Path, method: str) -> None:
     modules = {
-        "utils": _UTILS,
+        "utils": IS_HIP,
         "layers": "from {pkg}.utils import is_hip\n_is_hip = is_hip()\n",
         "entry": _ENTRY,
         "plugin": _PLUGIN,

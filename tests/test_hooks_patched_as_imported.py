@@ -18,17 +18,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from _hooks_support import IS_HIP
 from _plugin_app import LAUNCH, run_script, write_app
 from spawnkit.errors import HookApplyError
 from spawnkit.hooks import HookRegistry, HookType
 
 if TYPE_CHECKING:
     from _hooks_support import Modules
-
-_UTILS = """
-def is_hip():
-    return False
-"""
 
 _LAYERS = """
 from PKG.utils import is_hip
@@ -49,6 +45,15 @@ def _hip(*args: object) -> bool:
     return True
 
 
+def _hip_world(mods: Modules, registry: type[HookRegistry], forward: object) -> None:
+    """``utils`` and ``layers`` written, ``forward`` on ``layers.forward`` and the REPLACE
+    of ``utils.is_hip`` registered."""
+    mods.write("utils", IS_HIP)
+    mods.write("layers", _LAYERS.replace("PKG", mods.pkg))
+    registry.register(mods.name("layers.forward"), forward, HookType.AFTER)
+    registry.register(mods.name("utils.is_hip"), _hip, HookType.REPLACE)
+
+
 @pytest.mark.parametrize(
     ("utils", "imported"),
     [("utils", False), ("a_utils", False), ("utils", True)],  # its target sorts after, before
@@ -56,7 +61,7 @@ def _hip(*args: object) -> bool:
 def test_a_target_module_computing_from_another_target_sees_its_hook(
     mods: Modules, registry: type[HookRegistry], utils: str, imported: bool
 ) -> None:
-    mods.write(utils, _UTILS)
+    mods.write(utils, IS_HIP)
     mods.write("layers", _LAYERS.replace("PKG.utils", f"PKG.{utils}").replace("PKG", mods.pkg))
     if imported:  # before the apply (a plugin imported it): installed before 'layers' runs
         mods.load(utils)
@@ -77,7 +82,7 @@ def test_a_package_init_importing_the_caller_first_sees_the_hook(
 ) -> None:
     """Only ``sub.utils`` is a target; importing it runs ``sub/__init__``, which imports
     ``sub.layers``, which imports ``sub.utils`` and calls it before the package is done."""
-    mods.write("sub.utils", _UTILS)
+    mods.write("sub.utils", IS_HIP)
     mods.write("sub.layers", _LAYERS.replace("PKG.utils", "PKG.sub.utils"))
     init = mods.root / mods.pkg / "sub" / "__init__.py"
     init.write_text(f"from {mods.pkg}.sub import layers\n")
@@ -126,11 +131,8 @@ def test_methods_called_at_module_level_run_their_hooks(
 def test_a_strict_failure_rolls_back_what_was_installed_as_imported(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:
-    mods.write("utils", _UTILS)
-    mods.write("layers", _LAYERS.replace("PKG", mods.pkg))
+    _hip_world(mods, registry, lambda r: r)
     mods.write("broken", "raise ImportError('libfoo.so: cannot open shared object file')\n")
-    registry.register(mods.name("layers.forward"), lambda r: r, HookType.AFTER)
-    registry.register(mods.name("utils.is_hip"), _hip, HookType.REPLACE)
     registry.register(mods.name("broken.f"), lambda r: r, HookType.AFTER)
     with pytest.raises(HookApplyError, match=r"libfoo\.so"):
         registry.apply_hooks()
@@ -144,10 +146,7 @@ def test_a_strict_failure_rolls_back_what_was_installed_as_imported(
 def test_a_lenient_apply_keeps_the_targets_installed_as_imported(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:
-    mods.write("utils", _UTILS)
-    mods.write("layers", _LAYERS.replace("PKG", mods.pkg))
-    registry.register(mods.name("layers.forward"), lambda r: ("hooked", r), HookType.AFTER)
-    registry.register(mods.name("utils.is_hip"), _hip, HookType.REPLACE)
+    _hip_world(mods, registry, lambda r: ("hooked", r))
     registry.register(mods.name("utils.no_such_function"), lambda r: r, HookType.AFTER)
     registry.apply_hooks(strict=False)
     layers = mods.load("layers")
@@ -159,12 +158,9 @@ def test_a_lenient_apply_keeps_the_targets_installed_as_imported(
 def test_each_imported_target_module_has_one_span(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:
-    mods.write("utils", _UTILS)
-    mods.write("layers", _LAYERS.replace("PKG", mods.pkg))
+    _hip_world(mods, registry, lambda r: r)
     mods.write("other", "def f():\n    return 1\n")
-    registry.register(mods.name("layers.forward"), lambda r: r, HookType.AFTER)
     registry.register(mods.name("other.f"), lambda r: r, HookType.AFTER)
-    registry.register(mods.name("utils.is_hip"), _hip, HookType.REPLACE)
     registry._take_import_spans()  # what earlier applies left
     registry.apply_hooks()
     spans = registry._take_import_spans()
@@ -202,7 +198,7 @@ if __name__ == "__main__":
 
 def test_spawned_and_warm_workers_compute_from_the_hooked_target(tmp_path: Path) -> None:
     modules = {
-        "utils": _UTILS,
+        "utils": IS_HIP,
         "layers": _LAYERS.replace("PKG", "{pkg}"),
         "entry": _ENTRY,
         "plugin": _PLUGIN,
