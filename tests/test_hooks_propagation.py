@@ -1123,3 +1123,40 @@ def test_a_property_or_cached_property_whose_getter_is_an_original_is_rebound_ex
     )
     fresh = eng.Engine()
     assert fresh.rope == ("rope", fresh) == fresh.cached and lib.get_rope(1) == ("rope", 1)
+
+
+PARTIALMETHODS = """
+import functools
+
+from PKG.lib import get_rope
+
+
+class Engine:
+    def run(self, x, fast=False):
+        return ("run", x, fast)
+
+    run_fast = functools.partialmethod(run, fast=True)
+    rope = functools.partialmethod(get_rope)
+"""
+
+
+def test_a_partialmethod_of_an_original_is_rebound_with_its_arguments(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``run_fast = partialmethod(run, fast=True)`` in the class: the sweep read through a
+    ``staticmethod`` or a ``property`` but not this, so ``engine.run_fast(1)`` ran the original
+    (named by the search for other holders: a worker stopped on a pattern it could rebind)."""
+    mods.load("lib", LIB)
+    eng = mods.load("eng", PARTIALMETHODS)
+    before = dict(vars(eng.Engine))
+    registry.register(mods.name("eng.Engine.run"), lambda r, *a, **k: ("hooked", *r))
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    registry.apply_hooks()
+    engine = eng.Engine()
+    assert engine.run_fast(1) == ("hooked", "run", 1, True)
+    assert engine.rope() == ("hooked", "rope", engine)
+    assert {row.state for row in registry.status()} == {"applied"}
+    assert registry.stale_holders() == []
+    registry.unapply()
+    assert all(vars(eng.Engine)[name] is before[name] for name in ("run_fast", "rope"))
+    assert engine.run_fast(2) == ("run", 2, True) and engine.rope() == ("rope", engine)

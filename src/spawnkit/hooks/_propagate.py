@@ -84,10 +84,12 @@ class ClassAttrs:
     """A class's attributes as a container ``Holder`` and the journal can read and write.
 
     Reads see through a ``staticmethod``/``classmethod`` (the function it
-    wraps is what a rebind compares), and through a ``property`` (its getter:
-    ``device = property(get_device)``) or a ``functools.cached_property``;
-    writes wrap the new value the same way (a property keeps its setter and
-    deleter, a cached property its name).  Writing back the function a wrapper
+    wraps is what a rebind compares), through a ``property`` (its getter:
+    ``device = property(get_device)``) or a ``functools.cached_property``, and
+    through a ``functools.partialmethod`` (``run_fast = partialmethod(run,
+    fast=True)``); writes wrap the new value the same way (a property keeps its
+    setter and deleter, a cached property its name, a partialmethod its
+    arguments).  Writing back the function a wrapper
     first read here held restores that very wrapper object, so undo puts back
     exactly what was in ``__dict__``.
     """
@@ -124,6 +126,8 @@ class ClassAttrs:
         elif type(current) is functools.cached_property:
             raw = functools.cached_property(value)
             raw.__set_name__(self.cls, name)
+        elif type(current) is functools.partialmethod:  # the same bound arguments
+            raw = functools.partialmethod(value, *current.args, **current.keywords)
         elif type(current) in _WRAPPERS:
             raw = type(current)(value)
         else:
@@ -197,6 +201,7 @@ _WRAPPED_AS: dict[type, str] = {
     classmethod: "__func__",
     property: "fget",
     functools.cached_property: "func",
+    functools.partialmethod: "func",  # ``run_fast = partialmethod(run, fast=True)``
 }
 _WRAPPERS = frozenset(_WRAPPED_AS)
 _DICTS = frozenset({dict, OrderedDict, defaultdict})
