@@ -91,13 +91,17 @@ def test_class_replace_propagates_to_importers(mods: Modules, registry: type[Hoo
                 return 'fast ' + super().run()
         """,
     )
-    original = lib.Engine
+    kept = mods.load("kept", "from PKG.plugin import FastEngine\n")  # the plugin's own name
+    original, fast = lib.Engine, plugin.FastEngine
     registry.register(mods.name("lib.Engine"), plugin.FastEngine, HookType.REPLACE)
     registry.apply_hooks()
     assert user.Engine is plugin.FastEngine and user.Engine().run() == "fast run"
     assert plugin.Engine is original
+    late = mods.load("late", "from PKG.lib import Engine\nfrom PKG.plugin import FastEngine\n")
     registry.unapply()
-    assert user.Engine is original and lib.Engine is original
+    assert user.Engine is original and lib.Engine is original and late.Engine is original
+    # undo once made every name of the replacement class the original, its own included
+    assert plugin.FastEngine is fast and kept.FastEngine is fast and late.FastEngine is fast
 
 
 def test_late_importer_of_wrapper_is_restored_and_reapply_updates(

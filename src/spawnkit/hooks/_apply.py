@@ -15,7 +15,7 @@ import importlib
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import is_, itemgetter
 from types import FrameType, ModuleType
@@ -85,7 +85,35 @@ def restore(st: State, rec: Record, journal: Journal, rebinds: dict[int, Rebind]
     for where in [w for w, h in st.stale.items() if h.target == rec.key]:
         del st.stale[where]
     if rec.propagates:
-        rebinds[id(rec.installed)] = Rebind(rec.installed, held, frozenset(), rec.key)
+        rebinds[id(rec.installed)] = undoing(rec, held)
+
+
+def undoing(rec: Record, held: Any) -> Rebind:
+    """Where modules bound ``rec``'s installed object after the apply (``from eng.ops import
+    Norm`` run later), back to ``held``: never in the hook modules, where a class REPLACE's
+    replacement is defined (``counting.CountingNorm``, which undo once made the original)."""
+    return Rebind(rec.installed, held, rec.hook_modules, rec.key)
+
+
+def late_binding(rebind: Rebind, name: Any, own: dict[int, str]) -> bool:
+    """Whether a module's ``name`` holding ``rebind.old`` is a late import of the target.
+
+    A spawnkit chain is held only by what imported the target; a plugin's own object
+    installed as it is (a replacement class, ``own``: by id, the target's name) may be held
+    under its own name by any module of the plugin's: only the target's name is the import.
+    """
+    attr = own.get(id(rebind.old))
+    return attr is None or name == attr
+
+
+def own_objects(recs: Iterable[Record]) -> dict[int, str]:
+    """The installed objects that are a hook itself (a replacement class), by id: their
+    target's attribute name (``late_binding``)."""
+    return {
+        id(rec.installed): rec.res.attr
+        for rec in recs
+        if any(hook is rec.installed for hook in rec.hooks)
+    }
 
 
 def holder_dicts(st: State, holders: list[StaleHolder]) -> list[dict[str, str]]:
@@ -558,14 +586,17 @@ def _unbind(call: ApplyCall) -> list[str]:
     ``_install_new``), back to the originals; the steps that failed.  What those modules
     computed from a hooked target as they ran stays: the worker fails with the call's error."""
     rebinds: dict[int, Rebind] = {}
-    for key in call.patched_keys:
-        rec = call.st.applied.get(key)
-        if rec is not None and rec.propagates:
-            rebinds[id(rec.installed)] = Rebind(rec.installed, rec.held, frozenset(), key)
+    recs = list(filter(None, map(call.st.applied.get, call.patched_keys)))
+    for rec in recs:
+        if rec.propagates:
+            rebinds[id(rec.installed)] = undoing(rec, rec.held)
+    own = own_objects(recs)
     problems = []
     for modname, container, key, label, rebind in find_holders(
         rebinds, frozenset(), call.clean_modules, containers=True, stale=[]
     ):
+        if not late_binding(rebind, key, own):
+            continue
         try:
             Journal().rebind(modname, container, key, rebind.new)
         except (AttributeError, TypeError, ValueError) as exc:

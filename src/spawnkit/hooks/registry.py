@@ -467,6 +467,7 @@ def _restore_all(st: _state.State) -> list[str]:
     journal = Journal()
     rebinds: dict[int, Rebind] = {}
     problems: list[str] = []
+    own = _apply.own_objects(st.applied.values())
     for rec in reversed(list(st.applied.values())):
         try:
             _apply.restore(st, rec, journal, rebinds)
@@ -474,6 +475,8 @@ def _restore_all(st: _state.State) -> list[str]:
             problems.append(f"{rec.display!r}: {type(exc).__name__}: {exc}")
     st.applied.clear()
     for modname, namespace, name, _label, rebind in find_holders(rebinds):
+        if not _apply.late_binding(rebind, name, own):
+            continue  # the plugin's own name for its replacement class
         namespace[name] = rebind.new
         logger.debug("restored late binding %s.%s", modname, name)
     for provided in reversed(_decide.forget(st)):
