@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import pickle
+import sys
 from typing import Any
 
 import pytest
@@ -149,9 +150,9 @@ def test_data_parallel_replicas_dispatch_for_themselves(cpu_ns: Any) -> None:
     op = Toy(namespace=cpu_ns)
     op(torch.zeros(1))
     replica = op._replicate_for_data_parallel()
-    assert replica.dispatch_choice is None and "forward" not in replica.__dict__
+    assert replica.dispatch_choice is None and "_kernel" not in replica.__dict__
     assert replica(torch.zeros(1)).item() == 2
-    assert replica.__dict__["forward"].__self__ is replica
+    assert replica.__dict__["_kernel"].__self__ is replica
 
 
 def _reference_rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -225,3 +226,77 @@ class MyDiffusionPlatform(Platform):
         torch.testing.assert_close(out, op.forward_native(x))
     finally:
         CustomOp.unregister_oot_forward(RMSNorm, "my_device")
+
+
+_OPS = """
+from spawnkit.platforms import CustomOp
+
+class Norm(CustomOp):
+    def forward_native(self, x):
+        return x + 1
+
+    def forward_cpu(self, x):
+        return x + 2
+
+class GemmaNorm(Norm):  # another op: keeps no kernel of Norm's
+    pass
+"""
+
+_COUNTING = """
+from PKG.ops import Norm
+
+class CountingNorm(Norm):
+    calls = 0
+
+    def forward(self, *args, **kwargs):
+        CountingNorm.calls += 1
+        return super().forward(*args, **kwargs)
+"""
+
+
+def test_a_hook_on_an_ops_forward_runs_at_every_call(
+    cpu_ns: Any, mods: Any, registry: Any
+) -> None:
+    """The first call pinned the chosen kernel as the instance's ``forward``, which every later
+    call ran directly: a profiler's AROUND hook on ``Norm.forward`` ran once per instance
+    while the report said applied.  The same once the hook comes after the first call."""
+    ops = mods.load("ops", _OPS)
+    calls: list[float] = []
+
+    def timed(original_fn: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append(1.0)
+        return original_fn(*args, **kwargs)
+
+    early = ops.Norm(namespace=cpu_ns)
+    assert early(torch.zeros(1)).item() == 2  # dispatched before the hook exists
+    registry.register(mods.name("ops.Norm.forward"), timed, "AROUND")
+    registry.apply_hooks()
+    op = ops.Norm(namespace=cpu_ns)
+    assert [op(torch.zeros(1)).item() for _ in range(3)] == [2, 2, 2]
+    assert early(torch.zeros(1)).item() == 2
+    assert len(calls) == 4 and op.dispatch_choice == "forward_cpu"
+    registry.unapply()
+    assert op(torch.zeros(1)).item() == 2 and len(calls) == 4
+
+
+def test_a_replaced_op_keeps_the_kernel_registered_for_the_original(
+    cpu_ns: Any, mods: Any, registry: Any
+) -> None:
+    """A platform registers its kernel for ``Norm`` (before the hooks); a plugin REPLACEs
+    ``Norm`` with a subclass: keyed by exact class, every instance of the replacement ran
+    ``forward_native``/``forward_cpu`` instead, while the report said applied."""
+    ops = mods.load("ops", _OPS)
+    mods.write("counting", _COUNTING)
+    CustomOp.register_oot_forward(ops.Norm, fn=_oot, platform_key="cpu")
+    try:
+        registry.register(mods.name("ops.Norm"), mods.name("counting") + ":CountingNorm", "REPLACE")
+        registry.apply_hooks()
+        op = ops.Norm(namespace=cpu_ns)
+        assert type(op).__name__ == "CountingNorm" and op(torch.zeros(1)).item() == 100
+        assert op.dispatch_choice == "oot:cpu" and type(op).calls == 1
+        assert ops.GemmaNorm(namespace=cpu_ns)(torch.zeros(1)).item() == 2  # another op
+        registry.unapply()
+        made = sys.modules[mods.name("counting")].CountingNorm(namespace=cpu_ns)
+        assert made(torch.zeros(1)).item() == 2  # no longer at Norm's home: another op
+    finally:
+        CustomOp.unregister_oot_forward(ops.Norm, "cpu")

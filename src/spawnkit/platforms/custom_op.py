@@ -2,13 +2,16 @@
 
 Order: a kernel registered for the exact class and dispatch key, then ``forward_<device_type>``,
 then ``forward_native``. Decided at the first call, not construction, because models are often
-built before ``init_backend()`` registers the kernels; the choice is then pinned as the
-instance's ``forward``. Keyed by exact class: a subclass does not inherit its parent's kernel.
+built before ``init_backend()`` registers the kernels; the choice is then kept on the instance
+(``_kernel``) and the class's ``forward`` still runs at every call, so a hook on it runs every
+time. Keyed by exact class: a subclass does not inherit its parent's kernel, except the class
+that now stands at its parent's home (a plugin's class REPLACE of the op).
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import types
 from collections.abc import Callable
@@ -139,6 +142,8 @@ class CustomOp(torch.nn.Module):
             with _registry_lock:
                 _dispatched.add((cls, key))
                 fn = _oot_forwards.get((cls, key))
+                if fn is None:
+                    fn = _replaced_kernel(cls, key)
             if fn is not None:
                 return f"oot:{key}", types.MethodType(fn, self)
         device_type = platform.device_type
@@ -160,9 +165,11 @@ class CustomOp(torch.nn.Module):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """``nn.Module.__call__`` minus two frames, when no hook, tracing or compile is present."""
         d = self.__dict__
-        impl = d.get("forward")
+        impl = d.get("_kernel")
         try:
-            if impl is not None and not (
+            # The class's forward, looked up at each call: a spawnkit hook on ``RMSNorm.forward``
+            # (or a subclass's own forward) must run every time, not only at the first call.
+            if impl is not None and type(self).forward is _forward and not (
                 d["_forward_hooks"]
                 or d["_forward_pre_hooks"]
                 or d["_backward_hooks"]
@@ -180,10 +187,12 @@ class CustomOp(torch.nn.Module):
         return _module_call(self, *args, **kwargs)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
-        """First call only: choose the kernel, pin it as this instance's ``forward``, run it."""
-        choice, impl = self._choose_forward()
-        self._dispatch_choice = choice
-        self.__dict__["forward"] = impl
+        """Run the kernel chosen at this instance's first call (choosing it then)."""
+        impl = self.__dict__.get("_kernel")
+        if impl is None:
+            choice, impl = self._choose_forward()
+            self._dispatch_choice = choice
+            self.__dict__["_kernel"] = impl
         return impl(*args, **kwargs)
 
     def forward_native(self, *args: Any, **kwargs: Any) -> Any:
@@ -192,19 +201,47 @@ class CustomOp(torch.nn.Module):
 
     def reset_dispatch(self) -> None:
         """Choose again at the next call (after a registration made on purpose later)."""
-        self.__dict__.pop("forward", None)
+        self.__dict__.pop("_kernel", None)
         self._dispatch_choice = None
 
     def _replicate_for_data_parallel(self) -> Any:
         # DataParallel copies __dict__: a replica must not keep a kernel bound to the original.
         replica = super()._replicate_for_data_parallel()  # type: ignore[no-untyped-call]
-        replica.__dict__.pop("forward", None)
+        replica.__dict__.pop("_kernel", None)
         replica.__dict__["_dispatch_choice"] = None
         return replica
 
     def __getstate__(self) -> dict[str, Any]:
         # A bound kernel does not pickle by reference; the copy dispatches afresh.
         state = dict(self.__dict__)
-        state.pop("forward", None)
+        state.pop("_kernel", None)
         state["_dispatch_choice"] = None
         return state
+
+
+_forward = CustomOp.forward
+
+
+def _replaced_kernel(cls: type, key: str) -> Callable[..., Any] | None:
+    """The kernel of the op ``cls`` stands in for: a base whose home (its module's attribute)
+    now holds ``cls``, as a plugin's class REPLACE of ``eng.layers.RMSNorm`` leaves it.
+
+    The platform registered its kernel for the original class (in ``init_backend()`` or its
+    plugin, before the hooks): keyed by exact class, the replacement fell back to
+    ``forward_native`` while the report said applied.  Another subclass is another op and
+    keeps no kernel of its parent's.  Called with the registry lock held.
+    """
+    for base in cls.__mro__[1:]:
+        fn = _oot_forwards.get((base, key))
+        if fn is not None and _at_home(base) is cls:
+            _dispatched.add((base, key))
+            return fn
+    return None
+
+
+def _at_home(cls: type) -> Any:
+    """What ``cls``'s module now holds under its qualified name (None: a local class)."""
+    found: Any = sys.modules.get(cls.__module__)
+    for part in cls.__qualname__.split("."):
+        found = getattr(found, part, None) if found is not None and part != "<locals>" else None
+    return found
