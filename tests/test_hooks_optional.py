@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -300,3 +301,120 @@ def test_one_slip_is_exactly_an_edit_distance_of_one(a: str, b: str) -> None:
     from spawnkit.hooks._resolve import _one_edit
 
     assert _one_edit(a, b) == (_osa_distance(a, b) == 1)
+
+
+_GATE = "def is_hip():\n    return False\n\ndef fused_ok():\n    return True\n"
+
+
+@pytest.mark.parametrize("gate_first", [True, False], ids=["gate-first", "gated-first"])
+def test_a_condition_reads_the_gate_another_plugin_replaces(
+    mods: Modules, registry: type[HookRegistry], gate_first: bool
+) -> None:
+    """``condition=is_hip`` with a platform plugin's REPLACE of ``is_hip`` answering True: the
+    condition was asked before anything was patched, read the original (False) and skipped
+    the HIP-only hook in every worker while ``is_hip()`` answered True from then on; the
+    status said 'condition is false'.  In either registration order."""
+    lib = mods.load("lib", _GATE)
+    asked: list[bool] = []
+
+    def on_hip() -> bool:
+        asked.append(lib.is_hip())
+        return asked[-1]
+
+    gate = (mods.name("lib.is_hip"), lambda: True, HookType.REPLACE)
+    gated = (mods.name("lib.fused_ok"), lambda: False, HookType.REPLACE)
+    for target, hook, kind in [gate, gated] if gate_first else [gated, gate]:
+        registry.register(target, hook, kind, condition=on_hip if hook is gated[1] else None)
+    registry.apply_hooks()
+    assert (lib.is_hip(), lib.fused_ok()) == (True, False)
+    # asked of the originals, then with the hooks (turned: patched again), then once more
+    assert {r.state for r in registry.status()} == {"applied"} and asked == [False, True, True]
+    registry.apply_hooks()
+    assert len(asked) == 3  # decided: not asked on every call
+
+
+def test_a_condition_that_a_replace_turns_false_skips_its_hook(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    lib = mods.load("lib", _GATE.replace("return False", "return True", 1))
+    registry.register(mods.name("lib.is_hip"), lambda: False, HookType.REPLACE)
+
+    def hip() -> bool:
+        return bool(lib.is_hip())
+
+    registry.register(mods.name("lib.fused_ok"), lambda: False, HookType.REPLACE, condition=hip)
+    assert registry.apply_hooks() == [mods.name("lib.is_hip")]  # fused_ok: patched, undone
+    assert lib.fused_ok() is True
+    rows = {r.target: (r.state, r.reason) for r in registry.status()}
+    assert rows[mods.name("lib.fused_ok")] == (
+        "skipped",
+        f"condition {__name__}:{hip.__qualname__} is false once the hooks are applied",
+    )
+
+
+def test_a_condition_that_reads_its_own_hook_keeps_its_first_answer_with_a_warning(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``condition=lambda: not is_hip()`` on a REPLACE of ``is_hip`` itself: each answer undoes
+    the other; after the second turn the hook is as first decided, and the log says why."""
+    lib = mods.load("lib", _GATE)
+    calls: list[int] = []
+
+    def not_yet() -> bool:
+        calls.append(1)
+        return not lib.is_hip()
+
+    registry.register(mods.name("lib.is_hip"), lambda: True, HookType.REPLACE, condition=not_yet)
+    with caplog.at_level("WARNING", logger="spawnkit.hooks"):
+        registry.apply_hooks()
+    assert lib.is_hip() is True and registry.status()[0].state == "applied"
+    assert len(calls) == 3  # before, after (turned: skipped), after again (turned back)
+    assert "reads what its own hook changes" in caplog.text and "not_yet" in caplog.text
+
+
+_PLATFORM_GATE = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def register():  # a platform plugin answering the engine's gate
+    get_namespace({tag!r}).hooks.register("{pkg}.utils.is_hip", lambda: True, HookType.REPLACE)
+"""
+
+_HIP_ONLY = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def on_hip():
+    from {pkg}.utils import is_hip  # inside the condition, as the README shows
+    return is_hip()
+
+def register():  # a HIP-only shim: loaded first, its condition asked before any patching
+    get_namespace({tag!r}).hooks.register(
+        "{pkg}.kernels.fused_ok", lambda: False, HookType.REPLACE, condition=on_hip
+    )
+"""
+
+_GATED_ENTRY = """
+def main():
+    from {pkg}.kernels import fused_ok
+    from {pkg}.utils import is_hip
+    return is_hip(), fused_ok()
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_workers_condition_sees_the_platform_plugins_gate(tmp_path: Path, method: str) -> None:
+    from _plugin_app import LAUNCH, MAIN, run_script, write_app
+
+    modules = {
+        "utils": "def is_hip():\n    return False\n",
+        "kernels": "def fused_ok():\n    return True\n",
+        "entry": _GATED_ENTRY,
+        "a_shim": _HIP_ONLY,
+        "b_platform": _PLATFORM_GATE,
+    }
+    plugins = {"a_shim": "a_shim:register", "b_platform": "b_platform:register"}
+    app = write_app(tmp_path, "gate", LAUNCH + MAIN, plugins, modules)
+    proc = run_script(app.script, method)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[(True, False)]"  # was [(True, True)]

@@ -43,11 +43,65 @@ def check_conditions(st: State, key: str) -> Exception | None:
             return err
         if callable(ok) or hasattr(ok, "__await__"):
             return _unanswered(ok, name, reg)
+        st.asked.append(reg)
         if ok:
             st.cond_ok.add(reg.seq)
         else:
             st.dropped[reg.seq] = ("skipped", f"condition {name} is false")
     return None
+
+
+def recheck_conditions(st: State, *, patched: bool) -> bool:
+    """Ask again the conditions this ``apply_hooks()`` asked, now that its hooks are in place;
+    whether an answer turned (the caller then patches again what that changes).
+
+    A condition asked before the patching read the originals: ``condition=is_hip`` with
+    another plugin's REPLACE of ``is_hip`` answering True skipped a HIP-only hook in every
+    worker, while the report said "condition is false" of a gate that answered True.  An
+    answer that turns twice reads its own hook: it goes back to the first, with a warning.
+    Nothing ``patched`` in the round: nothing a condition reads changed, none is asked.
+    """
+    asked, st.asked = st.asked, []
+    if not patched:
+        return False
+    turned = False
+    for reg in asked:
+        was, cond = reg.seq in st.cond_ok, reg.condition
+        if cond is None or was is (reg.seq in st.dropped):
+            continue  # dropped for another reason (a missing optional target), or re-decided
+        name = describe_callable(cond)
+        try:
+            now = bool(cond())
+        except Exception as exc:
+            logger.warning(
+                "condition %s of %s on target %r raised %s: %s once the hooks were applied; "
+                "the hook stays %s", name, reg.describe(), reg.target, type(exc).__name__, exc,
+                "applied" if was else "skipped",
+            )  # fmt: skip
+            continue
+        if now is was:
+            continue
+        turned = True
+        st.turned[reg.seq] = count = st.turned.get(reg.seq, 0) + 1
+        if count == 1:
+            st.asked.append(reg)  # asked once more after the next patching
+        else:  # back to its first answer, asked of the originals, and asked no more
+            logger.warning(
+                "condition %s of %s on target %r reads what its own hook changes: it answers "
+                "%s with the hook %s and %s otherwise; the hook is %s, as first decided. Make "
+                "the condition read something the hooks do not patch.", name, reg.describe(),
+                reg.target, now, "applied" if was else "skipped", was,
+                "applied" if now else "skipped",
+            )  # fmt: skip
+        if now:
+            st.cond_ok.add(reg.seq)
+            st.dropped.pop(reg.seq, None)
+        else:
+            st.cond_ok.discard(reg.seq)
+            st.dropped[reg.seq] = (
+                "skipped", f"condition {name} is false once the hooks are applied"
+            )  # fmt: skip
+    return turned
 
 
 def _unanswered(ok: Any, name: str, reg: Any) -> HookRegistrationError:

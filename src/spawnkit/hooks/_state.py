@@ -119,6 +119,10 @@ class State:
         # missing, condition false (until unapply(), which re-decides them)
         self.dropped: dict[int, tuple[str, str]] = {}
         self.cond_ok: set[int] = set()  # seqs whose condition returned true
+        # conditions asked during the running apply_hooks(), asked again once it has patched
+        # (_decide.recheck_conditions); and how often each answer turned since it was first given
+        self.asked: list[Registration] = []
+        self.turned: dict[int, int] = {}
         # on_import targets waiting for their module: key -> (strict, watch token)
         self.waiting: dict[str, tuple[bool, int]] = {}
         self.on_import_of: dict[str, str] = {}  # key -> module whose import applied it

@@ -239,7 +239,7 @@ class HookRegistry(RegistryQueries):
             try:
                 for _ in range(_MAX_ROUNDS):
                     st = self._state
-                    seq = st.seq
+                    seq, before = st.seq, list(map(id, st.applied.values()))
                     call = _apply.ApplyCall(st, frozenset(clean_modules), self._module_imported)
                     patched += call.run(strict)  # a strict failure raises, the state rolled back
                     self._note_stale(call.stale)
@@ -247,12 +247,19 @@ class HookRegistry(RegistryQueries):
                     # call found this registry busy), then what was registered meanwhile
                     ready = [k for k in st.waiting if _resolve.imported(st.paths[k])]
                     patched += self._apply_ready(ready, None)
-                    if st.seq == seq:
+                    # conditions asked before the patching, asked again after it: one that
+                    # reads a gate another hook REPLACEs turns, and the next round follows
+                    changed = list(map(id, st.applied.values())) != before  # patched, restored
+                    turned = _decide.recheck_conditions(st, patched=changed)
+                    if st.seq == seq and not turned:
                         break
             finally:
+                self._state.asked = []
                 self._applying = False
                 self._follow()
-            return patched
+            # once each, and only what stays applied: a turned condition patches again, or undoes
+            now = {rec.display for rec in self._state.applied.values()}
+            return [display for display in dict.fromkeys(patched) if display in now]
 
     def _module_imported(self, name: str) -> None:
         """The finder's call after ``name`` ran: its first import, or a patched module's
