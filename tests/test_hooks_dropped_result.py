@@ -1,4 +1,5 @@
-"""An AROUND hook that never returns a value, on a target that returns one: said, not hidden.
+"""An AROUND hook that never returns a value, on a target that returns one, or a plain ``def``
+around a coroutine or a guarded one around a generator: said, not hidden.
 
 ``def timed(original_fn, *a, **kw): original_fn(*a, **kw)`` (the ``return`` forgotten) made
 every caller get None while ``status()`` said applied.  Told from the bytecode of the hook and
@@ -90,3 +91,89 @@ def test_the_conflict_policy_refuses_or_silences_it(
     assert isinstance(info.value.__cause__, HookConflictError)
     assert m.compute is original  # refused before anything stayed patched
     assert _apply(registry, conflicts="ignore") == [] and m.compute(2) is None
+
+
+STREAMS = """
+import asyncio
+
+async def generate(x):
+    await asyncio.sleep(0)
+    raise MemoryError("KV cache full")
+
+def stream(n):
+    yield 0
+    raise MemoryError("KV cache full")
+
+async def astream(n):
+    yield 0
+    raise MemoryError("KV cache full")
+"""
+
+
+def fallback(original_fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+    try:
+        return original_fn(*args, **kwargs)  # a coroutine or generator: nothing raised yet
+    except MemoryError:
+        return "fallback"
+
+
+def test_a_plain_def_around_a_coroutine_or_generator_is_named_with_the_fix(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """The seed's timer or a fallback ``try``, written as a plain def, on a target that is
+    ``async def`` (or a generator): ``original_fn(...)`` returns at once, so the timer read 0
+    and the ``except`` never saw the target's error, while ``status()`` said applied."""
+    m = mods.load("eng", STREAMS)
+    for name in ("generate", "stream", "astream"):
+        registry.register(mods.name(f"eng.{name}"), fallback, HookType.AROUND)
+    said = sorted(_apply(registry))
+    assert len(said) == 3, said
+    astream, generate, stream = said
+    assert f"target {mods.name('eng.generate')!r}: AROUND hook {__name__}.fallback" in generate
+    assert "makes a coroutine" in generate and "return await original_fn(" in generate
+    assert "makes a generator" in stream and "yield from original_fn(" in stream
+    assert "makes an async generator" in astream and "async for item in" in astream
+    with pytest.raises(MemoryError):  # what was named: the hook's except never ran
+        asyncio.run(m.generate(1))
+
+
+def test_an_around_hook_of_the_targets_kind_or_one_mapping_items_says_nothing(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("eng", STREAMS)
+
+    async def afallback(original_fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return await original_fn(*args, **kwargs)
+        except MemoryError:
+            return "fallback"
+
+    def gfallback(original_fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        try:
+            return (yield from original_fn(*args, **kwargs))
+        except MemoryError:
+            yield "fallback"
+
+    def tens(original_fn, n):  # type: ignore[no-untyped-def]
+        return (x * 10 for x in original_fn(n))  # lazily, item by item: right as it is
+
+    registry.register(mods.name("eng.generate"), afallback, HookType.AROUND)
+    registry.register(mods.name("eng.stream"), gfallback, HookType.AROUND)
+    registry.register(mods.name("eng.astream"), lambda original_fn, n: original_fn(n),
+                      HookType.AROUND)  # fmt: skip
+    assert _apply(registry) == []
+    assert asyncio.run(m.generate(1)) == "fallback" and list(m.stream(1)) == [0, "fallback"]
+    registry.register(mods.name("eng.stream"), tens, HookType.AROUND)
+    assert not [said for said in _apply(registry) if "plain def" in said]  # (two AROUNDs: said)
+
+
+def test_a_plain_def_around_a_coroutine_is_refused_under_the_error_policy(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    m = mods.load("eng", STREAMS)
+    original = m.generate
+    registry.register(mods.name("eng.generate"), fallback, HookType.AROUND)
+    with pytest.raises(HookApplyError) as info:
+        registry.apply_hooks(conflicts="error", conflicts_var="ENG_HOOK_CONFLICTS")
+    assert isinstance(info.value.__cause__, HookConflictError)
+    assert "plain def around" in str(info.value) and m.generate is original

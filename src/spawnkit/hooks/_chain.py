@@ -327,8 +327,8 @@ def build_chain(
     factories = _ASYNC if is_async else _SYNC
     for reg, obj in others:
         htype = reg.hook_type
-        if htype is _AROUND and replace is None and _drops_result(obj, original):
-            _dropped(reg, display, notes)
+        if htype is _AROUND:
+            _check_around(reg, obj, original, is_async, replace is None, (display, notes))
         verb = "raised inside" if htype is _AROUND else "raised by"
         inner = factories[htype](obj, inner, _Where(reg, display, key, verb))
     if inner is not original:  # a layer of ours: a hook object is innermost only under others
@@ -479,6 +479,80 @@ def _scan_returns(code: types.CodeType) -> bool:
                 return True
         before = (op, arg)
     return returns == 0
+
+
+#: what a plain ``def`` AROUND hook should be instead, by what the target's call makes
+_AROUND_FIX = {
+    "coroutine": "make it `async def` and `return await original_fn(*args, **kwargs)`",
+    "generator": "make it a generator: `return (yield from original_fn(*args, **kwargs))`",
+    "async generator": "make it an async generator: "
+    "`async for item in original_fn(*args, **kwargs): yield item`",
+}
+
+
+def _check_around(
+    reg: Registration,
+    hook: Any,
+    original: Any,
+    is_async: bool,
+    on_original: bool,
+    where: tuple[str, list[str] | None],
+) -> None:
+    """An AROUND hook that may not do what it reads as: ``return`` forgotten (only directly
+    around the original), or a plain ``def`` around a coroutine or a generator."""
+    if on_original and _drops_result(hook, original):
+        _dropped(reg, *where)
+    made = _makes_only(hook, original, is_async)
+    if made is not None:
+        _outside(reg, where[0], made, where[1])
+
+
+def _makes_only(hook: Any, original: Any, is_async: bool) -> str | None:
+    """What the call of ``original`` makes ("coroutine", "generator", "async generator") when
+    ``hook`` is a plain ``def`` AROUND it: its ``original_fn(...)`` returns at once, before
+    any of the target's body runs.  None where the hook is of the target's kind, or not a
+    function whose code says (a partial, a callable object)."""
+    plain = hook.__func__ if type(hook) is types.MethodType else hook
+    if type(plain) is not types.FunctionType:
+        return None
+    code = plain.__code__
+    if code.co_flags & (_CO_COROUTINE | _CO_GENERATOR | _CO_ASYNC_GENERATOR):
+        return None
+    flag = _generator_flag(original)
+    if not flag:
+        # nothing a plain def can do with a coroutine but hand it on: always worth saying
+        return "coroutine" if is_async else None
+    # a plain def may map a generator's items lazily (``(f(x) for x in original_fn(n))``);
+    # only a try or with block in it means to see the iteration, and cannot
+    return ("generator" if flag == _CO_GENERATOR else "async generator") if _guards(code) else None
+
+
+def _guards(code: types.CodeType) -> bool:
+    """Whether ``code`` has a ``try`` or ``with`` block: its exception table (3.11 on), or a
+    block set-up opcode (3.10)."""
+    table = getattr(code, "co_exceptiontable", None)
+    if table is not None:
+        return bool(table)
+    import opcode  # 3.10 only, and only for a plain def AROUND a generator
+
+    names = ("SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH")
+    setups = {opcode.opmap[n] for n in names if n in opcode.opmap}
+    raw = code.co_code
+    return any(raw[i] in setups for i in range(0, len(raw), 2))
+
+
+def _outside(reg: Registration, display: str, made: str, notes: list[str] | None) -> None:
+    article = "an" if made[0] == "a" else "a"
+    message = (
+        f"target {display!r}: {reg.describe()} is a plain def around a target whose call "
+        f"makes {article} {made}: its original_fn(...) returns that {made} before any of the "
+        "target's body runs, so what the hook times, catches or cleans up after is not the "
+        f"target's work. {_AROUND_FIX[made][0].upper()}{_AROUND_FIX[made][1:]} (a BEFORE hook "
+        "changes arguments)"
+    )
+    if notes is None:
+        raise HookConflictError(message, conflicts=[message])
+    notes.append(message)
 
 
 def _dropped(reg: Registration, display: str, notes: list[str] | None) -> None:
