@@ -33,6 +33,13 @@ def flush(where):
     print(f"flush {where}: original", flush=True)
 
 atexit.register(flush, "logs")
+
+class Server:
+    def shutdown(self):
+        print("shutdown: original", flush=True)
+
+SERVER = Server()
+atexit.register(SERVER.shutdown)  # a bound method: a new one of the hooked function stands in
 """
 
 _SCRIPT = """
@@ -44,7 +51,7 @@ def around(original, *args, **kwargs):
     print("hooked ->", end=" ", flush=True)
     return original(*args, **kwargs)
 
-for name in ("cleanup", "flush"):
+for name in ("cleanup", "flush", "Server.shutdown"):
     HookRegistry.register(f"{pkg}.server.{{name}}", around, HookType.AROUND, on_import={lazy})
 HookRegistry.apply_hooks()
 from {pkg} import server
@@ -73,7 +80,8 @@ def _exit_lines(tmp_path: Path, how: str, lazy: bool = False) -> list[str]:
 def test_exit_callbacks_run_the_hooks_in_their_order(tmp_path: Path, lazy: bool) -> None:
     assert _exit_lines(tmp_path, "", lazy) == [
         "['applied']",
-        "hooked -> flush logs: original",  # registered last: runs first, as before
+        "hooked -> shutdown: original",  # registered last: runs first, as before
+        "hooked -> flush logs: original",
         "hooked -> cleanup: original",
     ]
 
@@ -81,10 +89,12 @@ def test_exit_callbacks_run_the_hooks_in_their_order(tmp_path: Path, lazy: bool)
 def test_unregister_still_finds_it_and_unapply_restores_the_original(tmp_path: Path) -> None:
     assert _exit_lines(tmp_path, "unregister") == [
         "['applied']",
+        "hooked -> shutdown: original",
         "hooked -> flush logs: original",
     ]
     assert _exit_lines(tmp_path, "unapply") == [
         "['pending']",
+        "shutdown: original",
         "flush logs: original",
         "cleanup: original",
     ]

@@ -992,6 +992,15 @@ def report(*args):
 signal.signal(signal.SIGUSR1, on_usr1)
 sys.excepthook = report
 threading.excepthook = report
+
+
+class Server:
+    def on_term(self, signum, frame):
+        got.append('original on_term')
+
+
+SERVER = Server()
+signal.signal(signal.SIGUSR2, SERVER.on_term)  # a bound method of a module-level instance
 """
 
 
@@ -999,10 +1008,12 @@ threading.excepthook = report
 def keep_process_slots() -> Iterator[None]:
     """The test's module sets this process's handlers: put the runner's back."""
     saved = signal.getsignal(signal.SIGUSR1), sys.excepthook, threading.excepthook
+    usr2 = signal.getsignal(signal.SIGUSR2)
     try:
         yield
     finally:
         signal.signal(signal.SIGUSR1, saved[0])
+        signal.signal(signal.SIGUSR2, usr2)
         sys.excepthook, threading.excepthook = saved[1:]
 
 
@@ -1016,20 +1027,29 @@ def test_signal_handlers_and_interpreter_hooks_set_by_a_target_module_are_reboun
     mods.write("slots", SLOTS)
     registry.register(mods.name("slots.on_usr1"), lambda r, *a: slots.got.append("hooked"))
     registry.register(mods.name("slots.report"), lambda r, *a: slots.got.append("hooked report"))
+    registry.register(
+        mods.name("slots.Server.on_term"), lambda r, *a: slots.got.append("hooked on_term")
+    )
     registry.apply_hooks()
     slots = sys.modules[mods.name("slots")]
     os.kill(os.getpid(), signal.SIGUSR1)  # a real signal: the handler runs in the main thread
     sys.excepthook(ValueError, ValueError("x"), None)
-    assert slots.got == ["original", "hooked", "report", "hooked report"]
+    os.kill(os.getpid(), signal.SIGUSR2)
+    assert slots.got == [
+        "original", "hooked", "report", "hooked report", "original on_term", "hooked on_term"
+    ]  # fmt: skip
     held = {holder for a in registry.applied_targets() for holder in a.propagated_to}
     assert held == {
         ("signal", "handler of SIGUSR1"),
+        ("signal", "handler of SIGUSR2"),
         ("sys", "excepthook"),
         ("threading", "excepthook"),
     }
+    assert signal.getsignal(signal.SIGUSR2).__self__ is slots.SERVER
     registry.unapply()
     assert signal.getsignal(signal.SIGUSR1) is slots.on_usr1
     assert sys.excepthook is slots.report is threading.excepthook
+    assert signal.getsignal(signal.SIGUSR2) == slots.SERVER.on_term  # the original's again
 
 
 @pytest.mark.usefixtures("keep_process_slots")

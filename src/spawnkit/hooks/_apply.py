@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import is_, itemgetter
-from types import FrameType, ModuleType
+from types import FrameType, MethodType, ModuleType
 from typing import Any
 
 from spawnkit._log import DEBUG, LazyLogger
@@ -80,8 +80,11 @@ def restore(st: State, rec: Record, journal: Journal, rebinds: dict[int, Rebind]
         journal.put(rec.res.owner, rec.res.attr, rec.before)
     held = rec.held
     for modname, container, key, _label in rec.bindings:
-        if item_of(container, key) is rec.installed:
+        item = item_of(container, key)
+        if item is rec.installed:
             journal.rebind(modname, container, key, held)
+        elif type(item) is MethodType and item.__func__ is rec.installed:  # a slot's (_slots)
+            journal.rebind(modname, container, key, MethodType(held, item.__self__))
     for where in [w for w, h in st.stale.items() if h.target == rec.key]:
         del st.stale[where]
     if rec.propagates:
@@ -414,7 +417,8 @@ class ApplyCall:
                 self.stale.append(StaleHolder(modname, label, kind, rebind.key))
                 continue
             rec = applied.get(rebind.key)
-            if rec is not None and rebind.new is rec.installed:
+            new = rebind.new.__func__ if type(rebind.new) is MethodType else rebind.new
+            if rec is not None and new is rec.installed:  # (a slot's bound method: _slots)
                 _note_binding(rec, (modname, container, key, label))
                 if rebind.old is rec.held and _is_globals(modname, container):
                     self.rebound.setdefault(modname, {}).setdefault(key, {})[None] = rec.key

@@ -906,8 +906,17 @@ def _slot_holders(rebinds: dict[int, Rebind], found: list[Holder]) -> list[Holde
 
     out: list[Holder] = []
     for modname, container, key, label, value in slots_holding(rebinds.keys()):
-        rebind = rebinds[id(value)]
+        bound = type(value) is types.MethodType and id(value) not in rebinds
+        rebind = rebinds[id(_func(value, bound))]
         walked = any(h.container is container and h.key == key for h in found)
-        if value is rebind.old and modname not in rebind.excluded and not walked:
-            out.append(Holder(modname, container, key, label, rebind))
+        if modname in rebind.excluded or walked or _func(value, bound) is not rebind.old:
+            continue
+        if bound:  # a new bound method of the hooked function, for the same object
+            new = types.MethodType(rebind.new, value.__self__)
+            rebind = rebind._replace(old=value, new=new)
+        out.append(Holder(modname, container, key, label, rebind))
     return out
+
+
+def _func(value: Any, bound: bool) -> Any:
+    return value.__func__ if bound else value

@@ -15,6 +15,7 @@ import atexit
 import signal
 import sys
 import threading
+import types
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
@@ -154,16 +155,25 @@ def _signal_name(signum: int) -> str:
 
 
 def slots_holding(wanted: Collection[int]) -> Iterator[tuple[str, Any, Any, str, Any]]:
-    """(module, container, key, label, value) of each slot whose value's id is ``wanted``."""
+    """(module, container, key, label, value) of each slot whose value's id is ``wanted``, or
+    whose value is a bound method of a ``wanted`` function (``signal.signal(SIGUSR1,
+    SERVER.on_term)``, ``atexit.register(SERVER.shutdown)``: a slot has no identity to keep,
+    so a new bound method of the hooked function may take its place)."""
     for modname, attr in _HOOKS:
         namespace = getattr(sys.modules.get(modname), "__dict__", None)
         value = namespace.get(attr) if type(namespace) is dict else None
-        if value is not None and id(value) in wanted:
+        if value is not None and _holds(value, wanted):
             yield modname, namespace, attr, attr, value  # labelled as a module global
     for signum in signal.valid_signals():
         handler = SIGNALS.get(signum)
-        if callable(handler) and id(handler) in wanted:
+        if callable(handler) and _holds(handler, wanted):
             yield "signal", SIGNALS, signum, f"handler of {_signal_name(signum)}", handler
     for index, callback in enumerate(list(_CALLBACKS)):
-        if id(callback.func) in wanted:
+        if _holds(callback.func, wanted):
             yield "atexit", ATEXIT, index, f"callback {index + 1}", callback.func
+
+
+def _holds(value: Any, wanted: Collection[int]) -> bool:
+    return id(value) in wanted or (
+        type(value) is types.MethodType and id(value.__func__) in wanted
+    )
