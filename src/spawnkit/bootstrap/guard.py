@@ -729,7 +729,7 @@ def check_stale(
     n, s = len(holders), "s" if len(holders) > 1 else ""
     ending = ", so this worker stops." if policy == "error" else " (guard policy 'warn')."
     if stage == "apply_hooks":
-        from spawnkit.hooks._propagate import CALLED_AT_IMPORT, HIDDEN, stale_fix  # if any
+        from spawnkit.hooks._propagate import CALLED_AT_IMPORT, FILLED, HIDDEN, stale_fix  # if any
 
         level = "" if any(h["kind"] == HIDDEN for h in holders) else "module-level "
         lines = [
@@ -746,6 +746,9 @@ def check_stale(
             f"- {h['module']}: {h['name']} ran the original of {h['target']!r} ({h['kind']})"
             + _imported_at(h["module"])
             if h["kind"] == CALLED_AT_IMPORT
+            else f"- {h['module']}.{h['name']} ({h['kind']}) keeps what the original of "
+            f"{h['target']!r} answered"
+            if h["kind"] == FILLED
             else f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}"
             for h in holders
         ]

@@ -248,6 +248,7 @@ class ApplyCall:
             raise _error(self, problems) from self.first_error
         _owner_holders(self)  # and those holding the class or module of a target
         _hidden_holders(self)  # and those no sweep reads, where the counts say there are some
+        _filled_caches(self)  # and the lru_caches that answered from the originals before
         if self.rebound:  # names bound before the hooks: their module's import-time calls
             self.stale += _called_at_import(self.rebound)
         if st.waiting:
@@ -524,6 +525,32 @@ def _hidden_holders(call: ApplyCall) -> None:
                 type(exc).__name__,
                 exc,
             )
+
+
+def _filled_caches(call: ApplyCall) -> None:
+    """Into ``call.stale``: the ``lru_cache`` results computed before this call from the
+    original of a target it hooked for the first time (``_caches``, imported only where a
+    module of a target's package was imported before the call: a plugin imported it)."""
+    fresh = [
+        (key, rec.original, rec.installed, rec.res.attr)
+        for key in call.patched_keys
+        if (rec := call.st.applied.get(key)) is not None
+        and rec.others is not None  # counted: resolved afresh by this call, not re-applied
+        and rec.kind != _resolve.CLASS
+    ]
+    if not fresh:
+        return
+    related = {key.partition(".")[0] for key, _, _, _ in fresh}
+    clean = call.clean_modules
+    before = [
+        name
+        for name in list(sys.modules)[len(clean) : call.modules_before]
+        if name.partition(".")[0] in related and name not in clean
+    ]
+    if before:
+        from spawnkit.hooks._caches import filled_caches
+
+        call.stale += filled_caches(before, fresh)
 
 
 _CONSTRUCTORS = frozenset({"__init__", "__new__"})  # hooked: a call of the class runs them

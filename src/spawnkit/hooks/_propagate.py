@@ -190,6 +190,10 @@ CALLED_AT_IMPORT = "called as its module was imported, before the hooks were app
 #: (``_hidden``: a web route's endpoint, a thread's target), found by reference.
 HIDDEN = "an object's attribute, which no sweep reads"
 
+#: A holder's kind for an ``lru_cache`` whose results came from an original before the hooks
+#: (``_caches``): nothing to rebind, values computed from it.
+FILLED = "an lru_cache whose results were computed before the hooks were applied"
+
 #: Never rebound: ``builtins`` holds every builtin function, and hooking a module's
 #: alias of one (``length = len``) must not hook the whole interpreter's ``len``.
 NEVER_REBOUND = frozenset({"builtins", "sys"})
@@ -763,7 +767,7 @@ def stale_fix(kinds: Collection[str]) -> str:
         else ""
     )
     fixes = []
-    if set(kinds) - {CALLED_AT_IMPORT, HIDDEN}:
+    if set(kinds) - {CALLED_AT_IMPORT, HIDDEN, FILLED}:
         fixes.append(
             "look the target up when it is called (e.g. `ops.tokenize(...)` through its "
             "module, or a dict or list entry, which the sweep rebinds) instead of keeping it in "
@@ -774,6 +778,12 @@ def stale_fix(kinds: Collection[str]) -> str:
             "for a call made as a module was imported, import that module only after the "
             "hooks are applied (from the entry, or inside the plugin's register function, not "
             "at a plugin module's top level), or compute the value where it is used."
+        )
+    if FILLED in kinds:
+        fixes.append(
+            "for an lru_cache that answered before the hooks, call it only after they are "
+            "applied (from the entry, not in a plugin's register function or as a module is "
+            "imported), or clear it then (`<the function>.cache_clear()`)."
         )
     if HIDDEN in kinds:
         fixes.append(
