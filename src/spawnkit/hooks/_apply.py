@@ -11,6 +11,7 @@ strict failure rolls the whole call back and leaves no target half-patched.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import threading
@@ -18,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import is_, itemgetter
-from types import FrameType, MethodType, ModuleType
+from types import FrameType, FunctionType, MethodType, ModuleType
 from typing import Any
 
 from spawnkit._log import DEBUG, LazyLogger
@@ -110,12 +111,13 @@ def late_binding(rebind: Rebind, name: Any, own: dict[int, str]) -> bool:
 
 
 def own_objects(recs: Iterable[Record]) -> dict[int, str]:
-    """The installed objects that are a hook itself (a replacement class), by id: their
-    target's attribute name (``late_binding``)."""
+    """The installed objects that are a hook itself, by id: their target's attribute name
+    (``late_binding``).  A chain is always a function spawnkit made; a hook installed as it
+    is never is one (a replacement class, a kernel object for a kernel)."""
     return {
         id(rec.installed): rec.res.attr
         for rec in recs
-        if any(hook is rec.installed for hook in rec.hooks)
+        if type(rec.installed) is not FunctionType
     }
 
 
@@ -530,7 +532,22 @@ def _hidden_holders(call: ApplyCall) -> None:
 def _filled_caches(call: ApplyCall) -> None:
     """Into ``call.stale``: the ``lru_cache`` results computed before this call from the
     original of a target it hooked for the first time (``_caches``, imported only where a
-    module of a target's package was imported before the call: a plugin imported it)."""
+    module of a target's package imported before the call defines a cache: a plugin
+    imported it)."""
+    clean = call.clean_modules
+    window = list(sys.modules)[len(clean) : call.modules_before]
+    if not window or not call.patched_keys:
+        return
+    related = {key.partition(".")[0] for key in call.patched_keys}
+    below = tuple(f"{package}." for package in related)
+    modules = []
+    for name in window:  # one C-level type pass per module of the targets' packages
+        if (name in related or name.startswith(below)) and name not in clean:
+            namespace = getattr(sys.modules.get(name), "__dict__", None)
+            if type(namespace) is dict and not _LRU.isdisjoint(map(type, namespace.values())):
+                modules.append(name)
+    if not modules:
+        return
     fresh = [
         (key, rec.original, rec.installed, rec.res.attr)
         for key in call.patched_keys
@@ -538,19 +555,13 @@ def _filled_caches(call: ApplyCall) -> None:
         and rec.others is not None  # counted: resolved afresh by this call, not re-applied
         and rec.kind != _resolve.CLASS
     ]
-    if not fresh:
-        return
-    related = {key.partition(".")[0] for key, _, _, _ in fresh}
-    clean = call.clean_modules
-    before = [
-        name
-        for name in list(sys.modules)[len(clean) : call.modules_before]
-        if name.partition(".")[0] in related and name not in clean
-    ]
-    if before:
-        from spawnkit.hooks._caches import filled_caches
+    from spawnkit.hooks._caches import filled_caches
 
-        call.stale += filled_caches(before, fresh)
+    call.stale += filled_caches(modules, fresh)
+
+
+#: the type of every ``functools.lru_cache``/``cache`` wrapper
+_LRU = frozenset({type(functools.lru_cache(None)(len))})
 
 
 _CONSTRUCTORS = frozenset({"__init__", "__new__"})  # hooked: a call of the class runs them

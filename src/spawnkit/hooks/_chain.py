@@ -325,14 +325,17 @@ def build_chain(
         else:
             inner = _sync_call(obj, _Where(reg, display, key, "raised by"))
     factories = _ASYNC if is_async else _SYNC
+    flag = _generator_flag(original)
     for reg, obj in others:
         htype = reg.hook_type
         if htype is _AROUND:
-            _check_around(reg, obj, original, is_async, replace is None, (display, notes))
+            if replace is None and _drops_result(obj, original):
+                _dropped(reg, display, notes)
+            if is_async or flag:  # its call makes a coroutine or a generator
+                _plain_around(reg, obj, flag, display, notes)
         verb = "raised inside" if htype is _AROUND else "raised by"
         inner = factories[htype](obj, inner, _Where(reg, display, key, verb))
     if inner is not original:  # a layer of ours: a hook object is innermost only under others
-        flag = _generator_flag(original)
         if flag and _generator_flag(inner) != flag:
             shell = _generator_shell if flag == _CO_GENERATOR else _async_generator_shell
             inner = shell(inner)
@@ -490,41 +493,25 @@ _AROUND_FIX = {
 }
 
 
-def _check_around(
-    reg: Registration,
-    hook: Any,
-    original: Any,
-    is_async: bool,
-    on_original: bool,
-    where: tuple[str, list[str] | None],
+def _plain_around(
+    reg: Registration, hook: Any, flag: int, display: str, notes: list[str] | None
 ) -> None:
-    """An AROUND hook that may not do what it reads as: ``return`` forgotten (only directly
-    around the original), or a plain ``def`` around a coroutine or a generator."""
-    if on_original and _drops_result(hook, original):
-        _dropped(reg, *where)
-    made = _makes_only(hook, original, is_async)
-    if made is not None:
-        _outside(reg, where[0], made, where[1])
-
-
-def _makes_only(hook: Any, original: Any, is_async: bool) -> str | None:
-    """What the call of ``original`` makes ("coroutine", "generator", "async generator") when
-    ``hook`` is a plain ``def`` AROUND it: its ``original_fn(...)`` returns at once, before
-    any of the target's body runs.  None where the hook is of the target's kind, or not a
+    """A plain ``def`` AROUND a target whose call makes a coroutine (``flag`` 0) or a
+    generator (its generator ``flag``): its ``original_fn(...)`` returns at once, before any
+    of the target's body runs.  Said unless the hook is of the target's kind, or not a
     function whose code says (a partial, a callable object)."""
     plain = hook.__func__ if type(hook) is types.MethodType else hook
     if type(plain) is not types.FunctionType:
-        return None
+        return
     code = plain.__code__
     if code.co_flags & (_CO_COROUTINE | _CO_GENERATOR | _CO_ASYNC_GENERATOR):
-        return None
-    flag = _generator_flag(original)
-    if not flag:
-        # nothing a plain def can do with a coroutine but hand it on: always worth saying
-        return "coroutine" if is_async else None
-    # a plain def may map a generator's items lazily (``(f(x) for x in original_fn(n))``);
-    # only a try or with block in it means to see the iteration, and cannot
-    return ("generator" if flag == _CO_GENERATOR else "async generator") if _guards(code) else None
+        return
+    if not flag:  # nothing a plain def can do with a coroutine but hand it on
+        _outside(reg, display, "coroutine", notes)
+    elif _guards(code):
+        # a plain def may map a generator's items lazily (``(f(x) for x in original_fn(n))``);
+        # only a try or with block in it means to see the iteration, and cannot
+        _outside(reg, display, "generator" if flag == _CO_GENERATOR else "async generator", notes)
 
 
 def _guards(code: types.CodeType) -> bool:

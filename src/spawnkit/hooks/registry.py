@@ -234,12 +234,13 @@ class HookRegistry(RegistryQueries):
             _conflicts.report(self._state, conflicts, conflicts_var)
             self._state.strict, self._state.conflicts = strict, (conflicts, conflicts_var)
             patched: list[str] = []
+            rechecked = False
             self._applying = True
             self._state.touch()
             try:
                 for _ in range(_MAX_ROUNDS):
                     st = self._state
-                    seq, before = st.seq, list(map(id, st.applied.values()))
+                    seq = st.seq
                     call = _apply.ApplyCall(st, frozenset(clean_modules), self._module_imported)
                     patched += call.run(strict)  # a strict failure raises, the state rolled back
                     self._note_stale(call.stale)
@@ -249,14 +250,17 @@ class HookRegistry(RegistryQueries):
                     patched += self._apply_ready(ready, None)
                     # conditions asked before the patching, asked again after it: one that
                     # reads a gate another hook REPLACEs turns, and the next round follows
-                    changed = list(map(id, st.applied.values())) != before  # patched, restored
+                    changed = bool(call.journal.changes or ready)  # patched or restored
                     turned = _decide.recheck_conditions(st, patched=changed)
+                    rechecked |= turned
                     if st.seq == seq and not turned:
                         break
             finally:
                 self._state.asked = []
                 self._applying = False
                 self._follow()
+            if not rechecked:
+                return patched
             # once each, and only what stays applied: a turned condition patches again, or undoes
             now = {rec.display for rec in self._state.applied.values()}
             return [display for display in dict.fromkeys(patched) if display in now]
