@@ -162,3 +162,57 @@ def test_module_imported_behind_the_finders_back_is_applied_by_the_next_call(
     registry.apply_hooks()
     assert heavy.f(1) == 2 and registry.status()[0].state == "applied"
     assert not _on_import.waiting()
+
+
+_LAYERS = {"layers.attention": "def forward(x):\n    return x\n"}
+
+
+def test_an_on_import_target_its_imported_package_lacks_is_refused_at_once(
+    mods: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    """``eng.layers.atention.forward`` (one slip off, or renamed by this engine version) with
+    ``eng.layers`` already imported: no import can ever bring the module, and the hook waited
+    'pending' for the whole run, never running.  Now it is resolved at once: strict, the
+    missing target's error with its did-you-mean; optional, skipped with a warning."""
+    mods.write("layers.attention", _LAYERS["layers.attention"])
+    mods.load("layers")
+    registry.register(mods.name("layers.atention.forward"), _plus_one, on_import=True)
+    with pytest.raises(HookApplyError, match="Did you mean 'attention'"):
+        registry.apply_hooks()
+    registry.reset()
+    registry.register(mods.name("layers.atention.forward"), _plus_one, on_import=True,
+                      optional=True)  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
+        registry.apply_hooks()
+    (row,) = registry.status()
+    assert row.state == "skipped" and "atention" in row.reason
+    assert "'attention'" in caplog.text and not _on_import.waiting()
+
+
+def test_an_on_import_target_its_package_turns_out_to_lack_fails_that_import(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """The package is imported later, by the engine: its import raises, naming the target."""
+    mods.write("layers.attention", _LAYERS["layers.attention"])
+    registry.register(mods.name("layers.atention.forward"), _plus_one, on_import=True)
+    assert registry.apply_hooks() == [] and registry.status()[0].state == "pending"
+    with pytest.raises(HookApplyError, match="Did you mean 'attention'"):
+        mods.load("layers")
+
+
+def test_an_on_import_target_that_may_still_come_keeps_waiting(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """Controls: a submodule that exists but is not imported yet; a package with a module
+    ``__getattr__`` (it may make anything); a subpackage not imported yet."""
+    mods.write("layers.attention", _LAYERS["layers.attention"])
+    mods.write("lazy.__init__", "def __getattr__(name):\n    raise AttributeError(name)\n")
+    mods.write("deep.sub.mod", "def f(x):\n    return x\n")
+    mods.load("layers")
+    mods.load("lazy")
+    mods.load("deep")
+    for target in ("layers.attention.forward", "lazy.atention.forward", "deep.sub.mod.f"):
+        registry.register(mods.name(target), _plus_one, on_import=True)
+    assert registry.apply_hooks() == []
+    assert {row.state for row in registry.status()} == {"pending"}
+    assert mods.load("layers.attention").forward(1) == 2

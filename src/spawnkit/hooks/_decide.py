@@ -143,6 +143,8 @@ def defer(st: State, key: str, strict: bool, callback: Callable[[str], None]) ->
         if near:
             _say_near(regs, st.display.get(key, key), reason, near)
         return True
+    if _resolve.cannot_come(path):
+        return False  # no import can bring it (a misspelt submodule): resolved now, to say so
     if key not in st.waiting:
         st.waiting[key] = (strict, _on_import.watch(_resolve.watch_names(path), callback))
     return True

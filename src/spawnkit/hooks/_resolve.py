@@ -588,6 +588,31 @@ def imported(path: TargetPath, done: str | None = None) -> bool:
     return False
 
 
+def cannot_come(path: TargetPath, done: str | None = None) -> bool:
+    """Whether no import can ever make ``path`` resolvable: the deepest module on it imported
+    so far is a package that finished running with no such attribute, no module
+    ``__getattr__`` and no such submodule on its ``__path__``.  An ``on_import`` hook on it
+    (``eng.layers.atention``, misspelt, or a module this version of the engine renamed)
+    would wait "pending" for the whole run.  Its finders are asked with the package already
+    imported, so nothing runs (``done``: see ``imported``)."""
+    parts = (path.module_hint or path.key).split(".")
+    for i in range(len(parts) - 1, 0, -1):
+        parent = ".".join(parts[:i])
+        mod = sys.modules.get(parent)
+        if mod is None:
+            continue
+        if (parent != done and _initializing(mod)) or not hasattr(mod, "__path__"):
+            return False  # still running, or a module: its attributes are the resolver's to say
+        names = vars(mod)
+        if parts[i] in names or "__getattr__" in names:
+            return False
+        try:
+            return importlib.util.find_spec(f"{parent}.{parts[i]}") is None
+        except (ImportError, ValueError):
+            return False
+    return False
+
+
 # Kinds of wrappable targets.
 CLASS = "class"
 FUNCTION = "function"

@@ -276,7 +276,11 @@ class HookRegistry(RegistryQueries):
                 k
                 for k in st.waiting
                 if name in _resolve.watch_names(st.paths[k])
-                and _resolve.imported(st.paths[k], done=name)
+                and (
+                    _resolve.imported(st.paths[k], done=name)
+                    # or never: its package ran without it (a misspelt submodule), said now
+                    or _resolve.cannot_come(st.paths[k], done=name)
+                )
             ]
             again = _decide.ran_again(st, name)
             if not ready and not again:
