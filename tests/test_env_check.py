@@ -259,3 +259,25 @@ def test_use_cpu_engine_that_the_table_never_reads_is_said_once_in_the_parent(
     monkeypatch.setenv(cfg.strict_env_var, "1")
     with pytest.raises(ConfigError, match=cfg.cpu_engine_var):
         build_spec("os:getpid", namespace=ns, env={visible: "1"})
+
+
+@pytest.mark.parametrize("value", ["y", "enabled", "2", "cpu"])
+def test_use_cpu_engine_that_is_no_boolean_is_refused_in_the_parent(
+    site: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """``<PREFIX>_USE_CPU_ENGINE=y`` was neither true nor an error: the workers ran on the
+    GPU (or the base platform) with nothing said, where an invalid ``<PREFIX>_IMPORT_GUARD``
+    or ``_LENIENT_PLUGINS`` is a ``ConfigError``.  In any row of the table (a plugin named
+    too), from ``env=`` as from the environment."""
+    ns = _ns()
+    cfg = ns.config
+    for env in ({cfg.cpu_engine_var: value}, {cfg.cpu_engine_var: value, cfg.platform_var: "cpu"}):
+        with pytest.raises(ConfigError, match=f"{cfg.cpu_engine_var}={value!r} is not a boolean"):
+            build_spec("os:getpid", namespace=ns, env=env)
+    monkeypatch.setenv(cfg.cpu_engine_var, f" {value.upper()} ")
+    with pytest.raises(ConfigError) as info:
+        build_spec("os:getpid", namespace=ns)
+    assert info.value.setting == cfg.cpu_engine_var and "1/0, true/false" in str(info.value)
+    for fine in ("1", "ON", "no", ""):  # controls: what the table reads as a boolean
+        monkeypatch.setenv(cfg.cpu_engine_var, fine)
+        build_spec("os:getpid", namespace=ns)

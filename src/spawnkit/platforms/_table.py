@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 import spawnkit._reference as _reference
 from spawnkit import _metadata
 from spawnkit._metadata import EntryPointInfo
-from spawnkit.errors import PlatformUnavailableError
+from spawnkit.errors import ConfigError, PlatformUnavailableError
 from spawnkit.platforms._checks import (
     Candidate,
     Trace,
@@ -38,7 +38,22 @@ __all__: list[str] = []
 
 _BY_NAME = {row.name: row for row in BUILTINS}
 _TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
 _Result = tuple[PlatformSelection, type[Platform]]
+
+
+def _cpu_engine(var: str) -> str:
+    """``<PREFIX>_USE_CPU_ENGINE``'s value, which must read as a boolean: ``y`` or
+    ``enabled`` was neither true nor an error, so the workers ran on the GPU (or the base
+    platform) with nothing said, where the other switches refuse such a value."""
+    raw = os.environ.get(var, "").strip()
+    if raw.lower() in _TRUE or raw.lower() in _FALSE:
+        return raw
+    raise ConfigError(
+        f"{var}={raw!r} is not a boolean; use 1/0, true/false, yes/no or on/off ({var}=1 "
+        "runs the workers on the CPU when no platform is named and no plugin activates).",
+        setting=var,
+    )
 
 
 class NamespaceView(Protocol):
@@ -63,6 +78,7 @@ class DecisionTable:
 
     def _decide(self, requested: str | None, how: str, trace: Trace) -> _Result:
         """One branch per row; ``requested``: the selected name (None: unset), ``how``: by what."""
+        cpu_engine = _cpu_engine(self.namespace.config.cpu_engine_var)  # any row: say a typo
         eps = self._entry_points()
         for ep in eps:
             if requested is not None and ep.name != requested:
@@ -88,7 +104,6 @@ class DecisionTable:
             return self._plugin(ep, qualname, trace)
         trace.step(f"0 of {len(eps)} plugin(s) activated")
         cfg = self.namespace.config
-        cpu_engine = os.environ.get(cfg.cpu_engine_var, "").strip()
         # Row "unset, 0 activated", first part: <PREFIX>_USE_CPU_ENGINE=1 is the CPU.
         if cpu_engine.lower() in _TRUE:
             trace.step(f"{cfg.cpu_engine_var}={cpu_engine}")
