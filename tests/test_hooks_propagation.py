@@ -769,6 +769,31 @@ def test_subclasses_that_override_a_hooked_method_without_calling_it_are_named(
     assert "skip the hook" in row.reason
 
 
+@pytest.mark.parametrize("base_first", [True, False], ids=["base-first", "subclass-first"])
+def test_hooks_on_a_method_and_on_a_subclass_naming_it_are_no_bypass(
+    mods: Modules, registry: type[HookRegistry], base_first: bool
+) -> None:
+    """One plugin hooks ``Engine.run``, another ``Inherits.run`` (the same method, named on a
+    subclass that inherits it): both hooks ran, yet the first was said to be skipped by
+    "``Inherits.run``", the second plugin's chain, whose code names no method."""
+    mods.load("lib", LIB)
+    subs = mods.load("subs", OVERRIDES)
+    seen: list[str] = []
+    hooks = [
+        (mods.name("lib.Engine.run"), lambda r, s: seen.append("base") or r),
+        (mods.name("subs.Inherits.run"), lambda r, s: seen.append("sub") or r),
+    ]
+    for target, hook in hooks if base_first else hooks[::-1]:
+        registry.register(target, hook)
+    registry.apply_hooks()
+    assert subs.Inherits().run() == "run" and sorted(seen) == ["base", "sub"]
+    deeper, skips = f"{subs.__name__}.Deeper.run", f"{subs.__name__}.Skips.run"
+    assert registry.bypassing() == {  # the real ones still named; not the other hook's chain
+        mods.name("lib.Engine.run"): [deeper, skips],
+        mods.name("subs.Inherits.run"): [deeper],
+    }
+
+
 # One holder each, and nothing else (no local variable here) referencing the original: the
 # apply counts references to skip the sweep where nothing could hold one, so a count that
 # missed one holder would leave exactly that holder unhooked.

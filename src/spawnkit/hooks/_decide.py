@@ -367,9 +367,24 @@ def bypassing(rec: Record) -> list[str]:
         raw = vars(sub).get(attr, ABSENT)
         func = raw.__func__ if type(raw) in (staticmethod, classmethod) else raw
         code = getattr(func, "__code__", None)
-        if isinstance(code, types.CodeType) and attr not in _names(code):
+        calls_up = not isinstance(code, types.CodeType) or attr in _names(code)
+        if not calls_up and not _wrapping(func, (rec.original, rec.installed)):
             out.append(f"{sub.__module__}.{sub.__qualname__}.{attr}")
     return sorted(out)
+
+
+def _wrapping(func: Any, hooked: tuple[Any, Any]) -> bool:
+    """An override that wraps the hooked method (by ``__wrapped__``): a chain of hooks a
+    plugin put on the subclass's name for the inherited method (its code names no method:
+    the base's hook was said to be skipped, and ran), or a ``functools.wraps`` decorator."""
+    for _ in range(_MOST_WRAPPERS):
+        inner = func.__dict__.get("__wrapped__") if type(func) is types.FunctionType else None
+        if inner is None:
+            return False
+        if inner is hooked[0] or inner is hooked[1]:
+            return True
+        func = inner
+    return False
 
 
 def _torch_kernels(rec: Record) -> list[str]:
