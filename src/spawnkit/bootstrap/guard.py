@@ -443,10 +443,17 @@ def _fix(window: str, module: str, step: str, carriers: list[str]) -> str:
     if window == STAGE:
         from spawnkit.bootstrap.stages import Stage  # failure path only
 
-        who = "the platform's code" if step == Stage.PLATFORM else "the code run"
+        if step == Stage.PLATFORM:
+            # "inside a function" would be no fix: init_backend() is one, and runs here
+            return (
+                f"the platform's code runs in stage {step!r}, before plugins load and hooks "
+                "are applied (init_backend() included), so what it imports is imported before "
+                "the hooks: import it in code that runs after them (an op's first call, the "
+                "entry), not at platform start"
+            )
         return (
-            f"{who} in stage {step!r} imports it: import it inside the function that needs "
-            "it, so that it is imported after hooks are applied"
+            f"the code run in stage {step!r} imports it: import it inside the function that "
+            "needs it, so that it is imported after hooks are applied"
         )
     return _FIX_ANY.format(module=module)
 
