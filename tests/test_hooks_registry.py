@@ -553,6 +553,8 @@ def test_the_settled_version_changes_with_every_change_and_only_then(mods: Modul
     assert changed()
     # While an on_import target waits, its reason names a module as sys.modules has it now:
     # there is no version to reuse a report by.
+    mods.write("later", "def f():\n    pass\n")  # there, not imported: it waits (one that
+    # its imported package lacks would never come, and is refused at once)
     reg.register(f"{mods.pkg}.later.f", lambda r, *a, **k: r, HookType.AFTER, on_import=True)
     reg.apply_hooks()
     assert reg._settled_version() is None
