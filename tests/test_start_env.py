@@ -142,3 +142,38 @@ def test_a_plugin_installed_only_on_env_pythonpath_loads_in_every_worker(
         results = group.results(timeout=120)
     assert results == [str(extra / f"{tag}_plugin.py")]  # before: [None]
     assert sys.path == path_before  # the launcher looked with it, and put its path back
+
+
+_SCRIPT_TOP = """
+import sys
+sys.path.insert(0, {root!r})
+import engcfg  # the launching script's own import: a spawned worker runs it again, first
+import spawnkit
+
+if __name__ == "__main__":
+    for method in ("spawn", "forkserver"):
+        with spawnkit.spawn_with_plugins(
+            "engentry:main", start_method=method, env={{"ENGCFG_DEBUG": "1"}},
+            ready_timeout=120, join_timeout=120,
+        ) as group:
+            print(method, group.results(timeout=120)[0])
+"""
+
+
+def test_env_reaches_what_the_launching_scripts_imports_read_in_a_spawned_worker(
+    tmp_path: Path,
+) -> None:
+    """``import torch`` (``OMP_NUM_THREADS``) or an engine config module read at the top of the
+    launching script: a spawned worker runs that script again before any stage, and env= was
+    set by the first stage, too late (its constant read '0'); a warm worker had it right."""
+    (tmp_path / "engcfg.py").write_text("import os\nDEBUG = os.environ.get('ENGCFG_DEBUG', '0')\n")
+    entry = "import engcfg, os\n\ndef main():\n    return engcfg.DEBUG, os.environ['ENGCFG_DEBUG']"
+    (tmp_path / "engentry.py").write_text(entry + "\n")
+    script = tmp_path / "launch.py"
+    script.write_text(_SCRIPT_TOP.format(root=str(tmp_path)))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, env={k: v for k, v in os.environ.items() if k != "ENGCFG_DEBUG"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["spawn ('1', '1')", "forkserver ('1', '1')"]

@@ -1,13 +1,14 @@
 """The launcher's ``env=`` where setting it in the worker is too late.
 
 A worker sets ``env=`` in ``os.environ`` as its first stage, which is in time for everything
-that reads the environment when asked (a platform's probe, torch's import, CUDA's start).  It
-is too late for what reads it once, as the process starts: the interpreter's own variables
+the stages and the entry read (a platform's probe, torch's import, CUDA's start).  It is too
+late for what reads it once, as the process starts: the interpreter's own variables
 (``PYTHONHASHSEED``, ``PYTHONWARNINGS``, ``PYTHONDEVMODE``...), the dynamic loader's
 (``LD_LIBRARY_PATH``, ``LD_PRELOAD``) and the C library's (``MALLOC_ARENA_MAX``,
-``GLIBC_TUNABLES``).  Those go into the environment the process is started with (a spawned
-worker's, or a warm server's, whose workers are its forks), in the launcher's
-``platforms.discovery.env_applied`` window.  ``PYTHONPATH`` is read at start too, but
+``GLIBC_TUNABLES``).  Those go into the environment a warm server is started with (its
+workers are its forks), in the launcher's ``platforms.discovery.env_applied`` window; a
+spawned worker is started with all of ``env=`` (``protocol/popen.py``: the launching
+script's own imports run again there, before any stage).  ``PYTHONPATH`` is read at start too, but
 multiprocessing then replaces ``sys.path`` with the launcher's, so the worker also puts its
 entries on ``sys.path`` where the interpreter would have.
 """

@@ -336,12 +336,14 @@ class LaunchContext(Plain):
 
     def start(self, proc: Any) -> None:
         if self.server is None:
-            from spawnkit._environ import read_at_start
             from spawnkit.platforms.discovery import env_applied
 
-            # env= entries read only at start (PYTHONHASHSEED, LD_LIBRARY_PATH...) must be in
-            # the environment the interpreter is exec'd with; the worker sets the rest.
-            with env_applied(read_at_start(proc._args[0].env)):
+            # All of env= in the environment the interpreter is exec'd with: what it reads at
+            # start (PYTHONHASHSEED, LD_LIBRARY_PATH...), and what the launching script's own
+            # imports read as the worker runs it again, before any stage (OMP_NUM_THREADS for
+            # the script's `import torch`; an engine's config constants): set by the first
+            # stage, they came too late, where a warm worker had them.
+            with env_applied(proc._args[0].env):
                 proc.start()
             return
         from spawnkit.protocol import warm
