@@ -100,6 +100,25 @@ def test_an_entry_arg_no_rank_provides_is_refused_in_the_parent(
         )
 
 
+def test_a_rank_extra_key_the_launcher_passes_itself_is_refused_in_the_parent(
+    engine: tuple[str, Path],
+) -> None:
+    """``rank_extra=lambda r: {"rank": node * 8 + r}`` with ``entry_args=("rank", ...)``: the
+    entry got the launcher's 0..nprocs-1 (a second node's ranks were the first node's), and
+    nothing said so."""
+    pkg, _ = engine
+    with pytest.raises(ConfigError, match=r"rank_extra\(0\) returns rank=8, world_size=16") as info:
+        spawn_with_plugins(
+            f"{pkg}.scheduler:run_scheduler_process",
+            None,
+            nprocs=2,
+            namespace=_ns(),
+            rank_extra=lambda r: {"rank": 8 + r, "world_size": 16, "pipe_writer": None},
+            entry_args=("local_rank", "rank", "world_size", "pipe_writer"),
+        )
+    assert info.value.setting == "rank_extra" and "'global_rank'" in str(info.value)
+
+
 def test_cli_payload_factory_builds_a_dataclass_in_the_parent(engine: tuple[str, Path]) -> None:
     pkg, root = engine
     env = dict(os.environ)

@@ -169,7 +169,20 @@ def _rank_extra(rank_extra: Callable[[int], Mapping[str, Any]] | None, rank: int
 
 
 def _check_entry_args(names: tuple[str, ...] | None, extra: Mapping[str, Any], rank: int) -> None:
-    """Every named entry argument exists for ``rank``: checked here, not as a worker KeyError."""
+    """Every named entry argument exists for ``rank``, and means one thing: checked here, not
+    as a worker KeyError, nor as a ``rank_extra`` value the launcher's own replaced."""
+    shadowed = [n for n in names or () if n in _RANK_ARGS and n in extra]
+    if shadowed:
+        # ``rank_extra=lambda r: {"rank": node * 8 + r}`` with entry_args=("rank", ...): the
+        # entry got the launcher's 0..nprocs-1, a second node's ranks the first node's
+        raise ConfigError(
+            f"entry_args names {shadowed}, which the launcher passes itself (this rank's "
+            f"{', '.join(shadowed)} in the group), and rank_extra({rank}) returns "
+            f"{', '.join(f'{n}={extra[n]!r}' for n in shadowed)} as well, which the entry "
+            "would never get: give that key another name (e.g. 'global_rank') and name that "
+            "in entry_args.",
+            setting="rank_extra",
+        )
     missing = [n for n in names or () if n not in _RANK_ARGS and n not in extra]
     if missing:
         raise ConfigError(
