@@ -140,6 +140,15 @@ def sleep_forever(box=None):
 def quick(box=None):
     return os.getpid()
 
+def exits_on_sigterm(box=None):  # as vLLM's engine core: SIGTERM -> SystemExit, exit code 0
+    import signal
+
+    def stop(signum, frame):
+        raise SystemExit()
+
+    signal.signal(signal.SIGTERM, stop)
+    time.sleep(600)
+
 def hang_at_exit(box=None):
     import atexit
     atexit.register(time.sleep, 600)  # an exit handler that does not end

@@ -53,6 +53,9 @@ class Rank:
     exitcode: int | None = None
     report_open: bool = True
     terminated: bool = False
+    # stopped before its entry had returned: a result sent after that (an entry that turns
+    # SIGTERM into SystemExit, as vLLM's engine core does) is no return of its own
+    cut_short: bool = False
     fault_text: str = ""
     events: list[tuple[str, str, float]] = field(default_factory=list)
     marks: tuple[tuple[str, float], ...] = ()  # the worker's own, from HELLO (a trace's)
@@ -111,11 +114,16 @@ class Rank:
             self.ready = True
         return ""
 
+    def stop(self) -> None:
+        """The launcher is stopping this live rank (``terminate()``, Ctrl-C, a failure)."""
+        self.terminated = True
+        self.cut_short = self.cut_short or self.result is None
+
     def value(self, loads: Callable[[bytes], Any], group: str) -> Any:
         """The entry's return value; raises when there is none to give (``group`` names the
         group in that message)."""
         res = self.result
-        if res is None and (self.terminated or self.exitcode not in (0, None)):
+        if self.cut_short or (res is None and (self.terminated or self.exitcode not in (0, None))):
             # Stopped by terminate() (the only way to get here without a failure):
             # a None would read as the entry's return value.
             what = "returned from its entry function"

@@ -288,7 +288,7 @@ class WorkerGroup(GroupContract):
         if not done:
             return False
         self._close(initial_grace=0.0)
-        return not any(r.terminated and r.result is None for r in self._ranks)
+        return not any(r.cut_short or (r.terminated and r.result is None) for r in self._ranks)
 
     def results(self, timeout: float | None = None) -> list[Any]:
         if not self.join(timeout) and not self._closed:
@@ -362,7 +362,8 @@ class WorkerGroup(GroupContract):
             for r in self._ranks:
                 self._drain(r)
             for r in self._ranks:
-                r.terminated = r.terminated or r.exitcode is None
+                if r.exitcode is None:
+                    r.stop()
             self._close(initial_grace=0.0)
             raise
 
@@ -478,7 +479,7 @@ class WorkerGroup(GroupContract):
 
         live = [r for r in self._ranks if r.exitcode is None]
         for r in live:
-            r.terminated = True
+            r.stop()
         self.unreaped_pids = stop_group(
             [r.pid for r in live],
             self.run_id,
