@@ -414,3 +414,94 @@ def test_a_ctrl_c_while_ranks_start_is_never_lost(
     started = [int(line.split()[1]) for line in out.splitlines() if line.startswith("starting")]
     assert started
     assert_gone(started)  # the group was torn down
+
+
+GRACEFUL = """
+import atexit, os, signal, sys, time
+
+def checkpointing(payload=None):  # what a training rank does on SIGTERM
+    out = os.environ["INTR_OUT"]
+
+    def note(what):
+        with open(os.path.join(out, f"{os.getpid()}-{what}"), "w"):
+            pass
+
+    def on_term(signum, frame):
+        note("handler")
+        sys.exit(0)
+
+    signal.signal(signal.SIGTERM, on_term)
+    atexit.register(note, "atexit")
+    os.write(1, f"worker {os.getpid()} in entry\\n".encode())
+    try:
+        time.sleep(120)
+    finally:
+        note("finally")
+"""
+
+SCRIPT_OWN_TERM = """
+import os, signal, sys
+from spawnkit import spawn_with_plugins
+
+if __name__ == "__main__":
+    if os.environ.get("INTR_OWN_HANDLER"):
+        signal.signal(signal.SIGTERM, lambda s, f: print("launcher's own handler", flush=True))
+    group = spawn_with_plugins("{module}:checkpointing", nprocs=2, grace_period=10)
+    group.join(120 if not os.environ.get("INTR_OWN_HANDLER") else 3)
+    group.terminate()
+    print("launcher ended its own way", flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["launch", "script"])
+def test_sigterm_to_the_launcher_lets_each_rank_end_its_own_way(
+    app: tuple[Path, str], tmp_path: Path, how: str
+) -> None:
+    """``docker stop`` / ``kubectl delete pod`` / SLURM send SIGTERM: the launcher died at once
+    and each worker, its launcher gone, ended with ``os._exit``: no rank ran its SIGTERM
+    handler (a checkpoint), its ``finally`` or its exit callbacks, and nothing was said.
+    Now it is the teardown a Ctrl-C gives (TERM, grace, KILL), and the launcher exits 143."""
+    folder, module = app
+    (folder / f"{module}.py").write_text(ENTRY + GRACEFUL)
+    out = tmp_path / "notes"
+    out.mkdir()
+    if how == "launch":
+        argv = [SPAWNKIT, "launch", f"{module}:checkpointing", "--nprocs", "2",
+                "--app-dir", str(folder)]  # fmt: skip
+    else:
+        (folder / "run.py").write_text(SCRIPT_OWN_TERM.format(module=module))
+        argv = [sys.executable, str(folder / "run.py")]
+    run = Launched(argv, folder, {"INTR_OUT": str(out)})
+    try:
+        pids = worker_pids(run.wait_for(r"^worker \d+ in entry", count=2))
+        os.kill(run.proc.pid, signal.SIGTERM)  # the launcher only, as a supervisor sends it
+        code, _, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 143, err
+    assert "spawnkit: SIGTERM: stopping the worker group" in err
+    notes = sorted(p.name.split("-", 1)[1] for p in out.iterdir())
+    assert notes == ["atexit", "atexit", "finally", "finally", "handler", "handler"], notes
+    assert_gone(pids)
+
+
+def test_a_launchers_own_sigterm_handler_is_left_alone(
+    app: tuple[Path, str], tmp_path: Path
+) -> None:
+    folder, module = app
+    (folder / f"{module}.py").write_text(ENTRY + GRACEFUL)
+    (folder / "run.py").write_text(SCRIPT_OWN_TERM.format(module=module))
+    out = tmp_path / "notes"
+    out.mkdir()
+    run = Launched([sys.executable, str(folder / "run.py")], folder,
+                   {"INTR_OUT": str(out), "INTR_OWN_HANDLER": "1"})  # fmt: skip
+    try:
+        pids = worker_pids(run.wait_for(r"^worker \d+ in entry", count=2))
+        os.kill(run.proc.pid, signal.SIGTERM)
+        code, stdout, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 0, err
+    assert "launcher's own handler" in stdout and "launcher ended its own way" in stdout
+    assert "spawnkit: SIGTERM" not in err
+    assert_gone(pids)

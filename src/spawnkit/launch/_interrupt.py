@@ -17,6 +17,8 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+from spawnkit.launch import _sigterm
+
 __all__ = [
     "EscalateTeardown",
     "children_start_deaf",
@@ -92,10 +94,19 @@ def held() -> Iterator[None]:
         return
     caught: list[Any] = []
     previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    # the launcher's SIGTERM raises as Ctrl-C does (launch._sigterm): held the same way
+    terms: list[Any] = []
+    term = None
+    if _sigterm.watching():
+        term = signal.signal(signal.SIGTERM, lambda signum, frame: terms.append(frame))
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        if term is not None:
+            signal.signal(signal.SIGTERM, term)
+            if terms and callable(term):
+                term(signal.SIGTERM, terms[0])  # raises Terminated
         if caught and callable(previous):
             previous(signal.SIGINT, caught[0])  # default_int_handler raises KeyboardInterrupt
         elif caught and previous == signal.SIG_DFL:

@@ -115,9 +115,10 @@ class Rank:
         return ""
 
     def stop(self) -> None:
-        """The launcher is stopping this live rank (``terminate()``, Ctrl-C, a failure)."""
-        self.terminated = True
-        self.cut_short = self.cut_short or self.result is None
+        """The launcher is stopping this rank (``terminate()``, Ctrl-C, a failure), if live."""
+        if self.exitcode is None:
+            self.terminated = True
+            self.cut_short = self.cut_short or self.result is None
 
     def value(self, loads: Callable[[bytes], Any], group: str) -> Any:
         """The entry's return value; raises when there is none to give (``group`` names the

@@ -195,6 +195,15 @@ def _teardown_live_groups() -> None:
 atexit.register(_teardown_live_groups)
 
 
+def _not_live(group: WorkerGroup) -> None:
+    """``group`` is over; the last live one gives SIGTERM back (``launch._sigterm``)."""
+    _live_groups.discard(group)
+    if not _live_groups:
+        from spawnkit.launch import _sigterm
+
+        _sigterm.unwatch()
+
+
 class WorkerGroup(GroupContract):
     """A running group of bootstrapped workers (the contract's meanings: ``GroupContract``)."""
 
@@ -362,8 +371,7 @@ class WorkerGroup(GroupContract):
             for r in self._ranks:
                 self._drain(r)
             for r in self._ranks:
-                if r.exitcode is None:
-                    r.stop()
+                r.stop()
             self._close(initial_grace=0.0)
             raise
 
@@ -439,7 +447,7 @@ class WorkerGroup(GroupContract):
             self._stop_workers(initial_grace)
         finally:
             self._closed = True
-            _live_groups.discard(self)
+            _not_live(self)
             for r in self._ranks:
                 self._tell_end(r)
             self._relay.warn_if_new(told)

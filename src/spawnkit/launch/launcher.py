@@ -217,10 +217,11 @@ def _start_ranks(
     deaf: bool,
 ) -> None:
     """Start every rank into ``group``; any failure (Ctrl-C included) tears down those started."""
-    from spawnkit.launch import _interrupt
+    from spawnkit.launch import _interrupt, _sigterm
     from spawnkit.launch.group import _live_groups
 
     _live_groups.add(group)
+    _sigterm.watch()  # a SIGTERM to the launcher tears the group down, as Ctrl-C does
     try:
         extras = [_rank_extra(rank_extra, rank) for rank in range(template.world_size)]
         for rank, extra in enumerate(extras):  # every rank's, before any process starts
