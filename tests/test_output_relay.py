@@ -214,3 +214,83 @@ def test_a_progress_bar_shows_while_the_rank_runs_not_only_when_it_ends(
     prefix = b"[rank0]: " if mode == "prefix" else b""
     # each state a redraw of the line, the last ended when the bar was done
     assert prefix + b" step 1/2\r" in seen and seen.endswith(prefix + b" step 2/2\n"), seen
+
+
+def test_a_line_over_the_bound_is_cut_and_said_once(
+    monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from spawnkit.launch import _output
+
+    monkeypatch.setattr(_output, "MAX_LINE", 8)
+    stream = _output.LineStream(0, "stdout", b"[rank1]: ")
+    out = stream.lines(b"0123456789abcdefXYZ") + stream.lines(b"0123456789\n")
+    # held up to the bound while its newline is awaited; the rest came with its newline
+    assert out == b"[rank1]: 01234567\n[rank1]: 89abcdef\n[rank1]: XYZ0123456789\n"
+    err = capfd.readouterr().err
+    assert err.count("spawnkit: a line of [rank1]: stdout is over") == 1, err
+
+
+_BIG_WORKER = """
+import json, sys
+
+def report(payload=None):
+    print(json.dumps({"latencies_s": [i / 7 for i in range(6000)]}))  # one line, ~110 KB
+    sys.stdout.write("".join(f"step {i:05d} " + "x" * 60 + "\\n" for i in range(3000)))
+    print("FINAL: eval accuracy 0.913", flush=True)
+    return "done"
+"""
+
+_BIG_LAUNCHER = """
+import sys
+from spawnkit import spawn_with_plugins
+
+if __name__ == "__main__":
+    with spawn_with_plugins("bigworker:report", ready_timeout=120, join_timeout=120) as group:
+        print("results", group.results(), file=sys.stderr, flush=True)
+"""
+
+_SLOW_READER = """
+import sys, time
+out = open(sys.argv[1], "wb")
+while True:  # about 60 KB/s: slower than the rank writes, as a `| tee` to a slow disk
+    chunk = sys.stdin.buffer.read(4096)
+    if not chunk:
+        break
+    out.write(chunk)
+    time.sleep(4096 / 60000)
+out.close()
+"""
+
+
+def test_a_long_json_line_and_the_last_lines_reach_a_slow_stdout_whole(tmp_path: Path) -> None:
+    """A JSON record of 110 KB arrived as two invalid lines (cut at 64 KiB, nothing said);
+    behind a stdout slower than the rank, the launcher waited a flat 2 s for the relay, then
+    exited: its last lines (``FINAL``) never arrived, rc 0, nothing said."""
+    import json
+
+    (tmp_path / "bigworker.py").write_text(_BIG_WORKER)
+    (tmp_path / "launcher.py").write_text(_BIG_LAUNCHER)
+    (tmp_path / "reader.py").write_text(_SLOW_READER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    got = tmp_path / "got.txt"
+    launcher = subprocess.Popen(
+        [sys.executable, str(tmp_path / "launcher.py")], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert launcher.stdout is not None
+    reader = subprocess.Popen([sys.executable, str(tmp_path / "reader.py"), str(got)],
+                              stdin=launcher.stdout)  # fmt: skip
+    launcher.stdout.close()
+    try:
+        _, err = launcher.communicate(timeout=120)
+        reader.wait(timeout=120)
+    finally:
+        for proc in (launcher, reader):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(30)
+    assert launcher.returncode == 0 and b"results ['done']" in err, err
+    lines = got.read_text().splitlines()
+    assert len(json.loads(lines[0])["latencies_s"]) == 6000
+    assert len(lines) == 3002 and lines[-1] == "FINAL: eval accuracy 0.913"
+    assert b"may be cut" not in err and b"is over" not in err

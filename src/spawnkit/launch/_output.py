@@ -2,8 +2,10 @@
 
 Shared descriptors interleave inside a line (``gpu_id=0Scheduler initialized! gpu_id=1``), so
 each rank gets a pipe per stream and one thread per group copies whole lines (optionally
-``[rank0]: ``).  Lines over :data:`MAX_LINE` are cut; a partial last line is ended at close; the
-group waits up to :data:`DRAIN_S` for the pipes to close.  See docs/architecture.md.
+``[rank0]: ``).  Lines over :data:`MAX_LINE` are cut, and the launcher's stderr says so once
+per stream; a partial last line is ended at close; the group waits for the pipes to close as
+long as output still moves (up to :data:`DRAIN_S` without progress, :data:`DRAIN_MAX_S` in all),
+and says so if some was left.  See docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -16,12 +18,15 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["DRAIN_S", "MAX_LINE", "LineStream", "OutputRelay", "emit_lines"]
+__all__ = ["DRAIN_MAX_S", "DRAIN_S", "MAX_LINE", "LineStream", "OutputRelay", "emit_lines"]
 
-MAX_LINE = 64 * 1024
-"""Bytes of one line held while waiting for its newline; a longer line is written in pieces."""
+MAX_LINE = 4 * 1024 * 1024
+"""Bytes of one line held while waiting for its newline; a longer line is written in pieces
+(a JSON record of metrics is one line: 64 KiB, as it was, cut an 83 KB one in two)."""
 DRAIN_S = 2.0
-"""How long a finished group waits for its ranks' output pipes to close."""
+"""How long a finished group waits for its ranks' output pipes with no output moving."""
+DRAIN_MAX_S = 60.0
+"""How long it waits in all while output still moves (a slow ``| tee``, a paused terminal)."""
 
 _write_lock = threading.Lock()  # one line at a time, across every group of this process
 
@@ -34,6 +39,7 @@ class LineStream:
         self.target = target
         self.prefix = prefix
         self.pending = b""
+        self.cut = False  # a line over MAX_LINE was written in pieces (said once)
 
     def lines(self, data: bytes) -> bytes:
         """The complete lines in ``pending + data`` (prefixed); keeps the unfinished rest.
@@ -58,6 +64,13 @@ class LineStream:
         while len(self.pending) >= MAX_LINE:
             out.append(self.prefix + self.pending[:MAX_LINE] + b"\n")
             self.pending = self.pending[MAX_LINE:]
+            if not self.cut:
+                self.cut = True
+                _say(
+                    f"a line of {self.prefix.decode() or 'a rank'}{self.target} is over "
+                    f"{MAX_LINE // (1024 * 1024)} MiB: it reaches the launcher's {self.target} "
+                    "cut into lines of that size"
+                )
         return b"".join(out)
 
     def rest(self) -> bytes:
@@ -80,6 +93,8 @@ class OutputRelay:
         self._running = False  # the relay thread was started and has not ended
         self._ended = threading.Event()  # set when it ends
         self._finishing = False  # set by finish(): the thread ends once every pipe closed
+        self._moved = 0  # reads relayed so far: finish() waits on while this grows
+        self._busy = False  # writing to the launcher's stream now (a slow one blocks there)
 
     def add(self, rank: int, stdout_fd: int, stderr_fd: int) -> None:
         """Relay a rank's two pipes (read ends; the relay owns and closes them)."""
@@ -102,17 +117,33 @@ class OutputRelay:
                 _thread.start_new_thread(self._run, ())
         os.write(self._wake_w, b"x")
 
-    def finish(self, timeout: float = DRAIN_S) -> bool:
-        """Wait up to ``timeout`` for every pipe to close; True when all did (all relayed)."""
-        deadline = time.monotonic() + timeout
+    def finish(self, timeout: float = DRAIN_S, most: float = DRAIN_MAX_S) -> bool:
+        """Wait for every pipe to close while output still moves (up to ``timeout`` with none
+        moving, ``most`` in all); True when all did (all relayed).  A launcher whose stdout
+        drains slowly (``| tee`` to a slow disk, a paused terminal) lost a rank's last lines
+        after a flat 2 s, and said nothing."""
+        deadline = time.monotonic() + most
         with self._lock:
             self._finishing = True
             if not self._running:  # never started (no rank), or already ended
                 self._close_wake()
                 return not self._open
             os.write(self._wake_w, b"x")
-            self._all_closed.wait_for(lambda: not self._open, timeout)
+            moved = -1
+            while self._open and time.monotonic() < deadline:
+                if moved == self._moved and not self._busy:
+                    break  # nothing read nor being written for a whole wait
+                moved = self._moved
+                wait = min(timeout, max(deadline - time.monotonic(), 0.0))
+                self._all_closed.wait_for(lambda: not self._open, wait)
             done = not self._open
+            if not done:
+                _say(
+                    "the output of a worker group may be cut: a rank's output pipe stayed "
+                    f"open with nothing read for {timeout:g} s (a process it started still "
+                    f"holds it), or its output took over {most:g} s to reach this launcher's "
+                    "stdout"
+                )
         if done:
             # The pipes may have closed before finish() was called: the thread then wakes
             # only now, and closes the wake-up pipe and selector on its way out.  Wait for
@@ -161,7 +192,10 @@ class OutputRelay:
         except OSError:
             data = b""
         if data:
+            self._busy = True  # plain attributes: finish() reads them under the lock, late is fine
             emit_lines(stream.target, stream.lines(data))
+            self._moved += 1
+            self._busy = False
             return
         emit_lines(stream.target, stream.rest())
         with self._lock:
@@ -189,3 +223,8 @@ def emit_lines(target: str, data: bytes) -> None:
                 stream.flush()
         except (OSError, ValueError):
             pass  # the launcher's own stream is closed: nowhere left to write
+
+
+def _say(what: str) -> None:
+    """One line on the launcher's stderr about the relay itself."""
+    emit_lines("stderr", f"spawnkit: {what}\n".encode())
