@@ -9,7 +9,9 @@ stage.  Real spawned workers, real faulthandler dumps.
 
 from __future__ import annotations
 
+import contextlib
 import pickle
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,6 +74,23 @@ def test_a_rank_whose_entry_returned_but_that_does_not_end_is_named_as_exiting(
     assert "its entry function returned and its result arrived" in str(err), err
     if start_method == "forkserver":  # it runs its exit handlers as a spawned one does
         assert "_fork_exit" in err.stacks[0], err.stacks
+    assert_group_gone(group)
+
+
+def test_results_timeout_names_a_rank_whose_entry_returned_as_exiting(site: Site) -> None:
+    """``results(timeout=)`` said "rank 0 in 'entry'" of a rank whose result had arrived."""
+    group = spawn_with_plugins(site.entry("hang_at_exit"), namespace=site.ns)
+    with group:
+        group.wait_ready(timeout=60)
+        deadline = time.monotonic() + 60
+        while group._ranks[0].result is None and time.monotonic() < deadline:
+            with contextlib.suppress(EntryTimeoutError):
+                group.results(timeout=0.2)  # pumps the reports in
+        with pytest.raises(EntryTimeoutError) as info:
+            group.results(timeout=0.5)
+        assert "rank 0 (pid" in str(info.value)
+        assert "exiting (its entry returned; an exit handler" in str(info.value), info.value
+        group.terminate()
     assert_group_gone(group)
 
 

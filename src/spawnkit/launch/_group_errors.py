@@ -100,4 +100,5 @@ class GroupErrors:
             group=self.name,
             waited=waited,
             stacks=stacks_of([_named(late)]),  # only the rank named: results() is polled
+            returned={r.rank for r in late if r.result is not None},
         )

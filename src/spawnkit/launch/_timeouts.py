@@ -7,7 +7,7 @@ where the worker could be asked, its stack.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import BootstrapTimeoutError, ChildError, EntryTimeoutError
@@ -135,10 +135,17 @@ def results_timeout_error(
     group: str,
     waited: float,
     stacks: dict[int, str] | None = None,
+    returned: Collection[int] = (),
 ) -> ChildError:
-    """``results(timeout=)`` passed with ``running`` unfinished; the group runs on."""
+    """``results(timeout=)`` passed with ``running`` unfinished; the group runs on.
+    ``returned``: the ranks whose entry returned (its result arrived) and that are exiting."""
     who, stage = first_late(running)
-    names = ", ".join(f"{w.label} in {s!r}" for w, s in running)
+    names = ", ".join(
+        f"{w.label} exiting (its entry returned; an exit handler or a non-daemon thread holds it)"
+        if w.rank in returned
+        else f"{w.label} in {s!r}"
+        for w, s in running
+    )
     stack = (stacks or {}).get(who.rank, "")
     text = (
         f"results(timeout={waited:g}) expired after {waited:.1f} s with {len(running)} rank(s) "
