@@ -498,12 +498,18 @@ class WorkerGroup(GroupContract):
         )
 
     def __del__(self) -> None:
-        if not getattr(self, "_closed", True) and any(r.exitcode is None for r in self._ranks):
-            _log.warning(
-                "worker group %s was garbage-collected while running; use it as a context "
-                "manager or call terminate()",
-                self.run_id,
-            )
+        _collected(self)
+
+
+def _collected(group: WorkerGroup) -> None:
+    """A group garbage-collected while its ranks run: said (``WorkerGroup.__del__``)."""
+    ranks = getattr(group, "_ranks", ())  # none: __init__ refused an argument before them
+    if not getattr(group, "_closed", True) and any(r.exitcode is None for r in ranks):
+        _log.warning(
+            "worker group %s was garbage-collected while running; use it as a context "
+            "manager or call terminate()",
+            group.run_id,
+        )
 
 
 def _read_sent(group: WorkerGroup) -> None:

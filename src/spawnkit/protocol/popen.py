@@ -336,14 +336,17 @@ class LaunchContext(Plain):
 
     def start(self, proc: Any) -> None:
         if self.server is None:
+            from spawnkit.bootstrap._parent_death import RUN_ID_VAR
             from spawnkit.platforms.discovery import env_applied
 
             # All of env= in the environment the interpreter is exec'd with: what it reads at
             # start (PYTHONHASHSEED, LD_LIBRARY_PATH...), and what the launching script's own
             # imports read as the worker runs it again, before any stage (OMP_NUM_THREADS for
             # the script's `import torch`; an engine's config constants): set by the first
-            # stage, they came too late, where a warm worker had them.
-            with env_applied(proc._args[0].env):
+            # stage, they came too late, where a warm worker had them.  Not the run's id: it
+            # marks what the worker starts (cleanup() finds the strays by it), set in stage 1.
+            env = {k: v for k, v in proc._args[0].env.items() if k != RUN_ID_VAR}
+            with env_applied(env):
                 proc.start()
             return
         from spawnkit.protocol import warm
