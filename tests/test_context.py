@@ -280,3 +280,58 @@ def test_a_former_namespace_method_says_where_it_moved(name: str) -> None:
     )
     with pytest.raises(AttributeError, match=moved):
         getattr(ns, name)
+
+
+DETOK = """
+import os
+import spawnkit
+from {eng} import work
+from {eng}.ns import NS
+
+ctx = spawnkit.get_context(os.environ.get("DETOK_METHOD", "spawn"), namespace=NS)
+
+
+class Detok(ctx.Process):  # an engine's own process class, with its own run()
+    def __init__(self, conn, items):
+        super().__init__(daemon=True)
+        self.conn, self.items = conn, items  # an engine object: opaque until the hooks
+
+    def run(self):
+        super().run()  # the base's run(): the target, none here
+        self.conn.send([work.tokenize("d"), len(self.items)])
+        self.conn.close()
+"""
+
+SUBCLASS = """
+    import json, os
+
+
+    if __name__ == "__main__":
+        out = {{}}
+        for method in ("spawn", "forkserver", "fork"):
+            os.environ["DETOK_METHOD"] = method
+            import importlib, sys
+            sys.modules.pop("{eng}.detok", None)
+            detok = importlib.import_module("{eng}.detok")
+            from {eng} import procs
+            r, w = detok.ctx.Pipe(duplex=False)
+            p = detok.Detok(w, procs.Items())
+            p.start()
+            w.close()
+            got = r.recv() if r.poll(60) else None
+            p.join(30)
+            out[method] = [got, p.exitcode]
+        print(json.dumps(out))
+    """
+
+
+def test_an_engines_process_subclass_runs_its_own_run_after_the_bootstrap(
+    engine: Engine,
+) -> None:
+    """``class Detok(ctx.Process)`` with its ``run()`` (as engines subclass ``mp.Process``):
+    spawned or warm, the child was rebuilt as spawnkit's own class, its ``run()`` never ran
+    and it exited 0; forked, its ``run()`` ran without the plugins.  Its attributes (an
+    engine object here) are unpickled after the hooks, as a target's arguments are."""
+    (engine.root / "site" / engine.eng / "detok.py").write_text(engine.fmt(DETOK))
+    out, _ = engine.run(SUBCLASS)
+    assert out == {m: [["tok:d+plugin", 4], 0] for m in ("spawn", "forkserver", "fork")}, out

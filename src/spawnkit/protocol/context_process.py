@@ -78,6 +78,7 @@ def _build(name: str) -> type:
         "__qualname__": name,
         "_spawnkit_package": package,
         "run": run_target,
+        "__init_subclass__": _subclassed,
         "start": _start,
         "__reduce_ex__": _reduce_ex,
         "bootstrap_error": _bootstrap_error,
@@ -140,14 +141,43 @@ def _bootstrap_error(self: Any) -> Exception | None:
     return err
 
 
+def _subclassed(cls: type, **kwargs: Any) -> None:
+    """An engine's own ``class Detok(ctx.Process)`` with its ``run()``: the child bootstraps
+    first all the same.  The override is kept aside and ``run_target`` calls it after the
+    bootstrap (a forked child ran it without one; a spawned one pickled as the fixed class,
+    so its ``run()`` never ran and it exited 0)."""
+    own = cls.__dict__.get("run")
+    if own is not None and own is not run_target:
+        cls._spawnkit_user_run = own  # type: ignore[attr-defined]
+        cls.run = run_target  # type: ignore[attr-defined]
+
+
+#: What ``BaseProcess.__init__`` keeps on a process; a subclass's other attributes are its own
+_PROCESS_STATE = frozenset(
+    {"_identity", "_config", "_parent_pid", "_parent_name", "_popen", "_closed", "_target",
+     "_name", "_args", "_kwargs"}
+)  # fmt: skip
+
+
 def _reduce_ex(self: Any, protocol: int) -> tuple[Any, ...]:
-    """Pickle as the fixed class, the spec in the state and the call as opaque bytes."""
+    """Pickle as the fixed class, the spec in the state and the call as opaque bytes; an
+    engine's subclass travels in those bytes too, with its own attributes (its arguments)."""
     state = dict(self.__dict__)
-    call = (state.pop("_target", None), state.pop("_args", ()), state.pop("_kwargs", {}))
+    call: tuple[Any, ...] = (
+        state.pop("_target", None), state.pop("_args", ()), state.pop("_kwargs", {})
+    )  # fmt: skip
+    cls = type(self)
+    if not cls.__module__.startswith("spawnkit."):  # an engine's subclass
+        own = {k: state.pop(k) for k in list(state) if _own(k)}
+        call += (cls, own)
     pickler = _sub(self._spawnkit_package, "reduction").ForkingPickler
     state["_spawnkit_call"] = bytes(pickler.dumps(call))
     state["_spawnkit_spec"] = self._spawnkit_spec
     return (_rebuild, (self._spawnkit_fixed, state))
+
+
+def _own(key: str) -> bool:
+    return key not in _PROCESS_STATE and not key.startswith("_spawnkit_")
 
 
 def _rebuild(cls: type, state: dict[str, Any]) -> Any:
@@ -158,7 +188,12 @@ def _rebuild(cls: type, state: dict[str, Any]) -> Any:
 
 # ------------------------------------------------------------------- child side
 def run_target(self: Any) -> None:
-    """A context child's ``run()``: bootstrap for the context's namespace, then the target."""
+    """A context child's ``run()``: bootstrap for the context's namespace, then the target
+    (or the engine's own ``run()``: ``_subclassed``)."""
+    if self.__dict__.get("_spawnkit_ran"):  # the engine's run() calling super().run()
+        _sub(self._spawnkit_package, "process").BaseProcess.run(self)
+        return
+    self._spawnkit_ran = True
     if "_spawnkit_early_w" in self.__dict__:  # fork: the pipe made by _start
         child.set_early_fd(self.__dict__.pop("_spawnkit_early_w"))
     try:
@@ -169,12 +204,19 @@ def run_target(self: Any) -> None:
     call = self.__dict__.pop("_spawnkit_call", None)
     if call is not None:
         loads = _sub(self._spawnkit_package, "reduction").ForkingPickler.loads
-        self._target, self._args, self._kwargs = loads(call)
+        self._target, self._args, self._kwargs, *subclass = loads(call)
+        if subclass:  # after the hooks: the engine's class and its attributes
+            self.__dict__.update(subclass[1])
+            self.__class__ = subclass[0]
     if getattr(self._target, "__module__", None) in ("__main__", "__mp_main__"):
         try:
             _check_script_target(self)
         except BaseException as exc:
             _fail(self, exc)
+    own_run = getattr(type(self), "_spawnkit_user_run", None)
+    if own_run is not None:
+        own_run(self)
+        return
     _sub(self._spawnkit_package, "process").BaseProcess.run(self)
 
 
