@@ -155,3 +155,33 @@ def test_server_is_not_reused_after_set_executable(site: Site, tmp_path: Path) -
         assert second["hooked"] == "orig+hooked"
     finally:
         multiprocessing.set_executable(sys.executable)
+
+
+def test_a_launcher_that_set_its_limits_affinity_or_umask_gets_a_new_server(site: Site) -> None:
+    """A warm worker is a fork of its server, which inherited them when it started: the
+    launcher's later ``setrlimit`` (SGLang's ``set_ulimit()``), ``sched_setaffinity`` or
+    ``umask`` reached spawned workers only, the warm ones kept the old values, nothing said."""
+    import os
+    import resource
+
+    servers = [_run(site)["ppid"]]
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    affinity = os.sched_getaffinity(0)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    changes = [
+        lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, hard, 4096) - 1, hard)),
+        lambda: os.umask(0o077),
+    ]
+    if len(affinity) > 1:  # one CPU: no other affinity to set
+        changes.append(lambda: os.sched_setaffinity(0, {min(affinity)}))
+    try:
+        for change in changes:
+            change()
+            servers.append(_run(site)["ppid"])
+            assert servers[-1] not in servers[:-1], "a server started before the change was reused"
+        assert _run(site)["ppid"] == servers[-1]  # nothing changed since: reused
+    finally:
+        os.umask(umask)
+        os.sched_setaffinity(0, affinity)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

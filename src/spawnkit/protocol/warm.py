@@ -515,7 +515,33 @@ def server_key(
         tuple(sorted((os.environb if os.supports_bytes_environ else os.environ).items())),
         # The interpreter the server is started with (``set_executable()`` changes it).
         os.fsdecode(_pkg(package, "spawn").get_executable()),
+        _inherited(),
     )
+
+
+#: Limits a worker inherits from the process that started it, read by the engines that set
+#: them in the launcher (SGLang's ``set_ulimit()`` raises NOFILE; RDMA needs MEMLOCK)
+_LIMITS = ("RLIMIT_NOFILE", "RLIMIT_MEMLOCK", "RLIMIT_STACK", "RLIMIT_CORE", "RLIMIT_NPROC")
+
+
+def _inherited() -> tuple[Any, ...]:
+    """What a process inherits besides its environment: resource limits, CPU affinity, the
+    umask.  A warm worker is a fork of its server, which inherited them when it started: a
+    launcher that set them later (``setrlimit``, ``sched_setaffinity``, ``umask``) got a
+    server from before, and workers with the old values, where a spawned one had the new."""
+    import resource
+
+    limits = tuple(
+        resource.getrlimit(getattr(resource, name)) for name in _LIMITS if hasattr(resource, name)
+    )
+    affinity = tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else ()
+    umask = ""
+    try:  # read, not set and put back: another thread creating a file meanwhile got umask 0
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            umask = next((line for line in status if line.startswith("Umask:")), "")
+    except OSError:
+        pass
+    return limits, affinity, umask
 
 
 def get_server(
