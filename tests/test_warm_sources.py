@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from _plugin_app import run_script, write_app
 from spawnkit.protocol import _sources
 
@@ -288,3 +290,74 @@ def test_an_open_kept_as_a_class_attribute_meanwhile_still_opens_and_notes_nothi
     with kept(data) as f:  # a copy kept meanwhile opens as the real one, noting nothing
         assert f.read() == "{}"
     assert reads.paths == {str(data)}
+
+
+_LIB_LAUNCHER = """
+import glob, json, math, os, pathlib, shutil, sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+LIB = pathlib.Path({site!r}) / "{pkg}" / "libkern.so"
+BUILDS = sorted(glob.glob(os.path.join(os.path.dirname(math.__file__), "*.so")))
+
+def launch(method):
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.engine:main", namespace=NS, start_method=method,
+        ready_timeout=120, join_timeout=120,
+    ) as group:
+        return group.results(timeout=120)[0]
+
+def build(n):  # a "rebuild": another shared library put in place by rename, as a linker does
+    shutil.copy(BUILDS[n], str(LIB) + ".tmp")
+    os.replace(str(LIB) + ".tmp", LIB)
+    return os.stat(LIB).st_ino
+
+if __name__ == "__main__":
+    out = {{"built": [build(0)]}}
+    out["first"], out["again"] = launch("forkserver"), launch("forkserver")
+    out["built"].append(build(1))
+    out["rebuilt"] = launch("forkserver")
+    print("OUT", json.dumps(out))
+"""
+
+# Loads its kernel by path, as custom-op plugins do (ctypes.CDLL, torch.ops.load_library).
+_LIB_PLUGIN = """
+import ctypes, pathlib
+
+KERNEL = ctypes.CDLL(str(pathlib.Path(__file__).with_name("libkern.so")))
+
+def register():
+    pass
+"""
+
+_LIB_ENGINE = """
+import os
+
+def main():  # the inode of the kernel this worker has mapped
+    with open("/proc/self/maps") as maps:
+        found = [line.split()[4] for line in maps if line.rstrip().endswith("libkern.so")]
+    return [int(found[0]) if found else None, os.getppid()]
+"""
+
+
+def test_a_kernel_a_plugin_loaded_by_path_and_rebuilt_gets_a_new_warm_server(
+    tmp_path: Path,
+) -> None:
+    """``ctypes.CDLL(".../libkern.so")`` in a plugin, the library rebuilt between two launches:
+    the server ran on with the old one mapped, no module and no ``open`` had seen it."""
+    import math
+
+    if not getattr(math, "__file__", "").endswith(".so"):
+        pytest.skip("this Python has no extension modules to stand in for a built kernel")
+    app = write_app(
+        tmp_path, "wlib", _LIB_LAUNCHER, plugins={"kern": "plugin:register"},
+        modules={"plugin": _LIB_PLUGIN, "engine": _LIB_ENGINE},
+    )  # fmt: skip
+    proc = run_script(app.script)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    (first, server), (again, same) = out["first"], out["again"]
+    rebuilt, new_server = out["rebuilt"]
+    assert first == again == out["built"][0] and same == server  # unchanged: the server kept
+    assert rebuilt == out["built"][1] and new_server != server

@@ -115,7 +115,7 @@ def snapshot(started_ns: int, read: Iterable[str] = ()) -> list[Source]:
     seen: set[str] = set()
     out: list[Source] = []
     files = [getattr(module, "__file__", None) for module in list(sys.modules.values())]
-    for path in [*files, *sorted(read)]:
+    for path in [*files, *sorted(read), *_mapped_libraries()]:
         if not isinstance(path, str):
             continue
         path = os.path.abspath(path)
@@ -129,6 +129,18 @@ def snapshot(started_ns: int, read: Iterable[str] = ()) -> list[Source]:
         edited_meanwhile = started_ns < st.st_mtime_ns <= now_ns
         out.append((path, -1 if edited_meanwhile else st.st_mtime_ns, st.st_size, st.st_ino))
     return out
+
+
+def _mapped_libraries() -> list[str]:
+    """The shared libraries mapped in this process: a plugin's kernel loaded by path
+    (``ctypes.CDLL``, ``torch.ops.load_library``) is no module and no file ``open`` saw; after
+    a rebuild a spawned worker loads the new one and a warm one ran the old, unsaid."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            lines = [line for line in maps if ".so" in line and "/" in line]
+    except OSError:  # no /proc (not Linux): none to list
+        return []
+    return sorted({line[line.index("/") :].strip() for line in lines})
 
 
 def changed(sources: list[Source]) -> list[str]:
