@@ -199,6 +199,16 @@ def test_sources_lists_own_files_and_sees_an_edit_and_a_removal(tmp_path: Path) 
         sys.modules.pop("wsrc_mod_a", None)
 
 
+#: One warm or spawned launch of the engine, its first rank's result: for the launchers below
+_LAUNCH = """
+def launch(method):
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.engine:main", namespace=NS, start_method=method,
+        ready_timeout=120, join_timeout=120,
+    ) as group:
+        return group.results(timeout=120)[0]
+"""
+
 _CONFIG_LAUNCHER = """
 import json, pathlib, sys
 sys.path.insert(0, {site!r})
@@ -206,14 +216,7 @@ import spawnkit
 
 NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
 CONFIG = pathlib.Path({site!r}) / "{pkg}" / "config.json"
-
-def launch(method):
-    with spawnkit.spawn_with_plugins(
-        "{pkg}.engine:main", namespace=NS, start_method=method,
-        ready_timeout=120, join_timeout=120,
-    ) as group:
-        return group.results(timeout=120)[0]
-
+""" + _LAUNCH + """
 if __name__ == "__main__":
     CONFIG.write_text(json.dumps({{"suffix": ":v1"}}))
     out = {{"first": launch("forkserver"), "again": launch("forkserver")}}
@@ -300,14 +303,7 @@ import spawnkit
 NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
 LIB = pathlib.Path({site!r}) / "{pkg}" / "libkern.so"
 BUILDS = sorted(glob.glob(os.path.join(os.path.dirname(math.__file__), "*.so")))
-
-def launch(method):
-    with spawnkit.spawn_with_plugins(
-        "{pkg}.engine:main", namespace=NS, start_method=method,
-        ready_timeout=120, join_timeout=120,
-    ) as group:
-        return group.results(timeout=120)[0]
-
+""" + _LAUNCH + """
 def build(n):  # a "rebuild": another shared library put in place by rename, as a linker does
     shutil.copy(BUILDS[n], str(LIB) + ".tmp")
     os.replace(str(LIB) + ".tmp", LIB)
