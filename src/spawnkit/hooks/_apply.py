@@ -11,7 +11,6 @@ strict failure rolls the whole call back and leaves no target half-patched.
 
 from __future__ import annotations
 
-import functools
 import importlib
 import sys
 import threading
@@ -29,6 +28,7 @@ from spawnkit.hooks._chain import build_chain, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of
 from spawnkit.hooks._propagate import (
     CALLED_AT_IMPORT,
+    LRU_CACHE,
     ClassAttrs,
     DispatchTable,
     Rebind,
@@ -559,9 +559,7 @@ def _filled_caches(call: ApplyCall) -> None:
 
     call.stale += filled_caches(modules, fresh)
 
-
-#: the type of every ``functools.lru_cache``/``cache`` wrapper
-_LRU = frozenset({type(functools.lru_cache(None)(len))})
+_LRU = frozenset({LRU_CACHE})
 
 
 _CONSTRUCTORS = frozenset({"__init__", "__new__"})  # hooked: a call of the class runs them

@@ -13,16 +13,13 @@ a cached function that reaches the target through another function is not read.
 
 from __future__ import annotations
 
-import functools
 import sys
 import types
 from typing import Any
 
-from spawnkit.hooks._propagate import FILLED, StaleHolder
+from spawnkit.hooks._propagate import FILLED, LRU_CACHE, StaleHolder
 
 __all__ = ["filled_caches"]
-
-_LRU = type(functools.lru_cache(None)(len))
 
 #: (key, original, installed, attribute) of a target an apply hooked for the first time
 Target = tuple[str, Any, Any, str]
@@ -37,7 +34,7 @@ def filled_caches(modules: list[str], targets: list[Target]) -> list[StaleHolder
         if type(namespace) is not dict:
             continue
         for name, value in list(namespace.items()):
-            if type(value) is not _LRU:
+            if type(value) is not LRU_CACHE:
                 continue
             func = getattr(value, "__wrapped__", None)
             if type(func) is not types.FunctionType or func.__globals__ is not namespace:

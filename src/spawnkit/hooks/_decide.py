@@ -206,6 +206,7 @@ def forget(st: State) -> list[Provided]:
         st.stop_waiting(key)
     st.dropped.clear()
     st.cond_ok.clear()
+    st.turned.clear()  # a condition decided afresh starts counting its turns again
     st.failed.clear()
     st.on_import_of.clear()
     provided = list(st.provided.values())

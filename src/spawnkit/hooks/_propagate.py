@@ -199,6 +199,8 @@ FILLED = "an lru_cache whose results were computed before the hooks were applied
 NEVER_REBOUND = frozenset({"builtins", "sys"})
 
 _MISSING: Any = object()
+#: The type of every ``functools.lru_cache`` (and ``functools.cache``) wrapper
+LRU_CACHE = type(functools.lru_cache(None)(len))
 #: class attributes that hold a function the class calls: read through them to it
 _WRAPPED_AS: dict[type, str] = {
     staticmethod: "__func__",
@@ -218,7 +220,7 @@ _FUNCTIONS = frozenset({types.FunctionType})
 _WRAPPING: dict[type, tuple[str, str]] = {
     functools.partial: ("func", "functools.partial"),
     types.MethodType: ("__func__", "bound method"),
-    type(functools.lru_cache(None)(len)): ("__wrapped__", "functools.lru_cache"),
+    LRU_CACHE: ("__wrapped__", "functools.lru_cache"),
 }
 _MUTABLE = _DICTS | _LISTS
 _CONTAINERS = _MUTABLE | _TUPLES | _FUNCTIONS | frozenset(_WRAPPING)
