@@ -357,3 +357,48 @@ def test_a_kernel_a_plugin_loaded_by_path_and_rebuilt_gets_a_new_warm_server(
     rebuilt, new_server = out["rebuilt"]
     assert first == again == out["built"][0] and same == server  # unchanged: the server kept
     assert rebuilt == out["built"][1] and new_server != server
+
+
+_OPTIONAL_LAUNCHER = """
+import json, pathlib, sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+CONFIG = pathlib.Path({site!r}) / "{pkg}" / "config.json"
+""" + _LAUNCH + """
+if __name__ == "__main__":
+    out = {{"first": launch("forkserver"), "again": launch("forkserver")}}
+    CONFIG.write_text(json.dumps({{"suffix": ":tuned"}}))  # the user adds the optional file
+    out["created"] = launch("forkserver")
+    out["spawned"] = launch("spawn")
+    print("OUT", json.dumps(out))
+"""
+
+# An optional configuration: its defaults where it is missing.
+_OPTIONAL_PLUGIN = """
+import json, pathlib
+from spawnkit.hooks import HookType
+import spawnkit
+
+try:
+    with open(pathlib.Path(__file__).with_name("config.json")) as f:
+        SUFFIX = json.load(f)["suffix"]
+except FileNotFoundError:
+    SUFFIX = ":default"
+
+def register():
+    spawnkit.Namespace({tag!r}).hooks.register(
+        "{pkg}.engine.answer", lambda result: result + SUFFIX, HookType.AFTER
+    )
+"""
+
+
+def test_an_optional_configuration_created_between_warm_launches_is_read(tmp_path: Path) -> None:
+    """The plugin found no file and took its defaults: the server noted nothing (only files
+    it opened), so warm workers kept the defaults after the user created it."""
+    out = _run(tmp_path, _OPTIONAL_LAUNCHER, _OPTIONAL_PLUGIN)
+    (first, server), (again, same) = out["first"], out["again"]
+    assert first == again == "engine:default" and same == server  # still missing: kept
+    created, new_server = out["created"]
+    assert created == out["spawned"][0] == "engine:tuned" and new_server != server

@@ -13,8 +13,9 @@ from that server again (``warm.get_server``): one ``stat`` a file, about a micro
 The same holds for a file a plugin or preload reads as it loads (its configuration, a table of
 tuned settings): a spawned worker reads it at every launch, a warm one has what the server
 read.  While the server bootstraps and preloads, ``open`` notes each file opened for reading
-(:class:`Reads`), and those are listed too.  Not the kernel's own files (``/proc``, ``/sys``,
-``/dev``: they read as changed at every look), nor what the installed trees hold.
+(:class:`Reads`), and those are listed too, a missing one as missing (its coming is a
+change).  Not the kernel's own files (``/proc``, ``/sys``, ``/dev``: they read as changed at
+every look), nor what the installed trees hold.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Reads", "changed", "snapshot"]
+__all__ = ["ABSENT", "Reads", "changed", "snapshot"]
 
 #: The kernel's files: their size and times change with every look.
 _VIRTUAL = ("/proc/", "/sys/", "/dev/")
@@ -35,6 +36,8 @@ _VIRTUAL = ("/proc/", "/sys/", "/dev/")
 #: (path, st_mtime_ns, st_size, st_ino): an edit in place moves the first two, a save by
 #: rename the third.
 Source = tuple[str, int, int, int]
+#: The mtime of a file the server tried to read and found missing
+ABSENT = -2
 
 
 def _installed_roots() -> tuple[str, ...]:
@@ -66,12 +69,13 @@ class _NotedOpen:
         self.paths: set[str] | None = set()
 
     def __call__(self, file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
-        handle = self.opened(file, mode, *args, **kwargs)
         paths = self.paths
         named = isinstance(file, (str, bytes, os.PathLike))
         if paths is not None and named and not set("wax+") & set(mode):  # not written: input
+            # noted before it opens: one not there yet counts too (a plugin's optional
+            # configuration: ``try: open(cfg) except FileNotFoundError: defaults``)
             paths.add(os.path.abspath(os.fsdecode(file)))
-        return handle
+        return self.opened(file, mode, *args, **kwargs)
 
 
 class Reads:
@@ -114,6 +118,7 @@ def snapshot(started_ns: int, read: Iterable[str] = ()) -> list[Source]:
     now_ns = time.time_ns()
     seen: set[str] = set()
     out: list[Source] = []
+    read = set(read)
     files = [getattr(module, "__file__", None) for module in list(sys.modules.values())]
     for path in [*files, *sorted(read), *_mapped_libraries()]:
         if not isinstance(path, str):
@@ -125,6 +130,8 @@ def snapshot(started_ns: int, read: Iterable[str] = ()) -> list[Source]:
         try:
             st = os.stat(path)
         except OSError:
+            if path in read:  # looked for and not found: its coming is a change
+                out.append((path, ABSENT, -1, -1))
             continue
         edited_meanwhile = started_ns < st.st_mtime_ns <= now_ns
         out.append((path, -1 if edited_meanwhile else st.st_mtime_ns, st.st_size, st.st_ino))
@@ -150,6 +157,10 @@ def changed(sources: list[Source]) -> list[str]:
         try:
             st = os.stat(path)
         except OSError:
+            if mtime != ABSENT:
+                out.append(path)
+            continue
+        if mtime == ABSENT:  # there now
             out.append(path)
             continue
         if (st.st_mtime_ns, st.st_size, st.st_ino) != (mtime, size, ino):
