@@ -15,7 +15,7 @@ import importlib
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from itertools import repeat
 from operator import is_, itemgetter
 from types import FrameType, FunctionType, MethodType, ModuleType
@@ -470,20 +470,25 @@ def _owner_holders(call: ApplyCall) -> None:
     if not owners:
         return
     related = {key.partition(".")[0] for by in owners.values() for key in by.values()}
-    clean = call.clean_modules
-    # sys.modules keeps import order: the clean ones (a worker's, imported before plugins
-    # loaded) come first, and what this call imported last
-    for name in list(sys.modules)[len(clean) : call.modules_before]:
-        if name.partition(".")[0] not in related or name in clean:
-            continue
+    for name, namespace in _imported_before(call, related):
         module = sys.modules.get(name)
-        namespace = getattr(module, "__dict__", None)
-        if type(namespace) is not dict:
-            continue
         for held, value in namespace.items():
             found = owners.get(id(value))
             if found is not None and value is not module and _home(value) != name:
                 call.rebound.setdefault(name, {}).setdefault(held, {}).update(found)
+
+
+def _imported_before(call: ApplyCall, related: set[str]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(name, globals) of each module of the ``related`` top-level packages imported before
+    ``call`` began and after the clean ones: sys.modules keeps import order, the clean ones (a
+    worker's, imported before plugins loaded) first, what this call imported last."""
+    clean = call.clean_modules
+    for name in list(sys.modules)[len(clean) : call.modules_before]:
+        if name.partition(".")[0] not in related or name in clean:
+            continue
+        namespace = getattr(sys.modules.get(name), "__dict__", None)
+        if type(namespace) is dict:
+            yield name, namespace
 
 
 def _hidden_holders(call: ApplyCall) -> None:
@@ -534,18 +539,14 @@ def _filled_caches(call: ApplyCall) -> None:
     original of a target it hooked for the first time (``_caches``, imported only where a
     module of a target's package imported before the call defines a cache: a plugin
     imported it)."""
-    clean = call.clean_modules
-    window = list(sys.modules)[len(clean) : call.modules_before]
-    if not window or not call.patched_keys:
+    if not call.patched_keys or call.modules_before <= len(call.clean_modules):
         return
     related = {key.partition(".")[0] for key in call.patched_keys}
-    below = tuple(f"{package}." for package in related)
-    modules = []
-    for name in window:  # one C-level type pass per module of the targets' packages
-        if (name in related or name.startswith(below)) and name not in clean:
-            namespace = getattr(sys.modules.get(name), "__dict__", None)
-            if type(namespace) is dict and not _LRU.isdisjoint(map(type, namespace.values())):
-                modules.append(name)
+    modules = [  # one C-level type pass per module
+        name
+        for name, namespace in _imported_before(call, related)
+        if not _LRU.isdisjoint(map(type, namespace.values()))
+    ]
     if not modules:
         return
     fresh = [
