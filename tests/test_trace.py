@@ -11,6 +11,7 @@ launch's window, and each rank's spans within that rank's start..exit.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 
 from _launcher_support import STAGES, Site, fault_env, make_site
 from spawnkit import spawn_with_plugins
-from spawnkit.errors import ChildError, ConfigError
+from spawnkit.errors import ChildError, ConfigError, ForkServerError
 
 _REQUIRED = {
     "X": {"name", "ph", "ts", "dur", "pid", "tid"},
@@ -208,23 +209,68 @@ def test_a_failed_rank_still_gets_its_stages_as_the_launcher_saw_them(
     assert "apply_hooks" not in spans
 
 
+def test_a_launch_that_fails_before_its_group_still_writes_its_trace(
+    site: Site, tmp_path: Path
+) -> None:
+    """A preload that raises fails the launch in ``launch_context``, before any rank: the
+    trace (asked for to see where a launch's time goes) is written with the launcher's spans."""
+    (site.root / f"{site.tag}_badpre.py").write_text("raise RuntimeError('no such device')\n")
+    path = tmp_path / "prefail.json"
+    with pytest.raises(ForkServerError, match="no such device"):
+        spawn_with_plugins(
+            site.entry(),
+            namespace=site.ns,
+            start_method="forkserver",
+            preload=(f"{site.tag}_badpre",),
+            ready_timeout=60,
+            trace=path,
+        )
+    data = json.loads(path.read_text())
+    tracks = validate(data)
+    launcher = _by_name(tracks[data["otherData"]["launcher_pid"]])
+    assert {"spawn_with_plugins", "build_spec", "launch_context"} <= set(launcher)
+    assert _within(launcher["launch_context"], launcher["spawn_with_plugins"])
+    assert data["otherData"]["world_size"] == 0
+
+
+def test_a_relative_trace_path_is_the_folder_current_at_the_call(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The file is written when the group closes: a launcher that changed folder meanwhile
+    (an engine's chdir to its run folder) still finds it where it asked for it."""
+    (tmp_path / "here").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "here")
+    with spawn_with_plugins(
+        site.entry(), namespace=site.ns, ready_timeout=60, trace="start.json"
+    ) as group:
+        os.chdir(tmp_path / "elsewhere")
+        assert group.join(60)
+    assert (tmp_path / "here" / "start.json").is_file()
+    assert not (tmp_path / "elsewhere" / "start.json").exists()
+
+
+_EXPORTER: list[Any] = []
+
+
 @pytest.fixture
 def otel_spans() -> Iterator[Any]:
-    """The real SDK's in-memory exporter on this process's tracer provider (set once)."""
+    """The real SDK's in-memory exporter on this process's tracer provider (set once, and one
+    exporter for the process: a provider keeps each processor added to it), emptied first."""
     pytest.importorskip("opentelemetry.sdk")
     from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        trace.set_tracer_provider(TracerProvider())
-    provider = trace.get_tracer_provider()
-    exporter = InMemorySpanExporter()
-    processor = SimpleSpanProcessor(exporter)
-    provider.add_span_processor(processor)  # type: ignore[attr-defined]
-    yield exporter
-    processor.shutdown()
+    if not _EXPORTER:
+        if not isinstance(trace.get_tracer_provider(), TracerProvider):
+            trace.set_tracer_provider(TracerProvider())
+        _EXPORTER.append(InMemorySpanExporter())
+        provider = trace.get_tracer_provider()
+        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER[0]))  # type: ignore[attr-defined]
+    _EXPORTER[0].clear()
+    yield _EXPORTER[0]
 
 
 def test_spans_also_go_to_opentelemetry_with_the_context_in_each_rank(
@@ -255,3 +301,35 @@ def test_spans_also_go_to_opentelemetry_with_the_context_in_each_rank(
         spans["rank 1"].context.span_id,
     }
     assert root.start_time <= stage.start_time <= stage.end_time <= root.end_time
+    # the launcher's "start rank N" is the launcher's span: the rank's pid is an attribute
+    started = spans["start rank 0"].attributes
+    assert started["spawnkit.pid"] == os.getpid()
+    assert started["spawnkit.started_pid"] == group.pids[0]
+
+
+def test_traced_warm_launches_with_opentelemetry_reuse_their_server(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    """Each traced launch has a trace context of its own, which its workers get: the warm
+    server is not keyed on it (a new server each launch, the old ones kept until exit)."""
+    (site.root / f"{site.tag}_ctx2.py").write_text(
+        "import os\n\ndef where():\n    return os.getppid(), os.environ.get('TRACEPARENT')\n"
+    )
+    seen = []
+    for n in range(2):
+        with spawn_with_plugins(
+            f"{site.tag}_ctx2:where",
+            namespace=site.ns,
+            start_method="forkserver",
+            ready_timeout=60,
+            trace=tmp_path / f"warm{n}.json",
+        ) as group:
+            seen.append(group.results(timeout=60)[0])
+    roots = [s for s in otel_spans.get_finished_spans() if s.name == "spawn_with_plugins"]
+    assert len(roots) == 2
+    assert seen[0][0] == seen[1][0], "the second traced launch started a new warm server"
+    for (_, traceparent), root in zip(seen, roots, strict=True):  # each launch's own context
+        assert traceparent.split("-")[1:3] == [
+            f"{root.context.trace_id:032x}",
+            f"{root.context.span_id:016x}",
+        ]

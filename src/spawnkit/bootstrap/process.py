@@ -616,8 +616,10 @@ def boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:
     )
 
 
-#: Environment entries of a spec that differ per launch and decide nothing in the bootstrap.
-_PER_LAUNCH_ENV = frozenset({"SPAWNKIT_RUN_ID"})
+#: Environment entries of a spec that differ per launch and decide nothing in the bootstrap:
+#: a warm server is not keyed on them (a traced launch's W3C context is new each launch, which
+#: started a new server for every traced launch), and each forked worker sets its own.
+_PER_LAUNCH_ENV = frozenset({"SPAWNKIT_RUN_ID", "TRACEPARENT", "TRACESTATE"})
 
 
 @contextmanager

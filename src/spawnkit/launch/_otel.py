@@ -92,8 +92,13 @@ _ATTR = "spawnkit."
 
 def _attributes(s: Span) -> dict[str, Any]:
     """The span's args as OTel attributes (only the types OTel takes), plus its track."""
-    attrs: dict[str, Any] = {_ATTR + "pid": s.pid, _ATTR + "category": s.cat}
+    attrs: dict[str, Any] = {}
     for key, value in s.args.items():
         if isinstance(value, str | bool | int | float):
             attrs[_ATTR + key] = value
+    # the track last: a span's own "pid" argument (``start rank N``: the rank's) is renamed
+    # so that the launcher's span is not put on the rank's track
+    if _ATTR + "pid" in attrs:
+        attrs[_ATTR + "started_pid"] = attrs.pop(_ATTR + "pid")
+    attrs.update({_ATTR + "pid": s.pid, _ATTR + "category": s.cat})
     return attrs

@@ -50,7 +50,7 @@ def open_trace(path: str | os.PathLike[str]) -> LaunchTrace:
             "Pass a file path in an existing, writable folder (spawnkit launch/demo --trace FILE).",
             setting="trace",
         )
-    return LaunchTrace(target)
+    return LaunchTrace(target.absolute())  # written at close: a chdir meanwhile moves no file
 
 
 class LaunchTrace:

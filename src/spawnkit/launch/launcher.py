@@ -15,7 +15,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata, _reference
@@ -77,33 +77,28 @@ def spawn_with_plugins(
     from spawnkit.launch.group import WorkerGroup
     from spawnkit.protocol.popen import get_launch_context
 
-    _check_limits(nprocs, ready_timeout, join_timeout, grace_period)
-    if rank_extra is not None and not callable(rank_extra):
-        raise ConfigError(
-            f"rank_extra={rank_extra!r}: must be a function of the rank returning a mapping, "
-            "e.g. rank_extra=lambda rank: {'port': 8000 + rank}. No worker was started.",
-            setting="rank_extra",
-        )
+    _check_limits(nprocs, ready_timeout, join_timeout, grace_period, rank_extra)
     tracer, env = _open_trace(trace, env)
     call_names = None if entry_args is None else _entry_args(entry_args)
     preload = check_preload(preload)
     ns = get_namespace(namespace)
-    if bootstrap_parent:  # this process too, before anything is spawned (see bootstrap_here)
-        from spawnkit.launch.context import bootstrap_here
+    with _trace_if_failing(tracer):  # until the group exists, which then writes the trace
+        if bootstrap_parent:  # this process too, before anything is spawned (bootstrap_here)
+            from spawnkit.launch.context import bootstrap_here
 
-        bootstrap_here(ns)
-    with _metadata.one_look():  # the spec's rows and the warm server's key: one scan
-        with _span(tracer, "build_spec"):
-            template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
-        with _span(tracer, "launch_context", start_method=start_method):
-            lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
-    # Spawned workers start with SIGINT blocked, a terminal's Ctrl-C being ours to handle.
-    deaf = lctx.server is None and _interrupt.will_start_deaf()
-    group = WorkerGroup(
-        run_id=template.run_id, context=lctx, ready_timeout=ready_timeout,
-        join_timeout=join_timeout, grace_period=grace_period, progress=progress,
-        output=OutputRelay(prefix=prefix_output), trace=tracer,
-    )  # fmt: skip
+            bootstrap_here(ns)
+        with _metadata.one_look():  # the spec's rows and the warm server's key: one scan
+            with _span(tracer, "build_spec"):
+                template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
+            with _span(tracer, "launch_context", start_method=start_method):
+                lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
+        # Spawned workers start with SIGINT blocked, a terminal's Ctrl-C being ours to handle.
+        deaf = lctx.server is None and _interrupt.will_start_deaf()
+        group = WorkerGroup(
+            run_id=template.run_id, context=lctx, ready_timeout=ready_timeout,
+            join_timeout=join_timeout, grace_period=grace_period, progress=progress,
+            output=OutputRelay(prefix=prefix_output), trace=tracer,
+        )  # fmt: skip
     control = _launch_control(start_method, context, deaf, call_names)
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
@@ -121,6 +116,19 @@ def _open_trace(trace: str | os.PathLike[str] | None, env: dict[str, str] | None
 
 def _span(tracer: Any, name: str, **args: Any) -> contextlib.AbstractContextManager[None]:
     return contextlib.nullcontext() if tracer is None else tracer.span(name, **args)
+
+
+@contextlib.contextmanager
+def _trace_if_failing(tracer: Any) -> Iterator[None]:
+    """A launch that fails before its group exists (a preload that raised or hung, a spec
+    that cannot be built, Ctrl-C) writes its trace too: the launcher's spans so far are
+    where it spent its time, and its OpenTelemetry root span is ended (else never exported)."""
+    try:
+        yield
+    except BaseException:
+        if tracer is not None:
+            tracer.finish(())
+        raise
 
 
 def _launch_control(
@@ -194,8 +202,18 @@ def _check_entry_args(names: tuple[str, ...] | None, extra: Mapping[str, Any], r
 
 
 def _check_limits(
-    nprocs: int, ready_timeout: float | None, join_timeout: float | None, grace_period: float
+    nprocs: int,
+    ready_timeout: float | None,
+    join_timeout: float | None,
+    grace_period: float,
+    rank_extra: object,
 ) -> None:
+    if rank_extra is not None and not callable(rank_extra):
+        raise ConfigError(
+            f"rank_extra={rank_extra!r}: must be a function of the rank returning a mapping, "
+            "e.g. rank_extra=lambda rank: {'port': 8000 + rank}. No worker was started.",
+            setting="rank_extra",
+        )
     check_count("nprocs", nprocs)
     check_seconds("ready_timeout", ready_timeout, none="no startup limit")
     check_seconds("join_timeout", join_timeout, none="no limit")
