@@ -7,13 +7,24 @@ from typing import Any
 from spawnkit.hooks._journal import Journal
 
 
-class _RefusesWrites(dict[str, Any]):
-    """A namespace that took the patch but refuses the undo (a frozen mapping, say)."""
+class _RefusesWrites:
+    """A namespace that took the patch but refuses the undo (a class's attributes, set
+    through ``ClassAttrs``, once the class was made immutable, say).  Not a dict: a dict or
+    list is set through the built-in type's own method, past a subclass's checks."""
+
+    def __init__(self, items: dict[str, Any]) -> None:
+        self.items, self.frozen = items, False
+
+    def get(self, key: str, default: Any) -> Any:
+        return self.items.get(key, default)
 
     def __setitem__(self, key: str, value: Any) -> None:
-        if getattr(self, "frozen", False):
+        if self.frozen:
             raise TypeError("this namespace is read-only now")
-        super().__setitem__(key, value)
+        self.items[key] = value
+
+    def __repr__(self) -> str:
+        return repr(self.items)
 
 
 def test_a_failed_undo_names_the_binding_without_the_module_globals() -> None:
@@ -21,7 +32,7 @@ def test_a_failed_undo_names_the_binding_without_the_module_globals() -> None:
     globals_like["target"] = "original"
     journal = Journal()
     journal.rebind("some.module", globals_like, "target", "patched")
-    globals_like.frozen = True  # type: ignore[attr-defined]
+    globals_like.frozen = True
 
     problems = journal.rollback()
 

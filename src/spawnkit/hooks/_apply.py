@@ -523,7 +523,9 @@ def _hidden_holders(call: ApplyCall) -> None:
         from spawnkit.hooks._hidden import hidden_holders
 
         try:
-            call.stale += hidden_holders(wanted, ignored, call.stale)
+            named, items = hidden_holders(wanted, ignored, call.stale)
+            call.stale += named
+            _rebind_items(call, items)
         except Exception as exc:  # a diagnosis: it must not fail the apply it diagnoses
             logger.warning(
                 "could not look for what else holds the originals of %s (%s: %s); a holder "
@@ -532,6 +534,21 @@ def _hidden_holders(call: ApplyCall) -> None:
                 type(exc).__name__,
                 exc,
             )
+
+
+def _rebind_items(call: ApplyCall, items: list[tuple[str, str, Any, Any, str]]) -> None:
+    """The container items that hold an original below the sweep's one level (``_hidden``):
+    set to the hooked object, journaled (undone by ``unapply()`` as the sweep's are)."""
+    for module, label, container, at, key in items:
+        rec = call.st.applied[key]
+        try:
+            call.journal.rebind(module, container, at, rec.installed)
+        except Exception as exc:  # a container that refuses the item (a C type's own checks)
+            kind = f"container item that cannot be set ({type(exc).__name__}: {exc})"
+            call.stale.append(StaleHolder(module, label, kind, key))
+            continue
+        _note_binding(rec, (module, container, at, label))
+        logger.debug("rebound stale binding %s.%s to the hooked %r", module, label, rec.display)
 
 
 def _filled_caches(call: ApplyCall) -> None:

@@ -22,9 +22,19 @@ Named: a path through an attribute of an object (its ``__dict__`` or a slot) tha
 in a module other than spawnkit's and the hooks' own.  Not named: a frame (a local of
 running code: it ends), spawnkit's own records, dict keys and set members (lookup tables:
 torch keeps sets of its functions, FastAPI caches predicates keyed by the endpoint; a
-membership test calls nothing), and paths through functions, cells and containers only
-(a decorator's ``__wrapped__``: the sweep names the wrapper itself).  A reference from C
-code (an ``atexit`` callback, a torch kernel) has no referrer to climb to, and stays unnamed.
+membership test calls nothing), and paths through functions and cells (a decorator's
+``__wrapped__``: the sweep names the wrapper itself).  A reference from C code (an
+``atexit`` callback, a torch kernel) has no referrer to climb to, and stays unnamed.
+
+Rebound, not named: a path of containers only from a module's global, which the sweep's
+one level of exact ``dict``/``list`` did not reach: an engine's registry that subclasses
+``dict`` (``@OPS.register("tok")`` into ``class OpRegistry(dict)``), a list of records
+(``REG = [{"fn": tokenize}]``), a table of tables, a ``deque``, a ``MappingProxyType``'s
+dict.  The container holding the original is mutable, so its item is set to the hooked
+object, as the sweep sets a global's.  A decorator's wrapper kept in such a table (its
+closure holds the original) is named, as the sweep names one kept by a global.  A tuple
+inside a table is neither (torch pairs its functions with their op names in one, a lookup
+by identity that calls nothing).
 """
 
 from __future__ import annotations
@@ -35,13 +45,15 @@ import os
 import re
 import sys
 import types
+from collections import deque
 from collections.abc import Collection
 from itertools import islice
+from operator import methodcaller
 from typing import Any
 
 from spawnkit.hooks._propagate import HIDDEN, StaleHolder
 
-__all__ = ["HIDDEN", "hidden_holders"]
+__all__ = ["HIDDEN", "Found", "hidden_holders"]
 
 _LEVELS = 12  # a FastAPI route: module -> app -> router -> routes -> route -> endpoint, each
 #               object with its __dict__ one level more
@@ -63,17 +75,31 @@ _NOT_OBJECTS = (
 )  # fmt: skip
 
 # Per object on a path: original's id -> (steps below it down to the original, whether one
-# of them is an attribute of an object).
-_Trail = dict[int, tuple[tuple[str, ...], bool]]
+# of them is an attribute of an object, the id of the object holding the original itself).
+_Trail = dict[int, tuple[tuple[str, ...], bool, int]]
+#: A container path's steps: an item, or a ``MappingProxyType``'s own mapping
+_ITEM_STEPS = ("[", "<mappingproxy>")
+
+
+class Found:
+    """What the climb found: paths to name, and container items to set (module, label, the
+    container that holds the original, the target's key)."""
+
+    def __init__(self) -> None:
+        self.named: dict[int, list[tuple[str, str]]] = {}
+        self.items: dict[int, list[tuple[str, str, int]]] = {}
+        self.holders: dict[int, Any] = {}  # a direct holder's id -> the container itself
+        self.wrapped: list[tuple[str, str, int]] = []  # a function in items: its closure's
 
 
 def hidden_holders(
     originals: list[tuple[Any, str, Any]], ignored: Collection[str], known: Collection[StaleHolder]
-) -> list[StaleHolder]:
+) -> tuple[list[StaleHolder], list[tuple[str, str, Any, Any, str]]]:
     """Holders of ``originals`` (``(original, target key, what was installed)``) that are
     an object's attribute, as a path from their module; none from a module in ``ignored``
     (the hook modules) or spawnkit's, none where ``known`` already names that module's
-    global."""
+    global.  Second: the container items to rebind, ``(module, label, container, key,
+    target key)`` (see the module docstring)."""
     roots: dict[int, str] = {}
     skip = _chain_parts([installed for _, _, installed in originals])
     for name, module in list(sys.modules.items()):
@@ -87,8 +113,8 @@ def hidden_holders(
     frontier: dict[int, Any] = {id(original): original for original, _, _ in originals}
     skip.add(id(originals))
     skip.update(map(id, originals))
-    trails: dict[int, _Trail] = {i: {i: ((), False)} for i in frontier}
-    found: dict[int, list[tuple[str, str]]] = {}
+    trails: dict[int, _Trail] = {i: {i: ((), False, i)} for i in frontier}
+    found = Found()
     classes = {i for i, original in frontier.items() if isinstance(original, type)}
     for _ in range(_LEVELS):
         if not frontier:
@@ -96,11 +122,54 @@ def hidden_holders(
         frontier = _climb(frontier, trails, roots, skip, found, classes)
     named = {(h.target, h.module, _first_name(h.label)) for h in known}
     out = []
-    for origin, paths in found.items():
+    for origin, paths in found.named.items():
         key = keys[origin]
         fresh = [(m, label) for m, label in paths if (key, m, _first_name(label)) not in named]
         out += [StaleHolder(m, label, HIDDEN, key) for m, label in fresh[:_SHOWN]]
-    return out
+    out += [StaleHolder(m, label, "closure variable", keys[o]) for m, label, o in found.wrapped]
+    return out, _items(found, originals)
+
+
+def _wrapper_in_items(steps: tuple[str, ...]) -> bool:
+    """``H['h'].__closure__[0].cell_contents``: a function made at import (a decorator's
+    wrapper) kept in a table, whose closure holds the original, as the sweep names one kept
+    by a global."""
+    head, tail = steps[:-3], steps[-3:]
+    return (
+        len(tail) == 3
+        and tail[0] == ".__closure__"
+        and tail[2] == ".cell_contents"
+        and bool(head)
+        and all(map(methodcaller("startswith", _ITEM_STEPS), head))
+    )
+
+
+def _items(
+    found: Found, originals: list[tuple[Any, str, Any]]
+) -> list[tuple[str, str, Any, Any, str]]:
+    """The container paths: each item of a dict, list or deque to set."""
+    by_id = {id(original): (original, key) for original, key, _ in originals}
+    items = []
+    for origin, paths in found.items.items():
+        original, key = by_id[origin]
+        for module, label, holder in paths:
+            container = found.holders.get(holder)
+            label = label.replace("<mappingproxy>", "")
+            # a tuple inside a table cannot be set and is not named: torch's own
+            # ``_builtin_ops`` pairs each function with its op name, a lookup by identity
+            if container is None or isinstance(container, tuple):
+                continue
+            items += [(module, label, container, at, key) for at in _places(container, original)]
+    return items
+
+
+def _places(container: Any, original: Any) -> list[Any]:
+    """The keys (a dict's) or indexes (a list's, a deque's) where ``container`` holds
+    ``original``, read through the built-in types' own methods (see ``_links``)."""
+    if isinstance(container, dict):
+        return [k for k, v in list(dict.items(container)) if v is original]
+    values = list.__iter__(container) if isinstance(container, list) else iter(container)
+    return [i for i, v in enumerate(list(values)) if v is original]
 
 
 def _chain_parts(installed: list[Any]) -> set[int]:
@@ -144,15 +213,17 @@ def _climb(
     trails: dict[int, _Trail],
     roots: dict[int, str],
     skip: set[int],
-    found: dict[int, list[tuple[str, str]]],
+    found: Found,
     classes: set[int],
 ) -> dict[int, Any]:
     """One level up from ``frontier``: the objects that refer to it, with their trails; a
-    module's globals end a path, kept in ``found`` when it passed through an object."""
+    module's globals end a path, kept in ``found`` when it passed through an object, or
+    through containers only (to be rebound)."""
     above: dict[int, Any] = {}
     objs = tuple(frontier.values())
     referrers = gc.get_referrers(*objs)
     own = {id(objs), id(referrers), id(frontier), id(above), id(trails), id(roots), id(found)}
+    own.update(map(id, (found.named, found.items, found.holders, found.wrapped)))
     for ref in referrers:
         rid = id(ref)
         if rid in own or rid in skip or type(ref) is types.FrameType:
@@ -160,6 +231,8 @@ def _climb(
         if rid in trails:  # met before (a class, from its own attribute): climb again only
             known = trails[rid]  # for what it learns, a path through an object
             for origin, step in _trail(ref, frontier, trails, classes).items():
+                if step[2] == rid:
+                    found.holders[rid] = ref
                 if origin not in known or (step[1] and not known[origin][1]):
                     known[origin] = step
                     above[rid] = ref
@@ -169,14 +242,22 @@ def _climb(
             for key, value in list(dict.items(ref)):
                 if id(value) not in frontier:
                     continue
-                for origin, (steps, through) in trails[id(value)].items():
+                for origin, (steps, through, holder) in trails[id(value)].items():
+                    label = f"{key}{''.join(steps)}"
                     if through and (origin not in classes or not any(map(_plumbing, steps))):
-                        found.setdefault(origin, []).append((module, f"{key}{''.join(steps)}"))
+                        found.named.setdefault(origin, []).append((module, label))
+                    elif steps and all(map(methodcaller("startswith", _ITEM_STEPS), steps)):
+                        found.items.setdefault(origin, []).append((module, label, holder))
+                    elif _wrapper_in_items(steps):  # a decorator's wrapper kept in a table
+                        items = "".join(steps[:-3])
+                        found.wrapped.append((module, f"{key}{items}() closure", origin))
         elif not _ours(ref):
             mine = _trail(ref, frontier, trails, classes)
             if mine:
                 trails[rid] = mine
                 above[rid] = ref
+                if any(holder == rid for _, _, holder in mine.values()):
+                    found.holders[rid] = ref  # it holds an original itself: kept to be set
     return dict(islice(above.items(), _WIDTH))
 
 
@@ -198,9 +279,10 @@ def _trail(
     is a type named (a dataclass field's ``type``, ``list[Llama].__args__``, a subclass's
     ``__bases__``), which nothing calls to make an instance."""
     out: _Trail = {}
+    rid = id(ref)
     registry = issubclass(type(ref), (dict, list))
     for child, step, attribute in _links(ref, frontier):
-        for origin, (steps, through) in trails[child].items():
+        for origin, (steps, through, holder) in trails[child].items():
             if origin in classes and (
                 not (steps or registry) or (step is None and len(steps) == 1)
             ):
@@ -214,7 +296,8 @@ def _trail(
                 steps = (step, *steps)
             if origin in classes and _plumbing(steps[0]):
                 continue  # never named (see _plumbing): not worth a heap pass a level
-            out.setdefault(origin, (steps, through or attribute))
+            holder = rid if child == origin else holder  # the object holding it itself
+            out.setdefault(origin, (steps, through or attribute, holder))
     return out
 
 
@@ -233,6 +316,9 @@ def _links(ref: Any, frontier: dict[int, Any]) -> list[tuple[int, str | None, bo
         return [(id(v), f"[{i}]", False) for i, v in enumerate(items) if id(v) in frontier]
     if issubclass(kind, (set, frozenset)):
         return []  # a membership table
+    if issubclass(kind, deque):
+        items = list(deque.__iter__(ref))
+        return [(id(v), f"[{i}]", False) for i, v in enumerate(items) if id(v) in frontier]
     held = [c for c in gc.get_referents(ref) if id(c) in frontier and c is not kind]
     if type(ref) is _LRU:  # its cache's keys are arguments it was called with, not callers
         keys = {id(k) for c in gc.get_referents(ref) if type(c) is dict for k in dict.keys(c)}

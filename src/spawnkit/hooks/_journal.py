@@ -7,6 +7,7 @@ object (not an equal one) and deletes what was added instead of shadowing a base
 from __future__ import annotations
 
 import sys
+from collections import deque
 from typing import Any
 
 from spawnkit._plain import Plain
@@ -18,9 +19,23 @@ ABSENT: Any = object()
 
 
 def item_of(container: Any, key: Any) -> Any:
-    if isinstance(container, list):
+    if isinstance(container, list | deque):
         return container[key] if -len(container) <= key < len(container) else ABSENT
+    if isinstance(container, dict):  # a registry subclass's own get() may refuse or import
+        return dict.get(container, key, ABSENT)
     return container.get(key, ABSENT)
+
+
+def put_item(container: Any, key: Any, value: Any) -> None:
+    """``container[key] = value`` through the built-in type's own method where it is a dict or
+    list: an engine's registry subclass refuses a name registered twice in its ``__setitem__``
+    (``"'tok' is already registered"``), and the item set here is the one it registered."""
+    if isinstance(container, dict):
+        dict.__setitem__(container, key, value)
+    elif isinstance(container, list):
+        list.__setitem__(container, key, value)
+    else:
+        container[key] = value
 
 
 def put_attr(owner: Any, attr: str, value: Any) -> None:
@@ -68,7 +83,7 @@ class BindingChange(Plain):
         self.before, self.after = before, after
 
     def redo(self) -> None:
-        self.namespace[self.name] = self.after
+        put_item(self.namespace, self.name, self.after)
 
     def undo(self) -> None:
         if item_of(self.namespace, self.name) is not self.after:
@@ -76,7 +91,7 @@ class BindingChange(Plain):
         if self.before is ABSENT:
             del self.namespace[self.name]
         else:
-            self.namespace[self.name] = self.before
+            put_item(self.namespace, self.name, self.before)
 
 
 class ModuleChange(Plain):
