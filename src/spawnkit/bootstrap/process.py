@@ -252,7 +252,7 @@ class Bootstrapper:
             )
 
     def _enter(self, *, server: bool = False) -> None:
-        _apply_env(self.spec.env, forked=self.inherited is not None)
+        _apply_env(self.spec, forked=self.inherited is not None, server=server)
         _phase.enter_worker(self.namespace)
         # A server bootstraps for every rank at once: it has no rank (``current_spec()`` is
         # None there; who asked anyway is kept for the launcher: ``take_rankless_reads``).
@@ -584,14 +584,18 @@ def _stage_error(
     return err
 
 
-def _apply_env(env: dict[str, str], *, forked: bool) -> None:
+def _apply_env(spec: ProcessSpec, *, forked: bool, server: bool) -> None:
     """``spec.env`` into ``os.environ``, and ``PYTHONPATH``'s entries onto ``sys.path``:
-    multiprocessing gave this process the launcher's (see ``spawnkit._environ``).
+    multiprocessing gave this process the launcher's (see ``spawnkit._environ``); and a
+    rank's own numbers (``rank_env``: a server has no rank, each forked worker sets its own).
 
     ``forked``: a worker forked from a warm server, which applied the same entries (its key)
     before its plugins loaded; they may have changed them since, as a spawned worker's would,
     and its ``sys.path`` is the server's again (``protocol/_fork_prepare``): the launch's own
     entries only."""
+    env = spec.env
+    if not server:
+        os.environ.update(rank_env(spec))
     if forked:
         env = {k: v for k, v in env.items() if k in _PER_LAUNCH_ENV}
     if not env:
@@ -601,6 +605,25 @@ def _apply_env(env: dict[str, str], *, forked: bool) -> None:
         from spawnkit._environ import put_on_path
 
         put_on_path(env["PYTHONPATH"])
+
+
+def rank_env(spec: ProcessSpec) -> dict[str, str]:
+    """A rank's own ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE``, as
+    torchrun gives its ranks, for a rank a spawnkit launcher started (its ``_control`` names
+    a local world; none for torchrun's own ranks, a context's child, the engine's process):
+    one started by a launcher that is itself a rank (under torchrun, SLURM) otherwise
+    inherited that launcher's, and ``init_process_group("env://")`` or a GPU picked by
+    ``LOCAL_RANK`` took another process's numbers.  A name ``env=`` sets stays as set."""
+    local_world = spec._control.local_world_size
+    if local_world is None:
+        return {}
+    own = (
+        ("RANK", spec.rank),
+        ("LOCAL_RANK", spec.local_rank),
+        ("WORLD_SIZE", spec.world_size),
+        ("LOCAL_WORLD_SIZE", local_world),
+    )
+    return {name: str(value) for name, value in own if name not in spec.env}
 
 
 def boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:

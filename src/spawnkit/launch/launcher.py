@@ -99,7 +99,9 @@ def spawn_with_plugins(
             join_timeout=join_timeout, grace_period=grace_period, progress=progress,
             output=OutputRelay(prefix=prefix_output), trace=tracer,
         )  # fmt: skip
-    control = _launch_control(start_method, context, deaf, call_names)
+    control = _launch_control(start_method, context, deaf, call_names).replace(
+        local_world_size=nprocs  # each rank's own RANK... (bootstrap.process.rank_env)
+    )
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
 

@@ -337,6 +337,7 @@ class LaunchContext(Plain):
     def start(self, proc: Any) -> None:
         if self.server is None:
             from spawnkit.bootstrap._parent_death import RUN_ID_VAR
+            from spawnkit.bootstrap.process import rank_env
             from spawnkit.platforms.discovery import env_applied
 
             # All of env= in the environment the interpreter is exec'd with: what it reads at
@@ -345,7 +346,9 @@ class LaunchContext(Plain):
             # the script's `import torch`; an engine's config constants): set by the first
             # stage, they came too late, where a warm worker had them.  Not the run's id: it
             # marks what the worker starts (cleanup() finds the strays by it), set in stage 1.
-            env = {k: v for k, v in proc._args[0].env.items() if k != RUN_ID_VAR}
+            spec = proc._args[0]
+            env = {k: v for k, v in spec.env.items() if k != RUN_ID_VAR}
+            env.update(rank_env(spec))  # its own rank from the start, not the launcher's
             with env_applied(env):
                 proc.start()
             return
