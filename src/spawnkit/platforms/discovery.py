@@ -279,9 +279,13 @@ class PlatformManager(DecisionTable):
                 )
             return result
 
+    def selection(self) -> PlatformSelection:
+        """This process's platform: the current one once built, else what ``select()`` says."""
+        return self._current if self._current is not None else self.select()
+
     def selected_dist(self) -> str | None:
         """The winning plugin's distribution, or None for a built-in or the base platform."""
-        selection = self._current if self._current is not None else self.select()
+        selection = self.selection()
         return selection.dist if selection.kind == "plugin" else None
 
     # --------------------------------------------------------- the instance
