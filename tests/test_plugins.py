@@ -510,6 +510,48 @@ def test_parent_selection_refuses_unknown_names(
     assert plugins == ("a",)
 
 
+@pytest.mark.parametrize(("raw", "where"), [("", "env="), ("  ", "env="), ("", "environ")])
+def test_a_blank_allow_list_is_said_naming_the_plugins_it_leaves_out(
+    world: World, monkeypatch: pytest.MonkeyPatch, raw: str, where: str
+) -> None:
+    """``<PREFIX>_PLUGINS=''`` (``X=${UNSET}``, a k8s ``value: ""``) means none here and all to
+    SGLang's loader: the workers ran with no plugin while the launch said nothing."""
+    from spawnkit.launch._selection import parent_selection as _parent_selection
+
+    world.add_plugin("a", RECORDING)
+    world.add_plugin("b", RECORDING)
+    world.add_plugin("otherdev", RECORDING, dist="other-device", platform_entry="otherdev")
+    var = world.ns.config.plugins_var
+    env = {var: raw} if where == "env=" else {}
+    if where == "environ":
+        monkeypatch.setenv(var, raw)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _, plugins, _ = _parent_selection(world.ns, env)
+        _parent_selection(world.ns, env)  # said at each launch
+    assert plugins == ()  # the documented meaning stands: none
+    said = [w for w in seen if issubclass(w.category, PluginSelectionWarning)]
+    assert len(said) == 2 and said[0].filename == __file__  # at the launching line
+    text = str(said[0].message)
+    origin = f"{var}={raw!r}" + (" (in env=)" if where == "env=" else "")
+    assert text.startswith(f"{origin} is set but blank, so 'a' (")
+    assert "'b' (" in text and "otherdev" not in text  # the platform rule leaves it out anyway
+    assert f"Unset {var} to load every plugin" in text and f"({var}=a)" in text
+
+
+def test_a_blank_allow_list_that_leaves_out_nothing_is_not_said(world: World) -> None:
+    """Control: no plugin installed beside the selected platform's own, or a named selection."""
+    from spawnkit.launch._selection import parent_selection as _parent_selection
+
+    world.add_plugin("own", RECORDING, dist=f"plat-{world.eng[4:]}", platform_entry="testdev")
+    var = world.ns.config.plugins_var
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _parent_selection(world.ns, {var: ""})[1] == ("own",)
+        world.add_plugin("a", RECORDING)
+        assert _parent_selection(world.ns, {var: "a"})[1] == ("a", "own")
+
+
 DEFAULT_REGISTRY_PLUGIN = """
     from spawnkit.hooks import HookRegistry, HookType
 

@@ -181,6 +181,31 @@ def classify(
     return infos, unknown, origin
 
 
+def blank_message(
+    namespace: PluginOwner, infos: list[PluginInfo], origin: str, platform: str | None = None
+) -> str:
+    """What a set but blank allow-list (``''``, spaces) leaves out, or "" when it leaves out none.
+
+    README's "empty: none" stands, but SGLang's own loader reads an empty value as *all*, and
+    one comes easily (``SGLANG_PLUGINS=${UNSET}``, a k8s ``value: ""``): the plugins it drops
+    are named, so a run without them is said.  Plugins the platform rule leaves out would stay
+    out with the variable unset too, so they are not listed.
+    """
+    eps = _metadata.entry_points(namespace.config.plugin_group)
+    excluded = _platform_rule(namespace, eps, platform).excluded if eps else {}
+    dropped = [i for i in infos if i.status == "not-selected" and norm(i.dist) not in excluded]
+    if not dropped:
+        return ""
+    var = namespace.config.plugins_var
+    listed = ", ".join(f"{i.name!r} ({i.dist} {i.version})" for i in dropped)
+    return (
+        f"{origin} is set but blank, so {listed} will not be loaded (an empty {var} selects "
+        f"no plugin here; SGLang's own loader reads it as all, and "
+        f"'{var}=${{UNSET}}' or a k8s 'value: \"\"' sets it so). Unset {var} to load every "
+        f"plugin, or set it to the names to load ({var}={dropped[0].name})"
+    )
+
+
 def refuse_unknown(
     namespace: PluginOwner, unknown: list[str], infos: list[PluginInfo], lenient: bool, origin: str
 ) -> None:
