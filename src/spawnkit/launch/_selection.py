@@ -59,9 +59,10 @@ def _select(
         else None
     )
     # Selection runs as the workers will: with env= applied (a device visible only there
-    # counts), restored afterwards; see platforms.discovery.env_applied.
+    # counts), restored afterwards, and afresh for each launch (os.environ may have changed
+    # since the last one); see platforms.discovery.env_applied.
     how = f"{config.platform_var}={name!r} (in env=)" if name else ""
-    with env_applied(env):
+    with env_applied(env, fresh=True):
         selection = ns.platforms.select(name, origin=how)
         plugins = ns.plugins.select(
             names=names, platform=selection.name, lenient=lenient, origin=origin
