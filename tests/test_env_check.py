@@ -180,6 +180,47 @@ def test_a_device_visible_only_through_env_is_selected_and_environ_restored(
     assert dict(os.environ) == before and os.environ[visible] == "0"  # its old value back
 
 
+def test_each_launch_decides_afresh_with_the_environment_it_finds(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-lived launcher that changed ``os.environ`` between two launches: the first
+    launch's auto decision was kept for the process, so the second's workers ran on the old
+    platform, and ``USE_CPU_ENGINE=1`` got a warning blaming the wrong thing."""
+    ns = _ns()
+    visible = f"DEV_{ns.env_prefix}_VISIBLE"
+    _device_plugin(site, ns, visible)
+    monkeypatch.delenv(ns.config.cpu_engine_var, raising=False)
+    own = ns.platforms.select()  # this process's own decision, made before the launches
+    assert build_spec("os:getpid", namespace=ns).platform == "base"
+    monkeypatch.setenv(ns.config.cpu_engine_var, "1")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert build_spec("os:getpid", namespace=ns).platform == "cpu"
+    assert _env_warnings(record) == []
+    monkeypatch.setenv(visible, "1")  # the device appears
+    assert build_spec("os:getpid", namespace=ns).platform == "envdev"
+    assert build_spec("os:getpid", namespace=ns, env={visible: "0"}).platform == "cpu"
+    assert ns.platforms.select() is own  # the process's own platform stays what it was
+    assert ns.platforms._selections.keys() == {(None, ())}  # nothing kept per launch
+
+
+def test_a_second_launchs_workers_run_on_the_device_that_appeared_since_the_first(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ns = _ns()
+    visible = f"DEV_{ns.env_prefix}_VISIBLE"
+    _device_plugin(site, ns, visible)
+    monkeypatch.setenv(ns.config.cpu_engine_var, "1")
+    seen = []
+    for value in ("0", "1"):
+        monkeypatch.setenv(visible, value)
+        with spawn_with_plugins("os:getpid", namespace=ns, ready_timeout=120) as group:
+            (report,) = group.wait_ready(timeout=120)
+            group.join(timeout=120)
+        seen.append(report.platform["name"])
+    assert seen == ["cpu", "envdev"]
+
+
 def test_the_worker_runs_on_the_device_env_made_visible(
     site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

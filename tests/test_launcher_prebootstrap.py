@@ -159,13 +159,23 @@ def test_a_warm_workers_report_says_partial_when_its_entry_replaced_a_target(
 
 def test_changed_plugin_set_or_env_overrides_start_a_new_server(site: Site) -> None:
     probe = _probe(site)
+    extra = f"{site.tag}_extra"
+    write_distribution(
+        site.root,
+        f"{site.tag}-extra",
+        "1.0",
+        entry_points={site.ns.config.plugin_group: {"extra": f"{extra}:register"}},
+        modules={extra: _EXTRA_PLUGIN.format(ns=site.ns.name, pkg=site.pkg)},
+    )
+    _metadata.clear_cache()
     base = _launch(site, f"{probe}:plain")[0]
     assert _launch(site, f"{probe}:plain")[0] == base  # same key: same server
     other_env = _launch(site, f"{probe}:plain", env={"SKT_ANYTHING": "1"})[0]
     assert other_env != base
-    no_plugins = _launch(site, f"{probe}:run", env={site.ns.config.plugins_var: ""})[0]
-    assert no_plugins["ppid"] not in (base, other_env)
-    assert no_plugins["hooked"] == "orig"  # that server loaded no plugin
+    # the platform's own plugin stays whatever the allow-list says: only 'extra' goes
+    fewer = _launch(site, f"{probe}:run", env={site.ns.config.plugins_var: ""})[0]
+    assert fewer["ppid"] not in (base, other_env)
+    assert fewer["hooked"] == "orig+hooked"  # that server did not load 'extra'
 
 
 _EXTRA_PLUGIN = """

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from _launcher_support import Site, assert_group_gone, fault_env, make_site
-from spawnkit import _metadata, spawn_with_plugins
+from spawnkit import _metadata, build_spec, spawn_with_plugins
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildExitedError,
@@ -274,12 +274,39 @@ def test_lenient_turns_a_misspelled_plugin_into_one_warning_at_the_callers_line(
         group = spawn_with_plugins(site.entry("quick"), namespace=site.ns, env=env)
     with group:
         (report,) = group.wait_ready(timeout=60)
-        assert report.plugins == []
+        # the platform's own plugin stays: the allow-list does not leave out its kernels
+        assert [p["name"] for p in report.plugins] == ["faultplug"]
     ours = [w for w in seen if issubclass(w.category, PluginSelectionWarning)]
     assert len(ours) == 1, [str(w.message) for w in ours]
     assert ours[0].filename == __file__  # the user's call, not a spawnkit module
     assert "running without it" in str(ours[0].message)
     assert not [r for r in caplog.records if "faultplg" in r.getMessage()]
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_an_allow_list_naming_only_the_users_plugin_keeps_the_platforms_own(
+    site: Site, start_method: str
+) -> None:
+    """``<PREFIX>_PLUGINS=mine`` with the platform plugin 'faultdev' selected: its distribution's
+    general plugin 'faultplug' was frozen out of the spec, so every worker ran the unhooked
+    code and nothing said so. Parent and workers now agree that it stays."""
+    write_distribution(
+        site.root,
+        f"{site.tag}-mine",
+        "1.0",
+        entry_points={site.ns.config.plugin_group: {"mine": f"{site.tag}_mine:register"}},
+        modules={f"{site.tag}_mine": "def register():\n    pass\n"},
+    )
+    _metadata.clear_cache()
+    env = {site.ns.config.plugins_var: "mine"}
+    assert build_spec(site.entry(), namespace=site.ns, env=env).plugins == ("faultplug", "mine")
+    with spawn_with_plugins(
+        site.entry(), namespace=site.ns, env=env, start_method=start_method, ready_timeout=60
+    ) as group:
+        (report,) = group.wait_ready(timeout=60)
+        assert [p["name"] for p in report.plugins] == ["faultplug", "mine"]
+        (result,) = group.results(timeout=60)
+    assert result["hooked"] == "orig+hooked"
 
 
 def test_invalid_guard_policy_is_refused_naming_the_variable(site: Site) -> None:

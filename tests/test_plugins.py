@@ -264,6 +264,53 @@ def test_a_plugin_named_on_purpose_that_the_platform_rule_leaves_out_is_refused(
     assert other not in sys.modules
 
 
+@pytest.mark.parametrize("raw", ["mine", ""])
+def test_an_allow_list_keeps_the_selected_platforms_own_plugin(
+    world: World, monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    """``<PREFIX>_PLUGINS=mine`` with a platform plugin selected: the platform distribution's own
+    general plugin (its kernels) was "not-selected", so the device ran the native code, unsaid."""
+    from spawnkit.launch._selection import parent_selection as _parent_selection
+
+    own = world.add_plugin(
+        "kernels", RECORDING, dist=f"plat-{world.eng[4:]}", version="2.0", platform_entry="testdev"
+    )
+    world.add_plugin("mine", RECORDING)
+    world.add_plugin("other", RECORDING)
+    cfg = world.ns.config
+    expected = ["kernels", "mine"] if raw else ["kernels"]
+    left_out = ["other"] if raw else ["mine", "other"]
+    # the parent freezes it into the spec, with the platform given in env=
+    env = {cfg.platform_var: "testdev", cfg.plugins_var: raw}
+    assert list(_parent_selection(world.ns, env)[1]) == expected
+    monkeypatch.setenv(cfg.plugins_var, raw)
+    kept = {i.name: i for i in world.ns.plugins.discover()}["kernels"]
+    assert kept.status == "selected"
+    assert kept.reason.startswith(
+        f"part of platform 'testdev' (distribution plat-{world.eng[4:]}), so "
+        f"{cfg.plugins_var}={raw!r} does not leave it out"
+    )
+    assert [p.name for p in load_plugins(world.ns)] == expected  # in-process, from the variable
+    assert own in sys.modules
+    assert [i.name for i in world.ns.plugins.report.skipped] == left_out
+
+
+def test_an_allow_list_leaves_out_plugins_of_a_distribution_without_the_selected_platform(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Control: only the selected platform's distribution is kept; another device's plugin and a
+    plain plugin the allow-list does not name stay out."""
+    world.add_plugin("kernels", RECORDING, dist="other-device", platform_entry="otherdev")
+    world.add_plugin("mine", RECORDING)
+    world.add_plugin("plain", RECORDING)
+    monkeypatch.setenv(world.ns.config.plugins_var, "mine")
+    assert [p.name for p in load_plugins(world.ns)] == ["mine"]
+    assert {i.name: i.status for i in world.ns.plugins.report.skipped} == {
+        "kernels": "not-selected",
+        "plain": "not-selected",
+    }
+
+
 def test_failing_import_is_a_plugin_error_and_discards_partial_registrations(
     world: World,
 ) -> None:
@@ -461,6 +508,48 @@ def test_parent_selection_refuses_unknown_names(
     with pytest.warns(PluginSelectionWarning, match=r"'typo', but no installed plugin"):
         _, plugins, _ = _parent_selection(world.ns, env)
     assert plugins == ("a",)
+
+
+@pytest.mark.parametrize(("raw", "where"), [("", "env="), ("  ", "env="), ("", "environ")])
+def test_a_blank_allow_list_is_said_naming_the_plugins_it_leaves_out(
+    world: World, monkeypatch: pytest.MonkeyPatch, raw: str, where: str
+) -> None:
+    """``<PREFIX>_PLUGINS=''`` (``X=${UNSET}``, a k8s ``value: ""``) means none here and all to
+    SGLang's loader: the workers ran with no plugin while the launch said nothing."""
+    from spawnkit.launch._selection import parent_selection as _parent_selection
+
+    world.add_plugin("a", RECORDING)
+    world.add_plugin("b", RECORDING)
+    world.add_plugin("otherdev", RECORDING, dist="other-device", platform_entry="otherdev")
+    var = world.ns.config.plugins_var
+    env = {var: raw} if where == "env=" else {}
+    if where == "environ":
+        monkeypatch.setenv(var, raw)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        _, plugins, _ = _parent_selection(world.ns, env)
+        _parent_selection(world.ns, env)  # said at each launch
+    assert plugins == ()  # the documented meaning stands: none
+    said = [w for w in seen if issubclass(w.category, PluginSelectionWarning)]
+    assert len(said) == 2 and said[0].filename == __file__  # at the launching line
+    text = str(said[0].message)
+    origin = f"{var}={raw!r}" + (" (in env=)" if where == "env=" else "")
+    assert text.startswith(f"{origin} is set but blank, so 'a' (")
+    assert "'b' (" in text and "otherdev" not in text  # the platform rule leaves it out anyway
+    assert f"Unset {var} to load every plugin" in text and f"({var}=a)" in text
+
+
+def test_a_blank_allow_list_that_leaves_out_nothing_is_not_said(world: World) -> None:
+    """Control: no plugin installed beside the selected platform's own, or a named selection."""
+    from spawnkit.launch._selection import parent_selection as _parent_selection
+
+    world.add_plugin("own", RECORDING, dist=f"plat-{world.eng[4:]}", platform_entry="testdev")
+    var = world.ns.config.plugins_var
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _parent_selection(world.ns, {var: ""})[1] == ("own",)
+        world.add_plugin("a", RECORDING)
+        assert _parent_selection(world.ns, {var: "a"})[1] == ("a", "own")
 
 
 DEFAULT_REGISTRY_PLUGIN = """

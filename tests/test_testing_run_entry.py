@@ -7,6 +7,7 @@ import os
 import sys
 import time
 import uuid
+import warnings
 
 import psutil
 import pytest
@@ -196,7 +197,9 @@ def test_plugins_argument_selects_plugins(plugin_dist, spawnkit_namespace):
     run = run_entry(describe_worker, namespace=ns, plugins=["good"], timeout=TIMEOUT)
     assert [p["name"] for p in run.report.plugins] == ["good"]
     assert ns.config.plugins_var not in os.environ
-    run = run_entry(describe_worker, namespace=ns, plugins=[], timeout=TIMEOUT)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # plugins=[] says none in so many words: no warning
+        run = run_entry(describe_worker, namespace=ns, plugins=[], timeout=TIMEOUT)
     assert run.report.plugins == []
     with pytest.raises(TypeError, match="not a string"):
         run_entry(describe_worker, namespace=ns, plugins="good", timeout=TIMEOUT)

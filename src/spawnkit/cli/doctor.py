@@ -90,6 +90,12 @@ def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, 
     keys = ("name", "value", "dist", "version", "status", "reason")
     rows = [{k: getattr(i, k) for k in keys} for i in infos]
     raw = os.environ.get(namespace.config.plugins_var)
+    if raw is not None and not raw.strip():
+        from spawnkit.hooks._plugin_selection import blank_message
+
+        blank = blank_message(namespace, infos, f"{namespace.config.plugins_var}={raw!r}")
+        if blank:
+            warnings_out.append(blank)
     if raw is not None:
         wanted = {n.strip() for n in raw.split(",") if n.strip()}
         unknown = sorted(wanted - {i.name for i in infos})

@@ -11,6 +11,7 @@ import warnings
 from typing import TYPE_CHECKING, Protocol
 
 from spawnkit import _metadata
+from spawnkit._namedtuple import NamedTuple
 from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import PluginError
 from spawnkit.spec._record import record
@@ -104,12 +105,23 @@ def _wanted(
     return {n.strip() for n in raw.split(",") if n.strip()}, f"{var}={raw!r}"
 
 
-def _excluded_dists(
+class _PlatformRule(NamedTuple):
+    """What the platform rule makes of a plugin's distribution: left out, or kept whole."""
+
+    #: normalised dist -> why its plugins are left out (it ships an unselected platform)
+    excluded: dict[str, str]
+    #: the normalised distribution of the selected platform plugin ("" for none), and that
+    #: platform's name: its general plugins carry the device's kernels and stay selected
+    own_dist: str = ""
+    platform: str = ""
+
+
+def _platform_rule(
     namespace: PluginOwner,
     candidates: tuple[_metadata.EntryPointInfo, ...],
     platform: str | None = None,
-) -> dict[str, str]:
-    """Normalised dist -> reason, for dists providing a platform other than the selected one.
+) -> _PlatformRule:
+    """Which plugin distributions also ship a platform, and which of them is the selected one.
 
     Asks the platform manager only when a plugin's distribution also ships a platform.
     ``platform``: the caller's selection (the launcher's ``env=``) instead of this process's.
@@ -120,13 +132,10 @@ def _excluded_dists(
     for ep_name, dist in plat_dists.items():
         providing.setdefault(norm(dist), []).append(ep_name)
     if not any(norm(ep.dist) in providing for ep in candidates):
-        return {}
-    if platform is None:
-        selected = norm(platforms.selected_dist())
-    else:
-        chosen = platforms.select(platform)
-        selected = norm(chosen.dist if chosen.kind == "plugin" else None)
-    return {
+        return _PlatformRule({})
+    chosen = platforms.selection() if platform is None else platforms.select(platform)
+    selected = norm(chosen.dist if chosen.kind == "plugin" else None)
+    excluded = {
         dist: (
             f"its distribution provides platform {', '.join(sorted(eps))}, which is not the "
             "selected platform"
@@ -134,6 +143,7 @@ def _excluded_dists(
         for dist, eps in providing.items()
         if dist != selected
     }
+    return _PlatformRule(excluded, selected, chosen.name if selected else "")
 
 
 def classify(
@@ -142,21 +152,58 @@ def classify(
     platform: str | None = None,
     origin: str = "",
 ) -> tuple[list[PluginInfo], list[str], str]:
+    """Each plugin's status; the selected names no plugin has; where the selection came from.
+
+    A plugin of the selected platform's own distribution stays selected whatever the
+    allow-list says: it is part of that platform (its kernels; lenient mode spares it too),
+    so leaving it out would run the device on the native code, unsaid.
+    """
     group = namespace.config.plugin_group
     eps = _metadata.entry_points(group)
     wanted, found_origin = _wanted(namespace, names)
     origin = origin or found_origin
-    excluded = _excluded_dists(namespace, eps, platform) if eps else {}
+    rule = _platform_rule(namespace, eps, platform) if eps else _PlatformRule({})
     infos: list[PluginInfo] = []
     for ep in sorted(eps, key=lambda e: e.name):
         status, reason = "selected", ""
         if wanted is not None and ep.name not in wanted:
-            status, reason = "not-selected", f"not in {origin}"
-        elif norm(ep.dist) in excluded:
-            status, reason = "excluded", excluded[norm(ep.dist)]
+            if rule.own_dist and norm(ep.dist) == rule.own_dist:
+                reason = (
+                    f"part of platform {rule.platform!r} (distribution {ep.dist}), so "
+                    f"{origin} does not leave it out; select another platform to run without it"
+                )
+            else:
+                status, reason = "not-selected", f"not in {origin}"
+        elif norm(ep.dist) in rule.excluded:
+            status, reason = "excluded", rule.excluded[norm(ep.dist)]
         infos.append(PluginInfo(ep.name, ep.value, ep.dist, ep.version, group, status, reason))
     unknown = sorted(wanted - {ep.name for ep in eps}) if wanted else []
     return infos, unknown, origin
+
+
+def blank_message(
+    namespace: PluginOwner, infos: list[PluginInfo], origin: str, platform: str | None = None
+) -> str:
+    """What a set but blank allow-list (``''``, spaces) leaves out, or "" when it leaves out none.
+
+    README's "empty: none" stands, but SGLang's own loader reads an empty value as *all*, and
+    one comes easily (``SGLANG_PLUGINS=${UNSET}``, a k8s ``value: ""``): the plugins it drops
+    are named, so a run without them is said.  Plugins the platform rule leaves out would stay
+    out with the variable unset too, so they are not listed.
+    """
+    eps = _metadata.entry_points(namespace.config.plugin_group)
+    excluded = _platform_rule(namespace, eps, platform).excluded if eps else {}
+    dropped = [i for i in infos if i.status == "not-selected" and norm(i.dist) not in excluded]
+    if not dropped:
+        return ""
+    var = namespace.config.plugins_var
+    listed = ", ".join(f"{i.name!r} ({i.dist} {i.version})" for i in dropped)
+    return (
+        f"{origin} is set but blank, so {listed} will not be loaded (an empty {var} selects "
+        f"no plugin here; SGLang's own loader reads it as all, and "
+        f"'{var}=${{UNSET}}' or a k8s 'value: \"\"' sets it so). Unset {var} to load every "
+        f"plugin, or set it to the names to load ({var}={dropped[0].name})"
+    )
 
 
 def refuse_unknown(

@@ -59,17 +59,49 @@ def _select(
         else None
     )
     # Selection runs as the workers will: with env= applied (a device visible only there
-    # counts), restored afterwards; see platforms.discovery.env_applied.
+    # counts), restored afterwards, and afresh for each launch (os.environ may have changed
+    # since the last one); see platforms.discovery.env_applied.
     how = f"{config.platform_var}={name!r} (in env=)" if name else ""
-    with env_applied(env):
+    with env_applied(env, fresh=True):
         selection = ns.platforms.select(name, origin=how)
         plugins = ns.plugins.select(
             names=names, platform=selection.name, lenient=lenient, origin=origin
         )
+        _check_blank_plugins(ns, env, selection.name)
     check_cpu_engine(ns, env, selection.name, selection.kind)  # set, and never read
     _check_own_hooks(ns, plugins)
     rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
     return selection.name, plugins, rows
+
+
+def _check_blank_plugins(ns: Namespace, env: dict[str, str], platform: str) -> None:
+    """``<PREFIX>_PLUGINS`` set but blank while plugins are installed: one warning a launch,
+    since an empty value that meant "all" (SGLang's reading) runs with no plugin, unsaid."""
+    var = ns.config.plugins_var
+    raw = env[var] if var in env else os.environ.get(var)
+    if raw is None or raw.strip():
+        return
+    from spawnkit.hooks._plugin_selection import blank_message
+
+    origin = f"{var}={raw!r}" + (" (in env=)" if var in env else "")
+    infos = ns.plugins.discover(names=(), platform=platform)
+    message = blank_message(ns, infos, origin, platform)
+    if not message:
+        return
+    import warnings
+
+    from spawnkit.hooks._plugin_selection import PluginSelectionWarning
+    from spawnkit.launch._env_check import _user_line
+
+    filename, lineno, module = _user_line()
+    # warn_explicit without a registry: once per launch, as the environment's checks are.
+    warnings.warn_explicit(
+        f"{message}. -W ignore::spawnkit.PluginSelectionWarning silences this.",
+        PluginSelectionWarning,
+        filename,
+        lineno,
+        module,
+    )
 
 
 def _check_own_hooks(ns: Namespace, plugins: tuple[str, ...]) -> None:

@@ -11,6 +11,7 @@ creates an accelerator context.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import threading
 import weakref
@@ -81,8 +82,11 @@ def _window_key() -> tuple[tuple[str, str], ...]:
     return key
 
 
+_decisions = itertools.count(1)
+
+
 @contextlib.contextmanager
-def env_applied(overrides: Mapping[str, str]) -> Iterator[None]:
+def env_applied(overrides: Mapping[str, str], *, fresh: bool = False) -> Iterator[None]:
     """Run platform selection as the workers will: with ``overrides`` set in ``os.environ``.
 
     A launcher's ``env=`` reaches its workers on top of its own environment, so
@@ -98,18 +102,29 @@ def env_applied(overrides: Mapping[str, str]) -> Iterator[None]:
     cached under the overrides, apart from the plain ones.  The launcher also starts a
     process inside this window when ``env=`` sets a variable read only at start
     (``spawnkit._environ``): the exec copies the environment as it is in the window.
+
+    ``fresh``: one launch's decision.  A long-lived launcher changes ``os.environ``
+    between launches (``<PREFIX>_USE_CPU_ENGINE=1``, a device's visibility), so a
+    decision kept from an earlier launch would start the next one's workers on the
+    old platform; the selections made inside are shared by that launch's questions
+    and forgotten when it ends.  This process's own platform is not decided here.
     """
-    if not overrides:
+    if not overrides and not fresh:
         yield
         return
     with _ENV_LOCK:
         saved = {var: os.environ.get(var) for var in overrides}
         outer = _window_key()
+        # no variable has an empty name: the launch's own entry never meets an override
+        own = (("", f"decision {next(_decisions)}"),) if fresh else ()
         try:
             os.environ.update(overrides)
-            _window.key = tuple(sorted({**dict(outer), **overrides}.items()))
+            _window.key = tuple(sorted({**dict(outer), **overrides, **dict(own)}.items()))
             yield
         finally:
+            if fresh:
+                for manager in list(_managers):
+                    manager._forget(_window.key)
             _window.key = outer
             for var, old in saved.items():
                 if old is None:
@@ -171,6 +186,12 @@ class PlatformManager(DecisionTable):
         self._init_once: Once[Platform] = Once(
             f"{name}: initialize platform", again=_again(name, "initialization (init_backend)")
         )
+
+    def _forget(self, window: tuple[tuple[str, str], ...]) -> None:
+        """Drop the selections made in one ``env_applied(fresh=True)`` window (it has ended)."""
+        with self._lock:
+            for key in [k for k in self._selections if k[1] == window]:
+                del self._selections[key]
 
     def reset_for_tests(self) -> None:
         """Forget every decision, pin, instance and probe override, as in a fresh process."""
@@ -279,9 +300,13 @@ class PlatformManager(DecisionTable):
                 )
             return result
 
+    def selection(self) -> PlatformSelection:
+        """This process's platform: the current one once built, else what ``select()`` says."""
+        return self._current if self._current is not None else self.select()
+
     def selected_dist(self) -> str | None:
         """The winning plugin's distribution, or None for a built-in or the base platform."""
-        selection = self._current if self._current is not None else self.select()
+        selection = self.selection()
         return selection.dist if selection.kind == "plugin" else None
 
     # --------------------------------------------------------- the instance

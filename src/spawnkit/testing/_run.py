@@ -15,6 +15,7 @@ import importlib.util
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import ModuleType
@@ -243,6 +244,20 @@ def _how_to_send(
     return launched, by_value
 
 
+@contextlib.contextmanager
+def _none_meant(plugins: Sequence[str] | None) -> Iterator[None]:
+    """``plugins=[]`` asks for no plugin in so many words: the launcher's warning about a blank
+    allow-list variable (one that may have meant "all") is not for this call."""
+    if plugins is None or any(p.strip() for p in plugins):
+        yield
+        return
+    from spawnkit.hooks.plugins import PluginSelectionWarning
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", r".* is set but blank", PluginSelectionWarning)
+        yield
+
+
 def run_entry(
     entry: str | Callable[..., Any],
     payload: Any = None,
@@ -268,7 +283,7 @@ def run_entry(
     launched, by_value = _how_to_send(entry, payload)
     start = time.monotonic()
     try:
-        with _pickled_by_value(by_value):
+        with _pickled_by_value(by_value), _none_meant(plugins):
             if by_value and payload is not None and not isinstance(payload, Payload):
                 # Plain pickle would refer to the unimportable module by name.
                 payload = Payload.capture(payload, by_value=True)
