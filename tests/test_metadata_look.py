@@ -108,3 +108,36 @@ def test_a_look_taken_while_an_install_still_writes_does_not_hide_what_it_writes
     assert _names(group) == []  # the look in the middle of the install
     (info / "entry_points.txt").write_text(f"[{group}]\nmid = os:getcwd\n")
     assert _names(group) == ["mid"]
+
+
+def _nameless(site: Path, folder: str, group: str, name: str) -> None:
+    """A hand-made ``.dist-info`` with only ``entry_points.txt``: no ``Name`` anywhere."""
+    (site / folder).mkdir(parents=True)
+    (site / folder / "entry_points.txt").write_text(f"[{group}]\n{name} = os:getcwd\n")
+    _metadata.clear_cache()
+
+
+def test_distributions_without_a_name_keep_their_entry_points_apart(
+    site: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Before: every one was "<unknown>", one name: only the first kept its entry points.
+    import importlib.metadata as md
+
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    _nameless(site, "local_alpha-1.0.dist-info", group, "alpha")
+    _nameless(site, "local_beta-1.0.dist-info", group, "beta")
+    found = {ep.name: ep.dist for ep in _metadata.entry_points(group)}
+    assert found == {
+        "alpha": "<unnamed local_alpha-1.0.dist-info>",
+        "beta": "<unnamed local_beta-1.0.dist-info>",
+    }
+    assert sorted(found) == sorted(ep.name for ep in md.entry_points(group=group))
+    # one of the same folder stem further down sys.path is shadowed, as importlib has it
+    later = tmp_path_factory.mktemp("later")
+    sys.path.insert(sys.path.index(str(site)) + 1, str(later))
+    try:
+        _nameless(later, "local_alpha-2.0.dist-info", group, "alpha_two")
+        assert sorted(_names(group)) == ["alpha", "beta"]
+        assert sorted(ep.name for ep in md.entry_points(group=group)) == ["alpha", "beta"]
+    finally:
+        sys.path.remove(str(later))

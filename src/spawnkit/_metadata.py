@@ -110,9 +110,9 @@ def _scan() -> dict[str, tuple[EntryPointInfo, ...]]:
     seen_dists: set[str] = set()
     for dist in md.distributions():
         found_name, found_version = _name_version(dist)
-        name = found_name or "<unknown>"
+        name, key = (found_name, found_name) if found_name else _nameless(dist)
         # The first distribution of a name on sys.path wins, as importlib does.
-        key = name.lower().replace("-", "_").replace(".", "_")
+        key = key.lower().replace("-", "_").replace(".", "_")
         if key in seen_dists:
             continue
         seen_dists.add(key)
@@ -122,6 +122,23 @@ def _scan() -> dict[str, tuple[EntryPointInfo, ...]]:
                 EntryPointInfo(ep.name, ep.value, ep.group, name, version)
             )
     return {g: tuple(eps) for g, eps in grouped.items()}
+
+
+def _nameless(dist: md.Distribution) -> tuple[str, str]:
+    """What names a distribution whose metadata has no ``Name`` (a hand-made ``.dist-info``
+    holding only ``entry_points.txt``, a damaged install), and the key it is told apart by.
+
+    Keyed by one placeholder name, every such distribution after the first lost its entry
+    points, unsaid; ``importlib.metadata`` keys it by its folder's stem
+    (``local_alpha-1.0.dist-info``: ``local_alpha``), and so does this, and names the folder.
+    """
+    path = getattr(dist, "_path", None)  # a PathDistribution's; other finders have none
+    if path is None:
+        return "<unnamed distribution>", f"\0{id(dist)}"  # told apart from every other
+    folder = os.path.basename(str(path))
+    stem, ext = os.path.splitext(folder)
+    key = stem.partition("-")[0] if ext in (".dist-info", ".egg-info") else ""
+    return f"<unnamed {folder}>", key or f"\0{path}"
 
 
 def entry_points(group: str) -> tuple[EntryPointInfo, ...]:
