@@ -65,6 +65,30 @@ def test_a_misspelled_variable_warns_once_per_launch_with_did_you_mean(
     assert record[0].filename == __file__  # at the caller's line
 
 
+def test_a_variable_in_another_case_is_named_with_the_one_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Before: the prefix was compared case-sensitively, so a lower-case name (a .env file, a
+    # manifest) was never read and never named: every plugin loaded, nothing said.
+    ns = _ns()
+    prefix = ns.env_prefix
+    monkeypatch.setenv(f"{prefix.lower()}_plugins", "mine")
+    env = {f"{prefix.capitalize()}_Platform": "cpu", f"{prefix.lower()}_plugin": "mine"}
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("default")
+        build_spec("os:getpid", namespace=ns, env=env)
+    found = {m.split(" ", 1)[0]: m for m in _env_warnings(record)}
+    assert set(found) == {f"{prefix.lower()}_plugins", *env}, found
+    assert "variable names are case-sensitive" in found[f"{prefix.lower()}_plugins"]
+    assert f"did you mean {prefix}_PLUGINS?" in found[f"{prefix.lower()}_plugins"]
+    assert f"did you mean {prefix}_PLATFORM?" in found[f"{prefix.capitalize()}_Platform"]
+    # a name a slip away in another case: the did-you-mean of a typo
+    assert f"did you mean {prefix}_PLUGINS?" in found[f"{prefix.lower()}_plugin"]
+    assert "reads no such variable" in found[f"{prefix.lower()}_plugin"]
+    # the right name beside it stays quiet; a lower-case name of no namespace too
+    assert find_env_problems(ns, {f"{prefix}_PLUGINS": "mine", "ec_home": "/x"}) == []
+
+
 def test_an_env_override_counts_and_strict_env_refuses_before_any_worker(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

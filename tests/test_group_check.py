@@ -49,6 +49,43 @@ def test_a_group_one_slip_away_is_named_with_the_right_one(
     assert f'[project.entry-points."{want}"]' in message
 
 
+@pytest.mark.parametrize(
+    "group",
+    [
+        "{ns}.general_plugins",  # vLLM's names for its two groups
+        "{ns}.platform_plugins",
+        "{ns}.general-plugins",
+        "{top}.plugins",  # the engine's top package's, for its namespace {top}.srt
+        "{top}.platforms",
+    ],
+)
+def test_a_group_an_author_plausibly_meant_is_named_with_the_right_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group: str
+) -> None:
+    # Before: more than one slip away, so never named: the plugin was never loaded, unsaid.
+    monkeypatch.syspath_prepend(str(tmp_path))
+    top = f"g{uuid.uuid4().hex[:8]}"
+    ns = Namespace(f"{top}.srt", env_prefix="GCHK")
+    declared = group.format(ns=ns.name, top=top)
+    _declare(tmp_path, "meant-dist", declared)
+    (message,) = find_group_problems(ns)
+    want = ns.config.platform_group if "platform" in group else ns.config.plugin_group
+    assert "distribution meant-dist 2.0 declares entry point(s) 'mine'" in message
+    assert f"in group {declared!r}, which no namespace reads" in message
+    assert f'[project.entry-points."{want}"]' in message
+
+
+def test_the_top_packages_group_is_left_alone_when_a_namespace_reads_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    top = Namespace(f"g{uuid.uuid4().hex[:8]}", env_prefix="GCHKTOP")
+    ns = Namespace(f"{top.name}.srt", env_prefix="GCHK")
+    _declare(tmp_path, "top-dist", top.config.plugin_group)
+    _declare(tmp_path, "elsewhere-dist", f"{top.name}x.plugins", "other")  # not a prefix
+    assert find_group_problems(ns) == []
+
+
 def test_the_right_groups_and_far_ones_are_left_alone(ns: Namespace, tmp_path: Path) -> None:
     _declare(tmp_path, "right-dist", ns.config.plugin_group)
     _declare(tmp_path, "plat-dist", ns.config.platform_group, "dev")

@@ -60,9 +60,9 @@ def test_inside_one_look_the_installed_set_is_read_once(site: Path) -> None:
         assert _metadata.path_fingerprint() is view
     after = _metadata.path_fingerprint()  # the next decision looks again
     assert after != view
-    assert [n for n, _ in dict(after)[str(site)]] == [n for n, _ in dict(view)[str(site)]] + [
-        "look_second-1.0.dist-info"
-    ]
+    folders = [n for n, _ in dict(view)[str(site)] if "/" not in n]  # not entry_points.txt
+    now = [n for n, _ in dict(after)[str(site)] if "/" not in n]
+    assert now == [*folders, "look_second-1.0.dist-info"]
 
 
 def test_a_path_entry_added_inside_one_look_is_looked_at(
@@ -108,3 +108,58 @@ def test_a_look_taken_while_an_install_still_writes_does_not_hide_what_it_writes
     assert _names(group) == []  # the look in the middle of the install
     (info / "entry_points.txt").write_text(f"[{group}]\nmid = os:getcwd\n")
     assert _names(group) == ["mid"]
+
+
+def test_an_entry_points_file_rewritten_in_place_is_seen_by_the_next_look(site: Path) -> None:
+    # setuptools' egg_info (``setup.py develop``) or an editor rewrites the file of an existing
+    # .egg-info: neither the folder's mtime nor the directory's moves.  Before: a long-lived
+    # launcher kept the plugin names it had first read; an allow-list naming the new one was
+    # refused as unknown, the plugin never loaded.
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    info = site / "look_dev.egg-info"
+    info.mkdir()
+    (info / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: look-dev\nVersion: 1.0\n")
+    eps = info / "entry_points.txt"
+    eps.write_text(f"[{group}]\nold_name = os:getcwd\n")
+    settled = site.stat().st_mtime_ns - 10_000_000_000  # past the settling window
+    for path in (eps, info, site):
+        os.utime(path, ns=(settled, settled))
+    assert _names(group) == ["old_name"]
+    with open(eps, "w", encoding="utf-8") as f:  # in place: the folders' mtimes stay
+        f.write(f"[{group}]\nnew_name = os:getcwd\n")
+    os.utime(eps, ns=(settled + 1_000_000_000,) * 2)
+    os.utime(info, ns=(settled, settled))
+    assert _names(group) == ["new_name"]
+
+
+def _nameless(site: Path, folder: str, group: str, name: str) -> None:
+    """A hand-made ``.dist-info`` with only ``entry_points.txt``: no ``Name`` anywhere."""
+    (site / folder).mkdir(parents=True)
+    (site / folder / "entry_points.txt").write_text(f"[{group}]\n{name} = os:getcwd\n")
+    _metadata.clear_cache()
+
+
+def test_distributions_without_a_name_keep_their_entry_points_apart(
+    site: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # Before: every one was "<unknown>", one name: only the first kept its entry points.
+    import importlib.metadata as md
+
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    _nameless(site, "local_alpha-1.0.dist-info", group, "alpha")
+    _nameless(site, "local_beta-1.0.dist-info", group, "beta")
+    found = {ep.name: ep.dist for ep in _metadata.entry_points(group)}
+    assert found == {
+        "alpha": "<unnamed local_alpha-1.0.dist-info>",
+        "beta": "<unnamed local_beta-1.0.dist-info>",
+    }
+    assert sorted(found) == sorted(ep.name for ep in md.entry_points(group=group))
+    # one of the same folder stem further down sys.path is shadowed, as importlib has it
+    later = tmp_path_factory.mktemp("later")
+    sys.path.insert(sys.path.index(str(site)) + 1, str(later))
+    try:
+        _nameless(later, "local_alpha-2.0.dist-info", group, "alpha_two")
+        assert sorted(_names(group)) == ["alpha", "beta"]
+        assert sorted(ep.name for ep in md.entry_points(group=group)) == ["alpha", "beta"]
+    finally:
+        sys.path.remove(str(later))

@@ -346,6 +346,38 @@ def test_a_general_plugin_declared_in_the_platform_group_is_refused_naming_the_g
     assert site.ns.hooks.registered_targets() == []
 
 
+_PROVIDES = """
+import types
+from spawnkit.namespace import get_namespace
+get_namespace({tag!r}).hooks.provide_module("fastkern_{tag}", factory=types.ModuleType)
+"""
+
+
+def test_a_general_plugin_providing_a_module_from_the_platform_group_is_refused(
+    site: PluginSite,
+) -> None:
+    # Before: provide_module() from activate() was kept in the launcher's registry and its
+    # None read as "no hardware": no worker ever placed the module, with nothing said.
+    site.add_platform("shim", activate=_PROVIDES.format(tag=site.tag) + "return None")
+    with pytest.raises(PlatformPluginError) as info:
+        site.pm.current()
+    text = str(info.value)
+    assert "platform plugin 'shim'" in text and "called it from its activate()" in text, text
+    assert f"cannot provide_module('fastkern_{site.tag}')" in text, text
+    assert "the module would never be provided in a worker" in text
+    assert f"general plugin group {site.ns.config.plugin_group!r}" in text, text
+    assert isinstance(info.value.__cause__, HookRegistrationError)
+    assert site.ns.hooks.status() == []
+
+
+def test_a_platform_package_providing_a_module_as_it_is_imported_is_not_refused(
+    site: PluginSite,
+) -> None:
+    site.add_platform("dev", extra=_PROVIDES.format(tag=site.tag), activate="return None")
+    assert site.pm.current().device_name == ""
+    assert [row.target for row in site.ns.hooks.status()] == [f"fastkern_{site.tag}"]
+
+
 @pytest.mark.parametrize("answer", ["None", "class"])
 def test_a_platform_package_registering_hooks_as_it_is_imported_is_not_refused(
     site: PluginSite, answer: str

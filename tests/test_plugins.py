@@ -769,6 +769,84 @@ def test_a_plugin_that_registered_nothing_and_returned_what_nothing_calls_is_ref
     assert ("class Plugin" in text) == (kind == "class") and "'module:register'" in text
 
 
+_REGISTERS = """
+    from spawnkit.hooks.types import HookType
+    from spawnkit.namespace import Namespace
+    NS = Namespace("{ns}", "{PREFIX}")
+
+    def {fn}():
+        NS.hooks.register("{eng}.sched.Scheduler.run", "{mod}:nope", HookType.AFTER)
+    """
+
+_DECORATOR = """
+    @NS.plugin_hook("{eng}.sched.Scheduler.run", type=HookType.AROUND)
+    def around(original, self):
+        return "decorated:" + original(self)
+    """
+
+#: Module entry points (':register' left off) whose register function was never called, with
+#: the attribute the fix names; the package's own source and, if any, its hooks submodule's.
+UNCALLED = {
+    # the package re-exports it from a submodule: its __module__ is the submodule's
+    "re-exported": ("register", "from .hooks import register  # noqa: F401\n", _REGISTERS),
+    # the seed's diffusion plugin's name
+    "register_hooks": ("register_hooks", _REGISTERS.replace("{fn}", "register_hooks"), ""),
+    # a decorator registered one hook as the module was imported; register() adds the rest
+    "with a decorator": ("register", _REGISTERS + _DECORATOR, ""),
+    # ... and called only when run as a script, which importing it is not
+    "called under __main__": (
+        "register",
+        _REGISTERS + _DECORATOR + '\n    if __name__ == "__main__":\n        register()\n',
+        "",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(UNCALLED))
+def test_a_module_entry_point_whose_register_function_is_never_called_is_refused(
+    world: World, kind: str
+) -> None:
+    # Before: only a register() defined in the module itself, when its import registered
+    # nothing, was named; these loaded with their register function never called.
+    attr, source, hooks = UNCALLED[kind]
+    mod = f"{world.eng}_plug_lazy"
+    extra = {"{mod}.hooks": hooks.replace("{fn}", attr)} if hooks else None
+    world.add_plugin(
+        "lazy", source.replace("{fn}", attr), dist="lazy-plugin", version="0.1", value=mod,
+        extra_modules=extra,
+    )  # fmt: skip
+    with pytest.raises(PluginError) as info:
+        load_plugins(world.ns)
+    text = str(info.value)
+    assert "plugin 'lazy'" in text and "lazy-plugin 0.1" in text, text
+    assert f"Point it at the function: '{mod}:{attr}'" in text, text
+    assert ("but never calls it" in text) == ("main" in kind or "decorator" in kind), text
+    assert (f"from {mod}.hooks" in text) == (kind == "re-exported"), text
+    assert not world.ns.hooks.registrations()  # discarded, the decorator's too
+
+
+#: Module entry points that are right as they are: what they define is not a forgotten callback.
+CALLED = {
+    # the module calls its register() as it is imported
+    "calls it": _REGISTERS.replace("{fn}", "register") + "\n    register()\n",
+    # a stub beside the decorators (so that ':register' works too)
+    "empty stub": _REGISTERS.replace("{fn}", "register_unused").split("    def ")[0]
+    + _DECORATOR + "\n    def register():\n        pass\n",
+    # a helper that takes the function to register: not what a loader calls
+    "helper with an argument": _REGISTERS.split("    def ")[0] + _DECORATOR
+    + "\n    def register_op(fn):\n        return NS.hooks.register('x.y', fn)\n",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CALLED))
+def test_a_module_entry_point_that_registers_as_it_is_imported_loads(
+    world: World, kind: str
+) -> None:
+    world.add_plugin("fine", CALLED[kind], value=f"{world.eng}_plug_fine")
+    (loaded,) = load_plugins(world.ns)
+    assert loaded.name == "fine" and loaded.registrations == 1
+
+
 RETURNS_BUT_REGISTERED = """
     from spawnkit.hooks.types import HookType
     from spawnkit.namespace import Namespace

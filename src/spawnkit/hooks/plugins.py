@@ -431,16 +431,95 @@ def _never_ran(returned: Any) -> str:
     )
 
 
-def _uncalled(module: types.ModuleType) -> str:
-    """Why a module entry point that registered nothing may have meant its ``register()``."""
-    func = getattr(module, "register", None)
-    if not callable(func) or getattr(func, "__module__", None) != module.__name__:
+def _uncalled(module: types.ModuleType, registered: bool) -> str:
+    """Why a module entry point may have meant a register function it never called.
+
+    The function may live in a submodule (``from pkg.hooks import register``) and be named
+    ``register_hooks`` (the seed's diffusion plugin); a module whose import ``registered``
+    hooks (a ``@plugin_hook`` decorator) may still leave its register function's uncalled.
+    """
+    found = _register_function(module, skip_empty=registered)
+    if found is None:
         return ""
+    attr, func = found
+    home = sys.modules.get(func.__module__)
+    modules = [module] if home is None or home is module else [module, home]
+    called = _called_in_source({attr, func.__name__}, modules)
+    if called or (called is None and registered):
+        return ""  # its own module calls it (or may: no source to read) as it is imported
+    where = "defines" if func.__module__ == module.__name__ else "has"
+    where += f" {attr}()" + ("" if where == "defines" else f" from {func.__module__}")
+    if registered:
+        said = (
+            "but never calls it: a module entry point is imported, never called, so only the "
+            f"hooks registered as it was imported are in place, none of those {attr}() "
+            "registers"
+        )
+    else:
+        said = (
+            "but registered no hook as it was imported: a module entry point is imported, "
+            "never called"
+        )
     return (
-        f"the entry point names module {module.__name__!r}, which defines register() but "
-        "registered no hook as it was imported: a module entry point is imported, never "
-        f"called. Point it at the function: '{module.__name__}:register'"
+        f"the entry point names module {module.__name__!r}, which {where} {said}. "
+        f"Point it at the function: '{module.__name__}:{attr}'"
     )
+
+
+def _register_function(
+    module: types.ModuleType, *, skip_empty: bool
+) -> tuple[str, types.FunctionType] | None:
+    """The module's (or its submodules') function a loader would call, taking no argument:
+    ``register``, ``register_hooks`` or another ``register_*``; a ``register_op(fn)`` helper
+    or decorator takes one, and one of spawnkit's or an engine's lives elsewhere.  With
+    ``skip_empty``, a stub beside decorators (``def register(): pass``) is no such function."""
+    name = module.__name__
+    names = sorted(
+        (n for n in vars(module) if n == "register" or n.startswith("register_")),
+        key=lambda n: (n != "register", n != "register_hooks", n),
+    )
+    for attr in names:
+        func = getattr(module, attr, None)
+        home = getattr(func, "__module__", None) or ""
+        if not isinstance(func, types.FunctionType) or not (
+            home == name or home.startswith(name + ".")
+        ):
+            continue
+        code = func.__code__
+        required = code.co_argcount - len(func.__defaults__ or ())
+        required += code.co_kwonlyargcount - len(func.__kwdefaults__ or {})
+        # one that names no global or attribute (``pass``, a docstring) reaches no registry
+        if required == 0 and not (skip_empty and not code.co_names):
+            return attr, func
+    return None
+
+
+def _called_in_source(names: set[str], modules: list[types.ModuleType]) -> bool | None:
+    """Whether the modules' source calls one of the names (``register()`` at the bottom of
+    the module: importing it did call it); ``None`` when a module's source cannot be read.
+    Any call by name counts (``hooks.register_hooks()`` too: ``NS.hooks.register(...)`` is
+    the registry's) but one under ``if __name__ == "__main__":``, which importing skips."""
+    import ast  # only for a module entry point that has a register function
+
+    for module in modules:
+        try:
+            with open(module.__file__ or "", "rb") as f:
+                tree = ast.parse(f.read())
+        except (OSError, TypeError, SyntaxError, ValueError):
+            return None
+        skipped = {
+            id(n)
+            for node in tree.body
+            if isinstance(node, ast.If) and "'__main__'" in ast.dump(node.test)
+            for n in ast.walk(node)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and id(node) not in skipped:
+                func = node.func
+                called = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+                if called in names and (isinstance(func, ast.Name) or called != "register"):
+                    return True
+    return False
 
 
 def _dropped(obj: object, returned: object) -> str:
@@ -548,10 +627,11 @@ def _run(
         obj = _metadata.load_entry_point(ep)
         if isinstance(obj, types.ModuleType):
             # names a module: importing it (its @plugin_hook decorators) is the plugin, unless
-            # it registered nothing and has the register() the entry point forgot to name
-            uncalled = _uncalled(obj) if _made(registry) == own_before else ""
+            # it has a register function the entry point forgot to name
+            registered = _made(registry) != own_before
+            uncalled = _uncalled(obj, registered)
             if uncalled:
-                what = "registered nothing"
+                what = "never called its register function" if registered else "registered nothing"
                 raise TypeError(uncalled)
         elif callable(obj):
             what = "raised in its callback"

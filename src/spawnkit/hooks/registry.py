@@ -55,16 +55,9 @@ def _checked(
             f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
             f"be a HookSource, got {src!r}"
         )
-    activating = _steps.platform_activate()
-    if activating is not None:  # a general plugin declared in the platform group, most likely
-        plugin, group = activating
-        raise HookRegistrationError(
-            f"{_cannot(hook, src, target)}: {plugin} registered it from its activate(), which "
-            "runs to choose the platform (in the launcher, before any worker starts), not to "
-            "load plugins: the hook would never be applied in a worker. Declare the function "
-            f"that registers hooks in the general plugin group {group!r}; activate() only "
-            "checks for the hardware and returns a platform class's qualname or None."
-        )
+    _refuse_in_activate(
+        _cannot(hook, src, target), "registered it", "the hook would never be applied"
+    )
     try:
         path = _resolve.parse_target(target)
         htype = _resolve.coerce_hook_type(hook_type)
@@ -83,6 +76,23 @@ def _checked(
             f"arguments, got {type(condition).__name__} {condition!r}"
         )
     return path, htype
+
+
+def _refuse_in_activate(what: str, done: str, never: str) -> None:
+    """Refuse a registration made by a platform plugin's ``activate()`` itself: a general
+    plugin declared in the platform group, most likely, called in the launcher to choose the
+    platform, so what it registers reaches no worker (a hook, a provided module alike)."""
+    activating = _steps.platform_activate()
+    if activating is None:
+        return
+    plugin, group = activating
+    raise HookRegistrationError(
+        f"{what}: {plugin} {done} from its activate(), which runs to choose the platform (in "
+        f"the launcher, before any worker starts), not to load plugins: {never} in a worker. "
+        f"Declare the function that registers hooks in the general plugin group {group!r}; "
+        "activate() only checks for the hardware and returns a platform class's qualname or "
+        "None."
+    )
 
 
 def _cannot(hook: Any, src: object, target: str) -> str:
@@ -182,6 +192,7 @@ class HookRegistry(RegistryQueries):
         """
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         what = f"provide_module({name!r}) from {src}"
+        _refuse_in_activate(f"cannot {what}", "called it", "the module would never be provided")
         late = _late(self, lambda: what)
         _provide.check(name, module, factory, what)
         with self._lock:

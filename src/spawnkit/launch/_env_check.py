@@ -11,9 +11,10 @@ workers' environment (this process's, with ``env=`` on top) is sorted into:
 * foreign: a known variable of another registered namespace (the
   ``spawnkit.namespaces`` entry points, the namespaces declared in this
   process and spawnkit's own); the message names this namespace's variable of the same role;
-* unknown: any other name under this namespace's prefix, except those under a
-  longer prefix another namespace owns (``SPAWNKIT_DEMO_*`` is the demo's, not
-  a typo of ``SPAWNKIT_*``); the message has a did-you-mean.
+* unknown: any other name under this namespace's prefix, in any case
+  (``spawnkit_plugins``: names are case-sensitive, so it is never read), except
+  those under a longer prefix another namespace owns (``SPAWNKIT_DEMO_*`` is the
+  demo's, not a typo of ``SPAWNKIT_*``); the message has a did-you-mean.
 
 Each finding is one ``EnvVariableWarning`` at the user's line;
 ``<PREFIX>_STRICT_ENV=1`` turns them into one ``ConfigError``.  A registered
@@ -114,17 +115,33 @@ def find_env_problems(ns: Namespace, environ: Mapping[str, str]) -> list[EnvFind
                     f"launch is for namespace {ns.name!r}, which never reads it{instead}",
                 )
             )
-        elif var.startswith(prefix) and not any(var.startswith(p) for p in longer):
-            close = difflib.get_close_matches(var, sorted(known), n=1, cutoff=0.75)
-            hint = f" (did you mean {close[0]}?)" if close else ""
-            found.append(
-                EnvFinding(
-                    var,
-                    f"{var} is set, but namespace {ns.name!r} reads no such variable{hint}; "
-                    f"known: {', '.join(sorted(v for v in known if v.startswith(prefix)))}",
-                )
-            )
+        elif (upper := var.upper()).startswith(prefix) and not any(
+            upper.startswith(p) for p in longer
+        ):
+            found.append(_unknown(ns.name, var, known, prefix))
     return found
+
+
+def _unknown(name: str, var: str, known: set[str], prefix: str) -> EnvFinding:
+    """A variable under the prefix that nothing reads, with the one it most likely meant.
+
+    Compared upper-cased: ``spawnkit_plugins=mine`` (a lower-case ``.env`` file, a manifest)
+    is another variable to the process, never read, and was not named at all.
+    """
+    upper = var.upper()
+    if upper in known:
+        return EnvFinding(
+            var,
+            f"{var} is set, but variable names are case-sensitive and namespace {name!r} "
+            f"reads {upper}, never {var} (did you mean {upper}?)",
+        )
+    close = difflib.get_close_matches(upper, sorted(known), n=1, cutoff=0.75)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return EnvFinding(
+        var,
+        f"{var} is set, but namespace {name!r} reads no such variable{hint}; "
+        f"known: {', '.join(sorted(v for v in known if v.startswith(prefix)))}",
+    )
 
 
 def check_env(ns: Namespace, overrides: Mapping[str, str] | None = None) -> list[EnvFinding]:

@@ -6,8 +6,10 @@ namespace reads that group, so the plugin or the device it adds is never loaded,
 said.  Once per launch, in the parent, every installed group that no namespace this process
 can name reads is compared with this namespace's two groups; one a slip away (the same after
 case and ``-``/``_``/``.`` are evened out, or one character changed, added, dropped or swapped
-in one dotted part) is a ``PluginSelectionWarning`` naming the distributions, their entry
-points and the group to declare them in.  The answer is kept while what is installed and the
+in one dotted part), or one an author plausibly meant for it (vLLM's ``<ns>.general_plugins``
+and ``<ns>.platform_plugins``; ``eng.plugins`` / ``eng.platforms``, the engine's top package's,
+for namespace ``eng.srt``), is a ``PluginSelectionWarning`` naming the distributions, their
+entry points and the group to declare them in.  The answer is kept while what is installed and the
 namespaces declared here are unchanged: a warm launch's path is the launcher's own work.
 """
 
@@ -48,9 +50,10 @@ def _find(ns: Namespace) -> list[str]:
     for other in _others(ns):
         read.update((other.config.plugin_group, other.config.platform_group))
     found = []
+    plausible = _plausible(ns.name, config.plugin_group, config.platform_group)
     for group in sorted(_metadata.groups() - read):
         for want, role in ours.items():
-            if not _slip(group, want):
+            if not _slip(group, want) and plausible.get(_even(group)) != want:
                 continue
             eps = _metadata.entry_points(group)
             who = ", ".join(sorted({f"{ep.dist} {ep.version}" for ep in eps}))
@@ -62,6 +65,18 @@ def _find(ns: Namespace) -> list[str]:
                 f'([project.entry-points."{want}"] in its pyproject.toml) and reinstall it'
             )
     return found
+
+
+def _plausible(name: str, plugins: str, platforms: str) -> dict[str, str]:
+    """Groups an author plausibly writes for namespace ``name`` that no slip reaches (evened),
+    with the group meant: vLLM's ``<ns>.general_plugins`` / ``<ns>.platform_plugins``, and the
+    engine's top package's (``eng.plugins`` for ``eng.srt``)."""
+    meant = {f"{name}.general_plugins": plugins, f"{name}.platform_plugins": platforms}
+    parts = name.split(".")
+    for end in range(1, len(parts)):
+        prefix = ".".join(parts[:end])
+        meant.update({f"{prefix}.plugins": plugins, f"{prefix}.platforms": platforms})
+    return {_even(group): want for group, want in meant.items()}
 
 
 def _slip(group: str, want: str) -> bool:
