@@ -146,6 +146,40 @@ def test_get_namespace_loads_the_registered_engine_namespace(engine: Engine) -> 
     assert get_namespace(engine.tag) is ns
 
 
+def test_namespace_without_a_prefix_is_the_registered_engines(engine: Engine) -> None:
+    """``Namespace("eng.srt")`` in a launcher, the engine's namespace registered with
+    ``env_prefix="ENG"`` and not declared yet: it derived ``ENG_SRT_*``, so ``ENG_PLUGINS``
+    was never read (and the workers got the derived names), unsaid."""
+    assert engine.tag not in Namespace._registry
+    ns = Namespace(engine.tag)
+    assert ns is sys.modules[f"{engine.tag}_eng.namespace"].NS
+    assert ns.config.plugins_var == f"{engine.prefix}_PLUGINS"
+    assert Namespace(engine.tag) is ns
+
+
+def test_a_registered_module_declaring_its_own_name_without_a_prefix_imports(
+    engine: Engine,
+) -> None:
+    """The engine's own module declaring ``Namespace(name)`` as it runs is the declaration
+    (the registration points at it), imported plainly or loaded by name."""
+    other = f"{engine.tag}own"
+    engine.install(
+        f"{other}-engine",
+        entry_points={"spawnkit.namespaces": {other: f"{other}_eng:NS"}},
+        modules={
+            f"{other}_eng": f"from spawnkit.namespace import Namespace\nNS = Namespace({other!r})\n"
+        },
+    )
+    try:
+        module = importlib.import_module(f"{other}_eng")
+        assert Namespace(other) is module.NS
+        assert module.NS.config.plugins_var == f"{other.upper()}_PLUGINS"
+    finally:
+        Namespace._registry.pop(other, None)
+        sys.modules.pop(f"{other}_eng", None)
+    assert Namespace(other) is sys.modules[f"{other}_eng"].NS  # loaded by name this time
+
+
 def test_get_namespace_at_plugin_module_scope_in_a_plain_import(engine: Engine) -> None:
     code = f"import {engine.tag}_tracer as m; print(m.NS.env_prefix, m.NS.config.plugins_var)"
     done = subprocess.run(

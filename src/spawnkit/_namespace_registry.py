@@ -7,6 +7,7 @@ platforms below the ``Namespace`` facade can find one by name without importing 
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from spawnkit import _metadata
@@ -16,7 +17,7 @@ from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, NamespaceCon
 
 __all__ = [
     "DECLARED", "NAMESPACE_GROUP", "describe_unknown", "find", "load_registered",
-    "registration_hint", "unknown_namespace",
+    "registered", "registration_hint", "unknown_namespace",
 ]  # fmt: skip
 
 NAMESPACE_GROUP = "spawnkit.namespaces"
@@ -101,6 +102,32 @@ def load_registered(name: str) -> Any:
             f"Namespace({obj.name!r}). Register it under {obj.name!r}, or declare {name!r}."
         )
     return obj
+
+
+#: Names whose registered namespace is being loaded (its module declares it as it runs).
+_LOADING: set[str] = set()
+
+
+def registered(name: str) -> Any:
+    """For ``Namespace(name)`` with no prefix and nothing declared yet: the namespace an
+    installed engine registers as ``name``, or None.
+
+    Without this a launcher's ``Namespace("eng.srt")`` derived ``ENG_SRT_*`` where the engine
+    registered ``env_prefix="ENG"``: ``ENG_PLUGINS`` and ``ENG_PLATFORM`` were never read, and
+    the workers got the derived names too, unsaid.  None while that name's registered module
+    is being imported (it is declaring the name itself) or loaded from here.
+    """
+    found = _registered(name)
+    if not found or name in _LOADING:
+        return None
+    module = sys.modules.get(found[0].value.partition(":")[0].strip())
+    if module is not None and getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return None  # its own module, declaring it as it runs
+    _LOADING.add(name)
+    try:
+        return load_registered(name)
+    finally:
+        _LOADING.discard(name)
 
 
 def describe_unknown(name: str, declared: list[str]) -> str:

@@ -68,6 +68,11 @@ class Namespace:
             found = cls._registry.get(name)
             if found is not None and env_prefix in found._checked_prefixes:
                 return found
+            if found is None and env_prefix is None:  # an engine's, maybe: see registered()
+                registered: Namespace | None = _namespace_registry.registered(name)
+                if registered is not None:
+                    registered._checked_prefixes.add(None)  # the name alone means it now
+                    return registered
             ns = cls.from_config(NamespaceConfig.build(name, env_prefix))
             ns._checked_prefixes.add(env_prefix)  # from_config refuses a different config
             return ns
