@@ -216,3 +216,43 @@ def test_an_on_import_target_that_may_still_come_keeps_waiting(
     assert registry.apply_hooks() == []
     assert {row.state for row in registry.status()} == {"pending"}
     assert mods.load("layers.attention").forward(1) == 2
+
+
+@pytest.mark.parametrize("via", ["condition", "hook string"])
+def test_an_on_import_target_first_imported_while_another_is_applied_is_applied(
+    mods: Modules, registry: type[HookRegistry], via: str
+) -> None:
+    """A worker's first engine import is one on_import target (``kernels``); applying its hook
+    imports another target's module (``common``) for the first time: the README's condition
+    (``from eng.utils.common import is_hip`` inside it) or a ``'module:hook'`` whose module
+    imports engine code.  That import's finder call found the registry busy and returned, so
+    ``common``'s hooks waited, pending, for a first import that was over: a platform's
+    ``is_hip`` REPLACE never ran, and the condition read the original and skipped its hook."""
+    mods.write("common", "def is_hip():\n    return False\n\ndef name():\n    return 'cuda'\n")
+    mods.write("kernels", "def can_use_fused():\n    return True\n")
+    common = mods.name("common")
+    mods.write("gate", f"import {common}\n\ndef is_hip():\n    return {common}.is_hip()\n")
+    mods.write("plug", f"import {common}\n\ndef no():\n    return False\n")
+    registry.register(f"{common}.is_hip", lambda: True, HookType.REPLACE, on_import=True)
+    registry.register(f"{common}.name", lambda r: r + "+hip", HookType.AFTER, on_import=True)
+    if via == "condition":
+
+        def on_hip() -> bool:  # imports `gate`, which imports `common`, when first asked
+            return bool(mods.load("gate").is_hip())
+
+        shim = (lambda: False, {"condition": on_hip})
+    else:
+        shim = (f"{mods.name('plug')}:no", {})
+    registry.register(
+        mods.name("kernels.can_use_fused"), shim[0], HookType.REPLACE, on_import=True, **shim[1]
+    )
+    assert registry.apply_hooks() == []
+    assert common not in sys.modules
+    kernels = mods.load("kernels")  # the first import: applying its hook imports `common`
+    assert sys.modules[common].is_hip() is True
+    assert sys.modules[common].name() == "cuda+hip"
+    assert kernels.can_use_fused() is False  # the condition saw the platform's is_hip
+    assert {row.target: row.state for row in registry.status()} == dict.fromkeys(
+        [f"{common}.is_hip", f"{common}.name", mods.name("kernels.can_use_fused")], "applied"
+    )
+    assert not _on_import.waiting()

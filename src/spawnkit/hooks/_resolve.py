@@ -221,6 +221,12 @@ def _initializing(module: types.ModuleType) -> bool:
     return bool(getattr(getattr(module, "__spec__", None), "_initializing", False))
 
 
+#: Modules whose code has run, still marked initialising while the on_import finder applies
+#: their hooks (``HookRegistry._module_imported``): an apply that runs inside that (its late
+#: round) resolves them, where it would wait for a first import that is already over.
+FINISHED: set[str] = set()
+
+
 def note_failure(name: str, exc: Exception, failed: dict[str, BaseException]) -> Exception:
     failed[name] = exc
     if not isinstance(exc, ModuleNotFoundError):
@@ -574,13 +580,13 @@ def imported(path: TargetPath, done: str | None = None) -> bool:
     hint = path.module_hint
     if hint is not None:
         mod = modules.get(hint)
-        return mod is not None and (hint == done or not _initializing(mod))
+        return mod is not None and (hint == done or hint in FINISHED or not _initializing(mod))
     parts = path.parts
     name = path.key  # the parts joined by '.': each shorter prefix is a slice of it
     for i in range(len(parts) - 1, 0, -1):
         name = name[: name.rindex(".")]
         mod = modules.get(name)
-        if mod is None or (name != done and _initializing(mod)):
+        if mod is None or (name != done and name not in FINISHED and _initializing(mod)):
             continue
         if i == len(parts) - 1 or not hasattr(mod, "__path__"):
             return True

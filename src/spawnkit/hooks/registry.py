@@ -264,7 +264,8 @@ class HookRegistry(RegistryQueries):
                     changed = bool(call.journal.changes or ready)  # patched or restored
                     turned = _decide.recheck_conditions(st, patched=changed)
                     rechecked |= turned
-                    if st.seq == seq and not turned:
+                    # (and an on_import target's module the round's own applying imported)
+                    if st.seq == seq and not turned and not _waiting_imported(st):
                         break
             finally:
                 self._state.asked = []
@@ -305,9 +306,9 @@ class HookRegistry(RegistryQueries):
             finally:
                 self._applying = False
                 self._follow()
-            late = st.seq != seq
+            late = st.seq != seq or _waiting_imported(st)
         if late:
-            self.apply_hooks()  # hooks registered by the hooks just applied, or by the module
+            _apply_late(self, name)
 
     def _follow(self) -> None:
         """Follow the modules this registry patched: one that runs again gets its hooks back."""
@@ -420,6 +421,24 @@ def _apply_again(self: HookRegistry, keys: list[str], module: str) -> None:
         module,
         len(patched),
     )
+
+
+def _apply_late(registry: HookRegistry, name: str) -> None:
+    """After module ``name``'s on_import hooks: the hooks registered by those just applied or
+    by the module, and another on_import target's module first imported inside that apply (a
+    condition's or a hook string's import), whose finder call found the registry busy (it
+    waited, pending, for a first import that was over).  ``apply_hooks()``'s rounds apply
+    them and ask the conditions again, ``name`` counted as imported: its code has run."""
+    _resolve.FINISHED.add(name)
+    try:
+        registry.apply_hooks()
+    finally:
+        _resolve.FINISHED.discard(name)
+
+
+def _waiting_imported(st: _state.State) -> bool:
+    """An ``on_import`` target still waiting whose module is imported: nothing would apply it."""
+    return any(_resolve.imported(st.paths[k]) for k in st.waiting)
 
 
 def _late(self: HookRegistry, what: Callable[[], str]) -> bool:
