@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FAILURE_STORE_VAR",
     "RESTART_VAR",
+    "RESULT_DIR_VAR",
     "RankEnvError",
     "main",
     "rank_from_env",
@@ -196,6 +197,7 @@ def main(argv: Sequence[str] | None = None, *, restartable: bool = False) -> int
     args = _parse(argv)
     rank = 0
     restarted = os.environ.pop(RESTART_VAR, None) is not None  # nothing later inherits it
+    result_dir = os.environ.pop(RESULT_DIR_VAR, None)  # nor a nested launch's ranks this one
     try:
         from spawnkit.spec.signing import DEFAULT_KEY_VAR, read_spec_file
 
@@ -213,7 +215,7 @@ def main(argv: Sequence[str] | None = None, *, restartable: bool = False) -> int
     except Exception as exc:
         _report(exc, rank=rank, stage=READ_SPEC_STAGE)
         return 1
-    return _run(spec)
+    return _run(spec, result_dir)
 
 
 RESTART_VAR = "SPAWNKIT_RUN_RESTARTED"
@@ -264,26 +266,58 @@ def _start_with_env(env: Mapping[str, str], restarted: bool, restartable: bool) 
     )
 
 
-def _run(spec: ProcessSpec) -> int:
+def _run(spec: ProcessSpec, result_dir: str | None = None) -> int:
     from spawnkit.protocol.failure import failing_stage
     from spawnkit.scaleout.progress import ProgressListener
 
     os.environ.update(spec.env)
     listener = ProgressListener()
+    result: Any = None
     try:
         from spawnkit.bootstrap.process import bootstrap_process
 
-        bootstrap_process(spec, listener=listener)
+        result = bootstrap_process(spec, listener=listener)
     except SystemExit as exc:
-        if exc.code in (None, 0):
-            return 0
-        _report(exc, rank=spec.rank, stage=failing_stage(exc, listener.current, True))
-        return exc.code if isinstance(exc.code, int) else 1
+        if exc.code not in (None, 0):
+            _report(exc, rank=spec.rank, stage=failing_stage(exc, listener.current, True))
+            return exc.code if isinstance(exc.code, int) else 1
+        # sys.exit(0) in the entry is an ending meant so: its result is None, as locally
     except BaseException as exc:
         stage = failing_stage(exc, listener.current, listener.report is not None)
         _report(exc, rank=spec.rank, stage=stage)
         return 1
+    if result_dir:
+        _publish_result(result_dir, spec.rank, result)
     return 0
+
+
+RESULT_DIR_VAR = "SPAWNKIT_RESULT_DIR"
+"""A folder (set by ``spawnkit launch --launcher torchrun``) where each rank that finishes
+writes its entry's result as text, ``rank<N>.json``: torchrun keeps no return values, so the
+launcher prints them from there (``rank N returned: ...``), as it does for local ranks."""
+
+
+def _publish_result(folder: str, rank: int, result: Any) -> None:
+    """``repr(result)`` into ``folder``, whole or not at all (the launcher reads it after
+    torchrun exits); a rank that cannot write says so: its result is otherwise lost unseen."""
+    import json
+
+    try:
+        text = repr(result)
+    except Exception as exc:  # a repr that raises: the type still says what came back
+        text = f"<{type(result).__qualname__} object: repr() raised {type(exc).__name__}>"
+    path = os.path.join(folder, f"rank{rank}.json")
+    try:
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump({"rank": rank, "repr": text}, fh)
+        os.replace(path + ".tmp", path)
+    except OSError as exc:
+        print(
+            f"spawnkit.run: rank {rank} returned {text[:200]}, but cannot hand it to the "
+            f"launcher ({exc})",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 if __name__ == "__main__":  # pragma: no cover - exercised through ``python -m`` in tests
