@@ -79,6 +79,10 @@ def shout(payload=None):
     sys.stderr.write(f"warn from rank {rank}\\n")
     sys.stdout.write(f"tail of rank {rank}")  # no newline, and the entry returns at once
     return rank
+
+def exits(payload):
+    print("ending with sys.exit", payload["code"])
+    sys.exit(payload["code"])
 """
 
 TARGET_SRC = """
@@ -133,7 +137,12 @@ def _site(root: Path, plugin: str = "register") -> Path:
 
 
 def _env(root: Path) -> dict[str, str]:
-    return {"PYTHONPATH": str(root), "SKRAY_FROM_SPEC": "yes", "CUDA_VISIBLE_DEVICES": "3"}
+    # The spawnkit under test for the actors too (the venv's own install may be another
+    # checkout's): a Ray worker imports it before any rank code runs.
+    import spawnkit
+
+    path = os.pathsep.join([str(root), str(Path(spawnkit.__file__).parent.parent)])
+    return {"PYTHONPATH": path, "SKRAY_FROM_SPEC": "yes", "CUDA_VISIBLE_DEVICES": "3"}
 
 
 @pytest.fixture(scope="module")
@@ -636,3 +645,24 @@ def test_the_drivers_plugin_selection_is_what_the_plugin_set_records(
     assert template.plugins is None  # no selection made here: each rank loads every plugin
     # the user's platform choice travels; the driver's detection is still not pinned
     assert template.env["SKRAY_PLATFORM"] == "cpu" and template.platform is None
+
+
+def test_sys_exit_0_in_the_entry_is_an_ending_not_a_failure(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """As locally and under torchrun: ``sys.exit(0)`` ends a rank with the result None (it was
+    a ``ChildRaisedError`` "SystemExit: 0"); a nonzero code stays a failure."""
+    root = _site(tmp_path / "site")
+
+    def run(code: int | None, nprocs: int) -> list[Any]:
+        with skray.spawn_on_ray(
+            "skray_app.shout:exits", {"code": code}, nprocs=nprocs, namespace=_namespace(),
+            env=_env(root), ready_timeout=READY_S, join_timeout=60,
+        ) as group:  # fmt: skip
+            return group.results()
+
+    assert run(0, 2) == [None, None]
+    assert run(None, 1) == [None]
+    with pytest.raises(ChildRaisedError, match="SystemExit: 3") as caught:
+        run(3, 1)
+    assert caught.value.stage == "entry"
