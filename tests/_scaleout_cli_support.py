@@ -20,7 +20,7 @@ SPAWNKIT = str(Path(sys.executable).with_name("spawnkit"))
 CLI_TIMEOUT_S = 180
 
 ENTRY_SRC = """
-import json, os, time
+import json, os, sys, time
 
 def main(payload):
     from spawnkit.bootstrap import current_report, current_spec
@@ -41,6 +41,12 @@ def main(payload):
 
 def crash(payload):
     raise RuntimeError("skl entry blew up on purpose")
+
+def exits(payload):
+    from spawnkit.bootstrap import current_spec
+    if current_spec().rank == 1:
+        sys.exit(0)  # an ending meant so: its result is None
+    return 1  # a main() returning a status, as `sys.exit(main())` scripts do
 
 def hang(payload):
     from spawnkit.bootstrap import current_spec
@@ -98,7 +104,10 @@ def make_env(tmp_path: Path, site: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SKL_", "TORCHELASTIC_"))}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env.pop("RAY_ADDRESS", None)
-    env["PYTHONPATH"] = str(site)
+    # The spawnkit under test first (the venv's own install may be another checkout's).
+    import spawnkit
+
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(Path(spawnkit.__file__).parent.parent)])
     env["OMP_NUM_THREADS"] = "1"
     # Private temp dir: the spec folder's clean-up is checked there.
     tmp = tmp_path / "tmp"

@@ -103,11 +103,31 @@ def test_launch_torchrun_runs_two_ranks_and_removes_spec_and_key(tmp_path: Path)
     proc = cli([*cmd, "--namespace", "skl", "--payload-file", str(payload)], env, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "2 rank(s) finished under torchrun" in proc.stdout
+    # each rank's result, as a local launch prints it
+    assert "rank 0 returned: 'x (patched)'\nrank 1 returned: 'x (patched)'\n" in proc.stdout
+    assert list(Path(env["TMPDIR"]).glob("spawnkit-results-*")) == []
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     assert [r["rank"] for r in ranks] == [0, 1] and {r["world_size"] for r in ranks} == {2}
     assert all(r["greet"] == "x (patched)" and r["payload"] == "t1" for r in ranks)
     assert not any(r["key_visible"] for r in ranks)
     assert list(Path(env["TMPDIR"]).glob("spawnkit-torchrun-*")) == []
+
+
+@pytest.mark.needs_torch
+def test_launch_torchrun_reports_each_ranks_result_in_json(tmp_path: Path) -> None:
+    """torchrun keeps no return values: `main()` returning 1 (a status, as `sys.exit(main())`
+    scripts do) printed only "N rank(s) finished"; `sys.exit(0)` is None, as locally."""
+    site = write_app(tmp_path)
+    payload, _out = write_payload(tmp_path)
+    env = make_env(tmp_path, site)
+    args = ["skl_app.entry:exits", "--launcher", "torchrun", "--nprocs", "2", "--namespace", "skl"]
+    proc = cli([*args, "--payload-file", str(payload), "--json", "-"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    document = json.loads(proc.stdout)
+    assert document["ok"] is True and document["results"] == ["1", "None"]
+    proc = cli([*args, "--payload-file", str(payload)], env, tmp_path)
+    assert "rank 0 returned: 1\nrank 1 returned: None\n" in proc.stdout, proc.stderr
+    assert list(Path(env["TMPDIR"]).glob("spawnkit-results-*")) == []
 
 
 @pytest.mark.needs_torch

@@ -59,10 +59,12 @@ def main(payload):
         "world_size": spec.world_size,
         "env": {k: os.environ.get(k) for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE",
                                                "LOCAL_WORLD_SIZE", "CUDA_VISIBLE_DEVICES",
-                                               "SKRAY_FROM_SPEC", "RAY_ADDRESS")},
+                                               "SKRAY_FROM_SPEC", "RAY_ADDRESS",
+                                               "SKRAY_HOOK_CONFLICTS")},
         "greet": target.greet("ray"),
         "pid": os.getpid(),
         "report_hooks": sorted(report.hooks),
+        "plugins": sorted(p["name"] for p in report.plugins),
         "tag": payload["tag"],
     }
 """
@@ -77,6 +79,10 @@ def shout(payload=None):
     sys.stderr.write(f"warn from rank {rank}\\n")
     sys.stdout.write(f"tail of rank {rank}")  # no newline, and the entry returns at once
     return rank
+
+def exits(payload):
+    print("ending with sys.exit", payload["code"])
+    sys.exit(payload["code"])
 """
 
 TARGET_SRC = """
@@ -131,7 +137,12 @@ def _site(root: Path, plugin: str = "register") -> Path:
 
 
 def _env(root: Path) -> dict[str, str]:
-    return {"PYTHONPATH": str(root), "SKRAY_FROM_SPEC": "yes", "CUDA_VISIBLE_DEVICES": "3"}
+    # The spawnkit under test for the actors too (the venv's own install may be another
+    # checkout's): a Ray worker imports it before any rank code runs.
+    import spawnkit
+
+    path = os.pathsep.join([str(root), str(Path(spawnkit.__file__).parent.parent)])
+    return {"PYTHONPATH": path, "SKRAY_FROM_SPEC": "yes", "CUDA_VISIBLE_DEVICES": "3"}
 
 
 @pytest.fixture(scope="module")
@@ -567,3 +578,91 @@ def test_a_with_block_that_never_waited_for_running_ranks_warns(
     assert warning.filename == __file__
     assert f"worker group {group.run_id}" in str(warning.message)
     assert "rank(s) 0, 1 were still running" in str(warning.message)
+
+
+def _second_plugin(root: Path) -> Path:
+    """A second plugin beside ``patcher``, so a selection has something to leave out."""
+    write_distribution(
+        root,
+        "skray-extra",
+        "1.0",
+        entry_points={"skray.plugins": {"extra": "skray_extra:register"}},
+        modules={"skray_extra": "def register():\n    pass\n"},
+    )
+    return root
+
+
+def test_the_drivers_namespace_settings_reach_the_ranks(
+    ray_cluster: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank sees its raylet's environment, not the driver's: set after ``ray.init()`` (or in
+    a shell joining a running cluster), ``SKRAY_PLUGINS=patcher`` loaded every plugin."""
+    root = _second_plugin(_site(tmp_path / "site"))
+    monkeypatch.setenv("SKRAY_PLUGINS", "patcher")
+    monkeypatch.setenv("SKRAY_HOOK_CONFLICTS", "error")
+
+    def run(env: dict[str, str]) -> list[Any]:
+        with skray.spawn_on_ray(
+            "skray_app.entry:main", {"tag": "t"}, nprocs=1, namespace=_namespace(), env=env,
+            ready_timeout=READY_S, join_timeout=60,
+        ) as group:  # fmt: skip
+            return group.results()
+
+    (res,) = run(_env(root))
+    assert res["plugins"] == ["patcher"]
+    assert res["env"]["SKRAY_HOOK_CONFLICTS"] == "error"
+    # env= still wins over the driver's own environment, as locally
+    (res,) = run({**_env(root), "SKRAY_PLUGINS": "extra"})
+    assert res["plugins"] == ["extra"]
+
+
+def test_the_drivers_plugin_selection_is_what_the_plugin_set_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drift check's record and the ranks' selection are the same names (they both said
+    "all" while the ranks were meant to load one); a typo is refused here, as locally."""
+    from spawnkit.errors import PluginError
+
+    root = _second_plugin(_site(tmp_path / "site"))
+    monkeypatch.setenv("SKRAY_PLUGINS", "patcher")
+    template = skray.build_template("skray_app.entry:main", namespace=_namespace(), env=_env(root))
+    assert template.plugins == ("patcher",)
+    assert template.env["SKRAY_PLUGINS"] == "patcher"
+    rows = template._control.plugin_rows or ()
+    assert sorted(r[0] for r in rows if r[2] == "skray.plugins") == ["patcher"]
+    monkeypatch.setenv("SKRAY_PLUGINS", "patchr")
+    with pytest.raises(PluginError, match=r"SKRAY_PLUGINS='patchr' selects 'patchr' \(did you"):
+        skray.build_template("skray_app.entry:main", namespace=_namespace(), env=_env(root))
+    monkeypatch.setenv("SKRAY_LENIENT_PLUGINS", "1")
+    with pytest.warns(UserWarning, match="running without it"):
+        template = skray.build_template(
+            "skray_app.entry:main", namespace=_namespace(), env=_env(root)
+        )
+    assert template.plugins == ()
+    monkeypatch.delenv("SKRAY_PLUGINS")
+    monkeypatch.setenv("SKRAY_PLATFORM", "cpu")
+    template = skray.build_template("skray_app.entry:main", namespace=_namespace(), env=_env(root))
+    assert template.plugins is None  # no selection made here: each rank loads every plugin
+    # the user's platform choice travels; the driver's detection is still not pinned
+    assert template.env["SKRAY_PLATFORM"] == "cpu" and template.platform is None
+
+
+def test_sys_exit_0_in_the_entry_is_an_ending_not_a_failure(
+    ray_cluster: Any, tmp_path: Path
+) -> None:
+    """As locally and under torchrun: ``sys.exit(0)`` ends a rank with the result None (it was
+    a ``ChildRaisedError`` "SystemExit: 0"); a nonzero code stays a failure."""
+    root = _site(tmp_path / "site")
+
+    def run(code: int | None, nprocs: int) -> list[Any]:
+        with skray.spawn_on_ray(
+            "skray_app.shout:exits", {"code": code}, nprocs=nprocs, namespace=_namespace(),
+            env=_env(root), ready_timeout=READY_S, join_timeout=60,
+        ) as group:  # fmt: skip
+            return group.results()
+
+    assert run(0, 2) == [None, None]
+    assert run(None, 1) == [None]
+    with pytest.raises(ChildRaisedError, match="SystemExit: 3") as caught:
+        run(3, 1)
+    assert caught.value.stage == "entry"

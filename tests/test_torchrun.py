@@ -47,6 +47,23 @@ def main(payload):
 
 def crash(payload):
     raise RuntimeError("entry of rank blew up on purpose")
+
+def start_env(payload):
+    import sys
+    from spawnkit.bootstrap import current_spec
+
+    rank = current_spec().rank
+    out = {
+        "hash_randomization": sys.flags.hash_randomization,
+        "hash_abc": hash("abc"),
+        "seed": os.environ.get("PYTHONHASHSEED"),
+        "marker": [k for k in os.environ if k.startswith("SPAWNKIT_RUN_RESTART")],
+        "pid": os.getpid(),
+        "ppid": os.getppid(),
+        "from_spec": os.environ.get("SKTR_FROM_SPEC"),
+    }
+    with open(os.path.join(payload["out"], f"rank{rank}.json"), "w") as fh:
+        json.dump(out, fh)
 """
 
 TARGET_SRC = """
@@ -389,3 +406,58 @@ def test_key_in_the_spec_env_does_not_reach_the_entry(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     out = json.loads((tmp_path / "out" / "rank0.json").read_text())
     assert out["from_spec"] == "yes" and out["key_visible"] is False
+
+
+@pytest.mark.needs_torch
+def test_env_read_at_start_takes_effect_in_a_torchrun_rank(tmp_path: Path) -> None:
+    """``env={"PYTHONHASHSEED": "0"}`` showed in a rank's ``os.environ`` while its hashes
+    stayed random: it was set after the interpreter had started.  The rank is exec'd again
+    with it (same pid: torchrun's own child), once."""
+    root = tmp_path / "site"
+    _write_app(root)
+    key = generate_key()
+    spec = _spec(tmp_path, "sktr_app.entry:start_env")
+    spec = spec.replace(env=dict(spec.env, PYTHONHASHSEED="0"))
+    spec_file = write_spec_file(spec, tmp_path / "spec.bin", key)
+    env = _env(root, key)
+    env.pop("PYTHONHASHSEED", None)
+    proc = _torchrun(spec_file, env, tmp_path / "logs")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    expected = subprocess.run(
+        [sys.executable, "-c", "print(hash('abc'))"],
+        env={**env, "PYTHONHASHSEED": "0"}, capture_output=True, text=True, timeout=60,
+        check=True,
+    ).stdout.strip()  # fmt: skip
+    outs = _read_outputs(tmp_path)
+    assert len(outs) == 2
+    for out in outs:
+        assert out["seed"] == "0" and out["hash_randomization"] == 0
+        assert str(out["hash_abc"]) == expected
+        assert out["marker"] == []  # taken out of the environment after the restart
+        assert out["from_spec"] == "yes"
+    assert outs[0]["ppid"] == outs[1]["ppid"] != 1  # both still the agent's children
+
+
+def test_env_read_at_start_is_refused_where_the_rank_cannot_restart(tmp_path: Path) -> None:
+    """``main()`` called from another program cannot exec itself again: it fails in stage
+    read_spec naming the variable, never runs with it silently not in effect."""
+    key = generate_key()
+    spec = _spec(tmp_path).replace(env={"MALLOC_ARENA_MAX": "2"})
+    spec_file = write_spec_file(spec, tmp_path / "spec.bin", key)
+    script = (
+        "import sys\n"
+        "from spawnkit.scaleout.torchrun import main\n"
+        "sys.exit(main(['--spec', sys.argv[1]]))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    env.pop("MALLOC_ARENA_MAX", None)
+    env["SPAWNKIT_SPEC_KEY"] = key
+    env["TORCHELASTIC_ERROR_FILE"] = str(tmp_path / "error.json")
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(spec_file)], env=env, capture_output=True, text=True,
+        timeout=TORCHRUN_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
+    assert "failed in 'read_spec'" in proc.stderr and "MALLOC_ARENA_MAX" in proc.stderr
+    assert "not started as `python -m spawnkit.run`" in proc.stderr
+    assert "Export them in the environment torchrun is started with" in proc.stderr

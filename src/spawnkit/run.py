@@ -13,4 +13,4 @@ from spawnkit.scaleout.torchrun import RankEnvError, main, rank_from_env, spec_f
 __all__ = ["RankEnvError", "main", "rank_from_env", "spec_for_rank"]
 
 if __name__ == "__main__":  # pragma: no cover - exercised through ``python -m`` in tests
-    sys.exit(main())
+    sys.exit(main(restartable=True))

@@ -175,12 +175,21 @@ def run_torchrun(
         started = time.monotonic()
         store = nodes.rdzv_endpoint if nodes.multi else None
         what = f"{nprocs} rank(s) of {entry}"
-        code = _run(cmd, key, pythonpath, template.run_id, what, timeout, store, nodes, err)
+        # torchrun keeps no results: each rank of this node writes its own into a private
+        # folder of this node's (a --spec-dir may be shared by every node).
+        results_dir = Path(tempfile.mkdtemp(prefix="spawnkit-results-"))
+        try:
+            code = _run(
+                cmd, key, pythonpath, template.run_id, what, timeout, store, nodes, err, results_dir
+            )
+            results = _read_results(results_dir, nodes.world(nprocs))
+        finally:
+            shutil.rmtree(results_dir, ignore_errors=True)
         wall = time.monotonic() - started
         if as_json:
             document = {"ok": code == 0, "launcher": "torchrun", "entry": entry, "nprocs": nprocs}
             document |= {"run_id": template.run_id, "exit_status": code, "wall_seconds": wall}
-            emit_json(out, as_json, document)
+            emit_json(out, as_json, {**document, "results": results})
         if code != 0:
             err.write(
                 f"spawnkit: FAILED: torchrun exited with status {code} ({nprocs} rank(s) of "
@@ -188,11 +197,36 @@ def run_torchrun(
             )
             return code if code > 0 else 128 - code
         if as_json != "-":
+            _print_results(out, results)
             out.line(f"{nprocs} rank(s) finished under torchrun in {wall:.2f} s")
         return EXIT_OK
     finally:
         if not keep:
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def _read_results(folder: Path, world: int) -> list[str | None]:
+    """By global rank, the ``repr`` of each entry's result that a rank of this node wrote
+    (``spawnkit.run`` with ``RESULT_DIR_VAR``); None for a rank of another node or one that
+    did not finish."""
+    import json
+
+    results: list[str | None] = [None] * world
+    for rank in range(world):
+        try:
+            doc = json.loads((folder / f"rank{rank}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and isinstance(doc.get("repr"), str):
+            results[rank] = doc["repr"]
+    return results
+
+
+def _print_results(out: Output, results: list[str | None]) -> None:
+    """``rank N returned: ...`` for each rank of this node, as for a local launch."""
+    for rank, text in enumerate(results):
+        if text is not None:
+            out.line(f"rank {rank} returned: {text if len(text) <= 200 else text[:197] + '...'}")
 
 
 def _spec_in(folder: Path, entry: str, payload: Any, world: int, namespace: Any) -> tuple[str, Any]:
@@ -265,15 +299,18 @@ def _run(
     store: str | None = None,
     nodes: Nodes | None = None,
     err: TextIO | None = None,
+    results_dir: Path | None = None,
 ) -> int:
     """Run torchrun, bounded by ``timeout``; on node 0 a failure published in ``store`` stops it."""
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
-    from spawnkit.scaleout.torchrun import FAILURE_STORE_VAR
+    from spawnkit.scaleout.torchrun import FAILURE_STORE_VAR, RESULT_DIR_VAR
     from spawnkit.spec.signing import DEFAULT_KEY_VAR
 
     env = dict(os.environ)
     env[DEFAULT_KEY_VAR] = key
     env["PYTHONPATH"] = pythonpath
+    if results_dir is not None:
+        env[RESULT_DIR_VAR] = str(results_dir)
     # In torchrun's *initial* environment, so spawnkit.cleanup(run_id) finds it and its ranks.
     env[RUN_ID_VAR] = run_id
     if store:

@@ -172,6 +172,10 @@ class RankActor:
 
             current = self._progress.current if booting else ""
             ready = booting and self._progress.report is not None
+            if ready and isinstance(exc, SystemExit) and exc.code in (None, 0):
+                # sys.exit(0) in the entry is an ending meant so, as in a local or torchrun
+                # rank: its result is None, not a failure
+                return {"status": "ok", "result": None, "output": self._final_output()}
             stage = failure.failing_stage(exc, current, ready)
             record = failure.record(stage, exc, rank=rank, node=self._node)
             self._progress.fail(record)

@@ -25,9 +25,23 @@ variables: Ray assigns devices per actor, and ``RANK``/``LOCAL_RANK``/
 joins the same cluster.  Put ``PYTHONPATH`` into ``env`` when plugins or the
 entry live outside the installed packages.
 
+The namespace's own variables set in the driver (``<PREFIX>_PLUGINS``,
+``_HOOK_CONFLICTS``, ``_IMPORT_GUARD``, ``_LENIENT_PLUGINS``, ...,
+the engine's ``extra_env``) are forwarded into the ranks' environment where
+``env=`` does not set them, as a local launcher's workers inherit them: a
+raylet's environment is not the driver's on a cluster joined by address, nor
+for a variable set after ``ray.init()`` (see ``_ray_settings``).  The plugin
+selection they make is resolved here once (a name nothing installed provides
+is a ``PluginError`` here) and pinned in the spec, so the plugin-set record
+the ranks check covers exactly the plugins they load.
+
 Platform selection is *not* pinned from the driver by default: a Ray driver
 often runs on a node without the accelerators of its workers.  Each rank
-resolves its platform from its own environment unless ``platform=`` is given.
+resolves its platform from its own environment unless ``platform=`` is given;
+a ``<PREFIX>_PLATFORM`` (or ``_USE_CPU_ENGINE``) set in the driver is the
+user's choice, not the driver's detection, and is forwarded like the others
+for each rank to resolve on its own node (unset it in the driver to leave
+each node's own).
 
 ``ray`` is an optional dependency: ``pip install "spawnkit[ray]"``.
 """
@@ -111,17 +125,24 @@ def build_template(
     from spawnkit.launch._env_check import check_env
     from spawnkit.namespace import get_namespace
     from spawnkit.scaleout._plugin_set import plugin_digest, plugin_rows
+    from spawnkit.scaleout._ray_settings import driver_settings, plugin_selection
     from spawnkit.spec._control import LaunchControl
 
     env = check_env_values(env)  # text, before anything reads it
-    check_env(get_namespace(namespace), env)  # typos and other namespaces' variables, once
+    ns = get_namespace(namespace)
+    check_env(ns, env)  # typos and other namespaces' variables, once
     entry_str, entry_payload = entry_reference(entry)
     if payload is not None and not isinstance(payload, Payload):
         payload = Payload.capture(payload)
-    config = get_namespace(namespace).config
-    selected = tuple(plugins) if plugins is not None else None
+    config = ns.config
+    # A rank sees its raylet's environment, not this one: the namespace's settings made
+    # here travel in env= (see _ray_settings), and the plugin selection is resolved here.
+    env = {**driver_settings(config, env), **env}
+    pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    selected: tuple[str, ...] | None = tuple(plugins) if plugins is not None else None
+    if selected is None:
+        selected = plugin_selection(ns, env, plugin_rows(config, None, pythonpath))
     # The launcher's plugin set, for each rank to compare with its own node's.
-    pythonpath = [p for p in (env or {}).get("PYTHONPATH", "").split(os.pathsep) if p]
     rows = plugin_rows(config, selected, pythonpath)
     return ProcessSpec(
         entry=entry_str,

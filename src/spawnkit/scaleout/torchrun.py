@@ -3,6 +3,10 @@
 Each rank verifies the signed template before unpickling, takes ``RANK``/``LOCAL_RANK``/
 ``WORLD_SIZE`` and runs the staged bootstrap; a failure goes to ``TORCHELASTIC_ERROR_FILE`` in
 ``@record``'s format and the rank exits 1.  Without torchrun it is rank 0 of 1.
+
+``env=`` entries read only as a process starts (``PYTHONHASHSEED``, ``LD_PRELOAD``...) would be
+set too late here, after the interpreter started: a rank without them execs itself once with
+them (same pid, so torchrun's supervision is unaffected) before anything else runs.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAILURE_STORE_VAR",
+    "RESTART_VAR",
+    "RESULT_DIR_VAR",
     "RankEnvError",
     "main",
     "rank_from_env",
@@ -178,14 +184,20 @@ def read_published_failure(endpoint: str, run_id: str) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Verify the spec, bootstrap this rank, run the entry; 0 on success, 1 on any failure."""
+def main(argv: Sequence[str] | None = None, *, restartable: bool = False) -> int:
+    """Verify the spec, bootstrap this rank, run the entry; 0 on success, 1 on any failure.
+
+    ``restartable``: this process is ``python -m spawnkit.run`` and may exec its own command
+    line again (``sys.orig_argv``); a program that calls ``main()`` itself would run twice.
+    """
     _guard.arm()  # before anything below can import a hook target
     # A worker before hooks from its first statement, as a local one: a lazy proxy used
     # while the spec is unpickled is refused instead of binding the unpatched original.
     _phase.enter_worker()
     args = _parse(argv)
     rank = 0
+    restarted = os.environ.pop(RESTART_VAR, None) is not None  # nothing later inherits it
+    result_dir = os.environ.pop(RESULT_DIR_VAR, None)  # nor a nested launch's ranks this one
     try:
         from spawnkit.spec.signing import DEFAULT_KEY_VAR, read_spec_file
 
@@ -193,6 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         key_var = args.key_env or DEFAULT_KEY_VAR
         template = read_spec_file(args.spec, key_var=key_var)
         spec = spec_for_rank(template)
+        # before the key goes: the new image reads it
+        _start_with_env(spec.env, restarted, restartable)
         # The key has done its job; entry code and plugins have no business reading it,
         # not even when the writer put it into the spec's own env.
         os.environ.pop(key_var, None)
@@ -201,30 +215,110 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         _report(exc, rank=rank, stage=READ_SPEC_STAGE)
         return 1
-    return _run(spec)
+    return _run(spec, result_dir)
 
 
-def _run(spec: ProcessSpec) -> int:
+RESTART_VAR = "SPAWNKIT_RUN_RESTARTED"
+"""Set only for the one exec of a rank with its ``env=`` entries read at start (see
+:func:`_start_with_env`), and taken out of the environment as that image starts."""
+
+
+def _start_with_env(env: Mapping[str, str], restarted: bool, restartable: bool) -> None:
+    """Exec this rank again with ``env``'s entries read only at start (``PYTHONHASHSEED``,
+    ``LD_PRELOAD``, ``MALLOC_ARENA_MAX``...) when this process lacks them: set in
+    ``os.environ`` now they would show there and do nothing (hashes stay random, the library
+    is never preloaded).  The same pid and command line, so torchrun's supervision and its
+    error file are unaffected; the spawned path does the same (``protocol/popen.py``)."""
+    from spawnkit._environ import read_at_start
+
+    # PYTHONPATH's only start-time effect, sys.path, is what the bootstrap's first stage
+    # gives its entries (as in a spawned worker); in this exec it could hide spawnkit itself.
+    at_start = {k: v for k, v in read_at_start(env).items() if k != "PYTHONPATH"}
+    if not at_start:
+        return
+    names = ", ".join(sorted(at_start))
+    how = ""
+    if restarted:
+        how = "they were still not in effect after this rank was started again with them"
+    elif not restartable:
+        how = "this rank was not started as `python -m spawnkit.run`, so it cannot restart"
+    elif not sys.executable:
+        how = "this interpreter does not know its own executable (sys.executable is empty)"
+    if not how:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            os.execve(
+                sys.executable,
+                [sys.executable, *sys.orig_argv[1:]],
+                {**os.environ, **at_start, RESTART_VAR: "1"},
+            )
+        except OSError as exc:
+            how = f"restarting it with them failed ({exc})"
+    from spawnkit.errors import ConfigError
+
+    raise ConfigError(
+        f"the spec's env= sets {names}, read only as a process starts (by the interpreter, "
+        f"the loader or the C library), and {how}: set in os.environ now, they would show "
+        f"there and not take effect. Export them in the environment torchrun is started "
+        f"with instead (they reach every rank from there), or leave them out of env=.",
+        setting="env",
+    )
+
+
+def _run(spec: ProcessSpec, result_dir: str | None = None) -> int:
     from spawnkit.protocol.failure import failing_stage
     from spawnkit.scaleout.progress import ProgressListener
 
     os.environ.update(spec.env)
     listener = ProgressListener()
+    result: Any = None
     try:
         from spawnkit.bootstrap.process import bootstrap_process
 
-        bootstrap_process(spec, listener=listener)
+        result = bootstrap_process(spec, listener=listener)
     except SystemExit as exc:
-        if exc.code in (None, 0):
-            return 0
-        _report(exc, rank=spec.rank, stage=failing_stage(exc, listener.current, True))
-        return exc.code if isinstance(exc.code, int) else 1
+        if exc.code not in (None, 0):
+            _report(exc, rank=spec.rank, stage=failing_stage(exc, listener.current, True))
+            return exc.code if isinstance(exc.code, int) else 1
+        # sys.exit(0) in the entry is an ending meant so: its result is None, as locally
     except BaseException as exc:
         stage = failing_stage(exc, listener.current, listener.report is not None)
         _report(exc, rank=spec.rank, stage=stage)
         return 1
+    if result_dir:
+        _publish_result(result_dir, spec.rank, result)
     return 0
 
 
+RESULT_DIR_VAR = "SPAWNKIT_RESULT_DIR"
+"""A folder (set by ``spawnkit launch --launcher torchrun``) where each rank that finishes
+writes its entry's result as text, ``rank<N>.json``: torchrun keeps no return values, so the
+launcher prints them from there (``rank N returned: ...``), as it does for local ranks."""
+
+
+def _publish_result(folder: str, rank: int, result: Any) -> None:
+    """``repr(result)`` into ``folder``, whole or not at all (the launcher reads it after
+    torchrun exits); a rank that cannot write says so: its result is otherwise lost unseen."""
+    import json
+
+    try:
+        text = repr(result)
+    except Exception as exc:  # a repr that raises: the type still says what came back
+        text = f"<{type(result).__qualname__} object: repr() raised {type(exc).__name__}>"
+    path = os.path.join(folder, f"rank{rank}.json")
+    try:
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump({"rank": rank, "repr": text}, fh)
+        os.replace(path + ".tmp", path)
+    except OSError as exc:
+        print(
+            f"spawnkit.run: rank {rank} returned {text[:200]}, but cannot hand it to the "
+            f"launcher ({exc})",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 if __name__ == "__main__":  # pragma: no cover - exercised through ``python -m`` in tests
-    sys.exit(main())
+    sys.exit(main(restartable=True))
