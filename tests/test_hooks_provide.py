@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import sys
 import types
+import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from _plugin_app import LAUNCH, MAIN, guard_stops_then_warns, run_script, write_app
 from spawnkit.errors import HookApplyError, HookRegistrationError
 from spawnkit.hooks import HookRegistry, HookSource
 
@@ -127,3 +130,69 @@ def test_isolated_removes_provided_modules(mods: Modules) -> None:
         reg.apply_hooks()
         assert name in sys.modules
     assert name not in sys.modules
+
+
+_QUANT = """
+try:
+    from {missing}.ops.gemm import fused
+    HAS_GEMM = True
+except ImportError:
+    fused = None
+    HAS_GEMM = False
+"""
+
+_PLUGIN = """
+import types
+{top}
+from spawnkit.namespace import get_namespace
+
+def _stub(name):
+    module = types.ModuleType(name)
+    module.fused = lambda: "stub"
+    return module
+
+def register():
+    get_namespace({{tag!r}}).hooks.provide_module("{missing}.ops.gemm", factory=_stub)
+"""
+
+_ENTRY = """
+def main():
+    from {{pkg}} import quant
+    return quant.HAS_GEMM
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_module_an_import_missed_before_it_was_provided_stops_the_worker(
+    tmp_path: Path, method: str
+) -> None:
+    """The plugin imports engine code at its top (as it loads, before any module is
+    provided), whose ``try: from aiter... except ImportError: HAS_GEMM = False`` took the
+    fallback for the whole worker, while ``status()`` said provided."""
+    missing = f"aiter_{uuid.uuid4().hex[:8]}"
+    top = "from {pkg} import quant  # engine code, at the plugin's top"
+    modules = {
+        "quant": _QUANT.format(missing=missing).replace("{", "{{").replace("}", "}}"),
+        "plugin": _PLUGIN.format(top=top, missing=missing),
+        "entry": _ENTRY.format(),
+    }
+    app = write_app(tmp_path, "prov", LAUNCH + MAIN, {"p": "plugin:register"}, modules)
+    stopped, results, warned_text = guard_stops_then_warns(app, method)
+    assert "provide_module() placed when the hooks were applied" in warned_text
+    assert f"'{missing}.ops.gemm': tried at " in stopped
+    assert f"{app.pkg}/quant.py:3" in stopped.replace("\\", "/")
+    assert "import engine code inside the plugin's register()" in stopped
+    assert results == [False]  # what warn runs with: the fallback taken
+
+
+def test_a_module_provided_before_any_import_asked_for_it_is_used(tmp_path: Path) -> None:
+    missing = f"aiter_{uuid.uuid4().hex[:8]}"
+    modules = {
+        "quant": _QUANT.format(missing=missing).replace("{", "{{").replace("}", "}}"),
+        "plugin": _PLUGIN.format(top="", missing=missing),
+        "entry": _ENTRY.format(),
+    }
+    app = write_app(tmp_path, "prov", LAUNCH + MAIN, {"p": "plugin:register"}, modules)
+    done = run_script(app.script, "spawn")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[True]"

@@ -29,6 +29,7 @@ __all__ = [
     "arm",
     "armed",
     "check",
+    "check_provisions",
     "check_stale",
     "disarm",
     "first_import",
@@ -36,6 +37,7 @@ __all__ = [
     "resolve_policy",
     "set_step",
     "step",
+    "tried_before",
 ]
 
 POLICIES = ("error", "warn", "off")
@@ -784,3 +786,53 @@ def check_stale(
         raise ImportGuardError(message, findings=list(holders), stage=Stage(stage).value)
     home = getattr(sys.modules.get(holders[0]["module"]), "__file__", None)
     warnings.warn_explicit(message, ImportGuardWarning, home or holders[0]["module"], 0)
+
+
+#: spawnkit's own folder: its own lookups (``provide_module``'s ``find_spec``) are no user's
+_OWN = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def tried_before(names: Collection[str]) -> dict[str, ImportSite]:
+    """Of the modules ``provide_module()`` is to place, those an import already tried, and
+    failed (recorded, yet absent from ``sys.modules``): where, by the deepest name tried (a
+    missing top package is the name the import system asks for first)."""
+    out: dict[str, ImportSite] = {}
+    for name in names:
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            sub = ".".join(parts[:i])
+            if sub in sys.modules:
+                break  # present: an import that failed would have asked for a deeper name
+            site = first_import(sub)
+            if site is not None and not site.filename.startswith(_OWN):
+                out[name] = site
+                break
+    return out
+
+
+def check_provisions(namespace: Any, tried: Mapping[str, ImportSite], policy: str) -> None:
+    """A module ``provide_module()`` placed at apply time that an import had already asked
+    for, and missed: that code took its ``except ImportError`` fallback for the whole
+    process (``HAS_AITER_GEMM = False``), while ``status()`` says provided."""
+    if not tried or policy == "off":
+        return
+    ns_name = getattr(namespace, "name", str(namespace))
+    ending = ", so this worker stops." if policy == "error" else " (guard policy 'warn')."
+    lines = [
+        f"import guard ({ns_name}): {len(tried)} module(s) provide_module() placed when the "
+        "hooks were applied had been imported before, and were missing then: the code that "
+        f"imported them took its ImportError path (a fallback, a feature turned off){ending}"
+    ]
+    lines += [f"- {name!r}: tried at {site.describe()}" for name, site in sorted(tried.items())]
+    lines.append(
+        "  Fix: import engine code inside the plugin's register() or its hooks, not at its "
+        "module's top: a plugin's module is imported before any module is provided."
+    )
+    if policy == "error":
+        lines.append(f"To run anyway, set {_guard_var(namespace)}=warn.")
+    message = "\n".join(lines)
+    if policy == "error":
+        findings = [{"module": n, "site": str(s)} for n, s in tried.items()]
+        raise ImportGuardError(message, findings=findings, stage="apply_hooks")
+    site = next(iter(tried.values()))
+    warnings.warn_explicit(message, ImportGuardWarning, site.filename, site.lineno)

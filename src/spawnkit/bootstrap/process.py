@@ -338,23 +338,22 @@ class Bootstrapper:
     @_staged
     def apply_hooks(self) -> None:
         """Patch every registered target (strict: a target that fails stops the bootstrap)."""
-        manager = self.namespace.plugins
-        clean: frozenset[str] = frozenset()
-        result = self.guard_result
+        manager, clean, result = self.namespace.plugins, frozenset[str](), self.guard_result
         if result is not None and result.policy != "off" and not result.violations:
             # No target module was imported before plugin loading began, so no module
             # imported by then can hold an original: the stale-binding sweep skips them.
             clean = manager.report.modules_before
         started = time.monotonic()
-        # <PREFIX>_LENIENT_PLUGINS=1 is this stage's strict=False: a target that fails to patch
-        # is logged at ERROR with its plugins and the others run (the knob HookApplyError names).
+        # <PREFIX>_LENIENT_PLUGINS=1: strict=False, a failed target logged at ERROR (the knob
+        # HookApplyError names); what import missed a module provided now: _tried_provisions
         from spawnkit.hooks._plugin_selection import is_lenient
 
+        tried = _tried_provisions(self.namespace)
         try:  # it imports the target modules, each patched as it finishes (hooks._apply)
             manager.apply(strict=not is_lenient(self.namespace, None), clean_modules=clean)
         finally:
             self.target_imports += self.namespace.hooks._take_import_spans()
-        _check_stale(self.namespace, self.spec, self.guard_result)
+        _check_stale(self.namespace, self.spec, self.guard_result, tried)
         _phase.mark_hooks_applied()
         _plain_children.arm(self.namespace)  # a plain spawn child of this process lacks them
         self.stage_detail[Stage.HOOKS.value] = _split(self.target_imports, started)
@@ -443,9 +442,16 @@ def _split(spans: list[tuple[str, float, float]], started: float) -> dict[str, f
     return {"import_targets": importing, "patch": time.monotonic() - started - importing}
 
 
-def _check_stale(namespace: Namespace, spec: ProcessSpec, result: GuardResult | None) -> None:
+def _check_stale(
+    namespace: Namespace,
+    spec: ProcessSpec,
+    result: GuardResult | None,
+    tried: dict[str, guard.ImportSite],
+) -> None:
     """What the sweep could not rebind (tuple items, default arguments, partials, bound
-    methods), per guard policy."""
+    methods), per guard policy; and a module provided now that an import missed before."""
+    if tried:
+        _check_provisions(namespace, spec, tried)
     holders = namespace.hooks.stale_holders()
     if not holders:
         return
@@ -453,6 +459,25 @@ def _check_stale(namespace: Namespace, spec: ProcessSpec, result: GuardResult | 
         result.stale_holders = holders
     policy = result.policy if result is not None else _guard_policy(namespace, spec)
     guard.check_stale(namespace, holders, policy)
+
+
+def _tried_provisions(namespace: Namespace) -> dict[str, guard.ImportSite]:
+    """The modules ``provide_module()`` will place that an import already asked for (a
+    plugin's top-level engine import, as it loaded): read before the apply's own lookups."""
+    from spawnkit.hooks._decide import provisions
+
+    pending = [name for name, state in provisions(namespace.hooks._state) if state == "pending"]
+    return guard.tried_before(pending) if pending else {}
+
+
+def _check_provisions(
+    namespace: Namespace, spec: ProcessSpec, tried: dict[str, guard.ImportSite]
+) -> None:
+    from spawnkit.hooks._decide import provisions
+
+    placed = {name for name, state in provisions(namespace.hooks._state) if state == "provided"}
+    found = {name: site for name, site in tried.items() if name in placed}
+    guard.check_provisions(namespace, found, _guard_policy(namespace, spec))
 
 
 def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> None:

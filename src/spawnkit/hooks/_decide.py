@@ -461,6 +461,11 @@ def unrebound_reason(where: list[str]) -> str:
     )
 
 
+def provisions(st: State) -> list[tuple[str, str]]:
+    """``(module, state)`` of each ``provide_module()`` registration."""
+    return [(name, provision_state(st, name)[0]) for name in st.provides]
+
+
 def provision_state(st: State, name: str) -> tuple[str, str]:
     done = st.provided.get(name)
     if done is not None:
