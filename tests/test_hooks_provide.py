@@ -65,6 +65,22 @@ def test_installed_but_not_imported_module_is_left_alone(
     assert mods.load("real").X == 1
 
 
+def test_an_installed_module_is_never_imported_to_check_and_the_reason_says_so(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """A CDNA-only module installed on an RDNA machine raises as it imports: ``status()``
+    says it was found where, and not imported to see, and how to stand in for it."""
+    name = mods.write("cdna", "raise ImportError('libaiter_cdna.so: gfx942 only')\n")
+    path = mods.root / mods.pkg / "cdna.py"
+    registry.provide_module(name, types.ModuleType("stand_in"))
+    registry.apply_hooks()
+    assert name not in sys.modules  # nothing imported it
+    (row,) = registry.status()
+    assert row.state == "skipped"
+    assert f"is installed ({path})" in row.reason
+    assert "only_if_missing=False" in row.reason
+
+
 def test_only_if_missing_false_replaces_and_says_so(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:

@@ -108,6 +108,25 @@ def _absent(name: str) -> bool:
         raise _parent_failed(name, exc) from exc
 
 
+def _installed(name: str) -> str:
+    """Why a provision is skipped: where the module found is (it is not imported to see
+    whether it imports: one that raises on this machine needs ``only_if_missing=False``)."""
+    module = sys.modules.get(name)
+    spec = getattr(module, "__spec__", None) if module is not None else None
+    if spec is None:
+        try:
+            spec = importlib.util.find_spec(name)
+        except Exception:  # found a moment ago: a parent that raises now is said by the import
+            spec = None
+    origin = getattr(spec, "origin", None)
+    where = f" ({origin})" if origin else ""
+    return (
+        f"module {name!r} is installed{where}; not replaced (only_if_missing: it is found, "
+        "not imported to see whether it imports; pass only_if_missing=False to replace one "
+        "that fails to import on this machine)"
+    )
+
+
 def _parent_failed(name: str, exc: BaseException) -> HookTargetError:
     return HookTargetError(
         f"provide_module({name!r}): importing its parent package raised "
@@ -144,7 +163,7 @@ def place(prov: Provision, journal: Journal) -> Provided:
     name = prov.name
     absent = _absent(name)
     if not absent and prov.only_if_missing:
-        return Provided(prov, "skipped", f"module {name!r} is installed; not replaced")
+        return Provided(prov, "skipped", _installed(name))
     start = len(journal.changes)
     parts = name.split(".")
     parent: types.ModuleType | None = None
