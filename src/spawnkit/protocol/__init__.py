@@ -43,7 +43,8 @@ spawned launch, top to bottom in time (``==>`` bytes, ``-->`` one message)::
                              <-- STAGE_FINISHED(entry), RESULT(data or error)   it returned
                               or FAILED(stage, type, message, traceback, exc bytes)  it raised
                               or EXITED(stage, code, traceback)  sys.exit(), unless 0 after READY
-  fault pipe   <== faulthandler text (fatal signal; stacks on SIGUSR1 at a ready timeout)
+  fault pipe   <== faulthandler text (fatal signal; stacks on HELLO's dump_signal at a ready
+                    timeout: SIGUSR1, or SIGUSR2 where the process handles SIGUSR1 itself)
   death pipe   never written: the launcher's copy closes when it dies -> the worker ends itself
   sentinel     EOF when the process has exited; then its exit code
 

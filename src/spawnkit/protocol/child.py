@@ -137,7 +137,14 @@ def picklers(kind: str) -> tuple[Callable[[Any], bytes], Callable[[bytes], Any]]
 
 
 def _arm_faulthandler(conn: Any) -> int | None:
-    """Send fatal-signal tracebacks, and stack dumps on SIGUSR1, to the launcher's fault pipe."""
+    """Send fatal-signal tracebacks, and stack dumps on SIGUSR1, to the launcher's fault pipe;
+    the signal it dumps on goes to the launcher in HELLO.
+
+    A warm worker inherits the handlers its server's plugins and preloads installed
+    (``signal.signal(SIGUSR1, on_usr1)``): registering over one replaced it at the C level,
+    so the plugin's handler never ran while ``getsignal()`` still named it.  A signal with a
+    handler of the process's own is left to it (SIGUSR2 dumps instead, or nothing does).
+    """
     if conn is None:
         return None
     try:
@@ -145,14 +152,16 @@ def _arm_faulthandler(conn: Any) -> int | None:
     except (OSError, ValueError, RuntimeError):
         return None
     register = getattr(faulthandler, "register", None)
-    sig = getattr(signal, "SIGUSR1", None)
-    if register is None or sig is None:
-        return None
-    try:
-        register(sig, file=conn, all_threads=True, chain=False)
-    except (OSError, ValueError, RuntimeError):
-        return None
-    return int(sig)
+    for name in ("SIGUSR1", "SIGUSR2"):
+        sig = getattr(signal, name, None)
+        if register is None or sig is None or signal.getsignal(sig) is not signal.SIG_DFL:
+            continue
+        try:
+            register(sig, file=conn, all_threads=True, chain=False)
+        except (OSError, ValueError, RuntimeError):
+            return None
+        return int(sig)
+    return None
 
 
 def _deaf(signum: int, frame: object) -> None:

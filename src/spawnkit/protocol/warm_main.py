@@ -385,7 +385,13 @@ def _faulthandler(fd: int, on: bool) -> None:
             faulthandler.enable(file=fd, all_threads=True)
             faulthandler.register(signal.SIGUSR1, file=fd, all_threads=True, chain=False)
             return
+        # A plugin or preload that installed its own SIGUSR1 handler meanwhile keeps it:
+        # unregister() puts back the C handler saved before them (the default, which ends
+        # the process), while getsignal() went on naming theirs in every forked worker.
+        theirs = signal.getsignal(signal.SIGUSR1)
         faulthandler.unregister(signal.SIGUSR1)
+        if callable(theirs) or theirs is signal.SIG_IGN:
+            signal.signal(signal.SIGUSR1, theirs)
         faulthandler.disable()
     if not on:
         os.close(fd)
