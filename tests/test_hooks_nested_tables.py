@@ -104,6 +104,25 @@ def test_a_decorators_wrapper_kept_in_a_table_is_named(
     ]
 
 
+def test_a_named_tuple_global_is_named_as_a_tuple_global_is(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    src = (
+        "from typing import NamedTuple\n\n"
+        "def tokenize():\n    return 'orig'\n\n"
+        "class Pair(NamedTuple):\n    fn: object\n\n"
+        "NTI = Pair(tokenize)\nTUP = (tokenize,)\n"
+    )
+    ops = mods.write("ops", src)
+    registry.register(f"{ops}.tokenize", _hooked, HookType.REPLACE)
+    registry.apply_hooks()
+    assert mods.load("ops").NTI.fn() == "orig"  # what is named
+    assert sorted((h["name"], h["kind"]) for h in registry.stale_holders()) == [
+        ("NTI[0]", "tuple item"),
+        ("TUP[0]", "tuple item"),
+    ]
+
+
 _ENTRY = """
 from {pkg} import ops
 

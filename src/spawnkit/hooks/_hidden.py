@@ -87,7 +87,7 @@ class Found:
 
     def __init__(self) -> None:
         self.named: dict[int, list[tuple[str, str]]] = {}
-        self.items: dict[int, list[tuple[str, str, int]]] = {}
+        self.items: dict[int, list[tuple[str, str, int, int]]] = {}  # ..., holder, depth
         self.holders: dict[int, Any] = {}  # a direct holder's id -> the container itself
         self.wrapped: list[tuple[str, str, int]] = []  # a function in items: its closure's
 
@@ -127,7 +127,7 @@ def hidden_holders(
         fresh = [(m, label) for m, label in paths if (key, m, _first_name(label)) not in named]
         out += [StaleHolder(m, label, HIDDEN, key) for m, label in fresh[:_SHOWN]]
     out += [StaleHolder(m, label, "closure variable", keys[o]) for m, label, o in found.wrapped]
-    return out, _items(found, originals)
+    return out, _items(found, originals, out, named)
 
 
 def _wrapper_in_items(steps: tuple[str, ...]) -> bool:
@@ -145,21 +145,30 @@ def _wrapper_in_items(steps: tuple[str, ...]) -> bool:
 
 
 def _items(
-    found: Found, originals: list[tuple[Any, str, Any]]
+    found: Found,
+    originals: list[tuple[Any, str, Any]],
+    out: list[StaleHolder],
+    named: set[tuple[str, str, str]],
 ) -> list[tuple[str, str, Any, Any, str]]:
-    """The container paths: each item of a dict, list or deque to set."""
+    """The container paths: each item of a dict, list or deque to set.  A module global that
+    is a tuple of a subclass (a ``NamedTuple``: ``NTI = Pair(tokenize)``) is named into
+    ``out``, as the sweep names a plain tuple global's items."""
     by_id = {id(original): (original, key) for original, key, _ in originals}
     items = []
     for origin, paths in found.items.items():
         original, key = by_id[origin]
-        for module, label, holder in paths:
+        for module, label, holder, depth in paths:
             container = found.holders.get(holder)
             label = label.replace("<mappingproxy>", "")
-            # a tuple inside a table cannot be set and is not named: torch's own
-            # ``_builtin_ops`` pairs each function with its op name, a lookup by identity
-            if container is None or isinstance(container, tuple):
+            if isinstance(container, tuple):
+                if depth == 1 and (key, module, _first_name(label)) not in named:
+                    out.append(StaleHolder(module, label, "tuple item", key))
+                # a tuple inside a table cannot be set and is not named: torch's own
+                # ``_builtin_ops`` pairs each function with its op name, a lookup by identity
                 continue
-            items += [(module, label, container, at, key) for at in _places(container, original)]
+            if container is not None:
+                places = _places(container, original)
+                items += [(module, label, container, at, key) for at in places]
     return items
 
 
@@ -247,7 +256,9 @@ def _climb(
                     if through and (origin not in classes or not any(map(_plumbing, steps))):
                         found.named.setdefault(origin, []).append((module, label))
                     elif steps and all(map(methodcaller("startswith", _ITEM_STEPS), steps)):
-                        found.items.setdefault(origin, []).append((module, label, holder))
+                        found.items.setdefault(origin, []).append(
+                            (module, label, holder, len(steps))
+                        )
                     elif _wrapper_in_items(steps):  # a decorator's wrapper kept in a table
                         items = "".join(steps[:-3])
                         found.wrapped.append((module, f"{key}{items}() closure", origin))
