@@ -161,7 +161,9 @@ def _items(
             container = found.holders.get(holder)
             label = label.replace("<mappingproxy>", "")
             if isinstance(container, tuple):
-                if depth == 1 and (key, module, _first_name(label)) not in named:
+                # a plain tuple global is the sweep's to name (or not: a clean module's)
+                subclass = type(container) is not tuple
+                if depth == 1 and subclass and (key, module, _first_name(label)) not in named:
                     out.append(StaleHolder(module, label, "tuple item", key))
                 # a tuple inside a table cannot be set and is not named: torch's own
                 # ``_builtin_ops`` pairs each function with its op name, a lookup by identity
