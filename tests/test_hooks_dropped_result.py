@@ -172,3 +172,20 @@ def test_an_around_hook_of_the_targets_kind_or_one_mapping_items_says_nothing(
     registry.register(mods.name("eng.stream"), tens, HookType.AROUND)
     assert not [said for said in _apply(registry) if "plain def" in said]  # (two AROUNDs: said)
 
+
+def test_a_comprehension_in_a_plain_def_around_a_generator_is_no_try_block(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """From 3.12 a comprehension is inlined with an exception-table handler of its own: a
+    hook filtering its kwargs with one was said to have a try block (a false finding, and
+    under <PREFIX>_HOOK_CONFLICTS=error every worker refused) on 3.12 and 3.13 only."""
+    m = mods.load("eng", STREAMS)
+
+    def filtering(original_fn, *args, **kwargs):  # type: ignore[no-untyped-def]
+        kept = [a for a in args if a is not None]
+        return original_fn(*kept, **{k: v for k, v in kwargs.items() if k != "drop"})
+
+    registry.register(mods.name("eng.stream"), filtering, HookType.AROUND)
+    assert _apply(registry) == []
+    assert next(m.stream(1, drop=True)) == 0
+

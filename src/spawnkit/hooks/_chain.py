@@ -515,17 +515,39 @@ def _plain_around(
 
 
 def _guards(code: types.CodeType) -> bool:
-    """Whether ``code`` has a ``try`` or ``with`` block: its exception table (3.11 on), or a
-    block set-up opcode (3.10)."""
+    """Whether ``code`` has a ``try`` or ``with`` block: a handler in its exception table
+    (3.11 on) that begins as an ``except`` does, with ``PUSH_EXC_INFO``; or a block set-up
+    opcode (3.10).  From 3.12 a comprehension is inlined (PEP 709) with a handler of its own
+    that puts the loop variable back (``SWAP``): no ``try`` of the hook's, which made a plain
+    def filtering its kwargs (``{k: v for k, v in kw.items() if ...}``) a false finding."""
+    import opcode  # only for a plain def AROUND a generator
+
+    raw = code.co_code
     table = getattr(code, "co_exceptiontable", None)
     if table is not None:
-        return bool(table)
-    import opcode  # 3.10 only, and only for a plain def AROUND a generator
-
+        push = opcode.opmap.get("PUSH_EXC_INFO")
+        return any(raw[2 * target] == push for target in _handlers(table))
     names = ("SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH")
     setups = {opcode.opmap[n] for n in names if n in opcode.opmap}
-    raw = code.co_code
     return any(raw[i] in setups for i in range(0, len(raw), 2))
+
+
+def _handlers(table: bytes) -> list[int]:
+    """The handler offsets (in code units) of an exception table: entries of four varints
+    (start, length, target, depth and lasti), six bits a byte, 0x40 set on every byte but
+    an entry's last, 0x80 on each entry's first (CPython's exception_handling_notes)."""
+    targets: list[int] = []
+    values: list[int] = []
+    value = 0
+    for byte in table:
+        value = (value << 6) | (byte & 0x3F)
+        if not byte & 0x40:  # the varint ends here
+            values.append(value)
+            value = 0
+            if len(values) == 4:
+                targets.append(values[2])
+                values = []
+    return targets
 
 
 def _outside(reg: Registration, display: str, made: str, notes: list[str] | None) -> None:
