@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 import sys
+import warnings
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.needs_torch
 torch = pytest.importorskip("torch", reason='needs torch: pip install "spawnkit[torch]"')
 
 from _platform_dists import PluginSite  # noqa: E402
-from spawnkit.errors import CustomOpError  # noqa: E402
+from spawnkit.errors import CustomOpError, CustomOpWarning  # noqa: E402
 from spawnkit.platforms import CustomOp, RMSNorm  # noqa: E402
 
 
@@ -82,6 +83,95 @@ def test_registering_twice_needs_replace(cpu_ns: Any) -> None:
     assert "Toy" in text and "'cpu'" in text and "_oot" in text and "replace=True" in text
     CustomOp.register_oot_forward(Toy, fn=other, platform_key="cpu", replace=True)
     assert Toy(namespace=cpu_ns)(torch.zeros(1)).item() == -1
+
+
+@pytest.mark.parametrize("spelling", ["CPU", "cpu ", " Cpu"])
+def test_keys_are_one_key_whatever_the_case_and_spaces(cpu_ns: Any, spelling: str) -> None:
+    """``platform_key="CPU"`` (CpuPlatform.dispatch_key) or ``"cpu "`` was accepted and never
+    looked up: the platform's key is ``cpu``, so every instance ran ``forward_cpu``."""
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key=spelling)
+    op = Toy(namespace=cpu_ns)
+    assert op(torch.zeros(1)).item() == 100 and op.dispatch_choice == "oot:cpu"
+    assert CustomOp.oot_forward(Toy, "cpu") is _oot
+
+    def other(op: Toy, x: torch.Tensor) -> torch.Tensor:
+        return x - 1
+
+    with pytest.raises(CustomOpError, match="already has an out-of-tree forward"):
+        CustomOp.register_oot_forward(Toy, fn=other, platform_key="cpu")  # the same key
+    CustomOp.unregister_oot_forward(Toy, spelling.upper())
+    assert CustomOp.oot_forward(Toy, "cpu") is None
+
+
+_ASCEND = """
+from spawnkit.platforms import Platform, PlatformEnum
+
+class AscendPlatform(Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "ascend"  # what <PREFIX>_PLATFORM and the entry point call it
+    device_type = "npu"  # torch's device type, and so the dispatch key
+    dispatch_key = "PrivateUse1"
+"""
+
+
+def _ascend(site: PluginSite) -> None:
+    pkg = site.mod("ascendp")
+    site.add(
+        "ascend-plugin",
+        {"ascend": f"{pkg}:activate"},
+        {
+            f"{pkg}.__init__": f"def activate():\n    return '{pkg}.platform.AscendPlatform'\n",
+            f"{pkg}.platform": _ASCEND,
+        },
+    )
+    site.monkeypatch.setenv(site.var, "ascend")
+
+
+@pytest.mark.parametrize(
+    ("registered", "named"),
+    [("ascend", "device_name 'ascend'"), ("PrivateUse1", "dispatch_key 'PrivateUse1'")],
+)
+def test_a_kernel_under_another_name_of_the_platform_warns_once(
+    site: PluginSite, registered: str, named: str
+) -> None:
+    """A platform plugin registered its kernel under its device_name or torch dispatch key;
+    dispatch looks up ``get_dispatch_key_name()`` (``npu``): every op silently ran
+    ``forward_native`` while the registration had been accepted."""
+    _ascend(site)
+
+    class Norm(RMSNorm):  # an op of this test's own
+        pass
+
+    CustomOp.register_oot_forward(Norm, fn=_oot, platform_key=registered)
+    x = torch.ones(1, 4)
+    op = Norm(4, namespace=site.ns)
+    with pytest.warns(CustomOpWarning) as record:
+        out = op(x)
+    torch.testing.assert_close(out, op.forward_native(x))
+    assert op.dispatch_choice == "forward_native" and len(record) == 1
+    text = str(record[0].message)
+    assert f"platform key {registered.lower()!r}" in text and named in text
+    assert "looks up 'npu'" in text and "runs forward_native" in text
+    assert "platform_key='npu'" in text and "_oot" in text
+    assert record[0].filename == __file__  # the op's call, not spawnkit's or torch's frame
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Norm(4, namespace=site.ns)(x)  # once per op and key
+
+
+def test_a_kernel_for_another_platform_stays_quiet(site: PluginSite) -> None:
+    """Control: a kernel registered for ``cuda`` is the CUDA platform's, not a mistake."""
+    _ascend(site)
+
+    class Norm(RMSNorm):
+        pass
+
+    CustomOp.register_oot_forward(Norm, fn=_oot, platform_key="cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op = Norm(4, namespace=site.ns)
+        op(torch.ones(1, 4))
+    assert op.dispatch_choice == "forward_native"
 
 
 @pytest.mark.parametrize(
