@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch", reason='needs torch: pip install "spawnkit[
 from _platform_dists import PluginSite  # noqa: E402
 from spawnkit.errors import CustomOpError, CustomOpWarning  # noqa: E402
 from spawnkit.platforms import CustomOp, RMSNorm  # noqa: E402
+from spawnkit.platforms._probes import Probe  # noqa: E402
 
 
 class Toy(CustomOp):
@@ -172,6 +173,77 @@ def test_a_kernel_for_another_platform_stays_quiet(site: PluginSite) -> None:
         op = Norm(4, namespace=site.ns)
         op(torch.ones(1, 4))
     assert op.dispatch_choice == "forward_native"
+
+
+class Ported(CustomOp):  # an SGLang op: aiter on AMD, sgl_kernel (CUDA-only) on NVIDIA
+    def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    def forward_cuda(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 2
+
+    def forward_hip(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 3
+
+
+class CudaOnly(CustomOp):
+    def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    def forward_cuda(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 2
+
+
+def _gpu_ns(site: PluginSite, name: str) -> Any:
+    """The built-in ``name`` selected, its probe answering present (this machine has no GPU)."""
+    site.pm._probes[name] = lambda: Probe(True, f"test: {name}")
+    site.pm.set_selection(name)
+    return site.ns
+
+
+@pytest.fixture
+def gpu_ops() -> Any:
+    yield
+    for cls in (Ported, CudaOnly):
+        for key in ("cuda", "rocm", "hip"):
+            CustomOp.unregister_oot_forward(cls, key)
+
+
+def test_rocm_runs_forward_hip_before_forward_cuda(site: PluginSite, gpu_ops: None) -> None:
+    """RocmPlatform's device type and key are ``cuda``: an op's ``forward_hip`` never ran, its
+    ``forward_cuda`` (in SGLang ports a CUDA-only ``sgl_kernel`` call) ran on AMD."""
+    ns = _gpu_ns(site, "rocm")
+    op = Ported(namespace=ns)
+    assert op(torch.zeros(1)).item() == 3 and op.dispatch_choice == "forward_hip"
+    fallback = CudaOnly(namespace=ns)  # no forward_hip: CUDA's, as SGLang's default does
+    assert fallback(torch.zeros(1)).item() == 2 and fallback.dispatch_choice == "forward_cuda"
+
+
+@pytest.mark.parametrize("amd_key", ["rocm", "hip"])
+def test_rocm_runs_a_kernel_for_rocm_before_cuda_ones(
+    site: PluginSite, gpu_ops: None, amd_key: str
+) -> None:
+    """A kernel registered for ``rocm`` was never looked up on ROCm; one for ``cuda`` ran."""
+    ns = _gpu_ns(site, "rocm")
+    CustomOp.register_oot_forward(Ported, fn=_oot, platform_key=amd_key)
+    CustomOp.register_oot_forward(Ported, fn=lambda op, x: x - 1, platform_key="cuda")
+    op = Ported(namespace=ns)
+    assert op(torch.zeros(1)).item() == 100 and op.dispatch_choice == f"oot:{amd_key}"
+    CustomOp.unregister_oot_forward(Ported, amd_key)
+    op.reset_dispatch()
+    assert op(torch.zeros(1)).item() == 3  # forward_hip before the CUDA kernel
+    CustomOp.register_oot_forward(CudaOnly, fn=_oot, platform_key="cuda")
+    fallback = CudaOnly(namespace=ns)
+    assert fallback(torch.zeros(1)).item() == 100 and fallback.dispatch_choice == "oot:cuda"
+
+
+def test_cuda_keeps_its_order(site: PluginSite, gpu_ops: None) -> None:
+    """Control: on CUDA nothing of AMD's runs."""
+    ns = _gpu_ns(site, "cuda")
+    CustomOp.register_oot_forward(CudaOnly, fn=_oot, platform_key="rocm")
+    op, cuda_only = Ported(namespace=ns), CudaOnly(namespace=ns)
+    assert op(torch.zeros(1)).item() == 2 and op.dispatch_choice == "forward_cuda"
+    assert cuda_only(torch.zeros(1)).item() == 2 and cuda_only.dispatch_choice == "forward_cuda"
 
 
 @pytest.mark.parametrize(

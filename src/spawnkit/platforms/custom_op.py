@@ -1,11 +1,12 @@
 """``CustomOp``: one module, the right kernel for the platform it runs on.
 
 Order: a kernel registered for the exact class and dispatch key, then ``forward_<device_type>``,
-then ``forward_native``. Decided at the first call, not construction, because models are often
-built before ``init_backend()`` registers the kernels; the choice is then kept on the instance
-(``_kernel``) and the class's ``forward`` still runs at every call, so a hook on it runs every
-time. Keyed by exact class: a subclass does not inherit its parent's kernel, except the class
-that now stands at its parent's home (a plugin's class REPLACE of the op).
+then ``forward_native``; on ROCm a kernel for ``rocm``/``hip`` and ``forward_hip`` come first.
+Decided at the first call, not construction, because models are often built before
+``init_backend()`` registers the kernels; the choice is then kept on the instance (``_kernel``)
+and the class's ``forward`` still runs at every call, so a hook on it runs every time. Keyed by
+exact class: a subclass does not inherit its parent's kernel, except the class that now stands
+at its parent's home (a plugin's class REPLACE of the op).
 
 Keys are compared stripped and case-folded (``"CPU"``, ``"cpu "`` and ``"cpu"`` are one key).
 A kernel registered under another name of this platform (its ``device_name``, its torch
@@ -153,29 +154,27 @@ class CustomOp(torch.nn.Module):
         platform = self._platform()
         cls = type(self)
         ops = _op_classes(cls)
-        key = _key(platform.get_dispatch_key_name() or "")
-        tried = (key,) if key else ()
-        if key:
-            with _registry_lock:
-                fn = _lookup(ops, key)
-            if fn is not None:
-                return f"oot:{key}", types.MethodType(fn, self)
-        device_type = platform.device_type
-        if device_type:
-            name = f"forward_{device_type}"
-            method = getattr(self, name, None)
+        order = _dispatch_order(platform)
+        keys = tuple(key for tier_keys, _ in order for key in tier_keys)
+        for tier_keys, name in order:
+            for key in tier_keys:
+                with _registry_lock:
+                    fn = _lookup(ops, key)
+                if fn is not None:
+                    return f"oot:{key}", types.MethodType(fn, self)
+            method = getattr(self, name, None) if name else None
             if callable(method):
-                _warn_unmatched(ops, platform, tried, name)
+                _warn_unmatched(ops, platform, keys, name)
                 return name, method
         if type(self).forward_native is CustomOp.forward_native:
+            methods = " or ".join(name for _, name in order if name) or "forward_<device_type>"
             raise CustomOpError(
                 f"{qualified_name(cls)} has no forward for platform "
-                f"{type(platform).__qualname__} (dispatch key {key!r}, device type "
-                f"{device_type!r}): define forward_native (the portable fallback), a "
-                f"forward_{device_type or '<device_type>'} method, or register one with "
-                "CustomOp.register_oot_forward()."
+                f"{type(platform).__qualname__} (dispatch keys {keys!r}, device type "
+                f"{platform.device_type!r}): define forward_native (the portable fallback), a "
+                f"{methods} method, or register one with CustomOp.register_oot_forward()."
             )
-        _warn_unmatched(ops, platform, tried, "forward_native")
+        _warn_unmatched(ops, platform, keys, "forward_native")
         return "forward_native", self.forward_native
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -236,6 +235,25 @@ class CustomOp(torch.nn.Module):
 
 
 _forward = CustomOp.forward
+
+
+def _dispatch_order(platform: Any) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """The platform's (kernel keys, method) tiers, most specific first: its key, then
+    ``forward_<device_type>``.
+
+    ROCm runs torch's CUDA API (device type and key ``cuda``), so that rule alone ran
+    ``forward_cuda`` on AMD (in SGLang ports a CUDA-only ``sgl_kernel`` call) and never an
+    op's ``forward_hip`` or a kernel registered for ``rocm``.  There, as in SGLang (whose
+    ``forward_hip`` defaults to ``forward_cuda``), AMD's own come first: kernels for ``rocm``
+    and ``hip``, ``forward_hip``; then the CUDA ones, which HIP builds largely run.
+    """
+    key = _key(platform.get_dispatch_key_name() or "")
+    device_type = platform.device_type or ""
+    method = f"forward_{device_type}" if device_type else ""
+    if not platform.is_rocm():
+        return (((key,) if key else (), method),)
+    amd = tuple(dict.fromkeys(k for k in (key, "rocm", "hip") if k and k != device_type))
+    return ((amd, "forward_hip"), ((device_type,) if device_type else (), method))
 
 
 def _op_classes(cls: type) -> tuple[type, ...]:
