@@ -462,3 +462,55 @@ def test_a_replaced_op_keeps_the_kernel_registered_for_the_original(
         assert made(torch.zeros(1)).item() == 2  # no longer at Norm's home: another op
     finally:
         CustomOp.unregister_oot_forward(ops.Norm, "cpu")
+
+
+class _Scale(torch.nn.Module):
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        return w * 1.0
+
+
+@pytest.mark.parametrize("reclass", ["register_parametrization", "weight_norm"])
+def test_an_op_torch_reclasses_keeps_its_kernel(cpu_ns: Any, reclass: str) -> None:
+    """torch's ``parametrize`` re-classes the module as ``ParametrizedRMSNorm`` (made in
+    ``torch.nn.utils.parametrize``, adding only a property): keyed by exact class, it lost the
+    platform's kernel and ran ``forward_native``."""
+    from torch.nn.utils import parametrizations, parametrize
+
+    CustomOp.register_oot_forward(RMSNorm, fn=_oot, platform_key="cpu")
+    op = RMSNorm(4, namespace=cpu_ns)
+    if reclass == "weight_norm":
+        op = parametrizations.weight_norm(op, name="weight", dim=0)
+    else:
+        parametrize.register_parametrization(op, "weight", _Scale())
+    assert type(op).__name__ == "ParametrizedRMSNorm"
+    assert op(torch.zeros(1, 4)).tolist() == [[100.0] * 4] and op.dispatch_choice == "oot:cpu"
+
+
+def test_a_class_at_no_home_without_a_forward_runs_its_parents_kernel(cpu_ns: Any) -> None:
+    """The rule torch's classes meet, for any class made at run time: no forward of its own."""
+
+    class Renamed(Toy):
+        label = "same computation"
+
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key="cpu")
+    op = Renamed(namespace=cpu_ns)
+    assert op(torch.zeros(1)).item() == 100 and op.dispatch_choice == "oot:cpu"
+
+
+def test_a_subclass_with_a_forward_of_its_own_stays_another_op(cpu_ns: Any) -> None:
+    """Control: a local subclass (at no home either) that defines a forward is another op,
+    and so is torch's re-classing of it; a subclass at its home is another op."""
+    from torch.nn.utils import parametrize
+
+    class Shifted(Toy):
+        def forward_cpu(self, x: torch.Tensor) -> torch.Tensor:
+            return x + 5
+
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key="cpu")
+    op = Shifted(namespace=cpu_ns)
+    assert op(torch.zeros(1)).item() == 5 and op.dispatch_choice == "forward_cpu"
+    wrapped = Shifted(namespace=cpu_ns)
+    wrapped.scale = torch.nn.Parameter(torch.ones(1))
+    parametrize.register_parametrization(wrapped, "scale", _Scale())
+    assert type(wrapped).__name__ == "ParametrizedShifted" and wrapped(torch.zeros(1)).item() == 5
+    assert ToyChild(namespace=cpu_ns)(torch.zeros(1)).item() == 2  # at its home: another op

@@ -6,7 +6,8 @@ Decided at the first call, not construction, because models are often built befo
 ``init_backend()`` registers the kernels; the choice is then kept on the instance (``_kernel``)
 and the class's ``forward`` still runs at every call, so a hook on it runs every time. Keyed by
 exact class: a subclass does not inherit its parent's kernel, except the class that now stands
-at its parent's home (a plugin's class REPLACE of the op).
+at its parent's home (a plugin's class REPLACE of the op) and a class made at run time with no
+forward of its own (torch's ``parametrize``, FSDP2's ``fully_shard``).
 
 Keys are compared stripped and case-folded (``"CPU"``, ``"cpu "`` and ``"cpu"`` are one key).
 A kernel registered under another name of this platform (its ``device_name``, its torch
@@ -257,15 +258,36 @@ def _dispatch_order(platform: Any) -> tuple[tuple[tuple[str, ...], str], ...]:
 
 
 def _op_classes(cls: type) -> tuple[type, ...]:
-    """``cls``, then the ops it stands in for: a base whose home (its module's attribute) now
-    holds ``cls``, as a plugin's class REPLACE of ``eng.layers.RMSNorm`` leaves it.
+    """``cls``, then the ops it stands in for (see ``_stands_for``), whose kernels it takes."""
+    ops = [cls]
+    i = 0
+    while i < len(ops):  # a parametrized replacement stands for what the replacement replaced
+        ops.extend(base for base in _stands_for(ops[i]) if base not in ops)
+        i += 1
+    return tuple(ops)
 
-    The platform registered its kernel for the original class (in ``init_backend()`` or its
-    plugin, before the hooks): keyed by exact class, the replacement fell back to
-    ``forward_native`` while the report said applied.  Another subclass is another op and
-    keeps no kernel of its parent's.
+
+def _stands_for(cls: type) -> list[type]:
+    """The ops whose kernels ``cls`` runs although keyed by exact class.
+
+    A base whose home (its module's attribute) now holds ``cls``, as a plugin's class REPLACE
+    of ``eng.layers.RMSNorm`` leaves it: the platform registered its kernel for the original
+    class (in ``init_backend()`` or its plugin, before the hooks), and the replacement fell
+    back to ``forward_native`` while the report said applied.  And the op a class made at run
+    time derives from, a class at no home of its own that defines no ``forward*``: torch's
+    ``parametrize`` (``weight_norm``) re-classes a module as ``ParametrizedRMSNorm`` to add a
+    property, FSDP2's ``fully_shard`` as ``FSDPRMSNorm``; each dropped the platform's kernel.
+    A subclass at its home, or one with a forward of its own, is another op.
     """
-    return (cls, *(base for base in cls.__mro__[1:] if _at_home(base) is cls))
+    replaced = [base for base in cls.__mro__[1:] if _at_home(base) is cls]
+    if replaced or _at_home(cls) is cls:
+        return replaced
+    for klass in cls.__mro__:
+        if klass is not cls and issubclass(klass, CustomOp):
+            return [] if klass is CustomOp else [klass]
+        if any(name.startswith("forward") for name in vars(klass)):
+            return []
+    return []
 
 
 def _lookup(ops: tuple[type, ...], key: str) -> Callable[..., Any] | None:
