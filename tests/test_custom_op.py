@@ -160,6 +160,21 @@ def test_a_kernel_under_another_name_of_the_platform_warns_once(
         Norm(4, namespace=site.ns)(x)  # once per op and key
 
 
+def test_an_escalated_warning_refuses_each_instances_first_call(site: PluginSite) -> None:
+    """``-W error::spawnkit.CustomOpWarning`` refuses every first call, not only the first."""
+    _ascend(site)
+
+    class Norm(RMSNorm):
+        pass
+
+    CustomOp.register_oot_forward(Norm, fn=_oot, platform_key="ascend")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CustomOpWarning)
+        for _ in range(2):
+            with pytest.raises(CustomOpWarning, match="platform_key='npu'"):
+                Norm(4, namespace=site.ns)(torch.ones(1, 4))
+
+
 def test_a_kernel_for_another_platform_stays_quiet(site: PluginSite) -> None:
     """Control: a kernel registered for ``cuda`` is the CUDA platform's, not a mistake."""
     _ascend(site)

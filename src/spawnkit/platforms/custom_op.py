@@ -329,7 +329,6 @@ def _warn_unmatched(ops: tuple[type, ...], platform: Any, tried: tuple[str, ...]
         with _registry_lock:
             if (op, key) in _warned:
                 continue
-            _warned.add((op, key))
         platform_cls = type(platform)
         named = f"{platform_cls.__qualname__}.get_dispatch_key_name()"
         # PrivateUse1 is every out-of-tree device's: no key to make a platform answer to.
@@ -344,6 +343,8 @@ def _warn_unmatched(ops: tuple[type, ...], platform: Any, tried: tuple[str, ...]
             CustomOpWarning,
             stacklevel=_caller_level(),
         )
+        with _registry_lock:  # after: escalated by -W error, every first call raises again
+            _warned.add((op, key))
 
 
 def _meant_here(key: str, platform: Any) -> str | None:
