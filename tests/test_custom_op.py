@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import pickle
 import sys
+import warnings
 from typing import Any
 
 import pytest
@@ -15,8 +16,9 @@ pytestmark = pytest.mark.needs_torch
 torch = pytest.importorskip("torch", reason='needs torch: pip install "spawnkit[torch]"')
 
 from _platform_dists import PluginSite  # noqa: E402
-from spawnkit.errors import CustomOpError  # noqa: E402
+from spawnkit.errors import CustomOpError, CustomOpWarning  # noqa: E402
 from spawnkit.platforms import CustomOp, RMSNorm  # noqa: E402
+from spawnkit.platforms._probes import Probe  # noqa: E402
 
 
 class Toy(CustomOp):
@@ -82,6 +84,181 @@ def test_registering_twice_needs_replace(cpu_ns: Any) -> None:
     assert "Toy" in text and "'cpu'" in text and "_oot" in text and "replace=True" in text
     CustomOp.register_oot_forward(Toy, fn=other, platform_key="cpu", replace=True)
     assert Toy(namespace=cpu_ns)(torch.zeros(1)).item() == -1
+
+
+@pytest.mark.parametrize("spelling", ["CPU", "cpu ", " Cpu"])
+def test_keys_are_one_key_whatever_the_case_and_spaces(cpu_ns: Any, spelling: str) -> None:
+    """``platform_key="CPU"`` (CpuPlatform.dispatch_key) or ``"cpu "`` was accepted and never
+    looked up: the platform's key is ``cpu``, so every instance ran ``forward_cpu``."""
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key=spelling)
+    op = Toy(namespace=cpu_ns)
+    assert op(torch.zeros(1)).item() == 100 and op.dispatch_choice == "oot:cpu"
+    assert CustomOp.oot_forward(Toy, "cpu") is _oot
+
+    def other(op: Toy, x: torch.Tensor) -> torch.Tensor:
+        return x - 1
+
+    with pytest.raises(CustomOpError, match="already has an out-of-tree forward"):
+        CustomOp.register_oot_forward(Toy, fn=other, platform_key="cpu")  # the same key
+    CustomOp.unregister_oot_forward(Toy, spelling.upper())
+    assert CustomOp.oot_forward(Toy, "cpu") is None
+
+
+_ASCEND = """
+from spawnkit.platforms import Platform, PlatformEnum
+
+class AscendPlatform(Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "ascend"  # what <PREFIX>_PLATFORM and the entry point call it
+    device_type = "npu"  # torch's device type, and so the dispatch key
+    dispatch_key = "PrivateUse1"
+"""
+
+
+def _ascend(site: PluginSite) -> None:
+    pkg = site.mod("ascendp")
+    site.add(
+        "ascend-plugin",
+        {"ascend": f"{pkg}:activate"},
+        {
+            f"{pkg}.__init__": f"def activate():\n    return '{pkg}.platform.AscendPlatform'\n",
+            f"{pkg}.platform": _ASCEND,
+        },
+    )
+    site.monkeypatch.setenv(site.var, "ascend")
+
+
+@pytest.mark.parametrize(
+    ("registered", "named"),
+    [("ascend", "device_name 'ascend'"), ("PrivateUse1", "dispatch_key 'PrivateUse1'")],
+)
+def test_a_kernel_under_another_name_of_the_platform_warns_once(
+    site: PluginSite, registered: str, named: str
+) -> None:
+    """A platform plugin registered its kernel under its device_name or torch dispatch key;
+    dispatch looks up ``get_dispatch_key_name()`` (``npu``): every op silently ran
+    ``forward_native`` while the registration had been accepted."""
+    _ascend(site)
+
+    class Norm(RMSNorm):  # an op of this test's own
+        pass
+
+    CustomOp.register_oot_forward(Norm, fn=_oot, platform_key=registered)
+    x = torch.ones(1, 4)
+    op = Norm(4, namespace=site.ns)
+    with pytest.warns(CustomOpWarning) as record:
+        out = op(x)
+    torch.testing.assert_close(out, op.forward_native(x))
+    assert op.dispatch_choice == "forward_native" and len(record) == 1
+    text = str(record[0].message)
+    assert f"platform key {registered.lower()!r}" in text and named in text
+    assert "looks up 'npu'" in text and "runs forward_native" in text
+    assert "platform_key='npu'" in text and "_oot" in text
+    assert record[0].filename == __file__  # the op's call, not spawnkit's or torch's frame
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Norm(4, namespace=site.ns)(x)  # once per op and key
+
+
+def test_an_escalated_warning_refuses_each_instances_first_call(site: PluginSite) -> None:
+    """``-W error::spawnkit.CustomOpWarning`` refuses every first call, not only the first."""
+    _ascend(site)
+
+    class Norm(RMSNorm):
+        pass
+
+    CustomOp.register_oot_forward(Norm, fn=_oot, platform_key="ascend")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CustomOpWarning)
+        for _ in range(2):
+            with pytest.raises(CustomOpWarning, match="platform_key='npu'"):
+                Norm(4, namespace=site.ns)(torch.ones(1, 4))
+
+
+def test_a_kernel_for_another_platform_stays_quiet(site: PluginSite) -> None:
+    """Control: a kernel registered for ``cuda`` is the CUDA platform's, not a mistake."""
+    _ascend(site)
+
+    class Norm(RMSNorm):
+        pass
+
+    CustomOp.register_oot_forward(Norm, fn=_oot, platform_key="cuda")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op = Norm(4, namespace=site.ns)
+        op(torch.ones(1, 4))
+    assert op.dispatch_choice == "forward_native"
+
+
+class Ported(CustomOp):  # an SGLang op: aiter on AMD, sgl_kernel (CUDA-only) on NVIDIA
+    def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    def forward_cuda(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 2
+
+    def forward_hip(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 3
+
+
+class CudaOnly(CustomOp):
+    def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    def forward_cuda(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 2
+
+
+def _gpu_ns(site: PluginSite, name: str) -> Any:
+    """The built-in ``name`` selected, its probe answering present (this machine has no GPU)."""
+    site.pm._probes[name] = lambda: Probe(True, f"test: {name}")
+    site.pm.set_selection(name)
+    return site.ns
+
+
+@pytest.fixture
+def gpu_ops() -> Any:
+    yield
+    for cls in (Ported, CudaOnly):
+        for key in ("cuda", "rocm", "hip"):
+            CustomOp.unregister_oot_forward(cls, key)
+
+
+def test_rocm_runs_forward_hip_before_forward_cuda(site: PluginSite, gpu_ops: None) -> None:
+    """RocmPlatform's device type and key are ``cuda``: an op's ``forward_hip`` never ran, its
+    ``forward_cuda`` (in SGLang ports a CUDA-only ``sgl_kernel`` call) ran on AMD."""
+    ns = _gpu_ns(site, "rocm")
+    op = Ported(namespace=ns)
+    assert op(torch.zeros(1)).item() == 3 and op.dispatch_choice == "forward_hip"
+    fallback = CudaOnly(namespace=ns)  # no forward_hip: CUDA's, as SGLang's default does
+    assert fallback(torch.zeros(1)).item() == 2 and fallback.dispatch_choice == "forward_cuda"
+
+
+@pytest.mark.parametrize("amd_key", ["rocm", "hip"])
+def test_rocm_runs_a_kernel_for_rocm_before_cuda_ones(
+    site: PluginSite, gpu_ops: None, amd_key: str
+) -> None:
+    """A kernel registered for ``rocm`` was never looked up on ROCm; one for ``cuda`` ran."""
+    ns = _gpu_ns(site, "rocm")
+    CustomOp.register_oot_forward(Ported, fn=_oot, platform_key=amd_key)
+    CustomOp.register_oot_forward(Ported, fn=lambda op, x: x - 1, platform_key="cuda")
+    op = Ported(namespace=ns)
+    assert op(torch.zeros(1)).item() == 100 and op.dispatch_choice == f"oot:{amd_key}"
+    CustomOp.unregister_oot_forward(Ported, amd_key)
+    op.reset_dispatch()
+    assert op(torch.zeros(1)).item() == 3  # forward_hip before the CUDA kernel
+    CustomOp.register_oot_forward(CudaOnly, fn=_oot, platform_key="cuda")
+    fallback = CudaOnly(namespace=ns)
+    assert fallback(torch.zeros(1)).item() == 100 and fallback.dispatch_choice == "oot:cuda"
+
+
+def test_cuda_keeps_its_order(site: PluginSite, gpu_ops: None) -> None:
+    """Control: on CUDA nothing of AMD's runs."""
+    ns = _gpu_ns(site, "cuda")
+    CustomOp.register_oot_forward(CudaOnly, fn=_oot, platform_key="rocm")
+    op, cuda_only = Ported(namespace=ns), CudaOnly(namespace=ns)
+    assert op(torch.zeros(1)).item() == 2 and op.dispatch_choice == "forward_cuda"
+    assert cuda_only(torch.zeros(1)).item() == 2 and cuda_only.dispatch_choice == "forward_cuda"
 
 
 @pytest.mark.parametrize(
@@ -300,3 +477,55 @@ def test_a_replaced_op_keeps_the_kernel_registered_for_the_original(
         assert made(torch.zeros(1)).item() == 2  # no longer at Norm's home: another op
     finally:
         CustomOp.unregister_oot_forward(ops.Norm, "cpu")
+
+
+class _Scale(torch.nn.Module):
+    def forward(self, w: torch.Tensor) -> torch.Tensor:
+        return w * 1.0
+
+
+@pytest.mark.parametrize("reclass", ["register_parametrization", "weight_norm"])
+def test_an_op_torch_reclasses_keeps_its_kernel(cpu_ns: Any, reclass: str) -> None:
+    """torch's ``parametrize`` re-classes the module as ``ParametrizedRMSNorm`` (made in
+    ``torch.nn.utils.parametrize``, adding only a property): keyed by exact class, it lost the
+    platform's kernel and ran ``forward_native``."""
+    from torch.nn.utils import parametrizations, parametrize
+
+    CustomOp.register_oot_forward(RMSNorm, fn=_oot, platform_key="cpu")
+    op = RMSNorm(4, namespace=cpu_ns)
+    if reclass == "weight_norm":
+        op = parametrizations.weight_norm(op, name="weight", dim=0)
+    else:
+        parametrize.register_parametrization(op, "weight", _Scale())
+    assert type(op).__name__ == "ParametrizedRMSNorm"
+    assert op(torch.zeros(1, 4)).tolist() == [[100.0] * 4] and op.dispatch_choice == "oot:cpu"
+
+
+def test_a_class_at_no_home_without_a_forward_runs_its_parents_kernel(cpu_ns: Any) -> None:
+    """The rule torch's classes meet, for any class made at run time: no forward of its own."""
+
+    class Renamed(Toy):
+        label = "same computation"
+
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key="cpu")
+    op = Renamed(namespace=cpu_ns)
+    assert op(torch.zeros(1)).item() == 100 and op.dispatch_choice == "oot:cpu"
+
+
+def test_a_subclass_with_a_forward_of_its_own_stays_another_op(cpu_ns: Any) -> None:
+    """Control: a local subclass (at no home either) that defines a forward is another op,
+    and so is torch's re-classing of it; a subclass at its home is another op."""
+    from torch.nn.utils import parametrize
+
+    class Shifted(Toy):
+        def forward_cpu(self, x: torch.Tensor) -> torch.Tensor:
+            return x + 5
+
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key="cpu")
+    op = Shifted(namespace=cpu_ns)
+    assert op(torch.zeros(1)).item() == 5 and op.dispatch_choice == "forward_cpu"
+    wrapped = Shifted(namespace=cpu_ns)
+    wrapped.scale = torch.nn.Parameter(torch.ones(1))
+    parametrize.register_parametrization(wrapped, "scale", _Scale())
+    assert type(wrapped).__name__ == "ParametrizedShifted" and wrapped(torch.zeros(1)).item() == 5
+    assert ToyChild(namespace=cpu_ns)(torch.zeros(1)).item() == 2  # at its home: another op

@@ -36,6 +36,7 @@ __all__ = [
     "ChildRaisedError",
     "ConfigError",
     "CustomOpError",
+    "CustomOpWarning",
     "EntryResolutionError",
     "EntryTimeoutError",
     "EnvVariableWarning",
@@ -202,6 +203,12 @@ class HookConflictError(HookError):
     asked for that to stop the worker.  ``conflicts`` is every conflict's message."""
 
     conflicts: list[str] = []
+
+
+class CustomOpWarning(UserWarning):
+    """A kernel registered for a ``CustomOp`` under a key the platform's dispatch never looks up
+    (its ``device_name`` or torch ``dispatch_key`` instead of ``get_dispatch_key_name()``): the
+    op runs another forward, while the registration was accepted."""
 
 
 class EnvVariableWarning(UserWarning):

@@ -138,7 +138,11 @@ class CudaPlatform(_TorchCudaApi):
 
 
 class RocmPlatform(_TorchCudaApi):
-    """AMD GPUs through torch's HIP build (``torch.cuda`` API, RCCL as ``nccl``)."""
+    """AMD GPUs through torch's HIP build (``torch.cuda`` API, RCCL as ``nccl``).
+
+    Device type and dispatch key stay ``cuda`` (what torch calls the device); ``CustomOp``
+    tries AMD's own first: kernels for ``rocm``/``hip``, ``forward_hip``, then CUDA's.
+    """
 
     _enum = PlatformEnum.ROCM
     device_name = "rocm"

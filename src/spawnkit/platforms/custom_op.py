@@ -1,19 +1,28 @@
 """``CustomOp``: one module, the right kernel for the platform it runs on.
 
 Order: a kernel registered for the exact class and dispatch key, then ``forward_<device_type>``,
-then ``forward_native``. Decided at the first call, not construction, because models are often
-built before ``init_backend()`` registers the kernels; the choice is then kept on the instance
-(``_kernel``) and the class's ``forward`` still runs at every call, so a hook on it runs every
-time. Keyed by exact class: a subclass does not inherit its parent's kernel, except the class
-that now stands at its parent's home (a plugin's class REPLACE of the op).
+then ``forward_native``; on ROCm a kernel for ``rocm``/``hip`` and ``forward_hip`` come first.
+Decided at the first call, not construction, because models are often built before
+``init_backend()`` registers the kernels; the choice is then kept on the instance (``_kernel``)
+and the class's ``forward`` still runs at every call, so a hook on it runs every time. Keyed by
+exact class: a subclass does not inherit its parent's kernel, except the class that now stands
+at its parent's home (a plugin's class REPLACE of the op) and a class made at run time with no
+forward of its own (torch's ``parametrize``, FSDP2's ``fully_shard``).
+
+Keys are compared stripped and case-folded (``"CPU"``, ``"cpu "`` and ``"cpu"`` are one key).
+A kernel registered under another name of this platform (its ``device_name``, its torch
+``dispatch_key``) never runs: a ``CustomOpWarning`` says so when the op chooses, once per op
+and key; a kernel under an unrelated key is another platform's.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -26,7 +35,7 @@ except ImportError as _exc:
     reraise_torch_import(_exc, "spawnkit.platforms.CustomOp")
 
 from spawnkit._names import qualified_name
-from spawnkit.errors import CustomOpError
+from spawnkit.errors import CustomOpError, CustomOpWarning
 
 __all__ = ["CustomOp"]
 
@@ -35,6 +44,7 @@ logger = logging.getLogger("spawnkit.platforms")
 _registry_lock = threading.Lock()
 _oot_forwards: dict[tuple[type, str], Callable[..., Any]] = {}
 _dispatched: set[tuple[type, str]] = set()
+_warned: set[tuple[type, str]] = set()
 
 
 # torch mutates its process-wide hook dicts in place, so references taken once stay valid.
@@ -48,6 +58,12 @@ _module_call = torch.nn.Module.__call__
 
 def _fn_name(fn: Callable[..., Any]) -> str:
     return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _key(platform_key: str) -> str:
+    """One spelling per key: platforms produce lower-case torch device types (``cpu``), while
+    ``dispatch_key`` and habit spell them ``CPU``; a stray space never names another device."""
+    return platform_key.strip().lower()
 
 
 class CustomOp(torch.nn.Module):
@@ -74,7 +90,7 @@ class CustomOp(torch.nn.Module):
         """Use ``fn(op, *args, **kwargs)`` as ``op_class``'s forward on ``platform_key``.
 
         A second function for the same key is an error (two plugins fighting over one kernel)
-        unless ``replace=True``.
+        unless ``replace=True``.  The key is stripped and case-folded, as at dispatch.
         """
         if not (isinstance(op_class, type) and issubclass(op_class, CustomOp)):
             raise CustomOpError(
@@ -90,6 +106,7 @@ class CustomOp(torch.nn.Module):
                 "platform's get_dispatch_key_name() (a non-empty string), got "
                 f"{platform_key!r}"
             )
+        platform_key = _key(platform_key)
         key = (op_class, platform_key)
         with _registry_lock:
             existing = _oot_forwards.get(key)
@@ -115,12 +132,12 @@ class CustomOp(torch.nn.Module):
     def unregister_oot_forward(cls, op_class: type[CustomOp], platform_key: str) -> None:
         """Remove a registration (tests, and plugins that unload); missing ones are ignored."""
         with _registry_lock:
-            _oot_forwards.pop((op_class, platform_key), None)
+            _oot_forwards.pop((op_class, _key(platform_key)), None)
 
     @classmethod
     def oot_forward(cls, op_class: type[CustomOp], platform_key: str) -> Callable[..., Any] | None:
         """The function registered for exactly ``op_class`` on ``platform_key``, if any."""
-        return _oot_forwards.get((op_class, platform_key))
+        return _oot_forwards.get((op_class, _key(platform_key)))
 
     # ---------------------------------------------------------- dispatch
     @property
@@ -137,29 +154,28 @@ class CustomOp(torch.nn.Module):
     def _choose_forward(self) -> tuple[str, Callable[..., Any]]:
         platform = self._platform()
         cls = type(self)
-        key = platform.get_dispatch_key_name()
-        if key:
-            with _registry_lock:
-                _dispatched.add((cls, key))
-                fn = _oot_forwards.get((cls, key))
-                if fn is None:
-                    fn = _replaced_kernel(cls, key)
-            if fn is not None:
-                return f"oot:{key}", types.MethodType(fn, self)
-        device_type = platform.device_type
-        if device_type:
-            name = f"forward_{device_type}"
-            method = getattr(self, name, None)
+        ops = _op_classes(cls)
+        order = _dispatch_order(platform)
+        keys = tuple(key for tier_keys, _ in order for key in tier_keys)
+        for tier_keys, name in order:
+            for key in tier_keys:
+                with _registry_lock:
+                    fn = _lookup(ops, key)
+                if fn is not None:
+                    return f"oot:{key}", types.MethodType(fn, self)
+            method = getattr(self, name, None) if name else None
             if callable(method):
+                _warn_unmatched(ops, platform, keys, name)
                 return name, method
         if type(self).forward_native is CustomOp.forward_native:
+            methods = " or ".join(name for _, name in order if name) or "forward_<device_type>"
             raise CustomOpError(
                 f"{qualified_name(cls)} has no forward for platform "
-                f"{type(platform).__qualname__} (dispatch key {key!r}, device type "
-                f"{device_type!r}): define forward_native (the portable fallback), a "
-                f"forward_{device_type or '<device_type>'} method, or register one with "
-                "CustomOp.register_oot_forward()."
+                f"{type(platform).__qualname__} (dispatch keys {keys!r}, device type "
+                f"{platform.device_type!r}): define forward_native (the portable fallback), a "
+                f"{methods} method, or register one with CustomOp.register_oot_forward()."
             )
+        _warn_unmatched(ops, platform, keys, "forward_native")
         return "forward_native", self.forward_native
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -222,19 +238,64 @@ class CustomOp(torch.nn.Module):
 _forward = CustomOp.forward
 
 
-def _replaced_kernel(cls: type, key: str) -> Callable[..., Any] | None:
-    """The kernel of the op ``cls`` stands in for: a base whose home (its module's attribute)
-    now holds ``cls``, as a plugin's class REPLACE of ``eng.layers.RMSNorm`` leaves it.
+def _dispatch_order(platform: Any) -> tuple[tuple[tuple[str, ...], str], ...]:
+    """The platform's (kernel keys, method) tiers, most specific first: its key, then
+    ``forward_<device_type>``.
 
-    The platform registered its kernel for the original class (in ``init_backend()`` or its
-    plugin, before the hooks): keyed by exact class, the replacement fell back to
-    ``forward_native`` while the report said applied.  Another subclass is another op and
-    keeps no kernel of its parent's.  Called with the registry lock held.
+    ROCm runs torch's CUDA API (device type and key ``cuda``), so that rule alone ran
+    ``forward_cuda`` on AMD (in SGLang ports a CUDA-only ``sgl_kernel`` call) and never an
+    op's ``forward_hip`` or a kernel registered for ``rocm``.  There, as in SGLang (whose
+    ``forward_hip`` defaults to ``forward_cuda``), AMD's own come first: kernels for ``rocm``
+    and ``hip``, ``forward_hip``; then the CUDA ones, which HIP builds largely run.
     """
-    for base in cls.__mro__[1:]:
-        fn = _oot_forwards.get((base, key))
-        if fn is not None and _at_home(base) is cls:
-            _dispatched.add((base, key))
+    key = _key(platform.get_dispatch_key_name() or "")
+    device_type = platform.device_type or ""
+    method = f"forward_{device_type}" if device_type else ""
+    if not platform.is_rocm():
+        return (((key,) if key else (), method),)
+    amd = tuple(dict.fromkeys(k for k in (key, "rocm", "hip") if k and k != device_type))
+    return ((amd, "forward_hip"), ((device_type,) if device_type else (), method))
+
+
+def _op_classes(cls: type) -> tuple[type, ...]:
+    """``cls``, then the ops it stands in for (see ``_stands_for``), whose kernels it takes."""
+    ops = [cls]
+    i = 0
+    while i < len(ops):  # a parametrized replacement stands for what the replacement replaced
+        ops.extend(base for base in _stands_for(ops[i]) if base not in ops)
+        i += 1
+    return tuple(ops)
+
+
+def _stands_for(cls: type) -> list[type]:
+    """The ops whose kernels ``cls`` runs although keyed by exact class.
+
+    A base whose home (its module's attribute) now holds ``cls``, as a plugin's class REPLACE
+    of ``eng.layers.RMSNorm`` leaves it: the platform registered its kernel for the original
+    class (in ``init_backend()`` or its plugin, before the hooks), and the replacement fell
+    back to ``forward_native`` while the report said applied.  And the op a class made at run
+    time derives from, a class at no home of its own that defines no ``forward*``: torch's
+    ``parametrize`` (``weight_norm``) re-classes a module as ``ParametrizedRMSNorm`` to add a
+    property, FSDP2's ``fully_shard`` as ``FSDPRMSNorm``; each dropped the platform's kernel.
+    A subclass at its home, or one with a forward of its own, is another op.
+    """
+    replaced = [base for base in cls.__mro__[1:] if _at_home(base) is cls]
+    if replaced or _at_home(cls) is cls:
+        return replaced
+    for klass in cls.__mro__:
+        if klass is not cls and issubclass(klass, CustomOp):
+            return [] if klass is CustomOp else [klass]
+        if any(name.startswith("forward") for name in vars(klass)):
+            return []
+    return []
+
+
+def _lookup(ops: tuple[type, ...], key: str) -> Callable[..., Any] | None:
+    """The first of ``ops``' kernels for ``key``; called with the registry lock held."""
+    for op in ops:
+        _dispatched.add((op, key))
+        fn = _oot_forwards.get((op, key))
+        if fn is not None:
             return fn
     return None
 
@@ -245,3 +306,67 @@ def _at_home(cls: type) -> Any:
     for part in cls.__qualname__.split("."):
         found = getattr(found, part, None) if found is not None and part != "<locals>" else None
     return found
+
+
+def _warn_unmatched(ops: tuple[type, ...], platform: Any, tried: tuple[str, ...], ran: str) -> None:
+    """Warn about kernels registered for this platform under a key its dispatch never looks up.
+
+    A platform plugin that registers under its ``device_name`` (``ascend``) or torch's
+    ``dispatch_key`` (``PrivateUse1``) while ``get_dispatch_key_name()`` says ``npu`` saw its
+    kernel accepted and every op run ``forward_native``.  A key that is none of this
+    platform's names is another platform's kernel, and stays quiet.
+    """
+    with _registry_lock:
+        unmatched = [
+            (op, key, fn)
+            for (op, key), fn in _oot_forwards.items()
+            if op in ops and key not in tried and (op, key) not in _warned
+        ]
+    for op, key, fn in unmatched:
+        why = _meant_here(key, platform)
+        if why is None:
+            continue
+        with _registry_lock:
+            if (op, key) in _warned:
+                continue
+        platform_cls = type(platform)
+        named = f"{platform_cls.__qualname__}.get_dispatch_key_name()"
+        # PrivateUse1 is every out-of-tree device's: no key to make a platform answer to.
+        other = "" if "dispatch_key" in why else f", or make {named} return {key!r}"
+        who = "it" if op is ops[0] else qualified_name(ops[0])
+        warnings.warn(
+            f"{qualified_name(op)} has a kernel registered for platform key {key!r} "
+            f"({_fn_name(fn)}), {why}, but CustomOp dispatch on {platform_cls.__qualname__} "
+            f"looks up {' then '.join(map(repr, tried)) or 'no key'} ({named}): {who} runs "
+            f"{ran} instead of that kernel. Register the kernel with "
+            f"platform_key={(tried or ('<the key>',))[0]!r}{other}.",
+            CustomOpWarning,
+            stacklevel=_caller_level(),
+        )
+        with _registry_lock:  # after: escalated by -W error, every first call raises again
+            _warned.add((op, key))
+
+
+def _meant_here(key: str, platform: Any) -> str | None:
+    """Why ``key`` looks meant for ``platform`` (None: it names another platform)."""
+    dispatch_key = getattr(platform, "dispatch_key", "")
+    if isinstance(dispatch_key, str) and dispatch_key and _key(dispatch_key) == key:
+        return (
+            f"the platform's dispatch_key {dispatch_key!r} (torch's dispatcher key, for "
+            "torch.library operators; CustomOp does not read it)"
+        )
+    device_name = getattr(platform, "device_name", "")
+    if isinstance(device_name, str) and device_name and _key(device_name) == key:
+        return f"the platform's device_name {device_name!r}"
+    return None
+
+
+def _caller_level() -> int:
+    """``stacklevel`` for the first frame outside spawnkit and torch: the op's caller."""
+    skip = (os.path.dirname(os.path.dirname(__file__)), os.path.dirname(torch.nn.__file__))
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(skip):
+        frame = frame.f_back
+        level += 1
+    return level

@@ -355,6 +355,9 @@ class Platform(DeviceMixin, contract=True):
     Used as is when discovery finds nothing; then every device query says how to select one.
     """
 
+    #: torch's dispatcher key for the device (``CPU``, ``CUDA``, ``XPU``; ``PrivateUse1`` for an
+    #: out-of-tree one), for an engine's own ``torch.library`` operators.  ``CustomOp`` does not
+    #: read it: its kernels are keyed by ``get_dispatch_key_name()``.
     dispatch_key: ClassVar[str] = ""
 
     def get_default_attention_backend(self) -> str:
@@ -365,6 +368,8 @@ class Platform(DeviceMixin, contract=True):
         return False
 
     def get_dispatch_key_name(self) -> str:
+        """The key ``CustomOp`` kernels are registered under (``register_oot_forward``'s
+        ``platform_key``) and looked up by: the torch device type unless overridden."""
         return self.device_type
 
     def init_backend(self) -> None:
