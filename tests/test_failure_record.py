@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,24 @@ def test_the_parent_error_carries_the_original_when_it_loads() -> None:
     assert isinstance(err, ChildRaisedError) and isinstance(err.__cause__, ValueError)
     assert (err.rank, err.stage, err.exc_type) == (0, "entry", "ValueError")
     assert err.child_exception is err.__cause__
+
+
+def test_a_note_on_the_exception_is_in_the_traceback_text_on_every_version() -> None:
+    """The note naming the hook and plugin that raised (``hooks/_chain``) reached the
+    launcher's ``ChildRaisedError`` text on 3.11 and later only: 3.10's ``traceback`` omits
+    ``__notes__``, which spawnkit sets there itself (``_compat.add_note``).  In a process of
+    its own: pytest's exceptiongroup backport patches 3.10's ``traceback`` to print them."""
+    code = (
+        "from spawnkit._compat import add_note\n"
+        "from spawnkit.protocol import failure\n"
+        "try:\n    raise ValueError('bad shape')\n"
+        "except ValueError as exc:\n"
+        "    add_note(exc, 'spawnkit.hooks: raised by AFTER hook m.after from plugin p')\n"
+        "    print(failure.record('entry', exc).traceback_text, end='')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.endswith(
+        "ValueError: bad shape\nspawnkit.hooks: raised by AFTER hook m.after from plugin p\n"
+    )

@@ -119,9 +119,9 @@ def record(
 ) -> Failed:
     """The record of ``exc``, caught in this worker; pickling is tried and round-tripped, never
     assumed (``dumps``/``loads``: the launch's pickler, dill for ``multiprocess``)."""
-    import traceback  # only on this failure path: a worker that succeeds never needs it
+    from spawnkit._compat import format_exception  # only on this failure path
 
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    text = format_exception(exc)
     exc_bytes: bytes | None = None
     try:
         data = (dumps or pickle.dumps)(exc)
