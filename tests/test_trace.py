@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from _cli_support import run_cli
 from _launcher_support import STAGES, Site, fault_env, make_site
 from spawnkit import spawn_with_plugins
 from spawnkit.errors import ChildError, ConfigError, ForkServerError
@@ -207,6 +208,11 @@ def test_a_failed_rank_still_gets_its_stages_as_the_launcher_saw_them(
     spans = _by_name(tracks[group.pids[0]])
     assert spans["load_plugins"]["args"] == {"seen_by": "launcher"}
     assert "apply_hooks" not in spans
+    # the summary says whose clock those are, not the worker's as for a rank that reported
+    code, out, err = run_cli("trace", str(path))
+    assert code == 0, err
+    rank = out.split("rank 0 (pid", 1)[1]
+    assert "as the launcher received the rank's stage messages" in rank
 
 
 def test_a_launch_that_fails_before_its_group_still_writes_its_trace(

@@ -21,6 +21,8 @@ class Track:
     order: int
     spans: list[tuple[str, str, float, float]] = field(default_factory=list)  # cat, name, t0, t1
     marks: list[tuple[str, float]] = field(default_factory=list)  # instant events
+    #: its stages are the launcher's reading of its messages (it failed before its report)
+    seen_by_launcher: bool = False
 
     def stages(self) -> list[tuple[str, str, float, float]]:
         return [s for s in self.spans if s[0] in ("stage", "launch") or s[1] == "process start"]

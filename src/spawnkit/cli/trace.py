@@ -61,6 +61,8 @@ def load_tracks(path: str) -> list[Track]:
                 t0 = (ev["ts"] - launch) / 1e3
                 span = (ev.get("cat", ""), ev["name"], t0, t0 + ev["dur"] / 1e3)
                 tracks[ev["pid"]].spans.append(span)
+                if (ev.get("args") or {}).get("seen_by") == "launcher":
+                    tracks[ev["pid"]].seen_by_launcher = True
             elif ev["ph"] == "i":
                 tracks[ev["pid"]].marks.append((ev["name"], (ev["ts"] - launch) / 1e3))
     except OSError as exc:
@@ -93,6 +95,11 @@ def _summary(track: Track) -> str:
     """``name: stage a-b ms (d ms), ...``, then its three slowest plugin loads and imports."""
     parts = [f"{name} {(t1 - t0):.1f} ms (at {t0:.1f})" for _, name, t0, t1 in track.stages()]
     lines = [f"{track.name}: " + ", ".join(parts)]
+    if track.seen_by_launcher:  # no report came: not the worker's own clock reads
+        lines.append(
+            "    (stage times as the launcher received the rank's stage messages: it failed "
+            "before its report, which carries the worker's own)"
+        )
     lines += _start_split(track)
     for label, at in track.marks:
         lines.append(f"    {label} at {at:.1f} ms")
