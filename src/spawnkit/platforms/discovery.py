@@ -328,6 +328,11 @@ class PlatformManager(DecisionTable):
             )
         return result
 
+    def built(self) -> Platform | None:
+        """The current platform if it was built, without building it (None otherwise)."""
+        once = self._current_once
+        return once.result if once.state is OnceState.DONE else None
+
     def _build_current(self) -> Platform:
         selection, cls = self._select(None)
         try:
