@@ -148,6 +148,36 @@ def test_incompatible_overrides_are_rejected(source: str, fragment: str) -> None
 
 
 @pytest.mark.parametrize(
+    ("source", "fragment"),
+    [
+        ("async def support_cuda_graph(self): return False", "returns a coroutine, never run"),
+        ("def support_cuda_graph(self):\n    yield False", "returns a generator, never run"),
+        ("async def get_device_count(self):\n    yield 8", "an async generator, never run"),
+    ],
+)
+def test_async_and_generator_overrides_of_plain_methods_are_rejected(
+    source: str, fragment: str
+) -> None:
+    """``support_cuda_graph()`` returned a coroutine, always true; the signatures matched."""
+    body = "class Bad(Platform):\n" + "\n".join("    " + line for line in source.splitlines())
+    with pytest.raises(PlatformContractError) as info:
+        exec(body, {"Platform": Platform})
+    text = str(info.value)
+    assert fragment in text and "Define it as the interface does (a plain def)" in text
+
+
+def test_the_not_in_interface_hint_does_not_offer_contract_true_to_plugins() -> None:
+    with pytest.raises(PlatformContractError) as info:
+
+        class Bad(Platform):
+            def get_devce_name(self, device_id: int = 0) -> str:
+                return "x"
+
+    assert "`class X(Platform, contract=True)`" not in str(info.value)
+    assert "Only an engine extends the interface" in str(info.value)
+
+
+@pytest.mark.parametrize(
     "source",
     [
         "def get_device_name(self, device_id=0, *, verbose=False): return 'x'",

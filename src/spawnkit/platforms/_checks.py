@@ -292,6 +292,9 @@ def plugin_class(
             f"of the namespace's platform base {qualified_name(base)}. "
             f"Platforms of namespace {trace.namespace!r} must subclass it.",
         )
+    declared = [k for k in cls.__mro__ if vars(k).get(_CONTRACT) and k not in base.__mro__]
+    if declared:
+        raise trace.fail(PlatformPluginError, _declared_text(label, cls, base, declared))
     in_tree = cls.__module__.startswith("spawnkit.platforms.")
     if not in_tree and getattr(cls, "_enum", None) is not PlatformEnum.OOT:
         raise trace.fail(
@@ -309,6 +312,34 @@ def plugin_class(
                 f"set {attr} to a non-empty string (e.g. 'my_device').",
             )
     return cls
+
+
+_CONTRACT = "_spawnkit_contract"  # interface._CONTRACT_FLAG: set by contract=True
+
+
+def _declared_text(label: str, cls: type, base: type, declared: list[type]) -> str:
+    """A plugin class (or a class between it and the base) declared ``contract=True``: each
+    public name it defines became an interface name, so a misspelt override was accepted."""
+    import difflib  # only on this error path
+
+    from spawnkit.platforms.interface import _contract
+
+    known = list(_contract(base))
+    new = [(k, n) for k in declared for n in vars(k) if not n.startswith("_") and n not in known]
+    shown = []
+    for owner, name in new:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        shown.append(f"{owner.__qualname__}.{name}{hint}")
+    names = ", ".join(k.__qualname__ for k in declared)
+    return (
+        f"{label}: {qualified_name(cls)} is declared `contract=True` ({names}), which makes "
+        "every public name it defines a new interface name instead of an override, so a "
+        "misspelt one is accepted and the interface's method keeps running"
+        + (f": {', '.join(shown)}" if shown else "")
+        + f". A platform plugin's class overrides the interface of {qualified_name(base)}; "
+        "remove contract=True (its class is then checked when it is defined)."
+    )
 
 
 def reserved_error(eps: list[EntryPointInfo], trace: Trace) -> PlatformError:

@@ -167,6 +167,42 @@ def _signature_problem(base: Any, override: Any, kind: str) -> str | None:
     return None
 
 
+# code flags that change what a call returns, and what it then returns
+_FLAVOURS = ((0x80, "async def"), (0x200, "async generator"), (0x20, "generator"))
+_RETURNS = {
+    "async def": "a coroutine, never run",
+    "async generator": "an async generator, never run",
+    "generator": "a generator, never run",
+    "plain": "its result, not the awaitable or iterator callers expect",
+}
+
+
+_AS = {
+    "async def": "an async def",
+    "async generator": "an async generator function",
+    "generator": "a generator function",
+    "plain": "a plain def",
+}
+
+
+def _flavour(fn: Any) -> str:
+    flags = getattr(getattr(_function_of(fn), "__code__", None), "co_flags", 0)
+    return next((text for bit, text in _FLAVOURS if flags & bit), "plain")
+
+
+def _flavour_problem(base: Any, override: Any) -> str | None:
+    """An ``async def`` or generator override of a plain method returns a coroutine or a
+    generator object, which callers never run and which is always true
+    (``if platform.support_cuda_graph():``); the reverse breaks ``await``/iteration."""
+    want, got = _flavour(base), _flavour(override)
+    if want == got:
+        return None
+    return (
+        f"with {_AS[got]}, where the interface's is {_AS[want]}: a call returns {_RETURNS[got]}. "
+        f"Define it as the interface does ({_AS[want]})."
+    )
+
+
 def _contract(cls: type, *, skip_self: bool = False) -> dict[str, tuple[type, Any]]:
     """Public interface names visible to ``cls``: name -> (defining interface class, attribute)."""
     names: dict[str, tuple[type, Any]] = {}
@@ -218,7 +254,8 @@ def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[s
                 f"{where}.{name}: {name!r} is not part of the platform interface "
                 f"({', '.join(bases) or 'none'}).{suggestion} A public name on a platform class "
                 "must override an interface method or attribute; rename helpers with a leading "
-                "underscore, or declare an engine base with `class X(Platform, contract=True)`."
+                "underscore. (Only an engine extends the interface: its own base, declared "
+                "`contract=True` and passed as its namespace's platform_base=.)"
             )
             continue
         base_cls, base_value = entry
@@ -241,6 +278,10 @@ def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[s
             )
             continue
         if base_kind == "property":
+            continue
+        flavour = _flavour_problem(base_value, value)
+        if flavour is not None:
+            problems.append(f"{where}.{name}: overrides {base_cls.__qualname__}.{name} {flavour}")
             continue
         problem = _signature_problem(base_value, value, base_kind)
         if problem is not None:
