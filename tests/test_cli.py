@@ -325,6 +325,38 @@ def test_doctor_issues_hook_conflicts_as_warnings_once_and_escalates(
     assert any("HookConflictError" in p for p in json.loads(out)["problems"])
 
 
+def test_doctor_warns_of_a_replace_of_the_platform_class(
+    tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A general plugin's class REPLACE of the built-in CpuPlatform: the dry run's worker built
+    its platform before plugins loaded, so the replacement never ran; doctor said OK, silent."""
+    from spawnkit.errors import HookConflictWarning
+
+    ns = _registered(tmp_path, installed)
+    source = (
+        "from spawnkit.namespace import get_namespace\n"
+        "from spawnkit.hooks import HookType\n"
+        "from spawnkit.platforms.builtin import CpuPlatform\n"
+        "class Tuned(CpuPlatform):\n"
+        "    def get_torch_distributed_backend_str(self):\n        return 'mpi'\n"
+        "def register():\n"
+        f"    get_namespace({ns!r}).hooks.register(\n"
+        f"        'spawnkit.platforms.builtin.CpuPlatform', '{ns}_tune:Tuned', HookType.REPLACE)\n"
+    )
+    installed(
+        "tuning-plugin",
+        entry_points={f"{ns}.plugins": {"tune": f"{ns}_tune:register"}},
+        modules={f"{ns}_tune": source},
+    )
+    monkeypatch.setenv(f"{ns.upper()}_PLATFORM", "cpu")
+    with pytest.warns(HookConflictWarning) as caught:
+        code, out, err = run_cli("doctor", "--namespace", ns, "--json")
+    assert code == 0, out + err
+    (text,) = [str(w.message) for w in caught if w.category is HookConflictWarning]
+    assert "current_platform of namespace" in text and "Tuned's methods" in text
+    assert "plugin 'tune' (tuning-plugin 1.2)" in text and f"group '{ns}.platforms'" in text
+
+
 def test_doctor_lists_unknown_variables_and_strict_env_fails(
     tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -228,6 +228,29 @@ def test_each_launch_decides_afresh_with_the_environment_it_finds(
     assert ns.platforms._selections.keys() == {(None, ())}  # nothing kept per launch
 
 
+@pytest.mark.parametrize("decided_first", [True, False])
+def test_explain_in_a_launcher_describes_its_own_platform_not_the_launchs(
+    site: Path, monkeypatch: pytest.MonkeyPatch, decided_first: bool
+) -> None:
+    """A launch with ``env=`` making a device visible decides for its workers; the launcher's
+    ``explain_platform()`` then described that decision (the device 'activated', the winner)
+    while its own ``current_platform`` was the base platform."""
+    ns = _ns()
+    visible = f"DEV_{ns.env_prefix}_VISIBLE"
+    _device_plugin(site, ns, visible)
+    monkeypatch.delenv(ns.config.cpu_engine_var, raising=False)
+    if decided_first:
+        assert type(ns.platforms.current()).__name__ == "Platform"
+    assert build_spec("os:getpid", namespace=ns, env={visible: "1"}).platform == "envdev"
+    assert ns.platforms.select("cpu").name == "cpu"  # a question, not this process's decision
+    expl = ns.platforms.explain()
+    assert expl.winner is not None and expl.winner.name == "base", str(expl)
+    assert [(c.name, c.outcome) for c in expl.candidates] == [("envdev", "none")]
+    assert ns.platforms.decision()["winner"].name == "base"
+    assert type(ns.platforms.current()).__name__ == "Platform"
+    assert ns.explain_platform().winner.name == "base"
+
+
 def test_a_second_launchs_workers_run_on_the_device_that_appeared_since_the_first(
     site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

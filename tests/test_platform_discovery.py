@@ -320,6 +320,29 @@ def test_contract_violation_in_plugin_module_is_reported_with_plugin(site: Plugi
     assert isinstance(info.value.__cause__, PlatformContractError)
 
 
+@pytest.mark.parametrize("between", [False, True], ids=["the class", "its vendor base"])
+def test_a_plugin_class_declared_contract_true_is_refused(
+    site: PluginSite, between: bool
+) -> None:
+    """``contract=True`` (the contract error's hint once suggested it) made every public name
+    a new interface name: a misspelt override was accepted and the interface's method ran."""
+    body = (
+        "from spawnkit.platforms.interface import Platform, PlatformEnum\n"
+        + ("class Vendor(Platform, contract=True):\n" if between else "")
+        + ("class Plat(Platform, contract=True):\n" if not between else "")
+        + "    def get_default_attention_backed(self):\n        return 'x_attn'\n"
+        + ("class Plat(Vendor):\n" if between else "")
+        + "    _enum = PlatformEnum.OOT\n    device_name = 'x'\n    device_type = 'x'\n"
+    )
+    site.add_platform("alpha", cls_body=body, dist="alpha-dist")
+    with pytest.raises(PlatformPluginError) as info:
+        site.pm.select()
+    text = str(info.value)
+    assert "is declared `contract=True`" in text and "alpha-dist" in text
+    assert "get_default_attention_backed (did you mean 'get_default_attention_backend'?)" in text
+    assert "remove contract=True" in text
+
+
 _REGISTERS = """
 from spawnkit.hooks.types import HookType
 from spawnkit.namespace import get_namespace

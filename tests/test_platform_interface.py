@@ -148,6 +148,36 @@ def test_incompatible_overrides_are_rejected(source: str, fragment: str) -> None
 
 
 @pytest.mark.parametrize(
+    ("source", "fragment"),
+    [
+        ("async def support_cuda_graph(self): return False", "returns a coroutine, never run"),
+        ("def support_cuda_graph(self):\n    yield False", "returns a generator, never run"),
+        ("async def get_device_count(self):\n    yield 8", "an async generator, never run"),
+    ],
+)
+def test_async_and_generator_overrides_of_plain_methods_are_rejected(
+    source: str, fragment: str
+) -> None:
+    """``support_cuda_graph()`` returned a coroutine, always true; the signatures matched."""
+    body = "class Bad(Platform):\n" + "\n".join("    " + line for line in source.splitlines())
+    with pytest.raises(PlatformContractError) as info:
+        exec(body, {"Platform": Platform})
+    text = str(info.value)
+    assert fragment in text and "Define it as the interface does (a plain def)" in text
+
+
+def test_the_not_in_interface_hint_does_not_offer_contract_true_to_plugins() -> None:
+    with pytest.raises(PlatformContractError) as info:
+
+        class Bad(Platform):
+            def get_devce_name(self, device_id: int = 0) -> str:
+                return "x"
+
+    assert "`class X(Platform, contract=True)`" not in str(info.value)
+    assert "Only an engine extends the interface" in str(info.value)
+
+
+@pytest.mark.parametrize(
     "source",
     [
         "def get_device_name(self, device_id=0, *, verbose=False): return 'x'",
@@ -181,6 +211,97 @@ def test_mixin_shadowed_by_engine_base_is_rejected() -> None:
         pass
 
     assert Right().get_device_name() == "mixin"
+
+
+class _ChipMixin(DeviceMixin):
+    device_type = "cuda"
+
+    def get_device_count(self) -> int:
+        return 4
+
+    def get_torch_distributed_backend_str(self) -> str:
+        return "vccl"
+
+
+def test_mixin_shadowed_by_a_builtin_is_rejected() -> None:
+    """CudaPlatform listed first won over the chip's own methods: nccl, torch's count."""
+    from spawnkit.platforms import CudaPlatform
+
+    with pytest.raises(PlatformContractError) as info:
+
+        class VChip(CudaPlatform, _ChipMixin):
+            _enum = PlatformEnum.OOT
+            device_name = "vchip"
+
+    text = str(info.value)
+    assert "in 2 places" in text  # device_type is "cuda" in both: nothing lost
+    assert "_ChipMixin.get_torch_distributed_backend_str is shadowed by " in text
+    assert "_TorchCudaApi.get_torch_distributed_backend_str (through CudaPlatform)" in text
+    assert "List _ChipMixin before CudaPlatform in the bases of " in text
+    assert "stop redefining" not in text  # a built-in's own method is not the user's to change
+
+    class Right(_ChipMixin, CudaPlatform):  # the fix it names; the mixin overrides CUDA's
+        _enum = PlatformEnum.OOT
+        device_name = "vchip"
+
+    assert Right().get_torch_distributed_backend_str() == "vccl"
+    assert Right().get_device_count() == 4
+
+
+def test_mixin_shadowed_by_the_vendors_own_base_is_rejected() -> None:
+    class VendorCommon(Platform):
+        _enum = PlatformEnum.OOT
+        device_name = device_type = "vnd"
+
+        def get_device_count(self) -> int:
+            return 1
+
+    class Gen2Mixin(DeviceMixin):
+        def get_device_count(self) -> int:
+            return 8
+
+    with pytest.raises(PlatformContractError) as info:
+
+        class Gen2(VendorCommon, Gen2Mixin):
+            pass
+
+    text = str(info.value)
+    assert "Gen2Mixin.get_device_count is shadowed by " in text
+    assert ".VendorCommon.get_device_count, which comes first" in text
+    assert "or stop redefining 'get_device_count' in " in text  # the vendor's own class
+
+
+def test_overrides_that_reach_the_mixin_are_accepted() -> None:
+    """super() hands on; a subclass of the mixin overrides it; a platform listed later is
+    overridden on purpose by the class listed before it."""
+    from spawnkit.platforms import CudaPlatform
+
+    class Wrapping(Platform):
+        def get_device_count(self) -> int:
+            return 2 * int(super().get_device_count())
+
+    class Hands(Wrapping, _ChipMixin):
+        pass
+
+    assert Hands().get_device_count() == 8
+
+    class Gen3Mixin(_ChipMixin):
+        def get_device_count(self) -> int:
+            return 16
+
+    class Gen3(Platform, Gen3Mixin, _ChipMixin):
+        pass
+
+    assert Gen3().get_device_count() == 16
+
+    class Tuned(Platform):
+        def get_torch_distributed_backend_str(self) -> str:
+            return "tuned"
+
+    class TunedCuda(Tuned, CudaPlatform):
+        pass
+
+    assert TunedCuda().get_torch_distributed_backend_str() == "tuned"
 
 
 def test_engine_base_extends_the_interface() -> None:

@@ -28,6 +28,22 @@ class CpuSRT(SRTPlatform):
 
 class WithOwnBuiltins(SRTPlatform, contract=True):
     _builtin_platforms = {"cpu": __name__ + ":CpuSRT"}
+
+class EngPlatform(Platform, contract=True):  # engine-wide defaults a built-in defines too
+    def get_default_attention_backend(self) -> str:
+        return "eng_paged_attn"
+
+    def get_torch_distributed_backend_str(self) -> str:
+        return "eng_ccl"
+
+class EngWithCpu(EngPlatform, contract=True):  # the fix the refusal names
+    _builtin_platforms = {"cpu": __name__ + ":EngCpuPlatform"}
+
+from spawnkit.platforms.builtin import CpuPlatform
+
+class EngCpuPlatform(CpuPlatform, EngWithCpu):
+    def get_torch_distributed_backend_str(self) -> str:
+        return EngPlatform.get_torch_distributed_backend_str(self)
 """
 
 
@@ -142,10 +158,63 @@ def test_builtins_are_composed_with_the_engine_base(
         assert isinstance(p, CpuPlatform) and type(p).__name__ == "CpuPlatformForSRTPlatform"
         assert p.get_graph_pool() == "engine"  # type: ignore[attr-defined]
         assert p.get_torch_distributed_backend_str() == "gloo"
+        # the class that runs, not spawnkit's CpuPlatform (a composed class has no import path)
+        mod = s.engine_module  # type: ignore[attr-defined]
+        bases = f"spawnkit.platforms.builtin:CpuPlatform, {mod}:SRTPlatform"
+        expected = f"CpuPlatformForSRTPlatform({bases})"
+        assert s.pm.select().qualname == expected
+        assert f"winner: builtin 'cpu' ({expected})" in str(s.pm.explain())
         s.pm.reset_for_tests()
         monkeypatch.delenv(s.cpu_var)
         s.pm.set_selection("base")
         assert type(s.pm.current()).__name__ == "SRTPlatform"
+    finally:
+        s.cleanup()
+
+
+@pytest.mark.parametrize("name", ["cpu", "cuda"])
+def test_engine_base_overrides_a_builtin_defines_too_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Composed as (CpuPlatform, EngPlatform), the built-in's methods won: the engine's
+    eng_ccl and its attention backend never ran on the built-ins, unsaid."""
+    from spawnkit.launch import build_spec
+    from spawnkit.platforms._probes import Probe
+
+    s = _engine_site(tmp_path, monkeypatch, base="EngPlatform")
+    try:
+        s.pm._probes["cuda"] = lambda: Probe(True, "test: cuda")
+        monkeypatch.setenv(s.var, name)
+        with pytest.raises(PlatformPluginError) as info:
+            build_spec("os:getpid", namespace=s.ns)  # in the parent, before any worker
+        text = str(info.value)
+        clashing = {
+            "cpu": "get_torch_distributed_backend_str",
+            "cuda": "get_default_attention_backend, get_torch_distributed_backend_str",
+        }[name]
+        builtin = {"cpu": "CpuPlatform", "cuda": "CudaPlatform"}[name]
+        mod = s.engine_module  # type: ignore[attr-defined]
+        assert f"platform base {mod}:EngPlatform overrides {clashing}, " in text
+        assert f"EngPlatform._builtin_platforms = {{{name!r}: '<module>:Eng{builtin}'}}" in text
+        with pytest.raises(PlatformPluginError, match="would never run"):
+            s.pm.current()  # and in-process
+    finally:
+        s.cleanup()
+
+
+def test_an_engine_builtin_named_in_builtin_platforms_runs_and_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s = _engine_site(tmp_path, monkeypatch, base="EngWithCpu")
+    try:
+        monkeypatch.setenv(s.cpu_var, "1")
+        p = s.pm.current()
+        assert type(p).__name__ == "EngCpuPlatform"
+        assert p.get_torch_distributed_backend_str() == "eng_ccl"
+        assert p.get_default_attention_backend() == "eng_paged_attn"
+        qualname = f"{s.engine_module}:EngCpuPlatform"  # type: ignore[attr-defined]
+        assert s.pm.select().qualname == qualname
+        assert f"({qualname})" in str(s.pm.explain())
     finally:
         s.cleanup()
 

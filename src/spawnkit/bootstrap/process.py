@@ -354,6 +354,7 @@ class Bootstrapper:
         finally:
             self.target_imports += self.namespace.hooks._take_import_spans()
         _check_stale(self.namespace, self.spec, self.guard_result, tried)
+        _check_platform_replaced(self.namespace, server=self._serving)
         _phase.mark_hooks_applied()
         _plain_children.arm(self.namespace)  # a plain spawn child of this process lacks them
         self.stage_detail[Stage.HOOKS.value] = _split(self.target_imports, started)
@@ -504,6 +505,17 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
         result.stale_holders = [*result.stale_holders, *replaced]
     policy = result.policy if result is not None else _guard_policy(namespace, spec)
     guard.check_stale(namespace, replaced, policy, stage=Stage.RESOLVE_ENTRY.value)
+
+
+def _check_platform_replaced(namespace: Namespace, *, server: bool) -> None:
+    """A class REPLACE of the platform class, built before plugins loaded, per
+    ``<PREFIX>_HOOK_CONFLICTS``; asked of the ledger only, so free where nothing is replaced.
+    Not in a warm server: each worker it forks builds its platform after the fork."""
+    replaced = namespace.hooks._replaced_classes()
+    if replaced and not server:
+        from spawnkit.bootstrap import _platform_replaced  # a class REPLACE: few workers
+
+        _report_conflicts(namespace, *_platform_replaced.left_behind(namespace, replaced))
 
 
 def _check_overrides(namespace: Namespace) -> None:

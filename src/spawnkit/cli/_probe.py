@@ -100,5 +100,17 @@ def probe() -> dict[str, Any]:
         "conflicts": find_conflicts(rows),
         # The messages a worker's apply_hooks() issues as HookConflictWarning, for doctor to
         # issue once in its own process.
-        "hook_conflicts": namespace.hooks.conflicts(),
+        "hook_conflicts": [*namespace.hooks.conflicts(), *_platform_left_behind(namespace)],
     }
+
+
+def _platform_left_behind(namespace: Any) -> list[str]:
+    """A class REPLACE of the platform class this worker built before plugins loaded, as the
+    worker's ``apply_hooks`` warns about it (doctor's child is told to ignore conflicts)."""
+    replaced = namespace.hooks._replaced_classes()
+    if not replaced:
+        return []
+    from spawnkit.bootstrap._platform_replaced import left_behind
+
+    lines, fix = left_behind(namespace, replaced)
+    return [f"{line}\n{fix.rstrip('.')}" for line in lines]

@@ -202,8 +202,10 @@ def for_base(
     base: type[Platform],
     composed: dict[tuple[str, type], type[Platform]],
     trace: Trace,
-) -> type[Platform]:
-    """The built-in for an engine base: its own (``_builtin_platforms``) or composed, cached."""
+) -> tuple[type[Platform], str]:
+    """The built-in for an engine base: its own (``_builtin_platforms``) or composed, cached;
+    with the name of the class that runs, for the selection (a composed class has no import
+    path: its bases say what it is)."""
     own = getattr(base, "_builtin_platforms", {}).get(name)
     if own is not None:
         cls: Any = _reference.resolve_name(own) if isinstance(own, str) else own
@@ -214,10 +216,13 @@ def for_base(
                 f"subclass of the namespace base {base.__qualname__}.",
             )
         trace.step(f"engine built-in {cls.__qualname__}")
-        return cls
+        return cls, f"{cls.__module__}:{cls.__qualname__}"
     key = (name, base)
     made = composed.get(key)
     if made is None:
+        clashes = _clashes(builtin, base)
+        if clashes:
+            raise trace.fail(PlatformPluginError, _clash_text(name, builtin, base, clashes))
         made = type(
             f"{builtin.__name__}For{base.__name__}",
             (builtin, base),
@@ -225,7 +230,40 @@ def for_base(
         )
         composed[key] = made
     trace.step(f"composed {builtin.__name__} with {base.__qualname__}")
-    return made
+    label = f"{made.__name__}({_colon(builtin)}, {_colon(base)})"
+    return made, label
+
+
+def _colon(cls: type) -> str:
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _own_names(cls: type) -> set[str]:
+    """Public names ``cls``'s chain defines below ``Platform`` (the interface's own are not)."""
+    chain = [k for k in cls.__mro__ if k not in Platform.__mro__]
+    return {n for k in chain for n in vars(k) if not n.startswith("_")}
+
+
+def _clashes(builtin: type, base: type) -> list[str]:
+    """What the engine base overrides that the built-in defines too: composed as
+    ``(builtin, base)``, the built-in's win, so the engine's never run on that device."""
+    return sorted(_own_names(builtin) & _own_names(base))
+
+
+def _clash_text(name: str, builtin: type, base: type, clashes: list[str]) -> str:
+    listed = ", ".join(clashes)
+    mine = f"{base.__name__.removesuffix('Platform')}{builtin.__name__}"
+    pair = f"{builtin.__qualname__}, {base.__qualname__}"
+    return (
+        f"the namespace's platform base {_colon(base)} overrides {listed}, which the "
+        f"built-in {builtin.__qualname__} defines too: the built-in {name!r} runs as a class "
+        f"of ({pair}), where {builtin.__qualname__}'s win, so the engine's {listed} would "
+        f"never run on {name!r}. Name the engine's own class for it: "
+        f"{base.__qualname__}._builtin_platforms = {{{name!r}: '<module>:{mine}'}}, with "
+        f"class {mine}({pair}) defining {listed} itself (returning "
+        f"{base.__qualname__}.<name>(self) or {builtin.__qualname__}.<name>(self), whichever "
+        f"is meant on {name!r})."
+    )
 
 
 def plugin_class(
@@ -254,6 +292,9 @@ def plugin_class(
             f"of the namespace's platform base {qualified_name(base)}. "
             f"Platforms of namespace {trace.namespace!r} must subclass it.",
         )
+    declared = [k for k in cls.__mro__ if vars(k).get(_CONTRACT) and k not in base.__mro__]
+    if declared:
+        raise trace.fail(PlatformPluginError, _declared_text(label, cls, base, declared))
     in_tree = cls.__module__.startswith("spawnkit.platforms.")
     if not in_tree and getattr(cls, "_enum", None) is not PlatformEnum.OOT:
         raise trace.fail(
@@ -271,6 +312,34 @@ def plugin_class(
                 f"set {attr} to a non-empty string (e.g. 'my_device').",
             )
     return cls
+
+
+_CONTRACT = "_spawnkit_contract"  # interface._CONTRACT_FLAG: set by contract=True
+
+
+def _declared_text(label: str, cls: type, base: type, declared: list[type]) -> str:
+    """A plugin class (or a class between it and the base) declared ``contract=True``: each
+    public name it defines became an interface name, so a misspelt override was accepted."""
+    import difflib  # only on this error path
+
+    from spawnkit.platforms.interface import _contract
+
+    known = list(_contract(base))
+    new = [(k, n) for k in declared for n in vars(k) if not n.startswith("_") and n not in known]
+    shown = []
+    for owner, name in new:
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        shown.append(f"{owner.__qualname__}.{name}{hint}")
+    names = ", ".join(k.__qualname__ for k in declared)
+    return (
+        f"{label}: {qualified_name(cls)} is declared `contract=True` ({names}), which makes "
+        "every public name it defines a new interface name instead of an override, so a "
+        "misspelt one is accepted and the interface's method keeps running"
+        + (f": {', '.join(shown)}" if shown else "")
+        + f". A platform plugin's class overrides the interface of {qualified_name(base)}; "
+        "remove contract=True (its class is then checked when it is defined)."
+    )
 
 
 def reserved_error(eps: list[EntryPointInfo], trace: Trace) -> PlatformError:

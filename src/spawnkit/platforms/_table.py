@@ -144,11 +144,11 @@ class DecisionTable:
             qualname = cfg.platform_base or f"{Platform.__module__}:{Platform.__qualname__}"
             sel = PlatformSelection(row.name, "base", qualname, path=list(trace.path))
             return sel, base
-        cls = _reference.resolve_name(row.qualname)
-        if not issubclass(cls, base):
-            cls = for_base(row.name, cls, base, self._composed, trace)
+        cls, qualname = _reference.resolve_name(row.qualname), row.qualname
+        if not issubclass(cls, base):  # the class that runs, named as such
+            cls, qualname = for_base(row.name, cls, base, self._composed, trace)
         trace.step(f"built-in {row.name!r}")
-        return PlatformSelection(row.name, "builtin", row.qualname, path=list(trace.path)), cls
+        return PlatformSelection(row.name, "builtin", qualname, path=list(trace.path)), cls
 
     def _probe(self, row: Builtin, trace: Trace) -> Probe:
         try:

@@ -178,7 +178,11 @@ class PlatformManager(DecisionTable):
         # By (requested name, the env_applied window's overrides: () outside one).
         self._selections: dict[Any, tuple[PlatformSelection, type[Platform]]] = {}
         self._current: PlatformSelection | None = None
-        self._trace: Trace | None = None  # the last resolution's record
+        # This process's own decision's record: ``explain()`` describes the platform this
+        # process runs on, never a launch's decision for its workers (``env_applied``) or an
+        # explicit ``select(name)``, which are kept only as the latest resolution.
+        self._trace: Trace | None = None
+        self._latest: Trace | None = None
         name = self.namespace.config.name
         self._current_once: Once[Platform] = Once(
             f"{name}: resolve platform", again=_again(name, "resolution")
@@ -282,7 +286,9 @@ class PlatformManager(DecisionTable):
             mode = "auto" if requested is None else "selected"
             trace = Trace(self.namespace.config, mode, requested)
             trace.step(how)
-            self._trace = trace
+            self._latest = trace
+            if name is None and not key[1]:  # this process's own decision, not a launch's
+                self._trace = trace
             try:
                 result = self._decide(requested, how, trace)
             finally:
@@ -321,6 +327,11 @@ class PlatformManager(DecisionTable):
                 namespace=self.namespace.name,
             )
         return result
+
+    def built(self) -> Platform | None:
+        """The current platform if it was built, without building it (None otherwise)."""
+        once = self._current_once
+        return once.result if once.state is OnceState.DONE else None
 
     def _build_current(self) -> Platform:
         selection, cls = self._select(None)
@@ -368,11 +379,15 @@ class PlatformManager(DecisionTable):
         return platform
 
     def explain(self) -> PlatformExplanation:
-        """What the last resolution did; runs one (errors recorded, not raised) if none ran."""
+        """How this process's own platform was decided; runs that decision (errors recorded,
+        not raised) if it has not run yet.  A launch's decision for its workers, made with its
+        ``env=`` applied, is not this process's: explaining it described a platform that
+        ``current_platform`` never was."""
         return self._last_trace().explanation()
 
     def decision(self) -> dict[str, Any]:
-        """How the last resolution chose, in plain fields, without building its explanation.
+        """How this process's own decision chose, in plain fields, without building its
+        explanation.
 
         Keys: ``winner`` (a :class:`PlatformSelection` or None), ``mode``,
         ``path``, ``selector_var`` and ``selector_value``: what a worker's
@@ -394,8 +409,10 @@ class PlatformManager(DecisionTable):
                 self.select()
             except PlatformError:
                 pass
-        assert self._trace is not None
-        return self._trace
+        # asked inside a launch's window, the decision just made there is the one at hand
+        trace = self._trace or self._latest
+        assert trace is not None
+        return trace
 
     def _explanation_text(self) -> str:
         return str(self._trace.explanation()) if self._trace is not None else ""
@@ -410,7 +427,7 @@ def _after_fork() -> None:
         manager._local = threading.local()
         manager._selections = {}
         manager._current = None
-        manager._trace = None
+        manager._trace = manager._latest = None
 
 
 os.register_at_fork(after_in_child=_after_fork)

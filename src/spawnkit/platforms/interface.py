@@ -167,6 +167,42 @@ def _signature_problem(base: Any, override: Any, kind: str) -> str | None:
     return None
 
 
+# code flags that change what a call returns, and what it then returns
+_FLAVOURS = ((0x80, "async def"), (0x200, "async generator"), (0x20, "generator"))
+_RETURNS = {
+    "async def": "a coroutine, never run",
+    "async generator": "an async generator, never run",
+    "generator": "a generator, never run",
+    "plain": "its result, not the awaitable or iterator callers expect",
+}
+
+
+_AS = {
+    "async def": "an async def",
+    "async generator": "an async generator function",
+    "generator": "a generator function",
+    "plain": "a plain def",
+}
+
+
+def _flavour(fn: Any) -> str:
+    flags = getattr(getattr(_function_of(fn), "__code__", None), "co_flags", 0)
+    return next((text for bit, text in _FLAVOURS if flags & bit), "plain")
+
+
+def _flavour_problem(base: Any, override: Any) -> str | None:
+    """An ``async def`` or generator override of a plain method returns a coroutine or a
+    generator object, which callers never run and which is always true
+    (``if platform.support_cuda_graph():``); the reverse breaks ``await``/iteration."""
+    want, got = _flavour(base), _flavour(override)
+    if want == got:
+        return None
+    return (
+        f"with {_AS[got]}, where the interface's is {_AS[want]}: a call returns {_RETURNS[got]}. "
+        f"Define it as the interface does ({_AS[want]})."
+    )
+
+
 def _contract(cls: type, *, skip_self: bool = False) -> dict[str, tuple[type, Any]]:
     """Public interface names visible to ``cls``: name -> (defining interface class, attribute)."""
     names: dict[str, tuple[type, Any]] = {}
@@ -218,7 +254,8 @@ def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[s
                 f"{where}.{name}: {name!r} is not part of the platform interface "
                 f"({', '.join(bases) or 'none'}).{suggestion} A public name on a platform class "
                 "must override an interface method or attribute; rename helpers with a leading "
-                "underscore, or declare an engine base with `class X(Platform, contract=True)`."
+                "underscore. (Only an engine extends the interface: its own base, declared "
+                "`contract=True` and passed as its namespace's platform_base=.)"
             )
             continue
         base_cls, base_value = entry
@@ -242,6 +279,10 @@ def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[s
             continue
         if base_kind == "property":
             continue
+        flavour = _flavour_problem(base_value, value)
+        if flavour is not None:
+            problems.append(f"{where}.{name}: overrides {base_cls.__qualname__}.{name} {flavour}")
+            continue
         problem = _signature_problem(base_value, value, base_kind)
         if problem is not None:
             import inspect  # only on this error path
@@ -257,27 +298,63 @@ def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[s
 
 
 def _shadowing_problems(cls: type, contract: dict[str, tuple[type, Any]], where: str) -> list[str]:
-    """A mixin's override hidden behind an interface class earlier in the MRO is a silent bug."""
-    mro = cls.__mro__
+    """A mixin's override hidden behind another class earlier in the MRO is a silent bug.
+
+    Hidden behind an interface class (an engine base) or behind any class that is not its own
+    subclass: a built-in (``class VChip(CudaPlatform, VChipMixin)``: CUDA's ``nccl`` won over
+    the chip's backend) or the vendor's common base.  A device mixin (no platform itself) is
+    there only to supply its methods, so each one it loses this way is reported; a platform
+    class hidden by a class listed before it is an override meant so, unless an interface
+    class hides it.  A definition that calls ``super()`` hands on, so it hides nothing.
+    """
     problems: list[str] = []
     for name in contract:
-        owners = [k for k in mro if name in k.__dict__]
-        if len(owners) < 2 or not owners[0].__dict__.get(_CONTRACT_FLAG, False):
-            continue
-        winner = owners[0]
-        for later in owners[1:]:
+        owners = [k for k in cls.__mro__ if name in k.__dict__]
+        for i, later in enumerate(owners[1:], 1):
             if later.__dict__.get(_CONTRACT_FLAG, False):
                 continue
-            if issubclass(later, winner):
+            winner = next((k for k in owners[:i] if not _hands_on(k.__dict__[name])), None)
+            if winner is None or issubclass(winner, later):
                 continue
-            problems.append(
-                f"{where}: {later.__qualname__}.{name} is shadowed by "
-                f"{winner.__qualname__}.{name}, which comes first in the MRO, so the override "
-                f"would never run. List {later.__qualname__} before {winner.__qualname__} in "
-                f"the bases of {cls.__qualname__}, or stop redefining {name!r} in "
-                f"{winner.__qualname__}."
-            )
+            if issubclass(later, Platform) and not winner.__dict__.get(_CONTRACT_FLAG, False):
+                continue
+            hidden = later.__dict__[name]
+            if _kind(hidden) == "data" and winner.__dict__[name] == hidden:
+                continue  # the same value either way (``device_type = "cuda"`` in both)
+            problems.append(_shadowed_text(cls, where, name, winner, later))
     return problems
+
+
+def _hands_on(value: Any) -> bool:
+    """Whether an override calls ``super()`` (so the next definition in the MRO still runs)."""
+    fn = _function_of(value)
+    return isinstance(fn, types.FunctionType) and "super" in fn.__code__.co_names
+
+
+def _shadowed_text(cls: type, where: str, name: str, winner: type, later: type) -> str:
+    def via(klass: type) -> type:
+        return next((b for b in cls.__bases__ if klass in b.__mro__), klass)
+
+    first, second = via(winner), via(later)
+    through = f" (through {first.__qualname__})" if first is not winner else ""
+    fixes = []
+    if first is not second:
+        fixes.append(
+            f"list {second.__qualname__} before {first.__qualname__} in the bases of "
+            f"{cls.__qualname__}"
+        )
+    if not winner.__module__.startswith("spawnkit."):  # a built-in's own method stays
+        fixes.append(f"stop redefining {name!r} in {winner.__qualname__}")
+    fixes.append(
+        f"define {name} in {cls.__qualname__} itself (calling {later.__qualname__}.{name} "
+        "where that is the one meant)"
+    )
+    order = ", or ".join(fixes)
+    order = order[0].upper() + order[1:]
+    return (
+        f"{where}: {later.__qualname__}.{name} is shadowed by {winner.__qualname__}.{name}"
+        f"{through}, which comes first in the MRO, so the override would never run. {order}."
+    )
 
 
 class DeviceMixin:
