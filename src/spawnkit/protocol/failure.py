@@ -108,6 +108,22 @@ def failing_stage(exc: BaseException, current: str, ready: bool) -> str:
     return current or (Stage.ENTRY.value if ready else PRE_BOOTSTRAP)
 
 
+def _format(exc: BaseException) -> str:
+    """``exc``'s traceback as text, its notes after its last line as 3.11 prints them: 3.10's
+    ``traceback`` omits them (``_compat.add_note`` sets them there), and the note naming the
+    hook and plugin that raised (``hooks/_chain``) was missing from a child's traceback."""
+    import traceback  # only on this failure path: a worker that succeeds never needs it
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    notes = getattr(exc, "__notes__", None)
+    if hasattr(BaseException, "add_note") or not isinstance(notes, list):
+        return text
+    # (the exceptiongroup backport, pytest's on 3.10, patches ``traceback`` to print them)
+    return text + "".join(
+        f"{note}\n" for note in notes if isinstance(note, str) and f"{note}\n" not in text
+    )
+
+
 def record(
     stage: str,
     exc: BaseException,
@@ -119,9 +135,7 @@ def record(
 ) -> Failed:
     """The record of ``exc``, caught in this worker; pickling is tried and round-tripped, never
     assumed (``dumps``/``loads``: the launch's pickler, dill for ``multiprocess``)."""
-    from spawnkit._compat import format_exception  # only on this failure path
-
-    text = format_exception(exc)
+    text = _format(exc)
     exc_bytes: bytes | None = None
     try:
         data = (dumps or pickle.dumps)(exc)
