@@ -79,6 +79,5 @@ def _fix(namespace: Namespace, target: str, original: type, replacement: Any) ->
         f"{config.platform_group!r} whose activate() returns it), which the worker builds as "
         f"its platform; or hook the platform's methods instead of replacing its class (AROUND "
         f"or REPLACE on {example}: a method is looked up on the class at each call, so the "
-        "instance already built runs it; the platform's module is imported before plugins "
-        f"load, which the import guard refuses for a method hook unless {config.guard_var}=warn)."
+        "instance already built runs it; its init_backend() has run already)."
     )

@@ -497,8 +497,11 @@ def check(
         # Every early target's holders from one sweep of sys.modules, not one per target.
         targets = sorted({str(r.target) for _, regs, _ in early for r in regs})
         bindings, previews = _stale_bindings(registry, targets), _previews(registry, targets)
+        own = _platform_modules(namespace)
         for module, regs, site in early:
             finding = _violation(module, regs, site, bindings, previews, extra)
+            if module in own and _members_only(module, finding["targets"]):
+                continue  # the platform's own classes, patched in place: every caller sees it
             result.violations.append(finding)
     repaired = [v for v in result.violations if sweep_repairs and v.get("rebound_by_sweep")]
     failing = [v for v in result.violations if v not in repaired]
@@ -507,6 +510,38 @@ def check(
     if repaired:
         _warn_repaired(namespace, repaired)
     return result
+
+
+def _members_only(module: str, targets: list[str]) -> bool:
+    """Whether every target is a member of a class of ``module`` (``mod.Class.method``,
+    ``mod:Class.method``): patched in place on its class, so every instance and subclass
+    (old or new) and every call through the class runs the hooks.  What could keep the
+    original (a copy, a bound method, an object's attribute) is the apply's sweep's and the
+    reference search's to rebind or name, per this same policy (``check_stale``); the
+    platform's ``init_backend()``, run before the hooks, is the stage's to say."""
+    for target in targets:
+        qual = target.partition(":")[2] if ":" in target else target[len(module) + 1 :]
+        if "." not in qual or qual.rpartition(".")[2] in _RAN_AT_PLATFORM_START:
+            return False
+    return True
+
+
+#: What the platform stage ran before any hook existed: hooked, they never run for the
+#: instance ``current_platform`` is (the guard's finding names them, with the stage's fix).
+_RAN_AT_PLATFORM_START = frozenset({"__new__", "__init__", "__post_init__", "init_backend"})
+
+
+def _platform_modules(namespace: Any) -> frozenset[str]:
+    """The modules of the current platform's classes (its plugin's, its vendor's bases,
+    spawnkit's built-in and interface): imported before plugins by design, in the platform
+    stage, so a general plugin's hook on their methods (``CpuPlatform.get_device_name``) was
+    refused with a fix that cannot apply, while patching the class in place reaches it."""
+    manager = getattr(namespace, "_platforms", None)  # not created for the asking
+    built = getattr(manager, "built", None)
+    platform = built() if callable(built) else None
+    if platform is None:
+        return frozenset()
+    return frozenset(str(getattr(cls, "__module__", "")) for cls in type(platform).__mro__)
 
 
 def _plugin_import(
