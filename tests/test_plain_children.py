@@ -118,3 +118,42 @@ def test_the_warning_is_quiet_once_the_process_left_its_worker_phase() -> None:
         assert loss() == ("", "eng")
     finally:
         _phase.restore(saved)
+
+
+_LAUNCHER_MAIN = """
+if __name__ == "__main__":
+    import multiprocessing, sys
+    from {pkg} import engine
+    print(launch("engine:square", "spawn", nprocs=1, payload=3))  # the schedulers
+    # then, as SGLang's launcher does, its detokenizer through plain multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    q = ctx.Queue()
+    target = engine.detokenize if sys.argv[1] == "engine" else print
+    p = ctx.Process(target=target, args=(q,) if target is engine.detokenize else ("x",))
+    p.start()
+    print(q.get(timeout=60) if target is engine.detokenize else "none")
+    p.join(60)
+"""
+
+
+@pytest.mark.parametrize("target", ["engine", "other"])
+def test_a_launchers_plain_child_running_engine_code_is_named(
+    tmp_path: Path, target: str
+) -> None:
+    """The launcher applies no hooks (its workers do), so a plain child of it was never
+    named: a detokenizer started through plain multiprocessing beside spawnkit's workers
+    ran without the plugins, unsaid.  Not for a child running code outside the engine."""
+    modules = {"engine": _ENGINE, "target": _TARGET, "plugin": louder_plugin("target.word")}
+    app = write_app(
+        tmp_path, "plainl", LAUNCH + _LAUNCHER_MAIN, {"loud": "plugin:register"}, modules
+    )
+    proc = run_script(app.script, target)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = warned(proc, "PlainChildWarning")
+    if target == "other":
+        assert not lines, proc.stderr
+        return
+    assert proc.stdout.strip().splitlines()[-1] == "hi"  # no hook there: what is named
+    assert len(lines) == 1, proc.stderr
+    assert f"'spawn' process with target {app.pkg}.engine.detokenize" in lines[0]
+    assert "the plugins its workers load (loud" in lines[0]

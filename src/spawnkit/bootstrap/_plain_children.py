@@ -1,7 +1,7 @@
 """A plain ``spawn``/``forkserver`` child of a bootstrapped process runs without its plugins.
 
-An engine whose scheduler (a spawnkit worker) or own process (``bootstrap_here()``) starts its
-detokenizer, a process pool or a ``DataLoader`` through ``multiprocessing.get_context("spawn")``
+An engine whose scheduler (a spawnkit worker), own process (``bootstrap_here()``) or launcher
+starts its detokenizer, a process pool or a ``DataLoader`` through ``get_context("spawn")``
 gives that child a fresh interpreter that loads no plugin: each hook works in the scheduler
 and silently not there (SGLang's detokenizer, vLLM's EngineCore, upstream).  ``fork`` children
 inherit the hooks; Python 3.14 makes ``forkserver`` the default start method, so a plain
@@ -39,6 +39,8 @@ def _nothing() -> tuple[str, str]:
 
 # (what a plain child goes without as things stand now, the namespace): the last one armed
 _loss: Callable[[], tuple[str, str]] = _nothing
+# A launcher's (no hooks of its own): the namespace, its workers' plugins, the engine's packages
+_launched: tuple[str, tuple[str, ...], frozenset[str]] | None = None
 
 
 def arm(namespace: Any) -> None:
@@ -48,6 +50,25 @@ def arm(namespace: Any) -> None:
     if not (report.applied or report.loaded):
         return  # nothing a child would go without
     _loss = _loss_of(namespace)
+    _stand_in_everywhere()
+
+
+def arm_launcher(namespace: str, plugins: tuple[str, ...], packages: set[str]) -> None:
+    """In a launcher that started workers with ``plugins``: a plain child whose target is the
+    engine's own code (a module of ``packages``) warns that it runs without them.  SGLang's
+    launcher starts its schedulers as workers and its detokenizer through plain
+    multiprocessing (PR #38464): that process never loaded a plugin, and nothing said so."""
+    global _launched
+    packages.discard("")
+    packages.discard("__main__")
+    packages.discard("spawnkit")
+    if not plugins or not packages:
+        return
+    _launched = (namespace, plugins, frozenset(packages))
+    _stand_in_everywhere()
+
+
+def _stand_in_everywhere() -> None:
     for package in _PACKAGES:
         context = sys.modules.get(f"{package}.context")
         for cls_name, method in _CLASSES:
@@ -83,6 +104,10 @@ def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
         lost, name = _loss()
         target = getattr(process_obj, "_target", None)
         where = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}"
+        if not lost and _launched is not None:  # a launcher's, for the engine's own code
+            name, plugins, packages = _launched
+            if str(getattr(target, "__module__", "")).partition(".")[0] in packages:
+                lost = f"the plugins its workers load ({', '.join(plugins)}, namespace {name!r})"
         if lost and not where.startswith(_QUIET_TARGETS):
             warnings.warn(
                 f"a {method!r} process with target {where.strip('.') or 'run()'} was started "

@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from multiprocessing import pool as _mp_pool
 from typing import Any
 
+from spawnkit.bootstrap import _plain_children
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.errors import ConfigError, ImportGuardError
 from spawnkit.launch._checks import check_preload
@@ -78,6 +79,8 @@ def get_context(
     preload = check_preload(preload, "get_context")
     _check(method, context, preload)
     spec = context_spec(ns)
+    # this launcher's other, plain children that run the engine's code go without them
+    _plain_children.arm_launcher(ns.name, spec.plugins or (), {ns.name.partition(".")[0]})
     server = None
     if method == "forkserver":
         from spawnkit.protocol import warm

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata, _reference
+from spawnkit.bootstrap import _plain_children
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
 from spawnkit.launch._checks import (
@@ -99,11 +100,19 @@ def spawn_with_plugins(
             join_timeout=join_timeout, grace_period=grace_period, progress=progress,
             output=OutputRelay(prefix=prefix_output), trace=tracer,
         )  # fmt: skip
+    _plain_children.arm_launcher(  # a plain child of this launcher running engine code
+        ns.name, template.plugins or (), {ns.name.partition(".")[0], _top(template.entry)}
+    )
     control = _launch_control(start_method, context, deaf, call_names).replace(
         local_world_size=nprocs  # each rank's own RANK... (bootstrap.process.rank_env)
     )
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
+
+
+def _top(entry: str) -> str:
+    """The top-level package of an entry reference (``"pkg.mod:fn"``): the engine's code."""
+    return entry.partition(":")[0].partition(".")[0]
 
 
 def _open_trace(trace: str | os.PathLike[str] | None, env: dict[str, str] | None) -> Any:
