@@ -129,6 +129,45 @@ def test_an_executor_and_a_pool_fail_with_the_root_cause_instead_of_respawning(
     assert out["pool_s"] < 120 and out["executor_s"] < 120
 
 
+SERVER_GONE = """
+    import json, os, signal, threading, time
+    import spawnkit
+    from {eng}.ns import NS
+    from {eng}.procs import tokenizer_task
+
+    if __name__ == "__main__":
+        ctx = spawnkit.get_context("forkserver", namespace=NS)
+        pool = ctx.Pool(2, maxtasksperchild=1)
+        first = [r[0] for r in pool.map(tokenizer_task, "ab", chunksize=1)]
+        os.kill(ctx.Process._spawnkit_server.pid, signal.SIGKILL)  # the OOM killer, say
+        time.sleep(1)
+        began = time.monotonic()
+        try:
+            pool.map_async(tokenizer_task, "cd", chunksize=1).get(timeout=60)
+            second = "no error"
+        except Exception as exc:
+            second = type(exc).__name__
+        waited = time.monotonic() - began
+        ended = threading.Thread(target=pool.terminate, daemon=True)
+        ended.start()
+        ended.join(30)
+        print(json.dumps({{"first": first, "second": second, "waited": waited,
+                           "terminated": not ended.is_alive()}}))
+        os._exit(0)
+    """
+
+
+def test_a_pool_whose_warm_server_is_gone_fails_instead_of_waiting_forever(
+    engine: Engine,
+) -> None:
+    """A replacement worker (``maxtasksperchild``) the server can no longer fork: the pool's
+    handler thread died of the error, and ``map()`` and ``terminate()`` waited forever."""
+    out, _ = engine.run(SERVER_GONE)
+    assert out["first"] == ["tok:a+plugin", "tok:b+plugin"]
+    assert out["second"] == "ForkServerError" and out["waited"] < 30
+    assert out["terminated"]
+
+
 FORK = """
     import json, os
 

@@ -173,7 +173,7 @@ class BootstrapPool(_mp_pool.Pool):
             return _NoWorker()
         worker = ctx.Process(*args, **kwargs)
         self._spawnkit_started.append(worker)
-        return worker
+        return _Starting(worker, self)
 
     def _failed_bootstrap(self) -> Exception | None:
         for worker in self._spawnkit_started:
@@ -202,6 +202,39 @@ class BootstrapPool(_mp_pool.Pool):
         _mp_pool.Pool._check_running(self)  # type: ignore[attr-defined]
 
 
+class _Starting:
+    """A pool's worker whose start may fail: that breaks the pool, as a failed bootstrap does.
+    The pool's handler thread starts it, and died of the error (a warm server gone: killed,
+    or let go by a later launch), so ``map()`` and ``terminate()`` waited forever.  The
+    process itself is what is pickled and started; this object is the pool's handle on it,
+    and answers as one that never started once its start failed."""
+
+    def __init__(self, process: Any, pool: BootstrapPool) -> None:
+        object.__setattr__(self, "_process", process)
+        object.__setattr__(self, "_pool", pool)
+        object.__setattr__(self, "_failed", False)
+
+    def start(self) -> None:
+        try:
+            self._process.start()
+        except Exception as exc:
+            object.__setattr__(self, "_failed", True)
+            self._pool._spawnkit_broken = exc
+            self._pool._fail_pending(exc)
+
+    def __getattr__(self, name: str) -> Any:
+        if self._failed and name in ("join", "is_alive", "terminate", "kill", "close"):
+            return getattr(_NoWorker(), name)
+        if self._failed and name in ("exitcode", "pid"):
+            return None
+        if self._failed and name == "sentinel":  # the pool waits on none (hasattr: False)
+            raise AttributeError(name)
+        return getattr(self._process, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._process, name, value)  # name, daemon: the pool's, on the process
+
+
 class _NoWorker:
     """Stands where a worker would be once the pool is broken: never started, never exits."""
 
@@ -220,6 +253,12 @@ class _NoWorker:
         return False
 
     def terminate(self) -> None:
+        return None
+
+    def kill(self) -> None:
+        return None
+
+    def close(self) -> None:
         return None
 
 

@@ -96,6 +96,7 @@ class WarmServer:
         self.boot = boot
         #: env= entries read only as a process starts: the server is exec'd with them
         self.exec_env = exec_env or {}
+        self.let_go_why = ""  # why a later launch left it for a new server (let_go)
         self.pid: int | None = None
         self.address: Any = None
         self.fork_timeout = _FORK_TIMEOUT
@@ -242,9 +243,11 @@ class WarmServer:
             return False
         return pid == 0
 
-    def let_go(self) -> None:
+    def let_go(self, why: str = "") -> None:
         """Serve no new launch: close the alive pipe, and the server exits once the workers
-        it forked are gone (a group still running keeps its exit statuses); reaped later."""
+        it forked are gone (a group still running keeps its exit statuses); reaped later.
+        ``why`` is said to whoever still holds it (a context's pool asking for a worker)."""
+        self.let_go_why = why
         with self._lock:
             for fd in (self._alive_w, self._fault_r):
                 if fd is not None:
@@ -281,7 +284,17 @@ class WarmServer:
         reduction = _pkg(self.package, "reduction")
         resource_tracker = _pkg(self.package, "resource_tracker")
         if self._alive_w is None:
-            raise ForkServerError("the warm-start fork server was shut down", stage="preload")
+            why = self.let_go_why
+            raise ForkServerError(
+                "the warm-start fork server was shut down"
+                + (
+                    f" ({why}, so a later launch left it for a new one): a context made "
+                    "before that keeps it; make a new one with spawnkit.get_context(...)"
+                    if why
+                    else ""
+                ),
+                stage="preload",
+            )
         client = socket.socket(socket.AF_UNIX)
         try:
             client.connect(self.address)
@@ -595,7 +608,7 @@ def _as_found(server: WarmServer) -> bool:
         edited[0],
         len(edited),
     )
-    server.let_go()
+    server.let_go(f"{edited[0]} changed since it started ({len(edited)} file(s) in all)")
     _retired.append(server)
     return False
 
