@@ -26,6 +26,18 @@ import multiprocessing
 
 import spawnkit
 
+from multiprocessing.managers import BaseManager
+
+from {pkg}.target import Words
+
+
+class EngManager(BaseManager):
+    pass
+
+
+EngManager.register("Words", Words)
+
+
 def detokenize(q):
     from {pkg}.target import word
     q.put(word())
@@ -38,6 +50,9 @@ def schedule(how):
     if how == "manager":  # multiprocessing's own server process: it runs no engine code
         with multiprocessing.get_context("spawn").Manager() as manager:
             return word(), manager.list([word()])[0]
+    if how == "engmanager":  # a manager whose registered callable is the engine's own
+        with EngManager(ctx=multiprocessing.get_context("spawn")) as manager:
+            return word(), manager.Words().get()
     if how == "pool":
         with multiprocessing.get_context("spawn").Pool(2) as pool:
             return word(), pool.map(square, [1, 2, 3])
@@ -56,6 +71,11 @@ def schedule(how):
 _TARGET = """
 def word():
     return "hi"
+
+
+class Words:
+    def get(self):
+        return word()
 """
 
 
@@ -94,6 +114,16 @@ def test_children_that_get_the_plugins_are_not_named(app, how: str) -> None:  # 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi!')]", proc.stdout
     assert not warned(proc, "PlainChildWarning"), proc.stderr
+
+
+def test_a_manager_serving_the_engines_own_callable_is_named(app) -> None:  # type: ignore[no-untyped-def]
+    """Its server process runs ``Words`` (the engine's) without the plugins: the manager
+    exemption holds only for the standard library's callables."""
+    proc = run_script(app.script, "engmanager", "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1 and "BaseManager._run_server" in lines[0], proc.stderr
 
 
 def test_the_warning_is_quiet_once_the_process_left_its_worker_phase() -> None:

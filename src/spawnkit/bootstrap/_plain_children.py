@@ -12,7 +12,8 @@ Once a process applied its hooks, the stdlib's ``SpawnProcess._Popen`` and
 one warns once per start method and target with the fix, ``spawnkit.get_context(method,
 namespace=...)``, whose ``Process`` overrides ``_Popen`` and so is never seen here.  The
 stand-in says nothing once the hooks are gone (``unapply()``, a test leaving its worker
-phase), and nothing for multiprocessing's own manager process, which runs no engine code.
+phase), and nothing for multiprocessing's own manager process serving the standard library's
+types only (one serving an engine's callable runs engine code: named).
 """
 
 from __future__ import annotations
@@ -99,6 +100,24 @@ def _loss_of(namespace: Any) -> Callable[[], tuple[str, str]]:
     return loss
 
 
+def _runs_no_engine_code(process_obj: Any) -> bool:
+    """A manager's server process (``BaseManager._run_server(registry, ..., initializer)``)
+    that runs only the standard library's callables (``multiprocessing.Manager()``'s list,
+    dict, lock).  One with a callable of the engine's (``EngManager.register("Tok",
+    make_tok)``) or an initializer runs engine code there, without the plugins."""
+    args: tuple[Any, ...] = tuple(getattr(process_obj, "_args", ()))
+    registry = args[0] if args and isinstance(args[0], dict) else {}
+    if len(args) > 5 and args[5] is not None:
+        return False
+    stdlib: frozenset[str] = getattr(sys, "stdlib_module_names", frozenset())
+    for entry in registry.values():
+        made = entry[0] if isinstance(entry, tuple) and entry else None
+        top = str(getattr(made, "__module__", "") or "").partition(".")[0]
+        if made is not None and top not in stdlib and top not in _PACKAGES:
+            return False
+    return True
+
+
 def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
     def _Popen(process_obj: Any) -> Any:
         lost, name = _loss()
@@ -108,7 +127,7 @@ def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
             name, plugins, packages = _launched
             if str(getattr(target, "__module__", "")).partition(".")[0] in packages:
                 lost = f"the plugins its workers load ({', '.join(plugins)}, namespace {name!r})"
-        if lost and not where.startswith(_QUIET_TARGETS):
+        if lost and not (where.startswith(_QUIET_TARGETS) and _runs_no_engine_code(process_obj)):
             warnings.warn(
                 f"a {method!r} process with target {where.strip('.') or 'run()'} was started "
                 f"through plain multiprocessing: it starts without {lost}, so none of those "
