@@ -279,6 +279,23 @@ def test_get_context_refuses_an_unknown_method_in_the_parent() -> None:
     assert os.getpid()  # nothing was started
 
 
+def test_a_context_keeps_its_namespace_where_the_stdlib_would_leave_it() -> None:
+    """``ctx.get_context("fork")`` gave the standard library's context (its processes load no
+    plugin) and ``ctx.set_forkserver_preload(...)`` preloaded into a fork server this
+    context's processes never use: both did their stdlib thing, unsaid."""
+    import spawnkit
+    from spawnkit.errors import ConfigError
+
+    ctx = spawnkit.get_context("spawn")
+    assert ctx.get_context() is ctx and ctx.get_context("spawn") is ctx
+    fork = ctx.get_context("fork")
+    assert repr(fork).startswith("<spawnkit bootstrapping context 'fork'")
+    assert fork.namespace is ctx.namespace
+    with pytest.raises(ConfigError, match="preload=") as info:
+        ctx.set_forkserver_preload(["json"])
+    assert info.value.setting == "preload"
+
+
 DILL = """
     import json
 

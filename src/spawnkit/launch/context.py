@@ -103,6 +103,7 @@ def get_context(
     ctx.Process = process
     ctx.namespace = ns
     ctx.spec = spec
+    ctx._spawnkit_package = context
     return ctx
 
 
@@ -114,6 +115,7 @@ class _BootstrapContextMixin:
 
     namespace: Namespace
     spec: ProcessSpec
+    _spawnkit_package: str  # multiprocessing or multiprocess
 
     def Pool(
         self,
@@ -124,6 +126,24 @@ class _BootstrapContextMixin:
     ) -> BootstrapPool:
         """A pool of bootstrapped workers that fails on a failed bootstrap (never respawns)."""
         return BootstrapPool(processes, initializer, initargs, maxtasksperchild, context=self)
+
+    def set_forkserver_preload(self, module_names: Sequence[str]) -> None:
+        """Refused: the stdlib's preload list is its own fork server's, which this context's
+        processes never use (they fork from spawnkit's warm server), so the call did nothing."""
+        raise ConfigError(
+            f"ctx.set_forkserver_preload({list(module_names)!r}) on a spawnkit context would "
+            "preload into the standard library's fork server, which its processes never use. "
+            "Pass preload= when making the context: spawnkit.get_context('forkserver', "
+            f"namespace={self.namespace.name!r}, preload=[...]).",
+            setting="preload",
+        )
+
+    def get_context(self, method: str | None = None) -> Any:
+        """This context, or the same namespace's for ``method``: the stdlib's answer (its own
+        context, whose processes load no plugin) left spawnkit unsaid."""
+        if method is None or method == getattr(self, "_name", None):
+            return self
+        return get_context(method, context=self._spawnkit_package, namespace=self.namespace)
 
     def __repr__(self) -> str:
         method = getattr(self, "_name", "?")
