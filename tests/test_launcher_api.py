@@ -499,3 +499,23 @@ def test_no_collection_runs_in_a_workers_stages_and_a_plugins_own_gc_setting_is_
         assert (got["threshold_at_entry"], got["enabled"]) == (5000, False), got
     else:
         assert got["threshold_at_entry"] > 0 and got["enabled"], got  # resumed
+
+
+def test_a_group_left_bound_at_exit_prints_no_traceback(tmp_path: Path) -> None:
+    """A group still bound as the interpreter exits (``with ... as g`` at a script's module
+    scope) was collected after the shutdown cleared spawnkit's modules: "Exception ignored
+    in WorkerGroup.__del__ ... TypeError" on stderr after a run that succeeded."""
+    script = tmp_path / "bound.py"
+    script.write_text(
+        "import spawnkit\n\ndef work():\n    return 1\n\n"
+        "if __name__ == '__main__':\n"
+        "    with spawnkit.spawn_with_plugins(work, context='multiprocess', ready_timeout=60)"
+        " as g:\n"
+        "        print(g.results(timeout=60))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[1]"
+    assert "Exception ignored" not in done.stderr, done.stderr

@@ -498,12 +498,15 @@ class WorkerGroup(GroupContract):
         )
 
     def __del__(self) -> None:
-        _collected(self)
+        if _collected is not None:  # None: the interpreter's shutdown cleared this module
+            _collected(self)
 
 
 def _collected(group: WorkerGroup) -> None:
     """A group garbage-collected while its ranks run: said (``WorkerGroup.__del__``)."""
     ranks = getattr(group, "_ranks", ())  # none: __init__ refused an argument before them
+    if _log is None:  # the interpreter's shutdown cleared this module: its exit handler said it
+        return
     if not getattr(group, "_closed", True) and any(r.exitcode is None for r in ranks):
         _log.warning(
             "worker group %s was garbage-collected while running; use it as a context "
