@@ -111,6 +111,10 @@ POOLS = """
             except Exception as exc:
                 out["pool_after"] = type(exc).__name__
         out["pool_s"] = time.monotonic() - began
+        try:
+            ctx.Manager()  # its server process bootstraps first, and fails
+        except Exception as exc:
+            out["manager"] = {{"error": type(exc).__name__, "message": str(exc)}}
         print(json.dumps(out))
     """
 
@@ -127,6 +131,9 @@ def test_an_executor_and_a_pool_fail_with_the_root_cause_instead_of_respawning(
     assert out["pool"]["child"] == "StageError[PluginError]"  # except PluginError works
     assert out["pool_after"] == "ChildRaisedError"
     assert out["pool_s"] < 120 and out["executor_s"] < 120
+    # A manager's start() read a bare EOFError from its pipe, the cause only on stderr.
+    assert out["manager"]["error"] == "ChildRaisedError", out
+    assert "tokplug" in out["manager"]["message"] and "load_plugins" in out["manager"]["message"]
 
 
 SERVER_GONE = """

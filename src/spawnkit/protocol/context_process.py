@@ -59,6 +59,9 @@ _VARIANTS: dict[str, tuple[str, str]] = {
 _RESULT_QUEUES: dict[tuple[str, str], int] = {
     ("concurrent.futures.process", "_process_worker"): 1,
     ("torch.utils.data._utils.worker", "_worker_loop"): 3,
+    # a manager's server: its start() reads the address from this pipe (EOFError, bare)
+    ("multiprocessing.managers", "BaseManager._run_server"): 4,
+    ("multiprocess.managers", "BaseManager._run_server"): 4,
 }
 
 
@@ -294,7 +297,8 @@ def _tell_consumer(proc: Any, rec: Failed, line: str, loads: Any) -> None:
         if index is None or len(args) <= index:
             return
         queue = args[index]
-        queue.put(_Failure(tuple(rec), line))
+        send = getattr(queue, "put", None) or queue.send  # a Queue, or a Connection
+        send(_Failure(tuple(rec), line))
         if hasattr(queue, "join_thread"):  # a Queue sends from a thread: flush it first
             queue.close()
             queue.join_thread()
