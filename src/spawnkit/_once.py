@@ -93,6 +93,12 @@ class Once(Generic[T]):
             self._state = OnceState.DONE
             return result
 
+    def settle(self, result: T) -> None:
+        """Done, with ``result``: a forked child taking on what its parent's action made (a
+        warm worker, its server's platform), which the fork's reset dropped."""
+        with self._lock:
+            self._state, self._result, self._error = OnceState.DONE, result, None
+
     def reset(self) -> None:
         """Back to "not started" (tests, and forked children)."""
         self._lock = threading.RLock()

@@ -60,6 +60,7 @@ _R = TypeVar("_R")
 # inherits these and skips the stages they record (see ``Bootstrapper._stage``).
 _server_boot: dict[str, Any] | None = None
 _server_guard: GuardResult | None = None
+_server_platform: Any = None  # its current platform, built and initialised, for its workers
 
 
 def current_spec() -> ProcessSpec | None:
@@ -272,11 +273,7 @@ class Bootstrapper:
                 "spawn_with_plugins(start_method='forkserver'), which picks the server by key."
             )
         self.guard_result = _server_guard
-        if self.spec.entry_points is not None:
-            # Forking dropped the server's seeded rows (``_metadata`` forgets them in a forked
-            # child); put the same rows back so nothing in this worker rescans metadata.
-            config = self.namespace.config
-            _metadata.seed((config.platform_group, config.plugin_group), self.spec.entry_points)
+        _as_the_server(self.namespace, self.spec)
 
     def hand_down(self) -> None:
         """In a warm-start server, after the shared stages: what every forked worker inherits.
@@ -284,9 +281,9 @@ class Bootstrapper:
         Its workers skip the stages recorded here, and their reports name this
         process as the source (see ``_stage`` and ``_check_inherited``).
         """
-        global _server_boot, _server_guard
+        global _server_boot, _server_guard, _server_platform
         _set_current(None, None)
-        _server_guard = self.guard_result
+        _server_guard, _server_platform = self.guard_result, self.namespace.platforms.built()
         shared = reports.shared_parts(self.namespace, self.spec.platform)
         reports.keep_pickled(shared)
         _server_boot = {
@@ -354,7 +351,7 @@ class Bootstrapper:
         finally:
             self.target_imports += self.namespace.hooks._take_import_spans()
         _check_stale(self.namespace, self.spec, self.guard_result, tried)
-        _check_platform_replaced(self.namespace, server=self._serving)
+        _check_platform_replaced(self.namespace)
         _phase.mark_hooks_applied()
         _plain_children.arm(self.namespace)  # a plain spawn child of this process lacks them
         self.stage_detail[Stage.HOOKS.value] = _split(self.target_imports, started)
@@ -436,6 +433,19 @@ class Bootstrapper:
         )
 
 
+def _as_the_server(namespace: Namespace, spec: ProcessSpec) -> None:
+    """In a warm worker, what forking dropped of its server's bootstrap: the seeded entry-point
+    rows (``_metadata`` forgets them in a forked child; put back, nothing here rescans
+    metadata), and the platform the server built and initialised: the worker built a new
+    instance on first use, without what ``init_backend()`` set on it (a spawned worker's has
+    it), and an ``initialize_current_platform()`` in the entry ran ``init_backend()`` again."""
+    if spec.entry_points is not None:
+        config = namespace.config
+        _metadata.seed((config.platform_group, config.plugin_group), spec.entry_points)
+    if _server_platform is not None:
+        namespace.platforms.adopt(_server_platform)
+
+
 def _split(spans: list[tuple[str, float, float]], started: float) -> dict[str, float]:
     """``apply_hooks``'s time: importing the target modules (the call's top-level imports,
     each patched as it finished) and the rest, for the report's stage detail."""
@@ -507,12 +517,12 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
     guard.check_stale(namespace, replaced, policy, stage=Stage.RESOLVE_ENTRY.value)
 
 
-def _check_platform_replaced(namespace: Namespace, *, server: bool) -> None:
+def _check_platform_replaced(namespace: Namespace) -> None:
     """A class REPLACE of the platform class, built before plugins loaded, per
     ``<PREFIX>_HOOK_CONFLICTS``; asked of the ledger only, so free where nothing is replaced.
-    Not in a warm server: each worker it forks builds its platform after the fork."""
+    In a warm server too: its workers take on its platform (``_as_the_server``)."""
     replaced = namespace.hooks._replaced_classes()
-    if replaced and not server:
+    if replaced:
         from spawnkit.bootstrap import _platform_replaced  # a class REPLACE: few workers
 
         _report_conflicts(namespace, *_platform_replaced.left_behind(namespace, replaced))

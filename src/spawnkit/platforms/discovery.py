@@ -328,6 +328,15 @@ class PlatformManager(DecisionTable):
             )
         return result
 
+    def adopt(self, platform: Platform) -> None:
+        """A warm worker's platform: the one its server built and initialised (every ``Once``
+        starts over in a forked child, so the worker built a new instance, without what the
+        server's ``init_backend()`` set on it, where a spawned worker's has it)."""
+        with self._lock:
+            self._current_once.settle(platform)
+            self._init_once.settle(platform)
+            self._current = platform.__dict__.get("_selection", self._current)
+
     def built(self) -> Platform | None:
         """The current platform if it was built, without building it (None otherwise)."""
         once = self._current_once
