@@ -52,12 +52,24 @@ def main():
     return (os.getpid(), os.getppid(), getattr(platform, "ready", None), list(chip.INITS),
             platform is platforms.current_platform)
 
+def forked(conn):
+    conn.send(main())
+    conn.close()
+
 if __name__ == "__main__":
     out = {{}}
     for method in ("spawn", "forkserver"):
         with spawnkit.spawn_with_plugins(main, namespace=NS, start_method=method,
                                          ready_timeout=60) as group:
             out[method] = group.results(timeout=60)[0]
+    spawnkit.bootstrap_here(NS)  # this process too: a fork child inherits its bootstrap
+    ctx = spawnkit.get_context("fork", namespace=NS)
+    r, w = ctx.Pipe(duplex=False)
+    p = ctx.Process(target=forked, args=(w,))
+    p.start()
+    w.close()
+    out["fork"] = r.recv() if r.poll(60) else None
+    p.join(60)
     print(out)
 """
 
@@ -83,3 +95,5 @@ def test_a_warm_worker_has_the_platform_its_server_initialised(tmp_path: Path) -
     assert (ready, inits, same) == (pid, [pid], True)  # its own, initialised once
     pid, server, ready, inits, same = out["forkserver"]
     assert (ready, inits, same) == (server, [server], True)  # the server's, once, not again
+    pid, parent, ready, inits, same = out["fork"]
+    assert (ready, inits, same) == (parent, [parent], True)  # the bootstrapped parent's

@@ -60,7 +60,6 @@ _R = TypeVar("_R")
 # inherits these and skips the stages they record (see ``Bootstrapper._stage``).
 _server_boot: dict[str, Any] | None = None
 _server_guard: GuardResult | None = None
-_server_platform: Any = None  # its current platform, built and initialised, for its workers
 
 
 def current_spec() -> ProcessSpec | None:
@@ -281,9 +280,9 @@ class Bootstrapper:
         Its workers skip the stages recorded here, and their reports name this
         process as the source (see ``_stage`` and ``_check_inherited``).
         """
-        global _server_boot, _server_guard, _server_platform
+        global _server_boot, _server_guard
         _set_current(None, None)
-        _server_guard, _server_platform = self.guard_result, self.namespace.platforms.built()
+        _server_guard = self.guard_result
         shared = reports.shared_parts(self.namespace, self.spec.platform)
         reports.keep_pickled(shared)
         _server_boot = {
@@ -436,14 +435,11 @@ class Bootstrapper:
 def _as_the_server(namespace: Namespace, spec: ProcessSpec) -> None:
     """In a warm worker, what forking dropped of its server's bootstrap: the seeded entry-point
     rows (``_metadata`` forgets them in a forked child; put back, nothing here rescans
-    metadata), and the platform the server built and initialised: the worker built a new
-    instance on first use, without what ``init_backend()`` set on it (a spawned worker's has
-    it), and an ``initialize_current_platform()`` in the entry ran ``init_backend()`` again."""
+    metadata), and the platform the server built and initialised (``PlatformManager.inherit``)."""
     if spec.entry_points is not None:
         config = namespace.config
         _metadata.seed((config.platform_group, config.plugin_group), spec.entry_points)
-    if _server_platform is not None:
-        namespace.platforms.adopt(_server_platform)
+    namespace.platforms.inherit()
 
 
 def _split(spans: list[tuple[str, float, float]], started: float) -> dict[str, float]:

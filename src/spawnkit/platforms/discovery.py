@@ -173,6 +173,9 @@ class PlatformManager(DecisionTable):
         _managers.add(self)
 
     def _reset_state(self) -> None:
+        # The instance built and whether its init_backend() ran: kept across a fork, which
+        # starts the gates below over (``inherit``).
+        self._built: tuple[Platform, bool] | None = None
         self._pinned: str | None = None
         self._pinned_by = ""
         # By (requested name, the env_applied window's overrides: () outside one).
@@ -328,13 +331,19 @@ class PlatformManager(DecisionTable):
             )
         return result
 
-    def adopt(self, platform: Platform) -> None:
-        """A warm worker's platform: the one its server built and initialised (every ``Once``
-        starts over in a forked child, so the worker built a new instance, without what the
-        server's ``init_backend()`` set on it, where a spawned worker's has it)."""
+    def inherit(self) -> None:
+        """In a forked child that inherits its parent's bootstrap (a warm worker, a fork
+        context's child of a bootstrapped process): the platform its parent built, and
+        initialised if it did.  Every ``Once`` starts over in a forked child, so the child
+        built a new instance on first use, without what the parent's ``init_backend()`` set
+        on it (a spawned worker's has it), and ``initialize()`` ran ``init_backend()`` again."""
         with self._lock:
+            if self._built is None:
+                return
+            platform, initialised = self._built
             self._current_once.settle(platform)
-            self._init_once.settle(platform)
+            if initialised:
+                self._init_once.settle(platform)
             self._current = platform.__dict__.get("_selection", self._current)
 
     def built(self) -> Platform | None:
@@ -360,6 +369,7 @@ class PlatformManager(DecisionTable):
             ) from exc
         instance.__dict__["_selection"] = selection
         self._current = selection
+        self._built = (instance, False)
         return instance
 
     def initialize(self) -> Platform:
@@ -374,6 +384,7 @@ class PlatformManager(DecisionTable):
         platform = self.current()
         try:
             platform.init_backend()
+            self._built = (platform, True)
         except Exception as exc:
             sel = self._current
             origin = f" from {sel.dist} {sel.version}" if sel is not None and sel.dist else ""

@@ -254,6 +254,9 @@ def _bootstrap(spec: Any) -> None:
         inherited = {"forked_from": parent_report.pid, "stages": dict(parent_report.stage_seconds)}
         report = replace(parent_report, pid=os.getpid(), inherited=inherited)
         process._set_current(spec, report)
+        from spawnkit.namespace import get_namespace
+
+        get_namespace(spec.namespace).platforms.inherit()  # the parent's, as the hooks are
         return
     boot = process.Bootstrapper(spec)
     boot.freeze_gc = True  # a child started for its target: its heap is the bootstrap's
