@@ -144,3 +144,35 @@ def test_elapsed_is_time_since_the_rank_started(site: Site) -> None:
         group.results(timeout=60)
     wall = time.monotonic() - started
     assert all(0.0 <= t <= wall for _, _, t in seen.events)
+
+
+def test_a_ctrl_c_during_the_callback_still_delivers_the_stage(site: Site) -> None:
+    """The relay notes a stage, then calls the callback: a Ctrl-C that struck inside it (the
+    terminal's, at any instant) left the CLI's table, and its "interrupted; ... rank 1 in
+    resolve_entry" line, a stage behind, for good (the relay says a stage once).  A message
+    is now handled whole before the Ctrl-C is raised."""
+    import os
+    import signal
+
+    seen = Recorder()
+
+    def progress(rank: int, stage: str, elapsed: float) -> None:
+        if stage == "entry":
+            os.kill(os.getpid(), signal.SIGINT)  # the terminal's Ctrl-C, right now
+            time.sleep(0.05)  # a bytecode boundary or a few: where the handler runs
+        seen(rank, stage, elapsed)
+
+    with (
+        pytest.raises(KeyboardInterrupt),
+        spawn_with_plugins(
+            site.entry(),
+            nprocs=1,
+            namespace=site.ns,
+            ready_timeout=60,
+            progress=progress,
+            env=fault_env("entry", "hang"),
+        ) as group,
+    ):
+        group.join(60)
+    assert "entry" in seen.of(0)
+    assert_group_gone(group)

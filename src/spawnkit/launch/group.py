@@ -545,7 +545,8 @@ def _messages(r: Rank) -> Iterator[Any]:
     group's table of failures.
     """
     while r.unread:
-        yield r.unread.pop(0)
+        with _interrupt.held():  # handled whole (see below)
+            yield r.unread.pop(0)
     while r.report_open:
         try:
             with _interrupt.held():  # a message is read whole, even under Ctrl-C,
@@ -558,7 +559,10 @@ def _messages(r: Rank) -> Iterator[Any]:
         except Exception as exc:  # a message that does not unpickle here
             _log.warning("%s sent an unreadable report message: %s", r.label, exc)
             continue
-        yield r.unread.pop(0)
+        # and handled whole: a Ctrl-C inside the progress callback it calls left the stage
+        # unsaid there while the relay had noted it, and the line named the stage before
+        with _interrupt.held():
+            yield r.unread.pop(0)
 
 
 def _ready(ranks: Sequence[Rank], timeout: float | None) -> tuple[list[Rank], list[Rank]]:
