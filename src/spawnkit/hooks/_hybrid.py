@@ -27,5 +27,6 @@ class hybridmethod(Generic[P, R]):
         if obj is None:
             if owner is None:  # pragma: no cover - Python always passes owner for class access
                 raise TypeError("hybridmethod needs an instance or an owner class")
-            obj = cast(Any, owner).default()
-        return cast("Callable[P, R]", types.MethodType(self.__func__, obj))
+            obj = owner.default()  # type: ignore[attr-defined]
+        # no typing.cast here: a call per registration, and register() runs once per hook
+        return types.MethodType(self.__func__, obj)

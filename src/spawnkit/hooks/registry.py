@@ -55,9 +55,10 @@ def _checked(
             f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
             f"be a HookSource, got {src!r}"
         )
-    _refuse_in_activate(
-        _cannot(hook, src, target), "registered it", "the hook would never be applied"
-    )
+    if _steps.platform_activate() is not None:  # the message is formatted only to refuse
+        _refuse_in_activate(
+            _cannot(hook, src, target), "registered it", "the hook would never be applied"
+        )
     try:
         path = _resolve.parse_target(target)
         htype = _resolve.coerce_hook_type(hook_type)
