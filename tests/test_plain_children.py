@@ -8,6 +8,8 @@ Real launchers, a real installed plugin, real spawned grandchildren.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +25,7 @@ if __name__ == "__main__":
 
 _ENGINE = """
 import multiprocessing
+import sys
 
 import spawnkit
 
@@ -58,6 +61,16 @@ def schedule(how):
             return word(), pool.map(square, [1, 2, 3])
     if how == "spawnkit":
         ctx = spawnkit.get_context("spawn", namespace={tag!r})
+    elif how.startswith("late-"):  # multiprocess imported after the hooks (datasets' map)
+        assert "multiprocess" not in sys.modules, "imported before the entry ran"
+        import multiprocess
+
+        if how == "late-dill":
+            ctx = multiprocess.get_context("spawn")
+        else:
+            ctx = spawnkit.get_context("spawn", context="multiprocess", namespace={tag!r})
+    elif how == "untouched":  # a worker that never imports multiprocess: nothing imports it
+        return word(), "multiprocess" in sys.modules
     else:
         ctx = multiprocessing.get_context(how)
     q = ctx.Queue()
@@ -116,6 +129,63 @@ def test_children_that_get_the_plugins_are_not_named(app, how: str) -> None:  # 
     assert not warned(proc, "PlainChildWarning"), proc.stderr
 
 
+@pytest.mark.parametrize("worker_start", ["spawn", "forkserver"])
+def test_a_plain_child_of_multiprocess_imported_after_the_hooks_is_named(  # type: ignore[no-untyped-def]
+    app, worker_start: str
+) -> None:
+    """``multiprocess`` (dill's fork of multiprocessing) imported only by the entry, as
+    ``datasets`` imports it inside ``map(num_proc=)``: its classes did not exist when the
+    hooks were applied, and its spawn child ran without them, unsaid."""
+    proc = run_script(app.script, "late-dill", worker_start)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1, proc.stderr
+    assert f"'spawn' process with target {app.pkg}.engine.detokenize" in lines[0], lines[0]
+    assert f"plugins of namespace {app.tag!r} (loud)" in lines[0]
+
+
+def test_spawnkit_multiprocess_context_imported_after_the_hooks_is_not_named(app) -> None:  # type: ignore[no-untyped-def]
+    proc = run_script(app.script, "late-spawnkit", "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi!')]", proc.stdout
+    assert not warned(proc, "PlainChildWarning"), proc.stderr
+
+
+def test_a_worker_that_never_imports_multiprocess_is_left_without_it(app) -> None:  # type: ignore[no-untyped-def]
+    """Waiting for ``multiprocess`` imports nothing: a worker without it stays without it."""
+    proc = run_script(app.script, "untouched", "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', False)]", proc.stdout
+    assert not warned(proc, "PlainChildWarning"), proc.stderr
+
+
+_WATCH_ENDS = """
+import sys
+from spawnkit.bootstrap import _plain_children
+from spawnkit.hooks import _on_import
+
+_plain_children.arm_launcher("eng", ("loud",), {"eng"})
+assert "multiprocess" not in sys.modules, "imported by arming"
+assert _on_import.installed() and not _on_import.waiting()  # no hook awaits it
+import multiprocess.context as c
+
+assert not _on_import.installed(), "the finder stayed after multiprocess was imported"
+assert c.SpawnProcess._Popen.__module__ == _plain_children.__name__
+assert c.ForkServerProcess._Popen.__module__ == _plain_children.__name__
+print("ok")
+"""
+
+
+def test_the_watch_for_multiprocess_ends_as_it_is_imported() -> None:
+    """Nothing is imported to arm it; the finder leaves ``sys.meta_path`` once it fired (no
+    module of this process is patched), and a launcher's lifelong watch is no pending hook."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _WATCH_ENDS], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stdout + proc.stderr
+
+
 def test_a_manager_serving_the_engines_own_callable_is_named(app) -> None:  # type: ignore[no-untyped-def]
     """Its server process runs ``Words`` (the engine's) without the plugins: the manager
     exemption holds only for the standard library's callables."""
@@ -156,9 +226,15 @@ if __name__ == "__main__":
     from {pkg} import engine
     print(launch("engine:square", "spawn", nprocs=1, payload=3))  # the schedulers
     # then, as SGLang's launcher does, its detokenizer through plain multiprocessing
-    ctx = multiprocessing.get_context("spawn")
+    if sys.argv[1] == "late":  # or dill's, imported only after the workers were started
+        assert "multiprocess" not in sys.modules, "imported before the launch"
+        import multiprocess
+
+        ctx = multiprocess.get_context("spawn")
+    else:
+        ctx = multiprocessing.get_context("spawn")
     q = ctx.Queue()
-    target = engine.detokenize if sys.argv[1] == "engine" else print
+    target = print if sys.argv[1] == "other" else engine.detokenize
     p = ctx.Process(target=target, args=(q,) if target is engine.detokenize else ("x",))
     p.start()
     print(q.get(timeout=60) if target is engine.detokenize else "none")
@@ -166,13 +242,14 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.parametrize("target", ["engine", "other"])
+@pytest.mark.parametrize("target", ["engine", "other", "late"])
 def test_a_launchers_plain_child_running_engine_code_is_named(
     tmp_path: Path, target: str
 ) -> None:
     """The launcher applies no hooks (its workers do), so a plain child of it was never
     named: a detokenizer started through plain multiprocessing beside spawnkit's workers
-    ran without the plugins, unsaid.  Not for a child running code outside the engine."""
+    ran without the plugins, unsaid.  Not for a child running code outside the engine.
+    ``late``: through ``multiprocess``, first imported after the launch."""
     modules = {"engine": _ENGINE, "target": _TARGET, "plugin": louder_plugin("target.word")}
     app = write_app(
         tmp_path, "plainl", LAUNCH + _LAUNCHER_MAIN, {"loud": "plugin:register"}, modules

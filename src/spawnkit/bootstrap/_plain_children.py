@@ -8,12 +8,22 @@ inherit the hooks; Python 3.14 makes ``forkserver`` the default start method, so
 ``Pool()`` is such a child there too.
 
 Once a process applied its hooks, the stdlib's ``SpawnProcess._Popen`` and
-``ForkServerProcess._Popen`` (and ``multiprocess``'s, when imported) are stood in for: starting
-one warns once per start method and target with the fix, ``spawnkit.get_context(method,
-namespace=...)``, whose ``Process`` overrides ``_Popen`` and so is never seen here.  The
-stand-in says nothing once the hooks are gone (``unapply()``, a test leaving its worker
-phase), and nothing for multiprocessing's own manager process serving the standard library's
-types only (one serving an engine's callable runs engine code: named).
+``ForkServerProcess._Popen`` (and ``multiprocess``'s) are stood in for: starting one warns once
+per start method and target with the fix, ``spawnkit.get_context(method, namespace=...)``,
+whose ``Process`` overrides ``_Popen`` and so is never seen here.  The stand-in says nothing
+once the hooks are gone (``unapply()``, a test leaving its worker phase), and nothing for
+multiprocessing's own manager process serving the standard library's types only (one serving
+an engine's callable runs engine code: named).
+
+``multiprocess`` (dill's fork) is often imported only later, by the entry: ``datasets``
+imports it inside ``map(num_proc=)``, whose children nothing stood in for, so they ran
+without the hooks, unsaid.  Its classes do not exist when the hooks are applied, so its
+``multiprocess.context`` import is watched instead and its classes are stood in for as that
+module finishes, before the importing statement goes on.  The watch goes through the
+on-import finder (``hooks/_on_import.py``), which a worker with a patched module already has
+on ``sys.meta_path`` (one more name in its table; no second finder), and ends as it fires.
+Importing ``multiprocess`` here instead would cost every worker ~20 ms (dill with it) for a
+package most never use.
 """
 
 from __future__ import annotations
@@ -32,6 +42,8 @@ _PACKAGES = ("multiprocessing", "multiprocess")
 _CLASSES = (("SpawnProcess", "spawn"), ("ForkServerProcess", "forkserver"))
 _QUIET_TARGETS = ("multiprocessing.managers", "multiprocess.managers")
 _armed: set[tuple[str, str]] = set()  # (package, class): stood in for (its stand-in keeps it)
+_LATE = "multiprocess.context"  # imported after arming: stood in for as its import ends
+_late_watch: int | None = None  # the on-import watch for it, until it runs
 
 
 def _nothing() -> tuple[str, str]:
@@ -79,6 +91,28 @@ def _stand_in_everywhere() -> None:
                 continue
             _armed.add((package, cls_name))
             cls._Popen = staticmethod(_stand_in(own.__func__, method))  # type: ignore[union-attr]
+    _await_multiprocess()
+
+
+def _await_multiprocess() -> None:
+    """Not imported yet: stand in for its classes once its import has run them."""
+    global _late_watch
+    if _late_watch is not None or _LATE in sys.modules:
+        return
+    from spawnkit.hooks import _on_import  # loaded already: the hooks' and a Namespace's
+
+    _late_watch = _on_import.watch((_LATE,), _multiprocess_imported, hook=False)
+
+
+def _multiprocess_imported(_name: str) -> None:
+    """Before the importing statement goes on, so no class of it has started a child yet."""
+    global _late_watch
+    from spawnkit.hooks import _on_import
+
+    token, _late_watch = _late_watch, None
+    if token is not None:
+        _on_import.unwatch(token)  # the finder leaves sys.meta_path if nothing else is watched
+    _stand_in_everywhere()
 
 
 def _loss_of(namespace: Any) -> Callable[[], tuple[str, str]]:

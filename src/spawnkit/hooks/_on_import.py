@@ -29,6 +29,7 @@ _lock = threading.Lock()
 _watched: dict[str, dict[int, Callback]] = {}
 _tokens: dict[int, tuple[str, ...]] = {}
 _next_token = 0
+_no_hook: set[int] = set()  # tokens that await no hook target (a stand-in of spawnkit's own)
 # module name -> {id(registry): its callback, weakly}: the modules each registry has patched.
 # A registry dropped without unapply() leaves its patches, and no callback to repeat them.
 _patched: dict[str, dict[int, weakref.WeakMethod[Callback]]] = {}
@@ -91,14 +92,18 @@ class _Finder:
 _finder = _Finder()
 
 
-def watch(names: Iterable[str], callback: Callback) -> int:
-    """Call ``callback(name)`` after the import of any of ``names`` finishes; returns a token."""
+def watch(names: Iterable[str], callback: Callback, *, hook: bool = True) -> int:
+    """Call ``callback(name)`` after the import of any of ``names`` finishes; returns a token.
+    ``hook=False``: it awaits no hook target, so :func:`waiting` leaves it out (the watch for
+    ``multiprocess`` a launcher keeps until something imports it is no pending hook)."""
     global _next_token
     with _lock:
         _next_token += 1
         token = _next_token
         names = tuple(names)
         _tokens[token] = names
+        if not hook:
+            _no_hook.add(token)
         for name in names:
             _watched.setdefault(name, {})[token] = callback
         _place()
@@ -131,6 +136,7 @@ def _place() -> None:
 def unwatch(token: int) -> None:
     """Stop the watch ``token``; the finder leaves ``sys.meta_path`` when nothing is watched."""
     with _lock:
+        _no_hook.discard(token)
         for name in _tokens.pop(token, ()):
             callbacks = _watched.get(name)
             if callbacks is not None:
@@ -146,7 +152,8 @@ def installed() -> bool:
 
 def waiting() -> bool:
     """Whether some first import is awaited (``on_import`` targets not applied yet)."""
-    return bool(_watched)
+    with _lock:
+        return any(t not in _no_hook for callbacks in _watched.values() for t in callbacks)
 
 
 def followed() -> list[str]:
