@@ -120,10 +120,11 @@ def init_ffffddf(
     self._6 = _f6() if _6 is _FACTORY else _6
 
 
-def init_pdd_frozen(self: Any, _0: Any, _1: Any = None, _2: Any = None) -> None:
+def init_pddd_frozen(self: Any, _0: Any, _1: Any = None, _2: Any = None, _3: Any = None) -> None:
     _set(self, "_0", _0)
     _set(self, "_1", _1)
     _set(self, "_2", _2)
+    _set(self, "_3", _3)
 
 
 def init_pddddddddfddddddfd_frozen_post(

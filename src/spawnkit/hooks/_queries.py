@@ -49,6 +49,14 @@ class RegistryQueries:
                 return sum(map(len, regs))
             return sum(r.source == source for rs in regs for r in rs)
 
+    def _platform_sources(self) -> set[HookSource]:
+        """The platform plugins that registered hooks (or provided modules) as their package
+        was imported by platform discovery (``HookSource.platform``)."""
+        with self._lock:
+            st = self._state
+            found = {r.source for rs in st.regs.values() for r in rs if r.source.platform}
+            return found | {p.source for p in st.provides.values() if p.source.platform}
+
     @hybridmethod
     def is_hook_applied(
         self, target: str, hook: Callable[..., Any] | str, hook_type: HookType | str | None = None

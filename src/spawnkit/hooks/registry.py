@@ -153,6 +153,8 @@ class HookRegistry(RegistryQueries):
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         late = _late(self, lambda: f"hook {describe_hook(hook)} from {src} on target {target!r}")
         path, htype = _checked(target, hook, hook_type, src, condition)
+        if late and _not_this_platform(src):
+            return
         with self._lock:
             self._state.touch()
             head, tail = (target, hook, htype, src), (on_import, optional, condition)
@@ -196,14 +198,11 @@ class HookRegistry(RegistryQueries):
         _refuse_in_activate(f"cannot {what}", "called it", "the module would never be provided")
         late = _late(self, lambda: what)
         _provide.check(name, module, factory, what)
+        if late and _not_this_platform(src):
+            return
         with self._lock:
             st = self._state
-            prev = st.provides.get(name)
-            if prev is not None:
-                raise HookRegistrationError(
-                    f"{what}: module {name!r} is already provided by {prev.source}; provide "
-                    "each module once"
-                )
+            _provided_once(st, name, what)
             st.touch()
             st.seq += 1
             st.provides[name] = Provision(name, module, factory, only_if_missing, src, st.seq)
@@ -465,6 +464,34 @@ def _late(self: HookRegistry, what: Callable[[], str]) -> bool:
             "engine's NS.hooks.register(...) / NS.HookRegistry.register(...)."
         )
     return False
+
+
+def _provided_once(st: _state.State, name: str, what: str) -> None:
+    prev = st.provides.get(name)
+    if prev is not None:
+        raise HookRegistrationError(
+            f"{what}: module {name!r} is already provided by {prev.source}; provide each "
+            "module once"
+        )
+
+
+def _not_this_platform(src: HookSource) -> bool:
+    """A registration of a platform package imported now, in a process whose hooks are
+    applied, that is not this process's platform (a launch's selection imported it to ask
+    whether its hardware is present): it would be applied at once, here only; the bootstrap
+    leaves such hooks out (``PluginManager``), and so does this."""
+    if not src.platform:
+        return False
+    phase = sys.modules.get("spawnkit.spec._phase")
+    ns = phase.worker_namespace() if phase is not None else None
+    try:
+        chosen = ns.platforms.selection() if ns is not None else None
+    except Exception:
+        chosen = None
+    if chosen is not None and chosen.kind == "plugin" and chosen.name == src.plugin_name:
+        return False
+    logger.info("left out the registration of %s: not this process's platform", src)
+    return True
 
 
 def _record(

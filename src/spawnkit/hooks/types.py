@@ -45,18 +45,25 @@ class HookOptions(TypedDict, total=False):
 
 @record(frozen=True)
 class HookSource:
-    """The plugin (and distribution) a hook belongs to, so errors and reports can name it."""
+    """The plugin (and distribution) a hook belongs to, so errors and reports can name it.
+
+    ``platform``: a platform plugin registered it as its package was imported by platform
+    discovery (``plugin_name`` is the platform's name); it is applied only in a process whose
+    platform that is, as a worker, which imports only its own platform's package, does.
+    """
 
     plugin_name: str
     dist_name: str | None = None
     dist_version: str | None = None
+    platform: bool = False
 
     def __str__(self) -> str:
+        kind = "platform plugin" if self.platform else "plugin"
         if self.dist_name is None:
-            return f"plugin {self.plugin_name!r}"
+            return f"{kind} {self.plugin_name!r}"
         if self.dist_version is None:
-            return f"plugin {self.plugin_name!r} ({self.dist_name})"
-        return f"plugin {self.plugin_name!r} ({self.dist_name} {self.dist_version})"
+            return f"{kind} {self.plugin_name!r} ({self.dist_name})"
+        return f"{kind} {self.plugin_name!r} ({self.dist_name} {self.dist_version})"
 
 
 #: Source of hooks registered outside any plugin loader and without ``source=``.

@@ -112,10 +112,14 @@ def _check_own_hooks(ns: Namespace, plugins: tuple[str, ...]) -> None:
         return
     from spawnkit.hooks._decide import NOT_APPLIED_YET
 
+    # A platform package's own (registered as discovery imported it) are not stray: the
+    # workers on that platform import it and register them; the others' apply nowhere.
     stray = [
         row
         for row in registry.status()
-        if row.reason == NOT_APPLIED_YET and row.source.plugin_name not in plugins
+        if row.reason == NOT_APPLIED_YET
+        and row.source.plugin_name not in plugins
+        and not row.source.platform
     ]
     if not stray:
         return

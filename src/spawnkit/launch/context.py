@@ -35,6 +35,7 @@ from typing import Any
 from spawnkit.bootstrap import _plain_children
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.errors import ConfigError, ImportGuardError
+from spawnkit.launch import _here
 from spawnkit.launch._checks import check_preload
 from spawnkit.launch._selection import parent_selection
 from spawnkit.namespace import Namespace, get_namespace
@@ -49,7 +50,6 @@ METHODS = ("spawn", "forkserver", "fork")
 #: The ``entry`` of a context's spec, as its children's reports show it.
 CONTEXT_ENTRY = "spawnkit.protocol.context_process:run_target"
 
-_here: dict[str, BootstrapReport] = {}
 _here_lock = threading.Lock()
 
 
@@ -79,6 +79,8 @@ def get_context(
     preload = check_preload(preload, "get_context")
     _check(method, context, preload)
     spec = context_spec(ns)
+    if method == "fork":  # its children inherit this process's bootstrap, if it has one
+        _here.check_fork_context(ns, spec)
     # this launcher's other, plain children that run the engine's code go without them
     _plain_children.arm_launcher(ns.name, spec.plugins or (), {ns.name.partition(".")[0]})
     server = None
@@ -286,8 +288,12 @@ def bootstrap_here(namespace: Namespace | NamespaceConfig | str | None = None) -
     """Run guard check, platform, plugins and hooks in this process; return its report."""
     ns = get_namespace(namespace)
     with _here_lock:
-        found = _here.get(ns.name) or context_process.bootstrapped_report(ns.name)
-        if found is not None:  # here before, or a worker of this namespace: nothing new to do
+        applied = _here.applied_here(ns)
+        if applied is not None:  # here before: nothing new to do, unless asked for another
+            _here.check_same_selection(ns, applied)
+            return applied.report
+        found = context_process.bootstrapped_report(ns.name)
+        if found is not None:  # a worker of this namespace: nothing new to do
             report: BootstrapReport = found
             return report
         from spawnkit.bootstrap.process import Bootstrapper
@@ -304,7 +310,7 @@ def bootstrap_here(namespace: Namespace | NamespaceConfig | str | None = None) -
         from spawnkit.bootstrap import _script_copy
 
         _script_copy.check_process(ns, boot.spec, "apply_hooks")
-        _here[ns.name] = report
+        _here.record(ns, report, boot.spec)
         return report
 
 

@@ -6,6 +6,7 @@ Apart from ``discovery`` so its decision table reads as its rows; every error is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Candidate", "Trace", "activate", "activate_all", "available_text", "base_class",
     "conflict_error", "duplicate_error", "ep_label", "exc_text", "for_base", "not_found_error",
-    "plugin_class", "reserved_error",
+    "platform_source", "plugin_class", "reserved_error",
 ]  # fmt: skip
 
 logger = LazyLogger("spawnkit.platforms")  # logging is imported only if a record is emitted
@@ -133,33 +134,8 @@ def activate(
     """Load and call one ``activate()``; strict: raise, else record the error."""
     outcome = Candidate(ep, "error")
     trace.candidates.append(outcome)
-    exc: BaseException | None = None
-    try:
-        fn = _metadata.load_entry_point(ep)
-    except Exception as e:
-        exc = e
-        outcome.error = f"importing the entry point raised {exc_text(e)}"
-    else:
-        if not callable(fn):
-            outcome.error = f"the entry point is a {type(fn).__name__}, not a callable"
-        else:
-            try:
-                with _steps.activating(ep_label(ep), trace.plugin_group, sys._getframe()):
-                    result = fn()
-            except Exception as e:
-                exc = e
-                outcome.error = f"activate() raised {exc_text(e).rstrip('.')}"
-            else:
-                if result is None:
-                    outcome.outcome = "none"
-                elif isinstance(result, str) and result.strip():
-                    outcome.outcome = "activated"
-                    outcome.qualname = result.strip()
-                else:
-                    outcome.error = (
-                        f"activate() returned {result!r} ({type(result).__name__}); it must "
-                        "return a non-empty class qualname ('pkg.module.Class') or None"
-                    )
+    with platform_source(ep):
+        exc = _load_and_call(ep, trace, outcome)
     if outcome.outcome == "error":
         if logger.isEnabledFor(DEBUG):
             logger.debug("platform candidate %s", outcome.describe())
@@ -171,6 +147,45 @@ def activate(
             )
             raise err from exc
     return outcome, exc
+
+
+def platform_source(ep: EntryPointInfo) -> contextlib.AbstractContextManager[Any]:
+    """Hooks a platform package registers as it is imported here (auto-discovery imports
+    every installed one to ask whether its hardware is present) are that platform's: only a
+    process whose platform it is applies them (``PluginManager``), as only such a worker
+    imports the package."""
+    from spawnkit.hooks.types import HookSource, plugin_source  # the hooks' half, at use
+
+    return plugin_source(HookSource(ep.name, ep.dist, ep.version, platform=True))
+
+
+def _load_and_call(ep: EntryPointInfo, trace: Trace, outcome: Candidate) -> BaseException | None:
+    """Import the entry point and call it; ``outcome`` says how that went, the error is returned."""
+    try:
+        fn = _metadata.load_entry_point(ep)
+    except Exception as e:
+        outcome.error = f"importing the entry point raised {exc_text(e)}"
+        return e
+    if not callable(fn):
+        outcome.error = f"the entry point is a {type(fn).__name__}, not a callable"
+        return None
+    try:
+        with _steps.activating(ep_label(ep), trace.plugin_group, sys._getframe()):
+            result = fn()
+    except Exception as e:
+        outcome.error = f"activate() raised {exc_text(e).rstrip('.')}"
+        return e
+    if result is None:
+        outcome.outcome = "none"
+    elif isinstance(result, str) and result.strip():
+        outcome.outcome = "activated"
+        outcome.qualname = result.strip()
+    else:
+        outcome.error = (
+            f"activate() returned {result!r} ({type(result).__name__}); it must "
+            "return a non-empty class qualname ('pkg.module.Class') or None"
+        )
+    return None
 
 
 def base_class(cfg: NamespaceConfig, trace: Trace) -> type[Platform]:

@@ -23,6 +23,7 @@ from spawnkit.platforms._checks import (
     exc_text,
     for_base,
     not_found_error,
+    platform_source,
     plugin_class,
     reserved_error,
 )
@@ -175,6 +176,8 @@ class DecisionTable:
         return self._plugin(ep, outcome.qualname, trace)
 
     def _plugin(self, ep: EntryPointInfo, qualname: str, trace: Trace) -> _Result:
-        cls = plugin_class(ep, qualname, base_class(self.namespace.config, trace), trace)
+        base = base_class(self.namespace.config, trace)
+        with platform_source(ep):  # the class's module, imported now: this platform's too
+            cls = plugin_class(ep, qualname, base, trace)
         sel = PlatformSelection(ep.name, "plugin", qualname, ep.dist, ep.version, list(trace.path))
         return sel, cls

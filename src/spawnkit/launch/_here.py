@@ -1,0 +1,137 @@
+"""What ``bootstrap_here()`` applied in this process, and a selection changed since refused.
+
+Plugins load and hooks apply once per process (``PluginManager``'s gates), and the platform
+is pinned and initialised once; a fork child inherits all of it.  A ``<PREFIX>_PLUGINS`` or
+``<PREFIX>_PLATFORM`` set or changed in ``os.environ`` after the first ``bootstrap_here()``
+therefore cannot take effect here: a second ``bootstrap_here()`` returned the first report,
+and a fork context's children inherited the first plugin set while the context's spec named
+the new one, both unsaid.  Spawned and warm workers load each launch's own selection and
+are not concerned; only this process's state is.
+"""
+
+from __future__ import annotations
+
+import os
+
+from spawnkit import _metadata
+from spawnkit.bootstrap.report import BootstrapReport
+from spawnkit.errors import ConfigError
+from spawnkit.namespace import Namespace
+from spawnkit.spec import ProcessSpec
+
+__all__ = ["Applied", "applied_here", "check_fork_context", "check_same_selection", "record"]
+
+
+class Applied:
+    """One namespace's ``bootstrap_here()`` in this process: its report, the spec it ran
+    (the selection applied), the selection variables' values it was decided with, and other
+    values found since to select the same."""
+
+    __slots__ = ("env", "report", "same", "spec")
+
+    def __init__(
+        self, report: BootstrapReport, spec: ProcessSpec, env: dict[str, str | None]
+    ) -> None:
+        self.report, self.spec, self.env = report, spec, env
+        self.same = [env]
+
+
+_applied: dict[str, Applied] = {}
+
+
+def _selection_env(ns: Namespace) -> dict[str, str | None]:
+    cfg = ns.config
+    return {var: os.environ.get(var) for var in (cfg.plugins_var, cfg.platform_var)}
+
+
+def record(ns: Namespace, report: BootstrapReport, spec: ProcessSpec) -> None:
+    _applied[ns.name] = Applied(report, spec, _selection_env(ns))
+
+
+def applied_here(ns: Namespace) -> Applied | None:
+    """This process's ``bootstrap_here()`` of ``ns``, or None (never called, or a worker)."""
+    return _applied.get(ns.name)
+
+
+def check_same_selection(ns: Namespace, applied: Applied) -> None:
+    """A repeated ``bootstrap_here()``: the same selection returns as before (the variables
+    unchanged: one comparison); another one is refused, since it cannot take effect here."""
+    now = _selection_env(ns)
+    if now in applied.same:
+        return
+    platform = _platform_now(ns, applied.spec)
+    with _metadata.one_look():
+        plugins = ns.plugins.select(platform=applied.spec.platform)
+    if (platform, plugins) == (applied.spec.platform, applied.spec.plugins):
+        applied.same.append(now)  # another spelling of the same selection: asked once
+        return
+    names = _names(applied.env, now)
+    raise ConfigError(
+        f"spawnkit.bootstrap_here({ns.name!r}) was called again, but "
+        f"{_changes(applied.env, now)} changed since this process bootstrapped: "
+        f"{_both(applied.spec, platform, plugins)}. Plugins load and hooks apply once per "
+        "process (a fork child inherits them), so the new selection cannot take effect "
+        f"here. Fix: set {names} before the first bootstrap_here() (at the top of the entry "
+        "module), or start a new process for the other selection; to give only spawned "
+        "workers another one, pass the variable in the launch's env= "
+        "(spawn_with_plugins(..., env={...})) instead of changing os.environ.",
+        setting=names.split(" and ")[0],
+    )
+
+
+def check_fork_context(ns: Namespace, spec: ProcessSpec) -> None:
+    """``get_context('fork')`` in a process ``bootstrap_here()`` bootstrapped with another
+    selection than the context's (``spec``): its children inherit this process's bootstrap
+    whole, whatever the context's spec says."""
+    applied = applied_here(ns)
+    if applied is None:
+        return
+    platform, plugins = spec.platform, spec.plugins or ()
+    if (platform, plugins) == (applied.spec.platform, applied.spec.plugins or ()):
+        return
+    var = ns.config.plugins_var  # the context's platform is this process's (pinned)
+    then, now = {var: applied.env[var]}, {var: os.environ.get(var)}
+    names = _names(then, now) or "the installed plugins"
+    raise ConfigError(
+        f"get_context('fork', namespace={ns.name!r}): this process was bootstrapped by "
+        f"bootstrap_here() before {_changes(then, now) or 'the installed plugins'} "
+        f"changed: {_both(applied.spec, platform, plugins)}. A fork child inherits this "
+        "process's plugins and hooks as they are, so the context's children would run the "
+        "old selection while its spec names the new one. Fix: use get_context('spawn') or "
+        "get_context('forkserver'), whose children load the context's own selection, or set "
+        f"{names} before the first bootstrap_here() (or put it back).",
+        setting=_names(then, now),
+    )
+
+
+def _platform_now(ns: Namespace, applied: ProcessSpec) -> str | None:
+    """The platform a first ``bootstrap_here()`` would select now.  This process's platform is
+    pinned, so no selection here reads ``<PREFIX>_PLATFORM`` again: the variable itself is
+    compared (a built-in's name in any case)."""
+    var = os.environ.get(ns.config.platform_var, "").strip()
+    if var and var != applied.platform and var.lower() != applied.platform:
+        return var
+    return applied.platform
+
+
+def _changes(then: dict[str, str | None], now: dict[str, str | None]) -> str:
+    def shown(value: str | None) -> str:
+        return "unset" if value is None else repr(value)
+
+    return " and ".join(
+        f"{var} ({shown(then[var])} then, {shown(now[var])} now)"
+        for var in then
+        if then[var] != now[var]
+    )
+
+
+def _names(then: dict[str, str | None], now: dict[str, str | None]) -> str:
+    return " and ".join(var for var in then if then[var] != now[var])
+
+
+def _both(applied: ProcessSpec, platform: str | None, plugins: tuple[str, ...]) -> str:
+    said = f"this process applied plugins {list(applied.plugins or ())}"
+    if platform != applied.platform:
+        said += f" on platform {applied.platform!r}; the selection now is platform {platform!r}"
+        return said + f" with plugins {list(plugins)}"
+    return said + f"; the selection now is plugins {list(plugins)}"

@@ -1,0 +1,158 @@
+"""``bootstrap_here()`` and a plugin selection changed after it, in a real process.
+
+Plugins load and hooks apply once per process, so a ``<PREFIX>_PLUGINS`` (or
+``<PREFIX>_PLATFORM``) set or changed in ``os.environ`` after the first ``bootstrap_here()``
+cannot take effect there: a second ``bootstrap_here()`` returned the first report and a fork
+context's children inherited the first plugin set while the context's spec named the new one,
+both unsaid.  Two real plugin distributions hook one target; the launching script runs in its
+own interpreter (the bootstrap is process-wide state).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+from typing import Any
+
+import pytest
+
+from spawnkit.testing import write_distribution
+
+_PLUGIN = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def around(original, *args, **kwargs):
+    return original(*args, **kwargs) + "+{name}"
+
+def register():
+    get_namespace({tag!r}).hooks.register("{tag}_target.func", around, HookType.AROUND)
+"""
+
+_SCRIPT = """
+import json, os, sys
+import spawnkit
+
+TAG = {tag!r}
+NS = spawnkit.Namespace(TAG, env_prefix=TAG.upper())
+PLUGINS, PLATFORM = TAG.upper() + "_PLUGINS", TAG.upper() + "_PLATFORM"
+
+
+def entry():
+    from {tag}_target import func
+    return func()
+
+
+def refused(call):
+    try:
+        call()
+    except spawnkit.ConfigError as exc:
+        return {{"setting": exc.setting, "message": str(exc)}}
+    return None
+
+
+if __name__ == "__main__":
+    out = {{}}
+    os.environ[PLUGINS] = "alpha"
+    first = spawnkit.bootstrap_here(NS)
+    from {tag}_target import func
+    out["first"] = func()
+    out["again"] = spawnkit.bootstrap_here(NS) is first
+    os.environ[PLUGINS] = " alpha, "  # the same selection, spelt otherwise
+    out["respelt"] = spawnkit.bootstrap_here(NS) is first
+    os.environ[PLUGINS] = "beta"
+    out["second"] = refused(lambda: spawnkit.bootstrap_here(NS))
+    out["fork"] = refused(lambda: spawnkit.get_context("fork", namespace=NS))
+    out["spawn_ctx"] = refused(lambda: spawnkit.get_context("spawn", namespace=NS))
+    out["here_now"] = func()
+    with spawnkit.spawn_with_plugins(entry, namespace=NS, ready_timeout=60) as group:
+        out["worker"] = group.results(timeout=60)[0]
+    os.environ[PLUGINS] = "alpha"
+    out["back"] = spawnkit.bootstrap_here(NS) is first
+    os.environ[PLATFORM] = "cpu"
+    out["platform"] = refused(lambda: spawnkit.bootstrap_here(NS))
+    print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("here_selection")
+    tag = f"hs{uuid.uuid4().hex[:10]}"
+    for name in ("alpha", "beta"):
+        write_distribution(
+            root,
+            f"{tag}-{name}",
+            "1.0",
+            entry_points={f"{tag}.plugins": {name: f"{tag}_{name}:register"}},
+            modules={f"{tag}_{name}": _PLUGIN.format(tag=tag, name=name)},
+        )
+    (root / f"{tag}_target.py").write_text("def func():\n    return 'orig'\n")
+    script = root / "launch.py"
+    script.write_text(textwrap.dedent(_SCRIPT.format(tag=tag)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), *sys.path]))
+    for var in ("PLUGINS", "PLATFORM", "USE_CPU_ENGINE"):
+        env.pop(f"{tag.upper()}_{var}", None)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env,
+        cwd=root, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    out["var"] = f"{tag.upper()}_PLUGINS"
+    out["platform_var"] = f"{tag.upper()}_PLATFORM"
+    return out
+
+
+def test_a_repeated_bootstrap_here_with_the_same_selection_returns_the_same_report(
+    ran: dict[str, Any],
+) -> None:
+    assert ran["first"] == "orig+alpha"
+    assert ran["again"] is True and ran["respelt"] is True and ran["back"] is True
+
+
+def test_a_second_bootstrap_here_after_the_plugin_selection_changed_is_refused(
+    ran: dict[str, Any],
+) -> None:
+    """Before: it returned the first report, this process kept alpha's hook, nothing said."""
+    err = ran["second"]
+    assert err is not None, "bootstrap_here() with another selection returned the old report"
+    var, text = ran["var"], err["message"]
+    assert err["setting"] == var
+    assert f"{var} ('alpha' then, 'beta' now)" in text, text
+    assert "applied plugins ['alpha']" in text and "now is plugins ['beta']" in text, text
+    assert f"set {var} before the first bootstrap_here()" in text, text
+    assert "new process" in text and "env=" in text, text
+    assert ran["here_now"] == "orig+alpha"  # this process's hooks are as they were
+
+
+def test_a_fork_context_after_the_plugin_selection_changed_is_refused(
+    ran: dict[str, Any],
+) -> None:
+    """Before: its children inherited alpha's hook while the context's spec said beta."""
+    err = ran["fork"]
+    assert err is not None, "get_context('fork') took the new selection its children lack"
+    assert err["setting"] == ran["var"]
+    text = err["message"]
+    assert "applied plugins ['alpha']" in text and "now is plugins ['beta']" in text, text
+    assert "get_context('spawn')" in text and "get_context('forkserver')" in text, text
+
+
+def test_spawned_workers_follow_the_launchs_own_selection(ran: dict[str, Any]) -> None:
+    assert ran["spawn_ctx"] is None  # a spawn context loads its own selection
+    assert ran["worker"] == "orig+beta"
+
+
+def test_a_second_bootstrap_here_after_the_platform_variable_changed_is_refused(
+    ran: dict[str, Any],
+) -> None:
+    err = ran["platform"]
+    assert err is not None, "bootstrap_here() after <PREFIX>_PLATFORM changed returned"
+    var, text = ran["platform_var"], err["message"]
+    assert err["setting"] == var
+    assert f"{var} (unset then, 'cpu' now)" in text, text
+    assert "on platform 'base'" in text and "now is platform 'cpu'" in text, text
