@@ -4,8 +4,10 @@ Plugins load and hooks apply once per process, so a ``<PREFIX>_PLUGINS`` (or
 ``<PREFIX>_PLATFORM``) set or changed in ``os.environ`` after the first ``bootstrap_here()``
 cannot take effect there: a second ``bootstrap_here()`` returned the first report and a fork
 context's children inherited the first plugin set while the context's spec named the new one,
-both unsaid.  Two real plugin distributions hook one target; the launching script runs in its
-own interpreter (the bootstrap is process-wide state).
+both unsaid.  Likewise ``spawn_with_plugins(bootstrap_parent=True, env={...})`` bootstrapped
+the launcher from ``os.environ`` and its workers with ``env=``'s selection.  Two real plugin
+distributions hook one target; the launching script runs in its own interpreter (the bootstrap
+is process-wide state).
 """
 
 from __future__ import annotations
@@ -79,8 +81,14 @@ if __name__ == "__main__":
 """
 
 
-@pytest.fixture(scope="module")
-def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def _run(
+    tmp_path_factory: pytest.TempPathFactory,
+    source: str,
+    argv: tuple[str, ...] = (),
+    **exported: str,
+) -> dict[str, Any]:
+    """``source`` run as its own launching script over two plugins, ``alpha`` and ``beta``;
+    ``exported``: the selection variables it starts with (``PLUGINS="alpha"``)."""
     root = tmp_path_factory.mktemp("here_selection")
     tag = f"hs{uuid.uuid4().hex[:10]}"
     for name in ("alpha", "beta"):
@@ -93,12 +101,13 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         )
     (root / f"{tag}_target.py").write_text("def func():\n    return 'orig'\n")
     script = root / "launch.py"
-    script.write_text(textwrap.dedent(_SCRIPT.format(tag=tag)))
+    script.write_text(textwrap.dedent(source.format(tag=tag)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), *sys.path]))
     for var in ("PLUGINS", "PLATFORM", "USE_CPU_ENGINE"):
         env.pop(f"{tag.upper()}_{var}", None)
+    env.update({f"{tag.upper()}_{var}": value for var, value in exported.items()})
     done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, timeout=240, env=env,
+        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=240, env=env,
         cwd=root, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -106,6 +115,11 @@ def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out["var"] = f"{tag.upper()}_PLUGINS"
     out["platform_var"] = f"{tag.upper()}_PLATFORM"
     return out
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _run(tmp_path_factory, _SCRIPT)
 
 
 def test_a_repeated_bootstrap_here_with_the_same_selection_returns_the_same_report(
@@ -156,3 +170,95 @@ def test_a_second_bootstrap_here_after_the_platform_variable_changed_is_refused(
     assert err["setting"] == var
     assert f"{var} (unset then, 'cpu' now)" in text, text
     assert "on platform 'base'" in text and "now is platform 'cpu'" in text, text
+
+
+# ------------------------------------------------- spawn_with_plugins(bootstrap_parent=True, env=)
+_PARENT_SCRIPT = """
+import json, os, sys
+import spawnkit
+
+TAG = {tag!r}
+NS = spawnkit.Namespace(TAG, env_prefix=TAG.upper())
+PLUGINS, PLATFORM = TAG.upper() + "_PLUGINS", TAG.upper() + "_PLATFORM"
+MARKS = os.path.join(os.getcwd(), "marks")
+
+
+def entry():
+    from {tag}_target import func
+    open(os.path.join(MARKS, str(os.getpid())), "w").close()  # a worker ran
+    return func()
+
+
+def launch(env):
+    try:
+        with spawnkit.spawn_with_plugins(entry, namespace=NS, bootstrap_parent=True, env=env,
+                                         ready_timeout=60) as group:
+            return {{"worker": group.results(timeout=60)[0]}}
+    except spawnkit.ConfigError as exc:
+        return {{"setting": exc.setting, "message": str(exc), "marks": os.listdir(MARKS)}}
+
+
+if __name__ == "__main__":
+    os.makedirs(MARKS)
+    out = {{}}
+    for name in sys.argv[1:]:
+        env = {{"plugins": {{PLUGINS: "alpha"}}, "platform": {{PLATFORM: "cpu"}},
+               "other": {{TAG.upper() + "_UNRELATED": "1"}}}}[name]
+        out[name] = launch(env)
+    from {tag}_target import func
+    out["launcher"] = func()
+    print(json.dumps(out))
+"""
+
+
+def _hooks(result: str) -> list[str]:
+    """The plugins whose hooks ran, from ``orig+alpha+beta`` (their order is not the point)."""
+    return sorted(result.split("+")[1:])
+
+
+def test_bootstrap_parent_with_a_plugin_selection_only_in_env_is_refused(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Before: the workers loaded alpha only while the launcher's own bootstrap applied alpha's
+    and beta's hooks (env= counted for the workers alone), nothing said."""
+    out = _run_parent(tmp_path_factory, "plugins", "other")
+    err = out["plugins"]
+    assert "worker" not in err, f"launcher and workers ran other plugins: {out}"
+    var, text = out["var"], err["message"]
+    assert err["setting"] == var
+    assert err["marks"] == []  # no worker started
+    assert f"env= setting {var}='alpha'" in text and f"where {var} is unset" in text, text
+    assert "applied plugins ['alpha', 'beta']" in text, text
+    assert "would load plugins ['alpha']" in text, text
+    assert f"export {var}='alpha'" in text and "drop it from env=" in text, text
+    assert "bootstrap_parent=False" in text, text
+    # the control: an env= that selects nothing else launches as before, hooks alike
+    assert _hooks(out["other"]["worker"]) == _hooks(out["launcher"]) == ["alpha", "beta"]
+
+
+def test_bootstrap_parent_with_a_platform_only_in_env_is_refused(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Before: the workers ran on cpu, the launcher on the platform it detected itself."""
+    out = _run_parent(tmp_path_factory, "platform")
+    err = out["platform"]
+    assert "worker" not in err, f"launcher and workers ran on other platforms: {out}"
+    assert err["setting"] == out["platform_var"]
+    assert err["marks"] == []
+    text = err["message"]
+    assert "would load plugins ['alpha', 'beta'] on platform 'cpu'" in text, text
+    assert f"export {out['platform_var']}='cpu'" in text, text
+
+
+def test_bootstrap_parent_with_the_selection_exported_as_in_env_runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The fix the refusal names: exported, launcher and workers load alpha alike."""
+    out = _run_parent(tmp_path_factory, "plugins", PLUGINS="alpha")
+    assert _hooks(out["plugins"]["worker"]) == _hooks(out["launcher"]) == ["alpha"], out
+
+
+def _run_parent(
+    tmp_path_factory: pytest.TempPathFactory, *cases: str, **exported: str
+) -> dict[str, Any]:
+    return _run(tmp_path_factory, _PARENT_SCRIPT, argv=cases, **exported)

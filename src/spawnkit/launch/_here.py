@@ -7,17 +7,26 @@ therefore cannot take effect here: a second ``bootstrap_here()`` returned the fi
 and a fork context's children inherited the first plugin set while the context's spec named
 the new one, both unsaid.  Spawned and warm workers load each launch's own selection and
 are not concerned; only this process's state is.
+
+The same holds for ``spawn_with_plugins(bootstrap_parent=True, env={...})``: the launcher
+bootstraps from ``os.environ`` (what a later ``bootstrap_here()`` or launch here reads), its
+workers with ``env=`` applied, so a selection ``env=`` changes is refused rather than run by
+the workers alone (:meth:`Applied.check_launch`).
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from spawnkit import _metadata
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.errors import ConfigError
 from spawnkit.namespace import Namespace
 from spawnkit.spec import ProcessSpec
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = ["Applied", "applied_here", "check_fork_context", "check_same_selection", "record"]
 
@@ -34,6 +43,38 @@ class Applied:
     ) -> None:
         self.report, self.spec, self.env = report, spec, env
         self.same = [env]
+
+    def check_launch(
+        self, ns: Namespace, template: ProcessSpec, env: Mapping[str, str] | None
+    ) -> None:
+        """``spawn_with_plugins(bootstrap_parent=True, env=...)``: this process bootstrapped
+        from ``os.environ``, where a later ``bootstrap_here()`` or launch reads its selection,
+        so ``env=`` cannot select this process's plugins or platform; workers selected
+        otherwise (``template``) would run other hooks than their launcher, unsaid."""
+        if not env:
+            return
+        ran = (self.spec.platform, tuple(self.spec.plugins or ()))
+        if (template.platform, tuple(template.plugins or ())) == ran:
+            return
+        culprits = _culprits(ns, env)
+        if not culprits:  # env= changes nothing here: the difference is not its doing
+            return
+        here = " and ".join(f"{var} is {_shown(os.environ.get(var))}" for var in culprits)
+        names = " ".join(f"{var}={env[var]!r}" for var in culprits)
+        raise ConfigError(
+            f"spawn_with_plugins(bootstrap_parent=True) with env= setting {names}: this "
+            f"process bootstrapped from its own environment, where {here}, and applied plugins "
+            f"{list(ran[1])} on platform {ran[0]!r}, while its workers, with env= applied, "
+            f"would load plugins {list(template.plugins or ())} on platform "
+            f"{template.platform!r}. Plugins load and hooks apply once per process, from "
+            "os.environ (a later bootstrap_here() or launch here reads it), so env= cannot "
+            "change this process's selection. No worker was started. Fix: export "
+            f"{names} before this process starts (or set it in os.environ before its first "
+            "bootstrap_here()) and drop it from env=, or drop it from env= to run launcher "
+            "and workers on this process's selection; to give only the workers another "
+            "selection, pass bootstrap_parent=False.",
+            setting=culprits[0],
+        )
 
 
 _applied: dict[str, Applied] = {}
@@ -114,12 +155,22 @@ def _platform_now(ns: Namespace, applied: ProcessSpec) -> str | None:
     return applied.platform
 
 
-def _changes(then: dict[str, str | None], now: dict[str, str | None]) -> str:
-    def shown(value: str | None) -> str:
-        return "unset" if value is None else repr(value)
+def _culprits(ns: Namespace, env: Mapping[str, str]) -> list[str]:
+    """The ``env=`` names whose value is not this process's: the selection's own variables
+    (and ``PYTHONPATH``, where plugins are found) where ``env=`` changes one, else all."""
+    cfg = ns.config
+    changed = [var for var in env if os.environ.get(var) != env[var]]
+    first = (cfg.plugins_var, cfg.platform_var, cfg.cpu_engine_var, cfg.lenient_var, "PYTHONPATH")
+    return [var for var in first if var in changed] or changed
 
+
+def _shown(value: str | None) -> str:
+    return "unset" if value is None else repr(value)
+
+
+def _changes(then: dict[str, str | None], now: dict[str, str | None]) -> str:
     return " and ".join(
-        f"{var} ({shown(then[var])} then, {shown(now[var])} now)"
+        f"{var} ({_shown(then[var])} then, {_shown(now[var])} now)"
         for var in then
         if then[var] != now[var]
     )

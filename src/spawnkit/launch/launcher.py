@@ -39,6 +39,7 @@ from spawnkit.spec._control import LaunchControl
 # worker (as __mp_main__): what only the parent runs (the group, its ranks and relays, the
 # selection, the Popen side) is imported where it is called, not here (about 16 ms a worker).
 if TYPE_CHECKING:
+    from spawnkit.launch._here import Applied
     from spawnkit.launch._output import OutputRelay
     from spawnkit.launch._progress import ProgressCallback
     from spawnkit.launch._rank import Rank
@@ -84,13 +85,12 @@ def spawn_with_plugins(
     preload = check_preload(preload)
     ns = get_namespace(namespace)
     with _trace_if_failing(tracer):  # until the group exists, which then writes the trace
-        if bootstrap_parent:  # this process too, before anything is spawned (bootstrap_here)
-            from spawnkit.launch.context import bootstrap_here
-
-            bootstrap_here(ns)
+        here = _bootstrap_parent(ns) if bootstrap_parent else None  # this process too, first
         with _metadata.one_look():  # the spec's rows and the warm server's key: one scan
             with _span(tracer, "build_spec"):
                 template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
+            if here is not None:  # its workers select as it did, or none starts
+                here.check_launch(ns, template, env)
             with _span(tracer, "launch_context", start_method=start_method):
                 lctx = get_launch_context(context, start_method, preload, template, ready_timeout)
         # Spawned workers start with SIGINT blocked, a terminal's Ctrl-C being ours to handle.
@@ -108,6 +108,17 @@ def spawn_with_plugins(
     )
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
+
+
+def _bootstrap_parent(ns: Namespace) -> Applied | None:
+    """``bootstrap_parent=True``: ``bootstrap_here()`` in this process before anything is
+    spawned; what it applied (None in a worker of ``ns``), which the workers' selection is
+    then held to: ``env=`` selects theirs, not this process's (``_here``)."""
+    from spawnkit.launch import _here
+    from spawnkit.launch.context import bootstrap_here
+
+    bootstrap_here(ns)
+    return _here.applied_here(ns)
 
 
 def _top(entry: str) -> str:
