@@ -81,6 +81,11 @@ def test_write_launch_spec_is_private_and_signed(tmp_path: Path) -> None:
         (["--address", "127.0.0.1:1"], "--address names a Ray cluster"),
         (["--launcher", "torchrun", "--start-method", "forkserver"], "torchrun starts its own"),
         (["--launcher", "ray", "--start-method", "forkserver"], "ray starts its own"),
+        # before: the command ran --nproc-per-node 2, the --nprocs 4 dropped unsaid
+        (
+            ["--launcher", "torchrun", "--print-only", "--nprocs", "4", "--nproc-per-node", "2"],
+            "--nprocs 4 and --nproc-per-node 2 both give the ranks on this node",
+        ),
     ],
 )
 def test_launcher_options_that_do_not_fit_are_usage_errors(args: list[str], needle: str) -> None:
@@ -94,6 +99,22 @@ def test_launcher_options_that_do_not_fit_are_usage_errors(args: list[str], need
 
 
 # ------------------------------------------------------------------ torchrun
+@pytest.mark.needs_torch
+@pytest.mark.parametrize(
+    "counts",
+    [["--nprocs", "3"], ["--nproc-per-node", "3"], ["--nprocs", "3", "--nproc-per-node", "3"]],
+)
+def test_launch_torchrun_takes_the_rank_count_from_either_option(
+    tmp_path: Path, counts: list[str]
+) -> None:
+    env = make_env(tmp_path, write_app(tmp_path))
+    proc = cli(["json:dumps", "--launcher", "torchrun", "--print-only", *counts], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "--nproc-per-node 3 " in proc.stdout, proc.stdout
+    (folder,) = Path(env["TMPDIR"]).glob("spawnkit-torchrun-*")
+    assert read_spec_file(folder / "spec.bin", (folder / "key").read_text()).world_size == 3
+
+
 @pytest.mark.needs_torch
 def test_launch_torchrun_runs_two_ranks_and_removes_spec_and_key(tmp_path: Path) -> None:
     site = write_app(tmp_path)

@@ -307,6 +307,82 @@ def test_missing_key_is_reported_to_error_file(tmp_path: Path) -> None:
     assert "SpecError[signature]" in doc["message"]["message"]
 
 
+def _rank_by_hand(spec_file: Path, env: dict[str, str], **ranks: str) -> Any:
+    """``python -m spawnkit.run --spec FILE`` with torchrun's variables set by hand."""
+    env = dict(env, **ranks)
+    return subprocess.run(
+        [sys.executable, "-m", "spawnkit.run", "--spec", str(spec_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TORCHRUN_TIMEOUT_S,
+        check=False,
+    )
+
+
+def test_a_rank_of_a_job_of_another_size_than_the_spec_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``write_launch_spec(..., nprocs=4)`` run by a rank with ``WORLD_SIZE=2``: before, the
+    rank said ``world_size 2``, exit 0, the spec's 4 dropped, nothing said."""
+    from spawnkit import write_launch_spec
+
+    root = tmp_path / "site"
+    _write_app(root)
+    key = generate_key()
+    out = tmp_path / "out"
+    out.mkdir()
+    payload = {"tag": "t1", "out": str(out)}
+    spec_file = tmp_path / "spec.bin"
+    monkeypatch.syspath_prepend(str(root))  # the launcher finds the entry, as the ranks do
+    entry, ns = "sktr_app.entry:main", _namespace()
+    write_launch_spec(spec_file, entry, payload, key=key, nprocs=4, namespace=ns)
+    env = _env(root, key)
+    env["TORCHELASTIC_ERROR_FILE"] = str(tmp_path / "err.json")
+    proc = _rank_by_hand(spec_file, env, RANK="0", LOCAL_RANK="0", WORLD_SIZE="2")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert not list(out.iterdir())  # the entry never ran
+    doc = json.loads((tmp_path / "err.json").read_text())
+    assert doc["message"]["extraInfo"]["spawnkit_stage"] == "read_spec"
+    text = doc["message"]["message"]
+    assert text.startswith("spawnkit.errors.ConfigError"), text
+    assert "written for 4 ranks" in text and "WORLD_SIZE=2" in text, text
+    assert "nprocs=2" in text and "N x K = 4" in text, text
+    # without torchrun's variables it would run as rank 0 of 1: the same refusal
+    alone = {k: v for k, v in env.items() if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE")}
+    proc = _rank_by_hand(spec_file, alone)
+    assert proc.returncode == 1 and "written for 4 ranks" in proc.stderr, proc.stderr
+    assert "no torchrun variables" in proc.stderr, proc.stderr
+    # the control: the job the spec was written for runs
+    proc = _rank_by_hand(spec_file, env, RANK="3", LOCAL_RANK="1", WORLD_SIZE="4")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((out / "rank3.json").read_text())["world_size"] == 4
+
+
+def test_spec_for_rank_holds_a_spec_to_its_rank_count(tmp_path: Path) -> None:
+    from spawnkit.errors import ConfigError
+
+    four = _spec(tmp_path).replace(world_size=4)
+    with pytest.raises(ConfigError, match="written for 4 ranks") as caught:
+        spec_for_rank(four, {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2"})
+    assert caught.value.setting == "nprocs"
+    assert spec_for_rank(four, {"RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "4"}).world_size == 4
+    # one rank is ProcessSpec's default: a spec built by hand for a job of any size
+    assert spec_for_rank(_spec(tmp_path), {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "3"})
+
+
+@pytest.mark.needs_torch
+def test_torchrun_with_fewer_ranks_than_the_spec_fails_every_rank(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    _write_app(root)
+    key = generate_key()
+    spec_file = write_spec_file(_spec(tmp_path).replace(world_size=4), tmp_path / "spec.bin", key)
+    proc = _torchrun(spec_file, _env(root, key), tmp_path / "logs")
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert not list((tmp_path / "out").iterdir())
+    assert "written for 4 ranks" in proc.stderr and "WORLD_SIZE=2" in proc.stderr, proc.stderr
+
+
 DEMO_PLUGIN_SRC = """
 import json, os
 

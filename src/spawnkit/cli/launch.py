@@ -64,7 +64,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         ),
     )
     p.add_argument("entry", metavar="ENTRY", help="the worker function, as module:function")
-    p.add_argument("--nprocs", type=positive_int, default=1, metavar="N", help="ranks (1)")
+    # None when not given: told apart from --nproc-per-node, which gives the same count
+    p.add_argument("--nprocs", type=positive_int, default=None, metavar="N", help="ranks (1)")
     p.add_argument(
         "--payload-file",
         metavar="F",
@@ -248,6 +249,12 @@ def _check_launcher_options(args: argparse.Namespace) -> None:
             f"{shown} are torchrun's (got --launcher {launcher})",
             "add --launcher torchrun, or drop them",
         )
+    if args.nprocs is not None and args.nproc_per_node not in (None, args.nprocs):
+        raise UsageError(
+            f"--nprocs {args.nprocs} and --nproc-per-node {args.nproc_per_node} both give the "
+            "ranks on this node, and differ",
+            "pass one of them (--nproc-per-node K: K ranks on each of --nnodes nodes)",
+        )
     if launcher != "local" and (args.start_method != "spawn" or args.preload):
         raise UsageError(
             f"--start-method/--preload choose how local workers start; {launcher} starts its own",
@@ -270,7 +277,7 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     common: dict[str, Any] = {
         "entry": args.entry,
         "payload": payload,
-        "nprocs": args.nprocs,
+        "nprocs": args.nprocs or 1,
         "namespace": namespace,
         "timeout": args.timeout,
         "as_json": args.json,

@@ -2,7 +2,8 @@
 
 Each rank verifies the signed template before unpickling, takes ``RANK``/``LOCAL_RANK``/
 ``WORLD_SIZE`` and runs the staged bootstrap; a failure goes to ``TORCHELASTIC_ERROR_FILE`` in
-``@record``'s format and the rank exits 1.  Without torchrun it is rank 0 of 1.
+``@record``'s format and the rank exits 1.  Without torchrun it is rank 0 of 1.  A spec
+written for N ranks (N > 1) run in a job of another size fails there, in stage ``read_spec``.
 
 ``env=`` entries read only as a process starts (``PYTHONHASHSEED``, ``LD_PRELOAD``...) would be
 set too late here, after the interpreter started: a rank without them execs itself once with
@@ -76,8 +77,33 @@ def spec_for_rank(template: ProcessSpec, environ: Mapping[str, str] | None = Non
     from spawnkit.scaleout.env import split_env
 
     rank, local_rank, world = rank_from_env(environ)
+    _check_world(template.world_size, world, os.environ if environ is None else environ)
     env, _dropped = split_env(template.env, context=f"torchrun rank {rank}")
     return template.replace(rank=rank, local_rank=local_rank, world_size=world, env=env)
+
+
+def _check_world(written: int, world: int, environ: Mapping[str, str]) -> None:
+    """A spec written for ``written`` ranks (``write_launch_spec(..., nprocs=N)``) run in a job
+    of another size: every rank took the job's ``WORLD_SIZE`` and the spec's count was dropped,
+    unsaid (``spawnkit launch --spec-dir`` refuses the same).  One rank is ``ProcessSpec``'s
+    default, which a spec built by hand for a job of any size carries: not a count to hold."""
+    if written in (1, world):
+        return
+    from spawnkit.errors import ConfigError
+
+    started = (
+        f"WORLD_SIZE={environ['WORLD_SIZE']}"
+        if "WORLD_SIZE" in environ
+        else "no torchrun variables (RANK, LOCAL_RANK, WORLD_SIZE), so as rank 0 of 1"
+    )
+    raise ConfigError(
+        f"the spec was written for {written} ranks (write_launch_spec(..., nprocs={written}) "
+        f"or ProcessSpec.world_size={written}), but this rank was started with {started}: "
+        f"its world_size would be {world}, the spec's {written} dropped. Fix: start "
+        f"{written} ranks (torchrun --nnodes N --nproc-per-node K with N x K = {written}), "
+        f"or write the spec with nprocs={world}.",
+        setting="nprocs",
+    )
 
 
 def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
