@@ -17,16 +17,13 @@ the workers alone (:meth:`Applied.check_launch`).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
 
 from spawnkit import _metadata
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.errors import ConfigError
 from spawnkit.namespace import Namespace
 from spawnkit.spec import ProcessSpec
-
-if TYPE_CHECKING:
-    from collections.abc import Mapping
 
 __all__ = ["Applied", "applied_here", "check_fork_context", "check_same_selection", "record"]
 
