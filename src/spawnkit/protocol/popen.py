@@ -380,13 +380,7 @@ def get_launch_context(
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
     from spawnkit.protocol import warm
 
-    mode = os.environ.get(warm.MODE_VAR, "server").strip().lower() or "server"
-    if mode not in ("server", "worker"):
-        raise ConfigError(
-            f"{warm.MODE_VAR}={mode!r}: use 'server' (bootstrap once in the warm-start "
-            "server, the default) or 'worker' (every worker runs its own bootstrap)",
-            setting=warm.MODE_VAR,
-        )
+    mode = warm.bootstrap_mode(template.env)
     from spawnkit._environ import read_at_start
 
     boot = None

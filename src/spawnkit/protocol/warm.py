@@ -34,7 +34,7 @@ import threading
 import time
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
@@ -52,6 +52,7 @@ from spawnkit.protocol.failure import Exited, Failed
 __all__ = [
     "MODE_VAR",
     "WarmServer",
+    "bootstrap_mode",
     "current_server",
     "get_server",
     "launcher_modules",
@@ -79,6 +80,24 @@ _TIMED_OUT = object()  # the last "message" of a server that did not finish star
 
 def _pkg(name: str, sub: str) -> Any:
     return importlib.import_module(f"{name}.{sub}")
+
+
+def bootstrap_mode(env: Mapping[str, str] | None = None) -> str:
+    """``server`` or ``worker``, as the launch's workers see :data:`MODE_VAR`: ``env=`` wins
+    over the launcher's own, as for a namespace's variables.  Read from ``os.environ`` alone,
+    ``env={MODE_VAR: "worker"}`` left every worker forked from a server that had run the
+    plugins once, for no rank, while each worker's environment said ``worker``."""
+    given = env is not None and MODE_VAR in env
+    raw = env[MODE_VAR] if env is not None and given else os.environ.get(MODE_VAR, "")
+    mode = raw.strip().lower() or "server"
+    if mode not in ("server", "worker"):
+        raise ConfigError(
+            f"{MODE_VAR}={raw!r}{' (in env=)' if given else ''}: use 'server' (bootstrap once "
+            "in the warm-start server, the default) or 'worker' (every worker runs its own "
+            "bootstrap)",
+            setting=MODE_VAR,
+        )
+    return mode
 
 
 class WarmServer:
@@ -431,16 +450,29 @@ def _warn_rankless(reads: list[tuple[str, str]], server: WarmServer) -> None:
     for step, source in reads:
         plugin = source and _steps.split_step(step)[0] == _steps.PLUGIN  # the step names it
         where = "" if plugin else f" while {_step_text(step)}"
+        instead = (
+            f"set {MODE_VAR}=worker (exported, or in env=) so that each worker runs it itself"
+            if _bootstraps(step)
+            else "import it in the entry instead of preload= (a preload is imported in the "
+            f"server whatever {MODE_VAR} says)"
+        )
         warnings.warn(
             f"{source or 'code'} called spawnkit.bootstrap.current_spec(){where} in the "
             f"warm-start server (pid {server.pid}) and got None: the server bootstraps once for "
             "every rank, so it has none, and whatever the code decided from that (hooks it "
             "registered or skipped) holds for every worker forked from it, where a worker "
-            "that bootstraps itself gets its own spec. Read the rank at hook call time, or "
-            f"set {MODE_VAR}=worker so that each worker runs the plugins itself.",
+            f"that bootstraps itself gets its own spec. Read the rank at hook call time, or "
+            f"{instead}.",
             WarmServerWarning,
             stacklevel=user_stacklevel(),
         )
+
+
+def _bootstraps(step: str) -> bool:
+    """Whether ``step`` is one a worker runs itself under ``MODE_VAR=worker``: a stage or a
+    plugin; a preload (the launcher's modules too) is imported in the server either way, so
+    advising the mode there sent the user to a setting that changes nothing for it."""
+    return step != _steps.STARTUP and _steps.split_step(step)[0] != _steps.PRELOAD
 
 
 def _start_error(final: Any, step: str, server: WarmServer, fault: str) -> ForkServerError:
@@ -482,8 +514,9 @@ def _start_failure_text(final: Any, step: str, server: WarmServer, fault: str) -
             f"the warm-start fork server (pid {pid}) called sys.exit({final.said or final.code}) "
             "while "
             f"{_step_text(step)}, so it cannot serve workers. Effect: no worker was started. "
-            "Remove the exit from that code (a plugin or module must not end the process), or "
-            f"set {MODE_VAR}=worker.\n{final.traceback_text}".rstrip()
+            "Remove the exit from that code (a plugin or module must not end the process)"
+            + (f", or set {MODE_VAR}=worker" if _bootstraps(step) else "")
+            + f".\n{final.traceback_text}".rstrip()
         )
     if final is _TIMED_OUT:
         return (
