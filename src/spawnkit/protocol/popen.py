@@ -387,7 +387,7 @@ def get_launch_context(
     shared_env = {k: v for k, v in template.env.items() if k != RUN_ID_VAR}
     if mode == "server":
         boot = template.replace(env=shared_env, payload=None, extra={})
-    at_start = read_at_start(shared_env)
+    at_start = {**read_at_start(shared_env), **warm.server_reads(shared_env)}
     server = warm.get_server(context, tuple(preload), template.namespace, boot, timeout, at_start)
     return LaunchContext(context, "forkserver", _variant(context, "forkserver"), server, timeout)
 

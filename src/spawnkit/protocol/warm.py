@@ -51,6 +51,7 @@ from spawnkit.protocol.failure import Exited, Failed
 
 __all__ = [
     "MODE_VAR",
+    "SPARES_VAR",
     "WarmServer",
     "bootstrap_mode",
     "current_server",
@@ -63,6 +64,9 @@ __all__ = [
 
 MODE_VAR = "SPAWNKIT_WARM_BOOTSTRAP"
 """``server`` (default): bootstrap once in the server; ``worker``: every worker bootstraps."""
+
+SPARES_VAR = _fork_loop.SPARES_VAR
+"""How many workers a server forks ahead of requests: read by the server itself, as it starts."""
 
 _START_TIMEOUT = 120.0
 _FORK_TIMEOUT = 30.0
@@ -100,6 +104,15 @@ def bootstrap_mode(env: Mapping[str, str] | None = None) -> str:
     return mode
 
 
+def server_reads(env: Mapping[str, str]) -> dict[str, str]:
+    """The launch's ``env=`` entries the server itself reads as it starts (``SPARES_VAR``)
+    that this process's environment lacks or has otherwise: the server is started with them,
+    so they are part of its key.  Applied only in its workers, ``env={SPARES_VAR: "0"}`` never
+    reached the server, which kept forking spares while the workers' environment said 0."""
+    environ = os.environ
+    return {k: env[k] for k in (SPARES_VAR,) if k in env and environ.get(k) != env[k]}
+
+
 class WarmServer:
     """One running fork server: its address, its "alive" pipe, its pid and what it did at start."""
 
@@ -113,7 +126,7 @@ class WarmServer:
         self.package = package
         self.preload = preload
         self.boot = boot
-        #: env= entries read only as a process starts: the server is exec'd with them
+        #: env= entries read only as a process starts, or by the server: it is exec'd with them
         self.exec_env = exec_env or {}
         self.let_go_why = ""  # why a later launch left it for a new server (let_go)
         self.pid: int | None = None
@@ -599,7 +612,8 @@ def get_server(
     exec_env: dict[str, str] | None = None,
 ) -> WarmServer:
     """The running server for this key, started (bootstrapped, preloaded) on first use;
-    ``exec_env``: the launch's ``env=`` entries read only at start (``spawnkit._environ``)."""
+    ``exec_env``: the launch's ``env=`` entries read only at start (``spawnkit._environ``)
+    and those the server reads itself (:func:`server_reads`)."""
     key = server_key(package, preload, namespace, boot, exec_env)
     with _servers_lock:
         for old in [s for s in _retired if not s.alive()]:  # its workers ended: reaped
@@ -613,7 +627,10 @@ def get_server(
         elif server is not None:
             server.stop(0.5)  # it died: replace it
             del _servers[key]
-        _fork_loop.most_spares()  # a bad SPAWNKIT_WARM_SPARES is refused before a server starts
+        # a bad SPAWNKIT_WARM_SPARES is refused before a server starts, the value it will read
+        started_with = exec_env or {}
+        given = " (in env=)" if SPARES_VAR in started_with else ""
+        _fork_loop.most_spares({**os.environ, **started_with}, given)
         server = WarmServer(package, preload, boot, exec_env)
         began = time.monotonic()
         server.start(_START_TIMEOUT if timeout is None else timeout)
