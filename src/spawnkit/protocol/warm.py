@@ -51,6 +51,7 @@ from spawnkit.protocol.failure import Exited, Failed
 
 __all__ = [
     "MODE_VAR",
+    "PROCESS_ENV",
     "SPARES_VAR",
     "WarmServer",
     "bootstrap_mode",
@@ -67,6 +68,9 @@ MODE_VAR = "SPAWNKIT_WARM_BOOTSTRAP"
 
 SPARES_VAR = _fork_loop.SPARES_VAR
 """How many workers a server forks ahead of requests: read by the server itself, as it starts."""
+
+PROCESS_ENV = (MODE_VAR, SPARES_VAR)
+"""This module's process-wide variables, for the launcher's environment check."""
 
 _START_TIMEOUT = 120.0
 _FORK_TIMEOUT = 30.0
