@@ -11,7 +11,9 @@ distributions on a private site directory; one real spawned worker.
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import threading
 import uuid
 import warnings
@@ -19,11 +21,12 @@ from pathlib import Path
 
 import pytest
 
+import spawnkit
 from spawnkit import _metadata, spawn_with_plugins
 from spawnkit.errors import ConfigError, EnvVariableWarning
 from spawnkit.launch import build_spec
 from spawnkit.launch._env_check import find_env_problems
-from spawnkit.namespace import Namespace
+from spawnkit.namespace import Namespace, get_namespace
 from spawnkit.testing import write_distribution
 
 
@@ -369,3 +372,95 @@ def test_use_cpu_engine_that_is_no_boolean_is_refused_in_the_parent(
     for fine in ("1", "ON", "no", ""):  # controls: what the table reads as a boolean
         monkeypatch.setenv(cfg.cpu_engine_var, fine)
         build_spec("os:getpid", namespace=ns)
+
+
+# ---------------------------------------------------- spawnkit's own process-wide variables
+_OWN = re.compile(r"SPAWNKIT_[A-Z0-9_]+")
+
+
+def _constant(node: ast.AST | None) -> str:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value if _OWN.fullmatch(node.value) else ""
+    return ""
+
+
+def _names(target: ast.AST) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, ast.Attribute):
+        return [target.attr]
+    return []
+
+
+def _environ(node: ast.AST) -> bool:
+    """An expression of an environment: ``os.environ``, ``environ``, ``os.environb``..."""
+    text = ast.unparse(node)
+    return text.endswith(("environ", "environb")) or text == "os"
+
+
+def _read_or_set(node: ast.AST) -> list[str]:
+    """The ``SPAWNKIT_*`` names one node reads or sets: a constant named ``*_VAR`` (the form
+    every variable of spawnkit's takes), a member of a collection named ``*_ENV``/``*_VARS``,
+    or the key of an environment lookup written out."""
+    found: list[str] = []
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names = [n for t in targets for n in _names(t)]
+        if any(n.endswith("_VAR") for n in names):
+            found.append(_constant(node.value))
+        if any(n.endswith(("_ENV", "_VARS")) for n in names) and node.value is not None:
+            found.extend(_constant(sub) for sub in ast.walk(node.value))
+    elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+        if node.func.attr in ("get", "pop", "setdefault", "getenv", "putenv", "unsetenv") and (
+            _environ(node.func.value)
+        ):
+            found.append(_constant(node.args[0]))
+    elif isinstance(node, ast.Subscript) and _environ(node.value):
+        found.append(_constant(node.slice))
+    elif isinstance(node, ast.Compare) and any(_environ(c) for c in node.comparators):
+        found.append(_constant(node.left))
+    return [name for name in found if name]
+
+
+def _own_variables() -> dict[str, str]:
+    """Every ``SPAWNKIT_*`` variable the package reads or sets, with where: every module."""
+    src = Path(spawnkit.__file__).parent
+    found: dict[str, str] = {}
+    for path in sorted(src.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            for name in _read_or_set(node):
+                found.setdefault(name, f"{path.relative_to(src)}:{node.lineno}")
+    return found
+
+
+def test_every_variable_spawnkit_reads_or_sets_is_known_to_the_check() -> None:
+    """A name spawnkit uses and the check does not know is called one "nothing reads": with
+    ``SPAWNKIT_STRICT_ENV=1`` the launch is refused for spawnkit's own setting."""
+    found = _own_variables()
+    # the scan reads the real package: the warm server's two, the run id, the torchrun rank's
+    assert len(found) >= 7, found
+    ns = get_namespace(None)
+    unknown = {name: where for name, where in found.items() if find_env_problems(ns, {name: "1"})}
+    assert not unknown, f"spawnkit's own variables the env check calls unread: {unknown}"
+
+
+def test_spawnkits_own_variables_pass_strict_env_in_a_real_launch(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``SPAWNKIT_WARM_SPARES`` exported (documented, read by every warm server), and the
+    ``SPAWNKIT_FAILURE_STORE`` a rank of a multi-node ``spawnkit launch`` inherits, in a
+    process that launches workers of its own under ``SPAWNKIT_STRICT_ENV=1``."""
+    monkeypatch.setenv("SPAWNKIT_STRICT_ENV", "1")
+    monkeypatch.setenv("SPAWNKIT_WARM_SPARES", "0")
+    monkeypatch.setenv("SPAWNKIT_FAILURE_STORE", "127.0.0.1:29500")
+    monkeypatch.setenv("SPAWNKIT_RESULT_DIR", str(tmp_path))
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        with spawn_with_plugins("os:getpid", env={"SPAWNKIT_WARM_SPARES": "0"}) as group:
+            (pid,) = group.results(timeout=60)
+    assert pid != os.getpid()
+    assert _env_warnings(record) == []
+    # control: a misspelling of one is still refused, and named with the variable meant
+    with pytest.raises(ConfigError, match=r"did you mean SPAWNKIT_WARM_SPARES\?"):
+        spawn_with_plugins("os:getpid", env={"SPAWNKIT_WARM_SPARE": "0"})

@@ -122,3 +122,6 @@ def test_a_preload_that_reads_the_spec_is_named_by_its_step(tmp_path: Path) -> N
         "code called spawnkit.bootstrap.current_spec() while importing preload module "
         f"'{pkg}.per_rank' in the warm-start server" in line
     ), line
+    # a preload is imported in the server in either mode: the mode is not the fix for it
+    assert "SPAWNKIT_WARM_BOOTSTRAP=worker" not in line, line
+    assert "import it in the entry instead of preload=" in line, line

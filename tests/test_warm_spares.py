@@ -52,13 +52,19 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
         yield site
 
 
-def _launch(site: Site, nprocs: int = 1, context: str = "multiprocessing") -> list[Any]:
+def _launch(
+    site: Site,
+    nprocs: int = 1,
+    context: str = "multiprocessing",
+    env: dict[str, str] | None = None,
+) -> list[Any]:
     with spawn_with_plugins(
         f"{site.tag}_probe:probe",
         nprocs=nprocs,
         namespace=site.ns,
         start_method="forkserver",
         context=context,
+        env=env,
     ) as group:
         return list(group.results(timeout=60))
 
@@ -231,6 +237,32 @@ def test_spares_can_be_turned_off(site: Site, monkeypatch: pytest.MonkeyPatch) -
     assert _spares(first["ppid"]) == []
     (second,) = _launch(site)
     assert second["ppid"] == first["ppid"] and second["pid"] != first["pid"]
+
+
+def test_spares_can_be_turned_off_in_env(site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``env=`` counts as if set in the launcher: the server, not only its workers, reads it."""
+    monkeypatch.delenv(SPARES_VAR, raising=False)
+    off = {SPARES_VAR: "0"}
+    (first,) = _launch(site, env=off)
+    time.sleep(0.3)  # far past the server's idle wait before a spare
+    assert _spares(first["ppid"]) == []
+    (second,) = _launch(site, env=off)  # the same setting: the same server
+    assert second["ppid"] == first["ppid"] and _spares(first["ppid"]) == []
+    (third,) = _launch(site)  # without it: another server, with the default's spares
+    assert third["ppid"] != first["ppid"]
+    _wait_spares(third["ppid"], 1)
+
+
+@pytest.mark.parametrize("value", ["-1", "many"])
+def test_a_bad_spare_count_in_env_is_refused_before_a_server_starts(
+    site: Site, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.delenv(SPARES_VAR, raising=False)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(ConfigError, match=f"{SPARES_VAR}={value!r} \\(in env=\\) is not a count"):
+        _launch(site, env={SPARES_VAR: value})
+    started = {p.pid for p in psutil.Process().children(recursive=True)} - before
+    assert not [p for p in started if not gone(p)], "a server started before the refusal"
 
 
 @pytest.mark.parametrize("value", ["-1", "many"])

@@ -23,11 +23,21 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["PARENT_DIED_EXIT_CODE", "RUN_ID_VAR", "arm", "reap_guardian", "start_server_guardian"]
+__all__ = [
+    "PARENT_DIED_EXIT_CODE",
+    "PROCESS_ENV",
+    "RUN_ID_VAR",
+    "arm",
+    "reap_guardian",
+    "start_server_guardian",
+]
 
 RUN_ID_VAR = "SPAWNKIT_RUN_ID"
 """Environment variable carrying the group's run id, inherited by a worker's own children,
 so that :func:`spawnkit.cleanup` finds orphans."""
+
+PROCESS_ENV = (RUN_ID_VAR,)
+"""This module's process-wide variables, for the launcher's environment check."""
 
 PARENT_DIED_EXIT_CODE = 1
 

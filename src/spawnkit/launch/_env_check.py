@@ -56,12 +56,20 @@ class EnvFinding(NamedTuple):
 
 
 def _process_wide() -> frozenset[str]:
-    """spawnkit's own variables that belong to no namespace (read by every launcher)."""
-    from spawnkit.bootstrap._parent_death import RUN_ID_VAR
-    from spawnkit.protocol.warm import MODE_VAR
-    from spawnkit.spec.signing import DEFAULT_KEY_VAR
+    """spawnkit's own variables that belong to no namespace, each owner's ``PROCESS_ENV``.
 
-    return frozenset({RUN_ID_VAR, MODE_VAR, DEFAULT_KEY_VAR})
+    A name missing here is one spawnkit itself reads or sets called a variable "nothing
+    reads" (``SPAWNKIT_WARM_SPARES``; the ``SPAWNKIT_FAILURE_STORE`` every rank of a
+    multi-node torchrun job inherits), and ``<PREFIX>_STRICT_ENV=1`` refused the launch;
+    ``tests/test_env_check.py`` finds every such name in the source and fails on one left out.
+    """
+    from spawnkit import _rank_env
+    from spawnkit.bootstrap import _parent_death
+    from spawnkit.protocol import warm
+    from spawnkit.spec import signing
+
+    owners = (_parent_death, warm, signing, _rank_env)
+    return frozenset(var for owner in owners for var in owner.PROCESS_ENV)
 
 
 def _others(ns: Namespace) -> list[Namespace]:

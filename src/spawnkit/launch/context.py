@@ -78,6 +78,13 @@ def get_context(
     ns = get_namespace(namespace)
     preload = check_preload(preload, "get_context")
     _check(method, context, preload)
+    boot_in_server = True
+    if method == "forkserver":
+        from spawnkit.protocol import warm
+
+        # "worker": the server only preloads and each child bootstraps itself, with its own
+        # spec; read first, so that a bad value is refused before anything is decided
+        boot_in_server = warm.bootstrap_mode() == "server"
     spec = context_spec(ns)
     if method == "fork":  # its children inherit this process's bootstrap, if it has one
         _here.check_fork_context(ns, spec)
@@ -85,9 +92,8 @@ def get_context(
     _plain_children.arm_launcher(ns.name, spec.plugins or (), {ns.name.partition(".")[0]})
     server = None
     if method == "forkserver":
-        from spawnkit.protocol import warm
-
-        server = warm.get_server(context, preload, ns.config, spec, timeout)
+        boot = spec if boot_in_server else None
+        server = warm.get_server(context, preload, ns.config, boot, timeout)
     base = context_process.variant(context, method)
     process = type(
         "Process",

@@ -30,6 +30,7 @@ import socket
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from spawnkit.protocol import _prefault
@@ -51,9 +52,10 @@ _REAP_S = 1.0
 _MOST_LOST = 3
 
 
-def most_spares() -> int:
-    """``SPAWNKIT_WARM_SPARES`` as read by a server; a value that is not a count is refused."""
-    raw = os.environ.get(SPARES_VAR, "").strip()
+def most_spares(environ: Mapping[str, str] | None = None, where: str = "") -> int:
+    """``SPAWNKIT_WARM_SPARES`` as read by a server (from ``environ``, the environment it is
+    started with; ``where`` says where it was given); a value that is not a count is refused."""
+    raw = (os.environ if environ is None else environ).get(SPARES_VAR, "").strip()
     if not raw:
         return _MOST_SPARES
     try:
@@ -64,9 +66,9 @@ def most_spares() -> int:
         from spawnkit.errors import ConfigError
 
         raise ConfigError(
-            f"{SPARES_VAR}={raw!r} is not a count. It sets how many workers a warm-start fork "
-            "server forks ahead of requests. Set it to 0 (fork every worker on request) or a "
-            "positive number, or unset it for the default of 8.",
+            f"{SPARES_VAR}={raw!r}{where} is not a count. It sets how many workers a "
+            "warm-start fork server forks ahead of requests. Set it to 0 (fork every worker "
+            "on request) or a positive number, or unset it for the default of 8.",
             setting=SPARES_VAR,
         )
     return value

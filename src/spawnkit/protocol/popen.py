@@ -380,20 +380,14 @@ def get_launch_context(
     from spawnkit.bootstrap._parent_death import RUN_ID_VAR
     from spawnkit.protocol import warm
 
-    mode = os.environ.get(warm.MODE_VAR, "server").strip().lower() or "server"
-    if mode not in ("server", "worker"):
-        raise ConfigError(
-            f"{warm.MODE_VAR}={mode!r}: use 'server' (bootstrap once in the warm-start "
-            "server, the default) or 'worker' (every worker runs its own bootstrap)",
-            setting=warm.MODE_VAR,
-        )
+    mode = warm.bootstrap_mode(template.env)
     from spawnkit._environ import read_at_start
 
     boot = None
     shared_env = {k: v for k, v in template.env.items() if k != RUN_ID_VAR}
     if mode == "server":
         boot = template.replace(env=shared_env, payload=None, extra={})
-    at_start = read_at_start(shared_env)
+    at_start = {**read_at_start(shared_env), **warm.server_reads(shared_env)}
     server = warm.get_server(context, tuple(preload), template.namespace, boot, timeout, at_start)
     return LaunchContext(context, "forkserver", _variant(context, "forkserver"), server, timeout)
 

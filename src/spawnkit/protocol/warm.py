@@ -34,7 +34,7 @@ import threading
 import time
 import types
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
@@ -51,7 +51,10 @@ from spawnkit.protocol.failure import Exited, Failed
 
 __all__ = [
     "MODE_VAR",
+    "PROCESS_ENV",
+    "SPARES_VAR",
     "WarmServer",
+    "bootstrap_mode",
     "current_server",
     "get_server",
     "launcher_modules",
@@ -62,6 +65,12 @@ __all__ = [
 
 MODE_VAR = "SPAWNKIT_WARM_BOOTSTRAP"
 """``server`` (default): bootstrap once in the server; ``worker``: every worker bootstraps."""
+
+SPARES_VAR = _fork_loop.SPARES_VAR
+"""How many workers a server forks ahead of requests: read by the server itself, as it starts."""
+
+PROCESS_ENV = (MODE_VAR, SPARES_VAR)
+"""This module's process-wide variables, for the launcher's environment check."""
 
 _START_TIMEOUT = 120.0
 _FORK_TIMEOUT = 30.0
@@ -81,6 +90,33 @@ def _pkg(name: str, sub: str) -> Any:
     return importlib.import_module(f"{name}.{sub}")
 
 
+def bootstrap_mode(env: Mapping[str, str] | None = None) -> str:
+    """``server`` or ``worker``, as the launch's workers see :data:`MODE_VAR`: ``env=`` wins
+    over the launcher's own, as for a namespace's variables.  Read from ``os.environ`` alone,
+    ``env={MODE_VAR: "worker"}`` left every worker forked from a server that had run the
+    plugins once, for no rank, while each worker's environment said ``worker``."""
+    given = env is not None and MODE_VAR in env
+    raw = env[MODE_VAR] if env is not None and given else os.environ.get(MODE_VAR, "")
+    mode = raw.strip().lower() or "server"
+    if mode not in ("server", "worker"):
+        raise ConfigError(
+            f"{MODE_VAR}={raw!r}{' (in env=)' if given else ''}: use 'server' (bootstrap once "
+            "in the warm-start server, the default) or 'worker' (every worker runs its own "
+            "bootstrap)",
+            setting=MODE_VAR,
+        )
+    return mode
+
+
+def server_reads(env: Mapping[str, str]) -> dict[str, str]:
+    """The launch's ``env=`` entries the server itself reads as it starts (``SPARES_VAR``)
+    that this process's environment lacks or has otherwise: the server is started with them,
+    so they are part of its key.  Applied only in its workers, ``env={SPARES_VAR: "0"}`` never
+    reached the server, which kept forking spares while the workers' environment said 0."""
+    environ = os.environ
+    return {k: env[k] for k in (SPARES_VAR,) if k in env and environ.get(k) != env[k]}
+
+
 class WarmServer:
     """One running fork server: its address, its "alive" pipe, its pid and what it did at start."""
 
@@ -94,7 +130,7 @@ class WarmServer:
         self.package = package
         self.preload = preload
         self.boot = boot
-        #: env= entries read only as a process starts: the server is exec'd with them
+        #: env= entries read only as a process starts, or by the server: it is exec'd with them
         self.exec_env = exec_env or {}
         self.let_go_why = ""  # why a later launch left it for a new server (let_go)
         self.pid: int | None = None
@@ -431,16 +467,29 @@ def _warn_rankless(reads: list[tuple[str, str]], server: WarmServer) -> None:
     for step, source in reads:
         plugin = source and _steps.split_step(step)[0] == _steps.PLUGIN  # the step names it
         where = "" if plugin else f" while {_step_text(step)}"
+        instead = (
+            f"set {MODE_VAR}=worker (exported, or in env=) so that each worker runs it itself"
+            if _bootstraps(step)
+            else "import it in the entry instead of preload= (a preload is imported in the "
+            f"server whatever {MODE_VAR} says)"
+        )
         warnings.warn(
             f"{source or 'code'} called spawnkit.bootstrap.current_spec(){where} in the "
             f"warm-start server (pid {server.pid}) and got None: the server bootstraps once for "
             "every rank, so it has none, and whatever the code decided from that (hooks it "
             "registered or skipped) holds for every worker forked from it, where a worker "
-            "that bootstraps itself gets its own spec. Read the rank at hook call time, or "
-            f"set {MODE_VAR}=worker so that each worker runs the plugins itself.",
+            f"that bootstraps itself gets its own spec. Read the rank at hook call time, or "
+            f"{instead}.",
             WarmServerWarning,
             stacklevel=user_stacklevel(),
         )
+
+
+def _bootstraps(step: str) -> bool:
+    """Whether ``step`` is one a worker runs itself under ``MODE_VAR=worker``: a stage or a
+    plugin; a preload (the launcher's modules too) is imported in the server either way, so
+    advising the mode there sent the user to a setting that changes nothing for it."""
+    return step != _steps.STARTUP and _steps.split_step(step)[0] != _steps.PRELOAD
 
 
 def _start_error(final: Any, step: str, server: WarmServer, fault: str) -> ForkServerError:
@@ -482,8 +531,9 @@ def _start_failure_text(final: Any, step: str, server: WarmServer, fault: str) -
             f"the warm-start fork server (pid {pid}) called sys.exit({final.said or final.code}) "
             "while "
             f"{_step_text(step)}, so it cannot serve workers. Effect: no worker was started. "
-            "Remove the exit from that code (a plugin or module must not end the process), or "
-            f"set {MODE_VAR}=worker.\n{final.traceback_text}".rstrip()
+            "Remove the exit from that code (a plugin or module must not end the process)"
+            + (f", or set {MODE_VAR}=worker" if _bootstraps(step) else "")
+            + f".\n{final.traceback_text}".rstrip()
         )
     if final is _TIMED_OUT:
         return (
@@ -566,7 +616,8 @@ def get_server(
     exec_env: dict[str, str] | None = None,
 ) -> WarmServer:
     """The running server for this key, started (bootstrapped, preloaded) on first use;
-    ``exec_env``: the launch's ``env=`` entries read only at start (``spawnkit._environ``)."""
+    ``exec_env``: the launch's ``env=`` entries read only at start (``spawnkit._environ``)
+    and those the server reads itself (:func:`server_reads`)."""
     key = server_key(package, preload, namespace, boot, exec_env)
     with _servers_lock:
         for old in [s for s in _retired if not s.alive()]:  # its workers ended: reaped
@@ -580,7 +631,10 @@ def get_server(
         elif server is not None:
             server.stop(0.5)  # it died: replace it
             del _servers[key]
-        _fork_loop.most_spares()  # a bad SPAWNKIT_WARM_SPARES is refused before a server starts
+        # a bad SPAWNKIT_WARM_SPARES is refused before a server starts, the value it will read
+        started_with = exec_env or {}
+        given = " (in env=)" if SPARES_VAR in started_with else ""
+        _fork_loop.most_spares({**os.environ, **started_with}, given)
         server = WarmServer(package, preload, boot, exec_env)
         began = time.monotonic()
         server.start(_START_TIMEOUT if timeout is None else timeout)

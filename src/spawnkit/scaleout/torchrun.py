@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from spawnkit._rank_env import FAILURE_STORE_VAR, RESTART_VAR, RESULT_DIR_VAR
 from spawnkit.bootstrap import guard as _guard
 from spawnkit.spec import _phase
 
@@ -142,10 +143,6 @@ def _report(exc: BaseException, *, rank: int, stage: str) -> None:
     _publish(record, message)
 
 
-FAILURE_STORE_VAR = "SPAWNKIT_FAILURE_STORE"
-"""``host:port`` of a multi-node job's rendezvous store (set by ``spawnkit launch``): a
-failing rank publishes its failure there, so node 0's launcher reports it with rank and stage
-(torchrun's agents only see their own node's ranks)."""
 _STORE_TIMEOUT_S = 5.0
 
 
@@ -244,11 +241,6 @@ def main(argv: Sequence[str] | None = None, *, restartable: bool = False) -> int
     return _run(spec, result_dir)
 
 
-RESTART_VAR = "SPAWNKIT_RUN_RESTARTED"
-"""Set only for the one exec of a rank with its ``env=`` entries read at start (see
-:func:`_start_with_env`), and taken out of the environment as that image starts."""
-
-
 def _start_with_env(env: Mapping[str, str], restarted: bool, restartable: bool) -> None:
     """Exec this rank again with ``env``'s entries read only at start (``PYTHONHASHSEED``,
     ``LD_PRELOAD``, ``MALLOC_ARENA_MAX``...) when this process lacks them: set in
@@ -315,12 +307,6 @@ def _run(spec: ProcessSpec, result_dir: str | None = None) -> int:
     if result_dir:
         _publish_result(result_dir, spec.rank, result)
     return 0
-
-
-RESULT_DIR_VAR = "SPAWNKIT_RESULT_DIR"
-"""A folder (set by ``spawnkit launch --launcher torchrun``) where each rank that finishes
-writes its entry's result as text, ``rank<N>.json``: torchrun keeps no return values, so the
-launcher prints them from there (``rank N returned: ...``), as it does for local ranks."""
 
 
 def _publish_result(folder: str, rank: int, result: Any) -> None:

@@ -36,6 +36,7 @@ from spawnkit.spec.process_spec import ProcessSpec
 __all__ = [
     "DEFAULT_KEY_VAR",
     "MIN_KEY_BYTES",
+    "PROCESS_ENV",
     "generate_key",
     "key_from_env",
     "read_spec_file",
@@ -45,6 +46,8 @@ __all__ = [
 ]
 
 DEFAULT_KEY_VAR = "SPAWNKIT_SPEC_KEY"
+PROCESS_ENV = (DEFAULT_KEY_VAR,)
+"""This module's process-wide variables, for the launcher's environment check."""
 MIN_KEY_BYTES = 16
 _MAGIC = b"SPAWNKIT-SPEC/1\n"
 _ALG = "hmac-sha256"
