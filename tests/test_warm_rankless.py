@@ -125,3 +125,16 @@ def test_a_preload_that_reads_the_spec_is_named_by_its_step(tmp_path: Path) -> N
     # a preload is imported in the server in either mode: the mode is not the fix for it
     assert "SPAWNKIT_WARM_BOOTSTRAP=worker" not in line, line
     assert "import it in the entry instead of preload=" in line, line
+
+
+def test_a_preload_that_reads_the_spec_is_named_in_worker_mode_too(tmp_path: Path) -> None:
+    """Under ``WARM_BOOTSTRAP=worker`` each worker loads its plugins itself, but the server
+    still imports the preload, once, with no rank: its import-time read got None, unsaid."""
+    script, _, pkg = _app(tmp_path, reads=False)
+    proc = run_script(
+        script, "forkserver", f"{pkg}.per_rank", env={"SPAWNKIT_WARM_BOOTSTRAP": "worker"}
+    )
+    assert "RESULT ['hooked', 'hooked']" in proc.stdout, proc.stdout + proc.stderr
+    (line,) = warned(proc, "WarmServerWarning")
+    assert f"while importing preload module '{pkg}.per_rank'" in line, line
+    assert "import it in the entry instead of preload=" in line, line

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Bootstrapper", "boot_identity", "bootstrap_process", "current_report", "current_spec",
-    "take_rankless_reads",
+    "note_rankless_reads", "take_rankless_reads",
 ]  # fmt: skip
 
 _UNSET: Any = object()
@@ -82,6 +82,13 @@ def _note_rankless_read() -> None:
     who = (guard.current_step(), "" if source is None else str(source))
     if _rankless is not None and who not in _rankless:
         _rankless.append(who)
+
+
+def note_rankless_reads() -> None:
+    """In a warm server that bootstraps no plugin (``WARM_BOOTSTRAP=worker``) but imports the
+    preloads, once, for every rank: who asks ``current_spec()`` there is noted all the same."""
+    global _rankless
+    _rankless = []
 
 
 def take_rankless_reads() -> list[tuple[str, str]]:

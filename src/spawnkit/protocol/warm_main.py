@@ -236,6 +236,10 @@ def _prepare(
         ):
             if spec is not None:
                 prebootstrap(spec, status)
+            elif preload:  # worker mode: each worker bootstraps, yet preloads run here once
+                from spawnkit.bootstrap.process import note_rankless_reads
+
+                note_rankless_reads()
             for module in preload:
                 _preload(module, status)
             _import_quietly(launcher, status)
