@@ -1209,3 +1209,86 @@ def test_a_partialmethod_of_an_original_is_rebound_with_its_arguments(
     registry.unapply()
     assert all(vars(eng.Engine)[name] is before[name] for name in ("run_fast", "rope"))
     assert engine.run_fast(2) == ("run", 2, True) and engine.rope() == ("rope", engine)
+
+
+# A module that puts a wrapper in its own place in sys.modules, as torch's own
+# ``torch.backends.cudnn`` (and ``mkldnn``, ``opt_einsum``, ...) ends.
+STANDS_IN = """
+import sys
+import types
+
+def is_available():
+    return False
+
+def pick():  # the module's own code calls the target through its real globals
+    return "cudnn" if is_available() else "native"
+
+TABLE = {"available": is_available}
+CHECK = is_available
+
+class _Wrapper(types.ModuleType):
+    def __init__(self, real, name):
+        super().__init__(name)
+        self.real = real
+
+    def __getattr__(self, attr):
+        return getattr(self.real, attr)
+
+sys.modules[__name__] = _Wrapper(sys.modules[__name__], __name__)
+"""
+
+
+def test_a_module_that_stands_a_wrapper_in_its_place_calls_the_hook_from_its_own_code(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """The target was patched on the wrapper only: ``flags.is_available()`` ran the hook, but
+    the module's own functions read the real module's globals, which no ``sys.modules`` entry
+    holds, so ``pick()`` and the module's table ran the original while status() said applied."""
+    flags = mods.load("flags", STANDS_IN)
+    real = vars(flags.real)
+    original = real["is_available"]
+    registry.register(mods.name("flags.is_available"), lambda *a: True, HookType.REPLACE)
+    registry.apply_hooks()
+    assert flags.is_available() is True and flags.pick() == "cudnn"
+    assert flags.TABLE["available"]() is True and flags.CHECK() is True
+    assert {row.state for row in registry.status()} == {"applied"}
+    assert registry.stale_holders() == []
+    registry.unapply()
+    assert flags.pick() == "native" and "is_available" not in vars(flags)
+    assert real["is_available"] is original and flags.TABLE["available"] is original
+    assert flags.CHECK is original
+
+
+def test_a_stood_in_modules_globals_roll_back_with_a_failed_apply(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    flags = mods.load("flags", STANDS_IN)
+    original = vars(flags.real)["is_available"]
+    registry.register(mods.name("flags.is_available"), lambda *a: True, HookType.REPLACE)
+    registry.register(mods.name("flags.no_such_function"), lambda r: r)
+    with pytest.raises(HookApplyError):
+        registry.apply_hooks()
+    assert flags.pick() == "native" and vars(flags.real)["is_available"] is original
+
+
+@pytest.mark.needs_torch
+def test_torch_backends_cudnn_calls_a_hooked_is_available_from_its_own_functions(
+    registry: type[HookRegistry],
+) -> None:
+    """``torch.backends.cudnn`` replaces itself in ``sys.modules`` with a ``CudnnModule``:
+    a platform plugin's hook on ``is_available`` ran for ``cudnn.is_available()`` only, never
+    for ``cudnn.flags()`` or ``set_flags()``, which call it from the real module."""
+    import torch.backends.cudnn as cudnn
+
+    calls: list[bool] = []
+    original = cudnn.is_available
+    registry.register("torch.backends.cudnn.is_available", lambda r: calls.append(r))
+    registry.apply_hooks()
+    with cudnn.flags(enabled=cudnn.enabled):
+        pass
+    assert calls, "cudnn.flags() ran the original is_available"
+    registry.unapply()
+    calls.clear()
+    with cudnn.flags(enabled=cudnn.enabled):
+        pass
+    assert calls == [] and cudnn.is_available is original
