@@ -10,10 +10,12 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from _plugin_app import LAUNCH, MAIN, run_script, warned, write_app
 from spawnkit.errors import HookApplyError
 from spawnkit.hooks import HookRegistry, HookType
 
@@ -1292,3 +1294,113 @@ def test_torch_backends_cudnn_calls_a_hooked_is_available_from_its_own_functions
     with cudnn.flags(enabled=cudnn.enabled):
         pass
     assert calls == [] and cudnn.is_available is original
+
+
+# A framework base (another package) whose ``__init_subclass__`` wraps each inherited public
+# method into the subclass's own __dict__, as tracing and profiling frameworks do.
+TRACING = """
+import functools
+
+def traced(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+class Traced:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for klass in cls.__mro__[1:]:
+            for name, value in list(vars(klass).items()):
+                if callable(value) and not name.startswith("_") and name not in vars(cls):
+                    setattr(cls, name, traced(value))
+"""
+
+# The target's module: the concrete class beside its base, made as the apply imports it
+# (before the hooks); and overrides a decorator wraps, which call up.
+TRACED_SCHED = """
+from PKG.fw import Traced, traced
+
+class Scheduler:
+    def step(self):
+        return "step"
+
+class LocalGpuScheduler(Scheduler, Traced):
+    pass
+
+class CallsUp(Scheduler):
+    @traced
+    def step(self):
+        return super().step() + "+up"
+
+class CallsThroughTheClass(Scheduler):
+    @traced
+    def step(self):
+        return Scheduler.step(self) + "+cls"
+"""
+
+
+def test_a_wrapper_of_the_original_a_framework_put_in_a_subclass_is_named(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``__init_subclass__`` set ``LocalGpuScheduler.step = traced(Scheduler.step)`` before the
+    hooks: its instances ran the original while ``bypassing()`` said nothing, since the
+    wrapper's ``__wrapped__`` is the original, taken for spawnkit's own chain."""
+    fw = mods.load("fw", TRACING)
+    target = mods.name("sched.Scheduler.step")
+    registry.register(target, lambda r, s: r + "!")
+    mods.write("sched", TRACED_SCHED)
+    registry.apply_hooks()
+    sched = sys.modules[mods.name("sched")]
+    assert sched.LocalGpuScheduler().step() == "step"  # the hook never runs there
+    assert sched.CallsUp().step() == "step!+up"
+    assert sched.CallsThroughTheClass().step() == "step!+cls"
+    assert registry.bypassing() == {target: [f"{sched.__name__}.LocalGpuScheduler.step"]}
+    (row,) = registry.status()
+    assert row.state == "applied" and "a wrapper of the original step" in row.reason
+    _, reason, fix = registry._bypass_report()[target]
+    assert "LocalGpuScheduler.step" in reason and "CallsUp" not in reason
+    assert "define the subclass after the hooks are applied" in fix
+
+    class Later(sched.Scheduler, fw.Traced):  # made after the hooks: wraps the chain
+        pass
+
+    assert Later().step() == "step!"
+    assert registry.bypassing() == {target: [f"{sched.__name__}.LocalGpuScheduler.step"]}
+
+
+_TRACED_APP = {
+    "fw": TRACING,
+    "sched": TRACED_SCHED.replace("PKG", "{pkg}").split("class CallsUp")[0],
+    "entry": """
+def main():
+    from {pkg}.sched import LocalGpuScheduler, Scheduler
+    return Scheduler().step(), LocalGpuScheduler().step()
+""",
+    "plugin": """
+from spawnkit.namespace import get_namespace
+
+def register():
+    get_namespace({tag!r}).hooks.register(
+        "{pkg}.sched.Scheduler.step", lambda result, self: result + "!"
+    )
+""",
+}
+
+
+def test_a_worker_names_a_framework_wrapper_of_the_original_and_refuses_it_on_error(
+    tmp_path: Path,
+) -> None:
+    app = write_app(tmp_path, "trc", LAUNCH + MAIN, {"p": "plugin:register"}, _TRACED_APP)
+    proc = run_script(app.script, "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('step!', 'step')]"
+    (line,) = warned(proc, "HookConflictWarning")
+    assert f"{app.pkg}.sched.LocalGpuScheduler.step" in line
+    assert "Fix: hook the subclass's own name" in proc.stderr
+    refused = run_script(
+        app.script, "spawn", env={f"{app.tag.upper()}_HOOK_CONFLICTS": "error"}
+    )
+    assert refused.returncode != 0
+    assert "HookConflictError" in refused.stderr and "resolve_entry" in refused.stderr
+    assert f"{app.pkg}.sched.LocalGpuScheduler.step" in refused.stderr
