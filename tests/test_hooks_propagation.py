@@ -1404,3 +1404,90 @@ def test_a_worker_names_a_framework_wrapper_of_the_original_and_refuses_it_on_er
     assert refused.returncode != 0
     assert "HookConflictError" in refused.stderr and "resolve_entry" in refused.stderr
     assert f"{app.pkg}.sched.LocalGpuScheduler.step" in refused.stderr
+
+
+# transformers' ``copy_func``: a new function of the same code, globals and closure, to give a
+# subclass its own docstring; ``auto`` runs it on the installed chain (the package imports it
+# after ``ops``, as the apply imports ``ops``).
+CHAIN_COPIES = {
+    "util": """
+import functools
+import types
+
+def copy_func(f):
+    g = types.FunctionType(f.__code__, f.__globals__, name=f.__name__,
+                           argdefs=f.__defaults__, closure=f.__closure__)
+    g = functools.update_wrapper(g, f)
+    g.__kwdefaults__ = f.__kwdefaults__
+    return g
+""",
+    "eng.ops": """
+class Base:
+    @classmethod
+    def from_config(cls, config):
+        return cls.__name__
+
+# another holder of the original, rebound by the sweep (which runs only where one is)
+FACTORIES = {"base": Base.__dict__["from_config"].__func__}
+""",
+    "eng.auto": """
+from PKG.eng.ops import Base
+from PKG.util import copy_func
+
+class AutoModel(Base):
+    pass
+
+_f = copy_func(Base.__dict__["from_config"].__func__)
+_f.__doc__ = "AutoModel's own docs"
+AutoModel.from_config = classmethod(_f)
+""",
+    "eng.__init__": "from PKG.eng import ops, auto\n",
+}
+
+
+def test_a_copy_of_an_installed_chain_is_no_stale_holder(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``_f = copy_func(<the chain>)`` runs the hooks (the chain's code, its closure), yet was
+    named ``_f() closure (closure variable)`` holding the original: the hook ``partial``, and
+    a worker stopped with ``ImportGuardError``."""
+    for short, source in CHAIN_COPIES.items():
+        mods.write(short, source)
+    target = mods.name("eng.ops.Base.from_config")
+    registry.register(target, lambda r, cls, config: r + "!")
+    registry.apply_hooks()
+    auto, ops = sys.modules[mods.name("eng.auto")], sys.modules[mods.name("eng.ops")]
+    assert auto.AutoModel.from_config(1) == "AutoModel!"
+    assert ops.FACTORIES["base"](ops.Base, 1) == "Base!"
+    assert [(row.state, row.reason) for row in registry.status()] == [("applied", "")]
+    assert registry.stale_holders() == [] and registry.bypassing() == {}
+
+
+_COPIES_APP = {
+    **{  # formatted with {pkg}: the sources' own braces doubled
+        k: v.replace("{", "{{").replace("}", "}}").replace("PKG", "{pkg}")
+        for k, v in CHAIN_COPIES.items()
+    },
+    "entry": """
+def main():
+    from {pkg}.eng.auto import AutoModel
+    from {pkg}.eng.ops import Base
+    return Base.from_config(1), AutoModel.from_config(1)
+""",
+    "plugin": """
+from spawnkit.namespace import get_namespace
+
+def register():
+    get_namespace({tag!r}).hooks.register(
+        "{pkg}.eng.ops.Base.from_config", lambda result, cls, config: result + "!"
+    )
+""",
+}
+
+
+def test_a_worker_runs_with_a_copy_of_an_installed_chain(tmp_path: Path) -> None:
+    app = write_app(tmp_path, "cpy", LAUNCH + MAIN, {"p": "plugin:register"}, _COPIES_APP)
+    proc = run_script(app.script, "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('Base!', 'AutoModel!')]"
+    assert "ImportGuard" not in proc.stderr, proc.stderr

@@ -31,7 +31,8 @@ argument is a common way to keep the original on purpose, and a new wrapper woul
 change the old one's identity) and come back as :class:`StaleHolder` for the
 caller to report, as does a class attribute the caller fails to set (a class
 that refuses ``setattr``).  The chains being installed hold their originals in
-their closures by design: never reported.
+their closures by design: never reported, nor a copy of one (``copy_func`` of a
+chain, made after it was installed, shares its code and runs its hooks).
 
 What the sweep does not see: references deeper than that (a dict of dicts,
 a dict in a class's dict, an instance's attribute, a partial in a dict, a
@@ -57,6 +58,7 @@ from operator import and_, attrgetter, is_, is_not, methodcaller, not_
 from typing import Any
 
 from spawnkit._namedtuple import NamedTuple
+from spawnkit.hooks._chain import CHAIN_CODES
 
 __all__: list[str] = []
 
@@ -639,6 +641,8 @@ def _inspect(
             _inspect_object(modname, name, value, hit, found, seen)
         elif not clean and stale is not None and kind in _CONTAINERS:
             seen.add(id(value))
+            if kind is types.FunctionType and value.__code__ in CHAIN_CODES:
+                continue  # a copy of a chain (``copy_func``): it runs the hooks it closes over
             for label, what, item in _fixed_items(name, value):
                 rebind = hit(item)
                 if rebind is not None and value is not rebind.new:  # not the target's chain
