@@ -535,3 +535,52 @@ def test_a_real_fastapi_route_is_named(tmp_path: Path) -> None:
     lenient = run(**{f"{app.tag.upper()}_IMPORT_GUARD": "warn"})
     assert lenient.returncode == 0, lenient.stderr
     assert ast.literal_eval(lenient.stdout.strip().splitlines()[-1]) == [("hooked", "orig", "orig")]
+
+
+# Another package's table of activations, as an Enum keeps its members' values: the class
+# holds one original a level above the other (``Acts.TANH.fn``, ``Acts.RELU.fn.func``).
+_ACTS = """
+import functools
+from OPS import relu, tanh
+
+class Spec:
+    def __init__(self, fn):
+        self.fn = fn
+
+class Acts:
+    TANH = Spec(tanh)
+    RELU = Spec(functools.partial(relu))
+"""
+
+_OPS = """
+def relu(x):
+    return ("relu", x)
+
+def tanh(x):
+    return ("tanh", x)
+
+import CFG  # the engine's config package, imported as the apply imports this module
+"""
+
+
+def test_each_holder_is_named_once_when_its_class_is_met_again_a_level_higher(
+    mods: Modules, web: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The search met ``Acts`` through ``TANH``, then again a level higher through ``RELU``:
+    its module named every path it had each time, so the logged warning counted 3 references
+    and listed ``Acts.TANH.fn`` twice (``stale_holders()`` was deduplicated, the log was
+    not; an Enum of ``functools.partial`` and ``enum.member`` values did the same)."""
+    ops, cfg = mods.name("ops"), web.name("cfg")
+    web.write("cfg", _ACTS.replace("OPS", ops))
+    mods.write("ops", _OPS.replace("CFG", cfg))
+    registry.register(f"{ops}.relu", lambda r, x: ("hooked", r), HookType.AFTER)
+    registry.register(f"{ops}.tanh", lambda r, x: ("hooked", r), HookType.AFTER)
+    with caplog.at_level("WARNING", logger="spawnkit.hooks"):
+        registry.apply_hooks()
+    assert _hidden(registry) == {
+        f"{cfg}.Acts.TANH.fn": f"{ops}.tanh",
+        f"{cfg}.Acts.RELU.fn.func": f"{ops}.relu",
+    }
+    (message,) = [m for m in caplog.messages if "could not be rebound" in m]
+    assert message.startswith("2 reference(s)"), message
+    assert message.count("Acts.TANH.fn ") == message.count("Acts.RELU.fn.func ") == 1

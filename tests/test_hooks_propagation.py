@@ -10,10 +10,12 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from _plugin_app import LAUNCH, MAIN, run_script, warned, write_app
 from spawnkit.errors import HookApplyError
 from spawnkit.hooks import HookRegistry, HookType
 
@@ -1209,3 +1211,283 @@ def test_a_partialmethod_of_an_original_is_rebound_with_its_arguments(
     registry.unapply()
     assert all(vars(eng.Engine)[name] is before[name] for name in ("run_fast", "rope"))
     assert engine.run_fast(2) == ("run", 2, True) and engine.rope() == ("rope", engine)
+
+
+# A module that puts a wrapper in its own place in sys.modules, as torch's own
+# ``torch.backends.cudnn`` (and ``mkldnn``, ``opt_einsum``, ...) ends.
+STANDS_IN = """
+import sys
+import types
+
+def is_available():
+    return False
+
+def pick():  # the module's own code calls the target through its real globals
+    return "cudnn" if is_available() else "native"
+
+TABLE = {"available": is_available}
+CHECK = is_available
+
+class _Wrapper(types.ModuleType):
+    def __init__(self, real, name):
+        super().__init__(name)
+        self.real = real
+
+    def __getattr__(self, attr):
+        return getattr(self.real, attr)
+
+sys.modules[__name__] = _Wrapper(sys.modules[__name__], __name__)
+"""
+
+
+def test_a_module_that_stands_a_wrapper_in_its_place_calls_the_hook_from_its_own_code(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """The target was patched on the wrapper only: ``flags.is_available()`` ran the hook, but
+    the module's own functions read the real module's globals, which no ``sys.modules`` entry
+    holds, so ``pick()`` and the module's table ran the original while status() said applied."""
+    flags = mods.load("flags", STANDS_IN)
+    real = vars(flags.real)
+    original = real["is_available"]
+    registry.register(mods.name("flags.is_available"), lambda *a: True, HookType.REPLACE)
+    registry.apply_hooks()
+    assert flags.is_available() is True and flags.pick() == "cudnn"
+    assert flags.TABLE["available"]() is True and flags.CHECK() is True
+    assert {row.state for row in registry.status()} == {"applied"}
+    assert registry.stale_holders() == []
+    registry.unapply()
+    assert flags.pick() == "native" and "is_available" not in vars(flags)
+    assert real["is_available"] is original and flags.TABLE["available"] is original
+    assert flags.CHECK is original
+
+
+def test_a_stood_in_modules_globals_roll_back_with_a_failed_apply(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    flags = mods.load("flags", STANDS_IN)
+    original = vars(flags.real)["is_available"]
+    registry.register(mods.name("flags.is_available"), lambda *a: True, HookType.REPLACE)
+    registry.register(mods.name("flags.no_such_function"), lambda r: r)
+    with pytest.raises(HookApplyError):
+        registry.apply_hooks()
+    assert flags.pick() == "native" and vars(flags.real)["is_available"] is original
+
+
+@pytest.mark.needs_torch
+def test_torch_backends_cudnn_calls_a_hooked_is_available_from_its_own_functions(
+    registry: type[HookRegistry],
+) -> None:
+    """``torch.backends.cudnn`` replaces itself in ``sys.modules`` with a ``CudnnModule``:
+    a platform plugin's hook on ``is_available`` ran for ``cudnn.is_available()`` only, never
+    for ``cudnn.flags()`` or ``set_flags()``, which call it from the real module."""
+    import torch.backends.cudnn as cudnn
+
+    calls: list[bool] = []
+    original = cudnn.is_available
+    registry.register("torch.backends.cudnn.is_available", lambda r: calls.append(r))
+    registry.apply_hooks()
+    with cudnn.flags(enabled=cudnn.enabled):
+        pass
+    assert calls, "cudnn.flags() ran the original is_available"
+    registry.unapply()
+    calls.clear()
+    with cudnn.flags(enabled=cudnn.enabled):
+        pass
+    assert calls == [] and cudnn.is_available is original
+
+
+# A framework base (another package) whose ``__init_subclass__`` wraps each inherited public
+# method into the subclass's own __dict__, as tracing and profiling frameworks do.
+TRACING = """
+import functools
+
+def traced(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, **kwargs)
+    return wrapper
+
+class Traced:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for klass in cls.__mro__[1:]:
+            for name, value in list(vars(klass).items()):
+                if callable(value) and not name.startswith("_") and name not in vars(cls):
+                    setattr(cls, name, traced(value))
+"""
+
+# The target's module: the concrete class beside its base, made as the apply imports it
+# (before the hooks); and overrides a decorator wraps, which call up.
+TRACED_SCHED = """
+from PKG.fw import Traced, traced
+
+class Scheduler:
+    def step(self):
+        return "step"
+
+class LocalGpuScheduler(Scheduler, Traced):
+    pass
+
+class CallsUp(Scheduler):
+    @traced
+    def step(self):
+        return super().step() + "+up"
+
+class CallsThroughTheClass(Scheduler):
+    @traced
+    def step(self):
+        return Scheduler.step(self) + "+cls"
+"""
+
+
+def test_a_wrapper_of_the_original_a_framework_put_in_a_subclass_is_named(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``__init_subclass__`` set ``LocalGpuScheduler.step = traced(Scheduler.step)`` before the
+    hooks: its instances ran the original while ``bypassing()`` said nothing, since the
+    wrapper's ``__wrapped__`` is the original, taken for spawnkit's own chain."""
+    fw = mods.load("fw", TRACING)
+    target = mods.name("sched.Scheduler.step")
+    registry.register(target, lambda r, s: r + "!")
+    mods.write("sched", TRACED_SCHED)
+    registry.apply_hooks()
+    sched = sys.modules[mods.name("sched")]
+    assert sched.LocalGpuScheduler().step() == "step"  # the hook never runs there
+    assert sched.CallsUp().step() == "step!+up"
+    assert sched.CallsThroughTheClass().step() == "step!+cls"
+    assert registry.bypassing() == {target: [f"{sched.__name__}.LocalGpuScheduler.step"]}
+    (row,) = registry.status()
+    assert row.state == "applied" and "a wrapper of the original step" in row.reason
+    _, reason, fix = registry._bypass_report()[target]
+    assert "LocalGpuScheduler.step" in reason and "CallsUp" not in reason
+    assert "define the subclass after the hooks are applied" in fix
+
+    class Later(sched.Scheduler, fw.Traced):  # made after the hooks: wraps the chain
+        pass
+
+    assert Later().step() == "step!"
+    assert registry.bypassing() == {target: [f"{sched.__name__}.LocalGpuScheduler.step"]}
+
+
+_TRACED_APP = {
+    "fw": TRACING,
+    "sched": TRACED_SCHED.replace("PKG", "{pkg}").split("class CallsUp")[0],
+    "entry": """
+def main():
+    from {pkg}.sched import LocalGpuScheduler, Scheduler
+    return Scheduler().step(), LocalGpuScheduler().step()
+""",
+    "plugin": """
+from spawnkit.namespace import get_namespace
+
+def register():
+    get_namespace({tag!r}).hooks.register(
+        "{pkg}.sched.Scheduler.step", lambda result, self: result + "!"
+    )
+""",
+}
+
+
+def test_a_worker_names_a_framework_wrapper_of_the_original_and_refuses_it_on_error(
+    tmp_path: Path,
+) -> None:
+    app = write_app(tmp_path, "trc", LAUNCH + MAIN, {"p": "plugin:register"}, _TRACED_APP)
+    proc = run_script(app.script, "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('step!', 'step')]"
+    (line,) = warned(proc, "HookConflictWarning")
+    assert f"{app.pkg}.sched.LocalGpuScheduler.step" in line
+    assert "Fix: hook the subclass's own name" in proc.stderr
+    refused = run_script(
+        app.script, "spawn", env={f"{app.tag.upper()}_HOOK_CONFLICTS": "error"}
+    )
+    assert refused.returncode != 0
+    assert "HookConflictError" in refused.stderr and "resolve_entry" in refused.stderr
+    assert f"{app.pkg}.sched.LocalGpuScheduler.step" in refused.stderr
+
+
+# transformers' ``copy_func``: a new function of the same code, globals and closure, to give a
+# subclass its own docstring; ``auto`` runs it on the installed chain (the package imports it
+# after ``ops``, as the apply imports ``ops``).
+CHAIN_COPIES = {
+    "util": """
+import functools
+import types
+
+def copy_func(f):
+    g = types.FunctionType(f.__code__, f.__globals__, name=f.__name__,
+                           argdefs=f.__defaults__, closure=f.__closure__)
+    g = functools.update_wrapper(g, f)
+    g.__kwdefaults__ = f.__kwdefaults__
+    return g
+""",
+    "eng.ops": """
+class Base:
+    @classmethod
+    def from_config(cls, config):
+        return cls.__name__
+
+# another holder of the original, rebound by the sweep (which runs only where one is)
+FACTORIES = {"base": Base.__dict__["from_config"].__func__}
+""",
+    "eng.auto": """
+from PKG.eng.ops import Base
+from PKG.util import copy_func
+
+class AutoModel(Base):
+    pass
+
+_f = copy_func(Base.__dict__["from_config"].__func__)
+_f.__doc__ = "AutoModel's own docs"
+AutoModel.from_config = classmethod(_f)
+""",
+    "eng.__init__": "from PKG.eng import ops, auto\n",
+}
+
+
+def test_a_copy_of_an_installed_chain_is_no_stale_holder(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``_f = copy_func(<the chain>)`` runs the hooks (the chain's code, its closure), yet was
+    named ``_f() closure (closure variable)`` holding the original: the hook ``partial``, and
+    a worker stopped with ``ImportGuardError``."""
+    for short, source in CHAIN_COPIES.items():
+        mods.write(short, source)
+    target = mods.name("eng.ops.Base.from_config")
+    registry.register(target, lambda r, cls, config: r + "!")
+    registry.apply_hooks()
+    auto, ops = sys.modules[mods.name("eng.auto")], sys.modules[mods.name("eng.ops")]
+    assert auto.AutoModel.from_config(1) == "AutoModel!"
+    assert ops.FACTORIES["base"](ops.Base, 1) == "Base!"
+    assert [(row.state, row.reason) for row in registry.status()] == [("applied", "")]
+    assert registry.stale_holders() == [] and registry.bypassing() == {}
+
+
+_COPIES_APP = {
+    **{  # formatted with {pkg}: the sources' own braces doubled
+        k: v.replace("{", "{{").replace("}", "}}").replace("PKG", "{pkg}")
+        for k, v in CHAIN_COPIES.items()
+    },
+    "entry": """
+def main():
+    from {pkg}.eng.auto import AutoModel
+    from {pkg}.eng.ops import Base
+    return Base.from_config(1), AutoModel.from_config(1)
+""",
+    "plugin": """
+from spawnkit.namespace import get_namespace
+
+def register():
+    get_namespace({tag!r}).hooks.register(
+        "{pkg}.eng.ops.Base.from_config", lambda result, cls, config: result + "!"
+    )
+""",
+}
+
+
+def test_a_worker_runs_with_a_copy_of_an_installed_chain(tmp_path: Path) -> None:
+    app = write_app(tmp_path, "cpy", LAUNCH + MAIN, {"p": "plugin:register"}, _COPIES_APP)
+    proc = run_script(app.script, "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('Base!', 'AutoModel!')]"
+    assert "ImportGuard" not in proc.stderr, proc.stderr

@@ -35,6 +35,7 @@ from spawnkit.hooks._propagate import (
     StaleHolder,
     find_holders,
     other_references,
+    stood_in_globals,
 )
 from spawnkit.hooks._slots import atexit_kept
 from spawnkit.hooks._state import Record, State
@@ -634,8 +635,30 @@ def _install(
     st.applied[key] = rec
     call.patched.append(rec.display)
     call.patched_keys.append(key)
+    if not rec.res.had_own and isinstance(rec.res.owner, ModuleType):
+        _stood_in(call, rec, prev)  # found through a module's __getattr__: rare
     if rec.propagates:
         _look_for(rec, prev, rebinds, skip)
+
+
+def _stood_in(call: ApplyCall, rec: Record, prev: Record | None) -> None:
+    """A module that put another object in its place in ``sys.modules`` (torch's
+    ``torch.backends.cudnn``: a ``CudnnModule`` reading the real module through its
+    ``__getattr__``): the target was patched on that object, while the module's own functions
+    call the original through the real module's globals (``cudnn.flags()`` calls
+    ``is_available()``), which no ``sys.modules`` entry holds.  Set there too, journaled and
+    kept as a binding, so ``unapply()`` puts the original back; the sweep reads those globals
+    from now on (``_propagate.STOOD_IN``)."""
+    namespace = stood_in_globals(rec.res.owner, rec.original)
+    if namespace is None:
+        return
+    attr = rec.res.attr
+    held = item_of(namespace, attr)
+    if held is not rec.original and (prev is None or held is not prev.installed):
+        return  # the module bound another object to that name itself: its own decision
+    name = rec.res.owner.__name__
+    call.journal.rebind(name, namespace, attr, rec.installed)
+    _note_binding(rec, (name, namespace, attr, attr))
 
 
 def _unbind(call: ApplyCall) -> list[str]:

@@ -248,6 +248,21 @@ def _generator_flag(func: Any) -> int:
     return flags & (_CO_GENERATOR | _CO_ASYNC_GENERATOR)
 
 
+def _layer_codes() -> frozenset[types.CodeType]:
+    """The code of every layer a chain can have outermost (each factory's inner function)."""
+    factories = (
+        _sync_before, _sync_after, _sync_call, _async_before, _async_after, _async_call,
+        _generator_shell, _async_generator_shell,
+    )  # fmt: skip
+    consts = (c for f in factories for c in f.__code__.co_consts)
+    return frozenset(c for c in consts if isinstance(c, types.CodeType))
+
+
+#: A function with one of these codes is one of spawnkit's chains, or a copy of one
+#: (``transformers``' ``copy_func``): calling it runs the hooks, and its closure holds the
+#: original by design.  A foreign wrapper whose ``__wrapped__`` is the original calls that.
+CHAIN_CODES = _layer_codes()
+
 _SYNC = {HookType.BEFORE: _sync_before, HookType.AFTER: _sync_after, HookType.AROUND: _sync_around}
 _ASYNC = {
     HookType.BEFORE: _async_before,

@@ -12,6 +12,7 @@ from typing import Any
 from spawnkit._log import LazyLogger
 from spawnkit.errors import HookRegistrationError
 from spawnkit.hooks import _on_import, _resolve
+from spawnkit.hooks._chain import CHAIN_CODES
 from spawnkit.hooks._journal import ABSENT, Journal
 from spawnkit.hooks._propagate import StaleHolder
 from spawnkit.hooks._provide import Provided, place
@@ -347,16 +348,24 @@ def bypassing(rec: Record) -> list[str]:
     An override counts as calling up when the method's name is among the names its code (or
     code nested in it) uses: ``super().run()``, ``Engine.run(self)``.
     """
-    owner, attr = rec.res.owner, rec.res.attr
     if rec.kind == _resolve.CLASS:  # a replaced class: what was built from the original
         from spawnkit.hooks import _replaced_class  # class REPLACEs only: few workers
 
         return _replaced_class.left_behind(rec)
     if rec.kind == _resolve.FUNCTION:  # a torch operator's kernel holding the original
         return _torch_kernels(rec)
-    if not isinstance(owner, type):
+    if not isinstance(rec.res.owner, type):
         return []
-    out: list[str] = []
+    skipping, copies = _overrides(rec)
+    return sorted(skipping + copies)
+
+
+def _overrides(rec: Record) -> tuple[list[str], list[str]]:
+    """(the overrides that never refer to the method, the wrappers of its original placed in
+    a subclass's own ``__dict__`` before the hooks) of a hooked method, ``Class.method``."""
+    owner, attr = rec.res.owner, rec.res.attr
+    skipping: list[str] = []
+    copies: list[str] = []
     seen: set[int] = set()
     stack: list[type] = type.__subclasses__(owner)
     while stack:
@@ -368,24 +377,41 @@ def bypassing(rec: Record) -> list[str]:
         raw = vars(sub).get(attr, ABSENT)
         func = raw.__func__ if type(raw) in (staticmethod, classmethod) else raw
         code = getattr(func, "__code__", None)
-        calls_up = not isinstance(code, types.CodeType) or attr in _names(code)
-        if not calls_up and not _wrapping(func, (rec.original, rec.installed)):
-            out.append(f"{sub.__module__}.{sub.__qualname__}.{attr}")
-    return sorted(out)
+        if not isinstance(code, types.CodeType) or attr in _names(code):
+            continue  # inherited, not a function, or calls up
+        calls = _wrapping(func, rec, attr)
+        if calls is not _HOOKS:
+            name = f"{sub.__module__}.{sub.__qualname__}.{attr}"
+            (copies if calls is _ORIGINAL else skipping).append(name)
+    return skipping, copies
 
 
-def _wrapping(func: Any, hooked: tuple[Any, Any]) -> bool:
-    """An override that wraps the hooked method (by ``__wrapped__``): a chain of hooks a
-    plugin put on the subclass's name for the inherited method (its code names no method:
-    the base's hook was said to be skipped, and ran), or a ``functools.wraps`` decorator."""
+_HOOKS, _ORIGINAL = "hooks", "original"  # what a wrapper found by ``_wrapping`` calls
+
+
+def _wrapping(func: Any, rec: Record, attr: str) -> str | None:
+    """What an override that wraps (by ``__wrapped__``) calls: ``_HOOKS`` for a chain of
+    hooks a plugin put on the subclass's name for the inherited method (spawnkit's own, whose
+    ``__wrapped__`` is the original it runs under those hooks; its code names no method), a
+    wrapper of the installed chain, or a decorated override that calls up
+    (``@traced def run(self): return super().run()``); ``_ORIGINAL`` for any other wrapper of
+    the original itself (``setattr(cls, "run", traced(Engine.run))`` in an
+    ``__init_subclass__``, a metaclass or a class decorator, before the hooks were applied),
+    which calls the original; None: no wrapper."""
+    original, held = rec.original, rec.held
     for _ in range(_MOST_WRAPPERS):
         inner = func.__dict__.get("__wrapped__") if type(func) is types.FunctionType else None
         if inner is None:
-            return False
-        if inner is hooked[0] or inner is hooked[1]:
-            return True
+            return None
+        if inner is rec.installed:
+            return _HOOKS
+        if inner is original or inner is held:
+            return _HOOKS if func.__code__ in CHAIN_CODES else _ORIGINAL
+        code = getattr(inner, "__code__", None)
+        if isinstance(code, types.CodeType) and attr in _names(code):
+            return _HOOKS
         func = inner
-    return False
+    return None
 
 
 def _torch_kernels(rec: Record) -> list[str]:
@@ -413,12 +439,28 @@ def bypass_reason(rec: Record, overrides: list[str]) -> str:
         from spawnkit.hooks import _torch_ops
 
         return _torch_ops.reason(overrides)
-    n, attr = len(overrides), overrides[0].rpartition(".")[2]
-    return (
-        f"{n} subclass override{'s' if n > 1 else ''} never refer{'' if n > 1 else 's'} to it "
-        f"(no super().{attr}()), so instances of {'those classes' if n > 1 else 'that class'} "
-        f"skip the hook: {', '.join(overrides)}"
-    )
+    copies = set(_overrides(rec)[1])
+    skipping = [o for o in overrides if o not in copies]
+    wrappers = [o for o in overrides if o in copies]
+    attr = overrides[0].rpartition(".")[2]
+    parts = []
+    if skipping:
+        n = len(skipping)
+        parts.append(
+            f"{n} subclass override{'s' if n > 1 else ''} never refer{'' if n > 1 else 's'} to "
+            f"it (no super().{attr}()), so instances of "
+            f"{'those classes' if n > 1 else 'that class'} skip the hook: {', '.join(skipping)}"
+        )
+    if wrappers:
+        n, many = len(wrappers), len(wrappers) > 1
+        parts.append(
+            f"{n} subclass{'es' if many else ''} hold{'' if many else 's'} a wrapper of the "
+            f"original {attr} in {'their' if many else 'its'} own __dict__, made before the "
+            "hooks were applied (by an __init_subclass__, a metaclass or a class decorator: "
+            f"setattr(cls, {attr!r}, wrap(Base.{attr}))), which calls the original, so instances "
+            f"of {'those classes' if many else 'that class'} skip the hook: {', '.join(wrappers)}"
+        )
+    return "; ".join(parts)
 
 
 def bypass_fix(rec: Record, overrides: list[str]) -> str:
@@ -430,10 +472,22 @@ def bypass_fix(rec: Record, overrides: list[str]) -> str:
         from spawnkit.hooks import _torch_ops
 
         return _torch_ops.fix(overrides)
-    return (
-        f"Fix: hook the override the engine runs (e.g. {overrides[0]!r}) as well, or check "
-        "that those classes are not it."
-    )
+    copies = set(_overrides(rec)[1])
+    fixes = []
+    if any(o not in copies for o in overrides):
+        first = next(o for o in overrides if o not in copies)
+        fixes.append(
+            f"Fix: hook the override the engine runs (e.g. {first!r}) as well, or check that "
+            "those classes are not it."
+        )
+    if copies:
+        first = next(o for o in overrides if o in copies)
+        fixes.append(
+            f"Fix: hook the subclass's own name (e.g. {first!r}) as well, or define the "
+            "subclass after the hooks are applied (in a module imported after "
+            "apply_hooks()), so that its wrapper wraps the hooked method."
+        )
+    return " ".join(fixes)
 
 
 def _applied_state(st: State, key: str, rec: Record) -> tuple[str, str]:

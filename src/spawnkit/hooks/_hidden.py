@@ -256,14 +256,13 @@ def _climb(
                 for origin, (steps, through, holder) in trails[id(value)].items():
                     label = f"{key}{''.join(steps)}"
                     if through and (origin not in classes or not any(map(_plumbing, steps))):
-                        found.named.setdefault(origin, []).append((module, label))
+                        _once(found.named.setdefault(origin, []), (module, label))
                     elif steps and all(map(methodcaller("startswith", _ITEM_STEPS), steps)):
-                        found.items.setdefault(origin, []).append(
-                            (module, label, holder, len(steps))
-                        )
+                        item = (module, label, holder, len(steps))
+                        _once(found.items.setdefault(origin, []), item)
                     elif _wrapper_in_items(steps):  # a decorator's wrapper kept in a table
                         items = "".join(steps[:-3])
-                        found.wrapped.append((module, f"{key}{items}() closure", origin))
+                        _once(found.wrapped, (module, f"{key}{items}() closure", origin))
         elif not _ours(ref):
             mine = _trail(ref, frontier, trails, classes)
             if mine:
@@ -272,6 +271,14 @@ def _climb(
                 if any(holder == rid for _, _, holder in mine.values()):
                     found.holders[rid] = ref  # it holds an original itself: kept to be set
     return dict(islice(above.items(), _WIDTH))
+
+
+def _once(paths: list[Any], path: Any) -> None:
+    """Keep ``path`` unless kept already: an object met again at a later level climbs again
+    for what it learned there (``Act``, with ``Act.TANH._value_`` known, learns
+    ``Act.RELU._value_.func`` a level deeper), and its module then reads every path it has."""
+    if path not in paths:
+        paths.append(path)
 
 
 def _ours(ref: Any) -> bool:

@@ -31,7 +31,8 @@ argument is a common way to keep the original on purpose, and a new wrapper woul
 change the old one's identity) and come back as :class:`StaleHolder` for the
 caller to report, as does a class attribute the caller fails to set (a class
 that refuses ``setattr``).  The chains being installed hold their originals in
-their closures by design: never reported.
+their closures by design: never reported, nor a copy of one (``copy_func`` of a
+chain, made after it was installed, shares its code and runs its hooks).
 
 What the sweep does not see: references deeper than that (a dict of dicts,
 a dict in a class's dict, an instance's attribute, a partial in a dict, a
@@ -57,6 +58,7 @@ from operator import and_, attrgetter, is_, is_not, methodcaller, not_
 from typing import Any
 
 from spawnkit._namedtuple import NamedTuple
+from spawnkit.hooks._chain import CHAIN_CODES
 
 __all__: list[str] = []
 
@@ -320,6 +322,39 @@ def other_references(res: Any) -> int | None:
     return copies + _read_inner(res.raw) - _INNER_ADDS - _inside(res.raw)
 
 
+#: Modules that put another object in their place in ``sys.modules`` (torch's
+#: ``torch.backends.cudnn`` ends with ``sys.modules[__name__] = CudnnModule(...)``, a wrapper
+#: reading the real module through ``__getattr__``): the name -> (that object, the real
+#: module's globals).  Their functions read those globals, which no ``sys.modules`` entry
+#: holds; filled as a target is patched on such an object (``_apply._stood_in``).
+STOOD_IN: dict[str, tuple[Any, dict[str, Any]]] = {}
+_MOST_WRAPPERS = 8  # ``__wrapped__`` links followed to the function of a wrapper
+
+
+def stood_in_globals(owner: types.ModuleType, raw: Any) -> dict[str, Any] | None:
+    """The globals of the module ``owner`` stands in for, where ``raw`` (the function a
+    target on ``owner`` resolved to through its ``__getattr__``, or a wrapper of one: torch's
+    ``opt_einsum.is_available`` is an ``lru_cache``) is defined; else None."""
+    namespace, func = None, raw
+    try:
+        for _ in range(_MOST_WRAPPERS):
+            namespace = getattr(func, "__globals__", None)
+            if type(namespace) is dict:
+                break
+            func = getattr(func, "__wrapped__", None)
+            if func is None:
+                return None
+    except Exception:  # an object whose attributes raise: nothing to follow
+        return None
+    if type(namespace) is not dict or namespace is getattr(owner, "__dict__", None):
+        return None
+    name = owner.__name__
+    if namespace.get("__name__") != name:
+        return None  # another module's function (a package's lazy re-export): swept as such
+    STOOD_IN[name] = (owner, namespace)
+    return namespace
+
+
 def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
     for name, module in list(sys.modules.items()):
         if name in NEVER_REBOUND:
@@ -330,6 +365,11 @@ def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
             continue
         if type(namespace) is dict:
             yield name, namespace
+    for name, (owner, namespace) in list(STOOD_IN.items()):
+        if sys.modules.get(name) is owner:
+            yield name, namespace
+        else:  # it left sys.modules (or was imported anew): its globals are no one's now
+            STOOD_IN.pop(name, None)
 
 
 def _items(
@@ -601,6 +641,8 @@ def _inspect(
             _inspect_object(modname, name, value, hit, found, seen)
         elif not clean and stale is not None and kind in _CONTAINERS:
             seen.add(id(value))
+            if kind is types.FunctionType and value.__code__ in CHAIN_CODES:
+                continue  # a copy of a chain (``copy_func``): it runs the hooks it closes over
             for label, what, item in _fixed_items(name, value):
                 rebind = hit(item)
                 if rebind is not None and value is not rebind.new:  # not the target's chain
@@ -881,30 +923,31 @@ def find_holders(
     related = frozenset(r.key.partition(".")[0] for r in rebinds.values() if containers)
     swept = _modules(clean_modules, related)
     dirty = [m for m in swept if m[0] not in clean_modules]
-    # modname -> (namespace, its containers too): direct holders, then nested ones
-    look: dict[str, tuple[dict[str, Any], bool]] = {
-        name: (namespace, False)
-        for name, namespace, values in dirty
+    # id(namespace) -> its containers too: direct holders, then nested ones (by the globals,
+    # not the name: a module standing in for another one shares its name, ``STOOD_IN``)
+    look: dict[int, bool] = {
+        id(namespace): False
+        for _, namespace, values in dirty
         if not wanted.isdisjoint(map(id, values))
     }
     if containers:
         # the hooked objects being installed: their closures hold the originals by design
         chains = frozenset(id(r.new) for r in rebinds.values())
         registries = [m for m in swept if m[0] in clean_modules]
-        for name, namespace, _ in chain(
+        for _, namespace, _ in chain(
             _holding(dirty, wanted, chains, related, immutable_too=True),
             _holding(registries, wanted, chains, related, immutable_too=False),
         ):
-            look[name] = (namespace, True)
+            look[id(namespace)] = True
     found: list[Holder] = []
     # Containers already walked; a module's own namespace is never one (``__builtins__``,
     # ``vars(mod)`` kept somewhere): its globals follow that module's own rules.
     seen: set[int] = {id(_BUILTINS_DICT)}
-    if any(nested for _, nested in look.values()):
+    if any(look.values()):
         seen.update(id(namespace) for _, namespace in _module_dicts())
-    for name, _, _ in swept:  # in sys.modules' order, as the journal records them
-        if name in look:
-            namespace, nested = look[name]
+    for name, namespace, _ in swept:  # in sys.modules' order, as the journal records them
+        nested = look.get(id(namespace))
+        if nested is not None:
             clean = name in clean_modules
             _inspect(name, namespace, rebinds, skip, clean, nested, seen, found, stale)
     return found + _slot_holders(rebinds, found) if containers else found

@@ -343,7 +343,8 @@ class HookRegistry(RegistryQueries):
         if not stale:
             return
         st = self._state
-        fresh = [h for h in stale if (h.module, h.label) not in st.stale]
+        # one per holder, as stale_holders() lists them: two searches may name one holder
+        fresh = {(h.module, h.label): h for h in stale if (h.module, h.label) not in st.stale}
         for holder in stale:
             st.stale[(holder.module, holder.label)] = holder
         if not fresh:
@@ -352,7 +353,7 @@ class HookRegistry(RegistryQueries):
 
         if _phase.too_early():
             return  # a worker's bootstrap: its apply_hooks stage reports these per guard policy
-        logger.warning("%s", _stale_message(_apply.holder_dicts(self._state, fresh)))
+        logger.warning("%s", _stale_message(_apply.holder_dicts(st, list(fresh.values()))))
 
     # ------------------------------------------------------------- undoing
     @hybridmethod
