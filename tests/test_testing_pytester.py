@@ -276,3 +276,83 @@ def test_isolated_hooks_for_isolates_a_namespace_registry(pytester: pytest.Pytes
     assert "isolated_hooks: 1 hook patch(es) leaked by this test" in text
     assert "isolated_hooks_for(namespace)" in text  # the fix names the namespaced fixture
     assert "test_4_indirect_parametrization[engine] PASSED" in text
+
+
+BOOTSTRAP_HERE_SUITE = """
+ENGINE = {"here_eng.ops": "def tok():\\n    return 'tok'\\n"}
+PLUGIN = {"here_plug": '''
+from spawnkit.hooks import HookRegistry, HookType
+
+def register():
+    HookRegistry.register("here_eng.ops.tok", "here_plug:after", HookType.AFTER)
+
+def after(result, *a, **k):
+    return result + "+hooked"
+'''}
+
+
+def install(plugin_dist):
+    plugin_dist("here-eng", modules=ENGINE)
+    plugin_dist(
+        "here-plug",
+        entry_points={"spawnkit.plugins": {"here_plug": "here_plug:register"}},
+        modules=PLUGIN,
+    )
+
+
+def engine_entry():
+    import spawnkit
+
+    report = spawnkit.bootstrap_here()  # what an engine's entry module does first
+    from here_eng import ops
+
+    return report, ops.tok()
+
+
+def test_1_hooked(plugin_dist, isolated_hooks):
+    install(plugin_dist)
+    report, out = engine_entry()
+    assert out == "tok+hooked"
+    assert [h["state"] for h in report.hooks["here_eng.ops.tok"]] == ["applied"]
+
+
+def test_2_hooked_again(plugin_dist, isolated_hooks):
+    install(plugin_dist)
+    report, out = engine_entry()
+    assert out == "tok+hooked"  # not the first test's report over unhooked code
+    assert [h["state"] for h in report.hooks["here_eng.ops.tok"]] == ["applied"]
+"""
+
+SESSION_BOOTSTRAP_SUITE = """
+import spawnkit
+
+SESSION_REPORT = spawnkit.bootstrap_here()  # the suite's process, bootstrapped once
+
+
+def test_1_isolated(isolated_hooks):
+    assert spawnkit.bootstrap_here() is SESSION_REPORT
+
+
+def test_2_after_the_isolated_test():
+    assert spawnkit.bootstrap_here() is SESSION_REPORT
+"""
+
+
+def test_bootstrap_here_in_each_isolated_test_applies_the_hooks_again(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_here_twice=BOOTSTRAP_HERE_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=2)
+
+
+def test_a_bootstrap_here_before_the_isolated_test_keeps_its_report(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_session_here=SESSION_BOOTSTRAP_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=2)

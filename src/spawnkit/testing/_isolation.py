@@ -8,7 +8,8 @@ fixture fails the *leaking* test.  A leak is:
    returns (such a registry with nothing applied before is unapplied; otherwise it is named);
 2. a target of an isolated registry still holding the patched object after the restore.
 
-The phase flags and isolated namespaces' plugin-loading state are restored too.
+The phase flags, isolated namespaces' plugin-loading state and their ``bootstrap_here()``
+record (``launch._here``) are restored too.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ class _Isolated:
     namespace: Namespace
     registry: HookRegistry
     cm: Any
+    here: Any = None  # the namespace's bootstrap_here() record before the test (launch._here)
 
 
 class HookIsolation:
@@ -152,10 +154,12 @@ class HookIsolation:
         for done in self._isolated:
             if done.namespace is ns:
                 return done.registry
+        from spawnkit.launch import _here
+
         _reset_plugins(ns)
         cm = ns.hooks.isolated()
         registry = cm.__enter__()
-        self._isolated.append(_Isolated(ns, registry, cm))
+        self._isolated.append(_Isolated(ns, registry, cm, _here.applied_here(ns)))
         return registry
 
     def start(self) -> HookRegistry:
@@ -210,8 +214,13 @@ class HookIsolation:
                 for leak in leaks
             )
         _phase.restore(self._phase)
+        from spawnkit.launch import _here
+
         for iso in isolated:
             _reset_plugins(iso.namespace)
+            # A bootstrap_here() in the test applied through the isolated registry, whose
+            # patches are undone now: its record would have a later call return "applied".
+            _here.put_back(iso.namespace, iso.here)
         return found
 
     @staticmethod
