@@ -356,3 +356,78 @@ def test_a_bootstrap_here_before_the_isolated_test_keeps_its_report(
         "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
     )
     result.assert_outcomes(passed=2)
+
+
+LEFT_APPLIED_SUITE = """
+import sys
+import types
+import uuid
+
+from spawnkit.hooks import HookRegistry, HookType
+from spawnkit.namespace import Namespace
+
+mod = types.ModuleType("left_target_mod")
+exec("def compute(x):\\n    return x + 1\\n\\ndef other(x):\\n    return x\\n", mod.__dict__)
+sys.modules["left_target_mod"] = mod
+ORIGINAL = mod.compute
+
+# The suite's own patch, made as the module is imported (as a conftest.py would): the baseline.
+SUITE_NS = Namespace(f"t_{uuid.uuid4().hex[:8]}")
+SUITE_NS.hooks.register("left_target_mod.other", lambda result, *a, **k: -result, HookType.AFTER)
+SUITE_NS.hooks.apply_hooks()
+
+
+def plus_100(result, *a, **k):
+    return result + 100
+
+
+def test_1_applies_and_undoes():
+    HookRegistry.register("left_target_mod.compute", plus_100, HookType.AFTER)
+    HookRegistry.apply_hooks()
+    assert mod.compute(1) == 102
+    HookRegistry.reset()
+
+
+def test_2_isolated_after_a_clean_test(isolated_hooks):
+    assert mod.compute is ORIGINAL and mod.other(3) == -3
+
+
+def test_3_leaves_it_applied():
+    HookRegistry.register("left_target_mod.compute", plus_100, HookType.AFTER)
+    HookRegistry.apply_hooks()  # as bootstrap_here() or apply_plugin_hooks() in a test
+    assert mod.compute(1) == 102
+
+
+def test_4_isolated(isolated_hooks):
+    assert isolated_hooks.registrations() == []
+"""
+
+
+def test_a_patch_left_by_a_test_without_the_fixture_is_named(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_left=LEFT_APPLIED_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=3, errors=1, warnings=1)
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_4_isolated*"])
+    text = result.stdout.str()
+    # at the test that left it: a HookLeakWarning naming the target and the fix
+    assert "HookLeakWarning: test_left.py::test_3_leaves_it_applied applied 1 hook patch" in text
+    assert "'left_target_mod.compute' patched through registry 'spawnkit'" in text
+    assert "request isolated_hooks in this test" in text
+    # at the isolated test: the patch, and the test that left it
+    assert "an earlier test applied are still applied as this test starts" in text
+    assert "left by test_left.py::test_3_leaves_it_applied" in text
+    # the suite's own patch (made on import) and the undone one are no one's leak
+    assert "left_target_mod.other" not in text
+    assert "test_1_applies_and_undoes applied" not in text
+
+
+def test_a_patch_left_by_a_test_is_an_error_under_w_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_left=LEFT_APPLIED_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v",
+        "-W", "error::spawnkit.testing.HookLeakWarning",
+        timeout=120,
+    )  # fmt: skip
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_3_leaves_it_applied*"])

@@ -5,6 +5,7 @@ real selection variables.  Function-scoped, per-test state: safe under ``pytest 
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from spawnkit.testing._env import PlatformSelection, PluginAllowlist
 from spawnkit.testing._isolation import HookIsolation, format_leaks
+from spawnkit.testing._leftover import HookLeakWarning, Leftovers, applied_now
 from spawnkit.testing._modes import LAUNCH_MODES, LaunchMode
 from spawnkit.testing._sandbox import DistSandbox
 
@@ -32,11 +34,14 @@ __all__ = [
 
 
 _ISOLATION = pytest.StashKey[HookIsolation]()
+_LEFTOVERS = pytest.StashKey[Leftovers]()  # on the config: what earlier test bodies left patched
+_BEFORE_CALL = pytest.StashKey["set[tuple[str, str]]"]()  # on a test without the fixture
 _MODE_IDS = frozenset(m.id for m in LAUNCH_MODES)
 _MODES_TEXT = ", ".join(repr(m.id) for m in LAUNCH_MODES)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_LEFTOVERS] = Leftovers()
     config.addinivalue_line(
         "markers",
         f"launch_modes(*ids): run a test using the launch_mode fixture only under these modes "
@@ -134,6 +139,10 @@ def _spawnkit_hook_isolation(request: pytest.FixtureRequest) -> Iterator[HookIso
     """One isolation for both fixtures, so neither takes the other's registry for a leak."""
     isolation = HookIsolation()
     isolation.begin()
+    leftovers = request.config.stash.get(_LEFTOVERS, None)
+    inherited = leftovers.inherited() if leftovers is not None else None
+    if inherited is not None:
+        pytest.fail(inherited, pytrace=False)
     request.node.stash[_ISOLATION] = isolation
     try:
         yield isolation
@@ -172,6 +181,8 @@ def isolated_hooks_for(
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Fail (not error) a passing test that leaked a patch, while the test is still running."""
+    if "_spawnkit_hook_isolation" not in getattr(item, "fixturenames", ()):
+        item.stash[_BEFORE_CALL] = set(applied_now())  # the body's patches are the test's own
     result = yield
     isolation = item.stash.get(_ISOLATION, None)
     if isolation is not None:
@@ -180,3 +191,18 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
             isolation.reported.extend(leaks)
             pytest.fail(format_leaks(leaks, when="by this test"), pytrace=False)
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """Warn at a test without the fixture that left patches applied past its teardown."""
+    try:
+        return (yield)
+    finally:
+        before = item.stash.get(_BEFORE_CALL, None)
+        leftovers = item.config.stash.get(_LEFTOVERS, None)
+        if before is not None and leftovers is not None:
+            message = leftovers.after_test(item.nodeid, before)
+            if message is not None:
+                path, line, _ = item.location
+                warnings.warn_explicit(message, HookLeakWarning, path, (line or 0) + 1)
