@@ -431,3 +431,82 @@ def test_a_patch_left_by_a_test_is_an_error_under_w_error(pytester: pytest.Pytes
         timeout=120,
     )  # fmt: skip
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_3_leaves_it_applied*"])
+
+
+WORKER_WARNING_SUITE = """
+import pytest
+
+from spawnkit.errors import ConfigError, ForkServerError, StageError
+from spawnkit.testing import run_entry
+
+ENGINE = {"warn_eng": "def step():\\n    return 1\\n"}
+PLUGIN = '''
+from spawnkit.hooks import HookRegistry, HookType
+
+def register():
+    HookRegistry.register("warn_eng.step", "{m}:around", HookType.AROUND)
+
+def around(original_fn, *a, **k):
+    return original_fn(*a, **k) + 1
+'''
+
+
+def step():
+    import warn_eng
+
+    return warn_eng.step()
+
+
+@pytest.fixture
+def two_around_hooks(plugin_dist):
+    # two AROUND hooks on one target: a HookConflictWarning in the worker
+    plugin_dist("warn-eng", modules=ENGINE)
+    for m in ("warn_a", "warn_b"):
+        plugin_dist(
+            m.replace("_", "-"),
+            entry_points={"spawnkit.plugins": {m: f"{m}:register"}},
+            modules={m: PLUGIN.format(m=m)},
+        )
+
+
+@pytest.mark.filterwarnings("error::spawnkit.HookConflictWarning")
+def test_escalated_in_the_worker(two_around_hooks, launch_mode):
+    # a warm-start server applies the hooks for its workers: it stops, as under a launcher
+    stopped = (StageError, ForkServerError)
+    with pytest.raises(stopped, match="escalated to an error by the warnings filter"):
+        run_entry(step, **launch_mode.kwargs())
+
+
+@pytest.mark.filterwarnings("ignore::spawnkit.HookConflictWarning")
+def test_silenced_in_the_worker(two_around_hooks, capfd):
+    assert run_entry(step).result == 3
+    assert "HookConflictWarning" not in capfd.readouterr().err
+
+
+def test_unfiltered_it_is_a_warning(two_around_hooks, capfd):
+    assert run_entry(step).result == 3
+    assert "HookConflictWarning" in capfd.readouterr().err
+
+
+@pytest.mark.filterwarnings("error:target .* has 2:spawnkit.HookConflictWarning")
+def test_a_filter_the_worker_cannot_take_is_refused(two_around_hooks):
+    with pytest.raises(ConfigError, match="cannot reach the worker"):
+        run_entry(step)
+"""
+
+
+def test_run_entry_gives_the_worker_the_tests_warning_filters(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_worker_warning=WORKER_WARNING_SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", timeout=300)
+    result.assert_outcomes(passed=6)
+
+
+def test_run_entry_gives_the_worker_the_command_lines_w(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_worker_warning=WORKER_WARNING_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-v", "-W", "error::spawnkit.HookConflictWarning",
+        "-k", "unfiltered", timeout=120,
+    )  # fmt: skip
+    # the test expected a warning; under -W error the worker stops, as a production launch does
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*escalated to an error by the warnings filter*"])

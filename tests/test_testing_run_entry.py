@@ -309,3 +309,30 @@ def test_run_entry_under_each_launch_mode(launch_mode):
     run = run_entry(describe_worker, "mode", timeout=TIMEOUT, **launch_mode.kwargs())
     assert run.result["payload"] == "mode"
     assert run.result["pid"] != os.getpid()
+
+
+def test_the_tests_filters_for_spawnkits_warnings_become_the_workers_entries() -> None:
+    import re
+
+    from spawnkit.errors import HookConflictWarning, PlainChildWarning
+    from spawnkit.testing._warnfilters import forwarded
+
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        assert forwarded() == []  # nothing said about spawnkit's categories: nothing sent
+        warnings.filterwarnings("always", category=DeprecationWarning)  # not spawnkit's
+        warnings.filterwarnings("ignore", ".*vendored", UserWarning)  # broad, a pattern: not
+        assert forwarded() == []
+        warnings.filterwarnings("error")  # every category: each of spawnkit's, narrowed
+        warnings.filterwarnings("ignore", category=PlainChildWarning)
+        warnings.filterwarnings("default", re.escape("target 'eng.step'"), HookConflictWarning)
+        entries = forwarded()
+    assert "error::spawnkit.HookConflictWarning" in entries
+    assert "error::spawnkit.CustomOpWarning" in entries
+    assert "error::spawnkit.PlainChildWarning" not in entries  # the ignore above shadows it
+    assert "ignore::spawnkit.PlainChildWarning" in entries
+    assert not any("EnvVariableWarning" in e for e in entries)  # the launch's own: filtered here
+    # the later entry wins in the worker: the message-specific one comes after the catch-all
+    assert entries.index("default:target 'eng.step':spawnkit.HookConflictWarning") > (
+        entries.index("error::spawnkit.HookConflictWarning")
+    )

@@ -212,6 +212,17 @@ def _selection(
     return overlay, child_env
 
 
+def _with_warning_filters(child_env: dict[str, str], env: Mapping[str, str] | None) -> None:
+    """The test's filters for spawnkit's warnings, as the worker's ``PYTHONWARNINGS``
+    (``_warnfilters``): between this process's own entries and ``env=``'s, which win."""
+    from spawnkit.testing._warnfilters import forwarded
+
+    entries = forwarded()
+    if entries:
+        own, given = os.environ.get("PYTHONWARNINGS"), (env or {}).get("PYTHONWARNINGS")
+        child_env["PYTHONWARNINGS"] = ",".join(e for e in (own, *entries, given) if e)
+
+
 def _how_to_send(
     entry: str | Callable[..., Any], payload: Any
 ) -> tuple[str | Callable[..., Any], list[ModuleType]]:
@@ -280,6 +291,7 @@ def run_entry(
 
     ns = get_namespace(namespace)
     overlay, child_env = _selection(ns.config, platform, plugins, env)
+    _with_warning_filters(child_env, env)
     launched, by_value = _how_to_send(entry, payload)
     start = time.monotonic()
     try:
