@@ -336,3 +336,34 @@ def test_the_tests_filters_for_spawnkits_warnings_become_the_workers_entries() -
     assert entries.index("default:target 'eng.step':spawnkit.HookConflictWarning") > (
         entries.index("error::spawnkit.HookConflictWarning")
     )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "variable", "value"),
+    [
+        pytest.param({"plugins": ["alpha"]}, "SPAWNKIT_PLUGINS", "beta", id="plugins"),
+        pytest.param({"platform": "cpu"}, "SPAWNKIT_PLATFORM", "base", id="platform"),
+    ],
+)
+def test_an_argument_and_env_that_disagree_are_refused(kwargs, variable, value) -> None:
+    from spawnkit.errors import ConfigError
+
+    (argument,) = kwargs
+    before = os.environ.get(variable)
+    with pytest.raises(ConfigError, match=f"both choose the worker's {argument}") as info:
+        run_entry(describe_worker, env={variable: value}, timeout=TIMEOUT, **kwargs)
+    assert info.value.setting == argument
+    assert f"{variable}={value!r}" in str(info.value) and "Fix: pass one of them" in str(info.value)
+    assert os.environ.get(variable) == before  # refused before anything was set for the call
+
+
+def test_an_argument_and_env_that_agree_run() -> None:
+    run = run_entry(
+        describe_worker,
+        platform="cpu",
+        plugins=[],
+        env={"SPAWNKIT_PLATFORM": " cpu", "SPAWNKIT_PLUGINS": " "},
+        timeout=TIMEOUT,
+    )
+    assert run.report.platform["name"] == "cpu"
+    assert run.report.plugins == []
