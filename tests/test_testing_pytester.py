@@ -400,6 +400,12 @@ def test_3_leaves_it_applied():
 
 def test_4_isolated(isolated_hooks):
     assert isolated_hooks.registrations() == []
+
+
+def test_5_the_failed_setup_left_nothing_armed():
+    from spawnkit.testing._provisions import TriedImports
+
+    assert not any(isinstance(f, TriedImports) for f in sys.meta_path)
 """
 
 
@@ -408,7 +414,7 @@ def test_a_patch_left_by_a_test_without_the_fixture_is_named(pytester: pytest.Py
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
     )
-    result.assert_outcomes(passed=3, errors=1, warnings=1)
+    result.assert_outcomes(passed=4, errors=1, warnings=1)
     result.stdout.fnmatch_lines(["*ERROR at setup of test_4_isolated*"])
     text = result.stdout.str()
     # at the test that left it: a HookLeakWarning naming the target and the fix
@@ -510,3 +516,72 @@ def test_run_entry_gives_the_worker_the_command_lines_w(pytester: pytest.Pyteste
     # the test expected a warning; under -W error the worker stops, as a production launch does
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*escalated to an error by the warnings filter*"])
+
+
+PROVIDE_SUITE = """
+import types
+
+ENGINE = {
+    "prov_eng": "",
+    "prov_eng.quant": '''
+try:
+    import prov_fastkern.gemm
+    HAS_FAST = True
+except ImportError:
+    HAS_FAST = False
+''',
+    "prov_real": "",
+}
+
+
+def stub(name):
+    return types.ModuleType(name)
+
+
+def test_1_engine_imported_before_the_apply(plugin_dist, isolated_hooks):
+    plugin_dist("prov-eng", modules=ENGINE)
+    import prov_eng.quant  # takes its ImportError fallback
+
+    isolated_hooks.provide_module("prov_fastkern.gemm", factory=stub)
+    isolated_hooks.apply_hooks()
+    assert prov_eng.quant.HAS_FAST is False  # the fallback stays while status says provided
+
+
+def test_2_engine_imported_after_the_apply(plugin_dist, isolated_hooks):
+    plugin_dist("prov-eng", modules=ENGINE)
+    isolated_hooks.provide_module("prov_fastkern.gemm", factory=stub)
+    isolated_hooks.apply_hooks()
+    import prov_eng.quant
+
+    assert prov_eng.quant.HAS_FAST is True
+
+
+def test_3_guard_policy_warn(plugin_dist, isolated_hooks, monkeypatch):
+    monkeypatch.setenv("SPAWNKIT_IMPORT_GUARD", "warn")
+    test_1_engine_imported_before_the_apply(plugin_dist, isolated_hooks)
+
+
+def test_4_an_installed_parent_imported_before_is_no_miss(plugin_dist, isolated_hooks):
+    plugin_dist("prov-eng", modules=ENGINE)
+    import prov_real  # the package is installed; only the submodule is provided
+
+    isolated_hooks.provide_module("prov_real.fast", factory=stub)
+    isolated_hooks.apply_hooks()
+    assert prov_real.fast.__name__ == "prov_real.fast"
+"""
+
+
+def test_isolated_hooks_names_a_provided_module_the_test_had_missed(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_provide=PROVIDE_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=3, failed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*test_1_engine_imported_before_the_apply FAILED*"])
+    text = result.stdout.str()
+    assert "'prov_fastkern.gemm' (registry 'spawnkit'): tried at " in text
+    assert "prov_eng/quant.py:3 (in <module>)" in text
+    assert "ImportGuardWarning: isolated_hooks: provide_module() placed 1 module(s)" in text
+    assert "SPAWNKIT_IMPORT_GUARD=warn" in text

@@ -137,12 +137,12 @@ def launch_mode(request: pytest.FixtureRequest) -> LaunchMode:
 @pytest.fixture
 def _spawnkit_hook_isolation(request: pytest.FixtureRequest) -> Iterator[HookIsolation]:
     """One isolation for both fixtures, so neither takes the other's registry for a leak."""
-    isolation = HookIsolation()
-    isolation.begin()
     leftovers = request.config.stash.get(_LEFTOVERS, None)
     inherited = leftovers.inherited() if leftovers is not None else None
-    if inherited is not None:
+    if inherited is not None:  # before begin(): nothing to undo
         pytest.fail(inherited, pytrace=False)
+    isolation = HookIsolation()
+    isolation.begin()
     request.node.stash[_ISOLATION] = isolation
     try:
         yield isolation
@@ -190,7 +190,18 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         if leaks:
             isolation.reported.extend(leaks)
             pytest.fail(format_leaks(leaks, when="by this test"), pytrace=False)
+        _missed_provisions(isolation)
     return result
+
+
+def _missed_provisions(isolation: HookIsolation) -> None:
+    """A module provided after the test's code missed it: fail (or warn) as a worker would."""
+    for policy, message in isolation.missed_provisions():
+        if policy == "error":
+            pytest.fail(message, pytrace=False)
+        from spawnkit.bootstrap.guard import ImportGuardWarning
+
+        warnings.warn(message, ImportGuardWarning, stacklevel=1)
 
 
 @pytest.hookimpl(wrapper=True)
