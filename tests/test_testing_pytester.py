@@ -276,3 +276,312 @@ def test_isolated_hooks_for_isolates_a_namespace_registry(pytester: pytest.Pytes
     assert "isolated_hooks: 1 hook patch(es) leaked by this test" in text
     assert "isolated_hooks_for(namespace)" in text  # the fix names the namespaced fixture
     assert "test_4_indirect_parametrization[engine] PASSED" in text
+
+
+BOOTSTRAP_HERE_SUITE = """
+ENGINE = {"here_eng.ops": "def tok():\\n    return 'tok'\\n"}
+PLUGIN = {"here_plug": '''
+from spawnkit.hooks import HookRegistry, HookType
+
+def register():
+    HookRegistry.register("here_eng.ops.tok", "here_plug:after", HookType.AFTER)
+
+def after(result, *a, **k):
+    return result + "+hooked"
+'''}
+
+
+def install(plugin_dist):
+    plugin_dist("here-eng", modules=ENGINE)
+    plugin_dist(
+        "here-plug",
+        entry_points={"spawnkit.plugins": {"here_plug": "here_plug:register"}},
+        modules=PLUGIN,
+    )
+
+
+def engine_entry():
+    import spawnkit
+
+    report = spawnkit.bootstrap_here()  # what an engine's entry module does first
+    from here_eng import ops
+
+    return report, ops.tok()
+
+
+def test_1_hooked(plugin_dist, isolated_hooks):
+    install(plugin_dist)
+    report, out = engine_entry()
+    assert out == "tok+hooked"
+    assert [h["state"] for h in report.hooks["here_eng.ops.tok"]] == ["applied"]
+
+
+def test_2_hooked_again(plugin_dist, isolated_hooks):
+    install(plugin_dist)
+    report, out = engine_entry()
+    assert out == "tok+hooked"  # not the first test's report over unhooked code
+    assert [h["state"] for h in report.hooks["here_eng.ops.tok"]] == ["applied"]
+"""
+
+SESSION_BOOTSTRAP_SUITE = """
+import spawnkit
+
+SESSION_REPORT = spawnkit.bootstrap_here()  # the suite's process, bootstrapped once
+
+
+def test_1_isolated(isolated_hooks):
+    assert spawnkit.bootstrap_here() is SESSION_REPORT
+
+
+def test_2_after_the_isolated_test():
+    assert spawnkit.bootstrap_here() is SESSION_REPORT
+"""
+
+
+def test_bootstrap_here_in_each_isolated_test_applies_the_hooks_again(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_here_twice=BOOTSTRAP_HERE_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=2)
+
+
+def test_a_bootstrap_here_before_the_isolated_test_keeps_its_report(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_session_here=SESSION_BOOTSTRAP_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=2)
+
+
+LEFT_APPLIED_SUITE = """
+import sys
+import types
+import uuid
+
+from spawnkit.hooks import HookRegistry, HookType
+from spawnkit.namespace import Namespace
+
+mod = types.ModuleType("left_target_mod")
+exec("def compute(x):\\n    return x + 1\\n\\ndef other(x):\\n    return x\\n", mod.__dict__)
+sys.modules["left_target_mod"] = mod
+ORIGINAL = mod.compute
+
+# The suite's own patch, made as the module is imported (as a conftest.py would): the baseline.
+SUITE_NS = Namespace(f"t_{uuid.uuid4().hex[:8]}")
+SUITE_NS.hooks.register("left_target_mod.other", lambda result, *a, **k: -result, HookType.AFTER)
+SUITE_NS.hooks.apply_hooks()
+
+
+def plus_100(result, *a, **k):
+    return result + 100
+
+
+def test_1_applies_and_undoes():
+    HookRegistry.register("left_target_mod.compute", plus_100, HookType.AFTER)
+    HookRegistry.apply_hooks()
+    assert mod.compute(1) == 102
+    HookRegistry.reset()
+
+
+def test_2_isolated_after_a_clean_test(isolated_hooks):
+    assert mod.compute is ORIGINAL and mod.other(3) == -3
+
+
+def test_3_leaves_it_applied():
+    HookRegistry.register("left_target_mod.compute", plus_100, HookType.AFTER)
+    HookRegistry.apply_hooks()  # as bootstrap_here() or apply_plugin_hooks() in a test
+    assert mod.compute(1) == 102
+
+
+def test_4_isolated(isolated_hooks):
+    assert isolated_hooks.registrations() == []
+
+
+def test_5_the_failed_setup_left_nothing_armed():
+    from spawnkit.testing._provisions import TriedImports
+
+    assert not any(isinstance(f, TriedImports) for f in sys.meta_path)
+"""
+
+
+def test_a_patch_left_by_a_test_without_the_fixture_is_named(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_left=LEFT_APPLIED_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=4, errors=1, warnings=1)
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_4_isolated*"])
+    text = result.stdout.str()
+    # at the test that left it: a HookLeakWarning naming the target and the fix
+    assert "HookLeakWarning: test_left.py::test_3_leaves_it_applied applied 1 hook patch" in text
+    assert "'left_target_mod.compute' patched through registry 'spawnkit'" in text
+    assert "request isolated_hooks in this test" in text
+    # at the isolated test: the patch, and the test that left it
+    assert "an earlier test applied are still applied as this test starts" in text
+    assert "left by test_left.py::test_3_leaves_it_applied" in text
+    # the suite's own patch (made on import) and the undone one are no one's leak
+    assert "left_target_mod.other" not in text
+    assert "test_1_applies_and_undoes applied" not in text
+
+
+def test_a_patch_left_by_a_test_is_an_error_under_w_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_left=LEFT_APPLIED_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v",
+        "-W", "error::spawnkit.testing.HookLeakWarning",
+        timeout=120,
+    )  # fmt: skip
+    result.stdout.fnmatch_lines(["*ERROR at teardown of test_3_leaves_it_applied*"])
+
+
+WORKER_WARNING_SUITE = """
+import pytest
+
+from spawnkit.errors import ConfigError, ForkServerError, StageError
+from spawnkit.testing import run_entry
+
+ENGINE = {"warn_eng": "def step():\\n    return 1\\n"}
+PLUGIN = '''
+from spawnkit.hooks import HookRegistry, HookType
+
+def register():
+    HookRegistry.register("warn_eng.step", "{m}:around", HookType.AROUND)
+
+def around(original_fn, *a, **k):
+    return original_fn(*a, **k) + 1
+'''
+
+
+def step():
+    import warn_eng
+
+    return warn_eng.step()
+
+
+@pytest.fixture
+def two_around_hooks(plugin_dist):
+    # two AROUND hooks on one target: a HookConflictWarning in the worker
+    plugin_dist("warn-eng", modules=ENGINE)
+    for m in ("warn_a", "warn_b"):
+        plugin_dist(
+            m.replace("_", "-"),
+            entry_points={"spawnkit.plugins": {m: f"{m}:register"}},
+            modules={m: PLUGIN.format(m=m)},
+        )
+
+
+@pytest.mark.filterwarnings("error::spawnkit.HookConflictWarning")
+def test_escalated_in_the_worker(two_around_hooks, launch_mode):
+    # a warm-start server applies the hooks for its workers: it stops, as under a launcher
+    stopped = (StageError, ForkServerError)
+    with pytest.raises(stopped, match="escalated to an error by the warnings filter"):
+        run_entry(step, **launch_mode.kwargs())
+
+
+@pytest.mark.filterwarnings("ignore::spawnkit.HookConflictWarning")
+def test_silenced_in_the_worker(two_around_hooks, capfd):
+    assert run_entry(step).result == 3
+    assert "HookConflictWarning" not in capfd.readouterr().err
+
+
+def test_unfiltered_it_is_a_warning(two_around_hooks, capfd):
+    assert run_entry(step).result == 3
+    assert "HookConflictWarning" in capfd.readouterr().err
+
+
+@pytest.mark.filterwarnings("error:target .* has 2:spawnkit.HookConflictWarning")
+def test_a_filter_the_worker_cannot_take_is_refused(two_around_hooks):
+    with pytest.raises(ConfigError, match="cannot reach the worker"):
+        run_entry(step)
+"""
+
+
+def test_run_entry_gives_the_worker_the_tests_warning_filters(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_worker_warning=WORKER_WARNING_SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", timeout=300)
+    result.assert_outcomes(passed=6)
+
+
+def test_run_entry_gives_the_worker_the_command_lines_w(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_worker_warning=WORKER_WARNING_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-v", "-W", "error::spawnkit.HookConflictWarning",
+        "-k", "unfiltered", timeout=120,
+    )  # fmt: skip
+    # the test expected a warning; under -W error the worker stops, as a production launch does
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*escalated to an error by the warnings filter*"])
+
+
+PROVIDE_SUITE = """
+import types
+
+ENGINE = {
+    "prov_eng": "",
+    "prov_eng.quant": '''
+try:
+    import prov_fastkern.gemm
+    HAS_FAST = True
+except ImportError:
+    HAS_FAST = False
+''',
+    "prov_real": "",
+}
+
+
+def stub(name):
+    return types.ModuleType(name)
+
+
+def test_1_engine_imported_before_the_apply(plugin_dist, isolated_hooks):
+    plugin_dist("prov-eng", modules=ENGINE)
+    import prov_eng.quant  # takes its ImportError fallback
+
+    isolated_hooks.provide_module("prov_fastkern.gemm", factory=stub)
+    isolated_hooks.apply_hooks()
+    assert prov_eng.quant.HAS_FAST is False  # the fallback stays while status says provided
+
+
+def test_2_engine_imported_after_the_apply(plugin_dist, isolated_hooks):
+    plugin_dist("prov-eng", modules=ENGINE)
+    isolated_hooks.provide_module("prov_fastkern.gemm", factory=stub)
+    isolated_hooks.apply_hooks()
+    import prov_eng.quant
+
+    assert prov_eng.quant.HAS_FAST is True
+
+
+def test_3_guard_policy_warn(plugin_dist, isolated_hooks, monkeypatch):
+    monkeypatch.setenv("SPAWNKIT_IMPORT_GUARD", "warn")
+    test_1_engine_imported_before_the_apply(plugin_dist, isolated_hooks)
+
+
+def test_4_an_installed_parent_imported_before_is_no_miss(plugin_dist, isolated_hooks):
+    plugin_dist("prov-eng", modules=ENGINE)
+    import prov_real  # the package is installed; only the submodule is provided
+
+    isolated_hooks.provide_module("prov_real.fast", factory=stub)
+    isolated_hooks.apply_hooks()
+    assert prov_real.fast.__name__ == "prov_real.fast"
+"""
+
+
+def test_isolated_hooks_names_a_provided_module_the_test_had_missed(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_provide=PROVIDE_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=3, failed=1, warnings=1)
+    result.stdout.fnmatch_lines(["*test_1_engine_imported_before_the_apply FAILED*"])
+    text = result.stdout.str()
+    assert "'prov_fastkern.gemm' (registry 'spawnkit'): tried at " in text
+    assert "prov_eng/quant.py:3 (in <module>)" in text
+    assert "ImportGuardWarning: isolated_hooks: provide_module() placed 1 module(s)" in text
+    assert "SPAWNKIT_IMPORT_GUARD=warn" in text

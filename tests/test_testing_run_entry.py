@@ -309,3 +309,61 @@ def test_run_entry_under_each_launch_mode(launch_mode):
     run = run_entry(describe_worker, "mode", timeout=TIMEOUT, **launch_mode.kwargs())
     assert run.result["payload"] == "mode"
     assert run.result["pid"] != os.getpid()
+
+
+def test_the_tests_filters_for_spawnkits_warnings_become_the_workers_entries() -> None:
+    import re
+
+    from spawnkit.errors import HookConflictWarning, PlainChildWarning
+    from spawnkit.testing._warnfilters import forwarded
+
+    with warnings.catch_warnings():
+        warnings.resetwarnings()
+        assert forwarded() == []  # nothing said about spawnkit's categories: nothing sent
+        warnings.filterwarnings("always", category=DeprecationWarning)  # not spawnkit's
+        warnings.filterwarnings("ignore", ".*vendored", UserWarning)  # broad, a pattern: not
+        assert forwarded() == []
+        warnings.filterwarnings("error")  # every category: each of spawnkit's, narrowed
+        warnings.filterwarnings("ignore", category=PlainChildWarning)
+        warnings.filterwarnings("default", re.escape("target 'eng.step'"), HookConflictWarning)
+        entries = forwarded()
+    assert "error::spawnkit.HookConflictWarning" in entries
+    assert "error::spawnkit.CustomOpWarning" in entries
+    assert "error::spawnkit.PlainChildWarning" not in entries  # the ignore above shadows it
+    assert "ignore::spawnkit.PlainChildWarning" in entries
+    assert not any("EnvVariableWarning" in e for e in entries)  # the launch's own: filtered here
+    # the later entry wins in the worker: the message-specific one comes after the catch-all
+    assert entries.index("default:target 'eng.step':spawnkit.HookConflictWarning") > (
+        entries.index("error::spawnkit.HookConflictWarning")
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "variable", "value"),
+    [
+        pytest.param({"plugins": ["alpha"]}, "SPAWNKIT_PLUGINS", "beta", id="plugins"),
+        pytest.param({"platform": "cpu"}, "SPAWNKIT_PLATFORM", "base", id="platform"),
+    ],
+)
+def test_an_argument_and_env_that_disagree_are_refused(kwargs, variable, value) -> None:
+    from spawnkit.errors import ConfigError
+
+    (argument,) = kwargs
+    before = os.environ.get(variable)
+    with pytest.raises(ConfigError, match=f"both choose the worker's {argument}") as info:
+        run_entry(describe_worker, env={variable: value}, timeout=TIMEOUT, **kwargs)
+    assert info.value.setting == argument
+    assert f"{variable}={value!r}" in str(info.value) and "Fix: pass one of them" in str(info.value)
+    assert os.environ.get(variable) == before  # refused before anything was set for the call
+
+
+def test_an_argument_and_env_that_agree_run() -> None:
+    run = run_entry(
+        describe_worker,
+        platform="cpu",
+        plugins=[],
+        env={"SPAWNKIT_PLATFORM": " cpu", "SPAWNKIT_PLUGINS": " "},
+        timeout=TIMEOUT,
+    )
+    assert run.report.platform["name"] == "cpu"
+    assert run.report.plugins == []

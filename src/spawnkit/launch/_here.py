@@ -25,7 +25,14 @@ from spawnkit.errors import ConfigError
 from spawnkit.namespace import Namespace
 from spawnkit.spec import ProcessSpec
 
-__all__ = ["Applied", "applied_here", "check_fork_context", "check_same_selection", "record"]
+__all__ = [
+    "Applied",
+    "applied_here",
+    "check_fork_context",
+    "check_same_selection",
+    "put_back",
+    "record",
+]
 
 
 class Applied:
@@ -89,6 +96,16 @@ def record(ns: Namespace, report: BootstrapReport, spec: ProcessSpec) -> None:
 def applied_here(ns: Namespace) -> Applied | None:
     """This process's ``bootstrap_here()`` of ``ns``, or None (never called, or a worker)."""
     return _applied.get(ns.name)
+
+
+def put_back(ns: Namespace, applied: Applied | None) -> None:
+    """Make ``applied`` (None: none) this process's record again: ``isolated_hooks`` undoes the
+    patches a ``bootstrap_here()`` in the test made, and a later test's call must run again
+    rather than return the report of patches that are gone."""
+    if applied is None:
+        _applied.pop(ns.name, None)
+    else:
+        _applied[ns.name] = applied
 
 
 def check_same_selection(ns: Namespace, applied: Applied) -> None:

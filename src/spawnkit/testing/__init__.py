@@ -4,6 +4,7 @@ testing plugins and entries as spawnkit runs them; the helpers work without pyte
 
 from spawnkit.testing._dists import Distribution, write_distribution
 from spawnkit.testing._env import EnvOverlay, PlatformSelection, PluginAllowlist
+from spawnkit.testing._leftover import HookLeakWarning
 from spawnkit.testing._modes import LAUNCH_MODES, LaunchMode
 from spawnkit.testing._project import PluginProject, make_plugin_project, make_venv, pip_install
 from spawnkit.testing._run import ChildTraceback, EntryRun, run_entry
@@ -16,6 +17,7 @@ __all__ = [
     "Distribution",
     "EntryRun",
     "EnvOverlay",
+    "HookLeakWarning",
     "LaunchMode",
     "PlatformSelection",
     "PluginAllowlist",

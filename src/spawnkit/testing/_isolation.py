@@ -8,17 +8,21 @@ fixture fails the *leaking* test.  A leak is:
    returns (such a registry with nothing applied before is unapplied; otherwise it is named);
 2. a target of an isolated registry still holding the patched object after the restore.
 
-The phase flags and isolated namespaces' plugin-loading state are restored too.
+The phase flags, isolated namespaces' plugin-loading state and their ``bootstrap_here()``
+record (``launch._here``) are restored too; and a module an isolated registry provided after
+the test's code had missed it is named (``_provisions``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _reference
 from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME
+from spawnkit.testing._provisions import TriedImports, message
 
 if TYPE_CHECKING:
     from spawnkit.hooks.registry import HookRegistry
@@ -110,6 +114,7 @@ class _Isolated:
     namespace: Namespace
     registry: HookRegistry
     cm: Any
+    here: Any = None  # the namespace's bootstrap_here() record before the test (launch._here)
 
 
 class HookIsolation:
@@ -120,6 +125,7 @@ class HookIsolation:
         self._begun = False
         self._baseline: dict[int, set[str]] = {}
         self._phase: tuple[bool, bool, Any] = (False, False, None)
+        self._tried = TriedImports()
         self.reported: list[HookLeak] = []
 
     @property
@@ -142,6 +148,7 @@ class HookIsolation:
         self._baseline = {
             key: {t.target for t in reg.applied_targets()} for key, reg in _registries().items()
         }
+        self._tried.arm()  # which imports missed a module provided later (_provisions)
 
     def isolate(self, namespace: Namespace | NamespaceConfig | str | None = None) -> HookRegistry:
         """A clean registry for ``namespace`` (``None``: default) until :meth:`finish`."""
@@ -152,10 +159,12 @@ class HookIsolation:
         for done in self._isolated:
             if done.namespace is ns:
                 return done.registry
+        from spawnkit.launch import _here
+
         _reset_plugins(ns)
         cm = ns.hooks.isolated()
         registry = cm.__enter__()
-        self._isolated.append(_Isolated(ns, registry, cm))
+        self._isolated.append(_Isolated(ns, registry, cm, _here.applied_here(ns)))
         return registry
 
     def start(self) -> HookRegistry:
@@ -184,6 +193,22 @@ class HookIsolation:
                 out.append((reg, leaks))
         return out
 
+    def missed_provisions(self) -> list[tuple[str, str]]:
+        """``(guard policy, message)`` per isolated namespace with a module ``provide_module()``
+        placed after the test's code had missed it (``_provisions``); the policy as a worker's."""
+        from spawnkit.bootstrap import guard
+
+        found: list[tuple[str, str]] = []
+        for iso in self._isolated:
+            missed = self._tried.missed(iso.registry)
+            if missed:
+                cfg = iso.namespace.config
+                env = os.environ.get(cfg.guard_var)
+                policy = guard.resolve_policy(cfg.guard_policy, env, var=cfg.guard_var)
+                if policy != "off":
+                    found.append((policy, message(missed, cfg.guard_var)))
+        return found
+
     def leaks(self) -> list[HookLeak]:
         """Patches that would outlive the test if it ended now (rule 1 of the module docstring)."""
         return [leak for _, leaks in self._outside_leaks() for leak in leaks]
@@ -194,6 +219,7 @@ class HookIsolation:
         from spawnkit.spec import _phase
 
         found: list[HookLeak] = []
+        self._tried.disarm()
         isolated, self._isolated = self._isolated, []
         for iso in reversed(isolated):
             found.extend(self._restore(iso))
@@ -210,8 +236,13 @@ class HookIsolation:
                 for leak in leaks
             )
         _phase.restore(self._phase)
+        from spawnkit.launch import _here
+
         for iso in isolated:
             _reset_plugins(iso.namespace)
+            # A bootstrap_here() in the test applied through the isolated registry, whose
+            # patches are undone now: its record would have a later call return "applied".
+            _here.put_back(iso.namespace, iso.here)
         return found
 
     @staticmethod

@@ -26,6 +26,7 @@ from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import (
     BootstrapTimeoutError,
     ChildRaisedError,
+    ConfigError,
     EntryResolutionError,
     EntryTimeoutError,
 )
@@ -198,18 +199,58 @@ def _selection(
     env: Mapping[str, str] | None,
 ) -> tuple[EnvOverlay, dict[str, str]]:
     """The namespace's selection variables, set here (undone by the caller) and for the child."""
-    overlay = EnvOverlay()
     child_env = dict(env or {})
+    if isinstance(plugins, str):
+        raise TypeError("plugins must be a sequence of entry-point names, not a string")
+    allow = None if plugins is None else ",".join(plugins)
+    _same_as_env(config.platform_var, f"platform={platform!r}", platform, child_env)
+    _same_as_env(config.plugins_var, f"plugins={list(plugins or ())!r}", allow, child_env)
+    overlay = EnvOverlay()
     if platform is not None:
         overlay.set(config.platform_var, platform)
-        child_env.setdefault(config.platform_var, platform)
-    if plugins is not None:
-        if isinstance(plugins, str):
-            raise TypeError("plugins must be a sequence of entry-point names, not a string")
-        allow = ",".join(plugins)
+        child_env[config.platform_var] = platform
+    if allow is not None:
         overlay.set(config.plugins_var, allow)
-        child_env.setdefault(config.plugins_var, allow)
+        child_env[config.plugins_var] = allow
     return overlay, child_env
+
+
+def _same_as_env(var: str, shown: str, value: str | None, env: Mapping[str, str]) -> None:
+    """``platform=`` / ``plugins=`` (``shown``) and ``env=``'s variable for it choose the same,
+    or neither would be kept silently: the parent resolved with the argument, the worker read
+    ``env=``."""
+    in_env = env.get(var)
+    if value is None or in_env is None:
+        return
+    argument = shown.partition("=")[0]
+    if argument == "plugins":
+        same = _names(in_env) == _names(value)  # an allow-list: order and spaces say nothing
+    else:
+        same = in_env.strip() == value.strip()
+    if same:
+        return
+    raise ConfigError(
+        f"run_entry({shown}, env={{{var!r}: {in_env!r}}}): both choose the worker's "
+        f"{argument}, and they disagree; the worker would read env='s {var}={in_env!r} while "
+        f"this process resolved the launch with {shown}. Fix: pass one of them ({argument}= "
+        f"sets {var} for the call and its worker), or make them agree.",
+        setting=argument,
+    )
+
+
+def _names(allow: str) -> set[str]:
+    return {name.strip() for name in allow.split(",") if name.strip()}
+
+
+def _with_warning_filters(child_env: dict[str, str], env: Mapping[str, str] | None) -> None:
+    """The test's filters for spawnkit's warnings, as the worker's ``PYTHONWARNINGS``
+    (``_warnfilters``): between this process's own entries and ``env=``'s, which win."""
+    from spawnkit.testing._warnfilters import forwarded
+
+    entries = forwarded()
+    if entries:
+        own, given = os.environ.get("PYTHONWARNINGS"), (env or {}).get("PYTHONWARNINGS")
+        child_env["PYTHONWARNINGS"] = ",".join(e for e in (own, *entries, given) if e)
 
 
 def _how_to_send(
@@ -280,6 +321,7 @@ def run_entry(
 
     ns = get_namespace(namespace)
     overlay, child_env = _selection(ns.config, platform, plugins, env)
+    _with_warning_filters(child_env, env)
     launched, by_value = _how_to_send(entry, payload)
     start = time.monotonic()
     try:

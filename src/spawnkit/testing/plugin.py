@@ -5,6 +5,7 @@ real selection variables.  Function-scoped, per-test state: safe under ``pytest 
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from spawnkit.testing._env import PlatformSelection, PluginAllowlist
 from spawnkit.testing._isolation import HookIsolation, format_leaks
+from spawnkit.testing._leftover import HookLeakWarning, Leftovers, applied_now
 from spawnkit.testing._modes import LAUNCH_MODES, LaunchMode
 from spawnkit.testing._sandbox import DistSandbox
 
@@ -32,11 +34,14 @@ __all__ = [
 
 
 _ISOLATION = pytest.StashKey[HookIsolation]()
+_LEFTOVERS = pytest.StashKey[Leftovers]()  # on the config: what earlier test bodies left patched
+_BEFORE_CALL = pytest.StashKey["set[tuple[str, str]]"]()  # on a test without the fixture
 _MODE_IDS = frozenset(m.id for m in LAUNCH_MODES)
 _MODES_TEXT = ", ".join(repr(m.id) for m in LAUNCH_MODES)
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_LEFTOVERS] = Leftovers()
     config.addinivalue_line(
         "markers",
         f"launch_modes(*ids): run a test using the launch_mode fixture only under these modes "
@@ -132,6 +137,10 @@ def launch_mode(request: pytest.FixtureRequest) -> LaunchMode:
 @pytest.fixture
 def _spawnkit_hook_isolation(request: pytest.FixtureRequest) -> Iterator[HookIsolation]:
     """One isolation for both fixtures, so neither takes the other's registry for a leak."""
+    leftovers = request.config.stash.get(_LEFTOVERS, None)
+    inherited = leftovers.inherited() if leftovers is not None else None
+    if inherited is not None:  # before begin(): nothing to undo
+        pytest.fail(inherited, pytrace=False)
     isolation = HookIsolation()
     isolation.begin()
     request.node.stash[_ISOLATION] = isolation
@@ -172,6 +181,8 @@ def isolated_hooks_for(
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Fail (not error) a passing test that leaked a patch, while the test is still running."""
+    if "_spawnkit_hook_isolation" not in getattr(item, "fixturenames", ()):
+        item.stash[_BEFORE_CALL] = set(applied_now())  # the body's patches are the test's own
     result = yield
     isolation = item.stash.get(_ISOLATION, None)
     if isolation is not None:
@@ -179,4 +190,30 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         if leaks:
             isolation.reported.extend(leaks)
             pytest.fail(format_leaks(leaks, when="by this test"), pytrace=False)
+        _missed_provisions(isolation)
     return result
+
+
+def _missed_provisions(isolation: HookIsolation) -> None:
+    """A module provided after the test's code missed it: fail (or warn) as a worker would."""
+    for policy, message in isolation.missed_provisions():
+        if policy == "error":
+            pytest.fail(message, pytrace=False)
+        from spawnkit.bootstrap.guard import ImportGuardWarning
+
+        warnings.warn(message, ImportGuardWarning, stacklevel=1)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """Warn at a test without the fixture that left patches applied past its teardown."""
+    try:
+        return (yield)
+    finally:
+        before = item.stash.get(_BEFORE_CALL, None)
+        leftovers = item.config.stash.get(_LEFTOVERS, None)
+        if before is not None and leftovers is not None:
+            message = leftovers.after_test(item.nodeid, before)
+            if message is not None:
+                path, line, _ = item.location
+                warnings.warn_explicit(message, HookLeakWarning, path, (line or 0) + 1)
