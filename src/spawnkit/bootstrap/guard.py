@@ -773,9 +773,9 @@ def check_stale(
     n, s = len(holders), "s" if len(holders) > 1 else ""
     ending = ", so this worker stops." if policy == "error" else " (guard policy 'warn')."
     if stage == "apply_hooks":
-        from spawnkit.hooks._propagate import CALLED_AT_IMPORT, FILLED, HIDDEN, stale_fix  # if any
+        from spawnkit.hooks._propagate import CALLED_AT_IMPORT, FILLED, HIDDEN, WEAK, stale_fix
 
-        level = "" if any(h["kind"] == HIDDEN for h in holders) else "module-level "
+        level = "" if any(h["kind"] in (HIDDEN, WEAK) for h in holders) else "module-level "
         lines = [
             f"import guard ({ns_name}): {n} {level}reference{s} to hooked originals "
             "could not be rebound after the hooks were applied; calls through "

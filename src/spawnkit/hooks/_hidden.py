@@ -35,6 +35,16 @@ object, as the sweep sets a global's.  A decorator's wrapper kept in such a tabl
 closure holds the original) is named, as the sweep names one kept by a global.  A tuple
 inside a table is neither (torch pairs its functions with their op names in one, a lookup
 by identity that calls nothing).
+
+A weak reference is no count's: a callback registry that keeps one (blinker's signals keep
+a ``weakref.ref`` of each receiver, a ``weakref.WeakMethod`` of a bound method) calls the
+original while every strong reference is explained.  ``_apply._build`` notes an original
+with any (``weakref.getweakrefcount``, one C-level read; spawnkit makes none), and the
+climb starts from its weak references too.  One points at the original itself, so nothing
+can be set in its place: every path to one is named (``WEAK``), containers only too (a
+``WeakValueDictionary``'s value: a lookup there hands the original to its caller).  Not a
+``weakref.finalize``'s (it calls its own function), nor a ``WeakKeyDictionary``'s key or a
+``WeakSet``'s member (lookups, as above).
 """
 
 from __future__ import annotations
@@ -46,12 +56,12 @@ import re
 import sys
 import types
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from itertools import islice
-from operator import methodcaller
+from operator import itemgetter, methodcaller
 from typing import Any
 
-from spawnkit.hooks._propagate import HIDDEN, StaleHolder
+from spawnkit.hooks._propagate import HIDDEN, WEAK, StaleHolder
 
 __all__ = ["HIDDEN", "Found", "hidden_holders"]
 
@@ -79,6 +89,7 @@ _NOT_OBJECTS = (
 _Trail = dict[int, tuple[tuple[str, ...], bool, int]]
 #: A container path's steps: an item, or a ``MappingProxyType``'s own mapping
 _ITEM_STEPS = ("[", "<mappingproxy>")
+_first = itemgetter(0)
 
 
 class Found:
@@ -93,13 +104,17 @@ class Found:
 
 
 def hidden_holders(
-    originals: list[tuple[Any, str, Any]], ignored: Collection[str], known: Collection[StaleHolder]
+    originals: list[tuple[Any, str, Any]],
+    ignored: Collection[str],
+    known: Collection[StaleHolder],
+    weak: Sequence[tuple[Any, str]] = (),
 ) -> tuple[list[StaleHolder], list[tuple[str, str, Any, Any, str]]]:
     """Holders of ``originals`` (``(original, target key, what was installed)``) that are
     an object's attribute, as a path from their module; none from a module in ``ignored``
     (the hook modules) or spawnkit's, none where ``known`` already names that module's
     global.  Second: the container items to rebind, ``(module, label, container, key,
-    target key)`` (see the module docstring)."""
+    target key)`` (see the module docstring).  And the holders of the weak references to
+    the functions of ``weak`` (``(original, target key)``), each path named (``WEAK``)."""
     roots: dict[int, str] = {}
     skip = _chain_parts([installed for _, _, installed in originals])
     for name, module in list(sys.modules.items()):
@@ -111,11 +126,17 @@ def hidden_holders(
                 roots[id(namespace)] = name
     keys = {id(original): key for original, key, _ in originals}
     frontier: dict[int, Any] = {id(original): original for original, _, _ in originals}
-    skip.add(id(originals))
-    skip.update(map(id, originals))
-    trails: dict[int, _Trail] = {i: {i: ((), False, i)} for i in frontier}
-    found = Found()
     classes = {i for i, original in frontier.items() if isinstance(original, type)}
+    refs = _callable_refs(weak)
+    keys.update((id(ref), key) for ref, key in refs)
+    frontier.update((id(ref), ref) for ref, _ in refs)
+    for held in (originals, weak, refs):
+        skip.add(id(held))
+        skip.update(map(id, held))
+    # a weak reference's every path is named: nothing can be set in its place
+    weakly = set(map(id, map(_first, refs)))
+    trails: dict[int, _Trail] = {i: {i: ((), i in weakly, i)} for i in frontier}
+    found = Found()
     for _ in range(_LEVELS):
         if not frontier:
             break
@@ -123,11 +144,27 @@ def hidden_holders(
     named = {(h.target, h.module, _first_name(h.label)) for h in known}
     out = []
     for origin, paths in found.named.items():
-        key = keys[origin]
+        key, kind = keys[origin], WEAK if origin in weakly else HIDDEN
         fresh = [(m, label) for m, label in paths if (key, m, _first_name(label)) not in named]
-        out += [StaleHolder(m, label, HIDDEN, key) for m, label in fresh[:_SHOWN]]
+        out += [StaleHolder(m, label, kind, key) for m, label in fresh[:_SHOWN]]
     out += [StaleHolder(m, label, "closure variable", keys[o]) for m, label, o in found.wrapped]
     return out, _items(found, originals, out, named)
+
+
+def _callable_refs(weak: Sequence[tuple[Any, str]]) -> list[tuple[Any, str]]:
+    """``(weak reference, target key)`` for each weak reference to a function of ``weak``
+    that can hand it to a caller: not a ``weakref.finalize``'s (it calls its own function
+    when the original dies).  A ``WeakKeyDictionary``'s keys and a ``WeakSet``'s members are
+    dropped by the climb, as a dict's keys and a set's members are (lookups)."""
+    from weakref import finalize, getweakrefs, ref
+
+    out = []
+    for original, key in weak:
+        for each in getweakrefs(original):
+            kind = type(each)  # never asked: a proxy forwards to the original
+            if not (issubclass(kind, ref) and issubclass(type(each.__callback__), finalize)):
+                out.append((each, key))
+    return out
 
 
 def _wrapper_in_items(steps: tuple[str, ...]) -> bool:

@@ -190,6 +190,12 @@ CALLED_AT_IMPORT = "called as its module was imported, before the hooks were app
 #: (``_hidden``: a web route's endpoint, a thread's target), found by reference.
 HIDDEN = "an object's attribute, which no sweep reads"
 
+#: A holder's kind for a weak reference to an original (a signal's receivers, a
+#: ``weakref.WeakMethod`` observer), found by reference (``_hidden``): it points at the
+#: original itself, so no rebinding reaches it, and the count of strong references never
+#: sees it.
+WEAK = "a callback registry's weak reference, which cannot be rebound"
+
 #: A holder's kind for an ``lru_cache`` whose results came from an original before the hooks
 #: (``_caches``): nothing to rebind, values computed from it.
 FILLED = "an lru_cache whose results were computed before the hooks were applied"
@@ -769,7 +775,7 @@ def stale_fix(kinds: Collection[str]) -> str:
         else ""
     )
     fixes = []
-    if set(kinds) - {CALLED_AT_IMPORT, HIDDEN, FILLED}:
+    if set(kinds) - {CALLED_AT_IMPORT, HIDDEN, FILLED, WEAK}:
         fixes.append(
             "look the target up when it is called (e.g. `ops.tokenize(...)` through its "
             "module, or a dict or list entry, which the sweep rebinds) instead of keeping it in "
@@ -793,6 +799,13 @@ def stale_fix(kinds: Collection[str]) -> str:
             "route's endpoint, a thread's target, another library's registry), hook a function "
             "or method it calls at each use instead, or hand it the function after the hooks "
             "are applied (add the route from the entry)."
+        )
+    if WEAK in kinds:
+        fixes.append(
+            "for a callback registry that keeps a weak reference (a signal's `connect()`, a "
+            "`weakref.WeakMethod` observer), connect the handler after the hooks are applied "
+            "(from the entry, not as its module is imported), or hook a function the handler "
+            "calls instead."
         )
     return "Fix: " + " And ".join(fixes)
 
