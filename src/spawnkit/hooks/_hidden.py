@@ -19,11 +19,16 @@ instances, subclasses and annotations refer to it, so no count vouches for it; o
 registry's hold on it is named (``_trail``).
 
 Named: a path through an attribute of an object (its ``__dict__`` or a slot) that starts
-in a module other than spawnkit's and the hooks' own.  Not named: a frame (a local of
-running code: it ends), spawnkit's own records, dict keys and set members (lookup tables:
-torch keeps sets of its functions, FastAPI caches predicates keyed by the endpoint; a
-membership test calls nothing), and paths through functions and cells (a decorator's
-``__wrapped__``: the sweep names the wrapper itself).  A reference from C code (an
+in a module other than spawnkit's and the hooks' own; and, for an original no such path
+names, one that starts in a local of the code another live thread runs now (a pool's task
+a module submitted as it ran, ``_POOL.submit(_poll, collect)``: its work item is held by
+the worker thread's frames only, which do not end; ``RUNNING``).  A running frame is no
+referrer ``gc`` knows of: each other thread's frames (``sys._current_frames()``) are read
+once, their locals copied into roots.  Not named: a frame of the applying thread (a local
+of running code: it ends as the apply returns), spawnkit's own records, dict keys and set
+members (lookup tables: torch keeps sets of its functions, FastAPI caches predicates keyed
+by the endpoint; a membership test calls nothing), and paths through functions and cells
+(a decorator's ``__wrapped__``: the sweep names the wrapper itself).  A reference from C code (an
 ``atexit`` callback, a torch kernel) has no referrer to climb to, and stays unnamed.
 
 Rebound, not named: a path of containers only from a module's global, which the sweep's
@@ -54,6 +59,7 @@ import gc
 import os
 import re
 import sys
+import threading
 import types
 from collections import deque
 from collections.abc import Collection, Sequence
@@ -61,7 +67,7 @@ from itertools import islice
 from operator import itemgetter, methodcaller
 from typing import Any
 
-from spawnkit.hooks._propagate import HIDDEN, WEAK, StaleHolder
+from spawnkit.hooks._propagate import HIDDEN, RUNNING, WEAK, StaleHolder
 
 __all__ = ["HIDDEN", "Found", "hidden_holders"]
 
@@ -101,6 +107,10 @@ class Found:
         self.items: dict[int, list[tuple[str, str, int, int]]] = {}  # ..., holder, depth
         self.holders: dict[int, Any] = {}  # a direct holder's id -> the container itself
         self.wrapped: list[tuple[str, str, int]] = []  # a function in items: its closure's
+        # a running thread's locals (a copy's id) -> (function, thread, file:line), and per
+        # original the path from them to name, one per thread: (module, label) by thread
+        self.frames: dict[int, tuple[str, str, str]] = {}
+        self.running: dict[int, dict[str, tuple[str, str]]] = {}
 
 
 def hidden_holders(
@@ -137,6 +147,7 @@ def hidden_holders(
     weakly = set(map(id, map(_first, refs)))
     trails: dict[int, _Trail] = {i: {i: ((), i in weakly, i)} for i in frontier}
     found = Found()
+    kept = _running_locals(roots, found, skip, ignored)  # (alive until the climb ends)
     for _ in range(_LEVELS):
         if not frontier:
             break
@@ -148,6 +159,12 @@ def hidden_holders(
         fresh = [(m, label) for m, label in paths if (key, m, _first_name(label)) not in named]
         out += [StaleHolder(m, label, kind, key) for m, label in fresh[:_SHOWN]]
     out += [StaleHolder(m, label, "closure variable", keys[o]) for m, label, o in found.wrapped]
+    for origin, threads in found.running.items():
+        if origin not in found.named:  # else a module's path names it, which outlives code
+            kind = WEAK if origin in weakly else RUNNING
+            shown = list(threads.values())[:_SHOWN]
+            out += [StaleHolder(m, label, kind, keys[origin]) for m, label in shown]
+    del kept
     return out, _items(found, originals, out, named)
 
 
@@ -287,20 +304,7 @@ def _climb(
             continue
         module = roots.get(rid)
         if module is not None:
-            for key, value in list(dict.items(ref)):
-                if id(value) not in frontier:
-                    continue
-                for origin, (steps, through, holder) in trails[id(value)].items():
-                    label = f"{key}{''.join(steps)}"
-                    if through and (origin not in classes or not any(map(_plumbing, steps))):
-                        found.named.setdefault(origin, []).append((module, label))
-                    elif steps and all(map(methodcaller("startswith", _ITEM_STEPS), steps)):
-                        found.items.setdefault(origin, []).append(
-                            (module, label, holder, len(steps))
-                        )
-                    elif _wrapper_in_items(steps):  # a decorator's wrapper kept in a table
-                        items = "".join(steps[:-3])
-                        found.wrapped.append((module, f"{key}{items}() closure", origin))
+            _reached(ref, module, frontier, trails, found, classes)
         elif not _ours(ref):
             mine = _trail(ref, frontier, trails, classes)
             if mine:
@@ -309,6 +313,78 @@ def _climb(
                 if any(holder == rid for _, _, holder in mine.values()):
                     found.holders[rid] = ref  # it holds an original itself: kept to be set
     return dict(islice(above.items(), _WIDTH))
+
+
+def _reached(
+    namespace: dict[str, Any],
+    module: str,
+    frontier: dict[int, Any],
+    trails: dict[int, _Trail],
+    found: Found,
+    classes: set[int],
+) -> None:
+    """A path's end, into ``found``: a module's globals (named when it passed through an
+    object, kept to be set when through containers only) or a running thread's locals
+    (named, a class's never: a method's ``cls``)."""
+    running = found.frames.get(id(namespace))
+    for key, value in list(dict.items(namespace)):
+        if id(value) not in frontier:
+            continue
+        for origin, (steps, through, holder) in trails[id(value)].items():
+            label = f"{key}{''.join(steps)}"
+            if running is not None:
+                if origin not in classes:  # the first path found in each thread: its shortest
+                    function, thread, where = running
+                    shown = f"{function}() local {label}, in thread {thread!r} at {where}"
+                    found.running.setdefault(origin, {}).setdefault(thread, (module, shown))
+            elif through and (origin not in classes or not any(map(_plumbing, steps))):
+                found.named.setdefault(origin, []).append((module, label))
+            elif steps and all(map(methodcaller("startswith", _ITEM_STEPS), steps)):
+                found.items.setdefault(origin, []).append((module, label, holder, len(steps)))
+            elif _wrapper_in_items(steps):  # a decorator's wrapper kept in a table
+                items = "".join(steps[:-3])
+                found.wrapped.append((module, f"{key}{items}() closure", origin))
+
+
+def _running_locals(
+    roots: dict[int, str], found: Found, skip: set[int], ignored: Collection[str]
+) -> list[Any]:
+    """Copies of the locals of the code each other live thread runs now, made roots (the
+    frame's module) and kept in ``found.frames``: a running frame is no referrer ``gc``
+    knows of, and the frame does not end (a pool's worker running the task a module
+    submitted as it ran).  Neither the applying thread's frames (its locals end as the
+    apply returns) nor spawnkit's or the hook modules'; each frame's own ``f_locals`` dict
+    (3.11, 3.12) is skipped, the copy stands for it."""
+    me = threading.get_ident()
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    kept: list[Any] = []  # the copies, and each frame's own dict (skipped: its id kept)
+    for ident, top in sys._current_frames().items():
+        frames = [] if ident == me else _stack(top)
+        for frame in frames:
+            module = frame.f_globals.get("__name__")
+            if type(module) is not str or module.partition(".")[0] == "spawnkit":
+                continue
+            local = frame.f_locals
+            if module in ignored or local is frame.f_globals:  # a module's body: its root
+                continue
+            if type(local) is dict:
+                skip.add(id(local))
+                kept.append(local)
+            copy = dict(local.items())  # (item by item: tracked if it holds anything)
+            kept.append(copy)
+            roots[id(copy)] = module
+            where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+            found.frames[id(copy)] = (frame.f_code.co_name, names.get(ident, "?"), where)
+    return kept
+
+
+def _stack(frame: types.FrameType | None) -> list[types.FrameType]:
+    """A thread's frames, innermost first."""
+    out = []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    return out
 
 
 def _ours(ref: Any) -> bool:
