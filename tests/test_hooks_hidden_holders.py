@@ -29,7 +29,7 @@ import pytest
 from _hooks_support import Modules
 from _plugin_app import LAUNCH, MAIN, guard_stops_then_warns, write_app
 from spawnkit.hooks import HookRegistry, HookType
-from spawnkit.hooks._propagate import HIDDEN
+from spawnkit.hooks._propagate import HIDDEN, WEAK
 
 # A web framework of its own top-level package (so no sweep reads its objects' attributes).
 _WEB = """
@@ -360,6 +360,92 @@ def test_a_replaced_class_kept_by_a_registry_is_named(
     assert _hidden(registry) == {f"{hub}.HUB.models._obj_map['llama']": f"{models}.Llama"}
 
 
+# Another library's event bus keeping weak references (blinker's signals keep a weakref.ref
+# of each receiver, a WeakMethod of a bound method); and weak lookups of its own.
+_BUS = """
+import weakref
+
+class Signal:
+    def __init__(self):
+        self.receivers = {}
+
+    def connect(self, fn):
+        bound = hasattr(fn, "__self__") and hasattr(fn, "__func__")
+        self.receivers[fn.__name__] = weakref.WeakMethod(fn) if bound else weakref.ref(fn)
+        return fn
+
+    def send(self, *args):
+        return [ref()(*args) for ref in list(self.receivers.values()) if ref() is not None]
+
+loaded = Signal()
+step_done = Signal()
+BY_NAME = weakref.WeakValueDictionary()  # a lookup that hands the function back
+SEEN = weakref.WeakKeyDictionary()  # keyed by the function: a lookup, calls nothing
+MEMBERS = weakref.WeakSet()
+"""
+
+_OBSERVED = """
+import weakref
+import BUS as bus
+
+class Scheduler:
+    def on_step(self, n):
+        return "orig"
+
+SCHED = Scheduler()
+bus.step_done.connect(SCHED.on_step)
+
+@bus.loaded.connect
+def on_loaded(n):
+    return "orig"
+
+def by_name(n):
+    return "orig"
+
+bus.BY_NAME["by_name"] = by_name
+
+def looked_up(n):
+    return "orig"
+
+bus.SEEN[looked_up] = 1
+bus.MEMBERS.add(looked_up)
+weakref.finalize(looked_up, int)  # calls its own function, once the original is gone
+"""
+
+
+def test_a_callback_registry_keeping_a_weak_reference_is_named(
+    mods: Modules, web: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A weak reference is not counted: the count explained every strong one, and nothing
+    was named while the signal went on calling the originals."""
+    bus = web.write("bus", _BUS)
+    eng = mods.write("observed", _OBSERVED.replace("BUS", bus))
+    for name in ("Scheduler.on_step", "on_loaded", "by_name", "looked_up"):
+        registry.register(f"{eng}.{name}", lambda r, *a: "hooked", HookType.AFTER)
+    registry.apply_hooks()
+    module, signals = sys.modules[eng], sys.modules[bus]
+    assert (module.on_loaded(1), module.SCHED.on_step(1)) == ("hooked", "hooked")
+    assert signals.loaded.send(1) == signals.step_done.send(1) == ["orig"]  # what is named
+    assert signals.BY_NAME["by_name"](1) == "orig"
+    weak = {
+        f"{h['module']}.{h['name']}": h["target"]
+        for h in registry.stale_holders()
+        if h["kind"] == WEAK
+    }
+    assert weak == {
+        f"{bus}.loaded.receivers['on_loaded']": f"{eng}.on_loaded",
+        f"{bus}.step_done.receivers['on_step']._func_ref": f"{eng}.Scheduler.on_step",
+        f"{bus}.BY_NAME.data['by_name']": f"{eng}.by_name",
+    }
+    states = {row.target.rpartition(".")[2]: row.state for row in registry.status()}
+    assert states == {
+        "on_step": "partial", "on_loaded": "partial", "by_name": "partial", "looked_up": "applied",
+    }  # fmt: skip
+    assert "connect the handler after the hooks are applied" in caplog.text
+    signals.loaded.connect(module.on_loaded)  # the fix: connected after the hooks
+    assert signals.loaded.send(1) == ["hooked"]
+
+
 def test_lookups_copies_and_what_the_sweep_names_are_not(
     mods: Modules, web: Modules, registry: type[HookRegistry]
 ) -> None:
@@ -458,6 +544,50 @@ def test_a_worker_stops_naming_the_route_or_warns(tmp_path: Path, method: str) -
     assert f"{holder} holds '{app.pkg}.routes.health'" in stopped
     assert "hook a function or method it calls at each use instead" in stopped
     assert results == [("hooked", "orig")]  # the route still runs the original
+
+
+_SIGNALLED = """
+from {pkg} import bus
+
+
+@bus.loaded.connect
+def on_loaded(n):
+    return "orig"
+"""
+
+_SIGNAL_PLUGIN = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+
+def register():
+    get_namespace({tag!r}).hooks.register(
+        "{pkg}.signalled.on_loaded", lambda n: "hooked", HookType.REPLACE
+    )
+"""
+
+_SIGNAL_ENTRY = """
+from {pkg} import bus, signalled
+
+
+def main():
+    return signalled.on_loaded(1), bus.loaded.send(1)
+"""
+
+
+def test_a_worker_stops_naming_a_weak_reference_or_warns(tmp_path: Path) -> None:
+    modules = {
+        "bus": _BUS.replace("{", "{{").replace("}", "}}"),  # (formatted with pkg and tag)
+        "signalled": _SIGNALLED,
+        "entry": _SIGNAL_ENTRY,
+        "plugin": _SIGNAL_PLUGIN,
+    }
+    app = write_app(tmp_path, "weak", LAUNCH + MAIN, {"p": "plugin:register"}, modules)
+    stopped, results, _ = guard_stops_then_warns(app, "spawn")
+    holder = f"{app.pkg}.bus.loaded.receivers['on_loaded'] ({WEAK})"
+    assert f"{holder} holds '{app.pkg}.signalled.on_loaded'" in stopped
+    assert "connect the handler after the hooks are applied" in stopped
+    assert results == [("hooked", ["orig"])]  # the signal still calls the original
 
 
 _FASTAPI = """

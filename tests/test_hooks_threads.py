@@ -1,11 +1,20 @@
-"""Registration and application from several threads at once."""
+"""Registration and application from several threads at once; and what another thread's
+running code holds of an original as the hooks are applied."""
 
 from __future__ import annotations
 
+import re
+import sys
 import threading
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
+from _plugin_app import LAUNCH, MAIN, guard_stops_then_warns, write_app
 from spawnkit.hooks import HookRegistry, HookType
+from spawnkit.hooks._propagate import HIDDEN, RUNNING
 
 TIMEOUT = 30.0
 
@@ -87,3 +96,139 @@ def test_calls_during_reapply_see_a_complete_chain(
     assert not t.is_alive()
     assert bad == []
     assert m.f(0) == 51
+
+
+# A module that, as it is imported, starts background work handed a hook target: a pool's
+# task (its work item is held by the worker thread's running frames only) or a thread (held
+# by its Thread object too); each calls it until told to stop (or a deadline).
+_POLLING = """
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+OUT = []
+STOP = threading.Event()
+STARTED = threading.Event()
+
+def collect():
+    return "orig"
+
+def _poll(fn):
+    deadline = time.monotonic() + 60
+    while not STOP.is_set():
+        OUT.append(fn())
+        STARTED.set()
+        if time.monotonic() > deadline:
+            break
+        STOP.wait(0.01)
+
+BACKGROUND
+STARTED.wait(10)  # the task runs before the hooks are applied
+"""
+
+_BY_POOL = """_POOL = ThreadPoolExecutor(1, thread_name_prefix="metrics")
+_POOL.submit(_poll, collect)
+"""
+
+_BY_THREAD = """_THREAD = threading.Thread(target=_poll, args=(collect,), daemon=True)
+_THREAD.start()
+"""
+
+
+@pytest.fixture
+def stopped(mods: Modules) -> Iterator[list[str]]:
+    """The short names of polling modules to stop (and join) at the test's end."""
+    started: list[str] = []
+    yield started
+    for short in started:
+        module = sys.modules.get(mods.name(short))
+        if module is None:
+            continue
+        module.STOP.set()
+        if hasattr(module, "_POOL"):
+            module._POOL.shutdown(wait=True)
+        else:
+            module._THREAD.join(TIMEOUT)
+            assert not module._THREAD.is_alive()
+
+
+def test_a_pool_task_started_at_import_holding_the_original_is_named(
+    mods: Modules, registry: type[HookRegistry], stopped: list[str]
+) -> None:
+    """The work item is held by the pool thread's frames only: no referrer gc knows of, and
+    frames were never climbed (locals of running code end), so nothing was named."""
+    name = mods.write("pooled", _POLLING.replace("BACKGROUND", _BY_POOL))
+    stopped.append("pooled")
+    registry.register(f"{name}.collect", lambda r: r + "+hook", HookType.AFTER)
+    registry.apply_hooks()
+    module = sys.modules[name]
+    assert module.collect() == "orig+hook"
+    module.OUT.clear()
+    module.STARTED.clear()
+    assert module.STARTED.wait(TIMEOUT)
+    assert module.OUT[-1] == "orig"  # what is named: the task still calls the original
+    (holder,) = registry.stale_holders()
+    assert (holder["module"], holder["kind"]) == (name, RUNNING)
+    assert holder["target"] == f"{name}.collect"
+    where = re.escape(str(mods.root / mods.pkg / "pooled.py"))
+    label = rf"_poll\(\) local fn, in thread 'metrics_0' at {where}:\d+"
+    assert re.fullmatch(label, holder["name"]), holder["name"]
+    assert [row.state for row in registry.status()] == ["partial"]
+
+
+def test_a_thread_started_at_import_is_named_by_its_thread_object_only(
+    mods: Modules, registry: type[HookRegistry], stopped: list[str]
+) -> None:
+    """A path from a module names it (``threading._active``): the running frame's local is
+    the same holder, not named twice; the applying thread's own locals never are."""
+    stopped.append("threaded")
+    module = mods.load("threaded", _POLLING.replace("BACKGROUND", _BY_THREAD))
+    original = module.collect  # a local of the applying thread: it ends
+    registry.register(f"{module.__name__}.collect", lambda r: r + "+hook", HookType.AFTER)
+    registry.apply_hooks()
+    assert (original(), module.collect()) == ("orig", "orig+hook")
+    found = {f"{h['module']}.{h['name']}": h["kind"] for h in registry.stale_holders()}
+    assert found[f"{module.__name__}._THREAD._args[0]"] == HIDDEN
+    assert set(found.values()) == {HIDDEN}  # (and threading._active[<ident>]._args[0])
+
+
+_PLUGIN = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+
+def register():
+    get_namespace({tag!r}).hooks.register(
+        "{pkg}.metrics.collect", lambda r: r + "+hook", HookType.AFTER
+    )
+"""
+
+_ENTRY = """
+from {pkg} import metrics
+
+
+def main():
+    metrics.STARTED.clear()
+    metrics.STARTED.wait(10)
+    metrics.STOP.set()  # (the pool joins its thread as the interpreter ends)
+    return metrics.collect(), metrics.OUT[-1]
+"""
+
+
+def test_a_worker_stops_naming_the_pool_task_or_warns(tmp_path: Path) -> None:
+    """The worker's apply stage imports the module, which starts the task; the entry stops
+    it (a stopped worker ends at once; the task's own deadline bounds it anyway)."""
+    modules = {
+        "metrics": _POLLING.replace("BACKGROUND", _BY_POOL),
+        "entry": _ENTRY,
+        "plugin": _PLUGIN,
+    }
+    app = write_app(tmp_path, "pooled", LAUNCH + MAIN, {"p": "plugin:register"}, modules)
+    stopped, results, _ = guard_stops_then_warns(app, "spawn")
+    holder = (
+        rf"{app.pkg}\.metrics\._poll\(\) local fn, in thread 'metrics_0' at \S+metrics\.py:\d+ "
+        rf"\({re.escape(RUNNING)}\) holds '{app.pkg}\.metrics\.collect'"
+    )
+    assert re.search(holder, stopped), stopped
+    assert "start it after the hooks are applied" in stopped
+    assert results == [("orig+hook", "orig")]  # the task still calls the original

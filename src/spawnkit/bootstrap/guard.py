@@ -773,14 +773,14 @@ def check_stale(
     n, s = len(holders), "s" if len(holders) > 1 else ""
     ending = ", so this worker stops." if policy == "error" else " (guard policy 'warn')."
     if stage == "apply_hooks":
-        from spawnkit.hooks._propagate import CALLED_AT_IMPORT, FILLED, HIDDEN, stale_fix  # if any
+        from spawnkit.hooks import _propagate as p  # if any
 
-        level = "" if any(h["kind"] == HIDDEN for h in holders) else "module-level "
+        level = "" if any(h["kind"] in p.BY_REFERENCE for h in holders) else "module-level "
         lines = [
             f"import guard ({ns_name}): {n} {level}reference{s} to hooked originals "
             "could not be rebound after the hooks were applied; calls through "
             f"{'them' if n > 1 else 'it'} run the original, without the hooks{ending}"
-            if any(h["kind"] != CALLED_AT_IMPORT for h in holders)
+            if any(h["kind"] != p.CALLED_AT_IMPORT for h in holders)
             else f"import guard ({ns_name}): {n} call{s} of hooked target{s} ran the "
             f"original{s} as {'their modules were' if n > 1 else 'its module was'} imported, "
             f"before the hooks were applied; what {'they' if n > 1 else 'it'} computed there "
@@ -789,15 +789,15 @@ def check_stale(
         lines += [
             f"- {h['module']}: {h['name']} ran the original of {h['target']!r} ({h['kind']})"
             + _imported_at(h["module"])
-            if h["kind"] == CALLED_AT_IMPORT
+            if h["kind"] == p.CALLED_AT_IMPORT
             else f"- {h['module']}.{h['name']} ({h['kind']}) keeps what the original of "
             f"{h['target']!r} answered"
-            if h["kind"] == FILLED
+            if h["kind"] == p.FILLED
             else f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}"
             for h in holders
         ]
 
-        lines.append("  " + stale_fix({h["kind"] for h in holders}))
+        lines.append("  " + p.stale_fix({h["kind"] for h in holders}))
     else:
         lines = [
             f"import guard ({ns_name}): {n} hook target{s} {'were' if n > 1 else 'was'} "

@@ -20,6 +20,7 @@ from itertools import repeat
 from operator import is_, itemgetter
 from types import FrameType, FunctionType, MethodType, ModuleType
 from typing import Any
+from weakref import getweakrefcount
 
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookApplyError, HookRegistrationError
@@ -168,6 +169,7 @@ class ApplyCall:
         self.classes: set[str] = set()  # this call's whole-class REPLACE targets
         self.early: set[str] = set()  # targets installed as their module finished importing
         self.counted: list[str] = []  # targets whose originals something else held: see _build
+        self.weak: dict[str, int] = {}  # ... held by a weak reference: target -> id(original)
         # module -> a global name in it -> (None: the name's own call, or an attribute called
         # on it) -> target: what its import-time calls may have run before the hooks
         self.rebound: dict[str, dict[str, dict[str | None, str]]] = {}
@@ -355,6 +357,9 @@ class ApplyCall:
             others = other_references(res)  # first: before this call holds the original too
             if others:
                 self.counted.append(key)  # what held it is looked for (_hidden_holders)
+            weak = _weakly_held(res.raw)
+            if weak is not None:
+                self.weak[key] = id(weak)  # ... and what holds its weak references
             before = vars(res.owner).get(res.attr, ABSENT)
             original = res.raw
         kind, func = _resolve.classify(res, display)
@@ -492,12 +497,22 @@ def _imported_before(call: ApplyCall, related: set[str]) -> Iterator[tuple[str, 
             yield name, namespace
 
 
+def _weakly_held(raw: Any) -> Any:
+    """The function ``raw`` is (or wraps) where a weak reference points at it, else None.
+
+    spawnkit makes none to an original, so one is another library's (a signal's receivers,
+    a ``weakref.WeakMethod`` observer): it calls the original, no rebinding reaches it, and
+    the count of strong references never sees it.  One C-level read per fresh target."""
+    func = raw.__func__ if type(raw) in (staticmethod, classmethod) else raw
+    return func if type(func) is FunctionType and getweakrefcount(func) else None
+
+
 def _hidden_holders(call: ApplyCall) -> None:
     """Into ``call.stale``: what holds the original of a target this call hooked for the
     first time where no sweep looks (an object's attribute: a web route, a thread's target),
     for each original the sweep's finds and the hook modules' own copies leave references of
-    unexplained (``_hidden``, imported only then)."""
-    if not call.counted and not call.classes:
+    unexplained, and each one something refers to weakly (``_hidden``, imported only then)."""
+    if not call.counted and not call.classes and not call.weak:
         return  # most applies: every original was held by its home only
     found: dict[str, int] = {}
     for holder in call.stale:
@@ -520,21 +535,35 @@ def _hidden_holders(call: ApplyCall) -> None:
         if rec.others > seen:
             wanted.append((held, key, rec.installed_raw))
             ignored |= rec.hook_modules
-    if wanted:
+    weak = _weak_originals(call, ignored)
+    if wanted or weak:
         from spawnkit.hooks._hidden import hidden_holders
 
         try:
-            named, items = hidden_holders(wanted, ignored, call.stale)
+            named, items = hidden_holders(wanted, ignored, call.stale, weak)
             call.stale += named
             _rebind_items(call, items)
         except Exception as exc:  # a diagnosis: it must not fail the apply it diagnoses
+            keys = map(_second, wanted)
             logger.warning(
                 "could not look for what else holds the originals of %s (%s: %s); a holder "
                 "there would run them without the hooks",
-                ", ".join(sorted(call.st.display.get(k, k) for _, k, _ in wanted)),
+                ", ".join(sorted({call.st.display.get(k, k) for k in [*keys, *call.weak]})),
                 type(exc).__name__,
                 exc,
             )
+
+
+def _weak_originals(call: ApplyCall, ignored: set[str]) -> list[tuple[Any, str]]:
+    """(original, target key) of each target this call installed whose original something
+    refers to weakly (``_build``); their hook modules join ``ignored``."""
+    weak: list[tuple[Any, str]] = []
+    for key, noted in call.weak.items():
+        rec = call.st.applied.get(key)
+        if rec is not None and id(rec.held) == noted:  # installed, not rolled back
+            weak.append((rec.held, key))
+            ignored |= rec.hook_modules
+    return weak
 
 
 def _rebind_items(call: ApplyCall, items: list[tuple[str, str, Any, Any, str]]) -> None:

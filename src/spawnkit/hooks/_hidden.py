@@ -19,11 +19,16 @@ instances, subclasses and annotations refer to it, so no count vouches for it; o
 registry's hold on it is named (``_trail``).
 
 Named: a path through an attribute of an object (its ``__dict__`` or a slot) that starts
-in a module other than spawnkit's and the hooks' own.  Not named: a frame (a local of
-running code: it ends), spawnkit's own records, dict keys and set members (lookup tables:
-torch keeps sets of its functions, FastAPI caches predicates keyed by the endpoint; a
-membership test calls nothing), and paths through functions and cells (a decorator's
-``__wrapped__``: the sweep names the wrapper itself).  A reference from C code (an
+in a module other than spawnkit's and the hooks' own; and, for an original no such path
+names, one that starts in a local of the code another live thread runs now (a pool's task
+a module submitted as it ran, ``_POOL.submit(_poll, collect)``: its work item is held by
+the worker thread's frames only, which do not end; ``RUNNING``).  A running frame is no
+referrer ``gc`` knows of: each other thread's frames (``sys._current_frames()``) are read
+once, their locals copied into roots.  Not named: a frame of the applying thread (a local
+of running code: it ends as the apply returns), spawnkit's own records, dict keys and set
+members (lookup tables: torch keeps sets of its functions, FastAPI caches predicates keyed
+by the endpoint; a membership test calls nothing), and paths through functions and cells
+(a decorator's ``__wrapped__``: the sweep names the wrapper itself).  A reference from C code (an
 ``atexit`` callback, a torch kernel) has no referrer to climb to, and stays unnamed.
 
 Rebound, not named: a path of containers only from a module's global, which the sweep's
@@ -35,6 +40,16 @@ object, as the sweep sets a global's.  A decorator's wrapper kept in such a tabl
 closure holds the original) is named, as the sweep names one kept by a global.  A tuple
 inside a table is neither (torch pairs its functions with their op names in one, a lookup
 by identity that calls nothing).
+
+A weak reference is no count's: a callback registry that keeps one (blinker's signals keep
+a ``weakref.ref`` of each receiver, a ``weakref.WeakMethod`` of a bound method) calls the
+original while every strong reference is explained.  ``_apply._build`` notes an original
+with any (``weakref.getweakrefcount``, one C-level read; spawnkit makes none), and the
+climb starts from its weak references too.  One points at the original itself, so nothing
+can be set in its place: every path to one is named (``WEAK``), containers only too (a
+``WeakValueDictionary``'s value: a lookup there hands the original to its caller).  Not a
+``weakref.finalize``'s (it calls its own function), nor a ``WeakKeyDictionary``'s key or a
+``WeakSet``'s member (lookups, as above).
 """
 
 from __future__ import annotations
@@ -44,14 +59,15 @@ import gc
 import os
 import re
 import sys
+import threading
 import types
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from itertools import islice
-from operator import methodcaller
+from operator import itemgetter, methodcaller
 from typing import Any
 
-from spawnkit.hooks._propagate import HIDDEN, StaleHolder
+from spawnkit.hooks._propagate import HIDDEN, RUNNING, WEAK, StaleHolder
 
 __all__ = ["HIDDEN", "Found", "hidden_holders"]
 
@@ -79,6 +95,7 @@ _NOT_OBJECTS = (
 _Trail = dict[int, tuple[tuple[str, ...], bool, int]]
 #: A container path's steps: an item, or a ``MappingProxyType``'s own mapping
 _ITEM_STEPS = ("[", "<mappingproxy>")
+_first = itemgetter(0)
 
 
 class Found:
@@ -90,16 +107,24 @@ class Found:
         self.items: dict[int, list[tuple[str, str, int, int]]] = {}  # ..., holder, depth
         self.holders: dict[int, Any] = {}  # a direct holder's id -> the container itself
         self.wrapped: list[tuple[str, str, int]] = []  # a function in items: its closure's
+        # a running thread's locals (a copy's id) -> (function, thread, file:line), and per
+        # original the path from them to name, one per thread: (module, label) by thread
+        self.frames: dict[int, tuple[str, str, str]] = {}
+        self.running: dict[int, dict[str, tuple[str, str]]] = {}
 
 
 def hidden_holders(
-    originals: list[tuple[Any, str, Any]], ignored: Collection[str], known: Collection[StaleHolder]
+    originals: list[tuple[Any, str, Any]],
+    ignored: Collection[str],
+    known: Collection[StaleHolder],
+    weak: Sequence[tuple[Any, str]] = (),
 ) -> tuple[list[StaleHolder], list[tuple[str, str, Any, Any, str]]]:
     """Holders of ``originals`` (``(original, target key, what was installed)``) that are
     an object's attribute, as a path from their module; none from a module in ``ignored``
     (the hook modules) or spawnkit's, none where ``known`` already names that module's
     global.  Second: the container items to rebind, ``(module, label, container, key,
-    target key)`` (see the module docstring)."""
+    target key)`` (see the module docstring).  And the holders of the weak references to
+    the functions of ``weak`` (``(original, target key)``), each path named (``WEAK``)."""
     roots: dict[int, str] = {}
     skip = _chain_parts([installed for _, _, installed in originals])
     for name, module in list(sys.modules.items()):
@@ -111,11 +136,18 @@ def hidden_holders(
                 roots[id(namespace)] = name
     keys = {id(original): key for original, key, _ in originals}
     frontier: dict[int, Any] = {id(original): original for original, _, _ in originals}
-    skip.add(id(originals))
-    skip.update(map(id, originals))
-    trails: dict[int, _Trail] = {i: {i: ((), False, i)} for i in frontier}
-    found = Found()
     classes = {i for i, original in frontier.items() if isinstance(original, type)}
+    refs = _callable_refs(weak)
+    keys.update((id(ref), key) for ref, key in refs)
+    frontier.update((id(ref), ref) for ref, _ in refs)
+    for held in (originals, weak, refs):
+        skip.add(id(held))
+        skip.update(map(id, held))
+    # a weak reference's every path is named: nothing can be set in its place
+    weakly = set(map(id, map(_first, refs)))
+    trails: dict[int, _Trail] = {i: {i: ((), i in weakly, i)} for i in frontier}
+    found = Found()
+    kept = _running_locals(roots, found, skip, ignored)  # (alive until the climb ends)
     for _ in range(_LEVELS):
         if not frontier:
             break
@@ -123,11 +155,33 @@ def hidden_holders(
     named = {(h.target, h.module, _first_name(h.label)) for h in known}
     out = []
     for origin, paths in found.named.items():
-        key = keys[origin]
+        key, kind = keys[origin], WEAK if origin in weakly else HIDDEN
         fresh = [(m, label) for m, label in paths if (key, m, _first_name(label)) not in named]
-        out += [StaleHolder(m, label, HIDDEN, key) for m, label in fresh[:_SHOWN]]
+        out += [StaleHolder(m, label, kind, key) for m, label in fresh[:_SHOWN]]
     out += [StaleHolder(m, label, "closure variable", keys[o]) for m, label, o in found.wrapped]
+    for origin, threads in found.running.items():
+        if origin not in found.named:  # else a module's path names it, which outlives code
+            kind = WEAK if origin in weakly else RUNNING
+            shown = list(threads.values())[:_SHOWN]
+            out += [StaleHolder(m, label, kind, keys[origin]) for m, label in shown]
+    del kept
     return out, _items(found, originals, out, named)
+
+
+def _callable_refs(weak: Sequence[tuple[Any, str]]) -> list[tuple[Any, str]]:
+    """``(weak reference, target key)`` for each weak reference to a function of ``weak``
+    that can hand it to a caller: not a ``weakref.finalize``'s (it calls its own function
+    when the original dies).  A ``WeakKeyDictionary``'s keys and a ``WeakSet``'s members are
+    dropped by the climb, as a dict's keys and a set's members are (lookups)."""
+    from weakref import finalize, getweakrefs, ref
+
+    out = []
+    for original, key in weak:
+        for each in getweakrefs(original):
+            kind = type(each)  # never asked: a proxy forwards to the original
+            if not (issubclass(kind, ref) and issubclass(type(each.__callback__), finalize)):
+                out.append((each, key))
+    return out
 
 
 def _wrapper_in_items(steps: tuple[str, ...]) -> bool:
@@ -250,19 +304,7 @@ def _climb(
             continue
         module = roots.get(rid)
         if module is not None:
-            for key, value in list(dict.items(ref)):
-                if id(value) not in frontier:
-                    continue
-                for origin, (steps, through, holder) in trails[id(value)].items():
-                    label = f"{key}{''.join(steps)}"
-                    if through and (origin not in classes or not any(map(_plumbing, steps))):
-                        _once(found.named.setdefault(origin, []), (module, label))
-                    elif steps and all(map(methodcaller("startswith", _ITEM_STEPS), steps)):
-                        item = (module, label, holder, len(steps))
-                        _once(found.items.setdefault(origin, []), item)
-                    elif _wrapper_in_items(steps):  # a decorator's wrapper kept in a table
-                        items = "".join(steps[:-3])
-                        _once(found.wrapped, (module, f"{key}{items}() closure", origin))
+            _reached(ref, module, frontier, trails, found, classes)
         elif not _ours(ref):
             mine = _trail(ref, frontier, trails, classes)
             if mine:
@@ -279,6 +321,79 @@ def _once(paths: list[Any], path: Any) -> None:
     ``Act.RELU._value_.func`` a level deeper), and its module then reads every path it has."""
     if path not in paths:
         paths.append(path)
+
+
+def _reached(
+    namespace: dict[str, Any],
+    module: str,
+    frontier: dict[int, Any],
+    trails: dict[int, _Trail],
+    found: Found,
+    classes: set[int],
+) -> None:
+    """A path's end, into ``found``: a module's globals (named when it passed through an
+    object, kept to be set when through containers only) or a running thread's locals
+    (named, a class's never: a method's ``cls``)."""
+    running = found.frames.get(id(namespace))
+    for key, value in list(dict.items(namespace)):
+        if id(value) not in frontier:
+            continue
+        for origin, (steps, through, holder) in trails[id(value)].items():
+            label = f"{key}{''.join(steps)}"
+            if running is not None:
+                if origin not in classes:  # the first path found in each thread: its shortest
+                    function, thread, where = running
+                    shown = f"{function}() local {label}, in thread {thread!r} at {where}"
+                    found.running.setdefault(origin, {}).setdefault(thread, (module, shown))
+            elif through and (origin not in classes or not any(map(_plumbing, steps))):
+                _once(found.named.setdefault(origin, []), (module, label))
+            elif steps and all(map(methodcaller("startswith", _ITEM_STEPS), steps)):
+                item = (module, label, holder, len(steps))
+                _once(found.items.setdefault(origin, []), item)
+            elif _wrapper_in_items(steps):  # a decorator's wrapper kept in a table
+                items = "".join(steps[:-3])
+                _once(found.wrapped, (module, f"{key}{items}() closure", origin))
+
+
+def _running_locals(
+    roots: dict[int, str], found: Found, skip: set[int], ignored: Collection[str]
+) -> list[Any]:
+    """Copies of the locals of the code each other live thread runs now, made roots (the
+    frame's module) and kept in ``found.frames``: a running frame is no referrer ``gc``
+    knows of, and the frame does not end (a pool's worker running the task a module
+    submitted as it ran).  Neither the applying thread's frames (its locals end as the
+    apply returns) nor spawnkit's or the hook modules'; each frame's own ``f_locals`` dict
+    (3.11, 3.12) is skipped, the copy stands for it."""
+    me = threading.get_ident()
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    kept: list[Any] = []  # the copies, and each frame's own dict (skipped: its id kept)
+    for ident, top in sys._current_frames().items():
+        frames = [] if ident == me else _stack(top)
+        for frame in frames:
+            module = frame.f_globals.get("__name__")
+            if type(module) is not str or module.partition(".")[0] == "spawnkit":
+                continue
+            local = frame.f_locals
+            if module in ignored or local is frame.f_globals:  # a module's body: its root
+                continue
+            if type(local) is dict:
+                skip.add(id(local))
+                kept.append(local)
+            copy = dict(local.items())  # (item by item: tracked if it holds anything)
+            kept.append(copy)
+            roots[id(copy)] = module
+            where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+            found.frames[id(copy)] = (frame.f_code.co_name, names.get(ident, "?"), where)
+    return kept
+
+
+def _stack(frame: types.FrameType | None) -> list[types.FrameType]:
+    """A thread's frames, innermost first."""
+    out = []
+    while frame is not None:
+        out.append(frame)
+        frame = frame.f_back
+    return out
 
 
 def _ours(ref: Any) -> bool:

@@ -192,6 +192,20 @@ CALLED_AT_IMPORT = "called as its module was imported, before the hooks were app
 #: (``_hidden``: a web route's endpoint, a thread's target), found by reference.
 HIDDEN = "an object's attribute, which no sweep reads"
 
+#: A holder's kind for a weak reference to an original (a signal's receivers, a
+#: ``weakref.WeakMethod`` observer), found by reference (``_hidden``): it points at the
+#: original itself, so no rebinding reaches it, and the count of strong references never
+#: sees it.
+WEAK = "a callback registry's weak reference, which cannot be rebound"
+
+#: A holder's kind for a local of code another thread is running (a pool's task handed the
+#: original as its module ran: ``_POOL.submit(_poll, collect)``), found by reference
+#: (``_hidden``): the frame does not end, and no sweep reads it.
+RUNNING = "a local of code another thread is running, which no sweep reads"
+
+#: The kinds ``_hidden`` finds by reference: not a module's global, nor one level below
+BY_REFERENCE = frozenset({HIDDEN, WEAK, RUNNING})
+
 #: A holder's kind for an ``lru_cache`` whose results came from an original before the hooks
 #: (``_caches``): nothing to rebind, values computed from it.
 FILLED = "an lru_cache whose results were computed before the hooks were applied"
@@ -811,7 +825,7 @@ def stale_fix(kinds: Collection[str]) -> str:
         else ""
     )
     fixes = []
-    if set(kinds) - {CALLED_AT_IMPORT, HIDDEN, FILLED}:
+    if set(kinds) - BY_REFERENCE - {CALLED_AT_IMPORT, FILLED}:
         fixes.append(
             "look the target up when it is called (e.g. `ops.tokenize(...)` through its "
             "module, or a dict or list entry, which the sweep rebinds) instead of keeping it in "
@@ -835,6 +849,20 @@ def stale_fix(kinds: Collection[str]) -> str:
             "route's endpoint, a thread's target, another library's registry), hook a function "
             "or method it calls at each use instead, or hand it the function after the hooks "
             "are applied (add the route from the entry)."
+        )
+    if WEAK in kinds:
+        fixes.append(
+            "for a callback registry that keeps a weak reference (a signal's `connect()`, a "
+            "`weakref.WeakMethod` observer), connect the handler after the hooks are applied "
+            "(from the entry, not as its module is imported), or hook a function the handler "
+            "calls instead."
+        )
+    if RUNNING in kinds:
+        fixes.append(
+            "for a thread or pool task a module started as it was imported and handed the "
+            "function (`pool.submit(poll, collect)`), start it after the hooks are applied "
+            "(from the entry), or have it call the function through its module at each use "
+            "(`metrics.collect()`)."
         )
     return "Fix: " + " And ".join(fixes)
 
