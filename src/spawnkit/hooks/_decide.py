@@ -352,7 +352,7 @@ def bypassing(rec: Record) -> list[str]:
         from spawnkit.hooks import _replaced_class  # class REPLACEs only: few workers
 
         return _replaced_class.left_behind(rec)
-    if rec.kind == _resolve.FUNCTION:  # a torch operator's kernel holding the original
+    if rec.kind == _resolve.FUNCTION:  # a torch operator's kernel or scripted code: the original
         return _torch_kernels(rec)
     if not isinstance(owner, type):
         return []
@@ -389,11 +389,11 @@ def _wrapping(func: Any, hooked: tuple[Any, Any]) -> bool:
 
 
 def _torch_kernels(rec: Record) -> list[str]:
-    if "torch.library" not in sys.modules:  # no operator without it
+    if "torch.library" not in sys.modules:  # no operator (nor TorchScript) without it
         return []
-    from spawnkit.hooks import _torch_ops  # torch loaded: few workers
+    from spawnkit.hooks import _torch_ops, _torchscript  # torch loaded: few workers
 
-    return _torch_ops.kernels(rec)
+    return [*_torch_ops.kernels(rec), *_torchscript.callers(rec)]
 
 
 def _names(code: types.CodeType) -> set[str]:
@@ -410,9 +410,11 @@ def bypass_reason(rec: Record, overrides: list[str]) -> str:
 
         return _replaced_class.reason(describe_callable(rec.installed), overrides)
     if rec.kind == _resolve.FUNCTION:
-        from spawnkit.hooks import _torch_ops
+        from spawnkit.hooks import _torch_ops, _torchscript
 
-        return _torch_ops.reason(overrides)
+        kernels, scripted = _torchscript.split(overrides)
+        said = [_torch_ops.reason(kernels)] if kernels else []
+        return "; ".join(said + ([_torchscript.reason(scripted)] if scripted else []))
     n, attr = len(overrides), overrides[0].rpartition(".")[2]
     return (
         f"{n} subclass override{'s' if n > 1 else ''} never refer{'' if n > 1 else 's'} to it "
@@ -427,9 +429,11 @@ def bypass_fix(rec: Record, overrides: list[str]) -> str:
 
         return _replaced_class.fix(rec)
     if rec.kind == _resolve.FUNCTION:
-        from spawnkit.hooks import _torch_ops
+        from spawnkit.hooks import _torch_ops, _torchscript
 
-        return _torch_ops.fix(overrides)
+        kernels, scripted = _torchscript.split(overrides)
+        said = [_torch_ops.fix(kernels)] if kernels else []
+        return "\n".join(said + ([_torchscript.fix(scripted)] if scripted else []))
     return (
         f"Fix: hook the override the engine runs (e.g. {overrides[0]!r}) as well, or check "
         "that those classes are not it."
