@@ -351,15 +351,32 @@ def build_chain(
         verb = "raised inside" if htype is _AROUND else "raised by"
         inner = factories[htype](obj, inner, _Where(reg, display, key, verb))
     if inner is not original:  # a layer of ours: a hook object is innermost only under others
-        if flag and _generator_flag(inner) != flag:
-            shell = _generator_shell if flag == _CO_GENERATOR else _async_generator_shell
-            inner = shell(inner)
-        # Only the outermost layer is ever seen (installed, and found by inspect through its
-        # ``__wrapped__``); the inner ones are reachable only through its closure.
-        adopt(inner, original, full=True)
-        if type(original) not in _PLAIN:  # an lru_cache's cache_clear() must still work
-            _keep_methods(inner, original, replace[1] if replace is not None else None)
+        inner = _outermost(inner, original, flag, display, replace)
     return inner  # type: ignore[no-any-return]
+
+
+def _outermost(
+    inner: Any,
+    original: Any,
+    flag: int,
+    display: str,
+    replace: tuple[Registration, Any] | None,
+) -> Any:
+    """The outermost layer, made to stand in for the original: only it is ever seen
+    (installed, and found by ``inspect`` through its ``__wrapped__``); the inner ones are
+    reachable only through its closure."""
+    if flag and _generator_flag(inner) != flag:
+        shell = _generator_shell if flag == _CO_GENERATOR else _async_generator_shell
+        inner = shell(inner)
+    adopt(inner, original, full=True)
+    jit = sys.modules.get("torch._jit_internal")
+    if jit is not None:  # TorchScript would compile the original's source for it
+        from spawnkit.hooks import _torchscript  # torch loaded: few workers
+
+        _torchscript.mark(inner, original, display, jit)
+    if type(original) not in _PLAIN:  # an lru_cache's cache_clear() must still work
+        _keep_methods(inner, original, replace[1] if replace is not None else None)
+    return inner
 
 
 #: what a target or a hook usually is: nothing of its interface but the call to keep

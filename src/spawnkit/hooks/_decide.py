@@ -352,7 +352,7 @@ def bypassing(rec: Record) -> list[str]:
         from spawnkit.hooks import _replaced_class  # class REPLACEs only: few workers
 
         return _replaced_class.left_behind(rec)
-    if rec.kind == _resolve.FUNCTION:  # a torch operator's kernel holding the original
+    if rec.kind == _resolve.FUNCTION:  # a torch operator's kernel or scripted code: the original
         return _torch_kernels(rec)
     if not isinstance(rec.res.owner, type):
         return []
@@ -415,11 +415,11 @@ def _wrapping(func: Any, rec: Record, attr: str) -> str | None:
 
 
 def _torch_kernels(rec: Record) -> list[str]:
-    if "torch.library" not in sys.modules:  # no operator without it
+    if "torch.library" not in sys.modules:  # no operator (nor TorchScript) without it
         return []
-    from spawnkit.hooks import _torch_ops  # torch loaded: few workers
+    from spawnkit.hooks import _torch_ops, _torchscript  # torch loaded: few workers
 
-    return _torch_ops.kernels(rec)
+    return [*_torch_ops.kernels(rec), *_torchscript.callers(rec)]
 
 
 def _names(code: types.CodeType) -> set[str]:
@@ -436,9 +436,11 @@ def bypass_reason(rec: Record, overrides: list[str]) -> str:
 
         return _replaced_class.reason(describe_callable(rec.installed), overrides)
     if rec.kind == _resolve.FUNCTION:
-        from spawnkit.hooks import _torch_ops
+        from spawnkit.hooks import _torch_ops, _torchscript
 
-        return _torch_ops.reason(overrides)
+        kernels, scripted = _torchscript.split(overrides)
+        said = [_torch_ops.reason(kernels)] if kernels else []
+        return "; ".join(said + ([_torchscript.reason(scripted)] if scripted else []))
     copies = set(_overrides(rec)[1])
     skipping = [o for o in overrides if o not in copies]
     wrappers = [o for o in overrides if o in copies]
@@ -469,9 +471,11 @@ def bypass_fix(rec: Record, overrides: list[str]) -> str:
 
         return _replaced_class.fix(rec)
     if rec.kind == _resolve.FUNCTION:
-        from spawnkit.hooks import _torch_ops
+        from spawnkit.hooks import _torch_ops, _torchscript
 
-        return _torch_ops.fix(overrides)
+        kernels, scripted = _torchscript.split(overrides)
+        said = [_torch_ops.fix(kernels)] if kernels else []
+        return "\n".join(said + ([_torchscript.fix(scripted)] if scripted else []))
     copies = set(_overrides(rec)[1])
     fixes = []
     if any(o not in copies for o in overrides):
