@@ -245,6 +245,127 @@ def test_no_mark_and_no_import_where_torch_is_not_loaded(tmp_path: Path) -> None
     assert proc.stdout.split() == ["[]", "False", "False"]
 
 
+def _run(tmp_path: Path, modules: dict[str, str], code: str) -> list[str]:
+    """``code`` in a fresh interpreter, with ``modules`` written to ``tmp_path``: torch must
+    be imported after the hooks are applied, which a test process has long done."""
+    for name, source in modules.items():
+        (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+    proc = subprocess.run(
+        [sys.executable, "-W", "ignore::DeprecationWarning", "-c", textwrap.dedent(code)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.split()
+
+
+#: an engine module that never imports torch: its chains are built before torch is loaded
+_NO_TORCH = {
+    "late_eng": "def scale(x):\n    return x * 2\n\ndef shift(x):\n    return x + 5\n",
+    "late_model": """
+        import torch
+        import late_eng
+        from late_eng import shift
+
+        def block(x: torch.Tensor) -> torch.Tensor:
+            return late_eng.scale(x) + shift(x)
+
+        def again(x: torch.Tensor) -> torch.Tensor:
+            return late_eng.scale(x) + 1
+    """,
+}
+
+
+def test_chains_built_before_torch_is_imported_are_marked_at_its_import(
+    tmp_path: Path,
+) -> None:
+    """The entry imports its model (and torch) after apply_hooks(): scripted code calling the
+    hooked functions compiled the originals' source (2.0 + 6.0 where the hooks give 3.0 +
+    60.0), and scripting the hooked function itself compiled the original, while status()
+    said applied.  Chains of two registries, each marked as torch's import runs."""
+    code = """
+        import sys
+        from spawnkit.hooks import HookRegistry, HookType, _on_import
+        from spawnkit.namespace import Namespace
+        other = Namespace("tslate", "TSLATE").hooks
+        HookRegistry.register("late_eng.scale", lambda x: x * 3, HookType.REPLACE)
+        other.register("late_eng.shift", lambda original, x: original(x) * 10, HookType.AROUND)
+        HookRegistry.apply_hooks()
+        other.apply_hooks()
+        assert "torch" not in sys.modules
+        import late_model, torch
+        x = torch.ones(1)
+        print(float(late_model.block(x)), float(torch.jit.script(late_model.block)(x)))
+        for fn in (late_model.late_eng.scale, late_model.shift):
+            try:
+                torch.jit.script(fn)
+                print("compiled")
+            except RuntimeError as exc:
+                print("refused:" + str(exc).partition("target ")[2].split()[0])
+        print([s.state for s in (*HookRegistry.status(), *other.status())])
+        print("torch._jit_internal" in _on_import._watched)
+    """
+    out = _run(tmp_path, _NO_TORCH, code)
+    assert out[:2] == ["63.0", "63.0"]  # Python, then the scripted block: both run the hooks
+    assert out[2:4] == ["refused:'late_eng.scale'", "refused:'late_eng.shift'"]
+    assert out[4:] == ["['applied',", "'applied']", "False"]  # the watch ended as it fired
+
+
+def test_a_chain_built_inside_torchs_import_leaves_the_late_marks_whole(tmp_path: Path) -> None:
+    """An on_import target in a module ``torch._jit_internal`` imports first is applied while
+    it is half run (no ``FunctionModifiers`` yet): torch's objects read then must not be kept,
+    or the chains marked as its import ends get no IGNORE and scripting their callers raises."""
+    code = """
+        from spawnkit.hooks import HookRegistry, HookType
+        HookRegistry.register("late_eng.scale", lambda x: x * 3, HookType.REPLACE)
+        HookRegistry.register("torch.distributed.rpc.is_available", lambda o: o(),
+                              HookType.AROUND, on_import=True)
+        HookRegistry.apply_hooks()
+        import late_model, torch
+        x = torch.ones(1)
+        print(float(torch.jit.script(late_model.again)(x)),
+              [s.state for s in HookRegistry.status()])
+    """
+    out = _run(tmp_path, _NO_TORCH, code)
+    assert out == ["4.0", "['applied',", "'applied']"]  # the original's copy gave 3.0
+
+
+def test_unapply_still_restores_a_chain_marked_at_torchs_import(tmp_path: Path) -> None:
+    """A chain marked at torch's import and then removed is harmless: the original is back,
+    in Python and in code scripted after unapply()."""
+    code = """
+        from spawnkit.hooks import HookRegistry, HookType
+        HookRegistry.register("late_eng.scale", lambda x: x * 3, HookType.REPLACE)
+        HookRegistry.apply_hooks()
+        import late_model, torch
+        x = torch.ones(1)
+        print(float(torch.jit.script(late_model.block)(x)))
+        HookRegistry.unapply()
+        print(late_model.late_eng.scale(1), float(torch.jit.script(late_model.late_eng.scale)(x)),
+              float(torch.jit.script(late_model.again)(x)), HookRegistry.applied_targets())
+    """
+    out = _run(tmp_path, _NO_TORCH, code)
+    assert out == ["9.0", "2", "2.0", "3.0", "[]"]  # hooked: 3.0 + 6.0; the original
+
+
+def test_a_process_that_never_imports_torch_watches_one_name(tmp_path: Path) -> None:
+    """Control: where torch is never imported, chains cost one weak entry each and the process
+    one name in the on-import finder's table, awaiting no hook; neither ``_torchscript`` nor
+    torch is imported, and the hooked function runs its hook."""
+    code = """
+        import sys
+        from spawnkit.hooks import HookRegistry, HookType, _on_import
+        HookRegistry.register("late_eng.scale", lambda x: x * 3, HookType.REPLACE)
+        HookRegistry.register("late_eng.shift", lambda r, x: r + 1, HookType.AFTER)
+        HookRegistry.apply_hooks()
+        import late_eng
+        print(late_eng.scale(1), late_eng.shift(1), sorted(_on_import._watched),
+              _on_import.waiting(), "torch" in sys.modules,
+              "spawnkit.hooks._torchscript" in sys.modules)
+    """
+    out = _run(tmp_path, _NO_TORCH, code)
+    assert out == ["3", "7", "['torch._jit_internal']", "False", "False", "False"]
+
+
 _PLUGIN = """
 from spawnkit.hooks.types import HookType
 from spawnkit.namespace import get_namespace

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import sys
 import types
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -369,14 +370,57 @@ def _outermost(
         shell = _generator_shell if flag == _CO_GENERATOR else _async_generator_shell
         inner = shell(inner)
     adopt(inner, original, full=True)
-    jit = sys.modules.get("torch._jit_internal")
+    jit = sys.modules.get(_JIT)
     if jit is not None:  # TorchScript would compile the original's source for it
         from spawnkit.hooks import _torchscript  # torch loaded: few workers
 
         _torchscript.mark(inner, original, display, jit)
+    else:
+        _mark_later(inner, original, display)
     if type(original) not in _PLAIN:  # an lru_cache's cache_clear() must still work
         _keep_methods(inner, original, replace[1] if replace is not None else None)
     return inner
+
+
+#: the module whose import makes TorchScript available (``FunctionModifiers``)
+_JIT = "torch._jit_internal"
+#: chains built while TorchScript was not loaded: chain -> (original, target), marked at its
+#: import (a model module the entry imports after apply_hooks() brings torch in)
+_unmarked: weakref.WeakKeyDictionary[Any, tuple[Any, str]] = weakref.WeakKeyDictionary()
+_jit_watch: int | None = None  # the on-import watch for ``_JIT``, while one is pending
+
+
+def _mark_later(chain: Any, original: Any, display: str) -> None:
+    """Mark ``chain`` for TorchScript once torch is imported: unmarked, scripted code calling
+    it would compile the original's source, silently.  Per chain a weak entry; per process
+    one name in the on-import finder's table, and no import of ``_torchscript`` or torch."""
+    global _jit_watch
+    _unmarked[chain] = (original, display)
+    if _jit_watch is None:
+        from spawnkit.hooks import _on_import  # loaded already: the hooks' finder
+
+        _jit_watch = _on_import.watch((_JIT,), _jit_imported, hook=False)
+
+
+def _jit_imported(_name: str) -> None:
+    """Before the importing statement goes on (``import torch``), so no code is scripted yet
+    against an unmarked chain; the watch ends here, chains built from now on are marked as
+    they are built."""
+    global _jit_watch
+    from spawnkit.hooks import _on_import
+
+    token, _jit_watch = _jit_watch, None
+    if token is not None:
+        _on_import.unwatch(token)  # the finder leaves sys.meta_path if nothing else is watched
+    jit = sys.modules.get(_JIT)
+    pending = list(_unmarked.items())
+    _unmarked.clear()
+    if jit is None or not pending:
+        return
+    from spawnkit.hooks import _torchscript
+
+    for chain, (original, display) in pending:  # unapplied ones too: marked, never called
+        _torchscript.mark(chain, original, display, jit)
 
 
 #: what a target or a hook usually is: nothing of its interface but the call to keep

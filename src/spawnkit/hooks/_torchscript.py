@@ -5,12 +5,13 @@ original's.
 the chain's ``__wrapped__`` to the original: scripting a hooked function, or code that calls
 it by its global name (``torch.jit.script(block)``, an ``nn.Module`` whose forward calls it),
 compiled the original, and the scripted copy ran without the hooks while ``status()`` said
-applied.  Each chain built while torch is loaded is therefore marked (``mark``): scripted
-code calls it as Python (``FunctionModifiers.IGNORE``, torch's own object: TorchScript
-compares with ``is``), and scripting the chain itself raises, with this module's message
-(``__script_unsupported``, which torch's own ``autocast`` decorator sets the same way).  Such
-scripted code cannot be ``torch.jit.save``'d: torch refuses ("Could not export Python
-function call"), which is loud.
+applied.  Each chain is therefore marked (``mark``), as it is built while torch is loaded,
+else as ``torch._jit_internal`` is imported (``_chain._mark_later``: this module is never
+imported where torch is not): scripted code calls it as Python (``FunctionModifiers.IGNORE``,
+torch's own object: TorchScript compares with ``is``), and scripting the chain itself raises,
+with this module's message (``__script_unsupported``, which torch's own ``autocast``
+decorator sets the same way).  Such scripted code cannot be ``torch.jit.save``'d: torch
+refuses ("Could not export Python function call"), which is loud.
 
 What no mark can reach: scripted code compiled before the hooks (``@torch.jit.script`` as the
 engine's module was imported) holds the original's compiled copy.  Those callers are found in
@@ -50,9 +51,12 @@ _TORCH: list[tuple[Any, Any, tuple[Any, ...], Any]] = []
 
 def mark(chain: Any, original: Any, display: str, jit: types.ModuleType) -> None:
     """Make TorchScript call ``chain`` as Python, and refuse to compile it (torch is loaded:
-    ``jit`` is ``torch._jit_internal``).  Every chain built while torch is loaded pays it:
+    ``jit`` is ``torch._jit_internal``).  Every chain pays it, at its build or torch's import:
     torch's objects are read once, and the message is one format (half a microsecond)."""
-    if not _TORCH or _TORCH[0][0] is not jit:
+    if not _TORCH or _TORCH[0][0] is not jit or _TORCH[0][1] is None:
+        # read again while ``FunctionModifiers`` is missing: a chain built as a module
+        # ``torch._jit_internal`` imports first finishes (an on_import target in
+        # ``torch.distributed.rpc``) sees it half run, and the chains marked as it ends need it
         _TORCH[:] = [_torch_objects(jit)]
     _, ignore, compiled_from_source, script_function = _TORCH[0]
     scripted = isinstance(original, script_function)
