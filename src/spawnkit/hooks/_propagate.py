@@ -193,9 +193,9 @@ CALLED_AT_IMPORT = "called as its module was imported, before the hooks were app
 HIDDEN = "an object's attribute, which no sweep reads"
 
 #: A holder's kind for a weak reference to an original (a signal's receivers, a
-#: ``weakref.WeakMethod`` observer), found by reference (``_hidden``): it points at the
-#: original itself, so no rebinding reaches it, and the count of strong references never
-#: sees it.
+#: ``weakref.WeakMethod`` observer, a ``weakref.WeakSet`` of listeners), found by reference
+#: (``_hidden``): it points at the original itself, so no rebinding reaches it, and the
+#: count of strong references never sees it.
 WEAK = "a callback registry's weak reference, which cannot be rebound"
 
 #: A holder's kind for a local of code another thread is running (a pool's task handed the
@@ -853,9 +853,9 @@ def stale_fix(kinds: Collection[str]) -> str:
     if WEAK in kinds:
         fixes.append(
             "for a callback registry that keeps a weak reference (a signal's `connect()`, a "
-            "`weakref.WeakMethod` observer), connect the handler after the hooks are applied "
-            "(from the entry, not as its module is imported), or hook a function the handler "
-            "calls instead."
+            "`weakref.WeakMethod` observer, a `weakref.WeakSet` of listeners), connect the "
+            "handler after the hooks are applied (from the entry, not as its module is "
+            "imported), or hook a function the handler calls instead."
         )
     if RUNNING in kinds:
         fixes.append(
