@@ -16,6 +16,7 @@ The registry here; spawned and warm workers at the end; a real FastAPI app in th
 from __future__ import annotations
 
 import ast
+import importlib
 import os
 import re
 import subprocess
@@ -381,7 +382,12 @@ loaded = Signal()
 step_done = Signal()
 BY_NAME = weakref.WeakValueDictionary()  # a lookup that hands the function back
 SEEN = weakref.WeakKeyDictionary()  # keyed by the function: a lookup, calls nothing
-MEMBERS = weakref.WeakSet()
+MEMBERS = weakref.WeakSet()  # a listener list: fire() calls each
+TYPES = weakref.WeakSet()  # classes: every class is also held weakly by its subclass list
+
+
+def fire(*args):
+    return sorted(fn(*args) for fn in list(MEMBERS))
 """
 
 _OBSERVED = """
@@ -408,7 +414,6 @@ def looked_up(n):
     return "orig"
 
 bus.SEEN[looked_up] = 1
-bus.MEMBERS.add(looked_up)
 weakref.finalize(looked_up, int)  # calls its own function, once the original is gone
 """
 
@@ -444,6 +449,70 @@ def test_a_callback_registry_keeping_a_weak_reference_is_named(
     assert "connect the handler after the hooks are applied" in caplog.text
     signals.loaded.connect(module.on_loaded)  # the fix: connected after the hooks
     assert signals.loaded.send(1) == ["hooked"]
+
+
+# A target module that adds its listeners to another library's ``weakref.WeakSet`` as it is
+# imported: the bus calls every member, so a function kept there runs the original.
+_LISTENING = """
+import weakref
+import BUS as bus
+
+def on_step(n):
+    return "orig"
+
+bus.MEMBERS.add(on_step)
+
+class Listener:
+    @staticmethod
+    def on_event(n):
+        return "orig"
+
+bus.MEMBERS.add(Listener.on_event)
+
+def looked_up(n):
+    return "orig"
+
+KNOWN = {weakref.ref(looked_up)}  # a plain set of weak references: asked, never called
+
+class Plugin:
+    pass
+
+bus.TYPES.add(Plugin)
+"""
+
+
+def test_a_weak_set_of_listeners_is_named_but_a_set_of_weak_references_or_a_class_is_not(
+    mods: Modules, web: Modules, registry: type[HookRegistry], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ``WeakSet``'s members were left out as lookups, so a function a target module added
+    to a listener list as it ran was called by the bus unhooked, with ``status()`` applied."""
+    bus = web.write("bus", _BUS)
+    eng = mods.write("listening", _LISTENING.replace("BUS", bus))
+    for name in ("on_step", "Listener.on_event", "looked_up"):
+        registry.register(f"{eng}.{name}", lambda r, *a: "hooked", HookType.AFTER)
+    module, signals = importlib.import_module(eng), sys.modules[bus]
+    mine = type("Mine", (module.Plugin,), {})
+    registry.register(f"{eng}.Plugin", mine, HookType.REPLACE)
+    registry.apply_hooks()
+    assert module.on_step(1) == module.Listener.on_event(1) == "hooked"
+    assert signals.fire(1) == ["orig", "orig"]  # what is named: the bus calls the originals
+    weak = {
+        f"{h['module']}.{h['name']}": h["target"]
+        for h in registry.stale_holders()
+        if h["kind"] == WEAK
+    }
+    assert weak == {
+        f"{bus}.MEMBERS.data{{on_step}}": f"{eng}.on_step",
+        f"{bus}.MEMBERS.data{{Listener.on_event}}": f"{eng}.Listener.on_event",
+    }
+    states = {row.target.rpartition(".")[2]: row.state for row in registry.status()}
+    assert states == {
+        "on_step": "partial", "on_event": "partial", "looked_up": "applied", "Plugin": "applied",
+    }  # fmt: skip
+    assert "a `weakref.WeakSet` of listeners), connect the handler after" in caplog.text
+    signals.MEMBERS.clear()  # the fix: the listener added after the hooks
+    signals.MEMBERS.add(module.on_step)
+    assert signals.fire(1) == ["hooked"]
 
 
 def test_lookups_copies_and_what_the_sweep_names_are_not(

@@ -1273,6 +1273,138 @@ def test_a_stood_in_modules_globals_roll_back_with_a_failed_apply(
     assert flags.pick() == "native" and vars(flags.real)["is_available"] is original
 
 
+# Classes in such a module: the module's own code builds the class it finds in its real
+# globals.  ``Plain`` defines no function (no ``__globals__`` to reach them through).
+STANDS_IN_CLASSES = """
+import sys
+import types
+
+class Conv:
+    def run(self):
+        return "orig"
+
+class Plain:
+    kind = "orig"
+
+ALIAS = Conv
+
+def make():
+    return Conv().run(), ALIAS().run(), Plain.kind
+
+class _Wrapper(types.ModuleType):
+    def __init__(self, real, name):
+        super().__init__(name)
+        self.real = real
+
+    def __getattr__(self, attr):
+        return getattr(self.real, attr)
+
+sys.modules[__name__] = _Wrapper(sys.modules[__name__], __name__)
+"""
+
+# A wrapper that keeps the real module out of its own attributes (in a closure).
+HIDES_THE_MODULE = """
+import sys
+import types
+
+class Plain:
+    kind = "orig"
+
+def make():
+    return Plain.kind
+
+def _reader(real):
+    def __getattr__(self, attr):
+        return getattr(real, attr)
+    return __getattr__
+
+class _Wrapper(types.ModuleType):
+    __getattr__ = _reader(sys.modules[__name__])
+
+sys.modules[__name__] = _Wrapper(__name__)
+"""
+
+
+def test_a_class_replaced_in_a_module_that_stands_a_wrapper_in_its_place_is_the_one_it_builds(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """A class has no ``__globals__``: the REPLACE was set on the wrapper only, while the
+    module's own code (``make()``) and its alias built the original class, status() applied."""
+    flags = mods.load("flags", STANDS_IN_CLASSES)
+    real = vars(flags.real)
+    conv, plain = real["Conv"], real["Plain"]
+    mine = type("Mine", (conv,), {"run": lambda self: "mine"})
+    registry.register(mods.name("flags.Conv"), mine, HookType.REPLACE)
+    other = type("P", (plain,), {"kind": "mine"})
+    registry.register(mods.name("flags.Plain"), other, HookType.REPLACE)
+    registry.apply_hooks()
+    assert flags.make() == ("mine", "mine", "mine")
+    assert {row.state for row in registry.status()} == {"applied"}
+    assert registry.stale_holders() == []
+    registry.unapply()
+    assert flags.make() == ("orig", "orig", "orig")
+    assert (real["Conv"], real["ALIAS"], real["Plain"]) == (conv, conv, plain)
+    assert "Conv" not in vars(flags) and "Plain" not in vars(flags)
+
+
+def test_a_class_of_no_functions_is_found_through_the_wrappers_own_module_attribute(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    flags = mods.load("flags", STANDS_IN_CLASSES)
+    plain = vars(flags.real)["Plain"]
+    registry.register(mods.name("flags.Plain"), type("P", (plain,), {"kind": "mine"}), "replace")
+    registry.apply_hooks()
+    assert flags.make()[2] == "mine"
+    registry.unapply()
+    assert flags.make()[2] == "orig" and vars(flags.real)["Plain"] is plain
+
+
+def test_a_class_replaced_behind_a_wrapper_that_hides_its_module_is_found_by_reference(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    flags = mods.load("hidden", HIDES_THE_MODULE)
+    plain = flags.Plain
+    mine = type("P", (plain,), {"kind": "mine"})
+    registry.register(mods.name("hidden.Plain"), mine, HookType.REPLACE)
+    registry.apply_hooks()
+    assert flags.make() == "mine" and registry.stale_holders() == []
+    registry.unapply()
+    assert flags.make() == "orig" and flags.Plain is plain
+
+
+def test_a_method_of_a_class_in_a_stood_in_module_and_a_failed_class_replace(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """Controls: a method target patches the class object the real module shares; a class
+    REPLACE rolled back with a failed apply leaves the real module's global as it was."""
+    flags = mods.load("flags", STANDS_IN_CLASSES)
+    conv = vars(flags.real)["Conv"]
+    registry.register(mods.name("flags.Conv.run"), lambda r, *a: "hooked", HookType.AFTER)
+    registry.apply_hooks()
+    assert flags.make()[:2] == ("hooked", "hooked") and vars(flags.real)["Conv"] is conv
+    registry.unapply()
+    registry.register(mods.name("flags.Conv"), type("Mine", (conv,), {}), HookType.REPLACE)
+    registry.register(mods.name("flags.no_such_class"), lambda r: r)
+    with pytest.raises(HookApplyError):
+        registry.apply_hooks()
+    assert vars(flags.real)["Conv"] is conv and "Conv" not in vars(flags)
+
+
+@pytest.mark.needs_torch
+def test_torch_backends_mkldnn_verbose_replaced_is_the_real_modules_too(
+    registry: type[HookRegistry],
+) -> None:
+    import torch.backends.mkldnn as mkldnn
+
+    original = mkldnn.verbose
+    mine = type("verbose", (original,), {})
+    registry.register("torch.backends.mkldnn.verbose", mine, HookType.REPLACE)
+    registry.apply_hooks()
+    assert vars(mkldnn.m)["verbose"] is mine is mkldnn.verbose
+    registry.unapply()
+    assert vars(mkldnn.m)["verbose"] is original is mkldnn.verbose
+
+
 @pytest.mark.needs_torch
 def test_torch_backends_cudnn_calls_a_hooked_is_available_from_its_own_functions(
     registry: type[HookRegistry],

@@ -675,7 +675,8 @@ def _stood_in(call: ApplyCall, rec: Record, prev: Record | None) -> None:
     ``torch.backends.cudnn``: a ``CudnnModule`` reading the real module through its
     ``__getattr__``): the target was patched on that object, while the module's own functions
     call the original through the real module's globals (``cudnn.flags()`` calls
-    ``is_available()``), which no ``sys.modules`` entry holds.  Set there too, journaled and
+    ``is_available()``; ``def make(): return Conv()`` builds a replaced class's original),
+    which no ``sys.modules`` entry holds.  Set there too, journaled and
     kept as a binding, so ``unapply()`` puts the original back; the sweep reads those globals
     from now on (``_propagate.STOOD_IN``)."""
     namespace = stood_in_globals(rec.res.owner, rec.original)

@@ -47,9 +47,16 @@ original while every strong reference is explained.  ``_apply._build`` notes an 
 with any (``weakref.getweakrefcount``, one C-level read; spawnkit makes none), and the
 climb starts from its weak references too.  One points at the original itself, so nothing
 can be set in its place: every path to one is named (``WEAK``), containers only too (a
-``WeakValueDictionary``'s value: a lookup there hands the original to its caller).  Not a
-``weakref.finalize``'s (it calls its own function), nor a ``WeakKeyDictionary``'s key or a
-``WeakSet``'s member (lookups, as above).
+``WeakValueDictionary``'s value: a lookup there hands the original to its caller).  So is a
+``weakref.WeakSet``'s member: the originals climbed from here are functions, and a set of
+functions held weakly is a listener list (``_listeners.add(on_step)`` as the module ran, then
+``for cb in _listeners: cb()``), not a membership table (a library that only asks whether it
+knows an object keeps it strongly or by key; the ``WeakSet`` s of the standard library, torch
+and the other libraries installed with it hold classes, threads, tasks, handlers).  Only a
+``WeakSet``'s own set: a plain set of weak references is left to be a lookup.  Not a
+``weakref.finalize``'s (it calls its own function), nor a ``WeakKeyDictionary``'s key
+(a lookup, as above); a class's weak references (its subclasses, ``abc`` registries) are
+never climbed from.
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ from collections.abc import Collection, Sequence
 from itertools import islice
 from operator import itemgetter, methodcaller
 from typing import Any
+from weakref import ReferenceType, WeakSet
 
 from spawnkit.hooks._propagate import HIDDEN, RUNNING, WEAK, StaleHolder
 
@@ -96,6 +104,9 @@ _Trail = dict[int, tuple[tuple[str, ...], bool, int]]
 #: A container path's steps: an item, or a ``MappingProxyType``'s own mapping
 _ITEM_STEPS = ("[", "<mappingproxy>")
 _first = itemgetter(0)
+#: A ``WeakSet`` member's step (``_listeners.data{on_step}``): extended only by the
+#: ``WeakSet`` whose ``data`` the set is (``_trail``), never a path's end (``_reached``)
+_MEMBER = "{"
 
 
 class Found:
@@ -151,7 +162,7 @@ def hidden_holders(
     for _ in range(_LEVELS):
         if not frontier:
             break
-        frontier = _climb(frontier, trails, roots, skip, found, classes)
+        frontier = _climb(frontier, trails, roots, skip, found, classes, weakly)
     named = {(h.target, h.module, _first_name(h.label)) for h in known}
     out = []
     for origin, paths in found.named.items():
@@ -171,8 +182,8 @@ def hidden_holders(
 def _callable_refs(weak: Sequence[tuple[Any, str]]) -> list[tuple[Any, str]]:
     """``(weak reference, target key)`` for each weak reference to a function of ``weak``
     that can hand it to a caller: not a ``weakref.finalize``'s (it calls its own function
-    when the original dies).  A ``WeakKeyDictionary``'s keys and a ``WeakSet``'s members are
-    dropped by the climb, as a dict's keys and a set's members are (lookups)."""
+    when the original dies).  A ``WeakKeyDictionary``'s keys are dropped by the climb, as a
+    dict's keys are (lookups); a ``WeakSet``'s members are not (``_links``)."""
     from weakref import finalize, getweakrefs, ref
 
     out = []
@@ -280,10 +291,12 @@ def _climb(
     skip: set[int],
     found: Found,
     classes: set[int],
+    members: set[int],
 ) -> dict[int, Any]:
     """One level up from ``frontier``: the objects that refer to it, with their trails; a
     module's globals end a path, kept in ``found`` when it passed through an object, or
-    through containers only (to be rebound)."""
+    through containers only (to be rebound).  ``members``: the weak references a ``WeakSet``
+    may hold (``_links``)."""
     above: dict[int, Any] = {}
     objs = tuple(frontier.values())
     referrers = gc.get_referrers(*objs)
@@ -295,7 +308,7 @@ def _climb(
             continue
         if rid in trails:  # met before (a class, from its own attribute): climb again only
             known = trails[rid]  # for what it learns, a path through an object
-            for origin, step in _trail(ref, frontier, trails, classes).items():
+            for origin, step in _trail(ref, frontier, trails, classes, members).items():
                 if step[2] == rid:
                     found.holders[rid] = ref
                 if origin not in known or (step[1] and not known[origin][1]):
@@ -306,7 +319,7 @@ def _climb(
         if module is not None:
             _reached(ref, module, frontier, trails, found, classes)
         elif not _ours(ref):
-            mine = _trail(ref, frontier, trails, classes)
+            mine = _trail(ref, frontier, trails, classes, members)
             if mine:
                 trails[rid] = mine
                 above[rid] = ref
@@ -339,6 +352,8 @@ def _reached(
         if id(value) not in frontier:
             continue
         for origin, (steps, through, holder) in trails[id(value)].items():
+            if steps and steps[0].startswith(_MEMBER):
+                continue  # a plain set of weak references, a lookup (see _links)
             label = f"{key}{''.join(steps)}"
             if running is not None:
                 if origin not in classes:  # the first path found in each thread: its shortest
@@ -405,7 +420,11 @@ def _ours(ref: Any) -> bool:
 
 
 def _trail(
-    ref: Any, frontier: dict[int, Any], trails: dict[int, _Trail], classes: set[int]
+    ref: Any,
+    frontier: dict[int, Any],
+    trails: dict[int, _Trail],
+    classes: set[int],
+    members: set[int],
 ) -> _Trail:
     """``ref``'s trail: its links to the objects of ``frontier``, each trail extended.
 
@@ -416,8 +435,11 @@ def _trail(
     out: _Trail = {}
     rid = id(ref)
     registry = issubclass(type(ref), (dict, list))
-    for child, step, attribute in _links(ref, frontier):
+    weak_set = issubclass(type(ref), WeakSet)
+    for child, step, attribute in _links(ref, frontier, members):
         for origin, (steps, through, holder) in trails[child].items():
+            if steps and steps[0].startswith(_MEMBER) and not (weak_set and step == ".data"):
+                continue  # a plain set of weak references: a lookup (see _links)
             if origin in classes and (
                 not (steps or registry) or (step is None and len(steps) == 1)
             ):
@@ -436,9 +458,14 @@ def _trail(
     return out
 
 
-def _links(ref: Any, frontier: dict[int, Any]) -> list[tuple[int, str | None, bool]]:
+def _links(
+    ref: Any, frontier: dict[int, Any], members: set[int]
+) -> list[tuple[int, str | None, bool]]:
     """``(child id, step, an object's attribute)`` for each object of ``frontier`` that
-    ``ref`` holds; step None: the child is ``ref``'s own ``__dict__``."""
+    ``ref`` holds; step None: the child is ``ref``'s own ``__dict__``.  A set's members are
+    lookups, but for the weak references of ``members`` (to a function), which a
+    ``WeakSet``'s set holds for a listener list that calls them (``_trail`` keeps that path
+    only as the ``WeakSet``'s ``data``)."""
     # Only the type is asked, never the object: isinstance() reads a proxy's __class__, which
     # may load what it stands for; and the built-in types' own iteration, which a subclass
     # may override to import or call out.
@@ -449,8 +476,11 @@ def _links(ref: Any, frontier: dict[int, Any]) -> list[tuple[int, str | None, bo
     if issubclass(kind, (list, tuple)):
         items = list(list.__iter__(ref) if issubclass(kind, list) else tuple.__iter__(ref))
         return [(id(v), f"[{i}]", False) for i, v in enumerate(items) if id(v) in frontier]
-    if issubclass(kind, (set, frozenset)):
-        return []  # a membership table
+    if issubclass(kind, (set, frozenset)):  # a membership table, or a WeakSet's own set
+        if not (members and issubclass(kind, set)):
+            return []
+        held = [v for v in list(set.__iter__(ref)) if id(v) in members and id(v) in frontier]
+        return [(id(v), _member(v), False) for v in held]
     if issubclass(kind, deque):
         items = list(deque.__iter__(ref))
         return [(id(v), f"[{i}]", False) for i, v in enumerate(items) if id(v) in frontier]
@@ -475,6 +505,13 @@ def _links(ref: Any, frontier: dict[int, Any]) -> list[tuple[int, str | None, bo
     if not links:  # C-level fields: a partial's func, a bound method's __func__
         links = [(id(c), f"<{type(ref).__name__}>", False) for c in held]
     return links
+
+
+def _member(ref: Any) -> str:
+    """A ``WeakSet`` member's step, by the function its weak reference points at (read
+    through the built-in type's own call: a subclass may override it)."""
+    target = ReferenceType.__call__(ref)
+    return f"{_MEMBER}{getattr(target, '__qualname__', '?')}}}"
 
 
 def _namespace(ref: Any, kind: type) -> Any:

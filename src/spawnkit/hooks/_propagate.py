@@ -193,9 +193,9 @@ CALLED_AT_IMPORT = "called as its module was imported, before the hooks were app
 HIDDEN = "an object's attribute, which no sweep reads"
 
 #: A holder's kind for a weak reference to an original (a signal's receivers, a
-#: ``weakref.WeakMethod`` observer), found by reference (``_hidden``): it points at the
-#: original itself, so no rebinding reaches it, and the count of strong references never
-#: sees it.
+#: ``weakref.WeakMethod`` observer, a ``weakref.WeakSet`` of listeners), found by reference
+#: (``_hidden``): it points at the original itself, so no rebinding reaches it, and the
+#: count of strong references never sees it.
 WEAK = "a callback registry's weak reference, which cannot be rebound"
 
 #: A holder's kind for a local of code another thread is running (a pool's task handed the
@@ -348,25 +348,79 @@ _MOST_WRAPPERS = 8  # ``__wrapped__`` links followed to the function of a wrappe
 def stood_in_globals(owner: types.ModuleType, raw: Any) -> dict[str, Any] | None:
     """The globals of the module ``owner`` stands in for, where ``raw`` (the function a
     target on ``owner`` resolved to through its ``__getattr__``, or a wrapper of one: torch's
-    ``opt_einsum.is_available`` is an ``lru_cache``) is defined; else None."""
-    namespace, func = None, raw
+    ``opt_einsum.is_available`` is an ``lru_cache``; or a class, ``_class_globals``) is
+    defined; else None."""
+    name = owner.__name__
+    if issubclass(type(raw), type):
+        try:
+            namespace = _class_globals(owner, raw, name)
+        except Exception:  # a class or wrapper whose attributes raise: nothing to follow
+            return None
+    else:
+        namespace = _function_globals(raw)
+    if type(namespace) is not dict or namespace is getattr(owner, "__dict__", None):
+        return None
+    if namespace.get("__name__") != name:
+        return None  # another module's function (a package's lazy re-export): swept as such
+    STOOD_IN[name] = (owner, namespace)
+    return namespace
+
+
+def _function_globals(raw: Any) -> Any:
+    """The ``__globals__`` of ``raw``, or of the function it wraps (``__wrapped__``)."""
+    func = raw
     try:
         for _ in range(_MOST_WRAPPERS):
             namespace = getattr(func, "__globals__", None)
             if type(namespace) is dict:
-                break
+                return namespace
             func = getattr(func, "__wrapped__", None)
             if func is None:
                 return None
     except Exception:  # an object whose attributes raise: nothing to follow
         return None
-    if type(namespace) is not dict or namespace is getattr(owner, "__dict__", None):
-        return None
-    name = owner.__name__
-    if namespace.get("__name__") != name:
-        return None  # another module's function (a package's lazy re-export): swept as such
-    STOOD_IN[name] = (owner, namespace)
-    return namespace
+    return None
+
+
+def _class_globals(owner: types.ModuleType, cls: type, name: str) -> dict[str, Any] | None:
+    """The real module's globals, for a class it defines, which has no ``__globals__``: the
+    module's own code builds the class it finds there (``def make(): return Conv()``).
+
+    Found, cheapest first: as known from an earlier apply (where the class now is its
+    REPLACE); as the globals of a function the class defines (a method's); as the wrapper's
+    own attribute that is the real module (torch's ``PropModule.m``) or its globals; else,
+    for a class of no functions behind a wrapper that keeps the module out of reach, as the
+    module dict among the class's referrers (one pass over the heap, only then)."""
+    if getattr(cls, "__module__", None) != name:
+        return None  # another module's class (a lazy re-export): its own module is swept
+    known = STOOD_IN.get(name)
+    if known is not None and known[0] is owner:
+        return known[1]
+    wrapper = getattr(owner, "__dict__", None)
+    for value in list(vars(cls).values()):
+        if type(value) in (staticmethod, classmethod):
+            value = value.__func__
+        elif type(value) is property:
+            value = value.fget
+        if type(value) is types.FunctionType and _globals_of(value.__globals__, name, wrapper):
+            return value.__globals__
+    for value in list(wrapper.values()) if type(wrapper) is dict else ():
+        namespace = value.__dict__ if type(value) is types.ModuleType else value
+        if _globals_of(namespace, name, wrapper):
+            return namespace
+    held = [d for d in gc.get_referrers(cls) if _globals_of(d, name, wrapper)]
+    return held[0] if held else None
+
+
+def _globals_of(namespace: Any, name: str, wrapper: Any) -> bool:
+    """Whether ``namespace`` is the globals a module named ``name`` ran in, not the
+    wrapper's own dict."""
+    return (
+        type(namespace) is dict
+        and namespace is not wrapper
+        and namespace.get("__name__") == name
+        and "__builtins__" in namespace
+    )
 
 
 def _module_dicts() -> Iterator[tuple[str, dict[str, Any]]]:
@@ -853,9 +907,9 @@ def stale_fix(kinds: Collection[str]) -> str:
     if WEAK in kinds:
         fixes.append(
             "for a callback registry that keeps a weak reference (a signal's `connect()`, a "
-            "`weakref.WeakMethod` observer), connect the handler after the hooks are applied "
-            "(from the entry, not as its module is imported), or hook a function the handler "
-            "calls instead."
+            "`weakref.WeakMethod` observer, a `weakref.WeakSet` of listeners), connect the "
+            "handler after the hooks are applied (from the entry, not as its module is "
+            "imported), or hook a function the handler calls instead."
         )
     if RUNNING in kinds:
         fixes.append(
