@@ -91,6 +91,16 @@ if __name__ == "__main__":
     print(json.dumps(out))
 """
 
+_DIRECT = """
+if __name__ == "__main__":
+    out = {{"worker": launch()}}  # its selection imported chipa's and chipb's packages
+    NS.hooks.apply_hooks()  # by hand, in a launcher that never bootstrapped
+    from {tag}_target import func
+    out["here"] = func()
+    out["sources"] = sorted(str(row.source) for row in NS.hooks.status())
+    print(json.dumps(out))
+"""
+
 _NESTED = """
 def nested():  # a worker on chipa that launches its own worker
     from {tag}_target import func
@@ -156,6 +166,18 @@ def test_a_platform_package_a_later_launch_imports_hooks_nothing_in_a_bootstrapp
     assert out["before"] == ["orig+chipa", False]
     assert out["launch"] == "PlatformUnavailableError"
     assert out["after"] == ["orig+chipa", True], "the absent platform's hook ran in this process"
+
+
+def test_apply_hooks_by_hand_applies_the_import_hooks_of_this_processs_platform_only(
+    tmp_path: Path,
+) -> None:
+    """Before: only the bootstrap and apply_plugin_hooks() left the other platforms' out, so
+    NS.hooks.apply_hooks() in the launcher ran 'orig+chipb+chipa', its workers 'orig+chipa'."""
+    out = _run(tmp_path, _DIRECT)
+    tag = out["tag"]
+    assert out["worker"] == "orig+chipa"
+    assert out["here"] == "orig+chipa", "the absent platform's hook ran in this process"
+    assert out["sources"] == [f"platform plugin 'chipa' ({tag}-chipa 1.0)"]
 
 
 def test_a_workers_own_launch_keeps_the_platform_its_launcher_decided(tmp_path: Path) -> None:
