@@ -262,3 +262,110 @@ def _run_parent(
     tmp_path_factory: pytest.TempPathFactory, *cases: str, **exported: str
 ) -> dict[str, Any]:
     return _run(tmp_path_factory, _PARENT_SCRIPT, argv=cases, **exported)
+
+
+# ------------------------------------- a launch after bootstrap_here() with the platform changed
+_FOLLOW_SCRIPT = """
+import json, os, sys
+import spawnkit
+
+TAG = {tag!r}
+NS = spawnkit.Namespace(TAG, env_prefix=TAG.upper())
+PLATFORM, CPU = TAG.upper() + "_PLATFORM", TAG.upper() + "_USE_CPU_ENGINE"
+
+
+def platform():
+    return NS.platforms.selection().name
+
+
+def nested():  # a worker that launches its own worker: it runs on the worker's platform
+    with spawnkit.spawn_with_plugins(platform, namespace=NS, ready_timeout=60) as group:
+        return [platform(), os.environ.get(PLATFORM), group.results(timeout=60)[0]]
+
+
+def launch(entry, **kwargs):
+    try:
+        with spawnkit.spawn_with_plugins(entry, namespace=NS, ready_timeout=60, **kwargs) as group:
+            return group.results(timeout=60)[0]
+    except spawnkit.ConfigError as exc:
+        return {{"setting": exc.setting, "message": str(exc)}}
+
+
+def refused(call):
+    try:
+        call()
+    except spawnkit.ConfigError as exc:
+        return {{"setting": exc.setting, "message": str(exc)}}
+    return None
+
+
+if __name__ == "__main__":
+    out = {{"boot": spawnkit.bootstrap_here(NS).platform["name"]}}
+    if sys.argv[1] == "platform":
+        os.environ[PLATFORM] = "cpu"
+        out["workers"] = launch(nested)
+        out["spawn_ctx"] = spawnkit.get_context("spawn", namespace=NS).spec.platform
+        out["fork"] = refused(lambda: spawnkit.get_context("fork", namespace=NS))
+        os.environ[PLATFORM] = "base"  # back to this process's own: runs as before
+        out["fork_back"] = refused(lambda: spawnkit.get_context("fork", namespace=NS))
+        out["back"] = launch(platform)
+    else:  # what the decision table reads with no platform named
+        os.environ[CPU] = "1"
+        out["worker"] = launch(platform)
+        out["parent"] = launch(platform, bootstrap_parent=True)
+    out["here"] = platform()
+    out["explained"] = NS.explain_platform().winner.name
+    print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def followed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return _run(tmp_path_factory, _FOLLOW_SCRIPT, argv=("platform",))
+
+
+def test_a_launch_after_bootstrap_here_follows_a_platform_variable_set_since(
+    followed: dict[str, Any],
+) -> None:
+    """Before: bootstrap_here() pinned this process's platform and every later launch took the
+    pin: the workers ran on 'base' while their own environment said cpu (env= worked)."""
+    out = followed
+    assert out["boot"] == "base"
+    worker, its_env, nested = out["workers"]
+    assert worker == "cpu", f"the launch's workers ran on this process's pinned platform: {out}"
+    assert its_env == "cpu" and nested == "cpu"  # a worker's own launch keeps its platform
+    assert out["spawn_ctx"] == "cpu"  # a spawn context decides as a launch does
+    # this process stays on its own platform, and says so
+    assert out["here"] == out["explained"] == "base"
+    assert out["back"] == "base" and out["fork_back"] is None
+
+
+def test_a_fork_context_after_the_platform_variable_changed_is_refused(
+    followed: dict[str, Any],
+) -> None:
+    """Before: its children inherited this process's 'base' while the variable said cpu."""
+    out = followed
+    err = out["fork"]
+    assert err is not None, "get_context('fork') after the platform variable changed ran"
+    var, text = out["platform_var"], err["message"]
+    assert err["setting"] == var
+    assert f"{var} (unset then, 'cpu' now)" in text, text
+    assert "on platform 'base'" in text and "now is platform 'cpu'" in text, text
+    assert "get_context('spawn')" in text, text
+
+
+def test_a_launch_after_bootstrap_here_follows_the_cpu_engine_switch_set_since(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Before: the workers ran on the pinned 'base' with <PREFIX>_USE_CPU_ENGINE=1 set; with
+    bootstrap_parent=True launcher and workers now cannot run on two platforms."""
+    out = _run(tmp_path_factory, _FOLLOW_SCRIPT, argv=("cpu",))
+    assert out["boot"] == "base" and out["here"] == out["explained"] == "base"
+    assert out["worker"] == "cpu", f"the workers ignored the switch set since: {out}"
+    err = out["parent"]
+    assert isinstance(err, dict), f"bootstrap_parent=True ran launcher and workers apart: {out}"
+    var, text = out["platform_var"].replace("_PLATFORM", "_USE_CPU_ENGINE"), err["message"]
+    assert err["setting"] == var
+    assert f"{var} (unset then, '1' now)" in text, text
+    assert "on platform 'base'" in text and "now is platform 'cpu'" in text, text
+    assert "No worker was started" in text and "bootstrap_parent=False" in text, text

@@ -91,6 +91,29 @@ if __name__ == "__main__":
     print(json.dumps(out))
 """
 
+_DIRECT = """
+if __name__ == "__main__":
+    out = {{"worker": launch()}}  # its selection imported chipa's and chipb's packages
+    NS.hooks.apply_hooks()  # by hand, in a launcher that never bootstrapped
+    from {tag}_target import func
+    out["here"] = func()
+    out["sources"] = sorted(str(row.source) for row in NS.hooks.status())
+    print(json.dumps(out))
+"""
+
+_NESTED = """
+def nested():  # a worker on chipa that launches its own worker
+    from {tag}_target import func
+    with spawnkit.spawn_with_plugins(entry, namespace=NS, ready_timeout=60) as group:
+        return [func(), group.results(timeout=60)[0], "{tag}_chipb" in sys.modules]
+
+
+if __name__ == "__main__":
+    spawnkit.bootstrap_here(NS)  # this process's launches decide afresh: its workers' keep theirs
+    with spawnkit.spawn_with_plugins(nested, namespace=NS, ready_timeout=60) as group:
+        print(json.dumps({{"worker": group.results(timeout=60)[0]}}))
+"""
+
 
 def _run(tmp_path: Path, body: str) -> dict[str, Any]:
     tag = f"ph{uuid.uuid4().hex[:10]}"
@@ -143,3 +166,23 @@ def test_a_platform_package_a_later_launch_imports_hooks_nothing_in_a_bootstrapp
     assert out["before"] == ["orig+chipa", False]
     assert out["launch"] == "PlatformUnavailableError"
     assert out["after"] == ["orig+chipa", True], "the absent platform's hook ran in this process"
+
+
+def test_apply_hooks_by_hand_applies_the_import_hooks_of_this_processs_platform_only(
+    tmp_path: Path,
+) -> None:
+    """Before: only the bootstrap and apply_plugin_hooks() left the other platforms' out, so
+    NS.hooks.apply_hooks() in the launcher ran 'orig+chipb+chipa', its workers 'orig+chipa'."""
+    out = _run(tmp_path, _DIRECT)
+    tag = out["tag"]
+    assert out["worker"] == "orig+chipa"
+    assert out["here"] == "orig+chipa", "the absent platform's hook ran in this process"
+    assert out["sources"] == [f"platform plugin 'chipa' ({tag}-chipa 1.0)"]
+
+
+def test_a_workers_own_launch_keeps_the_platform_its_launcher_decided(tmp_path: Path) -> None:
+    """The control: a worker's platform is its launcher's decision, pinned, and its own launch
+    starts its workers on it without asking every platform package again (only a process
+    that bootstrapped itself decides its launches afresh)."""
+    out = _run(tmp_path, _NESTED)
+    assert out["worker"] == ["orig+chipa", "orig+chipa", False], out

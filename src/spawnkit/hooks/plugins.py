@@ -379,7 +379,6 @@ class PluginManager:
         from spawnkit.spec import _phase
 
         self._deferred_apply = None  # this call applies everything registered
-        _drop_other_platforms(self.namespace)
         config = self.namespace.config
         var = config.hook_conflicts_var
         try:
@@ -412,26 +411,6 @@ class PluginManager:
         self._apply_once.reset()
         self._deferred_apply = None
         self.report = PluginReport()
-
-
-def _drop_other_platforms(namespace: PluginOwner) -> None:
-    """Forget the hooks a platform package that is not this process's platform registered as
-    it was imported: auto-discovery imports every installed platform package to ask whether
-    its hardware is present, so this process (a launcher that bootstraps itself, a rank that
-    discovers its own platform) held them and applied them, while a worker, which imports only
-    its own platform's package, never has them."""
-    registry = namespace.hooks
-    sources = registry._platform_sources()
-    if not sources:
-        return
-    try:
-        chosen = namespace.platforms.selection()
-    except Exception:  # no platform here: none of theirs is this process's (its stage says why)
-        chosen = None
-    mine = chosen.name if chosen is not None and chosen.kind == "plugin" else None
-    for source in sources:
-        if source.plugin_name != mine:  # a platform's name is unique in its group
-            registry.discard_source(source)
 
 
 #: What calling an ``async def`` or a ``def`` with ``yield`` gives: the function's body has not

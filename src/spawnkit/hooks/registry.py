@@ -45,6 +45,7 @@ H = TypeVar("H")
 
 #: apply_hooks() rounds for hooks registered while it applies (by a target module or a hook)
 _MAX_ROUNDS = 8
+_BOTH = (True, False)  # strict, then lenient
 
 
 def _checked(
@@ -153,7 +154,7 @@ class HookRegistry(RegistryQueries):
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         late = _late(self, lambda: f"hook {describe_hook(hook)} from {src} on target {target!r}")
         path, htype = _checked(target, hook, hook_type, src, condition)
-        if late and _not_this_platform(src):
+        if late and _not_this_platform(self, src):
             return
         with self._lock:
             self._state.touch()
@@ -198,7 +199,7 @@ class HookRegistry(RegistryQueries):
         _refuse_in_activate(f"cannot {what}", "called it", "the module would never be provided")
         late = _late(self, lambda: what)
         _provide.check(name, module, factory, what)
-        if late and _not_this_platform(src):
+        if late and _not_this_platform(self, src):
             return
         with self._lock:
             st = self._state
@@ -239,6 +240,7 @@ class HookRegistry(RegistryQueries):
         rebind is kept for :meth:`stale_holders`. ``conflicts``: warn / error / ignore, and
         ``conflicts_var`` names the variable that chose it.
         """
+        _drop_other_platforms(self)  # another platform's import-time hooks; before the lock
         with self._lock:
             if self._applying:
                 return []  # registered while this registry applies: that call's loop takes it
@@ -318,9 +320,7 @@ class HookRegistry(RegistryQueries):
     def _apply_ready(self, keys: list[str], trigger: str | None) -> list[str]:
         st = self._state
         patched: list[str] = []
-        groups = {
-            strict: [k for k in keys if st.waiting[k][0] is strict] for strict in (True, False)
-        }
+        groups = {strict: [k for k in keys if st.waiting[k][0] is strict] for strict in _BOTH}
         for key in keys:
             st.stop_waiting(key)
         for strict, group in groups.items():
@@ -476,23 +476,68 @@ def _provided_once(st: _state.State, name: str, what: str) -> None:
         )
 
 
-def _not_this_platform(src: HookSource) -> bool:
+def _not_this_platform(registry: HookRegistry, src: HookSource) -> bool:
     """A registration of a platform package imported now, in a process whose hooks are
     applied, that is not this process's platform (a launch's selection imported it to ask
-    whether its hardware is present): it would be applied at once, here only; the bootstrap
-    leaves such hooks out (``PluginManager``), and so does this."""
-    if not src.platform:
-        return False
-    phase = sys.modules.get("spawnkit.spec._phase")
-    ns = phase.worker_namespace() if phase is not None else None
-    try:
-        chosen = ns.platforms.selection() if ns is not None else None
-    except Exception:
-        chosen = None
-    if chosen is not None and chosen.kind == "plugin" and chosen.name == src.plugin_name:
+    whether its hardware is present): it would be applied at once, here only; applying
+    leaves such hooks out (``_drop_other_platforms``), and so does this."""
+    if not src.platform or _own_platform(registry) == src.plugin_name:
         return False
     logger.info("left out the registration of %s: not this process's platform", src)
     return True
+
+
+def _drop_other_platforms(registry: HookRegistry) -> None:
+    """Forget the hooks a platform package that is not this process's platform registered as
+    it was imported: auto-discovery imports every installed platform package to ask whether
+    its hardware is present, so this process (a launcher that bootstraps itself or applies
+    its namespace's hooks itself, a rank that discovers its own platform) held them and
+    applied them, while a worker, which imports only its own platform's package, never has
+    them.  Asked at every ``apply_hooks()``, however called (``NS.hooks.apply_hooks()`` by
+    hand too); a registry no namespace owns keeps them, having no platform to ask."""
+    if not registry._platform_sources():
+        return
+    mine = _own_platform(registry)
+    if mine is _NO_NAMESPACE:
+        return
+    for source in registry._platform_sources():  # again: deciding may have imported some
+        if source.plugin_name != mine:  # a platform's name is unique in its group
+            registry.discard_source(source)
+
+
+#: ``_own_platform`` of a registry that no namespace of this process owns.
+_NO_NAMESPACE = "\0"
+
+
+def _own_platform(registry: HookRegistry) -> str | None:
+    """The platform plugin this process runs on in the namespace whose registry this is (its
+    decision made now if it never was); None for a built-in, the base platform or none."""
+    platforms = _platforms_of(registry)
+    if platforms is None:
+        return _NO_NAMESPACE
+    try:
+        chosen = platforms.selection()
+    except Exception:  # no platform here: none of theirs is this process's (its stage says why)
+        return None
+    name: str | None = chosen.name if chosen.kind == "plugin" else None
+    return name
+
+
+def _platforms_of(registry: HookRegistry) -> Any:
+    """The platform manager of the namespace that owns ``registry``: this worker's, a
+    declared one's (``NS.hooks``), or the default namespace's; None for a registry of its own."""
+    phase = sys.modules.get("spawnkit.spec._phase")
+    ns = phase.worker_namespace() if phase is not None else None
+    if ns is not None and ns.hooks is registry:
+        return ns.platforms
+    if registry is HookRegistry._default:
+        from spawnkit.platforms.discovery import PlatformManager
+
+        return PlatformManager.default()
+    from spawnkit._namespace_registry import DECLARED
+
+    ns = DECLARED.get(registry.name)
+    return ns.platforms if ns is not None and getattr(ns, "_hooks", None) is registry else None
 
 
 def _record(

@@ -12,12 +12,19 @@ The same holds for ``spawn_with_plugins(bootstrap_parent=True, env={...})``: the
 bootstraps from ``os.environ`` (what a later ``bootstrap_here()`` or launch here reads), its
 workers with ``env=`` applied, so a selection ``env=`` changes is refused rather than run by
 the workers alone (:meth:`Applied.check_launch`).
+
+The platform this process pinned is its own decision, not a launcher's: its launches and
+contexts decide their workers' afresh (``launch._selection``), following a
+``<PREFIX>_PLATFORM`` set since, as from any launcher (before, every launch took the pin
+while the workers' own environment named the other platform).  Only what inherits this
+process (a ``fork`` context's children, ``bootstrap_parent=True``'s launcher) is held to it.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import NoReturn
 
 from spawnkit import _metadata
 from spawnkit.bootstrap.report import BootstrapReport
@@ -54,15 +61,14 @@ class Applied:
         """``spawn_with_plugins(bootstrap_parent=True, env=...)``: this process bootstrapped
         from ``os.environ``, where a later ``bootstrap_here()`` or launch reads its selection,
         so ``env=`` cannot select this process's plugins or platform; workers selected
-        otherwise (``template``) would run other hooks than their launcher, unsaid."""
-        if not env:
-            return
+        otherwise (``template``) would run other hooks than their launcher, unsaid.  Without
+        ``env=``'s doing, the launch's fresh decision can differ too (:meth:`_changed_since`)."""
         ran = (self.spec.platform, tuple(self.spec.plugins or ()))
         if (template.platform, tuple(template.plugins or ())) == ran:
             return
-        culprits = _culprits(ns, env)
-        if not culprits:  # env= changes nothing here: the difference is not its doing
-            return
+        culprits = _culprits(ns, env) if env else []
+        if not env or not culprits:  # env= changes nothing here: the difference is not its doing
+            self._changed_since(ns, template)
         here = " and ".join(f"{var} is {_shown(os.environ.get(var))}" for var in culprits)
         names = " ".join(f"{var}={env[var]!r}" for var in culprits)
         raise ConfigError(
@@ -80,13 +86,36 @@ class Applied:
             setting=culprits[0],
         )
 
+    def _changed_since(self, ns: Namespace, template: ProcessSpec) -> NoReturn:
+        """A launch decides its workers' selection afresh (``launch._selection``), so a change
+        since this process bootstrapped that the selection variables do not show (those
+        ``bootstrap_here()`` refuses first): ``<PREFIX>_USE_CPU_ENGINE``, a device's
+        visibility, the installed plugins, would start ``bootstrap_parent=True``'s workers on
+        another selection than their launcher's."""
+        now = _selection_env(ns)
+        raise ConfigError(
+            "spawn_with_plugins(bootstrap_parent=True): this process bootstrapped before "
+            f"{_changes(self.env, now) or _UNNAMED} changed: "
+            f"{_both(self.spec, template.platform, template.plugins or ())}, as this launch "
+            "decides for its workers, so launcher and workers would run other selections. No "
+            "worker was started. Fix: put back what changed, or start a new process for the "
+            "new selection; to give only the workers the new one, pass bootstrap_parent=False.",
+            setting=_names(self.env, now).split(" and ")[0],
+        )
+
 
 _applied: dict[str, Applied] = {}
 
+#: What changed where no variable of ``_selection_env`` did.
+_UNNAMED = "the installed plugins or what platform discovery reads (a device's visibility)"
+
 
 def _selection_env(ns: Namespace) -> dict[str, str | None]:
+    """The variables that select, as read here: ``<PREFIX>_USE_CPU_ENGINE`` too, which picks
+    the CPU where no platform is named (a launch decides afresh with it)."""
     cfg = ns.config
-    return {var: os.environ.get(var) for var in (cfg.plugins_var, cfg.platform_var)}
+    names = (cfg.plugins_var, cfg.platform_var, cfg.cpu_engine_var)
+    return {var: os.environ.get(var) for var in names}
 
 
 def record(ns: Namespace, report: BootstrapReport, spec: ProcessSpec) -> None:
@@ -144,18 +173,19 @@ def check_fork_context(ns: Namespace, spec: ProcessSpec) -> None:
     platform, plugins = spec.platform, spec.plugins or ()
     if (platform, plugins) == (applied.spec.platform, applied.spec.plugins or ()):
         return
-    var = ns.config.plugins_var  # the context's platform is this process's (pinned)
-    then, now = {var: applied.env[var]}, {var: os.environ.get(var)}
-    names = _names(then, now) or "the installed plugins"
+    # the context's selection is decided afresh, as a launch's (launch._selection)
+    then, now = applied.env, _selection_env(ns)
+    names = _names(then, now) or _UNNAMED
     raise ConfigError(
         f"get_context('fork', namespace={ns.name!r}): this process was bootstrapped by "
-        f"bootstrap_here() before {_changes(then, now) or 'the installed plugins'} "
+        f"bootstrap_here() before {_changes(then, now) or _UNNAMED} "
         f"changed: {_both(applied.spec, platform, plugins)}. A fork child inherits this "
-        "process's plugins and hooks as they are, so the context's children would run the "
-        "old selection while its spec names the new one. Fix: use get_context('spawn') or "
-        "get_context('forkserver'), whose children load the context's own selection, or set "
+        "process's platform, plugins and hooks as they are, so the context's children would "
+        "run the old selection while its spec names the new one. Fix: use "
+        "get_context('spawn') or get_context('forkserver'), whose children load the "
+        "context's own selection, or set "
         f"{names} before the first bootstrap_here() (or put it back).",
-        setting=_names(then, now),
+        setting=_names(then, now).split(" and ")[0],
     )
 
 

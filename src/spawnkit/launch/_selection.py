@@ -6,6 +6,7 @@ import os
 
 from spawnkit import _metadata
 from spawnkit._environ import path_applied
+from spawnkit.launch import _here
 from spawnkit.launch._checks import namespace_value
 from spawnkit.namespace import Namespace
 
@@ -60,10 +61,13 @@ def _select(
     )
     # Selection runs as the workers will: with env= applied (a device visible only there
     # counts), restored afterwards, and afresh for each launch (os.environ may have changed
-    # since the last one); see platforms.discovery.env_applied.
+    # since the last one); see platforms.discovery.env_applied.  The platform bootstrap_here()
+    # pinned is this process's own: its launches decide afresh too (<PREFIX>_PLATFORM set
+    # since then is followed, as without it), where a worker's launches keep the launcher's.
     how = f"{config.platform_var}={name!r} (in env=)" if name else ""
+    pinned = _here.applied_here(ns) is None
     with env_applied(env, fresh=True):
-        selection = ns.platforms.select(name, origin=how)
+        selection = ns.platforms.select(name, origin=how, pinned=pinned)
         plugins = ns.plugins.select(
             names=names, platform=selection.name, lenient=lenient, origin=origin
         )

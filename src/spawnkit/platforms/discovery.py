@@ -246,10 +246,10 @@ class PlatformManager(DecisionTable):
                 )
             self._pinned, self._pinned_by = name, by
 
-    def _requested(self, name: str | None, origin: str = "") -> tuple[str | None, str]:
+    def _requested(self, name: str | None, origin: str, pinned: bool) -> tuple[str | None, str]:
         if name is not None:
             return name.strip(), origin or f"selected by argument {name.strip()!r}"
-        if self._pinned is not None:
+        if pinned and self._pinned is not None:
             by = self._pinned_by or f"set_selection({self._pinned!r})"
             return self._pinned, f"{self._pinned!r} chosen by {by}"
         var = self.namespace.config.platform_var
@@ -258,18 +258,22 @@ class PlatformManager(DecisionTable):
             return env, f"{var}={env}"
         return None, "auto-discovery"
 
-    def select(self, name: str | None = None, *, origin: str = "") -> PlatformSelection:
+    def select(
+        self, name: str | None = None, *, origin: str = "", pinned: bool = True
+    ) -> PlatformSelection:
         """Resolve the platform without instantiating it or running ``init_backend()``.
 
         ``origin`` says where an explicit ``name`` came from, in the user's terms
-        (``"SPAWNKIT_PLATFORM='x' (in env=)"``), for the messages.
+        (``"SPAWNKIT_PLATFORM='x' (in env=)"``), for the messages.  ``pinned=False``: as if
+        unpinned, for the launches of a process whose pin is its own ``bootstrap_here()``'s
+        (a worker's is its launcher's decision, and holds for its own launches).
         """
-        return self._select(name, origin)[0]
+        return self._select(name, origin, pinned)[0]
 
     def _select(
-        self, name: str | None, origin: str = ""
+        self, name: str | None, origin: str = "", pinned: bool = True
     ) -> tuple[PlatformSelection, type[Platform]]:
-        requested, how = self._requested(name, origin)
+        requested, how = self._requested(name, origin, pinned)
         key = (requested, _window_key())
         cached = self._selections.get(key)
         if cached is not None:
@@ -290,7 +294,7 @@ class PlatformManager(DecisionTable):
             trace = Trace(self.namespace.config, mode, requested)
             trace.step(how)
             self._latest = trace
-            if name is None and not key[1]:  # this process's own decision, not a launch's
+            if name is None and pinned and not key[1]:  # this process's own, not a launch's
                 self._trace = trace
             try:
                 result = self._decide(requested, how, trace)
