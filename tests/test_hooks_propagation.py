@@ -1501,6 +1501,137 @@ def test_a_wrapper_of_the_original_a_framework_put_in_a_subclass_is_named(
     assert registry.bypassing() == {target: [f"{sched.__name__}.LocalGpuScheduler.step"]}
 
 
+def test_a_framework_wrapper_its_subclasses_reach_is_still_named(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """Control: a wrapper holder with subclasses is named where one of them runs its wrapper,
+    by wrapping it again (``__init_subclass__`` on ``DeeperA``) or by ``super().step()``."""
+    mods.load("fw", TRACING)
+    target = mods.name("sched.Scheduler.step")
+    registry.register(target, lambda r, s: r + "!")
+    mods.write("sched", TRACED_SCHED.split("class LocalGpuScheduler")[0] + (
+        "class GpuA(Scheduler, Traced):\n    pass\n\n"
+        "class DeeperA(GpuA):\n    pass\n\n"
+        "class GpuB(Scheduler, Traced):\n    pass\n\n"
+        "class MineB(GpuB):\n    def step(self):\n        return super().step() + '+mine'\n"
+    ))  # fmt: skip
+    registry.apply_hooks()
+    sched = sys.modules[mods.name("sched")]
+    assert sched.DeeperA().step() == "step" and sched.MineB().step() == "step+mine"
+    assert registry.bypassing() == {
+        target: [f"{sched.__name__}.{c}.step" for c in ("DeeperA", "GpuA", "GpuB")]
+    }
+
+
+# matplotlib's pattern: ``Artist.__init_subclass__`` wraps the inherited ``draw`` of each
+# direct subclass without its own (to stop rasterization), so bases between hold a wrapper of
+# the original; which of them any class runs is what the subclasses below say.
+RASTER = """
+import functools
+
+def _prevent_rasterization(draw):
+    @functools.wraps(draw)
+    def draw_wrapper(artist, *args):
+        return draw(artist, *args)
+
+    draw_wrapper._supports_rasterization = False
+    return draw_wrapper
+
+class Artist:
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not hasattr(cls.draw, "_supports_rasterization"):
+            cls.draw = _prevent_rasterization(cls.draw)
+
+    def draw(self):
+        return "artist"
+
+class FigureBase(Artist):  # a base: each subclass draws itself
+    pass
+
+class Figure(FigureBase):
+    def draw(self):
+        return "figure"
+
+class SubFigure(FigureBase):
+    def draw(self):  # names ``draw``, of another object: no call up to FigureBase
+        return self.parent.draw()
+
+class ColorizingArtist(Artist):  # a base whose subclasses' calls up stop at Collection
+    pass
+
+class Collection(ColorizingArtist):
+    def draw(self):
+        return "collection"
+
+class Sized(Collection):
+    def draw(self):
+        return super().draw() + "+sized"
+
+class Lines(Collection):
+    pass
+
+class Text(Artist):  # a base a subclass inherits draw from: Annotation runs its wrapper
+    pass
+
+class Annotation(Text):
+    pass
+
+class Patch(Artist):  # a base a subclass calls up to: Rectangle runs its wrapper
+    pass
+
+class Rectangle(Patch):
+    def draw(self):
+        return super().draw() + "+rect"
+"""
+
+
+def test_a_framework_wrapper_of_the_original_no_class_runs_is_not_named(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """``FigureBase`` and ``ColorizingArtist`` hold ``Artist.__init_subclass__``'s wrapper of
+    the original ``draw``, but every subclass has its own that never reaches it: they were
+    named, a conflict that stops a worker under ``<PREFIX>_HOOK_CONFLICTS=error``.  Control:
+    ``Text`` (inherited by ``Annotation``) and ``Patch`` (``super().draw()`` of ``Rectangle``)
+    are run, and named."""
+    target = mods.name("raster.Artist.draw")
+    registry.register(target, lambda r, s: r + "!")
+    mods.write("raster", RASTER)
+    registry.apply_hooks()
+    raster = sys.modules[mods.name("raster")]
+    assert raster.Artist().draw() == "artist!"
+    assert raster.Annotation().draw() == "artist" and raster.Rectangle().draw() == "artist+rect"
+    assert raster.Sized().draw() == "collection+sized" and raster.Figure().draw() == "figure"
+    pkg = raster.__name__
+    assert registry.bypassing() == {
+        target: [f"{pkg}.{c}.draw" for c in ("Collection", "Figure", "Patch", "Text")]
+    }  # Collection and Figure: overrides that never refer to draw, named before
+    (row,) = registry.status()
+    assert "FigureBase" not in row.reason and "ColorizingArtist" not in row.reason
+    assert "wrapper of the original draw" in row.reason
+    assert row.reason.endswith(f"skip the hook: {pkg}.Patch.draw, {pkg}.Text.draw")
+
+
+def test_matplotlibs_rasterization_wrappers_on_its_bases_are_not_named(
+    registry: type[HookRegistry],
+) -> None:
+    """The real one: ``FigureBase.draw`` and ``ColorizingArtist.draw`` are wrappers no
+    matplotlib class runs.  Control: ``Collection.draw`` (never calls up) is still named."""
+    pytest.importorskip("matplotlib")
+    import matplotlib.collections
+    import matplotlib.figure
+    import matplotlib.image
+
+    base = matplotlib.figure.FigureBase
+    assert vars(base)["draw"].__wrapped__ is vars(matplotlib.artist.Artist)["draw"]
+    registry.register("matplotlib.artist.Artist.draw", lambda r, *a, **k: r)
+    registry.apply_hooks()
+    (names,) = registry.bypassing().values()
+    assert "matplotlib.figure.FigureBase.draw" not in names
+    assert not [n for n in names if n.endswith("ColorizingArtist.draw")]
+    assert "matplotlib.collections.Collection.draw" in names
+
+
 _TRACED_APP = {
     "fw": TRACING,
     "sched": TRACED_SCHED.replace("PKG", "{pkg}").split("class CallsUp")[0],

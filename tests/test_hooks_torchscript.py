@@ -204,6 +204,62 @@ def test_scripted_callers_compiled_before_apply_are_named(
     assert "Fix: hook the scripted caller" in registry._bypass_report()[act][2]
 
 
+# an engine module that probes TorchScript as it is imported, with a local function it drops,
+# and keeps another local function's scripted copy (under another name)
+_PROBED = """
+import torch
+
+
+def act(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+def _ts_available() -> bool:
+    def probe(x: torch.Tensor) -> torch.Tensor:
+        return act(x)
+
+    try:
+        torch.jit.script(probe)
+        return True
+    except Exception:
+        return False
+
+
+TS_OK = _ts_available()
+
+
+def _scripted():
+    def kept(x: torch.Tensor) -> torch.Tensor:
+        return act(x) + 1
+
+    return torch.jit.script(kept)
+
+
+KEPT = _scripted()
+"""
+
+
+def test_a_scripted_caller_no_one_can_run_is_not_named(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """TorchScript's compilation unit keeps every graph it compiled: the probe, gone with its
+    function, was named as a scripted caller to hook (a conflict that stops a worker under
+    ``<PREFIX>_HOOK_CONFLICTS=error``).  Control: the kept scripted copy is still named."""
+    import torch
+
+    mods.write("probed", _PROBED)
+    act = mods.name("probed.act")
+    registry.register(act, _times_10, HookType.AROUND)
+    registry.apply_hooks()
+    probed = mods.load("probed")
+    assert probed.TS_OK and float(probed.act(torch.ones(1))) == 20.0
+    assert float(probed.KEPT(torch.ones(1))) == 3.0  # the original's copy: skips the hook
+    compiled = " (TorchScript, compiled before the hooks)"
+    assert registry.bypassing() == {act: [mods.name("probed.kept") + compiled]}
+    (row,) = registry.status()
+    assert mods.name("probed.probe") not in row.reason and mods.name("probed.kept") in row.reason
+
+
 def test_scripting_a_caller_of_a_hooked_script_function_is_refused(
     mods: Modules, registry: type[HookRegistry]
 ) -> None:
@@ -391,3 +447,21 @@ def test_a_spawned_worker_warns_of_the_scripted_caller(tmp_path: Path) -> None:
     assert proc.stdout.strip().splitlines()[-1] == "[(20.0, 3.0)]"  # Python hooked, layer not
     (line,) = warned(proc, "HookConflictWarning")
     assert f"target '{app.pkg}.fused.act'" in line and f"{app.pkg}.fused.layer" in line
+
+
+_PROBED_ENTRY = _PROBED.split("\n\ndef _scripted")[0].replace("{", "{{").replace("}", "}}") + (
+    "\n\ndef main():\n    return TS_OK, float(act(torch.ones(1)))\n"
+)
+
+
+def test_a_worker_that_probed_torchscript_runs_under_conflicts_error(tmp_path: Path) -> None:
+    """The engine module scripted a local probe calling the target as it was imported: the
+    worker named the dropped probe as a scripted caller, and stopped in resolve_entry under
+    ``<PREFIX>_HOOK_CONFLICTS=error``; nothing can run that copy, so it runs, hooked."""
+    main = '\nif __name__ == "__main__":\n    print(launch("probed:main", "spawn", nprocs=1))\n'
+    modules = {"probed": _PROBED_ENTRY, "plugin": _PLUGIN.replace(".fused.", ".probed.")}
+    app = write_app(tmp_path, "tjp", LAUNCH + main, {"x10": "plugin:register"}, modules)
+    proc = run_script(app.script, env={f"{app.tag.upper()}_HOOK_CONFLICTS": "error"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[(True, 20.0)]"
+    assert warned(proc, "HookConflict") == []

@@ -380,10 +380,72 @@ def _overrides(rec: Record) -> tuple[list[str], list[str]]:
         if not isinstance(code, types.CodeType) or attr in _names(code):
             continue  # inherited, not a function, or calls up
         calls = _wrapping(func, rec, attr)
+        if calls is _ORIGINAL and not _held_runs(sub, attr, raw):
+            # a base whose every subclass has its own override: no class runs its wrapper
+            # (matplotlib's ``Artist.__init_subclass__`` wraps ``draw`` on ``FigureBase`` and
+            # ``ColorizingArtist``, whose subclasses all define theirs); an instance of the
+            # base itself would, but naming it is a conflict that stops the worker under
+            # ``<PREFIX>_HOOK_CONFLICTS=error`` for code the framework never runs
+            continue
         if calls is not _HOOKS:
             name = f"{sub.__module__}.{sub.__qualname__}.{attr}"
             (copies if calls is _ORIGINAL else skipping).append(name)
     return skipping, copies
+
+
+def _held_runs(holder: type, attr: str, held: Any) -> bool:
+    """Whether instances run ``held``, the wrapper of the original ``holder`` has in its own
+    ``__dict__``: ``holder``'s own when it has no subclass (a concrete class), else those of a
+    subclass that inherits it, calls up to it or wraps it (``_reaches``)."""
+    stack: list[type] = type.__subclasses__(holder)
+    if not stack:
+        return True
+    seen: set[int] = set()
+    while stack:
+        sub = stack.pop()
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        stack.extend(type.__subclasses__(sub))
+        own = vars(sub).get(attr, ABSENT)
+        if own is ABSENT:
+            if _resolved(sub, attr) is held:
+                return True
+        elif _reaches(sub, own, attr, held):
+            return True
+    return False
+
+
+def _resolved(cls: type, attr: str, start: int = 0) -> Any:
+    """``cls``'s ``attr``, from ``cls.__mro__[start:]`` (1: what ``super()`` finds)."""
+    for klass in cls.__mro__[start:]:
+        if attr in vars(klass):
+            return vars(klass)[attr]
+    return ABSENT
+
+
+def _reaches(sub: type, own: Any, attr: str, held: Any) -> bool:
+    """Whether ``sub``'s own ``attr``, or a function it wraps (by ``__wrapped__``), is
+    ``held``, or calls up to it: ``super().run()`` where ``held`` is next in ``sub``'s MRO,
+    or ``Base.run(self)`` of a class whose ``run`` is ``held``; the names in its code say, as
+    ``_overrides`` reads them.  What is not a function cannot be read: it may run it."""
+    held_func = held.__func__ if type(held) in (staticmethod, classmethod) else held
+    func = own.__func__ if type(own) in (staticmethod, classmethod) else own
+    up = _resolved(sub, attr, 1) is held
+    holders = {k.__name__ for k in sub.__mro__[1:] if _resolved(k, attr) is held}
+    for _ in range(_MOST_WRAPPERS):
+        if func is held_func:
+            return True
+        code = getattr(func, "__code__", None)
+        if not isinstance(code, types.CodeType):
+            return True
+        names = _names(code)
+        if attr in names and (("super" in names and up) or not holders.isdisjoint(names)):
+            return True
+        func = func.__dict__.get("__wrapped__") if type(func) is types.FunctionType else None
+        if func is None:
+            return False
+    return False
 
 
 _HOOKS, _ORIGINAL = "hooks", "original"  # what a wrapper found by ``_wrapping`` calls

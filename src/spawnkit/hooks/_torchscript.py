@@ -88,7 +88,10 @@ def callers(rec: Any) -> list[str]:
     original: a TorchScript function, or a Python function compiled as their callee.
 
     Read from their graphs (``prim::CallFunction`` of the original's qualified name); a caller
-    compiled with ``torch.jit`` inlining everything has no such call, and is not found.
+    compiled with ``torch.jit`` inlining everything has no such call, and is not found.  Only
+    callers that can still run are named (``_live``): a graph whose Python function is gone
+    (and no module holds its ScriptFunction) is not, even where a scripted module compiled
+    with it still calls it (a local function its method reached through a closure: rare).
 
     Torch's private TorchScript state is read (``torch.jit._state``): where a torch version
     lays it out otherwise, nothing is named rather than the worker failing.
@@ -117,12 +120,40 @@ def _compiled_name(state: types.ModuleType, original: Any) -> str | None:
 
 def _calling(state: types.ModuleType, name: str) -> list[str]:
     found: list[str] = []
+    live = _live(state)
     for fn in state._python_cu.get_functions():
+        qualified = fn.qualified_name
+        if qualified not in live and not _held_by_module(qualified):
+            continue  # compiled, and no one can run it again
         for node in fn.graph.findAllNodes("prim::CallFunction"):
             if str(node.inputsAt(0).type()) == name:
-                found.append(fn.qualified_name.removeprefix("__torch__.") + _SUFFIX)
+                found.append(qualified.removeprefix("__torch__.") + _SUFFIX)
                 break
     return sorted(found)
+
+
+def _live(state: types.ModuleType) -> set[str]:
+    """The compiled functions whose Python function is alive: TorchScript's compilation unit
+    keeps every graph it ever compiled, so one there may be a caller no one can run (a
+    function scripted once to probe TorchScript at import, ``def _ts_ok(): def probe(x):
+    return act(x); torch.jit.script(probe)``), and naming it is a false conflict, which stops
+    the worker under ``<PREFIX>_HOOK_CONFLICTS=error``.  TorchScript's caches map a Python
+    function to its compiled name, weakly: the entry goes with the function, and while it
+    lives the compiled copy is what scripting it (or code calling it) reuses.  A
+    ``ScriptFunction`` holds its Python function (``_torchdynamo_inline``), so its entry
+    stays as long as it does."""
+    live = set(state._jit_caching_layer.values())
+    for names in getattr(state, "_jit_function_overload_caching", {}).values():
+        live.update(names)
+    return live
+
+
+def _held_by_module(qualified: str) -> bool:
+    """Whether a module's global of that name is that ScriptFunction (``@torch.jit.script``
+    on a module-level function), for a torch whose ScriptFunction keeps no Python function."""
+    module, _, attr = qualified.removeprefix("__torch__.").rpartition(".")
+    found = getattr(sys.modules.get(module), attr, None)
+    return getattr(found, "qualified_name", None) == qualified
 
 
 def split(names: list[str]) -> tuple[list[str], list[str]]:
