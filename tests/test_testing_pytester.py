@@ -439,6 +439,195 @@ def test_a_patch_left_by_a_test_is_an_error_under_w_error(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["*ERROR at teardown of test_3_leaves_it_applied*"])
 
 
+# The suite's own on_import hooks (armed in a conftest.py, on the default registry and on a
+# namespace's), applied only as a test imports their module: the baseline arriving late.
+ON_IMPORT_CONFTEST = """
+from spawnkit.hooks import HookRegistry, HookType
+from spawnkit.namespace import Namespace
+
+SUITE_NS = Namespace("lazy_suite_ns")
+
+
+def upper(result, *a, **k):
+    return [x.upper() for x in result]
+
+
+HookRegistry.default().register("lazy_mod.tokenize", upper, HookType.AFTER, on_import=True)
+HookRegistry.default().apply_hooks(strict=False)
+SUITE_NS.hooks.register("lazy_ns_mod.tokenize", upper, HookType.AFTER, on_import=True)
+SUITE_NS.hooks.apply_hooks(strict=False)
+"""
+LAZY_MODULE = "def tokenize(s):\n    return s.split()\n"
+
+ON_IMPORT_BASELINE_SUITE = """
+def test_1_imports_the_module():
+    import lazy_mod
+
+    assert lazy_mod.tokenize("a b") == ["A", "B"]
+
+
+def test_2_isolated(isolated_hooks):
+    assert isolated_hooks.registrations() == []
+
+
+def test_3_the_suites_hook_stays():
+    import lazy_mod
+
+    assert lazy_mod.tokenize("a b") == ["A", "B"]
+"""
+
+
+def _lazy_suite(pytester: pytest.Pytester, suite: str) -> pytest.RunResult:
+    pytester.makeconftest(ON_IMPORT_CONFTEST)
+    pytester.makepyfile(lazy_mod=LAZY_MODULE, lazy_ns_mod=LAZY_MODULE, lazy_other=LAZY_MODULE)
+    pytester.makepyfile(test_lazy=suite)
+    return pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+
+
+def test_the_suites_on_import_hook_applied_in_a_test_is_the_baseline(
+    pytester: pytest.Pytester,
+) -> None:
+    result = _lazy_suite(pytester, ON_IMPORT_BASELINE_SUITE)
+    # no HookLeakWarning at the test that only imported the module, and no setup error at the
+    # isolated test after it: the suite's hook applying late is its baseline
+    result.assert_outcomes(passed=3)
+    assert "HookLeakWarning" not in result.stdout.str()
+
+
+ON_IMPORT_NAMESPACE_BASELINE_SUITE = """
+from conftest import SUITE_NS
+from spawnkit.hooks import HookType
+
+
+def test_1_leaks_through_the_namespace(isolated_hooks):
+    SUITE_NS.hooks.register("lazy_other.tokenize", lambda r, *a, **k: r + ["!"], HookType.AFTER)
+    SUITE_NS.hooks.apply_hooks()  # a real leak, through a registry with a hook armed before
+
+
+def test_2_isolated_imports_the_namespaces_module(isolated_hooks):
+    import lazy_ns_mod
+
+    assert lazy_ns_mod.tokenize("a b") == ["A", "B"]
+
+
+def test_3_the_namespaces_hook_stays():
+    import lazy_ns_mod
+
+    assert lazy_ns_mod.tokenize("a b") == ["A", "B"]
+"""
+
+
+def test_the_suites_on_import_hook_applied_in_an_isolated_test_is_no_leak(
+    pytester: pytest.Pytester,
+) -> None:
+    result = _lazy_suite(pytester, ON_IMPORT_NAMESPACE_BASELINE_SUITE)
+    # the namespace registry is not isolated: the leak through it is named, not undone by
+    # unapplying the registry (that would disarm the suite's hook); the suite's hook applying
+    # as an isolated test imports the module is no leak of that test, and it stays
+    result.assert_outcomes(passed=2, failed=1)
+    text = result.stdout.str()
+    assert "'lazy_other.tokenize' patched through registry 'lazy_suite_ns'" in text
+    assert "NOT restored" in text
+    assert "lazy_ns_mod.tokenize" not in text
+
+
+ON_IMPORT_LEFT_SUITE = """
+from spawnkit.hooks import HookRegistry, HookType
+
+
+def exclaim(result, *a, **k):
+    return [x + "!" for x in result]
+
+
+def test_1_adds_its_own_hook_to_the_suites_target():
+    HookRegistry.register("lazy_mod.tokenize", exclaim, HookType.AFTER)
+    import lazy_mod  # applies the suite's hook and this test's
+
+    assert lazy_mod.tokenize("a") == ["A!"]
+
+
+def test_2_isolated(isolated_hooks):
+    pass
+
+
+def test_3_arms_an_on_import_hook():
+    HookRegistry.register("lazy_other.tokenize", exclaim, HookType.AFTER, on_import=True)
+    HookRegistry.apply_hooks()  # waits for lazy_other: nothing is patched yet
+
+
+def test_4_imports_the_module():
+    import lazy_other
+
+    assert lazy_other.tokenize("a") == ["a!"]
+
+
+def test_5_isolated(isolated_hooks):
+    pass
+"""
+
+
+def test_on_import_hooks_a_test_registered_are_still_its_leak(pytester: pytest.Pytester) -> None:
+    result = _lazy_suite(pytester, ON_IMPORT_LEFT_SUITE)
+    result.assert_outcomes(passed=3, errors=2, warnings=2)
+    result.stdout.fnmatch_lines(
+        ["*ERROR at setup of test_2_isolated*", "*ERROR at setup of test_5_isolated*"]
+    )
+    text = result.stdout.str()
+    # a hook the test added to the suite's armed target: the target is the test's leak
+    assert "test_lazy.py::test_1_adds_its_own_hook_to_the_suites_target applied 1 hook" in text
+    assert "left by test_lazy.py::test_1_adds_its_own_hook_to_the_suites_target" in text
+    # an on_import hook the test armed: warned at that test, and blamed on it (not on the test
+    # that imported the module) when it applied later
+    assert "test_lazy.py::test_3_arms_an_on_import_hook armed 1 on_import hook" in text
+    assert "'lazy_other.tokenize' registered with on_import=True" in text
+    assert "left by test_lazy.py::test_3_arms_an_on_import_hook (registered there" in text
+    assert "test_4_imports_the_module applied" not in text
+
+
+ON_IMPORT_APPLIED_IN_BODY_SUITE = """
+import sys
+import types
+
+from spawnkit.hooks import HookRegistry, HookType
+
+mod = types.ModuleType("registered_mod")
+exec("def compute(x):\\n    return x + 1\\n", mod.__dict__)
+sys.modules["registered_mod"] = mod
+
+
+def plus_100(result, *a, **k):
+    return result + 100
+
+
+# registered outside any test body, never applied: applying it is the test's doing
+HookRegistry.register("registered_mod.compute", plus_100, HookType.AFTER)
+
+
+def test_1_applies_what_the_module_registered():
+    HookRegistry.apply_hooks()
+    assert mod.compute(1) == 102
+
+
+def test_2_isolated(isolated_hooks):
+    pass
+"""
+
+
+def test_applying_registrations_made_before_the_test_is_its_leak(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_applied_in_body=ON_IMPORT_APPLIED_IN_BODY_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=1, errors=1, warnings=1)
+    text = result.stdout.str()
+    assert "test_1_applies_what_the_module_registered applied 1 hook patch" in text
+    assert "left by test_applied_in_body.py::test_1_applies_what_the_module_registered" in text
+
+
 WORKER_WARNING_SUITE = """
 import pytest
 

@@ -5,7 +5,9 @@ another registry (a namespace's ``ns.hooks``), and a later test then fails far a
 fixture fails the *leaking* test.  A leak is:
 
 1. a target a non-isolated registry patched during the test and still patched when the body
-   returns (such a registry with nothing applied before is unapplied; otherwise it is named);
+   returns (such a registry with nothing applied or waiting before is unapplied; otherwise it
+   is named).  Not an ``on_import`` registration armed before the test that applied as the test
+   imported its module: the suite's baseline arriving late (``_leftover.Patches.arrived``);
 2. a target of an isolated registry still holding the patched object after the restore.
 
 The phase flags, isolated namespaces' plugin-loading state and their ``bootstrap_here()``
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from spawnkit import _reference
 from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME
+from spawnkit.testing._leftover import Patches, patches
 from spawnkit.testing._provisions import TriedImports, message
 
 if TYPE_CHECKING:
@@ -51,7 +54,10 @@ class HookLeak:
         elif self.restored:
             fixed = " (restored by the fixture)"
         else:
-            fixed = " (NOT restored: that registry had patches before the test, so unapply it)"
+            fixed = (
+                " (NOT restored: that registry had patches, or on_import hooks armed, before the "
+                "test, which unapplying it would undo too)"
+            )
         return f"{self.target!r} patched through registry {self.registry!r}{by}: {self.reason}" + (
             fixed
         )
@@ -124,6 +130,7 @@ class HookIsolation:
         self._isolated: list[_Isolated] = []
         self._begun = False
         self._baseline: dict[int, set[str]] = {}
+        self._before = Patches()  # what was applied and armed as the test began
         self._phase: tuple[bool, bool, Any] = (False, False, None)
         self._tried = TriedImports()
         self.reported: list[HookLeak] = []
@@ -148,6 +155,7 @@ class HookIsolation:
         self._baseline = {
             key: {t.target for t in reg.applied_targets()} for key, reg in _registries().items()
         }
+        self._before = patches()
         self._tried.arm()  # which imports missed a module provided later (_provisions)
 
     def isolate(self, namespace: Namespace | NamespaceConfig | str | None = None) -> HookRegistry:
@@ -173,11 +181,16 @@ class HookIsolation:
     def _outside_leaks(self) -> list[tuple[HookRegistry, list[HookLeak]]]:
         out: list[tuple[HookRegistry, list[HookLeak]]] = []
         isolated = {id(r) for r in self.registries}
+        now = patches()
         for key, reg in _registries().items():
             if key in isolated:
                 continue
             before = self._baseline.get(key, set())
-            new = [t for t in reg.applied_targets() if t.target not in before]
+            new = [
+                t
+                for t in reg.applied_targets()
+                if t.target not in before and not self._arrived(reg.name, t.target, now)
+            ]
             if new:
                 leaks = [
                     HookLeak(
@@ -186,12 +199,24 @@ class HookIsolation:
                         tuple(str(s) for s in t.sources),
                         "applied outside the isolated registry and still patched at the end of "
                         "the test",
-                        None if not before else False,
+                        None if not self._had_any(reg) else False,
                     )
                     for t in new
                 ]
                 out.append((reg, leaks))
         return out
+
+    def _arrived(self, registry: str, target: str, now: Patches) -> bool:
+        """An on_import registration armed before the test, applied as the test imported its
+        module: the suite's baseline (or an earlier test's leftover, named at that test)."""
+        key = (registry, target)
+        return key in now.applied and self._before.arrived(key, now.applied[key][1], now)
+
+    def _had_any(self, reg: HookRegistry) -> bool:
+        """The registry had patches applied, or on_import hooks armed, as the test began."""
+        return bool(self._baseline.get(id(reg))) or any(
+            name == reg.name for name, _ in self._before.waiting
+        )
 
     def missed_provisions(self) -> list[tuple[str, str]]:
         """``(guard policy, message)`` per isolated namespace with a module ``provide_module()``
@@ -225,7 +250,7 @@ class HookIsolation:
             found.extend(self._restore(iso))
         for reg, leaks in self._outside_leaks():
             fixed = False
-            if not self._baseline.get(id(reg)):
+            if not self._had_any(reg):
                 try:
                     reg.unapply()
                     fixed = True

@@ -13,7 +13,7 @@ import pytest
 
 from spawnkit.testing._env import PlatformSelection, PluginAllowlist
 from spawnkit.testing._isolation import HookIsolation, format_leaks
-from spawnkit.testing._leftover import HookLeakWarning, Leftovers, applied_now
+from spawnkit.testing._leftover import HookLeakWarning, Leftovers, Patches, patches
 from spawnkit.testing._modes import LAUNCH_MODES, LaunchMode
 from spawnkit.testing._sandbox import DistSandbox
 
@@ -35,7 +35,7 @@ __all__ = [
 
 _ISOLATION = pytest.StashKey[HookIsolation]()
 _LEFTOVERS = pytest.StashKey[Leftovers]()  # on the config: what earlier test bodies left patched
-_BEFORE_CALL = pytest.StashKey["set[tuple[str, str]]"]()  # on a test without the fixture
+_BEFORE_CALL = pytest.StashKey[Patches]()  # on a test without the fixture: before its body
 _MODE_IDS = frozenset(m.id for m in LAUNCH_MODES)
 _MODES_TEXT = ", ".join(repr(m.id) for m in LAUNCH_MODES)
 
@@ -182,7 +182,7 @@ def isolated_hooks_for(
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Fail (not error) a passing test that leaked a patch, while the test is still running."""
     if "_spawnkit_hook_isolation" not in getattr(item, "fixturenames", ()):
-        item.stash[_BEFORE_CALL] = set(applied_now())  # the body's patches are the test's own
+        item.stash[_BEFORE_CALL] = patches()  # the body's patches are the test's own
     result = yield
     isolation = item.stash.get(_ISOLATION, None)
     if isolation is not None:
@@ -206,11 +206,14 @@ def _missed_provisions(isolation: HookIsolation) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
-    """Warn at a test without the fixture that left patches applied past its teardown."""
+    """Warn at a test without the fixture that left patches applied (or on_import hooks armed)
+    past its teardown."""
     try:
         return (yield)
     finally:
         before = item.stash.get(_BEFORE_CALL, None)
+        if before is not None:
+            del item.stash[_BEFORE_CALL]  # it holds the registries' states
         leftovers = item.config.stash.get(_LEFTOVERS, None)
         if before is not None and leftovers is not None:
             message = leftovers.after_test(item.nodeid, before)
