@@ -761,6 +761,42 @@ def _imported_at(module: str) -> str:
     return f"; {module} was imported at {site.describe()}" if site is not None else ""
 
 
+def _unrebound_lines(ns_name: str, holders: list[dict[str, str]], ending: str) -> list[str]:
+    """The apply stage's report: what the holders are, one line each, and the fix."""
+    from spawnkit.hooks import _propagate as p  # if any
+
+    n, s = len(holders), "s" if len(holders) > 1 else ""
+    level = "" if any(h["kind"] in p.BY_REFERENCE for h in holders) else "module-level "
+    lines = [
+        f"import guard ({ns_name}): {n} call{s} of hooked original{s} began in another "
+        "thread before the hooks were applied (a loop still running, or a pool's "
+        f"initializer that ran); the hooks never run for {'them' if n > 1 else 'it'}{ending}"
+        if all(h["kind"] == p.BEGUN for h in holders)
+        else f"import guard ({ns_name}): {n} {level}reference{s} to hooked originals "
+        "could not be rebound after the hooks were applied; calls through "
+        f"{'them' if n > 1 else 'it'} run the original, without the hooks{ending}"
+        if any(h["kind"] != p.CALLED_AT_IMPORT for h in holders)
+        else f"import guard ({ns_name}): {n} call{s} of hooked target{s} ran the "
+        f"original{s} as {'their modules were' if n > 1 else 'its module was'} imported, "
+        f"before the hooks were applied; what {'they' if n > 1 else 'it'} computed there "
+        f"does not reflect the hooks{ending}"
+    ]
+    lines += [
+        f"- {h['module']}: {h['name']} ran the original of {h['target']!r} ({h['kind']})"
+        + _imported_at(h["module"])
+        if h["kind"] == p.CALLED_AT_IMPORT
+        else f"- {h['module']}.{h['name']} ({h['kind']}) keeps what the original of "
+        f"{h['target']!r} answered"
+        if h["kind"] == p.FILLED
+        else f"- {h['module']}.{h['name']} ({h['kind']}), of {h['target']!r}"
+        if h["kind"] == p.BEGUN
+        else f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}"
+        for h in holders
+    ]
+    lines.append("  " + p.stale_fix({h["kind"] for h in holders}))
+    return lines
+
+
 def check_stale(
     namespace: Any, holders: list[dict[str, str]], policy: str, *, stage: str = "apply_hooks"
 ) -> None:
@@ -773,31 +809,7 @@ def check_stale(
     n, s = len(holders), "s" if len(holders) > 1 else ""
     ending = ", so this worker stops." if policy == "error" else " (guard policy 'warn')."
     if stage == "apply_hooks":
-        from spawnkit.hooks import _propagate as p  # if any
-
-        level = "" if any(h["kind"] in p.BY_REFERENCE for h in holders) else "module-level "
-        lines = [
-            f"import guard ({ns_name}): {n} {level}reference{s} to hooked originals "
-            "could not be rebound after the hooks were applied; calls through "
-            f"{'them' if n > 1 else 'it'} run the original, without the hooks{ending}"
-            if any(h["kind"] != p.CALLED_AT_IMPORT for h in holders)
-            else f"import guard ({ns_name}): {n} call{s} of hooked target{s} ran the "
-            f"original{s} as {'their modules were' if n > 1 else 'its module was'} imported, "
-            f"before the hooks were applied; what {'they' if n > 1 else 'it'} computed there "
-            f"does not reflect the hooks{ending}"
-        ]
-        lines += [
-            f"- {h['module']}: {h['name']} ran the original of {h['target']!r} ({h['kind']})"
-            + _imported_at(h["module"])
-            if h["kind"] == p.CALLED_AT_IMPORT
-            else f"- {h['module']}.{h['name']} ({h['kind']}) keeps what the original of "
-            f"{h['target']!r} answered"
-            if h["kind"] == p.FILLED
-            else f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}"
-            for h in holders
-        ]
-
-        lines.append("  " + p.stale_fix({h["kind"] for h in holders}))
+        lines = _unrebound_lines(ns_name, holders, ending)
     else:
         lines = [
             f"import guard ({ns_name}): {n} hook target{s} {'were' if n > 1 else 'was'} "

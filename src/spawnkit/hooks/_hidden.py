@@ -24,12 +24,18 @@ names, one that starts in a local of the code another live thread runs now (a po
 a module submitted as it ran, ``_POOL.submit(_poll, collect)``: its work item is held by
 the worker thread's frames only, which do not end; ``RUNNING``).  A running frame is no
 referrer ``gc`` knows of: each other thread's frames (``sys._current_frames()``) are read
-once, their locals copied into roots.  Not named: a frame of the applying thread (a local
-of running code: it ends as the apply returns), spawnkit's own records, dict keys and set
-members (lookup tables: torch keeps sets of its functions, FastAPI caches predicates keyed
-by the endpoint; a membership test calls nothing), and paths through functions and cells
-(a decorator's ``__wrapped__``: the sweep names the wrapper itself).  A reference from C code (an
-``atexit`` callback, a torch kernel) has no referrer to climb to, and stays unnamed.
+once, their locals copied into roots.  Read there too: a call of an original another
+thread began before the hooks (a frame running its code: a serve loop a module started as
+it ran; or a pool's initializer that ran), which never runs the hook; it is named instead
+of that thread's locals (``BEGUN``: ``_WorkItem.run``'s ``self.fn`` calls nothing more).
+Not a path: a started thread's ``_target``, ``_args`` and ``_kwargs`` once ``Thread.run``
+called the target with them (``_target_called``).  Not named: a frame of the applying
+thread (a local of running code: it ends as the apply returns), spawnkit's own records,
+dict keys and set members (lookup tables: torch keeps sets of its functions, FastAPI caches
+predicates keyed by the endpoint; a membership test calls nothing), and paths through
+functions and cells (a decorator's ``__wrapped__``: the sweep names the wrapper itself).
+A reference from C code (an ``atexit`` callback, a torch kernel) has no referrer to climb
+to, and stays unnamed.
 
 Rebound, not named: a path of containers only from a module's global, which the sweep's
 one level of exact ``dict``/``list`` did not reach: an engine's registry that subclasses
@@ -75,7 +81,7 @@ from operator import itemgetter, methodcaller
 from typing import Any
 from weakref import ReferenceType, WeakSet
 
-from spawnkit.hooks._propagate import HIDDEN, RUNNING, WEAK, StaleHolder
+from spawnkit.hooks._propagate import BEGUN, HIDDEN, RUNNING, WEAK, StaleHolder
 
 __all__ = ["HIDDEN", "Found", "hidden_holders"]
 
@@ -103,10 +109,13 @@ _NOT_OBJECTS = (
 _Trail = dict[int, tuple[tuple[str, ...], bool, int]]
 #: A container path's steps: an item, or a ``MappingProxyType``'s own mapping
 _ITEM_STEPS = ("[", "<mappingproxy>")
+#: What a started thread's ``Thread.run`` calls its target with, once: spent after that call
+_CONSUMED = ("._target", "._args", "._kwargs")
 _first = itemgetter(0)
 #: A ``WeakSet`` member's step (``_listeners.data{on_step}``): extended only by the
 #: ``WeakSet`` whose ``data`` the set is (``_trail``), never a path's end (``_reached``)
 _MEMBER = "{"
+_ABSENT = object()
 
 
 class Found:
@@ -118,10 +127,15 @@ class Found:
         self.items: dict[int, list[tuple[str, str, int, int]]] = {}  # ..., holder, depth
         self.holders: dict[int, Any] = {}  # a direct holder's id -> the container itself
         self.wrapped: list[tuple[str, str, int]] = []  # a function in items: its closure's
-        # a running thread's locals (a copy's id) -> (function, thread, file:line), and per
-        # original the path from them to name, one per thread: (module, label) by thread
-        self.frames: dict[int, tuple[str, str, str]] = {}
-        self.running: dict[int, dict[str, tuple[str, str]]] = {}
+        # a running thread's locals (a copy's id) -> (function, thread id, its name,
+        # file:line), and per original the path from them to name, one per thread: (module,
+        # label) by thread id
+        self.frames: dict[int, tuple[str, int, str, str]] = {}
+        self.running: dict[int, dict[int, tuple[str, str]]] = {}
+        # per original, a call of it another thread began before the hooks, one per thread
+        # (``BEGUN``): (module, label) by thread id; it stands for that thread's paths
+        self.calls: dict[int, dict[int, tuple[str, str]]] = {}
+        self.spent: set[int] = set()  # started Threads whose run() has called their target
 
 
 def hidden_holders(
@@ -158,7 +172,9 @@ def hidden_holders(
     weakly = set(map(id, map(_first, refs)))
     trails: dict[int, _Trail] = {i: {i: ((), i in weakly, i)} for i in frontier}
     found = Found()
-    kept = _running_locals(roots, found, skip, ignored)  # (alive until the climb ends)
+    calls = _Calls([*map(_first, originals), *map(_first, weak)])
+    keys.update((id(original), key) for original, key in weak)
+    kept = _running_locals(roots, found, skip, ignored, calls)  # (alive until the climb ends)
     for _ in range(_LEVELS):
         if not frontier:
             break
@@ -170,13 +186,27 @@ def hidden_holders(
         fresh = [(m, label) for m, label in paths if (key, m, _first_name(label)) not in named]
         out += [StaleHolder(m, label, kind, key) for m, label in fresh[:_SHOWN]]
     out += [StaleHolder(m, label, "closure variable", keys[o]) for m, label, o in found.wrapped]
-    for origin, threads in found.running.items():
-        if origin not in found.named:  # else a module's path names it, which outlives code
-            kind = WEAK if origin in weakly else RUNNING
-            shown = list(threads.values())[:_SHOWN]
-            out += [StaleHolder(m, label, kind, keys[origin]) for m, label in shown]
+    out += _in_threads(found, keys, weakly)
     del kept
     return out, _items(found, originals, out, named)
+
+
+def _in_threads(found: Found, keys: dict[int, str], weakly: set[int]) -> list[StaleHolder]:
+    """What other threads hold: a local of running code, one path per thread, where no
+    module's path names the original (which outlives code); and a call of it a thread
+    began before the hooks, which stands for that thread's locals (the one that made the
+    call, ``_WorkItem.run``'s ``self.fn``, calls nothing more)."""
+    out = []
+    for origin, threads in found.running.items():
+        began = found.calls.get(origin, {})
+        left = [path for ident, path in threads.items() if ident not in began]
+        if origin not in found.named:
+            kind = WEAK if origin in weakly else RUNNING
+            out += [StaleHolder(m, label, kind, keys[origin]) for m, label in left[:_SHOWN]]
+    for origin, began in found.calls.items():
+        shown = list(began.values())[:_SHOWN]
+        out += [StaleHolder(m, label, BEGUN, keys[origin]) for m, label in shown]
+    return out
 
 
 def _callable_refs(weak: Sequence[tuple[Any, str]]) -> list[tuple[Any, str]]:
@@ -302,13 +332,14 @@ def _climb(
     referrers = gc.get_referrers(*objs)
     own = {id(objs), id(referrers), id(frontier), id(above), id(trails), id(roots), id(found)}
     own.update(map(id, (found.named, found.items, found.holders, found.wrapped)))
+    spent = found.spent  # a started thread's target and arguments: called once already
     for ref in referrers:
         rid = id(ref)
         if rid in own or rid in skip or type(ref) is types.FrameType:
             continue
         if rid in trails:  # met before (a class, from its own attribute): climb again only
             known = trails[rid]  # for what it learns, a path through an object
-            for origin, step in _trail(ref, frontier, trails, classes, members).items():
+            for origin, step in _trail(ref, frontier, trails, classes, members, spent).items():
                 if step[2] == rid:
                     found.holders[rid] = ref
                 if origin not in known or (step[1] and not known[origin][1]):
@@ -319,7 +350,7 @@ def _climb(
         if module is not None:
             _reached(ref, module, frontier, trails, found, classes)
         elif not _ours(ref):
-            mine = _trail(ref, frontier, trails, classes, members)
+            mine = _trail(ref, frontier, trails, classes, members, spent)
             if mine:
                 trails[rid] = mine
                 above[rid] = ref
@@ -357,9 +388,9 @@ def _reached(
             label = f"{key}{''.join(steps)}"
             if running is not None:
                 if origin not in classes:  # the first path found in each thread: its shortest
-                    function, thread, where = running
+                    function, ident, thread, where = running
                     shown = f"{function}() local {label}, in thread {thread!r} at {where}"
-                    found.running.setdefault(origin, {}).setdefault(thread, (module, shown))
+                    found.running.setdefault(origin, {}).setdefault(ident, (module, shown))
             elif through and (origin not in classes or not any(map(_plumbing, steps))):
                 _once(found.named.setdefault(origin, []), (module, label))
             elif steps and all(map(methodcaller("startswith", _ITEM_STEPS), steps)):
@@ -370,21 +401,48 @@ def _reached(
                 _once(found.wrapped, (module, f"{key}{items}() closure", origin))
 
 
+class _Calls:
+    """The originals' functions, to tell a frame that runs one: by its code, and the values
+    of its closure (a decorator's wrapper's code is every function it wraps')."""
+
+    def __init__(self, originals: list[Any]) -> None:
+        self.codes: dict[int, list[tuple[int, tuple[tuple[str, Any], ...]]]] = {}
+        self.functions: dict[int, int] = {}  # a function's id -> its original's (a pool's
+        for original in originals:  # initializer is the function itself)
+            func = original
+            if type(original) in (staticmethod, classmethod):
+                func = original.__func__
+            if type(func) is types.FunctionType:
+                free = zip(func.__code__.co_freevars, func.__closure__ or (), strict=False)
+                cells = tuple(free)
+                self.codes.setdefault(id(func.__code__), []).append((id(original), cells))
+                self.functions[id(func)] = id(original)
+
+
 def _running_locals(
-    roots: dict[int, str], found: Found, skip: set[int], ignored: Collection[str]
+    roots: dict[int, str], found: Found, skip: set[int], ignored: Collection[str], calls: _Calls
 ) -> list[Any]:
     """Copies of the locals of the code each other live thread runs now, made roots (the
     frame's module) and kept in ``found.frames``: a running frame is no referrer ``gc``
     knows of, and the frame does not end (a pool's worker running the task a module
     submitted as it ran).  Neither the applying thread's frames (its locals end as the
     apply returns) nor spawnkit's or the hook modules'; each frame's own ``f_locals`` dict
-    (3.11, 3.12) is skipped, the copy stands for it."""
+    (3.11, 3.12) is skipped, the copy stands for it.  Read on the way: a call of an original
+    in progress there (``_began``), a pool's initializer that ran (``_initialized``), and
+    the started threads whose target and arguments are spent (``_target_called``)."""
     me = threading.get_ident()
-    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    threads = {thread.ident: thread for thread in threading.enumerate()}
     kept: list[Any] = []  # the copies, and each frame's own dict (skipped: its id kept)
     for ident, top in sys._current_frames().items():
-        frames = [] if ident == me else _stack(top)
+        thread, frames = threads.get(ident), _stack(top)
+        if thread is not None and _target_called(frames):
+            found.spent.add(id(thread))
+        if ident == me:
+            continue
+        named = (ident, thread.name if thread is not None else "?")
         for frame in frames:
+            if id(frame.f_code) in calls.codes:
+                _began(frame, named, calls, found)
             module = frame.f_globals.get("__name__")
             if type(module) is not str or module.partition(".")[0] == "spawnkit":
                 continue
@@ -395,11 +453,91 @@ def _running_locals(
                 skip.add(id(local))
                 kept.append(local)
             copy = dict(local.items())  # (item by item: tracked if it holds anything)
+            _initialized(frame, copy, named, calls, found)
             kept.append(copy)
             roots[id(copy)] = module
             where = f"{frame.f_code.co_filename}:{frame.f_lineno}"
-            found.frames[id(copy)] = (frame.f_code.co_name, names.get(ident, "?"), where)
+            found.frames[id(copy)] = (frame.f_code.co_name, *named, where)
     return kept
+
+
+def _began(frame: types.FrameType, thread: tuple[int, str], calls: _Calls, found: Found) -> None:
+    """A frame that runs an original: a call another thread began before the hooks (a serve
+    loop a module started as it ran), which never runs the hook, whatever its caller holds.
+    The outermost such frame of a thread is kept (frames come innermost first)."""
+    code = frame.f_code
+    for origin, cells in calls.codes[id(code)]:
+        if all(_holds(frame, name, cell) for name, cell in cells):
+            ident, name = thread
+            module = frame.f_globals.get("__name__")
+            label = (
+                f"{_qualname(code)}() call in progress in thread {name!r} at "
+                f"{code.co_filename}:{frame.f_lineno}"
+            )
+            found.calls.setdefault(origin, {})[ident] = (str(module), label)
+
+
+def _holds(frame: types.FrameType, name: str, cell: types.CellType) -> bool:
+    """Whether the frame's free variable ``name`` is the cell's value: the same closure."""
+    try:
+        return frame.f_locals.get(name, _ABSENT) is cell.cell_contents
+    except ValueError:  # an empty cell
+        return False
+
+
+def _initialized(
+    frame: types.FrameType,
+    copy: dict[str, Any],
+    thread: tuple[int, str],
+    calls: _Calls,
+    found: Found,
+) -> None:
+    """A ``concurrent.futures`` pool's worker past its call of the pool's initializer: the
+    ``initializer`` and ``initargs`` it keeps are spent (taken out of ``copy``), and an
+    initializer that is an original ran in that thread before the hooks (``BEGUN``).  The
+    pool's own ``_initializer``, which a worker it starts later calls, is another path."""
+    pool = sys.modules.get("concurrent.futures.thread")
+    worker = getattr(pool, "_worker", None)
+    if type(worker) is not types.FunctionType or frame.f_code is not worker.__code__:
+        return
+    called = _initializer_call(worker.__code__)
+    if called is None or frame.f_lasti <= called:  # not yet, or now: its own frame says so
+        return
+    init = copy.pop("initializer", None)
+    copy.pop("initargs", None)
+    func = init.func if type(init) is functools.partial else init
+    origin = calls.functions.get(id(func))
+    if origin is not None:
+        ident, name = thread
+        label = f"{_qualname(func.__code__)}() run as the initializer of thread {name!r}"
+        found.calls.setdefault(origin, {})[ident] = (str(func.__module__), label)
+
+
+@functools.cache
+def _initializer_call(code: types.CodeType) -> int | None:
+    """The offset of ``_worker``'s call of the initializer (the first call once ``initargs``
+    is loaded: ``initializer(*initargs)``, 3.10 to 3.13); None where none is found."""
+    import dis  # only where a pool's worker holds an original
+
+    loaded = False
+    for ins in dis.get_instructions(code):
+        names = ins.argval if type(ins.argval) is tuple else (ins.argval,)
+        loaded = loaded or (ins.opname.startswith("LOAD_FAST") and "initargs" in names)
+        if loaded and ins.opname.startswith("CALL"):
+            return ins.offset
+    return None
+
+
+def _target_called(frames: list[types.FrameType]) -> bool:
+    """Whether ``Thread.run`` has called the thread's target (a frame above it): it calls it
+    once, so the ``_target``, ``_args`` and ``_kwargs`` it keeps until the target returns
+    are spent; what the target still holds is in its own frames."""
+    run = threading.Thread.run.__code__
+    return any(frame.f_code is run for frame in islice(frames, 1, None))
+
+
+def _qualname(code: types.CodeType) -> str:
+    return str(getattr(code, "co_qualname", code.co_name))  # (3.11+)
 
 
 def _stack(frame: types.FrameType | None) -> list[types.FrameType]:
@@ -425,8 +563,10 @@ def _trail(
     trails: dict[int, _Trail],
     classes: set[int],
     members: set[int],
+    spent: Collection[int] = (),
 ) -> _Trail:
-    """``ref``'s trail: its links to the objects of ``frontier``, each trail extended.
+    """``ref``'s trail: its links to the objects of ``frontier``, each trail extended; none
+    through the target and arguments of a started thread in ``spent`` (see ``_target_called``).
 
     A replaced class is held as a registry holds it, a dict's value or a list's item
     (``_models["llama"] = Llama``), or not at all: an attribute or a tuple holding a class
@@ -451,6 +591,8 @@ def _trail(
                 steps = ("." + first[2:-2], *steps[1:])
             else:
                 steps = (step, *steps)
+            if rid in spent and steps[0] in _CONSUMED:
+                continue
             if origin in classes and _plumbing(steps[0]):
                 continue  # never named (see _plumbing): not worth a heap pass a level
             holder = rid if child == origin else holder  # the object holding it itself

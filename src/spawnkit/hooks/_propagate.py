@@ -203,8 +203,17 @@ WEAK = "a callback registry's weak reference, which cannot be rebound"
 #: (``_hidden``): the frame does not end, and no sweep reads it.
 RUNNING = "a local of code another thread is running, which no sweep reads"
 
+#: A holder's kind for a call of an original that another thread began before the hooks
+#: were applied (``_hidden``): a serve loop a module started as it ran (``ThreadPoolExecutor(1)
+#: .submit(serve)``) still running, or a thread pool's initializer that ran in its thread.
+#: Nothing refers to it that could be rebound: the call was made, and never runs the hook.
+BEGUN = (
+    "a call of the original in another thread that began before the hooks were applied: the "
+    "hook never runs for it"
+)
+
 #: The kinds ``_hidden`` finds by reference: not a module's global, nor one level below
-BY_REFERENCE = frozenset({HIDDEN, WEAK, RUNNING})
+BY_REFERENCE = frozenset({HIDDEN, WEAK, RUNNING, BEGUN})
 
 #: A holder's kind for an ``lru_cache`` whose results came from an original before the hooks
 #: (``_caches``): nothing to rebind, values computed from it.
@@ -863,6 +872,47 @@ def _defaults_of(name: str, func: types.FunctionType) -> Iterator[tuple[str, str
         yield f"{name}() default of {param!r}", "default argument", item
 
 
+#: The fix for each kind of holder besides a module's own references, in the order given
+_FIXES = {
+    CALLED_AT_IMPORT: (
+        "for a call made as a module was imported, import that module only after the "
+        "hooks are applied (from the entry, or inside the plugin's register function, not "
+        "at a plugin module's top level), or compute the value where it is used."
+    ),
+    FILLED: (
+        "for an lru_cache that answered before the hooks, call it only after they are "
+        "applied (from the entry, not in a plugin's register function or as a module is "
+        "imported), or clear it then (`<the function>.cache_clear()`)."
+    ),
+    HIDDEN: (
+        "for an object that keeps the function it was handed as its module ran (a web "
+        "route's endpoint, a thread's target, another library's registry), hook a function "
+        "or method it calls at each use instead, or hand it the function after the hooks "
+        "are applied (add the route from the entry)."
+    ),
+    WEAK: (
+        "for a callback registry that keeps a weak reference (a signal's `connect()`, a "
+        "`weakref.WeakMethod` observer, a `weakref.WeakSet` of listeners), connect the "
+        "handler after the hooks are applied (from the entry, not as its module is "
+        "imported), or hook a function the handler calls instead."
+    ),
+    BEGUN: (
+        "for a call a thread began before the hooks were applied (a serve loop a module "
+        "started as it was imported, `ThreadPoolExecutor(1).submit(serve)`, still running; "
+        "or a thread pool's initializer, which ran in its thread), start that thread or "
+        "pool after the hooks are applied (from the entry, or from a hook), or hook a "
+        "function the loop calls at each step instead: a call never reaches hooks applied "
+        "after it began."
+    ),
+    RUNNING: (
+        "for a thread or pool task a module started as it was imported and handed the "
+        "function (`pool.submit(poll, collect)`), start it after the hooks are applied "
+        "(from the entry), or have it call the function through its module at each use "
+        "(`metrics.collect()`)."
+    ),
+}
+
+
 def stale_fix(kinds: Collection[str]) -> str:
     """The one fix for every holder the sweep reports: where the reference should come from."""
     made = {
@@ -885,39 +935,7 @@ def stale_fix(kinds: Collection[str]) -> str:
             "module, or a dict or list entry, which the sweep rebinds) instead of keeping it in "
             f"a tuple or a default argument{later}."
         )
-    if CALLED_AT_IMPORT in kinds:
-        fixes.append(
-            "for a call made as a module was imported, import that module only after the "
-            "hooks are applied (from the entry, or inside the plugin's register function, not "
-            "at a plugin module's top level), or compute the value where it is used."
-        )
-    if FILLED in kinds:
-        fixes.append(
-            "for an lru_cache that answered before the hooks, call it only after they are "
-            "applied (from the entry, not in a plugin's register function or as a module is "
-            "imported), or clear it then (`<the function>.cache_clear()`)."
-        )
-    if HIDDEN in kinds:
-        fixes.append(
-            "for an object that keeps the function it was handed as its module ran (a web "
-            "route's endpoint, a thread's target, another library's registry), hook a function "
-            "or method it calls at each use instead, or hand it the function after the hooks "
-            "are applied (add the route from the entry)."
-        )
-    if WEAK in kinds:
-        fixes.append(
-            "for a callback registry that keeps a weak reference (a signal's `connect()`, a "
-            "`weakref.WeakMethod` observer, a `weakref.WeakSet` of listeners), connect the "
-            "handler after the hooks are applied (from the entry, not as its module is "
-            "imported), or hook a function the handler calls instead."
-        )
-    if RUNNING in kinds:
-        fixes.append(
-            "for a thread or pool task a module started as it was imported and handed the "
-            "function (`pool.submit(poll, collect)`), start it after the hooks are applied "
-            "(from the entry), or have it call the function through its module at each use "
-            "(`metrics.collect()`)."
-        )
+    fixes += [fix for kind, fix in _FIXES.items() if kind in kinds]
     return "Fix: " + " And ".join(fixes)
 
 

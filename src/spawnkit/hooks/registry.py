@@ -21,7 +21,7 @@ from spawnkit.errors import HookError, HookRegistrationError
 from spawnkit.hooks import _apply, _conflicts, _decide, _on_import, _provide, _resolve, _state
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import Journal
-from spawnkit.hooks._propagate import Rebind, StaleHolder, find_holders, stale_fix
+from spawnkit.hooks._propagate import BEGUN, Rebind, StaleHolder, find_holders, stale_fix
 from spawnkit.hooks._provide import Provision
 from spawnkit.hooks._queries import RegistryQueries
 from spawnkit.hooks.types import (
@@ -608,14 +608,22 @@ def _restore_all(st: _state.State) -> list[str]:
 
 def _stale_message(holders: list[dict[str, str]]) -> str:
     listed = "; ".join(
-        f"{h['module']}.{h['name']} ({h['kind']}) holds the original {h['target']!r}"
+        f"{h['module']}.{h['name']} ({h['kind']}), of {h['target']!r}"
+        if h["kind"] == BEGUN
+        else f"{h['module']}.{h['name']} ({h['kind']}) holds the original {h['target']!r}"
         for h in holders
     )
-    return (
-        f"{len(holders)} reference(s) to hooked originals could not be rebound: {listed}. "
-        "Calls through them run the original, without the hooks. "
-        + stale_fix({h["kind"] for h in holders})
-    )
+    if all(h["kind"] == BEGUN for h in holders):
+        head = (
+            f"{len(holders)} call(s) of hooked originals began in another thread before the "
+            f"hooks were applied: {listed}. The hooks never run for them. "
+        )
+    else:
+        head = (
+            f"{len(holders)} reference(s) to hooked originals could not be rebound: {listed}. "
+            "Calls through them run the original, without the hooks. "
+        )
+    return head + stale_fix({h["kind"] for h in holders})
 
 
 def plugin_hook(
