@@ -533,6 +533,51 @@ def test_the_suites_on_import_hook_applied_in_an_isolated_test_is_no_leak(
     assert "lazy_ns_mod.tokenize" not in text
 
 
+ON_IMPORT_IMPORTED_IN_ISOLATION_SUITE = """
+import pytest
+from conftest import SUITE_NS
+from spawnkit.hooks import HookRegistry
+
+
+def test_1_isolated_imports_the_module_first(isolated_hooks):
+    import lazy_mod
+
+    assert lazy_mod.tokenize("a b") == ["a", "b"]  # the test's registry is empty
+
+
+def test_2_the_suites_hook_applies_after_it():
+    import lazy_mod
+
+    assert lazy_mod.tokenize("a b") == ["A", "B"]
+    assert [s.state for s in HookRegistry.default().status()] == ["applied"]
+
+
+@pytest.mark.parametrize("isolated_hooks", [SUITE_NS], indirect=True)
+def test_3_isolated_namespace_imports_its_module_first(isolated_hooks):
+    import lazy_ns_mod
+
+    assert lazy_ns_mod.tokenize("a b") == ["a", "b"]
+
+
+def test_4_the_namespaces_hook_applies_after_it():
+    import lazy_ns_mod
+
+    assert lazy_ns_mod.tokenize("a b") == ["A", "B"]
+    assert [s.state for s in SUITE_NS.hooks.status()] == ["applied"]
+"""
+
+
+def test_the_suites_on_import_hook_applies_after_an_isolated_test_imported_its_module(
+    pytester: pytest.Pytester,
+) -> None:
+    result = _lazy_suite(pytester, ON_IMPORT_IMPORTED_IN_ISOLATION_SUITE)
+    # the isolated test's import went to its empty registry; at its teardown the suite's armed
+    # hook (default registry, and a namespace's isolated by indirect parametrization) applies
+    # to the module, as it would have had the import happened outside the test; no leak
+    result.assert_outcomes(passed=4)
+    assert "HookLeakWarning" not in result.stdout.str()
+
+
 ON_IMPORT_LEFT_SUITE = """
 from spawnkit.hooks import HookRegistry, HookType
 

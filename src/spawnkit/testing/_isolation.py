@@ -12,7 +12,9 @@ fixture fails the *leaking* test.  A leak is:
 
 The phase flags, isolated namespaces' plugin-loading state and their ``bootstrap_here()``
 record (``launch._here``) are restored too; and a module an isolated registry provided after
-the test's code had missed it is named (``_provisions``).
+the test's code had missed it is named (``_provisions``).  An ``on_import`` hook armed before
+the test on an isolated registry whose module the test imported is applied once its state is
+back (:meth:`HookIsolation.apply_arrived`): the finder told only the test's empty state.
 """
 
 from __future__ import annotations
@@ -105,6 +107,17 @@ def _raw(owner: Any, attr: str) -> Any:
         return getattr(owner, attr, _ABSENT)
 
 
+def _imported_waits(registry: HookRegistry) -> list[str]:
+    """The imported modules that ``registry``'s waiting ``on_import`` targets watch."""
+    from spawnkit.hooks import _resolve
+
+    with registry._lock:
+        st = registry._state
+        paths = [st.paths[key] for key in st.waiting]
+    names = (name for path in paths for name in _resolve.watch_names(path))
+    return [name for name in dict.fromkeys(names) if name in sys.modules]
+
+
 def _reset_plugins(ns: Namespace) -> None:
     manager = ns._plugins
     if manager is None and ns.name == DEFAULT_NAMESPACE_NAME:
@@ -133,6 +146,7 @@ class HookIsolation:
         self._before = Patches()  # what was applied and armed as the test began
         self._phase: tuple[bool, bool, Any] = (False, False, None)
         self._tried = TriedImports()
+        self._restored: list[HookRegistry] = []  # for apply_arrived(), after finish()
         self.reported: list[HookLeak] = []
 
     @property
@@ -246,6 +260,7 @@ class HookIsolation:
         found: list[HookLeak] = []
         self._tried.disarm()
         isolated, self._isolated = self._isolated, []
+        self._restored = [iso.registry for iso in isolated]
         for iso in reversed(isolated):
             found.extend(self._restore(iso))
         for reg, leaks in self._outside_leaks():
@@ -269,6 +284,21 @@ class HookIsolation:
             # patches are undone now: its record would have a later call return "applied".
             _here.put_back(iso.namespace, iso.here)
         return found
+
+    def apply_arrived(self) -> None:
+        """Apply the restored registries' ``on_import`` hooks whose module the test imported.
+
+        The import finder told the registry while the test's empty state was in place, which
+        waited for nothing, and no later import tells the restored one: the suite's hook (armed
+        in a ``conftest.py``) would wait for good, ``status()`` "pending", and every later test
+        would run that module unhooked.  Applied as the finder would have (a strict failure
+        raises, as it would have in the ``import``); a module gone from ``sys.modules`` again
+        is left to its next import.
+        """
+        restored, self._restored = self._restored, []
+        for registry in restored:
+            for name in _imported_waits(registry):
+                registry._module_imported(name)  # the finder's call after a first import
 
     @staticmethod
     def _restore(iso: _Isolated) -> list[HookLeak]:

@@ -154,8 +154,11 @@ def _spawnkit_hook_isolation(request: pytest.FixtureRequest) -> Iterator[HookIso
             if (leak.registry, leak.target)
             not in {(r.registry, r.target) for r in isolation.reported}
         ]
-        if leaks:
-            pytest.fail(format_leaks(leaks, when="past the end of the test"), pytrace=False)
+        try:
+            if leaks:
+                pytest.fail(format_leaks(leaks, when="past the end of the test"), pytrace=False)
+        finally:
+            isolation.apply_arrived()  # the suite's on_import hooks the test's import missed
 
 
 @pytest.fixture
