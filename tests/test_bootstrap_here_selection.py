@@ -369,3 +369,89 @@ def test_a_launch_after_bootstrap_here_follows_the_cpu_engine_switch_set_since(
     assert f"{var} (unset then, '1' now)" in text, text
     assert "on platform 'base'" in text and "now is platform 'cpu'" in text, text
     assert "No worker was started" in text and "bootstrap_parent=False" in text, text
+
+
+# ------------------- a second bootstrap_here() after what an automatic decision reads changed
+_DECIDED_SCRIPT = """
+import json, os, sys
+import spawnkit
+from spawnkit.platforms import _probes
+
+TAG = {tag!r}
+NS = spawnkit.Namespace(TAG, env_prefix=TAG.upper())
+CPU = TAG.upper() + "_USE_CPU_ENGINE"
+# No GPU on the test machine: one NVIDIA GPU stands in for NVML's count, its visibility read
+# from CUDA_VISIBLE_DEVICES as the real probe reads it.
+NS.platforms._probes["cuda"] = lambda: _probes.Probe(
+    _probes._visible_limit("CUDA_VISIBLE_DEVICES") != 0, "test: 1 GPU"
+)
+os.environ["CUDA_VISIBLE_DEVICES"] = ""  # none visible at the first bootstrap_here()
+
+
+def refused(call):
+    try:
+        call()
+    except spawnkit.ConfigError as exc:
+        return {{"setting": exc.setting, "message": str(exc)}}
+    return None
+
+
+if __name__ == "__main__":
+    var, same, other = sys.argv[1:]
+    var = {{"CPU": CPU, "PLATFORM": TAG.upper() + "_PLATFORM"}}.get(var, var)
+    first = spawnkit.bootstrap_here(NS)
+    out = {{"boot": first.platform["name"], "changed": var}}
+    os.environ[var] = same  # changed, and the decision with it unchanged
+    out["same"] = spawnkit.bootstrap_here(NS) is first
+    os.environ[var] = other
+    out["other"] = refused(lambda: spawnkit.bootstrap_here(NS))
+    out["here"] = NS.platforms.selection().name
+    print(json.dumps(out))
+"""
+
+
+def _assert_refused(
+    out: dict[str, Any], then: str, now: str, platform: str, applied: str = "base"
+) -> None:
+    err, var = out["other"], out["changed"]
+    assert err is not None, f"bootstrap_here() returned the first report after {var}: {out}"
+    text = err["message"]
+    assert err["setting"] == var
+    assert f"{var} ({then} then, {now!r} now)" in text, text
+    assert f"on platform {applied!r}" in text and f"now is platform {platform!r}" in text, text
+    assert f"set {var} before the first bootstrap_here()" in text and "new process" in text, text
+    assert out["here"] == applied  # this process stays on what it applied, and says so
+
+
+def test_a_second_bootstrap_here_after_the_cpu_engine_switch_set_since_is_refused(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Before: the decision had been automatic ('base'); with <PREFIX>_USE_CPU_ENGINE=1 set
+    since, a fresh one (a launch's) picks 'cpu', yet bootstrap_here() returned the first report
+    and the process stayed on 'base', nothing said."""
+    out = _run(tmp_path_factory, _DECIDED_SCRIPT, argv=("CPU", "0", "1"))
+    assert out["boot"] == "base"
+    assert out["same"] is True  # the control: set to '0', the decision is still 'base'
+    _assert_refused(out, "unset", "1", "cpu")
+
+
+def test_a_second_bootstrap_here_after_a_device_was_made_visible_since_is_refused(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Before: CUDA_VISIBLE_DEVICES='' at the first call ('base'), '0' since: a fresh decision
+    finds the GPU ('cuda'), yet bootstrap_here() returned the first report, nothing said."""
+    out = _run(tmp_path_factory, _DECIDED_SCRIPT, argv=("CUDA_VISIBLE_DEVICES", "-1", "0"))
+    assert out["boot"] == "base"
+    assert out["same"] is True  # the control: '-1' still hides every device
+    _assert_refused(out, "''", "0", "cuda")
+
+
+def test_a_second_bootstrap_here_after_the_platform_variable_was_cleared_is_refused(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """Before: <PREFIX>_PLATFORM='cpu' at the first call, blank since: an automatic decision
+    picks 'base', yet bootstrap_here() returned the first report ('cpu'), nothing said."""
+    out = _run(tmp_path_factory, _DECIDED_SCRIPT, argv=("PLATFORM", "CPU", ""), PLATFORM="cpu")
+    assert out["boot"] == "cpu"
+    assert out["same"] is True  # the control: 'CPU' names the same built-in
+    _assert_refused(out, "'cpu'", "", "base", applied="cpu")

@@ -5,7 +5,10 @@ is pinned and initialised once; a fork child inherits all of it.  A ``<PREFIX>_P
 ``<PREFIX>_PLATFORM`` set or changed in ``os.environ`` after the first ``bootstrap_here()``
 therefore cannot take effect here: a second ``bootstrap_here()`` returned the first report,
 and a fork context's children inherited the first plugin set while the context's spec named
-the new one, both unsaid.  Spawned and warm workers load each launch's own selection and
+the new one, both unsaid.  So did a change that moves an automatic decision
+(``<PREFIX>_USE_CPU_ENGINE``, a device's visibility the probes read, ``<PREFIX>_PLATFORM``
+cleared): those are recorded too, and once one changed the platform is decided afresh, as a
+launch would, and compared.  Spawned and warm workers load each launch's own selection and
 are not concerned; only this process's state is.
 
 The same holds for ``spawn_with_plugins(bootstrap_parent=True, env={...})``: the launcher
@@ -30,6 +33,7 @@ from spawnkit import _metadata
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.errors import ConfigError
 from spawnkit.namespace import Namespace
+from spawnkit.platforms._probes import VISIBILITY_VARS
 from spawnkit.spec import ProcessSpec
 
 __all__ = [
@@ -111,10 +115,11 @@ _UNNAMED = "the installed plugins or what platform discovery reads (a device's v
 
 
 def _selection_env(ns: Namespace) -> dict[str, str | None]:
-    """The variables that select, as read here: ``<PREFIX>_USE_CPU_ENGINE`` too, which picks
-    the CPU where no platform is named (a launch decides afresh with it)."""
+    """The variables that select, as read here: ``<PREFIX>_USE_CPU_ENGINE`` and the device
+    visibility the built-in probes read too, which move an automatic decision (a launch
+    decides afresh with them, and a repeated ``bootstrap_here()`` asks whether they did)."""
     cfg = ns.config
-    names = (cfg.plugins_var, cfg.platform_var, cfg.cpu_engine_var)
+    names = (cfg.plugins_var, cfg.platform_var, cfg.cpu_engine_var, *VISIBILITY_VARS)
     return {var: os.environ.get(var) for var in names}
 
 
@@ -137,25 +142,28 @@ def put_back(ns: Namespace, applied: Applied | None) -> None:
         _applied[ns.name] = applied
 
 
-def check_same_selection(ns: Namespace, applied: Applied) -> None:
+def check_same_selection(ns: Namespace, applied: Applied, *, decide: bool = True) -> None:
     """A repeated ``bootstrap_here()``: the same selection returns as before (the variables
-    unchanged: one comparison); another one is refused, since it cannot take effect here."""
+    unchanged: one comparison); another one is refused, since it cannot take effect here.
+    ``decide=False``: the platform is not decided afresh (``context.bootstrap_ns``)."""
     now = _selection_env(ns)
     if now in applied.same:
         return
-    platform = _platform_now(ns, applied.spec)
     with _metadata.one_look():
+        platform = _platform_now(ns, applied.spec, decide)
         plugins = ns.plugins.select(platform=applied.spec.platform)
     if (platform, plugins) == (applied.spec.platform, applied.spec.plugins):
-        applied.same.append(now)  # another spelling of the same selection: asked once
+        if decide:  # another spelling of the same selection: asked once
+            applied.same.append(now)
         return
     names = _names(applied.env, now)
     raise ConfigError(
         f"spawnkit.bootstrap_here({ns.name!r}) was called again, but "
         f"{_changes(applied.env, now)} changed since this process bootstrapped: "
-        f"{_both(applied.spec, platform, plugins)}. Plugins load and hooks apply once per "
-        "process (a fork child inherits them), so the new selection cannot take effect "
-        f"here. Fix: set {names} before the first bootstrap_here() (at the top of the entry "
+        f"{_both(applied.spec, platform, plugins)}. The platform is decided and initialised "
+        "once per process, and plugins load and hooks apply once (a fork child inherits "
+        "them), so the new selection cannot take effect here. Fix: set "
+        f"{names} before the first bootstrap_here() (at the top of the entry "
         "module), or start a new process for the other selection; to give only spawned "
         "workers another one, pass the variable in the launch's env= "
         "(spawn_with_plugins(..., env={...})) instead of changing os.environ.",
@@ -189,14 +197,21 @@ def check_fork_context(ns: Namespace, spec: ProcessSpec) -> None:
     )
 
 
-def _platform_now(ns: Namespace, applied: ProcessSpec) -> str | None:
+def _platform_now(ns: Namespace, applied: ProcessSpec, decide: bool) -> str | None:
     """The platform a first ``bootstrap_here()`` would select now.  This process's platform is
     pinned, so no selection here reads ``<PREFIX>_PLATFORM`` again: the variable itself is
-    compared (a built-in's name in any case)."""
+    compared (a built-in's name in any case).  Unset, the decision is made afresh, as a
+    launch's (``<PREFIX>_USE_CPU_ENGINE`` or a device's visibility set since moves it); only
+    asked once a recorded variable changed."""
     var = os.environ.get(ns.config.platform_var, "").strip()
-    if var and var != applied.platform and var.lower() != applied.platform:
-        return var
-    return applied.platform
+    if var:
+        return applied.platform if applied.platform in (var, var.lower()) else var
+    if not decide:
+        return applied.platform
+    from spawnkit.platforms.discovery import env_applied
+
+    with env_applied({}, fresh=True):
+        return ns.platforms.select(pinned=False).name
 
 
 def _culprits(ns: Namespace, env: Mapping[str, str]) -> list[str]:

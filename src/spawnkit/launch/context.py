@@ -292,11 +292,17 @@ class _NoWorker:
 
 def bootstrap_here(namespace: Namespace | NamespaceConfig | str | None = None) -> BootstrapReport:
     """Run guard check, platform, plugins and hooks in this process; return its report."""
-    ns = get_namespace(namespace)
+    return bootstrap_ns(get_namespace(namespace))
+
+
+def bootstrap_ns(ns: Namespace, *, decide: bool = True) -> BootstrapReport:
+    """``bootstrap_here()``; ``decide=False``: a repeated call does not decide the platform
+    afresh (``spawn_with_plugins(bootstrap_parent=True)``, whose launch decides it and holds
+    its workers to this process's, with its own message: ``_here.Applied.check_launch``)."""
     with _here_lock:
         applied = _here.applied_here(ns)
         if applied is not None:  # here before: nothing new to do, unless asked for another
-            _here.check_same_selection(ns, applied)
+            _here.check_same_selection(ns, applied, decide=decide)
             return applied.report
         found = context_process.bootstrapped_report(ns.name)
         if found is not None:  # a worker of this namespace: nothing new to do

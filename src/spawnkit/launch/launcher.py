@@ -115,9 +115,9 @@ def _bootstrap_parent(ns: Namespace) -> Applied | None:
     spawned; what it applied (None in a worker of ``ns``), which the workers' selection is
     then held to: ``env=`` selects theirs, not this process's (``_here``)."""
     from spawnkit.launch import _here
-    from spawnkit.launch.context import bootstrap_here
+    from spawnkit.launch.context import bootstrap_ns
 
-    bootstrap_here(ns)
+    bootstrap_ns(ns, decide=False)
     return _here.applied_here(ns)
 
 

@@ -15,7 +15,18 @@ from typing import Any
 
 from spawnkit._namedtuple import NamedTuple
 
-__all__ = ["Probe", "cuda_available", "rocm_available", "torch_build", "xpu_available"]
+__all__ = [
+    "VISIBILITY_VARS",
+    "Probe",
+    "cuda_available",
+    "rocm_available",
+    "torch_build",
+    "xpu_available",
+]
+
+#: The device visibility variables the probes read: ``bootstrap_here()`` records them, since a
+#: change to one can move an automatic decision (``launch._here``).
+VISIBILITY_VARS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
 class Probe(NamedTuple):
@@ -173,7 +184,7 @@ def rocm_available() -> Probe:
     nodes = _kfd_gpu_nodes()
     if nodes == 0:
         return Probe(False, "/dev/kfd present but the KFD topology lists no GPU")
-    for var in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+    for var in VISIBILITY_VARS:
         limit = _visible_limit(var)
         if limit is not None:
             nodes = min(nodes, limit)
