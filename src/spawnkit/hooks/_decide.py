@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from spawnkit._log import LazyLogger
@@ -366,14 +366,7 @@ def _overrides(rec: Record) -> tuple[list[str], list[str]]:
     owner, attr = rec.res.owner, rec.res.attr
     skipping: list[str] = []
     copies: list[str] = []
-    seen: set[int] = set()
-    stack: list[type] = type.__subclasses__(owner)
-    while stack:
-        sub = stack.pop()
-        if id(sub) in seen:
-            continue
-        seen.add(id(sub))
-        stack.extend(type.__subclasses__(sub))
+    for sub in _subclasses(owner):
         raw = vars(sub).get(attr, ABSENT)
         func = raw.__func__ if type(raw) in (staticmethod, classmethod) else raw
         code = getattr(func, "__code__", None)
@@ -397,16 +390,9 @@ def _held_runs(holder: type, attr: str, held: Any) -> bool:
     """Whether instances run ``held``, the wrapper of the original ``holder`` has in its own
     ``__dict__``: ``holder``'s own when it has no subclass (a concrete class), else those of a
     subclass that inherits it, calls up to it or wraps it (``_reaches``)."""
-    stack: list[type] = type.__subclasses__(holder)
-    if not stack:
+    if not type.__subclasses__(holder):
         return True
-    seen: set[int] = set()
-    while stack:
-        sub = stack.pop()
-        if id(sub) in seen:
-            continue
-        seen.add(id(sub))
-        stack.extend(type.__subclasses__(sub))
+    for sub in _subclasses(holder):
         own = vars(sub).get(attr, ABSENT)
         if own is ABSENT:
             if _resolved(sub, attr) is held:
@@ -414,6 +400,19 @@ def _held_runs(holder: type, attr: str, held: Any) -> bool:
         elif _reaches(sub, own, attr, held):
             return True
     return False
+
+
+def _subclasses(cls: type) -> Iterator[type]:
+    """Every subclass of ``cls`` at any depth, each once (a diamond's lower class too)."""
+    seen: set[int] = set()
+    stack: list[type] = type.__subclasses__(cls)
+    while stack:
+        sub = stack.pop()
+        if id(sub) in seen:
+            continue
+        seen.add(id(sub))
+        stack.extend(type.__subclasses__(sub))
+        yield sub
 
 
 def _resolved(cls: type, attr: str, start: int = 0) -> Any:
