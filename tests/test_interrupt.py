@@ -432,8 +432,8 @@ def checkpointing(payload=None):  # what a training rank does on SIGTERM
 
     signal.signal(signal.SIGTERM, on_term)
     atexit.register(note, "atexit")
-    os.write(1, f"worker {os.getpid()} in entry\\n".encode())
-    try:
+    try:  # said inside: a SIGTERM sent once it is read lands in the try (a loaded machine
+        os.write(1, f"worker {os.getpid()} in entry\\n".encode())  # ran it between the two)
         time.sleep(120)
     finally:
         note("finally")

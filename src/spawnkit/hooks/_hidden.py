@@ -575,10 +575,14 @@ def _trail(
     out: _Trail = {}
     rid = id(ref)
     registry = issubclass(type(ref), (dict, list))
-    weak_set = issubclass(type(ref), WeakSet)
+    weak_set = issubclass(type(ref), WeakSet) or _weak_set_attributes(ref)
     for child, step, attribute in _links(ref, frontier, members):
         for origin, (steps, through, holder) in trails[child].items():
-            if steps and steps[0].startswith(_MEMBER) and not (weak_set and step == ".data"):
+            if (
+                steps
+                and steps[0].startswith(_MEMBER)
+                and not (weak_set and step in (".data", "['data']"))
+            ):
                 continue  # a plain set of weak references: a lookup (see _links)
             if origin in classes and (
                 not (steps or registry) or (step is None and len(steps) == 1)
@@ -598,6 +602,13 @@ def _trail(
             holder = rid if child == origin else holder  # the object holding it itself
             out.setdefault(origin, (steps, through or attribute, holder))
     return out
+
+
+def _weak_set_attributes(ref: Any) -> bool:
+    """Whether ``ref`` is a ``WeakSet``'s own ``__dict__``: 3.10 keeps an object's attributes
+    in a dict the climb meets before the object (3.11 on, the object itself refers to its
+    ``data``), so the member path must pass it to reach the ``WeakSet``."""
+    return type(ref) is dict and "_pending_removals" in ref and "_iterating" in ref
 
 
 def _links(
