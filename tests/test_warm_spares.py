@@ -162,9 +162,18 @@ tag, entry = sys.argv[1], sys.argv[2]
 ns = Namespace(tag, env_prefix=tag.upper())
 with spawn_with_plugins(entry, nprocs=2, namespace=ns, start_method="forkserver") as group:
     server = group.results(timeout=60)[0]["ppid"]
+def spares_of(server):
+    found = []
+    for child in psutil.Process(server).children():
+        try:
+            if child.name().startswith("{name}"):
+                found.append(child.pid)
+        except psutil.NoSuchProcess:  # a worker of the group, gone as it was listed
+            pass
+    return found
 deadline = time.monotonic() + 10
 while time.monotonic() < deadline:
-    spares = [c.pid for c in psutil.Process(server).children() if c.name().startswith("{name}")]
+    spares = spares_of(server)
     if len(spares) == 2:
         break
     time.sleep(0.01)
