@@ -28,6 +28,7 @@ from spawnkit.errors import (
     ChildExitedError,
     ConfigError,
     EntryResolutionError,
+    PlatformPluginError,
     PluginError,
     SpawnkitError,
 )
@@ -334,6 +335,35 @@ def test_plugin_name_of_two_distributions_is_refused_in_the_parent(site: Site) -
     err = _refused(site, PluginError)
     assert "several distributions" in str(err)
     assert f"{site.tag}-copycat 2.0" in str(err) or f"{site.tag}_copycat 2.0" in str(err)
+
+
+@pytest.mark.parametrize("platform", ["cpu", "faultdev"])
+def test_a_platform_name_of_two_distributions_is_refused_whichever_platform_is_selected(
+    site: Site, platform: str
+) -> None:
+    """chipa and chipb both declare platform 'dup', each with a general plugin, and the launch
+    selects another platform: the workers ran one of the two kernels plugins (which one,
+    by directory listing order) on that platform, while discover() said the other was
+    excluded. Now the parent refuses before any worker starts, naming both distributions."""
+    plugins, platforms = site.ns.config.plugin_group, site.ns.config.platform_group
+    for chip in ("chipa", "chipb"):
+        mod = f"{site.tag}_{chip}"
+        write_distribution(
+            site.root,
+            f"{site.tag}-{chip}",
+            "1.0",
+            entry_points={
+                platforms: {"dup": f"{mod}:activate"},
+                plugins: {f"{chip}_kern": f"{mod}:register"},
+            },
+            modules={mod: "def activate():\n    return None\ndef register():\n    pass\n"},
+        )
+    _metadata.clear_cache()
+    err = _refused(site, PlatformPluginError, env={site.ns.config.platform_var: platform})
+    text = str(err)
+    assert "2 platform entry points are named 'dup'" in text
+    assert f"{site.tag}-chipa 1.0" in text and f"{site.tag}-chipb 1.0" in text
+    assert "Uninstall one of the distributions or rename its entry point" in text
 
 
 # -------------------------------------------------- warm start under a deep TMPDIR

@@ -217,6 +217,38 @@ def test_duplicate_entry_point_names(site: PluginSite) -> None:
         site.pm.select()
 
 
+@pytest.mark.parametrize("selected", ["cpu", "gamma", "auto"])
+def test_a_duplicate_name_is_refused_whichever_platform_is_selected(
+    site: PluginSite, selected: str
+) -> None:
+    """README: duplicate names are each a PlatformPluginError. With another platform selected
+    (a built-in, or a third plugin) the duplicate was not looked at: the run went on, and the
+    platform rule left out the general plugins of only one of the two distributions."""
+    site.add_platform("dup", dist="chipa-dist", version="1.0")
+    site.add("chipb-dist", {"dup": f"{site.mod('chipb')}:activate"}, {site.mod("chipb"): ""}, "2.0")
+    gamma = site.add_platform("gamma", dist="gamma-dist")
+    if selected != "auto":
+        site.monkeypatch.setenv(site.var, selected)
+    with pytest.raises(PlatformPluginError) as info:
+        site.pm.select()
+    text = str(info.value)
+    assert "2 platform entry points are named 'dup'" in text
+    assert "chipa-dist 1.0" in text and "chipb-dist 2.0" in text
+    assert f"whichever platform {site.var} selects" in text
+    assert "Uninstall one of the distributions or rename its entry point" in text
+    assert not site.imported(site.mod("chipb"))  # metadata only
+    if selected != "auto":
+        assert not site.imported(gamma)  # refused before the selected plugin is imported
+
+
+def test_a_unique_name_beside_another_selection_is_not_refused(site: PluginSite) -> None:
+    """Control: two distributions, two names, a built-in selected."""
+    site.add_platform("dup", dist="chipa-dist")
+    site.add_platform("other", dist="chipb-dist")
+    site.monkeypatch.setenv(site.var, "cpu")
+    assert site.pm.select().name == "cpu"
+
+
 @pytest.mark.parametrize("reserved", ["cuda", "cpu", "base", "Xpu"])
 def test_reserved_entry_point_names(site: PluginSite, reserved: str) -> None:
     site.add_platform(reserved, dist="sneaky-dist", version="0.3")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from _bootstrap_helpers import World, isolated_imports, make_world
-from spawnkit.errors import PluginError
+from spawnkit.errors import PlatformPluginError, PluginError
 from spawnkit.hooks.plugins import PluginSelectionWarning, apply_plugin_hooks, load_plugins
 from spawnkit.hooks.types import HookSource, HookType
 from spawnkit.spec import _phase
@@ -235,6 +235,25 @@ def test_plugins_of_an_unselected_platform_dist_are_skipped_without_import(world
     (skipped,) = world.ns.plugins.report.skipped
     assert skipped.name == "other" and skipped.status == "excluded"
     assert "otherdev" in skipped.reason
+
+
+def test_plugins_of_a_platform_name_two_distributions_declare_never_load(world: World) -> None:
+    """chipa and chipb both declare platform 'dup' while testdev is selected: the rule kept one
+    distribution per platform name (the first on sys.path, chipb), so chipa's general plugin
+    was "selected" and loaded on testdev, unsaid. Both now stop at the duplicate name."""
+    from spawnkit.testing import write_distribution
+
+    kern = world.add_plugin("kern", RECORDING, dist="chipa", platform_entry="dup")
+    chipb = world.root / "d_chipb"  # the platform only, ahead of chipa on sys.path
+    group = world.ns.config.platform_group
+    write_distribution(chipb, "chipb", "1.0", entry_points={group: {"dup": f"{world.plat}:x"}})
+    sys.path.insert(0, str(chipb))
+    with pytest.raises(PlatformPluginError, match="named 'dup'") as info:
+        world.ns.plugins.discover(platform="cpu")
+    assert "chipa 1.0" in str(info.value) and "chipb 1.0" in str(info.value)
+    with pytest.raises(PlatformPluginError, match="named 'dup'"):
+        load_plugins(world.ns)  # testdev, pinned by the fixture
+    assert kern not in sys.modules
 
 
 def test_a_plugin_named_on_purpose_that_the_platform_rule_leaves_out_is_refused(

@@ -125,12 +125,13 @@ def _platform_rule(
 
     Asks the platform manager only when a plugin's distribution also ships a platform.
     ``platform``: the caller's selection (the launcher's ``env=``) instead of this process's.
+    Every platform row counts, not one distribution per name: of two declaring the same
+    name, the second was never left out (the decision refuses such a name in every row).
     """
     platforms = namespace.platforms
-    plat_dists: dict[str, str] = dict(platforms.platform_dists())
     providing: dict[str, list[str]] = {}
-    for ep_name, dist in plat_dists.items():
-        providing.setdefault(norm(dist), []).append(ep_name)
+    for plat in _metadata.entry_points(namespace.config.platform_group):
+        providing.setdefault(norm(plat.dist), []).append(plat.name)
     if not any(norm(ep.dist) in providing for ep in candidates):
         return _PlatformRule({})
     chosen = platforms.selection() if platform is None else platforms.select(platform)

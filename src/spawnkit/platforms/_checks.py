@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Candidate", "Trace", "activate", "activate_all", "available_text", "base_class",
     "conflict_error", "duplicate_error", "ep_label", "exc_text", "for_base", "not_found_error",
-    "platform_source", "plugin_class", "reserved_error",
+    "platform_source", "plugin_class", "refuse_duplicates", "reserved_error",
 ]  # fmt: skip
 
 logger = LazyLogger("spawnkit.platforms")  # logging is imported only if a record is emitted
@@ -372,9 +372,27 @@ def duplicate_error(name: str, eps: list[EntryPointInfo], trace: Trace) -> Platf
     return trace.fail(
         PlatformPluginError,
         f"{len(eps)} platform entry points are named {name!r} in group "
-        f"{eps[0].group!r}: {listing}. Names must be unique; uninstall one of the "
-        "distributions or rename its entry point.",
+        f"{eps[0].group!r}: {listing}. Names must be unique, whichever platform "
+        f"{trace.selector_var} selects: which distribution the name stands for, and so "
+        "which of their general plugins the platform rule leaves out, would depend on the "
+        "order of sys.path. Uninstall one of the distributions or rename its entry point.",
     )
+
+
+def refuse_duplicates(eps: tuple[EntryPointInfo, ...], trace: Trace) -> None:
+    """A platform name two distributions declare, in every row of the table (metadata only).
+
+    Refused only where the name was at stake (auto-discovery, or the name selected), a
+    launch on another platform ran: the rule that leaves out the general plugins of every
+    distribution shipping an unselected platform kept the first of the two by ``sys.path``
+    (directory listing) order, so the other's plugins loaded on the wrong device, unsaid.
+    """
+    by_name: dict[str, list[EntryPointInfo]] = {}
+    for ep in eps:
+        by_name.setdefault(ep.name, []).append(ep)
+    for name, group in by_name.items():
+        if len(group) > 1:
+            raise duplicate_error(name, group, trace)
 
 
 def activate_all(eps: tuple[EntryPointInfo, ...], trace: Trace) -> list[tuple[EntryPointInfo, str]]:
@@ -382,12 +400,6 @@ def activate_all(eps: tuple[EntryPointInfo, ...], trace: Trace) -> list[tuple[En
     reserved = [ep for ep in eps if ep.name.lower() in _NAMES]
     if reserved:
         raise reserved_error(reserved, trace)
-    by_name: dict[str, list[EntryPointInfo]] = {}
-    for ep in eps:
-        by_name.setdefault(ep.name, []).append(ep)
-    for name, group in by_name.items():
-        if len(group) > 1:
-            raise duplicate_error(name, group, trace)
     results = [(ep, *activate(ep, trace, strict=False)) for ep in eps]
     failed = [(ep, o, e) for ep, o, e in results if o.outcome == "error"]
     if failed:

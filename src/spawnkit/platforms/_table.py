@@ -18,13 +18,13 @@ from spawnkit.platforms._checks import (
     available_text,
     base_class,
     conflict_error,
-    duplicate_error,
     ep_label,
     exc_text,
     for_base,
     not_found_error,
     platform_source,
     plugin_class,
+    refuse_duplicates,
     reserved_error,
 )
 from spawnkit.platforms._probes import Probe
@@ -84,6 +84,8 @@ class DecisionTable:
         for ep in eps:
             if requested is not None and ep.name != requested:
                 trace.candidates.append(Candidate(ep, "skipped"))
+        # Any row: a name two distributions declare (README: refused in every mode).
+        refuse_duplicates(eps, trace)
         named = _BY_NAME.get(requested.lower()) if requested is not None else None
         # Row "a built-in": that platform, its hardware checked.
         if named is not None:
@@ -160,9 +162,7 @@ class DecisionTable:
         return probe
 
     def _named_plugin(self, matches: list[EntryPointInfo], how: str, trace: Trace) -> _Result:
-        if len(matches) > 1:
-            raise duplicate_error(matches[0].name, matches, trace)
-        ep = matches[0]
+        (ep,) = matches  # a duplicate name was refused before any row
         outcome, _ = activate(ep, trace)
         if outcome.qualname is None:
             raise trace.fail(

@@ -208,7 +208,8 @@ class PlatformManager(DecisionTable):
 
     # ------------------------------------------------------------ metadata
     def platform_dists(self) -> dict[str, str]:
-        """Entry name -> distribution for every platform entry point (metadata only)."""
+        """Entry name -> distribution for every platform entry point (metadata only); the first
+        distribution of a name two declare, which the decision refuses in every row."""
         dists: dict[str, str] = {}
         for ep in self._entry_points():
             dists.setdefault(ep.name, ep.dist)
