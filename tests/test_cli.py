@@ -375,6 +375,25 @@ def test_doctor_lists_unknown_variables_and_strict_env_fails(
     assert any(f"{prefix}_PLUGIN is set" in p for p in problems)
 
 
+@pytest.mark.parametrize("raw", ["", ","])
+def test_doctor_says_an_allow_list_that_names_no_plugin(
+    tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    """``<PREFIX>_PLUGINS=','`` selects none, as ``''`` does; doctor said only the latter."""
+    ns = _registered(tmp_path, installed)
+    installed(
+        "mine-plugin",
+        entry_points={f"{ns}.plugins": {"mine": f"{ns}_mine:register"}},
+        modules={f"{ns}_mine": "def register():\n    pass\n"},
+    )
+    var = f"{ns.upper()}_PLUGINS"
+    monkeypatch.setenv(var, raw)
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 0, out + err
+    (found,) = [w for w in json.loads(out)["warnings"] if "is set but blank" in w]
+    assert found.startswith(f"{var}={raw!r} is set but blank") and "'mine' (" in found
+
+
 def test_doctor_fails_on_ambiguous_platform(tmp_path: Path, installed) -> None:
     ns = _registered(tmp_path, installed)
     source = (

@@ -310,6 +310,32 @@ def test_an_allow_list_naming_only_the_users_plugin_keeps_the_platforms_own(
     assert result["hooked"] == "orig+hooked"
 
 
+@pytest.mark.parametrize("raw", [",", " , "])
+def test_an_allow_list_of_only_separators_is_said_at_the_launch_line(site: Site, raw: str) -> None:
+    """``<PREFIX>_PLUGINS=${A},${B}`` with both unset is ``','``: the workers ran without the
+    user's plugin, and where ``''`` is said, this was not."""
+    write_distribution(
+        site.root,
+        f"{site.tag}-mine",
+        "1.0",
+        entry_points={site.ns.config.plugin_group: {"mine": f"{site.tag}_mine:register"}},
+        modules={f"{site.tag}_mine": "def register():\n    pass\n"},
+    )
+    _metadata.clear_cache()
+    var = site.ns.config.plugins_var
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        group = spawn_with_plugins(site.entry("quick"), namespace=site.ns, env={var: raw})
+    with group:
+        (report,) = group.wait_ready(timeout=60)
+        assert [p["name"] for p in report.plugins] == ["faultplug"]  # the platform's own
+    ours = [w for w in seen if issubclass(w.category, PluginSelectionWarning)]
+    assert len(ours) == 1 and ours[0].filename == __file__, [str(w.message) for w in ours]
+    text = str(ours[0].message)
+    assert text.startswith(f"{var}={raw!r} (in env=) is set but blank (only separators")
+    assert f"'mine' ({site.tag}-mine 1.0)" in text and "faultplug" not in text
+
+
 def test_invalid_guard_policy_is_refused_naming_the_variable(site: Site) -> None:
     var = site.ns.config.guard_var
     err = _refused(site, ConfigError, env={var: "warnn"})

@@ -529,7 +529,19 @@ def test_parent_selection_refuses_unknown_names(
     assert plugins == ("a",)
 
 
-@pytest.mark.parametrize(("raw", "where"), [("", "env="), ("  ", "env="), ("", "environ")])
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        ("", "env="),
+        ("  ", "env="),
+        ("", "environ"),
+        # only separators (X=${A},${B} with both unset) selected none as silently as '' did
+        (",", "env="),
+        (" , ", "env="),
+        (",,", "env="),
+        (",", "environ"),
+    ],
+)
 def test_a_blank_allow_list_is_said_naming_the_plugins_it_leaves_out(
     world: World, monkeypatch: pytest.MonkeyPatch, raw: str, where: str
 ) -> None:
@@ -553,7 +565,8 @@ def test_a_blank_allow_list_is_said_naming_the_plugins_it_leaves_out(
     assert len(said) == 2 and said[0].filename == __file__  # at the launching line
     text = str(said[0].message)
     origin = f"{var}={raw!r}" + (" (in env=)" if where == "env=" else "")
-    assert text.startswith(f"{origin} is set but blank, so 'a' (")
+    commas = f" (only separators: '{var}=${{A}},${{B}}' with both unset gives one)"
+    assert text.startswith(f"{origin} is set but blank{commas if raw.strip() else ''}, so 'a' (")
     assert "'b' (" in text and "otherdev" not in text  # the platform rule leaves it out anyway
     assert f"Unset {var} to load every plugin" in text and f"({var}=a)" in text
 

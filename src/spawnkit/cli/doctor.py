@@ -90,10 +90,11 @@ def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, 
     keys = ("name", "value", "dist", "version", "status", "reason")
     rows = [{k: getattr(i, k) for k in keys} for i in infos]
     raw = os.environ.get(namespace.config.plugins_var)
-    if raw is not None and not raw.strip():
-        from spawnkit.hooks._plugin_selection import blank_message
+    from spawnkit.hooks._plugin_selection import blank_message, is_blank
 
-        blank = blank_message(namespace, infos, f"{namespace.config.plugins_var}={raw!r}")
+    if raw is not None and is_blank(raw):
+        origin = f"{namespace.config.plugins_var}={raw!r}"
+        blank = blank_message(namespace, infos, origin, raw=raw)
         if blank:
             warnings_out.append(blank)
     if raw is not None:

@@ -182,15 +182,31 @@ def classify(
     return infos, unknown, origin
 
 
+def is_blank(raw: str) -> bool:
+    """An allow-list value that names no plugin: empty, spaces, or only separators.
+
+    The parsers drop empty items, so ``','`` (``X=${A},${B}`` with both unset) selects none
+    exactly as ``''`` does; judged by ``strip()`` alone it was never said.
+    """
+    return not any(n.strip() for n in raw.split(","))
+
+
 def blank_message(
-    namespace: PluginOwner, infos: list[PluginInfo], origin: str, platform: str | None = None
+    namespace: PluginOwner,
+    infos: list[PluginInfo],
+    origin: str,
+    platform: str | None = None,
+    *,
+    raw: str = "",
 ) -> str:
-    """What a set but blank allow-list (``''``, spaces) leaves out, or "" when it leaves out none.
+    """What a set but blank allow-list (``''``, spaces, ``','``) leaves out, or "" when it
+    leaves out none.
 
     README's "empty: none" stands, but SGLang's own loader reads an empty value as *all*, and
     one comes easily (``SGLANG_PLUGINS=${UNSET}``, a k8s ``value: ""``): the plugins it drops
     are named, so a run without them is said.  Plugins the platform rule leaves out would stay
-    out with the variable unset too, so they are not listed.
+    out with the variable unset too, so they are not listed.  ``raw``: the value, when it may
+    hold separators (they are said, as what made it blank).
     """
     eps = _metadata.entry_points(namespace.config.plugin_group)
     excluded = _platform_rule(namespace, eps, platform).excluded if eps else {}
@@ -199,9 +215,14 @@ def blank_message(
         return ""
     var = namespace.config.plugins_var
     listed = ", ".join(f"{i.name!r} ({i.dist} {i.version})" for i in dropped)
+    commas = (
+        f" (only separators: '{var}=${{A}},${{B}}' with both unset gives one)"
+        if raw.strip()
+        else ""
+    )
     return (
-        f"{origin} is set but blank, so {listed} will not be loaded (an empty {var} selects "
-        f"no plugin here; SGLang's own loader reads it as all, and "
+        f"{origin} is set but blank{commas}, so {listed} will not be loaded (an empty {var} "
+        f"selects no plugin here; SGLang's own loader reads it as all, and "
         f"'{var}=${{UNSET}}' or a k8s 'value: \"\"' sets it so). Unset {var} to load every "
         f"plugin, or set it to the names to load ({var}={dropped[0].name})"
     )

@@ -83,13 +83,15 @@ def _check_blank_plugins(ns: Namespace, env: dict[str, str], platform: str) -> N
     since an empty value that meant "all" (SGLang's reading) runs with no plugin, unsaid."""
     var = ns.config.plugins_var
     raw = env[var] if var in env else os.environ.get(var)
-    if raw is None or raw.strip():
+    if raw is None:
         return
-    from spawnkit.hooks._plugin_selection import blank_message
+    from spawnkit.hooks._plugin_selection import blank_message, is_blank
 
+    if not is_blank(raw):  # ',' names nothing too: the parsers drop empty items
+        return
     origin = f"{var}={raw!r}" + (" (in env=)" if var in env else "")
     infos = ns.plugins.discover(names=(), platform=platform)
-    message = blank_message(ns, infos, origin, platform)
+    message = blank_message(ns, infos, origin, platform, raw=raw)
     if not message:
         return
     import warnings
