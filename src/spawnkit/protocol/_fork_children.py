@@ -6,7 +6,9 @@ the warm server, there is one, the server's: no forked worker has it (nor can wa
 and one attached to the server's pid watches a process that runs no rank.  Which step started
 each is noted by standing in for ``subprocess.Popen`` while the server bootstraps; which are
 still running is read from ``/proc`` afterwards (a helper that ran and exited, as
-``subprocess.run`` waits for, is no one's concern).  Where ``/proc`` cannot tell, nothing is
+``subprocess.run`` waits for, is no one's concern).  The hooks apply inside the block, and
+with them ``bootstrap/_python_children``'s lasting stand-in, which calls through its
+``__wrapped__``: the block's end points that past its own.  Where ``/proc`` cannot tell, nothing is
 refused.
 """
 
@@ -66,8 +68,11 @@ class Children:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if subprocess.Popen.__init__ is self._ours:  # a plugin's wrapper of ours is kept
+        init: Any = subprocess.Popen.__init__
+        if init is self._ours:  # a plugin's wrapper of ours is kept
             subprocess.Popen.__init__ = self._saved  # type: ignore[method-assign]
+        elif getattr(init, "_spawnkit_python_children", False) and init.__wrapped__ is self._ours:
+            init.__wrapped__ = self._saved  # armed as the hooks applied: it stays, past ours
 
     def check(self) -> None:
         for pid in sorted(_children() - self.before):

@@ -1,0 +1,215 @@
+"""Whether a process about to be started through ``subprocess`` runs the engine's code unhooked.
+
+Imported by ``_python_children``'s stand-in for ``Popen.__init__`` only as a process is
+started.  Named (``PlainChildWarning``, once per module or script): a Python interpreter (the
+``executable=``, else ``argv[0]``, is ``sys.executable`` or called ``python``, ``python3``,
+``python3.11``...) running ``-m X`` or a script that belongs to a top-level package one of
+this process's hook targets is in, when neither its source nor its packages' ``__init__``
+calls ``bootstrap_here`` or ``spawnkit.run``.  Not named: another program; ``-c`` code and
+stdin (``-``), whose modules cannot be told from the command line without guessing at code;
+a module outside every hooked package (``-m pip``); ``shell=True``, whose command line is the
+shell's to read.  The module is located without importing it: a package of it not imported
+here is found by its top-level's spec and walked through ``submodule_search_locations``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import types
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from spawnkit.errors import PlainChildWarning
+
+__all__ = ["check"]
+
+_PYTHON = re.compile(r"python(\d+(\.\d+)?t?)?(\.exe)?\Z", re.IGNORECASE)
+# A child that bootstraps itself (README's engine entry module), or is spawnkit's torchrun rank
+_BOOTS = re.compile(r"\bbootstrap_here\b|\bspawnkit\.run\b|from\s+spawnkit\s+import\s[^\n]*\brun\b")
+_told: set[str] = set()  # the modules and scripts named already (once each)
+
+
+def check(args: tuple[Any, ...], kwargs: dict[str, Any], namespaces: Sequence[Any]) -> None:
+    """``Popen.__init__``'s arguments (``args, bufsize, executable, ..., shell, cwd``)."""
+    command = args[0] if args else kwargs.get("args")
+    executable = args[2] if len(args) > 2 else kwargs.get("executable")
+    shell = args[8] if len(args) > 8 else kwargs.get("shell", False)
+    cwd = args[9] if len(args) > 9 else kwargs.get("cwd")
+    if shell or command is None:
+        return
+    if isinstance(command, (str, bytes, os.PathLike)):
+        argv = [os.fsdecode(command)]
+    else:
+        argv = [os.fsdecode(a) for a in command]
+    if not argv or not _is_python(os.fsdecode(executable) if executable else argv[0]):
+        return
+    runs = _runs(argv[1:])
+    if runs is None or runs in _told:
+        return
+    for namespace in namespaces:
+        tops = _hooked_packages(namespace)
+        if runs.startswith("-m "):
+            found = _module(runs[3:], tops)
+        else:
+            found = _script(os.path.join(os.fsdecode(cwd) if cwd else os.getcwd(), runs), tops)
+        if found is None:
+            continue
+        what, texts = found
+        if any(text is None or _BOOTS.search(text) for text in texts):
+            return  # it bootstraps itself (or its source cannot be read: nothing is said)
+        _warn(argv, what, namespace)
+        _told.add(runs)
+        return
+
+
+def _is_python(program: str) -> bool:
+    if _PYTHON.match(os.path.basename(program)):
+        return True
+    path = program if os.sep in program else _which(program)
+    return path is not None and os.path.realpath(path) == os.path.realpath(sys.executable)
+
+
+def _which(name: str) -> str | None:
+    for folder in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.join(folder, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def _runs(options: list[str]) -> str | None:
+    """``"-m X"``, the script, or None (``-c``, stdin, ``--help``, an interactive session)."""
+    i = 0
+    while i < len(options):
+        arg = options[i]
+        if arg == "--":
+            return options[i + 1] if i + 1 < len(options) else None
+        if arg == "--check-hash-based-pycs":
+            i += 2
+            continue
+        if arg == "-" or arg.startswith("--"):
+            return None  # stdin, --help, --version
+        if not arg.startswith("-"):
+            return arg
+        for j, flag in enumerate(arg[1:], 2):  # a cluster: -u, -um X, -mX, -Wignore, -X dev
+            if flag in "cm":
+                value = arg[j:] or (options[i + 1] if i + 1 < len(options) else "")
+                return f"-m {value}" if flag == "m" and value else None
+            if flag in "WX":
+                i += 0 if arg[j:] else 1  # its value is the next argument
+                break
+            if flag in "hV?":
+                return None
+        i += 1
+    return None
+
+
+def _hooked_packages(namespace: Any) -> set[str]:
+    tops = {re.split(r"[.:]", t, maxsplit=1)[0] for t in namespace.hooks.registered_targets()}
+    return tops - {"", "spawnkit", "__main__"}
+
+
+def _module(name: str, tops: set[str]) -> tuple[str, list[str | None]] | None:
+    """``-m name``: its source and each of its packages' (run first), as this process finds
+    them: the child's ``env=`` (another ``PYTHONPATH``) or ``cwd=`` may find another copy, but
+    guessing at that would be no better."""
+    from importlib import machinery, util
+
+    parts = name.split(".")
+    if parts[0] not in tops:
+        return None
+    texts: list[str | None] = []
+    locations: Any = None
+    for i in range(len(parts) + 1):
+        full = ".".join(parts[: i + 1]) if i < len(parts) else f"{name}.__main__"
+        if i == len(parts) and locations is None:
+            break  # a module, not a package: no __main__ to run
+        module = sys.modules.get(full)
+        if module is not None:
+            spec = getattr(module, "__spec__", None)
+            locations = getattr(module, "__path__", None)
+        else:  # not imported here: found without importing it (or its packages)
+            find = machinery.PathFinder.find_spec
+            spec = util.find_spec(full) if i == 0 else find(full, list(locations or ()))
+            locations = None if spec is None else spec.submodule_search_locations
+        if spec is None:
+            return None  # the child fails to find it too (or finds what this process cannot)
+        texts.append(_source(spec))
+    return f"module {name} (package {parts[0]!r}, which this process hooks)", texts
+
+
+def _source(spec: Any) -> str | None:
+    get = getattr(spec.loader, "get_source", None)
+    if get is None:
+        return "" if spec.submodule_search_locations is not None else None  # a namespace pkg
+    text: str | None = get(spec.name)
+    return text
+
+
+def _script(path: str, tops: set[str]) -> tuple[str, list[str | None]] | None:
+    """A script inside a hooked package, found under an entry of this process's ``sys.path``;
+    its packages' ``__init__`` run once it imports their modules."""
+    full = os.path.realpath(path)
+    if not full.endswith(".py") or not os.path.isfile(full):
+        return None  # a directory or a zip application: not looked into
+    for entry in sys.path:
+        root = os.path.realpath(entry or os.getcwd())
+        parts = os.path.relpath(full, root)[:-3].split(os.sep)
+        if len(parts) < 2 or parts[0] not in tops:
+            continue
+        if not os.path.isdir(os.path.join(root, parts[0])):
+            continue
+        texts = [_read(os.path.join(root, *parts[:k], "__init__.py")) for k in range(1, len(parts))]
+        what = f"script {path} ({'.'.join(parts)}, package {parts[0]!r}, which this process hooks)"
+        return what, [t or "" for t in texts] + [_read(full)]
+    return None
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _warn(argv: list[str], what: str, namespace: Any) -> None:
+    name = namespace.name
+    targets, plugins = namespace.hooks.applied_targets(), namespace.plugins.report.loaded
+    if not (targets or plugins):
+        return
+    command = " ".join(argv)
+    warnings.warn(
+        f"a Python child ({command[:200]}) was started through subprocess: it runs "
+        f"{what} without the plugins of namespace {name!r} "
+        f"({', '.join(p.name for p in plugins)}) and the hooks on {len(targets)} target(s) of "
+        "this process, so none of those hooks runs there. Call "
+        f"spawnkit.bootstrap_here(<namespace {name!r}>) first in that module, before it imports "
+        f"the engine's code, or start it from ctx = spawnkit.get_context('spawn', "
+        f"namespace={name!r}) (ctx.Process), or silence this with "
+        "-W ignore::spawnkit.PlainChildWarning where the child needs no plugin.",
+        PlainChildWarning,
+        stacklevel=_caller_level(),
+    )
+
+
+def _caller_level() -> int:
+    """``stacklevel`` for ``_warn``: the first frame outside subprocess, asyncio and spawnkit,
+    the line that started the child."""
+    import subprocess
+
+    stdlib = os.path.dirname(os.path.abspath(subprocess.__file__))
+    skipped = (
+        os.path.abspath(subprocess.__file__),
+        os.path.join(stdlib, "asyncio") + os.sep,
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+    )
+    frame: types.FrameType | None = sys._getframe(2)  # _warn's caller: check (spawnkit's)
+    level = 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
+        frame = frame.f_back
+        level += 1
+    return level if frame is not None else 1

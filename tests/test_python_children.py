@@ -1,0 +1,205 @@
+"""A Python child a bootstrapped worker starts through subprocess runs without its plugins: said.
+
+An engine's worker that relaunches a server or router as ``[sys.executable, "-m",
+"eng.server"]`` (or a script of the engine's) gives that child a fresh interpreter with no
+plugin and no hook, where the hook runs in the worker.  Real launchers, a real installed
+plugin, real workers and real grandchildren.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from _plugin_app import LAUNCH, louder_plugin, run_script, warned, write_app
+
+_MAIN = """
+if __name__ == "__main__":
+    import sys
+    print(launch("engine:schedule", sys.argv[2], nprocs=1, payload=sys.argv[1]))
+"""
+
+_ENGINE = """
+import asyncio
+import os
+import subprocess
+import sys
+
+from {pkg}.target import word
+
+_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _argv(how):
+    python = sys.executable
+    return {{
+        "m": [python, "-m", "{pkg}.child"],
+        "flags": [python, "-u", "-X", "dev", "-m", "{pkg}.child"],
+        "script": [python, os.path.join(_HERE, "child.py")],
+        "here": [python, "-m", "{pkg}.child_here"],
+        "outside": [python, "-m", "json.tool", os.path.join(_HERE, "data.json")],
+        "code": [python, "-c", "from {pkg}.target import word; print(word())"],
+        "other": ["cat", os.path.join(_HERE, "data.json")],
+    }}[how]
+
+
+async def _started(argv):
+    child = await asyncio.create_subprocess_exec(*argv, env=_ENV, stdout=subprocess.PIPE)
+    out, _ = await child.communicate()
+    return out.decode()
+
+
+def schedule(how):
+    if how == "chain":  # what the stand-in calls on: subprocess's own, not the warm server's
+        init = subprocess.Popen.__init__.__wrapped__
+        return word(), init.__module__ + "." + init.__qualname__
+    if how == "async":
+        return word(), asyncio.run(_started(_argv("m"))).strip()
+    outs = [subprocess.run(_argv(how), env=_ENV, capture_output=True, text=True, timeout=120)
+            for _ in range(2)]  # the second start of the same module is not named again
+    return word(), outs[0].stdout.strip() or outs[0].stderr[-500:]
+"""
+
+_TARGET = """
+def word():
+    return "hi"
+"""
+
+_CHILD = """
+from {pkg}.target import word
+
+print(word())
+"""
+
+_CHILD_HERE = """
+import spawnkit
+
+spawnkit.bootstrap_here(spawnkit.Namespace({tag!r}, env_prefix={tag!r}.upper()))
+
+from {pkg}.target import word
+
+print(word())
+"""
+
+
+@pytest.fixture
+def app(tmp_path):  # type: ignore[no-untyped-def]
+    modules = {
+        "engine": _ENGINE,
+        "target": _TARGET,
+        "child": _CHILD,
+        "child_here": _CHILD_HERE,
+        "plugin": louder_plugin("target.word"),
+    }
+    app = write_app(tmp_path, "pychild", LAUNCH + _MAIN, {"loud": "plugin:register"}, modules)
+    (tmp_path / "site" / app.pkg / "data.json").write_text('{"a": 1}')
+    return app
+
+
+@pytest.mark.parametrize(
+    ("how", "worker_start"),
+    [("m", "spawn"), ("m", "forkserver"), ("flags", "spawn"), ("script", "spawn")],
+)
+def test_a_python_child_running_the_engines_module_is_named_with_the_fix(  # type: ignore[no-untyped-def]
+    app, how: str, worker_start: str
+) -> None:
+    proc = run_script(app.script, how, worker_start)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # The hook runs in the worker and not in its Python child: before, with nothing said.
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1, proc.stderr  # two starts of it, named once
+    line = lines[0]
+    assert "was started through subprocess" in line, line
+    assert line.startswith(str(app.script.parent / "site" / app.pkg / "engine.py")), line
+    if how == "script":
+        assert f"script {app.script.parent / 'site' / app.pkg / 'child.py'}" in line
+        assert f"({app.pkg}.child, package {app.pkg!r}" in line, line
+    else:
+        assert f"module {app.pkg}.child (package {app.pkg!r}" in line, line
+    assert f"plugins of namespace {app.tag!r} (loud)" in line
+    assert f"spawnkit.bootstrap_here(<namespace {app.tag!r}>) first in that module" in line
+    assert f"spawnkit.get_context('spawn', namespace={app.tag!r})" in line
+    assert "-W ignore::spawnkit.PlainChildWarning" in line
+
+
+def test_an_asyncio_subprocess_is_named_at_the_line_that_started_it(app) -> None:  # type: ignore[no-untyped-def]
+    proc = run_script(app.script, "async", "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1 and f"module {app.pkg}.child " in lines[0], proc.stderr
+    assert lines[0].startswith(str(app.script.parent / "site" / app.pkg / "engine.py")), lines
+
+
+@pytest.mark.parametrize(
+    ("how", "child"),
+    [
+        ("here", "hi!"),  # it calls bootstrap_here() first: hooked, nothing to say
+        ("outside", '"a": 1'),  # json.tool: no hook of this process is in json
+        ("code", "hi"),  # -c: its code is not read (which modules it runs would be a guess)
+        ("other", '{"a": 1}'),  # not Python
+    ],
+)
+def test_children_that_bootstrap_or_run_no_hooked_module_are_not_named(  # type: ignore[no-untyped-def]
+    app, how: str, child: str
+) -> None:
+    proc = run_script(app.script, how, "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert child in proc.stdout.strip().splitlines()[-1], proc.stdout
+    assert "'hi!'" in proc.stdout.strip().splitlines()[-1], proc.stdout
+    assert not warned(proc, "PlainChildWarning"), proc.stderr
+
+
+def test_the_stand_in_calls_past_the_warm_servers_own(app) -> None:  # type: ignore[no-untyped-def]
+    """The warm server stands in for ``Popen.__init__`` while it bootstraps, and the hooks
+    (with this stand-in) apply inside that: a forked worker calls subprocess's own through it,
+    not the server's note-taker."""
+    proc = run_script(app.script, "chain", "forkserver")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'subprocess.Popen.__init__')]"
+
+
+@pytest.mark.parametrize(
+    ("options", "runs"),
+    [
+        (["-m", "eng.server", "--port", "1"], "-m eng.server"),
+        (["-um", "eng.server"], "-m eng.server"),
+        (["-meng.server"], "-m eng.server"),
+        (["-W", "ignore", "-X", "dev", "-B", "-m", "eng.server"], "-m eng.server"),
+        (["-Wignore", "-Xdev", "-m", "eng.server"], "-m eng.server"),
+        (["--check-hash-based-pycs", "never", "serve.py", "-m", "x"], "serve.py"),
+        (["-u", "--", "-m"], "-m"),  # a script named -m
+        (["-c", "import eng.server"], None),
+        (["-uc", "import eng.server"], None),
+        (["-"], None),
+        (["--version"], None),
+        (["-i"], None),
+    ],
+)
+def test_what_an_interpreters_command_line_runs(options: list[str], runs: str | None) -> None:
+    """Read as CPython reads its options: a cluster of flags, an option's value attached or
+    next, ``-c`` and stdin (not looked into)."""
+    from spawnkit.bootstrap import _python_child_check
+
+    assert _python_child_check._runs(options) == runs
+
+
+@pytest.mark.parametrize(
+    ("program", "python"),
+    [
+        (sys.executable, True),
+        ("python3", True),
+        ("/usr/bin/python3.11", True),
+        ("python3.13t", True),
+        ("ninja", False),
+        ("/bin/ls", False),
+        ("pythonista", False),
+    ],
+)
+def test_which_programs_are_python(program: str, python: bool) -> None:
+    from spawnkit.bootstrap import _python_child_check
+
+    assert _python_child_check._is_python(program) is python
