@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -339,3 +341,60 @@ def test_traced_warm_launches_with_opentelemetry_reuse_their_server(
             f"{root.context.trace_id:032x}",
             f"{root.context.span_id:016x}",
         ]
+
+
+_DISABLED_SDK_LAUNCHER = """
+import json, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from spawnkit import spawn_with_plugins
+from spawnkit.namespace import Namespace
+
+if __name__ == "__main__":
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    tag = sys.argv[1]
+    ns = Namespace(tag, env_prefix=tag.upper())
+    with spawn_with_plugins(
+        f"{tag}_ctx3:traceparent", nprocs=1, namespace=ns, ready_timeout=60, trace=sys.argv[2]
+    ) as group:
+        seen = group.results(timeout=60)
+    print(json.dumps({"seen": seen, "spans": len(exporter.get_finished_spans())}))
+"""
+
+
+def test_a_disabled_opentelemetry_sdk_leaves_the_launch_traced_without_a_context(
+    site: Site, tmp_path: Path
+) -> None:
+    """``OTEL_SDK_DISABLED=true`` (usual in CI) with a provider set: the SDK's tracer is a
+    no-op whose root span has no valid context. The launch runs and writes its JSON trace, and
+    no rank gets a ``TRACEPARENT`` (it failed with ``KeyError: 'traceparent'``, nothing run)."""
+    pytest.importorskip("opentelemetry.sdk")
+    (site.root / f"{site.tag}_ctx3.py").write_text(
+        "import os\n\ndef traceparent():\n    return os.environ.get('TRACEPARENT')\n"
+    )
+    (tmp_path / "launcher.py").write_text(_DISABLED_SDK_LAUNCHER)
+    path = tmp_path / "disabled.json"
+    env = {
+        **os.environ,
+        "OTEL_SDK_DISABLED": "true",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    env.pop("TRACEPARENT", None)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "launcher.py"), site.tag, str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "KeyError" not in done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"seen": [None], "spans": 0}
+    tracks = validate(json.loads(path.read_text()))
+    assert any(e["name"] == "load_plugins" for events in tracks.values() for e in events)

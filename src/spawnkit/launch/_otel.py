@@ -7,7 +7,9 @@ launch's root span starts when the launch does, so its W3C ``traceparent``
 travels to every rank in ``spec.env`` as ``TRACEPARENT`` (where an entry that
 uses OpenTelemetry continues the trace); the other spans are emitted when the
 group closes, with their measured times converted from the shared monotonic
-clock to Unix nanoseconds.
+clock to Unix nanoseconds.  A provider whose root span has no valid context
+(the SDK under ``OTEL_SDK_DISABLED=true`` hands out a no-op tracer) counts as
+none: the JSON trace is written, the ranks get no ``TRACEPARENT``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ TRACEPARENT_VAR = "TRACEPARENT"
 
 
 def otel_bridge(begun: float, offset: float) -> OtelBridge | None:
-    """A bridge whose root span started at ``begun`` (monotonic s); None when OTel is off."""
+    """A bridge whose root span started at ``begun`` (monotonic s); None when OTel is off (no
+    provider, or one whose spans carry no valid context)."""
     if importlib.util.find_spec("opentelemetry") is None:
         return None
     try:
@@ -34,7 +37,13 @@ def otel_bridge(begun: float, offset: float) -> OtelBridge | None:
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return None  # no provider configured: spans would go nowhere
-    return OtelBridge(trace.get_tracer("spawnkit"), begun, offset)
+    bridge = OtelBridge(trace.get_tracer("spawnkit"), begun, offset)
+    if not bridge.root.get_span_context().is_valid:
+        # A provider that hands out no real span (the SDK's under OTEL_SDK_DISABLED=true: a
+        # no-op tracer) has no context to give the ranks, nor spans to take: OTel is off.
+        bridge.root.end()
+        return None
+    return bridge
 
 
 class OtelBridge:
