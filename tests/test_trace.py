@@ -398,3 +398,61 @@ def test_a_disabled_opentelemetry_sdk_leaves_the_launch_traced_without_a_context
     assert out == {"seen": [None], "spans": 0}
     tracks = validate(json.loads(path.read_text()))
     assert any(e["name"] == "load_plugins" for events in tracks.values() for e in events)
+
+
+_CALLER = "00-0000000000000000000000000000abcd-00000000000000ef-01"
+
+
+@pytest.mark.parametrize("carrier", ["env", "current span"])
+def test_the_callers_trace_context_is_the_root_spans_parent_and_the_ranks_get_its_state(
+    site: Site, tmp_path: Path, otel_spans: Any, carrier: str
+) -> None:
+    """OpenTelemetry's environment carrier: a ``TRACEPARENT``/``TRACESTATE`` in ``env=`` is the
+    caller's context, the root span's parent (it was replaced, the ranks out of the caller's
+    trace); the ranks get ``TRACESTATE`` with ``TRACEPARENT`` (it was always dropped). The
+    control: without one in ``env=``, the current span is the parent, as before."""
+    from opentelemetry import context, trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+
+    (site.root / f"{site.tag}_ctx4.py").write_text(
+        "import os\n\ndef both():\n"
+        "    return os.environ.get('TRACEPARENT'), os.environ.get('TRACESTATE')\n"
+    )
+    env = {"TRACEPARENT": _CALLER, "TRACESTATE": "vendor=abc"} if carrier == "env" else {}
+    state = TraceState([("vendor", "abc")])
+    current = NonRecordingSpan(SpanContext(0x1234, 0x5678, True, TraceFlags(1), state))
+    token = context.attach(trace.set_span_in_context(current))
+    try:
+        with spawn_with_plugins(
+            f"{site.tag}_ctx4:both",
+            nprocs=2,
+            namespace=site.ns,
+            ready_timeout=60,
+            trace=tmp_path / "caller.json",
+            env=env,
+        ) as group:
+            seen = group.results(timeout=60)
+    finally:
+        context.detach(token)
+    root = next(s for s in otel_spans.get_finished_spans() if s.name == "spawn_with_plugins")
+    trace_id, span_id = (0xABCD, 0xEF) if carrier == "env" else (0x1234, 0x5678)
+    assert (root.context.trace_id, root.parent.span_id) == (trace_id, span_id)
+    assert root.context.trace_state.get("vendor") == "abc"
+    mine = f"00-{trace_id:032x}-{root.context.span_id:016x}-01"
+    assert seen == [(mine, "vendor=abc")] * 2
+
+
+def test_a_malformed_traceparent_in_env_is_refused_before_any_rank(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    """The caller's context that cannot be read would leave the launch out of the caller's
+    trace, unsaid: refused, naming the variable and the form."""
+    with pytest.raises(ConfigError, match=r"TRACEPARENT.*not a W3C traceparent") as info:
+        spawn_with_plugins(
+            site.entry(),
+            namespace=site.ns,
+            trace=tmp_path / "bad.json",
+            env={"TRACEPARENT": "00-abcd-ef-01"},
+        )
+    assert info.value.setting == "env"
+    assert not otel_spans.get_finished_spans()

@@ -3,31 +3,40 @@
 opentelemetry-api is the optional ``otel`` extra.  Nothing here runs unless a
 trace was asked for (``trace=``) and a real provider is set (the API's
 default proxy/no-op provider means nobody would receive the spans).  The
-launch's root span starts when the launch does, so its W3C ``traceparent``
-travels to every rank in ``spec.env`` as ``TRACEPARENT`` (where an entry that
-uses OpenTelemetry continues the trace); the other spans are emitted when the
-group closes, with their measured times converted from the shared monotonic
-clock to Unix nanoseconds.  A provider whose root span has no valid context
-(the SDK under ``OTEL_SDK_DISABLED=true`` hands out a no-op tracer) counts as
-none: the JSON trace is written, the ranks get no ``TRACEPARENT``.
+launch's root span starts at the launch's first clock read, under the caller's
+context: a ``TRACEPARENT`` (and ``TRACESTATE``) in ``env=`` (OpenTelemetry's
+environment carrier), else the current span.  Its W3C context travels to every
+rank in ``spec.env`` as ``TRACEPARENT`` (with ``TRACESTATE`` where the context
+has one), where an entry that uses OpenTelemetry continues the trace; the
+other spans are emitted when the group closes, with their measured times
+converted from the shared monotonic clock to Unix nanoseconds.  A provider
+whose root span has no valid context (the SDK under ``OTEL_SDK_DISABLED=true``
+hands out a no-op tracer) counts as none: the JSON trace is written, the ranks
+get no ``TRACEPARENT``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping
 from typing import Any
 
 from spawnkit._trace import Recorder, Span
+from spawnkit.errors import ConfigError
 
-__all__ = ["TRACEPARENT_VAR", "OtelBridge", "otel_bridge"]
+__all__ = ["TRACEPARENT_VAR", "TRACESTATE_VAR", "OtelBridge", "otel_bridge"]
 
-#: The variable each rank finds the launch's W3C trace context in.
+#: The variable each rank finds the launch's W3C trace context in (the caller's in ``env=``).
 TRACEPARENT_VAR = "TRACEPARENT"
+#: The context's vendor trace state, beside it where the context has one.
+TRACESTATE_VAR = "TRACESTATE"
+
+#: The environment carrier: each variable and the W3C header it holds.
+_CARRIER = {TRACEPARENT_VAR: "traceparent", TRACESTATE_VAR: "tracestate"}
 
 
 def otel_bridge(begun: float, offset: float) -> OtelBridge | None:
-    """A bridge whose root span started at ``begun`` (monotonic s); None when OTel is off (no
-    provider, or one whose spans carry no valid context)."""
+    """A bridge whose root span will start at ``begun`` (monotonic s); None when OTel is off."""
     if importlib.util.find_spec("opentelemetry") is None:
         return None
     try:
@@ -37,13 +46,7 @@ def otel_bridge(begun: float, offset: float) -> OtelBridge | None:
     provider = trace.get_tracer_provider()
     if isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         return None  # no provider configured: spans would go nowhere
-    bridge = OtelBridge(trace.get_tracer("spawnkit"), begun, offset)
-    if not bridge.root.get_span_context().is_valid:
-        # A provider that hands out no real span (the SDK's under OTEL_SDK_DISABLED=true: a
-        # no-op tracer) has no context to give the ranks, nor spans to take: OTel is off.
-        bridge.root.end()
-        return None
-    return bridge
+    return OtelBridge(trace.get_tracer("spawnkit"), begun, offset)
 
 
 class OtelBridge:
@@ -51,24 +54,63 @@ class OtelBridge:
 
     def __init__(self, tracer: Any, begun: float, offset: float) -> None:
         self.tracer = tracer
+        self.begun = begun
         self.offset = offset
-        self.root = tracer.start_span("spawn_with_plugins", start_time=self._ns(begun))
+        self.root: Any = None  # by start(), once env= (the caller's context) is known
 
     def _ns(self, monotonic: float) -> int:
         return int((monotonic + self.offset) * 1e9)
 
-    def traceparent(self) -> str:
+    def start(self, env: Mapping[str, str] | None) -> bool:
+        """The root span, under the caller's context (``env``'s ``TRACEPARENT``, else the
+        current span); False, and ended, when the provider gave it no valid context (a disabled
+        SDK's no-op tracer): there is nothing to continue, OTel is off."""
+        from opentelemetry.context import Context
+        from opentelemetry.trace import get_current_span
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        given = {v: val for v, val in (env or {}).items() if v in _CARRIER and isinstance(val, str)}
+        carrier = {_CARRIER[v]: val for v, val in given.items()}
+        propagator = TraceContextTextMapPropagator()
+        parsed = propagator.extract(carrier, context=Context())
+        unread = bool(given.get(TRACEPARENT_VAR)) and not (
+            get_current_span(parsed).get_span_context().is_valid
+        )
+        parent = propagator.extract(carrier) if given.get(TRACEPARENT_VAR) else None
+        self.root = self.tracer.start_span(
+            "spawn_with_plugins", context=parent, start_time=self._ns(self.begun)
+        )
+        if not self.root.get_span_context().is_valid:
+            self.root.end()
+            return False
+        if unread:  # refused with OTel on only (the root is left unended: no span is exported)
+            raise ConfigError(
+                f"env={{{TRACEPARENT_VAR!r}: {given[TRACEPARENT_VAR]!r}}}: not a W3C "
+                "traceparent ('00-<32 hex trace id>-<16 hex span id>-<2 hex flags>', not all "
+                "zeros), so the launch's spans could not join the caller's trace. Pass the value "
+                "a propagator's inject() wrote, or leave it out. No worker was started.",
+                setting="env",
+            )
+        return True
+
+    def child_env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        """``env`` with the root span's W3C context for the ranks: the caller's
+        ``TRACEPARENT``/``TRACESTATE`` are its parent's, replaced by the root's."""
         from opentelemetry.trace import set_span_in_context
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         carrier: dict[str, str] = {}
         TraceContextTextMapPropagator().inject(carrier, context=set_span_in_context(self.root))
-        return carrier["traceparent"]
+        out = {k: v for k, v in (env or {}).items() if k not in _CARRIER}
+        out.update({v: carrier[h] for v, h in _CARRIER.items() if h in carrier})
+        return out
 
     def emit(self, rec: Recorder) -> None:
         """Every recorded span, under the one it lies within on its track (else the root)."""
         from opentelemetry.trace import set_span_in_context
 
+        if self.root is None and not self.start(None):  # a trace no launch gave an env=
+            return
         by_track: dict[int, list[Span]] = {}
         for s in rec.spans:
             by_track.setdefault(s.pid, []).append(s)
