@@ -24,7 +24,7 @@ import pytest
 from _cli_support import run_cli
 from _launcher_support import STAGES, Site, fault_env, make_site
 from spawnkit import spawn_with_plugins
-from spawnkit.errors import ChildError, ConfigError, ForkServerError
+from spawnkit.errors import ChildError, ChildRaisedError, ConfigError, ForkServerError
 
 _REQUIRED = {
     "X": {"name", "ph", "ts", "dur", "pid", "tid"},
@@ -309,6 +309,7 @@ def test_spans_also_go_to_opentelemetry_with_the_context_in_each_rank(
         spans["rank 1"].context.span_id,
     }
     assert root.start_time <= stage.start_time <= stage.end_time <= root.end_time
+    assert {s.status.status_code.name for s in spans.values()} == {"UNSET"}  # nothing failed
     # the launcher's "start rank N" is the launcher's span: the rank's pid is an attribute
     started = spans["start rank 0"].attributes
     assert started["spawnkit.pid"] == os.getpid()
@@ -456,3 +457,84 @@ def test_a_malformed_traceparent_in_env_is_refused_before_any_rank(
         )
     assert info.value.setting == "env"
     assert not otel_spans.get_finished_spans()
+
+
+def _status(span: Any) -> tuple[str, str | None]:
+    return span.status.status_code.name, span.status.description
+
+
+def test_a_launch_that_raised_and_its_failed_rank_have_an_error_status_in_opentelemetry(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    """Every span was UNSET, a launch that raised ``ChildRaisedError`` as a good one: the
+    rank that failed is ERROR with the error, one that ended with another exit code is ERROR
+    with it, the root is ERROR with the exception recorded."""
+    (site.root / f"{site.tag}_fail1.py").write_text(
+        "import os, time\n\ndef run():\n"
+        "    if os.environ['RANK'] == '1':\n        raise RuntimeError('boom in rank 1')\n"
+        "    time.sleep(30)\n"
+    )
+    with (
+        pytest.raises(ChildRaisedError, match="boom in rank 1"),
+        spawn_with_plugins(
+            f"{site.tag}_fail1:run",
+            nprocs=2,
+            namespace=site.ns,
+            ready_timeout=60,
+            trace=tmp_path / "fail.json",
+        ) as group,
+    ):
+        group.join(60)
+    spans = {s.name: s for s in otel_spans.get_finished_spans()}
+    root = spans["spawn_with_plugins"]
+    code, described = _status(root)
+    assert code == "ERROR" and described is not None
+    assert described.startswith("ChildRaisedError: rank 1 (pid")
+    [event] = [e for e in root.events if e.name == "exception"]
+    assert event.attributes["exception.type"].endswith("ChildRaisedError")
+    code, described = _status(spans["rank 1"])
+    assert code == "ERROR" and described is not None and "boom in rank 1" in described
+    stopped = group.exit_codes[0]  # rank 0 stopped by the teardown (SIGTERM: -15)
+    assert _status(spans["rank 0"]) == (
+        ("UNSET", None) if stopped == 0 else ("ERROR", "ended by SIGTERM (exit code -15)")
+    )
+    others = {n for n, s in spans.items() if s.status.status_code.name != "UNSET"}
+    assert others <= {"spawn_with_plugins", "rank 0", "rank 1"}
+
+
+def test_a_stopped_rank_is_an_error_in_opentelemetry_the_launch_that_stopped_it_not(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    (site.root / f"{site.tag}_sleep.py").write_text(
+        "import time\n\ndef run():\n    time.sleep(30)\n"
+    )
+    with spawn_with_plugins(
+        f"{site.tag}_sleep:run", namespace=site.ns, ready_timeout=60, trace=tmp_path / "s.json"
+    ) as group:
+        group.wait_ready(60)
+        group.terminate()
+    assert group.exit_codes == [-15]
+    spans = {s.name: s for s in otel_spans.get_finished_spans()}
+    assert _status(spans["rank 0"]) == ("ERROR", "ended by SIGTERM (exit code -15)")
+    assert _status(spans["spawn_with_plugins"]) == ("UNSET", None)
+
+
+def test_a_launch_that_failed_before_its_group_has_an_error_root_span(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    (site.root / f"{site.tag}_badpre2.py").write_text("raise RuntimeError('no such device')\n")
+    with pytest.raises(ForkServerError, match="no such device"):
+        spawn_with_plugins(
+            site.entry(),
+            namespace=site.ns,
+            start_method="forkserver",
+            preload=(f"{site.tag}_badpre2",),
+            ready_timeout=60,
+            trace=tmp_path / "prefail2.json",
+        )
+    [root] = [s for s in otel_spans.get_finished_spans() if s.name == "spawn_with_plugins"]
+    code, described = _status(root)
+    assert code == "ERROR" and described is not None
+    assert described.startswith("ForkServerError: ")
+    [event] = [e for e in root.events if e.name == "exception"]
+    assert "no such device" in event.attributes["exception.message"]

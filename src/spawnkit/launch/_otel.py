@@ -18,6 +18,7 @@ get no ``TRACEPARENT``.
 from __future__ import annotations
 
 import importlib.util
+import signal
 from collections.abc import Mapping
 from typing import Any
 
@@ -57,6 +58,8 @@ class OtelBridge:
         self.begun = begun
         self.offset = offset
         self.root: Any = None  # by start(), once env= (the caller's context) is known
+        #: What the launch raised (``LaunchTrace.finish``): the root span's error status.
+        self.error: BaseException | None = None
 
     def _ns(self, monotonic: float) -> int:
         return int((monotonic + self.offset) * 1e9)
@@ -106,8 +109,9 @@ class OtelBridge:
         return out
 
     def emit(self, rec: Recorder) -> None:
-        """Every recorded span, under the one it lies within on its track (else the root)."""
-        from opentelemetry.trace import set_span_in_context
+        """Every recorded span, under the one it lies within on its track (else the root); a
+        rank that failed, and the root of a launch that raised, with an error status."""
+        from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
         if self.root is None and not self.start(None):  # a trace no launch gave an env=
             return
@@ -130,10 +134,43 @@ class OtelBridge:
                     start_time=self._ns(s.start),
                     attributes=_attributes(s),
                 )
+                failed = _rank_failure(s, self.error)
+                if failed is not None:
+                    otel.set_status(Status(StatusCode.ERROR, failed))
                 otel.end(end_time=self._ns(s.end))
                 stack.append((s, otel))
+        if self.error is not None:
+            self.root.record_exception(self.error)
+            self.root.set_status(Status(StatusCode.ERROR, _described(self.error)))
         end = root_span.end if root_span is not None else max(s.end for s in rec.spans)
         self.root.end(end_time=self._ns(end))
+
+
+def _described(error: BaseException) -> str:
+    """An error status's description: the error's type and first line."""
+    first = str(error).strip().partition("\n")[0]
+    text = f"{type(error).__name__}: {first}" if first else type(error).__name__
+    return text if len(text) <= 200 else text[:199] + "\u2026"
+
+
+def _rank_failure(s: Span, error: BaseException | None) -> str | None:
+    """Why the rank whose life ``s`` is failed (None: it did not, or ``s`` is no rank's life):
+    the launch's error where it names this rank, else an exit code that is not 0."""
+    if s.cat != "rank" or "exitcode" not in s.args:
+        return None
+    if error is not None and getattr(error, "pid", None) == s.pid:
+        return _described(error)
+    code = s.args["exitcode"]
+    if code is None:
+        return "still running when the group closed (not reaped)"
+    if code == 0:
+        return None
+    if code < 0:
+        try:
+            return f"ended by {signal.Signals(-code).name} (exit code {code})"
+        except ValueError:
+            pass
+    return f"exit code {code}"
 
 
 #: OTel attribute namespace (an attribute name, not a module: the layer test reads

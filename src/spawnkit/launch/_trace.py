@@ -93,9 +93,11 @@ class LaunchTrace:
         for name, begun, done in _parts(names, marks, start, end):
             self.rec.add(Span(self.pid, name, begun, done, START_PART, {"rank": rank}))
 
-    def finish(self, ranks: Sequence[Any], server: Any = None) -> None:
+    def finish(
+        self, ranks: Sequence[Any], server: Any = None, error: BaseException | None = None
+    ) -> None:
         """Draw every rank's spans (and the warm server's, when this launch started it) and
-        write the file, once.
+        write the file, once; ``error``: what the launch raised (the OTel root span's status).
 
         Called from the group's teardown, where an exception would replace the
         run's own error: a failure here is logged at ERROR with the file named.
@@ -103,6 +105,8 @@ class LaunchTrace:
         if self.written:
             return
         self.written = True
+        if self.otel is not None:
+            self.otel.error = error
         try:
             self._finish(ranks, server)
         except Exception as exc:
