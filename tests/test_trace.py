@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +24,7 @@ import pytest
 from _cli_support import run_cli
 from _launcher_support import STAGES, Site, fault_env, make_site
 from spawnkit import spawn_with_plugins
-from spawnkit.errors import ChildError, ConfigError, ForkServerError
+from spawnkit.errors import ChildError, ChildRaisedError, ConfigError, ForkServerError
 
 _REQUIRED = {
     "X": {"name", "ph", "ts", "dur", "pid", "tid"},
@@ -307,6 +309,7 @@ def test_spans_also_go_to_opentelemetry_with_the_context_in_each_rank(
         spans["rank 1"].context.span_id,
     }
     assert root.start_time <= stage.start_time <= stage.end_time <= root.end_time
+    assert {s.status.status_code.name for s in spans.values()} == {"UNSET"}  # nothing failed
     # the launcher's "start rank N" is the launcher's span: the rank's pid is an attribute
     started = spans["start rank 0"].attributes
     assert started["spawnkit.pid"] == os.getpid()
@@ -339,3 +342,199 @@ def test_traced_warm_launches_with_opentelemetry_reuse_their_server(
             f"{root.context.trace_id:032x}",
             f"{root.context.span_id:016x}",
         ]
+
+
+_DISABLED_SDK_LAUNCHER = """
+import json, sys
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from spawnkit import spawn_with_plugins
+from spawnkit.namespace import Namespace
+
+if __name__ == "__main__":
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    tag = sys.argv[1]
+    ns = Namespace(tag, env_prefix=tag.upper())
+    with spawn_with_plugins(
+        f"{tag}_ctx3:traceparent", nprocs=1, namespace=ns, ready_timeout=60, trace=sys.argv[2]
+    ) as group:
+        seen = group.results(timeout=60)
+    print(json.dumps({"seen": seen, "spans": len(exporter.get_finished_spans())}))
+"""
+
+
+def test_a_disabled_opentelemetry_sdk_leaves_the_launch_traced_without_a_context(
+    site: Site, tmp_path: Path
+) -> None:
+    """``OTEL_SDK_DISABLED=true`` (usual in CI) with a provider set: the SDK's tracer is a
+    no-op whose root span has no valid context. The launch runs and writes its JSON trace, and
+    no rank gets a ``TRACEPARENT`` (it failed with ``KeyError: 'traceparent'``, nothing run)."""
+    pytest.importorskip("opentelemetry.sdk")
+    (site.root / f"{site.tag}_ctx3.py").write_text(
+        "import os\n\ndef traceparent():\n    return os.environ.get('TRACEPARENT')\n"
+    )
+    (tmp_path / "launcher.py").write_text(_DISABLED_SDK_LAUNCHER)
+    path = tmp_path / "disabled.json"
+    env = {
+        **os.environ,
+        "OTEL_SDK_DISABLED": "true",
+        "PYTHONPATH": os.pathsep.join(sys.path),
+    }
+    env.pop("TRACEPARENT", None)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "launcher.py"), site.tag, str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "KeyError" not in done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"seen": [None], "spans": 0}
+    tracks = validate(json.loads(path.read_text()))
+    assert any(e["name"] == "load_plugins" for events in tracks.values() for e in events)
+
+
+_CALLER = "00-0000000000000000000000000000abcd-00000000000000ef-01"
+
+
+@pytest.mark.parametrize("carrier", ["env", "current span"])
+def test_the_callers_trace_context_is_the_root_spans_parent_and_the_ranks_get_its_state(
+    site: Site, tmp_path: Path, otel_spans: Any, carrier: str
+) -> None:
+    """OpenTelemetry's environment carrier: a ``TRACEPARENT``/``TRACESTATE`` in ``env=`` is the
+    caller's context, the root span's parent (it was replaced, the ranks out of the caller's
+    trace); the ranks get ``TRACESTATE`` with ``TRACEPARENT`` (it was always dropped). The
+    control: without one in ``env=``, the current span is the parent, as before."""
+    from opentelemetry import context, trace
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags, TraceState
+
+    (site.root / f"{site.tag}_ctx4.py").write_text(
+        "import os\n\ndef both():\n"
+        "    return os.environ.get('TRACEPARENT'), os.environ.get('TRACESTATE')\n"
+    )
+    env = {"TRACEPARENT": _CALLER, "TRACESTATE": "vendor=abc"} if carrier == "env" else {}
+    state = TraceState([("vendor", "abc")])
+    current = NonRecordingSpan(SpanContext(0x1234, 0x5678, True, TraceFlags(1), state))
+    token = context.attach(trace.set_span_in_context(current))
+    try:
+        with spawn_with_plugins(
+            f"{site.tag}_ctx4:both",
+            nprocs=2,
+            namespace=site.ns,
+            ready_timeout=60,
+            trace=tmp_path / "caller.json",
+            env=env,
+        ) as group:
+            seen = group.results(timeout=60)
+    finally:
+        context.detach(token)
+    root = next(s for s in otel_spans.get_finished_spans() if s.name == "spawn_with_plugins")
+    trace_id, span_id = (0xABCD, 0xEF) if carrier == "env" else (0x1234, 0x5678)
+    assert (root.context.trace_id, root.parent.span_id) == (trace_id, span_id)
+    assert root.context.trace_state.get("vendor") == "abc"
+    mine = f"00-{trace_id:032x}-{root.context.span_id:016x}-01"
+    assert seen == [(mine, "vendor=abc")] * 2
+
+
+def test_a_malformed_traceparent_in_env_is_refused_before_any_rank(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    """The caller's context that cannot be read would leave the launch out of the caller's
+    trace, unsaid: refused, naming the variable and the form."""
+    with pytest.raises(ConfigError, match=r"TRACEPARENT.*not a W3C traceparent") as info:
+        spawn_with_plugins(
+            site.entry(),
+            namespace=site.ns,
+            trace=tmp_path / "bad.json",
+            env={"TRACEPARENT": "00-abcd-ef-01"},
+        )
+    assert info.value.setting == "env"
+    assert not otel_spans.get_finished_spans()
+
+
+def _status(span: Any) -> tuple[str, str | None]:
+    return span.status.status_code.name, span.status.description
+
+
+def test_a_launch_that_raised_and_its_failed_rank_have_an_error_status_in_opentelemetry(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    """Every span was UNSET, a launch that raised ``ChildRaisedError`` as a good one: the
+    rank that failed is ERROR with the error, one that ended with another exit code is ERROR
+    with it, the root is ERROR with the exception recorded."""
+    (site.root / f"{site.tag}_fail1.py").write_text(
+        "import os, time\n\ndef run():\n"
+        "    if os.environ['RANK'] == '1':\n        raise RuntimeError('boom in rank 1')\n"
+        "    time.sleep(30)\n"
+    )
+    with (
+        pytest.raises(ChildRaisedError, match="boom in rank 1"),
+        spawn_with_plugins(
+            f"{site.tag}_fail1:run",
+            nprocs=2,
+            namespace=site.ns,
+            ready_timeout=60,
+            trace=tmp_path / "fail.json",
+        ) as group,
+    ):
+        group.join(60)
+    spans = {s.name: s for s in otel_spans.get_finished_spans()}
+    root = spans["spawn_with_plugins"]
+    code, described = _status(root)
+    assert code == "ERROR" and described is not None
+    assert described.startswith("ChildRaisedError: rank 1 (pid")
+    [event] = [e for e in root.events if e.name == "exception"]
+    assert event.attributes["exception.type"].endswith("ChildRaisedError")
+    code, described = _status(spans["rank 1"])
+    assert code == "ERROR" and described is not None and "boom in rank 1" in described
+    stopped = group.exit_codes[0]  # rank 0 stopped by the teardown (SIGTERM: -15)
+    assert _status(spans["rank 0"]) == (
+        ("UNSET", None) if stopped == 0 else ("ERROR", "ended by SIGTERM (exit code -15)")
+    )
+    others = {n for n, s in spans.items() if s.status.status_code.name != "UNSET"}
+    assert others <= {"spawn_with_plugins", "rank 0", "rank 1"}
+
+
+def test_a_stopped_rank_is_an_error_in_opentelemetry_the_launch_that_stopped_it_not(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    (site.root / f"{site.tag}_sleep.py").write_text(
+        "import time\n\ndef run():\n    time.sleep(30)\n"
+    )
+    with spawn_with_plugins(
+        f"{site.tag}_sleep:run", namespace=site.ns, ready_timeout=60, trace=tmp_path / "s.json"
+    ) as group:
+        group.wait_ready(60)
+        group.terminate()
+    assert group.exit_codes == [-15]
+    spans = {s.name: s for s in otel_spans.get_finished_spans()}
+    assert _status(spans["rank 0"]) == ("ERROR", "ended by SIGTERM (exit code -15)")
+    assert _status(spans["spawn_with_plugins"]) == ("UNSET", None)
+
+
+def test_a_launch_that_failed_before_its_group_has_an_error_root_span(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    (site.root / f"{site.tag}_badpre2.py").write_text("raise RuntimeError('no such device')\n")
+    with pytest.raises(ForkServerError, match="no such device"):
+        spawn_with_plugins(
+            site.entry(),
+            namespace=site.ns,
+            start_method="forkserver",
+            preload=(f"{site.tag}_badpre2",),
+            ready_timeout=60,
+            trace=tmp_path / "prefail2.json",
+        )
+    [root] = [s for s in otel_spans.get_finished_spans() if s.name == "spawn_with_plugins"]
+    code, described = _status(root)
+    assert code == "ERROR" and described is not None
+    assert described.startswith("ForkServerError: ")
+    [event] = [e for e in root.events if e.name == "exception"]
+    assert "no such device" in event.attributes["exception.message"]

@@ -3,28 +3,41 @@
 opentelemetry-api is the optional ``otel`` extra.  Nothing here runs unless a
 trace was asked for (``trace=``) and a real provider is set (the API's
 default proxy/no-op provider means nobody would receive the spans).  The
-launch's root span starts when the launch does, so its W3C ``traceparent``
-travels to every rank in ``spec.env`` as ``TRACEPARENT`` (where an entry that
-uses OpenTelemetry continues the trace); the other spans are emitted when the
-group closes, with their measured times converted from the shared monotonic
-clock to Unix nanoseconds.
+launch's root span starts at the launch's first clock read, under the caller's
+context: a ``TRACEPARENT`` (and ``TRACESTATE``) in ``env=`` (OpenTelemetry's
+environment carrier), else the current span.  Its W3C context travels to every
+rank in ``spec.env`` as ``TRACEPARENT`` (with ``TRACESTATE`` where the context
+has one), where an entry that uses OpenTelemetry continues the trace; the
+other spans are emitted when the group closes, with their measured times
+converted from the shared monotonic clock to Unix nanoseconds.  A provider
+whose root span has no valid context (the SDK under ``OTEL_SDK_DISABLED=true``
+hands out a no-op tracer) counts as none: the JSON trace is written, the ranks
+get no ``TRACEPARENT``.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import signal
+from collections.abc import Mapping
 from typing import Any
 
 from spawnkit._trace import Recorder, Span
+from spawnkit.errors import ConfigError
 
-__all__ = ["TRACEPARENT_VAR", "OtelBridge", "otel_bridge"]
+__all__ = ["TRACEPARENT_VAR", "TRACESTATE_VAR", "OtelBridge", "otel_bridge"]
 
-#: The variable each rank finds the launch's W3C trace context in.
+#: The variable each rank finds the launch's W3C trace context in (the caller's in ``env=``).
 TRACEPARENT_VAR = "TRACEPARENT"
+#: The context's vendor trace state, beside it where the context has one.
+TRACESTATE_VAR = "TRACESTATE"
+
+#: The environment carrier: each variable and the W3C header it holds.
+_CARRIER = {TRACEPARENT_VAR: "traceparent", TRACESTATE_VAR: "tracestate"}
 
 
 def otel_bridge(begun: float, offset: float) -> OtelBridge | None:
-    """A bridge whose root span started at ``begun`` (monotonic s); None when OTel is off."""
+    """A bridge whose root span will start at ``begun`` (monotonic s); None when OTel is off."""
     if importlib.util.find_spec("opentelemetry") is None:
         return None
     try:
@@ -42,24 +55,66 @@ class OtelBridge:
 
     def __init__(self, tracer: Any, begun: float, offset: float) -> None:
         self.tracer = tracer
+        self.begun = begun
         self.offset = offset
-        self.root = tracer.start_span("spawn_with_plugins", start_time=self._ns(begun))
+        self.root: Any = None  # by start(), once env= (the caller's context) is known
+        #: What the launch raised (``LaunchTrace.finish``): the root span's error status.
+        self.error: BaseException | None = None
 
     def _ns(self, monotonic: float) -> int:
         return int((monotonic + self.offset) * 1e9)
 
-    def traceparent(self) -> str:
+    def start(self, env: Mapping[str, str] | None) -> bool:
+        """The root span, under the caller's context (``env``'s ``TRACEPARENT``, else the
+        current span); False, and ended, when the provider gave it no valid context (a disabled
+        SDK's no-op tracer): there is nothing to continue, OTel is off."""
+        from opentelemetry.context import Context
+        from opentelemetry.trace import get_current_span
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        given = {v: val for v, val in (env or {}).items() if v in _CARRIER and isinstance(val, str)}
+        carrier = {_CARRIER[v]: val for v, val in given.items()}
+        propagator = TraceContextTextMapPropagator()
+        parsed = propagator.extract(carrier, context=Context())
+        unread = bool(given.get(TRACEPARENT_VAR)) and not (
+            get_current_span(parsed).get_span_context().is_valid
+        )
+        parent = propagator.extract(carrier) if given.get(TRACEPARENT_VAR) else None
+        self.root = self.tracer.start_span(
+            "spawn_with_plugins", context=parent, start_time=self._ns(self.begun)
+        )
+        if not self.root.get_span_context().is_valid:
+            self.root.end()
+            return False
+        if unread:  # refused with OTel on only (the root is left unended: no span is exported)
+            raise ConfigError(
+                f"env={{{TRACEPARENT_VAR!r}: {given[TRACEPARENT_VAR]!r}}}: not a W3C "
+                "traceparent ('00-<32 hex trace id>-<16 hex span id>-<2 hex flags>', not all "
+                "zeros), so the launch's spans could not join the caller's trace. Pass the value "
+                "a propagator's inject() wrote, or leave it out. No worker was started.",
+                setting="env",
+            )
+        return True
+
+    def child_env(self, env: Mapping[str, str] | None) -> dict[str, str]:
+        """``env`` with the root span's W3C context for the ranks: the caller's
+        ``TRACEPARENT``/``TRACESTATE`` are its parent's, replaced by the root's."""
         from opentelemetry.trace import set_span_in_context
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         carrier: dict[str, str] = {}
         TraceContextTextMapPropagator().inject(carrier, context=set_span_in_context(self.root))
-        return carrier["traceparent"]
+        out = {k: v for k, v in (env or {}).items() if k not in _CARRIER}
+        out.update({v: carrier[h] for v, h in _CARRIER.items() if h in carrier})
+        return out
 
     def emit(self, rec: Recorder) -> None:
-        """Every recorded span, under the one it lies within on its track (else the root)."""
-        from opentelemetry.trace import set_span_in_context
+        """Every recorded span, under the one it lies within on its track (else the root); a
+        rank that failed, and the root of a launch that raised, with an error status."""
+        from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
+        if self.root is None and not self.start(None):  # a trace no launch gave an env=
+            return
         by_track: dict[int, list[Span]] = {}
         for s in rec.spans:
             by_track.setdefault(s.pid, []).append(s)
@@ -79,10 +134,43 @@ class OtelBridge:
                     start_time=self._ns(s.start),
                     attributes=_attributes(s),
                 )
+                failed = _rank_failure(s, self.error)
+                if failed is not None:
+                    otel.set_status(Status(StatusCode.ERROR, failed))
                 otel.end(end_time=self._ns(s.end))
                 stack.append((s, otel))
+        if self.error is not None:
+            self.root.record_exception(self.error)
+            self.root.set_status(Status(StatusCode.ERROR, _described(self.error)))
         end = root_span.end if root_span is not None else max(s.end for s in rec.spans)
         self.root.end(end_time=self._ns(end))
+
+
+def _described(error: BaseException) -> str:
+    """An error status's description: the error's type and first line."""
+    first = str(error).strip().partition("\n")[0]
+    text = f"{type(error).__name__}: {first}" if first else type(error).__name__
+    return text if len(text) <= 200 else text[:199] + "\u2026"
+
+
+def _rank_failure(s: Span, error: BaseException | None) -> str | None:
+    """Why the rank whose life ``s`` is failed (None: it did not, or ``s`` is no rank's life):
+    the launch's error where it names this rank, else an exit code that is not 0."""
+    if s.cat != "rank" or "exitcode" not in s.args:
+        return None
+    if error is not None and getattr(error, "pid", None) == s.pid:
+        return _described(error)
+    code = s.args["exitcode"]
+    if code is None:
+        return "still running when the group closed (not reaped)"
+    if code == 0:
+        return None
+    if code < 0:
+        try:
+            return f"ended by {signal.Signals(-code).name} (exit code {code})"
+        except ValueError:
+            pass
+    return f"exit code {code}"
 
 
 #: OTel attribute namespace (an attribute name, not a module: the layer test reads

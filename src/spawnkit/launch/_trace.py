@@ -23,7 +23,7 @@ from typing import Any
 from spawnkit import _steps
 from spawnkit._trace import Recorder, Span
 from spawnkit.errors import ConfigError
-from spawnkit.launch._otel import TRACEPARENT_VAR, otel_bridge
+from spawnkit.launch._otel import otel_bridge
 
 __all__ = ["PROCESS_START", "START_PART", "LaunchTrace", "open_trace"]
 
@@ -69,10 +69,13 @@ class LaunchTrace:
         self.written = False
 
     def child_env(self, env: Mapping[str, str] | None) -> dict[str, str] | None:
-        """``env`` plus the launch's W3C trace context for the ranks, when OTel is on."""
+        """``env`` plus the launch's W3C trace context for the ranks, when OTel is on (a
+        ``TRACEPARENT`` in ``env`` is the caller's: the root span's parent)."""
+        if self.otel is not None and not self.otel.start(env):
+            self.otel = None  # the provider's root span has no valid context: OTel is off
         if self.otel is None:
             return None if env is None else dict(env)
-        return {**(env or {}), TRACEPARENT_VAR: self.otel.traceparent()}
+        return self.otel.child_env(env)
 
     @contextlib.contextmanager
     def span(self, name: str, **args: Any) -> Iterator[None]:
@@ -90,9 +93,11 @@ class LaunchTrace:
         for name, begun, done in _parts(names, marks, start, end):
             self.rec.add(Span(self.pid, name, begun, done, START_PART, {"rank": rank}))
 
-    def finish(self, ranks: Sequence[Any], server: Any = None) -> None:
+    def finish(
+        self, ranks: Sequence[Any], server: Any = None, error: BaseException | None = None
+    ) -> None:
         """Draw every rank's spans (and the warm server's, when this launch started it) and
-        write the file, once.
+        write the file, once; ``error``: what the launch raised (the OTel root span's status).
 
         Called from the group's teardown, where an exception would replace the
         run's own error: a failure here is logged at ERROR with the file named.
@@ -100,6 +105,8 @@ class LaunchTrace:
         if self.written:
             return
         self.written = True
+        if self.otel is not None:
+            self.otel.error = error
         try:
             self._finish(ranks, server)
         except Exception as exc:

@@ -459,7 +459,9 @@ class WorkerGroup(GroupContract):
 
             forget_run(self.run_id)
             if self._trace is not None:
-                self._trace.finish(self._ranks, self._ctx.server)
+                self._trace.finish(
+                    self._ranks, self._ctx.server, self._failure or self._relay.error
+                )
 
     def _stop_workers(self, initial_grace: float) -> None:
         """Teardown; a Ctrl-C during it sends SIGKILL at once, and is raised after unless the

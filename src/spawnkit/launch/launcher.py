@@ -147,9 +147,9 @@ def _trace_if_failing(tracer: Any) -> Iterator[None]:
     where it spent its time, and its OpenTelemetry root span is ended (else never exported)."""
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
         if tracer is not None:
-            tracer.finish(())
+            tracer.finish((), error=exc)
         raise
 
 
