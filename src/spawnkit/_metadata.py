@@ -12,6 +12,7 @@ import contextlib
 import functools
 import importlib
 import os
+import stat
 import sys
 import threading
 import time
@@ -212,7 +213,8 @@ def path_fingerprint() -> Fingerprint:
     (``_SETTLING_NS``); otherwise one ``stat`` per entry, and one per ``entry_points.txt``
     in its metadata folders: a file rewritten in place (setuptools' ``egg_info``, ``setup.py
     develop``, an editor) moves neither the folder's mtime nor the directory's, and a
-    long-lived launcher kept the plugins it had first read.
+    long-lived launcher kept the plugins it had first read.  An entry that is a file (a zip,
+    an ``.egg``) counts by its own mtime and size: nothing in it can be listed that cheaply.
     """
     if getattr(_look, "depth", 0):
         seen = getattr(_look, "seen", None)
@@ -236,9 +238,15 @@ def _fingerprint() -> Fingerprint:
     for entry in sys.path:
         path = entry or "."
         try:
-            mtime = os.stat(path).st_mtime_ns
+            st = os.stat(path)
         except OSError:
             continue
+        if stat.S_ISREG(st.st_mode):
+            # A zip (or ``.egg`` file) lists nothing here: replaced in place, only its own
+            # stat moves, and a long-lived launcher kept the plugins it had first read.
+            out.append((entry, (("<file>", st.st_mtime_ns), ("<size>", st.st_size))))
+            continue
+        mtime = st.st_mtime_ns
         state = _dir_state.get(path)
         if state is None or state[0] != mtime or state[2] > settled:
             entries = _meta_entries(path)
@@ -263,7 +271,7 @@ def _entry_point_files(
         return ()
     found = []
     for name, _mtime in entries:
-        if name.endswith((".dist-info", ".egg-info")):
+        if name.endswith((".dist-info", ".egg-info")) or name.lower() == "egg-info":
             file = os.path.join(path, name, "entry_points.txt")
             if os.path.isfile(file):
                 found.append((f"{name}/entry_points.txt", file))
@@ -292,13 +300,20 @@ def _file_times(files: tuple[tuple[str, str], ...]) -> tuple[tuple[str, int], ..
 
 
 def _meta_entries(path: str) -> tuple[tuple[str, int], ...]:
+    """The directory's metadata entries with their mtimes.
+
+    An unzipped ``.egg`` directory on ``sys.path`` keeps its metadata in ``EGG-INFO``, which
+    ``importlib.metadata`` reads there (and only there): unlisted, an edit of its
+    ``entry_points.txt`` was never seen.
+    """
     try:
         names = os.listdir(path)
-    except OSError:  # a zip file or an unreadable directory
+    except OSError:  # an unreadable directory
         return ()
+    egg = os.path.basename(path).lower().endswith(".egg")
     found: list[tuple[str, int]] = []
     for name in names:
-        if name.endswith(_META_SUFFIXES):
+        if name.endswith(_META_SUFFIXES) or (egg and name.lower() == "egg-info"):
             try:
                 found.append((name, os.stat(os.path.join(path, name)).st_mtime_ns))
             except OSError:
