@@ -235,3 +235,25 @@ def test_distributions_without_a_name_keep_their_entry_points_apart(
         assert sorted(ep.name for ep in md.entry_points(group=group)) == ["alpha", "beta"]
     finally:
         sys.path.remove(str(later))
+
+
+def test_write_distribution_again_replaces_the_earlier_version_as_pips_upgrade_does(
+    site: Path,
+) -> None:
+    # Before: both folders stayed, importlib.metadata read the one listdir gave first: a
+    # test "upgrading" a plugin ran the 2.0 code under the 1.0 entry points and version.
+    import importlib.metadata as md
+
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    write_distribution(site, "look-up", "1.0", entry_points={group: {"old": "os:getcwd"}})
+    write_distribution(site, "Look.Up", "2.0", entry_points={group: {"new": "os:getcwd"}})
+    assert sorted(p.name for p in site.glob("*.dist-info")) == ["Look_Up-2.0.dist-info"]
+    assert md.version("look-up") == "2.0"
+    assert [(ep.name, ep.version) for ep in _metadata.entry_points(group)] == [("new", "2.0")]
+    # another distribution's folder, and one whose name only starts the same, stay
+    write_distribution(site, "look-up-extra", "1.0")
+    write_distribution(site, "look-up", "3.0")
+    assert sorted(p.name for p in site.glob("*.dist-info")) == [
+        "look_up-3.0.dist-info",
+        "look_up_extra-1.0.dist-info",
+    ]
