@@ -132,6 +132,78 @@ def test_an_entry_points_file_rewritten_in_place_is_seen_by_the_next_look(site: 
     assert _names(group) == ["new_name"]
 
 
+def _zip_of(path: Path, group: str, names: list[str]) -> None:
+    """A zip of plugin distributions, written beside ``path`` and moved over it, as a
+    packager or ``zipapp`` replaces one: by hand, with no scan cache dropped (no installer
+    drops spawnkit's)."""
+    import zipfile
+
+    tmp = path.with_suffix(".tmp")
+    with zipfile.ZipFile(tmp, "w") as z:
+        for name in names:
+            info = f"zip_{name}-1.0.dist-info"
+            z.writestr(
+                f"{info}/METADATA", f"Metadata-Version: 2.1\nName: zip-{name}\nVersion: 1.0\n"
+            )
+            z.writestr(f"{info}/entry_points.txt", f"[{group}]\n{name} = os:getcwd\n")
+    os.replace(tmp, path)
+
+
+def test_a_zip_on_sys_path_replaced_in_place_is_seen_by_the_next_look(site: Path) -> None:
+    # Before: a zip lists nothing (listdir fails) and its own mtime was not in the fingerprint,
+    # so a long-lived launcher kept the plugins it first read from it: importlib.metadata
+    # listed the new one, discover() and every later launch did not.
+    import importlib.metadata as md
+
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    archive = site / "plugins.zip"
+    _zip_of(archive, group, ["zipa"])
+    sys.path.insert(0, str(archive))
+    try:
+        assert _names(group) == ["zipa"]
+        first = _metadata._scanned()
+        assert _metadata._scanned() is first  # unchanged: the scan is kept, not redone
+        stamp = archive.stat().st_mtime_ns
+        _zip_of(archive, group, ["zipa", "zipb"])
+        os.utime(archive, ns=(stamp + 1_000_000_000,) * 2)
+        assert sorted(ep.name for ep in md.entry_points(group=group)) == ["zipa", "zipb"]
+        assert sorted(_names(group)) == ["zipa", "zipb"]
+    finally:
+        sys.path.remove(str(archive))
+
+
+def test_an_unzipped_eggs_entry_points_file_edited_in_place_is_seen_by_the_next_look(
+    site: Path,
+) -> None:
+    # An .egg directory on sys.path (easy_install, a rebuilt egg) keeps its metadata in
+    # EGG-INFO, which importlib.metadata reads.  Before: EGG-INFO matched none of the metadata
+    # suffixes, so its entry_points.txt was never stat'ed and an edit in place went unseen.
+    import importlib.metadata as md
+
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    egg = site / "look_egg-1.0-py3.11.egg"
+    info = egg / "EGG-INFO"
+    info.mkdir(parents=True)
+    (info / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: look-egg\nVersion: 1.0\n")
+    eps = info / "entry_points.txt"
+    eps.write_text(f"[{group}]\nold_name = os:getcwd\n")
+    settled = site.stat().st_mtime_ns - 10_000_000_000  # past the settling window
+    for path in (eps, info, egg):
+        os.utime(path, ns=(settled, settled))
+    sys.path.insert(0, str(egg))
+    try:
+        assert _names(group) == ["old_name"]
+        with open(eps, "w", encoding="utf-8") as f:  # in place: the folders' mtimes stay
+            f.write(f"[{group}]\nold_name = os:getcwd\nnew_name = os:getcwd\n")
+        os.utime(eps, ns=(settled + 1_000_000_000,) * 2)
+        for path in (info, egg):
+            os.utime(path, ns=(settled, settled))
+        assert sorted(ep.name for ep in md.entry_points(group=group)) == ["new_name", "old_name"]
+        assert sorted(_names(group)) == ["new_name", "old_name"]
+    finally:
+        sys.path.remove(str(egg))
+
+
 def _nameless(site: Path, folder: str, group: str, name: str) -> None:
     """A hand-made ``.dist-info`` with only ``entry_points.txt``: no ``Name`` anywhere."""
     (site / folder).mkdir(parents=True)
@@ -163,3 +235,25 @@ def test_distributions_without_a_name_keep_their_entry_points_apart(
         assert sorted(ep.name for ep in md.entry_points(group=group)) == ["alpha", "beta"]
     finally:
         sys.path.remove(str(later))
+
+
+def test_write_distribution_again_replaces_the_earlier_version_as_pips_upgrade_does(
+    site: Path,
+) -> None:
+    # Before: both folders stayed, importlib.metadata read the one listdir gave first: a
+    # test "upgrading" a plugin ran the 2.0 code under the 1.0 entry points and version.
+    import importlib.metadata as md
+
+    group = f"look{uuid.uuid4().hex[:8]}.plugins"
+    write_distribution(site, "look-up", "1.0", entry_points={group: {"old": "os:getcwd"}})
+    write_distribution(site, "Look.Up", "2.0", entry_points={group: {"new": "os:getcwd"}})
+    assert sorted(p.name for p in site.glob("*.dist-info")) == ["Look_Up-2.0.dist-info"]
+    assert md.version("look-up") == "2.0"
+    assert [(ep.name, ep.version) for ep in _metadata.entry_points(group)] == [("new", "2.0")]
+    # another distribution's folder, and one whose name only starts the same, stay
+    write_distribution(site, "look-up-extra", "1.0")
+    write_distribution(site, "look-up", "3.0")
+    assert sorted(p.name for p in site.glob("*.dist-info")) == [
+        "look_up-3.0.dist-info",
+        "look_up_extra-1.0.dist-info",
+    ]

@@ -12,6 +12,7 @@ import contextlib
 import functools
 import importlib
 import os
+import stat
 import sys
 import threading
 import time
@@ -70,8 +71,15 @@ def _reference_part(value: str) -> str:
     return text
 
 
+#: A metadata folder's name, its version and its entry points.
+_Copy = tuple[str, str, tuple[EntryPointInfo, ...]]
+#: A distribution with two or more metadata folders in one directory: where, its name, the
+#: folders in ``importlib.metadata``'s order (the first is the one read).
+_Twice = tuple[str, str, tuple[_Copy, ...]]
+_Scan = tuple[dict[str, tuple[EntryPointInfo, ...]], tuple[_Twice, ...]]
+
 _lock = threading.Lock()
-_cache: dict[str, tuple[EntryPointInfo, ...]] | None = None
+_cache: _Scan | None = None  # by entry-point group; distributions installed twice
 _cache_fingerprint: Fingerprint | None = None
 _seeded: dict[str, tuple[EntryPointInfo, ...]] = {}
 
@@ -104,25 +112,77 @@ def _name_version(dist: md.Distribution) -> tuple[str | None, str | None]:
     return name or meta["Name"], version or meta["Version"]
 
 
-def _scan() -> dict[str, tuple[EntryPointInfo, ...]]:
+def _scan() -> _Scan:
     import importlib.metadata as md
 
     grouped: dict[str, list[EntryPointInfo]] = {}
-    seen_dists: set[str] = set()
+    kept: dict[str, tuple[md.Distribution, str, tuple[EntryPointInfo, ...]]] = {}
+    twice: dict[str, tuple[str, str, list[_Copy]]] = {}
     for dist in md.distributions():
         found_name, found_version = _name_version(dist)
         name, key = (found_name, found_name) if found_name else _nameless(dist)
-        # The first distribution of a name on sys.path wins, as importlib does.
         key = key.lower().replace("-", "_").replace(".", "_")
-        if key in seen_dists:
-            continue
-        seen_dists.add(key)
         version = found_version or "?"
-        for ep in dist.entry_points:
-            grouped.setdefault(ep.group, []).append(
-                EntryPointInfo(ep.name, ep.value, ep.group, name, version)
-            )
-    return {g: tuple(eps) for g, eps in grouped.items()}
+        eps = tuple(
+            EntryPointInfo(ep.name, ep.value, ep.group, name, version) for ep in dist.entry_points
+        )
+        first = kept.get(key)
+        if first is None:
+            kept[key] = (dist, version, eps)
+            for info in eps:
+                grouped.setdefault(info.group, []).append(info)
+            continue
+        # The first distribution of a name on sys.path wins, as importlib does (a later
+        # directory's is shadowed).  A second in the *same* directory is a broken install
+        # (``pip install --target`` again without ``--upgrade``): kept for installed_twice().
+        here, folder = _where(dist)
+        there, first_folder = _where(first[0])
+        if here and here == there:
+            title = name if found_name else first_folder
+            twice.setdefault(key, (here, title, [(first_folder, first[1], first[2])]))
+            twice[key][2].append((folder, version, eps))
+    grouped_t = {g: tuple(eps) for g, eps in grouped.items()}
+    return grouped_t, tuple((d, n, tuple(c)) for d, n, c in twice.values())
+
+
+def _where(dist: md.Distribution) -> tuple[str, str]:
+    """The directory a distribution's metadata folder is in, and the folder's name."""
+    path = getattr(dist, "_path", None)  # a PathDistribution's; other finders have none
+    if path is None:
+        return "", "<metadata>"
+    return os.path.split(str(path).rstrip("/\\"))
+
+
+def installed_twice(groups: Iterable[str]) -> list[str]:
+    """One message per distribution with two metadata folders in one ``sys.path`` directory
+    where either declares entry points in ``groups``.
+
+    ``importlib.metadata`` reads the first in ``listdir`` order, unsaid: its plugins load and
+    its version is reported whichever copy's code is on disk, and what only the other
+    declares never loads.
+    """
+    wanted = frozenset(groups)
+    out = []
+    for directory, name, copies in _scanned_all()[1]:
+        if not any(ep.group in wanted for _, _, eps in copies for ep in eps):
+            continue
+        listed = " and ".join(
+            f"{folder} (version {version}, entry points "
+            f"{', '.join(repr(ep.name) for ep in eps if ep.group in wanted) or 'none'})"
+            for folder, version, eps in copies
+        )
+        read = {ep.name for ep in copies[0][2] if ep.group in wanted}
+        lost = sorted({ep.name for c in copies[1:] for ep in c[2] if ep.group in wanted} - read)
+        never = f"; {', '.join(map(repr, lost))} never load" if lost else ""
+        out.append(
+            f"distribution {name} has {len(copies)} metadata folders in {directory}: {listed}, "
+            "a broken install (a second 'pip install --target' without --upgrade, or a folder "
+            f"left behind). Only {copies[0][0]} is read, as importlib.metadata reads it: "
+            f"launches load its plugins and report version {copies[0][1]} whichever copy's "
+            f"code is on disk{never}. Remove the stale folder, or reinstall the distribution "
+            "(pip install --upgrade, with the same --target)"
+        )
+    return out
 
 
 def _nameless(dist: md.Distribution) -> tuple[str, str]:
@@ -157,6 +217,10 @@ def groups() -> frozenset[str]:
 
 def _scanned() -> dict[str, tuple[EntryPointInfo, ...]]:
     """The scan of what is installed now (redone when ``sys.path``'s fingerprint changed)."""
+    return _scanned_all()[0]
+
+
+def _scanned_all() -> _Scan:
     global _cache, _cache_fingerprint
     fingerprint = path_fingerprint()
     with _lock:
@@ -212,7 +276,8 @@ def path_fingerprint() -> Fingerprint:
     (``_SETTLING_NS``); otherwise one ``stat`` per entry, and one per ``entry_points.txt``
     in its metadata folders: a file rewritten in place (setuptools' ``egg_info``, ``setup.py
     develop``, an editor) moves neither the folder's mtime nor the directory's, and a
-    long-lived launcher kept the plugins it had first read.
+    long-lived launcher kept the plugins it had first read.  An entry that is a file (a zip,
+    an ``.egg``) counts by its own mtime and size: nothing in it can be listed that cheaply.
     """
     if getattr(_look, "depth", 0):
         seen = getattr(_look, "seen", None)
@@ -236,9 +301,15 @@ def _fingerprint() -> Fingerprint:
     for entry in sys.path:
         path = entry or "."
         try:
-            mtime = os.stat(path).st_mtime_ns
+            st = os.stat(path)
         except OSError:
             continue
+        if stat.S_ISREG(st.st_mode):
+            # A zip (or ``.egg`` file) lists nothing here: replaced in place, only its own
+            # stat moves, and a long-lived launcher kept the plugins it had first read.
+            out.append((entry, (("<file>", st.st_mtime_ns), ("<size>", st.st_size))))
+            continue
+        mtime = st.st_mtime_ns
         state = _dir_state.get(path)
         if state is None or state[0] != mtime or state[2] > settled:
             entries = _meta_entries(path)
@@ -263,7 +334,7 @@ def _entry_point_files(
         return ()
     found = []
     for name, _mtime in entries:
-        if name.endswith((".dist-info", ".egg-info")):
+        if name.endswith((".dist-info", ".egg-info")) or name.lower() == "egg-info":
             file = os.path.join(path, name, "entry_points.txt")
             if os.path.isfile(file):
                 found.append((f"{name}/entry_points.txt", file))
@@ -292,13 +363,20 @@ def _file_times(files: tuple[tuple[str, str], ...]) -> tuple[tuple[str, int], ..
 
 
 def _meta_entries(path: str) -> tuple[tuple[str, int], ...]:
+    """The directory's metadata entries with their mtimes.
+
+    An unzipped ``.egg`` directory on ``sys.path`` keeps its metadata in ``EGG-INFO``, which
+    ``importlib.metadata`` reads there (and only there): unlisted, an edit of its
+    ``entry_points.txt`` was never seen.
+    """
     try:
         names = os.listdir(path)
-    except OSError:  # a zip file or an unreadable directory
+    except OSError:  # an unreadable directory
         return ()
+    egg = os.path.basename(path).lower().endswith(".egg")
     found: list[tuple[str, int]] = []
     for name in names:
-        if name.endswith(_META_SUFFIXES):
+        if name.endswith(_META_SUFFIXES) or (egg and name.lower() == "egg-info"):
             try:
                 found.append((name, os.stat(os.path.join(path, name)).st_mtime_ns))
             except OSError:

@@ -9,7 +9,9 @@ case and ``-``/``_``/``.`` are evened out, or one character changed, added, drop
 in one dotted part), or one an author plausibly meant for it (vLLM's ``<ns>.general_plugins``
 and ``<ns>.platform_plugins``; ``eng.plugins`` / ``eng.platforms``, the engine's top package's,
 for namespace ``eng.srt``), is a ``PluginSelectionWarning`` naming the distributions, their
-entry points and the group to declare them in.  The answer is kept while what is installed and the
+entry points and the group to declare them in.  So is a distribution with two metadata
+folders in one directory that declares plugins in one of them (``_metadata.installed_twice``).
+The answer is kept while what is installed and the
 namespaces declared here are unchanged: a warm launch's path is the launcher's own work.
 """
 
@@ -49,7 +51,7 @@ def _find(ns: Namespace) -> list[str]:
     read = set(ours)
     for other in _others(ns):
         read.update((other.config.plugin_group, other.config.platform_group))
-    found = []
+    found = _metadata.installed_twice(ours)  # one name's two folders in a directory: one read
     plausible = _plausible(ns.name, config.plugin_group, config.platform_group)
     for group in sorted(_metadata.groups() - read):
         for want, role in ours.items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import shutil
 import sys
 import textwrap
 from collections.abc import Mapping
@@ -113,6 +114,9 @@ def write_distribution(
 ) -> Distribution:
     """Write distribution ``name`` into directory ``root`` and return what was written.
 
+    An earlier ``.dist-info`` of the same name in ``root`` (another version) is removed first,
+    as pip's upgrade does: left beside the new one, ``importlib.metadata`` read whichever
+    ``listdir`` gave first (the old version's entry points, the new version's code).
     ``validate=False`` writes a malformed entry-point value verbatim, as a broken plugin would have.
     """
     check_dist_name(name)
@@ -122,6 +126,7 @@ def write_distribution(
     check_entry_points(eps, values=validate)
     written = write_modules(base, package_modules(modules or {}))
     safe = re.sub(r"[-.]+", "_", name)
+    _remove_earlier(base, safe)
     dist_info = base / f"{safe}-{version}.dist-info"
     dist_info.mkdir(parents=True, exist_ok=True)
     (dist_info / "METADATA").write_text(
@@ -142,3 +147,12 @@ def write_distribution(
 
     _metadata.clear_cache()
     return Distribution(name, version, base, dist_info, tuple(written), eps)
+
+
+def _remove_earlier(base: Path, safe: str) -> None:
+    """Remove ``base``'s ``.dist-info`` folders of the distribution (normalised name)."""
+    want = re.sub(r"[-_.]+", "_", safe).lower()
+    for folder in base.glob("*.dist-info"):
+        stem = folder.name[: -len(".dist-info")].partition("-")[0]
+        if folder.is_dir() and re.sub(r"[-_.]+", "_", stem).lower() == want:
+            shutil.rmtree(folder)
