@@ -48,6 +48,10 @@ def detokenize(q):
 def square(x):
     return x * x
 
+def call_word():
+    from {pkg}.target import word
+    return word()
+
 def schedule(how):
     from {pkg}.target import word
     if how == "manager":  # multiprocessing's own server process: it runs no engine code
@@ -59,6 +63,16 @@ def schedule(how):
     if how == "pool":
         with multiprocessing.get_context("spawn").Pool(2) as pool:
             return word(), pool.map(square, [1, 2, 3])
+    if how.startswith("loky"):  # loky imported by the entry, after the hooks (joblib's way)
+        assert "loky" not in sys.modules, "imported before the entry ran"
+        import loky
+
+        ctx = spawnkit.get_context("spawn", namespace={tag!r}) if how == "loky-spawnkit" else None
+        executor = loky.get_reusable_executor(max_workers=1, context=ctx)
+        try:
+            return word(), executor.submit(call_word).result(timeout=60)
+        finally:
+            executor.shutdown(wait=True)
     if how == "spawnkit":
         ctx = spawnkit.get_context("spawn", namespace={tag!r})
     elif how.startswith("late-"):  # multiprocess imported after the hooks (datasets' map)
@@ -166,20 +180,26 @@ from spawnkit.bootstrap import _plain_children
 from spawnkit.hooks import _on_import
 
 _plain_children.arm_launcher("eng", ("loud",), {"eng"})
-assert "multiprocess" not in sys.modules, "imported by arming"
-assert _on_import.installed() and not _on_import.waiting()  # no hook awaits it
+assert "multiprocess" not in sys.modules and "loky" not in sys.modules, "imported by arming"
+assert _on_import.installed() and not _on_import.waiting()  # no hook awaits them
 import multiprocess.context as c
 
-assert not _on_import.installed(), "the finder stayed after multiprocess was imported"
+assert _on_import.installed(), "the finder left while loky was still awaited"
 assert c.SpawnProcess._Popen.__module__ == _plain_children.__name__
 assert c.ForkServerProcess._Popen.__module__ == _plain_children.__name__
+import loky.backend.process as lp
+
+assert not _on_import.installed(), "the finder stayed after both were imported"
+assert lp.LokyProcess._Popen.__module__ == _plain_children.__name__
 print("ok")
 """
 
 
 def test_the_watch_for_multiprocess_ends_as_it_is_imported() -> None:
-    """Nothing is imported to arm it; the finder leaves ``sys.meta_path`` once it fired (no
-    module of this process is patched), and a launcher's lifelong watch is no pending hook."""
+    """Nothing is imported to arm it; the finder leaves ``sys.meta_path`` once each watch
+    fired (no module of this process is patched), and a launcher's lifelong watch is no
+    pending hook."""
+    pytest.importorskip("loky")
     proc = subprocess.run(
         [sys.executable, "-c", _WATCH_ENDS], capture_output=True, text=True, timeout=120
     )
@@ -264,3 +284,30 @@ def test_a_launchers_plain_child_running_engine_code_is_named(
     assert len(lines) == 1, proc.stderr
     assert f"'spawn' process with target {app.pkg}.engine.detokenize" in lines[0]
     assert "the plugins its workers load (loud" in lines[0]
+
+
+@pytest.mark.parametrize("worker_start", ["spawn", "forkserver"])
+def test_a_loky_executors_worker_is_named_with_a_fix_loky_takes(  # type: ignore[no-untyped-def]
+    app, worker_start: str
+) -> None:
+    """loky's reusable executor (imported by the entry, after the hooks) starts its workers as
+    ``LokyProcess``, no multiprocessing class: they ran without the hooks, unsaid."""
+    pytest.importorskip("loky")
+    proc = run_script(app.script, "loky", worker_start)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1, proc.stderr
+    assert "'loky' process with target loky.process_executor._process_worker" in lines[0]
+    assert f"plugins of namespace {app.tag!r} (loud)" in lines[0]
+    assert "loky.get_reusable_executor(context=ctx)" in lines[0], lines[0]
+    assert f"spawnkit.get_context('spawn', namespace={app.tag!r})" in lines[0]
+
+
+def test_a_loky_executor_on_a_spawnkit_context_is_hooked_and_not_named(app) -> None:  # type: ignore[no-untyped-def]
+    """The warning's fix works: loky's workers started from the context run the hook."""
+    pytest.importorskip("loky")
+    proc = run_script(app.script, "loky-spawnkit", "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi!')]", proc.stdout
+    assert not warned(proc, "PlainChildWarning"), proc.stderr

@@ -24,6 +24,12 @@ on-import finder (``hooks/_on_import.py``), which a worker with a patched module
 on ``sys.meta_path`` (one more name in its table; no second finder), and ends as it fires.
 Importing ``multiprocess`` here instead would cost every worker ~20 ms (dill with it) for a
 package most never use.
+
+loky's reusable executor starts its workers as ``LokyProcess`` through its own ``_Popen``, no
+multiprocessing class: those ran unhooked and unsaid, where a plain spawn
+``ProcessPoolExecutor`` warned.  ``loky.backend.process`` is stood in for and watched the same
+way, one watch per late module, each ended as it fires (the finder leaves once none is
+left).  joblib's vendored copy (``joblib.externals.loky``) is not watched yet.
 """
 
 from __future__ import annotations
@@ -39,11 +45,20 @@ from spawnkit.spec import _phase
 __all__: list[str] = []
 
 _PACKAGES = ("multiprocessing", "multiprocess")
-_CLASSES = (("SpawnProcess", "spawn"), ("ForkServerProcess", "forkserver"))
+_LOKY = ("loky.backend.process",)
+# (module, class, start method): each class's own ``_Popen`` starts a child without the hooks
+_CLASSES = (
+    *(
+        (f"{package}.context", cls_name, method)
+        for package in _PACKAGES
+        for cls_name, method in (("SpawnProcess", "spawn"), ("ForkServerProcess", "forkserver"))
+    ),
+    *((module, "LokyProcess", "loky") for module in _LOKY),
+)
 _QUIET_TARGETS = ("multiprocessing.managers", "multiprocess.managers")
-_armed: set[tuple[str, str]] = set()  # (package, class): stood in for (its stand-in keeps it)
-_LATE = "multiprocess.context"  # imported after arming: stood in for as its import ends
-_late_watch: int | None = None  # the on-import watch for it, until it runs
+_armed: set[tuple[str, str]] = set()  # (module, class): stood in for (its stand-in keeps it)
+_LATE = ("multiprocess.context", *_LOKY)  # imported after arming: stood in for as it ends
+_late_watch: dict[str, int] = {}  # the on-import watch for each, until it runs
 
 
 def _nothing() -> tuple[str, str]:
@@ -82,34 +97,32 @@ def arm_launcher(namespace: str, plugins: tuple[str, ...], packages: set[str]) -
 
 
 def _stand_in_everywhere() -> None:
-    for package in _PACKAGES:
-        context = sys.modules.get(f"{package}.context")
-        for cls_name, method in _CLASSES:
-            cls = getattr(context, cls_name, None)
-            own = None if cls is None else cls.__dict__.get("_Popen")
-            if not isinstance(own, staticmethod) or (package, cls_name) in _armed:
-                continue
-            _armed.add((package, cls_name))
-            cls._Popen = staticmethod(_stand_in(own.__func__, method))  # type: ignore[union-attr]
-    _await_multiprocess()
+    for module, cls_name, method in _CLASSES:
+        cls = getattr(sys.modules.get(module), cls_name, None)
+        own = None if cls is None else cls.__dict__.get("_Popen")
+        if not isinstance(own, staticmethod) or (module, cls_name) in _armed:
+            continue
+        _armed.add((module, cls_name))
+        cls._Popen = staticmethod(_stand_in(own.__func__, method))  # type: ignore[union-attr]
+    _await_late()
 
 
-def _await_multiprocess() -> None:
-    """Not imported yet: stand in for its classes once its import has run them."""
-    global _late_watch
-    if _late_watch is not None or _LATE in sys.modules:
+def _await_late() -> None:
+    """Not imported yet: stand in for their classes once an import has run them."""
+    missing = [name for name in _LATE if name not in sys.modules and name not in _late_watch]
+    if not missing:
         return
     from spawnkit.hooks import _on_import  # loaded already: the hooks' and a Namespace's
 
-    _late_watch = _on_import.watch((_LATE,), _multiprocess_imported, hook=False)
+    for name in missing:
+        _late_watch[name] = _on_import.watch((name,), _late_imported, hook=False)
 
 
-def _multiprocess_imported(_name: str) -> None:
+def _late_imported(name: str) -> None:
     """Before the importing statement goes on, so no class of it has started a child yet."""
-    global _late_watch
     from spawnkit.hooks import _on_import
 
-    token, _late_watch = _late_watch, None
+    token = _late_watch.pop(name, None)
     if token is not None:
         _on_import.unwatch(token)  # the finder leaves sys.meta_path if nothing else is watched
     _stand_in_everywhere()
@@ -164,15 +177,32 @@ def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
         if lost and not (where.startswith(_QUIET_TARGETS) and _runs_no_engine_code(process_obj)):
             warnings.warn(
                 f"a {method!r} process with target {where.strip('.') or 'run()'} was started "
-                f"through plain multiprocessing: it starts without {lost}, so none of those "
-                f"hooks runs there. Start it from ctx = spawnkit.get_context({method!r}, "
-                f"namespace={name!r}) (ctx.Process, ctx.Pool, "
-                "ProcessPoolExecutor(mp_context=ctx), DataLoader(multiprocessing_context=ctx)), "
-                "or silence this with -W ignore::spawnkit.PlainChildWarning where the child "
-                "needs no plugin.",
+                f"through {_THROUGH.get(method, 'plain multiprocessing')}: it starts without "
+                f"{lost}, so none of those hooks runs there. {_fix(method, name)}, or silence "
+                "this with -W ignore::spawnkit.PlainChildWarning where the child needs no "
+                "plugin.",
                 PlainChildWarning,
                 stacklevel=3,  # BaseProcess.start's caller
             )
         return popen(process_obj)
 
     return _Popen
+
+
+_THROUGH = {"loky": "loky's executor"}
+
+
+def _fix(method: str, name: str) -> str:
+    """What the user can change: loky takes a context object, not a start method of ours."""
+    if method == "loky":
+        return (
+            f"Give loky a spawnkit context: ctx = spawnkit.get_context('spawn', namespace="
+            f"{name!r}); loky.get_reusable_executor(context=ctx) or "
+            "loky.ProcessPoolExecutor(context=ctx) (or concurrent.futures' "
+            "ProcessPoolExecutor(mp_context=ctx))"
+        )
+    return (
+        f"Start it from ctx = spawnkit.get_context({method!r}, namespace={name!r}) "
+        "(ctx.Process, ctx.Pool, ProcessPoolExecutor(mp_context=ctx), "
+        "DataLoader(multiprocessing_context=ctx))"
+    )
