@@ -311,3 +311,54 @@ def test_a_loky_executor_on_a_spawnkit_context_is_hooked_and_not_named(app) -> N
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi!')]", proc.stdout
     assert not warned(proc, "PlainChildWarning"), proc.stderr
+
+
+_HERE_SCRIPT = """
+import sys
+sys.path.insert(0, {site!r})
+import multiprocessing
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+TOP
+def child(q):
+    from {pkg}.target import word
+    q.put(word())
+
+if __name__ == "__main__":
+    GUARDED
+    from {pkg}.target import word
+    ctx = multiprocessing.get_context(sys.argv[1])
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    print(word(), q.get(timeout=60))
+    p.join(60)
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+@pytest.mark.parametrize("where", ["top", "guarded"])
+def test_a_child_that_re_runs_the_scripts_bootstrap_here_is_not_named(
+    tmp_path: Path, method: str, where: str
+) -> None:
+    """README's pattern 3: ``bootstrap_here(NS)`` in the entry script's own body.  A plain
+    spawn or forkserver child re-runs that body as ``__mp_main__``, so it is hooked; it was
+    named as running without the hooks all the same, and ``-W error`` refused it.  Under
+    ``if __name__ == "__main__":`` the child does not run the call: still named."""
+    call = "spawnkit.bootstrap_here(NS)"
+    source = _HERE_SCRIPT.replace("TOP", call if where == "top" else "")
+    source = source.replace("GUARDED", call if where == "guarded" else "pass")
+    modules = {"target": _TARGET, "plugin": louder_plugin("target.word")}
+    app = write_app(tmp_path, "here", source, {"loud": "plugin:register"}, modules)
+    if where == "top":
+        proc = run_script(app.script, method, flags=("-W", "error::spawnkit.PlainChildWarning"))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.strip().splitlines()[-1] == "hi! hi!", proc.stdout  # hooked there
+        assert not warned(proc, "PlainChildWarning"), proc.stderr
+        return
+    proc = run_script(app.script, method)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "hi! hi", proc.stdout  # no hook there
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1 and "target __main__.child" in lines[0], proc.stderr

@@ -30,13 +30,21 @@ multiprocessing class: those ran unhooked and unsaid, where a plain spawn
 ``ProcessPoolExecutor`` warned.  ``loky.backend.process`` is stood in for and watched the same
 way, one watch per late module, each ended as it fires (the finder leaves once none is
 left).  joblib's vendored copy (``joblib.externals.loky``) is not watched yet.
+
+An engine's entry script that calls ``bootstrap_here()`` in its own body (README's pattern 3)
+is re-run by a plain spawn or forkserver child as ``__mp_main__`` before the target, so that
+child bootstraps itself: no warning then.  Not for a call under ``if __name__ == "__main__":``
+or in a function, which the child does not run; decided once, as ``bootstrap_here()`` runs,
+from the calling frame and the script's syntax tree.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
 from spawnkit.errors import PlainChildWarning
@@ -69,6 +77,8 @@ def _nothing() -> tuple[str, str]:
 _loss: Callable[[], tuple[str, str]] = _nothing
 # A launcher's (no hooks of its own): the namespace, its workers' plugins, the engine's packages
 _launched: tuple[str, tuple[str, ...], frozenset[str]] | None = None
+# (namespace, the __main__ module) whose own body called bootstrap_here(): a child re-runs it
+_main_boots: tuple[str, object] | None = None
 
 
 def arm(namespace: Any) -> None:
@@ -94,6 +104,60 @@ def arm_launcher(namespace: str, plugins: tuple[str, ...], packages: set[str]) -
         return
     _launched = (namespace, plugins, frozenset(packages))
     _stand_in_everywhere()
+
+
+def note_bootstrap_here(namespace: str, caller: FrameType) -> None:
+    """``bootstrap_here(namespace)`` ran, called from ``caller``: remember it when that is the
+    ``__main__`` module's body outside an ``if`` on ``__name__``, which a plain spawn or
+    forkserver child runs again as ``__mp_main__`` and so bootstraps itself."""
+    global _main_boots
+    main = sys.modules.get("__main__")
+    if _main_boots is not None or main is None or caller.f_globals is not vars(main):
+        return
+    code = caller.f_code
+    if code.co_name == "<module>" and _unguarded(code.co_filename, caller.f_lineno):
+        _main_boots = (namespace, main)
+
+
+_BLOCKS = ("body", "orelse", "handlers", "finalbody")  # where a statement nests others
+
+
+def _unguarded(path: str, line: int) -> bool:
+    """Whether the statement at ``line`` of ``path`` runs when the module is imported under
+    another name: no enclosing ``if`` tests ``__name__``."""
+    import ast  # only for a script that bootstraps itself, once
+
+    try:
+        with open(path, "rb") as source:
+            body: list[Any] = ast.parse(source.read()).body
+    except (OSError, SyntaxError, ValueError):
+        return False  # no file to read (``-c``, stdin): a child re-runs no such body either
+    while body:
+        stmt = next((s for s in body if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+        if stmt is None:
+            return False
+        if isinstance(stmt, ast.If) and any(
+            isinstance(node, ast.Name) and node.id == "__name__" for node in ast.walk(stmt.test)
+        ):
+            return False
+        body = [c for f in _BLOCKS for c in getattr(stmt, f, [])]
+    return True
+
+
+def _child_boots_itself(process_obj: Any, namespace: str) -> bool:
+    """Its preparation re-runs the ``__main__`` body that bootstrapped ``namespace``: as
+    ``multiprocessing.spawn.get_preparation_data`` decides (by module name unless that is a
+    package's ``__main__``, else by file unless it is IPython's); loky does only when asked."""
+    if _main_boots is None or _main_boots[0] != namespace:
+        return False
+    main = sys.modules.get("__main__")
+    if main is not _main_boots[1] or not getattr(process_obj, "init_main_module", True):
+        return False
+    spec_name = getattr(getattr(main, "__spec__", None), "name", None)
+    if spec_name is not None:
+        return spec_name != "__main__" and not str(spec_name).endswith(".__main__")
+    path = getattr(main, "__file__", None)
+    return path is not None and os.path.splitext(os.path.basename(path))[0] != "ipython"
 
 
 def _stand_in_everywhere() -> None:
@@ -174,6 +238,8 @@ def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
             name, plugins, packages = _launched
             if str(getattr(target, "__module__", "")).partition(".")[0] in packages:
                 lost = f"the plugins its workers load ({', '.join(plugins)}, namespace {name!r})"
+        if lost and _child_boots_itself(process_obj, name):
+            lost = ""  # it re-runs the script's bootstrap_here() before its target
         if lost and not (where.startswith(_QUIET_TARGETS) and _runs_no_engine_code(process_obj)):
             warnings.warn(
                 f"a {method!r} process with target {where.strip('.') or 'run()'} was started "
