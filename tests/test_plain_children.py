@@ -52,6 +52,18 @@ def call_word():
     from {pkg}.target import word
     return word()
 
+def torch_child(i, q):
+    from {pkg}.target import word
+    q.put(word())
+
+class Detok(multiprocessing.get_context("spawn").Process):  # an engine's own subclass
+    def __init__(self, q):
+        super().__init__()
+        self.q = q
+
+    def run(self):
+        detokenize(self.q)
+
 def schedule(how):
     from {pkg}.target import word
     if how == "manager":  # multiprocessing's own server process: it runs no engine code
@@ -73,6 +85,19 @@ def schedule(how):
             return word(), executor.submit(call_word).result(timeout=60)
         finally:
             executor.shutdown(wait=True)
+    if how == "torch":  # torch.multiprocessing.spawn: its _wrap(fn, i, args, ...) is the target
+        import torch.multiprocessing
+
+        q = multiprocessing.get_context("spawn").SimpleQueue()
+        torch.multiprocessing.spawn(torch_child, args=(q,), nprocs=1)
+        return word(), q.get()
+    if how == "subclass":
+        q = multiprocessing.get_context("spawn").Queue()
+        p = Detok(q)
+        p.start()
+        got = q.get(timeout=60)
+        p.join(60)
+        return word(), got
     if how == "spawnkit":
         ctx = spawnkit.get_context("spawn", namespace={tag!r})
     elif how.startswith("late-"):  # multiprocess imported after the hooks (datasets' map)
@@ -362,3 +387,29 @@ def test_a_child_that_re_runs_the_scripts_bootstrap_here_is_not_named(
     assert proc.stdout.strip().splitlines()[-1] == "hi! hi", proc.stdout  # no hook there
     lines = warned(proc, "PlainChildWarning")
     assert len(lines) == 1 and "target __main__.child" in lines[0], proc.stderr
+
+
+@pytest.mark.needs_torch
+def test_torch_spawn_names_the_users_function_and_a_fix_its_api_takes(app) -> None:  # type: ignore[no-untyped-def]
+    """``torch.multiprocessing.spawn`` starts ``_wrap(fn, i, args, ...)``: the warning named
+    ``torch.multiprocessing.spawn._wrap`` and advised a context, which torch's spawn (a start
+    method string only) cannot take."""
+    pytest.importorskip("torch")
+    proc = run_script(app.script, "torch", "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1, proc.stderr
+    fn = f"{app.pkg}.engine.torch_child"
+    assert f"'spawn' process of torch.multiprocessing.spawn running {fn} " in lines[0], lines[0]
+    assert "_wrap" not in lines[0]
+    assert f"spawnkit.spawn_with_plugins({fn}, payload, nprocs=N, namespace={app.tag!r}" in lines[0]
+
+
+def test_a_plain_subclass_overriding_run_is_named_with_its_class(app) -> None:  # type: ignore[no-untyped-def]
+    proc = run_script(app.script, "subclass", "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1, proc.stderr
+    assert f"'spawn' process running {app.pkg}.engine.Detok.run() was" in lines[0], lines[0]

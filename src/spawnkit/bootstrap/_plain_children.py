@@ -232,21 +232,20 @@ def _runs_no_engine_code(process_obj: Any) -> bool:
 def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
     def _Popen(process_obj: Any) -> Any:
         lost, name = _loss()
-        target = getattr(process_obj, "_target", None)
-        where = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}"
+        where, module, starter = _runs(process_obj)
         if not lost and _launched is not None:  # a launcher's, for the engine's own code
             name, plugins, packages = _launched
-            if str(getattr(target, "__module__", "")).partition(".")[0] in packages:
+            if module.partition(".")[0] in packages:
                 lost = f"the plugins its workers load ({', '.join(plugins)}, namespace {name!r})"
         if lost and _child_boots_itself(process_obj, name):
             lost = ""  # it re-runs the script's bootstrap_here() before its target
         if lost and not (where.startswith(_QUIET_TARGETS) and _runs_no_engine_code(process_obj)):
             warnings.warn(
-                f"a {method!r} process with target {where.strip('.') or 'run()'} was started "
-                f"through {_THROUGH.get(method, 'plain multiprocessing')}: it starts without "
-                f"{lost}, so none of those hooks runs there. {_fix(method, name)}, or silence "
-                "this with -W ignore::spawnkit.PlainChildWarning where the child needs no "
-                "plugin.",
+                f"a {method!r} process {starter}{where} was started through "
+                f"{_THROUGH.get(method, 'plain multiprocessing')}: it starts without {lost}, "
+                f"so none of those hooks runs there. {_fix(method, name, starter, where)}, or "
+                "silence this with -W ignore::spawnkit.PlainChildWarning where the child "
+                "needs no plugin.",
                 PlainChildWarning,
                 stacklevel=3,  # BaseProcess.start's caller
             )
@@ -256,16 +255,45 @@ def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
 
 
 _THROUGH = {"loky": "loky's executor"}
+_TORCH_SPAWN = "of torch.multiprocessing.spawn running "  # its _wrap(fn, i, args, error_file)
 
 
-def _fix(method: str, name: str) -> str:
-    """What the user can change: loky takes a context object, not a start method of ours."""
+def _dotted(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '') or ''}.{getattr(obj, '__qualname__', '')}".strip(".")
+
+
+def _runs(process_obj: Any) -> tuple[str, str, str]:
+    """(what the child runs, that code's module, who starts it so): the user's function, not
+    torch's ``_wrap`` around it; a subclass's own ``run()`` with its class."""
+    target = getattr(process_obj, "_target", None)
+    if target is None:
+        cls = type(process_obj)
+        owner = next((c for c in cls.__mro__ if "run" in vars(c)), None)
+        if owner is None or owner.__name__ == "BaseProcess":
+            return "run()", "", "with target "  # BaseProcess.run: no target, runs nothing
+        return f"{_dotted(owner)}.run()", str(owner.__module__), "running "
+    args = tuple(getattr(process_obj, "_args", ()) or ())
+    if _dotted(target) == "torch.multiprocessing.spawn._wrap" and args and callable(args[0]):
+        return _dotted(args[0]), str(getattr(args[0], "__module__", "")), _TORCH_SPAWN
+    return _dotted(target), str(getattr(target, "__module__", "") or ""), "with target "
+
+
+def _fix(method: str, name: str, starter: str, where: str) -> str:
+    """What the user can change: loky takes a context object, torch's spawn a start method
+    only (no context), so its processes come from spawnkit's launcher instead."""
     if method == "loky":
         return (
             f"Give loky a spawnkit context: ctx = spawnkit.get_context('spawn', namespace="
             f"{name!r}); loky.get_reusable_executor(context=ctx) or "
             "loky.ProcessPoolExecutor(context=ctx) (or concurrent.futures' "
             "ProcessPoolExecutor(mp_context=ctx))"
+        )
+    if starter == _TORCH_SPAWN:
+        return (
+            f"Start them with spawnkit.spawn_with_plugins({where}, payload, nprocs=N, "
+            f"namespace={name!r}, start_method={method!r}, entry_args=('local_rank', "
+            "'payload')), which calls it as fn(i, payload), as torch.multiprocessing.spawn(fn, "
+            "args=(payload,), nprocs=N) does"
         )
     return (
         f"Start it from ctx = spawnkit.get_context({method!r}, namespace={name!r}) "
