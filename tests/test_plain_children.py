@@ -91,6 +91,13 @@ def schedule(how):
         q = multiprocessing.get_context("spawn").SimpleQueue()
         torch.multiprocessing.spawn(torch_child, args=(q,), nprocs=1)
         return word(), q.get()
+    if how == "default":  # the default context's Process (spawn in a spawned worker)
+        q = multiprocessing.Queue()
+        p = multiprocessing.Process(target=detokenize, args=(q,))
+        p.start()  # the line the warning must point at
+        got = q.get(timeout=60)
+        p.join(60)
+        return multiprocessing.get_start_method(), word(), got
     if how == "subclass":
         q = multiprocessing.get_context("spawn").Queue()
         p = Detok(q)
@@ -288,9 +295,7 @@ if __name__ == "__main__":
 
 
 @pytest.mark.parametrize("target", ["engine", "other", "late"])
-def test_a_launchers_plain_child_running_engine_code_is_named(
-    tmp_path: Path, target: str
-) -> None:
+def test_a_launchers_plain_child_running_engine_code_is_named(tmp_path: Path, target: str) -> None:
     """The launcher applies no hooks (its workers do), so a plain child of it was never
     named: a detokenizer started through plain multiprocessing beside spawnkit's workers
     ran without the plugins, unsaid.  Not for a child running code outside the engine.
@@ -413,3 +418,28 @@ def test_a_plain_subclass_overriding_run_is_named_with_its_class(app) -> None:  
     lines = warned(proc, "PlainChildWarning")
     assert len(lines) == 1, proc.stderr
     assert f"'spawn' process running {app.pkg}.engine.Detok.run() was" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("flags", [(), ("-W", "ignore::spawnkit.PlainChildWarning:MODULE")])
+def test_the_warning_points_at_the_users_line_for_a_module_filter(  # type: ignore[no-untyped-def]
+    app, flags: tuple[str, ...]
+) -> None:
+    """The default context's ``multiprocessing.Process`` goes through one more frame
+    (``Process._Popen``): the warning pointed at ``multiprocessing/process.py``, so the
+    module-scoped filter README suggests never matched the engine's module."""
+    module = f"{app.pkg}.engine"
+    proc = run_script(
+        app.script, "default", "spawn", flags=tuple(f.replace("MODULE", module) for f in flags)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('spawn', 'hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    if flags:
+        assert not lines, proc.stderr  # the filter on the engine's module matched
+        return
+    assert len(lines) == 1, proc.stderr
+    engine = Path(app.script).parent / "site" / app.pkg / "engine.py"
+    start = next(
+        i for i, t in enumerate(engine.read_text().splitlines(), 1) if "p.start()  # the line" in t
+    )
+    assert lines[0].startswith(f"{engine}:{start}: PlainChildWarning"), lines[0]

@@ -47,6 +47,7 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
+from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import PlainChildWarning
 from spawnkit.spec import _phase
 
@@ -247,7 +248,7 @@ def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
                 "silence this with -W ignore::spawnkit.PlainChildWarning where the child "
                 "needs no plugin.",
                 PlainChildWarning,
-                stacklevel=3,  # BaseProcess.start's caller
+                stacklevel=user_stacklevel(_STARTERS),  # the user's line, past the libraries
             )
         return popen(process_obj)
 
@@ -255,6 +256,11 @@ def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
 
 
 _THROUGH = {"loky": "loky's executor"}
+# The libraries between a user's line and the start: multiprocessing's default Process
+# (Process._Popen), executors, pools, DataLoader, torch's spawn
+_STARTERS = (
+    *_PACKAGES, "concurrent.futures", "loky", "torch.utils.data", "torch.multiprocessing",
+)  # fmt: skip
 _TORCH_SPAWN = "of torch.multiprocessing.spawn running "  # its _wrap(fn, i, args, error_file)
 
 
