@@ -48,6 +48,22 @@ def detokenize(q):
 def square(x):
     return x * x
 
+def call_word():
+    from {pkg}.target import word
+    return word()
+
+def torch_child(i, q):
+    from {pkg}.target import word
+    q.put(word())
+
+class Detok(multiprocessing.get_context("spawn").Process):  # an engine's own subclass
+    def __init__(self, q):
+        super().__init__()
+        self.q = q
+
+    def run(self):
+        detokenize(self.q)
+
 def schedule(how):
     from {pkg}.target import word
     if how == "manager":  # multiprocessing's own server process: it runs no engine code
@@ -59,6 +75,36 @@ def schedule(how):
     if how == "pool":
         with multiprocessing.get_context("spawn").Pool(2) as pool:
             return word(), pool.map(square, [1, 2, 3])
+    if how.startswith("loky"):  # loky imported by the entry, after the hooks (joblib's way)
+        assert "loky" not in sys.modules, "imported before the entry ran"
+        import loky
+
+        ctx = spawnkit.get_context("spawn", namespace={tag!r}) if how == "loky-spawnkit" else None
+        executor = loky.get_reusable_executor(max_workers=1, context=ctx)
+        try:
+            return word(), executor.submit(call_word).result(timeout=60)
+        finally:
+            executor.shutdown(wait=True)
+    if how == "torch":  # torch.multiprocessing.spawn: its _wrap(fn, i, args, ...) is the target
+        import torch.multiprocessing
+
+        q = multiprocessing.get_context("spawn").SimpleQueue()
+        torch.multiprocessing.spawn(torch_child, args=(q,), nprocs=1)
+        return word(), q.get()
+    if how == "default":  # the default context's Process (spawn in a spawned worker)
+        q = multiprocessing.Queue()
+        p = multiprocessing.Process(target=detokenize, args=(q,))
+        p.start()  # the line the warning must point at
+        got = q.get(timeout=60)
+        p.join(60)
+        return multiprocessing.get_start_method(), word(), got
+    if how == "subclass":
+        q = multiprocessing.get_context("spawn").Queue()
+        p = Detok(q)
+        p.start()
+        got = q.get(timeout=60)
+        p.join(60)
+        return word(), got
     if how == "spawnkit":
         ctx = spawnkit.get_context("spawn", namespace={tag!r})
     elif how.startswith("late-"):  # multiprocess imported after the hooks (datasets' map)
@@ -166,20 +212,26 @@ from spawnkit.bootstrap import _plain_children
 from spawnkit.hooks import _on_import
 
 _plain_children.arm_launcher("eng", ("loud",), {"eng"})
-assert "multiprocess" not in sys.modules, "imported by arming"
-assert _on_import.installed() and not _on_import.waiting()  # no hook awaits it
+assert "multiprocess" not in sys.modules and "loky" not in sys.modules, "imported by arming"
+assert _on_import.installed() and not _on_import.waiting()  # no hook awaits them
 import multiprocess.context as c
 
-assert not _on_import.installed(), "the finder stayed after multiprocess was imported"
+assert _on_import.installed(), "the finder left while loky was still awaited"
 assert c.SpawnProcess._Popen.__module__ == _plain_children.__name__
 assert c.ForkServerProcess._Popen.__module__ == _plain_children.__name__
+import loky.backend.process as lp
+
+assert not _on_import.installed(), "the finder stayed after both were imported"
+assert lp.LokyProcess._Popen.__module__ == _plain_children.__name__
 print("ok")
 """
 
 
 def test_the_watch_for_multiprocess_ends_as_it_is_imported() -> None:
-    """Nothing is imported to arm it; the finder leaves ``sys.meta_path`` once it fired (no
-    module of this process is patched), and a launcher's lifelong watch is no pending hook."""
+    """Nothing is imported to arm it; the finder leaves ``sys.meta_path`` once each watch
+    fired (no module of this process is patched), and a launcher's lifelong watch is no
+    pending hook."""
+    pytest.importorskip("loky")
     proc = subprocess.run(
         [sys.executable, "-c", _WATCH_ENDS], capture_output=True, text=True, timeout=120
     )
@@ -243,9 +295,7 @@ if __name__ == "__main__":
 
 
 @pytest.mark.parametrize("target", ["engine", "other", "late"])
-def test_a_launchers_plain_child_running_engine_code_is_named(
-    tmp_path: Path, target: str
-) -> None:
+def test_a_launchers_plain_child_running_engine_code_is_named(tmp_path: Path, target: str) -> None:
     """The launcher applies no hooks (its workers do), so a plain child of it was never
     named: a detokenizer started through plain multiprocessing beside spawnkit's workers
     ran without the plugins, unsaid.  Not for a child running code outside the engine.
@@ -264,3 +314,132 @@ def test_a_launchers_plain_child_running_engine_code_is_named(
     assert len(lines) == 1, proc.stderr
     assert f"'spawn' process with target {app.pkg}.engine.detokenize" in lines[0]
     assert "the plugins its workers load (loud" in lines[0]
+
+
+@pytest.mark.parametrize("worker_start", ["spawn", "forkserver"])
+def test_a_loky_executors_worker_is_named_with_a_fix_loky_takes(  # type: ignore[no-untyped-def]
+    app, worker_start: str
+) -> None:
+    """loky's reusable executor (imported by the entry, after the hooks) starts its workers as
+    ``LokyProcess``, no multiprocessing class: they ran without the hooks, unsaid."""
+    pytest.importorskip("loky")
+    proc = run_script(app.script, "loky", worker_start)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1, proc.stderr
+    assert "'loky' process with target loky.process_executor._process_worker" in lines[0]
+    assert f"plugins of namespace {app.tag!r} (loud)" in lines[0]
+    assert "loky.get_reusable_executor(context=ctx)" in lines[0], lines[0]
+    assert f"spawnkit.get_context('spawn', namespace={app.tag!r})" in lines[0]
+
+
+def test_a_loky_executor_on_a_spawnkit_context_is_hooked_and_not_named(app) -> None:  # type: ignore[no-untyped-def]
+    """The warning's fix works: loky's workers started from the context run the hook."""
+    pytest.importorskip("loky")
+    proc = run_script(app.script, "loky-spawnkit", "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi!')]", proc.stdout
+    assert not warned(proc, "PlainChildWarning"), proc.stderr
+
+
+_HERE_SCRIPT = """
+import sys
+sys.path.insert(0, {site!r})
+import multiprocessing
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+TOP
+def child(q):
+    from {pkg}.target import word
+    q.put(word())
+
+if __name__ == "__main__":
+    GUARDED
+    from {pkg}.target import word
+    ctx = multiprocessing.get_context(sys.argv[1])
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    print(word(), q.get(timeout=60))
+    p.join(60)
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+@pytest.mark.parametrize("where", ["top", "guarded"])
+def test_a_child_that_re_runs_the_scripts_bootstrap_here_is_not_named(
+    tmp_path: Path, method: str, where: str
+) -> None:
+    """README's pattern 3: ``bootstrap_here(NS)`` in the entry script's own body.  A plain
+    spawn or forkserver child re-runs that body as ``__mp_main__``, so it is hooked; it was
+    named as running without the hooks all the same, and ``-W error`` refused it.  Under
+    ``if __name__ == "__main__":`` the child does not run the call: still named."""
+    call = "spawnkit.bootstrap_here(NS)"
+    source = _HERE_SCRIPT.replace("TOP", call if where == "top" else "")
+    source = source.replace("GUARDED", call if where == "guarded" else "pass")
+    modules = {"target": _TARGET, "plugin": louder_plugin("target.word")}
+    app = write_app(tmp_path, "here", source, {"loud": "plugin:register"}, modules)
+    if where == "top":
+        proc = run_script(app.script, method, flags=("-W", "error::spawnkit.PlainChildWarning"))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert proc.stdout.strip().splitlines()[-1] == "hi! hi!", proc.stdout  # hooked there
+        assert not warned(proc, "PlainChildWarning"), proc.stderr
+        return
+    proc = run_script(app.script, method)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "hi! hi", proc.stdout  # no hook there
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1 and "target __main__.child" in lines[0], proc.stderr
+
+
+@pytest.mark.needs_torch
+def test_torch_spawn_names_the_users_function_and_a_fix_its_api_takes(app) -> None:  # type: ignore[no-untyped-def]
+    """``torch.multiprocessing.spawn`` starts ``_wrap(fn, i, args, ...)``: the warning named
+    ``torch.multiprocessing.spawn._wrap`` and advised a context, which torch's spawn (a start
+    method string only) cannot take."""
+    pytest.importorskip("torch")
+    proc = run_script(app.script, "torch", "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1, proc.stderr
+    fn = f"{app.pkg}.engine.torch_child"
+    assert f"'spawn' process of torch.multiprocessing.spawn running {fn} " in lines[0], lines[0]
+    assert "_wrap" not in lines[0]
+    assert f"spawnkit.spawn_with_plugins({fn}, payload, nprocs=N, namespace={app.tag!r}" in lines[0]
+
+
+def test_a_plain_subclass_overriding_run_is_named_with_its_class(app) -> None:  # type: ignore[no-untyped-def]
+    proc = run_script(app.script, "subclass", "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1, proc.stderr
+    assert f"'spawn' process running {app.pkg}.engine.Detok.run() was" in lines[0], lines[0]
+
+
+@pytest.mark.parametrize("flags", [(), ("-W", "ignore::spawnkit.PlainChildWarning:MODULE")])
+def test_the_warning_points_at_the_users_line_for_a_module_filter(  # type: ignore[no-untyped-def]
+    app, flags: tuple[str, ...]
+) -> None:
+    """The default context's ``multiprocessing.Process`` goes through one more frame
+    (``Process._Popen``): the warning pointed at ``multiprocessing/process.py``, so the
+    module-scoped filter README suggests never matched the engine's module."""
+    module = f"{app.pkg}.engine"
+    proc = run_script(
+        app.script, "default", "spawn", flags=tuple(f.replace("MODULE", module) for f in flags)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('spawn', 'hi!', 'hi')]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    if flags:
+        assert not lines, proc.stderr  # the filter on the engine's module matched
+        return
+    assert len(lines) == 1, proc.stderr
+    engine = Path(app.script).parent / "site" / app.pkg / "engine.py"
+    start = next(
+        i for i, t in enumerate(engine.read_text().splitlines(), 1) if "p.start()  # the line" in t
+    )
+    assert lines[0].startswith(f"{engine}:{start}: PlainChildWarning"), lines[0]

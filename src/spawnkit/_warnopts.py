@@ -76,10 +76,14 @@ def _category(text: str) -> type[Warning] | None:
     return found if isinstance(found, type) and issubclass(found, Warning) else None
 
 
-def user_stacklevel() -> int:
-    """``stacklevel`` pointing the caller's warning at the first frame outside spawnkit.
+def user_stacklevel(through: tuple[str, ...] = ()) -> int:
+    """``stacklevel`` pointing the caller's warning at the first frame outside spawnkit, and
+    outside the packages ``through`` names (``"multiprocessing"``: its modules), so that a
+    warning raised under a library the user called lands on the user's line, where a
+    module-scoped ``-W`` filter matches it.
 
-    Inside a worker, where every frame is spawnkit's, it stays on the warning's own line.
+    Inside a worker, where every frame is spawnkit's, it stays on the warning's own line; where
+    every frame past spawnkit's is one of ``through``, on the first of those.
     """
     root = os.path.dirname(os.path.abspath(__file__)) + os.sep
     frame: types.FrameType | None = sys._getframe(1)
@@ -87,4 +91,15 @@ def user_stacklevel() -> int:
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
         frame = frame.f_back
         level += 1
-    return level if frame is not None else 1
+    if frame is None:
+        return 1
+    first = level
+    past: types.FrameType | None = frame
+    while past is not None and _within(str(past.f_globals.get("__name__", "")), through):
+        past = past.f_back
+        level += 1
+    return level if past is not None else first
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)

@@ -24,26 +24,50 @@ on-import finder (``hooks/_on_import.py``), which a worker with a patched module
 on ``sys.meta_path`` (one more name in its table; no second finder), and ends as it fires.
 Importing ``multiprocess`` here instead would cost every worker ~20 ms (dill with it) for a
 package most never use.
+
+loky's reusable executor starts its workers as ``LokyProcess`` through its own ``_Popen``, no
+multiprocessing class: those ran unhooked and unsaid, where a plain spawn
+``ProcessPoolExecutor`` warned.  ``loky.backend.process`` is stood in for and watched the same
+way, one watch per late module, each ended as it fires (the finder leaves once none is
+left).  joblib's vendored copy (``joblib.externals.loky``) is not watched yet.
+
+An engine's entry script that calls ``bootstrap_here()`` in its own body (README's pattern 3)
+is re-run by a plain spawn or forkserver child as ``__mp_main__`` before the target, so that
+child bootstraps itself: no warning then.  Not for a call under ``if __name__ == "__main__":``
+or in a function, which the child does not run; decided once, as ``bootstrap_here()`` runs,
+from the calling frame and the script's syntax tree.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import warnings
 from collections.abc import Callable
+from types import FrameType
 from typing import Any
 
+from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import PlainChildWarning
 from spawnkit.spec import _phase
 
 __all__: list[str] = []
 
 _PACKAGES = ("multiprocessing", "multiprocess")
-_CLASSES = (("SpawnProcess", "spawn"), ("ForkServerProcess", "forkserver"))
+_LOKY = ("loky.backend.process",)
+# (module, class, start method): each class's own ``_Popen`` starts a child without the hooks
+_CLASSES = (
+    *(
+        (f"{package}.context", cls_name, method)
+        for package in _PACKAGES
+        for cls_name, method in (("SpawnProcess", "spawn"), ("ForkServerProcess", "forkserver"))
+    ),
+    *((module, "LokyProcess", "loky") for module in _LOKY),
+)
 _QUIET_TARGETS = ("multiprocessing.managers", "multiprocess.managers")
-_armed: set[tuple[str, str]] = set()  # (package, class): stood in for (its stand-in keeps it)
-_LATE = "multiprocess.context"  # imported after arming: stood in for as its import ends
-_late_watch: int | None = None  # the on-import watch for it, until it runs
+_armed: set[tuple[str, str]] = set()  # (module, class): stood in for (its stand-in keeps it)
+_LATE = ("multiprocess.context", *_LOKY)  # imported after arming: stood in for as it ends
+_late_watch: dict[str, int] = {}  # the on-import watch for each, until it runs
 
 
 def _nothing() -> tuple[str, str]:
@@ -54,6 +78,8 @@ def _nothing() -> tuple[str, str]:
 _loss: Callable[[], tuple[str, str]] = _nothing
 # A launcher's (no hooks of its own): the namespace, its workers' plugins, the engine's packages
 _launched: tuple[str, tuple[str, ...], frozenset[str]] | None = None
+# (namespace, the __main__ module) whose own body called bootstrap_here(): a child re-runs it
+_main_boots: tuple[str, object] | None = None
 
 
 def arm(namespace: Any) -> None:
@@ -81,35 +107,87 @@ def arm_launcher(namespace: str, plugins: tuple[str, ...], packages: set[str]) -
     _stand_in_everywhere()
 
 
+def note_bootstrap_here(namespace: str, caller: FrameType) -> None:
+    """``bootstrap_here(namespace)`` ran, called from ``caller``: remember it when that is the
+    ``__main__`` module's body outside an ``if`` on ``__name__``, which a plain spawn or
+    forkserver child runs again as ``__mp_main__`` and so bootstraps itself."""
+    global _main_boots
+    main = sys.modules.get("__main__")
+    if _main_boots is not None or main is None or caller.f_globals is not vars(main):
+        return
+    code = caller.f_code
+    if code.co_name == "<module>" and _unguarded(code.co_filename, caller.f_lineno):
+        _main_boots = (namespace, main)
+
+
+_BLOCKS = ("body", "orelse", "handlers", "finalbody")  # where a statement nests others
+
+
+def _unguarded(path: str, line: int) -> bool:
+    """Whether the statement at ``line`` of ``path`` runs when the module is imported under
+    another name: no enclosing ``if`` tests ``__name__``."""
+    import ast  # only for a script that bootstraps itself, once
+
+    try:
+        with open(path, "rb") as source:
+            body: list[Any] = ast.parse(source.read()).body
+    except (OSError, SyntaxError, ValueError):
+        return False  # no file to read (``-c``, stdin): a child re-runs no such body either
+    while body:
+        stmt = next((s for s in body if s.lineno <= line <= (s.end_lineno or s.lineno)), None)
+        if stmt is None:
+            return False
+        if isinstance(stmt, ast.If) and any(
+            isinstance(node, ast.Name) and node.id == "__name__" for node in ast.walk(stmt.test)
+        ):
+            return False
+        body = [c for f in _BLOCKS for c in getattr(stmt, f, [])]
+    return True
+
+
+def _child_boots_itself(process_obj: Any, namespace: str) -> bool:
+    """Its preparation re-runs the ``__main__`` body that bootstrapped ``namespace``: as
+    ``multiprocessing.spawn.get_preparation_data`` decides (by module name unless that is a
+    package's ``__main__``, else by file unless it is IPython's); loky does only when asked."""
+    if _main_boots is None or _main_boots[0] != namespace:
+        return False
+    main = sys.modules.get("__main__")
+    if main is not _main_boots[1] or not getattr(process_obj, "init_main_module", True):
+        return False
+    spec_name = getattr(getattr(main, "__spec__", None), "name", None)
+    if spec_name is not None:
+        return spec_name != "__main__" and not str(spec_name).endswith(".__main__")
+    path = getattr(main, "__file__", None)
+    return path is not None and os.path.splitext(os.path.basename(path))[0] != "ipython"
+
+
 def _stand_in_everywhere() -> None:
-    for package in _PACKAGES:
-        context = sys.modules.get(f"{package}.context")
-        for cls_name, method in _CLASSES:
-            cls = getattr(context, cls_name, None)
-            own = None if cls is None else cls.__dict__.get("_Popen")
-            if not isinstance(own, staticmethod) or (package, cls_name) in _armed:
-                continue
-            _armed.add((package, cls_name))
-            cls._Popen = staticmethod(_stand_in(own.__func__, method))  # type: ignore[union-attr]
-    _await_multiprocess()
+    for module, cls_name, method in _CLASSES:
+        cls = getattr(sys.modules.get(module), cls_name, None)
+        own = None if cls is None else cls.__dict__.get("_Popen")
+        if not isinstance(own, staticmethod) or (module, cls_name) in _armed:
+            continue
+        _armed.add((module, cls_name))
+        cls._Popen = staticmethod(_stand_in(own.__func__, method))  # type: ignore[union-attr]
+    _await_late()
 
 
-def _await_multiprocess() -> None:
-    """Not imported yet: stand in for its classes once its import has run them."""
-    global _late_watch
-    if _late_watch is not None or _LATE in sys.modules:
+def _await_late() -> None:
+    """Not imported yet: stand in for their classes once an import has run them."""
+    missing = [name for name in _LATE if name not in sys.modules and name not in _late_watch]
+    if not missing:
         return
     from spawnkit.hooks import _on_import  # loaded already: the hooks' and a Namespace's
 
-    _late_watch = _on_import.watch((_LATE,), _multiprocess_imported, hook=False)
+    for name in missing:
+        _late_watch[name] = _on_import.watch((name,), _late_imported, hook=False)
 
 
-def _multiprocess_imported(_name: str) -> None:
+def _late_imported(name: str) -> None:
     """Before the importing statement goes on, so no class of it has started a child yet."""
-    global _late_watch
     from spawnkit.hooks import _on_import
 
-    token, _late_watch = _late_watch, None
+    token = _late_watch.pop(name, None)
     if token is not None:
         _on_import.unwatch(token)  # the finder leaves sys.meta_path if nothing else is watched
     _stand_in_everywhere()
@@ -155,24 +233,76 @@ def _runs_no_engine_code(process_obj: Any) -> bool:
 def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
     def _Popen(process_obj: Any) -> Any:
         lost, name = _loss()
-        target = getattr(process_obj, "_target", None)
-        where = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}"
+        where, module, starter = _runs(process_obj)
         if not lost and _launched is not None:  # a launcher's, for the engine's own code
             name, plugins, packages = _launched
-            if str(getattr(target, "__module__", "")).partition(".")[0] in packages:
+            if module.partition(".")[0] in packages:
                 lost = f"the plugins its workers load ({', '.join(plugins)}, namespace {name!r})"
+        if lost and _child_boots_itself(process_obj, name):
+            lost = ""  # it re-runs the script's bootstrap_here() before its target
         if lost and not (where.startswith(_QUIET_TARGETS) and _runs_no_engine_code(process_obj)):
             warnings.warn(
-                f"a {method!r} process with target {where.strip('.') or 'run()'} was started "
-                f"through plain multiprocessing: it starts without {lost}, so none of those "
-                f"hooks runs there. Start it from ctx = spawnkit.get_context({method!r}, "
-                f"namespace={name!r}) (ctx.Process, ctx.Pool, "
-                "ProcessPoolExecutor(mp_context=ctx), DataLoader(multiprocessing_context=ctx)), "
-                "or silence this with -W ignore::spawnkit.PlainChildWarning where the child "
+                f"a {method!r} process {starter}{where} was started through "
+                f"{_THROUGH.get(method, 'plain multiprocessing')}: it starts without {lost}, "
+                f"so none of those hooks runs there. {_fix(method, name, starter, where)}, or "
+                "silence this with -W ignore::spawnkit.PlainChildWarning where the child "
                 "needs no plugin.",
                 PlainChildWarning,
-                stacklevel=3,  # BaseProcess.start's caller
+                stacklevel=user_stacklevel(_STARTERS),  # the user's line, past the libraries
             )
         return popen(process_obj)
 
     return _Popen
+
+
+_THROUGH = {"loky": "loky's executor"}
+# The libraries between a user's line and the start: multiprocessing's default Process
+# (Process._Popen), executors, pools, DataLoader, torch's spawn
+_STARTERS = (
+    *_PACKAGES, "concurrent.futures", "loky", "torch.utils.data", "torch.multiprocessing",
+)  # fmt: skip
+_TORCH_SPAWN = "of torch.multiprocessing.spawn running "  # its _wrap(fn, i, args, error_file)
+
+
+def _dotted(obj: Any) -> str:
+    return f"{getattr(obj, '__module__', '') or ''}.{getattr(obj, '__qualname__', '')}".strip(".")
+
+
+def _runs(process_obj: Any) -> tuple[str, str, str]:
+    """(what the child runs, that code's module, who starts it so): the user's function, not
+    torch's ``_wrap`` around it; a subclass's own ``run()`` with its class."""
+    target = getattr(process_obj, "_target", None)
+    if target is None:
+        cls = type(process_obj)
+        owner = next((c for c in cls.__mro__ if "run" in vars(c)), None)
+        if owner is None or owner.__name__ == "BaseProcess":
+            return "run()", "", "with target "  # BaseProcess.run: no target, runs nothing
+        return f"{_dotted(owner)}.run()", str(owner.__module__), "running "
+    args = tuple(getattr(process_obj, "_args", ()) or ())
+    if _dotted(target) == "torch.multiprocessing.spawn._wrap" and args and callable(args[0]):
+        return _dotted(args[0]), str(getattr(args[0], "__module__", "")), _TORCH_SPAWN
+    return _dotted(target), str(getattr(target, "__module__", "") or ""), "with target "
+
+
+def _fix(method: str, name: str, starter: str, where: str) -> str:
+    """What the user can change: loky takes a context object, torch's spawn a start method
+    only (no context), so its processes come from spawnkit's launcher instead."""
+    if method == "loky":
+        return (
+            f"Give loky a spawnkit context: ctx = spawnkit.get_context('spawn', namespace="
+            f"{name!r}); loky.get_reusable_executor(context=ctx) or "
+            "loky.ProcessPoolExecutor(context=ctx) (or concurrent.futures' "
+            "ProcessPoolExecutor(mp_context=ctx))"
+        )
+    if starter == _TORCH_SPAWN:
+        return (
+            f"Start them with spawnkit.spawn_with_plugins({where}, payload, nprocs=N, "
+            f"namespace={name!r}, start_method={method!r}, entry_args=('local_rank', "
+            "'payload')), which calls it as fn(i, payload), as torch.multiprocessing.spawn(fn, "
+            "args=(payload,), nprocs=N) does"
+        )
+    return (
+        f"Start it from ctx = spawnkit.get_context({method!r}, namespace={name!r}) "
+        "(ctx.Process, ctx.Pool, ProcessPoolExecutor(mp_context=ctx), "
+        "DataLoader(multiprocessing_context=ctx))"
+    )

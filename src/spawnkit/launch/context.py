@@ -27,6 +27,7 @@ engine that imports scheduler code at module scope.
 from __future__ import annotations
 
 import importlib
+import sys
 import threading
 from collections.abc import Sequence
 from multiprocessing import pool as _mp_pool
@@ -292,7 +293,11 @@ class _NoWorker:
 
 def bootstrap_here(namespace: Namespace | NamespaceConfig | str | None = None) -> BootstrapReport:
     """Run guard check, platform, plugins and hooks in this process; return its report."""
-    return bootstrap_ns(get_namespace(namespace))
+    ns = get_namespace(namespace)
+    report = bootstrap_ns(ns)
+    # Called from the entry script's own body: its plain spawn children re-run it (no warning)
+    _plain_children.note_bootstrap_here(ns.name, sys._getframe(1))
+    return report
 
 
 def bootstrap_ns(ns: Namespace, *, decide: bool = True) -> BootstrapReport:
