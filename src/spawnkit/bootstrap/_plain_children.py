@@ -1,4 +1,5 @@
-"""A plain ``spawn``/``forkserver`` child of a bootstrapped process runs without its plugins.
+"""A plain ``spawn``/``forkserver`` child of a bootstrapped process runs without its plugins
+(and so does a Python child its ``subprocess`` starts: ``arm_subprocess``, at the end).
 
 An engine whose scheduler (a spawnkit worker), own process (``bootstrap_here()``) or launcher
 starts its detokenizer, a process pool or a ``DataLoader`` through ``get_context("spawn")``
@@ -306,3 +307,66 @@ def _fix(method: str, name: str, starter: str, where: str) -> str:
         "(ctx.Process, ctx.Pool, ProcessPoolExecutor(mp_context=ctx), "
         "DataLoader(multiprocessing_context=ctx))"
     )
+
+
+# ----------------------------------------------------------- Python children of subprocess
+# An engine's worker (or its own process after ``bootstrap_here()``) that relaunches a server
+# or a router as ``[sys.executable, "-m", "eng.server"]`` (or a script of the engine's) gives
+# that child a fresh interpreter that loads no plugin.  Once a process applied its hooks,
+# ``subprocess.Popen.__init__`` (so ``run``, ``call``, ``check_output`` and asyncio's
+# subprocesses) is stood in for; what the child runs is looked at in ``_python_child_check``
+# only as a ``Popen`` is made.  The warm-start server stands in for ``Popen.__init__`` too
+# while it bootstraps (``protocol/_fork_children``), and its hooks apply inside that block:
+# this stand-in calls through its ``__wrapped__``, which that block's end points past its own.
+_popen_namespaces: dict[str, Any] = {}  # name -> Namespace whose hooks this process applied
+_popen_watch: int | None = None  # waiting for ``subprocess``'s import (``arm_subprocess``)
+
+
+def arm_subprocess(namespace: Any) -> None:
+    """After this process applied ``namespace``'s hooks: a Python child of the engine's that
+    ``subprocess`` starts warns (``_python_child_check``, imported only as a ``Popen`` is made)."""
+    report = namespace.plugins.report
+    if not (report.applied or report.loaded):
+        return  # nothing a child would go without
+    _popen_namespaces[namespace.name] = namespace
+    if "subprocess" in sys.modules:  # a bootstrap has imported it by now: the common case
+        _stand_in_popen()
+        return
+    global _popen_watch
+    if _popen_watch is None:  # importing it here would cost a worker that never starts one
+        from spawnkit.hooks import _on_import
+
+        _popen_watch = _on_import.watch(("subprocess",), _subprocess_imported, hook=False)
+
+
+def _subprocess_imported(_name: str) -> None:
+    global _popen_watch
+    from spawnkit.hooks import _on_import
+
+    token, _popen_watch = _popen_watch, None
+    if token is not None:
+        _on_import.unwatch(token)
+    _stand_in_popen()
+
+
+def _stand_in_popen() -> None:
+    import subprocess
+
+    if getattr(subprocess.Popen.__init__, "_spawnkit_python_children", False):
+        return
+
+    def __init__(popen: Any, *args: Any, **kwargs: Any) -> None:
+        if _phase.hooks_applied():  # not once a test left its worker phase
+            try:
+                from spawnkit.bootstrap import _python_child_check
+
+                _python_child_check.check(args, kwargs, tuple(_popen_namespaces.values()))
+            except PlainChildWarning:
+                raise  # -W error::spawnkit.PlainChildWarning: the start raises, as asked
+            except Exception:  # a check that fails says nothing: the child starts
+                pass
+        __init__.__wrapped__(popen, *args, **kwargs)  # type: ignore[attr-defined]
+
+    __init__.__wrapped__ = subprocess.Popen.__init__  # type: ignore[attr-defined]
+    __init__._spawnkit_python_children = True  # type: ignore[attr-defined]
+    subprocess.Popen.__init__ = __init__  # type: ignore[method-assign,assignment]

@@ -1,6 +1,6 @@
 """Whether a process about to be started through ``subprocess`` runs the engine's code unhooked.
 
-Imported by ``_python_children``'s stand-in for ``Popen.__init__`` only as a process is
+Imported by ``_plain_children``'s stand-in for ``Popen.__init__`` only as a process is
 started.  Named (``PlainChildWarning``, once per module or script): a Python interpreter (the
 ``executable=``, else ``argv[0]``, is ``sys.executable`` or called ``python``, ``python3``,
 ``python3.11``...) running ``-m X`` or a script that belongs to a top-level package one of

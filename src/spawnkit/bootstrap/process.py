@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import spawnkit._collector as _collector
 from spawnkit import _metadata
 from spawnkit._names import qualified_name
-from spawnkit.bootstrap import _entry, _payload_hooks, _plain_children, _python_children, guard
+from spawnkit.bootstrap import _entry, _payload_hooks, _plain_children, guard
 from spawnkit.bootstrap import report as reports
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.bootstrap.stages import SHARED_STAGES, STAGE_ORDER, STAGES, Stage, StageListener
@@ -360,7 +360,7 @@ class Bootstrapper:
         _check_platform_replaced(self.namespace)
         _phase.mark_hooks_applied()
         _plain_children.arm(self.namespace)  # a plain spawn child of this process lacks them
-        _python_children.arm(self.namespace)  # and a Python child started through subprocess
+        _plain_children.arm_subprocess(self.namespace)  # and a Python child of subprocess
         self.stage_detail[Stage.HOOKS.value] = _split(self.target_imports, started)
 
     @_staged

@@ -7,9 +7,9 @@ and one attached to the server's pid watches a process that runs no rank.  Which
 each is noted by standing in for ``subprocess.Popen`` while the server bootstraps; which are
 still running is read from ``/proc`` afterwards (a helper that ran and exited, as
 ``subprocess.run`` waits for, is no one's concern).  The hooks apply inside the block, and
-with them ``bootstrap/_python_children``'s lasting stand-in, which calls through its
-``__wrapped__``: the block's end points that past its own.  Where ``/proc`` cannot tell, nothing is
-refused.
+with them ``bootstrap/_plain_children``'s lasting stand-in for ``Popen.__init__``, which calls
+through its ``__wrapped__``: the block's end points that past its own.  Where ``/proc`` cannot
+tell, nothing is refused.
 """
 
 from __future__ import annotations
