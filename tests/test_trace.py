@@ -188,6 +188,66 @@ def test_unwritable_trace_path_is_refused_before_any_rank(site: Site, tmp_path: 
     assert info.value.setting == "trace"
 
 
+_FULL_DISK = """
+import resource, signal, sys
+from spawnkit import spawn_with_plugins
+
+if __name__ == "__main__":
+    with spawn_with_plugins(sys.argv[2], ready_timeout=60, start_method=sys.argv[3],
+                            trace=sys.argv[1]) as group:
+        # a disk that fills as the trace is written: writes past 1 KiB fail (EFBIG); the
+        # ranks started with no such limit, and the group closes (writes) as results are in
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))
+        group.results(timeout=60)
+    from spawnkit.launch import _trace
+
+    print("NOT WRITTEN:", getattr(_trace, "not_written", lambda g: "?")(group))
+"""
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_a_trace_write_that_fails_leaves_no_half_written_file(
+    site: Site, tmp_path: Path, start_method: str
+) -> None:
+    """The file was truncated, then written until the disk was full: a trace cut short (which
+    ``spawnkit trace`` refuses) in place of the older one. Now it is written beside and renamed
+    over: the older trace stays whole, no piece is left, and the group says why."""
+    import subprocess
+    import sys
+
+    (tmp_path / "full_disk.py").write_text(_FULL_DISK)
+    (tmp_path / "fd_entry.py").write_text("def work(payload=None):\n    return 1\n")
+    path = tmp_path / "traces" / "start.json"
+    path.parent.mkdir()
+    path.write_text('{"older": "trace"}\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "full_disk.py", str(path), "fd_entry:work", start_method],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert path.read_text() == '{"older": "trace"}\n'
+    assert os.listdir(path.parent) == ["start.json"]
+    assert "NOT WRITTEN: [Errno 27] File too large" in done.stdout
+    assert f"the start-up trace could not be written to {path}" in done.stderr
+
+
+def test_a_trace_written_over_an_older_one_keeps_its_permissions(
+    site: Site, tmp_path: Path
+) -> None:
+    """The control: a trace written beside and renamed over the older one is the new trace,
+    with the older file's mode, and nothing else is left in the folder."""
+    path = tmp_path / "start.json"
+    path.write_text("older\n")
+    path.chmod(0o640)
+    with spawn_with_plugins(site.entry(), namespace=site.ns, ready_timeout=60, trace=path) as g:
+        assert g.join(60)
+    validate(json.loads(path.read_text()))
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".start.json")] == []
+
+
 def test_a_failed_rank_still_gets_its_stages_as_the_launcher_saw_them(
     site: Site, tmp_path: Path
 ) -> None:

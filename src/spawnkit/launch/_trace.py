@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from spawnkit._trace import Recorder, Span
 from spawnkit.errors import ConfigError
 from spawnkit.launch._otel import TRACEPARENT_VAR, otel_bridge
 
-__all__ = ["PROCESS_START", "START_PART", "LaunchTrace", "open_trace"]
+__all__ = ["PROCESS_START", "START_PART", "LaunchTrace", "not_written", "open_trace"]
 
 #: A rank's span before its first stage (the launcher's ``process start`` of the rank).
 PROCESS_START = "process start"
@@ -66,7 +67,9 @@ class LaunchTrace:
         self.launch_marks: dict[int, tuple[float, ...]] = {}
         self.offset = time.time() - self.begun  # monotonic -> Unix time, read once
         self.otel = otel_bridge(self.begun, self.offset)  # None unless a provider is set
-        self.written = False
+        self.finished = False
+        self.saved = False  # the file holds this launch's trace
+        self.error: str | None = None  # why it does not, once finished
 
     def child_env(self, env: Mapping[str, str] | None) -> dict[str, str] | None:
         """``env`` plus the launch's W3C trace context for the ranks, when OTel is on."""
@@ -97,12 +100,13 @@ class LaunchTrace:
         Called from the group's teardown, where an exception would replace the
         run's own error: a failure here is logged at ERROR with the file named.
         """
-        if self.written:
+        if self.finished:
             return
-        self.written = True
+        self.finished = True
         try:
             self._finish(ranks, server)
         except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
             _log.error(
                 "the start-up trace %s was not written: %s: %s; the launch itself was not "
                 "affected (report this with the traceback: --debug).",
@@ -134,14 +138,53 @@ class LaunchTrace:
         if self.otel is not None:
             self.otel.emit(self.rec)
         try:
-            self.path.write_text(json.dumps(data, indent=None) + "\n", encoding="utf-8")
+            _write_whole(self.path, json.dumps(data, indent=None) + "\n")
         except OSError as exc:
+            self.error = str(exc)
             _log.error(
                 "the start-up trace could not be written to %s: %s; the launch itself was "
                 "not affected. Pass trace= a writable file path.",
                 self.path,
                 exc,
             )
+        else:
+            self.saved = True
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """``text`` as the file ``path``, whole or not at all: written to a new file beside it and
+    renamed over it, so a full disk leaves neither a truncated trace (which ``spawnkit trace``
+    would refuse) nor a half-overwritten older one.  A path that is no regular file
+    (``/dev/null``, a FIFO) is written as it is: there is no file there to replace."""
+    real = Path(os.path.realpath(path))  # a symlink's file is replaced, not the link
+    try:
+        mode = real.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        real.write_text(text, encoding="utf-8")
+        return
+    temp = real.with_name(f".{real.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
+    try:
+        if mode is not None:
+            os.fchmod(fd, stat.S_IMODE(mode))  # an existing trace keeps its permissions
+        with open(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(temp, real)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def not_written(group: Any) -> str | None:
+    """Why ``group``'s ``trace=`` file was not written, once the group closed; None when it
+    was, or when no trace was asked for (the CLI's closing line and exit status)."""
+    tracer: LaunchTrace | None = getattr(group, "_trace", None)
+    if tracer is None or tracer.saved:
+        return None
+    return tracer.error or "the group was not closed"
 
 
 def _rank_spans(
