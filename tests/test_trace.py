@@ -339,6 +339,70 @@ def otel_spans() -> Iterator[Any]:
     yield _EXPORTER[0]
 
 
+_STARTED: list[Any] = []
+
+
+@pytest.fixture
+def otel_started(otel_spans: Any) -> Iterator[list[Any]]:
+    """Every span started on this process's provider, ended or not (the exporter sees only
+    ended ones): a span started and never ended is in this list and not among the finished."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class _Started(SpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            _STARTED[1].append(span)
+
+    if not _STARTED:
+        _STARTED.extend([_Started(), []])
+        provider: Any = trace.get_tracer_provider()
+        provider.add_span_processor(_STARTED[0])
+    _STARTED[1].clear()
+    yield _STARTED[1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "setting"),
+    [
+        ({"preload": ["nosuchmod_xyz"], "start_method": "forkserver"}, "preload"),
+        ({"preload": [3], "start_method": "forkserver"}, "preload"),
+        ({"entry_args": "rank"}, "entry_args"),
+    ],
+    ids=["unknown-preload", "preload-not-a-name", "entry-args-a-str"],
+)
+def test_a_call_refused_for_its_arguments_opens_no_trace(
+    site: Site, tmp_path: Path, otel_started: list[Any], kwargs: dict[str, Any], setting: str
+) -> None:
+    """Refused by their values alone, as ``nprocs=0`` is: before the trace opens. They were
+    checked after it, so the launch's OpenTelemetry root span was started and never ended
+    (never exported) and no file was written, against the rule that a launch failing before
+    any rank writes its trace: now nothing is half-open."""
+    path = tmp_path / "refused.json"
+    with pytest.raises(ConfigError) as info:
+        spawn_with_plugins(site.entry(), namespace=site.ns, trace=path, **kwargs)
+    assert info.value.setting == setting
+    assert [s.name for s in otel_started] == []
+    assert not path.exists()
+
+
+def test_a_launch_whose_namespace_cannot_be_found_writes_its_trace(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    """Finding a namespace by name may load it from its entry point (work, which the trace
+    shows): a launch failing there writes its trace, and ends its root span, as a launch
+    failing in ``build_spec`` does."""
+    from spawnkit.errors import NamespaceError
+
+    path = tmp_path / "no_ns.json"
+    with pytest.raises(NamespaceError, match="no_such_ns"):
+        spawn_with_plugins(site.entry(), namespace="no_such_ns", trace=path)
+    data = json.loads(path.read_text())
+    tracks = validate(data)
+    assert "spawn_with_plugins" in _by_name(tracks[data["otherData"]["launcher_pid"]])
+    assert data["otherData"]["world_size"] == 0
+    assert [s.name for s in otel_spans.get_finished_spans()] == ["spawn_with_plugins"]
+
+
 def test_spans_also_go_to_opentelemetry_with_the_context_in_each_rank(
     site: Site, tmp_path: Path, otel_spans: Any
 ) -> None:
