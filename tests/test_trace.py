@@ -248,6 +248,47 @@ def test_a_trace_written_over_an_older_one_keeps_its_permissions(
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".start.json")] == []
 
 
+def test_two_live_groups_given_one_trace_path_are_refused_before_the_second_starts(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine passing its one ``trace=`` setting to two groups: the group that closed last
+    replaced the other's trace, unsaid. The second is refused before it starts anything (the
+    same file by another spelling too: relative, through a symlink); once the first group's
+    trace is written the path is free again."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "same.json"
+    (tmp_path / "link.json").symlink_to(path)
+    with spawn_with_plugins(site.entry(), namespace=site.ns, ready_timeout=60, trace=path) as g:
+        for spelling in (str(path), "same.json", tmp_path / "link.json"):
+            with pytest.raises(ConfigError, match="already the trace file of another") as info:
+                spawn_with_plugins(site.entry(), nprocs=2, namespace=site.ns, trace=spelling)
+            assert info.value.setting == "trace"
+            assert str(path) in str(info.value) and "its own file" in str(info.value)
+        assert g.join(60)
+    assert json.loads(path.read_text())["otherData"]["world_size"] == 1
+    with spawn_with_plugins(
+        site.entry(), nprocs=2, namespace=site.ns, ready_timeout=60, trace="same.json"
+    ) as g:
+        assert g.join(60)
+    assert json.loads(path.read_text())["otherData"]["world_size"] == 2
+
+
+def test_two_live_groups_may_both_trace_to_a_path_that_is_no_file(
+    site: Site, tmp_path: Path
+) -> None:
+    """The control: ``trace=os.devnull`` (traces thrown away) replaces nothing, so two live
+    groups may both be given it."""
+    with (
+        spawn_with_plugins(
+            site.entry(), namespace=site.ns, ready_timeout=60, trace=os.devnull
+        ) as one,
+        spawn_with_plugins(
+            site.entry(), namespace=site.ns, ready_timeout=60, trace=os.devnull
+        ) as two,
+    ):
+        assert one.join(60) and two.join(60)
+
+
 def test_a_failed_rank_still_gets_its_stages_as_the_launcher_saw_them(
     site: Site, tmp_path: Path
 ) -> None:

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import stat
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -51,14 +52,50 @@ def open_trace(path: str | os.PathLike[str]) -> LaunchTrace:
             "Pass a file path in an existing, writable folder (spawnkit launch/demo --trace FILE).",
             setting="trace",
         )
-    return LaunchTrace(target.absolute())  # written at close: a chdir meanwhile moves no file
+    held = _hold(path, target)
+    try:
+        return LaunchTrace(target.absolute(), held)  # written at close: a chdir moves no file
+    except BaseException:
+        _release(held)
+        raise
+
+
+#: The files live traces will write (real paths), each held from its launch until written.
+_HELD: set[str] = set()
+_HELD_LOCK = threading.Lock()
+
+
+def _hold(asked: str | os.PathLike[str], target: Path) -> str | None:
+    """``target``'s real path, held for this launch's trace; refused while another live
+    group's trace holds it (None: no regular file, such as ``/dev/null``, nothing replaced)."""
+    real = os.path.realpath(target)
+    if os.path.exists(real) and not os.path.isfile(real):
+        return None
+    with _HELD_LOCK:
+        if real in _HELD:
+            raise ConfigError(
+                f"trace={str(asked)!r}: {real} is already the trace file of another group "
+                "that has not closed yet; the group that closes last would replace the other's "
+                "trace with its own. Give each group its own file (e.g. trace=f'start-{name}"
+                ".json'). No worker was started.",
+                setting="trace",
+            )
+        _HELD.add(real)
+    return real
+
+
+def _release(held: str | None) -> None:
+    if held is not None:
+        with _HELD_LOCK:
+            _HELD.discard(held)
 
 
 class LaunchTrace:
     """One launch's trace: the launcher's spans now, the ranks' when the group closes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, held: str | None = None) -> None:
         self.path = path
+        self.held = held  # the real path held against other live traces (``_hold``)
         self.rec = Recorder()
         self.pid = os.getpid()
         self.begun = time.monotonic()
@@ -115,6 +152,8 @@ class LaunchTrace:
                 exc,
                 exc_info=True,
             )
+        finally:
+            _release(self.held)  # written (or not): another group may use the path now
 
     def _finish(self, ranks: Sequence[Any], server: Any) -> None:
         closed = time.monotonic()
