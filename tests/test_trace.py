@@ -316,6 +316,38 @@ def test_a_failed_rank_still_gets_its_stages_as_the_launcher_saw_them(
     assert "as the launcher received the rank's stage messages" in rank
 
 
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_a_rank_that_failed_before_its_report_still_has_its_process_start(
+    site: Site, tmp_path: Path, start_method: str
+) -> None:
+    """Such a rank's track had its life and its stages as the launcher saw them, but not its
+    ``process start`` (nor its parts), which the launcher's and its HELLO's marks give."""
+    path = tmp_path / "failed_start.json"
+    with (
+        pytest.raises(ChildError),
+        spawn_with_plugins(
+            site.entry(),
+            nprocs=1,
+            namespace=site.ns,
+            start_method=start_method,
+            ready_timeout=60,
+            trace=path,
+            env=fault_env("resolve_entry", "raise"),
+        ) as group,
+    ):
+        group.join(60)
+    tracks = validate(json.loads(path.read_text()))
+    spans = _by_name(tracks[group.pids[0]])
+    assert spans["resolve_entry"]["args"] == {"seen_by": "launcher"}  # no report: seen stages
+    whole, life = spans["process start"], spans["rank 0"]
+    assert abs(whole["ts"] - life["ts"]) < 1.0 and _within(whole, life)
+    stages = [e for e in tracks[group.pids[0]] if e["cat"] == "stage"]
+    assert whole["ts"] + whole["dur"] <= min(e["ts"] for e in stages) + _EPS
+    parts = sorted((e for e in tracks[group.pids[0]] if e["cat"] == "start"), key=lambda e: e["ts"])
+    assert [e["name"] for e in parts] == _WORKER_PARTS[start_method]
+    assert all(_within(e, whole) for e in parts)
+
+
 def test_a_launch_that_fails_before_its_group_still_writes_its_trace(
     site: Site, tmp_path: Path
 ) -> None:

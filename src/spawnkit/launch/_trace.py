@@ -235,8 +235,11 @@ def _rank_spans(
     rec.add(Span(r.pid, f"rank {r.rank}", start, end, "rank", {"exitcode": r.exitcode}))
     report = r.report_obj
     starts: dict[str, float] = dict(getattr(report, "stage_starts", None) or {})
-    if not starts:
-        _seen_stages(rec, r, end)
+    if not starts:  # no report: its stages as the launcher saw them, and its start too
+        seen = _seen_stages(rec, r, end)
+        first = end if seen is None else min(max(seen, start), end)
+        rec.add(Span(r.pid, PROCESS_START, start, first, "rank", {"seen_by": "launcher"}))
+        _worker_parts(rec, r, launch, start, first)
         return
     seconds: dict[str, float] = report.stage_seconds
     first = min(starts.values())
@@ -335,14 +338,18 @@ def _server_spans(rec: Recorder, server: Any) -> None:
         rec.add(Span(pid, label, start, last, "stage", {"seen_by": "launcher"}))
 
 
-def _seen_stages(rec: Recorder, r: Any, end: float) -> None:
-    """Stages of a rank that sent no report, as the launcher received their messages."""
+def _seen_stages(rec: Recorder, r: Any, end: float) -> float | None:
+    """Stages of a rank that sent no report, as the launcher received their messages; when
+    the first of them began (None: it sent none)."""
     begun: dict[str, float] = {}
+    first: float | None = None
     for kind, stage, t in r.events:
         at = r.started + t
         if kind == "StageStarted":
             begun[stage] = at
+            first = at if first is None else min(first, at)
         elif kind == "StageFinished" and stage in begun:
             rec.add(Span(r.pid, stage, begun.pop(stage), at, "stage", {"seen_by": "launcher"}))
     for stage, at in begun.items():  # started and never finished: it ended with the rank
         rec.add(Span(r.pid, stage, at, max(at, end), "stage", {"seen_by": "launcher"}))
+    return first
