@@ -47,6 +47,29 @@ def test_launch_trace_then_summary_and_plot(tmp_path: Path, entry_module: str) -
     assert "rank 1 (pid" in drawn and "load_plugins" in drawn and "launcher (pid" in drawn
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs Linux's /dev/full")
+@pytest.mark.parametrize("as_json", [None, "-"])
+def test_a_trace_that_could_not_be_written_is_said_and_fails_the_command(
+    entry_module: str, as_json: str | None
+) -> None:
+    """``--trace /dev/full``: every write fails (no space left). The closing line said
+    "start-up trace in /dev/full" and the command exited 0; as for a ``--json FILE`` that
+    could not be written, the output asked for is missing: it says so and exits 1."""
+    json_args = ("--json", as_json) if as_json else ()
+    code, out, err = run_cli(
+        "launch", f"{entry_module}:work", "--timeout", "120", "--trace", "/dev/full", *json_args
+    )
+    assert code == 1, (out, err)
+    assert "start-up trace in /dev/full" not in out
+    said = err if as_json else out
+    assert "the start-up trace was NOT written to /dev/full" in said
+    assert "No space left on device" in said
+    if as_json:  # the run itself succeeded: the document says so
+        assert json.loads(out[out.index("{") :])["ok"] is True
+    else:
+        assert "1 rank(s) finished in" in out and "rank 0 returned: 1" in out
+
+
 def test_trace_refusals_are_one_usage_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{}")

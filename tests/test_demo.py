@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -192,6 +193,24 @@ def test_cli_demo_json(tmp_path, demo_platform) -> None:
     text = out.getvalue()
     assert "what the hooks did" in text and "spawnkit.demo.init_banner" in text
     assert "stage timings (ms)" in text
+
+
+@pytest.mark.needs_torch
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_cli_demo_says_when_its_trace_was_not_written(tmp_path, demo_platform) -> None:
+    """``--trace /dev/full``: the demo ended with "start-up trace in /dev/full" and exit 0."""
+    import io
+
+    from spawnkit.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = ["demo", "--nprocs", "1", "--requests", "2", "--trace", "/dev/full"]
+    code = main(argv, stdout=out, stderr=err)
+    assert code == 1, err.getvalue()
+    text = out.getvalue()
+    assert "what the hooks did" in text  # the run itself went through
+    assert "the start-up trace was NOT written to /dev/full" in text
+    assert "No space left on device" in text and "start-up trace in" not in text
 
 
 class _Devices:

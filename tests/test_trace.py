@@ -190,6 +190,107 @@ def test_unwritable_trace_path_is_refused_before_any_rank(site: Site, tmp_path: 
     assert info.value.setting == "trace"
 
 
+_FULL_DISK = """
+import resource, signal, sys
+from spawnkit import spawn_with_plugins
+
+if __name__ == "__main__":
+    with spawn_with_plugins(sys.argv[2], ready_timeout=60, start_method=sys.argv[3],
+                            trace=sys.argv[1]) as group:
+        # a disk that fills as the trace is written: writes past 1 KiB fail (EFBIG); the
+        # ranks started with no such limit, and the group closes (writes) as results are in
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))
+        group.results(timeout=60)
+    from spawnkit.launch import _trace
+
+    print("NOT WRITTEN:", getattr(_trace, "not_written", lambda g: "?")(group))
+"""
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_a_trace_write_that_fails_leaves_no_half_written_file(
+    site: Site, tmp_path: Path, start_method: str
+) -> None:
+    """The file was truncated, then written until the disk was full: a trace cut short (which
+    ``spawnkit trace`` refuses) in place of the older one. Now it is written beside and renamed
+    over: the older trace stays whole, no piece is left, and the group says why."""
+    import subprocess
+    import sys
+
+    (tmp_path / "full_disk.py").write_text(_FULL_DISK)
+    (tmp_path / "fd_entry.py").write_text("def work(payload=None):\n    return 1\n")
+    path = tmp_path / "traces" / "start.json"
+    path.parent.mkdir()
+    path.write_text('{"older": "trace"}\n')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run(
+        [sys.executable, "full_disk.py", str(path), "fd_entry:work", start_method],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert path.read_text() == '{"older": "trace"}\n'
+    assert os.listdir(path.parent) == ["start.json"]
+    assert "NOT WRITTEN: [Errno 27] File too large" in done.stdout
+    assert f"the start-up trace could not be written to {path}" in done.stderr
+
+
+def test_a_trace_written_over_an_older_one_keeps_its_permissions(
+    site: Site, tmp_path: Path
+) -> None:
+    """The control: a trace written beside and renamed over the older one is the new trace,
+    with the older file's mode, and nothing else is left in the folder."""
+    path = tmp_path / "start.json"
+    path.write_text("older\n")
+    path.chmod(0o640)
+    with spawn_with_plugins(site.entry(), namespace=site.ns, ready_timeout=60, trace=path) as g:
+        assert g.join(60)
+    validate(json.loads(path.read_text()))
+    assert path.stat().st_mode & 0o777 == 0o640
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".start.json")] == []
+
+
+def test_two_live_groups_given_one_trace_path_are_refused_before_the_second_starts(
+    site: Site, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine passing its one ``trace=`` setting to two groups: the group that closed last
+    replaced the other's trace, unsaid. The second is refused before it starts anything (the
+    same file by another spelling too: relative, through a symlink); once the first group's
+    trace is written the path is free again."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "same.json"
+    (tmp_path / "link.json").symlink_to(path)
+    with spawn_with_plugins(site.entry(), namespace=site.ns, ready_timeout=60, trace=path) as g:
+        for spelling in (str(path), "same.json", tmp_path / "link.json"):
+            with pytest.raises(ConfigError, match="already the trace file of another") as info:
+                spawn_with_plugins(site.entry(), nprocs=2, namespace=site.ns, trace=spelling)
+            assert info.value.setting == "trace"
+            assert str(path) in str(info.value) and "its own file" in str(info.value)
+        assert g.join(60)
+    assert json.loads(path.read_text())["otherData"]["world_size"] == 1
+    with spawn_with_plugins(
+        site.entry(), nprocs=2, namespace=site.ns, ready_timeout=60, trace="same.json"
+    ) as g:
+        assert g.join(60)
+    assert json.loads(path.read_text())["otherData"]["world_size"] == 2
+
+
+def test_two_live_groups_may_both_trace_to_a_path_that_is_no_file(
+    site: Site, tmp_path: Path
+) -> None:
+    """The control: ``trace=os.devnull`` (traces thrown away) replaces nothing, so two live
+    groups may both be given it."""
+    with (
+        spawn_with_plugins(
+            site.entry(), namespace=site.ns, ready_timeout=60, trace=os.devnull
+        ) as one,
+        spawn_with_plugins(
+            site.entry(), namespace=site.ns, ready_timeout=60, trace=os.devnull
+        ) as two,
+    ):
+        assert one.join(60) and two.join(60)
+
+
 def test_a_failed_rank_still_gets_its_stages_as_the_launcher_saw_them(
     site: Site, tmp_path: Path
 ) -> None:
@@ -215,6 +316,38 @@ def test_a_failed_rank_still_gets_its_stages_as_the_launcher_saw_them(
     assert code == 0, err
     rank = out.split("rank 0 (pid", 1)[1]
     assert "as the launcher received the rank's stage messages" in rank
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_a_rank_that_failed_before_its_report_still_has_its_process_start(
+    site: Site, tmp_path: Path, start_method: str
+) -> None:
+    """Such a rank's track had its life and its stages as the launcher saw them, but not its
+    ``process start`` (nor its parts), which the launcher's and its HELLO's marks give."""
+    path = tmp_path / "failed_start.json"
+    with (
+        pytest.raises(ChildError),
+        spawn_with_plugins(
+            site.entry(),
+            nprocs=1,
+            namespace=site.ns,
+            start_method=start_method,
+            ready_timeout=60,
+            trace=path,
+            env=fault_env("resolve_entry", "raise"),
+        ) as group,
+    ):
+        group.join(60)
+    tracks = validate(json.loads(path.read_text()))
+    spans = _by_name(tracks[group.pids[0]])
+    assert spans["resolve_entry"]["args"] == {"seen_by": "launcher"}  # no report: seen stages
+    whole, life = spans["process start"], spans["rank 0"]
+    assert abs(whole["ts"] - life["ts"]) < 1.0 and _within(whole, life)
+    stages = [e for e in tracks[group.pids[0]] if e["cat"] == "stage"]
+    assert whole["ts"] + whole["dur"] <= min(e["ts"] for e in stages) + _EPS
+    parts = sorted((e for e in tracks[group.pids[0]] if e["cat"] == "start"), key=lambda e: e["ts"])
+    assert [e["name"] for e in parts] == _WORKER_PARTS[start_method]
+    assert all(_within(e, whole) for e in parts)
 
 
 def test_a_launch_that_fails_before_its_group_still_writes_its_trace(
@@ -279,6 +412,70 @@ def otel_spans() -> Iterator[Any]:
         provider.add_span_processor(SimpleSpanProcessor(_EXPORTER[0]))  # type: ignore[attr-defined]
     _EXPORTER[0].clear()
     yield _EXPORTER[0]
+
+
+_STARTED: list[Any] = []
+
+
+@pytest.fixture
+def otel_started(otel_spans: Any) -> Iterator[list[Any]]:
+    """Every span started on this process's provider, ended or not (the exporter sees only
+    ended ones): a span started and never ended is in this list and not among the finished."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import SpanProcessor
+
+    class _Started(SpanProcessor):
+        def on_start(self, span: Any, parent_context: Any = None) -> None:
+            _STARTED[1].append(span)
+
+    if not _STARTED:
+        _STARTED.extend([_Started(), []])
+        provider: Any = trace.get_tracer_provider()
+        provider.add_span_processor(_STARTED[0])
+    _STARTED[1].clear()
+    yield _STARTED[1]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "setting"),
+    [
+        ({"preload": ["nosuchmod_xyz"], "start_method": "forkserver"}, "preload"),
+        ({"preload": [3], "start_method": "forkserver"}, "preload"),
+        ({"entry_args": "rank"}, "entry_args"),
+    ],
+    ids=["unknown-preload", "preload-not-a-name", "entry-args-a-str"],
+)
+def test_a_call_refused_for_its_arguments_opens_no_trace(
+    site: Site, tmp_path: Path, otel_started: list[Any], kwargs: dict[str, Any], setting: str
+) -> None:
+    """Refused by their values alone, as ``nprocs=0`` is: before the trace opens. They were
+    checked after it, so the launch's OpenTelemetry root span was started and never ended
+    (never exported) and no file was written, against the rule that a launch failing before
+    any rank writes its trace: now nothing is half-open."""
+    path = tmp_path / "refused.json"
+    with pytest.raises(ConfigError) as info:
+        spawn_with_plugins(site.entry(), namespace=site.ns, trace=path, **kwargs)
+    assert info.value.setting == setting
+    assert [s.name for s in otel_started] == []
+    assert not path.exists()
+
+
+def test_a_launch_whose_namespace_cannot_be_found_writes_its_trace(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    """Finding a namespace by name may load it from its entry point (work, which the trace
+    shows): a launch failing there writes its trace, and ends its root span, as a launch
+    failing in ``build_spec`` does."""
+    from spawnkit.errors import NamespaceError
+
+    path = tmp_path / "no_ns.json"
+    with pytest.raises(NamespaceError, match="no_such_ns"):
+        spawn_with_plugins(site.entry(), namespace="no_such_ns", trace=path)
+    data = json.loads(path.read_text())
+    tracks = validate(data)
+    assert "spawn_with_plugins" in _by_name(tracks[data["otherData"]["launcher_pid"]])
+    assert data["otherData"]["world_size"] == 0
+    assert [s.name for s in otel_spans.get_finished_spans()] == ["spawn_with_plugins"]
 
 
 def test_spans_also_go_to_opentelemetry_with_the_context_in_each_rank(

@@ -29,6 +29,8 @@ __all__ = [
     "report_success",
     "run_group",
     "run_probe",
+    "trace_exit",
+    "trace_not_written",
 ]
 
 EXIT_INTERRUPTED = 130
@@ -167,23 +169,50 @@ def run_group(
         _name_the_timeout_option(exc)
         return report_failure(exc, out, err, as_json=as_json, debug=debug)
     summary = {"entry": entry, "nprocs": nprocs, "start_method": start_method}
-    return report_success(
+    unwritten = trace_not_written(group) if trace else None
+    code = report_success(
         out,
         as_json,
         {**summary, "wall_seconds": time.monotonic() - started},
         reports,
         results,
-        f"{nprocs} rank(s) finished in {{wall:.2f}} s ({start_method})" + _traced(trace),
+        f"{nprocs} rank(s) finished in {{wall:.2f}} s ({start_method}){_traced(trace, unwritten)}",
         entry_seconds=display.entry_seconds(),
     )
+    return trace_exit(code, trace, unwritten, "launch", err, as_json)
 
 
-def _traced(trace: str | None) -> str:
-    """The closing line's pointer to the trace file (braces doubled: the line is format()ted)."""
-    trace = trace.replace("{", "{{").replace("}", "}}") if trace else trace
-    return (
-        f"; start-up trace in {trace} (spawnkit trace {trace}, or ui.perfetto.dev)" if trace else ""
-    )
+def trace_not_written(group: Any) -> str | None:
+    """Why ``group``'s ``--trace`` file was not written (None: it was, or none was asked for)."""
+    from spawnkit.launch._trace import not_written
+
+    return not_written(group)
+
+
+def _traced(trace: str | None, unwritten: str | None = None, *, braces: bool = True) -> str:
+    """The closing line's pointer to the trace file, or the word that it was not written
+    (braces doubled unless ``braces=False``: the launch's closing line is format()ted)."""
+    if not trace:
+        return ""
+    if unwritten is not None:
+        text = f"; the start-up trace was NOT written to {trace} ({unwritten}; see the error above)"
+    else:
+        text = f"; start-up trace in {trace} (spawnkit trace {trace}, or ui.perfetto.dev)"
+    return text.replace("{", "{{").replace("}", "}}") if braces else text
+
+
+def trace_exit(
+    code: int, trace: str | None, unwritten: str | None, command: str, err: TextIO, as_json: Any
+) -> int:
+    """A run that succeeded but whose ``--trace FILE`` was not written exits 1, as one whose
+    ``--json FILE`` could not be written does: output asked for was not produced.  With
+    ``--json -`` the closing line is not printed, so stderr says it."""
+    if unwritten is None or code != EXIT_OK:
+        return code
+    if as_json == "-":
+        err.write(f"spawnkit {command}: the start-up trace was NOT written to {trace}: ")
+        err.write(f"{unwritten}\n")
+    return EXIT_FAILURE
 
 
 def report_success(

@@ -72,9 +72,11 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     # Before anything is printed: without torch this is the command's one line (exit 1).
     require_torch("spawnkit demo")
     from spawnkit.cli._group import (
+        _traced,
         exit_status,
         render_failure,
         report_interrupt,
+        trace_exit,
     )
     from spawnkit.cli._live import StageDisplay
     from spawnkit.cli._output import check_json_target, emit_json
@@ -108,14 +110,11 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         return exit_status(exc)
     if args.json:
         emit_json(out, args.json, run_.to_dict())
-        if args.json == "-":
-            return EXIT_OK
-    _render(run_, out)
-    if args.trace:
-        out.line(
-            f"start-up trace in {args.trace} (spawnkit trace {args.trace}, or ui.perfetto.dev)"
-        )
-    return EXIT_OK
+    if args.json != "-":
+        _render(run_, out)
+        if args.trace:
+            out.line(_traced(args.trace, run_.trace_error, braces=False).removeprefix("; "))
+    return trace_exit(EXIT_OK, args.trace, run_.trace_error, "demo", err, args.json)
 
 
 def _render(run_: Any, out: Output) -> None:

@@ -43,6 +43,7 @@ class DemoRun:
     pipe_messages: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     wall_seconds: float = 0.0
     ready_seconds: float = 0.0
+    trace_error: str | None = None  # why Engine(trace=FILE) wrote no file (None: it did)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +122,7 @@ class Engine:
                 ready_at = time.monotonic()
                 results = group.results(timeout=max(0.1, deadline - time.monotonic()))
             wall = time.monotonic() - started
+            unwritten = self._trace_not_written(group)
             messages = _drain(
                 [reader for reader, _ in pipes], max(1.0, deadline - time.monotonic())
             )
@@ -135,7 +137,15 @@ class Engine:
             pipe_messages=messages,
             wall_seconds=wall,
             ready_seconds=ready_at - started,
+            trace_error=unwritten,
         )
+
+    def _trace_not_written(self, group: Any) -> str | None:
+        if self.trace is None:
+            return None
+        from spawnkit.launch._trace import not_written
+
+        return not_written(group)
 
 
 def _drain(readers: list[Connection], timeout: float) -> dict[int, list[dict[str, Any]]]:

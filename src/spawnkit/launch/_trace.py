@@ -15,6 +15,8 @@ import contextlib
 import json
 import logging
 import os
+import stat
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -25,7 +27,7 @@ from spawnkit._trace import Recorder, Span
 from spawnkit.errors import ConfigError
 from spawnkit.launch._otel import otel_bridge
 
-__all__ = ["PROCESS_START", "START_PART", "LaunchTrace", "open_trace"]
+__all__ = ["PROCESS_START", "START_PART", "LaunchTrace", "not_written", "open_trace"]
 
 #: A rank's span before its first stage (the launcher's ``process start`` of the rank).
 PROCESS_START = "process start"
@@ -50,14 +52,50 @@ def open_trace(path: str | os.PathLike[str]) -> LaunchTrace:
             "Pass a file path in an existing, writable folder (spawnkit launch/demo --trace FILE).",
             setting="trace",
         )
-    return LaunchTrace(target.absolute())  # written at close: a chdir meanwhile moves no file
+    held = _hold(path, target)
+    try:
+        return LaunchTrace(target.absolute(), held)  # written at close: a chdir moves no file
+    except BaseException:
+        _release(held)
+        raise
+
+
+#: The files live traces will write (real paths), each held from its launch until written.
+_HELD: set[str] = set()
+_HELD_LOCK = threading.Lock()
+
+
+def _hold(asked: str | os.PathLike[str], target: Path) -> str | None:
+    """``target``'s real path, held for this launch's trace; refused while another live
+    group's trace holds it (None: no regular file, such as ``/dev/null``, nothing replaced)."""
+    real = os.path.realpath(target)
+    if os.path.exists(real) and not os.path.isfile(real):
+        return None
+    with _HELD_LOCK:
+        if real in _HELD:
+            raise ConfigError(
+                f"trace={str(asked)!r}: {real} is already the trace file of another group "
+                "that has not closed yet; the group that closes last would replace the other's "
+                "trace with its own. Give each group its own file (e.g. trace=f'start-{name}"
+                ".json'). No worker was started.",
+                setting="trace",
+            )
+        _HELD.add(real)
+    return real
+
+
+def _release(held: str | None) -> None:
+    if held is not None:
+        with _HELD_LOCK:
+            _HELD.discard(held)
 
 
 class LaunchTrace:
     """One launch's trace: the launcher's spans now, the ranks' when the group closes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, held: str | None = None) -> None:
         self.path = path
+        self.held = held  # the real path held against other live traces (``_hold``)
         self.rec = Recorder()
         self.pid = os.getpid()
         self.begun = time.monotonic()
@@ -66,7 +104,9 @@ class LaunchTrace:
         self.launch_marks: dict[int, tuple[float, ...]] = {}
         self.offset = time.time() - self.begun  # monotonic -> Unix time, read once
         self.otel = otel_bridge(self.begun, self.offset)  # None unless a provider is set
-        self.written = False
+        self.finished = False
+        self.saved = False  # the file holds this launch's trace
+        self.error: str | None = None  # why it does not, once finished
 
     def child_env(self, env: Mapping[str, str] | None) -> dict[str, str] | None:
         """``env`` plus the launch's W3C trace context for the ranks, when OTel is on (a
@@ -102,14 +142,15 @@ class LaunchTrace:
         Called from the group's teardown, where an exception would replace the
         run's own error: a failure here is logged at ERROR with the file named.
         """
-        if self.written:
+        if self.finished:
             return
-        self.written = True
+        self.finished = True
         if self.otel is not None:
             self.otel.error = error
         try:
             self._finish(ranks, server)
         except Exception as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
             _log.error(
                 "the start-up trace %s was not written: %s: %s; the launch itself was not "
                 "affected (report this with the traceback: --debug).",
@@ -118,6 +159,8 @@ class LaunchTrace:
                 exc,
                 exc_info=True,
             )
+        finally:
+            _release(self.held)  # written (or not): another group may use the path now
 
     def _finish(self, ranks: Sequence[Any], server: Any) -> None:
         closed = time.monotonic()
@@ -141,14 +184,53 @@ class LaunchTrace:
         if self.otel is not None:
             self.otel.emit(self.rec)
         try:
-            self.path.write_text(json.dumps(data, indent=None) + "\n", encoding="utf-8")
+            _write_whole(self.path, json.dumps(data, indent=None) + "\n")
         except OSError as exc:
+            self.error = str(exc)
             _log.error(
                 "the start-up trace could not be written to %s: %s; the launch itself was "
                 "not affected. Pass trace= a writable file path.",
                 self.path,
                 exc,
             )
+        else:
+            self.saved = True
+
+
+def _write_whole(path: Path, text: str) -> None:
+    """``text`` as the file ``path``, whole or not at all: written to a new file beside it and
+    renamed over it, so a full disk leaves neither a truncated trace (which ``spawnkit trace``
+    would refuse) nor a half-overwritten older one.  A path that is no regular file
+    (``/dev/null``, a FIFO) is written as it is: there is no file there to replace."""
+    real = Path(os.path.realpath(path))  # a symlink's file is replaced, not the link
+    try:
+        mode = real.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    if mode is not None and not stat.S_ISREG(mode):
+        real.write_text(text, encoding="utf-8")
+        return
+    temp = real.with_name(f".{real.name}.{os.getpid()}.{time.monotonic_ns()}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
+    try:
+        if mode is not None:
+            os.fchmod(fd, stat.S_IMODE(mode))  # an existing trace keeps its permissions
+        with open(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(temp, real)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+
+
+def not_written(group: Any) -> str | None:
+    """Why ``group``'s ``trace=`` file was not written, once the group closed; None when it
+    was, or when no trace was asked for (the CLI's closing line and exit status)."""
+    tracer: LaunchTrace | None = getattr(group, "_trace", None)
+    if tracer is None or tracer.saved:
+        return None
+    return tracer.error or "the group was not closed"
 
 
 def _rank_spans(
@@ -160,8 +242,11 @@ def _rank_spans(
     rec.add(Span(r.pid, f"rank {r.rank}", start, end, "rank", {"exitcode": r.exitcode}))
     report = r.report_obj
     starts: dict[str, float] = dict(getattr(report, "stage_starts", None) or {})
-    if not starts:
-        _seen_stages(rec, r, end)
+    if not starts:  # no report: its stages as the launcher saw them, and its start too
+        seen = _seen_stages(rec, r, end)
+        first = end if seen is None else min(max(seen, start), end)
+        rec.add(Span(r.pid, PROCESS_START, start, first, "rank", {"seen_by": "launcher"}))
+        _worker_parts(rec, r, launch, start, first)
         return
     seconds: dict[str, float] = report.stage_seconds
     first = min(starts.values())
@@ -260,14 +345,18 @@ def _server_spans(rec: Recorder, server: Any) -> None:
         rec.add(Span(pid, label, start, last, "stage", {"seen_by": "launcher"}))
 
 
-def _seen_stages(rec: Recorder, r: Any, end: float) -> None:
-    """Stages of a rank that sent no report, as the launcher received their messages."""
+def _seen_stages(rec: Recorder, r: Any, end: float) -> float | None:
+    """Stages of a rank that sent no report, as the launcher received their messages; when
+    the first of them began (None: it sent none)."""
     begun: dict[str, float] = {}
+    first: float | None = None
     for kind, stage, t in r.events:
         at = r.started + t
         if kind == "StageStarted":
             begun[stage] = at
+            first = at if first is None else min(first, at)
         elif kind == "StageFinished" and stage in begun:
             rec.add(Span(r.pid, stage, begun.pop(stage), at, "stage", {"seen_by": "launcher"}))
     for stage, at in begun.items():  # started and never finished: it ended with the rank
         rec.add(Span(r.pid, stage, at, max(at, end), "stage", {"seen_by": "launcher"}))
+    return first

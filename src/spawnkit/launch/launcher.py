@@ -79,12 +79,13 @@ def spawn_with_plugins(
     from spawnkit.launch.group import WorkerGroup
     from spawnkit.protocol.popen import get_launch_context
 
+    # Refused by their values alone, before the trace opens (no file, no span: nothing ran).
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period, rank_extra)
-    tracer, env = _open_trace(trace, env)
     call_names = None if entry_args is None else _entry_args(entry_args)
     preload = check_preload(preload)
-    ns = get_namespace(namespace)
+    tracer, env = _open_trace(trace, env)
     with _trace_if_failing(tracer):  # until the group exists, which then writes the trace
+        ns = get_namespace(namespace)  # may load it from its entry point: work, traced
         here = _bootstrap_parent(ns) if bootstrap_parent else None  # this process too, first
         with _metadata.one_look():  # the spec's rows and the warm server's key: one scan
             with _span(tracer, "build_spec"):
