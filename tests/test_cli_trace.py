@@ -65,3 +65,34 @@ def test_plot_without_matplotlib_names_the_extra(
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # find_spec: not installed
     code, _, err = run_cli("trace", str(tmp_path / "t.json"), "--plot", str(tmp_path / "t.svg"))
     assert code == 2 and "needs matplotlib" in err and 'pip install "spawnkit[plot]"' in err
+
+
+def _one_usage_line(code: int, out: str, err: str, *needles: str) -> None:
+    """Refused as bad input: exit 2, one line with its fix, nothing printed before it."""
+    assert code == 2, err
+    assert out == "" and len(err.strip().splitlines()) == 1 and "Fix:" in err, err
+    for needle in needles:
+        assert needle in err, err
+
+
+def test_launch_refuses_one_file_for_trace_and_json(
+    tmp_path: Path, entry_module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before: the JSON outcome, written after the trace, replaced it, the closing line still
+    # pointed at the trace, and `spawnkit trace same.json` then refused the file
+    monkeypatch.chdir(tmp_path)
+    entry = f"{entry_module}:work"
+    code, out, err = run_cli("launch", entry, "--trace", "same.json", "--json", "./same.json")
+    _one_usage_line(code, out, err, "--trace 'same.json' and --json './same.json'")
+    assert not (tmp_path / "same.json").exists()  # nothing ran
+    (tmp_path / "sub").mkdir()
+    os.symlink(tmp_path / "sub", tmp_path / "link")
+    code, out, err = run_cli("launch", entry, "--trace", "sub/t.json", "--json", "link/t.json")
+    _one_usage_line(code, out, err, "name the same file")
+    # the control: two files, each holding what it was asked for
+    code, out, err = run_cli(
+        "launch", entry, "--timeout", "120", "--trace", "t.json", "--json", "outcome.json"
+    )
+    assert code == 0, err
+    assert json.loads((tmp_path / "outcome.json").read_text())["ok"] is True
+    assert "traceEvents" in json.loads((tmp_path / "t.json").read_text())

@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from _cli_support import run_cli
 from spawnkit.demo.server_args import ServerArgs
 
 
@@ -223,3 +224,19 @@ def test_each_scheduler_computes_on_its_own_gpu_id_and_says_when_it_shares_one()
     assert note == "gpu_id 3 has no meta device of its own (2 visible): it shares meta:1"
     assert _torch_device(_Devices("meta", None), 5)[0].index is None  # cannot count: current
     assert _torch_device(_Devices("cpu", 1), 1) == (torch.device("cpu"), "")
+
+
+def _one_usage_line(code: int, out: str, err: str, *needles: str) -> None:
+    """Refused as bad input: exit 2, one line with its fix, before the demo's heading."""
+    assert code == 2, err
+    assert out == "" and len(err.strip().splitlines()) == 1 and "Fix:" in err, err
+    for needle in needles:
+        assert needle in err, err
+
+
+@pytest.mark.needs_torch
+def test_cli_demo_refuses_one_file_for_trace_and_json(tmp_path) -> None:
+    same = str(tmp_path / "same.json")
+    code, out, err = run_cli("demo", "--trace", same, "--json", same)
+    _one_usage_line(code, out, err, "--trace", "--json", "name the same file")
+    assert not (tmp_path / "same.json").exists()

@@ -78,11 +78,13 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     )
     from spawnkit.cli._live import StageDisplay
     from spawnkit.cli._output import check_json_target, emit_json
+    from spawnkit.cli.trace import check_trace_target
     from spawnkit.demo.engine import Engine
     from spawnkit.demo.server_args import ServerArgs
     from spawnkit.errors import SpawnkitError
 
     check_json_target(args.json)
+    check_trace_target(args.trace, args.json)
     server_args = ServerArgs(dp_size=args.nprocs, num_requests=max(args.requests, args.nprocs))
     display = StageDisplay(out, server_args.dp_size, mode="quiet" if args.json == "-" else "auto")
     engine = Engine(

@@ -206,6 +206,7 @@ def _validate(args: argparse.Namespace) -> tuple[Any, Any]:
         load_payload_file,
         resolve_namespace,
     )
+    from spawnkit.cli.trace import check_trace_target
 
     if args.preload and args.start_method != "forkserver":
         raise UsageError(
@@ -214,6 +215,7 @@ def _validate(args: argparse.Namespace) -> tuple[Any, Any]:
         )
     check_json_target(args.json)
     _check_launcher_options(args)
+    check_trace_target(args.trace, args.json)
     app_dir = os.path.abspath(args.app_dir)
     if not os.path.isdir(app_dir):
         raise UsageError(f"--app-dir {args.app_dir!r} is not a folder", "pass an existing folder")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,7 +18,7 @@ from spawnkit.cli._errors import EXIT_OK, UsageError
 from spawnkit.cli._output import Output
 from spawnkit.cli._trace_plot import Track
 
-__all__ = ["Track", "add_parser", "load_tracks", "run"]
+__all__ = ["Track", "add_parser", "check_trace_target", "load_tracks", "run"]
 
 #: File suffixes ``--plot`` writes (matplotlib picks the format from it).
 PLOT_FORMATS = (".svg", ".png")
@@ -40,6 +41,30 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "--plot", metavar="OUT", help=f"draw the timeline to OUT.svg or OUT.png ({PLOT_HINT})"
     )
     p.set_defaults(handler=run)
+
+
+def check_trace_target(trace: str | None, json_target: str | None) -> None:
+    """``launch``/``demo --trace FILE``, refused before anything runs where the file would not
+    end up holding the trace."""
+    if trace is None:
+        return
+    if json_target not in (None, "-") and _same_file(trace, json_target):
+        # the group writes the trace as it closes, the command its JSON outcome after that
+        raise UsageError(
+            f"--trace {trace!r} and --json {json_target!r} name the same file: the JSON "
+            "outcome, written last, would replace the trace",
+            "pass two files, e.g. --trace start.json --json outcome.json",
+        )
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file (through links too), existing or not."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either one not there (yet): the resolved paths said it all
+        return False
 
 
 def load_tracks(path: str) -> list[Track]:
