@@ -96,3 +96,15 @@ def test_launch_refuses_one_file_for_trace_and_json(
     assert code == 0, err
     assert json.loads((tmp_path / "outcome.json").read_text())["ok"] is True
     assert "traceEvents" in json.loads((tmp_path / "t.json").read_text())
+
+
+@pytest.mark.parametrize("where", ["folder", "missing folder"])
+def test_launch_refuses_a_trace_path_it_cannot_write_naming_the_option(
+    tmp_path: Path, entry_module: str, where: str
+) -> None:
+    # before: rc 1, "spawnkit: FAILED: ConfigError: trace=...", an argument the user never passed
+    target = tmp_path if where == "folder" else tmp_path / "no" / "t.json"
+    code, out, err = run_cli("launch", f"{entry_module}:work", "--trace", str(target))
+    why = "it is a folder" if where == "folder" else "is no writable folder"
+    _one_usage_line(code, out, err, f"--trace {str(target)!r}: cannot write", why)
+    assert "trace=" not in err

@@ -240,3 +240,11 @@ def test_cli_demo_refuses_one_file_for_trace_and_json(tmp_path) -> None:
     code, out, err = run_cli("demo", "--trace", same, "--json", same)
     _one_usage_line(code, out, err, "--trace", "--json", "name the same file")
     assert not (tmp_path / "same.json").exists()
+
+
+@pytest.mark.needs_torch
+def test_cli_demo_refuses_a_trace_folder_before_its_heading(tmp_path) -> None:
+    # before: the heading and "(worker output follows ...)", then rc 1 with "ConfigError: trace="
+    code, out, err = run_cli("demo", "--trace", str(tmp_path))
+    _one_usage_line(code, out, err, f"--trace {str(tmp_path)!r}", "it is a folder")
+    assert "trace=" not in err

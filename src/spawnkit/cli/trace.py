@@ -55,6 +55,20 @@ def check_trace_target(trace: str | None, json_target: str | None) -> None:
             "outcome, written last, would replace the trace",
             "pass two files, e.g. --trace start.json --json outcome.json",
         )
+    from spawnkit.errors import ConfigError
+    from spawnkit.launch._trace import open_trace
+
+    try:
+        open_trace(trace)  # the library's own check; the trace it opens is dropped unused
+    except ConfigError as exc:
+        raise _as_option(exc, trace) from None
+
+
+def _as_option(exc: Exception, trace: str) -> UsageError:
+    """The library's refusal of ``trace=`` said of the option the CLI user passed."""
+    text = str(exc).replace(f"trace={trace!r}", f"--trace {trace!r}", 1)
+    problem, _, fix = text.partition(". ")  # "trace=X: what is wrong (why). How to fix it."
+    return UsageError(problem, fix[:1].lower() + fix[1:])
 
 
 def _same_file(a: str, b: str) -> bool:
