@@ -248,3 +248,13 @@ def test_cli_demo_refuses_a_trace_folder_before_its_heading(tmp_path) -> None:
     code, out, err = run_cli("demo", "--trace", str(tmp_path))
     _one_usage_line(code, out, err, f"--trace {str(tmp_path)!r}", "it is a folder")
     assert "trace=" not in err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_cli_demo_timeout_must_be_positive_seconds(value: str) -> None:
+    # before: 0 and -1 were an "internal error: ValueError ... report it" (exit 1), nan a
+    # "ConfigError: ready_timeout=nan", an argument the command-line user does not have
+    code, out, err = run_cli("demo", "--timeout", value)
+    assert code == 2 and out == "", err
+    assert err.startswith(f"spawnkit demo: error: argument --timeout: {value} must be more than 0")
+    assert len(err.strip().splitlines()) == 1 and "internal error" not in err

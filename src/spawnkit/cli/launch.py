@@ -22,7 +22,7 @@ from typing import Any, TextIO, TypeVar
 from spawnkit.cli._errors import UsageError
 from spawnkit.cli._output import Output, add_json_output_option
 
-__all__ = ["LAUNCHERS", "START_METHODS", "add_parser", "run"]
+__all__ = ["LAUNCHERS", "START_METHODS", "add_parser", "positive_int", "positive_seconds", "run"]
 
 START_METHODS = ("spawn", "forkserver")
 LAUNCHERS = ("local", "torchrun", "ray")
@@ -50,7 +50,7 @@ def _at_least(kind: Callable[[str], _N], low: _N, words: str) -> Callable[[str],
 
 positive_int = _at_least(int, 1, "whole number")
 _nonnegative_int = _at_least(int, 0, "whole number")
-_positive_seconds = _at_least(float, 0.0, "number of seconds")
+positive_seconds = _at_least(float, 0.0, "number of seconds")
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -84,7 +84,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace", metavar="NS", help="the engine namespace (default spawnkit)")
     p.add_argument(
         "--timeout",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=600.0,
         metavar="S",
         help="bound on the whole run, bootstrap and entry (600 s)",
