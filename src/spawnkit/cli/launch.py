@@ -242,7 +242,8 @@ def _check_launcher_options(args: argparse.Namespace) -> None:
     """Options that only one launcher understands are refused with the others."""
     launcher = args.launcher
     for dest, launchers, what, fix in _ONE_LAUNCHER:
-        if getattr(args, dest) and launcher not in launchers:
+        # given at all, not truthy: `--trace ''` or `--address ''` is given, and would be dropped
+        if getattr(args, dest) not in (None, False) and launcher not in launchers:
             raise UsageError(f"{what} (got --launcher {launcher})", fix)
     given = [name for name in _TORCHRUN_ONLY if getattr(args, name) is not None]
     if (given or args.torchrun_args) and launcher != "torchrun":
