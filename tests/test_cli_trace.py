@@ -108,3 +108,29 @@ def test_launch_refuses_a_trace_path_it_cannot_write_naming_the_option(
     why = "it is a folder" if where == "folder" else "is no writable folder"
     _one_usage_line(code, out, err, f"--trace {str(target)!r}: cannot write", why)
     assert "trace=" not in err
+
+
+@pytest.mark.parametrize("name", ["start.svg", "start.PNG", "start.pdf"])
+def test_launch_refuses_a_trace_named_as_a_picture(
+    tmp_path: Path, entry_module: str, name: str
+) -> None:
+    # before: JSON was written under the picture's name, and `spawnkit trace start.svg --plot
+    # start.svg` then drew the timeline over the trace
+    target = tmp_path / name
+    code, out, err = run_cli("launch", f"{entry_module}:work", "--trace", str(target))
+    _one_usage_line(code, out, err, "is Chrome trace-event JSON, not a picture")
+    assert f"--trace {tmp_path / 'start.json'}" in err
+    assert not target.exists()
+
+
+def test_plot_over_its_own_trace_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a trace under a picture's name, as spawn_with_plugins(trace=) still writes one
+    monkeypatch.chdir(tmp_path)
+    events = [{"ph": "X", "pid": 1, "ts": 0, "dur": 5, "name": "entry"}]
+    written = json.dumps({"traceEvents": events})
+    Path("start.svg").write_text(written)
+    code, out, err = run_cli("trace", "start.svg", "--plot", "./start.svg")
+    _one_usage_line(code, out, err, "--plot './start.svg' is the trace file 'start.svg'")
+    assert Path("start.svg").read_text() == written

@@ -23,6 +23,8 @@ __all__ = ["Track", "add_parser", "check_trace_target", "load_tracks", "run"]
 #: File suffixes ``--plot`` writes (matplotlib picks the format from it).
 PLOT_FORMATS = (".svg", ".png")
 PLOT_HINT = 'pip install "spawnkit[plot]"'
+#: A picture's suffixes: a trace named so would be taken for one (``--plot``'s output).
+_PICTURES = (".png", ".svg", ".pdf")
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -48,6 +50,15 @@ def check_trace_target(trace: str | None, json_target: str | None) -> None:
     end up holding the trace."""
     if trace is None:
         return
+    suffix = Path(trace).suffix.lower()
+    if suffix in _PICTURES:
+        # the file is JSON whatever its name; `spawnkit trace F --plot F` would draw over it
+        as_json = Path(trace).with_suffix(".json")
+        picture = trace if suffix in PLOT_FORMATS else Path(trace).with_suffix(".svg")
+        raise UsageError(
+            f"--trace {trace!r}: a start-up trace is Chrome trace-event JSON, not a picture",
+            f"pass --trace {as_json}, and draw it with spawnkit trace {as_json} --plot {picture}",
+        )
     if json_target not in (None, "-") and _same_file(trace, json_target):
         # the group writes the trace as it closes, the command its JSON outcome after that
         raise UsageError(
@@ -116,7 +127,7 @@ def load_tracks(path: str) -> list[Track]:
 
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     if args.plot:
-        _check_plot(args.plot)
+        _check_plot(args.plot, args.file)
     tracks = load_tracks(args.file)
     ranks = sum(t.name.startswith("rank ") for t in tracks)  # not the launcher nor a server
     out.heading(f"start-up trace {args.file}: {ranks} rank(s), ms after the launch")
@@ -169,7 +180,7 @@ def _start_split(track: Track) -> list[str]:
     return lines
 
 
-def _check_plot(target: str) -> None:
+def _check_plot(target: str, trace: str) -> None:
     """Everything ``--plot`` needs, checked before the trace is read."""
     import importlib.util
 
@@ -177,6 +188,11 @@ def _check_plot(target: str) -> None:
         raise UsageError(
             f"--plot {target!r} must end in {' or '.join(PLOT_FORMATS)}",
             "name the file e.g. start.svg",
+        )
+    if _same_file(target, trace):
+        raise UsageError(
+            f"--plot {target!r} is the trace file {trace!r}: the picture would replace the trace",
+            f"draw it to another file, e.g. --plot {Path(target).stem}-timeline.svg",
         )
     folder = Path(target).parent
     if str(folder) and not folder.is_dir():
