@@ -15,7 +15,12 @@ from _cli_support import run_cli
 @pytest.fixture
 def entry_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     name = f"trace_entry_{tmp_path.name.replace('-', '_')}"
-    (tmp_path / f"{name}.py").write_text("import os\n\ndef work(payload=None):\n    return 1\n")
+    (tmp_path / f"{name}.py").write_text(
+        "import os, signal, time\n\ndef work(payload=None):\n    return 1\n\n"
+        "def kill_odd(rank, payload=None):\n"  # after the even ranks returned and exited 0
+        "    if rank % 2:\n        time.sleep(2)\n        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return rank\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
     return name
@@ -134,3 +139,18 @@ def test_plot_over_its_own_trace_is_refused(
     code, out, err = run_cli("trace", "start.svg", "--plot", "./start.svg")
     _one_usage_line(code, out, err, "--plot './start.svg' is the trace file 'start.svg'")
     assert Path("start.svg").read_text() == written
+
+
+def test_summary_shows_the_exit_code_of_a_rank_that_did_not_exit_0(
+    tmp_path: Path, entry_module: str
+) -> None:
+    # before: "rank 1 exit at 631.8 ms", the file's code -9 left out
+    trace = tmp_path / "start.json"
+    args = ["--nprocs", "2", "--entry-args", "rank", "payload", "--timeout", "120"]
+    code, _, err = run_cli("launch", f"{entry_module}:kill_odd", *args, "--trace", str(trace))
+    assert code == 128 + 9, err
+    code, out, err = run_cli("trace", str(trace))
+    assert code == 0, err
+    exits = {ln.split(" exit")[0].strip(): ln for ln in out.splitlines() if " exit" in ln}
+    assert exits["rank 1"].startswith("    rank 1 exit with code -9 (SIGKILL) at "), out
+    assert exits["rank 0"].startswith("    rank 0 exit at "), out  # exit 0: said as before

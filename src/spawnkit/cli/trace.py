@@ -114,7 +114,7 @@ def load_tracks(path: str) -> list[Track]:
                 if (ev.get("args") or {}).get("seen_by") == "launcher":
                     tracks[ev["pid"]].seen_by_launcher = True
             elif ev["ph"] == "i":
-                tracks[ev["pid"]].marks.append((ev["name"], (ev["ts"] - launch) / 1e3))
+                tracks[ev["pid"]].marks.append((_mark_label(ev), (ev["ts"] - launch) / 1e3))
     except OSError as exc:
         raise UsageError(f"cannot read trace file {path!r}: {exc.strerror}") from exc
     except (ValueError, KeyError, TypeError) as exc:
@@ -123,6 +123,20 @@ def load_tracks(path: str) -> list[Track]:
             "pass the file written by spawn_with_plugins(trace=FILE) or launch/demo --trace FILE",
         ) from exc
     return sorted(tracks.values(), key=lambda t: t.order)
+
+
+def _mark_label(ev: dict[str, Any]) -> str:
+    """An instant's name, with the exit code (and signal) of a rank that did not exit 0."""
+    code = (ev.get("args") or {}).get("code")
+    if not isinstance(code, int) or code == 0:
+        return str(ev["name"])
+    import signal
+
+    try:
+        killed = f" ({signal.Signals(-code).name})" if code < 0 else ""
+    except ValueError:  # no signal of this platform's
+        killed = ""
+    return f"{ev['name']} with code {code}{killed}"
 
 
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
