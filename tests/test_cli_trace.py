@@ -15,7 +15,12 @@ from _cli_support import run_cli
 @pytest.fixture
 def entry_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     name = f"trace_entry_{tmp_path.name.replace('-', '_')}"
-    (tmp_path / f"{name}.py").write_text("import os\n\ndef work(payload=None):\n    return 1\n")
+    (tmp_path / f"{name}.py").write_text(
+        "import os, signal, time\n\ndef work(payload=None):\n    return 1\n\n"
+        "def kill_odd(rank, payload=None):\n"  # after the even ranks returned and exited 0
+        "    if rank % 2:\n        time.sleep(2)\n        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return rank\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), *sys.path]))
     return name
@@ -88,3 +93,87 @@ def test_plot_without_matplotlib_names_the_extra(
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # find_spec: not installed
     code, _, err = run_cli("trace", str(tmp_path / "t.json"), "--plot", str(tmp_path / "t.svg"))
     assert code == 2 and "needs matplotlib" in err and 'pip install "spawnkit[plot]"' in err
+
+
+def _one_usage_line(code: int, out: str, err: str, *needles: str) -> None:
+    """Refused as bad input: exit 2, one line with its fix, nothing printed before it."""
+    assert code == 2, err
+    assert out == "" and len(err.strip().splitlines()) == 1 and "Fix:" in err, err
+    for needle in needles:
+        assert needle in err, err
+
+
+def test_launch_refuses_one_file_for_trace_and_json(
+    tmp_path: Path, entry_module: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # before: the JSON outcome, written after the trace, replaced it, the closing line still
+    # pointed at the trace, and `spawnkit trace same.json` then refused the file
+    monkeypatch.chdir(tmp_path)
+    entry = f"{entry_module}:work"
+    code, out, err = run_cli("launch", entry, "--trace", "same.json", "--json", "./same.json")
+    _one_usage_line(code, out, err, "--trace 'same.json' and --json './same.json'")
+    assert not (tmp_path / "same.json").exists()  # nothing ran
+    (tmp_path / "sub").mkdir()
+    os.symlink(tmp_path / "sub", tmp_path / "link")
+    code, out, err = run_cli("launch", entry, "--trace", "sub/t.json", "--json", "link/t.json")
+    _one_usage_line(code, out, err, "name the same file")
+    # the control: two files, each holding what it was asked for
+    code, out, err = run_cli(
+        "launch", entry, "--timeout", "120", "--trace", "t.json", "--json", "outcome.json"
+    )
+    assert code == 0, err
+    assert json.loads((tmp_path / "outcome.json").read_text())["ok"] is True
+    assert "traceEvents" in json.loads((tmp_path / "t.json").read_text())
+
+
+@pytest.mark.parametrize("where", ["folder", "missing folder"])
+def test_launch_refuses_a_trace_path_it_cannot_write_naming_the_option(
+    tmp_path: Path, entry_module: str, where: str
+) -> None:
+    # before: rc 1, "spawnkit: FAILED: ConfigError: trace=...", an argument the user never passed
+    target = tmp_path if where == "folder" else tmp_path / "no" / "t.json"
+    code, out, err = run_cli("launch", f"{entry_module}:work", "--trace", str(target))
+    why = "it is a folder" if where == "folder" else "is no writable folder"
+    _one_usage_line(code, out, err, f"--trace {str(target)!r}: cannot write", why)
+    assert "trace=" not in err
+
+
+@pytest.mark.parametrize("name", ["start.svg", "start.PNG", "start.pdf"])
+def test_launch_refuses_a_trace_named_as_a_picture(
+    tmp_path: Path, entry_module: str, name: str
+) -> None:
+    # before: JSON was written under the picture's name, and `spawnkit trace start.svg --plot
+    # start.svg` then drew the timeline over the trace
+    target = tmp_path / name
+    code, out, err = run_cli("launch", f"{entry_module}:work", "--trace", str(target))
+    _one_usage_line(code, out, err, "is Chrome trace-event JSON, not a picture")
+    assert f"--trace {tmp_path / 'start.json'}" in err
+    assert not target.exists()
+
+
+def test_plot_over_its_own_trace_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a trace under a picture's name, as spawn_with_plugins(trace=) still writes one
+    monkeypatch.chdir(tmp_path)
+    events = [{"ph": "X", "pid": 1, "ts": 0, "dur": 5, "name": "entry"}]
+    written = json.dumps({"traceEvents": events})
+    Path("start.svg").write_text(written)
+    code, out, err = run_cli("trace", "start.svg", "--plot", "./start.svg")
+    _one_usage_line(code, out, err, "--plot './start.svg' is the trace file 'start.svg'")
+    assert Path("start.svg").read_text() == written
+
+
+def test_summary_shows_the_exit_code_of_a_rank_that_did_not_exit_0(
+    tmp_path: Path, entry_module: str
+) -> None:
+    # before: "rank 1 exit at 631.8 ms", the file's code -9 left out
+    trace = tmp_path / "start.json"
+    args = ["--nprocs", "2", "--entry-args", "rank", "payload", "--timeout", "120"]
+    code, _, err = run_cli("launch", f"{entry_module}:kill_odd", *args, "--trace", str(trace))
+    assert code == 128 + 9, err
+    code, out, err = run_cli("trace", str(trace))
+    assert code == 0, err
+    exits = {ln.split(" exit")[0].strip(): ln for ln in out.splitlines() if " exit" in ln}
+    assert exits["rank 1"].startswith("    rank 1 exit with code -9 (SIGKILL) at "), out
+    assert exits["rank 0"].startswith("    rank 0 exit at "), out  # exit 0: said as before

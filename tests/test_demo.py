@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from _cli_support import run_cli
 from spawnkit.demo.server_args import ServerArgs
 
 
@@ -242,3 +243,37 @@ def test_each_scheduler_computes_on_its_own_gpu_id_and_says_when_it_shares_one()
     assert note == "gpu_id 3 has no meta device of its own (2 visible): it shares meta:1"
     assert _torch_device(_Devices("meta", None), 5)[0].index is None  # cannot count: current
     assert _torch_device(_Devices("cpu", 1), 1) == (torch.device("cpu"), "")
+
+
+def _one_usage_line(code: int, out: str, err: str, *needles: str) -> None:
+    """Refused as bad input: exit 2, one line with its fix, before the demo's heading."""
+    assert code == 2, err
+    assert out == "" and len(err.strip().splitlines()) == 1 and "Fix:" in err, err
+    for needle in needles:
+        assert needle in err, err
+
+
+@pytest.mark.needs_torch
+def test_cli_demo_refuses_one_file_for_trace_and_json(tmp_path) -> None:
+    same = str(tmp_path / "same.json")
+    code, out, err = run_cli("demo", "--trace", same, "--json", same)
+    _one_usage_line(code, out, err, "--trace", "--json", "name the same file")
+    assert not (tmp_path / "same.json").exists()
+
+
+@pytest.mark.needs_torch
+def test_cli_demo_refuses_a_trace_folder_before_its_heading(tmp_path) -> None:
+    # before: the heading and "(worker output follows ...)", then rc 1 with "ConfigError: trace="
+    code, out, err = run_cli("demo", "--trace", str(tmp_path))
+    _one_usage_line(code, out, err, f"--trace {str(tmp_path)!r}", "it is a folder")
+    assert "trace=" not in err
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_cli_demo_timeout_must_be_positive_seconds(value: str) -> None:
+    # before: 0 and -1 were an "internal error: ValueError ... report it" (exit 1), nan a
+    # "ConfigError: ready_timeout=nan", an argument the command-line user does not have
+    code, out, err = run_cli("demo", "--timeout", value)
+    assert code == 2 and out == "", err
+    assert err.startswith(f"spawnkit demo: error: argument --timeout: {value} must be more than 0")
+    assert len(err.strip().splitlines()) == 1 and "internal error" not in err

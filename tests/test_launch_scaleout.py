@@ -79,6 +79,10 @@ def test_write_launch_spec_is_private_and_signed(tmp_path: Path) -> None:
     [
         (["--print-only"], "--print-only prints a torchrun command"),
         (["--address", "127.0.0.1:1"], "--address names a Ray cluster"),
+        # before: an empty value was taken for none, and the option dropped unsaid
+        (["--launcher", "torchrun", "--trace", ""], "--trace draws ranks this process starts"),
+        (["--launcher", "ray", "--trace", ""], "--trace draws ranks this process starts"),
+        (["--address", ""], "--address names a Ray cluster"),
         (["--launcher", "torchrun", "--start-method", "forkserver"], "torchrun starts its own"),
         (["--launcher", "ray", "--start-method", "forkserver"], "ray starts its own"),
         # before: the command ran --nproc-per-node 2, the --nprocs 4 dropped unsaid

@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from spawnkit.cli._errors import EXIT_OK
 from spawnkit.cli._output import Output, add_json_output_option
-from spawnkit.cli.launch import positive_int
+from spawnkit.cli.launch import positive_int, positive_seconds
 
 __all__ = ["add_parser", "hook_summary", "run"]
 
@@ -35,7 +35,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "--requests", type=positive_int, default=32, metavar="N", help="requests in all (32)"
     )
     p.add_argument("--start-method", choices=("spawn", "forkserver"), default="spawn")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S", help="bound (120 s)")
+    p.add_argument(
+        "--timeout", type=positive_seconds, default=120.0, metavar="S", help="bound (120 s)"
+    )
     p.add_argument(
         "--prefix-output", action="store_true", help="start each worker line with [rankN]:"
     )
@@ -80,11 +82,13 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     )
     from spawnkit.cli._live import StageDisplay
     from spawnkit.cli._output import check_json_target, emit_json
+    from spawnkit.cli.trace import check_trace_target
     from spawnkit.demo.engine import Engine
     from spawnkit.demo.server_args import ServerArgs
     from spawnkit.errors import SpawnkitError
 
     check_json_target(args.json)
+    check_trace_target(args.trace, args.json)
     server_args = ServerArgs(dp_size=args.nprocs, num_requests=max(args.requests, args.nprocs))
     display = StageDisplay(out, server_args.dp_size, mode="quiet" if args.json == "-" else "auto")
     engine = Engine(

@@ -22,7 +22,7 @@ from typing import Any, TextIO, TypeVar
 from spawnkit.cli._errors import UsageError
 from spawnkit.cli._output import Output, add_json_output_option
 
-__all__ = ["LAUNCHERS", "START_METHODS", "add_parser", "run"]
+__all__ = ["LAUNCHERS", "START_METHODS", "add_parser", "positive_int", "positive_seconds", "run"]
 
 START_METHODS = ("spawn", "forkserver")
 LAUNCHERS = ("local", "torchrun", "ray")
@@ -50,7 +50,7 @@ def _at_least(kind: Callable[[str], _N], low: _N, words: str) -> Callable[[str],
 
 positive_int = _at_least(int, 1, "whole number")
 _nonnegative_int = _at_least(int, 0, "whole number")
-_positive_seconds = _at_least(float, 0.0, "number of seconds")
+positive_seconds = _at_least(float, 0.0, "number of seconds")
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -84,7 +84,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace", metavar="NS", help="the engine namespace (default spawnkit)")
     p.add_argument(
         "--timeout",
-        type=_positive_seconds,
+        type=positive_seconds,
         default=600.0,
         metavar="S",
         help="bound on the whole run, bootstrap and entry (600 s)",
@@ -206,6 +206,7 @@ def _validate(args: argparse.Namespace) -> tuple[Any, Any]:
         load_payload_file,
         resolve_namespace,
     )
+    from spawnkit.cli.trace import check_trace_target
 
     if args.preload and args.start_method != "forkserver":
         raise UsageError(
@@ -214,6 +215,7 @@ def _validate(args: argparse.Namespace) -> tuple[Any, Any]:
         )
     check_json_target(args.json)
     _check_launcher_options(args)
+    check_trace_target(args.trace, args.json)
     app_dir = os.path.abspath(args.app_dir)
     if not os.path.isdir(app_dir):
         raise UsageError(f"--app-dir {args.app_dir!r} is not a folder", "pass an existing folder")
@@ -240,7 +242,8 @@ def _check_launcher_options(args: argparse.Namespace) -> None:
     """Options that only one launcher understands are refused with the others."""
     launcher = args.launcher
     for dest, launchers, what, fix in _ONE_LAUNCHER:
-        if getattr(args, dest) and launcher not in launchers:
+        # given at all, not truthy: `--trace ''` or `--address ''` is given, and would be dropped
+        if getattr(args, dest) not in (None, False) and launcher not in launchers:
             raise UsageError(f"{what} (got --launcher {launcher})", fix)
     given = [name for name in _TORCHRUN_ONLY if getattr(args, name) is not None]
     if (given or args.torchrun_args) and launcher != "torchrun":

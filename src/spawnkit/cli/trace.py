@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -17,11 +18,13 @@ from spawnkit.cli._errors import EXIT_OK, UsageError
 from spawnkit.cli._output import Output
 from spawnkit.cli._trace_plot import Track
 
-__all__ = ["Track", "add_parser", "load_tracks", "run"]
+__all__ = ["Track", "add_parser", "check_trace_target", "load_tracks", "run"]
 
 #: File suffixes ``--plot`` writes (matplotlib picks the format from it).
 PLOT_FORMATS = (".svg", ".png")
 PLOT_HINT = 'pip install "spawnkit[plot]"'
+#: A picture's suffixes: a trace named so would be taken for one (``--plot``'s output).
+_PICTURES = (".png", ".svg", ".pdf")
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -40,6 +43,53 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "--plot", metavar="OUT", help=f"draw the timeline to OUT.svg or OUT.png ({PLOT_HINT})"
     )
     p.set_defaults(handler=run)
+
+
+def check_trace_target(trace: str | None, json_target: str | None) -> None:
+    """``launch``/``demo --trace FILE``, refused before anything runs where the file would not
+    end up holding the trace."""
+    if trace is None:
+        return
+    suffix = Path(trace).suffix.lower()
+    if suffix in _PICTURES:
+        # the file is JSON whatever its name; `spawnkit trace F --plot F` would draw over it
+        as_json = Path(trace).with_suffix(".json")
+        picture = trace if suffix in PLOT_FORMATS else Path(trace).with_suffix(".svg")
+        raise UsageError(
+            f"--trace {trace!r}: a start-up trace is Chrome trace-event JSON, not a picture",
+            f"pass --trace {as_json}, and draw it with spawnkit trace {as_json} --plot {picture}",
+        )
+    if json_target not in (None, "-") and _same_file(trace, json_target):
+        # the group writes the trace as it closes, the command its JSON outcome after that
+        raise UsageError(
+            f"--trace {trace!r} and --json {json_target!r} name the same file: the JSON "
+            "outcome, written last, would replace the trace",
+            "pass two files, e.g. --trace start.json --json outcome.json",
+        )
+    from spawnkit.errors import ConfigError
+    from spawnkit.launch._trace import check_trace_path
+
+    try:
+        check_trace_path(trace)  # the library's own check, holding nothing (see open_trace)
+    except ConfigError as exc:
+        raise _as_option(exc, trace) from None
+
+
+def _as_option(exc: Exception, trace: str) -> UsageError:
+    """The library's refusal of ``trace=`` said of the option the CLI user passed."""
+    text = str(exc).replace(f"trace={trace!r}", f"--trace {trace!r}", 1)
+    problem, _, fix = text.partition(". ")  # "trace=X: what is wrong (why). How to fix it."
+    return UsageError(problem, fix[:1].lower() + fix[1:])
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file (through links too), existing or not."""
+    if Path(a).resolve() == Path(b).resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either one not there (yet): the resolved paths said it all
+        return False
 
 
 def load_tracks(path: str) -> list[Track]:
@@ -64,7 +114,7 @@ def load_tracks(path: str) -> list[Track]:
                 if (ev.get("args") or {}).get("seen_by") == "launcher":
                     tracks[ev["pid"]].seen_by_launcher = True
             elif ev["ph"] == "i":
-                tracks[ev["pid"]].marks.append((ev["name"], (ev["ts"] - launch) / 1e3))
+                tracks[ev["pid"]].marks.append((_mark_label(ev), (ev["ts"] - launch) / 1e3))
     except OSError as exc:
         raise UsageError(f"cannot read trace file {path!r}: {exc.strerror}") from exc
     except (ValueError, KeyError, TypeError) as exc:
@@ -75,9 +125,23 @@ def load_tracks(path: str) -> list[Track]:
     return sorted(tracks.values(), key=lambda t: t.order)
 
 
+def _mark_label(ev: dict[str, Any]) -> str:
+    """An instant's name, with the exit code (and signal) of a rank that did not exit 0."""
+    code = (ev.get("args") or {}).get("code")
+    if not isinstance(code, int) or code == 0:
+        return str(ev["name"])
+    import signal
+
+    try:
+        killed = f" ({signal.Signals(-code).name})" if code < 0 else ""
+    except ValueError:  # no signal of this platform's
+        killed = ""
+    return f"{ev['name']} with code {code}{killed}"
+
+
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     if args.plot:
-        _check_plot(args.plot)
+        _check_plot(args.plot, args.file)
     tracks = load_tracks(args.file)
     ranks = sum(t.name.startswith("rank ") for t in tracks)  # not the launcher nor a server
     out.heading(f"start-up trace {args.file}: {ranks} rank(s), ms after the launch")
@@ -130,7 +194,7 @@ def _start_split(track: Track) -> list[str]:
     return lines
 
 
-def _check_plot(target: str) -> None:
+def _check_plot(target: str, trace: str) -> None:
     """Everything ``--plot`` needs, checked before the trace is read."""
     import importlib.util
 
@@ -138,6 +202,11 @@ def _check_plot(target: str) -> None:
         raise UsageError(
             f"--plot {target!r} must end in {' or '.join(PLOT_FORMATS)}",
             "name the file e.g. start.svg",
+        )
+    if _same_file(target, trace):
+        raise UsageError(
+            f"--plot {target!r} is the trace file {trace!r}: the picture would replace the trace",
+            f"draw it to another file, e.g. --plot {Path(target).stem}-timeline.svg",
         )
     folder = Path(target).parent
     if str(folder) and not folder.is_dir():

@@ -27,7 +27,14 @@ from spawnkit._trace import Recorder, Span
 from spawnkit.errors import ConfigError
 from spawnkit.launch._otel import otel_bridge
 
-__all__ = ["PROCESS_START", "START_PART", "LaunchTrace", "not_written", "open_trace"]
+__all__ = [
+    "PROCESS_START",
+    "START_PART",
+    "LaunchTrace",
+    "check_trace_path",
+    "not_written",
+    "open_trace",
+]
 
 #: A rank's span before its first stage (the launcher's ``process start`` of the rank).
 PROCESS_START = "process start"
@@ -37,6 +44,18 @@ _log = logging.getLogger("spawnkit.launch")
 
 def open_trace(path: str | os.PathLike[str]) -> LaunchTrace:
     """A trace to be written to ``path``; refused now, before any rank starts, if it cannot be."""
+    target = check_trace_path(path)
+    held = _hold(path, target)
+    try:
+        return LaunchTrace(target.absolute(), held)  # written at close: a chdir moves no file
+    except BaseException:
+        _release(held)
+        raise
+
+
+def check_trace_path(path: object) -> Path:
+    """``path`` as a trace file's, refused if no trace could be written there; nothing opened
+    or held (the CLI asks this before it runs anything, and the launch then opens it)."""
     if not isinstance(path, str | os.PathLike):
         raise ConfigError(
             f"trace={path!r}: must be a file path (str or os.PathLike), not a "
@@ -52,12 +71,7 @@ def open_trace(path: str | os.PathLike[str]) -> LaunchTrace:
             "Pass a file path in an existing, writable folder (spawnkit launch/demo --trace FILE).",
             setting="trace",
         )
-    held = _hold(path, target)
-    try:
-        return LaunchTrace(target.absolute(), held)  # written at close: a chdir moves no file
-    except BaseException:
-        _release(held)
-        raise
+    return target
 
 
 #: The files live traces will write (real paths), each held from its launch until written.
