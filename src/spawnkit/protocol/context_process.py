@@ -199,10 +199,11 @@ def run_target(self: Any) -> None:
     self._spawnkit_ran = True
     if "_spawnkit_early_w" in self.__dict__:  # fork: the pipe made by _start
         child.set_early_fd(self.__dict__.pop("_spawnkit_early_w"))
+    stages = _Stages()
     try:
-        _bootstrap(self._spawnkit_spec)
+        _bootstrap(self._spawnkit_spec, stages)
     except BaseException as exc:
-        _fail(self, exc)
+        _fail(self, exc, stages.stage)
     child.report_pages()  # its start is done: the target is next
     call = self.__dict__.pop("_spawnkit_call", None)
     if call is not None:
@@ -215,7 +216,7 @@ def run_target(self: Any) -> None:
         try:
             _check_script_target(self)
         except BaseException as exc:
-            _fail(self, exc)
+            _fail(self, exc, stages.stage)
     own_run = getattr(type(self), "_spawnkit_user_run", None)
     if own_run is not None:
         own_run(self)
@@ -245,7 +246,24 @@ def bootstrapped_report(namespace: str) -> Any:
     return process.current_report()
 
 
-def _bootstrap(spec: Any) -> None:
+class _Stages:
+    """The bootstrap's listener in a context child: the stage it is in.  A ``KeyboardInterrupt``
+    or ``sys.exit()`` passes a stage unwrapped (no ``stage`` of its own), and was blamed on
+    ``process_start`` whatever stage raised it."""
+
+    stage = ""
+
+    def stage_started(self, stage: str) -> None:
+        self.stage = str(getattr(stage, "value", stage))
+
+    def stage_finished(self, stage: str, seconds: float) -> None:
+        return None
+
+    def ready(self, report: Any) -> None:
+        return None
+
+
+def _bootstrap(spec: Any, listener: _Stages) -> None:
     """Run the stages through ``apply_hooks``, unless this process inherited them by fork."""
     from spawnkit.bootstrap import process
 
@@ -258,15 +276,15 @@ def _bootstrap(spec: Any) -> None:
 
         get_namespace(spec.namespace).platforms.inherit()  # the parent's, as the hooks are
         return
-    boot = process.Bootstrapper(spec)
+    boot = process.Bootstrapper(spec, listener=listener)
     boot.freeze_gc = True  # a child started for its target: its heap is the bootstrap's
     boot.through_hooks()
 
 
-def _fail(proc: Any, exc: BaseException) -> None:
+def _fail(proc: Any, exc: BaseException, current: str) -> None:
     """Report a failed bootstrap everywhere the parent may look, then exit before the target."""
     dumps, loads = child.picklers(proc._spawnkit_package)
-    stage = failure.failing_stage(exc, "", False)
+    stage = failure.failing_stage(exc, current, False)
     rec = failure.record(stage, exc, dumps, loads)
     line = _root_line(proc.name, proc._spawnkit_spec.namespace.name, rec)
     try:
