@@ -86,3 +86,102 @@ def test_an_interrupt_or_exit_in_a_stage_names_that_stage(engine: Engine) -> Non
         assert out[kind]["exitcode"] == 70, out
         assert out[kind]["stage"] == "load_plugins", out
         assert f"bootstrap stage 'load_plugins' failed: {what}" in out[kind]["text"], out
+
+
+NO_WORD = """
+    import json, os, threading
+    from concurrent.futures import ProcessPoolExecutor
+    import spawnkit
+    from {eng}.ns import NS
+    from crashplug_{eng} import square
+
+    def pool(ctx):
+        p = ctx.Pool(2)
+        try:
+            p.map_async(square, range(4), chunksize=1).get(timeout=30)
+            return {{"error": "none"}}
+        except Exception as exc:
+            return {{"error": type(exc).__name__, "text": str(exc),
+                    "stage": getattr(exc, "stage", ""), "signal": getattr(exc, "signal_name", "")}}
+        finally:
+            ended = threading.Thread(target=p.terminate, daemon=True)
+            ended.start()
+            ended.join(30)
+
+    def executor(ctx):
+        ex = ProcessPoolExecutor(1, mp_context=ctx)
+        try:
+            ex.submit(square, 3).result(timeout=30)
+            return {{"error": "none"}}
+        except Exception as exc:
+            return {{"error": type(exc).__name__, "cause": str(exc.__cause__)}}
+        finally:
+            ex.shutdown(wait=False, cancel_futures=True)
+
+    if __name__ == "__main__":
+        out = {{}}
+        for kind, method in (("segv", "spawn"), ("oexit0", "spawn"), ("segv", "fork")):
+            os.environ["{prefix}_CRASH"] = kind
+            ctx = spawnkit.get_context(method, namespace=NS)
+            out[f"{{kind}} {{method}} pool"] = pool(ctx)
+            out[f"{{kind}} {{method}} executor"] = executor(ctx)
+        print(json.dumps(out))
+        os._exit(0)  # the old pool's endless workers must not hold the script up
+    """
+
+
+def test_a_bootstrap_that_ends_with_no_word_fails_the_pool_and_the_executor(
+    engine: Engine,
+) -> None:
+    """A plugin that segfaults (or calls ``os._exit``) as it loads: the pool replaced its
+    dying workers forever (``map()`` never returned), the executor's ``BrokenProcessPool``
+    had no cause, and the child's stack was seen nowhere."""
+    out, _ = engine.run(NO_WORD, timeout=280)
+    for method in ("spawn", "fork"):
+        pool = out[f"segv {method} pool"]
+        assert pool["error"] == "ChildExitedError", (method, pool)
+        assert pool["stage"] == "load_plugins" and pool["signal"] == "SIGSEGV", (method, pool)
+        assert "killed by SIGSEGV in stage 'load_plugins'" in pool["text"], pool
+        # faulthandler's stack, from the early-error pipe: the plugin's own frame is in it
+        assert f"crashplug_{engine.eng}.py" in pool["text"] and "in register" in pool["text"]
+        executor = out[f"segv {method} executor"]
+        assert executor["error"] == "BrokenProcessPool", (method, executor)
+        assert "killed by SIGSEGV in stage 'load_plugins'" in executor["cause"], executor
+        assert f"crashplug_{engine.eng}.py" in executor["cause"], executor
+    exited = out["oexit0 spawn pool"]
+    assert exited["error"] == "ChildExitedError", exited
+    assert "exited with code 0 in stage 'load_plugins'" in exited["text"], exited
+    assert "exited with code 0" in out["oexit0 spawn executor"]["cause"], out
+
+
+OWN_ENDS = """
+    import json, os
+    import spawnkit
+    from {eng}.ns import NS
+    from crashplug_{eng} import crash, exit_with, square
+
+    if __name__ == "__main__":
+        out = {{}}
+        ctx = spawnkit.get_context("spawn", namespace=NS)
+        for name, target, args in (("exit70", exit_with, (70,)), ("crash", crash, ()),
+                                   ("exit0", exit_with, (0,))):
+            p = ctx.Process(target=target, args=args)
+            p.start()
+            p.join(60)
+            out[name] = [p.exitcode, repr(p.bootstrap_error())]
+        with ctx.Pool(2) as pool:
+            out["pool"] = pool.map_async(square, range(4)).get(timeout=60)
+        print(json.dumps(out))
+    """
+
+
+def test_a_targets_own_exit_or_crash_after_the_bootstrap_is_no_bootstrap_failure(
+    engine: Engine,
+) -> None:
+    """Control: the target ran, so how it ended is its own (multiprocessing's semantics),
+    even an exit with the bootstrap's own status 70."""
+    out, _ = engine.run(OWN_ENDS, timeout=240)
+    assert out["exit70"] == [70, "None"], out
+    assert out["crash"] == [-11, "None"], out
+    assert out["exit0"] == [0, "None"], out
+    assert out["pool"] == [0, 1, 4, 9], out
