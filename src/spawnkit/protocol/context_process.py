@@ -22,13 +22,22 @@ one-line root cause and the failure record to stderr and to its early-error
 pipe, tells a known consumer (a ``ProcessPoolExecutor`` or a ``DataLoader``
 worker's result queue) through an object that raises the root cause when the
 parent unpickles it, and exits with :data:`BOOTSTRAP_FAILED_EXIT`.
+
+A bootstrap can also end with no word from the child (a plugin that segfaults,
+``os._exit``, the OOM killer): the child marks each stage it starts on its
+early-error pipe, and that its target is next, with ``faulthandler`` writing a
+crash's stack there meanwhile; an exit before that last mark is a failed
+bootstrap too (``ChildExitedError``, the signal or exit code and the stage).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import importlib
 import os
 import sys
+import threading
+import time
 from typing import Any
 
 from spawnkit.protocol import child, failure, popen
@@ -52,6 +61,12 @@ _VARIANTS: dict[str, tuple[str, str]] = {
     for p, package in (("Std", "multiprocessing"), ("Dill", "multiprocess"))
     for m in ("spawn", "forkserver", "fork")
 }
+
+#: On a context child's early-error pipe, ahead of anything else there (a failure record is a
+#: pickle, ``b"\x80"``; a crash's faulthandler dump, text): each stage as it starts, then
+#: that the target is next.  The parent reads the pipe once the child exited.
+_STAGE_MARK = b"\x01"
+_TARGET_MARK = b"\x02"
 
 #: Targets whose parent reads a result queue: (module, qualname) -> index of that queue in
 #: the target's arguments.  A failed bootstrap puts its root cause there, so the parent's
@@ -102,15 +117,20 @@ variant = _classes.variant
 def _start(self: Any) -> None:
     """Start the child: through this context's warm server, or with an early pipe for fork."""
     base_start = _sub(self._spawnkit_package, "process").BaseProcess.start
+    call = (self.__dict__.get("_target"), self.__dict__.get("_args", ()))  # start() drops them
     if self._start_method == "forkserver":
         from spawnkit.protocol import warm
 
         with warm.launching(self._spawnkit_server):
             base_start(self)
-        return
-    if self._start_method != "fork":
+    elif self._start_method != "fork":
         base_start(self)
-        return
+    else:
+        _start_forked(self, base_start)
+    _relay_exit(self, *call)
+
+
+def _start_forked(self: Any, base_start: Any) -> None:
     early_r, early_w = os.pipe()
     self._spawnkit_early_w = early_w
     try:
@@ -126,22 +146,142 @@ def _start(self: Any) -> None:
     _sub(self._spawnkit_package, "util").Finalize(self._popen, os.close, (early_r,))
 
 
-def _bootstrap_error(self: Any) -> Exception | None:
-    """Why this exited child never ran its target: its bootstrap's ``ChildRaisedError``, or None."""
-    if "_spawnkit_error" in self.__dict__:
-        found: Exception | None = self.__dict__["_spawnkit_error"]
-        return found
-    if self._popen is None or self.exitcode != BOOTSTRAP_FAILED_EXIT:
-        return None
-    from spawnkit.protocol.popen import early_failure
+#: Reading a child's early-error pipe consumes it: one reader at a time (``_relay_exit``).
+_reading = threading.Lock()
 
-    rec = early_failure(self)
-    err = None
-    if rec is not None:
-        line = _root_line(self.name, self._spawnkit_spec.namespace.name, rec)
-        err = bootstrap_error(rec, line, child.picklers(self._spawnkit_package)[1])
-    self.__dict__["_spawnkit_error"] = err
-    return err
+
+def _bootstrap_error(self: Any) -> Exception | None:
+    """Why this exited child never ran its target: its bootstrap's ``ChildRaisedError`` (it
+    raised), ``ChildExitedError`` (it exited before its target with no word), or None."""
+    with _reading:
+        if "_spawnkit_error" in self.__dict__:
+            found: Exception | None = self.__dict__["_spawnkit_error"]
+            return found
+        if self._popen is None or self.exitcode is None:
+            return None
+        err = _read_early(self)
+        self.__dict__["_spawnkit_error"] = err
+        return err
+
+
+def _read_early(proc: Any) -> Exception | None:
+    """The story of the early-error pipe: stage marks, then the target's mark (it ran), a
+    failure record, a crash's stack, or nothing (it ended with no word in the last stage)."""
+    from spawnkit.protocol import popen
+
+    if getattr(proc._popen, "early_error_fd", None) is None:  # no pipe: only 70 tells
+        if proc.exitcode != BOOTSTRAP_FAILED_EXIT:
+            return None
+        rest, stage = b"", ""
+    else:
+        rest, stage = _marks(popen._early_bytes(proc))
+    if rest.startswith(_TARGET_MARK):
+        return None  # the target ran: how it ended is its own (multiprocessing's semantics)
+    text = "" if rest.startswith(b"\x80") else rest.decode("utf-8", "replace")
+    if not rest or text.startswith("Fatal Python error"):
+        return _exited_error(proc, stage or failure.PRE_BOOTSTRAP, text)
+    rec = _record(rest, text)
+    line = _root_line(proc.name, proc._spawnkit_spec.namespace.name, rec)
+    loads = child.picklers(proc._spawnkit_package)[1]
+    return bootstrap_error(rec, line, loads, proc.exitcode)
+
+
+def _record(raw: bytes, text: str) -> Failed:
+    """The failure record the child wrote, or the text its command line wrote instead."""
+    import pickle
+
+    try:
+        return Failed(*pickle.loads(raw))
+    except Exception:
+        last = text.strip().splitlines()[-1] if text.strip() else ""
+        return Failed(failure.PRE_BOOTSTRAP, "", last, text)
+
+
+def _marks(raw: bytes) -> tuple[bytes, str]:
+    """``raw`` after its stage marks, and the last stage marked (``""``: none)."""
+    stage = b""
+    while raw.startswith(_STAGE_MARK) and b"\n" in raw:
+        stage, _, raw = raw[1:].partition(b"\n")
+    return raw, stage.decode("utf-8", "replace")
+
+
+def _exited_error(proc: Any, stage: str, fault: str) -> Exception:
+    """A child whose bootstrap ended with no word: a signal, or an exit past Python's handling."""
+    from spawnkit.errors import ChildExitedError
+
+    who = failure.Worker(-1, proc.pid)
+    head, detail, signal_name = failure._exit_story(who, proc.exitcode, None, stage, False)
+    head = head.removeprefix(f"{who.label} ")
+    namespace = proc._spawnkit_spec.namespace.name
+    fault = failure.current_thread_first(fault.strip())
+    if fault:
+        detail += f"\nFatal error report written by the process (faulthandler):\n{fault}"
+    return ChildExitedError(
+        f"spawnkit: process {proc.name!r} (pid {proc.pid}) of namespace {namespace!r} did not "
+        f"run its target: it {head}\n{detail}\nEffect: its target never ran; a pool on the "
+        "context stops instead of replacing the process.",
+        stage=stage,
+        exit_code=proc.exitcode,
+        signal_name=signal_name,
+        fault_text=fault,
+        pid=proc.pid,
+    )
+
+
+#: Consumers that learn a process died from its sentinel alone: their error has no cause.
+_SENTINEL_READERS = frozenset({("concurrent.futures.process", "_process_worker")})
+
+
+def _relay_exit(proc: Any, target: Any, args: tuple[Any, ...]) -> None:
+    """A ``ProcessPoolExecutor`` breaks as soon as a worker's sentinel fires, with a cause only
+    from its result queue: a worker that died in its bootstrap with no word (a segfault) left a
+    bare ``BrokenProcessPool``.  Its sentinel is relayed: once the process exited, the
+    ``ChildExitedError`` goes into the result queue, then the relayed sentinel fires."""
+    where = (getattr(target, "__module__", ""), getattr(target, "__qualname__", ""))
+    if where not in _SENTINEL_READERS or len(args) <= _RESULT_QUEUES[where]:
+        return
+    relay_r, relay_w = os.pipe()
+    real, proc._sentinel = proc._sentinel, relay_r
+    _sub(proc._spawnkit_package, "util").Finalize(proc._popen, os.close, (relay_r,))
+    relayed = (proc, real, relay_w, args[_RESULT_QUEUES[where]])
+    threading.Thread(target=_relay, args=relayed, name="spawnkit-exit-relay", daemon=True).start()
+
+
+def _relay(proc: Any, real: int, relay_w: int, queue: Any) -> None:
+    try:
+        _sub(proc._spawnkit_package, "connection").wait([real])
+        deadline = time.monotonic() + 5  # the sentinel fires as it exits, just before waitpid
+        while proc._popen.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        err = proc.bootstrap_error()
+        if err is not None:  # after the child's own _Failure, if it put one: unread then
+            _put(queue, _Raises(err), proc._spawnkit_package)
+    except Exception:  # the sentinel still fires: the executor breaks without a cause
+        pass
+    finally:
+        _mark_once(relay_w)
+
+
+def _mark_once(fd: int) -> None:
+    """One byte, not EOF: a child forked later may hold this end too."""
+    try:
+        os.write(fd, b"x")
+    except OSError:
+        pass
+    os.close(fd)
+
+
+def _put(queue: Any, obj: Any, package: str) -> None:
+    """``SimpleQueue.put``, giving up where its lock stays held (a worker killed holding it)."""
+    data = _sub(package, "reduction").ForkingPickler.dumps(obj)
+    lock = getattr(queue, "_wlock", None)
+    if lock is not None and not lock.acquire(timeout=5):
+        return
+    try:
+        queue._writer.send_bytes(data)
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def _subclassed(cls: type, **kwargs: Any) -> None:
@@ -199,10 +339,12 @@ def run_target(self: Any) -> None:
     self._spawnkit_ran = True
     if "_spawnkit_early_w" in self.__dict__:  # fork: the pipe made by _start
         child.set_early_fd(self.__dict__.pop("_spawnkit_early_w"))
+    stages = _Stages()
+    faults = _faults_to_early_pipe()
     try:
-        _bootstrap(self._spawnkit_spec)
+        _bootstrap(self._spawnkit_spec, stages)
     except BaseException as exc:
-        _fail(self, exc)
+        _fail(self, exc, stages.stage)
     child.report_pages()  # its start is done: the target is next
     call = self.__dict__.pop("_spawnkit_call", None)
     if call is not None:
@@ -215,7 +357,8 @@ def run_target(self: Any) -> None:
         try:
             _check_script_target(self)
         except BaseException as exc:
-            _fail(self, exc)
+            _fail(self, exc, stages.stage)
+    _target_next(faults)
     own_run = getattr(type(self), "_spawnkit_user_run", None)
     if own_run is not None:
         own_run(self)
@@ -245,7 +388,58 @@ def bootstrapped_report(namespace: str) -> Any:
     return process.current_report()
 
 
-def _bootstrap(spec: Any) -> None:
+class _Stages:
+    """The bootstrap's listener in a context child: the stage it is in.  A ``KeyboardInterrupt``
+    or ``sys.exit()`` passes a stage unwrapped (no ``stage`` of its own), and was blamed on
+    ``process_start`` whatever stage raised it.  Marked on the early-error pipe too, for a
+    parent whose child ends in it with no word (``_read_early``)."""
+
+    stage = ""
+
+    def stage_started(self, stage: str) -> None:
+        self.stage = str(getattr(stage, "value", stage))
+        _mark(_STAGE_MARK + self.stage.encode() + b"\n")
+
+    def stage_finished(self, stage: str, seconds: float) -> None:
+        return None
+
+    def ready(self, report: Any) -> None:
+        return None
+
+
+def _mark(data: bytes) -> None:
+    fd = child._early_fd
+    if fd is not None:
+        try:
+            os.write(fd, data)
+        except OSError:
+            pass
+
+
+def _faults_to_early_pipe() -> bool:
+    """A crash in the bootstrap (a plugin's native code) writes its stack where the parent
+    reads it; a process whose faulthandler is on already (``-X faulthandler``, a forked
+    test runner's) keeps its own file.  Only the crashing thread: the pipe is read after the
+    exit, so a dump must fit its buffer (``child._EARLY_LIMIT``) or the crash would hang."""
+    fd = child._early_fd
+    if fd is None or faulthandler.is_enabled():
+        return False
+    try:
+        faulthandler.enable(file=fd, all_threads=False)
+    except (OSError, ValueError, RuntimeError):
+        return False
+    return True
+
+
+def _target_next(faults: bool) -> None:
+    """The bootstrap is over: mark it, and leave the pipe (and faults) to no one from here."""
+    if faults:
+        faulthandler.disable()
+    _mark(_TARGET_MARK)
+    child.set_early_fd(None)
+
+
+def _bootstrap(spec: Any, listener: _Stages) -> None:
     """Run the stages through ``apply_hooks``, unless this process inherited them by fork."""
     from spawnkit.bootstrap import process
 
@@ -258,15 +452,15 @@ def _bootstrap(spec: Any) -> None:
 
         get_namespace(spec.namespace).platforms.inherit()  # the parent's, as the hooks are
         return
-    boot = process.Bootstrapper(spec)
+    boot = process.Bootstrapper(spec, listener=listener)
     boot.freeze_gc = True  # a child started for its target: its heap is the bootstrap's
     boot.through_hooks()
 
 
-def _fail(proc: Any, exc: BaseException) -> None:
+def _fail(proc: Any, exc: BaseException, current: str) -> None:
     """Report a failed bootstrap everywhere the parent may look, then exit before the target."""
     dumps, loads = child.picklers(proc._spawnkit_package)
-    stage = failure.failing_stage(exc, "", False)
+    stage = failure.failing_stage(exc, current, False)
     rec = failure.record(stage, exc, dumps, loads)
     line = _root_line(proc.name, proc._spawnkit_spec.namespace.name, rec)
     try:
@@ -323,13 +517,29 @@ def _raise(fields: tuple[Any, ...], line: str) -> None:
     raise bootstrap_error(Failed(*fields), line)
 
 
-def bootstrap_error(rec: Failed, line: str, loads: Any = None) -> Exception:
+class _Raises:
+    """Unpickles as ``err``, raised: the parent's relay of a child that died with no word."""
+
+    def __init__(self, err: Exception) -> None:
+        self.err = err
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reraise, (self.err,))
+
+
+def _reraise(err: Exception) -> None:
+    raise err
+
+
+def bootstrap_error(
+    rec: Failed, line: str, loads: Any = None, code: int | None = BOOTSTRAP_FAILED_EXIT
+) -> Exception:
     """The parent's typed error for a child whose bootstrap failed: root cause first."""
     from spawnkit.errors import ChildRaisedError
 
     exc = failure.load_exception(rec.exc_bytes, loads)
     err = ChildRaisedError(
-        f"{line}\nEffect: the process exited with status {BOOTSTRAP_FAILED_EXIT} before its "
+        f"{line}\nEffect: the process exited with status {code} before its "
         f"target ran.\nChild traceback (pid {rec.pid}):\n{rec.traceback_text.rstrip()}",
         stage=rec.stage,
         exc_type=rec.exc_type,

@@ -1,0 +1,187 @@
+"""How a bootstrapping context's child that never reached its target is told apart, in real
+processes: a stage that raised a ``BaseException`` or called ``sys.exit()``, and a bootstrap
+that ended with no word at all (a segfault in a plugin, ``os._exit``, the OOM killer).
+
+The engine is ``_context_support``'s; a second plugin distribution (``crashplug``) does what
+``<PREFIX>_CRASH`` says in its ``register()``, and holds targets that fail on their own,
+after the bootstrap.  Every wait in the scripts is bounded: the old pool respawned its dying
+workers forever, and a test of that must fail by its timeout, not hang the suite.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from _context_support import Engine, make_engine
+from spawnkit.testing import write_distribution
+
+CRASH_PLUGIN = """
+    import ctypes, os, signal, sys
+
+    def register():
+        kind = os.environ.get("{prefix}_CRASH", "")
+        if kind == "kbint":
+            raise KeyboardInterrupt("crashplug interrupted")
+        if kind == "exit":
+            sys.exit(3)
+        if kind == "oexit0":
+            os._exit(0)
+        if kind == "segv":
+            ctypes.string_at(0)
+
+    def exit_with(code):  # targets: what they do happens after the bootstrap
+        sys.exit(code)
+
+    def crash(x=None):
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+    def square(x):
+        return x * x
+    """
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Engine:
+    found = make_engine(tmp_path)
+    uid = uuid.uuid4().hex[:8]
+    write_distribution(
+        tmp_path / "site",
+        f"crashplug-{uid}",
+        "1.0",
+        entry_points={f"{found.ns}.plugins": {"crashplug": f"crashplug_{found.eng}:register"}},
+        modules={f"crashplug_{found.eng}": found.fmt(CRASH_PLUGIN)},
+    )
+    return found
+
+
+STAGE_OF_AN_EXIT = """
+    import json, os
+    import spawnkit
+    from {eng}.ns import NS
+    from crashplug_{eng} import square
+
+    if __name__ == "__main__":
+        out = {{}}
+        for kind in ("kbint", "exit"):
+            os.environ["{prefix}_CRASH"] = kind
+            p = spawnkit.get_context("spawn", namespace=NS).Process(target=square, args=(2,))
+            p.start()
+            p.join(60)
+            err = p.bootstrap_error()
+            out[kind] = {{"exitcode": p.exitcode, "stage": getattr(err, "stage", None),
+                         "text": str(err).splitlines()[0] if err else ""}}
+        print(json.dumps(out))
+    """
+
+
+def test_an_interrupt_or_exit_in_a_stage_names_that_stage(engine: Engine) -> None:
+    """A ``KeyboardInterrupt`` or ``sys.exit()`` passes a stage unwrapped: it was blamed on
+    ``process_start`` whatever stage raised it."""
+    out, _ = engine.run(STAGE_OF_AN_EXIT, timeout=240)
+    said = {"kbint": "KeyboardInterrupt: crashplug interrupted", "exit": "SystemExit: 3"}
+    for kind, what in said.items():
+        assert out[kind]["exitcode"] == 70, out
+        assert out[kind]["stage"] == "load_plugins", out
+        assert f"bootstrap stage 'load_plugins' failed: {what}" in out[kind]["text"], out
+
+
+NO_WORD = """
+    import json, os, threading
+    from concurrent.futures import ProcessPoolExecutor
+    import spawnkit
+    from {eng}.ns import NS
+    from crashplug_{eng} import square
+
+    def pool(ctx):
+        p = ctx.Pool(2)
+        try:
+            p.map_async(square, range(4), chunksize=1).get(timeout=30)
+            return {{"error": "none"}}
+        except Exception as exc:
+            return {{"error": type(exc).__name__, "text": str(exc),
+                    "stage": getattr(exc, "stage", ""), "signal": getattr(exc, "signal_name", "")}}
+        finally:
+            ended = threading.Thread(target=p.terminate, daemon=True)
+            ended.start()
+            ended.join(30)
+
+    def executor(ctx):
+        ex = ProcessPoolExecutor(1, mp_context=ctx)
+        try:
+            ex.submit(square, 3).result(timeout=30)
+            return {{"error": "none"}}
+        except Exception as exc:
+            return {{"error": type(exc).__name__, "cause": str(exc.__cause__)}}
+        finally:
+            ex.shutdown(wait=False, cancel_futures=True)
+
+    if __name__ == "__main__":
+        out = {{}}
+        for kind, method in (("segv", "spawn"), ("oexit0", "spawn"), ("segv", "fork")):
+            os.environ["{prefix}_CRASH"] = kind
+            ctx = spawnkit.get_context(method, namespace=NS)
+            out[f"{{kind}} {{method}} pool"] = pool(ctx)
+            out[f"{{kind}} {{method}} executor"] = executor(ctx)
+        print(json.dumps(out))
+        os._exit(0)  # the old pool's endless workers must not hold the script up
+    """
+
+
+def test_a_bootstrap_that_ends_with_no_word_fails_the_pool_and_the_executor(
+    engine: Engine,
+) -> None:
+    """A plugin that segfaults (or calls ``os._exit``) as it loads: the pool replaced its
+    dying workers forever (``map()`` never returned), the executor's ``BrokenProcessPool``
+    had no cause, and the child's stack was seen nowhere."""
+    out, _ = engine.run(NO_WORD, timeout=280)
+    for method in ("spawn", "fork"):
+        pool = out[f"segv {method} pool"]
+        assert pool["error"] == "ChildExitedError", (method, pool)
+        assert pool["stage"] == "load_plugins" and pool["signal"] == "SIGSEGV", (method, pool)
+        assert "killed by SIGSEGV in stage 'load_plugins'" in pool["text"], pool
+        # faulthandler's stack, from the early-error pipe: the plugin's own frame is in it
+        assert f"crashplug_{engine.eng}.py" in pool["text"] and "in register" in pool["text"]
+        executor = out[f"segv {method} executor"]
+        assert executor["error"] == "BrokenProcessPool", (method, executor)
+        assert "killed by SIGSEGV in stage 'load_plugins'" in executor["cause"], executor
+        assert f"crashplug_{engine.eng}.py" in executor["cause"], executor
+    exited = out["oexit0 spawn pool"]
+    assert exited["error"] == "ChildExitedError", exited
+    assert "exited with code 0 in stage 'load_plugins'" in exited["text"], exited
+    assert "exited with code 0" in out["oexit0 spawn executor"]["cause"], out
+
+
+OWN_ENDS = """
+    import json, os
+    import spawnkit
+    from {eng}.ns import NS
+    from crashplug_{eng} import crash, exit_with, square
+
+    if __name__ == "__main__":
+        out = {{}}
+        ctx = spawnkit.get_context("spawn", namespace=NS)
+        for name, target, args in (("exit70", exit_with, (70,)), ("crash", crash, ()),
+                                   ("exit0", exit_with, (0,))):
+            p = ctx.Process(target=target, args=args)
+            p.start()
+            p.join(60)
+            out[name] = [p.exitcode, repr(p.bootstrap_error())]
+        with ctx.Pool(2) as pool:
+            out["pool"] = pool.map_async(square, range(4)).get(timeout=60)
+        print(json.dumps(out))
+    """
+
+
+def test_a_targets_own_exit_or_crash_after_the_bootstrap_is_no_bootstrap_failure(
+    engine: Engine,
+) -> None:
+    """Control: the target ran, so how it ended is its own (multiprocessing's semantics),
+    even an exit with the bootstrap's own status 70."""
+    out, _ = engine.run(OWN_ENDS, timeout=240)
+    assert out["exit70"] == [70, "None"], out
+    assert out["crash"] == [-11, "None"], out
+    assert out["exit0"] == [0, "None"], out
+    assert out["pool"] == [0, 1, 4, 9], out
