@@ -263,6 +263,41 @@ def test_entry_timeout_names_run_entrys_timeout_and_shows_where_it_hangs():
     assert "Raise run_entry(timeout=)" in message and "join_timeout" not in message
     assert info.value.setting == "run_entry(timeout=)" and "sleep_forever" in info.value.stacks[0]
     assert "in sleep_forever" in message
+    assert "did not return within 3 s" in message and "returned, but" not in message
+
+
+def return_held_by_an_exit_handler():
+    import atexit
+
+    atexit.register(time.sleep, 600)
+    return "returned"
+
+
+def return_leaving_a_non_daemon_thread():
+    import threading
+
+    threading.Thread(target=time.sleep, args=(600,), name="left-running").start()
+    return "returned"
+
+
+@pytest.mark.parametrize(
+    ("entry", "holder"),
+    [
+        (return_held_by_an_exit_handler, "an exit handler (atexit) holds it"),
+        (return_leaving_a_non_daemon_thread, "a non-daemon thread holds it"),
+    ],
+)
+def test_an_entry_that_returned_in_a_worker_that_does_not_exit_is_not_said_to_hang(
+    entry, holder
+):
+    with pytest.raises(EntryTimeoutError) as info:
+        run_entry(entry, timeout=3)
+    message = str(info.value)
+    assert f"{entry.__name__} returned, but its worker had not exited 3 s after" in message
+    assert holder in message and "did not return" not in message
+    assert "join the threads the entry starts" in message
+    assert info.value.setting == "run_entry(timeout=)" and info.value.stage == "entry"
+    assert info.value.stacks[0].rstrip() in message
 
 
 def _stuck_in_materialize() -> None:

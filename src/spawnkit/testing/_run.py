@@ -365,12 +365,19 @@ def _wait(group: WorkerGroup, entry: str | Callable[..., Any], timeout: float) -
     # The group's own ready_timeout (= timeout) bounds this, so its error names it.
     reports = group.wait_ready()
     if not group.join(timeout):
-        stacks = group._dump_stacks([r for r in group._ranks if r.exitcode is None])
+        late = [r for r in group._ranks if r.exitcode is None]
+        stacks = group._dump_stacks(late)
+        if any(r.result is not None for r in late):
+            text = _held_text(entry, timeout, stacks)
+        else:
+            text = (
+                f"run_entry: the entry {_describe(entry)} did not return within {timeout} s "
+                f"of the worker becoming ready; the worker was terminated. Raise "
+                f"run_entry(timeout=) if it is merely slow; otherwise the stack below shows "
+                f"where it hangs.{_hung_stack(stacks)}"
+            )
         raise EntryTimeoutError(
-            f"run_entry: the entry {_describe(entry)} did not return within {timeout} s "
-            f"of the worker becoming ready; the worker was terminated. Raise "
-            f"run_entry(timeout=) if it is merely slow; otherwise the stack below shows where "
-            f"it hangs.{_hung_stack(stacks)}",
+            text,
             rank=0,
             stage=Stage.ENTRY.value,
             setting="run_entry(timeout=)",
@@ -387,6 +394,32 @@ def _wait(group: WorkerGroup, entry: str | Callable[..., Any], timeout: float) -
         pid=pids[0] if pids else None,
         exit_code=codes[0] if codes else None,
         seconds=0.0,
+    )
+
+
+def _held_text(entry: str | Callable[..., Any], timeout: float, stacks: dict[int, str]) -> str:
+    """The entry returned (its result arrived) and the worker did not end: "did not return"
+    would send the reader into an entry that is done, so say what holds the process, in the
+    group's words (``results_late``), naming a non-daemon thread where the stack shows one."""
+    main = stacks.get(0, "").split("\n\n", 1)[0]
+    if "in _shutdown" in main and "threading.py" in main:
+        holder = (
+            "a non-daemon thread holds it (its main thread waits in threading._shutdown for "
+            "a thread the entry started; the stacks are below)"
+        )
+    elif "<no Python frame>" in main:
+        holder = (
+            "an exit handler (atexit) holds it (its main thread has left Python code: the "
+            "interpreter is running its exit handlers)"
+        )
+    else:
+        holder = "an exit handler (atexit) or a non-daemon thread holds it"
+    return (
+        f"run_entry: the entry {_describe(entry)} returned, but its worker had not exited "
+        f"{timeout} s after becoming ready: {holder}; the worker was terminated and its "
+        f"result dropped. Fix: join the threads the entry starts (or make them daemon=True) "
+        f"and keep its exit handlers short; run_entry(timeout=) bounds the entry and the "
+        f"worker's exit together.{_hung_stack(stacks)}"
     )
 
 
