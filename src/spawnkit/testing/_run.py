@@ -3,8 +3,9 @@
 A real process because only a fresh interpreter shows import-order mistakes, unpicklable payloads
 and patched-too-late bindings.  A thin layer over ``spawn_with_plugins(nprocs=1)``: the child's
 exception is re-raised with its traceback as ``__cause__`` (:class:`ChildTraceback`), or as the
-launcher's ``ChildRaisedError`` when it cannot be unpickled here.  An entry importable by name in
-a fresh interpreter travels as ``"module:qualname"``, otherwise by value (cloudpickle).
+launcher's ``ChildRaisedError`` when it cannot be unpickled here or is no ``Exception`` (a
+``KeyboardInterrupt`` raised as itself would stop the whole test run).  An entry importable by
+name in a fresh interpreter travels as ``"module:qualname"``, otherwise by value (cloudpickle).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from spawnkit._compat import add_note
 from spawnkit.bootstrap.stages import Stage
@@ -178,6 +179,8 @@ def _reraise_child(err: ChildRaisedError) -> None:
     if child is None:
         raise err
     remote = ChildTraceback(err.traceback_text or str(err))
+    if not isinstance(child, Exception):
+        _raise_wrapped(err, child, remote)
     add_note(
         child, f"[spawnkit.testing.run_entry] {where}; its traceback is shown as the direct cause."
     )
@@ -190,6 +193,27 @@ def _reraise_child(err: ChildRaisedError) -> None:
         carried.__traceback__ = None
         raise child from carried
     raise child from remote
+
+
+def _raise_wrapped(
+    err: ChildRaisedError, child: BaseException, remote: ChildTraceback
+) -> NoReturn:
+    """A ``KeyboardInterrupt`` (``GeneratorExit``, any ``BaseException`` that is no
+    ``Exception``) raised as itself in the test would be pytest's Ctrl-C, ending the whole
+    session, not this test's failure: it stays inside the launcher's ``ChildRaisedError``."""
+    kind = type(child).__name__
+    if err.args and isinstance(err.args[0], str):
+        err.args = (
+            f"{err.args[0]}\n[spawnkit.testing.run_entry] the entry's {kind} is a "
+            f"BaseException that is no Exception: raised as itself here it would not fail "
+            f"this test but stop the test run (pytest takes a KeyboardInterrupt for Ctrl-C), "
+            f"so it arrives as this ChildRaisedError; the original is .child_exception "
+            f"(and the __cause__).",
+            *err.args[1:],
+        )
+    child.__cause__ = remote
+    child.__traceback__ = None
+    raise err from child
 
 
 def _selection(
