@@ -122,6 +122,72 @@ def test_unpicklable_child_exception_arrives_as_child_raised_error():
     assert err.rank == 0
 
 
+class CustomBase(BaseException):
+    pass
+
+
+def raise_keyboard_interrupt():
+    raise KeyboardInterrupt("pressed in the entry")
+
+
+def raise_generator_exit():
+    raise GeneratorExit("closed in the entry")
+
+
+def raise_custom_base():
+    raise CustomBase("a BaseException of its own")
+
+
+@pytest.mark.parametrize(
+    ("entry", "kind"),
+    [
+        (raise_keyboard_interrupt, KeyboardInterrupt),
+        (raise_generator_exit, GeneratorExit),
+        (raise_custom_base, CustomBase),
+    ],
+)
+def test_a_base_exception_of_the_entry_arrives_inside_child_raised_error(entry, kind):
+    raised: BaseException | None = None
+    try:  # not pytest.raises: a KeyboardInterrupt raised as itself would end this session
+        run_entry(entry, timeout=TIMEOUT)
+    except BaseException as exc:
+        raised = exc
+    assert type(raised) is ChildRaisedError, repr(raised)
+    child = raised.child_exception
+    assert type(child) is kind and raised.__cause__ is child
+    assert isinstance(child.__cause__, ChildTraceback) and entry.__name__ in child.__cause__.text
+    message = str(raised)
+    assert f"the entry's {kind.__name__} is a BaseException that is no Exception" in message
+    assert "would not fail this test but stop the test run" in message
+
+
+BASE_EXCEPTION_SUITE = """
+from spawnkit.testing import run_entry
+
+
+def interrupt():
+    raise KeyboardInterrupt("pressed in the entry")
+
+
+def test_interrupted_entry():
+    run_entry(interrupt, timeout=60)
+
+
+def test_after():
+    pass
+"""
+
+
+def test_an_entry_raising_keyboard_interrupt_fails_its_test_and_the_session_goes_on(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(test_base_exception_suite=BASE_EXCEPTION_SUITE)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=180)
+    result.assert_outcomes(failed=1, passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "ChildRaisedError" in result.stdout.str()
+
+
 def test_env_reaches_only_the_child(monkeypatch):
     monkeypatch.delenv("SK_TEST_VAR", raising=False)
     run = run_entry(read_env, env={"SK_TEST_VAR": "yes"}, timeout=TIMEOUT)
@@ -263,6 +329,41 @@ def test_entry_timeout_names_run_entrys_timeout_and_shows_where_it_hangs():
     assert "Raise run_entry(timeout=)" in message and "join_timeout" not in message
     assert info.value.setting == "run_entry(timeout=)" and "sleep_forever" in info.value.stacks[0]
     assert "in sleep_forever" in message
+    assert "did not return within 3 s" in message and "returned, but" not in message
+
+
+def return_held_by_an_exit_handler():
+    import atexit
+
+    atexit.register(time.sleep, 600)
+    return "returned"
+
+
+def return_leaving_a_non_daemon_thread():
+    import threading
+
+    threading.Thread(target=time.sleep, args=(600,), name="left-running").start()
+    return "returned"
+
+
+@pytest.mark.parametrize(
+    ("entry", "holder"),
+    [
+        (return_held_by_an_exit_handler, "an exit handler (atexit) holds it"),
+        (return_leaving_a_non_daemon_thread, "a non-daemon thread holds it"),
+    ],
+)
+def test_an_entry_that_returned_in_a_worker_that_does_not_exit_is_not_said_to_hang(
+    entry, holder
+):
+    with pytest.raises(EntryTimeoutError) as info:
+        run_entry(entry, timeout=3)
+    message = str(info.value)
+    assert f"{entry.__name__} returned, but its worker had not exited 3 s after" in message
+    assert holder in message and "did not return" not in message
+    assert "join the threads the entry starts" in message
+    assert info.value.setting == "run_entry(timeout=)" and info.value.stage == "entry"
+    assert info.value.stacks[0].rstrip() in message
 
 
 def _stuck_in_materialize() -> None:

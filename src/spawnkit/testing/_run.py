@@ -3,8 +3,9 @@
 A real process because only a fresh interpreter shows import-order mistakes, unpicklable payloads
 and patched-too-late bindings.  A thin layer over ``spawn_with_plugins(nprocs=1)``: the child's
 exception is re-raised with its traceback as ``__cause__`` (:class:`ChildTraceback`), or as the
-launcher's ``ChildRaisedError`` when it cannot be unpickled here.  An entry importable by name in
-a fresh interpreter travels as ``"module:qualname"``, otherwise by value (cloudpickle).
+launcher's ``ChildRaisedError`` when it cannot be unpickled here or is no ``Exception`` (a
+``KeyboardInterrupt`` raised as itself would stop the whole test run).  An entry importable by
+name in a fresh interpreter travels as ``"module:qualname"``, otherwise by value (cloudpickle).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from spawnkit._compat import add_note
 from spawnkit.bootstrap.stages import Stage
@@ -178,6 +179,8 @@ def _reraise_child(err: ChildRaisedError) -> None:
     if child is None:
         raise err
     remote = ChildTraceback(err.traceback_text or str(err))
+    if not isinstance(child, Exception):
+        _raise_wrapped(err, child, remote)
     add_note(
         child, f"[spawnkit.testing.run_entry] {where}; its traceback is shown as the direct cause."
     )
@@ -190,6 +193,27 @@ def _reraise_child(err: ChildRaisedError) -> None:
         carried.__traceback__ = None
         raise child from carried
     raise child from remote
+
+
+def _raise_wrapped(
+    err: ChildRaisedError, child: BaseException, remote: ChildTraceback
+) -> NoReturn:
+    """A ``KeyboardInterrupt`` (``GeneratorExit``, any ``BaseException`` that is no
+    ``Exception``) raised as itself in the test would be pytest's Ctrl-C, ending the whole
+    session, not this test's failure: it stays inside the launcher's ``ChildRaisedError``."""
+    kind = type(child).__name__
+    if err.args and isinstance(err.args[0], str):
+        err.args = (
+            f"{err.args[0]}\n[spawnkit.testing.run_entry] the entry's {kind} is a "
+            f"BaseException that is no Exception: raised as itself here it would not fail "
+            f"this test but stop the test run (pytest takes a KeyboardInterrupt for Ctrl-C), "
+            f"so it arrives as this ChildRaisedError; the original is .child_exception "
+            f"(and the __cause__).",
+            *err.args[1:],
+        )
+    child.__cause__ = remote
+    child.__traceback__ = None
+    raise err from child
 
 
 def _selection(
@@ -365,12 +389,19 @@ def _wait(group: WorkerGroup, entry: str | Callable[..., Any], timeout: float) -
     # The group's own ready_timeout (= timeout) bounds this, so its error names it.
     reports = group.wait_ready()
     if not group.join(timeout):
-        stacks = group._dump_stacks([r for r in group._ranks if r.exitcode is None])
+        late = [r for r in group._ranks if r.exitcode is None]
+        stacks = group._dump_stacks(late)
+        if any(r.result is not None for r in late):
+            text = _held_text(entry, timeout, stacks)
+        else:
+            text = (
+                f"run_entry: the entry {_describe(entry)} did not return within {timeout} s "
+                f"of the worker becoming ready; the worker was terminated. Raise "
+                f"run_entry(timeout=) if it is merely slow; otherwise the stack below shows "
+                f"where it hangs.{_hung_stack(stacks)}"
+            )
         raise EntryTimeoutError(
-            f"run_entry: the entry {_describe(entry)} did not return within {timeout} s "
-            f"of the worker becoming ready; the worker was terminated. Raise "
-            f"run_entry(timeout=) if it is merely slow; otherwise the stack below shows where "
-            f"it hangs.{_hung_stack(stacks)}",
+            text,
             rank=0,
             stage=Stage.ENTRY.value,
             setting="run_entry(timeout=)",
@@ -387,6 +418,32 @@ def _wait(group: WorkerGroup, entry: str | Callable[..., Any], timeout: float) -
         pid=pids[0] if pids else None,
         exit_code=codes[0] if codes else None,
         seconds=0.0,
+    )
+
+
+def _held_text(entry: str | Callable[..., Any], timeout: float, stacks: dict[int, str]) -> str:
+    """The entry returned (its result arrived) and the worker did not end: "did not return"
+    would send the reader into an entry that is done, so say what holds the process, in the
+    group's words (``results_late``), naming a non-daemon thread where the stack shows one."""
+    main = stacks.get(0, "").split("\n\n", 1)[0]
+    if "in _shutdown" in main and "threading.py" in main:
+        holder = (
+            "a non-daemon thread holds it (its main thread waits in threading._shutdown for "
+            "a thread the entry started; the stacks are below)"
+        )
+    elif "<no Python frame>" in main:
+        holder = (
+            "an exit handler (atexit) holds it (its main thread has left Python code: the "
+            "interpreter is running its exit handlers)"
+        )
+    else:
+        holder = "an exit handler (atexit) or a non-daemon thread holds it"
+    return (
+        f"run_entry: the entry {_describe(entry)} returned, but its worker had not exited "
+        f"{timeout} s after becoming ready: {holder}; the worker was terminated and its "
+        f"result dropped. Fix: join the threads the entry starts (or make them daemon=True) "
+        f"and keep its exit handlers short; run_entry(timeout=) bounds the entry and the "
+        f"worker's exit together.{_hung_stack(stacks)}"
     )
 
 
