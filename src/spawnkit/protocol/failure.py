@@ -423,16 +423,20 @@ _SIGNAL_HINTS: dict[str, str] = {
 }
 
 
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
 def _exit_story(
     who: Worker, code: int | None, exited: Exited | None, stage: str, ready: bool
 ) -> tuple[str, str, str]:
     """``(headline, likely cause, signal name)`` of a worker that ended without a record."""
     phase = "after it reported ready" if ready else "before it reported ready"
     if code is not None and code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
+        name = _signal_name(code)
         hint = _SIGNAL_HINTS.get(name, "an uncaught signal ended it")
         head = f"{who.label} was killed by {name} in stage {stage!r}, {phase}."
         return head, f"Likely cause: {hint}.", name
@@ -447,9 +451,9 @@ def _exit_story(
             else "raising, so the bootstrap could not finish"
         )
         return (
-            f"{who.label} exited with code 0 in stage {stage!r}, {phase}.",
+            f"{who.label} exited with code 0 in stage {stage!r}, {phase}, {_NO_FINAL}.",
             "Likely cause: code in that stage ended the process (os._exit(0) or a C "
-            f"library's exit()) instead of {lost}.",
+            f"library's exit()) instead of {lost}; {_PIPE_CLOSED}.",
             "",
         )
     if stage == PRE_BOOTSTRAP and not who.host:
@@ -462,13 +466,22 @@ def _exit_story(
             "",
         )
     return (
-        f"{who.label} exited with code {code} in stage {stage!r}, {phase}, without "
-        "raising a Python exception.",
+        f"{who.label} exited with code {code} in stage {stage!r}, {phase}, {_NO_FINAL}.",
         f"Likely cause: code in that stage called os._exit({code}) or a C library's "
-        f"exit({code}), which skips Python's error handling; exit code {code} is "
-        "what that code chose.",
+        f"exit({code}), which skips Python's error handling (exit code {code} is "
+        f"what that code chose); {_PIPE_CLOSED}.",
         "",
     )
+
+
+#: A rank's report pipe ended without RESULT, FAILED or EXITED: it ended its process, or the
+#: pipe was closed under it, and the parent cannot tell which (``child._unsent``).
+_NO_FINAL = "and its report pipe closed with no exception, exit or result on it"
+_PIPE_CLOSED = (
+    "or the report pipe was closed under it (os.closerange(), or a library closing "
+    "inherited descriptors): then the worker wrote how it ended (its exception and "
+    "traceback) to its stderr"
+)
 
 
 def _early_error(
