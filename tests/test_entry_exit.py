@@ -40,6 +40,16 @@ def closes_and_raises(payload=None):
 def closes_and_returns(payload=None):
     os.closerange(3, 4096)
     return "done"
+
+def exits_at_exit(payload=None):
+    import atexit
+    atexit.register(os._exit, 7)  # a native library's teardown that ends the process
+    return "done"
+
+def aborts_at_exit(payload=None):
+    import atexit
+    atexit.register(os.abort)  # NCCL/CUDA aborting as the process exits
+    return "done"
 """
 
 
@@ -118,3 +128,22 @@ def test_an_entry_that_closed_its_report_pipe_is_told_on_stderr_and_not_called_o
     assert info.value.exit_code == 0 and "report pipe closed" in str(info.value)
     assert "its entry returned, and its result is lost" in capsys.readouterr().err
 
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_an_exit_that_fails_after_the_result_arrived_is_not_blamed_on_the_entry(
+    app: str, method: str
+) -> None:
+    """An atexit handler (a native library's teardown) that ends the process badly after the
+    entry returned was told as "exited with code 7 in stage 'entry' ... code in that stage
+    called os._exit(7)" / "killed by SIGABRT in stage 'entry'".  The group still fails."""
+    with pytest.raises(ChildExitedError) as info:
+        _one(f"{app}:exits_at_exit", method)
+    head = str(info.value).splitlines()[0]
+    assert info.value.exit_code == 7
+    assert "exited with code 7 after its entry returned (its result received), while" in head
+    assert "in stage 'entry'" not in head
+    with pytest.raises(ChildExitedError) as info:
+        _one(f"{app}:aborts_at_exit", method)
+    head = str(info.value).splitlines()[0]
+    assert info.value.signal_name == "SIGABRT"
+    assert "killed by SIGABRT after its entry returned (its result received), while exiting" in head

@@ -300,6 +300,8 @@ if TYPE_CHECKING:  # a worker never builds the parent's errors: no class to defi
         @property
         def result_error(self) -> str: ...  # why its return value did not travel
         @property
+        def result(self) -> Any: ...  # its RESULT message: None until its entry returned
+        @property
         def fault_text(self) -> str: ...  # its faulthandler dump
 
 
@@ -389,7 +391,10 @@ def child_error(
     code = record.code if record is not None else state.exitcode
     if state.exitcode is not None and state.exitcode < 0:
         code = state.exitcode  # a signal after sys.exit() began is what ended it
-    head, detail, signal_name = _exit_story(who, code, record, state.stage, state.ready)
+    if record is None and state.result is not None:  # its entry returned, then it ended so
+        head, detail, signal_name = _exit_after_return(who, code)
+    else:
+        head, detail, signal_name = _exit_story(who, code, record, state.stage, state.ready)
     fault = current_thread_first(state.fault_text.strip())
     if fault:
         detail += f"\nFatal error report written by the worker (faulthandler):\n{fault}"
@@ -428,6 +433,36 @@ def _signal_name(code: int) -> str:
         return signal.Signals(-code).name
     except ValueError:
         return f"signal {-code}"
+
+
+#: How a rank that ends badly after its result arrived ended (``_exit_after_return``).
+_WHILE_EXITING = (
+    "after its entry returned (its result received), while exiting: an atexit handler, a "
+    "finalizer or a native library's teardown (a device runtime or communication library "
+    "shutting down)"
+)
+
+
+def _exit_after_return(who: Worker, code: int | None) -> tuple[str, str, str]:
+    """A rank whose RESULT arrived, then whose exit failed: the entry is not to blame.  The
+    group still fails (a worker that does not end cleanly is a failure); its result is not
+    returned."""
+    tail = (
+        "Its result was received, but the rank did not exit cleanly, so the group fails; "
+        "look at what runs at exit in that process (atexit.register, weakref.finalize, "
+        "__del__, a C library's exit handlers)."
+    )
+    if code is not None and code < 0:
+        name = _signal_name(code)
+        hint = _SIGNAL_HINTS.get(name, "an uncaught signal ended it")
+        head = f"{who.label} was killed by {name} {_WHILE_EXITING}."
+        return head, f"Likely cause: {hint}. {tail}", name
+    return (
+        f"{who.label} exited with code {code} {_WHILE_EXITING}.",
+        f"Likely cause: code run at exit called os._exit({code}) or a C library's "
+        f"exit({code}). {tail}",
+        "",
+    )
 
 
 def _exit_story(
