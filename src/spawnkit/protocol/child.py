@@ -82,7 +82,9 @@ def spawn_main_reporting(package: str, early_fd: int, **kwds: Any) -> None:
     set_early_fd(early_fd)
     try:
         importlib.import_module(f"{package}.spawn").spawn_main(**kwds)
-    except Exception as exc:
+    except SystemExit:
+        raise
+    except BaseException as exc:  # a KeyboardInterrupt raised by the re-imported script too
         report_early(exc, package)
         raise
 
