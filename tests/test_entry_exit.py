@@ -32,6 +32,24 @@ def nothing(payload=None):
 
 def refuse(payload=None):
     sys.exit("bad config: tp_size=3 does not divide 8 heads")
+
+def closes_and_raises(payload=None):
+    os.closerange(3, 4096)  # as a daemonizing library does: the report pipe goes too
+    raise RuntimeError("closed my descriptors")
+
+def closes_and_returns(payload=None):
+    os.closerange(3, 4096)
+    return "done"
+
+def exits_at_exit(payload=None):
+    import atexit
+    atexit.register(os._exit, 7)  # a native library's teardown that ends the process
+    return "done"
+
+def aborts_at_exit(payload=None):
+    import atexit
+    atexit.register(os.abort)  # NCCL/CUDA aborting as the process exits
+    return "done"
 """
 
 
@@ -77,3 +95,55 @@ def test_an_entry_that_exits_with_a_message_is_headlined_with_it(app: str, metho
     assert (err.stage, err.exit_code) == ("entry", 1)
     head = str(err).splitlines()[0]
     assert "called sys.exit('bad config: tp_size=3 does not divide 8 heads'), exit code 1" in head
+
+
+def _one(entry: str, method: str, **kwargs: object) -> list[object]:
+    with spawn_with_plugins(
+        entry, start_method=method, ready_timeout=120, join_timeout=120, **kwargs
+    ) as group:
+        return group.results(timeout=120)
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_an_entry_that_closed_its_report_pipe_is_told_on_stderr_and_not_called_os_exit(
+    app: str, method: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``os.closerange(3, ...)`` in the entry closed the report pipe: its exception and
+    traceback were lost (fd 2 worked), and the launcher said "without raising a Python
+    exception. Likely cause: ... os._exit(1)"; an entry that returned read "instead of
+    returning or raising"."""
+    with pytest.raises(ChildExitedError) as info:
+        _one(f"{app}:closes_and_raises", method, prefix_output=True)
+    err = info.value
+    assert (err.stage, err.exit_code) == ("entry", 1)
+    text = str(err)
+    assert "without raising" not in text, text
+    assert "report pipe closed with no exception, exit or result on it" in text, text
+    assert "the worker wrote how it ended (its exception and traceback) to its stderr" in text
+    said = capsys.readouterr().err
+    assert "stage 'entry' failed: RuntimeError: closed my descriptors; its report pipe" in said
+    assert "in closes_and_raises" in said and "RuntimeError: closed my descriptors" in said
+    with pytest.raises(ChildExitedError) as info:
+        _one(f"{app}:closes_and_returns", method, prefix_output=True)
+    assert info.value.exit_code == 0 and "report pipe closed" in str(info.value)
+    assert "its entry returned, and its result is lost" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_an_exit_that_fails_after_the_result_arrived_is_not_blamed_on_the_entry(
+    app: str, method: str
+) -> None:
+    """An atexit handler (a native library's teardown) that ends the process badly after the
+    entry returned was told as "exited with code 7 in stage 'entry' ... code in that stage
+    called os._exit(7)" / "killed by SIGABRT in stage 'entry'".  The group still fails."""
+    with pytest.raises(ChildExitedError) as info:
+        _one(f"{app}:exits_at_exit", method)
+    head = str(info.value).splitlines()[0]
+    assert info.value.exit_code == 7
+    assert "exited with code 7 after its entry returned (its result received), while" in head
+    assert "in stage 'entry'" not in head
+    with pytest.raises(ChildExitedError) as info:
+        _one(f"{app}:aborts_at_exit", method)
+    head = str(info.value).splitlines()[0]
+    assert info.value.signal_name == "SIGABRT"
+    assert "killed by SIGABRT after its entry returned (its result received), while exiting" in head

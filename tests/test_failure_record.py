@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import pickle
 import subprocess
@@ -20,10 +21,47 @@ class _BrokenStr(Exception):
 
 
 class _NoRoundTrip(Exception):
-    """Pickles, but cannot be rebuilt from its pickle (a required argument is lost)."""
+    """Pickles, but its own ``__reduce__`` cannot rebuild it (a required argument is lost)."""
 
     def __init__(self, a: int, b: int) -> None:
         super().__init__(f"needs {a} and {b}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), self.args)
+
+
+class _CodeError(Exception):
+    """Builds its message from its argument: the default pickle calls it with the message."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"failed with code {code}")
+        self.code = code
+
+
+class _MissingFile(FileNotFoundError):
+    def __init__(self, path: str) -> None:
+        super().__init__(errno.ENOENT, "no checkpoint", path)
+
+
+class _OwnReduce(Exception):
+    """Pickles itself faithfully: its own ``__reduce__`` is what travels."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"code {code}")
+        self.code = code
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_OwnReduce, (self.code,))
+
+
+class _LyingReduce(Exception):
+    """Its own ``__reduce__`` loads as another message: respected, so nothing is sent."""
+
+    def __init__(self, code: object) -> None:
+        super().__init__(f"code {code}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_LyingReduce, self.args)
 
 
 def _caught(exc: BaseException) -> BaseException:
@@ -43,6 +81,31 @@ def test_pickling_is_round_tripped_and_the_text_always_travels() -> None:
     good = failure.record("entry", _caught(ValueError("bad")))
     assert good.exc_type == "ValueError"
     assert isinstance(pickle.loads(good.exc_bytes or b""), ValueError)
+
+
+def test_an_exception_that_builds_its_message_arrives_with_the_message_it_had() -> None:
+    """``raise CodeError(7)`` arrived as ``'failed with code failed with code 7'``: the pickle's
+    load only had to not raise.  Now what loads is checked (type, ``str()``, args) and rebuilt
+    without its ``__init__`` when that differs; an OSError keeps its errno and filename."""
+    back = failure.load_exception(failure.record("entry", _caught(_CodeError(7))).exc_bytes)
+    assert type(back) is _CodeError
+    assert (str(back), back.args, back.code) == ("failed with code 7", ("failed with code 7",), 7)
+    exc = _caught(_CodeError(3))
+    exc.add_note("while loading shard 3")
+    back = failure.load_exception(failure.record("entry", exc).exc_bytes)
+    assert isinstance(back, _CodeError) and back.__notes__ == ["while loading shard 3"]
+    rec = failure.record("entry", _caught(_MissingFile("/c")))
+    missing = failure.load_exception(rec.exc_bytes)
+    assert type(missing) is _MissingFile and str(missing) == "[Errno 2] no checkpoint: '/c'"
+    assert (missing.errno, missing.filename) == (errno.ENOENT, "/c")
+
+
+def test_an_exception_that_pickles_itself_is_sent_its_way_or_not_at_all() -> None:
+    own = failure.load_exception(failure.record("entry", _caught(_OwnReduce(4))).exc_bytes)
+    assert type(own) is _OwnReduce and (str(own), own.code) == ("code 4", 4)
+    lying = failure.record("entry", _caught(_LyingReduce(4)))
+    assert lying.exc_bytes is None  # it would load as "code code 4": the text travels instead
+    assert lying.message == "code 4" and lying.exc_type.endswith("_LyingReduce")
 
 
 def test_a_broken_str_does_not_hide_the_failure() -> None:
@@ -109,4 +172,41 @@ def test_a_note_on_the_exception_is_in_the_traceback_text_on_every_version() -> 
     )
     assert done.stdout.endswith(
         "ValueError: bad shape\nspawnkit.hooks: raised by AFTER hook m.after from plugin p\n"
+    )
+
+
+_APP = """
+class CodeError(Exception):
+    def __init__(self, code):
+        super().__init__(f"failed with code {code}")
+        self.code = code
+
+def fails(payload=None):
+    raise CodeError(7)
+"""
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_worker_exception_that_builds_its_message_reaches_the_launcher_as_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """Real workers: ``child_exception`` (what ``run_entry`` re-raises) says what was raised."""
+    from spawnkit import spawn_with_plugins
+
+    name = f"record_app_{tmp_path.name}".replace("-", "_")
+    (tmp_path / f"{name}.py").write_text(_APP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with (
+        pytest.raises(ChildRaisedError) as info,
+        spawn_with_plugins(
+            f"{name}:fails", start_method=method, ready_timeout=120, join_timeout=120
+        ) as group,
+    ):
+        group.results(timeout=120)
+    back = info.value.child_exception
+    assert type(back).__name__ == "CodeError", info.value
+    assert (str(back), back.args, getattr(back, "code", None)) == (
+        "failed with code 7",
+        ("failed with code 7",),
+        7,
     )

@@ -185,3 +185,59 @@ def test_a_launcher_that_set_its_limits_affinity_or_umask_gets_a_new_server(site
         os.umask(umask)
         os.sched_setaffinity(0, affinity)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+_BASE_PRELOAD = """
+class PreloadAbort(BaseException):
+    pass
+
+raise {what}
+"""
+
+
+@pytest.mark.parametrize(
+    ("what", "shown"),
+    [
+        ("KeyboardInterrupt('preload ki')", "KeyboardInterrupt: preload ki"),
+        ("PreloadAbort('custom base')", "PreloadAbort: custom base"),
+    ],
+)
+def test_a_preload_that_raises_a_base_exception_is_reported_as_raised(
+    site: Site, what: str, shown: str
+) -> None:
+    """A preload raising KeyboardInterrupt read "killed by SIGINT" (no signal was sent), a
+    custom BaseException "exited with code 1": no traceback, kind '' instead of 'preload'."""
+    name = f"{site.tag}_base_{'ki' if 'Keyboard' in what else 'custom'}"
+    (site.root / f"{name}.py").write_text(_BASE_PRELOAD.format(what=what))
+    with pytest.raises(ForkServerError) as info:
+        spawn_with_plugins(
+            site.entry(), namespace=site.ns, start_method="forkserver", preload=(name,)
+        )
+    err = info.value
+    assert (err.kind, err.stage) == ("preload", "preload"), str(err)
+    assert f"preload module '{name}' failed to import" in str(err)
+    assert shown in err.traceback_text and "killed by" not in str(err)
+    assert gone(err.server_pid or 0)
+
+
+def test_a_plugin_that_raises_keyboard_interrupt_in_the_server_is_reported_as_raised(
+    site: Site,
+) -> None:
+    from spawnkit import _metadata
+    from spawnkit.testing import write_distribution
+
+    write_distribution(
+        site.root,
+        f"{site.tag}-ki",
+        "1.0",
+        entry_points={site.ns.config.plugin_group: {"ki": f"{site.tag}_ki:register"}},
+        modules={f"{site.tag}_ki": "def register():\n    raise KeyboardInterrupt('plugin ki')\n"},
+    )
+    _metadata.clear_cache()
+    with pytest.raises(ForkServerError) as info:
+        spawn_with_plugins(site.entry(), namespace=site.ns, start_method="forkserver")
+    err = info.value
+    assert err.stage == "load_plugins", str(err)
+    assert "KeyboardInterrupt: plugin ki" in err.traceback_text, str(err)
+    assert "killed by SIGINT" not in str(err)
+    assert gone(err.server_pid or 0)

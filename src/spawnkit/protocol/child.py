@@ -82,7 +82,9 @@ def spawn_main_reporting(package: str, early_fd: int, **kwds: Any) -> None:
     set_early_fd(early_fd)
     try:
         importlib.import_module(f"{package}.spawn").spawn_main(**kwds)
-    except Exception as exc:
+    except SystemExit:
+        raise
+    except BaseException as exc:  # a KeyboardInterrupt raised by the re-imported script too
         report_early(exc, package)
         raise
 
@@ -194,8 +196,12 @@ class _Reporter:
     held and written with that next one: one write, so one wake-up of the launcher, instead
     of two.  What announces work that may block (a STARTED, HELLO in a cold worker) or ends
     the report (RESULT, FAILED, EXITED, ``close``) is written at once, with anything held.
-    A broken pipe means the launcher is gone, and the parent-death watcher ends this process.
+    A broken pipe usually means the launcher is gone, and the parent-death watcher ends this
+    process; ``lost`` keeps why, for the last message (``_unsent``): the entry may have closed
+    the pipe itself (``os.closerange(3, ...)``) while the launcher waits.
     """
+
+    lost: BaseException | None = None
 
     def __init__(self, conn: Any, sigint_restore: bool = False) -> None:
         self._conn = conn
@@ -220,8 +226,8 @@ class _Reporter:
             if not hold:
                 self._write(b"".join(self._held))
                 self._held.clear()
-        except (OSError, EOFError):
-            self._conn = None
+        except (OSError, EOFError) as exc:
+            self._conn, self.lost = None, exc
 
     def _write(self, data: bytes) -> None:
         view, fd = memoryview(data), self._conn.fileno()
@@ -338,14 +344,19 @@ def child_main(spec: ProcessSpec) -> None:
         boot.freeze_gc = True  # this process is the worker: its heap is the bootstrap's
         result = boot.run()
     except SystemExit as exc:
-        _report_exit(exc, reporter, deaf)
+        _report_exit(exc, reporter, deaf, spec)
         raise
     except BaseException as exc:
         if deaf:
             _hear_sigint(False)
-        reporter.send(failure.record(_failing_stage(exc, reporter), exc, dumps, loads))
+        rec = failure.record(_failing_stage(exc, reporter), exc, dumps, loads)
+        reporter.send(rec)
         reporter.close()
         _flush()
+        if reporter.lost is not None:
+            first = rec.message.strip().splitlines()[0] if rec.message.strip() else ""
+            what = f"stage {rec.stage!r} failed: {rec.exc_type}: {first}"
+            _unsent(reporter, spec, what, rec.traceback_text)
         raise SystemExit(1) from None
     if deaf:
         _hear_sigint(False)
@@ -368,6 +379,34 @@ def child_main(spec: ProcessSpec) -> None:
     else:
         reporter.send(proto.Result(data))
     reporter.close()
+    if reporter.lost is not None:
+        _unsent(reporter, spec, "its entry returned, and its result is lost", "")
+
+
+def _unsent(reporter: _Reporter, spec: ProcessSpec, what: str, text: str) -> None:
+    """The last message did not reach a launcher that is still there: the entry closed the
+    report pipe (``os.closerange``) or replaced its descriptor.  What it would have said goes
+    to stderr, as ``context_process._fail`` says it, so the launcher's "no exception, exit or
+    result" has its answer beside it.  A launcher that is gone is not written to."""
+    launcher = spec._control.parent_pid
+    if isinstance(launcher, int):
+        try:
+            os.kill(launcher, 0)
+        except ProcessLookupError:
+            return
+        except OSError:
+            pass  # there, but not ours to signal
+    line = (
+        f"spawnkit: rank {spec.rank} (pid {os.getpid()}): {what}; its report pipe to the "
+        f"launcher was lost ({type(reporter.lost).__name__}: {reporter.lost}), so this is "
+        "written here instead\n"
+    )
+    data = (line + text).encode("utf-8", "replace")
+    try:
+        while data:
+            data = data[os.write(2, data) :]
+    except OSError:
+        pass
 
 
 def _unawaited(result: Any) -> str:
@@ -385,7 +424,7 @@ def _unawaited(result: Any) -> str:
     )
 
 
-def _report_exit(exc: SystemExit, reporter: _Reporter, deaf: bool) -> None:
+def _report_exit(exc: SystemExit, reporter: _Reporter, deaf: bool, spec: ProcessSpec) -> None:
     """A ``sys.exit()``: its code and where, or after ready with 0, an entry that ended as it
     meant to, with no value (an ``os._exit(0)`` sends nothing: the launcher calls it a failure)."""
     if deaf:  # the entry is over: a Ctrl-C now must not cut the report short
@@ -395,10 +434,16 @@ def _report_exit(exc: SystemExit, reporter: _Reporter, deaf: bool) -> None:
         import traceback  # only on this failure path
 
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        reporter.send(failure.exited(_failing_stage(exc, reporter), exc, text))
-    else:
-        reporter.send(proto.Result())
+        rec = failure.exited(_failing_stage(exc, reporter), exc, text)
+        reporter.send(rec)
+        reporter.close()
+        if reporter.lost is not None:
+            _unsent(reporter, spec, f"stage {rec.stage!r} called sys.exit({exc.code!r})", text)
+        return
+    reporter.send(proto.Result())
     reporter.close()
+    if reporter.lost is not None:
+        _unsent(reporter, spec, "its entry called sys.exit(0), and its result is lost", "")
 
 
 def _flush() -> None:

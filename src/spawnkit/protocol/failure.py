@@ -2,10 +2,11 @@
 
 One record for every launcher.  The worker builds :class:`Failed` from the
 exception it caught (:func:`record`): the stage, the type name, the message,
-the formatted traceback and, separately, the pickled exception.  It travels
-as plain builtins because the exception object may not unpickle where it
-lands (its type lives in a plugin the parent lacks): the parent falls back to
-the text when the bytes do not load.  A local worker sends it over its report
+the formatted traceback and, separately, the pickled exception (when it loads
+back as the same one: ``_pickled``).  It travels as plain builtins because
+the exception object may not unpickle where it lands (its type lives in a
+plugin the parent lacks): the parent falls back to the text when the bytes
+do not load.  A local worker sends it over its report
 pipe, a Ray actor returns it from ``run``, a torchrun rank writes it to
 torchelastic's error file.
 
@@ -136,17 +137,8 @@ def record(
     """The record of ``exc``, caught in this worker; pickling is tried and round-tripped, never
     assumed (``dumps``/``loads``: the launch's pickler, dill for ``multiprocess``)."""
     text = _format(exc)
-    exc_bytes: bytes | None = None
-    try:
-        data = (dumps or pickle.dumps)(exc)
-        (loads or pickle.loads)(data)
-        exc_bytes = data
-    except Exception:
-        exc_bytes = None
-    try:
-        message = str(exc)
-    except Exception as str_exc:  # a broken __str__ must not hide the failure itself
-        message = f"<str() of the exception raised {type(str_exc).__name__}>"
+    message = _text(exc)
+    exc_bytes = _pickled(exc, message, dumps or pickle.dumps, loads or pickle.loads)
     return Failed(
         stage,
         qualified_name(type(exc), getattr(exc, "kind", "")),
@@ -158,6 +150,93 @@ def record(
         host=socket.gethostname(),
         node=node,
     )
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return str(exc)
+    except Exception as str_exc:  # a broken __str__ must not hide the failure itself
+        return f"<str() of the exception raised {type(str_exc).__name__}>"
+
+
+def _pickled(
+    exc: BaseException,
+    message: str,
+    dumps: Callable[[Any], bytes],
+    loads: Callable[[bytes], Any],
+) -> bytes | None:
+    """``exc`` pickled, only if what loads is the same exception: its type, ``str()`` and args.
+
+    The default pickle of an exception calls its class with ``args``: one whose ``__init__``
+    builds its message from its own arguments (``CodeError(7)`` -> ``"failed with code 7"``)
+    came back as ``"failed with code failed with code 7"``, and ``run_entry`` re-raised that.
+    Then it travels rebuilt without calling ``__init__`` (``_Rebuilt``), unless its class has
+    a ``__reduce__`` of its own; what still differs is not sent (the text is).
+    """
+    tries = [exc] if _own_reduce(type(exc)) else [exc, _Rebuilt(exc)]
+    for obj in tries:
+        try:
+            data = dumps(obj)
+            if _same(exc, message, loads(data)):
+                return data
+        except Exception:
+            continue
+    return None
+
+
+def _same(exc: BaseException, message: str, back: Any) -> bool:
+    if type(back) is not type(exc) or _text(back) != message:
+        return False
+    try:
+        if bool(back.args == exc.args):
+            return True
+    except Exception:  # an argument whose == does not give a bool (an array)
+        pass
+    try:
+        return repr(back.args) == repr(exc.args)
+    except Exception:
+        return False
+
+
+def _builtin_base(cls: type) -> type:
+    """The nearest built-in exception class ``cls`` derives from: its ``__init__`` and
+    ``__reduce__`` are the ones a rebuilt instance gets (``OSError``'s parse its errno)."""
+    return next(k for k in cls.__mro__ if k.__module__ == "builtins")
+
+
+def _own_reduce(cls: type) -> bool:
+    """Whether ``cls`` pickles itself (a ``__reduce__`` or ``__reduce_ex__`` of its own, above
+    the built-in base's): that is respected, never replaced by ``_Rebuilt``."""
+    for klass in cls.__mro__:
+        if klass.__module__ == "builtins":
+            return False
+        if "__reduce__" in vars(klass) or "__reduce_ex__" in vars(klass):
+            return True
+    return False
+
+
+class _Rebuilt:
+    """Pickles as ``exc`` made without its class's ``__init__``: ``__new__``, the built-in
+    base's ``__init__`` with the same ``args``, then its state (``__dict__``: its attributes,
+    its notes), as the default pickle restores it."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        base: Any = _builtin_base(type(self.exc))
+        reduced = base.__reduce__(self.exc)
+        args = reduced[1]
+        state = reduced[2] if len(reduced) > 2 else None
+        return (_rebuild, (type(self.exc), args), state)
+
+
+def _rebuild(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
+    """An exception of ``cls`` with ``args``, its own ``__init__`` not called (see ``_Rebuilt``)."""
+    exc = cls.__new__(cls, *args)
+    base: Any = _builtin_base(cls)
+    base.__init__(exc, *args)
+    return exc
 
 
 def load_exception(
@@ -220,6 +299,8 @@ if TYPE_CHECKING:  # a worker never builds the parent's errors: no class to defi
         def exitcode(self) -> int | None: ...  # -N: killed by signal N
         @property
         def result_error(self) -> str: ...  # why its return value did not travel
+        @property
+        def result(self) -> Any: ...  # its RESULT message: None until its entry returned
         @property
         def fault_text(self) -> str: ...  # its faulthandler dump
 
@@ -310,7 +391,10 @@ def child_error(
     code = record.code if record is not None else state.exitcode
     if state.exitcode is not None and state.exitcode < 0:
         code = state.exitcode  # a signal after sys.exit() began is what ended it
-    head, detail, signal_name = _exit_story(who, code, record, state.stage, state.ready)
+    if record is None and state.result is not None:  # its entry returned, then it ended so
+        head, detail, signal_name = _exit_after_return(who, code)
+    else:
+        head, detail, signal_name = _exit_story(who, code, record, state.stage, state.ready)
     fault = current_thread_first(state.fault_text.strip())
     if fault:
         detail += f"\nFatal error report written by the worker (faulthandler):\n{fault}"
@@ -344,16 +428,50 @@ _SIGNAL_HINTS: dict[str, str] = {
 }
 
 
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+#: How a rank that ends badly after its result arrived ended (``_exit_after_return``).
+_WHILE_EXITING = (
+    "after its entry returned (its result received), while exiting: an atexit handler, a "
+    "finalizer or a native library's teardown (a device runtime or communication library "
+    "shutting down)"
+)
+
+
+def _exit_after_return(who: Worker, code: int | None) -> tuple[str, str, str]:
+    """A rank whose RESULT arrived, then whose exit failed: the entry is not to blame.  The
+    group still fails (a worker that does not end cleanly is a failure); its result is not
+    returned."""
+    tail = (
+        "Its result was received, but the rank did not exit cleanly, so the group fails; "
+        "look at what runs at exit in that process (atexit.register, weakref.finalize, "
+        "__del__, a C library's exit handlers)."
+    )
+    if code is not None and code < 0:
+        name = _signal_name(code)
+        hint = _SIGNAL_HINTS.get(name, "an uncaught signal ended it")
+        head = f"{who.label} was killed by {name} {_WHILE_EXITING}."
+        return head, f"Likely cause: {hint}. {tail}", name
+    return (
+        f"{who.label} exited with code {code} {_WHILE_EXITING}.",
+        f"Likely cause: code run at exit called os._exit({code}) or a C library's "
+        f"exit({code}). {tail}",
+        "",
+    )
+
+
 def _exit_story(
     who: Worker, code: int | None, exited: Exited | None, stage: str, ready: bool
 ) -> tuple[str, str, str]:
     """``(headline, likely cause, signal name)`` of a worker that ended without a record."""
     phase = "after it reported ready" if ready else "before it reported ready"
     if code is not None and code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
+        name = _signal_name(code)
         hint = _SIGNAL_HINTS.get(name, "an uncaught signal ended it")
         head = f"{who.label} was killed by {name} in stage {stage!r}, {phase}."
         return head, f"Likely cause: {hint}.", name
@@ -368,9 +486,9 @@ def _exit_story(
             else "raising, so the bootstrap could not finish"
         )
         return (
-            f"{who.label} exited with code 0 in stage {stage!r}, {phase}.",
+            f"{who.label} exited with code 0 in stage {stage!r}, {phase}, {_NO_FINAL}.",
             "Likely cause: code in that stage ended the process (os._exit(0) or a C "
-            f"library's exit()) instead of {lost}.",
+            f"library's exit()) instead of {lost}; {_PIPE_CLOSED}.",
             "",
         )
     if stage == PRE_BOOTSTRAP and not who.host:
@@ -383,13 +501,22 @@ def _exit_story(
             "",
         )
     return (
-        f"{who.label} exited with code {code} in stage {stage!r}, {phase}, without "
-        "raising a Python exception.",
+        f"{who.label} exited with code {code} in stage {stage!r}, {phase}, {_NO_FINAL}.",
         f"Likely cause: code in that stage called os._exit({code}) or a C library's "
-        f"exit({code}), which skips Python's error handling; exit code {code} is "
-        "what that code chose.",
+        f"exit({code}), which skips Python's error handling (exit code {code} is "
+        f"what that code chose); {_PIPE_CLOSED}.",
         "",
     )
+
+
+#: A rank's report pipe ended without RESULT, FAILED or EXITED: it ended its process, or the
+#: pipe was closed under it, and the parent cannot tell which (``child._unsent``).
+_NO_FINAL = "and its report pipe closed with no exception, exit or result on it"
+_PIPE_CLOSED = (
+    "or the report pipe was closed under it (os.closerange(), or a library closing "
+    "inherited descriptors): then the worker wrote how it ended (its exception and "
+    "traceback) to its stderr"
+)
 
 
 def _early_error(

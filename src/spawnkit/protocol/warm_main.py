@@ -194,7 +194,9 @@ def _preload(module: str, status: _Status) -> None:
     try:
         with guard.step(step):
             importlib.import_module(module)
-    except Exception as exc:
+    except SystemExit:
+        raise  # the server's own exit record (``_prepare``)
+    except BaseException as exc:  # KeyboardInterrupt too: no signal came, the module raised it
         import traceback
 
         text = traceback.format_exc()
@@ -255,7 +257,7 @@ def _prepare(
 
         status.send(failure.exited(status.step, exc, traceback.format_exc()))
         return None
-    except Exception as exc:
+    except BaseException as exc:  # a plugin's KeyboardInterrupt read as "killed by SIGINT"
         stage = str(getattr(exc, "stage", "") or _steps.stage_of(status.step))
         status.send(failure.record(stage, exc))
         return None
@@ -373,7 +375,9 @@ def _early_reporting(serve_one: Any, package: str) -> Any:
         child.set_early_fd(fds[2] if len(fds) > 2 else None)
         try:
             return serve_one(child_r, fds, *rest)
-        except Exception as exc:
+        except SystemExit:
+            raise
+        except BaseException as exc:
             child.report_early(exc, package)
             raise
 
