@@ -107,9 +107,28 @@ def test_child_exception_is_reraised_with_its_type_and_traceback():
     assert "raise_value_error" in cause.text
     assert f'File "{__file__}"' in cause.text
     assert "ValueError: bad payload 7" in cause.text
-    notes = getattr(info.value, "__notes__", [])
-    if sys.version_info >= (3, 11):
-        assert any("spawned worker (rank 0" in n and "stage entry" in n for n in notes)
+    assert "spawned worker (rank 0, pid" in str(cause) and "stage entry" in str(cause)
+
+
+class CodedError(Exception):
+    """A message built from the arguments, matched whole in the test."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"failed with code {code}")
+        self.code = code
+
+
+def raise_coded(code: int) -> None:
+    raise CodedError(code)
+
+
+def test_an_anchored_match_of_the_exact_message_holds_for_a_reraised_exception() -> None:
+    """``pytest.raises(match=)`` reads the exception's notes as well: a note of run_entry's
+    (where it was raised) made an anchored pattern of the exact message fail."""
+    with pytest.raises(CodedError, match=r"^failed with code 7$") as info:
+        run_entry(raise_coded, 7, timeout=TIMEOUT)
+    assert info.value.code == 7
+    assert not getattr(info.value, "__notes__", [])
 
 
 def test_unpicklable_child_exception_arrives_as_child_raised_error():

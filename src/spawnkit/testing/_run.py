@@ -22,7 +22,6 @@ from dataclasses import dataclass, field, replace
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from spawnkit._compat import add_note
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import (
     BootstrapTimeoutError,
@@ -47,14 +46,21 @@ DEFAULT_TIMEOUT = 60.0
 
 
 class ChildTraceback(Exception):
-    """The worker's formatted traceback, the ``__cause__`` of an exception re-raised here."""
+    """The worker's formatted traceback, the ``__cause__`` of an exception re-raised here.
 
-    def __init__(self, text: str) -> None:
+    Where it was raised (rank, pid, stage) is said here, in the cause pytest prints, and not
+    as a note on the exception itself: ``pytest.raises(match=)`` reads the notes too, so a
+    note made ``match="^failed with code 7$"`` fail for the exact message the test expects.
+    """
+
+    def __init__(self, text: str, where: str = "") -> None:
         super().__init__(text)
         self.text = text
+        self.where = where
 
     def __str__(self) -> str:
-        return "traceback in the spawned worker:\n\n" + self.text.rstrip()
+        where = f" ({self.where})" if self.where else ""
+        return f"traceback in the spawned worker{where}:\n\n" + self.text.rstrip()
 
 
 ChildTraceback.__module__ = "spawnkit.testing"
@@ -171,19 +177,12 @@ def _wrap_by_value(entry: Callable[..., Any]) -> Callable[..., Any]:
 
 def _reraise_child(err: ChildRaisedError) -> None:
     child = err.child_exception
-    where = (
-        f"raised in the spawned worker (rank {err.rank}, pid {err.pid}"
-        + (f", stage {err.stage}" if err.stage else "")
-        + ")"
-    )
+    where = f"rank {err.rank}, pid {err.pid}" + (f", stage {err.stage}" if err.stage else "")
     if child is None:
         raise err
-    remote = ChildTraceback(err.traceback_text or str(err))
+    remote = ChildTraceback(err.traceback_text or str(err), where)
     if not isinstance(child, Exception):
         _raise_wrapped(err, child, remote)
-    add_note(
-        child, f"[spawnkit.testing.run_entry] {where}; its traceback is shown as the direct cause."
-    )
     child.__traceback__ = None
     # A bootstrap stage wraps a foreign error (a plugin's PluginError) in StageError and
     # carries the original as ``.cause``; rebuild that chain: StageError <- cause <- traceback.
