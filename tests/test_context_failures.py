@@ -52,9 +52,25 @@ def engine(tmp_path: Path) -> Engine:
         f"crashplug-{uid}",
         "1.0",
         entry_points={f"{found.ns}.plugins": {"crashplug": f"crashplug_{found.eng}:register"}},
-        modules={f"crashplug_{found.eng}": found.fmt(CRASH_PLUGIN)},
+        modules={
+            f"crashplug_{found.eng}": found.fmt(CRASH_PLUGIN),
+            f"late_{found.eng}": LATE_TARGET,
+        },
     )
     return found
+
+
+#: A target whose module raises as a child imports it (the parent imported it fine): the child
+#: loads its target after the hooks, past every stage.
+LATE_TARGET = """
+import multiprocessing
+
+if multiprocessing.parent_process() is not None:
+    raise RuntimeError("late module refuses to load in a child")
+
+def late_square(x):
+    return x * x
+"""
 
 
 STAGE_OF_AN_EXIT = """
@@ -185,3 +201,32 @@ def test_a_targets_own_exit_or_crash_after_the_bootstrap_is_no_bootstrap_failure
     assert out["crash"] == [-11, "None"], out
     assert out["exit0"] == [0, "None"], out
     assert out["pool"] == [0, 1, 4, 9], out
+
+
+LATE = """
+    import json
+    import spawnkit
+    from {eng}.ns import NS
+
+    if __name__ == "__main__":  # (the child re-runs the script: it imports late_ only here)
+        from late_{eng} import late_square
+
+        p = spawnkit.get_context("spawn", namespace=NS).Process(target=late_square, args=(2,))
+        p.start()
+        p.join(60)
+        err = p.bootstrap_error()
+        print(json.dumps({{"exitcode": p.exitcode, "type": type(err).__name__,
+                          "stage": getattr(err, "stage", None), "text": str(err)}}))
+    """
+
+
+def test_a_target_whose_module_raises_as_the_child_loads_it_is_said_with_its_error(
+    engine: Engine,
+) -> None:
+    """The child loads its target after the hooks: a module that raised there ended the child
+    with code 1, told as an exit "without raising a Python exception" in stage apply_hooks,
+    the error itself only on the child's stderr."""
+    out, _ = engine.run(LATE, timeout=240)
+    assert out["exitcode"] == 70, out
+    assert (out["type"], out["stage"]) == ("ChildRaisedError", "resolve_entry"), out
+    assert "late module refuses to load in a child" in out["text"], out

@@ -349,7 +349,10 @@ def run_target(self: Any) -> None:
     call = self.__dict__.pop("_spawnkit_call", None)
     if call is not None:
         loads = _sub(self._spawnkit_package, "reduction").ForkingPickler.loads
-        self._target, self._args, self._kwargs, *subclass = loads(call)
+        try:  # imports the target's module: the entry's resolution, as in a worker
+            self._target, self._args, self._kwargs, *subclass = loads(call)
+        except BaseException as exc:
+            _fail(self, exc, "resolve_entry")
         if subclass:  # after the hooks: the engine's class and its attributes
             self.__dict__.update(subclass[1])
             self.__class__ = subclass[0]
