@@ -32,6 +32,11 @@ multiprocessing class: those ran unhooked and unsaid, where a plain spawn
 way, one watch per late module, each ended as it fires (the finder leaves once none is
 left).  joblib's vendored copy (``joblib.externals.loky``) is not watched yet.
 
+A Ray task or actor submitted from a process whose hooks are applied runs in a Ray worker,
+a raylet's child that loads no plugin (vLLM's Ray executor creates its worker actors so).
+``ray.remote_function`` and ``ray.actor`` are watched the same way (only after ``arm``, not
+in a launcher) and their ``_remote`` stood in for by ``_ray_tasks``, imported only then.
+
 An engine's entry script that calls ``bootstrap_here()`` in its own body (README's pattern 3)
 is re-run by a plain spawn or forkserver child as ``__mp_main__`` before the target, so that
 child bootstraps itself: no warning then.  Not for a call under ``if __name__ == "__main__":``
@@ -69,6 +74,9 @@ _QUIET_TARGETS = ("multiprocessing.managers", "multiprocess.managers")
 _armed: set[tuple[str, str]] = set()  # (module, class): stood in for (its stand-in keeps it)
 _LATE = ("multiprocess.context", *_LOKY)  # imported after arming: stood in for as it ends
 _late_watch: dict[str, int] = {}  # the on-import watch for each, until it runs
+# Where Ray defines RemoteFunction and ActorClass: a task or actor runs in a Ray worker with
+# no plugin (``_ray_tasks``); watched like those, in a process whose hooks are applied only
+_RAY = ("ray.remote_function", "ray.actor")
 
 
 def _nothing() -> tuple[str, str]:
@@ -77,6 +85,7 @@ def _nothing() -> tuple[str, str]:
 
 # (what a plain child goes without as things stand now, the namespace): the last one armed
 _loss: Callable[[], tuple[str, str]] = _nothing
+_namespaces: dict[str, Any] = {}  # name -> each Namespace armed here (its hook targets)
 # A launcher's (no hooks of its own): the namespace, its workers' plugins, the engine's packages
 _launched: tuple[str, tuple[str, ...], frozenset[str]] | None = None
 # (namespace, the __main__ module) whose own body called bootstrap_here(): a child re-runs it
@@ -90,6 +99,7 @@ def arm(namespace: Any) -> None:
     if not (report.applied or report.loaded):
         return  # nothing a child would go without
     _loss = _loss_of(namespace)
+    _namespaces[namespace.name] = namespace
     _stand_in_everywhere()
 
 
@@ -170,12 +180,17 @@ def _stand_in_everywhere() -> None:
             continue
         _armed.add((module, cls_name))
         cls._Popen = staticmethod(_stand_in(own.__func__, method))  # type: ignore[union-attr]
+    if _namespaces and any(name in sys.modules for name in _RAY):
+        from spawnkit.bootstrap import _ray_tasks  # only in a process that imported Ray
+
+        _ray_tasks.stand_in(lambda: _loss(), _namespaces)  # _loss as it is at each call
     _await_late()
 
 
 def _await_late() -> None:
     """Not imported yet: stand in for their classes once an import has run them."""
-    missing = [name for name in _LATE if name not in sys.modules and name not in _late_watch]
+    late = (*_LATE, *_RAY) if _namespaces else _LATE  # Ray: where hooks are applied only
+    missing = [name for name in late if name not in sys.modules and name not in _late_watch]
     if not missing:
         return
     from spawnkit.hooks import _on_import  # loaded already: the hooks' and a Namespace's
