@@ -174,6 +174,25 @@ def test_one_name_in_two_directories_and_twice_installed_non_plugins_stay_silent
         sys.path.remove(str(later))
 
 
+def test_a_directory_listed_twice_on_sys_path_is_no_second_copy(
+    ns: Namespace, tmp_path: Path
+) -> None:
+    """The same folder on ``sys.path`` twice (``PYTHONPATH`` and a script's
+    ``sys.path.insert`` of it) yields each distribution of it twice: one folder, which was
+    named as a broken install of two metadata folders at every launch."""
+    group = ns.config.plugin_group
+    _folder(tmp_path, "once-dist", "1.0", f"[{group}]\nonce = os:getcwd\n")
+    sys.path.insert(sys.path.index(str(tmp_path)) + 1, str(tmp_path))
+    try:
+        _metadata.clear_cache()
+        assert [ep.name for ep in _metadata.entry_points(group)] == ["once"]
+        assert _metadata.installed_twice([group]) == []
+        assert find_group_problems(ns) == []
+    finally:
+        sys.path.remove(str(tmp_path))  # one of the two: the fixture removes the other
+        _metadata.clear_cache()
+
+
 def _wheel(out: Path, dist: str, version: str, group: str, module: str) -> Path:
     """A wheel of one plugin module whose ``hello()`` says which version's code it is."""
     info = f"{dist.replace('-', '_')}-{version}.dist-info"

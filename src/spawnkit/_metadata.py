@@ -137,10 +137,12 @@ def _scan() -> _Scan:
         # (``pip install --target`` again without ``--upgrade``): kept for installed_twice().
         here, folder = _where(dist)
         there, first_folder = _where(first[0])
-        if here and here == there:
+        if here and here == there and folder != first_folder:  # (a directory listed twice
+            # on sys.path yields each of its folders twice: one folder, no second copy)
             title = name if found_name else first_folder
-            twice.setdefault(key, (here, title, [(first_folder, first[1], first[2])]))
-            twice[key][2].append((folder, version, eps))
+            copies = twice.setdefault(key, (here, title, [(first_folder, first[1], first[2])]))[2]
+            if all(folder != seen for seen, _, _ in copies):
+                copies.append((folder, version, eps))
     grouped_t = {g: tuple(eps) for g, eps in grouped.items()}
     return grouped_t, tuple((d, n, tuple(c)) for d, n, c in twice.values())
 
