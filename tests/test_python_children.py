@@ -153,6 +153,86 @@ def test_children_that_bootstrap_or_run_no_hooked_module_are_not_named(  # type:
     assert not warned(proc, "PlainChildWarning"), proc.stderr
 
 
+# A library (its own top-level package, one function of it hooked) that starts a helper of
+# its own through subprocess, as torch's inductor starts its compile workers: the engine could
+# neither bootstrap that helper nor hand it a context.
+_LIB_MAIN = """
+if __name__ == "__main__":
+    import sys
+    print(launch("libuser:schedule", "spawn", nprocs=1, payload=sys.argv[1]))
+"""
+
+_LIB_USER = """
+import importlib
+import os
+import subprocess
+import sys
+
+_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+_LIB = {tag!r} + "lib"
+
+
+def schedule(how):
+    word = importlib.import_module(_LIB + ".target").word
+    if how == "library":  # the library's own code starts its helper
+        out = importlib.import_module(_LIB + ".pool").start(_ENV)
+    else:  # the engine's code starts the library's module itself: named
+        argv = [sys.executable, "-m", _LIB + ".helper"]
+        out = subprocess.run(argv, env=_ENV, capture_output=True, text=True, timeout=120).stdout
+    return word(), out.strip()
+"""
+
+_LIB_PLUGIN = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def louder(result):
+    return result + "!"
+
+def register():
+    get_namespace({tag!r}).hooks.register({tag!r} + "lib.target.word", louder, HookType.AFTER)
+"""
+
+_LIB_FILES = {
+    "__init__.py": "",
+    "target.py": "def word():\n    return 'hi'\n",
+    "helper.py": "from {lib}.target import word\n\nprint(word())\n",
+    "pool.py": (
+        "import subprocess, sys\n\n"
+        "def start(env):\n"
+        "    argv = [sys.executable, '-m', '{lib}.helper']\n"
+        "    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)\n"
+        "    return done.stdout\n"
+    ),
+}
+
+
+@pytest.mark.parametrize(("how", "named"), [("library", False), ("engine", True)])
+def test_a_librarys_own_helper_is_not_named_the_engines_start_of_it_is(  # type: ignore[no-untyped-def]
+    tmp_path, how: str, named: bool
+) -> None:
+    """A hook on a library's function made every Python child of that library's package a
+    "child of the engine's": torch's own compile workers (started by torch's code, from
+    torch's script) were named, with a fix no engine can apply, and stopped the worker under
+    ``-W error``.  The engine's own code starting that module is still named."""
+    modules = {"libuser": _LIB_USER, "libplugin": _LIB_PLUGIN}
+    app = write_app(
+        tmp_path, "pylib", LAUNCH + _LIB_MAIN, {"libloud": "libplugin:register"}, modules
+    )
+    lib = tmp_path / "site" / f"{app.tag}lib"
+    lib.mkdir()
+    for name, text in _LIB_FILES.items():
+        (lib / name).write_text(text.replace("{lib}", lib.name))
+    proc = run_script(app.script, how, flags=("-W", "error::spawnkit.PlainChildWarning"))
+    if named:
+        assert proc.returncode != 0 and "PlainChildWarning" in proc.stderr, proc.stdout
+        assert f"module {lib.name}.helper (package {lib.name!r}" in proc.stderr, proc.stderr
+        assert "first in that module" not in proc.stderr  # a library's: not the engine's to edit
+        return
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+
+
 def test_the_stand_in_calls_past_the_warm_servers_own(app) -> None:  # type: ignore[no-untyped-def]
     """The warm server stands in for ``Popen.__init__`` while it bootstraps, and the hooks
     (with this stand-in) apply inside that: a forked worker calls subprocess's own through it,

@@ -57,10 +57,14 @@ def check(args: tuple[Any, ...], kwargs: dict[str, Any], namespaces: Sequence[An
             found = _script(os.path.join(os.fsdecode(cwd) if cwd else os.getcwd(), runs), tops)
         if found is None:
             continue
-        what, texts = found
+        what, texts, top = found
         if any(text is None or _BOOTS.search(text) for text in texts):
             return  # it bootstraps itself (or its source cannot be read: nothing is said)
-        _warn(argv, what, namespace)
+        level, starter = _starter()
+        own = top in _engine_packages(namespace)
+        if starter == top and not own:
+            return  # a library starting its own helper (torch's compile workers): no fix
+        _warn(argv, what, namespace, level, own)
         _told.add(runs)
         return
 
@@ -112,7 +116,23 @@ def _hooked_packages(namespace: Any) -> set[str]:
     return tops - {"", "spawnkit", "__main__"}
 
 
-def _module(name: str, tops: set[str]) -> tuple[str, list[str | None]] | None:
+def _engine_packages(namespace: Any) -> set[str]:
+    """The engine's own packages, as the launcher takes them (``arm_launcher``): the
+    namespace's and the entry's (a worker's spec; a script run as ``-m``: ``__main__``'s).
+    A library's module started by that library's own code is its helper, not the engine's."""
+    from spawnkit.bootstrap import process
+
+    tops = {namespace.name.partition(".")[0]}
+    spec = process._current_spec  # (not current_spec(): a warm server notes who reads it)
+    if spec is not None and spec.entry:
+        tops.add(spec.entry.partition(":")[0].partition(".")[0])
+    main = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if main is not None:
+        tops.add(str(main.name).partition(".")[0])
+    return tops
+
+
+def _module(name: str, tops: set[str]) -> tuple[str, list[str | None], str] | None:
     """``-m name``: its source and each of its packages' (run first), as this process finds
     them: the child's ``env=`` (another ``PYTHONPATH``) or ``cwd=`` may find another copy, but
     guessing at that would be no better."""
@@ -138,7 +158,7 @@ def _module(name: str, tops: set[str]) -> tuple[str, list[str | None]] | None:
         if spec is None:
             return None  # the child fails to find it too (or finds what this process cannot)
         texts.append(_source(spec))
-    return f"module {name} (package {parts[0]!r}, which this process hooks)", texts
+    return f"module {name} (package {parts[0]!r}, which this process hooks)", texts, parts[0]
 
 
 def _source(spec: Any) -> str | None:
@@ -149,7 +169,7 @@ def _source(spec: Any) -> str | None:
     return text
 
 
-def _script(path: str, tops: set[str]) -> tuple[str, list[str | None]] | None:
+def _script(path: str, tops: set[str]) -> tuple[str, list[str | None], str] | None:
     """A script inside a hooked package, found under an entry of this process's ``sys.path``;
     its packages' ``__init__`` run once it imports their modules."""
     full = os.path.realpath(path)
@@ -164,7 +184,7 @@ def _script(path: str, tops: set[str]) -> tuple[str, list[str | None]] | None:
             continue
         texts = [_read(os.path.join(root, *parts[:k], "__init__.py")) for k in range(1, len(parts))]
         what = f"script {path} ({'.'.join(parts)}, package {parts[0]!r}, which this process hooks)"
-        return what, [t or "" for t in texts] + [_read(full)]
+        return what, [t or "" for t in texts] + [_read(full)], parts[0]
     return None
 
 
@@ -176,29 +196,36 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _warn(argv: list[str], what: str, namespace: Any) -> None:
+def _warn(argv: list[str], what: str, namespace: Any, level: int, own: bool) -> None:
+    """``own``: the module is the engine's, which can call ``bootstrap_here()`` first; a
+    library's module (``-m torch.utils.collect_env``) cannot be edited."""
     name = namespace.name
     targets, plugins = namespace.hooks.applied_targets(), namespace.plugins.report.loaded
     if not (targets or plugins):
         return
     command = " ".join(argv)
+    first = (
+        f"Call spawnkit.bootstrap_here(<namespace {name!r}>) first in that module, before it "
+        "imports the engine's code, or: "
+        if own
+        else ""
+    )
     warnings.warn(
         f"a Python child ({command[:200]}) was started through subprocess: it runs "
         f"{what} without the plugins of namespace {name!r} "
         f"({', '.join(p.name for p in plugins)}) and the hooks on {len(targets)} target(s) of "
-        "this process, so none of those hooks runs there. Call "
-        f"spawnkit.bootstrap_here(<namespace {name!r}>) first in that module, before it imports "
-        f"the engine's code, or start it from ctx = spawnkit.get_context('spawn', "
-        f"namespace={name!r}) (ctx.Process), or silence this with "
-        "-W ignore::spawnkit.PlainChildWarning where the child needs no plugin.",
+        f"this process, so none of those hooks runs there. {first}Start it from ctx = "
+        f"spawnkit.get_context('spawn', namespace={name!r}) (ctx.Process), or silence this "
+        "with -W ignore::spawnkit.PlainChildWarning where the child needs no plugin.",
         PlainChildWarning,
-        stacklevel=_caller_level(),
+        stacklevel=level,
     )
 
 
-def _caller_level() -> int:
-    """``stacklevel`` for ``_warn``: the first frame outside subprocess, asyncio and spawnkit,
-    the line that started the child."""
+def _starter() -> tuple[int, str]:
+    """``stacklevel`` for ``_warn`` (called from ``check``, as this is): the first frame
+    outside subprocess, asyncio and spawnkit, the line that started the child; and the top
+    package of that frame's module."""
     import subprocess
 
     stdlib = os.path.dirname(os.path.abspath(subprocess.__file__))
@@ -207,9 +234,11 @@ def _caller_level() -> int:
         os.path.join(stdlib, "asyncio") + os.sep,
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
     )
-    frame: types.FrameType | None = sys._getframe(2)  # _warn's caller: check (spawnkit's)
+    frame: types.FrameType | None = sys._getframe(1)  # check (spawnkit's): _warn's caller
     level = 2
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
         frame = frame.f_back
         level += 1
-    return level if frame is not None else 1
+    if frame is None:
+        return 1, ""
+    return level, str(frame.f_globals.get("__name__") or "").partition(".")[0]
