@@ -64,6 +64,27 @@ class _LyingReduce(Exception):
         return (_LyingReduce, self.args)
 
 
+class _StateReduce(Exception):
+    """As pydantic's ``ValidationError``: made with no ``args`` (from its parts, not through
+    its class), pickled by its own ``__reduce__`` from those parts, so its reload's ``args``
+    are the parts: the same exception, whose ``args`` differ."""
+
+    def __init__(self, title: str, count: int) -> None:  # (no super().__init__: args kept)
+        self.title, self.count = title, count
+
+    @classmethod
+    def made(cls, title: str, count: int) -> _StateReduce:
+        self = Exception.__new__(cls)
+        self.title, self.count = title, count
+        return self
+
+    def __str__(self) -> str:
+        return f"{self.count} validation error(s) for {self.title}"
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_StateReduce, (self.title, self.count))
+
+
 def _caught(exc: BaseException) -> BaseException:
     try:
         raise exc
@@ -106,6 +127,32 @@ def test_an_exception_that_pickles_itself_is_sent_its_way_or_not_at_all() -> Non
     lying = failure.record("entry", _caught(_LyingReduce(4)))
     assert lying.exc_bytes is None  # it would load as "code code 4": the text travels instead
     assert lying.message == "code 4" and lying.exc_type.endswith("_LyingReduce")
+
+
+def test_an_exception_whose_own_pickle_reloads_other_args_still_travels() -> None:
+    """Its own ``__reduce__`` is what it is: the reload's ``args`` differ (``()`` made, the
+    parts reloaded) while its type and text are the same.  It was not sent (child_exception
+    None, ``run_entry`` raising ``ChildRaisedError`` for a pydantic ``ValidationError``)."""
+    exc = _StateReduce.made("Cfg", 1)
+    assert exc.args == ()
+    back = failure.load_exception(failure.record("entry", _caught(exc)).exc_bytes)
+    assert type(back) is _StateReduce and (back.title, back.count) == ("Cfg", 1)
+    assert str(back) == "1 validation error(s) for Cfg"
+
+
+def test_a_pydantic_validation_error_travels_as_itself() -> None:
+    pydantic = pytest.importorskip("pydantic")
+
+    class Cfg(pydantic.BaseModel):
+        port: int
+
+    try:
+        Cfg(port="http")
+    except pydantic.ValidationError as caught:
+        exc = caught
+    back = failure.load_exception(failure.record("entry", exc).exc_bytes)
+    assert type(back) is pydantic.ValidationError and str(back) == str(exc)
+    assert back.errors()[0]["type"] == "int_parsing"
 
 
 def test_a_broken_str_does_not_hide_the_failure() -> None:

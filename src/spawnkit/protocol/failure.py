@@ -165,7 +165,8 @@ def _pickled(
     dumps: Callable[[Any], bytes],
     loads: Callable[[bytes], Any],
 ) -> bytes | None:
-    """``exc`` pickled, only if what loads is the same exception: its type, ``str()`` and args.
+    """``exc`` pickled, only if what loads is the same exception: its type, ``str()`` and args
+    (for a class that pickles itself, type and ``str()``: see ``_same``).
 
     The default pickle of an exception calls its class with ``args``: one whose ``__init__``
     builds its message from its own arguments (``CodeError(7)`` -> ``"failed with code 7"``)
@@ -173,20 +174,26 @@ def _pickled(
     Then it travels rebuilt without calling ``__init__`` (``_Rebuilt``), unless its class has
     a ``__reduce__`` of its own; what still differs is not sent (the text is).
     """
-    tries = [exc] if _own_reduce(type(exc)) else [exc, _Rebuilt(exc)]
+    own = _own_reduce(type(exc))
+    tries = [exc] if own else [exc, _Rebuilt(exc)]
     for obj in tries:
         try:
             data = dumps(obj)
-            if _same(exc, message, loads(data)):
+            if _same(exc, message, loads(data), args=not own):
                 return data
         except Exception:
             continue
     return None
 
 
-def _same(exc: BaseException, message: str, back: Any) -> bool:
+def _same(exc: BaseException, message: str, back: Any, args: bool = True) -> bool:
+    """Same type and text, and (``args``) same ``args``.  A class that pickles itself says
+    what its state is: its reload's ``args`` may differ from the instance's (pydantic's
+    ``ValidationError`` is made with none and reloaded from what it was made of)."""
     if type(back) is not type(exc) or _text(back) != message:
         return False
+    if not args:
+        return True
     try:
         if bool(back.args == exc.args):
             return True
