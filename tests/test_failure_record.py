@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from spawnkit._compat import add_note
 from spawnkit.errors import ChildRaisedError
 from spawnkit.protocol import failure
 
@@ -112,7 +113,7 @@ def test_an_exception_that_builds_its_message_arrives_with_the_message_it_had() 
     assert type(back) is _CodeError
     assert (str(back), back.args, back.code) == ("failed with code 7", ("failed with code 7",), 7)
     exc = _caught(_CodeError(3))
-    exc.add_note("while loading shard 3")
+    add_note(exc, "while loading shard 3")  # (3.10: spawnkit's own, a __notes__ attribute)
     back = failure.load_exception(failure.record("entry", exc).exc_bytes)
     assert isinstance(back, _CodeError) and back.__notes__ == ["while loading shard 3"]
     rec = failure.record("entry", _caught(_MissingFile("/c")))

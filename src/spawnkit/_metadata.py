@@ -109,7 +109,8 @@ def _name_version(dist: md.Distribution) -> tuple[str | None, str | None]:
     meta: Any = dist.metadata
     if meta is None:
         return name, version
-    return name or meta["Name"], version or meta["Version"]
+    # .get: a missing field is None (3.13 deprecates that for [], which later raises KeyError)
+    return name or meta.get("Name"), version or meta.get("Version")
 
 
 def _scan() -> _Scan:
