@@ -195,8 +195,9 @@ def _await_late() -> None:
         return
     from spawnkit.hooks import _on_import  # loaded already: the hooks' and a Namespace's
 
-    for name in missing:
-        _late_watch[name] = _on_import.watch((name,), _late_imported, hook=False)
+    token = _on_import.watch(missing, _late_imported, hook=False)  # one for all: a worker's
+    for name in missing:  # start pays one watch, not one per module
+        _late_watch[name] = token
 
 
 def _late_imported(name: str) -> None:
@@ -204,7 +205,7 @@ def _late_imported(name: str) -> None:
     from spawnkit.hooks import _on_import
 
     token = _late_watch.pop(name, None)
-    if token is not None:
+    if token is not None and token not in _late_watch.values():  # its last module: done
         _on_import.unwatch(token)  # the finder leaves sys.meta_path if nothing else is watched
     _stand_in_everywhere()
 
