@@ -334,17 +334,18 @@ def _fix(method: str, name: str, starter: str, where: str) -> str:
 # only as a ``Popen`` is made.  The warm-start server stands in for ``Popen.__init__`` too
 # while it bootstraps (``protocol/_fork_children``), and its hooks apply inside that block:
 # this stand-in calls through its ``__wrapped__``, which that block's end points past its own.
-_popen_namespaces: dict[str, Any] = {}  # name -> Namespace whose hooks this process applied
+# name -> (a Namespace whose hooks this process applied, its entry's module: the engine's)
+_popen_namespaces: dict[str, tuple[Any, str]] = {}
 _popen_watch: int | None = None  # waiting for ``subprocess``'s import (``arm_subprocess``)
 
 
-def arm_subprocess(namespace: Any) -> None:
+def arm_subprocess(namespace: Any, entry: str = "") -> None:
     """After this process applied ``namespace``'s hooks: a Python child of the engine's that
     ``subprocess`` starts warns (``_python_child_check``, imported only as a ``Popen`` is made)."""
     report = namespace.plugins.report
     if not (report.applied or report.loaded):
         return  # nothing a child would go without
-    _popen_namespaces[namespace.name] = namespace
+    _popen_namespaces[namespace.name] = namespace, entry.partition(":")[0]
     if "subprocess" in sys.modules:  # a bootstrap has imported it by now: the common case
         _stand_in_popen()
         return

@@ -32,8 +32,11 @@ _BOOTS = re.compile(r"\bbootstrap_here\b|\bspawnkit\.run\b|from\s+spawnkit\s+imp
 _told: set[str] = set()  # the modules and scripts named already (once each)
 
 
-def check(args: tuple[Any, ...], kwargs: dict[str, Any], namespaces: Sequence[Any]) -> None:
-    """``Popen.__init__``'s arguments (``args, bufsize, executable, ..., shell, cwd``)."""
+def check(
+    args: tuple[Any, ...], kwargs: dict[str, Any], namespaces: Sequence[tuple[Any, str]]
+) -> None:
+    """``Popen.__init__``'s arguments (``args, bufsize, executable, ..., shell, cwd``);
+    ``namespaces``: each armed namespace and its entry's module (the engine's)."""
     command = args[0] if args else kwargs.get("args")
     executable = args[2] if len(args) > 2 else kwargs.get("executable")
     shell = args[8] if len(args) > 8 else kwargs.get("shell", False)
@@ -49,7 +52,7 @@ def check(args: tuple[Any, ...], kwargs: dict[str, Any], namespaces: Sequence[An
     runs = _runs(argv[1:])
     if runs is None or runs in _told:
         return
-    for namespace in namespaces:
+    for namespace, entry in namespaces:
         tops = _hooked_packages(namespace)
         if runs.startswith("-m "):
             found = _module(runs[3:], tops)
@@ -61,7 +64,7 @@ def check(args: tuple[Any, ...], kwargs: dict[str, Any], namespaces: Sequence[An
         if any(text is None or _BOOTS.search(text) for text in texts):
             return  # it bootstraps itself (or its source cannot be read: nothing is said)
         level, starter = _starter()
-        own = top in _engine_packages(namespace)
+        own = top in _engine_packages(namespace, entry)
         if starter == top and not own:
             return  # a library starting its own helper (torch's compile workers): no fix
         _warn(argv, what, namespace, level, own)
@@ -116,20 +119,15 @@ def _hooked_packages(namespace: Any) -> set[str]:
     return tops - {"", "spawnkit", "__main__"}
 
 
-def _engine_packages(namespace: Any) -> set[str]:
+def _engine_packages(namespace: Any, entry: str) -> set[str]:
     """The engine's own packages, as the launcher takes them (``arm_launcher``): the
     namespace's and the entry's (a worker's spec; a script run as ``-m``: ``__main__``'s).
     A library's module started by that library's own code is its helper, not the engine's."""
-    from spawnkit.bootstrap import process
-
-    tops = {namespace.name.partition(".")[0]}
-    spec = process._current_spec  # (not current_spec(): a warm server notes who reads it)
-    if spec is not None and spec.entry:
-        tops.add(spec.entry.partition(":")[0].partition(".")[0])
+    tops = {namespace.name.partition(".")[0], entry.partition(".")[0]}
     main = getattr(sys.modules.get("__main__"), "__spec__", None)
     if main is not None:
         tops.add(str(main.name).partition(".")[0])
-    return tops
+    return tops - {""}
 
 
 def _module(name: str, tops: set[str]) -> tuple[str, list[str | None], str] | None:

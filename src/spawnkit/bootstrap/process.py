@@ -360,7 +360,7 @@ class Bootstrapper:
         _check_platform_replaced(self.namespace)
         _phase.mark_hooks_applied()
         _plain_children.arm(self.namespace)  # a plain spawn child of this process lacks them
-        _plain_children.arm_subprocess(self.namespace)  # and a Python child of subprocess
+        _plain_children.arm_subprocess(self.namespace, self.spec.entry)  # subprocess's too
         self.stage_detail[Stage.HOOKS.value] = _split(self.target_imports, started)
 
     @_staged

@@ -313,10 +313,19 @@ def bootstrap_ns(ns: Namespace, *, decide: bool = True) -> BootstrapReport:
         if found is not None:  # a worker of this namespace: nothing new to do
             report: BootstrapReport = found
             return report
-        from spawnkit.bootstrap.process import Bootstrapper
+        from spawnkit.bootstrap import process
+        from spawnkit.spec import _phase
 
+        # A worker of another namespace (an engine's rank importing a library that bootstraps
+        # its own namespace as it loads, as README's pattern has it): it stays that worker.
+        # The bootstrap enters this namespace's worker phase and sets its spec (rank 0 of 1),
+        # which became the rank's own current_spec(), current_report(), default namespace
+        # and default context, unsaid; both are put back once this one's hooks are applied.
+        outer = _phase.worker_namespace()
+        kept = None if outer is None or outer.name == ns.name else _phase.snapshot()
+        current = process._current_spec, process._current_report
         try:
-            boot = Bootstrapper(context_spec(ns))
+            boot = process.Bootstrapper(context_spec(ns))
             # This process ran code of its own before the call: instances, closures and
             # callbacks made then may hold originals the sweep cannot rebind, so a target
             # imported before it is refused even when every global holder is repairable.
@@ -324,6 +333,10 @@ def bootstrap_ns(ns: Namespace, *, decide: bool = True) -> BootstrapReport:
             report = boot.through_hooks()
         except ImportGuardError as exc:
             raise _too_late(ns, exc) from exc
+        finally:
+            if kept is not None:
+                _phase.restore(kept)
+                process._set_current(*current)
         from spawnkit.bootstrap import _script_copy
 
         _script_copy.check_process(ns, boot.spec, "apply_hooks")
