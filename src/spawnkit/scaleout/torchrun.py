@@ -228,8 +228,9 @@ def main(argv: Sequence[str] | None = None, *, restartable: bool = False) -> int
         key_var = args.key_env or DEFAULT_KEY_VAR
         template = read_spec_file(args.spec, key_var=key_var)
         spec = spec_for_rank(template)
-        # before the key goes: the new image reads it
-        _start_with_env(spec.env, restarted, restartable)
+        # before the key goes: the new image reads it, and the result folder popped above
+        carried = {RESULT_DIR_VAR: result_dir} if result_dir else {}
+        _start_with_env(spec.env, restarted, restartable, carried)
         # The key has done its job; entry code and plugins have no business reading it,
         # not even when the writer put it into the spec's own env.
         os.environ.pop(key_var, None)
@@ -241,12 +242,19 @@ def main(argv: Sequence[str] | None = None, *, restartable: bool = False) -> int
     return _run(spec, result_dir)
 
 
-def _start_with_env(env: Mapping[str, str], restarted: bool, restartable: bool) -> None:
+def _start_with_env(
+    env: Mapping[str, str],
+    restarted: bool,
+    restartable: bool,
+    carried: Mapping[str, str] | None = None,
+) -> None:
     """Exec this rank again with ``env``'s entries read only at start (``PYTHONHASHSEED``,
     ``LD_PRELOAD``, ``MALLOC_ARENA_MAX``...) when this process lacks them: set in
     ``os.environ`` now they would show there and do nothing (hashes stay random, the library
     is never preloaded).  The same pid and command line, so torchrun's supervision and its
-    error file are unaffected; the spawned path does the same (``protocol/popen.py``)."""
+    error file are unaffected; the spawned path does the same (``protocol/popen.py``).
+    ``carried``: spawnkit's own variables this image already took out of ``os.environ``
+    (``RESULT_DIR_VAR``); without them the new image would drop the rank's result unsaid."""
     from spawnkit._environ import read_at_start
 
     # PYTHONPATH's only start-time effect, sys.path, is what the bootstrap's first stage
@@ -269,7 +277,7 @@ def _start_with_env(env: Mapping[str, str], restarted: bool, restartable: bool) 
             os.execve(
                 sys.executable,
                 [sys.executable, *sys.orig_argv[1:]],
-                {**os.environ, **at_start, RESTART_VAR: "1"},
+                {**os.environ, **(carried or {}), **at_start, RESTART_VAR: "1"},
             )
         except OSError as exc:
             how = f"restarting it with them failed ({exc})"
