@@ -265,3 +265,27 @@ def test_launch_torchrun_keeps_results_of_ranks_restarted_for_start_time_env(
     proc = cli([*args, "--spec-dir", str(spec_dir), "--json", "-"], env, tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["results"] == ["'0'", "'0'"]
+
+
+@pytest.mark.needs_torch
+def test_launch_torchrun_shows_no_result_of_an_earlier_attempt(tmp_path: Path) -> None:
+    """Under --max-restarts, rank 0 returned on attempt 0 and failed on attempt 1: --json
+    showed its attempt-0 result beside the failure table naming it."""
+    env = _attempts_app(tmp_path)
+    args = ["--launcher", "torchrun", "--nprocs", "2", "--json", "-", "skl_attempts:stale"]
+    proc = cli([*args, "--", "--max-restarts", "1"], env, tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "rank 0 fails on attempt 1" in proc.stderr
+    results = json.loads(proc.stdout)["results"]
+    assert results[0] is None
+    assert results[1] in (None, "'r1-attempt1'")  # stopped as rank 0 failed, or finished
+    assert list(Path(env["TMPDIR"]).glob("spawnkit-results-*")) == []
+
+
+def test_results_of_an_older_attempt_than_another_ranks_are_not_shown(tmp_path: Path) -> None:
+    """A rank that did not start again (its number taken by another node) left its result."""
+    from spawnkit.cli._torchrun import _read_results
+
+    (tmp_path / "rank0.json").write_text(json.dumps({"rank": 0, "repr": "'old'", "attempt": 0}))
+    (tmp_path / "rank1.json").write_text(json.dumps({"rank": 1, "repr": "'new'", "attempt": 1}))
+    assert _read_results(tmp_path, 3) == [None, "'new'", None]

@@ -225,6 +225,8 @@ def main(argv: Sequence[str] | None = None, *, restartable: bool = False) -> int
         from spawnkit.spec.signing import DEFAULT_KEY_VAR, read_spec_file
 
         rank, _local, _world = rank_from_env()
+        if result_dir:
+            _forget_result(result_dir, rank)
         key_var = args.key_env or DEFAULT_KEY_VAR
         template = read_spec_file(args.spec, key_var=key_var)
         spec = spec_for_rank(template)
@@ -317,6 +319,27 @@ def _run(spec: ProcessSpec, result_dir: str | None = None) -> int:
     return 0
 
 
+def _result_path(folder: str, rank: int) -> str:
+    return os.path.join(folder, f"rank{rank}.json")
+
+
+def _attempt() -> int:
+    """torchrun's restart count for this attempt (``--max-restarts``); 0 without torchrun."""
+    try:
+        return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    except ValueError:
+        return 0
+
+
+def _forget_result(folder: str, rank: int) -> None:
+    """An earlier attempt's result of this rank (torchrun ``--max-restarts``), removed as the
+    rank starts again: left there, the launcher would show it for a rank that failed since."""
+    try:
+        os.unlink(_result_path(folder, rank))
+    except OSError:
+        pass
+
+
 def _publish_result(folder: str, rank: int, result: Any) -> None:
     """``repr(result)`` into ``folder``, whole or not at all (the launcher reads it after
     torchrun exits); a rank that cannot write says so: its result is otherwise lost unseen."""
@@ -326,10 +349,10 @@ def _publish_result(folder: str, rank: int, result: Any) -> None:
         text = repr(result)
     except Exception as exc:  # a repr that raises: the type still says what came back
         text = f"<{type(result).__qualname__} object: repr() raised {type(exc).__name__}>"
-    path = os.path.join(folder, f"rank{rank}.json")
+    path = _result_path(folder, rank)
     try:
         with open(path + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump({"rank": rank, "repr": text}, fh)
+            json.dump({"rank": rank, "repr": text, "attempt": _attempt()}, fh)
         os.replace(path + ".tmp", path)
     except OSError as exc:
         print(
