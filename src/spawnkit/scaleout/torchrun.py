@@ -166,11 +166,26 @@ def _store(endpoint: str) -> Any:
     )
 
 
+def _restarts_left() -> bool:
+    """Whether this rank's torchrun agent starts its ranks again after this failure
+    (``--max-restarts``): it does while ``TORCHELASTIC_RESTART_COUNT`` (the attempt, per
+    node) is below ``TORCHELASTIC_MAX_RESTARTS``.  Without both: none left."""
+    try:
+        return int(os.environ["TORCHELASTIC_RESTART_COUNT"]) < int(
+            os.environ["TORCHELASTIC_MAX_RESTARTS"]
+        )
+    except (KeyError, ValueError):
+        return False
+
+
 def _publish(record: Any, message: str) -> None:
-    """The first failure of the job, into its store (a later one does not replace it)."""
+    """The first failure that ends the job, into its store (a later one does not replace it).
+    A failure torchrun restarts the ranks for is not published: node 0's launcher stops the
+    whole job on what it reads there, so the restart (``--max-restarts``) would never run, and
+    the key, taken first, would hide the failure that ends a later attempt."""
     endpoint = os.environ.get(FAILURE_STORE_VAR)
     run_id = os.environ.get("SPAWNKIT_RUN_ID", "")
-    if not endpoint:
+    if not endpoint or _restarts_left():
         return
     import json
 
