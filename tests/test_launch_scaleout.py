@@ -213,3 +213,79 @@ def test_launch_torchrun_timeout_stops_every_rank(tmp_path: Path) -> None:
         time.sleep(0.1)
     assert not any(psutil.pid_exists(p) for p in pids)
     assert list(Path(env["TMPDIR"]).glob("spawnkit-torchrun-*")) == []
+
+
+_ATTEMPTS_SRC = """
+import os, time
+
+def seeded(payload=None):
+    return os.environ.get("PYTHONHASHSEED")
+
+def stale(payload=None):
+    attempt, rank = os.environ["TORCHELASTIC_RESTART_COUNT"], os.environ["RANK"]
+    if (rank, attempt) == ("0", "0"):
+        return "r0-attempt0"
+    if (rank, attempt) == ("1", "0"):
+        time.sleep(2)  # rank 0 has written its result by now
+        raise RuntimeError("rank 1 fails on attempt 0")
+    if (rank, attempt) == ("0", "1"):
+        raise RuntimeError("rank 0 fails on attempt 1")
+    return f"r{rank}-attempt{attempt}"
+"""
+
+
+def _attempts_app(tmp_path: Path) -> dict[str, str]:
+    from spawnkit.testing import write_distribution
+
+    site = tmp_path / "site"
+    write_distribution(site, "skl-attempts", "1.0", modules={"skl_attempts": _ATTEMPTS_SRC})
+    return make_env(tmp_path, site)
+
+
+@pytest.mark.needs_torch
+def test_launch_torchrun_keeps_results_of_ranks_restarted_for_start_time_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rank re-execs itself to apply env={"PYTHONHASHSEED": ...}; the new image lost the
+    result folder, and --json said ok with results [null, null]."""
+    env = _attempts_app(tmp_path)
+    spec_dir = tmp_path / "spec"
+    spec_dir.mkdir(mode=0o700)
+    key = generate_key()
+    (spec_dir / "key").write_text(key)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))  # the entry is checked as it is written
+    write_launch_spec(
+        spec_dir / "spec.bin",
+        "skl_attempts:seeded",
+        key=key,
+        nprocs=2,
+        env={"PYTHONHASHSEED": "0"},
+    )
+    args = ["skl_attempts:seeded", "--launcher", "torchrun", "--nprocs", "2"]
+    proc = cli([*args, "--spec-dir", str(spec_dir), "--json", "-"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["results"] == ["'0'", "'0'"]
+
+
+@pytest.mark.needs_torch
+def test_launch_torchrun_shows_no_result_of_an_earlier_attempt(tmp_path: Path) -> None:
+    """Under --max-restarts, rank 0 returned on attempt 0 and failed on attempt 1: --json
+    showed its attempt-0 result beside the failure table naming it."""
+    env = _attempts_app(tmp_path)
+    args = ["--launcher", "torchrun", "--nprocs", "2", "--json", "-", "skl_attempts:stale"]
+    proc = cli([*args, "--", "--max-restarts", "1"], env, tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "rank 0 fails on attempt 1" in proc.stderr
+    results = json.loads(proc.stdout)["results"]
+    assert results[0] is None
+    assert results[1] in (None, "'r1-attempt1'")  # stopped as rank 0 failed, or finished
+    assert list(Path(env["TMPDIR"]).glob("spawnkit-results-*")) == []
+
+
+def test_results_of_an_older_attempt_than_another_ranks_are_not_shown(tmp_path: Path) -> None:
+    """A rank that did not start again (its number taken by another node) left its result."""
+    from spawnkit.cli._torchrun import _read_results
+
+    (tmp_path / "rank0.json").write_text(json.dumps({"rank": 0, "repr": "'old'", "attempt": 0}))
+    (tmp_path / "rank1.json").write_text(json.dumps({"rank": 1, "repr": "'new'", "attempt": 1}))
+    assert _read_results(tmp_path, 3) == [None, "'new'", None]

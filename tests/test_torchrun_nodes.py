@@ -99,3 +99,33 @@ def test_a_failure_on_node_1_is_reported_by_node_0(tmp_path: Path) -> None:
     assert "FAILED on node 1" in err0
     assert "rank 1" in err0 and "stage 'entry'" in err0
     assert "RuntimeError: rank 1 fails on node 1" in err0
+
+
+_RETRIED = """
+import os, time
+
+def job(payload=None):
+    attempt, rank = os.environ["TORCHELASTIC_RESTART_COUNT"], os.environ["RANK"]
+    if (rank, attempt) == ("1", "0"):
+        raise RuntimeError("rank 1 fails on attempt 0")
+    time.sleep(3)  # long enough for node 0's watcher to read the store
+    return f"r{rank}-attempt{attempt}"
+"""
+
+
+def test_a_failure_torchrun_restarts_for_does_not_end_a_multi_node_job(tmp_path: Path) -> None:
+    """With --max-restarts 1, node 0's watcher read attempt 0's failure from the job's store
+    and stopped torchrun mid-restart ("the job cannot finish without rank 1"), exit 1."""
+    site = tmp_path / "site"
+    write_distribution(site, "retried-app", "1.0", modules={"retried_app": _RETRIED})
+    args = [
+        SPAWNKIT, "launch", "--launcher", "torchrun", "--nproc-per-node", "2", "--nnodes", "1",
+        "--node-rank", "0", "--rdzv-endpoint", f"127.0.0.1:{_free_port()}",
+        "--rdzv-id", uuid.uuid4().hex[:8], "--timeout", "150", "--json", "-",
+        "retried_app:job", "--", "--max-restarts", "1",
+    ]
+    proc = subprocess.run(args, env=make_env(tmp_path, site), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "FAILED on node" not in proc.stderr
+    assert json.loads(proc.stdout)["results"] == ["'r0-attempt1'", "'r1-attempt1'"]

@@ -14,8 +14,8 @@ __all__ = ["FAILURE_STORE_VAR", "PROCESS_ENV", "RESTART_VAR", "RESULT_DIR_VAR"]
 
 FAILURE_STORE_VAR = "SPAWNKIT_FAILURE_STORE"
 """``host:port`` of a multi-node job's rendezvous store (set by ``spawnkit launch``): a
-failing rank publishes its failure there, so node 0's launcher reports it with rank and stage
-(torchrun's agents only see their own node's ranks)."""
+failing rank with no torchrun restart left publishes its failure there, so node 0's launcher
+reports it with rank and stage (torchrun's agents only see their own node's ranks)."""
 
 RESULT_DIR_VAR = "SPAWNKIT_RESULT_DIR"
 """A folder (set by ``spawnkit launch --launcher torchrun``) where each rank that finishes

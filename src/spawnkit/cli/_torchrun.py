@@ -208,18 +208,22 @@ def run_torchrun(
 def _read_results(folder: Path, world: int) -> list[str | None]:
     """By global rank, the ``repr`` of each entry's result that a rank of this node wrote
     (``spawnkit.run`` with ``RESULT_DIR_VAR``); None for a rank of another node or one that
-    did not finish."""
+    did not finish.  Under ``--max-restarts`` only the last attempt's count: a rank removes
+    its earlier result as it starts again, and one of an older attempt than another rank's
+    (a rank that did not start again) is not shown as this job's."""
     import json
 
-    results: list[str | None] = [None] * world
+    found: dict[int, tuple[int, str]] = {}
     for rank in range(world):
         try:
             doc = json.loads((folder / f"rank{rank}.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict) and isinstance(doc.get("repr"), str):
-            results[rank] = doc["repr"]
-    return results
+            attempt = doc.get("attempt", 0)
+            found[rank] = (attempt if isinstance(attempt, int) else 0, doc["repr"])
+    last = max((attempt for attempt, _ in found.values()), default=0)
+    return [found[r][1] if r in found and found[r][0] == last else None for r in range(world)]
 
 
 def _print_results(out: Output, results: list[str | None]) -> None:

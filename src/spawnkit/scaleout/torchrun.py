@@ -166,11 +166,26 @@ def _store(endpoint: str) -> Any:
     )
 
 
+def _restarts_left() -> bool:
+    """Whether this rank's torchrun agent starts its ranks again after this failure
+    (``--max-restarts``): it does while ``TORCHELASTIC_RESTART_COUNT`` (the attempt, per
+    node) is below ``TORCHELASTIC_MAX_RESTARTS``.  Without both: none left."""
+    try:
+        return int(os.environ["TORCHELASTIC_RESTART_COUNT"]) < int(
+            os.environ["TORCHELASTIC_MAX_RESTARTS"]
+        )
+    except (KeyError, ValueError):
+        return False
+
+
 def _publish(record: Any, message: str) -> None:
-    """The first failure of the job, into its store (a later one does not replace it)."""
+    """The first failure that ends the job, into its store (a later one does not replace it).
+    A failure torchrun restarts the ranks for is not published: node 0's launcher stops the
+    whole job on what it reads there, so the restart (``--max-restarts``) would never run, and
+    the key, taken first, would hide the failure that ends a later attempt."""
     endpoint = os.environ.get(FAILURE_STORE_VAR)
     run_id = os.environ.get("SPAWNKIT_RUN_ID", "")
-    if not endpoint:
+    if not endpoint or _restarts_left():
         return
     import json
 
@@ -225,11 +240,14 @@ def main(argv: Sequence[str] | None = None, *, restartable: bool = False) -> int
         from spawnkit.spec.signing import DEFAULT_KEY_VAR, read_spec_file
 
         rank, _local, _world = rank_from_env()
+        if result_dir:
+            _forget_result(result_dir, rank)
         key_var = args.key_env or DEFAULT_KEY_VAR
         template = read_spec_file(args.spec, key_var=key_var)
         spec = spec_for_rank(template)
-        # before the key goes: the new image reads it
-        _start_with_env(spec.env, restarted, restartable)
+        # before the key goes: the new image reads it, and the result folder popped above
+        carried = {RESULT_DIR_VAR: result_dir} if result_dir else {}
+        _start_with_env(spec.env, restarted, restartable, carried)
         # The key has done its job; entry code and plugins have no business reading it,
         # not even when the writer put it into the spec's own env.
         os.environ.pop(key_var, None)
@@ -241,12 +259,19 @@ def main(argv: Sequence[str] | None = None, *, restartable: bool = False) -> int
     return _run(spec, result_dir)
 
 
-def _start_with_env(env: Mapping[str, str], restarted: bool, restartable: bool) -> None:
+def _start_with_env(
+    env: Mapping[str, str],
+    restarted: bool,
+    restartable: bool,
+    carried: Mapping[str, str] | None = None,
+) -> None:
     """Exec this rank again with ``env``'s entries read only at start (``PYTHONHASHSEED``,
     ``LD_PRELOAD``, ``MALLOC_ARENA_MAX``...) when this process lacks them: set in
     ``os.environ`` now they would show there and do nothing (hashes stay random, the library
     is never preloaded).  The same pid and command line, so torchrun's supervision and its
-    error file are unaffected; the spawned path does the same (``protocol/popen.py``)."""
+    error file are unaffected; the spawned path does the same (``protocol/popen.py``).
+    ``carried``: spawnkit's own variables this image already took out of ``os.environ``
+    (``RESULT_DIR_VAR``); without them the new image would drop the rank's result unsaid."""
     from spawnkit._environ import read_at_start
 
     # PYTHONPATH's only start-time effect, sys.path, is what the bootstrap's first stage
@@ -269,7 +294,7 @@ def _start_with_env(env: Mapping[str, str], restarted: bool, restartable: bool) 
             os.execve(
                 sys.executable,
                 [sys.executable, *sys.orig_argv[1:]],
-                {**os.environ, **at_start, RESTART_VAR: "1"},
+                {**os.environ, **(carried or {}), **at_start, RESTART_VAR: "1"},
             )
         except OSError as exc:
             how = f"restarting it with them failed ({exc})"
@@ -309,6 +334,27 @@ def _run(spec: ProcessSpec, result_dir: str | None = None) -> int:
     return 0
 
 
+def _result_path(folder: str, rank: int) -> str:
+    return os.path.join(folder, f"rank{rank}.json")
+
+
+def _attempt() -> int:
+    """torchrun's restart count for this attempt (``--max-restarts``); 0 without torchrun."""
+    try:
+        return int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    except ValueError:
+        return 0
+
+
+def _forget_result(folder: str, rank: int) -> None:
+    """An earlier attempt's result of this rank (torchrun ``--max-restarts``), removed as the
+    rank starts again: left there, the launcher would show it for a rank that failed since."""
+    try:
+        os.unlink(_result_path(folder, rank))
+    except OSError:
+        pass
+
+
 def _publish_result(folder: str, rank: int, result: Any) -> None:
     """``repr(result)`` into ``folder``, whole or not at all (the launcher reads it after
     torchrun exits); a rank that cannot write says so: its result is otherwise lost unseen."""
@@ -318,10 +364,10 @@ def _publish_result(folder: str, rank: int, result: Any) -> None:
         text = repr(result)
     except Exception as exc:  # a repr that raises: the type still says what came back
         text = f"<{type(result).__qualname__} object: repr() raised {type(exc).__name__}>"
-    path = os.path.join(folder, f"rank{rank}.json")
+    path = _result_path(folder, rank)
     try:
         with open(path + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump({"rank": rank, "repr": text}, fh)
+            json.dump({"rank": rank, "repr": text, "attempt": _attempt()}, fh)
         os.replace(path + ".tmp", path)
     except OSError as exc:
         print(
