@@ -65,6 +65,7 @@ __all__ = [
     "PlainChildWarning",
     "PluginDriftError",
     "PluginError",
+    "PluginSelectionWarning",
     "ProgressCallbackError",
     "SpawnkitError",
     "SpecError",
@@ -229,6 +230,13 @@ class PlainChildWarning(UserWarning):
     """A process whose plugins are loaded and hooks applied started a ``spawn`` or
     ``forkserver`` child through plain multiprocessing: that child starts a fresh interpreter
     (or a fork of multiprocessing's own server) that loads no plugin and applies no hook."""
+
+
+class PluginSelectionWarning(UserWarning):
+    """What a launch will load is not what was meant: a selected plugin name matches no
+    installed plugin, two distributions share one, an allow-list that names nothing, a group
+    no namespace reads, a plugin registering into another namespace.  Here, among the errors,
+    so that ``-W error::spawnkit.PluginSelectionWarning`` given to Python resolves."""
 
 
 class WarmServerWarning(UserWarning):

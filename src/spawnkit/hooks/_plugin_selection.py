@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from spawnkit import _metadata
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._warnopts import user_stacklevel
-from spawnkit.errors import PluginError
+from spawnkit.errors import PluginError, PluginSelectionWarning
 from spawnkit.spec._record import record
 
 if TYPE_CHECKING:
@@ -42,10 +42,6 @@ class PluginOwner(Protocol):
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off", ""})
-
-
-class PluginSelectionWarning(UserWarning):
-    """A selected plugin name matches no installed plugin, or two distributions share one."""
 
 
 def norm(dist: str | None) -> str:
