@@ -90,6 +90,8 @@ def test_write_launch_spec_is_private_and_signed(tmp_path: Path) -> None:
             ["--launcher", "torchrun", "--print-only", "--nprocs", "4", "--nproc-per-node", "2"],
             "--nprocs 4 and --nproc-per-node 2 both give the ranks on this node",
         ),
+        # ENTRY first, then "--" (README's form): "unrecognized arguments" before, unread
+        (["--", "--max-restarts", "1"], "arguments after -- are torchrun's (got --launcher local)"),
     ],
 )
 def test_launcher_options_that_do_not_fit_are_usage_errors(args: list[str], needle: str) -> None:
@@ -117,6 +119,20 @@ def test_launch_torchrun_takes_the_rank_count_from_either_option(
     assert "--nproc-per-node 3 " in proc.stdout, proc.stdout
     (folder,) = Path(env["TMPDIR"]).glob("spawnkit-torchrun-*")
     assert read_spec_file(folder / "spec.bin", (folder / "key").read_text()).world_size == 3
+
+
+@pytest.mark.needs_torch
+def test_torchruns_own_arguments_follow_dashes_after_the_entry_as_readme_writes_them(
+    tmp_path: Path,
+) -> None:
+    """``spawnkit launch ENTRY --launcher torchrun ... -- --max-restarts 1`` (README's
+    multi-node form) was a usage error, "unrecognized arguments: -- --max-restarts 1": argparse
+    filled ENTRY and the torchrun arguments at once; only ENTRY last worked."""
+    env = make_env(tmp_path, write_app(tmp_path))
+    args = ["json:dumps", "--launcher", "torchrun", "--print-only", "--nprocs", "2"]
+    proc = cli([*args, "--", "--max-restarts", "1"], env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "--max-restarts 1" in proc.stdout, proc.stdout
 
 
 @pytest.mark.needs_torch

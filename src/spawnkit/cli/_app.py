@@ -54,6 +54,14 @@ def _command_of(argv: Sequence[str]) -> str:
     return ""
 
 
+def _split_at_dashes(argv: list[str]) -> tuple[list[str], list[str] | None]:
+    """``argv`` before the first ``--`` and what follows it (None: no ``--``)."""
+    if "--" not in argv:
+        return argv, None
+    at = argv.index("--")
+    return argv[:at], argv[at + 1 :]
+
+
 def main(
     argv: Sequence[str] | None = None,
     *,
@@ -68,10 +76,16 @@ def main(
     command = _command_of(args_list)
     try:
         parser = build_parser()
+        # launch's own arguments end at "--", whatever their order: argparse fills ENTRY and
+        # the (empty) torchrun arguments at once, so "launch ENTRY ... -- --max-restarts 1",
+        # README's form, was "unrecognized arguments" unless ENTRY came last.
+        head, tail = _split_at_dashes(args_list) if command == "launch" else (args_list, None)
         try:
-            args = parser.parse_args(args_list)
+            args = parser.parse_args(head)
         except SystemExit as exc:  # --help / --version
             return int(exc.code) if isinstance(exc.code, int) else 0
+        if tail is not None:
+            args.torchrun_args = [*args.torchrun_args, *tail]
         handler: Handler | None = getattr(args, "handler", None)
         if handler is None:
             parser.print_help(out_stream)
