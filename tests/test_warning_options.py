@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-_OPTION = re.compile(r"::(spawnkit\.[A-Za-z_][\w.]*)")
+#: A category: ``spawnkit.XWarning`` or ``spawnkit.testing.XWarning`` (not prose's ``spawnkit.X``)
+_OPTION = re.compile(r"::(spawnkit\.(?:[a-z_]+\.)?[A-Z]\w*Warning)\b")
 
 
 def _named() -> set[str]:
