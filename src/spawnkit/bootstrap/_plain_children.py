@@ -157,14 +157,20 @@ def _unguarded(path: str, line: int) -> bool:
 
 
 def _child_boots_itself(process_obj: Any, namespace: str) -> bool:
-    """Its preparation re-runs the ``__main__`` body that bootstrapped ``namespace``: as
-    ``multiprocessing.spawn.get_preparation_data`` decides (by module name unless that is a
-    package's ``__main__``, else by file unless it is IPython's); loky does only when asked."""
+    """Its preparation re-runs the ``__main__`` body that bootstrapped ``namespace``
+    (``_reruns``); loky does only when asked."""
     if _main_boots is None or _main_boots[0] != namespace:
         return False
     main = sys.modules.get("__main__")
     if main is not _main_boots[1] or not getattr(process_obj, "init_main_module", True):
         return False
+    return _reruns(main)
+
+
+def _reruns(main: object) -> bool:
+    """Whether a spawn or forkserver child re-runs ``main``'s body as ``__mp_main__``: as
+    ``multiprocessing.spawn.get_preparation_data`` decides (by module name unless that is a
+    package's ``__main__``, else by file unless it is IPython's)."""
     spec_name = getattr(getattr(main, "__spec__", None), "name", None)
     if spec_name is not None:
         return spec_name != "__main__" and not str(spec_name).endswith(".__main__")

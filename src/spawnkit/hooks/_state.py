@@ -112,6 +112,8 @@ class State:
         self.display: dict[str, str] = {}
         self.applied: dict[str, Record] = {}
         self.hook_objects: dict[int, Any] = {}  # seq -> imported "module:qualname" hook
+        # seq -> (__main__, its file, the line of its body) that registered a plugin-less hook
+        self.main_lines: dict[int, tuple[object, str, int]] = {}
         self.seq = 0
         # references to originals the sweep found and could not rebind, by (module, label)
         self.stale: dict[tuple[str, str], StaleHolder] = {}

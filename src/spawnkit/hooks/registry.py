@@ -564,7 +564,26 @@ def _record(
         st.paths[path.key] = path  # the explicit 'mod:qual' form is the more precise one
     st.display.setdefault(path.key, target)
     regs.append(reg)
+    if source is UNKNOWN_SOURCE:  # no plugin's: the launching script's own, perhaps
+        _note_main_line(st, reg.seq)
     return reg
+
+
+def _note_main_line(st: _state.State, seq: int) -> None:
+    """Where in ``__main__``'s body this registration runs, when that body is on the stack: a
+    spawn or forkserver worker re-runs that line as ``__mp_main__`` if no ``if`` on
+    ``__name__`` guards it, and so registers and applies the hook itself (a launch then does
+    not call it stray: ``launch/_selection``).  Only for hooks no plugin registers."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        return
+    scope = vars(main)
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals is scope and frame.f_code.co_name == "<module>":
+            st.main_lines[seq] = (main, frame.f_code.co_filename, frame.f_lineno)
+            return
+        frame = frame.f_back
 
 
 def _discard(st: _state.State, source: HookSource) -> int:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
+from collections.abc import Iterator
+from contextvars import ContextVar
+from typing import Any
 
 from spawnkit import _metadata
 from spawnkit._environ import path_applied
@@ -10,7 +15,21 @@ from spawnkit.launch import _here
 from spawnkit.launch._checks import namespace_value
 from spawnkit.namespace import Namespace
 
-__all__ = ["parent_selection"]
+__all__ = ["parent_selection", "workers_started_by"]
+
+#: The start method of the launch or context whose selection runs now ("" for a spec of
+#: another launcher's): spawn and forkserver workers re-run ``__main__``'s body.
+_method: ContextVar[str] = ContextVar("spawnkit_selection_method", default="")
+
+
+@contextlib.contextmanager
+def workers_started_by(method: str) -> Iterator[None]:
+    """The selections made inside are for workers that ``method`` starts."""
+    token = _method.set(method)
+    try:
+        yield
+    finally:
+        _method.reset(token)
 
 
 def parent_selection(
@@ -120,12 +139,16 @@ def _check_own_hooks(ns: Namespace, plugins: tuple[str, ...]) -> None:
 
     # A platform package's own (registered as discovery imported it) are not stray: the
     # workers on that platform import it and register them; the others' apply nowhere.
+    # The script's own, registered by a line of its body that each worker runs again: not
+    # stray, the worker registers and applies them itself (spawn before its plugins' hooks).
+    rerun = _rerun_by_workers(registry) if _method.get() in ("spawn", "forkserver") else set()
     stray = [
         row
         for row in registry.status()
         if row.reason == NOT_APPLIED_YET
         and row.source.plugin_name not in plugins
         and not row.source.platform
+        and (row.target, row.hook, row.hook_type) not in rerun
     ]
     if not stray:
         return
@@ -145,3 +168,22 @@ def _check_own_hooks(ns: Namespace, plugins: tuple[str, ...]) -> None:
         PluginSelectionWarning,
         stacklevel=user_stacklevel(),
     )
+
+
+def _rerun_by_workers(registry: Any) -> set[tuple[str, str, str]]:
+    """(target, hook, type) of each hook ``__main__``'s body registered outside any ``if`` on
+    ``__name__`` (``hooks.registry._note_main_line``): a spawn or forkserver worker re-runs
+    that body as ``__mp_main__`` before its entry, and so registers and applies them too."""
+    lines: dict[int, tuple[object, str, int]] = registry._state.main_lines
+    main = sys.modules.get("__main__")
+    if not lines or main is None:
+        return set()
+    from spawnkit.bootstrap._plain_children import _reruns, _unguarded
+
+    if not _reruns(main):  # -c, stdin, a package's __main__: no worker runs it again
+        return set()
+    return {
+        (reg.target, reg.hook_name, reg.hook_type.name)
+        for reg in registry.registrations()
+        if (at := lines.get(reg.seq)) is not None and at[0] is main and _unguarded(*at[1:])
+    }

@@ -38,7 +38,7 @@ from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.errors import ConfigError, ImportGuardError
 from spawnkit.launch import _here
 from spawnkit.launch._checks import check_preload
-from spawnkit.launch._selection import parent_selection
+from spawnkit.launch._selection import parent_selection, workers_started_by
 from spawnkit.namespace import Namespace, get_namespace
 from spawnkit.protocol import context_process
 from spawnkit.protocol.popen import CONTEXTS
@@ -86,7 +86,8 @@ def get_context(
         # "worker": the server only preloads and each child bootstraps itself, with its own
         # spec; read first, so that a bad value is refused before anything is decided
         boot_in_server = warm.bootstrap_mode() == "server"
-    spec = context_spec(ns)
+    with workers_started_by(method):
+        spec = context_spec(ns)
     if method == "fork":  # its children inherit this process's bootstrap, if it has one
         _here.check_fork_context(ns, spec)
     # this launcher's other, plain children that run the engine's code go without them
