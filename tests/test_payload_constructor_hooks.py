@@ -17,10 +17,19 @@ import pytest
 
 from _plugin_app import LAUNCH, run_script, warned, write_app
 from spawnkit.bootstrap import _payload_hooks
+from spawnkit.testing import write_distribution
+
+#: The launcher first bootstraps another namespace (``{tag}a``), whose plugin
+#: (:func:`_other_namespace`) hooks a target of its own: none of NS's hooks is applied by it.
+_OTHER_FIRST = """
+if __name__ == "__main__" and os.environ.get("OTHER_FIRST"):
+    spawnkit.bootstrap_here(spawnkit.Namespace({tag!r} + "a", env_prefix={prefix!r} + "A"))
+"""
 
 _MAIN = """
+import os
+""" + _OTHER_FIRST + """
 if __name__ == "__main__":
-    import os
     if os.environ.get("HOOK_IN_LAUNCHER"):  # the launcher loads the plugins first
         spawnkit.bootstrap_here(NS)
     from {pkg}.config import Sub
@@ -46,6 +55,10 @@ def main(payload):
     from {pkg}.config import Args
     return payload[0].tuned, Args(1).tuned
 """,
+    "other": """
+def f():
+    return 1
+""",
     "plugin": """
 from spawnkit.hooks.types import HookType
 from spawnkit.namespace import get_namespace
@@ -62,6 +75,29 @@ def register():
 @pytest.fixture
 def app(tmp_path: Path):  # type: ignore[no-untyped-def]
     return write_app(tmp_path, "ctor", LAUNCH + _MAIN, {"tuner": "plugin:register"}, _MODULES)
+
+
+def _other_namespace(app, target: str) -> None:  # type: ignore[no-untyped-def]
+    """Namespace ``{tag}a``'s plugin, installed beside the app's: an AFTER hook on ``target``
+    (of the app's package) that marks a ``self`` it gets as built by it."""
+    source = f"""
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def mark(result, *args, **kwargs):
+    if args and hasattr(args[0], "tuned"):
+        args[0].tuned = "by a"
+    return result
+
+def register():
+    get_namespace({app.tag + "a"!r}).hooks.register("{app.pkg}.{target}", mark, HookType.AFTER)
+"""
+    write_distribution(
+        app.script.parent / "site",
+        f"{app.pkg}-other",
+        entry_points={f"{app.tag}a.plugins": {"other": f"{app.pkg}_other:register"}},
+        modules={f"{app.pkg}_other": source},
+    )
 
 
 def _last(proc) -> object:  # type: ignore[no-untyped-def]
@@ -97,6 +133,39 @@ def test_a_payload_built_after_the_launcher_applied_the_hooks_is_not_named(
     assert not warned(proc, "HookConflictWarning"), proc.stderr
 
 
+@pytest.mark.parametrize(
+    ("target", "built"),
+    [("other.f", False), ("config.Args.__post_init__", "by a")],
+    ids=["unrelated-target", "same-constructor"],
+)
+def test_a_launcher_that_bootstrapped_another_namespace_first_is_still_named(
+    app, target: str, built: object  # type: ignore[no-untyped-def]
+) -> None:
+    """Before: ``bootstrap_here(A)`` in the launcher made every payload it captured count as
+    built by hooked constructors, for any namespace: B's workers got the payload as the
+    unhooked (or A's) constructor made it, with nothing said.  A's hook on the same
+    constructor is not B's: named too."""
+    _other_namespace(app, target)
+    proc = run_script(app.script, env={"OTHER_FIRST": "1"})
+    assert _last(proc) == [[(built, True)], [(built, True)]]  # B's hook never ran for it
+    lines = warned(proc, "HookConflictWarning")
+    assert len(lines) == 2, proc.stderr  # one per worker: spawned, then warm
+    for line in lines:
+        assert f"target '{app.pkg}.config.Args.__post_init__'" in line
+        assert "plugin 'tuner'" in line and f"payload's {app.pkg}.config.Sub" in line
+
+
+def test_a_launcher_that_bootstrapped_another_namespace_and_then_this_one_is_not_named(
+    app,  # type: ignore[no-untyped-def]
+) -> None:
+    """The control: B's hooks applied in the launcher before it built the payload ran there,
+    whatever else it bootstrapped first."""
+    _other_namespace(app, "other.f")
+    proc = run_script(app.script, env={"OTHER_FIRST": "1", "HOOK_IN_LAUNCHER": "1"})
+    assert _last(proc) == [[(True, True)], [(True, True)]]
+    assert not warned(proc, "HookConflictWarning"), proc.stderr
+
+
 class _Held:
     pass
 
@@ -117,8 +186,9 @@ def test_the_pickle_reader_finds_every_class_at_every_protocol(protocol: int) ->
 
 
 _REPLACE_MAIN = """
+import os
+""" + _OTHER_FIRST + """
 if __name__ == "__main__":
-    import os
     if os.environ.get("HOOK_IN_LAUNCHER"):  # the launcher loads the plugins first
         spawnkit.bootstrap_here(NS)
     from {pkg}.config import Args
@@ -155,6 +225,10 @@ def main(payload):
     from {pkg}.config import Args
     return type(payload).__name__, payload.backend, Args(1).backend
 """,
+    "other": """
+def f():
+    return 1
+""",
     "plugin": """
 import os
 from spawnkit.hooks.types import HookType
@@ -189,6 +263,19 @@ def test_a_replaced_class_the_payload_is_rebuilt_as_without_its_constructor_is_n
         assert f"target '{replacing.pkg}.config.Args' (replaced by plugin 'swap'" in line
         assert f"the payload's {replacing.pkg}.config.Args was built by the original" in line
         assert "a MyArgs whose own constructor never ran" in line
+
+
+def test_a_replaced_class_is_named_after_the_launcher_bootstrapped_another_namespace(
+    replacing,  # type: ignore[no-untyped-def]
+) -> None:
+    """Before: ``bootstrap_here(A)`` first in the launcher silenced it: the payload counted as
+    built by B's replacement, which was never applied there."""
+    _other_namespace(replacing, "other.f")
+    proc = run_script(replacing.script, env={"OTHER_FIRST": "1"})
+    assert _last(proc) == [[("MyArgs", "generic", "rdna3")]] * 2
+    lines = warned(proc, "HookConflictWarning")
+    assert len(lines) == 2, proc.stderr
+    assert all("a MyArgs whose own constructor never ran" in line for line in lines)
 
 
 @pytest.mark.parametrize(

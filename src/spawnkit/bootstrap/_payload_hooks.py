@@ -7,11 +7,13 @@ state without calling ``__init__`` or ``__post_init__``.  The engine's own argum
 carry the unadjusted value while ``status()`` says the hook is applied.
 
 Only the worker knows its hooks, only the launcher built the payload: so ``Payload.capture``
-notes whether its process had applied plugin hooks (then its constructors ran hooked), and
-the worker, once the payload is materialized, names each hooked constructor of a class the
-payload's pickle builds.  Read from the pickle's class references, not by walking the
-objects: the check costs nothing unless a constructor is hooked, and then one pass over the
-opcodes (``pickletools``, imported on that path only).
+notes which constructors (and class REPLACEs) its process had applied, per namespace (then
+those ran hooked), and the worker, once the payload is materialized, names each other hooked
+constructor of its namespace of a class the payload's pickle builds.  Per namespace: a
+launcher that bootstrapped namespace A before building B's payload ran none of B's hooks.
+Read from the pickle's class references, not by walking the objects: the check costs nothing
+unless a constructor is hooked, and then one pass over the opcodes (``pickletools``, imported
+on that path only).
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from spawnkit.spec.payload import CONSTRUCTORS
+
 if TYPE_CHECKING:
     from spawnkit.hooks.types import AppliedTarget
     from spawnkit.namespace import Namespace
@@ -27,9 +31,6 @@ if TYPE_CHECKING:
 
 __all__: list[str] = []
 
-#: What unpickling skips: construction and the post-construction steps dataclasses, attrs and
-#: pydantic run from it (``__new__`` is called, ``__setstate__`` runs: hooks there do run).
-_CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__attrs_post_init__", "model_post_init"})
 _STRINGS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING"})
 Replaced = tuple[str, type, tuple[Any, ...]]  # a class target, its replacement, its registrations
 
@@ -39,12 +40,12 @@ def hooked_constructors(namespace: Namespace) -> list[AppliedTarget]:
     (the data the docs' walk follows) is never handed here.  The registered names are read
     first: the applied records are built only where one names a constructor."""
     named = namespace.hooks.registered_targets()
-    if not any(t.rpartition(".")[2] in _CONSTRUCTORS for t in named):
+    if not any(t.rpartition(".")[2] in CONSTRUCTORS for t in named):
         return []
     return [
         applied
         for applied in namespace.hooks.applied_targets()
-        if "." in applied.qualname and applied.qualname.rpartition(".")[2] in _CONSTRUCTORS
+        if "." in applied.qualname and applied.qualname.rpartition(".")[2] in CONSTRUCTORS
     ]
 
 
@@ -63,17 +64,25 @@ def _builds_otherwise(original: Any, replacement: type) -> bool:
     for cls in replacement.__mro__[:-1]:  # object's own __init__ is everyone's
         if cls is original:
             return False
-        if not _CONSTRUCTORS.isdisjoint(vars(cls)):
+        if not CONSTRUCTORS.isdisjoint(vars(cls)):
             return True
     return False
 
 
 def unrun(
-    ctors: list[AppliedTarget], payload: Payload, replaced: Sequence[Replaced] = ()
+    ctors: list[AppliedTarget],
+    payload: Payload,
+    replaced: Sequence[Replaced] = (),
+    namespace: str = "",
 ) -> tuple[list[str], str]:
     """One line per hooked constructor whose class the payload builds without it (and per
-    replaced class it rebuilds as the replacement without the replacement's), and the fix."""
-    if payload.hooked:
+    replaced class it rebuilds as the replacement without the replacement's), and the fix.
+    Those ``namespace``'s launcher had applied when it captured the payload ran there: left
+    alone; another namespace's hooks applied there (``bootstrap_here(A)``) ran none of these."""
+    ran = {target for ns, target in payload.hooked if ns == namespace}
+    ctors = [applied for applied in ctors if applied.target not in ran]
+    replaced = [r for r in replaced if r[0] not in ran]
+    if not ctors and not replaced:
         return [], ""
     refs = [(ref, cls) for ref in _references(payload.data) if (cls := _class(ref)) is not None]
     held = [cls for _, cls in refs]

@@ -509,7 +509,8 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
     ctors = _payload_hooks.hooked_constructors(namespace)
     rebuilt = _payload_hooks.replaced_classes(namespace)
     if (ctors or rebuilt) and spec.payload is not None:  # what its unpickling did not run
-        _report_conflicts(namespace, *_payload_hooks.unrun(ctors, spec.payload, rebuilt))
+        lines, fix = _payload_hooks.unrun(ctors, spec.payload, rebuilt, namespace.name)
+        _report_conflicts(namespace, lines, fix)
     from spawnkit.hooks._decide import REPLACED
 
     replaced = [h for h in namespace.hooks.stale_holders() if h["kind"].startswith(REPLACED)]

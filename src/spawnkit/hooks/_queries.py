@@ -331,6 +331,22 @@ _BYPASSABLE = frozenset({_resolve.CLASS, _resolve.FUNCTION})
 _CLASSES = frozenset({_resolve.CLASS})
 
 
+def built_hooked(registry: RegistryQueries) -> list[str]:
+    """The applied targets an object built now runs hooked, and unpickling would not: its
+    constructors and class REPLACEs.  ``Payload.capture`` records them per namespace (a worker
+    names those its launcher had not applied: ``bootstrap/_payload_hooks``); one pass over the
+    ledger, at capture only."""
+    from spawnkit.spec.payload import CONSTRUCTORS  # capture only: already imported there
+
+    with registry._lock:
+        return [
+            rec.display
+            for rec in registry._state.applied.values()
+            if rec.kind == _resolve.CLASS
+            or ("." in rec.res.qualname and rec.res.qualname.rpartition(".")[2] in CONSTRUCTORS)
+        ]
+
+
 def _guessed_modules(st: _state.State) -> dict[str, str]:
     """Each registered target's module as ``guess_module`` finds it, kept while neither the
     registrations nor ``sys.modules`` changed: the guard and the apply stage ask in turn."""

@@ -40,7 +40,7 @@ from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import HookApplyError, PluginError, SpawnkitError
-from spawnkit.hooks import _conflicts
+from spawnkit.hooks import _conflicts, _queries
 from spawnkit.hooks import _plugin_selection as _sel
 from spawnkit.hooks._outside import OutsideWatch
 from spawnkit.hooks._plugin_selection import PluginInfo, PluginOwner, PluginSelectionWarning
@@ -402,7 +402,8 @@ class PluginManager:
             )
             raise
         self.report.applied = patched
-        _phase.mark_hooks_applied()
+        namespace = self.namespace  # asked at capture, as it is then (a test may swap its hooks)
+        _phase.mark_hooks_applied(namespace.name, lambda: _queries.built_hooked(namespace.hooks))
         return patched
 
     def reset_for_tests(self) -> None:

@@ -8,6 +8,7 @@ a forked child, which inherits the parent's.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 _in_worker = False
@@ -16,6 +17,9 @@ _in_worker = False
 patches = 0
 _hooks_applied = False
 _worker_namespace: Any = None
+#: By name, each namespace whose plugin hooks this process applied, and how to ask its ledger
+#: (live: hooks undone since are gone) which applied targets an object built now runs hooked.
+_applied_by: dict[str, Callable[[], list[str]]] = {}
 
 
 def enter_worker(namespace: Any = None) -> None:
@@ -31,9 +35,21 @@ def worker_namespace() -> Any:
     return _worker_namespace
 
 
-def mark_hooks_applied() -> None:
+def mark_hooks_applied(
+    namespace: str = "", built_hooked: Callable[[], list[str]] | None = None
+) -> None:
+    """Note that hooks are applied; with ``built_hooked``, that ``namespace``'s were: a payload
+    captured later asks it which constructors ran hooked, for that namespace's workers only."""
     global _hooks_applied
     _hooks_applied = True
+    if built_hooked is not None:
+        _applied_by[namespace] = built_hooked
+
+
+def built_hooked() -> tuple[tuple[str, str], ...]:
+    """``(namespace, target)`` of each constructor or class REPLACE this process has applied now:
+    an object built now ran those hooks (an empty tuple where none: most launchers)."""
+    return tuple((ns, target) for ns, ask in _applied_by.items() for target in ask())
 
 
 def patched() -> None:

@@ -27,6 +27,11 @@ _MAIN_MODULES = frozenset({"__main__", "__mp_main__"})
 #: ``bootstrap.stages.Stage.PAYLOAD`` takes its value from here (the spec sits below the bootstrap).
 PAYLOAD_STAGE = "materialize_payload"
 
+#: What unpickling skips: construction and the post-construction steps dataclasses, attrs and
+#: pydantic run from it (``__new__`` is called, ``__setstate__`` runs: hooks there do run).
+#: Here, below the hooks that record them at capture and the bootstrap that checks them.
+CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__attrs_post_init__", "model_post_init"})
+
 
 def _references_main(data: bytes) -> bool:
     """Whether a pickle refers to ``__main__`` by name, which a spawned child cannot honour.
@@ -68,16 +73,18 @@ class Payload:
 
     ``by_value`` says whether cloudpickle was needed (lambdas, closures,
     objects defined in ``__main__``); such payloads import cloudpickle when
-    materialized.  ``hooked``: the capturing process had applied plugin hooks, so the
-    objects' constructors ran hooked (a worker names a hooked constructor that did not:
-    ``bootstrap/_payload_hooks``).
+    materialized.  ``hooked``: ``(namespace, target)`` of each constructor (and class REPLACE)
+    the capturing process had applied, so the objects it built ran them; a worker names each
+    hooked constructor of its namespace not among them (``bootstrap/_payload_hooks``).  Per
+    namespace and target, not one flag: a launcher that bootstrapped another namespace ran
+    none of this one's constructor hooks.
     """
 
     data: bytes = field(repr=False)
     type_name: str
     digest: str = field(repr=False)
     by_value: bool = False
-    hooked: bool = False
+    hooked: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def capture(cls, obj: Any, *, by_value: bool | None = None) -> Payload:
@@ -123,7 +130,7 @@ class Payload:
                     kind="payload",
                 ) from exc
             used_value = True
-        hooked = _phase.hooks_applied()
+        hooked = _phase.built_hooked()
         return cls(data, type_name, _checksum(data), by_value=used_value, hooked=hooked)
 
     @classmethod
