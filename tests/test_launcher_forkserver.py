@@ -50,8 +50,10 @@ def test_server_is_reused_per_key_and_shut_down(
     monkeypatch.setenv("SKT_SOMETHING_CHANGED", "1")
     third = _run(site)
     assert third["ppid"] != server_pid, "a changed environment needs a new server"
-    assert _warm_server.shutdown_forkservers() >= 2
-    assert gone(server_pid) and gone(int(third["ppid"]))  # type: ignore[call-overload]
+    # the server it replaced is let go, idle (test_warm_environ_change.py)
+    assert gone(server_pid)
+    assert _warm_server.shutdown_forkservers() >= 1
+    assert gone(int(third["ppid"]))  # type: ignore[call-overload]
 
 
 def test_preloaded_modules_are_inherited(site: Site) -> None:

@@ -92,10 +92,11 @@ def get_context(
         _here.check_fork_context(ns, spec)
     # this launcher's other, plain children that run the engine's code go without them
     _plain_children.arm_launcher(ns.name, spec.plugins or (), {ns.name.partition(".")[0]})
-    server = None
+    server = lease = None
     if method == "forkserver":
         boot = spec if boot_in_server else None
-        server = warm.get_server(context, preload, ns.config, boot, timeout)
+        lease = warm.Lease()  # held by its Process class: it may start more workers any time
+        server = warm.get_server(context, preload, ns.config, boot, timeout, holder=lease)
     base = context_process.variant(context, method)
     process = type(
         "Process",
@@ -105,6 +106,7 @@ def get_context(
             "__qualname__": f"get_context({ns.name!r}, {method!r}).Process",
             "_spawnkit_spec": spec,
             "_spawnkit_server": server,
+            "_spawnkit_lease": lease,
         },
     )
     ctx_base = getattr(importlib.import_module(f"{context}.context"), _CONTEXT_CLASS[method])

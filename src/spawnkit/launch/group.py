@@ -448,6 +448,7 @@ class WorkerGroup(GroupContract):
         finally:
             self._closed = True
             _not_live(self)
+            self._ctx.release()  # it starts no more workers: its server may be let go
             for r in self._ranks:
                 self._tell_end(r)
             self._relay.warn_if_new(told)

@@ -28,7 +28,7 @@ from spawnkit.spec import ProcessSpec
 from spawnkit.spec._control import CONTEXTS
 
 if TYPE_CHECKING:
-    from spawnkit.protocol.warm import WarmServer
+    from spawnkit.protocol.warm import Lease, WarmServer
 
 __all__ = [
     "CONTEXTS",
@@ -312,7 +312,7 @@ class LaunchContext(Plain):
     here), and the generated code would cost it ~1 ms (spawnkit._plain).
     """
 
-    _fields = ("package", "start_method", "process_class", "server", "fork_timeout")
+    _fields = ("package", "start_method", "process_class", "server", "fork_timeout", "lease")
 
     def __init__(
         self,
@@ -321,9 +321,15 @@ class LaunchContext(Plain):
         process_class: Callable[..., Any],
         server: WarmServer | None = None,
         fork_timeout: float | None = None,
+        lease: Lease | None = None,
     ) -> None:
         self.package, self.start_method, self.process_class = package, start_method, process_class
-        self.server, self.fork_timeout = server, fork_timeout
+        self.server, self.fork_timeout, self.lease = server, fork_timeout, lease
+
+    def release(self) -> None:
+        """The launch starts no more workers (its group closed): its server may be let go
+        when a later launch's environment differs (``warm.Lease``)."""
+        self.lease = None
 
     def pipe(self) -> tuple[Any, Any]:
         """A one-way pipe ``(read_end, write_end)`` of this package's Connection type."""
@@ -388,8 +394,12 @@ def get_launch_context(
     if mode == "server":
         boot = template.replace(env=shared_env, payload=None, extra={})
     at_start = {**read_at_start(shared_env), **warm.server_reads(shared_env)}
-    server = warm.get_server(context, tuple(preload), template.namespace, boot, timeout, at_start)
-    return LaunchContext(context, "forkserver", _variant(context, "forkserver"), server, timeout)
+    lease = warm.Lease()
+    server = warm.get_server(
+        context, tuple(preload), template.namespace, boot, timeout, at_start, holder=lease
+    )
+    variant = _variant(context, "forkserver")
+    return LaunchContext(context, "forkserver", variant, server, timeout, lease)
 
 
 def _check_choices(context: str, start_method: str, preload: tuple[str, ...]) -> None:

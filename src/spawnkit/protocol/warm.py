@@ -17,7 +17,8 @@ and the per-key registry.  With ``SPAWNKIT_WARM_BOOTSTRAP=worker`` the server
 only preloads and each worker runs every stage itself.  Servers stop when the launcher exits
 (``atexit``) or on :func:`shutdown_forkservers`; one that died is replaced on
 the next launch, and a launch that races its death fails with
-``ForkServerError`` instead of waiting.
+``ForkServerError`` instead of waiting.  One that a new server replaced because the launcher's
+environment changed is let go once no launch or context holds a :class:`Lease` on it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import threading
 import time
 import types
 import warnings
+import weakref
 from collections.abc import Iterator, Mapping
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as _mp_wait
@@ -53,6 +55,7 @@ __all__ = [
     "MODE_VAR",
     "PROCESS_ENV",
     "SPARES_VAR",
+    "Lease",
     "WarmServer",
     "bootstrap_mode",
     "current_server",
@@ -76,6 +79,7 @@ _START_TIMEOUT = 120.0
 _FORK_TIMEOUT = 30.0
 _DUMP_WAIT = 0.5
 _STOP_TIMEOUT = 5.0
+_LET_GO_WAIT = 1.0  # for a superseded idle server to exit once let go (never killed)
 
 _servers: dict[tuple[Any, ...], WarmServer] = {}
 _servers_lock = threading.Lock()
@@ -117,6 +121,15 @@ def server_reads(env: Mapping[str, str]) -> dict[str, str]:
     return {k: env[k] for k in (SPARES_VAR,) if k in env and environ.get(k) != env[k]}
 
 
+class Lease:
+    """One launch's or context's use of a server, held for as long as it may start workers
+    from it: a server with a lease is never let go for a changed environment (a group still
+    starting or running its ranks, a ``get_context("forkserver")`` context asking for more).
+    Dropping the last reference ends it (the server holds leases weakly)."""
+
+    __slots__ = ("__weakref__",)
+
+
 class WarmServer:
     """One running fork server: its address, its "alive" pipe, its pid and what it did at start."""
 
@@ -133,6 +146,8 @@ class WarmServer:
         #: env= entries read only as a process starts, or by the server: it is exec'd with them
         self.exec_env = exec_env or {}
         self.let_go_why = ""  # why a later launch left it for a new server (let_go)
+        #: the leases of those that may still start workers from it (see Lease)
+        self.holders: weakref.WeakSet[Lease] = weakref.WeakSet()
         self.pid: int | None = None
         self.address: Any = None
         self.fork_timeout = _FORK_TIMEOUT
@@ -614,10 +629,12 @@ def get_server(
     boot: Any = None,
     timeout: float | None = None,
     exec_env: dict[str, str] | None = None,
+    holder: Lease | None = None,
 ) -> WarmServer:
     """The running server for this key, started (bootstrapped, preloaded) on first use;
     ``exec_env``: the launch's ``env=`` entries read only at start (``spawnkit._environ``)
-    and those the server reads itself (:func:`server_reads`)."""
+    and those the server reads itself (:func:`server_reads`); ``holder``: the caller's lease,
+    taken under the registry's lock so that no other launch lets the server go meanwhile."""
     key = server_key(package, preload, namespace, boot, exec_env)
     with _servers_lock:
         for old in [s for s in _retired if not s.alive()]:  # its workers ended: reaped
@@ -626,6 +643,8 @@ def get_server(
         server = _servers.get(key)
         if server is not None and server.alive():
             if _as_found(server):
+                if holder is not None:
+                    server.holders.add(holder)
                 return server
             del _servers[key]
         elif server is not None:
@@ -644,8 +663,69 @@ def get_server(
         except BaseException:  # -W error::spawnkit.WarmServerWarning: no server left behind
             server.stop(0.5)
             raise
+        if holder is not None:
+            server.holders.add(holder)
         _servers[key] = server
+        _supersede(key, server)
         return server
+
+
+#: Where the launcher's environment is in a server's key (server_key).
+_ENV_FIELD = 9
+
+
+def _supersede(key: tuple[Any, ...], new: WarmServer) -> None:
+    """Let go the idle servers that ``new`` (just started for ``key``) replaces: those whose
+    key differs only in the launcher's environment.  A launcher that changes ``os.environ``
+    between launches (a request id, a port) got a new server each time, cold, and kept every
+    earlier one (a whole torch process each, with ``preload=("torch",)``) until it exited,
+    unsaid.  One still held (a running group, a context) is kept and said so."""
+    rest = key[:_ENV_FIELD] + key[_ENV_FIELD + 1 :]
+    for old_key, old in list(_servers.items()):
+        if old is new or old_key[:_ENV_FIELD] + old_key[_ENV_FIELD + 1 :] != rest:
+            continue
+        changed = _env_diff(old_key[_ENV_FIELD], key[_ENV_FIELD])
+        advice = (
+            "a server's environment is part of its key, so this launch started a new one, "
+            "cold, as every launch that changes them will; to keep warm starts warm, set "
+            "such variables once before the first launch and pass per-launch values in the "
+            "payload or rank_extra"
+        )
+        if old.holders:
+            _log.info(
+                "warm-start server pid %s kept while a group or context still uses it: the "
+                "environment changed since it started (%s); %s",
+                old.pid, changed, advice,
+            )  # fmt: skip
+            continue
+        del _servers[old_key]
+        old.let_go(f"the environment changed since it started ({changed})")
+        _log.info(
+            "warm-start server pid %s let go: the environment changed since it started (%s); "
+            "%s",
+            old.pid, changed, advice,
+        )  # fmt: skip
+        if old._reap(_LET_GO_WAIT) is None:  # workers of its own still ending: reaped later
+            _retired.append(old)
+        else:
+            old.stop(0)  # its socket's file, where it has one
+
+
+def _env_diff(before: tuple[Any, ...], after: tuple[Any, ...], most: int = 8) -> str:
+    """The names of the variables set, unset or changed between two keys' environments;
+    never their values (a token, a password)."""
+    old, new = dict(before), dict(after)
+    parts = []
+    for what, names in (
+        ("changed", [k for k in new if k in old and old[k] != new[k]]),
+        ("set", [k for k in new if k not in old]),
+        ("unset", [k for k in old if k not in new]),
+    ):
+        if names:
+            shown = sorted(os.fsdecode(k) for k in names)
+            more = f" and {len(shown) - most} more" if len(shown) > most else ""
+            parts.append(f"{what}: {', '.join(shown[:most])}{more}")
+    return "; ".join(parts)
 
 
 def _as_found(server: WarmServer) -> bool:
