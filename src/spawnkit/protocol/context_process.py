@@ -179,7 +179,8 @@ def _read_early(proc: Any) -> Exception | None:
         return None  # the target ran: how it ended is its own (multiprocessing's semantics)
     text = "" if rest.startswith(b"\x80") else rest.decode("utf-8", "replace")
     if not rest or text.startswith("Fatal Python error"):
-        return _exited_error(proc, stage or failure.PRE_BOOTSTRAP, text)
+        err = _exited_error(proc, stage or failure.PRE_BOOTSTRAP, text)
+        return _server_gone(proc, err) or err
     rec = _record(rest, text)
     line = _root_line(proc.name, proc._spawnkit_spec.namespace.name, rec)
     loads = child.picklers(proc._spawnkit_package)[1]
@@ -203,6 +204,21 @@ def _marks(raw: bytes) -> tuple[bytes, str]:
     while raw.startswith(_STAGE_MARK) and b"\n" in raw:
         stage, _, raw = raw[1:].partition(b"\n")
     return raw, stage.decode("utf-8", "replace")
+
+
+def _server_gone(proc: Any, err: Exception) -> Exception | None:
+    """A forkserver context's child that died with no word while its warm server is gone
+    (killed: the OOM killer) died of that: the server's ``ForkServerError`` names the cause,
+    the child's own exit its detail, as a start the dead server could not serve is told."""
+    server = getattr(proc, "_spawnkit_server", None) if proc._start_method == "forkserver" else None
+    if server is None:
+        return None
+    gone: Exception | None = server.gone_error(
+        f"process {proc.name!r} (pid {proc.pid}) it had forked ended before its target ran"
+    )
+    if gone is not None:
+        gone.__cause__ = err
+    return gone
 
 
 def _exited_error(proc: Any, stage: str, fault: str) -> Exception:

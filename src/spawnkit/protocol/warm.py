@@ -275,6 +275,10 @@ class WarmServer:
         code = self._reap(timeout)
         if code is None:
             return running or "it stopped reporting without exiting"
+        return self._code_text(code)
+
+    @staticmethod
+    def _code_text(code: int) -> str:
         if code < 0:
             try:
                 return f"it was killed by {signal.Signals(-code).name}"
@@ -384,13 +388,21 @@ class WarmServer:
             raise self._gone("it closed the connection before forking a worker") from exc
         return pid
 
-    def _gone(self, what: str, *, kill: bool = False) -> ForkServerError:
+    def gone_error(self, what: str) -> ForkServerError | None:
+        """``_gone``'s error if this server has exited by now (a worker of it that died with no
+        word died of that: the server's death is the cause to name), else None."""
+        code = self._reap(0.0)
+        if code is None:
+            return None
+        return self._gone(what, state=self._code_text(code))
+
+    def _gone(self, what: str, *, kill: bool = False, state: str = "") -> ForkServerError:
         """The typed error of a launch that raced the server's death (or found it stuck)."""
         pid = self.pid
         if kill and pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        state = self._exit_text(1.0 if kill else 0.0, running="it is still running")
+        state = state or self._exit_text(1.0 if kill else 0.0, running="it is still running")
         err = ForkServerError(
             f"the warm-start fork server (pid {pid}) could not start a worker: {what}; {state}. "
             "Effect: this launch started no further worker and is being torn down. The next "
