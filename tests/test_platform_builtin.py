@@ -109,6 +109,31 @@ def test_torch_build_read_without_importing_torch() -> None:
     assert torch_build().version == torch.__version__
 
 
+def test_torch_build_sees_torch_rebuilt_in_place(tmp_path) -> None:
+    """The launcher keeps the version file it read (a launch asks at every call) only while
+    the file is the same: a torch rebuilt or reinstalled in place is seen at the next ask."""
+    pkg = tmp_path / "torch"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise ImportError('not to be imported')\n")
+    version = pkg / "version.py"
+    version.write_text("__version__ = '9.0.0'\nxpu = None\n")
+    out = _run(
+        f"""
+        import json, os, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from spawnkit.platforms._probes import torch_build
+        first, again = torch_build().version, torch_build().version
+        with open({str(version)!r}, "w") as f:
+            f.write("__version__ = '9.1.0'\\nxpu = '2025.1'\\n")
+        later = torch_build()
+        print(json.dumps({{"first": first, "again": again, "later": later.version,
+                          "xpu": later.xpu, "torch": "torch" in sys.modules}}))
+        """
+    )
+    assert out == {"first": "9.0.0", "again": "9.0.0", "later": "9.1.0", "xpu": "2025.1",
+                   "torch": False}
+
+
 def test_visible_devices_limit_the_count(monkeypatch: pytest.MonkeyPatch) -> None:
     from spawnkit.platforms._probes import _visible_limit
 

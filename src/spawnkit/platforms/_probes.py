@@ -47,7 +47,27 @@ class TorchBuild(NamedTuple):
     xpu: str | None = None
 
 
+_version_files: dict[str, tuple[tuple[int, int, int], ModuleType | None]] = {}
+"""torch's ``version.py`` as last read, by path, with the file's identity then: a launcher
+asks at every launch (0.1 ms to read and run it), and the file changes only when torch is
+reinstalled or rebuilt in place, which moves its identity (inode, size, mtime)."""
+
+
 def _load_version_file(path: str) -> ModuleType | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    identity = (st.st_ino, st.st_size, st.st_mtime_ns)
+    seen = _version_files.get(path)
+    if seen is not None and seen[0] == identity:
+        return seen[1]
+    module = _run_version_file(path)
+    _version_files[path] = (identity, module)
+    return module
+
+
+def _run_version_file(path: str) -> ModuleType | None:
     spec = importlib.util.spec_from_file_location("_spawnkit_torch_version", path)
     if spec is None or spec.loader is None:
         return None
