@@ -401,3 +401,71 @@ def test_spawn_latency_runs_its_variants_in_turn_and_divides_within_each_repeat(
     # a peer is measured on its own, with nothing to pair: its ratio is the medians'
     peer = sl._row("torch", "loky-first", 2, [[0.030, 0.030]])
     assert sl._ratio(peer, raw) == pytest.approx(30.0 / 20.0)
+
+
+_BASELINES = """
+import importlib.util, json, multiprocessing as mp, sys, warnings
+from spawnkit.bench import spawn_latency
+from spawnkit.bench._site import worker_site
+from spawnkit.errors import PlainChildWarning
+from spawnkit.namespace import Namespace
+from spawnkit.protocol import warm
+
+Namespace(spawn_latency.NS_NAME, env_prefix="BENCH_SPAWN_NS")
+peers = ("torch-mp-spawn",) if importlib.util.find_spec("torch") else ()
+module = "bench_spawn_trivial"
+with worker_site("spawnkit-bench-test-", spawn_latency._write_site, spawn_latency.SRC):
+    variants = spawn_latency._variants("trivial", module, (module,), peers, print)
+    # spawnkit's own rows first: after them this process is a launcher of the bench's
+    # namespace, whose plain children running the worker module are warned about
+    wanted = ("spawnkit-cold", "raw-spawn", "raw-forkserver", *peers)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            spawn_latency._worker_rows("trivial", {k: variants[k] for k in wanted}, (1,), 1)
+            baselines = [str(w.message) for w in caught if w.category is PlainChildWarning]
+            # a plain child of the same worker outside the bench's baselines is still told
+            target = getattr(__import__(module), "entry")
+            reader, writer = mp.get_context("spawn").Pipe(duplex=False)
+            proc = mp.get_context("spawn").Process(target=target, args=(writer,))
+            proc.start()
+            proc.join(120)
+        finally:
+            warm.shutdown_forkservers()
+            mp.forkserver._forkserver._stop()
+    after = [str(w.message) for w in caught if w.category is PlainChildWarning][len(baselines):]
+print("OUT", json.dumps({"baselines": baselines, "after": after, "peers": peers}))
+"""
+
+
+def test_the_spawn_benchmarks_own_plain_baselines_raise_no_plain_child_warning(
+    tmp_path: Path,
+) -> None:
+    """Raw spawn, raw forkserver and ``torch.multiprocessing.spawn`` are the benchmark's plain
+    baselines on purpose; run after its spawnkit rows, each printed a ``PlainChildWarning``
+    (the bench process is a launcher of the bench's namespace) in every user's bench output.
+    The bench's own code path, one group of one worker per variant (the whole quick
+    spawn_latency takes minutes: torch workers, loky and Ray peers)."""
+    script = tmp_path / "baselines.py"
+    script.write_text(_BASELINES)
+    import spawnkit
+
+    env = {**os.environ, "PYTHONPATH": str(Path(spawnkit.__file__).parents[1])}
+    env.pop("PYTHONWARNINGS", None)
+    proc = subprocess.run(
+        [sys.executable, str(script)], env=env, capture_output=True, text=True,
+        timeout=RUN_TIMEOUT_S, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    assert out["baselines"] == []
+    assert out["peers"] == (["torch-mp-spawn"] if _has("torch") else [])
+    assert "PlainChildWarning" not in proc.stderr
+    # Silenced for the baselines only: the same plain child started outside them is told.
+    assert len(out["after"]) == 1 and "bench_spawn_trivial.entry" in out["after"][0]
+
+
+def _has(package: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(package) is not None

@@ -242,7 +242,8 @@ class PluginSelectionWarning(UserWarning):
 class WarmServerWarning(UserWarning):
     """A warm-start server ran code that asked for one rank's state (``current_spec()``) while
     it bootstrapped for every rank: it got ``None``, and what the code decided from that holds
-    for every worker forked from the server."""
+    for every worker forked from the server.  Also, once per launcher, its warm starts are
+    cold: servers keep being replaced because each launch's environment differs."""
 
 
 # ----------------------------------------------------------------- platforms

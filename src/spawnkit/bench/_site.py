@@ -8,11 +8,12 @@ import contextlib
 import os
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main_hidden", "worker_site"]
+__all__ = ["main_hidden", "plain_baseline", "worker_site"]
 
 
 @contextlib.contextmanager
@@ -69,3 +70,20 @@ def main_hidden() -> Iterator[None]:
     finally:
         vars(main).pop("__spec__", None)
         vars(main).update(saved)
+
+
+@contextlib.contextmanager
+def plain_baseline() -> Iterator[None]:
+    """Around the start of a baseline that is plain multiprocessing on purpose (raw spawn and
+    forkserver, ``torch.multiprocessing.spawn``): without its ``PlainChildWarning``.
+
+    Once the benchmark has run its spawnkit rows, its process is a launcher of the bench's
+    namespace, and a plain child running the same worker module is what that warning is for
+    (it starts without the plugins): every user running ``spawnkit bench`` read spawnkit
+    warning about its own benchmark.  Only these starts: any other plain child still warns.
+    """
+    from spawnkit.errors import PlainChildWarning
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=PlainChildWarning)
+        yield

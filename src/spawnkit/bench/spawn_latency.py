@@ -68,7 +68,7 @@ from spawnkit.bench import _peers
 from spawnkit.bench._checks import Check, bytecode_note, present
 from spawnkit.bench._peers import PEERS
 from spawnkit.bench._raw_fork import RawForker
-from spawnkit.bench._site import worker_site
+from spawnkit.bench._site import plain_baseline, worker_site
 from spawnkit.bootstrap.stages import Stage
 
 #: The folder spawnkit is imported from (a checkout's src/ or site-packages), for the servers.
@@ -208,10 +208,11 @@ def _raw_call(method: str, module: str, func: str, n: int) -> tuple[float, list[
     pipes = [ctx.Pipe(duplex=False) for _ in range(n)]
     procs = [ctx.Process(target=target, args=(w,)) for _r, w in pipes]  # type: ignore[attr-defined]
     deadline = time.monotonic() + RAW_TIMEOUT_S
-    t0 = time.monotonic()
     try:
-        for proc in procs:
-            proc.start()
+        with plain_baseline():  # started so on purpose: spawnkit says nothing about it
+            t0 = time.monotonic()
+            for proc in procs:
+                proc.start()
         for _r, w in pipes:
             w.close()  # each child holds its own copy now; a dead child reads as EOF
         what = f"{method} {module}:{func}"

@@ -679,7 +679,8 @@ def rank_env(spec: ProcessSpec) -> dict[str, str]:
 
 
 def boot_identity(spec: ProcessSpec) -> tuple[Any, ...]:
-    """What a pre-bootstrapped server fixed for every worker forked from it."""
+    """What a pre-bootstrapped server fixed for every worker forked from it; the ``env=``
+    entries last (``warm.server_key`` keys them with the environment)."""
     return (
         spec.namespace,
         spec.platform,

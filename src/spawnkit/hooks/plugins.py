@@ -687,10 +687,15 @@ def _failed(
         if outside
         else ""
     )
+    unread = _unread_pth(exc)
+    fix = (
+        "Restart the launcher (an interpreter reads .pth files only as it starts)"
+        if unread
+        else f"Fix or upgrade {info.dist}"
+    )
     message = (
-        f"{info.describe()} {what}: {type(exc).__name__}: {exc}. Its hook "
-        f"registrations were discarded.{kept} Fix or upgrade {info.dist}, or deselect it "
-        f"with {config.plugins_var}"
+        f"{info.describe()} {what}: {type(exc).__name__}: {exc}.{unread} Its hook "
+        f"registrations were discarded.{kept} {fix}, or deselect it with {config.plugins_var}"
     )
     if strict:
         if report.lenient:
@@ -723,6 +728,27 @@ def _failed(
             "".join(traceback.format_exception(exc)),
             outside,
         )
+    )
+
+
+def _unread_pth(exc: Exception) -> str:
+    """Why a module is missing when a ``.pth`` file names its directory: an editable install
+    made while the launcher ran (``spawnkit._pth``); else nothing.  Its advice, "fix or
+    upgrade" the plugin, sent the user to code that is fine."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return ""
+    from spawnkit._pth import unread_entry  # only on this failure path
+
+    found = unread_entry(exc.name)
+    if found is None:
+        return ""
+    pth, entry = found
+    return (
+        f" {exc.name!r} is in {entry}, which {pth} puts on sys.path as an interpreter "
+        "starts, but that entry is not on this process's sys.path (a spawnkit worker's is "
+        "its launcher's): the file was written after the launcher started (an editable "
+        "install, pip install -e, made while it ran), so the launcher found the "
+        "distribution's metadata and selected the plugin, but not its code."
     )
 
 

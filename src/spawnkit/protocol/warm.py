@@ -17,8 +17,9 @@ and the per-key registry.  With ``SPAWNKIT_WARM_BOOTSTRAP=worker`` the server
 only preloads and each worker runs every stage itself.  Servers stop when the launcher exits
 (``atexit``) or on :func:`shutdown_forkservers`; one that died is replaced on
 the next launch, and a launch that races its death fails with
-``ForkServerError`` instead of waiting.  One that a new server replaced because the launcher's
-environment changed is let go once no launch or context holds a :class:`Lease` on it.
+``ForkServerError`` instead of waiting.  One that a new server replaced because the environment
+changed (the launcher's, or the launch's ``env=``) is let go once no launch or context holds a
+:class:`Lease` on it.
 """
 
 from __future__ import annotations
@@ -585,11 +586,13 @@ def server_key(
 ) -> tuple[Any, ...]:
     from spawnkit import _metadata
 
-    identity = None
+    identity: tuple[Any, ...] | None = None
+    boot_env: tuple[Any, ...] = ()
     if boot is not None:
         from spawnkit.bootstrap.process import boot_identity
 
-        identity = boot_identity(boot)
+        *fixed, boot_env = boot_identity(boot)
+        identity = tuple(fixed)
     return (
         package,
         preload,
@@ -600,12 +603,15 @@ def server_key(
         _metadata.path_fingerprint(),
         os.getcwd(),
         tuple(sys.argv),  # what the server's plugins and preloads see as the command line
-        tuple(sorted((exec_env or {}).items())),  # env= it starts with (bootstrap in workers too)
-        # The bytes view where there is one: the same variables, without decoding each.
-        tuple(sorted((os.environb if os.supports_bytes_environ else os.environ).items())),
         # The interpreter the server is started with (``set_executable()`` changes it).
         os.fsdecode(_pkg(package, "spawn").get_executable()),
         _inherited(),
+        # Last, the environment (_ENV_FIELDS): a server that differs only there is let go
+        # by the one that replaces it (_supersede).
+        tuple(sorted((exec_env or {}).items())),  # env= it starts with (bootstrap in workers too)
+        boot_env,  # env= its bootstrap ran with (a pre-bootstrapped server's)
+        # The bytes view where there is one: the same variables, without decoding each.
+        tuple(sorted((os.environb if os.supports_bytes_environ else os.environ).items())),
     )
 
 
@@ -678,49 +684,98 @@ def get_server(
         if holder is not None:
             server.holders.add(holder)
         _servers[key] = server
-        _supersede(key, server)
+        _warn_cold(_supersede(key, server))  # escalated: the launch raises, the server kept
         return server
 
 
-#: Where the launcher's environment is in a server's key (server_key).
-_ENV_FIELD = 9
+#: How many fields at the end of a server's key are its environment (server_key): the
+#: launch's ``env=`` (read at start; the bootstrap's) and the launcher's own.
+_ENV_FIELDS = 3
+
+#: Servers let go because a later launch's environment differed, and whether this launcher
+#: was told that its warm starts are cold (_warn_cold): once, at the second.
+_let_go_for_env = 0
+_cold_told = False
 
 
-def _supersede(key: tuple[Any, ...], new: WarmServer) -> None:
+def _supersede(key: tuple[Any, ...], new: WarmServer) -> list[str]:
     """Let go the idle servers that ``new`` (just started for ``key``) replaces: those whose
-    key differs only in the launcher's environment.  A launcher that changes ``os.environ``
-    between launches (a request id, a port) got a new server each time, cold, and kept every
-    earlier one (a whole torch process each, with ``preload=("torch",)``) until it exited,
-    unsaid.  One still held (a running group, a context) is kept and said so."""
-    rest = key[:_ENV_FIELD] + key[_ENV_FIELD + 1 :]
+    key differs only in the environment, the launcher's or the launch's ``env=``.  A launcher
+    that changes ``os.environ`` between launches (a request id, a port) or passes a changing
+    ``env=`` (``{"STEP": str(i)}``) got a new server each time, cold, and kept every earlier
+    one (a whole torch process each, with ``preload=("torch",)``) until it exited, unsaid.
+    One still held (a running group, a context) is kept and said so.  Returns why each one
+    let go was (for :func:`_warn_cold`)."""
+    rest = key[:-_ENV_FIELDS]
+    advice = (
+        "a server's environment (the launcher's and the launch's env=) is part of its key, "
+        "so this launch started a new one, cold, as every launch that changes them will; to "
+        "keep warm starts warm, set such variables once before the first launch (the same "
+        "env= every launch) and pass per-launch values in the payload or rank_extra"
+    )
+    let_go = []
     for old_key, old in list(_servers.items()):
-        if old is new or old_key[:_ENV_FIELD] + old_key[_ENV_FIELD + 1 :] != rest:
+        if old is new or old_key[:-_ENV_FIELDS] != rest:
             continue
-        changed = _env_diff(old_key[_ENV_FIELD], key[_ENV_FIELD])
-        advice = (
-            "a server's environment is part of its key, so this launch started a new one, "
-            "cold, as every launch that changes them will; to keep warm starts warm, set "
-            "such variables once before the first launch and pass per-launch values in the "
-            "payload or rank_extra"
-        )
+        why = _env_change(old_key, key)
         if old.holders:
             _log.info(
-                "warm-start server pid %s kept while a group or context still uses it: the "
-                "environment changed since it started (%s); %s",
-                old.pid, changed, advice,
+                "warm-start server pid %s kept while a group or context still uses it: %s; %s",
+                old.pid, why, advice,
             )  # fmt: skip
             continue
         del _servers[old_key]
-        old.let_go(f"the environment changed since it started ({changed})")
-        _log.info(
-            "warm-start server pid %s let go: the environment changed since it started (%s); "
-            "%s",
-            old.pid, changed, advice,
-        )  # fmt: skip
+        old.let_go(why)
+        let_go.append(why)
+        _log.info("warm-start server pid %s let go: %s; %s", old.pid, why, advice)
         if old._reap(_LET_GO_WAIT) is None:  # workers of its own still ending: reaped later
             _retired.append(old)
         else:
             old.stop(0)  # its socket's file, where it has one
+    return let_go
+
+
+def _env_change(before: tuple[Any, ...], after: tuple[Any, ...]) -> str:
+    """How two keys that differ only in their environment differ: the names, never values."""
+    old_env, new_env = before[-_ENV_FIELDS:], after[-_ENV_FIELDS:]
+    parts = []
+    if old_env[-1] != new_env[-1]:
+        changed = _env_diff(old_env[-1], new_env[-1])
+        parts.append(f"the environment changed since it started ({changed})")
+    # env= as the server had it: its bootstrap's entries, and those it was started with
+    old_launch, new_launch = ({**dict(env[1]), **dict(env[0])} for env in (old_env, new_env))
+    if old_launch != new_launch:
+        changed = _env_diff(tuple(old_launch.items()), tuple(new_launch.items()))
+        parts.append(f"this launch's env= differs from the one it started with ({changed})")
+    return "; and ".join(parts)
+
+
+def _warn_cold(let_go: list[str]) -> None:
+    """Once per launcher, at the second server let go for its environment: the INFO records
+    went unseen where logging is not set up, and a launcher changing a variable every launch
+    (a request id, a step in ``env=``) pays a cold server start at each "warm" one.  Never at
+    the first: one change (a notebook's next setting) costs one cold start, said at INFO."""
+    global _let_go_for_env, _cold_told
+    _let_go_for_env += len(let_go)
+    if not let_go or _cold_told or _let_go_for_env < 2:
+        return
+    _cold_told = True
+    from spawnkit._warnopts import user_stacklevel
+    from spawnkit.errors import WarmServerWarning
+
+    warnings.warn(
+        f"warm starts from this launcher are cold: {_let_go_for_env} warm-start servers "
+        "were let go because a later launch's environment differed from theirs, the last "
+        f"because {let_go[-1]}; each such launch starts a new server (platform, plugins, "
+        "hooks and preloads again), which costs what a spawned start does, or more. A "
+        "server's environment (the "
+        "launcher's and env=) is part of its key: set such variables once before the first "
+        "launch (the same env= every launch) and pass per-launch values in the payload or "
+        "rank_extra. Said once per launcher; each server let go is logged at INFO on "
+        "spawnkit.warm.",
+        WarmServerWarning,
+        stacklevel=user_stacklevel(),
+    )
 
 
 def _env_diff(before: tuple[Any, ...], after: tuple[Any, ...], most: int = 8) -> str:
