@@ -323,3 +323,33 @@ def test_cleanup_does_not_list_a_zombie_it_did_not_end() -> None:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(5)
+
+
+_AHEAD = """
+import os, sys, time
+from multiprocessing import Pipe
+from spawnkit.bootstrap import _parent_death as pd
+
+pd._server_guarded = True  # as in a warm server's spare: its server's guardian covers it
+pd.watch_ahead()
+tasks = len(os.listdir("/proc/self/task"))
+r, w = Pipe(duplex=False)
+pd.arm(None, r, 3, os.getppid(), False)
+print(tasks, len(os.listdir("/proc/self/task")), flush=True)
+w.close()  # the launcher's end: gone
+time.sleep(30)
+print("still running", flush=True)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/task")
+def test_a_watcher_started_ahead_is_the_one_arm_uses_and_it_ends_the_worker() -> None:
+    """A spare starts the death-pipe watcher while idle (``watch_ahead``); ``arm`` hands it the
+    pipe instead of starting a second thread, and that parked thread ends the worker when the
+    pipe closes, as the one ``arm`` would have started."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _AHEAD], capture_output=True, text=True, timeout=20
+    )
+    assert proc.stdout.split() == ["2", "2"], proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stderr
+    assert "worker rank 3" in proc.stderr and "its death pipe closed" in proc.stderr

@@ -34,6 +34,7 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
+from spawnkit.bootstrap import _parent_death
 from spawnkit.protocol import _prefault
 
 __all__ = ["SPARE_NAME", "SPARES_VAR", "most_spares", "reap_within", "serve_forever"]
@@ -335,6 +336,7 @@ class _Loop:
             self._close_server_fds()
             _rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
             _prefault.populate(self.learner.pages or [])  # while idle: the pages its worker writes
+            _parent_death.watch_ahead()  # and the thread that arm_parent_death starts
             msg = b""
             with contextlib.suppress(OSError):  # EOF or an error: the server let it go, or died
                 msg, fds, _flags, _addr = socket.recv_fds(
