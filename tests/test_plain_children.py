@@ -85,6 +85,27 @@ def schedule(how):
             return word(), executor.submit(call_word).result(timeout=60)
         finally:
             executor.shutdown(wait=True)
+    if how.startswith("joblib"):  # joblib.Parallel's default backend: its vendored loky
+        assert "joblib" not in sys.modules, "imported before the entry ran"
+        import joblib
+
+        calls = [joblib.delayed(call_word)() for _ in range(2)]
+        ctx = spawnkit.get_context("spawn", namespace={tag!r})
+        if how == "joblib-threads":  # no process at all
+            return word(), joblib.Parallel(n_jobs=2, prefer="threads")(calls)
+        if how == "joblib-spawnkit":  # the fix joblib takes: its multiprocessing backend on ctx
+            return word(), joblib.Parallel(n_jobs=2, backend=ctx)(calls)
+        if how == "joblib-executor":  # the vendored loky's executor, given the context
+            from joblib.externals import loky as vendored
+
+            executor = vendored.get_reusable_executor(max_workers=1, context=ctx)
+            try:
+                return word(), executor.submit(call_word).result(timeout=60)
+            finally:
+                executor.shutdown(wait=True)
+        results = joblib.Parallel(n_jobs=2)(calls)  # the line the warning must point at
+        joblib.externals.loky.get_reusable_executor().shutdown(wait=True)
+        return word(), results
     if how == "torch":  # torch.multiprocessing.spawn: its _wrap(fn, i, args, ...) is the target
         import torch.multiprocessing
 
@@ -212,7 +233,7 @@ from spawnkit.bootstrap import _plain_children
 from spawnkit.hooks import _on_import
 
 _plain_children.arm_launcher("eng", ("loud",), {"eng"})
-assert "multiprocess" not in sys.modules and "loky" not in sys.modules, "imported by arming"
+assert not {"multiprocess", "loky", "joblib"} & set(sys.modules), "imported by arming"
 assert _on_import.installed() and not _on_import.waiting()  # no hook awaits them
 import multiprocess.context as c
 
@@ -221,8 +242,12 @@ assert c.SpawnProcess._Popen.__module__ == _plain_children.__name__
 assert c.ForkServerProcess._Popen.__module__ == _plain_children.__name__
 import loky.backend.process as lp
 
-assert not _on_import.installed(), "the finder stayed after both were imported"
+assert _on_import.installed(), "the finder left while joblib's loky was still awaited"
 assert lp.LokyProcess._Popen.__module__ == _plain_children.__name__
+import joblib.externals.loky.backend.process as jp
+
+assert not _on_import.installed(), "the finder stayed after all were imported"
+assert jp.LokyProcess._Popen.__module__ == _plain_children.__name__
 print("ok")
 """
 
@@ -232,6 +257,7 @@ def test_the_watch_for_multiprocess_ends_as_it_is_imported() -> None:
     fired (no module of this process is patched), and a launcher's lifelong watch is no
     pending hook."""
     pytest.importorskip("loky")
+    pytest.importorskip("joblib")
     proc = subprocess.run(
         [sys.executable, "-c", _WATCH_ENDS], capture_output=True, text=True, timeout=120
     )
@@ -340,6 +366,47 @@ def test_a_loky_executor_on_a_spawnkit_context_is_hooked_and_not_named(app) -> N
     proc = run_script(app.script, "loky-spawnkit", "spawn")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi!')]", proc.stdout
+    assert not warned(proc, "PlainChildWarning"), proc.stderr
+
+
+@pytest.mark.parametrize("worker_start", ["spawn", "forkserver"])
+def test_joblib_parallels_loky_workers_are_named_with_a_fix_joblib_takes(  # type: ignore[no-untyped-def]
+    app, worker_start: str
+) -> None:
+    """``joblib.Parallel(n_jobs=2)`` (its default backend: joblib's own copy of loky,
+    ``joblib.externals.loky``) ran the engine's function in workers without the hooks, unsaid:
+    only the standalone loky's ``LokyProcess`` was stood in for."""
+    pytest.importorskip("joblib")
+    proc = run_script(app.script, "joblib", worker_start)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', ['hi', 'hi'])]", proc.stdout
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1, proc.stderr
+    line = lines[0]
+    target = "joblib.externals.loky.process_executor._process_worker"
+    assert f"'loky' process with target {target} was started through joblib's" in line, line
+    assert f"plugins of namespace {app.tag!r} (loud)" in line
+    assert "joblib.Parallel(n_jobs=N, backend=ctx)" in line, line
+    assert f"spawnkit.get_context('spawn', namespace={app.tag!r})" in line
+    engine = Path(app.script).parent / "site" / app.pkg / "engine.py"
+    start = next(
+        i for i, t in enumerate(engine.read_text().splitlines(), 1) if "# the line the" in t
+    )
+    assert line.startswith(f"{engine}:{start}: PlainChildWarning"), line  # past joblib's frames
+
+
+@pytest.mark.parametrize("how", ["joblib-spawnkit", "joblib-executor", "joblib-threads"])
+def test_joblib_on_a_spawnkit_context_or_threads_is_hooked_and_not_named(  # type: ignore[no-untyped-def]
+    app, how: str
+) -> None:
+    """The warning's fixes work (``Parallel(backend=ctx)``, the vendored executor given the
+    context: the hook runs there), and threads start no process: all quiet under ``-W error``."""
+    pytest.importorskip("joblib")
+    flags = ("-W", "error::spawnkit.PlainChildWarning")
+    proc = run_script(app.script, how, "spawn", flags=flags)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    got = "'hi!'" if how == "joblib-executor" else "['hi!', 'hi!']"
+    assert proc.stdout.strip().splitlines()[-1] == f"[('hi!', {got})]", proc.stdout
     assert not warned(proc, "PlainChildWarning"), proc.stderr
 
 

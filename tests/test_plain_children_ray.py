@@ -200,3 +200,170 @@ def test_a_job_with_a_worker_process_setup_hook_is_not_named(tmp_path: Path) -> 
     _, got, stderr = _run(tmp_path, "setup")
     assert got == "hi!"
     assert "PlainChildWarning" not in stderr, stderr
+
+
+# The launching script itself bootstraps (README's pattern 3) and submits its own functions:
+# Ray pickles them by value, and its worker does not re-run the script's bootstrap_here().
+_SCRIPT = """
+import os
+import sys
+
+sys.path.insert(0, {site!r})
+import spawnkit
+
+from {pkg}.ns import NS
+
+spawnkit.bootstrap_here(NS)
+import ray
+
+from {pkg}.target import word as top_word
+
+
+@ray.remote(max_calls=1)
+def imports_inside():
+    from {pkg}.target import word
+    return word()
+
+
+@ray.remote(max_calls=1)
+def uses_global():
+    return top_word()
+
+
+def helper():
+    from {pkg}.target import word
+    return word()
+
+
+@ray.remote(max_calls=1)
+def through_helper():
+    return helper()
+
+
+@ray.remote(max_calls=1)
+def plain():
+    return os.path.basename("/a/none")
+
+
+@ray.remote(max_calls=1)
+def booting():
+    import spawnkit
+    from {pkg}.ns import NS
+
+    spawnkit.bootstrap_here(NS)
+    from {pkg}.target import word
+    return word()
+
+
+@ray.remote
+class Words:
+    def word(self):
+        return top_word()
+
+
+if __name__ == "__main__":
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False,
+             _temp_dir=os.environ["RAYTEST_TEMP"])
+    try:
+        tasks = {{
+            "imports_inside": imports_inside, "uses_global": uses_global,
+            "through_helper": through_helper, "plain": plain, "booting": booting,
+        }}
+        got = {{name: ray.get(task.remote(), timeout=120) for name, task in tasks.items()}}
+        actor = Words.remote()
+        got["actor"] = ray.get(actor.word.remote(), timeout=120)
+        ray.kill(actor)
+        print((top_word(), got))
+    finally:
+        ray.shutdown()
+"""
+
+
+def test_a_launching_scripts_own_ray_task_using_engine_code_is_named(tmp_path: Path) -> None:
+    """A ``@ray.remote`` function or class of the script that bootstrapped (``__main__``) was
+    never named, only the engine's packages' were: Ray pickled it by value and ran the
+    engine's code it uses in a worker without the plugins, unsaid.  One that touches no
+    hooked package, or bootstraps first, is not named."""
+    modules = {"ns": _NS, "target": _TARGET, "plugin": louder_plugin("target.word")}
+    app = write_app(tmp_path, "raymain", _SCRIPT, {"loud": "plugin:register"}, modules)
+    path = os.pathsep.join(
+        [str(app.script.parent / "site"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    )
+    temp = tempfile.mkdtemp(prefix="skrm", dir="/tmp")  # short: Ray's socket paths
+    lock = Path(tempfile.gettempdir()) / "spawnkit-ray-plain-children.lock"
+    try:
+        with file_lock(lock, 600.0):
+            proc = run_script(app.script, env={"PYTHONPATH": path, "RAYTEST_TEMP": temp})
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    mine, got = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert mine == "hi!" and got["booting"] == "hi!", (mine, got)  # hooked where it bootstraps
+    assert got["plain"] == "none"
+    named = {"imports_inside": "task of", "uses_global": "task of", "through_helper": "task of"}
+    for function, kind in {**named, "Words": "actor of class"}.items():
+        assert got.get(function, got["actor"]) == "hi", got  # the Ray worker had no hook
+        lines = _lines(proc.stderr, f"{kind} __main__.{function} was submitted")
+        assert len(lines) == 1, proc.stderr
+        assert lines[0].startswith(f"{app.script}:"), lines[0]  # the script's .remote() line
+        assert f"it uses {app.pkg}.target, which this process hooks" in lines[0], lines[0]
+        assert f"plugins of namespace {app.tag!r} (loud)" in lines[0]
+    assert len(_lines(proc.stderr, "")) == 4, proc.stderr  # not plain(), not booting()
+
+
+def _main_function(source: str, **names: Any) -> Any:
+    """The last function ``source`` defines, as a script's: its module is ``__main__``."""
+    scope: dict[str, Any] = {"__name__": "__main__", **names}
+    exec(compile(source, "<script>", "exec"), scope)
+    return [
+        v for v in scope.values() if callable(v) and getattr(v, "__module__", "") == "__main__"
+    ][-1]
+
+
+@pytest.mark.parametrize(
+    ("source", "uses"),
+    [
+        ("def f():\n    import eng.server\n", "eng.server"),
+        ("def f():\n    from eng.target import word\n    return word()\n", "eng.target"),
+        ("def f():\n    return word()\n", "eng.target"),  # a global of the engine's
+        ("def f():\n    return eng_mod.x\n", "eng.mod"),  # a module global
+        ("def g():\n    import eng.a\ndef f():\n    return g()\n", "eng.a"),  # by value too
+        ("def f():\n    return len(os.sep)\n", ""),
+        ("def f():\n    x = object()\n    return x.eng\n", ""),  # an attribute, not a package
+        (
+            "def f():\n    import spawnkit\n    spawnkit.bootstrap_here(NS)\n    import eng.a\n",
+            "",
+        ),
+        (
+            "def boot():\n    spawnkit.bootstrap_here(NS)\n"
+            "def f():\n    boot()\n    import eng.a\n",
+            "",
+        ),
+        ("class f:\n    def m(self):\n        return word()\n", "eng.target"),  # an actor
+    ],
+)
+def test_what_a_scripts_remote_function_reaches(source: str, uses: str) -> None:
+    """Read from the bytecode: imports, and the globals the worker must import to unpickle it
+    (a ``__main__`` function it calls travels by value and is read too)."""
+    import os as os_module
+    import types
+
+    from spawnkit.bootstrap import _ray_tasks
+
+    word = types.FunctionType(compile("0", "<e>", "eval"), {"__name__": "eng.target"})
+    word.__module__ = "eng.target"
+    eng_mod = types.ModuleType("eng.mod")
+    code = _main_function(source, word=word, eng_mod=eng_mod, os=os_module)
+    assert _ray_tasks._by_value_uses(code, {"eng"}) == uses
+
+
+def test_an_instance_global_of_the_engines_is_read_off_its_type() -> None:
+    """The worker imports its class's module to unpickle it; a proxy is not asked."""
+    import types
+
+    from spawnkit.bootstrap import _ray_tasks
+
+    config = type("Config", (), {"__module__": "eng.config"})()
+    code = _main_function("def f():\n    return config.size\n", config=config)
+    assert _ray_tasks._by_value_uses(code, {"eng"}) == "eng.config"
+    assert _ray_tasks._module_of(types) == "types" and _ray_tasks._module_of(None) == ""

@@ -9,6 +9,7 @@ plugin, real workers and real grandchildren.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +31,10 @@ from {pkg}.target import word
 
 _ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 _HERE = os.path.dirname(os.path.abspath(__file__))
+_HERE_CODE = (
+    "import spawnkit; spawnkit.bootstrap_here(spawnkit.Namespace({tag!r}, "
+    "env_prefix={tag!r}.upper())); from {pkg}.target import word; print(word())"
+)
 
 
 def _argv(how):
@@ -41,6 +46,11 @@ def _argv(how):
         "here": [python, "-m", "{pkg}.child_here"],
         "outside": [python, "-m", "json.tool", os.path.join(_HERE, "data.json")],
         "code": [python, "-c", "from {pkg}.target import word; print(word())"],
+        "code-main": [python, "-c", "import sys, {pkg}.child_main as c; c.main(sys.argv[1])", "x"],
+        "code-here": [python, "-c", _HERE_CODE],
+        "code-boots": [python, "-c", "import {pkg}.child_here"],  # its module bootstraps
+        "code-def": [python, "-c", "def f():\\n    import {pkg}.child\\nprint('hi')"],
+        "code-other": [python, "-c", "import json; print(json.dumps('hi'))"],
         "other": ["cat", os.path.join(_HERE, "data.json")],
     }}[how]
 
@@ -73,6 +83,13 @@ from {pkg}.target import word
 print(word())
 """
 
+_CHILD_MAIN = """
+def main(arg):
+    from {pkg}.target import word
+
+    print(word())
+"""
+
 _CHILD_HERE = """
 import spawnkit
 
@@ -91,6 +108,7 @@ def app(tmp_path):  # type: ignore[no-untyped-def]
         "target": _TARGET,
         "child": _CHILD,
         "child_here": _CHILD_HERE,
+        "child_main": _CHILD_MAIN,
         "plugin": louder_plugin("target.word"),
     }
     app = write_app(tmp_path, "pychild", LAUNCH + _MAIN, {"loud": "plugin:register"}, modules)
@@ -125,6 +143,25 @@ def test_a_python_child_running_the_engines_module_is_named_with_the_fix(  # typ
     assert "-W ignore::spawnkit.PlainChildWarning" in line
 
 
+@pytest.mark.parametrize(("how", "module"), [("code", "target"), ("code-main", "child_main")])
+def test_a_python_child_whose_c_code_imports_the_engines_module_is_named(  # type: ignore[no-untyped-def]
+    app, how: str, module: str
+) -> None:
+    """``[sys.executable, "-c", "import eng.server; eng.server.main()"]``: a top-level import
+    of the engine's hooked package runs its code in the child without the plugins; ``-c`` code
+    was never read, so nothing was said."""
+    proc = run_script(app.script, how, "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout  # no hook
+    lines = warned(proc, "PlainChildWarning")
+    assert len(lines) == 1, proc.stderr  # two starts of it, named once
+    line = lines[0]
+    assert line.startswith(str(app.script.parent / "site" / app.pkg / "engine.py")), line
+    assert f"code importing {app.pkg}.{module} (package {app.pkg!r}" in line, line
+    assert f"spawnkit.bootstrap_here(<namespace {app.tag!r}>) first in that code" in line
+    assert f"spawnkit.get_context('spawn', namespace={app.tag!r})" in line
+
+
 def test_an_asyncio_subprocess_is_named_at_the_line_that_started_it(app) -> None:  # type: ignore[no-untyped-def]
     proc = run_script(app.script, "async", "spawn")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -139,7 +176,10 @@ def test_an_asyncio_subprocess_is_named_at_the_line_that_started_it(app) -> None
     [
         ("here", "hi!"),  # it calls bootstrap_here() first: hooked, nothing to say
         ("outside", '"a": 1'),  # json.tool: no hook of this process is in json
-        ("code", "hi"),  # -c: its code is not read (which modules it runs would be a guess)
+        ("code-here", "hi!"),  # -c code that calls bootstrap_here() first: hooked
+        ("code-boots", "hi!"),  # -c importing a module that calls bootstrap_here() first
+        ("code-def", "hi"),  # the engine's import only in a function it never calls
+        ("code-other", "hi"),  # -c importing no hooked package
         ("other", '{"a": 1}'),  # not Python
     ],
 )
@@ -176,6 +216,9 @@ def schedule(how):
     word = importlib.import_module(_LIB + ".target").word
     if how == "library":  # the library's own code starts its helper
         out = importlib.import_module(_LIB + ".pool").start(_ENV)
+    elif how == "probe":  # the engine's code probing the library: -c code, not the engine's
+        argv = [sys.executable, "-c", "import " + _LIB + ".helper"]
+        out = subprocess.run(argv, env=_ENV, capture_output=True, text=True, timeout=120).stdout
     else:  # the engine's code starts the library's module itself: named
         argv = [sys.executable, "-m", _LIB + ".helper"]
         out = subprocess.run(argv, env=_ENV, capture_output=True, text=True, timeout=120).stdout
@@ -207,14 +250,15 @@ _LIB_FILES = {
 }
 
 
-@pytest.mark.parametrize(("how", "named"), [("library", False), ("engine", True)])
+@pytest.mark.parametrize(("how", "named"), [("library", False), ("probe", False), ("engine", True)])
 def test_a_librarys_own_helper_is_not_named_the_engines_start_of_it_is(  # type: ignore[no-untyped-def]
     tmp_path, how: str, named: bool
 ) -> None:
     """A hook on a library's function made every Python child of that library's package a
     "child of the engine's": torch's own compile workers (started by torch's code, from
     torch's script) were named, with a fix no engine can apply, and stopped the worker under
-    ``-W error``.  The engine's own code starting that module is still named."""
+    ``-W error``.  The engine's own code starting that module is still named; its ``-c``
+    code importing the library's module (a probe) is not: only the engine's own are read."""
     modules = {"libuser": _LIB_USER, "libplugin": _LIB_PLUGIN}
     app = write_app(
         tmp_path, "pylib", LAUNCH + _LIB_MAIN, {"libloud": "libplugin:register"}, modules
@@ -252,8 +296,10 @@ def test_the_stand_in_calls_past_the_warm_servers_own(app) -> None:  # type: ign
         (["-Wignore", "-Xdev", "-m", "eng.server"], "-m eng.server"),
         (["--check-hash-based-pycs", "never", "serve.py", "-m", "x"], "serve.py"),
         (["-u", "--", "-m"], "-m"),  # a script named -m
-        (["-c", "import eng.server"], None),
-        (["-uc", "import eng.server"], None),
+        (["-c", "import eng.server"], "-c import eng.server"),
+        (["-uc", "import eng.server", "x"], "-c import eng.server"),
+        (["-cimport eng"], "-c import eng"),
+        (["-c", ""], None),
         (["-"], None),
         (["--version"], None),
         (["-i"], None),
@@ -283,3 +329,41 @@ def test_which_programs_are_python(program: str, python: bool) -> None:
     from spawnkit.bootstrap import _python_child_check
 
     assert _python_child_check._is_python(program) is python
+
+
+@pytest.mark.parametrize(
+    ("code", "imports"),
+    [
+        ("import eng.server; eng.server.main()", "eng.server"),
+        ("import eng.server as s\ns.main()", "eng.server"),
+        ("from eng import server", "eng.server"),
+        ("from eng.server import main; main()", "eng.server"),
+        ("import os, eng", "eng"),
+        ("if os.environ.get('X'):\n    import eng.server", None),  # may never run
+        ("try:\n    import eng.server\nexcept ImportError:\n    pass", None),
+        ("def f():\n    import eng.server", None),
+        ("import spawnkit; spawnkit.bootstrap_here(NS); import eng.server", None),
+        ("import json; print(json.dumps(1))", None),
+        ("import eng.missing", None),  # the child fails to import it too
+        ("import eng.server +", None),  # a syntax error: the child runs nothing
+    ],
+)
+def test_which_engine_modules_c_code_surely_imports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: str, imports: str | None
+) -> None:
+    """Only a top-level import is read (a statement that surely runs), of the engine's own
+    hooked package, found as this process would find it, without importing it."""
+    from spawnkit.bootstrap import _python_child_check
+
+    eng = f"eng{tmp_path.name.replace('-', '_')[-12:]}"
+    (tmp_path / eng).mkdir()
+    (tmp_path / eng / "__init__.py").write_text("")
+    (tmp_path / eng / "server.py").write_text("def main():\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    found = _python_child_check._code(code.replace("eng", eng), {eng})
+    if imports is None:
+        assert found is None, found
+        return
+    assert found is not None
+    assert found[0].startswith(f"code importing {imports.replace('eng', eng)} ("), found[0]
+    assert found[2] == eng and eng not in sys.modules  # located, not imported

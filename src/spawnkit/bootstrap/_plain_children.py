@@ -30,7 +30,9 @@ loky's reusable executor starts its workers as ``LokyProcess`` through its own `
 multiprocessing class: those ran unhooked and unsaid, where a plain spawn
 ``ProcessPoolExecutor`` warned.  ``loky.backend.process`` is stood in for and watched the same
 way, one watch per late module, each ended as it fires (the finder leaves once none is
-left).  joblib's vendored copy (``joblib.externals.loky``) is not watched yet.
+left).  joblib's vendored copy (``joblib.externals.loky``: ``joblib.Parallel``'s default
+backend) is the same class under another name, stood in for the same way; its fix differs,
+since joblib's loky backend drops a ``context``: joblib takes one as ``Parallel(backend=ctx)``.
 
 A Ray task or actor submitted from a process whose hooks are applied runs in a Ray worker,
 a raylet's child that loads no plugin (vLLM's Ray executor creates its worker actors so).
@@ -60,7 +62,7 @@ from spawnkit.spec import _phase
 __all__: list[str] = []
 
 _PACKAGES = ("multiprocessing", "multiprocess")
-_LOKY = ("loky.backend.process",)
+_LOKY = ("loky.backend.process", "joblib.externals.loky.backend.process")  # joblib vendors it
 # (module, class, start method): each class's own ``_Popen`` starts a child without the hooks
 _CLASSES = (
     *(
@@ -266,7 +268,7 @@ def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
         if lost and not (where.startswith(_QUIET_TARGETS) and _runs_no_engine_code(process_obj)):
             warnings.warn(
                 f"a {method!r} process {starter}{where} was started through "
-                f"{_THROUGH.get(method, 'plain multiprocessing')}: it starts without {lost}, "
+                f"{_through(method, where)}: it starts without {lost}, "
                 f"so none of those hooks runs there. {_fix(method, name, starter, where)}, or "
                 "silence this with -W ignore::spawnkit.PlainChildWarning where the child "
                 "needs no plugin.",
@@ -278,11 +280,24 @@ def _stand_in(popen: Callable[[Any], Any], method: str) -> Callable[[Any], Any]:
     return _Popen
 
 
-_THROUGH = {"loky": "loky's executor"}
+_JOBLIB = "joblib."  # its vendored loky's targets (joblib.externals.loky.process_executor)
+
+
+def _through(method: str, where: str) -> str:
+    if method != "loky":
+        return "plain multiprocessing"
+    return (
+        "joblib's loky executor (joblib.Parallel's default backend)"
+        if where.startswith(_JOBLIB)
+        else "loky's executor"
+    )
+
+
 # The libraries between a user's line and the start: multiprocessing's default Process
-# (Process._Popen), executors, pools, DataLoader, torch's spawn
+# (Process._Popen), executors, pools, DataLoader, torch's spawn, joblib's Parallel
 _STARTERS = (
     *_PACKAGES, "concurrent.futures", "loky", "torch.utils.data", "torch.multiprocessing",
+    "joblib",
 )  # fmt: skip
 _TORCH_SPAWN = "of torch.multiprocessing.spawn running "  # its _wrap(fn, i, args, error_file)
 
@@ -309,7 +324,16 @@ def _runs(process_obj: Any) -> tuple[str, str, str]:
 
 def _fix(method: str, name: str, starter: str, where: str) -> str:
     """What the user can change: loky takes a context object, torch's spawn a start method
-    only (no context), so its processes come from spawnkit's launcher instead."""
+    only (no context), so its processes come from spawnkit's launcher instead; joblib's loky
+    backend drops a ``context=`` (its executor is made without it), its multiprocessing
+    backend takes the context object as ``Parallel``'s ``backend``."""
+    if method == "loky" and where.startswith(_JOBLIB):
+        return (
+            f"Give joblib a spawnkit context: ctx = spawnkit.get_context('spawn', namespace="
+            f"{name!r}); joblib.Parallel(n_jobs=N, backend=ctx) (its multiprocessing backend "
+            "on that context; the loky backend takes no context) or "
+            "joblib.externals.loky.get_reusable_executor(context=ctx)"
+        )
     if method == "loky":
         return (
             f"Give loky a spawnkit context: ctx = spawnkit.get_context('spawn', namespace="

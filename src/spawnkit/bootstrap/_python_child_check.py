@@ -5,11 +5,15 @@ started.  Named (``PlainChildWarning``, once per module or script): a Python int
 ``executable=``, else ``argv[0]``, is ``sys.executable`` or called ``python``, ``python3``,
 ``python3.11``...) running ``-m X`` or a script that belongs to a top-level package one of
 this process's hook targets is in, when neither its source nor its packages' ``__init__``
-calls ``bootstrap_here`` or ``spawnkit.run``.  Not named: another program; ``-c`` code and
-stdin (``-``), whose modules cannot be told from the command line without guessing at code;
-a module outside every hooked package (``-m pip``); ``shell=True``, whose command line is the
-shell's to read.  The module is located without importing it: a package of it not imported
-here is found by its top-level's spec and walked through ``submodule_search_locations``.
+calls ``bootstrap_here`` or ``spawnkit.run``.  ``-c`` code is named only for what it surely
+runs: an ``import`` statement at its top level (not in a ``def``, ``class``, ``if``, loop or
+``try``) of a module of the engine's own package that this process hooks (``-c "import
+eng.server; eng.server.main()"``), when the code does not mention ``bootstrap_here`` or
+``spawnkit.run``; a library's probe (``-c "import torch; print(torch.__version__)"``) is left
+alone.  Not named: another program; stdin (``-``); a module outside every hooked package (``-m
+pip``); ``shell=True``, whose command line is the shell's to read.  The module is located
+without importing it: a package of it not imported here is found by its top-level's spec and
+walked through ``submodule_search_locations``.
 """
 
 from __future__ import annotations
@@ -54,7 +58,9 @@ def check(
         return
     for namespace, entry in namespaces:
         tops = _hooked_packages(namespace)
-        if runs.startswith("-m "):
+        if runs.startswith("-c "):
+            found = _code(runs[3:], tops & _engine_packages(namespace, entry))
+        elif runs.startswith("-m "):
             found = _module(runs[3:], tops)
         else:
             found = _script(os.path.join(os.fsdecode(cwd) if cwd else os.getcwd(), runs), tops)
@@ -63,12 +69,14 @@ def check(
         what, texts, top = found
         if any(text is None or _BOOTS.search(text) for text in texts):
             return  # it bootstraps itself (or its source cannot be read: nothing is said)
+        told = f"-c {what}" if runs.startswith("-c ") else runs  # code: once per module
         level, starter = _starter()
         own = top in _engine_packages(namespace, entry)
-        if starter == top and not own:
+        if told in _told or (starter == top and not own):
             return  # a library starting its own helper (torch's compile workers): no fix
-        _warn(argv, what, namespace, level, own)
-        _told.add(runs)
+        edit = ("that code" if told != runs else "that module") if own else ""
+        _warn(argv, what, namespace, level, edit)
+        _told.add(told)
         return
 
 
@@ -88,7 +96,8 @@ def _which(name: str) -> str | None:
 
 
 def _runs(options: list[str]) -> str | None:
-    """``"-m X"``, the script, or None (``-c``, stdin, ``--help``, an interactive session)."""
+    """``"-m X"``, ``"-c CODE"``, the script, or None (stdin, ``--help``, an interactive
+    session)."""
     i = 0
     while i < len(options):
         arg = options[i]
@@ -104,7 +113,7 @@ def _runs(options: list[str]) -> str | None:
         for j, flag in enumerate(arg[1:], 2):  # a cluster: -u, -um X, -mX, -Wignore, -X dev
             if flag in "cm":
                 value = arg[j:] or (options[i + 1] if i + 1 < len(options) else "")
-                return f"-m {value}" if flag == "m" and value else None
+                return f"-{flag} {value}" if value else None
             if flag in "WX":
                 i += 0 if arg[j:] else 1  # its value is the next argument
                 break
@@ -130,10 +139,13 @@ def _engine_packages(namespace: Any, entry: str) -> set[str]:
     return tops - {""}
 
 
-def _module(name: str, tops: set[str]) -> tuple[str, list[str | None], str] | None:
+def _module(
+    name: str, tops: set[str], main: bool = True
+) -> tuple[str, list[str | None], str] | None:
     """``-m name``: its source and each of its packages' (run first), as this process finds
     them: the child's ``env=`` (another ``PYTHONPATH``) or ``cwd=`` may find another copy, but
-    guessing at that would be no better."""
+    guessing at that would be no better.  ``main``: a package runs its ``__main__`` (``-m``),
+    not when imported."""
     from importlib import machinery, util
 
     parts = name.split(".")
@@ -143,8 +155,8 @@ def _module(name: str, tops: set[str]) -> tuple[str, list[str | None], str] | No
     locations: Any = None
     for i in range(len(parts) + 1):
         full = ".".join(parts[: i + 1]) if i < len(parts) else f"{name}.__main__"
-        if i == len(parts) and locations is None:
-            break  # a module, not a package: no __main__ to run
+        if i == len(parts) and (locations is None or not main):
+            break  # a module, not a package (or imported): no __main__ to run
         module = sys.modules.get(full)
         if module is not None:
             spec = getattr(module, "__spec__", None)
@@ -157,6 +169,38 @@ def _module(name: str, tops: set[str]) -> tuple[str, list[str | None], str] | No
             return None  # the child fails to find it too (or finds what this process cannot)
         texts.append(_source(spec))
     return f"module {name} (package {parts[0]!r}, which this process hooks)", texts, parts[0]
+
+
+def _code(code: str, own: set[str]) -> tuple[str, list[str | None], str] | None:
+    """``-c code``: the first module of ``own`` (the engine's hooked packages) that a top-level
+    ``import`` of the code imports, with the sources of every such module the code imports
+    (one may bootstrap before the next runs).  Only top-level statements: one in a ``def`` or
+    under an ``if`` may never run, and naming it would be a guess."""
+    import ast  # only for a Python child started with -c
+
+    if not own or _BOOTS.search(code):
+        return None  # it bootstraps itself
+    try:
+        body = ast.parse(code).body
+    except (SyntaxError, ValueError):
+        return None  # the child fails before it runs anything
+    found: list[tuple[str, list[str | None], str]] = []
+    for stmt in body:
+        if isinstance(stmt, ast.Import):
+            names = [[alias.name] for alias in stmt.names]
+        elif isinstance(stmt, ast.ImportFrom) and not stmt.level and stmt.module:
+            names = [[f"{stmt.module}.{alias.name}", stmt.module] for alias in stmt.names]
+        else:
+            continue
+        for choices in names:  # from eng import server: eng.server if a module, else eng
+            if choices[0].partition(".")[0] in own:
+                module = next(filter(None, (_module(c, own, main=False) for c in choices)), None)
+                found.extend([module] if module is not None else [])
+    if not found:
+        return None
+    what, _texts, top = found[0]
+    texts = [text for _what, more, _top in found for text in more]
+    return f"code importing {what.removeprefix('module ')}", texts, top
 
 
 def _source(spec: Any) -> str | None:
@@ -194,18 +238,18 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _warn(argv: list[str], what: str, namespace: Any, level: int, own: bool) -> None:
-    """``own``: the module is the engine's, which can call ``bootstrap_here()`` first; a
-    library's module (``-m torch.utils.collect_env``) cannot be edited."""
+def _warn(argv: list[str], what: str, namespace: Any, level: int, edit: str) -> None:
+    """``edit``: where ``bootstrap_here()`` can go first (the engine's module, ``-c`` code); a
+    library's module (``-m torch.utils.collect_env``) cannot be edited: ``""``."""
     name = namespace.name
     targets, plugins = namespace.hooks.applied_targets(), namespace.plugins.report.loaded
     if not (targets or plugins):
         return
     command = " ".join(argv)
     first = (
-        f"Call spawnkit.bootstrap_here(<namespace {name!r}>) first in that module, before it "
+        f"Call spawnkit.bootstrap_here(<namespace {name!r}>) first in {edit}, before it "
         "imports the engine's code, or: "
-        if own
+        if edit
         else ""
     )
     warnings.warn(

@@ -18,6 +18,13 @@ library, or spawnkit's own ``RankActor``, is not), the call's ``runtime_env`` (i
 else the job's ``ray.init(runtime_env=...)``) has no ``worker_process_setup_hook`` (the user
 bootstraps Ray's workers themselves), and the function's code (an actor class's methods)
 does not call ``bootstrap_here``.  A check that fails says nothing and submits the work.
+
+A function or class of the launching script (``__main__``) travels by value (cloudpickle), and
+the Ray worker does not re-run the script, so a ``bootstrap_here()`` in its body does not run
+there: it is named when its code (or a ``__main__`` function it calls, which travels with it)
+imports a module of a hooked package or uses a global of one (a module, function, class or
+instance, which the worker imports to unpickle it), read from its bytecode once per function;
+a script's task that touches no hooked package is not.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import sys
 import types
 import warnings
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -37,6 +45,7 @@ __all__ = ["stand_in"]
 _CLASSES = (("ray.remote_function", "RemoteFunction", "task"), ("ray.actor", "ActorClass", "actor"))
 _SETUP_VAR = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"  # ray.init's form of the setup hook
 _told: set[str] = set()  # the functions and classes named already (once each)
+_by_value_quiet: Any = weakref.WeakSet()  # __main__'s, read and found to touch no hooked package
 # What a Ray worker goes without as things stand now, and the namespaces armed: the caller's
 _armed: list[tuple[Callable[[], tuple[str, str]], Mapping[str, Any]]] = []
 
@@ -82,7 +91,15 @@ def _check(remote: Any, kind: str, options: dict[str, Any]) -> None:
         code = code.__wrapped__
     what = f"{getattr(code, '__module__', '') or ''}.{getattr(code, '__qualname__', '')}"
     top = str(getattr(code, "__module__", "") or "").partition(".")[0]
-    if what in _told or top not in _hooked_packages(namespaces.values()):
+    hooked, uses = _hooked_packages(namespaces.values()), ""
+    if what in _told:
+        return
+    if top == "__main__":  # the script's own, pickled by value: what its code reaches
+        uses = "" if code in _by_value_quiet else _by_value_uses(code, hooked)
+        if not uses:
+            _by_value_quiet.add(code)
+            return
+    elif top not in hooked:
         return
     if _sets_up(options.get("runtime_env")) or _sets_up(_job_runtime_env()):
         return  # the user's worker_process_setup_hook runs in each Ray worker first
@@ -93,8 +110,8 @@ def _check(remote: Any, kind: str, options: dict[str, Any]) -> None:
     warnings.warn(
         f"a Ray {'task of' if kind == 'task' else 'actor of class'} {what} was submitted "
         f"({short}.remote()) from a process whose hooks are applied: the Ray worker process "
-        f"runs it without {lost}, so none of those hooks runs there unless it bootstraps "
-        f"itself. Run ranks with spawnkit.ray.spawn_on_ray(entry, payload, nprocs=N, "
+        f"runs it{_uses_said(uses)} without {lost}, so none of those hooks runs there unless it "
+        f"bootstraps itself. Run ranks with spawnkit.ray.spawn_on_ray(entry, payload, nprocs=N, "
         f"namespace={name!r}), whose actors bootstrap before the entry; or call "
         f"spawnkit.bootstrap_here(<namespace {name!r}>) first in "
         f"{'the remote function' if kind == 'task' else 'the actor class' + chr(39) + 's __init__'}"
@@ -104,6 +121,67 @@ def _check(remote: Any, kind: str, options: dict[str, Any]) -> None:
         PlainChildWarning,
         stacklevel=user_stacklevel(("ray",)),  # the user's line, past Ray's wrappers
     )
+
+
+def _uses_said(uses: str) -> str:
+    if not uses:
+        return ""
+    return (
+        f" (it uses {uses}, which this process hooks: Ray pickles a function of the launching "
+        "script by value, and its worker imports that, not the script)"
+    )
+
+
+def _by_value_uses(code: Any, hooked: set[str]) -> str:
+    """The first module of a hooked package that ``code`` (a ``__main__`` function or class,
+    and the ``__main__`` functions it calls) imports or takes from its globals; ``""`` for
+    none, or where one of them calls ``bootstrap_here`` (it bootstraps itself)."""
+    import dis  # loaded already: Ray imports inspect
+
+    found, seen, stack = "", set(), [code]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        for function in _functions(obj):
+            module_globals = getattr(function, "__globals__", {})
+            for current in _codes(function):
+                if "bootstrap_here" in current.co_names:
+                    return ""
+                for op in dis.get_instructions(current):
+                    if op.opname == "IMPORT_NAME":
+                        name = str(op.argval)
+                    elif op.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+                        value = module_globals.get(op.argval)
+                        if _by_value(value):
+                            stack.append(value)  # travels with it: read too
+                        name = _module_of(value)
+                    else:
+                        continue
+                    if not found and name.partition(".")[0] in hooked:
+                        found = name
+    return found
+
+
+def _functions(obj: Any) -> list[Any]:
+    if isinstance(obj, type):
+        return [getattr(v, "__func__", v) for v in vars(obj).values()]
+    return [obj]
+
+
+def _by_value(value: Any) -> bool:
+    return isinstance(value, (types.FunctionType, type)) and value.__module__ == "__main__"
+
+
+def _module_of(value: Any) -> str:
+    """Where the worker imports ``value`` from to unpickle it; an instance's class's module,
+    read off its type (a proxy's own attributes could resolve or import what it stands for)."""
+    if isinstance(value, types.ModuleType):
+        return value.__name__
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
+        return str(value.__module__ or "")
+    return str(type(value).__module__) if value is not None else ""
 
 
 def _hooked_packages(namespaces: Any) -> set[str]:
@@ -134,10 +212,7 @@ def _job_runtime_env() -> Any:
 
 def _codes(code: Any) -> Iterator[types.CodeType]:
     """The code a function (or each method of a class) runs, nested functions included."""
-    if isinstance(code, type):
-        found = [getattr(v, "__func__", v) for v in vars(code).values()]
-    else:
-        found = [code]
+    found = _functions(code)
     stack = [c.__code__ for c in found if isinstance(getattr(c, "__code__", None), types.CodeType)]
     while stack:
         current = stack.pop()
