@@ -174,6 +174,7 @@ class ApplyCall:
         # on it) -> target: what its import-time calls may have run before the hooks
         self.rebound: dict[str, dict[str, dict[str | None, str]]] = {}
         self.modules_before = len(sys.modules)  # sys.modules' first entries: imported before
+        self.imported: list[str] = []  # the target modules this call imported itself
 
     def _changed(self, keys: list[str]) -> list[str]:
         st = self.st
@@ -909,6 +910,7 @@ def _import_and_install(
                 begun = time.monotonic()
                 module = call.resolver.load(path)
                 st.import_spans.append((module, begun, time.monotonic()))
+                call.imported.append(module)
             for key in found:
                 now(key)
     finally:

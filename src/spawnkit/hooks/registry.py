@@ -256,6 +256,7 @@ class HookRegistry(RegistryQueries):
                     seq = st.seq
                     call = _apply.ApplyCall(st, frozenset(clean_modules), self._module_imported)
                     patched += call.run(strict)  # a strict failure raises, the state rolled back
+                    _state.note_imports(self.name, call.imported)  # for others' guards
                     self._note_stale(call.stale)
                     # on_import targets whose module this call imported (their finder
                     # call found this registry busy), then what was registered meanwhile
@@ -599,6 +600,17 @@ def _discard(st: _state.State, source: HookSource) -> int:
             del st.provides[name]
             dropped += 1
     return dropped
+
+
+def imported_by_other(registry: str, module: str) -> str | None:
+    """The name of another registry (its namespace) than ``registry`` whose ``apply_hooks()``
+    imported ``module``, still the one in ``sys.modules``; else None.  The import guard asks:
+    such a module is no early import of the user's code (``bootstrap_here(A)``, then
+    ``bootstrap_here(B)``, both hooking it), only a target whose originals A's hooks wrap."""
+    found = _state.APPLY_IMPORTS.get(module)
+    if found is None or found[0] == registry or found[1] != id(sys.modules.get(module)):
+        return None
+    return found[0]
 
 
 def _restore_all(st: _state.State) -> list[str]:
