@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import sys
 import types
+import weakref
 from typing import Any
 
 from spawnkit._plain import Plain
@@ -94,6 +95,11 @@ class Record(Plain):
         raw = self.original
         return raw.__func__ if type(raw) in (staticmethod, classmethod) else raw
 
+
+#: Every registry of this process, weakly: a target two namespaces hook holds one's chain
+#: inside the other's, and undoing or rebuilding the inner one rebuilds the outer one on what
+#: stands there then (``hooks/_layers``).
+REGISTRIES: weakref.WeakSet[Any] = weakref.WeakSet()
 
 #: module -> (registry name, id of the module): the target modules an ``apply_hooks()`` of
 #: that registry imported.  Another namespace's import guard must not take them for an early
