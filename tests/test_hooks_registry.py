@@ -638,3 +638,59 @@ def test_a_class_replace_of_another_registry_on_top_is_not_undone_half(mods: Mod
     assert m.C is ByA
     a.unapply()  # the fix the error gives
     assert m.C is original
+
+
+def test_a_replace_over_another_registrys_hooks_says_they_never_run(mods: Modules) -> None:
+    """B's REPLACE applied over A's chain stands in for all of it: before, A's hooks silently
+    never ran while A's status() said applied; now a ``HookConflictWarning`` names the
+    REPLACE, A's namespace and hooks, and the fix; ``=error`` refuses, nothing patched."""
+    m = mods.load("m", "def f(x):\n    return [x]\n")
+    original = m.f
+
+    def by_a(original_fn, x):  # type: ignore[no-untyped-def]
+        return [*original_fn(x), "A"]
+
+    def by_b(x):  # type: ignore[no-untyped-def]
+        return ["B"]
+
+    a, b = _two(mods)
+    a.register(mods.name("m.f"), by_a, HookType.AROUND)
+    b.register(mods.name("m.f"), by_b, HookType.REPLACE)
+    a.apply_hooks()
+    with pytest.raises(HookError, match=rf"namespace '{a.name}'.*never run"):
+        b.apply_hooks(conflicts="error")
+    assert m.f(0) == [0, "A"]  # refused: nothing of B's patched
+    with pytest.warns(HookConflictWarning) as caught:
+        b.apply_hooks()
+    message = str(caught[0].message)
+    assert "REPLACE hook" in message and "by_b" in message and "by_a" in message, message
+    assert f"namespace '{a.name}'" in message and "hook it with AROUND" in message
+    assert m.f(0) == ["B"]
+    b.unapply()
+    a.unapply()
+    assert m.f is original
+
+
+def test_hooks_of_another_registry_around_a_replacement_stay_quiet(mods: Modules) -> None:
+    """The control: B's AROUND wraps A's REPLACE (both run), and B's class REPLACE derived
+    from A's replacement class keeps it; no warning (``-W error`` holds)."""
+    m = mods.load("m", "def f(x):\n    return [x]\n\nclass C:\n    pass\n")
+    a, b = _two(mods)
+
+    class ByA(m.C):  # type: ignore[misc, name-defined]
+        pass
+
+    class ByB(ByA):
+        pass
+
+    a.register(mods.name("m.f"), lambda x: ["A"], HookType.REPLACE)
+    b.register(mods.name("m.f"), lambda r, x: [*r, "B"])
+    a.register(mods.name("m.C"), ByA, HookType.REPLACE)
+    b.register(mods.name("m.C"), ByB, HookType.REPLACE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a.apply_hooks()
+        b.apply_hooks()
+    assert m.f(0) == ["A", "B"] and m.C is ByB
+    b.unapply()
+    a.unapply()

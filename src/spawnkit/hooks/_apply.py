@@ -23,7 +23,7 @@ from typing import Any
 from weakref import getweakrefcount
 
 from spawnkit._log import DEBUG, LazyLogger
-from spawnkit.errors import HookApplyError, HookRegistrationError
+from spawnkit.errors import HookApplyError, HookConflictError, HookRegistrationError
 from spawnkit.hooks import _conflicts, _decide, _on_import, _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of, put_attr
@@ -97,6 +97,28 @@ def restore(st: State, rec: Record, journal: Journal, rebinds: dict[int, Rebind]
     if rec.propagates:
         rebinds[id(rec.installed)] = undoing(rec, held)
     return layers
+
+
+def _hides_other(
+    call: ApplyCall,
+    key: str,
+    res: _resolve.Resolved,
+    before: Any,
+    installed: Any,
+    regs: tuple[Registration, ...],
+) -> None:
+    """A REPLACE built over another registry's chain (or class REPLACE) hides its hooks: a
+    ``HookConflictWarning`` (``<PREFIX>_HOOK_CONFLICTS=error``: refused, nothing patched)."""
+    from spawnkit.hooks import _layers
+
+    replacer = next(r for r in reversed(regs) if r.hook_type is HookType.REPLACE).describe()
+    display = call.st.display[key]
+    message = _layers.hides(key, display, res.owner, res.attr, before, installed, replacer)
+    if message is None:
+        return
+    if call.st.conflicts[0] == "error":
+        raise HookConflictError(message, conflicts=[message])
+    call.dropped.append(message)
 
 
 def _stacked(rec: Record, undoing: bool) -> list[Any]:
@@ -372,6 +394,8 @@ class ApplyCall:
                 func, pairs, key=key, display=display, is_async=is_async_callable(func), notes=notes
             )
             raw = _as_attribute(kind, installed)
+        if others is not None and any(r.hook_type is HookType.REPLACE for r in regs):
+            _hides_other(self, key, res, before, installed, regs)  # another namespace's?
         # the hooks' modules, and a 'module:qualname' hook's own (it may re-export the object)
         modules: set[str] = set()
         for reg, obj in pairs:

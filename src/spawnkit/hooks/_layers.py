@@ -72,3 +72,28 @@ def refuse(rec: Record, layers: list[Layer], undoing: bool) -> None:
         f"stay in effect). Fix: unapply {reg.name!r}'s hooks first (its "
         "registry's unapply()), then these."
     )
+
+
+def hides(
+    key: str, display: str, owner: Any, attr: str, before: Any, installed: Any, replacer: str
+) -> str | None:
+    """What a REPLACE built now over another registry's chain (``before``) hides: that
+    namespace's hooks never run, while its ``status()`` says applied.  Registered on one
+    namespace, the other hooks would wrap the replacement (``_conflicts``); across two, the
+    later one's REPLACE stands in for the other's whole chain.  A class REPLACE deriving from
+    the other's replacement class keeps it (no message)."""
+    found = _installing(key, owner, attr, before)
+    if found is None:
+        return None
+    registry, rec = found
+    if isinstance(installed, type) and isinstance(rec.installed, type) and issubclass(
+        installed, rec.installed
+    ):
+        return None
+    hooks = ", ".join(r.describe() for r in rec.regs)
+    return (
+        f"target {display!r}: {replacer} is applied over what namespace "
+        f"{registry.name!r}'s hooks installed there ({hooks}), so those never run while its "
+        f"status() says applied. Fix: hook it with AROUND and call original_fn to keep "
+        f"{registry.name!r}'s hooks running, or leave the target to one namespace"
+    )
