@@ -116,3 +116,62 @@ def _env(site: Path) -> dict[str, str]:
     ours = str(Path(spawnkit.__file__).resolve().parents[1])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), ours, env.get("PYTHONPATH")) if p)
     return env
+
+
+_SHARED_ENTRY = """
+def main():
+    import {target_mod}
+    before = {target_mod}.f()
+    import {lib}.api  # bootstraps namespace {b} as it loads: its plugin hooks the same f
+    return before, {target_mod}.f()
+"""
+
+
+def test_a_library_namespace_hooking_the_ranks_target_too_bootstraps_in_the_rank(
+    tmp_path: Path,
+) -> None:
+    """Both namespaces hook one function, whose module the rank's own hook application
+    imported: before, the library's ``bootstrap_here(B)`` was refused as an early import
+    ("first imported at .../hooks/_resolve.py ... during the bootstrap stage 'apply_hooks'",
+    a fix that moved nothing); now B's hooks wrap A's, and both run in every rank."""
+    tag = uuid.uuid4().hex[:8]
+    a, b, lib, target_mod = f"nsa{tag}", f"nsb{tag}", f"libb{tag}", f"tgt{tag}"
+    site = tmp_path / "site"
+    write_distribution(
+        site, f"{target_mod}-dist", modules={target_mod: "def f():\n    return 'o'\n"}
+    )
+    write_distribution(
+        site,
+        f"{lib}-dist",
+        entry_points={"spawnkit.namespaces": {b: f"{lib}.ns:B"}},
+        modules={
+            f"{lib}.ns": (
+                f"import spawnkit\nB = spawnkit.Namespace({b!r}, env_prefix={b.upper()!r})\n"
+            ),
+            f"{lib}.api": f"import spawnkit\nfrom {lib}.ns import B\nspawnkit.bootstrap_here(B)\n",
+        },
+    )
+    for ns, mark in ((a, "A"), (b, "B")):
+        plug = f"plug{mark.lower()}{tag}"
+        write_distribution(
+            site,
+            plug,
+            entry_points={f"{ns}.plugins": {f"p{mark.lower()}": f"{plug}:register"}},
+            modules={plug: _PLUGIN.format(ns=ns, target=f"{target_mod}.f", mark=mark)},
+        )
+    entry = f"enga{tag}.entry"
+    code = _SHARED_ENTRY.format(target_mod=target_mod, lib=lib, b=b)
+    write_distribution(site, f"enga{tag}", modules={entry: code})
+    script = tmp_path / "launch.py"
+    script.write_text(_LAUNCH.format(a=a, entry=f"{entry}:main"))
+    proc = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=_env(site),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    results = ast.literal_eval(proc.stdout.strip().splitlines()[-1])
+    assert results == [("oA", "oAB"), ("oA", "oAB")], results

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -209,3 +210,96 @@ def test_invalid_policy_names_its_origin() -> None:
     assert info.value.setting == "SPAWNKIT_IMPORT_GUARD"
     with pytest.raises(ValueError, match=r"ProcessSpec.guard_policy='maybe'"):
         guard.resolve_policy("error", None, "maybe")
+
+
+# ------------------------------------------------------ two namespaces, one target module
+_TWO_PLUGIN = """
+from spawnkit.hooks.types import HookType
+from spawnkit.namespace import get_namespace
+
+def mark(original, *args, **kwargs):
+    return original(*args, **kwargs) + "+{mark}"
+
+def register():
+    get_namespace({ns!r}).hooks.register({target!r}, mark, HookType.AROUND)
+"""
+
+_TWO_SCRIPT = """
+import json, sys
+import spawnkit
+
+A = spawnkit.Namespace({a!r}, env_prefix={a!r}.upper())
+B = spawnkit.Namespace({b!r}, env_prefix={b!r}.upper())
+spawnkit.bootstrap_here(A)
+from {mod} import func  # code of the user's between the two calls: rebound by B's sweep
+if sys.argv[1] == "tuple":
+    HELD = (func,)  # ... or not: a tuple keeps A's hooked function
+try:
+    spawnkit.bootstrap_here(B)
+except spawnkit.ImportGuardError as exc:
+    print(json.dumps({{"error": str(exc), "findings": exc.findings}}))
+else:
+    print(json.dumps({{"ran": func(), "home": sys.modules[{mod!r}].func()}}))
+"""
+
+
+def _two_namespaces(tmp_path: Path, mode: str) -> dict[str, object]:
+    """``bootstrap_here(A)`` then ``bootstrap_here(B)`` in one real process, both namespaces'
+    plugins (real distributions) hooking the same function."""
+    from spawnkit.testing import write_distribution
+
+    tag = uuid.uuid4().hex[:8]
+    a, b, mod = f"twa{tag}", f"twb{tag}", f"twt{tag}.mod"
+    site = tmp_path / "site"
+    write_distribution(site, f"twt{tag}", modules={mod: "def func():\n    return 'orig'\n"})
+    for ns, mark in ((a, "A"), (b, "B")):
+        plug = f"twp{mark.lower()}{tag}"
+        write_distribution(
+            site,
+            plug,
+            entry_points={f"{ns}.plugins": {f"p{mark.lower()}": f"{plug}:register"}},
+            modules={plug: _TWO_PLUGIN.format(ns=ns, target=f"{mod}.func", mark=mark)},
+        )
+    script = tmp_path / "two.py"
+    script.write_text(_TWO_SCRIPT.format(a=a, b=b, mod=mod))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    ours = str(Path(guard.__file__).resolve().parents[2])  # the spawnkit under test
+    env["PYTHONPATH"] = os.pathsep.join([str(site), ours, env.get("PYTHONPATH", "")])
+    proc = subprocess.run(
+        [sys.executable, "-W", "error", str(script), mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    found["a"], found["b"] = a, b
+    return found
+
+
+def test_a_second_namespace_hooking_what_the_first_ones_hooks_imported_bootstraps(
+    tmp_path: Path,
+) -> None:
+    """The target module the first namespace's hook application imported is no early import
+    of the user's code: before, ``bootstrap_here(B)`` was refused as "too late", the module
+    "first imported at unknown"; now B's hooks wrap A's, and both run (quietly, under
+    ``-W error``), also through the user's ``from X import func`` made in between."""
+    found = _two_namespaces(tmp_path, "plain")
+    assert found.get("ran") == found.get("home") == "orig+A+B", found
+
+
+def test_a_reference_the_second_namespace_cannot_rebind_is_refused_naming_both(
+    tmp_path: Path,
+) -> None:
+    """A tuple made between the two calls keeps A's hooked function, which B's hooks would
+    never reach: refused, naming both namespaces, the holder and the fix, never "unknown"."""
+    found = _two_namespaces(tmp_path, "tuple")
+    message = str(found.get("error"))
+    a, b = found["a"], found["b"]
+    assert f"bootstrap_here({b!r}) after bootstrap_here({a!r})" in message, message
+    assert f"hook application of namespace {a!r}" in message
+    assert "__main__.HELD[0] (tuple item)" in message
+    assert f"call spawnkit.bootstrap_here({b!r}) right after bootstrap_here({a!r})" in message
+    assert "unknown" not in message

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from spawnkit.errors import HookConflictError, HookConflictWarning
+from spawnkit.errors import HookConflictError, HookConflictWarning, HookError
 from spawnkit.hooks import (
     UNKNOWN_SOURCE,
     HookRegistry,
@@ -560,3 +560,137 @@ def test_the_settled_version_changes_with_every_change_and_only_then(mods: Modul
     assert reg._settled_version() is None
     reg.reset()
     assert reg._settled_version() not in seen  # a new state never repeats an old number
+
+
+# ------------------------------------------------ two registries (namespaces), one target
+def _two(mods: Modules) -> tuple[HookRegistry, HookRegistry]:
+    return HookRegistry(name=f"{mods.pkg}.a"), HookRegistry(name=f"{mods.pkg}.b")
+
+
+def test_unapplying_the_inner_registry_keeps_the_outer_ones_hooks(mods: Modules) -> None:
+    """B's chain is built on A's; before, ``A.unapply()`` put the original back over B's chain:
+    B's hooks stopped running (the holder made in between too), unsaid.  Now B's chain is
+    rebuilt on the original, and what held the old one follows."""
+    mods.write("user", "from PKG.m import f\n")
+    m = mods.load("m", "def f(x):\n    return [x]\n")
+    original = m.f
+    a, b = _two(mods)
+    a.register(mods.name("m.f"), lambda r, x: [*r, "A"])
+    b.register(mods.name("m.f"), lambda r, x: [*r, "B"])
+    a.apply_hooks()
+    b.apply_hooks()
+    user = mods.load("user")
+    assert m.f(0) == user.f(0) == [0, "A", "B"]
+    a.unapply()
+    assert m.f(0) == user.f(0) == [0, "B"]  # was [0]: B's hooks gone with A's
+    assert [s.state for s in b.status()] == ["applied"]
+    b.unapply()
+    assert m.f is original and user.f is original
+    a.apply_hooks()
+    b.apply_hooks()
+    b.unapply()  # the outer one first: as before
+    assert m.f(0) == user.f(0) == [0, "A"]
+    a.unapply()
+    assert m.f is original and user.f is original
+
+
+def test_rebuilding_the_inner_registrys_chain_keeps_the_outer_ones_hooks(mods: Modules) -> None:
+    """A hook registered on A after B applied: A's chain is rebuilt, and before it was put over
+    B's, dropping B's hooks; now B's is rebuilt on A's new chain (all three run)."""
+    m = mods.load("m", "def f(x):\n    return [x]\n")
+    original = m.f
+    a, b = _two(mods)
+    a.register(mods.name("m.f"), lambda r, x: [*r, "A"])
+    b.register(mods.name("m.f"), lambda r, x: [*r, "B"])
+    a.apply_hooks()
+    b.apply_hooks()
+    a.register(mods.name("m.f"), lambda r, x: [*r, "A2"])
+    a.apply_hooks()
+    assert m.f(0) == [0, "A", "A2", "B"]  # was [0, "A", "A2"]
+    a.unapply()
+    b.unapply()
+    assert m.f is original
+
+
+def test_a_class_replace_of_another_registry_on_top_is_not_undone_half(mods: Modules) -> None:
+    """A class REPLACE derives from the class below it, so A's replacement cannot leave from
+    under B's: ``A.unapply()`` names B and the target and leaves that target as it is."""
+    m = mods.load("m", "class C:\n    def who(self):\n        return 'orig'\n")
+    original = m.C
+    a, b = _two(mods)
+
+    class ByA(original):  # type: ignore[misc, valid-type]
+        def who(self) -> str:
+            return "A"
+
+    class ByB(ByA):
+        def who(self) -> str:
+            return super().who() + "B"
+
+    a.register(mods.name("m.C"), ByA, HookType.REPLACE)
+    b.register(mods.name("m.C"), ByB, HookType.REPLACE)
+    a.apply_hooks()
+    b.apply_hooks()
+    with pytest.raises(HookError, match=rf"namespace '{b.name}' replaced it .*Fix: unapply"):
+        a.unapply()
+    assert m.C is ByB and m.C().who() == "AB"  # left as it was, not half undone
+    b.unapply()
+    assert m.C is ByA
+    a.unapply()  # the fix the error gives
+    assert m.C is original
+
+
+def test_a_replace_over_another_registrys_hooks_says_they_never_run(mods: Modules) -> None:
+    """B's REPLACE applied over A's chain stands in for all of it: before, A's hooks silently
+    never ran while A's status() said applied; now a ``HookConflictWarning`` names the
+    REPLACE, A's namespace and hooks, and the fix; ``=error`` refuses, nothing patched."""
+    m = mods.load("m", "def f(x):\n    return [x]\n")
+    original = m.f
+
+    def by_a(original_fn, x):  # type: ignore[no-untyped-def]
+        return [*original_fn(x), "A"]
+
+    def by_b(x):  # type: ignore[no-untyped-def]
+        return ["B"]
+
+    a, b = _two(mods)
+    a.register(mods.name("m.f"), by_a, HookType.AROUND)
+    b.register(mods.name("m.f"), by_b, HookType.REPLACE)
+    a.apply_hooks()
+    with pytest.raises(HookError, match=rf"namespace '{a.name}'.*never run"):
+        b.apply_hooks(conflicts="error")
+    assert m.f(0) == [0, "A"]  # refused: nothing of B's patched
+    with pytest.warns(HookConflictWarning) as caught:
+        b.apply_hooks()
+    message = str(caught[0].message)
+    assert "REPLACE hook" in message and "by_b" in message and "by_a" in message, message
+    assert f"namespace '{a.name}'" in message and "hook it with AROUND" in message
+    assert m.f(0) == ["B"]
+    b.unapply()
+    a.unapply()
+    assert m.f is original
+
+
+def test_hooks_of_another_registry_around_a_replacement_stay_quiet(mods: Modules) -> None:
+    """The control: B's AROUND wraps A's REPLACE (both run), and B's class REPLACE derived
+    from A's replacement class keeps it; no warning (``-W error`` holds)."""
+    m = mods.load("m", "def f(x):\n    return [x]\n\nclass C:\n    pass\n")
+    a, b = _two(mods)
+
+    class ByA(m.C):  # type: ignore[misc, name-defined]
+        pass
+
+    class ByB(ByA):
+        pass
+
+    a.register(mods.name("m.f"), lambda x: ["A"], HookType.REPLACE)
+    b.register(mods.name("m.f"), lambda r, x: [*r, "B"])
+    a.register(mods.name("m.C"), ByA, HookType.REPLACE)
+    b.register(mods.name("m.C"), ByB, HookType.REPLACE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a.apply_hooks()
+        b.apply_hooks()
+    assert m.f(0) == ["A", "B"] and m.C is ByB
+    b.unapply()
+    a.unapply()

@@ -175,7 +175,7 @@ def _main_files() -> set[str]:
 
 
 #: Where an import (or a lazy proxy's use) happened, as ``window_of`` names it.
-UNPICKLING, PRELOAD, MAIN, STARTUP, PLUGIN, STAGE, PLACED = (
+UNPICKLING, PRELOAD, MAIN, STARTUP, PLUGIN, STAGE, PLACED, OTHER = (
     "unpickling",
     "preload",
     "main",
@@ -183,6 +183,7 @@ UNPICKLING, PRELOAD, MAIN, STARTUP, PLUGIN, STAGE, PLACED = (
     "plugin",
     "stage",
     "placed",
+    "other namespace",
 )
 
 
@@ -502,8 +503,17 @@ def check(
             finding = _violation(module, regs, site, bindings, previews, extra)
             if module in own and _members_only(module, finding["targets"]):
                 continue  # the platform's own classes, patched in place: every caller sees it
+            other = _imported_by_other(registry, module)
+            if other is not None and _by_other(namespace, other, finding, previews):
+                found = _plugin_import(module, regs, site, {module: f"namespace {other!r}'s hooks"})
+                result.plugin_imports.append({**found, "imported_by": other})
+                continue  # another namespace's hooks imported it: this one's wrap theirs
             result.violations.append(finding)
-    repaired = [v for v in result.violations if sweep_repairs and v.get("rebound_by_sweep")]
+    repaired = [
+        v
+        for v in result.violations
+        if sweep_repairs and v.get("rebound_by_sweep") and not v.get("imported_by")
+    ]
     failing = [v for v in result.violations if v not in repaired]
     if failing:
         _raise_or_warn(namespace, failing, policy)
@@ -542,6 +552,42 @@ def _platform_modules(namespace: Any) -> frozenset[str]:
     if platform is None:
         return frozenset()
     return frozenset(str(getattr(cls, "__module__", "")) for cls in type(platform).__mro__)
+
+
+def _imported_by_other(registry: Any, module: str) -> str | None:
+    """The other namespace whose hook application imported ``module`` (an odd registry: none)."""
+    from spawnkit.hooks.registry import imported_by_other  # an early target module only
+
+    name = getattr(registry, "name", None)
+    return imported_by_other(name, module) if isinstance(name, str) else None
+
+
+def _by_other(
+    namespace: Any, other: str, finding: dict[str, Any], previews: dict[str, Any]
+) -> bool:
+    """A target module namespace ``other``'s ``apply_hooks()`` imported: no early import of
+    the user's code, and this namespace's hooks wrap ``other``'s chains (both run).  True when
+    the sweep rebinds every reference to what stands at the targets now; else ``finding``
+    is made to say so, naming both namespaces (the user's code bound them in between)."""
+    held = sorted({h for t in finding["targets"] for h in (previews.get(t) or ((), ()))[1]})
+    if not held:
+        return True
+    ns_name = getattr(namespace, "name", str(namespace))
+    finding.update(
+        imported_by=other,
+        first_import=f"by the hook application of namespace {other!r} (its apply_hooks(): "
+        f"bootstrap_here({other!r}) or a worker's bootstrap of it), which wrapped the "
+        "originals in its own hooks",
+        filename="",
+        lineno=0,
+        chain=[],
+        window=OTHER,
+        stale_bindings=held,
+        fix=f"call spawnkit.bootstrap_here({ns_name!r}) right after "
+        f"bootstrap_here({other!r}), before the code that made those references runs (or "
+        "make them after it), so that both namespaces' hooks are in place when they are made",
+    )
+    return False
 
 
 def _plugin_import(
@@ -736,6 +782,9 @@ def _message(namespace: Any, violations: list[dict[str, Any]], policy: str = "er
             )
         elif v.get("window") == PLACED:
             lines.append(f"- module {v['module']!r}, {v['first_import']}")
+        elif v.get("window") == OTHER:
+            lines += _other_lines(v)
+            continue
         else:
             lines.append(f"- module {v['module']!r}, first imported at {v['first_import']}")
         if len(v["chain"]) > 1 or v.get("window") in (PLACED, STARTUP):
@@ -753,6 +802,18 @@ def _message(namespace: Any, violations: list[dict[str, Any]], policy: str = "er
             "(or ProcessSpec.guard_policy='warn')."
         )
     return "\n".join(lines)
+
+
+def _other_lines(v: dict[str, Any]) -> list[str]:
+    """A finding of :func:`_by_other`: the other namespace imported it; what holds its hooks."""
+    return [
+        f"- module {v['module']!r}, imported {v['first_import']}",
+        "  hooks it defeats: " + "; ".join(v["hooks"]),
+        f"  references to namespace {v['imported_by']!r}'s hooked objects that this "
+        "namespace's sweep cannot rebind (they would run its hooks, never these): "
+        + ", ".join(v["stale_bindings"]),
+        f"  Fix: {v['fix']}.",
+    ]
 
 
 def _imported_at(module: str) -> str:

@@ -141,6 +141,18 @@ def _staged(work: Callable[[Bootstrapper], _R]) -> Callable[[Bootstrapper], _R]:
     return run_stage
 
 
+def _vouched(result: GuardResult | None) -> bool:
+    """No target module was imported before plugin loading began, so no module imported by
+    then can hold an original: the stale-binding sweep skips them.  A target module another
+    namespace's hooks imported (``imported_by``) may be held since: swept, not vouched."""
+    return (
+        result is not None
+        and result.policy != "off"
+        and not result.violations
+        and not any(found.get("imported_by") for found in result.plugin_imports)
+    )
+
+
 class Bootstrapper:
     """The staged bootstrap of one worker; one method per row of ``STAGES``, run in its order.
 
@@ -342,9 +354,7 @@ class Bootstrapper:
     def apply_hooks(self) -> None:
         """Patch every registered target (strict: a target that fails stops the bootstrap)."""
         manager, clean, result = self.namespace.plugins, frozenset[str](), self.guard_result
-        if result is not None and result.policy != "off" and not result.violations:
-            # No target module was imported before plugin loading began, so no module
-            # imported by then can hold an original: the stale-binding sweep skips them.
+        if _vouched(result):
             clean = manager.report.modules_before
         started = time.monotonic()
         # <PREFIX>_LENIENT_PLUGINS=1: strict=False, a failed target logged at ERROR (the knob

@@ -23,10 +23,10 @@ from typing import Any
 from weakref import getweakrefcount
 
 from spawnkit._log import DEBUG, LazyLogger
-from spawnkit.errors import HookApplyError, HookRegistrationError
+from spawnkit.errors import HookApplyError, HookConflictError, HookRegistrationError
 from spawnkit.hooks import _conflicts, _decide, _on_import, _resolve
 from spawnkit.hooks._chain import build_chain, is_async_callable
-from spawnkit.hooks._journal import ABSENT, Journal, item_of
+from spawnkit.hooks._journal import ABSENT, Journal, item_of, put_attr
 from spawnkit.hooks._propagate import (
     CALLED_AT_IMPORT,
     LRU_CACHE,
@@ -73,13 +73,17 @@ def hook_module(hook: Any) -> str | None:
     return module if isinstance(module, str) else None
 
 
-def restore(st: State, rec: Record, journal: Journal, rebinds: dict[int, Rebind]) -> None:
+def restore(st: State, rec: Record, journal: Journal, rebinds: dict[int, Rebind]) -> list[Any]:
     """Put one target back as it was (journaled); late holders are left to ``rebinds``.
 
     A target someone replaced after it was applied keeps their object: undoing ours must
-    not undo theirs.
+    not undo theirs.  Another registry's chain built on ours there is returned, to be
+    rebuilt on what is put back (``rebase_layers``); a class REPLACE of one is refused.
     """
+    layers: list[Any] = []
     if not _decide.displaced_by(rec)[0]:
+        if _raw_at(rec) is not rec.installed_raw:
+            layers = _stacked(rec, undoing=True)  # wrapped: by another registry's chain?
         journal.put(rec.res.owner, rec.res.attr, rec.before)
     held = rec.held
     for modname, container, key, _label in rec.bindings:
@@ -92,6 +96,38 @@ def restore(st: State, rec: Record, journal: Journal, rebinds: dict[int, Rebind]
         del st.stale[where]
     if rec.propagates:
         rebinds[id(rec.installed)] = undoing(rec, held)
+    return layers
+
+
+def _hides_other(
+    call: ApplyCall,
+    key: str,
+    res: _resolve.Resolved,
+    before: Any,
+    installed: Any,
+    regs: tuple[Registration, ...],
+) -> None:
+    """A REPLACE built over another registry's chain (or class REPLACE) hides its hooks: a
+    ``HookConflictWarning`` (``<PREFIX>_HOOK_CONFLICTS=error``: refused, nothing patched)."""
+    from spawnkit.hooks import _layers
+
+    replacer = next(r for r in reversed(regs) if r.hook_type is HookType.REPLACE).describe()
+    display = call.st.display[key]
+    message = _layers.hides(key, display, res.owner, res.attr, before, installed, replacer)
+    if message is None:
+        return
+    if call.st.conflicts[0] == "error":
+        raise HookConflictError(message, conflicts=[message])
+    call.dropped.append(message)
+
+
+def _stacked(rec: Record, undoing: bool) -> list[Any]:
+    """The other registries' chains standing on ``rec``'s (``_layers``); rare: imported here."""
+    from spawnkit.hooks import _layers
+
+    layers = _layers.above(rec)
+    _layers.refuse(rec, layers, undoing)
+    return layers
 
 
 def undoing(rec: Record, held: Any) -> Rebind:
@@ -174,6 +210,8 @@ class ApplyCall:
         # on it) -> target: what its import-time calls may have run before the hooks
         self.rebound: dict[str, dict[str, dict[str | None, str]]] = {}
         self.modules_before = len(sys.modules)  # sys.modules' first entries: imported before
+        self.imported: list[str] = []  # the target modules this call imported itself
+        self.layered: list[Any] = []  # other registries' chains on a target it changed
 
     def _changed(self, keys: list[str]) -> list[str]:
         st = self.st
@@ -224,7 +262,7 @@ class ApplyCall:
         pending, orphans, deferred = self._decide(strict, only)
         if not pending and not orphans and not self.failures:
             return []
-        restore_rebinds = self._restore_orphans(orphans, pending)
+        restore_rebinds = _restore_orphans(self, orphans, pending)
         for key in pending:
             self._load_hooks(key)
         self.classes = classes = {
@@ -251,6 +289,8 @@ class ApplyCall:
             for key in deferred:
                 st.stop_waiting(key)
             raise _error(self, problems) from self.first_error
+        if self.layered:  # other registries' chains on ours: rebuilt on what stands now
+            self.messages += rebase_layers(self.layered)
         _owner_holders(self)  # and those holding the class or module of a target
         _hidden_holders(self)  # and those no sweep reads, where the counts say there are some
         _filled_caches(self)  # and the lru_caches that answered from the originals before
@@ -281,25 +321,6 @@ class ApplyCall:
         self.errors[key] = exc
         if self.first_error is None:
             self.first_error = exc
-
-    def _restore_orphans(self, orphans: list[str], pending: list[str]) -> dict[int, Rebind]:
-        """Restore the targets left with no hooks; their stale holders go to the first sweep."""
-        st = self.st
-        rebinds: dict[int, Rebind] = {}
-        for key in orphans:
-            rec = st.applied.pop(key, None)
-            if rec is None:
-                continue  # a method of a class orphan, restored with it below
-            if rec.kind == _resolve.CLASS:
-                for dep in [d for d in st.applied if d.startswith(key + ".")]:
-                    # they were patched on the replacement, which is going away:
-                    # re-resolve them on the class that comes back
-                    restore(st, st.applied.pop(dep), self.journal, rebinds)
-                    if st.live(dep) and dep not in pending:
-                        pending.append(dep)
-            restore(st, rec, self.journal, rebinds)
-            logger.debug("restored target %r: no hooks left on it", rec.display)
-        return rebinds
 
     def _load_hooks(self, key: str) -> bool:
         """The (registration, hook object) pairs of ``key`` into ``self.hooks``; False: failed."""
@@ -373,6 +394,8 @@ class ApplyCall:
                 func, pairs, key=key, display=display, is_async=is_async_callable(func), notes=notes
             )
             raw = _as_attribute(kind, installed)
+        if others is not None and any(r.hook_type is HookType.REPLACE for r in regs):
+            _hides_other(self, key, res, before, installed, regs)  # another namespace's?
         # the hooks' modules, and a 'module:qualname' hook's own (it may re-export the object)
         modules: set[str] = set()
         for reg, obj in pairs:
@@ -434,6 +457,28 @@ class ApplyCall:
                 logger.debug(
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
+
+
+def _restore_orphans(
+    self: ApplyCall, orphans: list[str], pending: list[str]
+) -> dict[int, Rebind]:
+    """Restore the targets left with no hooks; their stale holders go to the first sweep."""
+    st = self.st
+    rebinds: dict[int, Rebind] = {}
+    for key in orphans:
+        rec = st.applied.pop(key, None)
+        if rec is None:
+            continue  # a method of a class orphan, restored with it below
+        if rec.kind == _resolve.CLASS:
+            for dep in [d for d in st.applied if d.startswith(key + ".")]:
+                # they were patched on the replacement, which is going away:
+                # re-resolve them on the class that comes back
+                self.layered += restore(st, st.applied.pop(dep), self.journal, rebinds)
+                if st.live(dep) and dep not in pending:
+                    pending.append(dep)
+        self.layered += restore(st, rec, self.journal, rebinds)
+        logger.debug("restored target %r: no hooks left on it", rec.display)
+    return rebinds
 
 
 def _is_globals(module: str, container: Any) -> bool:
@@ -647,11 +692,13 @@ def _install(
         for dep in [d for d in st.applied if d.startswith(key + ".")]:
             # their owner is about to change (a first or a new class REPLACE):
             # re-resolve them on the new class
-            restore(st, st.applied.pop(dep), call.journal, rebinds)
+            call.layered += restore(st, st.applied.pop(dep), call.journal, rebinds)
             if dep not in call.hooks and st.live(dep) and call._load_hooks(dep):
                 later.append(dep)
     try:
         rec = call._build(key, call.hooks[key], prev)
+        if prev is not None and _raw_at(prev) is not prev.installed_raw:
+            call.layered += _stacked(prev, undoing=False)  # ours rebuilt under another's
         call.journal.put(rec.res.owner, rec.res.attr, rec.installed_raw)
         if rec.kind == _resolve.CLASS:
             call.resolver.forget_owners()  # walks through this class now find another
@@ -668,6 +715,14 @@ def _install(
         _stood_in(call, rec, prev)  # found through a module's __getattr__: rare
     if rec.propagates:
         _look_for(rec, prev, rebinds, skip)
+
+
+def _raw_at(rec: Record) -> Any:
+    """What stands at ``rec``'s target now (an owner with no ``__dict__``: taken for ours)."""
+    try:
+        return vars(rec.res.owner).get(rec.res.attr, ABSENT)
+    except TypeError:
+        return rec.installed_raw
 
 
 def _stood_in(call: ApplyCall, rec: Record, prev: Record | None) -> None:
@@ -909,6 +964,7 @@ def _import_and_install(
                 begun = time.monotonic()
                 module = call.resolver.load(path)
                 st.import_spans.append((module, begun, time.monotonic()))
+                call.imported.append(module)
             for key in found:
                 now(key)
     finally:
@@ -935,3 +991,32 @@ def _awaited(loop: FrameType) -> bool:
                 return True
         frame = frame.f_back
     return False
+
+
+def rebase_layers(layers: list[Any]) -> list[str]:
+    """Build each layer's chain again, bottom up, on what stands at the target now; what held
+    its old chain is rebound to the new one.  Returns what could not be rebuilt (left as is)."""
+    problems: list[str] = []
+    for registry, rec in layers:
+        with registry._lock:
+            st = registry._state
+            if st.applied.get(rec.key) is not rec:
+                continue  # changed meanwhile: its registry's own call rebuilt it
+            call = ApplyCall(st, frozenset(), registry._module_imported)
+            rebinds: dict[int, Rebind] = {}
+            skip: set[tuple[str, str]] = set()
+            if call._load_hooks(rec.key):
+                _install(call, rec.key, None, rebinds, skip)
+            if call.failures:  # its old chain back: it still runs what stood under it
+                put_attr(rec.res.owner, rec.res.attr, rec.installed_raw)
+                st.applied[rec.key] = rec
+                problems.append(
+                    f"{rec.display!r}: namespace {registry.name!r}'s hooks there could not be "
+                    f"rebuilt on what stands under them ({call.failures[rec.key][1]}), so its "
+                    "old chain was put back, with the hooks it wrapped still inside it"
+                )
+                continue
+            call._propagate(rebinds, frozenset(skip))
+            registry._note_stale(call.stale)
+            st.touch()
+    return problems

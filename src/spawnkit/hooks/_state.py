@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import sys
 import types
+import weakref
 from typing import Any
 
 from spawnkit._plain import Plain
@@ -92,6 +94,25 @@ class Record(Plain):
         as that function)."""
         raw = self.original
         return raw.__func__ if type(raw) in (staticmethod, classmethod) else raw
+
+
+#: Every registry of this process, weakly: a target two namespaces hook holds one's chain
+#: inside the other's, and undoing or rebuilding the inner one rebuilds the outer one on what
+#: stands there then (``hooks/_layers``).
+REGISTRIES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+#: module -> (registry name, id of the module): the target modules an ``apply_hooks()`` of
+#: that registry imported.  Another namespace's import guard must not take them for an early
+#: import of the user's code (``RegistryQueries.imported_by_other``).
+APPLY_IMPORTS: dict[str, tuple[str, int]] = {}
+
+
+def note_imports(registry: str, modules: list[str]) -> None:
+    for name in modules:
+        module = sys.modules.get(name)
+        found = APPLY_IMPORTS.get(name)
+        if module is not None and (found is None or found[1] != id(module)):
+            APPLY_IMPORTS[name] = (registry, id(module))
 
 
 #: Every state's version comes from here: one process-wide count, so that a new state (after

@@ -102,10 +102,8 @@ def _cannot(hook: Any, src: object, target: str) -> str:
 
 
 class HookRegistry(RegistryQueries):
-    """Hooks on functions, methods and classes, applied in one atomic, reversible step.
-
-    Every public method works on the class (the default registry) and on an instance.
-    """
+    """Hooks on functions, methods and classes, applied in one atomic, reversible step; every
+    public method works on the class (the default registry) and on an instance."""
 
     _default: ClassVar[HookRegistry | None] = None
     _default_lock: ClassVar[threading.Lock] = threading.Lock()
@@ -115,6 +113,7 @@ class HookRegistry(RegistryQueries):
         self._lock = threading.RLock()
         self._state = _state.State()
         self._applying = False  # an apply call runs (in the thread holding the lock)
+        _state.REGISTRIES.add(self)  # a target another registry hooks too: hooks/_layers
 
     def __repr__(self) -> str:
         return (
@@ -256,6 +255,7 @@ class HookRegistry(RegistryQueries):
                     seq = st.seq
                     call = _apply.ApplyCall(st, frozenset(clean_modules), self._module_imported)
                     patched += call.run(strict)  # a strict failure raises, the state rolled back
+                    _state.note_imports(self.name, call.imported)  # for others' guards
                     self._note_stale(call.stale)
                     # on_import targets whose module this call imported (their finder
                     # call found this registry busy), then what was registered meanwhile
@@ -601,22 +601,40 @@ def _discard(st: _state.State, source: HookSource) -> int:
     return dropped
 
 
+def imported_by_other(registry: str, module: str) -> str | None:
+    """The name of another registry (its namespace) than ``registry`` whose ``apply_hooks()``
+    imported ``module``, still the one in ``sys.modules``; else None.  The import guard asks:
+    such a module is no early import of the user's code (``bootstrap_here(A)``, then
+    ``bootstrap_here(B)``, both hooking it), only a target whose originals A's hooks wrap."""
+    found = _state.APPLY_IMPORTS.get(module)
+    if found is None or found[0] == registry or found[1] != id(sys.modules.get(module)):
+        return None
+    return found[0]
+
+
 def _restore_all(st: _state.State) -> list[str]:
     journal = Journal()
     rebinds: dict[int, Rebind] = {}
     problems: list[str] = []
     own = _apply.own_objects(st.applied.values())
+    layered: list[Any] = []  # other registries' chains on ours: rebuilt on the originals
+    kept: dict[str, _state.Record] = {}  # under another's class REPLACE: still ours to undo
     for rec in reversed(list(st.applied.values())):
         try:
-            _apply.restore(st, rec, journal, rebinds)
+            layered += _apply.restore(st, rec, journal, rebinds)
+        except HookError as exc:  # refused before any change (hooks/_layers.refuse)
+            problems.append(str(exc))
+            kept[rec.key] = rec
         except Exception as exc:
             problems.append(f"{rec.display!r}: {type(exc).__name__}: {exc}")
-    st.applied.clear()
+    st.applied = kept
     for modname, namespace, name, _label, rebind in find_holders(rebinds):
         if not _apply.late_binding(rebind, name, own):
             continue  # the plugin's own name for its replacement class
         namespace[name] = rebind.new
         logger.debug("restored late binding %s.%s", modname, name)
+    if layered:
+        problems += _apply.rebase_layers(layered)
     for provided in reversed(_decide.forget(st)):
         try:
             provided.undo()

@@ -349,6 +349,18 @@ def bootstrap_ns(ns: Namespace, *, decide: bool = True) -> BootstrapReport:
 
 def _too_late(ns: Namespace, exc: ImportGuardError) -> ImportGuardError:
     modules = sorted({str(f.get("module", "")) for f in exc.findings if isinstance(f, dict)})
+    others = sorted({str(f["imported_by"]) for f in exc.findings if f.get("imported_by")})
+    if others and all(f.get("imported_by") for f in exc.findings):  # not too late: between
+        named = ", ".join(repr(m) for m in modules)
+        return ImportGuardError(
+            f"spawnkit.bootstrap_here({ns.name!r}) after bootstrap_here("
+            f"{', '.join(map(repr, others))}): both hook module(s) {named}, which the other "
+            f"namespace's hooks imported, and code that ran in between holds its hooked objects "
+            f"where {ns.name!r}'s hooks cannot reach them. To run anyway with these hooks "
+            f"ineffective there, set {ns.config.guard_var}=warn.\n{exc}",
+            findings=exc.findings,
+            stage=exc.stage,
+        )
     err = ImportGuardError(
         f"spawnkit.bootstrap_here({ns.name!r}) came too late: hook target module"
         f"{'s' if len(modules) > 1 else ''} {', '.join(repr(m) for m in modules)} "
