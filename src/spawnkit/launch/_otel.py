@@ -147,8 +147,11 @@ class OtelBridge:
 
 
 def _described(error: BaseException) -> str:
-    """An error status's description: the error's type and first line."""
+    """An error status's description: the error's type and first line (a ``SystemExit``'s,
+    ``Terminated`` for a SIGTERM to the launcher: its exit code)."""
     first = str(error).strip().partition("\n")[0]
+    if isinstance(error, SystemExit):
+        first = f"exit code {error.code}"
     text = f"{type(error).__name__}: {first}" if first else type(error).__name__
     return text if len(text) <= 200 else text[:199] + "\u2026"
 
