@@ -821,3 +821,37 @@ def test_an_interrupted_launch_has_an_error_root_span(site: Site, tmp_path: Path
     raised = "Terminated" if sigterm else "KeyboardInterrupt"
     described = "Terminated: exit code 143" if sigterm else "KeyboardInterrupt"
     assert done.stdout.splitlines()[-2:] == [f"raised {raised}", f"root ERROR {described}"]
+
+
+@pytest.mark.parametrize(
+    "value", [b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", 7], ids=["bytes", "int"]
+)
+def test_a_traceparent_that_is_no_text_is_refused_and_frees_the_trace_path(
+    site: Site, tmp_path: Path, otel_started: list[Any], value: object
+) -> None:
+    """The text form that is no traceparent was refused; bytes or a number were dropped and
+    replaced by the launch's own context, the launch leaving the caller's trace unsaid.  And
+    a refused context held the trace path: the next launch given it was refused as if a live
+    group still wrote it."""
+    path = tmp_path / "tp.json"
+    with pytest.raises(ConfigError, match=r"TRACEPARENT.*not a W3C traceparent") as info:
+        spawn_with_plugins(
+            site.entry(),
+            namespace=site.ns,
+            trace=path,
+            env={"TRACEPARENT": value},  # type: ignore[dict-item]
+        )
+    assert info.value.setting == "env"
+    assert f"({type(value).__name__} given)" in str(info.value)
+    assert [s.name for s in otel_started] == []  # refused before the root span started
+    for bad in ("00-abcd-ef-01", value):  # the path is free after either refusal
+        with pytest.raises(ConfigError, match="not a W3C traceparent"):
+            spawn_with_plugins(
+                site.entry(),
+                namespace=site.ns,
+                trace=path,
+                env={"TRACEPARENT": bad},  # type: ignore[dict-item]
+            )
+    with spawn_with_plugins(site.entry(), namespace=site.ns, ready_timeout=60, trace=path) as group:
+        group.wait_ready(60)
+    assert json.loads(path.read_text())["otherData"]["world_size"] == 1

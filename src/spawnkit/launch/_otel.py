@@ -72,7 +72,8 @@ class OtelBridge:
         from opentelemetry.trace import get_current_span
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-        given = {v: val for v, val in (env or {}).items() if v in _CARRIER and isinstance(val, str)}
+        _refuse_no_text(env)
+        given = {v: val for v, val in (env or {}).items() if v in _CARRIER}
         carrier = {_CARRIER[v]: val for v, val in given.items()}
         propagator = TraceContextTextMapPropagator()
         parsed = propagator.extract(carrier, context=Context())
@@ -144,6 +145,21 @@ class OtelBridge:
             self.root.set_status(Status(StatusCode.ERROR, _described(self.error)))
         end = root_span.end if root_span is not None else max(s.end for s in rec.spans)
         self.root.end(end_time=self._ns(end))
+
+
+def _refuse_no_text(env: Mapping[str, object] | None) -> None:
+    """A ``TRACEPARENT``/``TRACESTATE`` in ``env=`` that is no text (bytes, a number) is
+    refused as the text that is no traceparent is: it was dropped and replaced by the launch's
+    own context, so the launch left the caller's trace, unsaid."""
+    for var, val in (env or {}).items():
+        if var in _CARRIER and not isinstance(val, str):
+            raise ConfigError(
+                f"env={{{var!r}: {val!r}}}: not a W3C {_CARRIER[var]}: the caller's trace "
+                f"context is text ({type(val).__name__} given), so the launch's spans could "
+                "not join the caller's trace. Pass the text a propagator's inject() wrote "
+                "(bytes decoded), or leave it out. No worker was started.",
+                setting="env",
+            )
 
 
 def _described(error: BaseException) -> str:
