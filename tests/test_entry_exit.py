@@ -41,6 +41,31 @@ def closes_and_returns(payload=None):
     os.closerange(3, 4096)
     return "done"
 
+def _reopen(path):
+    import atexit
+    fd = current_spec().report_conn.fileno()
+    os.closerange(3, 4096)  # a daemonizing library closes the inherited descriptors,
+    held = [open(os.devnull, "w") for _ in range(3, fd)]  # then opens files of its own:
+    log = open(path, "w")  # its log gets the report pipe's number
+    assert log.fileno() == fd, (log.fileno(), fd)
+    log.write("user data\\n")
+    log.flush()
+
+    def bye():  # the file is the entry's until the process ends
+        log.write("at exit\\n")
+        log.close()
+
+    atexit.register(bye)
+    return held
+
+def reopens_and_raises(path):
+    _reopen(path)
+    raise RuntimeError("closed my descriptors")
+
+def reopens_and_returns(path):
+    _reopen(path)
+    return "done"
+
 def exits_at_exit(payload=None):
     import atexit
     atexit.register(os._exit, 7)  # a native library's teardown that ends the process
@@ -127,6 +152,28 @@ def test_an_entry_that_closed_its_report_pipe_is_told_on_stderr_and_not_called_o
         _one(f"{app}:closes_and_returns", method, prefix_output=True)
     assert info.value.exit_code == 0 and "report pipe closed" in str(info.value)
     assert "its entry returned, and its result is lost" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_an_entry_whose_file_got_the_report_pipes_number_keeps_its_file(
+    app: str, method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The entry closed the report pipe and opened a file that got its number: the worker's
+    FAILED (or RESULT) was written into that file, after the entry's own lines, and the file's
+    descriptor closed under it.  Now nothing of spawnkit's lands there and the file stays
+    open; stderr says what happened to the pipe, as for a pipe that was only closed."""
+    for entry, said in (
+        ("reopens_and_raises", "stage 'entry' failed: RuntimeError: closed my descriptors; "),
+        ("reopens_and_returns", "its entry returned, and its result is lost; "),
+    ):
+        log = tmp_path / f"{entry}-{method}.log"
+        with pytest.raises(ChildExitedError) as info:
+            _one(f"{app}:{entry}", method, payload=str(log), prefix_output=True)
+        assert "report pipe closed with no exception, exit or result on it" in str(info.value)
+        assert log.read_bytes() == b"user data\nat exit\n"  # its own lines, and still open
+        err = capsys.readouterr().err
+        assert said + "its report pipe to the launcher was lost (OSError: descriptor " in err
+        assert f"was closed and its number reused by the process: it is now {log}," in err
 
 
 @pytest.mark.parametrize("method", ["spawn", "forkserver"])

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import builtins
 import errno
 import json
 import pickle
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -258,3 +260,135 @@ def test_a_worker_exception_that_builds_its_message_reaches_the_launcher_as_rais
         ("failed with code 7",),
         7,
     )
+
+
+_GROUPS = pytest.mark.skipif(sys.version_info < (3, 11), reason="no ExceptionGroup before 3.11")
+#: The built-in groups (read from builtins: this module runs on 3.10 too, where they are not).
+_EG: Any = getattr(builtins, "ExceptionGroup", Exception)
+_BEG: Any = getattr(builtins, "BaseExceptionGroup", BaseException)
+
+
+class _CodedGroup(_EG):  # type: ignore[misc]
+    """The documented way to subclass a group: a ``__new__`` of its own arguments."""
+
+    def __new__(cls, excs: list[Exception], errcode: int) -> _CodedGroup:
+        self: Any = super().__new__(cls, "coded", excs)
+        self.errcode = errcode
+        return self  # type: ignore[no-any-return]
+
+    def __init__(self, excs: list[Exception], errcode: int) -> None:
+        super().__init__("coded", excs)
+
+
+@_GROUPS
+def test_an_exception_group_of_members_that_build_their_message_arrives_rebuilt() -> None:
+    """A group holding ``CodeError(7)`` pickled its members the default way (called with the
+    message) and so was not sent at all: ``child_exception`` None where the member alone
+    arrived.  Each member now travels as it would alone, nested groups and a group subclass
+    whose ``__new__`` takes other arguments than its base's included."""
+    group = _caught(_EG("two shards", [_CodeError(7), ValueError("plain")]))
+    rec = failure.record("entry", group)
+    back: Any = failure.load_exception(rec.exc_bytes)
+    assert type(back) is _EG and rec.unsent == ""
+    assert str(back) == "two shards (2 sub-exceptions)"
+    code, plain = back.exceptions
+    assert (type(code), str(code), code.args, code.code) == (
+        _CodeError,
+        "failed with code 7",
+        ("failed with code 7",),
+        7,
+    )
+    assert type(plain) is ValueError and plain.args == ("plain",)
+    nested = _caught(_BEG("outer", [_EG("inner", [_CodeError(3)]), KeyboardInterrupt()]))
+    back = failure.load_exception(failure.record("entry", nested).exc_bytes)
+    assert type(back) is _BEG
+    inner, stop = back.exceptions
+    assert type(stop) is KeyboardInterrupt and str(inner.exceptions[0]) == "failed with code 3"
+    coded = _caught(_CodedGroup([_CodeError(2)], 9))
+    back = failure.load_exception(failure.record("entry", coded).exc_bytes)
+    assert type(back) is _CodedGroup and back.errcode == 9
+    assert str(back.exceptions[0]) == "failed with code 2"
+
+
+@_GROUPS
+def test_an_exception_group_whose_member_cannot_travel_says_which() -> None:
+    """Not silently None: the record, and the launcher's message, name the member."""
+    rec = failure.record("entry", _caught(_EG("two", [_CodeError(1), _LyingReduce(4)])))
+    assert rec.exc_bytes is None
+    assert "sub-exception 2" in rec.unsent and "_LyingReduce: code 4" in rec.unsent
+    assert "loads back as another exception" in rec.unsent
+    line = failure.raised_message(rec, failure.Worker(0, 1)).splitlines()[1]
+    assert line.startswith("The exception group did not reach the launcher as an object")
+    assert "(child_exception is None): it holds sub-exception 2" in line
+    single = failure.record("entry", _caught(_LyingReduce(4)))  # (a single one: its text only)
+    assert single.exc_bytes is None and single.unsent == ""
+
+
+_GROUP_APP = """
+class CodeError(Exception):
+    def __init__(self, code):
+        super().__init__(f"failed with code {code}")
+        self.code = code
+
+class Lying(Exception):
+    def __init__(self, code):
+        super().__init__(f"code {code}")
+
+    def __reduce__(self):
+        return (Lying, self.args)
+
+def fails(payload=None):
+    raise ExceptionGroup("shards", [CodeError(7), ValueError("plain")])
+
+def fails_lying(payload=None):
+    raise ExceptionGroup("shards", [CodeError(7), Lying(4)])
+"""
+
+
+@_GROUPS
+@pytest.mark.parametrize(
+    ("method", "context"),
+    [("spawn", "multiprocessing"), ("forkserver", "multiprocessing"), ("spawn", "multiprocess")],
+)
+def test_a_worker_exception_group_reaches_the_launcher_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str, context: str
+) -> None:
+    """Real workers: the group, each member as raised (``child_exception``, its cause)."""
+    if context == "multiprocess":
+        pytest.importorskip("multiprocess")
+    from spawnkit import spawn_with_plugins
+
+    name = f"group_app_{tmp_path.name}".replace("-", "_")
+    (tmp_path / f"{name}.py").write_text(_GROUP_APP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with (
+        pytest.raises(ChildRaisedError) as info,
+        spawn_with_plugins(
+            f"{name}:fails", start_method=method, context=context, ready_timeout=120
+        ) as group,
+    ):
+        group.results(timeout=120)
+    back: Any = info.value.child_exception
+    assert type(back) is _EG, info.value
+    code, plain = back.exceptions
+    assert (type(code).__name__, str(code), code.code) == ("CodeError", "failed with code 7", 7)
+    assert type(plain) is ValueError and str(plain) == "plain"
+    assert info.value.__cause__ is back
+
+
+@_GROUPS
+def test_a_worker_exception_group_that_cannot_travel_is_said_in_the_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spawnkit import spawn_with_plugins
+
+    name = f"group_lying_{tmp_path.name}".replace("-", "_")
+    (tmp_path / f"{name}.py").write_text(_GROUP_APP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with (
+        pytest.raises(ChildRaisedError) as info,
+        spawn_with_plugins(f"{name}:fails_lying", ready_timeout=120) as group,
+    ):
+        group.results(timeout=120)
+    assert info.value.child_exception is None
+    assert f"it holds sub-exception 2 ({name}.Lying: code 4), which loads back" in str(info.value)

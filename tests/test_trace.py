@@ -735,3 +735,123 @@ def test_a_launch_that_failed_before_its_group_has_an_error_root_span(
     assert described.startswith("ForkServerError: ")
     [event] = [e for e in root.events if e.name == "exception"]
     assert "no such device" in event.attributes["exception.message"]
+
+
+def test_a_launch_that_failed_starting_its_ranks_has_an_error_root_span(
+    site: Site, tmp_path: Path, otel_spans: Any
+) -> None:
+    """After the group exists (``rank_extra`` is asked as the ranks start): the group's
+    teardown ended the root span with the launch's error status UNSET, as a good run's."""
+    with pytest.raises(ConfigError, match=r"rank_extra\(0\) returned 5") as info:
+        spawn_with_plugins(
+            site.entry(),
+            namespace=site.ns,
+            rank_extra=lambda rank: 5,  # type: ignore[arg-type, return-value]
+            trace=tmp_path / "start.json",
+        )
+    [root] = [s for s in otel_spans.get_finished_spans() if s.name == "spawn_with_plugins"]
+    assert _status(root) == ("ERROR", f"ConfigError: {str(info.value).splitlines()[0]}")
+    [event] = [e for e in root.events if e.name == "exception"]
+    assert event.attributes["exception.type"].endswith("ConfigError")
+
+
+_INTERRUPTED_LAUNCHER = """
+import atexit, os, signal, sys, time
+
+def report():  # registered first: runs after spawnkit's own exit handler, the last teardown
+    [root] = [s for s in exporter.get_finished_spans() if s.name == "spawn_with_plugins"]
+    print("root", root.status.status_code.name, root.status.description, flush=True)
+
+atexit.register(report)
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from spawnkit import spawn_with_plugins
+from spawnkit.namespace import Namespace
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # as a terminal's launcher has
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+    tag, path, how = sys.argv[1:4]
+    ns = Namespace(tag, env_prefix=tag.upper())
+    sig = signal.SIGINT if how in ("ctrl-c", "in-block") else signal.SIGTERM
+    try:
+        if how == "sigterm-no-with":  # the group is torn down at exit
+            group = spawn_with_plugins(f"{tag}_nap:run", namespace=ns, ready_timeout=60, trace=path)
+            group.wait_ready(60)
+            os.kill(os.getpid(), sig)
+            group.join(30)
+        with spawn_with_plugins(
+            f"{tag}_nap:run", namespace=ns, ready_timeout=60, grace_period=5, trace=path
+        ) as group:
+            group.wait_ready(60)
+            os.kill(os.getpid(), sig)
+            if how == "in-block":  # raised by the block's own code, not by a wait
+                time.sleep(30)
+            group.join(30)
+    except BaseException as exc:
+        print("raised", type(exc).__name__, flush=True)
+"""
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "in-block", "sigterm", "sigterm-no-with"])
+def test_an_interrupted_launch_has_an_error_root_span(site: Site, tmp_path: Path, how: str) -> None:
+    """Ctrl-C (in a wait, or in the block's own code) or SIGTERM to the launcher (in a `with`
+    block, or not: the group torn down at exit): the group was torn down and the root span
+    ended UNSET, an interrupted launch as a good run."""
+    pytest.importorskip("opentelemetry.sdk")
+    (site.root / f"{site.tag}_nap.py").write_text("import time\n\ndef run():\n    time.sleep(60)\n")
+    (tmp_path / "launcher.py").write_text(_INTERRUPTED_LAUNCHER)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("TRACEPARENT", None)
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "launcher.py"), site.tag, str(tmp_path / "i.json"), how],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    sigterm = how.startswith("sigterm")
+    raised = "Terminated" if sigterm else "KeyboardInterrupt"
+    described = "Terminated: exit code 143" if sigterm else "KeyboardInterrupt"
+    assert done.stdout.splitlines()[-2:] == [f"raised {raised}", f"root ERROR {described}"]
+
+
+@pytest.mark.parametrize(
+    "value", [b"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", 7], ids=["bytes", "int"]
+)
+def test_a_traceparent_that_is_no_text_is_refused_and_frees_the_trace_path(
+    site: Site, tmp_path: Path, otel_started: list[Any], value: object
+) -> None:
+    """The text form that is no traceparent was refused; bytes or a number were dropped and
+    replaced by the launch's own context, the launch leaving the caller's trace unsaid.  And
+    a refused context held the trace path: the next launch given it was refused as if a live
+    group still wrote it."""
+    path = tmp_path / "tp.json"
+    with pytest.raises(ConfigError, match=r"TRACEPARENT.*not a W3C traceparent") as info:
+        spawn_with_plugins(
+            site.entry(),
+            namespace=site.ns,
+            trace=path,
+            env={"TRACEPARENT": value},  # type: ignore[dict-item]
+        )
+    assert info.value.setting == "env"
+    assert f"({type(value).__name__} given)" in str(info.value)
+    assert [s.name for s in otel_started] == []  # refused before the root span started
+    for bad in ("00-abcd-ef-01", value):  # the path is free after either refusal
+        with pytest.raises(ConfigError, match="not a W3C traceparent"):
+            spawn_with_plugins(
+                site.entry(),
+                namespace=site.ns,
+                trace=path,
+                env={"TRACEPARENT": bad},  # type: ignore[dict-item]
+            )
+    with spawn_with_plugins(site.entry(), namespace=site.ns, ready_timeout=60, trace=path) as group:
+        group.wait_ready(60)
+    assert json.loads(path.read_text())["otherData"]["world_size"] == 1

@@ -59,7 +59,7 @@ def new_7(_cls: Any, _0: Any, _1: Any, _2: Any, _3: Any, _4: Any, _5: Any, _6: A
     return _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6))
 
 
-def new_9(
+def new_10(
     _cls: Any,
     _0: Any,
     _1: Any,
@@ -70,8 +70,9 @@ def new_9(
     _6: Any,
     _7: Any,
     _8: Any,
+    _9: Any,
 ) -> Any:
-    return _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8))
+    return _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9))
 
 
 def init_ddddddddddd_frozen(

@@ -72,7 +72,8 @@ class OtelBridge:
         from opentelemetry.trace import get_current_span
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-        given = {v: val for v, val in (env or {}).items() if v in _CARRIER and isinstance(val, str)}
+        _refuse_no_text(env)
+        given = {v: val for v, val in (env or {}).items() if v in _CARRIER}
         carrier = {_CARRIER[v]: val for v, val in given.items()}
         propagator = TraceContextTextMapPropagator()
         parsed = propagator.extract(carrier, context=Context())
@@ -146,9 +147,27 @@ class OtelBridge:
         self.root.end(end_time=self._ns(end))
 
 
+def _refuse_no_text(env: Mapping[str, object] | None) -> None:
+    """A ``TRACEPARENT``/``TRACESTATE`` in ``env=`` that is no text (bytes, a number) is
+    refused as the text that is no traceparent is: it was dropped and replaced by the launch's
+    own context, so the launch left the caller's trace, unsaid."""
+    for var, val in (env or {}).items():
+        if var in _CARRIER and not isinstance(val, str):
+            raise ConfigError(
+                f"env={{{var!r}: {val!r}}}: not a W3C {_CARRIER[var]}: the caller's trace "
+                f"context is text ({type(val).__name__} given), so the launch's spans could "
+                "not join the caller's trace. Pass the text a propagator's inject() wrote "
+                "(bytes decoded), or leave it out. No worker was started.",
+                setting="env",
+            )
+
+
 def _described(error: BaseException) -> str:
-    """An error status's description: the error's type and first line."""
+    """An error status's description: the error's type and first line (a ``SystemExit``'s,
+    ``Terminated`` for a SIGTERM to the launcher: its exit code)."""
     first = str(error).strip().partition("\n")[0]
+    if isinstance(error, SystemExit):
+        first = f"exit code {error.code}"
     text = f"{type(error).__name__}: {first}" if first else type(error).__name__
     return text if len(text) <= 200 else text[:199] + "\u2026"
 

@@ -26,10 +26,12 @@ class Terminated(SystemExit):
 
 
 _fired = False
+#: The ``Terminated`` raised, which the groups torn down at exit are stopped by (their trace).
+raised: Terminated | None = None
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    global _fired
+    global _fired, raised
     if _fired:
         return  # the teardown the first one started is running: let it finish
     _fired = True
@@ -37,7 +39,8 @@ def _on_sigterm(signum: int, frame: Any) -> None:
         "spawnkit: SIGTERM: stopping the worker group(s) (SIGTERM to each rank, its "
         "grace_period, then SIGKILL); exiting with 143\n"
     )
-    raise Terminated(128 + signum)
+    raised = Terminated(128 + signum)
+    raise raised
 
 
 def watching() -> bool:

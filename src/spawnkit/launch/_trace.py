@@ -125,8 +125,13 @@ class LaunchTrace:
     def child_env(self, env: Mapping[str, str] | None) -> dict[str, str] | None:
         """``env`` plus the launch's W3C trace context for the ranks, when OTel is on (a
         ``TRACEPARENT`` in ``env`` is the caller's: the root span's parent)."""
-        if self.otel is not None and not self.otel.start(env):
-            self.otel = None  # the provider's root span has no valid context: OTel is off
+        try:
+            if self.otel is not None and not self.otel.start(env):
+                self.otel = None  # the provider's root span has no valid context: OTel is off
+        except BaseException:  # env= refused: no launch, so no trace holds the path
+            self.finished = True
+            _release(self.held)
+            raise
         if self.otel is None:
             return None if env is None else dict(env)
         return self.otel.child_env(env)

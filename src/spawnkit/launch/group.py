@@ -51,7 +51,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from spawnkit.errors import ChildError, GroupExitWarning
-from spawnkit.launch import _interrupt
+from spawnkit.launch import _interrupt, _sigterm
 from spawnkit.launch._checks import DEFAULT_GRACE_PERIOD, DEFAULT_READY_TIMEOUT, check_seconds
 from spawnkit.launch._group_errors import GroupErrors, stacks_of
 from spawnkit.launch._output import OutputRelay
@@ -82,6 +82,7 @@ class GroupContract(abc.ABC):
     _failure: ChildError | None = None
     _closed = False
     _watched = False  # the caller followed the ranks: a wait (each starts at _raise_first)
+    _stopped_by: BaseException | None = None  # see ``_stopped``
 
     @property
     def failure(self) -> ChildError | None:
@@ -146,6 +147,8 @@ class GroupContract(abc.ABC):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if isinstance(exc, KeyboardInterrupt | _sigterm.Terminated):
+            self._stopped(exc)
         self._leaving(exc_type)
         if exc_type is None and not self._watched and not self._closed:  # nobody followed them
             _warn_unwatched(self.run_id, *self._unfinished())
@@ -154,6 +157,13 @@ class GroupContract(abc.ABC):
     def _leaving(self, exc_type: type[BaseException] | None) -> None:
         """How the ``with`` block ended, noted before the teardown (the base has no use for it)."""
         return None
+
+    def _stopped(self, exc: BaseException) -> None:
+        """What ended the launch from outside its ranks, the first: Ctrl-C, SIGTERM's
+        ``Terminated``, a rank that could not be started.  Where no rank failed, it is the
+        launch's error for its trace (the OpenTelemetry root span ERROR, as a rank's failure)."""
+        if self._stopped_by is None:
+            self._stopped_by = exc
 
     def _unfinished(self) -> tuple[list[int], list[int]]:
         """The ranks still running now (entries not returned) and those that failed, read
@@ -186,8 +196,11 @@ _live_groups: weakref.WeakSet[WorkerGroup] = weakref.WeakSet()
 
 
 def _teardown_live_groups() -> None:
-    """At interpreter exit, end groups still running (multiprocessing would join them forever)."""
+    """At interpreter exit, end groups still running (multiprocessing would join them forever);
+    a SIGTERM's ``Terminated`` that is ending this process is why (out of a wait, no `with`)."""
     for group in list(_live_groups):
+        if _sigterm.raised is not None:
+            group._stopped(_sigterm.raised)
         with contextlib.suppress(Exception):
             group.terminate()
 
@@ -199,8 +212,6 @@ def _not_live(group: WorkerGroup) -> None:
     """``group`` is over; the last live one gives SIGTERM back (``launch._sigterm``)."""
     _live_groups.discard(group)
     if not _live_groups:
-        from spawnkit.launch import _sigterm
-
         _sigterm.unwatch()
 
 
@@ -364,7 +375,8 @@ class WorkerGroup(GroupContract):
                 self._wait_once(None if not limits else max(0.0, min(limits) - now))
                 if self._failed:
                     raise self._fail(self._rank_failed(next(iter(self._failed))))
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # (SIGTERM's Terminated: the `with` block's or at exit)
+            self._stopped(exc)
             self._interrupting = True
             # What the ranks reported before the Ctrl-C (already in their pipes) first: the
             # summary names the stage each was in, not the last one this loop had read.
@@ -460,9 +472,8 @@ class WorkerGroup(GroupContract):
 
             forget_run(self.run_id)
             if self._trace is not None:
-                self._trace.finish(
-                    self._ranks, self._ctx.server, self._failure or self._relay.error
-                )
+                error = self._failure or self._relay.error or self._stopped_by
+                self._trace.finish(self._ranks, self._ctx.server, error)
 
     def _stop_workers(self, initial_grace: float) -> None:
         """Teardown; a Ctrl-C during it sends SIGKILL at once, and is raised after unless the

@@ -283,7 +283,8 @@ def _start_ranks(
         from spawnkit.launch._cleanup import record_run
 
         record_run(group.run_id, group.pids)
-    except BaseException:
+    except BaseException as exc:
+        group._stopped(exc)  # the launch raised: its trace's error (no rank's failure is)
         group.__exit__(*sys.exc_info())  # as leaving its ``with``: Ctrl-C marks the teardown
         raise
 

@@ -198,7 +198,10 @@ class _Reporter:
     the report (RESULT, FAILED, EXITED, ``close``) is written at once, with anything held.
     A broken pipe usually means the launcher is gone, and the parent-death watcher ends this
     process; ``lost`` keeps why, for the last message (``_unsent``): the entry may have closed
-    the pipe itself (``os.closerange(3, ...)``) while the launcher waits.
+    the pipe itself (``os.closerange(3, ...)``) while the launcher waits.  Each write first
+    checks that the descriptor is still the pipe (``_fd``: one ``fstat``): one closed whose
+    number a file the entry opened then got had the records written into that file, and was
+    closed under it; such a descriptor is let go, never written to or closed.
     """
 
     lost: BaseException | None = None
@@ -211,6 +214,7 @@ class _Reporter:
         self._held: list[bytes] = []
         if conn is not None:  # the pickler conn.send() would use: the launcher reads with it
             self._dumps = sys.modules[type(conn).__module__]._ForkingPickler.dumps
+            self._pipe = _identity(conn.fileno())
 
     def send(self, msg: proto.Message, hold: bool = False) -> None:
         if self._conn is None:
@@ -220,6 +224,7 @@ class _Reporter:
             if len(data) >= _FRAME_LIMIT:  # Connection's longer header: let it frame this one
                 self._write(b"".join(self._held))
                 self._held.clear()
+                self._fd()
                 self._conn.send_bytes(data)
                 return
             self._held.append(_FRAME.pack(len(data)) + data)  # as Connection.send frames it
@@ -230,9 +235,22 @@ class _Reporter:
             self._conn, self.lost = None, exc
 
     def _write(self, data: bytes) -> None:
-        view, fd = memoryview(data), self._conn.fileno()
+        view, fd = memoryview(data), self._fd()
         while view:
             view = view[os.write(fd, view) :]
+
+    def _fd(self) -> int:
+        """The pipe's descriptor, if it still is the pipe; else the connection lets go of it
+        (its ``close()`` would close what the number is now) and this raises what happened."""
+        fd: int = self._conn.fileno()
+        try:
+            same = _identity(fd) == self._pipe
+        except OSError:
+            same = False  # closed (EBADF): a file opened later could get the number
+        if not same:
+            _let_go(self._conn)
+            raise OSError(_not_the_pipe(fd))
+        return fd
 
     def stage_started(self, stage: str) -> None:
         self.stage = str(getattr(stage, "value", stage))
@@ -266,6 +284,36 @@ class _Reporter:
                 pass
             self._held.clear()
             self._conn = None
+
+
+def _identity(fd: int) -> tuple[int, int]:
+    st = os.fstat(fd)
+    return st.st_dev, st.st_ino
+
+
+def _let_go(conn: Any) -> None:
+    """Forget ``conn``'s descriptor without closing it (``Connection.close`` and its
+    finalizer close whatever the number is now: a file of the entry's)."""
+    try:
+        conn._handle = None
+    except AttributeError:
+        pass
+
+
+def _not_the_pipe(fd: int) -> str:
+    """What descriptor ``fd`` is now, said for ``_unsent`` (only on this failure path)."""
+    try:
+        now = os.readlink(f"/proc/self/fd/{fd}")  # Linux: the path of the file it now is
+    except OSError:
+        try:
+            os.fstat(fd)
+            now = "another file"
+        except OSError:
+            return f"descriptor {fd} was closed (nothing was written)"
+    return (
+        f"descriptor {fd} was closed and its number reused by the process: it is now {now}, "
+        "which was not written to"
+    )
 
 
 #: A message's frame on the report pipe, as ``multiprocessing.connection`` writes and reads it.

@@ -24,6 +24,7 @@ messages), so it imports only what a worker has already imported; the
 
 from __future__ import annotations
 
+import builtins
 import os
 import pickle
 import signal
@@ -78,6 +79,9 @@ class Failed(NamedTuple):
     pid: int = 0
     host: str = ""
     node: str = ""
+    #: Why ``exc_bytes`` is None where the worker can say more than the traceback does: an
+    #: exception group's member that would not load as itself (``_pickled``).
+    unsent: str = ""
 
 
 class Exited(NamedTuple):
@@ -138,7 +142,7 @@ def record(
     assumed (``dumps``/``loads``: the launch's pickler, dill for ``multiprocess``)."""
     text = _format(exc)
     message = _text(exc)
-    exc_bytes = _pickled(exc, message, dumps or pickle.dumps, loads or pickle.loads)
+    _, exc_bytes, why = _pickled(exc, message, dumps or pickle.dumps, loads or pickle.loads)
     return Failed(
         stage,
         qualified_name(type(exc), getattr(exc, "kind", "")),
@@ -149,6 +153,7 @@ def record(
         pid=os.getpid(),
         host=socket.gethostname(),
         node=node,
+        unsent=why if _is_group(exc) else "",
     )
 
 
@@ -164,34 +169,99 @@ def _pickled(
     message: str,
     dumps: Callable[[Any], bytes],
     loads: Callable[[bytes], Any],
-) -> bytes | None:
+) -> tuple[object, bytes | None, str]:
     """``exc`` pickled, only if what loads is the same exception: its type, ``str()`` and args
-    (for a class that pickles itself, type and ``str()``: see ``_same``).
+    (for a class that pickles itself, type and ``str()``: see ``_same``); with what was
+    pickled (``exc`` or a stand-in), and why nothing was where nothing loads as ``exc``.
 
     The default pickle of an exception calls its class with ``args``: one whose ``__init__``
     builds its message from its own arguments (``CodeError(7)`` -> ``"failed with code 7"``)
     came back as ``"failed with code failed with code 7"``, and ``run_entry`` re-raised that.
     Then it travels rebuilt without calling ``__init__`` (``_Rebuilt``), unless its class has
-    a ``__reduce__`` of its own; what still differs is not sent (the text is).
+    a ``__reduce__`` of its own; what still differs is not sent (the text is).  An exception
+    group's members are pickled inside it the default way, so one such member made the
+    whole group unsendable: its ``_Rebuilt`` carries each member as that member travels alone.
     """
     own = _own_reduce(type(exc))
-    tries = [exc] if own else [exc, _Rebuilt(exc)]
+    tries: list[object] = [exc]
+    member = why = ""  # member: a group's that cannot travel, which says why the group cannot
+    if not own:
+        rebuilt, member = _rebuilt(exc, dumps, loads)
+        tries += [rebuilt] if rebuilt is not None else []
     for obj in tries:
         try:
             data = dumps(obj)
-            if _same(exc, message, loads(data), args=not own):
-                return data
-        except Exception:
+        except Exception as failed:
+            why = f"does not pickle ({_said(failed)})"
             continue
-    return None
+        try:
+            if _same(exc, message, loads(data), args=not own):
+                return obj, data, ""
+            why = "loads back as another exception (its type, str() or args differ)"
+        except Exception as failed:
+            why = f"does not load back ({_said(failed)})"
+    if own and _is_group(exc):  # its members travel its way, not each as it would alone
+        member = _first_unsent(exc, dumps, loads)
+        held = f"holds {member}" if member else why
+        why = f"pickles itself (its class's own __reduce__) and {held}"
+    return None, None, f"holds {member}" if member and not own else why
+
+
+def _said(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {_text(exc)[:200]}"
+
+
+def _is_group(exc: BaseException) -> bool:
+    """An exception group (3.11+; 3.10 has none built in, and its backport travels as any
+    exception does)."""
+    return _GROUP is not None and isinstance(exc, _GROUP)
+
+
+_GROUP: type | None = getattr(builtins, "BaseExceptionGroup", None)
+
+
+def _rebuilt(
+    exc: BaseException, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any]
+) -> tuple[_Rebuilt | None, str]:
+    """``exc``'s ``_Rebuilt``; a group's with each member as it travels alone (None, and
+    which member and why, where one cannot)."""
+    if not _is_group(exc):
+        return _Rebuilt(exc), ""
+    members = []
+    for i, member in enumerate(getattr(exc, "exceptions", ()), 1):
+        form, _, why = _pickled(member, _text(member), dumps, loads)
+        if form is None:
+            return None, _member_unsent(i, member, why)
+        members.append(form)
+    return _Rebuilt(exc, members), ""
+
+
+def _first_unsent(
+    group: BaseException, dumps: Callable[[Any], bytes], loads: Callable[[bytes], Any]
+) -> str:
+    """The first member of ``group`` that would not travel alone, said; "" if none."""
+    for i, member in enumerate(getattr(group, "exceptions", ()), 1):
+        form, _, why = _pickled(member, _text(member), dumps, loads)
+        if form is None:
+            return _member_unsent(i, member, why)
+    return ""
+
+
+def _member_unsent(i: int, member: BaseException, why: str) -> str:
+    first = _text(member).strip().partition("\n")[0][:200]
+    name = qualified_name(type(member), getattr(member, "kind", ""))
+    return f"sub-exception {i} ({name}: {first}), which {why}"
 
 
 def _same(exc: BaseException, message: str, back: Any, args: bool = True) -> bool:
     """Same type and text, and (``args``) same ``args``.  A class that pickles itself says
     what its state is: its reload's ``args`` may differ from the instance's (pydantic's
-    ``ValidationError`` is made with none and reloaded from what it was made of)."""
+    ``ValidationError`` is made with none and reloaded from what it was made of).  A group's
+    members are each the same, as a single exception is."""
     if type(back) is not type(exc) or _text(back) != message:
         return False
+    if _is_group(exc):  # its args hold its members: compared as members, one by one
+        return _same_members(exc, back) and (not args or back.args[:1] == exc.args[:1])
     if not args:
         return True
     try:
@@ -203,6 +273,14 @@ def _same(exc: BaseException, message: str, back: Any, args: bool = True) -> boo
         return repr(back.args) == repr(exc.args)
     except Exception:
         return False
+
+
+def _same_members(exc: Any, back: Any) -> bool:
+    mine, theirs = tuple(exc.exceptions), tuple(back.exceptions)
+    if len(mine) != len(theirs):
+        return False
+    pairs = zip(mine, theirs, strict=True)
+    return all(_same(m, _text(m), b, args=not _own_reduce(type(m))) for m, b in pairs)
 
 
 def _builtin_base(cls: type) -> type:
@@ -223,25 +301,30 @@ def _own_reduce(cls: type) -> bool:
 
 
 class _Rebuilt:
-    """Pickles as ``exc`` made without its class's ``__init__``: ``__new__``, the built-in
-    base's ``__init__`` with the same ``args``, then its state (``__dict__``: its attributes,
-    its notes), as the default pickle restores it."""
+    """Pickles as ``exc`` made without its class's ``__init__``: the built-in base's
+    ``__new__`` and ``__init__`` with the same ``args``, then its state (``__dict__``: its
+    attributes, its notes), as the default pickle restores it; a group with ``members`` (each
+    as it travels) for its own."""
 
-    def __init__(self, exc: BaseException) -> None:
+    def __init__(self, exc: BaseException, members: list[object] | None = None) -> None:
         self.exc = exc
+        self.members = members
 
     def __reduce__(self) -> tuple[Any, ...]:
         base: Any = _builtin_base(type(self.exc))
         reduced = base.__reduce__(self.exc)
         args = reduced[1]
+        if self.members is not None:  # a group's args: (message, its exceptions)
+            args = (args[0], self.members)
         state = reduced[2] if len(reduced) > 2 else None
         return (_rebuild, (type(self.exc), args), state)
 
 
 def _rebuild(cls: type[BaseException], args: tuple[Any, ...]) -> BaseException:
-    """An exception of ``cls`` with ``args``, its own ``__init__`` not called (see ``_Rebuilt``)."""
-    exc = cls.__new__(cls, *args)
+    """An exception of ``cls`` with ``args``, its own ``__new__`` and ``__init__`` not called
+    (see ``_Rebuilt``): a group subclass's ``__new__`` takes other arguments than its base's."""
     base: Any = _builtin_base(cls)
+    exc: BaseException = base.__new__(cls, *args)
     base.__init__(exc, *args)
     return exc
 
@@ -342,6 +425,11 @@ def raised_message(failed: Failed, who: Worker, *, effect: str = "", hint: str =
     """Root cause first: which rank, where, which stage, what; then the effect and the traceback."""
     what = _failed_where(failed.stage)
     lines = [f"{who.label}: {what}: {failed.exc_type}: {failed.message}"]
+    if failed.unsent:  # (a single exception that does not travel has only its text: as said)
+        lines.append(
+            "The exception group did not reach the launcher as an object (child_exception is "
+            f"None): it {failed.unsent}. Its type, message and traceback below are the worker's."
+        )
     lines += [part for part in (hint, effect) if part]
     lines.append(f"Child traceback ({who.label}):")
     lines.append(failed.traceback_text.rstrip())
