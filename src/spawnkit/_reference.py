@@ -7,11 +7,12 @@ worker's cold path, so it imports nothing beyond :mod:`importlib`.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
     "BadReference", "ImportFailed", "MissingAttribute", "parse", "reference_to", "resolve",
-    "resolve_name", "walk",
+    "resolve_name", "top_packages", "walk",
 ]  # fmt: skip
 
 
@@ -113,3 +114,13 @@ def resolve_name(name: str) -> Any:
 def reference_to(obj: Any) -> str:
     """The ``"module:qualname"`` reference that :func:`parse` and :func:`resolve` read back."""
     return f"{obj.__module__}:{obj.__qualname__}"
+
+
+def top_packages(references: Iterable[str]) -> set[str]:
+    """The top-level packages that references (hook targets, ``pkg.mod:Qual`` or dotted) are
+    in: the engine's code, as the checks of a process's children tell it from a library's;
+    never spawnkit's own or ``__main__``."""
+    return {ref.partition(":")[0].partition(".")[0] for ref in references} - _NOT_PACKAGES
+
+
+_NOT_PACKAGES = frozenset({"", "spawnkit", "__main__"})

@@ -26,6 +26,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from spawnkit._reference import top_packages
 from spawnkit.errors import PlainChildWarning
 
 __all__ = ["check"]
@@ -57,7 +58,7 @@ def check(
     if runs is None or runs in _told:
         return
     for namespace, entry in namespaces:
-        tops = _hooked_packages(namespace)
+        tops = top_packages(namespace.hooks.registered_targets())
         if runs.startswith("-c "):
             found = _code(runs[3:], tops & _engine_packages(namespace, entry))
         elif runs.startswith("-m "):
@@ -121,11 +122,6 @@ def _runs(options: list[str]) -> str | None:
                 return None
         i += 1
     return None
-
-
-def _hooked_packages(namespace: Any) -> set[str]:
-    tops = {re.split(r"[.:]", t, maxsplit=1)[0] for t in namespace.hooks.registered_targets()}
-    return tops - {"", "spawnkit", "__main__"}
 
 
 def _engine_packages(namespace: Any, entry: str) -> set[str]:

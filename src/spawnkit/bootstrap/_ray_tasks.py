@@ -36,6 +36,7 @@ import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from spawnkit._reference import top_packages
 from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import PlainChildWarning
 
@@ -91,7 +92,8 @@ def _check(remote: Any, kind: str, options: dict[str, Any]) -> None:
         code = code.__wrapped__
     what = f"{getattr(code, '__module__', '') or ''}.{getattr(code, '__qualname__', '')}"
     top = str(getattr(code, "__module__", "") or "").partition(".")[0]
-    hooked, uses = _hooked_packages(namespaces.values()), ""
+    hooked = top_packages(t for ns in namespaces.values() for t in ns.hooks.registered_targets())
+    uses = ""
     if what in _told:
         return
     if top == "__main__":  # the script's own, pickled by value: what its code reaches
@@ -182,17 +184,6 @@ def _module_of(value: Any) -> str:
     if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
         return str(value.__module__ or "")
     return str(type(value).__module__) if value is not None else ""
-
-
-def _hooked_packages(namespaces: Any) -> set[str]:
-    """The top-level packages this process's hook targets are in: the engine's code (as
-    ``_python_child_check`` decides it for a Python child of ``subprocess``)."""
-    found = {
-        target.partition(":")[0].partition(".")[0]
-        for namespace in namespaces
-        for target in namespace.hooks.registered_targets()
-    }
-    return found - {"", "spawnkit", "__main__"}
 
 
 def _sets_up(runtime_env: Any) -> bool:
