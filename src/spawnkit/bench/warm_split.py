@@ -2,10 +2,10 @@
 
 A warm worker is forked by a server that already bootstrapped, so its cost
 is fixed per worker: pickling its spec, connecting to the server, sending
-the start data, the fork (until the server reports the pid, or the child's
-first stage if a busy launcher read the pid later: a spare forked while the
-server was idle only has to be handed the request), the child's
-set-up until its first stage starts, its own stages, then its report (READY)
+the start data, the fork (until the child has its request, its own ``handed``
+stamp: a spare forked while the server was idle only has to be handed the
+request; the server writes the pid before or after that, ``_fork_loop._serve``), the
+child's set-up until its first stage starts, its own stages, then its report (READY)
 until the entry runs.  All on one clock (``CLOCK_MONOTONIC``: ``perf_counter``
 in the parent, ``monotonic`` in the child): the parent's phases where the
 parent does the work, the child's own stamps for the rest (its stages' starts
@@ -91,7 +91,9 @@ def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float
         seen: dict[str, float] = {}
         while "entry" not in seen and report_r.poll(_WAIT_S):
             msg = report_r.recv()
-            if isinstance(msg, proto.Ready):  # the child's own stamps (see the docstring)
+            if isinstance(msg, proto.Hello):  # when the server handed it the request
+                seen.update((k, t) for k, t in msg.marks if k == "handed")
+            elif isinstance(msg, proto.Ready):  # the child's own stamps (see the docstring)
                 starts, took = msg.report.stage_starts, msg.report.stage_seconds
                 seen["first_stage"] = starts[_FIRST]
                 seen["stages_done"] = starts[_LAST] + took[_LAST]
@@ -106,6 +108,8 @@ def _warm(lctx: Any, template: Any, n: int) -> tuple[float, list[dict[str, float
             raise TimeoutError(f"warm worker {proc.name} did not reach its entry in {_WAIT_S} s")
         last = max(last, seen["entry"])
         marks = [*proc._popen.marks, *(seen[k] for k in _CHILD_MARKS)]
+        if "handed" in seen:  # the fork phase ends as the child has its request, not at the
+            marks[len(proc._popen.marks) - 1] = seen["handed"]  # pid's read (it may come later)
         # The child runs as soon as the server hands it over, while a busy launcher may take
         # its own marks (sent, pid read) late: each parent phase ends by the next event seen.
         for i in reversed(range(len(proc._popen.marks))):
