@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import sys
@@ -449,6 +450,7 @@ def test_the_tests_filters_for_spawnkits_warnings_become_the_workers_entries() -
         entries = forwarded()
     assert "error::spawnkit.HookConflictWarning" in entries
     assert "error::spawnkit.CustomOpWarning" in entries
+    assert "error::spawnkit.ImportGuardWarning" in entries  # a RuntimeWarning, the worker's too
     assert "error::spawnkit.PlainChildWarning" not in entries  # the ignore above shadows it
     assert "ignore::spawnkit.PlainChildWarning" in entries
     assert not any("EnvVariableWarning" in e for e in entries)  # the launch's own: filtered here
@@ -487,3 +489,74 @@ def test_an_argument_and_env_that_agree_run() -> None:
     )
     assert run.report.platform["name"] == "cpu"
     assert run.report.plugins == []
+
+
+def call_tokenize(module_name):
+    import importlib
+
+    return importlib.import_module(module_name).tokenize("a")
+
+
+def _guard_warning_site(plugin_dist, ns):
+    """An engine module and a plugin hooking it; the engine's object in ``rank_extra=``, which
+    the worker unpickles before plugins load: the sweep rebinds it, an ``ImportGuardWarning``."""
+    eng, plug = f"igw_eng_{uuid.uuid4().hex[:6]}", f"igw_plug_{uuid.uuid4().hex[:6]}"
+    plugin_dist(eng.replace("_", "-"), modules={
+        f"{eng}.ops": "class Tok:\n    pass\n\ndef tokenize(x):\n    return ['tok', x]\n",
+    })  # fmt: skip
+    plugin_dist(
+        plug.replace("_", "-"),
+        entry_points={ns.config.plugin_group: {"igw": f"{plug}:register"}},
+        modules={
+            plug: (
+                "def register():\n"
+                f"    from spawnkit.hooks import HookType\n"
+                f"    from spawnkit.namespace import get_namespace\n"
+                f"    get_namespace({ns.name!r}).hooks.register(\n"
+                f"        '{eng}.ops.tokenize', '{plug}:hook', HookType.AFTER)\n"
+                "def hook(result, *a, **k):\n    return result + ['hooked']\n"
+            )
+        },
+    )
+    tok = importlib.import_module(f"{eng}.ops").Tok()
+    return f"{eng}.ops", tok
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param(
+            "named", marks=pytest.mark.filterwarnings("error::spawnkit.ImportGuardWarning")
+        ),
+        pytest.param("error", marks=pytest.mark.filterwarnings("error")),
+    ],
+)
+def test_the_tests_error_filter_for_import_guard_warnings_stops_the_worker(
+    how, plugin_dist, spawnkit_namespace
+) -> None:
+    """As ``python -W error launcher.py`` stops the production worker: the test's filter
+    reached the worker (it used to pass, the warning on its captured stderr)."""
+    module, tok = _guard_warning_site(plugin_dist, spawnkit_namespace)
+    with pytest.raises(StageError, match="ImportGuardWarning") as info:
+        run_entry(
+            call_tokenize,
+            module,
+            namespace=spawnkit_namespace,
+            rank_extra=lambda rank: {"tok": tok},
+            timeout=TIMEOUT,
+        )
+    assert module in str(info.value)
+
+
+def test_without_a_filter_the_import_guard_warning_lets_the_worker_run(
+    plugin_dist, spawnkit_namespace
+) -> None:
+    module, tok = _guard_warning_site(plugin_dist, spawnkit_namespace)
+    run = run_entry(
+        call_tokenize,
+        module,
+        namespace=spawnkit_namespace,
+        rank_extra=lambda rank: {"tok": tok},
+        timeout=TIMEOUT,
+    )
+    assert run.result == ["tok", "a", "hooked"]

@@ -50,6 +50,7 @@ __all__ = [
     "HookRegistrationError",
     "HookTargetError",
     "ImportGuardError",
+    "ImportGuardWarning",
     "ImportWaitError",
     "LauncherUnavailableError",
     "LazyProxyError",
@@ -224,6 +225,13 @@ class GroupExitWarning(UserWarning):
 
 class HookConflictWarning(UserWarning):
     """Hooks on one target combine in a way that may not be what their plugins meant."""
+
+
+class ImportGuardWarning(RuntimeWarning):
+    """A hook target was imported before its hooks could exist, and the guard policy is ``warn``
+    (or the stale-binding sweep rebinds every reference it found): issued instead of
+    ``ImportGuardError``.  Here, among the errors, so that ``-W error::spawnkit.ImportGuardWarning``
+    given to Python resolves, and ``run_entry`` can forward a test's filter for it."""
 
 
 class PlainChildWarning(UserWarning):

@@ -19,7 +19,7 @@ from typing import Any
 from spawnkit import _steps
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._plain import Plain
-from spawnkit.errors import ConfigError, ImportGuardError
+from spawnkit.errors import ConfigError, ImportGuardError, ImportGuardWarning
 
 __all__ = [
     "POLICIES",
@@ -41,10 +41,6 @@ __all__ = [
 ]
 
 POLICIES = ("error", "warn", "off")
-
-
-class ImportGuardWarning(RuntimeWarning):
-    """Emitted instead of ``ImportGuardError`` when the guard policy is ``warn``."""
 
 
 class ImportSite(NamedTuple):

@@ -26,7 +26,12 @@ _REGEX = frozenset("\\.^$*+?{}[]|()")
 #: The categories a worker (or a warm server, or a worker's child) issues, by README's table
 #: "Warnings you can filter or escalate"; the others are issued in the launching process, the
 #: test itself, where its filters apply already.
-_IN_WORKERS = ("CustomOpWarning", "HookConflictWarning", "PlainChildWarning")
+_IN_WORKERS = (
+    "CustomOpWarning",
+    "HookConflictWarning",
+    "ImportGuardWarning",
+    "PlainChildWarning",
+)
 
 
 def _categories() -> list[type[Warning]]:
