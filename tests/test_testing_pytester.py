@@ -819,3 +819,80 @@ def test_isolated_hooks_names_a_provided_module_the_test_had_missed(
     assert "prov_eng/quant.py:3 (in <module>)" in text
     assert "ImportGuardWarning: isolated_hooks: provide_module() placed 1 module(s)" in text
     assert "SPAWNKIT_IMPORT_GUARD=warn" in text
+
+
+FIXTURE_LEFT_SUITE = """
+import textwrap
+import uuid
+
+import pytest
+from spawnkit.hooks import HookRegistry, HookType
+from spawnkit.namespace import Namespace
+
+
+def shout(result, *a, **k):
+    return result.upper()
+
+
+def exclaim(result, *a, **k):
+    return result + "!"
+
+
+SUITE_NS = Namespace(f"t_{uuid.uuid4().hex[:8]}")
+
+
+@pytest.fixture(scope="module")
+def suite_patch():  # the module's: outlives each test by design, undone at the module's end
+    SUITE_NS.hooks.register("textwrap.dedent", exclaim, HookType.AFTER)
+    SUITE_NS.hooks.apply_hooks()
+    yield
+    SUITE_NS.hooks.reset()
+
+
+@pytest.fixture
+def tidy():  # function scope, undoes what it applied
+    HookRegistry.register("textwrap.indent", exclaim, HookType.AFTER)
+    HookRegistry.apply_hooks()
+    yield
+    HookRegistry.reset()
+
+
+@pytest.fixture
+def shouting():  # function scope: belongs to the test; forgot to undo
+    HookRegistry.register("textwrap.shorten", shout, HookType.AFTER)
+    HookRegistry.apply_hooks()
+    yield
+
+
+def test_1_module_fixture(suite_patch, tidy):
+    assert textwrap.dedent("a") == "a!" and textwrap.indent("a", " ") == " a!"
+
+
+def test_2_isolated_beside_the_module_fixture(suite_patch, isolated_hooks):
+    assert textwrap.dedent("a") == "a!"
+
+
+def test_3_leaky_fixture(shouting):
+    assert textwrap.shorten("hello world", 50) == "HELLO WORLD"
+
+
+def test_4_isolated(isolated_hooks):
+    assert textwrap.shorten("hello world", 50) == "hello world"
+"""
+
+
+def test_a_patch_left_by_a_function_scoped_fixture_is_the_tests(pytester: pytest.Pytester) -> None:
+    """The fixture runs before the test body: its patch was taken for the baseline, no
+    warning, and the isolated test after it ran hooked code unexplained."""
+    pytester.makepyfile(test_fixture_left=FIXTURE_LEFT_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=3, errors=1, warnings=1)
+    result.stdout.fnmatch_lines(["*ERROR at setup of test_4_isolated*"])
+    text = result.stdout.str()
+    assert "test_3_leaky_fixture applied 1 hook patch" in text
+    assert "'textwrap.shorten' patched through registry 'spawnkit'" in text
+    assert "left by test_fixture_left.py::test_3_leaky_fixture" in text
+    # the module-scoped fixture's patch is the suite's; the tidy fixture's was undone
+    assert "textwrap.dedent" not in text and "textwrap.indent" not in text

@@ -4,10 +4,12 @@ A test that calls ``bootstrap_here()``, ``apply_plugin_hooks()`` or ``apply_hook
 patches the process for good: every later test runs the hooked code, and an ``isolated_hooks``
 test took such a patch for its baseline ("patched before the test"), so it ran hooked code while
 its registry read empty, and which tests ran hooked depended on their order.  So the plugin
-compares, for each test without the fixture, what is patched before its body and after its
+compares, for each test without the fixture, what is patched as its setup begins and after its
 teardown, warns at the test that left a patch, and fails a later isolated test at setup, naming
-the test that left it.  Patches made outside any test body (a ``conftest.py``, a session fixture)
-are the suite's own and stay the baseline.
+the test that left it.  Its function-scoped fixtures are the test's (taken after them, a fixture
+that applied and never undid was the baseline, unsaid).  Patches made outside any test (a
+``conftest.py``, a module- or session-scoped fixture, :meth:`Patches.taking_in`) are the suite's
+own and stay the baseline.
 
 An ``on_import=True`` registration armed before the body (the suite's, waiting for its module)
 that applies as the body imports the module is that baseline arriving late, not the test's
@@ -40,7 +42,7 @@ HookLeakWarning.__module__ = "spawnkit.testing"
 
 @dataclass(frozen=True)
 class Patches:
-    """What the hook registries hold at one moment (before a test body, after its teardown).
+    """What the hook registries hold at one moment (as a test's setup begins, after its teardown).
 
     ``applied``: patched targets, with who hooked them and the newest registration's ``seq``;
     ``waiting``: ``on_import`` targets armed and waiting for their module, with who hooked them;
@@ -64,6 +66,20 @@ class Patches:
             and self._same_state(key, now)
             and newest_seq <= self.marks[key[0]][1]
         )
+
+    def taking_in(self, ahead: Patches, after: Patches) -> Patches:
+        """This baseline with what was applied or armed between ``ahead`` and ``after`` (a
+        module- or session-scoped fixture set up for the test: the suite's, not the test's)."""
+        applied = {
+            **self.applied,
+            **{k: v for k, v in after.applied.items() if k not in ahead.applied},
+        }
+        waiting = {
+            **self.waiting,
+            **{k: v for k, v in after.waiting.items() if k not in ahead.waiting},
+        }
+        marks = {**self.marks, **{k: v for k, v in after.marks.items() if ahead.marks.get(k) != v}}
+        return Patches(applied, waiting, marks)
 
     def armed_since(self, now: Patches) -> dict[Key, str]:
         """The ``on_import`` targets waiting in ``now`` that were not waiting here."""
@@ -126,7 +142,7 @@ _FIX = (
     "Fix: request isolated_hooks in this test (isolated_hooks_for(namespace) for an engine's own "
     "namespace): its teardown undoes what bootstrap_here(), apply_plugin_hooks() or "
     "apply_hooks() applied or armed in the test; or call unapply() on that registry before the "
-    "test ends."
+    "test ends (for a fixture of the test that applies hooks: in its teardown, after its yield)."
 )
 
 

@@ -35,7 +35,8 @@ __all__ = [
 
 _ISOLATION = pytest.StashKey[HookIsolation]()
 _LEFTOVERS = pytest.StashKey[Leftovers]()  # on the config: what earlier test bodies left patched
-_BEFORE_CALL = pytest.StashKey[Patches]()  # on a test without the fixture: before its body
+_BEFORE_CALL = pytest.StashKey[Patches]()  # on a test without the fixture: before its setup
+_IN_SETUP = pytest.StashKey["pytest.Item | None"]()  # on the config: the test being set up
 _MODE_IDS = frozenset(m.id for m in LAUNCH_MODES)
 _MODES_TEXT = ", ".join(repr(m.id) for m in LAUNCH_MODES)
 
@@ -182,10 +183,38 @@ def isolated_hooks_for(
 
 
 @pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """Take a test's baseline before its fixtures run: a function-scoped fixture is the
+    test's own, and what it applies and leaves is that test's leak (taken after the fixtures,
+    it was the baseline: no warning, and a later isolated test ran hooked code unexplained)."""
+    if "_spawnkit_hook_isolation" in getattr(item, "fixturenames", ()):
+        return (yield)
+    item.stash[_BEFORE_CALL] = patches()
+    item.config.stash[_IN_SETUP] = item
+    try:
+        return (yield)
+    finally:
+        item.config.stash[_IN_SETUP] = None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A module-, class- or session-scoped fixture set up for the test is the suite's: what it
+    applies outlives the test by design, so it joins the test's baseline."""
+    item = request.config.stash.get(_IN_SETUP, None)
+    before = item.stash.get(_BEFORE_CALL, None) if item is not None else None
+    if item is None or before is None or fixturedef.scope == "function":
+        return (yield)
+    ahead = patches()
+    try:
+        return (yield)
+    finally:
+        item.stash[_BEFORE_CALL] = item.stash[_BEFORE_CALL].taking_in(ahead, patches())
+
+
+@pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     """Fail (not error) a passing test that leaked a patch, while the test is still running."""
-    if "_spawnkit_hook_isolation" not in getattr(item, "fixturenames", ()):
-        item.stash[_BEFORE_CALL] = patches()  # the body's patches are the test's own
     result = yield
     isolation = item.stash.get(_ISOLATION, None)
     if isolation is not None:
