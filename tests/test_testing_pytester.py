@@ -896,3 +896,68 @@ def test_a_patch_left_by_a_function_scoped_fixture_is_the_tests(pytester: pytest
     assert "left by test_fixture_left.py::test_3_leaky_fixture" in text
     # the module-scoped fixture's patch is the suite's; the tidy fixture's was undone
     assert "textwrap.dedent" not in text and "textwrap.indent" not in text
+
+
+UNDONE_BOOTSTRAP_SUITE = """
+import spawnkit
+from spawnkit.hooks import HookRegistry
+
+ENGINE = {"undone_eng.ops": "def tok(x):\\n    return ['tok', x]\\n"}
+
+
+def plugin(name, tag):
+    return {name: f'''
+from spawnkit.hooks import HookRegistry, HookType
+def register():
+    HookRegistry.register("undone_eng.ops.tok", "{name}:hook", HookType.AFTER)
+def hook(result, *a, **k):
+    return result + [{tag!r}]
+'''}
+
+
+def install(plugin_dist, name, tag):
+    plugin_dist("undone-eng", modules=ENGINE)
+    eps = {"spawnkit.plugins": {tag: f"{name}:register"}}
+    plugin_dist(name.replace("_", "-"), entry_points=eps, modules=plugin(name, tag))
+
+
+def test_1_bootstraps_and_undoes_it(plugin_dist):
+    install(plugin_dist, "undone_a", "a")
+    report = spawnkit.bootstrap_here()
+    import undone_eng.ops
+
+    assert undone_eng.ops.tok("x") == ["tok", "x", "a"]
+    assert [p["name"] for p in report.plugins] == ["a"]
+    HookRegistry.reset()  # the warning's fix: nothing of the test's stays
+
+
+def test_2_bootstraps_its_own_plugin(plugin_dist):
+    install(plugin_dist, "undone_b", "b")
+    report = spawnkit.bootstrap_here()  # not the first test's report over unhooked code
+    import undone_eng.ops
+
+    assert [p["name"] for p in report.plugins] == ["b"]
+    assert undone_eng.ops.tok("x") == ["tok", "x", "b"]
+    HookRegistry.unapply()  # patches undone; the registration stays (the warning's case)
+    HookRegistry.reset()
+
+
+def test_3_isolated(plugin_dist, isolated_hooks):
+    install(plugin_dist, "undone_c", "c")
+    report = spawnkit.bootstrap_here()
+    import undone_eng.ops
+
+    assert [p["name"] for p in report.plugins] == ["c"]
+    assert undone_eng.ops.tok("x") == ["tok", "x", "c"]
+"""
+
+
+def test_a_bootstrap_here_a_test_undid_is_forgotten(pytester: pytest.Pytester) -> None:
+    """Its record made a later test's ``bootstrap_here()`` return its report (its plugins,
+    its hooks "applied") over unhooked code, loading nothing of the later test's."""
+    pytester.makepyfile(test_undone=UNDONE_BOOTSTRAP_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=3)
+    assert "HookLeakWarning" not in result.stdout.str()

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from spawnkit.namespace import Namespace
     from spawnkit.spec import NamespaceConfig
 
-__all__ = ["HookIsolation", "HookLeak", "format_leaks"]
+__all__ = ["HookIsolation", "HookLeak", "format_leaks", "reset_plugins"]
 
 _ABSENT: Any = object()
 
@@ -118,7 +118,7 @@ def _imported_waits(registry: HookRegistry) -> list[str]:
     return [name for name in dict.fromkeys(names) if name in sys.modules]
 
 
-def _reset_plugins(ns: Namespace) -> None:
+def reset_plugins(ns: Namespace) -> None:
     manager = ns._plugins
     if manager is None and ns.name == DEFAULT_NAMESPACE_NAME:
         from spawnkit.hooks.plugins import PluginManager
@@ -183,7 +183,7 @@ class HookIsolation:
                 return done.registry
         from spawnkit.launch import _here
 
-        _reset_plugins(ns)
+        reset_plugins(ns)
         cm = ns.hooks.isolated()
         registry = cm.__enter__()
         self._isolated.append(_Isolated(ns, registry, cm, _here.applied_here(ns)))
@@ -279,7 +279,7 @@ class HookIsolation:
         from spawnkit.launch import _here
 
         for iso in isolated:
-            _reset_plugins(iso.namespace)
+            reset_plugins(iso.namespace)
             # A bootstrap_here() in the test applied through the isolated registry, whose
             # patches are undone now: its record would have a later call return "applied".
             _here.put_back(iso.namespace, iso.here)

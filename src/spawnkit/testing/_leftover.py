@@ -27,7 +27,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["HookLeakWarning", "Leftovers", "Patches", "patches"]
+__all__ = ["HookLeakWarning", "Leftovers", "Patches", "here_records", "patches"]
 
 Key = tuple[str, str]  # (registry name, target)
 
@@ -126,6 +126,12 @@ def patches() -> Patches:
     return found
 
 
+def here_records() -> dict[str, Any]:
+    """This process's ``bootstrap_here()`` records by namespace (``launch._here``), if any."""
+    here: Any = sys.modules.get("spawnkit.launch._here")
+    return dict(here._applied) if here is not None else {}
+
+
 def _line(key: Key, by: str) -> str:
     return f"{key[1]!r} patched through registry {key[0]!r}{by}"
 
@@ -141,8 +147,11 @@ def _armed_line(key: Key, by: str) -> str:
 _FIX = (
     "Fix: request isolated_hooks in this test (isolated_hooks_for(namespace) for an engine's own "
     "namespace): its teardown undoes what bootstrap_here(), apply_plugin_hooks() or "
-    "apply_hooks() applied or armed in the test; or call unapply() on that registry before the "
-    "test ends (for a fixture of the test that applies hooks: in its teardown, after its yield)."
+    "apply_hooks() applied or armed in the test; or call reset() on that registry before the "
+    "test ends (for a fixture of the test that applies hooks: in its teardown, after its yield; "
+    "unapply() keeps the registrations, which a later bootstrap_here() or apply_hooks() applies "
+    "again), and the test's bootstrap_here() is forgotten: a later test's call loads its "
+    "plugins afresh."
 )
 
 
@@ -178,6 +187,10 @@ class Leftovers:
         self.armed.update(dict.fromkeys(armed, nodeid))
         return _warning(nodeid, new, armed)
 
+    def left_by(self, nodeid: str) -> set[str]:
+        """The registries through which the test ``nodeid`` left a patch applied or armed."""
+        return {k[0] for k, who in [*self.left.items(), *self.armed.items()] if who == nodeid}
+
     def inherited(self) -> str | None:
         """The failure of an isolated test that starts with an earlier test's patches applied."""
         if not self.left and not self.armed:
@@ -198,7 +211,8 @@ class Leftovers:
             "This test would run the hooked code while its registry reads empty, and pass or "
             "fail by which tests ran before it. Fix: request isolated_hooks in the test named "
             "(isolated_hooks_for(namespace) for an engine's own namespace): its teardown undoes "
-            "what it applied; or call unapply() on that registry before that test ends.",
+            "what it applied; or call reset() on that registry before that test ends (unapply() "
+            "keeps the registrations, which a later apply applies again).",
         ]
         return "\n".join(lines)
 

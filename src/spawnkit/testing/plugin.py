@@ -4,6 +4,7 @@ real selection variables.  Function-scoped, per-test state: safe under ``pytest 
 
 from __future__ import annotations
 
+import sys
 import uuid
 import warnings
 from collections.abc import Callable, Iterator
@@ -13,7 +14,7 @@ import pytest
 
 from spawnkit.testing._env import PlatformSelection, PluginAllowlist
 from spawnkit.testing._isolation import HookIsolation, format_leaks
-from spawnkit.testing._leftover import HookLeakWarning, Leftovers, Patches, patches
+from spawnkit.testing._leftover import HookLeakWarning, Leftovers, Patches, here_records, patches
 from spawnkit.testing._modes import LAUNCH_MODES, LaunchMode
 from spawnkit.testing._sandbox import DistSandbox
 
@@ -37,6 +38,8 @@ _ISOLATION = pytest.StashKey[HookIsolation]()
 _LEFTOVERS = pytest.StashKey[Leftovers]()  # on the config: what earlier test bodies left patched
 _BEFORE_CALL = pytest.StashKey[Patches]()  # on a test without the fixture: before its setup
 _IN_SETUP = pytest.StashKey["pytest.Item | None"]()  # on the config: the test being set up
+#: on such a test: the ``bootstrap_here()`` records and the phase flags as its setup began
+_HERE_BEFORE = pytest.StashKey[tuple[dict[str, Any], Any]]()
 _MODE_IDS = frozenset(m.id for m in LAUNCH_MODES)
 _MODES_TEXT = ", ".join(repr(m.id) for m in LAUNCH_MODES)
 
@@ -190,6 +193,9 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     if "_spawnkit_hook_isolation" in getattr(item, "fixturenames", ()):
         return (yield)
     item.stash[_BEFORE_CALL] = patches()
+    from spawnkit.spec import _phase
+
+    item.stash[_HERE_BEFORE] = (here_records(), _phase.snapshot())
     item.config.stash[_IN_SETUP] = item
     try:
         return (yield)
@@ -249,6 +255,32 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
         leftovers = item.config.stash.get(_LEFTOVERS, None)
         if before is not None and leftovers is not None:
             message = leftovers.after_test(item.nodeid, before)
+            here = item.stash.get(_HERE_BEFORE, None)
+            if here is not None:
+                _forget_undone_bootstraps(*here, leftovers.left_by(item.nodeid))
             if message is not None:
                 path, line, _ = item.location
                 warnings.warn_explicit(message, HookLeakWarning, path, (line or 0) + 1)
+
+
+def _forget_undone_bootstraps(before: dict[str, Any], phase: Any, kept: set[str]) -> None:
+    """A ``bootstrap_here()`` the test made whose patches it undid (``unapply()``, ``reset()``):
+    its record would have a later test's call return this test's report (its plugins, its hooks
+    "applied") over unhooked code and load nothing, so the record and the namespace's
+    plugin-loading state (and the phase flags, which made it this namespace's bootstrapped
+    process) go back to what they were as the test began, as ``isolated_hooks`` does.  One
+    whose patches the test left applied (``kept``) stays: it is still true."""
+    here: Any = sys.modules.get("spawnkit.launch._here")
+    if here is None:
+        return
+    from spawnkit.namespace import get_namespace
+    from spawnkit.spec import _phase
+    from spawnkit.testing._isolation import reset_plugins
+
+    for name, record in list(here._applied.items()):
+        if before.get(name) is record or name in kept:
+            continue
+        ns = get_namespace(name)
+        reset_plugins(ns)
+        here.put_back(ns, before.get(name))
+        _phase.restore(phase)
