@@ -6,6 +6,9 @@ only, so spawned children can use it too.
 
 from __future__ import annotations
 
+import base64
+import csv
+import hashlib
 import importlib
 import os
 import re
@@ -64,8 +67,11 @@ def package_modules(modules: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def write_modules(root: Path, modules: Mapping[str, str]) -> list[Path]:
-    """Write each module under ``root``, with the package ``__init__`` files a wheel carries."""
+def write_modules(
+    root: Path, modules: Mapping[str, str], created: list[Path] | None = None
+) -> list[Path]:
+    """Write each module under ``root``, with the package ``__init__`` files a wheel carries
+    (those made here are appended to ``created``)."""
     written: list[Path] = []
     for module, source in modules.items():
         path = module_path(root, module)
@@ -75,6 +81,8 @@ def write_modules(root: Path, modules: Mapping[str, str]) -> list[Path]:
             init = parent / "__init__.py"
             if not init.exists():
                 init.write_text("", encoding="utf-8")
+                if created is not None:
+                    created.append(init)
             parent = parent.parent
         path.write_text(textwrap.dedent(source), encoding="utf-8")
         written.append(path)
@@ -115,8 +123,11 @@ def write_distribution(
     """Write distribution ``name`` into directory ``root`` and return what was written.
 
     An earlier ``.dist-info`` of the same name in ``root`` (another version) is removed first,
-    as pip's upgrade does: left beside the new one, ``importlib.metadata`` read whichever
-    ``listdir`` gave first (the old version's entry points, the new version's code).
+    with the files its ``RECORD`` lists, as pip's upgrade does: left beside the new one,
+    ``importlib.metadata`` read whichever ``listdir`` gave first (the old version's entry points,
+    the new version's code); and the old files left, a submodule the new version dropped stayed
+    importable and an old package shadowed the new version's single-file module.  ``RECORD``
+    lists every file written (as pip writes it), so the next version can remove them.
     ``validate=False`` writes a malformed entry-point value verbatim, as a broken plugin would have.
     """
     check_dist_name(name)
@@ -124,9 +135,10 @@ def write_distribution(
     base.mkdir(parents=True, exist_ok=True)
     eps = {g: dict(v) for g, v in (entry_points or {}).items()}
     check_entry_points(eps, values=validate)
-    written = write_modules(base, package_modules(modules or {}))
     safe = re.sub(r"[-.]+", "_", name)
     _remove_earlier(base, safe)
+    inits: list[Path] = []
+    written = write_modules(base, package_modules(modules or {}), inits)
     dist_info = base / f"{safe}-{version}.dist-info"
     dist_info.mkdir(parents=True, exist_ok=True)
     (dist_info / "METADATA").write_text(
@@ -138,8 +150,8 @@ def write_distribution(
         lines.extend(f"{k} = {v}" for k, v in items.items())
         lines.append("")
     (dist_info / "entry_points.txt").write_text("\n".join(lines), encoding="utf-8")
-    (dist_info / "RECORD").write_text("", encoding="utf-8")
     (dist_info / "INSTALLER").write_text("spawnkit.testing\n", encoding="utf-8")
+    _write_record(base, dist_info, [*written, *inits])
     if add_to_sys_path and str(base) not in sys.path:
         sys.path.insert(0, str(base))
     importlib.invalidate_caches()
@@ -149,10 +161,47 @@ def write_distribution(
     return Distribution(name, version, base, dist_info, tuple(written), eps)
 
 
+def _write_record(base: Path, dist_info: Path, files: list[Path]) -> None:
+    """``RECORD`` as pip writes it: each file's path, ``sha256=`` digest and size."""
+    lines = []
+    for path in [*files, *(dist_info / n for n in ("METADATA", "entry_points.txt", "INSTALLER"))]:
+        data = path.read_bytes()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        lines.append(f"{path.relative_to(base).as_posix()},sha256={digest},{len(data)}")
+    lines.append(f"{(dist_info / 'RECORD').relative_to(base).as_posix()},,")
+    (dist_info / "RECORD").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
 def _remove_earlier(base: Path, safe: str) -> None:
-    """Remove ``base``'s ``.dist-info`` folders of the distribution (normalised name)."""
+    """Remove ``base``'s ``.dist-info`` folders of the distribution (normalised name) and the
+    files their ``RECORD`` lists (with their bytecode, and the folders left empty), as pip's
+    uninstall does; a path outside ``base`` is left alone."""
     want = re.sub(r"[-_.]+", "_", safe).lower()
     for folder in base.glob("*.dist-info"):
         stem = folder.name[: -len(".dist-info")].partition("-")[0]
         if folder.is_dir() and re.sub(r"[-_.]+", "_", stem).lower() == want:
+            _remove_recorded(base.resolve(), folder)
             shutil.rmtree(folder)
+
+
+def _remove_recorded(base: Path, folder: Path) -> None:
+    record = folder / "RECORD"
+    entries = record.read_text(encoding="utf-8").splitlines() if record.is_file() else []
+    parents: set[Path] = set()
+    for row in csv.reader(entries):
+        path = (base / row[0]).resolve() if row and row[0] else None
+        if path is None or base not in path.parents or folder.resolve() in path.parents:
+            continue
+        cached = path.parent / "__pycache__"
+        gone = [path, *(cached.glob(f"{path.stem}.*.pyc") if path.suffix == ".py" else ())]
+        for item in gone:
+            if item.is_file():
+                item.unlink()
+                parents.add(item.parent)
+    for parent in sorted(parents, key=lambda p: len(p.parts), reverse=True):
+        while parent != base and base in parent.parents:
+            try:
+                parent.rmdir()  # only an empty one, as pip leaves a folder holding others' files
+            except OSError:
+                break
+            parent = parent.parent
