@@ -25,7 +25,7 @@ from weakref import getweakrefcount
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookApplyError, HookConflictError, HookRegistrationError
 from spawnkit.hooks import _conflicts, _decide, _on_import, _resolve
-from spawnkit.hooks._chain import build_chain, is_async_callable
+from spawnkit.hooks._chain import build_chain, inherited, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of, put_attr
 from spawnkit.hooks._propagate import (
     CALLED_AT_IMPORT,
@@ -390,8 +390,12 @@ class ApplyCall:
             if res.had_own and isinstance(res.owner, type):  # only a class's own method
                 self._check_override(key, res, regs)
             notes = None if self.st.conflicts[0] == "error" else self.dropped
+            through = None
+            if not res.had_own and kind in _FROM_BASE and isinstance(res.owner, type):
+                through = inherited(res.owner, res.attr)  # the base's, hooked or not, at call time
             installed = build_chain(
-                func, pairs, key=key, display=display, is_async=is_async_callable(func), notes=notes
+                func, pairs, key=key, display=display, is_async=is_async_callable(func),
+                notes=notes, through=through,
             )
             raw = _as_attribute(kind, installed)
         if others is not None and any(r.hook_type is HookType.REPLACE for r in regs):
@@ -654,6 +658,9 @@ def _filled_caches(call: ApplyCall) -> None:
 
 _LRU = frozenset({LRU_CACHE})
 
+
+#: the kinds of an inherited method whose chain calls the base's attribute as it is then
+_FROM_BASE = frozenset({_resolve.METHOD, _resolve.CLASSMETHOD, _resolve.STATICMETHOD})
 
 _CONSTRUCTORS = frozenset({"__init__", "__new__"})  # hooked: a call of the class runs them
 

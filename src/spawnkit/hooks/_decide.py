@@ -453,7 +453,8 @@ _HOOKS, _ORIGINAL = "hooks", "original"  # what a wrapper found by ``_wrapping``
 def _wrapping(func: Any, rec: Record, attr: str) -> str | None:
     """What an override that wraps (by ``__wrapped__``) calls: ``_HOOKS`` for a chain of
     hooks a plugin put on the subclass's name for the inherited method (spawnkit's own, whose
-    ``__wrapped__`` is the original it runs under those hooks; its code names no method), a
+    ``__wrapped__`` is the original: it calls the base's attribute as it is at call time,
+    ``_chain.inherited``, so the base's hooks run inside it; its code names no method), a
     wrapper of the installed chain, or a decorated override that calls up
     (``@traced def run(self): return super().run()``); ``_ORIGINAL`` for any other wrapper of
     the original itself (``setattr(cls, "run", traced(Engine.run))`` in an
