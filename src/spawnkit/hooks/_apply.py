@@ -25,7 +25,7 @@ from weakref import getweakrefcount
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookApplyError, HookConflictError, HookRegistrationError
 from spawnkit.hooks import _conflicts, _decide, _on_import, _resolve
-from spawnkit.hooks._chain import build_chain, is_async_callable
+from spawnkit.hooks._chain import build_chain, inherited, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of, put_attr
 from spawnkit.hooks._propagate import (
     CALLED_AT_IMPORT,
@@ -81,6 +81,8 @@ def restore(st: State, rec: Record, journal: Journal, rebinds: dict[int, Rebind]
     rebuilt on what is put back (``rebase_layers``); a class REPLACE of one is refused.
     """
     layers: list[Any] = []
+    if st.spellings:
+        st.unalias(rec.key)  # its other names are hooked on their own again
     if not _decide.displaced_by(rec)[0]:
         if _raw_at(rec) is not rec.installed_raw:
             layers = _stacked(rec, undoing=True)  # wrapped: by another registry's chain?
@@ -212,6 +214,9 @@ class ApplyCall:
         self.modules_before = len(sys.modules)  # sys.modules' first entries: imported before
         self.imported: list[str] = []  # the target modules this call imported itself
         self.layered: list[Any] = []  # other registries' chains on a target it changed
+        # id(original or installed chain) -> the key of the record: another name of it joins
+        # that record (``_spelling_of``); made at the first fresh target that can need it
+        self.objects: dict[int, str] | None = None
 
     def _changed(self, keys: list[str]) -> list[str]:
         st = self.st
@@ -237,9 +242,12 @@ class ApplyCall:
             for name in provided:
                 st.failed.pop(name, None)
             waiting = set(st.waiting)
+            keys = list(st.regs)
+            if st.spellings:  # a key left with only its other names' hooks still changes
+                keys += [k for k in st.spellings if k not in st.regs]
             candidates = [
                 k
-                for k in self._changed(list(st.regs))
+                for k in self._changed(keys)
                 if not _decide.defer(st, k, strict, self.on_import)
             ]
             deferred = [k for k in st.waiting if k not in waiting]
@@ -259,6 +267,7 @@ class ApplyCall:
         """Patch what changed (or only the keys ``only``); returns the displays patched."""
         st = self.st
         snapshot = (dict(st.applied), dict(st.stale), dict(st.provided), dict(st.dropped))
+        names = (dict(st.aliases), {k: list(v) for k, v in st.spellings.items()})
         pending, orphans, deferred = self._decide(strict, only)
         if not pending and not orphans and not self.failures:
             return []
@@ -286,6 +295,7 @@ class ApplyCall:
             problems = self.journal.rollback()
             problems += _unbind(self)
             st.applied, st.stale, st.provided, st.dropped = snapshot
+            st.aliases, st.spellings = names
             for key in deferred:
                 st.stop_waiting(key)
             raise _error(self, problems) from self.first_error
@@ -365,16 +375,20 @@ class ApplyCall:
         self._propagate(rebinds, frozenset(skip))
 
     def _build(
-        self, key: str, pairs: list[tuple[Registration, Any]], prev: Record | None
+        self,
+        key: str,
+        pairs: list[tuple[Registration, Any]],
+        prev: Record | None,
+        found: _resolve.Resolved | None = None,
     ) -> Record:
-        """Resolve and build one target's chain; changes nothing (install is the caller's)."""
+        """Resolve (unless ``found``) and build one chain; installing it is the caller's."""
         display = self.st.display[key]
         regs = tuple(map(_first, pairs))
         others = None
         if prev is not None and not _replaced_since(prev, self.messages):
             res, before, original = prev.res, prev.before, prev.original
         else:
-            res = self.resolver.resolve(self.st.paths[key], display)
+            res = found or self.resolver.resolve(self.st.paths[key], display)
             others = other_references(res)  # first: before this call holds the original too
             if others:
                 self.counted.append(key)  # what held it is looked for (_hidden_holders)
@@ -391,8 +405,9 @@ class ApplyCall:
                 self._check_override(key, res, regs)
             notes = None if self.st.conflicts[0] == "error" else self.dropped
             installed = build_chain(
-                func, pairs, key=key, display=display, is_async=is_async_callable(func), notes=notes
-            )
+                func, pairs, key=key, display=display, is_async=is_async_callable(func),
+                notes=notes, through=_through(res, kind),
+            )  # fmt: skip
             raw = _as_attribute(kind, installed)
         if others is not None and any(r.hook_type is HookType.REPLACE for r in regs):
             _hides_other(self, key, res, before, installed, regs)  # another namespace's?
@@ -655,6 +670,17 @@ def _filled_caches(call: ApplyCall) -> None:
 _LRU = frozenset({LRU_CACHE})
 
 
+def _through(res: _resolve.Resolved, kind: str) -> Any:
+    """For a subclass's inherited method: what its chain calls, the base's attribute as it is
+    at call time (hooked or not, then); None for every other target: its original."""
+    if res.had_own or kind not in _FROM_BASE or not isinstance(res.owner, type):
+        return None
+    return inherited(res.owner, res.attr)
+
+
+#: the kinds of an inherited method whose chain calls the base's attribute as it is then
+_FROM_BASE = frozenset({_resolve.METHOD, _resolve.CLASSMETHOD, _resolve.STATICMETHOD})
+
 _CONSTRUCTORS = frozenset({"__init__", "__new__"})  # hooked: a call of the class runs them
 
 
@@ -683,9 +709,10 @@ def _install(
     later: list[str] | None,
     rebinds: dict[int, Rebind],
     skip: set[tuple[str, str]],
+    joining: bool = False,
 ) -> None:
     """Build and install one target (journaled); what held its original goes to ``rebinds``;
-    ``later``: see ``ApplyCall._round``."""
+    ``later``: see ``ApplyCall._round``; ``joining``: a failure raises (``_join``)."""
     st = call.st
     prev = st.applied.pop(key, None)
     if later is not None:
@@ -696,7 +723,14 @@ def _install(
             if dep not in call.hooks and st.live(dep) and call._load_hooks(dep):
                 later.append(dep)
     try:
-        rec = call._build(key, call.hooks[key], prev)
+        found = None
+        if prev is None and st.applied:  # another name of an object hooked already?
+            found = call.resolver.resolve(st.paths[key], st.display[key])
+            same = _spelling_of(call, key, found)
+            if same is not None:
+                _join(call, key, same, rebinds, skip, found)
+                return
+        rec = call._build(key, call.hooks[key], prev, found)
         if prev is not None and _raw_at(prev) is not prev.installed_raw:
             call.layered += _stacked(prev, undoing=False)  # ours rebuilt under another's
         call.journal.put(rec.res.owner, rec.res.attr, rec.installed_raw)
@@ -705,16 +739,88 @@ def _install(
     except Exception as exc:
         if prev is not None:
             st.applied[key] = prev  # left untouched: the previous chain stays
+            if joining:
+                raise
         elif not _decide.skip_optional(st, key, exc):
             call._fail(key, exc)
         return
     st.applied[key] = rec
-    call.patched.append(rec.display)
-    call.patched_keys.append(key)
+    if call.objects is not None:
+        _index(call.objects, key, rec)
+    if key not in call.patched_keys:  # (built again in this call: another name joined it)
+        call.patched.append(rec.display)
+        call.patched_keys.append(key)
     if not rec.res.had_own and isinstance(rec.res.owner, ModuleType):
         _stood_in(call, rec, prev)  # found through a module's __getattr__: rare
     if rec.propagates:
         _look_for(rec, prev, rebinds, skip)
+
+
+def _index(objects: dict[int, str], key: str, rec: Record) -> None:
+    if rec.res.had_own and rec.kind != _resolve.CLASS:
+        objects[id(rec.held)] = objects[id(rec.installed)] = key
+
+
+def _spelling_of(call: ApplyCall, key: str, res: _resolve.Resolved) -> str | None:
+    """The applied key whose object ``res`` is (its original, or the chain installed for it:
+    a package's re-export, ``from .impl import run as run_model``, an alias ``tok = run``),
+    under its own name; None for most targets.  A method a subclass inherits is no other name
+    of the base's: its chain calls the base's (``_chain.inherited``)."""
+    raw = res.raw
+    if not res.had_own or isinstance(raw, type):
+        return None
+    objects = call.objects
+    if objects is None:
+        objects = call.objects = {}
+        for k, rec in call.st.applied.items():
+            _index(objects, k, rec)
+    held = raw.__func__ if type(raw) in (staticmethod, classmethod) else raw
+    same = objects.get(id(held))
+    found = call.st.applied.get(same) if same is not None and same != key else None
+    if found is None or (found.held is not held and found.installed is not held):
+        return None
+    return same
+
+
+def _join(
+    call: ApplyCall,
+    key: str,
+    same: str,
+    rebinds: dict[int, Rebind],
+    skip: set[tuple[str, str]],
+    res: _resolve.Resolved,
+) -> None:
+    """Hook ``key``, another name of ``same``'s object, with ``same``'s chain: one chain of
+    both names' hooks in registration order (REPLACE innermost), as if registered on one
+    target, installed at ``same``'s place and held by ``key``'s.
+
+    Each name built its own chain around the unpatched original: a caller through one name
+    ran only that name's hooks, while ``status()`` said applied for both.
+    """
+    st = call.st
+    st.aliases[key] = same
+    st.spellings.setdefault(same, []).append(key)
+    try:
+        conflicts = _conflicts.spelled(st, same)
+        if conflicts and st.conflicts[0] == "error":
+            raise HookConflictError("; ".join(conflicts), conflicts=conflicts)
+        call.hooks[same] = [(r, call._hook_object(r)) for r in st.live(same)]
+        _install(call, same, None, rebinds, skip, joining=True)
+    except Exception:
+        st.aliases.pop(key)
+        st.spellings[same].remove(key)
+        if not st.spellings[same]:
+            del st.spellings[same]
+        raise
+    call.dropped += conflicts
+    rec = st.applied[same]
+    if isinstance(res.owner, ModuleType):  # its name holds the original, or the old chain
+        namespace, name = vars(res.owner), res.owner.__name__
+        if item_of(namespace, res.attr) is not rec.installed:
+            call.journal.rebind(name, namespace, res.attr, rec.installed)
+            _note_binding(rec, (name, namespace, res.attr, res.attr))
+    call.patched.append(st.display[key])
+    call.patched_keys.append(key)
 
 
 def _raw_at(rec: Record) -> Any:

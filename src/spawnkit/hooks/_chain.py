@@ -309,12 +309,15 @@ def build_chain(
     display: str,
     is_async: bool,
     notes: list[str] | None = None,
+    through: Any = None,
 ) -> Callable[..., Any]:
     """The callable to install: REPLACE innermost (last one wins), then the rest in order.
 
     ``hooks``: (registration, hook object) pairs in registration order; the last is outermost.
     ``notes`` gets a message for each AROUND hook that never returns a value on a target
     that does (a ``HookConflictWarning``); None: raise ``HookConflictError`` instead.
+    ``through``: what the innermost layer calls in place of ``original`` (``inherited``), which
+    still gives the chain its identity.
     """
     replace: tuple[Registration, Any] | None = None
     others: list[tuple[Registration, Any]] = []
@@ -328,7 +331,7 @@ def build_chain(
     kept = _object_kept(original, replace, others, display)
     if kept is not None:  # an object of the target's kind (a kernel for a kernel): as it is
         return kept
-    inner: Any = original
+    inner: Any = original if through is None else through
     if replace is not None:
         reg, obj = replace
         if is_async:
@@ -354,6 +357,30 @@ def build_chain(
     if inner is not original:  # a layer of ours: a hook object is innermost only under others
         inner = _outermost(inner, original, flag, display, replace)
     return inner  # type: ignore[no-any-return]
+
+
+def inherited(owner: type, attr: str) -> Callable[..., Any]:
+    """What a chain installed on a subclass for a method it inherits calls: the attribute the
+    next class of ``owner``'s MRO has at call time, as ``super()`` would find it.
+
+    Built on the function resolved at apply time, such a chain ran that function for good: a
+    base's hooks applied after it (sorted later in one call, or registered later), or rebuilt
+    since, never ran for the subclass while ``status()`` said applied.  Only inherited targets
+    pay for the lookup; a class's own method calls its original directly.
+    """
+    mro = owner.__mro__[1:]
+
+    def call_inherited(*args: Any, **kwargs: Any) -> Any:
+        for klass in mro:
+            found = klass.__dict__
+            if attr in found:
+                raw = found[attr]
+                if type(raw) in (staticmethod, classmethod):
+                    raw = raw.__func__
+                return raw(*args, **kwargs)
+        raise AttributeError(f"no class above {owner.__qualname__} defines {attr!r} any more")
+
+    return call_inherited
 
 
 def _outermost(

@@ -70,7 +70,20 @@ def messages(st: State) -> list[str]:
     for key, regs in st.regs.items():
         if len(regs) > 1:  # one hook alone conflicts with nothing: most targets, every apply
             out.extend(_for_target(st.display.get(key, key), regs))
+    for key in st.spellings:  # rare: one object hooked under several names
+        out.extend(spelled(st, key))
     return out
+
+
+def spelled(st: State, key: str) -> list[str]:
+    """The conflicts of the hooks on one object under all its names (``key`` and its other
+    spellings, ``State.spellings``): they form one chain, judged as one target's."""
+    names = [key, *st.spellings.get(key, ())]
+    regs = sorted((r for k in names for r in st.regs.get(k, [])), key=lambda r: r.seq)
+    display = st.display.get(key, key)
+    others = ", ".join(repr(st.display.get(k, k)) for k in names[1:])
+    said = f"target {display!r} (hooked as {others} too, the same object under another name)"
+    return [m.replace(f"target {display!r}", said, 1) for m in _for_target(display, regs)]
 
 
 def report(st: State, policy: str = "warn", var: str = "", found: list[str] | None = None) -> None:

@@ -224,6 +224,9 @@ def state_of(
     if dropped is not None:
         return dropped
     rec = st.applied.get(key)
+    if rec is None and key in st.aliases:  # another name of an object hooked under its own
+        key = st.aliases[key]
+        rec = st.applied.get(key)
     if rec is not None and reg.seq in rec.seqs:
         found = per_target.get(key)
         if found is None:
@@ -453,7 +456,8 @@ _HOOKS, _ORIGINAL = "hooks", "original"  # what a wrapper found by ``_wrapping``
 def _wrapping(func: Any, rec: Record, attr: str) -> str | None:
     """What an override that wraps (by ``__wrapped__``) calls: ``_HOOKS`` for a chain of
     hooks a plugin put on the subclass's name for the inherited method (spawnkit's own, whose
-    ``__wrapped__`` is the original it runs under those hooks; its code names no method), a
+    ``__wrapped__`` is the original: it calls the base's attribute as it is at call time,
+    ``_chain.inherited``, so the base's hooks run inside it; its code names no method), a
     wrapper of the installed chain, or a decorated override that calls up
     (``@traced def run(self): return super().run()``); ``_ORIGINAL`` for any other wrapper of
     the original itself (``setattr(cls, "run", traced(Engine.run))`` in an
@@ -562,6 +566,10 @@ def _applied_state(st: State, key: str, rec: Record) -> tuple[str, str]:
         return "partial", unrebound_reason(where)
     trigger = st.on_import_of.get(key)
     reason = f"applied when {trigger!r} was first imported" if trigger else ""
+    if key in st.spellings:
+        names = ", ".join(repr(st.display.get(k, k)) for k in [key, *st.spellings[key]])
+        said = f"one object hooked as {names}: one chain of their hooks, in registration order"
+        reason = "; ".join(filter(None, (reason, said)))
     skipping = bypassing(rec)
     if skipping:
         reason = "; ".join(filter(None, (reason, bypass_reason(rec, skipping))))

@@ -64,7 +64,7 @@ class RegistryQueries:
         """Whether ``hook`` is in the chain installed on ``target`` right now (as ``hook_type``)."""
         htype = None if hook_type is None else _resolve.coerce_hook_type(hook_type)
         with self._lock:
-            rec = self._state.applied.get(self._key(target))
+            rec = self._state.record(self._key(target))
             if (
                 rec is None
                 or vars(rec.res.owner).get(rec.res.attr, ABSENT) is not rec.installed_raw

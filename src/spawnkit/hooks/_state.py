@@ -96,6 +96,10 @@ class Record(Plain):
         return raw.__func__ if type(raw) in (staticmethod, classmethod) else raw
 
 
+def _seq(reg: Registration) -> int:
+    return reg.seq
+
+
 #: Every registry of this process, weakly: a target two namespaces hook holds one's chain
 #: inside the other's, and undoing or rebuilding the inner one rebuilds the outer one on what
 #: stands there then (``hooks/_layers``).
@@ -132,6 +136,10 @@ class State:
         self.paths: dict[str, _resolve.TargetPath] = {}
         self.display: dict[str, str] = {}
         self.applied: dict[str, Record] = {}
+        # one object hooked under several names (a package's re-export, an alias): each other
+        # name's key -> the key whose record holds the one chain of them all, and back
+        self.aliases: dict[str, str] = {}
+        self.spellings: dict[str, list[str]] = {}
         self.hook_objects: dict[int, Any] = {}  # seq -> imported "module:qualname" hook
         # seq -> (__main__, its file, the line of its body) that registered a plugin-less hook
         self.main_lines: dict[int, tuple[object, str, int]] = {}
@@ -166,11 +174,33 @@ class State:
         self.version = next(_VERSIONS)
 
     def live(self, key: str) -> list[Registration]:
-        """The registrations of ``key`` still in play (not skipped for good)."""
+        """The registrations of ``key`` still in play (not skipped for good); a key whose object
+        is hooked under other names too has theirs, in registration order, and they none."""
         regs = self.regs.get(key, [])
+        if self.aliases:  # rare: one object hooked under several names
+            regs = self.spelled(key, regs)
         if not self.dropped:
             return regs
         return [r for r in regs if r.seq not in self.dropped]
+
+    def spelled(self, key: str, regs: list[Registration]) -> list[Registration]:
+        if key in self.aliases:
+            return []
+        more = self.spellings.get(key)
+        if not more:
+            return regs
+        return sorted([*regs, *(r for k in more for r in self.regs.get(k, []))], key=_seq)
+
+    def record(self, key: str) -> Record | None:
+        """The record that holds ``key``'s hooks: its own, or its object's under another name."""
+        return self.applied.get(self.aliases.get(key, key))
+
+    def unalias(self, key: str) -> list[str]:
+        """Forget ``key``'s other names (its record goes); returns them."""
+        freed = self.spellings.pop(key, [])
+        for other in freed:
+            self.aliases.pop(other, None)
+        return freed
 
     def stop_waiting(self, key: str) -> None:
         found = self.waiting.pop(key, None)
