@@ -173,15 +173,32 @@ _RANK_ARGS = ("rank", "local_rank", "world_size", "payload")
 
 
 def _entry_args(names: Sequence[str]) -> tuple[str, ...]:
-    """``entry_args=`` as a tuple of names; anything else is refused before any rank starts."""
-    if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
-        raise ConfigError(
-            f"entry_args={names!r}: must be a sequence of argument names such as "
-            f"('local_rank', 'rank', 'payload', 'pipe_writer'); each one of {_RANK_ARGS} "
-            "or a key of rank_extra(rank).",
-            setting="entry_args",
-        )
-    return tuple(names)
+    """``entry_args=`` as a tuple of names; anything else is refused before any rank starts.
+
+    Made a tuple before it is checked: an iterator (``iter(names)``, ``map(...)``) was used up
+    by the check, so every rank's entry was called with no argument at all.  A set has no
+    order of its own (names go by hash), so the entry got its arguments shuffled.
+    """
+    why = ""
+    if isinstance(names, str | bytes):
+        why = "one string, which would be read as its letters"
+    elif isinstance(names, set | frozenset):
+        why = "a set, whose order is its hash order: the entry's arguments would be shuffled"
+    else:
+        try:
+            got = tuple(names)
+        except TypeError:
+            why = f"an object of type {type(names).__name__}, not a sequence"
+        else:
+            if all(isinstance(n, str) and n for n in got):
+                return got
+            why = f"{got!r} holds a name that is no non-empty str"
+    raise ConfigError(
+        f"entry_args={names!r}: {why}. Pass a sequence of argument names in the entry's order, "
+        f"such as ('local_rank', 'rank', 'payload', 'pipe_writer'); each one of {_RANK_ARGS} "
+        "or a key of rank_extra(rank). No worker was started.",
+        setting="entry_args",
+    )
 
 
 def _rank_extra(rank_extra: Callable[[int], Mapping[str, Any]] | None, rank: int) -> dict[str, Any]:
