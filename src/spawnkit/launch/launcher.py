@@ -241,6 +241,28 @@ def _check_entry_args(names: tuple[str, ...] | None, extra: Mapping[str, Any], r
         )
 
 
+def _check_sendable(lctx: LaunchContext, extra: Mapping[str, Any], rank: int) -> None:
+    """Each ``rank_extra`` value goes to its rank pickled with the context's reducer: one that
+    cannot (a ``threading.Lock``, an open socket's wrapper) was a bare ``TypeError`` from
+    multiprocessing's reduction after the ranks before it had started (and were stopped),
+    naming neither ``rank_extra``, the rank nor the key."""
+    for key, value in extra.items():
+        try:
+            lctx.dry_pickle(value)
+        except Exception as exc:
+            from spawnkit._names import qualified_name  # failure path only
+
+            raise ConfigError(
+                f"rank_extra({rank}) returned {key!r}: a {qualified_name(type(value))}, which "
+                f"cannot be sent to rank {rank}'s process: {type(exc).__name__}: {exc}. Each value "
+                f"travels to its worker pickled ({lctx.package}'s reducer, as a Process's "
+                "arguments do): pass one that pickles (plain data, a Pipe end, a Lock, Queue or "
+                f"Event of a '{lctx.start_method}' context), or make the object in the worker. "
+                "No worker was started.",
+                setting="rank_extra",
+            ) from exc
+
+
 def _check_limits(
     nprocs: int,
     ready_timeout: float | None,
@@ -284,6 +306,7 @@ def _start_ranks(
         extras = [_rank_extra(rank_extra, rank) for rank in range(template.world_size)]
         for rank, extra in enumerate(extras):  # every rank's, before any process starts
             _check_entry_args(template._control.entry_args, extra, rank)
+            _check_sendable(lctx, extra, rank)
         if deaf and lctx.start_method == "spawn":
             _interrupt.tracker_first(lctx.package)  # first: it unblocks SIGINT
         for rank, extra in enumerate(extras):

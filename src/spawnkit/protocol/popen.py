@@ -305,6 +305,23 @@ def early_error_text(proc: Any) -> str:
     return found.traceback_text if found is not None else ""
 
 
+class _DryRunPopen:
+    """The starting Popen a dry run pickles under: a descriptor is named, not duplicated."""
+
+    def __init__(self, dup_fd: type) -> None:
+        self.DupFd = dup_fd
+
+    def duplicate_for_child(self, fd: int) -> int:
+        return fd
+
+
+class _Discard:
+    """A file that keeps nothing (a dry run wants the pickler's errors, not its bytes)."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
 class LaunchContext(Plain):
     """What the launcher needs from a context: pipes, processes, how results pickle.
 
@@ -362,6 +379,17 @@ class LaunchContext(Plain):
 
         with warm.launching(self.server, self.fork_timeout):
             proc.start()
+
+    def dry_pickle(self, value: Any) -> None:
+        """Pickle ``value`` as a worker's start will (this package's reducer, as if spawning, so
+        a Pipe end, a Queue or a Lock of the context pickles), writing nothing anywhere: it
+        raises what that start would, before any rank exists (``launcher._check_sendable``)."""
+        context = _sub(self.package, "context")
+        context.set_spawning_popen(_DryRunPopen(_sub(self.package, "popen_spawn_posix")._DupFd))
+        try:
+            context.reduction.dump(value, _Discard())
+        finally:
+            context.set_spawning_popen(None)
 
     @property
     def loads(self) -> Callable[[bytes], Any]:
