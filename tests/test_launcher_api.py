@@ -252,6 +252,80 @@ def test_rank_extra_hands_each_rank_its_own_connection(
     assert got == [{"rank": 0, "pid": pids[0]}, {"rank": 1, "pid": pids[1]}]
 
 
+def use_shared_objects(payload: object = None) -> int:
+    from spawnkit.bootstrap import current_spec
+
+    spec = current_spec()
+    assert spec is not None
+    with spec.extra["lock"]:
+        spec.extra["queue"].put(spec.rank)
+    spec.extra["event"].set()
+    return spec.rank
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_rank_extra_values_that_pickle_only_while_spawning_still_reach_each_rank(
+    spawnkit_namespace, start_method: str
+) -> None:
+    """The launcher pickles every value once before any rank starts, to refuse one that cannot
+    go: a Lock, Queue or Event of the start method's context (which refuse pickling outside a
+    process start) must pass that check and work in the rank."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context(start_method)
+    shared = {"lock": ctx.Lock(), "queue": ctx.Queue(), "event": ctx.Event()}
+    with spawn_with_plugins(
+        f"{__name__}:use_shared_objects",
+        nprocs=2,
+        namespace=spawnkit_namespace,
+        start_method=start_method,
+        rank_extra=lambda rank: shared,
+    ) as group:
+        assert group.results(timeout=60) == [0, 1]
+    assert sorted(shared["queue"].get(timeout=10) for _ in range(2)) == [0, 1]
+    assert shared["event"].is_set()
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_a_rank_extra_value_that_cannot_be_sent_is_refused_before_any_rank_starts(
+    spawnkit_namespace, start_method: str, tmp_path: Path
+) -> None:
+    """A ``threading.Lock`` for rank 2 was a bare ``TypeError: cannot pickle '_thread.lock'``
+    from multiprocessing's reduction, after ranks 0 and 1 had started (and were stopped),
+    naming neither rank_extra, the rank nor the key."""
+    import threading
+
+    from spawnkit.errors import ConfigError
+
+    lock = threading.Lock()
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    with pytest.raises(ConfigError) as info:
+        spawn_with_plugins(
+            f"{__name__}:touch_mark",
+            str(marks),
+            nprocs=3,
+            namespace=spawnkit_namespace,
+            start_method=start_method,
+            rank_extra=lambda rank: {"port": 8000 + rank, **({"lock": lock} if rank == 2 else {})},
+        )
+    text = str(info.value)
+    assert info.value.setting == "rank_extra"
+    assert "rank_extra(2) returned 'lock': a _thread.lock" in text, text
+    assert "cannot pickle '_thread.lock' object" in text and "No worker was started" in text
+    assert isinstance(info.value.__cause__, TypeError)
+    time.sleep(1.0)  # a rank that had started would have written its mark by now
+    assert list(marks.iterdir()) == []
+
+
+def touch_mark(marks: str) -> None:
+    from spawnkit.bootstrap import current_spec
+
+    spec = current_spec()
+    assert spec is not None
+    Path(marks, str(spec.rank)).touch()
+
+
 # Names the launcher's own control data used to travel under in spec.extra.
 _LAUNCHER_NAMES = ("context", "parent_pid", "pdeathsig", "fault_conn", "sigint_restore")
 

@@ -24,6 +24,7 @@ import pytest
 from _launcher_support import Site, assert_group_gone, fault_env, make_site
 from spawnkit import _metadata, build_spec, spawn_with_plugins
 from spawnkit.errors import (
+    BootstrapError,
     BootstrapTimeoutError,
     ChildExitedError,
     ConfigError,
@@ -173,6 +174,34 @@ def test_a_rank_extra_that_gives_no_mapping_is_a_config_error(
 ) -> None:
     err = _refused(site, ConfigError, rank_extra=rank_extra)
     assert err.setting == "rank_extra" and says in str(err), err
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_payload_holding_an_open_file_is_refused_before_any_worker_starts(
+    site: Site, tmp_path: Path, method: str
+) -> None:
+    """``ServerArgs(log=open(path, "a+"))``: plain pickle refuses the file, and the by-value
+    fallback (cloudpickle) sent each worker a copy of its contents (an ``io.StringIO``), so
+    every worker's writes vanished while the run exited 0."""
+    path = tmp_path / "events.log"
+    with open(path, "a+") as log:
+        payload = {"engine": site.box(log)}
+        err = _refused(site, BootstrapError, payload=payload, nprocs=2, start_method=method)
+    text = str(err)
+    assert err.kind == "payload"
+    assert f"payload['engine'].value is an open file ({str(path)!r}, mode 'a+')" in text, text
+    assert "io.StringIO" in text and "Pass the path instead" in text
+    assert path.read_text() == ""
+
+
+def test_a_by_value_payload_without_files_still_goes(site: Site) -> None:
+    """The control: what cloudpickle is there for (a lambda) still travels by value, with a
+    logger (sent by name, as plain pickle sends it)."""
+    payload = {"scale": lambda x: 3 * x, "log": logging.getLogger("spawnkit.test.payload")}
+    with spawn_with_plugins(
+        site.entry("scaled"), payload, namespace=site.ns, ready_timeout=60
+    ) as group:
+        assert group.results(timeout=60) == [(42, "spawnkit.test.payload")]
 
 
 def test_zero_grace_period_is_allowed(site: Site) -> None:

@@ -13,6 +13,7 @@ import textwrap
 import uuid
 from multiprocessing import Pipe
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,6 +99,58 @@ def test_an_entry_arg_no_rank_provides_is_refused_in_the_parent(
             namespace=_ns(),
             entry_args=("local_rank", "rank", "payload", "pipe_writer"),
         )
+
+
+@pytest.mark.parametrize(
+    "make",
+    [iter, lambda names: map(str, names), lambda names: (n for n in names)],
+    ids=["iter", "map", "generator"],
+)
+def test_entry_args_given_as_an_iterator_reach_the_entry_in_order(
+    engine: tuple[str, Path], make: Any
+) -> None:
+    """An iterator was used up by the launcher's own check of its names, so every rank's
+    entry was called with no argument (its defaults ran, exit 0)."""
+    pkg, _ = engine
+    import importlib
+
+    server_args = importlib.import_module(f"{pkg}.server_args").make_server_args()
+    names = ["local_rank", "rank", "payload"]
+    with spawn_with_plugins(
+        f"{pkg}.scheduler:run_scheduler_process",
+        server_args,
+        nprocs=2,
+        namespace=_ns(),
+        entry_args=make(names),
+        ready_timeout=120,
+        join_timeout=120,
+    ) as group:
+        results = group.results()
+    assert [(r["rank"], r["gpu_id"], r["model"]) for r in results] == [
+        (0, 4, "tiny"),
+        (1, 5, "tiny"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "given", [set, frozenset, lambda names: 3], ids=["set", "frozenset", "int"]
+)
+def test_entry_args_without_an_order_is_refused_in_the_parent(
+    engine: tuple[str, Path], given: Any
+) -> None:
+    """A set passed the entry's arguments in hash order (``rank`` as ``server_args``...)."""
+    pkg, _ = engine
+    with pytest.raises(
+        ConfigError, match=r"entry_args=.*(a set|of type int, not a sequence)"
+    ) as info:
+        spawn_with_plugins(
+            f"{pkg}.scheduler:run_scheduler_process",
+            None,
+            nprocs=1,
+            namespace=_ns(),
+            entry_args=given(["local_rank", "rank", "payload"]),
+        )
+    assert info.value.setting == "entry_args" and "No worker was started" in str(info.value)
 
 
 def test_a_rank_extra_key_the_launcher_passes_itself_is_refused_in_the_parent(

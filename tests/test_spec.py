@@ -323,3 +323,38 @@ def test_unpicklable_payload_is_a_payload_error() -> None:
 
     with pytest.raises(BootstrapError, match="cannot capture"):
         Payload.capture(threading.Lock())
+
+
+class _Slotted:
+    __slots__ = ("sink",)
+
+    def __init__(self, sink: object) -> None:
+        self.sink = sink
+
+
+def test_an_open_file_is_refused_not_copied_and_its_place_is_named(tmp_path: Path) -> None:
+    """cloudpickle, the fallback for lambdas and closures, read an open text file into an
+    ``io.StringIO``: the worker wrote to a copy in memory, the file never saw it, unsaid."""
+    with open(tmp_path / "log.txt", "w+") as log:
+
+        def closure() -> object:
+            return log
+
+        cases = [
+            ({"sinks": [1, _Slotted(log)]}, "payload['sinks'][1].sink is an open file"),
+            (closure, "payload's closure variable 'log' is an open file"),
+            ([lambda: 1, log], "payload[1] is an open file"),  # a by-value cause beside it
+        ]
+        for obj, says in cases:
+            with pytest.raises(BootstrapError, match="cannot capture") as info:
+                Payload.capture(obj)
+            assert says in str(info.value) and info.value.kind == "payload", str(info.value)
+
+
+def test_a_logger_and_a_lambda_still_go_by_value() -> None:
+    import logging
+
+    payload = Payload.capture({"log": logging.getLogger("spawnkit.test.x"), "f": lambda: 7})
+    assert payload.by_value
+    got = pickle.loads(payload.data)
+    assert got["f"]() == 7 and got["log"] is logging.getLogger("spawnkit.test.x")

@@ -177,3 +177,36 @@ def test_env_reaches_what_the_launching_scripts_imports_read_in_a_spawned_worker
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["spawn ('1', '1')", "forkserver ('1', '1')"]
+
+
+_ZONE = """
+import os, time
+
+def main():
+    return time.tzname, time.timezone, time.localtime(0).tm_zone, os.environ.get("TZ")
+"""
+
+
+@pytest.mark.parametrize(
+    ("method", "mode"), [("spawn", None), ("forkserver", "server"), ("forkserver", "worker")]
+)
+def test_env_tz_sets_the_zone_of_a_spawned_and_a_warm_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str, mode: str | None
+) -> None:
+    """``env={"TZ": ...}``: a warm worker's ``time.tzname`` and ``localtime()`` stayed the
+    server's (the C library and ``time`` read TZ once), while ``os.environ`` showed the zone
+    asked for; a spawned worker, started with it, had it right."""
+    name = f"zone_{os.getpid()}_{tmp_path.name}".replace("-", "_")
+    (tmp_path / f"{name}.py").write_text(_ZONE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delenv("TZ", raising=False)
+    env = {"TZ": "SKT-5"}  # a POSIX zone: no tz database needed
+    if mode is not None:
+        env["SPAWNKIT_WARM_BOOTSTRAP"] = mode
+    with spawn_with_plugins(
+        f"{name}:main", nprocs=2, start_method=method, env=env,
+        ready_timeout=120, join_timeout=120,
+    ) as group:  # fmt: skip
+        results = group.results(timeout=120)
+    assert results == [(("SKT", "SKT"), -5 * 3600, "SKT", "SKT-5")] * 2
+    assert "TZ" not in os.environ

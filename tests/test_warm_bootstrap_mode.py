@@ -54,7 +54,14 @@ def run():
     from {pkg} import plugin
     from {pkg}.target import f
     return [f(), plugin.LOADED_IN == os.getpid()]
+
+def cfg():
+    from {pkg} import cfg
+    return [cfg.HOME, os.environ.get("WM_HOME"), os.environ.get("TRACEPARENT"), os.getppid()]
 """
+
+# an engine's envs.py, huggingface_hub's constants: a variable read once, at import
+_CFG = "import os\nHOME = os.environ.get('WM_HOME', 'unset')\n"
 
 
 class _Site:
@@ -72,6 +79,7 @@ class _Site:
                 f"{self.pkg}.plugin": _PLUGIN.format(ns=tag, pkg=self.pkg),
                 f"{self.pkg}.target": "def f():\n    return 'orig'\n",
                 f"{self.pkg}.entry": _ENTRY.format(pkg=self.pkg),
+                f"{self.pkg}.cfg": _CFG,
             },
         )
         _metadata.clear_cache()
@@ -152,3 +160,45 @@ def test_get_context_refuses_a_bad_mode_before_a_server_starts(
     assert info.value.setting == warm.MODE_VAR
     started = {p.pid for p in psutil.Process().children(recursive=True)} - before
     assert not [p for p in started if not gone(p)], "a server started before the refusal"
+
+
+def _launch_cfg(site: _Site, env: dict[str, str]) -> list[Any]:
+    with warnings.catch_warnings():  # the rank-0 plugin in a server: not this test's concern
+        warnings.simplefilter("ignore", WarmServerWarning)
+        with spawn_with_plugins(
+            f"{site.pkg}.entry:cfg", namespace=site.ns, nprocs=2, start_method="forkserver",
+            preload=(f"{site.pkg}.cfg",), env=env, ready_timeout=60, join_timeout=60,
+        ) as group:  # fmt: skip
+            return list(group.results(timeout=60))
+
+
+@pytest.mark.parametrize("mode", ["server", "worker"])
+def test_a_preload_reads_env_at_import_in_either_mode(site: _Site, mode: str) -> None:
+    """Under ``worker`` the server ran no bootstrap, so it imported its preloads without
+    ``env=``: a constant read at import (``HF_HOME``, an engine's ``envs.py``, torch's
+    ``OMP_NUM_THREADS``) was the launcher's in every warm worker, while ``os.environ`` there,
+    server mode and spawned workers had ``env=``'s."""
+    results = _launch_cfg(site, {warm.MODE_VAR: mode, "WM_HOME": "/data/one"})
+    assert [r[:2] for r in results] == [["/data/one", "/data/one"]] * 2, results
+    # another env= is another server (its preloads read it), as in server mode
+    again = _launch_cfg(site, {warm.MODE_VAR: mode, "WM_HOME": "/data/two"})
+    assert [r[:2] for r in again] == [["/data/two", "/data/two"]] * 2, again
+    assert again[0][3] != results[0][3]
+
+
+def test_worker_mode_keeps_one_server_for_launches_differing_per_launch_only(
+    site: _Site,
+) -> None:
+    """Started with ``env=`` under ``worker``, the server is not keyed on what differs every
+    launch (the run's id, a W3C trace context): each launch forks from the same server, and
+    each worker sets its own launch's value."""
+    parents, seen = set(), []
+    for i in (1, 2):
+        parent = f"00-{i:032x}-{i:016x}-01"
+        env = {warm.MODE_VAR: "worker", "WM_HOME": "/data/one", "TRACEPARENT": parent}
+        results = _launch_cfg(site, env)
+        parents |= {r[3] for r in results}
+        seen += [(r[0], r[2]) for r in results]
+    assert len(parents) == 1, parents
+    expected = [("/data/one", f"00-{i:032x}-{i:016x}-01") for i in (1, 1, 2, 2)]
+    assert seen == expected, seen

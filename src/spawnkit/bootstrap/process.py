@@ -662,7 +662,13 @@ def _apply_env(spec: ProcessSpec, *, forked: bool, server: bool) -> None:
         env = {k: v for k, v in env.items() if k in _PER_LAUNCH_ENV}
     if not env:
         return
+    zone = os.environ.get("TZ")
     os.environ.update(env)
+    if env.get("TZ", zone) != zone:
+        # The C library and ``time`` read TZ once (``time.tzname``, ``localtime()``): a
+        # forked worker or a warm server (whose forks the workers are), a torchrun rank, kept
+        # the zone they started with while ``os.environ`` showed this one.
+        time.tzset()
     if "PYTHONPATH" in env:
         from spawnkit._environ import put_on_path
 

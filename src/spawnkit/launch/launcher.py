@@ -173,15 +173,32 @@ _RANK_ARGS = ("rank", "local_rank", "world_size", "payload")
 
 
 def _entry_args(names: Sequence[str]) -> tuple[str, ...]:
-    """``entry_args=`` as a tuple of names; anything else is refused before any rank starts."""
-    if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
-        raise ConfigError(
-            f"entry_args={names!r}: must be a sequence of argument names such as "
-            f"('local_rank', 'rank', 'payload', 'pipe_writer'); each one of {_RANK_ARGS} "
-            "or a key of rank_extra(rank).",
-            setting="entry_args",
-        )
-    return tuple(names)
+    """``entry_args=`` as a tuple of names; anything else is refused before any rank starts.
+
+    Made a tuple before it is checked: an iterator (``iter(names)``, ``map(...)``) was used up
+    by the check, so every rank's entry was called with no argument at all.  A set has no
+    order of its own (names go by hash), so the entry got its arguments shuffled.
+    """
+    why = ""
+    if isinstance(names, str | bytes):
+        why = "one string, which would be read as its letters"
+    elif isinstance(names, set | frozenset):
+        why = "a set, whose order is its hash order: the entry's arguments would be shuffled"
+    else:
+        try:
+            got = tuple(names)
+        except TypeError:
+            why = f"an object of type {type(names).__name__}, not a sequence"
+        else:
+            if all(isinstance(n, str) and n for n in got):
+                return got
+            why = f"{got!r} holds a name that is no non-empty str"
+    raise ConfigError(
+        f"entry_args={names!r}: {why}. Pass a sequence of argument names in the entry's order, "
+        f"such as ('local_rank', 'rank', 'payload', 'pipe_writer'); each one of {_RANK_ARGS} "
+        "or a key of rank_extra(rank). No worker was started.",
+        setting="entry_args",
+    )
 
 
 def _rank_extra(rank_extra: Callable[[int], Mapping[str, Any]] | None, rank: int) -> dict[str, Any]:
@@ -222,6 +239,28 @@ def _check_entry_args(names: tuple[str, ...] | None, extra: Mapping[str, Any], r
             "rank_extra returns for every rank. Add it to rank_extra, or fix entry_args.",
             setting="entry_args",
         )
+
+
+def _check_sendable(lctx: LaunchContext, extra: Mapping[str, Any], rank: int) -> None:
+    """Each ``rank_extra`` value goes to its rank pickled with the context's reducer: one that
+    cannot (a ``threading.Lock``, an open socket's wrapper) was a bare ``TypeError`` from
+    multiprocessing's reduction after the ranks before it had started (and were stopped),
+    naming neither ``rank_extra``, the rank nor the key."""
+    for key, value in extra.items():
+        try:
+            lctx.dry_pickle(value)
+        except Exception as exc:
+            from spawnkit._names import qualified_name  # failure path only
+
+            raise ConfigError(
+                f"rank_extra({rank}) returned {key!r}: a {qualified_name(type(value))}, which "
+                f"cannot be sent to rank {rank}'s process: {type(exc).__name__}: {exc}. Each value "
+                f"travels to its worker pickled ({lctx.package}'s reducer, as a Process's "
+                "arguments do): pass one that pickles (plain data, a Pipe end, a Lock, Queue or "
+                f"Event of a '{lctx.start_method}' context), or make the object in the worker. "
+                "No worker was started.",
+                setting="rank_extra",
+            ) from exc
 
 
 def _check_limits(
@@ -267,6 +306,7 @@ def _start_ranks(
         extras = [_rank_extra(rank_extra, rank) for rank in range(template.world_size)]
         for rank, extra in enumerate(extras):  # every rank's, before any process starts
             _check_entry_args(template._control.entry_args, extra, rank)
+            _check_sendable(lctx, extra, rank)
         if deaf and lctx.start_method == "spawn":
             _interrupt.tracker_first(lctx.package)  # first: it unblocks SIGINT
         for rank, extra in enumerate(extras):

@@ -305,6 +305,23 @@ def early_error_text(proc: Any) -> str:
     return found.traceback_text if found is not None else ""
 
 
+class _DryRunPopen:
+    """The starting Popen a dry run pickles under: a descriptor is named, not duplicated."""
+
+    def __init__(self, dup_fd: type) -> None:
+        self.DupFd = dup_fd
+
+    def duplicate_for_child(self, fd: int) -> int:
+        return fd
+
+
+class _Discard:
+    """A file that keeps nothing (a dry run wants the pickler's errors, not its bytes)."""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
 class LaunchContext(Plain):
     """What the launcher needs from a context: pipes, processes, how results pickle.
 
@@ -363,6 +380,17 @@ class LaunchContext(Plain):
         with warm.launching(self.server, self.fork_timeout):
             proc.start()
 
+    def dry_pickle(self, value: Any) -> None:
+        """Pickle ``value`` as a worker's start will (this package's reducer, as if spawning, so
+        a Pipe end, a Queue or a Lock of the context pickles), writing nothing anywhere: it
+        raises what that start would, before any rank exists (``launcher._check_sendable``)."""
+        context = _sub(self.package, "context")
+        context.set_spawning_popen(_DryRunPopen(_sub(self.package, "popen_spawn_posix")._DupFd))
+        try:
+            context.reduction.dump(value, _Discard())
+        finally:
+            context.set_spawning_popen(None)
+
     @property
     def loads(self) -> Callable[[bytes], Any]:
         """The unpickler of what a worker of this context pickled (its result, its exception).
@@ -391,15 +419,32 @@ def get_launch_context(
 
     boot = None
     shared_env = {k: v for k, v in template.env.items() if k != RUN_ID_VAR}
+    at_start = {**read_at_start(shared_env), **warm.server_reads(shared_env)}
     if mode == "server":
         boot = template.replace(env=shared_env, payload=None, extra={})
-    at_start = {**read_at_start(shared_env), **warm.server_reads(shared_env)}
+    else:  # its preloads see env= as a spawned worker's imports do (as in server mode)
+        at_start.update(_worker_mode_env(shared_env))
     lease = warm.Lease()
     server = warm.get_server(
         context, tuple(preload), template.namespace, boot, timeout, at_start, holder=lease
     )
     variant = _variant(context, "forkserver")
     return LaunchContext(context, "forkserver", variant, server, timeout, lease)
+
+
+def _worker_mode_env(env: dict[str, str]) -> dict[str, str]:
+    """What a server of ``SPAWNKIT_WARM_BOOTSTRAP=worker`` is started with: every ``env=``
+    entry this process has otherwise, bar the per-launch ones (each worker sets its own).
+
+    Such a server runs no bootstrap, so it applied no ``env=`` before importing its preloads:
+    what they read at import (``HF_HOME`` in huggingface_hub's constants, an engine's
+    ``envs.py``, torch's ``OMP_NUM_THREADS``) was the launcher's in every warm worker, while
+    server mode and spawned workers read ``env=``.  Started with it, the server is keyed on
+    it too, so a launch with another ``env=`` gets another server (the old one let go)."""
+    from spawnkit.bootstrap.process import _PER_LAUNCH_ENV
+
+    environ = os.environ
+    return {k: v for k, v in env.items() if k not in _PER_LAUNCH_ENV and environ.get(k) != v}
 
 
 def _check_choices(context: str, start_method: str, preload: tuple[str, ...]) -> None:

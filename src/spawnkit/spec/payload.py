@@ -58,6 +58,115 @@ def _references_main(data: bytes) -> bool:
     return False
 
 
+class _Copied(pickle.PicklingError):
+    """An object cloudpickle would send as a copy of what it holds, not as itself."""
+
+    def __init__(self, obj: Any) -> None:
+        super().__init__(f"an open file: {obj!r}")
+        self.obj = obj
+
+
+_BY_VALUE: Any = None
+
+
+def _by_value(cloudpickle: Any, obj: Any) -> bytes:
+    """``cloudpickle.dumps(obj)``, refusing an open text file (``_Copied``).
+
+    Plain pickle refuses a file; cloudpickle, there for lambdas, closures and ``__main__``'s
+    classes, reads a readable one's contents into an ``io.StringIO``, unsaid: each worker's
+    writes went to its own copy in memory and the file never saw them.  The standard streams
+    keep cloudpickle's meaning (the worker's own ``sys.stdout``/``stderr``, relayed)."""
+    global _BY_VALUE
+    import io
+
+    if _BY_VALUE is None:
+        from collections import ChainMap
+
+        base = cloudpickle.Pickler
+        streams = ("stdin", "stdout", "stderr")
+
+        def file_reduce(f: Any) -> Any:
+            import sys
+
+            if any(f is getattr(sys, name, None) for name in streams):
+                return base.dispatch_table[io.TextIOWrapper](f)
+            raise _Copied(f)
+
+        table = ChainMap({io.TextIOWrapper: file_reduce}, base.dispatch_table)
+        _BY_VALUE = type("_FilesRefused", (base,), {"dispatch_table": table})
+    buf = io.BytesIO()
+    _BY_VALUE(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
+def _copied_text(type_name: str, root: Any, found: Any) -> str:
+    """Why a payload holding an open file is refused: where it is, what would have happened."""
+    where = _path_to(root, found)
+    what = f"{where} is" if where else "it holds"
+    name, mode = getattr(found, "name", "?"), getattr(found, "mode", "?")
+    kind = f"{type(found).__module__}.{type(found).__qualname__}"
+    return (
+        f"cannot capture a {type_name} payload: {what} an open file ({name!r}, mode {mode!r}). "
+        "A file object cannot travel to another process: plain pickle refuses it (TypeError: "
+        f"cannot pickle '{kind}' object), and by value "
+        "(cloudpickle) it would arrive in each worker as an in-memory copy of the file's "
+        "contents (io.StringIO), so what the workers write to it would never reach the file. "
+        "Pass the path instead and open the file in the entry (each worker its own handle, "
+        "mode 'a' to append to a shared log)."
+    )
+
+
+def _path_to(root: Any, target: Any, limit: int = 20000) -> str:
+    """Where ``target`` sits in ``root`` (``payload.log``, ``payload['files'][0]``), found by
+    a bounded walk of containers and attributes; ``""`` when not found within ``limit``."""
+    from collections import deque
+
+    queue: deque[tuple[Any, str]] = deque([(root, "payload")])
+    seen: set[int] = set()
+    while queue and len(seen) < limit:
+        obj, path = queue.popleft()
+        if obj is target:
+            return path
+        if id(obj) in seen or isinstance(obj, str | bytes | int | float | type):
+            continue
+        seen.add(id(obj))
+        queue.extend(_children(obj, path))
+    return ""
+
+
+def _children(obj: Any, path: str) -> list[tuple[Any, str]]:
+    """What ``obj`` holds, each with its path; nothing where reading it fails (a proxy, a
+    ``__getattr__`` of its own): only a message is at stake."""
+    try:
+        return _held(obj, path)
+    except Exception:
+        return []
+
+
+def _held(obj: Any, path: str) -> list[tuple[Any, str]]:
+    if isinstance(obj, dict):
+        return [(v, f"{path}[{k!r}]") for k, v in obj.items()]
+    if isinstance(obj, list | tuple):
+        return [(v, f"{path}[{i}]") for i, v in enumerate(obj)]
+    if isinstance(obj, set | frozenset):
+        return [(v, f"an item of {path}") for v in obj]
+    attrs = getattr(obj, "__dict__", None)
+    found = [(v, f"{path}.{k}") for k, v in attrs.items()] if isinstance(attrs, dict) else []
+    for cls in type(obj).__mro__:
+        slots = cls.__dict__.get("__slots__", ())
+        for name in (slots,) if isinstance(slots, str) else slots:
+            if name not in ("__dict__", "__weakref__") and hasattr(obj, name):
+                found.append((getattr(obj, name), f"{path}.{name}"))
+    cells = getattr(obj, "__closure__", None) or ()
+    names = getattr(getattr(obj, "__code__", None), "co_freevars", ())
+    for name, cell in zip(names, cells, strict=False):
+        try:
+            found.append((cell.cell_contents, f"{path}'s closure variable {name!r}"))
+        except ValueError:  # an empty cell
+            continue
+    return found
+
+
 def _checksum(data: bytes) -> str:
     """Length and CRC-32: enough to catch truncation and corruption in transit.
 
@@ -121,7 +230,10 @@ class Payload:
                     kind="payload",
                 ) from exc
             try:
-                data = cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+                data = _by_value(cloudpickle, obj)
+            except _Copied as exc:
+                text = _copied_text(type_name, obj, exc.obj)
+                raise BootstrapError(text, kind="payload") from None
             except Exception as exc:
                 raise BootstrapError(
                     f"cannot capture a {type_name} payload, even by value with cloudpickle: "
