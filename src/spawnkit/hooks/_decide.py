@@ -360,7 +360,19 @@ def bypassing(rec: Record) -> list[str]:
     if not isinstance(rec.res.owner, type):
         return []
     skipping, copies = _overrides(rec)
-    return sorted(skipping + copies)
+    return sorted(skipping + copies) + _structural(rec)
+
+
+_CONFORMING = "any class conforming to "
+
+
+def _structural(rec: Record) -> list[str]:
+    """A method of a ``typing.Protocol`` class itself: the classes that conform to it without
+    subclassing it (structural typing) run their own method and are on no subclass list."""
+    owner = rec.res.owner
+    if vars(owner).get("_is_protocol") is not True or rec.res.attr not in vars(owner):
+        return []
+    return [f"{_CONFORMING}{owner.__module__}.{owner.__qualname__} without subclassing it"]
 
 
 def _overrides(rec: Record) -> tuple[list[str], list[str]]:
@@ -507,10 +519,15 @@ def bypass_reason(rec: Record, overrides: list[str]) -> str:
         said = [_torch_ops.reason(kernels)] if kernels else []
         return "; ".join(said + ([_torchscript.reason(scripted)] if scripted else []))
     copies = set(_overrides(rec)[1])
-    skipping = [o for o in overrides if o not in copies]
+    conforming = [o for o in overrides if o.startswith(_CONFORMING)]
+    skipping = [o for o in overrides if o not in copies and o not in conforming]
     wrappers = [o for o in overrides if o in copies]
-    attr = overrides[0].rpartition(".")[2]
-    parts = []
+    attr = rec.res.attr
+    parts = [
+        f"{o[len(_CONFORMING) :].partition(' ')[0]} is a typing.Protocol: {o} runs its own "
+        f"{attr}, never this hook"
+        for o in conforming
+    ]
     if skipping:
         n = len(skipping)
         parts.append(
@@ -543,8 +560,14 @@ def bypass_fix(rec: Record, overrides: list[str]) -> str:
         return "\n".join(said + ([_torchscript.fix(scripted)] if scripted else []))
     copies = set(_overrides(rec)[1])
     fixes = []
-    if any(o not in copies for o in overrides):
-        first = next(o for o in overrides if o not in copies)
+    if any(o.startswith(_CONFORMING) for o in overrides):
+        fixes.append(
+            f"Fix: hook the {rec.res.attr} of the classes that implement the Protocol (a hook "
+            "on the Protocol's own method runs only for classes that subclass it and do not "
+            "override it)."
+        )
+    if any(o not in copies and not o.startswith(_CONFORMING) for o in overrides):
+        first = next(o for o in overrides if o not in copies and not o.startswith(_CONFORMING))
         fixes.append(
             f"Fix: hook the override the engine runs (e.g. {first!r}) as well, or check that "
             "those classes are not it."
