@@ -261,6 +261,42 @@ def test_cuda_keeps_its_order(site: PluginSite, gpu_ops: None) -> None:
     assert cuda_only(torch.zeros(1)).item() == 2 and cuda_only.dispatch_choice == "forward_cuda"
 
 
+_RDNA3 = """
+from spawnkit.platforms import PlatformEnum, RocmPlatform, CudaPlatform
+
+class Plat(RocmPlatform):
+    _enum = PlatformEnum.OOT  # required of every out-of-tree class
+    device_name = "rdna3"
+
+class VChip(CudaPlatform):
+    _enum = PlatformEnum.OOT
+    device_name = "vchip"
+"""
+
+
+@pytest.mark.parametrize(("name", "cls"), [("rdna3", "Plat"), ("vchip", "VChip")])
+def test_a_plugin_deriving_from_a_built_in_keeps_its_family(
+    site: PluginSite, gpu_ops: None, name: str, cls: str
+) -> None:
+    """A vendor plugin ``class Rdna3Platform(RocmPlatform)`` with the required
+    ``_enum = PlatformEnum.OOT``: is_rocm() answered False, so ops ran ``forward_cuda`` (CUDA-only
+    in SGLang ports) on AMD and a kernel registered for ``rocm`` never ran."""
+    pkg = site.add_platform(
+        name, cls_body=_RDNA3, activate=f"return '{site.mod(name)}.platform.{cls}'"
+    )
+    site.monkeypatch.setenv(site.var, name)
+    platform = site.pm.current()
+    assert type(platform).__module__ == f"{pkg}.platform" and platform.is_out_of_tree()
+    rocm = name == "rdna3"
+    assert platform.is_rocm() is rocm and platform.is_cuda() is not rocm
+    assert not platform.is_cpu() and not platform.is_xpu()
+    op = Ported(namespace=site.ns)
+    assert op(torch.zeros(1)).item() == (3 if rocm else 2)  # forward_hip / forward_cuda
+    CustomOp.register_oot_forward(Ported, fn=_oot, platform_key="rocm")
+    op = Ported(namespace=site.ns)
+    assert op(torch.zeros(1)).item() == (100 if rocm else 2)
+
+
 _OOT_CHIP = """
 from spawnkit.platforms import Platform, PlatformEnum
 
@@ -538,9 +574,7 @@ class CountingNorm(Norm):
 """
 
 
-def test_a_hook_on_an_ops_forward_runs_at_every_call(
-    cpu_ns: Any, mods: Any, registry: Any
-) -> None:
+def test_a_hook_on_an_ops_forward_runs_at_every_call(cpu_ns: Any, mods: Any, registry: Any) -> None:
     """The first call pinned the chosen kernel as the instance's ``forward``, which every later
     call ran directly: a profiler's AROUND hook on ``Norm.forward`` ran once per instance
     while the report said applied.  The same once the hook comes after the first call."""

@@ -357,6 +357,20 @@ def _shadowed_text(cls: type, where: str, name: str, winner: type, later: type) 
     )
 
 
+def _family_of(cls: type) -> PlatformEnum:
+    """The ``_enum`` of the nearest built-in class ``cls`` derives from (``UNSPECIFIED``: none).
+
+    An out-of-tree platform must declare ``PlatformEnum.OOT``, which alone made a plugin
+    subclassing ``RocmPlatform`` answer ``is_rocm()`` False: ``CustomOp`` ran ``forward_cuda``
+    on AMD and never a kernel registered for ``rocm``.  The family is the ancestry's.
+    """
+    for klass in cls.__mro__:
+        enum = vars(klass).get("_enum")
+        if isinstance(enum, PlatformEnum) and klass.__module__.startswith("spawnkit.platforms."):
+            return enum
+    return PlatformEnum.UNSPECIFIED
+
+
 class DeviceMixin:
     """What the engine asks of a device (memory in bytes); a plugin's device mixin overrides these.
 
@@ -365,6 +379,8 @@ class DeviceMixin:
 
     _spawnkit_contract: ClassVar[bool] = True
     _enum: ClassVar[PlatformEnum] = PlatformEnum.UNSPECIFIED
+    #: The built-in family the class derives from (see ``_family_of``).
+    _family: ClassVar[PlatformEnum] = PlatformEnum.UNSPECIFIED
     device_name: ClassVar[str] = ""
     device_type: ClassVar[str] = ""
 
@@ -372,6 +388,7 @@ class DeviceMixin:
         super().__init_subclass__(**kwargs)
         cls._spawnkit_contract = contract
         _check_class(cls, defines_contract=contract)
+        cls._family = _family_of(cls)
 
     def _missing(self, method: str) -> NotImplementedError:
         label = self.device_name or "unspecified"
@@ -411,16 +428,22 @@ class DeviceMixin:
         raise self._missing("get_torch_distributed_backend_str")
 
     def is_cuda(self) -> bool:
-        return self._enum is PlatformEnum.CUDA
+        return self._is(PlatformEnum.CUDA)
 
     def is_rocm(self) -> bool:
-        return self._enum is PlatformEnum.ROCM
+        return self._is(PlatformEnum.ROCM)
 
     def is_xpu(self) -> bool:
-        return self._enum is PlatformEnum.XPU
+        return self._is(PlatformEnum.XPU)
 
     def is_cpu(self) -> bool:
-        return self._enum is PlatformEnum.CPU
+        return self._is(PlatformEnum.CPU)
+
+    def _is(self, family: PlatformEnum) -> bool:
+        # A plugin deriving from a built-in (``class Rdna3Platform(RocmPlatform)``) must say
+        # OOT, and is still of that built-in's family: its ops and engine checks go AMD's way.
+        enum = self._enum
+        return enum is family or (enum is PlatformEnum.OOT and self._family is family)
 
     def is_out_of_tree(self) -> bool:
         return self._enum is PlatformEnum.OOT
