@@ -298,8 +298,8 @@ class PlatformManager(DecisionTable):
             trace = Trace(self.namespace.config, mode, requested)
             trace.step(how)
             self._latest = trace
-            if name is None and pinned and not key[1]:  # this process's own, not a launch's
-                self._trace = trace
+            if name is None and pinned and not key[1] and self._current is None:
+                self._trace = trace  # this process's own, until built (a later select() is not)
             try:
                 result = self._decide(requested, how, trace)
             finally:
