@@ -152,7 +152,7 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     data["plugins"] = _plugins_section(namespace, warnings_out)
     data["startup_code"] = _startup_code(data["plugins"], data["platform"])
     data["dry_run"] = None
-    strict_env = _environment_findings(namespace, warnings_out, problems)
+    strict_env = _environment_findings(namespace, warnings_out, problems, data["platform"])
     if child:
         from spawnkit.cli._group import run_probe
 
@@ -193,13 +193,20 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     return data
 
 
-def _environment_findings(namespace: Any, warnings_out: list[str], problems: list[str]) -> bool:
-    """Unknown and foreign variables (as a launch would warn); True when STRICT_ENV refuses."""
+def _environment_findings(
+    namespace: Any, warnings_out: list[str], problems: list[str], platform: dict[str, Any]
+) -> bool:
+    """Unknown and foreign variables, and ``<PREFIX>_USE_CPU_ENGINE=1`` that the platform
+    chosen leaves unread (as a launch would warn); True when STRICT_ENV refuses."""
     from spawnkit.errors import ConfigError
     from spawnkit.hooks._plugin_selection import parse_bool
-    from spawnkit.launch._env_check import find_env_problems
+    from spawnkit.launch._env_check import cpu_engine_problem, find_env_problems
 
     findings = find_env_problems(namespace, os.environ)
+    chosen = platform.get("selection")
+    if chosen:  # the dry run's launch warns of it too, but that warning is not shown here
+        cpu = cpu_engine_problem(namespace, os.environ, chosen["name"], chosen["kind"])
+        findings += [cpu] if cpu is not None else []
     var = namespace.config.strict_env_var
     try:
         strict = parse_bool(var, os.environ.get(var, "0"))
