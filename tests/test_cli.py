@@ -429,6 +429,34 @@ def test_doctor_says_an_allow_list_that_names_no_plugin(
     assert found.startswith(f"{var}={raw!r} is set but blank") and "'mine' (" in found
 
 
+def test_doctor_timeout_bounds_a_hung_platform_activate(tmp_path: Path, installed) -> None:
+    """A platform plugin whose ``activate()`` never returns (a driver query that hangs): doctor
+    asks it in its own process, and ``--timeout`` bounded only the dry run, so doctor hung."""
+    ns = _registered(tmp_path, installed)
+    installed(
+        "hang-platform",
+        entry_points={f"{ns}.platforms": {"hang": f"{ns}_hang:activate"}},
+        modules={f"{ns}_hang": "import time\n\ndef activate():\n    time.sleep(300)\n"},
+    )
+    import spawnkit
+
+    src = str(Path(spawnkit.__file__).resolve().parents[1])  # the spawnkit under test
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), src])}
+    argv = ["doctor", "--namespace", ns, "--timeout", "1", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "spawnkit.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,  # before: doctor waited for the plugin (300 s)
+        env=env,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    (problem,) = json.loads(done.stdout)["problems"]
+    assert problem.startswith("platform: discovery did not finish within --timeout 1 s")
+    assert "platform plugin 'hang'" in problem and "hang-platform 1.2" in problem
+    assert f"{ns}_hang.py:4" in problem and "activate() has not returned" in problem
+
+
 def test_doctor_fails_on_ambiguous_platform(tmp_path: Path, installed) -> None:
     ns = _registered(tmp_path, installed)
     source = (
