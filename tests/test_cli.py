@@ -375,6 +375,41 @@ def test_doctor_lists_unknown_variables_and_strict_env_fails(
     assert any(f"{prefix}_PLUGIN is set" in p for p in problems)
 
 
+def test_doctor_lists_a_cpu_engine_variable_a_plugin_overrode(
+    tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``<PREFIX>_USE_CPU_ENGINE=1`` while a platform plugin activates: a launch warns that the
+    variable is not read, doctor (whose dry run's launch warning it ignored) said nothing."""
+    ns = _registered(tmp_path, installed)
+    source = (
+        "from spawnkit.platforms.interface import Platform, PlatformEnum\n"
+        "class Chip(Platform):\n    _enum = PlatformEnum.OOT\n"
+        "    device_name = 'chip'\n    device_type = 'cpu'\n"
+        f"def activate():\n    return '{ns}_chip.Chip'\n"
+    )
+    installed(
+        "chip-platform",
+        entry_points={f"{ns}.platforms": {"chip": f"{ns}_chip:activate"}},
+        modules={f"{ns}_chip": source},
+    )
+    prefix = ns.upper()
+    monkeypatch.setenv(f"{prefix}_USE_CPU_ENGINE", "1")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--json")
+    assert code == 0, out + err
+    data = json.loads(out)
+    (found,) = [w for w in data["warnings"] if "_USE_CPU_ENGINE" in w]
+    assert found.startswith(f"environment: {prefix}_USE_CPU_ENGINE='1' does not take effect")
+    assert "platform plugin 'chip' activated" in found and f"{prefix}_PLATFORM=cpu" in found
+    monkeypatch.setenv(f"{prefix}_STRICT_ENV", "1")  # a launch refuses it: doctor fails
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 1, out + err
+    assert any("_USE_CPU_ENGINE='1' does not take effect" in p for p in json.loads(out)["problems"])
+    monkeypatch.setenv(f"{prefix}_PLATFORM", "cpu")  # control: read, and the CPU is chosen
+    monkeypatch.delenv(f"{prefix}_STRICT_ENV")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 0 and not [w for w in json.loads(out)["warnings"] if "CPU_ENGINE" in w]
+
+
 @pytest.mark.parametrize("raw", ["", ","])
 def test_doctor_says_an_allow_list_that_names_no_plugin(
     tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch, raw: str
@@ -392,6 +427,34 @@ def test_doctor_says_an_allow_list_that_names_no_plugin(
     assert code == 0, out + err
     (found,) = [w for w in json.loads(out)["warnings"] if "is set but blank" in w]
     assert found.startswith(f"{var}={raw!r} is set but blank") and "'mine' (" in found
+
+
+def test_doctor_timeout_bounds_a_hung_platform_activate(tmp_path: Path, installed) -> None:
+    """A platform plugin whose ``activate()`` never returns (a driver query that hangs): doctor
+    asks it in its own process, and ``--timeout`` bounded only the dry run, so doctor hung."""
+    ns = _registered(tmp_path, installed)
+    installed(
+        "hang-platform",
+        entry_points={f"{ns}.platforms": {"hang": f"{ns}_hang:activate"}},
+        modules={f"{ns}_hang": "import time\n\ndef activate():\n    time.sleep(300)\n"},
+    )
+    import spawnkit
+
+    src = str(Path(spawnkit.__file__).resolve().parents[1])  # the spawnkit under test
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), src])}
+    argv = ["doctor", "--namespace", ns, "--timeout", "1", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "spawnkit.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,  # before: doctor waited for the plugin (300 s)
+        env=env,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    (problem,) = json.loads(done.stdout)["problems"]
+    assert problem.startswith("platform: discovery did not finish within --timeout 1 s")
+    assert "platform plugin 'hang'" in problem and "hang-platform 1.2" in problem
+    assert f"{ns}_hang.py:4" in problem and "activate() has not returned" in problem
 
 
 def test_doctor_fails_on_ambiguous_platform(tmp_path: Path, installed) -> None:

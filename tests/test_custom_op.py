@@ -261,6 +261,149 @@ def test_cuda_keeps_its_order(site: PluginSite, gpu_ops: None) -> None:
     assert cuda_only(torch.zeros(1)).item() == 2 and cuda_only.dispatch_choice == "forward_cuda"
 
 
+_RDNA3 = """
+from spawnkit.platforms import PlatformEnum, RocmPlatform, CudaPlatform
+
+class Plat(RocmPlatform):
+    _enum = PlatformEnum.OOT  # required of every out-of-tree class
+    device_name = "rdna3"
+
+class VChip(CudaPlatform):
+    _enum = PlatformEnum.OOT
+    device_name = "vchip"
+"""
+
+
+@pytest.mark.parametrize(("name", "cls"), [("rdna3", "Plat"), ("vchip", "VChip")])
+def test_a_plugin_deriving_from_a_built_in_keeps_its_family(
+    site: PluginSite, gpu_ops: None, name: str, cls: str
+) -> None:
+    """A vendor plugin ``class Rdna3Platform(RocmPlatform)`` with the required
+    ``_enum = PlatformEnum.OOT``: is_rocm() answered False, so ops ran ``forward_cuda`` (CUDA-only
+    in SGLang ports) on AMD and a kernel registered for ``rocm`` never ran."""
+    pkg = site.add_platform(
+        name, cls_body=_RDNA3, activate=f"return '{site.mod(name)}.platform.{cls}'"
+    )
+    site.monkeypatch.setenv(site.var, name)
+    platform = site.pm.current()
+    assert type(platform).__module__ == f"{pkg}.platform" and platform.is_out_of_tree()
+    rocm = name == "rdna3"
+    assert platform.is_rocm() is rocm and platform.is_cuda() is not rocm
+    assert not platform.is_cpu() and not platform.is_xpu()
+    op = Ported(namespace=site.ns)
+    assert op(torch.zeros(1)).item() == (3 if rocm else 2)  # forward_hip / forward_cuda
+    CustomOp.register_oot_forward(Ported, fn=_oot, platform_key="rocm")
+    op = Ported(namespace=site.ns)
+    assert op(torch.zeros(1)).item() == (100 if rocm else 2)
+
+
+_OOT_CHIP = """
+from spawnkit.platforms import Platform, PlatformEnum
+
+class Plat(Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "{name}"
+    device_type = "{device_type}"
+
+    def get_dispatch_key_name(self) -> str:
+        return "{key}"
+"""
+
+
+def _oot_chip_ns(site: PluginSite, device_type: str = "ootchip", key: str = "ootchip") -> Any:
+    """A real platform plugin ``ootchip`` (out of tree), selected by its variable."""
+    body = _OOT_CHIP.format(name="ootchip", device_type=device_type, key=key)
+    site.add_platform("ootchip", cls_body=body)
+    site.monkeypatch.setenv(site.var, "ootchip")
+    return site.ns
+
+
+class PortedOot(CustomOp):  # the shape of SGLang's diffusion ops and vLLM's
+    def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+    def forward_cuda(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 2
+
+    def forward_oot(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 4
+
+
+class KeyNamed(PortedOot):
+    def forward_cpu(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 8
+
+    def forward_my_device(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 16
+
+
+@pytest.fixture
+def oot_ops() -> Any:
+    yield
+    for cls in (PortedOot, KeyNamed):
+        for key in ("ootchip", "my_device", "cpu"):
+            CustomOp.unregister_oot_forward(cls, key)
+
+
+def test_an_out_of_tree_platform_runs_forward_oot(site: PluginSite, oot_ops: None) -> None:
+    """An op ported from SGLang or vLLM with ``forward_oot`` (what both run on any out-of-tree
+    platform): it was never looked up, ``forward_native`` ran, nothing said."""
+    ns = _oot_chip_ns(site)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op = PortedOot(namespace=ns)
+        assert op(torch.zeros(1)).item() == 4 and op.dispatch_choice == "forward_oot"
+    CustomOp.register_oot_forward(PortedOot, fn=_oot, platform_key="ootchip")
+    op = PortedOot(namespace=ns)  # a kernel for the platform's key still comes first
+    assert op(torch.zeros(1)).item() == 100 and op.dispatch_choice == "oot:ootchip"
+
+
+def test_forward_named_after_the_dispatch_key_runs(site: PluginSite, oot_ops: None) -> None:
+    """The walkthrough's shape: a host-backed device (torch device type ``cpu``) whose kernels
+    are keyed ``my_device``: an op's ``forward_my_device`` never ran, ``forward_cpu`` did."""
+    ns = _oot_chip_ns(site, device_type="cpu", key="my_device")
+    op = KeyNamed(namespace=ns)
+    assert op(torch.zeros(1)).item() == 16 and op.dispatch_choice == "forward_my_device"
+    CustomOp.register_oot_forward(KeyNamed, fn=_oot, platform_key="my_device")
+    op = KeyNamed(namespace=ns)
+    assert op(torch.zeros(1)).item() == 100 and op.dispatch_choice == "oot:my_device"
+    without_own = PortedOot(namespace=ns)  # no forward_my_device, no forward_cpu: forward_oot
+    assert without_own(torch.zeros(1)).item() == 4
+
+
+def test_forward_oot_never_runs_on_a_built_in_platform(site: PluginSite, oot_ops: None) -> None:
+    """Control: ``forward_oot`` is for out-of-tree platforms only, and says nothing on CPU."""
+    site.pm.set_selection("cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        op = PortedOot(namespace=site.ns)
+        assert op(torch.zeros(1)).item() == 1 and op.dispatch_choice == "forward_native"
+
+
+def test_a_method_named_after_the_device_name_warns(site: PluginSite) -> None:
+    """``forward_ascend`` on a platform whose device_name is ``ascend`` and key ``npu``: never
+    looked up, so the op ran ``forward_native`` while it looked ported."""
+    _ascend(site)
+
+    class Norm(CustomOp):
+        def forward_native(self, x: torch.Tensor) -> torch.Tensor:
+            return x + 1
+
+        def forward_ascend(self, x: torch.Tensor) -> torch.Tensor:
+            return x + 2
+
+    with pytest.warns(CustomOpWarning) as record:
+        op = Norm(namespace=site.ns)
+        assert op(torch.zeros(1)).item() == 1
+    text = str(record[0].message)
+    assert len(record) == 1 and "Norm.forward_ascend" in text and "device_name 'ascend'" in text
+    assert "forward_npu then forward_oot" in text and "runs forward_native" in text
+    assert "Name the method forward_npu" in text and record[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Norm(namespace=site.ns)(torch.zeros(1))  # once per op and method
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
@@ -431,9 +574,7 @@ class CountingNorm(Norm):
 """
 
 
-def test_a_hook_on_an_ops_forward_runs_at_every_call(
-    cpu_ns: Any, mods: Any, registry: Any
-) -> None:
+def test_a_hook_on_an_ops_forward_runs_at_every_call(cpu_ns: Any, mods: Any, registry: Any) -> None:
     """The first call pinned the chosen kernel as the instance's ``forward``, which every later
     call ran directly: a profiler's AROUND hook on ``Norm.forward`` ran once per instance
     while the report said applied.  The same once the hook comes after the first call."""

@@ -254,6 +254,27 @@ def test_explain_in_a_launcher_describes_its_own_platform_not_the_launchs(
     assert ns.explain_platform().winner.name == "base"
 
 
+def test_explain_keeps_the_built_platforms_decision_after_the_variable_changed(
+    site: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``current_platform`` built (the base platform), then the platform variable set and a
+    plain ``ns.platforms.select()``, what ``spawnkit doctor``'s "would choose" asks: that
+    answer overwrote the record, so ``explain_platform()`` named a winner this process does
+    not run on."""
+    ns = _ns()
+    visible = f"DEV_{ns.env_prefix}_VISIBLE"
+    _device_plugin(site, ns, visible)
+    monkeypatch.delenv(ns.config.cpu_engine_var, raising=False)
+    monkeypatch.delenv(visible, raising=False)
+    assert type(ns.platforms.current()).__name__ == "Platform"
+    monkeypatch.setenv(ns.config.platform_var, "cpu")
+    assert ns.platforms.select().name == "cpu"
+    expl = ns.explain_platform()
+    assert expl.winner is not None and expl.winner.name == "base", str(expl)
+    assert ns.platforms.decision()["winner"].name == "base"
+    assert ns.platforms.selection().name == "base"
+
+
 def test_a_second_launchs_workers_run_on_the_device_that_appeared_since_the_first(
     site: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

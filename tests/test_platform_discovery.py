@@ -352,6 +352,70 @@ def test_contract_violation_in_plugin_module_is_reported_with_plugin(site: Plugi
     assert isinstance(info.value.__cause__, PlatformContractError)
 
 
+_PLAIN_MIXIN = """
+from spawnkit.platforms.interface import Platform, PlatformEnum
+
+class NpuCommon:  # the vendor's helpers, shared by its platform classes: no platform class
+    def get_default_attention_backed(self):  # misspelt
+        return "ascend_attn"
+
+    def support_cuda_graphs(self):  # misspelt (plural)
+        return True
+
+    def get_torch_distributed_backend_str(self, group):  # callers never pass group
+        return "hccl"
+
+class Plat(NpuCommon, Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "npu"
+    device_type = "npu"
+"""
+
+_PLAIN_MIXIN_OK = """
+import abc
+from spawnkit.platforms.interface import Platform, PlatformEnum
+
+class NpuCommon(abc.ABC):  # interface names spelt right, private helpers
+    def get_default_attention_backend(self):
+        return self._attn()
+
+    def _attn(self):
+        return "ascend_attn"
+
+class Gen1(NpuCommon, Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "npu"
+    device_type = "npu"
+
+class Plat(Gen1):  # NpuCommon comes through a platform class, checked there
+    pass
+"""
+
+
+def test_a_plain_mixins_names_are_checked_as_the_class_own(site: PluginSite) -> None:
+    """A vendor's plain helper base (no platform class) was never checked: a misspelt method or
+    an incompatible signature there was accepted and the interface's default ran."""
+    site.add_platform("npu", cls_body=_PLAIN_MIXIN, dist="npu-dist")
+    with pytest.raises(PlatformPluginError) as info:
+        site.pm.select()
+    text = str(info.value)
+    assert isinstance(info.value.__cause__, PlatformContractError) and "npu-dist" in text
+    assert "breaks the platform interface in 3 places" in text, text
+    assert ".Plat.get_default_attention_backed (in " in text and ".NpuCommon)" in text
+    assert "Did you mean 'get_default_attention_backend'" in text
+    assert "Did you mean 'support_cuda_graph'" in text
+    assert "get_torch_distributed_backend_str(self, group) (in " in text
+    assert "extra parameter 'group' has no default" in text
+
+
+def test_a_plain_mixin_with_interface_methods_and_helpers_is_accepted(site: PluginSite) -> None:
+    """Control: interface names spelt right and private helpers in a plain base (an ``abc.ABC``
+    one too) are fine, and a class deriving from a checked platform class is not re-checked."""
+    site.add_platform("npu", cls_body=_PLAIN_MIXIN_OK)
+    platform = site.pm.current()
+    assert platform.get_default_attention_backend() == "ascend_attn"
+
+
 @pytest.mark.parametrize("between", [False, True], ids=["the class", "its vendor base"])
 def test_a_plugin_class_declared_contract_true_is_refused(
     site: PluginSite, between: bool

@@ -209,8 +209,9 @@ class HookConflictError(HookError):
 
 class CustomOpWarning(UserWarning):
     """A kernel registered for a ``CustomOp`` under a key the platform's dispatch never looks up
-    (its ``device_name`` or torch ``dispatch_key`` instead of ``get_dispatch_key_name()``): the
-    op runs another forward, while the registration was accepted."""
+    (its ``device_name`` or torch ``dispatch_key`` instead of ``get_dispatch_key_name()``), or an
+    op's ``forward_<device_name>`` method, which dispatch never looks up either: the op runs
+    another forward, while the registration was accepted."""
 
 
 class EnvVariableWarning(UserWarning):

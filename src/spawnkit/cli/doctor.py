@@ -34,7 +34,11 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace", metavar="NS", help="the engine namespace (default spawnkit)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
-        "--timeout", type=float, default=120.0, metavar="S", help="bound on the dry run (120 s)"
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="bound on platform discovery and on the dry run, each (120 s)",
     )
     p.add_argument(
         "--no-child", action="store_true", help="skip the spawned dry run (metadata only)"
@@ -83,6 +87,45 @@ def _platform_section(namespace: Any, problems: list[str]) -> dict[str, Any]:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         problems.append(f"platform: {type(exc).__name__}: {first}")
     return section
+
+
+def _bounded_platform_section(
+    namespace: Any, problems: list[str], timeout: float
+) -> dict[str, Any]:
+    """``_platform_section`` within ``--timeout``: discovery calls every platform plugin's
+    ``activate()`` in this process, and one that hangs (a driver query that never returns)
+    held doctor forever while ``--timeout`` bounded only the dry run.  Names the plugin."""
+    import threading
+
+    from spawnkit import _steps
+
+    found: list[dict[str, Any]] = []
+    thread = threading.Thread(
+        target=lambda: found.append(_platform_section(namespace, problems)),
+        name="spawnkit-doctor-discovery",
+        daemon=True,  # a hung activate() must not keep doctor from exiting
+    )
+    thread.start()
+    thread.join(timeout)
+    if found:
+        return found[0]
+    running = _steps._activating
+    what = "platform discovery is still running"
+    if running is not None:
+        plugin, _group, caller = running
+        frame = sys._current_frames().get(thread.ident or 0)
+        while frame is not None and frame.f_back is not None and frame.f_back is not caller:
+            frame = frame.f_back
+        at = f", at {frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
+        what = f"{plugin}: activate() has not returned{at}"
+    problems.append(
+        f"platform: discovery did not finish within --timeout {timeout:g} s: {what}. A launch "
+        "would wait as long in its parent before starting any worker; make activate() only "
+        "check for the hardware (no blocking driver call), or select a platform by name "
+        f"({namespace.config.platform_var}=...), which asks no other plugin."
+    )
+    text = f"discovery did not finish within --timeout {timeout:g} s (the problem below)"
+    return {"selection": None, "explanation": None, "text": text, "timed_out": True}
 
 
 def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, Any]]:
@@ -148,11 +191,14 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     problems: list[str] = []
     warnings_out: list[str] = []
     data: dict[str, Any] = {"environment": _environment(namespace)}
-    data["platform"] = _platform_section(namespace, problems)
+    data["platform"] = _bounded_platform_section(namespace, problems, timeout)
+    if data["platform"].get("timed_out"):  # its thread holds the locks a launch takes
+        return {**data, "plugins": [], "startup_code": [], "dry_run": None, "ok": False,
+                "warnings": warnings_out, "problems": problems}  # fmt: skip
     data["plugins"] = _plugins_section(namespace, warnings_out)
     data["startup_code"] = _startup_code(data["plugins"], data["platform"])
     data["dry_run"] = None
-    strict_env = _environment_findings(namespace, warnings_out, problems)
+    strict_env = _environment_findings(namespace, warnings_out, problems, data["platform"])
     if child:
         from spawnkit.cli._group import run_probe
 
@@ -193,13 +239,20 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     return data
 
 
-def _environment_findings(namespace: Any, warnings_out: list[str], problems: list[str]) -> bool:
-    """Unknown and foreign variables (as a launch would warn); True when STRICT_ENV refuses."""
+def _environment_findings(
+    namespace: Any, warnings_out: list[str], problems: list[str], platform: dict[str, Any]
+) -> bool:
+    """Unknown and foreign variables, and ``<PREFIX>_USE_CPU_ENGINE=1`` that the platform
+    chosen leaves unread (as a launch would warn); True when STRICT_ENV refuses."""
     from spawnkit.errors import ConfigError
     from spawnkit.hooks._plugin_selection import parse_bool
-    from spawnkit.launch._env_check import find_env_problems
+    from spawnkit.launch._env_check import cpu_engine_problem, find_env_problems
 
     findings = find_env_problems(namespace, os.environ)
+    chosen = platform.get("selection")
+    if chosen:  # the dry run's launch warns of it too, but that warning is not shown here
+        cpu = cpu_engine_problem(namespace, os.environ, chosen["name"], chosen["kind"])
+        findings += [cpu] if cpu is not None else []
     var = namespace.config.strict_env_var
     try:
         strict = parse_bool(var, os.environ.get(var, "0"))
@@ -237,7 +290,8 @@ def _issue_conflicts(messages: list[str], cfg: Any, problems: list[str]) -> None
 def _render(data: dict[str, Any], out: Output) -> None:
     _render_environment(data["environment"], out)
     _render_platform(data["platform"], out)
-    _render_plugins(data["plugins"], data["environment"]["plugin_group"], out)
+    if not data["platform"].get("timed_out"):  # not asked: the platform rule needs it
+        _render_plugins(data["plugins"], data["environment"]["plugin_group"], out)
     _render_startup_code(data.get("startup_code") or [], out)
     if data.get("dry_run") is not None:
         _render_dry_run(data["dry_run"], out)

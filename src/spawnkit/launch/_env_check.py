@@ -34,7 +34,7 @@ from spawnkit._namedtuple import NamedTuple
 from spawnkit.errors import ConfigError, EnvVariableWarning, NamespaceError
 from spawnkit.namespace import DEFAULT_NAMESPACE_NAME, Namespace, get_namespace
 
-__all__ = ["EnvFinding", "check_cpu_engine", "check_env", "find_env_problems"]
+__all__ = ["EnvFinding", "check_cpu_engine", "check_env", "cpu_engine_problem", "find_env_problems"]
 
 #: The roles a namespace's variables play; a foreign one is matched to ours by role.
 _ROLES = (
@@ -165,12 +165,20 @@ def check_cpu_engine(
     selected by name, or a plugin that activated (the variable decides only when none did):
     the workers ran on that device, not the CPU asked for, with nothing said."""
     environ = {**os.environ, **(overrides or {})}
+    finding = cpu_engine_problem(ns, environ, platform, kind)
+    return _report(ns, environ, [finding] if finding is not None else [])
+
+
+def cpu_engine_problem(
+    ns: Namespace, environ: Mapping[str, str], platform: str, kind: str
+) -> EnvFinding | None:
+    """``check_cpu_engine``'s finding, unreported (``spawnkit doctor`` lists it)."""
     cfg = ns.config
     raw = environ.get(cfg.cpu_engine_var, "").strip()
     from spawnkit.platforms._table import _TRUE  # "read" as the decision table reads it
 
     if raw.lower() not in _TRUE or platform == "cpu":
-        return []
+        return None
     chosen = environ.get(cfg.platform_var, "").strip()
     why = (
         f"{cfg.platform_var}={chosen!r} selects the platform"
@@ -179,13 +187,12 @@ def check_cpu_engine(
         if kind == "plugin"
         else f"platform {platform!r} is selected"
     )
-    finding = EnvFinding(
+    return EnvFinding(
         cfg.cpu_engine_var,
         f"{cfg.cpu_engine_var}={raw!r} does not take effect: {why}, and the variable picks "
         f"the CPU only when no platform is named and no plugin activates; set "
         f"{cfg.platform_var}=cpu to run on the CPU, or unset {cfg.cpu_engine_var}",
     )
-    return _report(ns, environ, [finding])
 
 
 def _report(

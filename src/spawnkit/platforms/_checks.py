@@ -316,7 +316,8 @@ def plugin_class(
             PlatformPluginError,
             f"{label}: {qualified_name(cls)} is an out-of-tree platform but "
             f"its _enum is {getattr(cls, '_enum', None)!r}; declare "
-            "`_enum = PlatformEnum.OOT` (is_cuda() etc. would otherwise lie).",
+            "`_enum = PlatformEnum.OOT` (is_out_of_tree() would otherwise lie; is_rocm() "
+            "and is_cuda() still follow a built-in base class).",
         )
     for attr in ("device_name", "device_type"):
         value = getattr(cls, attr, None)

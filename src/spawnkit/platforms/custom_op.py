@@ -1,7 +1,9 @@
 """``CustomOp``: one module, the right kernel for the platform it runs on.
 
-Order: a kernel registered for the exact class and dispatch key, then ``forward_<device_type>``,
-then ``forward_native``; on ROCm a kernel for ``rocm``/``hip`` and ``forward_hip`` come first.
+Order: a kernel registered for the exact class and dispatch key, ``forward_<key>`` where the key
+is not the device type, then ``forward_<device_type>``, ``forward_oot`` on an out-of-tree
+platform (as SGLang and vLLM run it), then ``forward_native``; on ROCm a kernel for
+``rocm``/``hip`` and ``forward_hip`` come before the CUDA ones.
 Decided at the first call, not construction, because models are often built before
 ``init_backend()`` registers the kernels; the choice is then kept on the instance (``_kernel``)
 and the class's ``forward`` still runs at every call, so a hook on it runs every time. Keyed by
@@ -11,8 +13,8 @@ forward of its own (torch's ``parametrize``, FSDP2's ``fully_shard``).
 
 Keys are compared stripped and case-folded (``"CPU"``, ``"cpu "`` and ``"cpu"`` are one key).
 A kernel registered under another name of this platform (its ``device_name``, its torch
-``dispatch_key``) never runs: a ``CustomOpWarning`` says so when the op chooses, once per op
-and key; a kernel under an unrelated key is another platform's.
+``dispatch_key``) never runs, nor a ``forward_<device_name>`` method: a ``CustomOpWarning`` says so
+when the op chooses, once per op and key; a kernel under an unrelated key is another platform's.
 """
 
 from __future__ import annotations
@@ -166,6 +168,7 @@ class CustomOp(torch.nn.Module):
             method = getattr(self, name, None) if name else None
             if callable(method):
                 _warn_unmatched(ops, platform, keys, name)
+                _warn_unlooked_methods(cls, platform, order, name)
                 return name, method
         if type(self).forward_native is CustomOp.forward_native:
             methods = " or ".join(name for _, name in order if name) or "forward_<device_type>"
@@ -176,6 +179,7 @@ class CustomOp(torch.nn.Module):
                 f"{methods} method, or register one with CustomOp.register_oot_forward()."
             )
         _warn_unmatched(ops, platform, keys, "forward_native")
+        _warn_unlooked_methods(cls, platform, order, "forward_native")
         return "forward_native", self.forward_native
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -247,14 +251,28 @@ def _dispatch_order(platform: Any) -> tuple[tuple[tuple[str, ...], str], ...]:
     op's ``forward_hip`` or a kernel registered for ``rocm``.  There, as in SGLang (whose
     ``forward_hip`` defaults to ``forward_cuda``), AMD's own come first: kernels for ``rocm``
     and ``hip``, ``forward_hip``; then the CUDA ones, which HIP builds largely run.
+
+    A key of the platform's own that is not its device type (the walkthrough's ``my_device``
+    on torch's ``cpu``) has its ``forward_<key>`` first, and an out-of-tree platform ends with
+    ``forward_oot``: SGLang's diffusion ``CustomOp`` runs the kernel for the key, then
+    ``forward_<key>``, then ``forward_oot``, and vLLM ``forward_oot`` on any out-of-tree
+    platform, so an op ported from either ran ``forward_native`` here instead.
     """
     key = _key(platform.get_dispatch_key_name() or "")
     device_type = platform.device_type or ""
     method = f"forward_{device_type}" if device_type else ""
-    if not platform.is_rocm():
-        return (((key,) if key else (), method),)
-    amd = tuple(dict.fromkeys(k for k in (key, "rocm", "hip") if k and k != device_type))
-    return ((amd, "forward_hip"), ((device_type,) if device_type else (), method))
+    tiers: list[tuple[tuple[str, ...], str]] = []
+    if key and key != _key(device_type) and key.isidentifier():
+        tiers.append(((key,), f"forward_{key}"))
+    own = () if tiers or not key else (key,)
+    if platform.is_rocm():
+        amd = tuple(dict.fromkeys(k for k in (*own, "rocm", "hip") if k != device_type))
+        tiers += [(amd, "forward_hip"), ((device_type,) if device_type else (), method)]
+    else:
+        tiers.append((own, method))
+    if platform.is_out_of_tree():
+        tiers.append(((), "forward_oot"))
+    return tuple(tiers)
 
 
 def _op_classes(cls: type) -> tuple[type, ...]:
@@ -345,6 +363,38 @@ def _warn_unmatched(ops: tuple[type, ...], platform: Any, tried: tuple[str, ...]
         )
         with _registry_lock:  # after: escalated by -W error, every first call raises again
             _warned.add((op, key))
+
+
+def _warn_unlooked_methods(
+    cls: type, platform: Any, order: tuple[tuple[tuple[str, ...], str], ...], ran: str
+) -> None:
+    """Warn about an op's ``forward_<name>`` named after this platform by a name dispatch does
+    not look up (its ``device_name``, ``forward_ascend`` where the key is ``npu``), as for a
+    kernel registered under it: the method never runs while the op looks ported."""
+    tried = [name for _, name in order if name]
+    for attr in ("device_name", "dispatch_key"):
+        value = getattr(platform, attr, "")
+        if not isinstance(value, str) or not value.strip():
+            continue
+        for name in dict.fromkeys((f"forward_{value.strip()}", f"forward_{_key(value)}")):
+            if name in tried or name == ran or not callable(getattr(cls, name, None)):
+                continue
+            with _registry_lock:
+                if (cls, name) in _warned:
+                    continue
+            named = f"{type(platform).__qualname__}.get_dispatch_key_name()"
+            key = _key(platform.get_dispatch_key_name() or "") or "<the key>"
+            warnings.warn(
+                f"{qualified_name(cls)}.{name} is named after the platform's {attr} "
+                f"{value!r}, but CustomOp dispatch on {type(platform).__qualname__} looks up "
+                f"{' then '.join(tried) or 'no method'} "
+                f"({named} is {key!r}): it runs {ran} instead. Name the method "
+                f"forward_{key} (or forward_oot, for any out-of-tree platform).",
+                CustomOpWarning,
+                stacklevel=_caller_level(),
+            )
+            with _registry_lock:
+                _warned.add((cls, name))
 
 
 def _meant_here(key: str, platform: Any) -> str | None:

@@ -174,16 +174,17 @@ class PlatformManager(DecisionTable):
 
     def _reset_state(self) -> None:
         # The instance built and whether its init_backend() ran: kept across a fork, which
-        # starts the gates below over (``inherit``).
+        # starts the gates below over (``inherit``; ``_forked``: a fork's, from its parent).
         self._built: tuple[Platform, bool] | None = None
+        self._forked = False
         self._pinned: str | None = None
         self._pinned_by = ""
         # By (requested name, the env_applied window's overrides: () outside one).
         self._selections: dict[Any, tuple[PlatformSelection, type[Platform]]] = {}
         self._current: PlatformSelection | None = None
-        # This process's own decision's record: ``explain()`` describes the platform this
-        # process runs on, never a launch's decision for its workers (``env_applied``) or an
-        # explicit ``select(name)``, which are kept only as the latest resolution.
+        # This process's own decision's record: ``explain()`` describes the platform this process
+        # runs on, never a launch's decision for its workers (``env_applied``) or an explicit
+        # ``select(name)``, which are kept only as the latest resolution.
         self._trace: Trace | None = None
         self._latest: Trace | None = None
         name = self.namespace.config.name
@@ -238,13 +239,15 @@ class PlatformManager(DecisionTable):
                 if current == name and once_state is OnceState.DONE:
                     self._pinned, self._pinned_by = name, by
                     return
-                raise PlatformError(
-                    f"set_selection({name!r}) for namespace {self.namespace.name!r} came after "
-                    f"the platform was already resolved ({once_state.value}, "
-                    f"selected: {current!r}). Pin the selection before the first use of "
-                    "current_platform / initialize_current_platform().",
-                    namespace=self.namespace.name,
-                )
+                if not (self._forked and name is not None):  # a fork: its launch's decision
+                    raise PlatformError(
+                        f"set_selection({name!r}) for namespace {self.namespace.name!r} came after "
+                        f"the platform was already resolved ({once_state.value}, "
+                        f"selected: {current!r}). Pin the selection before the first use of "
+                        "current_platform / initialize_current_platform().",
+                        namespace=self.namespace.name,
+                    )
+                _drop_inherited(self)
             self._pinned, self._pinned_by = name, by
 
     def _requested(self, name: str | None, origin: str, pinned: bool) -> tuple[str | None, str]:
@@ -295,8 +298,8 @@ class PlatformManager(DecisionTable):
             trace = Trace(self.namespace.config, mode, requested)
             trace.step(how)
             self._latest = trace
-            if name is None and pinned and not key[1]:  # this process's own, not a launch's
-                self._trace = trace
+            if name is None and pinned and not key[1] and self._current is None:
+                self._trace = trace  # this process's own, until built (a later select() is not)
             try:
                 result = self._decide(requested, how, trace)
             finally:
@@ -337,11 +340,10 @@ class PlatformManager(DecisionTable):
         return result
 
     def inherit(self) -> None:
-        """In a forked child that inherits its parent's bootstrap (a warm worker, a fork
-        context's child of a bootstrapped process): the platform its parent built, and
-        initialised if it did.  Every ``Once`` starts over in a forked child, so the child
-        built a new instance on first use, without what the parent's ``init_backend()`` set
-        on it (a spawned worker's has it), and ``initialize()`` ran ``init_backend()`` again."""
+        """In a forked child (``_after_fork``, any fork; a warm worker): the platform its parent
+        built, and initialised if it did.  Every ``Once`` starts over in a forked child, so the
+        child built a new instance on first use, without what the parent's ``init_backend()``
+        set on it, and ``initialize()`` ran ``init_backend()`` again."""
         with self._lock:
             if self._built is None:
                 return
@@ -404,20 +406,18 @@ class PlatformManager(DecisionTable):
         return platform
 
     def explain(self) -> PlatformExplanation:
-        """How this process's own platform was decided; runs that decision (errors recorded,
-        not raised) if it has not run yet.  A launch's decision for its workers, made with its
-        ``env=`` applied, is not this process's: explaining it described a platform that
-        ``current_platform`` never was."""
+        """How this process's own platform was decided; runs that decision (errors recorded, not
+        raised) if it has not run yet.  A launch's decision for its workers, made with its ``env=``
+        applied, is not this process's: it described a platform ``current_platform`` never was."""
         return self._last_trace().explanation()
 
     def decision(self) -> dict[str, Any]:
         """How this process's own decision chose, in plain fields, without building its
         explanation.
 
-        Keys: ``winner`` (a :class:`PlatformSelection` or None), ``mode``,
-        ``path``, ``selector_var`` and ``selector_value``: what a worker's
-        report needs (``explain()`` has the rest).  Runs a resolution as
-        ``explain()`` does if none ran.
+        Keys: ``winner`` (a :class:`PlatformSelection` or None), ``mode``, ``path``,
+        ``selector_var`` and ``selector_value``: what a worker's report needs (``explain()`` has
+        the rest).  Runs a resolution as ``explain()`` does if none ran.
         """
         trace = self._last_trace()
         return {
@@ -443,6 +443,15 @@ class PlatformManager(DecisionTable):
         return str(self._trace.explanation()) if self._trace is not None else ""
 
 
+def _drop_inherited(manager: PlatformManager) -> None:
+    """Forget the platform a fork inherited: the child is pinned to another (a fork-context
+    worker of a launcher whose own platform is not its launch's decision)."""
+    manager._current_once.reset()
+    manager._init_once.reset()
+    manager._built = manager._current = manager._trace = None
+    manager._forked = False
+
+
 def _after_fork() -> None:
     global _ENV_LOCK, _default_lock
     _ENV_LOCK = threading.RLock()  # a thread of the parent may have held it at the fork
@@ -452,7 +461,15 @@ def _after_fork() -> None:
         manager._local = threading.local()
         manager._selections = {}
         manager._current = None
+        trace = manager._trace
         manager._trace = manager._latest = None
+        if manager._built is not None:
+            # Any fork of a process that built its platform (a worker's DataLoader or Pool
+            # child) keeps that instance and its init_backend(), as a warm worker does: the
+            # reset alone made the child build a new one and run init_backend() again.
+            manager.inherit()
+            manager._trace = trace
+            manager._forked = True
 
 
 os.register_at_fork(after_in_child=_after_fork)

@@ -236,27 +236,50 @@ def _check_class(cls: type, *, defines_contract: bool) -> None:
         )
 
 
+def _own_names(
+    cls: type, where: str, *, defines_contract: bool
+) -> list[tuple[str, Any, str, str]]:
+    """(name, value, label, source) of the public names ``cls`` brings: its own, and those of a
+    plain base it adds (``class NpuPlatform(NpuCommon, Platform)``, ``NpuCommon`` no platform
+    class), whose names were never checked: a misspelt method there was accepted and the
+    interface's default ran.  An engine's ``contract=True`` base defines names of its own."""
+    names = [(k, v, f"{where}.{k}", "") for k, v in vars(cls).items() if not k.startswith("_")]
+    if defines_contract:
+        return names
+    inherited = {k for b in cls.__bases__ if issubclass(b, DeviceMixin) for k in b.__mro__}
+    for plain in cls.__mro__[1:]:
+        if plain is object or plain in inherited or issubclass(plain, DeviceMixin):
+            continue
+        for name, value in vars(plain).items():
+            home = next(k for k in cls.__mro__ if name in vars(k))
+            if not name.startswith("_") and home is plain:
+                names.append((name, value, f"{where}.{name}", f" (in {qualified_name(plain)})"))
+    return names
+
+
+def _unknown_problem(label: str, name: str, contract: dict[str, tuple[type, Any]]) -> str:
+    bases = sorted({k.__qualname__ for k, _ in contract.values()})
+    import difflib  # only on this error path
+
+    hint = difflib.get_close_matches(name, list(contract), n=1)
+    suggestion = f" Did you mean {hint[0]!r}?" if hint else ""
+    return (
+        f"{label}: {name!r} is not part of the platform interface "
+        f"({', '.join(bases) or 'none'}).{suggestion} A public name on a platform class "
+        "(or a plain class it derives from) must override an interface method or attribute; "
+        "rename helpers with a leading underscore. (Only an engine extends the interface: its "
+        "own base, declared `contract=True` and passed as its namespace's platform_base=.)"
+    )
+
+
 def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[str]:
     contract = _contract(cls, skip_self=True)
-    own = {k: v for k, v in cls.__dict__.items() if not k.startswith("_")}
     problems: list[str] = []
-    for name, value in own.items():
+    for name, value, label, source in _own_names(cls, where, defines_contract=defines_contract):
         entry = contract.get(name)
         if entry is None:
-            if defines_contract:
-                continue
-            bases = sorted({k.__qualname__ for k, _ in contract.values()})
-            import difflib  # only on this error path
-
-            hint = difflib.get_close_matches(name, list(contract), n=1)
-            suggestion = f" Did you mean {hint[0]!r}?" if hint else ""
-            problems.append(
-                f"{where}.{name}: {name!r} is not part of the platform interface "
-                f"({', '.join(bases) or 'none'}).{suggestion} A public name on a platform class "
-                "must override an interface method or attribute; rename helpers with a leading "
-                "underscore. (Only an engine extends the interface: its own base, declared "
-                "`contract=True` and passed as its namespace's platform_base=.)"
-            )
+            if not defines_contract:
+                problems.append(_unknown_problem(label + source, name, contract))
             continue
         base_cls, base_value = entry
         base_kind, over_kind = _kind(base_value), _kind(value)
@@ -266,14 +289,14 @@ def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[s
             if base_value is None and isinstance(value, _DATA_TYPES):
                 continue
             problems.append(
-                f"{where}.{name}: overrides {base_cls.__qualname__}.{name} (a "
+                f"{label}{source}: overrides {base_cls.__qualname__}.{name} (a "
                 f"{_describe(base_value)}) with a {_describe(value)}; it must be a "
                 f"{type(base_value).__name__}."
             )
             continue
         if base_kind != over_kind:
             problems.append(
-                f"{where}.{name}: overrides {base_cls.__qualname__}.{name} (a {base_kind}) with a "
+                f"{label}{source}: overrides {base_cls.__qualname__}.{name} (a {base_kind}) with a "
                 f"{_describe(value)}; define it as a {base_kind} with the interface's signature."
             )
             continue
@@ -281,7 +304,7 @@ def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[s
             continue
         flavour = _flavour_problem(base_value, value)
         if flavour is not None:
-            problems.append(f"{where}.{name}: overrides {base_cls.__qualname__}.{name} {flavour}")
+            problems.append(f"{label}{source}: overrides {base_cls.__qualname__}.{name} {flavour}")
             continue
         problem = _signature_problem(base_value, value, base_kind)
         if problem is not None:
@@ -290,7 +313,7 @@ def _member_problems(cls: type, where: str, *, defines_contract: bool) -> list[s
             sig_base = inspect.signature(_function_of(base_value))
             sig_over = inspect.signature(_function_of(value))
             problems.append(
-                f"{where}.{name}{sig_over}: incompatible override of "
+                f"{label}{sig_over}{source}: incompatible override of "
                 f"{base_cls.__qualname__}.{name}{sig_base}: {problem}. Keep the interface's "
                 "parameters (names, order, defaults); extra parameters need defaults."
             )
@@ -357,6 +380,20 @@ def _shadowed_text(cls: type, where: str, name: str, winner: type, later: type) 
     )
 
 
+def _family_of(cls: type) -> PlatformEnum:
+    """The ``_enum`` of the nearest built-in class ``cls`` derives from (``UNSPECIFIED``: none).
+
+    An out-of-tree platform must declare ``PlatformEnum.OOT``, which alone made a plugin
+    subclassing ``RocmPlatform`` answer ``is_rocm()`` False: ``CustomOp`` ran ``forward_cuda``
+    on AMD and never a kernel registered for ``rocm``.  The family is the ancestry's.
+    """
+    for klass in cls.__mro__:
+        enum = vars(klass).get("_enum")
+        if isinstance(enum, PlatformEnum) and klass.__module__.startswith("spawnkit.platforms."):
+            return enum
+    return PlatformEnum.UNSPECIFIED
+
+
 class DeviceMixin:
     """What the engine asks of a device (memory in bytes); a plugin's device mixin overrides these.
 
@@ -365,6 +402,8 @@ class DeviceMixin:
 
     _spawnkit_contract: ClassVar[bool] = True
     _enum: ClassVar[PlatformEnum] = PlatformEnum.UNSPECIFIED
+    #: The built-in family the class derives from (see ``_family_of``).
+    _family: ClassVar[PlatformEnum] = PlatformEnum.UNSPECIFIED
     device_name: ClassVar[str] = ""
     device_type: ClassVar[str] = ""
 
@@ -372,6 +411,7 @@ class DeviceMixin:
         super().__init_subclass__(**kwargs)
         cls._spawnkit_contract = contract
         _check_class(cls, defines_contract=contract)
+        cls._family = _family_of(cls)
 
     def _missing(self, method: str) -> NotImplementedError:
         label = self.device_name or "unspecified"
@@ -411,16 +451,22 @@ class DeviceMixin:
         raise self._missing("get_torch_distributed_backend_str")
 
     def is_cuda(self) -> bool:
-        return self._enum is PlatformEnum.CUDA
+        return self._is(PlatformEnum.CUDA)
 
     def is_rocm(self) -> bool:
-        return self._enum is PlatformEnum.ROCM
+        return self._is(PlatformEnum.ROCM)
 
     def is_xpu(self) -> bool:
-        return self._enum is PlatformEnum.XPU
+        return self._is(PlatformEnum.XPU)
 
     def is_cpu(self) -> bool:
-        return self._enum is PlatformEnum.CPU
+        return self._is(PlatformEnum.CPU)
+
+    def _is(self, family: PlatformEnum) -> bool:
+        # A plugin deriving from a built-in (``class Rdna3Platform(RocmPlatform)``) must say
+        # OOT, and is still of that built-in's family: its ops and engine checks go AMD's way.
+        enum = self._enum
+        return enum is family or (enum is PlatformEnum.OOT and self._family is family)
 
     def is_out_of_tree(self) -> bool:
         return self._enum is PlatformEnum.OOT
