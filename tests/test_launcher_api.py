@@ -8,12 +8,20 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from _launcher_support import MODES, Site, assert_group_gone, make_site, mode_kwargs
+from _launcher_support import (
+    MODES,
+    Site,
+    assert_group_gone,
+    fault_env,
+    gone,
+    make_site,
+    mode_kwargs,
+)
 from spawnkit import spawn_with_plugins
 from spawnkit.errors import (
     BootstrapError,
@@ -86,6 +94,60 @@ def test_join_polls_and_terminate_ends_everything(site: Site, mode: dict[str, st
         # SIGTERM ends a sleeping worker at once: exit codes are the signal, not SIGKILL.
         assert group.exit_codes == [-15, -15]
         assert group.join(timeout=5) is False  # stopped work is not done work
+    assert_group_gone(group)
+
+
+_MARKING_ENTRY = """
+import time
+
+def mark_and_sleep(path):
+    open(path, "w").close()  # in its entry: its READY is already in the launcher's pipe
+    time.sleep(600)
+"""
+
+
+def _until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Wait, without asking the group, until ``check()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_zero_timeout_polls_read_what_the_ranks_already_sent(site: Site) -> None:
+    """``join(timeout=0)`` in an event loop, ``results(timeout=0)`` (and ``wait_ready``, below)
+    read the pipes and exits first: ranks that finished (or are ready) are seen as such."""
+    with spawn_with_plugins(site.entry("quick"), nprocs=2, namespace=site.ns) as group:
+        _until(lambda: all(gone(pid) for pid in group.pids), "the ranks to exit")
+        assert group.join(timeout=0) is True
+        assert group.results(timeout=0) == group.pids
+
+
+def test_wait_ready_timeout_zero_on_ranks_ready_long_ago_is_no_timeout(
+    site: Site, tmp_path: Path
+) -> None:
+    (site.root / f"{site.tag}_mark.py").write_text(_MARKING_ENTRY)
+    marks = [tmp_path / f"mark{rank}" for rank in range(2)]
+    with spawn_with_plugins(
+        f"{site.tag}_mark:mark_and_sleep",
+        nprocs=2,
+        namespace=site.ns,
+        rank_extra=lambda rank: {"path": str(marks[rank])},
+        entry_args=("path",),
+    ) as group:
+        _until(lambda: all(m.exists() for m in marks), "both entries to start")
+        assert [r.rank for r in group.wait_ready(timeout=0)] == [0, 1]  # not a timeout
+        assert group.exit_codes == [None, None]  # and not torn down
+        group.terminate()
+    assert_group_gone(group)
+
+
+def test_a_join_poll_raises_a_failure_that_already_happened(site: Site) -> None:
+    env = fault_env("entry", "raise")
+    with spawn_with_plugins(site.entry(), namespace=site.ns, env=env) as group:
+        _until(lambda: gone(group.pids[0]), "the rank to exit")
+        with pytest.raises(ChildRaisedError, match="injected fault in entry"):
+            group.join(timeout=0)
     assert_group_gone(group)
 
 

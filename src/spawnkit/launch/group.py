@@ -347,6 +347,8 @@ class WorkerGroup(GroupContract):
             ready_deadline = self._launched + self._ready_timeout
         join_deadline = None if self._join_timeout is None else self._launched + self._join_timeout
         try:
+            if not self._closed:  # what already came, read before any deadline: timeout=0 polls
+                self._wait_once(0.0)
             while True:
                 if self._relay.error is not None:
                     self._close(initial_grace=0.0)
@@ -417,17 +419,9 @@ class WorkerGroup(GroupContract):
         early = early_failure(r.proc)
         if early is not None:
             self._early[r.rank] = early
-        self._tell_end(r)
+        _tell_end(self, r)
         if not r.terminated and r.rank not in self._failed and r.unsuccessful:
             self._failed[r.rank] = None
-
-    def _tell_end(self, r: Rank) -> None:
-        """The progress callback's last word on a rank: done, failed or stopped."""
-        if not r.end_told:
-            r.end_told = True
-            named = self._failure is not None and self._failure.rank == r.rank
-            end = r.end_state(named, self._failed.get(r.rank) is not None, self._interrupting)
-            self._relay.emit(r.rank, end, time.monotonic() - r.started)
 
     # --------------------------------------------------------------- errors
     def _dump_stacks(self, ranks: Sequence[Rank]) -> dict[int, str]:
@@ -462,7 +456,7 @@ class WorkerGroup(GroupContract):
             _not_live(self)
             self._ctx.release()  # it starts no more workers: its server may be let go
             for r in self._ranks:
-                self._tell_end(r)
+                _tell_end(self, r)
             self._relay.warn_if_new(told)
             for r in self._ranks:
                 r.close()
@@ -527,6 +521,15 @@ def _collected(group: WorkerGroup) -> None:
             "manager or call terminate()",
             group.run_id,
         )
+
+
+def _tell_end(group: WorkerGroup, r: Rank) -> None:
+    """The progress callback's last word on a rank: done, failed or stopped."""
+    if not r.end_told:
+        r.end_told = True
+        named = group._failure is not None and group._failure.rank == r.rank
+        end = r.end_state(named, group._failed.get(r.rank) is not None, group._interrupting)
+        group._relay.emit(r.rank, end, time.monotonic() - r.started)
 
 
 def _read_sent(group: WorkerGroup) -> None:
