@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import subprocess
@@ -427,6 +428,73 @@ def test_results_after_terminate_raise_instead_of_returning_none(site: Site) -> 
         with pytest.raises(ChildExitedError, match="terminate") as info:
             group.results(timeout=10)
     assert info.value.rank == 0 and info.value.exit_code not in (0, None)
+
+
+def test_terminate_before_any_wait_keeps_a_crashed_ranks_failure(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """README's launch_schedulers pattern: the engine waits on its own pipes, sees a rank's
+    close, and calls ``terminate()`` in a ``finally``: the rank's error is kept and logged."""
+    env = fault_env("resolve_entry", "raise", rank=1)
+    group = spawn_with_plugins(site.entry("sleep_forever"), nprocs=2, namespace=site.ns, env=env)
+    _until(lambda: gone(group.pids[1]), "rank 1 to fail")
+    with caplog.at_level(logging.WARNING, logger="spawnkit.bootstrap"):
+        group.terminate()
+    err = group.failure
+    assert isinstance(err, ChildRaisedError) and err.rank == 1 and err.stage == "resolve_entry"
+    assert "injected fault in resolve_entry" in str(err)
+    assert group.exit_codes == [-15, 1]
+    for wait in (group.results, group.join, group.wait_ready):
+        with pytest.raises(ChildRaisedError) as again:
+            wait()
+        assert again.value is err
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "spawnkit.bootstrap"]
+    assert "after rank 1 had failed, and no wait had raised it" in said
+    assert "injected fault in resolve_entry" in said  # the child's traceback, not dropped
+    assert_group_gone(group)
+
+
+def test_terminate_after_every_entry_returned_stops_nothing(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The engine's normal shutdown: entries returned, results still in the pipes, then
+    ``terminate()``: that work was done, not stopped."""
+    group = spawn_with_plugins(site.entry("quick"), nprocs=2, namespace=site.ns)
+    _until(lambda: all(gone(pid) for pid in group.pids), "the ranks to exit")
+    with caplog.at_level(logging.WARNING, logger="spawnkit.bootstrap"):
+        group.terminate()
+    assert group.exit_codes == [0, 0]
+    assert group.join(timeout=5) is True
+    assert group.results() == group.pids
+    assert group.failure is None and not caplog.records
+
+
+_SIGTERM_RAISES = """
+import signal, time
+
+def stop(signum, frame):
+    raise RuntimeError("stopping on SIGTERM")
+
+def run():
+    signal.signal(signal.SIGTERM, stop)
+    time.sleep(600)
+"""
+
+
+def test_terminate_of_running_ranks_is_no_failure(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Control: what a rank sends once ``terminate()`` stopped it (its SIGTERM handler raised)
+    is the stop's doing, not a failure: nothing kept, nothing logged."""
+    (site.root / f"{site.tag}_stops.py").write_text(_SIGTERM_RAISES)
+    group = spawn_with_plugins(f"{site.tag}_stops:run", nprocs=2, namespace=site.ns)
+    group.wait_ready(timeout=60)
+    time.sleep(0.2)  # the handlers are installed
+    with caplog.at_level(logging.WARNING, logger="spawnkit.bootstrap"):
+        group.terminate()
+    assert group.failure is None and not caplog.records
+    assert group.join(timeout=5) is False
+    assert_group_gone(group)
 
 
 _GC_ENTRY = """

@@ -243,6 +243,7 @@ class WorkerGroup(GroupContract):
         # rank sent (FAILED, EXITED), or None for a rank that ended unsuccessfully without one.
         self._failed: dict[int, proto.Failed | proto.Exited | None] = {}
         self._early: dict[int, proto.Failed] = {}  # what a rank sent before its spec arrived
+        self._after_stop: set[int] = set()  # their record came once stopped: the stop's doing
         self._closed = False
         self._launched = time.monotonic()
         self._errors = GroupErrors(run_id, context, self._launched, ready_timeout, join_timeout)
@@ -348,7 +349,7 @@ class WorkerGroup(GroupContract):
         join_deadline = None if self._join_timeout is None else self._launched + self._join_timeout
         try:
             if not self._closed:  # what already came, read before any deadline: timeout=0 polls
-                self._wait_once(0.0)
+                _seen_now(self)
             while True:
                 if self._relay.error is not None:
                     self._close(initial_grace=0.0)
@@ -407,6 +408,8 @@ class WorkerGroup(GroupContract):
             r.events.append((type(msg).__name__, msg.stage, now - r.started))
             if self._failed.get(r.rank) is None:  # the root cause: failures count as they arrive
                 self._failed[r.rank], r.stage = msg, msg.stage
+                if r.terminated:
+                    self._after_stop.add(r.rank)
             return
         stage = r.take(msg, now)
         if stage:
@@ -438,11 +441,7 @@ class WorkerGroup(GroupContract):
 
     def _stop_for(self, err: ChildError) -> None:
         self._close(initial_grace=self._grace)
-        from spawnkit.launch._cleanup import unreaped_warning  # psutil: imported by the teardown
-
-        pids = err.unreaped_pids = list(self.unreaped_pids)
-        if pids:
-            err.args = (f"{err.args[0]}\n{unreaped_warning(pids)}",)
+        _add_teardown(self, err)
 
     # ------------------------------------------------------------ teardown
     def _close(self, *, initial_grace: float) -> None:
@@ -453,6 +452,7 @@ class WorkerGroup(GroupContract):
             self._stop_workers(initial_grace)
         finally:
             self._closed = True
+            _failed_unseen(self)
             _not_live(self)
             self._ctx.release()  # it starts no more workers: its server may be let go
             for r in self._ranks:
@@ -489,6 +489,7 @@ class WorkerGroup(GroupContract):
         """``initial_grace`` for the workers to end by themselves, then the package's one
         TERM -> grace -> KILL -> bounded reap over their trees (``_cleanup.kill_trees``)."""
         end = time.monotonic() + initial_grace
+        _seen_now(self)  # what came first (a result, a failure, an exit): read before a stop
         while any(r.exitcode is None for r in self._ranks) and time.monotonic() < end:
             self._wait_once(max(0.0, end - time.monotonic()))
         from spawnkit.launch._cleanup import stop_group
@@ -523,6 +524,39 @@ def _collected(group: WorkerGroup) -> None:
         )
 
 
+def _add_teardown(group: WorkerGroup, err: ChildError) -> None:
+    """What the teardown for ``err`` learned, added to it: the pids it could not reap."""
+    from spawnkit.launch._cleanup import unreaped_warning  # psutil: imported by the teardown
+
+    pids = err.unreaped_pids = list(group.unreaped_pids)
+    if pids:
+        err.args = (f"{err.args[0]}\n{unreaped_warning(pids)}",)
+
+
+def _failed_unseen(group: WorkerGroup) -> None:
+    """A rank that failed on its own before a teardown no failure caused stopped it (the
+    engine saw its pipe close and called ``terminate()`` in a ``finally``): it is the group's
+    failure, raised by every later wait, and logged, since nothing may wait again.  Under a
+    Ctrl-C what the ranks sent is the interrupt's doing; a record that came once a rank was
+    stopped is the stop's."""
+    if group._failure is not None or group._interrupting:
+        return
+    own = [rank for rank in group._failed if rank not in group._after_stop]
+    if not own:
+        return
+    err = group._failure = group._rank_failed(own[0])
+    _add_teardown(group, err)
+    _log.warning(
+        "worker group %s was stopped (terminate(), or its `with` block left) after rank %s "
+        "had failed, and no wait had raised it: group.failure holds it, and join() and "
+        "results() raise it. Call results() or join() before terminate() to have it raised "
+        "where you wait. The failure:\n%s",
+        group.run_id,
+        err.rank,
+        err,
+    )
+
+
 def _tell_end(group: WorkerGroup, r: Rank) -> None:
     """The progress callback's last word on a rank: done, failed or stopped."""
     if not r.end_told:
@@ -530,6 +564,15 @@ def _tell_end(group: WorkerGroup, r: Rank) -> None:
         named = group._failure is not None and group._failure.rank == r.rank
         end = r.end_state(named, group._failed.get(r.rank) is not None, group._interrupting)
         group._relay.emit(r.rank, end, time.monotonic() - r.started)
+
+
+def _seen_now(group: WorkerGroup) -> None:
+    """What already came, without blocking: every message in the pipes, and every exit, asked
+    of the OS too (a worker's sentinel closes only once the guardian forked from it exits)."""
+    group._wait_once(0.0)
+    for r in group._ranks:
+        if r.exitcode is None and r.proc.exitcode is not None:
+            group._on_exit(r)
 
 
 def _read_sent(group: WorkerGroup) -> None:
