@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
@@ -494,6 +495,63 @@ def test_terminate_of_running_ranks_is_no_failure(
         group.terminate()
     assert group.failure is None and not caplog.records
     assert group.join(timeout=5) is False
+    assert_group_gone(group)
+
+
+_SHARDS = """
+import os, time
+from spawnkit.bootstrap import current_spec
+
+def check(marker):
+    rank = current_spec().rank
+    if rank == 1:  # first: the group's failure
+        open(marker, "w").close()
+        raise ValueError("shard-00001.parquet: schema mismatch")
+    if rank == 0:  # within the teardown's grace period: a failure of its own
+        while not os.path.exists(marker):
+            time.sleep(0.01)
+        time.sleep(0.5)
+        raise FileNotFoundError("shard-00000.parquet is missing")
+    time.sleep(600)  # stopped by the teardown
+"""
+
+
+def test_other_ranks_own_failures_during_the_teardown_are_reported(
+    site: Site, tmp_path: Path
+) -> None:
+    (site.root / f"{site.tag}_shards.py").write_text(_SHARDS)
+    group = spawn_with_plugins(
+        f"{site.tag}_shards:check",
+        str(tmp_path / "rank1-failed"),
+        nprocs=3,
+        namespace=site.ns,
+        grace_period=3.0,
+    )
+    with group, pytest.raises(ChildRaisedError, match="shard-00001") as info:
+        group.results(timeout=60)
+    err = info.value
+    assert err.rank == 1 and list(err.other_failures) == [0]
+    other = err.other_failures[0]
+    assert isinstance(other, ChildRaisedError) and other.rank == 0
+    assert isinstance(other.child_exception, FileNotFoundError)
+    text = str(err)
+    # Where each was as rank 1 failed (rank 0 may have been starting still), then how it ended.
+    assert re.search(r"were at: rank 0: \w+ \(failed too, below\); rank 2: \w+ \(stopped\)", text)
+    assert "FileNotFoundError: shard-00000.parquet is missing" in text.split("Child traceback")[0]
+    again = pickle.loads(pickle.dumps(err))
+    assert isinstance(again.other_failures[0].child_exception, FileNotFoundError)
+    assert_group_gone(group)
+
+
+def test_a_lone_failure_names_no_other_failures(site: Site) -> None:
+    """Control: ranks the teardown stopped are stopped, not failed."""
+    env = fault_env("entry", "raise", rank=1)
+    with (
+        spawn_with_plugins(site.entry("run"), nprocs=2, namespace=site.ns, env=env) as group,
+        pytest.raises(ChildRaisedError) as info,
+    ):
+        group.results(timeout=60)
+    assert info.value.other_failures == {} and "Also failed" not in str(info.value)
     assert_group_gone(group)
 
 

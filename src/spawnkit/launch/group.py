@@ -244,6 +244,7 @@ class WorkerGroup(GroupContract):
         self._failed: dict[int, proto.Failed | proto.Exited | None] = {}
         self._early: dict[int, proto.Failed] = {}  # what a rank sent before its spec arrived
         self._after_stop: set[int] = set()  # their record came once stopped: the stop's doing
+        self._stages_at: dict[int, list[tuple[int, str]]] = {}  # where all were, by failed rank
         self._closed = False
         self._launched = time.monotonic()
         self._errors = GroupErrors(run_id, context, self._launched, ready_timeout, join_timeout)
@@ -432,9 +433,13 @@ class WorkerGroup(GroupContract):
         return stacks_of(ranks)
 
     def _rank_failed(self, rank: int) -> ChildError:
-        """Rank ``rank``'s failure as the error to raise, with what it affects."""
+        """Rank ``rank``'s failure as the error to raise, with what it affects (where the
+        others are: what they sent first, read)."""
+        if not self._closed:
+            _read_sent(self)
         r = next(o for o in self._ranks if o.rank == rank)
-        effect = self._errors.effect(rank, [(o.rank, o.stage) for o in self._ranks])
+        stages = self._stages_at[rank] = [(o.rank, o.stage) for o in self._ranks]
+        effect = self._errors.effect(rank, stages)
         record, early = self._failed.get(rank), self._early.get(rank)
         loads, preload = self._ctx.loads, self._errors.preload
         return failure.child_error(r, record, early, effect=effect, loads=loads, preload=preload)
@@ -525,12 +530,46 @@ def _collected(group: WorkerGroup) -> None:
 
 
 def _add_teardown(group: WorkerGroup, err: ChildError) -> None:
-    """What the teardown for ``err`` learned, added to it: the pids it could not reap."""
+    """What the teardown for ``err`` learned, added to it: the other ranks' own failures, and
+    the pids it could not reap."""
     from spawnkit.launch._cleanup import unreaped_warning  # psutil: imported by the teardown
 
+    _add_other_failures(group, err)
     pids = err.unreaped_pids = list(group.unreaped_pids)
     if pids:
         err.args = (f"{err.args[0]}\n{unreaped_warning(pids)}",)
+
+
+def _add_other_failures(group: WorkerGroup, err: ChildError) -> None:
+    """The ranks that failed on their own, as ``err``'s rank did, before the teardown stopped
+    them (within its grace period; torchelastic's table lists every failed rank): each one's
+    error in ``err.other_failures``, its first line in the message after the Effect line,
+    which now tells the ranks that failed from those stopped."""
+    own = [n for n in group._failed if n not in group._after_stop and n != err.rank]
+    if not own:
+        return
+    others = err.other_failures = {n: group._rank_failed(n) for n in own}
+    block = f"Also failed on their own, before the teardown stopped them ({len(own)} rank(s); "
+    block += "err.other_failures holds each error, traceback included):"
+    block += "".join(f"\n  {str(other).splitlines()[0]}" for other in others.values())
+    text, rank = str(err.args[0]) if err.args else "", err.rank or 0
+    stages = group._stages_at.get(rank, [])
+    said = group._errors.effect(rank, stages)
+    if not stages or said not in text:  # a timeout's error: no ranks' stages in its Effect
+        err.args = (f"{text}\n{block}",)
+        return
+    ends = {r.rank: _end_word(r, r.rank in others) for r in group._ranks}
+    now = group._errors.effect(rank, stages, ends)
+    err.args = (text.replace(said, f"{now}\n{block}", 1),)
+
+
+def _end_word(r: Rank, failed: bool) -> str:
+    """How a rank other than the failed one ended, for the Effect line."""
+    if failed:
+        return "failed too, below"
+    if r.terminated:
+        return "stopped"
+    return "returned" if r.result is not None and r.exitcode == 0 else "ended"
 
 
 def _failed_unseen(group: WorkerGroup) -> None:
