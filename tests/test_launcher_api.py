@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
+import re
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from _launcher_support import MODES, Site, assert_group_gone, make_site, mode_kwargs
+from _launcher_support import (
+    MODES,
+    Site,
+    assert_group_gone,
+    fault_env,
+    gone,
+    make_site,
+    mode_kwargs,
+)
 from spawnkit import spawn_with_plugins
 from spawnkit.errors import (
     BootstrapError,
@@ -86,6 +96,60 @@ def test_join_polls_and_terminate_ends_everything(site: Site, mode: dict[str, st
         # SIGTERM ends a sleeping worker at once: exit codes are the signal, not SIGKILL.
         assert group.exit_codes == [-15, -15]
         assert group.join(timeout=5) is False  # stopped work is not done work
+    assert_group_gone(group)
+
+
+_MARKING_ENTRY = """
+import time
+
+def mark_and_sleep(path):
+    open(path, "w").close()  # in its entry: its READY is already in the launcher's pipe
+    time.sleep(600)
+"""
+
+
+def _until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    """Wait, without asking the group, until ``check()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_zero_timeout_polls_read_what_the_ranks_already_sent(site: Site) -> None:
+    """``join(timeout=0)`` in an event loop, ``results(timeout=0)`` (and ``wait_ready``, below)
+    read the pipes and exits first: ranks that finished (or are ready) are seen as such."""
+    with spawn_with_plugins(site.entry("quick"), nprocs=2, namespace=site.ns) as group:
+        _until(lambda: all(gone(pid) for pid in group.pids), "the ranks to exit")
+        assert group.join(timeout=0) is True
+        assert group.results(timeout=0) == group.pids
+
+
+def test_wait_ready_timeout_zero_on_ranks_ready_long_ago_is_no_timeout(
+    site: Site, tmp_path: Path
+) -> None:
+    (site.root / f"{site.tag}_mark.py").write_text(_MARKING_ENTRY)
+    marks = [tmp_path / f"mark{rank}" for rank in range(2)]
+    with spawn_with_plugins(
+        f"{site.tag}_mark:mark_and_sleep",
+        nprocs=2,
+        namespace=site.ns,
+        rank_extra=lambda rank: {"path": str(marks[rank])},
+        entry_args=("path",),
+    ) as group:
+        _until(lambda: all(m.exists() for m in marks), "both entries to start")
+        assert [r.rank for r in group.wait_ready(timeout=0)] == [0, 1]  # not a timeout
+        assert group.exit_codes == [None, None]  # and not torn down
+        group.terminate()
+    assert_group_gone(group)
+
+
+def test_a_join_poll_raises_a_failure_that_already_happened(site: Site) -> None:
+    env = fault_env("entry", "raise")
+    with spawn_with_plugins(site.entry(), namespace=site.ns, env=env) as group:
+        _until(lambda: gone(group.pids[0]), "the rank to exit")
+        with pytest.raises(ChildRaisedError, match="injected fault in entry"):
+            group.join(timeout=0)
     assert_group_gone(group)
 
 
@@ -439,6 +503,130 @@ def test_results_after_terminate_raise_instead_of_returning_none(site: Site) -> 
         with pytest.raises(ChildExitedError, match="terminate") as info:
             group.results(timeout=10)
     assert info.value.rank == 0 and info.value.exit_code not in (0, None)
+
+
+def test_terminate_before_any_wait_keeps_a_crashed_ranks_failure(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """README's launch_schedulers pattern: the engine waits on its own pipes, sees a rank's
+    close, and calls ``terminate()`` in a ``finally``: the rank's error is kept and logged."""
+    env = fault_env("resolve_entry", "raise", rank=1)
+    group = spawn_with_plugins(site.entry("sleep_forever"), nprocs=2, namespace=site.ns, env=env)
+    _until(lambda: gone(group.pids[1]), "rank 1 to fail")
+    with caplog.at_level(logging.WARNING, logger="spawnkit.bootstrap"):
+        group.terminate()
+    err = group.failure
+    assert isinstance(err, ChildRaisedError) and err.rank == 1 and err.stage == "resolve_entry"
+    assert "injected fault in resolve_entry" in str(err)
+    assert group.exit_codes == [-15, 1]
+    for wait in (group.results, group.join, group.wait_ready):
+        with pytest.raises(ChildRaisedError) as again:
+            wait()
+        assert again.value is err
+    (said,) = [r.getMessage() for r in caplog.records if r.name == "spawnkit.bootstrap"]
+    assert "after rank 1 had failed, and no wait had raised it" in said
+    assert "injected fault in resolve_entry" in said  # the child's traceback, not dropped
+    assert_group_gone(group)
+
+
+def test_terminate_after_every_entry_returned_stops_nothing(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The engine's normal shutdown: entries returned, results still in the pipes, then
+    ``terminate()``: that work was done, not stopped."""
+    group = spawn_with_plugins(site.entry("quick"), nprocs=2, namespace=site.ns)
+    _until(lambda: all(gone(pid) for pid in group.pids), "the ranks to exit")
+    with caplog.at_level(logging.WARNING, logger="spawnkit.bootstrap"):
+        group.terminate()
+    assert group.exit_codes == [0, 0]
+    assert group.join(timeout=5) is True
+    assert group.results() == group.pids
+    assert group.failure is None and not caplog.records
+
+
+_SIGTERM_RAISES = """
+import signal, time
+
+def stop(signum, frame):
+    raise RuntimeError("stopping on SIGTERM")
+
+def run():
+    signal.signal(signal.SIGTERM, stop)
+    time.sleep(600)
+"""
+
+
+def test_terminate_of_running_ranks_is_no_failure(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Control: what a rank sends once ``terminate()`` stopped it (its SIGTERM handler raised)
+    is the stop's doing, not a failure: nothing kept, nothing logged."""
+    (site.root / f"{site.tag}_stops.py").write_text(_SIGTERM_RAISES)
+    group = spawn_with_plugins(f"{site.tag}_stops:run", nprocs=2, namespace=site.ns)
+    group.wait_ready(timeout=60)
+    time.sleep(0.2)  # the handlers are installed
+    with caplog.at_level(logging.WARNING, logger="spawnkit.bootstrap"):
+        group.terminate()
+    assert group.failure is None and not caplog.records
+    assert group.join(timeout=5) is False
+    assert_group_gone(group)
+
+
+_SHARDS = """
+import os, time
+from spawnkit.bootstrap import current_spec
+
+def check(marker):
+    rank = current_spec().rank
+    if rank == 1:  # first: the group's failure
+        open(marker, "w").close()
+        raise ValueError("shard-00001.parquet: schema mismatch")
+    if rank == 0:  # within the teardown's grace period: a failure of its own
+        while not os.path.exists(marker):
+            time.sleep(0.01)
+        time.sleep(0.5)
+        raise FileNotFoundError("shard-00000.parquet is missing")
+    time.sleep(600)  # stopped by the teardown
+"""
+
+
+def test_other_ranks_own_failures_during_the_teardown_are_reported(
+    site: Site, tmp_path: Path
+) -> None:
+    (site.root / f"{site.tag}_shards.py").write_text(_SHARDS)
+    group = spawn_with_plugins(
+        f"{site.tag}_shards:check",
+        str(tmp_path / "rank1-failed"),
+        nprocs=3,
+        namespace=site.ns,
+        grace_period=3.0,
+    )
+    with group, pytest.raises(ChildRaisedError, match="shard-00001") as info:
+        group.results(timeout=60)
+    err = info.value
+    assert err.rank == 1 and list(err.other_failures) == [0]
+    other = err.other_failures[0]
+    assert isinstance(other, ChildRaisedError) and other.rank == 0
+    assert isinstance(other.child_exception, FileNotFoundError)
+    text = str(err)
+    # Where each was as rank 1 failed (rank 0 may have been starting still), then how it ended.
+    assert re.search(r"were at: rank 0: \w+ \(failed too, below\); rank 2: \w+ \(stopped\)", text)
+    assert "FileNotFoundError: shard-00000.parquet is missing" in text.split("Child traceback")[0]
+    again = pickle.loads(pickle.dumps(err))
+    assert isinstance(again.other_failures[0].child_exception, FileNotFoundError)
+    assert_group_gone(group)
+
+
+def test_a_lone_failure_names_no_other_failures(site: Site) -> None:
+    """Control: ranks the teardown stopped are stopped, not failed."""
+    env = fault_env("entry", "raise", rank=1)
+    with (
+        spawn_with_plugins(site.entry("run"), nprocs=2, namespace=site.ns, env=env) as group,
+        pytest.raises(ChildRaisedError) as info,
+    ):
+        group.results(timeout=60)
+    assert info.value.other_failures == {} and "Also failed" not in str(info.value)
+    assert_group_gone(group)
 
 
 _GC_ENTRY = """

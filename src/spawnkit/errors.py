@@ -449,13 +449,16 @@ class SpecValueError(SpecError, ValueError):
 
 # ------------------------------------------------------------------ launcher
 class ChildError(SpawnkitError):
-    """A worker of a group failed; raised in the parent."""
+    """A worker of a group failed; raised in the parent.  ``other_failures``: by rank, the
+    failures other ranks of a local group reported on their own while it was torn down for
+    this one (each its own ``ChildError``); the message lists them in brief."""
 
     rank: int | None = None
     pid: int | None = None
     host: str = ""
     stage: str = ""
     unreaped_pids: list[int] = []
+    other_failures: dict[int, ChildError] = {}
 
 
 class ChildRaisedError(ChildError):

@@ -51,12 +51,20 @@ class GroupErrors:
     def name(self) -> str:
         return f"worker group {self.run_id}"
 
-    def effect(self, rank: int, stages: list[tuple[int, str]]) -> str:
-        """What rank ``rank`` failing affects: this group, and where its other ranks were.
+    def effect(
+        self, rank: int, stages: list[tuple[int, str]], ends: dict[int, str] | None = None
+    ) -> str:
+        """What rank ``rank`` failing affects: this group, and where its other ranks were
+        (``ends``, once the teardown is over: how each ended, failed or stopped).
 
         Takes numbers and stage names, not ``Rank`` objects: the failure record itself goes
         from the group straight to ``failure.child_error`` (``tests/test_walks.py``)."""
-        others = [(n, stage) for n, stage in stages if n != rank]
+        ends = ends or {}
+        others = [
+            (n, f"{stage} ({ends[n]})" if ends.get(n) else stage)
+            for n, stage in stages
+            if n != rank
+        ]
         ctx = self.ctx
         group = f"{self.name} ({len(stages)} rank(s), {ctx.start_method}/{ctx.package})"
         return failure.effect_line(group, others)

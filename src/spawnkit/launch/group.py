@@ -243,6 +243,8 @@ class WorkerGroup(GroupContract):
         # rank sent (FAILED, EXITED), or None for a rank that ended unsuccessfully without one.
         self._failed: dict[int, proto.Failed | proto.Exited | None] = {}
         self._early: dict[int, proto.Failed] = {}  # what a rank sent before its spec arrived
+        self._after_stop: set[int] = set()  # their record came once stopped: the stop's doing
+        self._stages_at: dict[int, list[tuple[int, str]]] = {}  # where all were, by failed rank
         self._closed = False
         self._launched = time.monotonic()
         self._errors = GroupErrors(run_id, context, self._launched, ready_timeout, join_timeout)
@@ -347,6 +349,8 @@ class WorkerGroup(GroupContract):
             ready_deadline = self._launched + self._ready_timeout
         join_deadline = None if self._join_timeout is None else self._launched + self._join_timeout
         try:
+            if not self._closed:  # what already came, read before any deadline: timeout=0 polls
+                _seen_now(self)
             while True:
                 if self._relay.error is not None:
                     self._close(initial_grace=0.0)
@@ -405,6 +409,8 @@ class WorkerGroup(GroupContract):
             r.events.append((type(msg).__name__, msg.stage, now - r.started))
             if self._failed.get(r.rank) is None:  # the root cause: failures count as they arrive
                 self._failed[r.rank], r.stage = msg, msg.stage
+                if r.terminated:
+                    self._after_stop.add(r.rank)
             return
         stage = r.take(msg, now)
         if stage:
@@ -417,17 +423,9 @@ class WorkerGroup(GroupContract):
         early = early_failure(r.proc)
         if early is not None:
             self._early[r.rank] = early
-        self._tell_end(r)
+        _tell_end(self, r)
         if not r.terminated and r.rank not in self._failed and r.unsuccessful:
             self._failed[r.rank] = None
-
-    def _tell_end(self, r: Rank) -> None:
-        """The progress callback's last word on a rank: done, failed or stopped."""
-        if not r.end_told:
-            r.end_told = True
-            named = self._failure is not None and self._failure.rank == r.rank
-            end = r.end_state(named, self._failed.get(r.rank) is not None, self._interrupting)
-            self._relay.emit(r.rank, end, time.monotonic() - r.started)
 
     # --------------------------------------------------------------- errors
     def _dump_stacks(self, ranks: Sequence[Rank]) -> dict[int, str]:
@@ -435,20 +433,20 @@ class WorkerGroup(GroupContract):
         return stacks_of(ranks)
 
     def _rank_failed(self, rank: int) -> ChildError:
-        """Rank ``rank``'s failure as the error to raise, with what it affects."""
+        """Rank ``rank``'s failure as the error to raise, with what it affects (where the
+        others are: what they sent first, read)."""
+        if not self._closed:
+            _read_sent(self)
         r = next(o for o in self._ranks if o.rank == rank)
-        effect = self._errors.effect(rank, [(o.rank, o.stage) for o in self._ranks])
+        stages = self._stages_at[rank] = [(o.rank, o.stage) for o in self._ranks]
+        effect = self._errors.effect(rank, stages)
         record, early = self._failed.get(rank), self._early.get(rank)
         loads, preload = self._ctx.loads, self._errors.preload
         return failure.child_error(r, record, early, effect=effect, loads=loads, preload=preload)
 
     def _stop_for(self, err: ChildError) -> None:
         self._close(initial_grace=self._grace)
-        from spawnkit.launch._cleanup import unreaped_warning  # psutil: imported by the teardown
-
-        pids = err.unreaped_pids = list(self.unreaped_pids)
-        if pids:
-            err.args = (f"{err.args[0]}\n{unreaped_warning(pids)}",)
+        _add_teardown(self, err)
 
     # ------------------------------------------------------------ teardown
     def _close(self, *, initial_grace: float) -> None:
@@ -459,10 +457,11 @@ class WorkerGroup(GroupContract):
             self._stop_workers(initial_grace)
         finally:
             self._closed = True
+            _failed_unseen(self)
             _not_live(self)
             self._ctx.release()  # it starts no more workers: its server may be let go
             for r in self._ranks:
-                self._tell_end(r)
+                _tell_end(self, r)
             self._relay.warn_if_new(told)
             for r in self._ranks:
                 r.close()
@@ -495,6 +494,7 @@ class WorkerGroup(GroupContract):
         """``initial_grace`` for the workers to end by themselves, then the package's one
         TERM -> grace -> KILL -> bounded reap over their trees (``_cleanup.kill_trees``)."""
         end = time.monotonic() + initial_grace
+        _seen_now(self)  # what came first (a result, a failure, an exit): read before a stop
         while any(r.exitcode is None for r in self._ranks) and time.monotonic() < end:
             self._wait_once(max(0.0, end - time.monotonic()))
         from spawnkit.launch._cleanup import stop_group
@@ -527,6 +527,91 @@ def _collected(group: WorkerGroup) -> None:
             "manager or call terminate()",
             group.run_id,
         )
+
+
+def _add_teardown(group: WorkerGroup, err: ChildError) -> None:
+    """What the teardown for ``err`` learned, added to it: the other ranks' own failures, and
+    the pids it could not reap."""
+    from spawnkit.launch._cleanup import unreaped_warning  # psutil: imported by the teardown
+
+    _add_other_failures(group, err)
+    pids = err.unreaped_pids = list(group.unreaped_pids)
+    if pids:
+        err.args = (f"{err.args[0]}\n{unreaped_warning(pids)}",)
+
+
+def _add_other_failures(group: WorkerGroup, err: ChildError) -> None:
+    """The ranks that failed on their own, as ``err``'s rank did, before the teardown stopped
+    them (within its grace period; torchelastic's table lists every failed rank): each one's
+    error in ``err.other_failures``, its first line in the message after the Effect line,
+    which now tells the ranks that failed from those stopped."""
+    own = [n for n in group._failed if n not in group._after_stop and n != err.rank]
+    if not own:
+        return
+    others = err.other_failures = {n: group._rank_failed(n) for n in own}
+    block = f"Also failed on their own, before the teardown stopped them ({len(own)} rank(s); "
+    block += "err.other_failures holds each error, traceback included):"
+    block += "".join(f"\n  {str(other).splitlines()[0]}" for other in others.values())
+    text, rank = str(err.args[0]) if err.args else "", err.rank or 0
+    stages = group._stages_at.get(rank, [])
+    said = group._errors.effect(rank, stages)
+    if not stages or said not in text:  # a timeout's error: no ranks' stages in its Effect
+        err.args = (f"{text}\n{block}",)
+        return
+    ends = {r.rank: _end_word(r, r.rank in others) for r in group._ranks}
+    now = group._errors.effect(rank, stages, ends)
+    err.args = (text.replace(said, f"{now}\n{block}", 1),)
+
+
+def _end_word(r: Rank, failed: bool) -> str:
+    """How a rank other than the failed one ended, for the Effect line."""
+    if failed:
+        return "failed too, below"
+    if r.terminated:
+        return "stopped"
+    return "returned" if r.result is not None and r.exitcode == 0 else "ended"
+
+
+def _failed_unseen(group: WorkerGroup) -> None:
+    """A rank that failed on its own before a teardown no failure caused stopped it (the
+    engine saw its pipe close and called ``terminate()`` in a ``finally``): it is the group's
+    failure, raised by every later wait, and logged, since nothing may wait again.  Under a
+    Ctrl-C what the ranks sent is the interrupt's doing; a record that came once a rank was
+    stopped is the stop's."""
+    if group._failure is not None or group._interrupting:
+        return
+    own = [rank for rank in group._failed if rank not in group._after_stop]
+    if not own:
+        return
+    err = group._failure = group._rank_failed(own[0])
+    _add_teardown(group, err)
+    _log.warning(
+        "worker group %s was stopped (terminate(), or its `with` block left) after rank %s "
+        "had failed, and no wait had raised it: group.failure holds it, and join() and "
+        "results() raise it. Call results() or join() before terminate() to have it raised "
+        "where you wait. The failure:\n%s",
+        group.run_id,
+        err.rank,
+        err,
+    )
+
+
+def _tell_end(group: WorkerGroup, r: Rank) -> None:
+    """The progress callback's last word on a rank: done, failed or stopped."""
+    if not r.end_told:
+        r.end_told = True
+        named = group._failure is not None and group._failure.rank == r.rank
+        end = r.end_state(named, group._failed.get(r.rank) is not None, group._interrupting)
+        group._relay.emit(r.rank, end, time.monotonic() - r.started)
+
+
+def _seen_now(group: WorkerGroup) -> None:
+    """What already came, without blocking: every message in the pipes, and every exit, asked
+    of the OS too (a worker's sentinel closes only once the guardian forked from it exits)."""
+    group._wait_once(0.0)
+    for r in group._ranks:
+        if r.exitcode is None and r.proc.exitcode is not None:
+            group._on_exit(r)
 
 
 def _read_sent(group: WorkerGroup) -> None:
