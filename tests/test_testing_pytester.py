@@ -961,3 +961,95 @@ def test_a_bootstrap_here_a_test_undid_is_forgotten(pytester: pytest.Pytester) -
     )
     result.assert_outcomes(passed=3)
     assert "HookLeakWarning" not in result.stdout.str()
+
+
+PROVIDED_LEFT_SUITE = """
+import sys
+import types
+
+import pytest
+from spawnkit import Namespace
+from spawnkit.hooks import HookRegistry
+
+OTHER = Namespace("provided_other_ns", env_prefix="PROVIDED_OTHER_NS")
+
+
+def stub(name):
+    module = types.ModuleType(name)
+    module.FAST = True
+    return module
+
+
+@pytest.fixture(scope="module")
+def suite_stub():  # the module's: outlives each test by design, undone at the module's end
+    OTHER.hooks.provide_module("suite_kern.gemm", factory=stub)
+    OTHER.hooks.apply_hooks()
+    yield
+    OTHER.hooks.reset()
+
+
+def test_1_provides_through_another_namespace(isolated_hooks):
+    OTHER.hooks.provide_module("other_kern.gemm", factory=stub)
+    OTHER.hooks.apply_hooks()
+    assert "other_kern.gemm" in sys.modules
+
+
+def test_2_taken_back_by_the_fixture():
+    with pytest.raises(ImportError):
+        import other_kern.gemm  # noqa: F401
+
+
+def test_3_provides_through_the_isolated_registry(isolated_hooks):
+    isolated_hooks.provide_module("own_kern.gemm", factory=stub)
+    isolated_hooks.apply_hooks()
+    import own_kern.gemm  # noqa: F401
+
+
+def test_4_provides_and_resets():
+    HookRegistry.provide_module("tidy_kern.gemm", factory=stub)
+    HookRegistry.apply_hooks()
+    import tidy_kern.gemm  # noqa: F401
+
+    HookRegistry.reset()
+
+
+def test_5_module_fixture(suite_stub):
+    import suite_kern.gemm  # noqa: F401
+
+
+def test_6_provides_and_leaves_it():
+    HookRegistry.provide_module("fast_kern.gemm", factory=stub)
+    HookRegistry.apply_hooks()  # as bootstrap_here() would, of a plugin that provides it
+    import fast_kern.gemm
+
+    assert fast_kern.gemm.FAST
+
+
+def test_7_isolated(isolated_hooks):
+    pass
+"""
+
+
+def test_a_module_provided_and_left_by_a_test_is_a_leak(pytester: pytest.Pytester) -> None:
+    """``provide_module()`` then an apply, never undone: the stub stayed importable in every
+    later test (an engine's ``try: import ... except ImportError`` took the wrong branch),
+    no ``HookLeakWarning``, and an isolated test through another registry leaked it too."""
+    pytester.makepyfile(test_provided=PROVIDED_LEFT_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=5, failed=1, errors=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        ["*ERROR at setup of test_7_isolated*", "FAILED *::test_1_provides_through_another*"]
+    )
+    text = result.stdout.str()
+    # at the test that left it: the module, the registry and the fix
+    assert "test_6_provides_and_leaves_it provided 1 module(s) with provide_module()" in text
+    assert "module 'fast_kern.gemm' placed in sys.modules by provide_module()" in text
+    assert "left by test_provided.py::test_6_provides_and_leaves_it" in text
+    # through a registry the test did not isolate: named, and taken back by the fixture
+    assert "'other_kern.gemm' patched through registry 'provided_other_ns'" in text
+    assert "(the fixture restores it at teardown)" in text
+    # the module fixture's stub, the undone one and the isolated registry's are no one's leak
+    for quiet in ("suite_kern", "tidy_kern", "own_kern"):
+        assert quiet not in text, quiet
