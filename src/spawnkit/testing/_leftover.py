@@ -18,7 +18,11 @@ body armed and left waiting is the body's, reported at that test (it patches whi
 test imports the module), and blamed on it when it applies later.
 
 A module ``provide_module()`` placed is a patch too (of ``sys.modules``): left by a test, an
-engine's ``try: import fastkern.gemm`` in every later test finds the stub.
+engine's ``try: import fastkern.gemm`` in every later test finds the stub.  And so is a
+registration the body made and left, neither applied nor removed (a plugin module imported,
+whose decorators register; ``unapply()``, which keeps them): the next test that applies that
+registry runs it beside its own (:func:`registered_since`, by the registry's state and ``seq``
+as the setup began).
 
 A suite that never applies a hook pays one ``sys.modules`` look per test; one that does, one
 look per namespace registry.
@@ -37,6 +41,7 @@ __all__ = [
     "Patches",
     "here_records",
     "patches",
+    "registered_since",
     "registries",
 ]
 
@@ -160,6 +165,37 @@ def patches() -> Patches:
     return found
 
 
+def registered_since(before: Patches) -> dict[Key, list[str]]:
+    """The registrations (hooks, ``provide_module()`` calls) made since ``before`` and left
+    neither applied, nor armed, nor removed: a later apply of that registry applies them.
+
+    Only registries that existed then (and the default one): a namespace first made since is
+    the test's own (``spawnkit_namespace``'s), which no later test applies."""
+    found: dict[Key, list[str]] = {}
+    for reg in registries():
+        if isinstance(reg, str):
+            continue
+        mark = before.marks.get(reg.name)
+        if mark is None and reg is not reg._default:
+            continue
+        with reg._lock:
+            st = reg._state
+            since = mark[1] if mark is not None and mark[0] is st else 0
+            if st.seq <= since:
+                continue
+            for key, regs in st.regs.items():
+                rec = st.applied.get(key)
+                seqs = rec.seqs if rec is not None else ()
+                left = [r.describe() for r in regs if r.seq > since and r.seq not in seqs]
+                if left and key not in st.waiting:
+                    found.setdefault((reg.name, st.display[key]), []).extend(left)
+            for name, prov in st.provides.items():
+                if prov.seq > since and name not in st.provided:
+                    what = f"provide_module({name!r}) of {prov.what} from {prov.source}"
+                    found.setdefault((reg.name, name), []).append(what)
+    return found
+
+
 def here_records() -> dict[str, Any]:
     """This process's ``bootstrap_here()`` records by namespace (``launch._here``), if any."""
     here: Any = sys.modules.get("spawnkit.launch._here")
@@ -186,30 +222,36 @@ def _armed_line(key: Key, by: str) -> str:
     )
 
 
+def _registered_line(key: Key, what: list[str]) -> str:
+    return f"{key[1]!r} through registry {key[0]!r}: {'; '.join(what)}"
+
+
 _FIX = (
     "Fix: request isolated_hooks in this test (isolated_hooks_for(namespace) for an engine's own "
     "namespace): its teardown undoes what bootstrap_here(), apply_plugin_hooks() or "
-    "apply_hooks() applied, armed or provided in the test; or call reset() on "
-    "that registry before the test ends (for a fixture of the test that applies hooks: in its "
-    "teardown, after its yield; unapply() keeps the registrations, which a later "
-    "bootstrap_here() or apply_hooks() applies again), and the test's bootstrap_here() is "
-    "forgotten: a later test's call loads its plugins afresh."
+    "apply_hooks() applied, armed or provided in the test, and forgets what the test "
+    "registered; or call reset() on that registry before the test ends (for a fixture of the "
+    "test that applies hooks: in its teardown, after its yield; unapply() keeps the "
+    "registrations, which a later bootstrap_here() or apply_hooks() applies again), and the "
+    "test's bootstrap_here() is forgotten: a later test's call loads its plugins afresh."
 )
 
 
 class Left:
-    """What one test left: patches applied, hooks armed, modules provided."""
+    """What one test left: patches applied, hooks armed, modules provided, registrations."""
 
     def __init__(
         self,
         applied: dict[Key, str],
         armed: dict[Key, str],
         provided: dict[Key, str],
+        registered: dict[Key, list[str]],
     ) -> None:
         self.applied, self.armed, self.provided = applied, armed, provided
+        self.registered = registered
 
     def __bool__(self) -> bool:
-        return bool(self.applied or self.armed or self.provided)
+        return bool(self.applied or self.armed or self.provided or self.registered)
 
 
 class Leftovers:
@@ -222,8 +264,8 @@ class Leftovers:
         self.placed: dict[Key, str] = {}  # modules a body's provide_module() left in place
 
     def after_test(self, nodeid: str, before: Patches) -> str | None:
-        """The warning for what the test ``nodeid`` applied, armed or provided and left
-        (None: nothing)."""
+        """The warning for what the test ``nodeid`` applied, armed, provided or registered
+        and left (None: nothing)."""
         now = patches()
         # an earlier test's armed registration that applied since: still that test's
         fired = {
@@ -244,6 +286,7 @@ class Leftovers:
             },
             before.armed_since(now),
             {k: by for k, by in now.provided.items() if k not in before.provided},
+            registered_since(before),
         )
         if not left:
             return None
@@ -313,6 +356,15 @@ def _warning(nodeid: str, left: Left) -> str:
             f"{nodeid} provided {len(left.provided)} module(s) with provide_module() and left "
             "them in place (it does not use isolated_hooks):",
             *(f"  - {_placed_line(k, by)}" for k, by in left.provided.items()),
+        ]
+    if left.registered:
+        lines += [
+            f"{nodeid} registered {len(left.registered)} target(s)' hook(s) or module(s) and "
+            "left them registered, not applied (it does not use isolated_hooks):",
+            *(f"  - {_registered_line(k, what)}" for k, what in left.registered.items()),
+            "A later test's bootstrap_here(), apply_plugin_hooks() or apply_hooks() of that "
+            "registry applies them beside its own (a hook of a module purged since too): that "
+            "test runs hooks it never registered.",
         ]
     lines.append(
         "Every later test in this process runs what is left (an armed hook's once a test "
