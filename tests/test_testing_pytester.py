@@ -1167,3 +1167,46 @@ def test_registrations_a_test_left_unapplied_are_a_leak(pytester: pytest.Pyteste
     for test in ("test_1_applies_and_resets", "test_3_module_fixture", "test_4_a_namespace"):
         assert f"{test}_of_its_own registered" not in text and f"{test} registered" not in text
     assert "test_5_isolated registered" not in text
+
+
+UNAPPLIED_BOOTSTRAP_SUITE = (
+    UNDONE_BOOTSTRAP_SUITE.split("def test_1_")[0]
+    + """
+def test_1_bootstraps_and_unapplies(plugin_dist):
+    install(plugin_dist, "unapplied_a", "a")
+    spawnkit.bootstrap_here()
+    import undone_eng.ops
+
+    assert undone_eng.ops.tok("x") == ["tok", "x", "a"]
+    HookRegistry.unapply()  # patches undone; plugin a's registration stays
+
+
+def test_2_bootstraps_its_own_plugin(plugin_dist):
+    install(plugin_dist, "unapplied_b", "b")
+    report = spawnkit.bootstrap_here()  # applies b's hook, and a's left registration
+    import undone_eng.ops
+
+    assert [p["name"] for p in report.plugins] == ["b"]
+    assert "b" in undone_eng.ops.tok("x")
+    HookRegistry.reset()
+"""
+)
+
+
+def test_a_registration_a_bootstrap_here_left_is_named_and_not_called_stray(
+    pytester: pytest.Pytester,
+) -> None:
+    """A test's ``bootstrap_here()`` undone by ``unapply()`` left its plugin's registration: a
+    later test's ``bootstrap_here()`` applied it (nothing said at the first test), and warned
+    that it was "never applied here" and "never runs", false (an error under -W error)."""
+    pytester.makepyfile(test_unapplied=UNAPPLIED_BOOTSTRAP_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v",
+        "-W", "error::spawnkit.PluginSelectionWarning",
+        timeout=120,
+    )  # fmt: skip
+    result.assert_outcomes(passed=2, warnings=1)
+    text = result.stdout.str()
+    assert "test_1_bootstraps_and_unapplies registered 1 target(s)'" in text
+    assert "'undone_eng.ops.tok' through registry 'spawnkit': AFTER hook unapplied_a:hook" in text
+    assert "PluginSelectionWarning" not in text
