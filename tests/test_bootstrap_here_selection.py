@@ -161,6 +161,51 @@ def test_spawned_workers_follow_the_launchs_own_selection(ran: dict[str, Any]) -
     assert ran["worker"] == "orig+beta"
 
 
+_OWN_HOOK_SCRIPT = """
+import json, os, warnings
+import spawnkit
+from spawnkit.hooks.types import HookType
+
+TAG = {tag!r}
+NS = spawnkit.Namespace(TAG, env_prefix=TAG.upper())
+OTHER = spawnkit.Namespace(TAG + "_other", env_prefix=TAG.upper() + "_OTHER")
+
+
+def own(result, *args, **kwargs):
+    return result + "+own"
+
+
+if __name__ == "__main__":
+    warnings.simplefilter("error", spawnkit.PluginSelectionWarning)  # as -W error would
+    os.environ[TAG.upper() + "_PLUGINS"] = "alpha"
+    NS.hooks.register(TAG + "_target.func", own, HookType.AFTER)  # the script's own hook
+    spawnkit.bootstrap_here(NS)  # applies it here beside alpha's
+    from {tag}_target import func
+    out = {{"here": func()}}
+    # a context's workers apply only their plugins': a hook of no plugin is said there
+    OTHER.hooks.register(TAG + "_target.func", own, HookType.AFTER)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        spawnkit.get_context("spawn", namespace=OTHER)
+    out["context"] = [
+        str(w.message) for w in seen if issubclass(w.category, spawnkit.PluginSelectionWarning)
+    ]
+    print(json.dumps(out))
+"""
+
+
+def test_bootstrap_here_applies_the_scripts_own_hooks_without_calling_them_stray(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A hook the script registered on the namespace before ``bootstrap_here()``: the call
+    applied it, yet warned (PluginSelectionWarning) that it was "never applied here" and
+    "never runs", an error under ``-W error`` for a hook that ran."""
+    ran = _run(tmp_path_factory, _OWN_HOOK_SCRIPT)
+    assert ran["here"] in ("orig+alpha+own", "orig+own+alpha"), ran
+    (message,) = ran["context"]  # a context of another namespace: its workers never apply it
+    assert "were never applied here, and no worker applies them" in message, message
+
+
 def test_a_second_bootstrap_here_after_the_platform_variable_changed_is_refused(
     ran: dict[str, Any],
 ) -> None:

@@ -961,3 +961,252 @@ def test_a_bootstrap_here_a_test_undid_is_forgotten(pytester: pytest.Pytester) -
     )
     result.assert_outcomes(passed=3)
     assert "HookLeakWarning" not in result.stdout.str()
+
+
+PROVIDED_LEFT_SUITE = """
+import sys
+import types
+
+import pytest
+from spawnkit import Namespace
+from spawnkit.hooks import HookRegistry
+
+OTHER = Namespace("provided_other_ns", env_prefix="PROVIDED_OTHER_NS")
+
+
+def stub(name):
+    module = types.ModuleType(name)
+    module.FAST = True
+    return module
+
+
+@pytest.fixture(scope="module")
+def suite_stub():  # the module's: outlives each test by design, undone at the module's end
+    OTHER.hooks.provide_module("suite_kern.gemm", factory=stub)
+    OTHER.hooks.apply_hooks()
+    yield
+    OTHER.hooks.reset()
+
+
+def test_1_provides_through_another_namespace(isolated_hooks):
+    OTHER.hooks.provide_module("other_kern.gemm", factory=stub)
+    OTHER.hooks.apply_hooks()
+    assert "other_kern.gemm" in sys.modules
+
+
+def test_2_taken_back_by_the_fixture():
+    with pytest.raises(ImportError):
+        import other_kern.gemm  # noqa: F401
+
+
+def test_3_provides_through_the_isolated_registry(isolated_hooks):
+    isolated_hooks.provide_module("own_kern.gemm", factory=stub)
+    isolated_hooks.apply_hooks()
+    import own_kern.gemm  # noqa: F401
+
+
+def test_4_provides_and_resets():
+    HookRegistry.provide_module("tidy_kern.gemm", factory=stub)
+    HookRegistry.apply_hooks()
+    import tidy_kern.gemm  # noqa: F401
+
+    HookRegistry.reset()
+
+
+def test_5_module_fixture(suite_stub):
+    import suite_kern.gemm  # noqa: F401
+
+
+def test_6_provides_and_leaves_it():
+    HookRegistry.provide_module("fast_kern.gemm", factory=stub)
+    HookRegistry.apply_hooks()  # as bootstrap_here() would, of a plugin that provides it
+    import fast_kern.gemm
+
+    assert fast_kern.gemm.FAST
+
+
+def test_7_isolated(isolated_hooks):
+    pass
+"""
+
+
+def test_a_module_provided_and_left_by_a_test_is_a_leak(pytester: pytest.Pytester) -> None:
+    """``provide_module()`` then an apply, never undone: the stub stayed importable in every
+    later test (an engine's ``try: import ... except ImportError`` took the wrong branch),
+    no ``HookLeakWarning``, and an isolated test through another registry leaked it too."""
+    pytester.makepyfile(test_provided=PROVIDED_LEFT_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=5, failed=1, errors=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        ["*ERROR at setup of test_7_isolated*", "FAILED *::test_1_provides_through_another*"]
+    )
+    text = result.stdout.str()
+    # at the test that left it: the module, the registry and the fix
+    assert "test_6_provides_and_leaves_it provided 1 module(s) with provide_module()" in text
+    assert "module 'fast_kern.gemm' placed in sys.modules by provide_module()" in text
+    assert "left by test_provided.py::test_6_provides_and_leaves_it" in text
+    # through a registry the test did not isolate: named, and taken back by the fixture
+    assert "'other_kern.gemm' patched through registry 'provided_other_ns'" in text
+    assert "(the fixture restores it at teardown)" in text
+    # the module fixture's stub, the undone one and the isolated registry's are no one's leak
+    for quiet in ("suite_kern", "tidy_kern", "own_kern"):
+        assert quiet not in text, quiet
+
+
+REGISTERED_LEFT_SUITE = """
+import textwrap
+import types
+
+import pytest
+from spawnkit import Namespace
+from spawnkit.hooks import HookRegistry, HookType
+
+PLUGIN = '''
+from spawnkit.hooks import HookType, plugin_hook
+
+@plugin_hook("textwrap.shorten", type=HookType.AFTER)
+def shout(result, *a, **k):
+    return result.upper()
+'''
+
+SUITE_NS = Namespace("registered_suite_ns", env_prefix="REGISTERED_SUITE_NS")
+ENGINE_NS = Namespace("registered_engine_ns", env_prefix="REGISTERED_ENGINE_NS")
+
+
+def exclaim(result, *a, **k):
+    return result + "!"
+
+
+# the suite's own registration, made as the module is imported: the baseline
+SUITE_NS.hooks.register("textwrap.indent", exclaim, HookType.AFTER)
+
+
+@pytest.fixture(scope="module")
+def suite_hook():  # the module's: outlives each test by design
+    SUITE_NS.hooks.register("textwrap.fill", exclaim, HookType.AFTER)
+    yield
+
+
+def test_1_applies_and_resets():
+    HookRegistry.register("textwrap.dedent", exclaim, HookType.AFTER)
+    HookRegistry.provide_module("tidy_kern.gemm", module=types.ModuleType("tidy_kern.gemm"))
+    HookRegistry.apply_hooks()
+    HookRegistry.reset()
+
+
+def test_2_imports_a_plugin_module(plugin_dist):
+    plugin_dist("registered-plug", modules={"registered_plug": PLUGIN})
+    import registered_plug  # noqa: F401  (its decorator registers on the default registry)
+
+
+def test_3_module_fixture(suite_hook):
+    pass
+
+
+def test_4_a_namespace_of_its_own(spawnkit_namespace):
+    spawnkit_namespace.hooks.register("textwrap.wrap", exclaim, HookType.AFTER)
+
+
+def test_5_isolated(isolated_hooks):
+    isolated_hooks.register("textwrap.wrap", exclaim, HookType.AFTER)
+
+
+def test_6_unapplies_only():
+    HookRegistry.register("textwrap.dedent", exclaim, HookType.AFTER)
+    HookRegistry.apply_hooks()
+    assert textwrap.dedent("a") == "a!"
+    HookRegistry.unapply()  # the patch is undone; the registration stays
+
+
+def test_7_registers_on_an_engines_namespace():
+    ENGINE_NS.hooks.register("textwrap.wrap", exclaim, HookType.AFTER)  # its registry: made here
+    ENGINE_NS.hooks.provide_module("left_kern.gemm", module=types.ModuleType("left_kern.gemm"))
+
+
+def test_8_applies_the_default_registry():
+    HookRegistry.apply_hooks()
+    try:
+        shortened = textwrap.shorten("hello world", 50)
+    finally:
+        HookRegistry.reset()
+    assert shortened == "HELLO WORLD", shortened  # test_2's hook: what the warning named
+"""
+
+
+def test_registrations_a_test_left_unapplied_are_a_leak(pytester: pytest.Pytester) -> None:
+    """A test that imported a plugin module whose decorators register on the default registry
+    (or unapplied what it applied): the registrations stayed, nothing said, and a later test
+    that applied that registry ran them, their module purged since."""
+    pytester.makepyfile(test_registered=REGISTERED_LEFT_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=8, warnings=3)
+    text = result.stdout.str()
+    assert (
+        "test_2_imports_a_plugin_module registered 1 target(s)' hook(s) or module(s) and left "
+        "them registered, not applied" in text
+    )
+    assert (
+        "'textwrap.shorten' through registry 'spawnkit': AFTER hook registered_plug.shout" in text
+    )
+    assert "applies them beside its own (a hook of a module purged since too)" in text
+    assert "call reset() on that registry before the test ends" in text
+    # unapply() keeps the registration: the warning's case too
+    assert "test_6_unapplies_only registered 1 target(s)'" in text
+    assert "'textwrap.dedent' through registry 'spawnkit': AFTER hook" in text
+    # a namespace declared before the test, its registry made in it: a hook and a module
+    assert "test_7_registers_on_an_engines_namespace registered 2 target(s)'" in text
+    assert "'left_kern.gemm' through registry 'registered_engine_ns': provide_module(" in text
+    # the suite's registrations, a tidy test's, a namespace of the test's own and an isolated
+    # test's are no one's leak
+    for quiet in ("textwrap.indent", "textwrap.fill", "tidy_kern", "through registry 't_"):
+        assert quiet not in text, quiet
+    for test in ("test_1_applies_and_resets", "test_3_module_fixture", "test_4_a_namespace"):
+        assert f"{test}_of_its_own registered" not in text and f"{test} registered" not in text
+    assert "test_5_isolated registered" not in text
+
+
+UNAPPLIED_BOOTSTRAP_SUITE = (
+    UNDONE_BOOTSTRAP_SUITE.split("def test_1_")[0]
+    + """
+def test_1_bootstraps_and_unapplies(plugin_dist):
+    install(plugin_dist, "unapplied_a", "a")
+    spawnkit.bootstrap_here()
+    import undone_eng.ops
+
+    assert undone_eng.ops.tok("x") == ["tok", "x", "a"]
+    HookRegistry.unapply()  # patches undone; plugin a's registration stays
+
+
+def test_2_bootstraps_its_own_plugin(plugin_dist):
+    install(plugin_dist, "unapplied_b", "b")
+    report = spawnkit.bootstrap_here()  # applies b's hook, and a's left registration
+    import undone_eng.ops
+
+    assert [p["name"] for p in report.plugins] == ["b"]
+    assert "b" in undone_eng.ops.tok("x")
+    HookRegistry.reset()
+"""
+)
+
+
+def test_a_registration_a_bootstrap_here_left_is_named_and_not_called_stray(
+    pytester: pytest.Pytester,
+) -> None:
+    """A test's ``bootstrap_here()`` undone by ``unapply()`` left its plugin's registration: a
+    later test's ``bootstrap_here()`` applied it (nothing said at the first test), and warned
+    that it was "never applied here" and "never runs", false (an error under -W error)."""
+    pytester.makepyfile(test_unapplied=UNAPPLIED_BOOTSTRAP_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v",
+        "-W", "error::spawnkit.PluginSelectionWarning",
+        timeout=120,
+    )  # fmt: skip
+    result.assert_outcomes(passed=2, warnings=1)
+    text = result.stdout.str()
+    assert "test_1_bootstraps_and_unapplies registered 1 target(s)'" in text
+    assert "'undone_eng.ops.tok' through registry 'spawnkit': AFTER hook unapplied_a:hook" in text
+    assert "PluginSelectionWarning" not in text

@@ -33,17 +33,20 @@ def workers_started_by(method: str) -> Iterator[None]:
 
 
 def parent_selection(
-    ns: Namespace, env: dict[str, str]
+    ns: Namespace, env: dict[str, str], *, applies_here: bool = False
 ) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
-    """The platform, the plugins and their entry points, resolved once here for every rank."""
+    """The platform, the plugins and their entry points, resolved once here for every rank.
+
+    ``applies_here``: for this process's own bootstrap (``bootstrap_here()``), whose apply
+    takes every hook registered on the namespace, a plugin's or not."""
     # What the workers will find installed: env='s PYTHONPATH too (see _environ.path_applied);
     # then every question below reads the same installed set.
     with path_applied(env), _metadata.one_look():
-        return _select(ns, env)
+        return _select(ns, env, applies_here)
 
 
 def _select(
-    ns: Namespace, env: dict[str, str]
+    ns: Namespace, env: dict[str, str], applies_here: bool
 ) -> tuple[str, tuple[str, ...], tuple[tuple[str, str, str, str, str], ...]]:
     from spawnkit.bootstrap import guard
     from spawnkit.hooks import _conflicts
@@ -92,7 +95,8 @@ def _select(
         )
         _check_blank_plugins(ns, env, selection.name)
     check_cpu_engine(ns, env, selection.name, selection.kind)  # set, and never read
-    _check_own_hooks(ns, plugins)
+    if not applies_here:  # this process's bootstrap applies them: they run here
+        _check_own_hooks(ns, plugins)
     rows = _metadata.snapshot((ns.config.platform_group, ns.config.plugin_group))
     return selection.name, plugins, rows
 

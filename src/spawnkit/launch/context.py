@@ -54,9 +54,10 @@ CONTEXT_ENTRY = "spawnkit.protocol.context_process:run_target"
 _here_lock = threading.Lock()
 
 
-def context_spec(ns: Namespace) -> ProcessSpec:
-    """What every child of a context of ``ns`` bootstraps with: the parent's selection, frozen."""
-    platform, plugins, rows = parent_selection(ns, {})
+def context_spec(ns: Namespace, *, applies_here: bool = False) -> ProcessSpec:
+    """What every child of a context of ``ns`` bootstraps with: the parent's selection, frozen
+    (``applies_here``: this process's own bootstrap, ``bootstrap_here()``)."""
+    platform, plugins, rows = parent_selection(ns, {}, applies_here=applies_here)
     return ProcessSpec(
         # Never resolved (the child calls its Process target); the report names who runs it.
         entry=CONTEXT_ENTRY,
@@ -328,7 +329,7 @@ def bootstrap_ns(ns: Namespace, *, decide: bool = True) -> BootstrapReport:
         kept = None if outer is None or outer.name == ns.name else _phase.snapshot()
         current = process._current_spec, process._current_report
         try:
-            boot = process.Bootstrapper(context_spec(ns))
+            boot = process.Bootstrapper(context_spec(ns, applies_here=True))
             # This process ran code of its own before the call: instances, closures and
             # callbacks made then may hold originals the sweep cannot rebind, so a target
             # imported before it is refused even when every global holder is repairable.

@@ -4,9 +4,10 @@
 another registry (a namespace's ``ns.hooks``), and a later test then fails far away.  So the
 fixture fails the *leaking* test.  A leak is:
 
-1. a target a non-isolated registry patched during the test and still patched when the body
-   returns (such a registry with nothing applied or waiting before is unapplied; otherwise it
-   is named).  Not an ``on_import`` registration armed before the test that applied as the test
+1. a target a non-isolated registry patched, or a module it provided (``provide_module()``),
+   during the test and still patched (in ``sys.modules``) when the body returns (such a
+   registry with nothing applied, waiting or provided before is unapplied; otherwise it is
+   named).  Not an ``on_import`` registration armed before the test that applied as the test
    imported its module: the suite's baseline arriving late (``_leftover.Patches.arrived``);
 2. a target of an isolated registry still holding the patched object after the restore.
 
@@ -205,18 +206,31 @@ class HookIsolation:
                 for t in reg.applied_targets()
                 if t.target not in before and not self._arrived(reg.name, t.target, now)
             ]
-            if new:
-                leaks = [
-                    HookLeak(
-                        reg.name,
-                        t.target,
-                        tuple(str(s) for s in t.sources),
-                        "applied outside the isolated registry and still patched at the end of "
-                        "the test",
-                        None if not self._had_any(reg) else False,
-                    )
-                    for t in new
-                ]
+            restored = None if not self._had_any(reg) else False
+            leaks = [
+                HookLeak(
+                    reg.name,
+                    t.target,
+                    tuple(str(s) for s in t.sources),
+                    "applied outside the isolated registry and still patched at the end of "
+                    "the test",
+                    restored,
+                )
+                for t in new
+            ]
+            leaks += [
+                HookLeak(
+                    reg.name,
+                    name,
+                    (by.removeprefix(" by "),),
+                    "a module provide_module() placed outside the isolated registry, still in "
+                    "sys.modules at the end of the test: every later test imports it",
+                    restored,
+                )
+                for (registry, name), by in now.provided.items()
+                if registry == reg.name and (registry, name) not in self._before.provided
+            ]
+            if leaks:
                 out.append((reg, leaks))
         return out
 
@@ -229,7 +243,7 @@ class HookIsolation:
     def _had_any(self, reg: HookRegistry) -> bool:
         """The registry had patches applied, or on_import hooks armed, as the test began."""
         return bool(self._baseline.get(id(reg))) or any(
-            name == reg.name for name, _ in self._before.waiting
+            name == reg.name for name, _ in [*self._before.waiting, *self._before.provided]
         )
 
     def missed_provisions(self) -> list[tuple[str, str]]:
