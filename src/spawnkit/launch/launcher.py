@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata, _reference
@@ -450,6 +451,18 @@ def entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | Non
     # refused here, once, not in every rank after its bootstrap
     what = f"entry {getattr(entry, '__module__', '?')}:{getattr(entry, '__qualname__', entry)}"
     _entry.refuse_unrun(entry, what, stage=Stage.RESOLVE_ENTRY.value)
+    reference = _by_name(entry)
+    if reference:
+        return reference, None
+    return "", Payload.capture(entry, by_value=True)
+
+
+def _by_name(entry: Callable[..., Any]) -> str:
+    """The entry's ``"module:qualname"`` when it resolves back to it, else ``""``.
+
+    A bound method is a new object at each attribute read, so ``Engine.serve`` (a classmethod)
+    is matched by equality (same function, same ``__self__``): by identity it went by value,
+    and cloudpickle copied the original function, so the workers ran it unhooked."""
     owner: Any = getattr(entry, "__module__", None)
     name: Any = getattr(entry, "__qualname__", None)
     if (
@@ -461,6 +474,25 @@ def entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | Non
         obj: Any = sys.modules.get(owner)
         for part in name.split("."):
             obj = getattr(obj, part, None)
-        if obj is entry:
-            return f"{owner}:{name}", None
-    return "", Payload.capture(entry, by_value=True)
+        if obj is entry or (isinstance(entry, MethodType) and obj == entry):
+            return f"{owner}:{name}"
+    return _instance_method_name(entry) if isinstance(entry, MethodType) else ""
+
+
+def _instance_method_name(method: MethodType) -> str:
+    """``"module:NAME.meth"`` for a method of a module-level instance (``ENGINE.run``).
+
+    By value the instance travelled as a copy the worker's hooks never saw (a hook on
+    ``"eng.sched:ENGINE.run"`` patches that module's instance), so its original method ran."""
+    instance, func = method.__self__, method.__func__
+    meth = getattr(func, "__name__", "")
+    homes = (getattr(type(instance), "__module__", None), getattr(func, "__module__", None))
+    for home in dict.fromkeys(homes):
+        module = sys.modules.get(home) if isinstance(home, str) else None
+        if module is None or home in _MAIN_MODULES:
+            continue
+        for global_name, value in list(vars(module).items()):
+            named = value is instance and global_name.isidentifier()
+            if named and getattr(instance, meth, None) == method:
+                return f"{home}:{global_name}.{meth}"
+    return ""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pickle
 import zlib
+from types import MethodType
 from typing import Any, TypeVar, overload
 
 from spawnkit.errors import BootstrapError, BootstrapOrderError
@@ -92,11 +93,29 @@ def _by_value(cloudpickle: Any, obj: Any) -> bytes:
                 return base.dispatch_table[io.TextIOWrapper](f)
             raise _Copied(f)
 
-        table = ChainMap({io.TextIOWrapper: file_reduce}, base.dispatch_table)
+        table = ChainMap(
+            {io.TextIOWrapper: file_reduce, MethodType: _class_method_reduce(base)},
+            base.dispatch_table,
+        )
         _BY_VALUE = type("_FilesRefused", (base,), {"dispatch_table": table})
     buf = io.BytesIO()
     _BY_VALUE(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
     return buf.getvalue()
+
+
+def _class_method_reduce(base: Any) -> Any:
+    """A classmethod bound to its class (``Engine.serve``, in a ``partial`` or a payload) goes
+    as ``getattr(cls, name)``, as plain pickle sends it: cloudpickle copied its function by
+    value, so the worker ran the original, not the function its hooks put on the class."""
+    fallback = base.dispatch_table[MethodType]
+
+    def reduce(method: Any) -> Any:
+        owner, name = method.__self__, getattr(method.__func__, "__name__", "")
+        if isinstance(owner, type) and getattr(owner, name, None) == method:
+            return getattr, (owner, name)
+        return fallback(method)
+
+    return reduce
 
 
 def _copied_text(type_name: str, root: Any, found: Any) -> str:
