@@ -133,6 +133,51 @@ def test_a_payload_built_after_the_launcher_applied_the_hooks_is_not_named(
     assert not warned(proc, "HookConflictWarning"), proc.stderr
 
 
+_ENTRY_MAIN = """
+import functools
+import os
+
+if __name__ == "__main__":
+    if os.environ.get("HOOK_IN_LAUNCHER"):
+        spawnkit.bootstrap_here(NS)
+    from {pkg}.config import Sub
+    from {pkg}.entry import main
+    args = [Sub(3)]
+    entries = [functools.partial(main, args), lambda: main(args)]
+    out = []
+    for entry in entries:
+        with spawnkit.spawn_with_plugins(entry, namespace=NS, ready_timeout=120) as group:
+            out.append(group.results(timeout=120))
+    print(out)
+"""
+
+
+@pytest.mark.parametrize("launcher_hooked", [False, True], ids=["named", "control"])
+def test_the_objects_of_a_by_value_entry_are_checked_as_the_payloads_are(
+    tmp_path: Path, launcher_hooked: bool
+) -> None:
+    """``partial(main, args)``, a lambda closing over ``args``: the same objects the payload
+    would carry reach the worker inside the entry, unpickled the same way; only the payload
+    was read, so the hook's bypass went unsaid, even under ``_HOOK_CONFLICTS=error``."""
+    app = write_app(
+        tmp_path, "ctorentry", LAUNCH + _ENTRY_MAIN, {"tuner": "plugin:register"}, _MODULES
+    )
+    env = {"HOOK_IN_LAUNCHER": "1"} if launcher_hooked else {}
+    proc = run_script(app.script, env=env)
+    tuned = launcher_hooked  # the launcher's construction ran the hook only when it had it
+    assert _last(proc) == [[(tuned, True)], [(tuned, True)]]
+    lines = warned(proc, "HookConflictWarning")
+    if launcher_hooked:
+        assert not lines, proc.stderr
+        return
+    assert len(lines) == 2, proc.stderr
+    for line in lines:
+        assert f"target '{app.pkg}.config.Args.__post_init__'" in line
+        assert f"by-value entry's {app.pkg}.config.Sub" in line
+    proc = run_script(app.script, env={f"{app.tag.upper()}_HOOK_CONFLICTS": "error"})
+    assert proc.returncode != 0 and "HookConflictError" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize(
     ("target", "built"),
     [("other.f", False), ("config.Args.__post_init__", "by a")],

@@ -74,11 +74,14 @@ def unrun(
     payload: Payload,
     replaced: Sequence[Replaced] = (),
     namespace: str = "",
+    what: str = "payload",
 ) -> tuple[list[str], str]:
     """One line per hooked constructor whose class the payload builds without it (and per
     replaced class it rebuilds as the replacement without the replacement's), and the fix.
     Those ``namespace``'s launcher had applied when it captured the payload ran there: left
-    alone; another namespace's hooks applied there (``bootstrap_here(A)``) ran none of these."""
+    alone; another namespace's hooks applied there (``bootstrap_here(A)``) ran none of these.
+    ``what``: the payload, or the by-value entry (``partial(run, args)``, a lambda closing over
+    ``args``), whose objects are unpickled the same way."""
     ran = {target for ns, target in payload.hooked if ns == namespace}
     ctors = [applied for applied in ctors if applied.target not in ran]
     replaced = [r for r in replaced if r[0] not in ran]
@@ -94,7 +97,7 @@ def unrun(
             who = ", ".join(dict.fromkeys(str(reg.source) for reg in regs))
             lines.append(
                 f"target {target!r} (replaced by {who} with {_name(replacement)}): the "
-                f"payload's {', '.join(built)} was built by the original class in the launcher; "
+                f"{what}'s {', '.join(built)} was built by the original class in the launcher; "
                 f"unpickled here it is a {replacement.__qualname__} whose own constructor "
                 "never ran"
             )
@@ -107,7 +110,7 @@ def unrun(
             who = ", ".join(dict.fromkeys(str(reg.source) for reg in applied.hooks))
             method = applied.qualname.rpartition(".")[2]
             lines.append(
-                f"target {applied.target!r} (hooked by {who}) never ran for the payload's "
+                f"target {applied.target!r} (hooked by {who}) never ran for the {what}'s "
                 f"{', '.join(built)}: the launcher built it before any plugin hooked {method}, "
                 f"and unpickling it here called no {method}"
             )

@@ -518,9 +518,11 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
     _check_overrides(namespace)
     ctors = _payload_hooks.hooked_constructors(namespace)
     rebuilt = _payload_hooks.replaced_classes(namespace)
-    if (ctors or rebuilt) and spec.payload is not None:  # what its unpickling did not run
-        lines, fix = _payload_hooks.unrun(ctors, spec.payload, rebuilt, namespace.name)
-        _report_conflicts(namespace, lines, fix)
+    carried = [(spec.payload, "payload"), (spec.entry_payload, "by-value entry")]
+    for payload, what in carried if ctors or rebuilt else ():  # what unpickling did not run
+        if payload is not None:
+            lines, fix = _payload_hooks.unrun(ctors, payload, rebuilt, namespace.name, what)
+            _report_conflicts(namespace, lines, fix)
     from spawnkit.hooks._decide import REPLACED
 
     replaced = [h for h in namespace.hooks.stale_holders() if h["kind"].startswith(REPLACED)]
