@@ -122,10 +122,72 @@ def unrun(
     return lines, fix
 
 
+_COPYREG = frozenset(  # protocols 0 and 1 name the module copy_reg, as Python 2 did
+    (mod, name) for mod in ("copyreg", "copy_reg") for name in ("_reconstructor", "__newobj__")
+)
+_MARK = object()
+
+
+class _Ref(tuple[str, str]):
+    """A global the pickle loaded, as it sits on the simulated stack."""
+
+
 def _references(data: bytes) -> set[tuple[str, str]]:
-    """``(module, qualname)`` of each global a pickle loads (its classes, among others)."""
+    """``(module, qualname)`` of each class a pickle builds without calling it: the class of
+    ``NEWOBJ``/``NEWOBJ_EX`` and of ``copyreg.__newobj__``/``_reconstructor`` (protocols 0
+    and 1).  A class the pickle calls (``REDUCE``: a ``__reduce__`` returning ``(cls, args)``,
+    which rebuilds through the constructor) ran its hooks, and a class only held is not built.
+    The stack is simulated from ``pickletools``' opcode table; a pickle it cannot follow is
+    read as before (every global), so nothing goes unnamed."""
     import pickletools
 
+    try:
+        return _built(pickletools, data)
+    except Exception:
+        return _globals(pickletools, data)
+
+
+def _built(pickletools: Any, data: bytes) -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    stack: list[Any] = []
+    memo: dict[int, Any] = {}
+    for opcode, arg, _pos in pickletools.genops(data):
+        name, before = opcode.name, opcode.stack_before
+        if name == "MARK":
+            stack.append(_MARK)
+            continue
+        if name in ("MEMOIZE", "PUT", "BINPUT", "LONG_BINPUT"):  # the value stays on the stack
+            memo[len(memo) if name == "MEMOIZE" else arg] = stack[-1]
+            continue
+        items: list[Any] = []
+        if pickletools.stackslice in before:  # everything down to the mark, then the mark
+            at = len(stack) - 1 - stack[::-1].index(_MARK)
+            items, stack = stack[at + 1 :], stack[:at]
+            before = before[: before.index(pickletools.markobject)]
+        popped = [stack.pop() for _ in before][::-1]
+        pushed: Any = None
+        if name in _STRINGS and isinstance(arg, str):
+            pushed = arg
+        elif name == "GLOBAL" and isinstance(arg, str):
+            pushed = _Ref(arg.split(" ", 1))
+        elif name == "STACK_GLOBAL" and all(isinstance(p, str) for p in popped):
+            pushed = _Ref(popped)
+        elif name in ("TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "EMPTY_TUPLE"):
+            pushed = tuple(items or popped)
+        elif name in ("NEWOBJ", "NEWOBJ_EX") and isinstance(popped[0], _Ref):
+            found.add(tuple(popped[0]))  # type: ignore[arg-type]
+        elif name == "REDUCE" and popped[0] in _COPYREG and isinstance(popped[1], tuple):
+            if popped[1] and isinstance(popped[1][0], _Ref):
+                found.add(tuple(popped[1][0]))  # type: ignore[arg-type]
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            pushed = memo.get(arg)
+        stack.extend([pushed] * len(opcode.stack_after))
+    return found
+
+
+def _globals(pickletools: Any, data: bytes) -> set[tuple[str, str]]:
+    """Every global a pickle loads (its classes, among others): how a pickle the simulation
+    cannot follow is read."""
     found: set[tuple[str, str]] = set()
     strings: list[str | None] = []  # what each opcode pushed, None for what was not a string
     memo: dict[int, str | None] = {}
