@@ -855,11 +855,17 @@ def _unrebound_lines(ns_name: str, holders: list[dict[str, str]], ending: str) -
 
 
 def check_stale(
-    namespace: Any, holders: list[dict[str, str]], policy: str, *, stage: str = "apply_hooks"
+    namespace: Any,
+    holders: list[dict[str, str]],
+    policy: str,
+    *,
+    stage: str = "apply_hooks",
+    defined: Mapping[str, str] | None = None,
 ) -> None:
     """Report, per policy, what the stale-binding sweep could not rebind after ``apply_hooks()``
     (``stage`` ``apply_hooks``), or the targets replaced since (``resolve_entry``: the
-    payload's and the entry's imports ran after the hooks)."""
+    payload's and the entry's imports ran after the hooks).  ``defined``: target -> the
+    module defining its original, imported before plugins loaded (a re-export's target)."""
     if not holders or policy == "off":
         return
     ns_name = getattr(namespace, "name", str(namespace))
@@ -867,6 +873,7 @@ def check_stale(
     ending = ", so this worker stops." if policy == "error" else " (guard policy 'warn')."
     if stage == "apply_hooks":
         lines = _unrebound_lines(ns_name, holders, ending)
+        lines += _defined_early_lines(holders, defined or {})
     else:
         lines = [
             f"import guard ({ns_name}): {n} hook target{s} {'were' if n > 1 else 'was'} "
@@ -890,6 +897,21 @@ def check_stale(
         raise ImportGuardError(message, findings=list(holders), stage=Stage(stage).value)
     home = getattr(sys.modules.get(holders[0]["module"]), "__file__", None)
     warnings.warn_explicit(message, ImportGuardWarning, home or holders[0]["module"], 0)
+
+
+def _defined_early_lines(holders: list[dict[str, str]], defined: Mapping[str, str]) -> list[str]:
+    """Why a target whose named module was imported after plugins still had early holders:
+    it names a re-export, and the module defining the original was imported early."""
+    lines = []
+    for target in sorted({h["target"] for h in holders} & defined.keys()):
+        home = defined[target]
+        site = first_import(home)
+        lines.append(
+            f"  {target!r} names a re-export: its original is defined in {home}, which was "
+            f"imported before plugins loaded{f' (at {site.describe()})' if site else ''}, so "
+            f"code imported then kept it; fix: {_FIX_SCRIPT.format(module=home)}"
+        )
+    return lines
 
 
 #: spawnkit's own folder: its own lookups (``provide_module``'s ``find_spec``) are no user's

@@ -483,7 +483,23 @@ def _check_stale(
     if result is not None:
         result.stale_holders = holders
     policy = result.policy if result is not None else _guard_policy(namespace, spec)
-    guard.check_stale(namespace, holders, policy)
+    before = namespace.plugins.report.modules_before
+    guard.check_stale(namespace, holders, policy, defined=_defined_early(namespace, before))
+
+
+def _defined_early(namespace: Namespace, before: frozenset[str]) -> dict[str, str]:
+    """Target (as displayed) -> the module defining its original, where that is not the
+    module the target names and was imported before plugins loaded: a target named by its
+    re-export, whose defining module the guard's check of the named module did not see."""
+    out: dict[str, str] = {}
+    for rec in list(namespace.hooks._state.applied.values()):
+        original = rec.original
+        glob = getattr(original, "__globals__", None)
+        home = glob.get("__name__") if type(glob) is dict else None
+        home = home if isinstance(home, str) else getattr(original, "__module__", None)
+        if isinstance(home, str) and home in before and home != rec.res.module:
+            out[rec.display] = home
+    return out
 
 
 def _tried_provisions(namespace: Namespace) -> dict[str, guard.ImportSite]:

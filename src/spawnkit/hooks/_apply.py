@@ -453,7 +453,8 @@ class ApplyCall:
     def _propagate(self, rebinds: dict[int, Rebind], skip: frozenset[tuple[str, str]]) -> None:
         """Rebind what holds an original; keep the references that cannot be rebound."""
         applied = self.st.applied
-        holders = find_holders(rebinds, skip, self.clean_modules, containers=True, stale=self.stale)
+        clean = _vouched(self.clean_modules, rebinds)
+        holders = find_holders(rebinds, skip, clean, containers=True, stale=self.stale)
         for modname, container, key, label, rebind in holders:
             try:
                 self.journal.rebind(modname, container, key, rebind.new)
@@ -682,6 +683,24 @@ def _through(res: _resolve.Resolved, kind: str) -> Any:
 _FROM_BASE = frozenset({_resolve.METHOD, _resolve.CLASSMETHOD, _resolve.STATICMETHOD})
 
 _CONSTRUCTORS = frozenset({"__init__", "__new__"})  # hooked: a call of the class runs them
+
+
+def _vouched(clean: frozenset[str], rebinds: dict[int, Rebind]) -> frozenset[str]:
+    """``clean``, unless an original was defined in one of them (a target named by its
+    re-export, ``eng.api.tokenize``, with ``eng.ops`` imported early): then any early module
+    may hold it, and none is vouched for."""
+    if clean and any(_defined_in(r.old, clean) for r in rebinds.values()):
+        return frozenset()
+    return clean
+
+
+def _defined_in(obj: Any, modules: frozenset[str]) -> bool:
+    """Whether ``obj`` (a function by its globals or ``__module__``, a class by its
+    ``__module__``) was defined in one of ``modules``."""
+    glob = getattr(obj, "__globals__", None)
+    if type(glob) is dict and glob.get("__name__") in modules:
+        return True
+    return getattr(obj, "__module__", None) in modules
 
 
 def _home(owner: Any) -> Any:
