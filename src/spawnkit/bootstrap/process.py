@@ -357,13 +357,16 @@ class Bootstrapper:
         if _vouched(result):
             clean = manager.report.modules_before
         started = time.monotonic()
-        # <PREFIX>_LENIENT_PLUGINS=1: strict=False, a failed target logged at ERROR (the knob
-        # HookApplyError names); what import missed a module provided now: _tried_provisions
+        # <PREFIX>_LENIENT_PLUGINS=1 (or the spec's lenient_plugins, as load read it):
+        # strict=False, a failed target logged at ERROR (the knob HookApplyError names), but
+        # the selected platform's own (PluginManager.apply); what import missed a module
+        # provided now: _tried_provisions
         from spawnkit.hooks._plugin_selection import is_lenient
 
         tried = _tried_provisions(self.namespace)
         try:  # it imports the target modules, each patched as it finishes (hooks._apply)
-            manager.apply(strict=not is_lenient(self.namespace, None), clean_modules=clean)
+            lenient = is_lenient(self.namespace, True if self.spec.lenient_plugins else None)
+            manager.apply(strict=not lenient, clean_modules=clean)
         finally:
             self.target_imports += self.namespace.hooks._take_import_spans()
         _check_stale(self.namespace, self.spec, self.guard_result, tried)

@@ -291,14 +291,14 @@ class ApplyCall:
         self._round(later, None, {})
         for key, (_, text) in self.failures.items():
             st.failed[key] = text
-        if self.failures and strict:
+        if self.failures and (strict or _strict_dists_failed(self)):
             problems = self.journal.rollback()
             problems += _unbind(self)
             st.applied, st.stale, st.provided, st.dropped = snapshot
             st.aliases, st.spellings = names
             for key in deferred:
                 st.stop_waiting(key)
-            raise _error(self, problems) from self.first_error
+            raise _error(self, problems, strict) from self.first_error
         if self.layered:  # other registries' chains on ours: rebuilt on what stands now
             self.messages += rebase_layers(self.layered)
         _owner_holders(self)  # and those holding the class or module of a target
@@ -980,8 +980,26 @@ def _when(self: ApplyCall) -> str:
     return f"the first import of {self.trigger!r}"
 
 
-def _error(self: ApplyCall, problems: list[str]) -> HookApplyError:
-    """The one error of a strict call: every failing target, its hooks' sources and why."""
+def _strict_dists_failed(call: ApplyCall) -> list[str]:
+    """The distributions applied strictly even in a lenient call (the selected platform's
+    own) that a failing target's hooks come from."""
+    wanted = call.st.strict_dists
+    if not wanted:
+        return []
+    found = {
+        str(dist)
+        for key in call.failures
+        for reg in call.st.regs.get(key, [])
+        if (dist := getattr(reg.source, "dist_name", None))
+        and str(dist).lower().replace("-", "_").replace(".", "_") in wanted  # as _sel.norm
+    }
+    return sorted(found)
+
+
+def _error(self: ApplyCall, problems: list[str], strict: bool = True) -> HookApplyError:
+    """The one error of a strict call (or of a lenient one that the selected platform's own
+    hooks failed): every failing target, its hooks' sources and why."""
+    refused = [] if strict else _strict_dists_failed(self)
     display = self.st.display
     if self.trigger is None:
         lines = [
@@ -1005,10 +1023,17 @@ def _error(self: ApplyCall, problems: list[str]) -> HookApplyError:
         if self.trigger is not None:
             who = "; ".join(r.describe() for r in self.st.live(key)) or who
         lines.append(f"  - {display.get(key, key)!r} ({who}): {text}")
-    lines.append(
-        "Fix or uninstall the plugins named above, or call apply_hooks(strict=False) to "
-        "apply the other targets and log these."
-    )
+    if refused:
+        lines.append(
+            f"The hooks of {', '.join(refused)} failed: it is the selected platform's "
+            "distribution, so lenient mode does not apply to them (the worker would run "
+            "without the platform's own code). Fix or upgrade it, or select another platform."
+        )
+    else:
+        lines.append(
+            "Fix or uninstall the plugins named above, or call apply_hooks(strict=False) to "
+            "apply the other targets and log these."
+        )
     if problems:
         lines.append("Rollback itself failed for: " + "; ".join(problems))
     shown = {display.get(k, k): v for k, v in self.failures.items()}
