@@ -139,3 +139,28 @@ def test_reexport_target_rebinds_early_module_globals(tmp_path: Path) -> None:
 def test_reexport_target_without_early_import_stays_quiet(tmp_path: Path) -> None:
     out = _launch(tmp_path, "")
     assert out == {"result": {"api": "orig+hooked", "ops": "orig+hooked"}}
+
+
+_FROM_FILE = """\
+import importlib.util
+_spec = importlib.util.spec_from_file_location("{pkg}.api", {path!r})
+_api = importlib.util.module_from_spec(_spec)
+sys.modules["{pkg}.api"] = _api
+_spec.loader.exec_module(_api)
+KEPT = (_api.tokenize,)
+"""
+
+
+def test_target_module_loaded_from_its_file_is_named_with_the_loading_line(
+    tmp_path: Path,
+) -> None:
+    """The "import a source file directly" recipe (vLLM's ``import_from_path``) at the
+    launching script's top: the guard said "first imported at before the import guard was
+    armed (interpreter start-up or sitecustomize)"; it names the recipe's line now."""
+    path = str(tmp_path / "site" / "{pkg}" / "api.py")
+    out = _launch(tmp_path, _FROM_FILE.replace("{path!r}", repr(path)))
+    assert out.get("error") == "StageError[ImportGuardError]", out
+    message = str(out["message"])
+    assert "before the import guard was armed" not in message
+    assert "loaded from its source file without the import system" in message
+    assert "launch.py:4 (_spec = importlib.util.spec_from_file_location(" in message

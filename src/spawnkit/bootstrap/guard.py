@@ -670,7 +670,9 @@ def _origin_unrecorded(module: str) -> dict[str, Any]:
             "fix": "do not put a hook target module into sys.modules before plugins load: "
             "put it there from a plugin's callback, or after hooks are applied",
         }
-    if _at_arm is None or module not in _at_arm:
+    if _at_arm is not None and module not in _at_arm:
+        return _loaded_directly(module)
+    if _at_arm is None:
         return {}
     line = _origins.startup_line(module)
     if line is None:
@@ -685,6 +687,26 @@ def _origin_unrecorded(module: str) -> dict[str, Any]:
         "fix": f"remove that import line from {line.filename} (it runs at every interpreter "
         "start, before spawnkit; spawnkit applies the hooks in every worker, so a plugin "
         "does not need it there)",
+    }
+
+
+def _loaded_directly(module: str) -> dict[str, Any]:
+    """Imported after the guard was armed, yet unrecorded: its loader was run directly
+    (``spec_from_file_location`` + ``exec_module``, ``import a source file directly``)."""
+    from spawnkit.bootstrap import _origins  # failure path only
+
+    line = _origins.loading_line(module, sorted(_main_files()))
+    where = f"by {line} ({line.text})" if line else "by code the guard could not find"
+    how = "loaded from its source file without the import system (spec_from_file_location"
+    return {
+        "first_import": f"{how} and exec_module) {where}, after the import guard was armed",
+        "filename": line.filename if line else "",
+        "lineno": line.lineno if line else 0,
+        "chain": [f"{module} <- {how} + exec_module) {where}"],
+        "window": PLACED,
+        "fix": "do not load a hook target module before plugins load: move that code under "
+        '`if __name__ == "__main__":` or into the function that uses it (the entry runs '
+        "after the hooks are applied), or load it from a plugin's callback",
     }
 
 
