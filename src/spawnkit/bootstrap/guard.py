@@ -670,7 +670,9 @@ def _origin_unrecorded(module: str) -> dict[str, Any]:
             "fix": "do not put a hook target module into sys.modules before plugins load: "
             "put it there from a plugin's callback, or after hooks are applied",
         }
-    if _at_arm is None or module not in _at_arm:
+    if _at_arm is not None and module not in _at_arm:
+        return _loaded_directly(module)
+    if _at_arm is None:
         return {}
     line = _origins.startup_line(module)
     if line is None:
@@ -685,6 +687,26 @@ def _origin_unrecorded(module: str) -> dict[str, Any]:
         "fix": f"remove that import line from {line.filename} (it runs at every interpreter "
         "start, before spawnkit; spawnkit applies the hooks in every worker, so a plugin "
         "does not need it there)",
+    }
+
+
+def _loaded_directly(module: str) -> dict[str, Any]:
+    """Imported after the guard was armed, yet unrecorded: its loader was run directly
+    (``spec_from_file_location`` + ``exec_module``, ``import a source file directly``)."""
+    from spawnkit.bootstrap import _origins  # failure path only
+
+    line = _origins.loading_line(module, sorted(_main_files()))
+    where = f"by {line} ({line.text})" if line else "by code the guard could not find"
+    how = "loaded from its source file without the import system (spec_from_file_location"
+    return {
+        "first_import": f"{how} and exec_module) {where}, after the import guard was armed",
+        "filename": line.filename if line else "",
+        "lineno": line.lineno if line else 0,
+        "chain": [f"{module} <- {how} + exec_module) {where}"],
+        "window": PLACED,
+        "fix": "do not load a hook target module before plugins load: move that code under "
+        '`if __name__ == "__main__":` or into the function that uses it (the entry runs '
+        "after the hooks are applied), or load it from a plugin's callback",
     }
 
 
@@ -855,11 +877,17 @@ def _unrebound_lines(ns_name: str, holders: list[dict[str, str]], ending: str) -
 
 
 def check_stale(
-    namespace: Any, holders: list[dict[str, str]], policy: str, *, stage: str = "apply_hooks"
+    namespace: Any,
+    holders: list[dict[str, str]],
+    policy: str,
+    *,
+    stage: str = "apply_hooks",
+    defined: Mapping[str, str] | None = None,
 ) -> None:
     """Report, per policy, what the stale-binding sweep could not rebind after ``apply_hooks()``
     (``stage`` ``apply_hooks``), or the targets replaced since (``resolve_entry``: the
-    payload's and the entry's imports ran after the hooks)."""
+    payload's and the entry's imports ran after the hooks).  ``defined``: target -> the
+    module defining its original, imported before plugins loaded (a re-export's target)."""
     if not holders or policy == "off":
         return
     ns_name = getattr(namespace, "name", str(namespace))
@@ -867,6 +895,7 @@ def check_stale(
     ending = ", so this worker stops." if policy == "error" else " (guard policy 'warn')."
     if stage == "apply_hooks":
         lines = _unrebound_lines(ns_name, holders, ending)
+        lines += _defined_early_lines(holders, defined or {})
     else:
         lines = [
             f"import guard ({ns_name}): {n} hook target{s} {'were' if n > 1 else 'was'} "
@@ -890,6 +919,21 @@ def check_stale(
         raise ImportGuardError(message, findings=list(holders), stage=Stage(stage).value)
     home = getattr(sys.modules.get(holders[0]["module"]), "__file__", None)
     warnings.warn_explicit(message, ImportGuardWarning, home or holders[0]["module"], 0)
+
+
+def _defined_early_lines(holders: list[dict[str, str]], defined: Mapping[str, str]) -> list[str]:
+    """Why a target whose named module was imported after plugins still had early holders:
+    it names a re-export, and the module defining the original was imported early."""
+    lines = []
+    for target in sorted({h["target"] for h in holders} & defined.keys()):
+        home = defined[target]
+        site = first_import(home)
+        lines.append(
+            f"  {target!r} names a re-export: its original is defined in {home}, which was "
+            f"imported before plugins loaded{f' (at {site.describe()})' if site else ''}, so "
+            f"code imported then kept it; fix: {_FIX_SCRIPT.format(module=home)}"
+        )
+    return lines
 
 
 #: spawnkit's own folder: its own lookups (``provide_module``'s ``find_spec``) are no user's

@@ -357,13 +357,16 @@ class Bootstrapper:
         if _vouched(result):
             clean = manager.report.modules_before
         started = time.monotonic()
-        # <PREFIX>_LENIENT_PLUGINS=1: strict=False, a failed target logged at ERROR (the knob
-        # HookApplyError names); what import missed a module provided now: _tried_provisions
+        # <PREFIX>_LENIENT_PLUGINS=1 (or the spec's lenient_plugins, as load read it):
+        # strict=False, a failed target logged at ERROR (the knob HookApplyError names), but
+        # the selected platform's own (PluginManager.apply); what import missed a module
+        # provided now: _tried_provisions
         from spawnkit.hooks._plugin_selection import is_lenient
 
         tried = _tried_provisions(self.namespace)
         try:  # it imports the target modules, each patched as it finishes (hooks._apply)
-            manager.apply(strict=not is_lenient(self.namespace, None), clean_modules=clean)
+            lenient = is_lenient(self.namespace, True if self.spec.lenient_plugins else None)
+            manager.apply(strict=not lenient, clean_modules=clean)
         finally:
             self.target_imports += self.namespace.hooks._take_import_spans()
         _check_stale(self.namespace, self.spec, self.guard_result, tried)
@@ -483,7 +486,23 @@ def _check_stale(
     if result is not None:
         result.stale_holders = holders
     policy = result.policy if result is not None else _guard_policy(namespace, spec)
-    guard.check_stale(namespace, holders, policy)
+    before = namespace.plugins.report.modules_before
+    guard.check_stale(namespace, holders, policy, defined=_defined_early(namespace, before))
+
+
+def _defined_early(namespace: Namespace, before: frozenset[str]) -> dict[str, str]:
+    """Target (as displayed) -> the module defining its original, where that is not the
+    module the target names and was imported before plugins loaded: a target named by its
+    re-export, whose defining module the guard's check of the named module did not see."""
+    out: dict[str, str] = {}
+    for rec in list(namespace.hooks._state.applied.values()):
+        original = rec.original
+        glob = getattr(original, "__globals__", None)
+        home = glob.get("__name__") if type(glob) is dict else None
+        home = home if isinstance(home, str) else getattr(original, "__module__", None)
+        if isinstance(home, str) and home in before and home != rec.res.module:
+            out[rec.display] = home
+    return out
 
 
 def _tried_provisions(namespace: Namespace) -> dict[str, guard.ImportSite]:

@@ -291,14 +291,14 @@ class ApplyCall:
         self._round(later, None, {})
         for key, (_, text) in self.failures.items():
             st.failed[key] = text
-        if self.failures and strict:
+        if self.failures and (strict or _strict_dists_failed(self)):
             problems = self.journal.rollback()
             problems += _unbind(self)
             st.applied, st.stale, st.provided, st.dropped = snapshot
             st.aliases, st.spellings = names
             for key in deferred:
                 st.stop_waiting(key)
-            raise _error(self, problems) from self.first_error
+            raise _error(self, problems, strict) from self.first_error
         if self.layered:  # other registries' chains on ours: rebuilt on what stands now
             self.messages += rebase_layers(self.layered)
         _owner_holders(self)  # and those holding the class or module of a target
@@ -453,7 +453,8 @@ class ApplyCall:
     def _propagate(self, rebinds: dict[int, Rebind], skip: frozenset[tuple[str, str]]) -> None:
         """Rebind what holds an original; keep the references that cannot be rebound."""
         applied = self.st.applied
-        holders = find_holders(rebinds, skip, self.clean_modules, containers=True, stale=self.stale)
+        clean = _vouched(self.clean_modules, rebinds)
+        holders = find_holders(rebinds, skip, clean, containers=True, stale=self.stale)
         for modname, container, key, label, rebind in holders:
             try:
                 self.journal.rebind(modname, container, key, rebind.new)
@@ -682,6 +683,24 @@ def _through(res: _resolve.Resolved, kind: str) -> Any:
 _FROM_BASE = frozenset({_resolve.METHOD, _resolve.CLASSMETHOD, _resolve.STATICMETHOD})
 
 _CONSTRUCTORS = frozenset({"__init__", "__new__"})  # hooked: a call of the class runs them
+
+
+def _vouched(clean: frozenset[str], rebinds: dict[int, Rebind]) -> frozenset[str]:
+    """``clean``, unless an original was defined in one of them (a target named by its
+    re-export, ``eng.api.tokenize``, with ``eng.ops`` imported early): then any early module
+    may hold it, and none is vouched for."""
+    if clean and any(_defined_in(r.old, clean) for r in rebinds.values()):
+        return frozenset()
+    return clean
+
+
+def _defined_in(obj: Any, modules: frozenset[str]) -> bool:
+    """Whether ``obj`` (a function by its globals or ``__module__``, a class by its
+    ``__module__``) was defined in one of ``modules``."""
+    glob = getattr(obj, "__globals__", None)
+    if type(glob) is dict and glob.get("__name__") in modules:
+        return True
+    return getattr(obj, "__module__", None) in modules
 
 
 def _home(owner: Any) -> Any:
@@ -961,8 +980,26 @@ def _when(self: ApplyCall) -> str:
     return f"the first import of {self.trigger!r}"
 
 
-def _error(self: ApplyCall, problems: list[str]) -> HookApplyError:
-    """The one error of a strict call: every failing target, its hooks' sources and why."""
+def _strict_dists_failed(call: ApplyCall) -> list[str]:
+    """The distributions applied strictly even in a lenient call (the selected platform's
+    own) that a failing target's hooks come from."""
+    wanted = call.st.strict_dists
+    if not wanted:
+        return []
+    found = {
+        str(dist)
+        for key in call.failures
+        for reg in call.st.regs.get(key, [])
+        if (dist := getattr(reg.source, "dist_name", None))
+        and str(dist).lower().replace("-", "_").replace(".", "_") in wanted  # as _sel.norm
+    }
+    return sorted(found)
+
+
+def _error(self: ApplyCall, problems: list[str], strict: bool = True) -> HookApplyError:
+    """The one error of a strict call (or of a lenient one that the selected platform's own
+    hooks failed): every failing target, its hooks' sources and why."""
+    refused = [] if strict else _strict_dists_failed(self)
     display = self.st.display
     if self.trigger is None:
         lines = [
@@ -986,10 +1023,17 @@ def _error(self: ApplyCall, problems: list[str]) -> HookApplyError:
         if self.trigger is not None:
             who = "; ".join(r.describe() for r in self.st.live(key)) or who
         lines.append(f"  - {display.get(key, key)!r} ({who}): {text}")
-    lines.append(
-        "Fix or uninstall the plugins named above, or call apply_hooks(strict=False) to "
-        "apply the other targets and log these."
-    )
+    if refused:
+        lines.append(
+            f"The hooks of {', '.join(refused)} failed: it is the selected platform's "
+            "distribution, so lenient mode does not apply to them (the worker would run "
+            "without the platform's own code). Fix or upgrade it, or select another platform."
+        )
+    else:
+        lines.append(
+            "Fix or uninstall the plugins named above, or call apply_hooks(strict=False) to "
+            "apply the other targets and log these."
+        )
     if problems:
         lines.append("Rollback itself failed for: " + "; ".join(problems))
     shown = {display.get(k, k): v for k, v in self.failures.items()}

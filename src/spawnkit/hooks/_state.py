@@ -167,6 +167,9 @@ class State:
         # target_modules()'s guesses and what they depend on (the version, sys.modules)
         self.guessed: tuple[Any, dict[str, str]] = (None, {})
         self.strict = True  # the last apply_hooks() call's: a reloaded module's is the same
+        # distributions (normalised) whose hooks fail a call even when it is not strict: the
+        # selected platform's own, which lenient mode does not cover (PluginManager.apply)
+        self.strict_dists: frozenset[str] = frozenset()
         self.conflicts = ("warn", "")  # ... and its conflict policy and the variable naming it
 
     def touch(self) -> None:

@@ -381,6 +381,12 @@ class PluginManager:
         self._deferred_apply = None  # this call applies everything registered
         config = self.namespace.config
         var = config.hook_conflicts_var
+        # the selected platform's own hooks apply strictly, as its plugins load: lenient mode
+        # does not cover the platform's own code (hooks/_apply.py _strict_dists_failed)
+        platform = None if strict else self._selected_dist_quiet()
+        self.namespace.hooks._state.strict_dists = frozenset(
+            [_sel.norm(platform)] if platform else []
+        )
         try:
             patched: list[str] = list(
                 self.namespace.hooks.apply_hooks(
