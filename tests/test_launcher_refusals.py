@@ -194,6 +194,87 @@ def test_a_payload_holding_an_open_file_is_refused_before_any_worker_starts(
     assert path.read_text() == ""
 
 
+_SHM_ENTRY = """
+def fill(i, t):
+    t[i] = 10 + i  # each rank writes its slot of the launcher's buffer
+    return float(t.sum())
+"""
+
+
+def _shm_entry(site: Site) -> str:
+    (site.root / f"{site.tag}_shm.py").write_text(_SHM_ENTRY)
+    return f"{site.tag}_shm:fill"
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_shared_memory_tensor_payload_is_refused_not_copied(site: Site, method: str) -> None:
+    """``torch.multiprocessing.spawn(fn, args=(t,))`` rewritten as PlainChildWarning advises:
+    plain pickle copied the shared tensor into the payload, so the workers' writes never
+    reached the launcher's tensor, exit 0."""
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(2).share_memory_()
+    err = _refused(
+        site, BootstrapError, entry=_shm_entry(site), payload={"buf": t}, nprocs=2,
+        start_method=method, entry_args=("local_rank", "payload"),
+    )  # fmt: skip
+    text = str(err)
+    assert err.kind == "payload" and "payload['buf'] is a torch tensor in shared memory" in text
+    assert "rank_extra=lambda rank: {'buf': t}" in text and "t.clone()" in text, text
+    assert t.tolist() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_shared_tensor_goes_shared_through_rank_extra_and_a_plain_one_in_the_payload(
+    site: Site, method: str
+) -> None:
+    """The controls: the refusal's fix shares the tensor; a tensor not in shared memory (a
+    copy is all a payload ever was) still travels in the payload."""
+    torch = pytest.importorskip("torch")
+    entry, t = _shm_entry(site), torch.zeros(2).share_memory_()
+    with spawn_with_plugins(
+        entry, namespace=site.ns, nprocs=2, start_method=method, ready_timeout=60,
+        rank_extra=lambda rank: {"buf": t}, entry_args=("local_rank", "buf"),
+    ) as group:  # fmt: skip
+        group.results(timeout=60)
+    assert t.tolist() == [10.0, 11.0]
+    with spawn_with_plugins(
+        entry, torch.ones(2), namespace=site.ns, nprocs=2, start_method=method,
+        ready_timeout=60, entry_args=("local_rank", "payload"),
+    ) as group:  # fmt: skip
+        assert sorted(group.results(timeout=60)) == [11.0, 12.0]
+
+
+@pytest.mark.parametrize("make", ["Value", "Queue", "Event", "Lock"])
+def test_a_multiprocessing_shared_object_in_the_payload_is_a_payload_refusal(
+    site: Site, make: str
+) -> None:
+    """Was a bare ``RuntimeError: ... should only be shared between processes through
+    inheritance`` at the launch line, naming neither the payload nor the fix."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    shared = getattr(ctx, make)(*(("i", 0) if make == "Value" else ()))
+    err = _refused(site, BootstrapError, payload={"cfg": [1, shared]}, nprocs=2)
+    text = str(err)
+    assert err.kind == "payload" and isinstance(err.__cause__, RuntimeError), text
+    assert "payload['cfg'][1] is a multiprocessing shared object" in text, text
+    assert "through inheritance" in text and "rank_extra=lambda rank:" in text
+
+
+def test_a_multiprocessing_value_goes_through_rank_extra(site: Site) -> None:
+    """The control: the refusal's fix works (its value reaches each rank's start)."""
+    import multiprocessing
+
+    value = multiprocessing.get_context("spawn").Value("i", 0)
+    (site.root / f"{site.tag}_val.py").write_text("def bump(v):\n    v.value += 5\n")
+    with spawn_with_plugins(
+        f"{site.tag}_val:bump", namespace=site.ns, ready_timeout=60,
+        rank_extra=lambda rank: {"v": value}, entry_args=("v",),
+    ) as group:  # fmt: skip
+        group.results(timeout=60)
+    assert value.value == 5
+
+
 def test_a_by_value_payload_without_files_still_goes(site: Site) -> None:
     """The control: what cloudpickle is there for (a lambda) still travels by value, with a
     logger (sent by name, as plain pickle sends it)."""

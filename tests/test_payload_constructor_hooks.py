@@ -178,6 +178,42 @@ def test_the_objects_of_a_by_value_entry_are_checked_as_the_payloads_are(
     assert proc.returncode != 0 and "HookConflictError" in proc.stderr, proc.stderr
 
 
+_EXTRA_MAIN = """
+import os
+
+if __name__ == "__main__":
+    if os.environ.get("HOOK_IN_LAUNCHER"):
+        spawnkit.bootstrap_here(NS)
+    from {pkg}.config import Sub
+    args = [Sub(3)]
+    extra = dict(rank_extra=lambda rank: {{"args": args}}, entry_args=("args",))
+    print([launch("entry:main", "forkserver", nprocs=1, **extra)])
+"""
+
+
+@pytest.mark.parametrize("launcher_hooked", [False, True], ids=["named", "control"])
+def test_the_objects_of_rank_extra_are_checked_in_a_warm_worker(
+    tmp_path: Path, launcher_hooked: bool
+) -> None:
+    """``rank_extra=lambda rank: {"args": args}`` under forkserver: the rank unpickles its
+    values after its server applied the hooks, so the import guard (which stops a spawned
+    rank) sees nothing, and the bypassed hook went unsaid even under ``_HOOK_CONFLICTS=error``."""
+    app = write_app(
+        tmp_path, "ctorextra", LAUNCH + _EXTRA_MAIN, {"tuner": "plugin:register"}, _MODULES
+    )
+    proc = run_script(app.script, env={"HOOK_IN_LAUNCHER": "1"} if launcher_hooked else {})
+    assert _last(proc) == [[(launcher_hooked, True)]]
+    lines = warned(proc, "HookConflictWarning")
+    if launcher_hooked:  # the launcher's construction ran the hook
+        assert not lines, proc.stderr
+        return
+    assert len(lines) == 1, proc.stderr
+    assert f"target '{app.pkg}.config.Args.__post_init__'" in lines[0]
+    assert f"rank_extra['args']'s {app.pkg}.config.Sub" in lines[0], lines[0]
+    proc = run_script(app.script, env={f"{app.tag.upper()}_HOOK_CONFLICTS": "error"})
+    assert proc.returncode != 0 and "HookConflictError" in proc.stderr, proc.stderr
+
+
 @pytest.mark.parametrize(
     ("target", "built"),
     [("other.f", False), ("config.Args.__post_init__", "by a")],

@@ -75,7 +75,7 @@ def new_10(
     return _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9))
 
 
-def init_ddddddddddd_frozen(
+def init_dddddddddddd_frozen(
     self: Any,
     _0: Any = None,
     _1: Any = None,
@@ -88,6 +88,7 @@ def init_ddddddddddd_frozen(
     _8: Any = None,
     _9: Any = None,
     _10: Any = None,
+    _11: Any = None,
 ) -> None:
     _set(self, "_0", _0)
     _set(self, "_1", _1)
@@ -100,6 +101,7 @@ def init_ddddddddddd_frozen(
     _set(self, "_8", _8)
     _set(self, "_9", _9)
     _set(self, "_10", _10)
+    _set(self, "_11", _11)
 
 
 def init_ffffddf(

@@ -27,6 +27,7 @@ from spawnkit.spec.payload import CONSTRUCTORS
 if TYPE_CHECKING:
     from spawnkit.hooks.types import AppliedTarget
     from spawnkit.namespace import Namespace
+    from spawnkit.spec import ProcessSpec
     from spawnkit.spec.payload import Payload
 
 __all__: list[str] = []
@@ -120,6 +121,27 @@ def unrun(
         "on the object instead."
     )
     return lines, fix
+
+
+def extra_payloads(spec: ProcessSpec) -> list[tuple[Payload | None, str]]:
+    """Each ``spec.extra`` value (``rank_extra=``'s) as a payload to read: pickled again here,
+    as the launcher pickled it, for the classes its pickle builds without calling them.  Under
+    forkserver a rank unpickles them after its server applied the hooks, where the import
+    guard cannot see them.  A value plain pickle cannot take (a ``Pipe`` end) is not read."""
+    import pickle
+
+    from spawnkit.spec.payload import Payload
+
+    hooked = spec._control.extra_hooked
+    found: list[tuple[Payload | None, str]] = []
+    for key, value in spec.extra.items():
+        try:
+            data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:
+            continue
+        payload = Payload(data, type(value).__qualname__, "", hooked=hooked)
+        found.append((payload, f"rank_extra[{key!r}]"))
+    return found
 
 
 _COPYREG = frozenset(  # protocols 0 and 1 name the module copy_reg, as Python 2 did

@@ -538,6 +538,8 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
     ctors = _payload_hooks.hooked_constructors(namespace)
     rebuilt = _payload_hooks.replaced_classes(namespace)
     carried = [(spec.payload, "payload"), (spec.entry_payload, "by-value entry")]
+    if (ctors or rebuilt) and spec.extra:  # rank_extra's values: unpickled after the hooks
+        carried += _payload_hooks.extra_payloads(spec)  # in a forkserver's worker
     for payload, what in carried if ctors or rebuilt else ():  # what unpickling did not run
         if payload is not None:
             lines, fix = _payload_hooks.unrun(ctors, payload, rebuilt, namespace.name, what)

@@ -106,10 +106,19 @@ def spawn_with_plugins(
         ns.name, template.plugins or (), {ns.name.partition(".")[0], _top(template.entry)}
     )
     control = _launch_control(start_method, context, deaf, call_names).replace(
-        local_world_size=nprocs  # each rank's own RANK... (bootstrap.process.rank_env)
+        local_world_size=nprocs,  # each rank's own RANK... (bootstrap.process.rank_env)
+        extra_hooked=_built_hooked() if rank_extra is not None else (),
     )
     _start_ranks(group, lctx, template.replace(_control=control), rank_extra, deaf)
     return group
+
+
+def _built_hooked() -> tuple[tuple[str, str], ...]:
+    """The constructors this launcher had applied as ``rank_extra``'s objects were built: a
+    worker names each other hooked constructor of a class they hold (``Payload.hooked``'s)."""
+    from spawnkit.spec import _phase
+
+    return _phase.built_hooked()
 
 
 def _bootstrap_parent(ns: Namespace) -> Applied | None:

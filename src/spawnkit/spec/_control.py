@@ -26,6 +26,8 @@ class LaunchControl:
     the entry. ``stdout_conn``/``stderr_conn``: fds 1 and 2, relayed in whole lines.
     ``entry_args``: the entry's positional arguments by name. ``plugin_rows``/``plugin_digest``:
     what a rank on another node compares with its own (``scaleout._plugin_set``).
+    ``extra_hooked``: as ``Payload.hooked``, for the ``rank_extra`` values (built in the
+    launcher, which had applied these constructors and class REPLACEs then).
     """
 
     fault_conn: Connection | None = field(default=None, repr=False, compare=False)
@@ -39,6 +41,7 @@ class LaunchControl:
     entry_args: tuple[str, ...] | None = None
     plugin_rows: tuple[tuple[str, str, str, str, str], ...] | None = None
     plugin_digest: str = ""
+    extra_hooked: tuple[tuple[str, str], ...] = ()
 
     def replace(self, **changes: Any) -> LaunchControl:
         return replace(self, **changes)

@@ -9,6 +9,7 @@ keeps it as bytes until the bootstrap has applied hooks.
 from __future__ import annotations
 
 import pickle
+import sys
 import zlib
 from types import MethodType
 from typing import Any, TypeVar, overload
@@ -59,6 +60,52 @@ def _references_main(data: bytes) -> bool:
     return False
 
 
+class _Shared(pickle.PicklingError):
+    """A torch tensor in shared memory: pickled into the payload, each worker gets a copy."""
+
+    def __init__(self, obj: Any) -> None:
+        super().__init__("a torch tensor in shared memory")
+        self.obj = obj
+
+
+def _shared_tensor(torch: Any, obj: Any) -> bool:
+    """A CPU tensor whose storage is shared memory (``share_memory_()``, or one received from
+    a ``torch.multiprocessing`` queue); a CUDA tensor counts as shared for torch, and is left
+    to its device."""
+    if not isinstance(obj, torch.Tensor):
+        return False
+    try:
+        return bool(obj.device.type == "cpu" and obj.is_shared())
+    except Exception:  # a sparse or meta tensor: no storage of its own to share
+        return False
+
+
+_PLAIN: Any = None
+
+
+def _dumps(obj: Any) -> bytes:
+    """``pickle.dumps(obj)``, refusing a shared-memory tensor (``_Shared``) where torch is
+    imported: plain pickle copies its data, where ``torch.multiprocessing.spawn(fn, args=(t,))``
+    shares it.  Without torch in ``sys.modules`` no payload can hold a tensor: plain pickle."""
+    global _PLAIN
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "Tensor"):
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    import io
+
+    if _PLAIN is None:
+
+        def reducer_override(self: Any, found: Any) -> Any:
+            if _shared_tensor(torch, found):
+                raise _Shared(found)
+            return NotImplemented
+
+        _PLAIN = type("_SharedRefused", (pickle.Pickler,), {"reducer_override": reducer_override})
+    buf = io.BytesIO()
+    _PLAIN(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
 class _Copied(pickle.PicklingError):
     """An object cloudpickle would send as a copy of what it holds, not as itself."""
 
@@ -97,7 +144,15 @@ def _by_value(cloudpickle: Any, obj: Any) -> bytes:
             {io.TextIOWrapper: file_reduce, MethodType: _class_method_reduce(base)},
             base.dispatch_table,
         )
-        _BY_VALUE = type("_FilesRefused", (base,), {"dispatch_table": table})
+
+        def reducer_override(self: Any, found: Any) -> Any:
+            torch = sys.modules.get("torch")
+            if torch is not None and _shared_tensor(torch, found):
+                raise _Shared(found)
+            return base.reducer_override(self, found)
+
+        attrs = {"dispatch_table": table, "reducer_override": reducer_override}
+        _BY_VALUE = type("_FilesRefused", (base,), attrs)
     buf = io.BytesIO()
     _BY_VALUE(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
     return buf.getvalue()
@@ -133,6 +188,94 @@ def _copied_text(type_name: str, root: Any, found: Any) -> str:
         "Pass the path instead and open the file in the entry (each worker its own handle, "
         "mode 'a' to append to a shared log)."
     )
+
+
+def _refused(type_name: str, obj: Any, exc: BaseException) -> BootstrapError | None:
+    """The payload refusal ``exc`` stands for (an open file, a shared tensor, a multiprocessing
+    shared object), naming where it sits; None for any other pickling error."""
+    if isinstance(exc, _Copied):
+        text: str | None = _copied_text(type_name, obj, exc.obj)
+    elif isinstance(exc, _Shared):
+        text = _shared_text(type_name, obj, exc.obj)
+    else:
+        text = _inherited_text(type_name, obj, exc)
+    if text is None:
+        return None
+    refusal = BootstrapError(text, kind="payload")
+    # multiprocessing's own error is the cause; spawnkit's internal markers are not shown
+    refusal.__cause__ = None if isinstance(exc, _Copied | _Shared) else exc
+    refusal.__suppress_context__ = True
+    return refusal
+
+
+def _shared_text(type_name: str, root: Any, found: Any) -> str:
+    """Why a payload holding a shared-memory tensor is refused, and how to share it."""
+    where = _path_to(root, found)
+    what = f"{where} is" if where else "it holds"
+    shape, dtype = tuple(getattr(found, "shape", ())), getattr(found, "dtype", "?")
+    return (
+        f"cannot capture a {type_name} payload: {what} a torch tensor in shared memory "
+        f"(shape {shape}, {dtype}). The payload is pickled once, in the launcher, and each "
+        "worker unpickles a copy of its data, so what the workers write to it would never "
+        "reach the launcher's tensor or each other (torch.multiprocessing.spawn(fn, "
+        "args=(t,)) shares it). Pass it per rank, sent with each rank's start as "
+        "torch.multiprocessing sends it (shared): rank_extra=lambda rank: {'buf': t} with "
+        "entry_args=('local_rank', 'buf'); or, if each worker should get its own copy, put "
+        "t.clone() in the payload."
+    )
+
+
+_INHERITED = "through inheritance"
+
+
+def _inherited_text(type_name: str, root: Any, exc: BaseException) -> str | None:
+    """Why a payload holding a multiprocessing ``Value``/``Array``/``Queue``/``Event``/``Lock``
+    is refused (its pickling raised ``RuntimeError: ... through inheritance``); None for any
+    other error.  Where it sits is looked for only now, on the failure path."""
+    if not isinstance(exc, RuntimeError) or _INHERITED not in str(exc):
+        return None
+    found = _first(root, _mp_shared)
+    where = _path_to(root, found) if found is not None else ""
+    kind = f" ({type(found).__module__}.{type(found).__qualname__})" if found is not None else ""
+    what = f"{where} is" if where else "it holds"
+    return (
+        f"cannot capture a {type_name} payload: {what} a multiprocessing shared object{kind}: "
+        f"{exc}. A Value, Array, Queue, Event or Lock travels only with a process's start, "
+        "which the payload, pickled once in the launcher, is not. Pass it per rank: "
+        "rank_extra=lambda rank: {'queue': q} with entry_args=(..., 'queue') (sent with each "
+        "rank's start, it stays shared), made from a context of the launch's start method "
+        "(multiprocessing.get_context('spawn').Queue())."
+    )
+
+
+def _mp_shared(obj: Any) -> bool:
+    """Whether pickling ``obj`` alone is multiprocessing's refusal outside a process start."""
+    if not type(obj).__module__.startswith("multiprocessing"):
+        return False
+    try:
+        pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except RuntimeError as exc:
+        return _INHERITED in str(exc)
+    except Exception:
+        return False
+    return False
+
+
+def _first(root: Any, match: Any, limit: int = 20000) -> Any:
+    """The first object in ``root`` (breadth first, bounded as ``_path_to``) ``match`` takes."""
+    from collections import deque
+
+    queue: deque[Any] = deque([root])
+    seen: set[int] = set()
+    while queue and len(seen) < limit:
+        obj = queue.popleft()
+        if id(obj) in seen or isinstance(obj, str | bytes | int | float | type):
+            continue
+        seen.add(id(obj))
+        if match(obj):
+            return obj
+        queue.extend(child for child, _ in _children(obj, ""))
+    return None
 
 
 def _path_to(root: Any, target: Any, limit: int = 20000) -> str:
@@ -228,8 +371,13 @@ class Payload:
         used_value = False
         if by_value is not True:
             try:
-                data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-            except (pickle.PicklingError, AttributeError, TypeError) as exc:
+                data = _dumps(obj)
+            except (pickle.PicklingError, AttributeError, TypeError, RuntimeError) as exc:
+                refused = _refused(type_name, obj, exc)
+                if refused is not None:
+                    raise refused from refused.__cause__
+                if isinstance(exc, RuntimeError):
+                    raise
                 if by_value is False:
                     raise BootstrapError(
                         f"cannot capture a {type_name} payload with plain pickle: {exc}. "
@@ -250,10 +398,10 @@ class Payload:
                 ) from exc
             try:
                 data = _by_value(cloudpickle, obj)
-            except _Copied as exc:
-                text = _copied_text(type_name, obj, exc.obj)
-                raise BootstrapError(text, kind="payload") from None
             except Exception as exc:
+                refused = _refused(type_name, obj, exc)
+                if refused is not None:
+                    raise refused from refused.__cause__
                 raise BootstrapError(
                     f"cannot capture a {type_name} payload, even by value with cloudpickle: "
                     f"{type(exc).__name__}: {exc}. Make the object picklable (define it at a "
