@@ -44,7 +44,7 @@ from spawnkit.hooks import _conflicts, _queries
 from spawnkit.hooks import _plugin_selection as _sel
 from spawnkit.hooks._outside import OutsideWatch
 from spawnkit.hooks._plugin_selection import PluginInfo, PluginOwner, PluginSelectionWarning
-from spawnkit.hooks.types import HookSource, current_plugin_source
+from spawnkit.hooks.types import HookSource, HookType, current_plugin_source
 from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, default_config
 from spawnkit.spec._record import field, record
 
@@ -532,11 +532,22 @@ def _called_in_source(names: set[str], modules: list[types.ModuleType]) -> bool 
 def _dropped(obj: object, returned: object) -> str:
     """Why a callback that registered nothing may have meant ``returned`` to be used: a function
     (a factory's product: ``pkg:get_plugin`` returning ``register``) or an instance of the class
-    the entry point names (a pluggy-style plugin object); "" for data (status words, dicts)."""
+    the entry point names (a pluggy-style plugin object), or hooks handed back as data
+    (``[(target, fn, HookType.AFTER)]``); "" for plain data (status words, dicts of names)."""
     if isinstance(obj, type):
         what = f"the entry point names class {obj.__qualname__}: loading made an instance"
     elif callable(returned) and not isinstance(returned, type):
         what = f"its callback returned {returned!r}"
+    elif _holds_hooks(returned):
+        shown = repr(returned)
+        shown = shown if len(shown) <= 200 else shown[:200] + "..."
+        return (
+            f"its callback returned hook data ({shown}) and registered no hook: loading calls "
+            "the entry point once and drops what it returns, so none of those hooks would "
+            "ever be applied. Register each one in the callback instead "
+            "(NS.hooks.register(target, fn, HookType.AFTER), NS being the engine's "
+            "spawnkit namespace)"
+        )
     else:
         return ""
     return (
@@ -545,6 +556,24 @@ def _dropped(obj: object, returned: object) -> str:
         "that registers the hooks ('module:register'), or call that function from the "
         "callback"
     )
+
+
+def _holds_hooks(returned: object) -> bool:
+    """Whether a returned list/tuple/dict carries hooks (``[(target, fn, HookType.AFTER)]``,
+    ``{target: fn}``): a loader of another library's protocol reads them, this one never does.
+    Two levels deep, callables that are no class: data (names, flags, versions) holds none."""
+    if isinstance(returned, dict):
+        items: list[object] = list(returned.values())
+    elif isinstance(returned, (list, tuple)):
+        items = list(returned)
+    else:
+        return False
+    for item in items:
+        inner = list(item.values()) if isinstance(item, dict) else item
+        for x in inner if isinstance(inner, (list, tuple)) else (item,):
+            if isinstance(x, HookType) or (callable(x) and not isinstance(x, type)):
+                return True
+    return False
 
 
 def _platform_answer(returned: object) -> bool:
