@@ -899,6 +899,77 @@ def test_a_plugin_that_registered_or_returned_data_loads(world: World, source: s
     assert [p.name for p in load_plugins(world.ns)] == ["fine"]
 
 
+_RETURNS_HOOKS = """
+    from spawnkit.hooks.types import HookType
+
+    def after(result, *args, **kwargs):
+        return result + "+x"
+
+    def register():
+        return {shape}
+    """
+
+#: Callbacks that hand their hooks back instead of registering them (another loader's protocol)
+RETURNS_HOOKS = {
+    "list of tuples": '[("{eng}.sched.Scheduler.run", after, HookType.AFTER)]',
+    "dict": '{{"{eng}.sched.Scheduler.run": after}}',
+    "tuple of types": '(("{eng}.sched.Scheduler.run", "{mod}:after", HookType.AFTER),)',
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RETURNS_HOOKS))
+def test_a_callback_that_returned_its_hooks_instead_of_registering_them_is_refused(
+    world: World, kind: str
+) -> None:
+    # Before: "loaded" with 0 registrations, its hooks dropped, nothing said.
+    source = _RETURNS_HOOKS.replace("{shape}", RETURNS_HOOKS[kind])
+    world.add_plugin("lazy", source, dist="lazy-plugin", version="0.1")
+    with pytest.raises(PluginError) as info:
+        load_plugins(world.ns)
+    text = str(info.value)
+    assert "plugin 'lazy'" in text and "lazy-plugin 0.1" in text, text
+    assert "returned hook data" in text and "registered no hook" in text, text
+    assert "Register each one in the callback" in text, text
+
+
+def test_a_callback_that_returned_its_hooks_is_logged_and_skipped_when_lenient(
+    world: World, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv(world.ns.config.lenient_var, "1")
+    world.add_plugin("lazy", _RETURNS_HOOKS.replace("{shape}", RETURNS_HOOKS["list of tuples"]))
+    world.add_plugin("fine", RETURNS_BUT_REGISTERED)
+    with caplog.at_level(logging.ERROR, logger="spawnkit.hooks"):
+        assert [p.name for p in load_plugins(world.ns)] == ["fine"]
+    (failed,) = world.ns.plugins.report.failed
+    assert failed.name == "lazy" and "returned hook data" in failed.error
+    assert "returned hook data" in caplog.text
+
+
+#: Callbacks that return data with no hook in it, or that registered what they return: quiet
+RETURNS_DATA = {
+    "config dict": '{{"enabled": True, "name": "x", "versions": ["1", "2"]}}',
+    "registered and returned": (
+        'NS.hooks.register("{eng}.sched.Scheduler.run", after, HookType.AFTER) or [after]'
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(RETURNS_DATA))
+def test_a_callback_that_returned_data_or_registered_its_hooks_loads(
+    world: World, kind: str
+) -> None:
+    source = _RETURNS_HOOKS.replace("{shape}", RETURNS_DATA[kind]).replace(
+        "from spawnkit.hooks.types import HookType",
+        "from spawnkit.hooks.types import HookType\n"
+        '    from spawnkit.namespace import Namespace\n    NS = Namespace("{ns}", "{PREFIX}")',
+    )
+    world.add_plugin("fine", source)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (loaded,) = load_plugins(world.ns)
+    assert loaded.registrations == (kind != "config dict")
+
+
 def test_hooks_the_launcher_registered_outside_any_plugin_and_never_applied_are_said(
     world: World,
 ) -> None:

@@ -44,9 +44,9 @@ from spawnkit.hooks import _conflicts, _queries
 from spawnkit.hooks import _plugin_selection as _sel
 from spawnkit.hooks._outside import OutsideWatch
 from spawnkit.hooks._plugin_selection import PluginInfo, PluginOwner, PluginSelectionWarning
-from spawnkit.hooks.types import HookSource, current_plugin_source
+from spawnkit.hooks.types import HookSource, HookType, current_plugin_source
 from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, default_config
-from spawnkit.spec._record import field, record
+from spawnkit.spec._record import field, record, replace
 
 if TYPE_CHECKING:
     from spawnkit.hooks.registry import HookRegistry
@@ -283,6 +283,7 @@ class PluginManager:
         platform_dist = _sel.norm(self._selected_dist_quiet()) if selected else ""
         seen: set[str] = set()
         watch = OutsideWatch() if selected else None
+        handover = _Handover(selected)
         for info in selected:
             if info.name in seen:
                 continue  # duplicate name, already warned about; first on sys.path wins
@@ -290,7 +291,7 @@ class PluginManager:
             strict = not report.lenient or (
                 bool(platform_dist) and _sel.norm(info.dist) == platform_dist
             )
-            self._load_one(info, strict, report, watch)
+            self._load_one(info, strict, report, watch, handover)
             if after_each is not None and report.loaded and report.loaded[-1].name == info.name:
                 after_each(info.name, info.dist)
         return list(report.loaded)
@@ -305,7 +306,12 @@ class PluginManager:
         return dist
 
     def _load_one(
-        self, info: PluginInfo, strict: bool, report: PluginReport, watch: OutsideWatch | None
+        self,
+        info: PluginInfo,
+        strict: bool,
+        report: PluginReport,
+        watch: OutsideWatch | None,
+        handover: _Handover,
     ) -> None:
         source = HookSource(info.name, info.dist, info.version)
         registry = self.namespace.hooks
@@ -316,9 +322,11 @@ class PluginManager:
         before_mods = len(sys.modules)
         # CLOCK_MONOTONIC, the clock every process of the host shares (see spawnkit._trace)
         start = time.monotonic()
-        failure = _run(self.namespace.config, info, source, registry)
+        failure = _run(self.namespace.config, info, source, registry, handover)
         seconds = time.monotonic() - start
         imported = tuple(itertools.islice(sys.modules, before_mods, None))
+        # before a failure discards this plugin's registrations: another's are not its to lose
+        moved = handover.give_back(registry, source, imported)
         outside = tuple(watch.changes(list(imported))) if watch is not None else ()
         if failure is not None:
             registry.discard_source(source)
@@ -331,7 +339,7 @@ class PluginManager:
             info.version,
             seconds,
             imported,
-            registry._count() - before_regs,
+            registry._count() - before_regs - moved + handover.held.get(info.name, 0),
             outside,
             start,
         )
@@ -532,11 +540,22 @@ def _called_in_source(names: set[str], modules: list[types.ModuleType]) -> bool 
 def _dropped(obj: object, returned: object) -> str:
     """Why a callback that registered nothing may have meant ``returned`` to be used: a function
     (a factory's product: ``pkg:get_plugin`` returning ``register``) or an instance of the class
-    the entry point names (a pluggy-style plugin object); "" for data (status words, dicts)."""
+    the entry point names (a pluggy-style plugin object), or hooks handed back as data
+    (``[(target, fn, HookType.AFTER)]``); "" for plain data (status words, dicts of names)."""
     if isinstance(obj, type):
         what = f"the entry point names class {obj.__qualname__}: loading made an instance"
     elif callable(returned) and not isinstance(returned, type):
         what = f"its callback returned {returned!r}"
+    elif _holds_hooks(returned):
+        shown = repr(returned)
+        shown = shown if len(shown) <= 200 else shown[:200] + "..."
+        return (
+            f"its callback returned hook data ({shown}) and registered no hook: loading calls "
+            "the entry point once and drops what it returns, so none of those hooks would "
+            "ever be applied. Register each one in the callback instead "
+            "(NS.hooks.register(target, fn, HookType.AFTER), NS being the engine's "
+            "spawnkit namespace)"
+        )
     else:
         return ""
     return (
@@ -545,6 +564,24 @@ def _dropped(obj: object, returned: object) -> str:
         "that registers the hooks ('module:register'), or call that function from the "
         "callback"
     )
+
+
+def _holds_hooks(returned: object) -> bool:
+    """Whether a returned list/tuple/dict carries hooks (``[(target, fn, HookType.AFTER)]``,
+    ``{target: fn}``): a loader of another library's protocol reads them, this one never does.
+    Two levels deep, callables that are no class: data (names, flags, versions) holds none."""
+    if isinstance(returned, dict):
+        items: list[object] = list(returned.values())
+    elif isinstance(returned, (list, tuple)):
+        items = list(returned)
+    else:
+        return False
+    for item in items:
+        inner = list(item.values()) if isinstance(item, dict) else item
+        for x in inner if isinstance(inner, (list, tuple)) else (item,):
+            if isinstance(x, HookType) or (callable(x) and not isinstance(x, type)):
+                return True
+    return False
 
 
 def _platform_answer(returned: object) -> bool:
@@ -620,7 +657,7 @@ def _refuse_misrouted(ns: str, default: Any, source: Any, before: int) -> None:
 
 
 def _run(
-    config: NamespaceConfig, info: PluginInfo, source: Any, registry: Any
+    config: NamespaceConfig, info: PluginInfo, source: Any, registry: Any, handover: _Handover
 ) -> tuple[str, Exception] | None:
     """Import the plugin's entry point and call it; on failure, what failed and why."""
     ep = _metadata.EntryPointInfo(info.name, info.value, info.group, info.dist, info.version)
@@ -632,10 +669,12 @@ def _run(
     previous_step = _steps.set_step(_steps.plugin_step(info.name))
     try:
         obj = _metadata.load_entry_point(ep)
+        handover.imported_until = registry._state.seq
+        held = handover.held.get(info.name, 0)  # its module ran (and registered) in another's load
         if isinstance(obj, types.ModuleType):
             # names a module: importing it (its @plugin_hook decorators) is the plugin, unless
             # it has a register function the entry point forgot to name
-            registered = _made(registry) != own_before
+            registered = _made(registry) != own_before or held > 0
             uncalled = _uncalled(obj, registered)
             if uncalled:
                 what = "never called its register function" if registered else "registered nothing"
@@ -658,7 +697,7 @@ def _run(
                     f"{config.platform_group!r} instead of {info.group!r}"
                 )
             dropped = _dropped(obj, returned)
-            if dropped and _made(registry) == own_before:
+            if dropped and _made(registry) == own_before and not held:
                 what = "registered nothing and returned what nothing calls"
                 raise TypeError(dropped)
         else:
@@ -674,6 +713,67 @@ def _run(
         _steps.set_step(previous_step)
         current_plugin_source.reset(token)
     return None
+
+
+class _Handover:
+    """Import-time registrations made in one plugin's load that belong to another plugin.
+
+    Plugin ``a_extra`` doing ``from vendor.core import helper`` runs ``vendor.core``, the
+    module entry point of plugin ``b_core``, so its ``@plugin_hook`` decorators register
+    while ``a_extra`` is the current source; ``b_core``'s own load then imports nothing.
+    Left so, those hooks are named as ``a_extra``'s, and lost with it when it fails in
+    lenient mode while ``b_core`` "loads" with none.  A hook function defined in a module
+    that first ran during this load (during its import, not its callback's call) and lies
+    under another selected plugin's entry-point module is handed to that plugin.
+    """
+
+    def __init__(self, selected: list[PluginInfo]) -> None:
+        self.owners: dict[str, HookSource] = {}
+        for info in selected:
+            module = info.value.partition(":")[0].partition("[")[0].strip()
+            self.owners.setdefault(module, HookSource(info.name, info.dist, info.version))
+        self.held: dict[str, int] = {}  # plugin name -> registrations handed to it
+        self.imported_until: int | None = None  # registry seq when the entry point was loaded
+
+    def give_back(self, registry: Any, source: HookSource, imported: tuple[str, ...]) -> int:
+        """Move ``source``'s registrations that are another plugin's over to it; how many."""
+        until, self.imported_until = self.imported_until, None
+        if len(self.owners) < 2 or not imported:  # the common case costs nothing more
+            return 0
+        fresh = set(imported)
+        if not any(m in fresh for m, src in self.owners.items() if src != source):
+            return 0
+        moved = 0
+        with registry._lock:
+            st = registry._state
+            for regs in st.regs.values():
+                for i, reg in enumerate(regs):
+                    owner = self._owner(reg, source, fresh, until)
+                    if owner is not None:
+                        regs[i] = replace(reg, source=owner)
+                        self.held[owner.plugin_name] = self.held.get(owner.plugin_name, 0) + 1
+                        moved += 1
+            if moved:
+                st.touch()
+        if moved and _log.isEnabledFor(DEBUG):
+            _log.debug("%d hook(s) registered during %s's load handed to their plugin", moved,
+                       source)  # fmt: skip
+        return moved
+
+    def _owner(
+        self, reg: Any, source: HookSource, fresh: set[str], until: int | None
+    ) -> HookSource | None:
+        if reg.source != source or (until is not None and reg.seq > until):
+            return None
+        name = getattr(reg.hook, "__module__", None)
+        if not isinstance(name, str) or name not in fresh:
+            return None  # a string hook, or one from a module imported before this load
+        while name:
+            owner = self.owners.get(name)
+            if owner is not None:
+                return owner if owner != source and name in fresh else None
+            name = name.rpartition(".")[0]
+        return None
 
 
 def _failed(
