@@ -202,7 +202,7 @@ class ApplyCall:
         self.messages: list[str] = []
         self.dropped: list[str] = []  # AROUND hooks that drop the result: HookConflictWarning
         self.patched: list[str] = []
-        self.patched_keys: list[str] = []
+        self.patched_keys: dict[str, None] = {}  # in order; asked per key: not a list
         self.stale: list[StaleHolder] = []
         self.classes: set[str] = set()  # this call's whole-class REPLACE targets
         self.early: set[str] = set()  # targets installed as their module finished importing
@@ -768,7 +768,7 @@ def _install(
         _index(call.objects, key, rec)
     if key not in call.patched_keys:  # (built again in this call: another name joined it)
         call.patched.append(rec.display)
-        call.patched_keys.append(key)
+        call.patched_keys[key] = None
     if not rec.res.had_own and isinstance(rec.res.owner, ModuleType):
         _stood_in(call, rec, prev)  # found through a module's __getattr__: rare
     if rec.propagates:
@@ -839,7 +839,7 @@ def _join(
             call.journal.rebind(name, namespace, res.attr, rec.installed)
             _note_binding(rec, (name, namespace, res.attr, res.attr))
     call.patched.append(st.display[key])
-    call.patched_keys.append(key)
+    call.patched_keys[key] = None
 
 
 def _raw_at(rec: Record) -> Any:
