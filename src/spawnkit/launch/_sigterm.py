@@ -39,12 +39,11 @@ class Terminated(SystemExit):
 
 _fired = False  # a Terminated is on its way up: its teardown runs, a later SIGTERM waits for it
 _told = False  # the line on stderr is said once, however often a swallowed one is sent again
-_raised: Terminated | None = None
 _previous_hook: Any = None  # sys.unraisablehook before ours (watch())
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    global _fired, _told, _raised
+    global _fired, _told
     if _fired:
         return  # the teardown the first one started is running: let it finish
     _fired = True
@@ -54,14 +53,13 @@ def _on_sigterm(signum: int, frame: Any) -> None:
             "spawnkit: SIGTERM: stopping the worker group(s) (SIGTERM to each rank, its "
             "grace_period, then SIGKILL); exiting with 143\n"
         )
-    _raised = Terminated(128 + signum)
-    raise _raised
+    raise Terminated(128 + signum)  # never kept here: its traceback holds the frames' pipes
 
 
 def _on_unraisable(unraisable: Any) -> None:
     """``sys.unraisablehook`` while a group runs: see the module's docstring."""
     global _fired
-    ours = _raised is not None and unraisable.exc_value is _raised
+    ours = _fired and isinstance(unraisable.exc_value, Terminated)
     if ours and "atexit" not in str(unraisable.err_msg or ""):
         _fired = False  # nothing is on its way up: the next SIGTERM must raise again
         _send_again()
