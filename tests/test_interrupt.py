@@ -485,6 +485,92 @@ def test_sigterm_to_the_launcher_lets_each_rank_end_its_own_way(
     assert_gone(pids)
 
 
+SCRIPT_FINALIZER = """
+import os, time
+from spawnkit import spawn_with_plugins
+
+
+class Slow:
+    def __del__(self):  # what a finalizer does while SIGTERM arrives: Python code
+        os.write(1, b"launcher in a finalizer\\n")  # one write: the relayed lines stay whole
+        time.sleep(60)
+
+
+if __name__ == "__main__":
+    group = spawn_with_plugins("{module}:checkpointing", nprocs=2, grace_period=10)
+    group.wait_ready(60)
+    Slow()  # dropped at once: its __del__ runs here, on the main thread
+    group.join(120)
+    print("launcher ended its own way", flush=True)
+"""
+
+
+def test_a_sigterm_that_lands_in_a_finalizer_still_stops_the_group(
+    app: tuple[Path, str], tmp_path: Path
+) -> None:
+    """Python runs a signal's handler wherever the main thread is, a ``__del__`` included
+    (``spawnkit launch`` drops each started rank's pipe ends: multiprocessing's
+    ``Connection.__del__``), and swallows what a finalizer raises: the ``Terminated`` never
+    reached the teardown, the launcher waited on in ``join()``, and a later SIGTERM was
+    ignored as already handled (CI 3.13: the launcher outlived its SIGTERM by 30 s)."""
+    folder, module = app
+    (folder / f"{module}.py").write_text(ENTRY + GRACEFUL)
+    (folder / "run.py").write_text(SCRIPT_FINALIZER.format(module=module))
+    out = tmp_path / "notes"
+    out.mkdir()
+    run = Launched([sys.executable, str(folder / "run.py")], folder, {"INTR_OUT": str(out)})
+    try:
+        lines = run.wait_for(r"^(worker \d+ in entry|launcher in a finalizer)", count=3)
+        os.kill(run.proc.pid, signal.SIGTERM)  # while the launcher runs Slow.__del__
+        code, stdout, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 143, err
+    assert "launcher ended its own way" not in stdout
+    assert err.count("spawnkit: SIGTERM: stopping the worker group") == 1, err
+    notes = sorted(p.name.split("-", 1)[1] for p in out.iterdir())
+    assert notes == ["atexit", "atexit", "finally", "finally", "handler", "handler"], notes
+    assert_gone(worker_pids([line for line in lines if line.startswith("worker")]))
+
+
+SCRIPT_TWO_GROUPS = """
+from spawnkit import spawn_with_plugins
+
+if __name__ == "__main__":
+    try:
+        with spawn_with_plugins("{module}:slow", nprocs=1, grace_period=10) as group:
+            group.join(120)
+    except SystemExit as exc:  # a supervisor loop, or IPython, carries on after it
+        print(f"first group stopped ({{exc.code}}); starting another", flush=True)
+    with spawn_with_plugins("{module}:slow", nprocs=1, grace_period=10) as group:
+        group.join(120)
+    print("the second group ran on", flush=True)
+"""
+
+
+def test_a_launcher_that_caught_a_sigterm_still_hears_the_next_groups(
+    app: tuple[Path, str],
+) -> None:
+    """The first SIGTERM marked itself handled for good: a launcher that caught the
+    ``Terminated`` once its group was torn down (a supervisor loop, a notebook cell) and
+    started another group had every later SIGTERM ignored, the new group running on."""
+    folder, module = app
+    (folder / "run.py").write_text(SCRIPT_TWO_GROUPS.format(module=module))
+    run = Launched([sys.executable, str(folder / "run.py")], folder)
+    try:
+        first = worker_pids(run.wait_for(r"^worker \d+ in entry"))
+        os.kill(run.proc.pid, signal.SIGTERM)
+        run.wait_for(r"^first group stopped \(143\); starting another")
+        second = worker_pids(run.wait_for(r"^worker \d+ in entry"))
+        os.kill(run.proc.pid, signal.SIGTERM)
+        code, stdout, err = run.finish()
+    finally:
+        run.kill()
+    assert code == 143, err
+    assert "the second group ran on" not in stdout
+    assert_gone(first + second)
+
+
 def test_a_launchers_own_sigterm_handler_is_left_alone(
     app: tuple[Path, str], tmp_path: Path
 ) -> None:

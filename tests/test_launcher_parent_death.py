@@ -283,6 +283,31 @@ def test_pdeathsig_arming_race_is_closed(tmp_path: Path) -> None:
     assert "already re-parented when it armed its watch" in proc.stderr
 
 
+def test_a_worker_that_exits_at_once_lets_its_watcher_thread_start_first() -> None:
+    """A worker whose entry returned within milliseconds reached interpreter finalization
+    before its new watcher thread ever ran; on CPython 3.10 (gh-108987) that thread then
+    started on the freed interpreter state and the worker died of SIGSEGV after its result
+    was sent (CI: test_tty_without_rich_prints_plain_lines).  Here the thread cannot take the
+    GIL on a timer (a switch interval of 1000 s): it has run by finalization only because exit
+    waits for it."""
+    code = textwrap.dedent(
+        """
+        import atexit, multiprocessing.connection, sys
+        from spawnkit.bootstrap import _parent_death
+
+        # registered first, so it runs last, as finalization begins: a thread that has run
+        # Python code has a frame
+        atexit.register(lambda: print("threads with a frame:", len(sys._current_frames())))
+        r, w = multiprocessing.Pipe(duplex=False)
+        sys.setswitchinterval(1000)
+        _parent_death.arm("run1", r, 0, parent_pid=None, pdeathsig=False)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert "threads with a frame: 2" in proc.stdout, proc.stdout + proc.stderr
+
+
 def _exit_code() -> int:
     from spawnkit.bootstrap._parent_death import PARENT_DIED_EXIT_CODE
 

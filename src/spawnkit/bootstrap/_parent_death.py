@@ -76,12 +76,17 @@ def arm(run_id: str | None, conn: Any, rank: int, parent_pid: int | None, pdeath
     # A bare thread, not threading.Thread: Thread.start() waits until the new thread runs,
     # 1-3 ms in a freshly forked worker on a busy machine (a seventh of a warm start), and the
     # watch need not have begun by then: a closed pipe still reads as EOF when it does.  Like a
-    # daemon thread it never delays exit; threading.enumerate() does not list it.
-    _start_watch((conn, rank, parent_pid))
+    # daemon thread it never delays exit; threading.enumerate() does not list it.  That wait
+    # is made at exit instead (``_let_watcher_start``), where it costs nothing.
+    started = _start_watch((conn, rank, parent_pid))
+    import atexit  # built in, and imported already by the package's util: free
+
+    atexit.register(_let_watcher_start, started, os.getpid())
 
 
 _ahead: list[Any] | None = None
-"""A watcher thread started ahead in this process (:func:`watch_ahead`): [lock, args, pid]."""
+"""A watcher thread started ahead in this process (:func:`watch_ahead`):
+[lock it waits on, the watch's arguments, pid, lock it releases as it runs]."""
 
 
 def watch_ahead() -> None:
@@ -93,30 +98,58 @@ def watch_ahead() -> None:
     global _ahead
     if not _server_guarded:
         return
-    lock = _thread.allocate_lock()
-    lock.acquire()
-    slot: list[Any] = [lock, None, os.getpid()]
+    go, started = _thread.allocate_lock(), _thread.allocate_lock()
+    go.acquire()
+    started.acquire()
+    slot: list[Any] = [go, None, os.getpid(), started]
     _thread.start_new_thread(_parked, (slot,))
     _ahead = slot
 
 
 def _parked(slot: list[Any]) -> None:
+    slot[3].release()  # it runs (see _let_watcher_start)
     slot[0].acquire()  # released by _start_watch, with the watch's arguments; or never
     _watch(*slot[1])
 
 
-def _start_watch(args: tuple[Any, int, int | None]) -> None:
+def _start_watch(args: tuple[Any, int, int | None]) -> Any:
+    """Start the watch (hand it to the parked thread, where there is one); the lock its
+    thread releases as it first runs."""
     global _ahead
     slot, _ahead = _ahead, None
+    ran = _thread.allocate_lock()
+    ran.acquire()
     if slot is not None and slot[2] == os.getpid():  # not a fork of the spare that started it
-        slot[1] = args
+        slot[1] = (*args, ran)
         slot[0].release()
-        return
-    _thread.start_new_thread(_watch, args)
+        return slot[3]
+    _thread.start_new_thread(_watch, (*args, ran))
+    return ran
 
 
-def _watch(conn: Any, rank: int, parent_pid: int | None) -> None:
+_WATCHER_START_WAIT_S = 5.0
+"""The most an exiting worker waits for a watcher thread that has not run yet."""
+
+
+def _let_watcher_start(started: Any, pid: int) -> None:
+    """At exit, before the interpreter finalizes: let a watcher that has not run yet start.
+
+    A worker whose entry returns within milliseconds can reach ``Py_FinalizeEx`` before the
+    scheduler ever ran its new watcher thread.  The interpreter then frees that thread's
+    state, and on CPython 3.10 (and 3.11 before 3.11.6, 3.12.0: CPython gh-108987) the thread,
+    when it does run, initializes itself on the freed memory: the worker dies of SIGSEGV after
+    its result was sent, and the group fails.  Waiting on the lock the thread releases first
+    gives up the GIL until it has started; a started thread blocked in ``read()`` is one the
+    interpreter ends safely.  In a process forked from the worker, there is no thread to wait
+    for.
+    """
+    if os.getpid() == pid:
+        started.acquire(timeout=_WATCHER_START_WAIT_S)
+
+
+def _watch(conn: Any, rank: int, parent_pid: int | None, started: Any) -> None:
     """Block until the launcher's end closes; the launcher never writes to this pipe."""
+    started.release()  # it runs: the interpreter may finalize under it from now on
     try:
         while True:
             conn.recv_bytes()
