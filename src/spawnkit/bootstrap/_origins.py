@@ -90,6 +90,19 @@ def placement_line(module: str, files: list[str]) -> Line | None:
     for line in pth_code():
         if pattern.search(line.text):
             return line
+    return _first_line(pattern, files)
+
+
+def loading_line(module: str, files: list[str]) -> Line | None:
+    """The line in ``files`` that loads ``module`` from a source file past the import system:
+    ``spec_from_file_location("module", path)`` (vLLM's ``import_from_path``), else its
+    ``sys.modules["module"] = ...``."""
+    pattern = re.compile(rf"""spec_from_file_location\(\s*(['"]){re.escape(module)}\1""")
+    return _first_line(pattern, files) or placement_line(module, files)
+
+
+def _first_line(pattern: re.Pattern[str], files: list[str]) -> Line | None:
+    """The first line of ``files`` (in their order) that ``pattern`` matches."""
     for path in files:
         try:
             with open(path, encoding="utf-8", errors="replace") as handle:
@@ -100,20 +113,3 @@ def placement_line(module: str, files: list[str]) -> Line | None:
             if pattern.search(text):
                 return Line(path, i, text.strip())
     return None
-
-
-def loading_line(module: str, files: list[str]) -> Line | None:
-    """The line in ``files`` that loads ``module`` from a source file past the import system:
-    ``spec_from_file_location("module", path)`` (vLLM's ``import_from_path``), else its
-    ``sys.modules["module"] = ...``."""
-    pattern = re.compile(rf"""spec_from_file_location\(\s*(['"]){re.escape(module)}\1""")
-    for path in files:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                lines = handle.read().splitlines()
-        except OSError:
-            continue
-        for i, text in enumerate(lines, 1):
-            if pattern.search(text):
-                return Line(path, i, text.strip())
-    return placement_line(module, files)
