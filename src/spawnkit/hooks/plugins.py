@@ -741,7 +741,9 @@ class _Handover:
         if len(self.owners) < 2 or not imported:  # the common case costs nothing more
             return 0
         fresh = set(imported)
-        if not any(m in fresh for m, src in self.owners.items() if src != source):
+        # the entry-point modules this load ran (a C-level intersection; usually its own only)
+        hits = self.owners.keys() & fresh
+        if all(self.owners[m].plugin_name == source.plugin_name for m in hits):
             return 0
         moved = 0
         with registry._lock:
