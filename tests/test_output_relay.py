@@ -294,3 +294,44 @@ def test_a_long_json_line_and_the_last_lines_reach_a_slow_stdout_whole(tmp_path:
     assert len(json.loads(lines[0])["latencies_s"]) == 6000
     assert len(lines) == 3002 and lines[-1] == "FINAL: eval accuracy 0.913"
     assert b"may be cut" not in err and b"is over" not in err
+
+
+_MASKS = """
+import json, os, threading
+from spawnkit.launch import spawn_with_plugins
+
+
+def status(tid):
+    with open(f"/proc/self/task/{tid}/status") as f:
+        return dict(line.rstrip("\\n").split(":\\t", 1) for line in f if ":\\t" in line)
+
+
+if __name__ == "__main__":
+    with spawn_with_plugins("time:sleep", 5, nprocs=1) as group:
+        group.wait_ready(timeout=60)  # the rank runs: its pipes are being relayed
+        main = threading.main_thread().native_id
+        others = [int(t) for t in os.listdir("/proc/self/task") if int(t) != main]
+        print(json.dumps({"main": int(status(main)["SigBlk"], 16),
+                          "others": [int(status(t)["SigBlk"], 16) for t in others]}))
+        group.terminate()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/task")
+def test_the_relay_thread_leaves_sigterm_and_ctrl_c_to_the_main_thread(tmp_path: Path) -> None:
+    """A signal sent to the launcher goes to any thread that does not block it, and Python
+    runs its handler only in the main thread: one delivered to the relay thread waited until
+    the main thread's join() or results() wait ended by itself."""
+    import json
+
+    script = tmp_path / "masks.py"
+    script.write_text(_MASKS, encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    wanted = (1 << (2 - 1)) | (1 << (15 - 1))  # SIGINT, SIGTERM
+    assert out["main"] & wanted == 0
+    assert out["others"], "no relay thread ran"
+    assert all(mask & wanted == wanted for mask in out["others"]), out

@@ -11,8 +11,10 @@ and says so if some was left.  See docs/architecture.md.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import os
 import selectors
+import signal
 import sys
 import threading
 import time
@@ -153,6 +155,12 @@ class OutputRelay:
 
     # ------------------------------------------------------------- the thread
     def _run(self) -> None:
+        # A signal sent to the process (docker stop's SIGTERM, a terminal's Ctrl-C) goes to
+        # any thread that does not block it, and Python runs its handler only in the main
+        # thread: delivered here, it waited until the main thread's wait in join() or
+        # results() ended by itself (a SIGTERM unheard for the whole join timeout).
+        with contextlib.suppress(AttributeError, ValueError, OSError):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
             self._relay()
         finally:

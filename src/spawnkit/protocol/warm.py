@@ -150,6 +150,7 @@ class WarmServer:
         #: the leases of those that may still start workers from it (see Lease)
         self.holders: weakref.WeakSet[Lease] = weakref.WeakSet()
         self.pid: int | None = None
+        self.ended_code: int | None = None  # its exit, where it ended before stop() asked
         self.address: Any = None
         self.fork_timeout = _FORK_TIMEOUT
         self._alive_w: int | None = None
@@ -313,6 +314,9 @@ class WarmServer:
     def stop(self, timeout: float = _STOP_TIMEOUT) -> None:
         """Close the alive pipe (the server exits once its workers are gone); bounded, then kill."""
         with self._lock:
+            if self.pid is not None and self.ended_code is None:
+                # died on its own (killed): its workers' deaths are told as its (gone_error)
+                self.ended_code = self._reap(0.0)
             if self._alive_w is not None:
                 os.close(self._alive_w)
                 self._alive_w = None
@@ -392,7 +396,8 @@ class WarmServer:
     def gone_error(self, what: str) -> ForkServerError | None:
         """``_gone``'s error if this server has exited by now (a worker of it that died with no
         word died of that: the server's death is the cause to name), else None."""
-        code = self._reap(0.0)
+        # replaced since (get_server stops a dead one): what it had ended with
+        code = self._reap(0.0) if self.pid is not None else self.ended_code
         if code is None:
             return None
         return self._gone(what, state=self._code_text(code))
