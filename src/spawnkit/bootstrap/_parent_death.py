@@ -78,7 +78,7 @@ def arm(run_id: str | None, conn: Any, rank: int, parent_pid: int | None, pdeath
     # watch need not have begun by then: a closed pipe still reads as EOF when it does.  Like a
     # daemon thread it never delays exit; threading.enumerate() does not list it.  That wait
     # is made at exit instead (``_let_watcher_start``), where it costs nothing.
-    started = _start_watch((conn, rank, parent_pid))
+    started = _start_watch((conn, rank, parent_pid, _identity(conn.fileno())))
     import atexit  # built in, and imported already by the package's util: free
 
     atexit.register(_let_watcher_start, started, os.getpid())
@@ -112,7 +112,7 @@ def _parked(slot: list[Any]) -> None:
     _watch(*slot[1])
 
 
-def _start_watch(args: tuple[Any, int, int | None]) -> Any:
+def _start_watch(args: tuple[Any, int, int | None, tuple[int, int] | None]) -> Any:
     """Start the watch (hand it to the parked thread, where there is one); the lock its
     thread releases as it first runs."""
     global _ahead
@@ -147,7 +147,17 @@ def _let_watcher_start(started: Any, pid: int) -> None:
         started.acquire(timeout=_WATCHER_START_WAIT_S)
 
 
-def _watch(conn: Any, rank: int, parent_pid: int | None, started: Any) -> None:
+def _identity(fd: int) -> tuple[int, int] | None:
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _watch(
+    conn: Any, rank: int, parent_pid: int | None, ident: tuple[int, int] | None, started: Any
+) -> None:
     """Block until the launcher's end closes; the launcher never writes to this pipe."""
     started.release()  # it runs: the interpreter may finalize under it from now on
     try:
@@ -155,6 +165,12 @@ def _watch(conn: Any, rank: int, parent_pid: int | None, started: Any) -> None:
             conn.recv_bytes()
     except (EOFError, OSError):
         pass
+    # The entry may have closed the descriptor itself (a daemonizing library's
+    # os.closerange(3, ...)) before this thread first read it, and its number may hold a file
+    # of the entry's now: that is no launcher's death, and ending the worker "because its
+    # launcher died" would be false.  Only the pipe itself at EOF says so.
+    if ident is None or _identity(conn.fileno()) != ident:
+        return
     _die(rank, parent_pid, "its death pipe closed")
 
 
