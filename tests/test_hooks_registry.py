@@ -35,6 +35,8 @@ def helper(a, b=1):
 """
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from _hooks_support import Modules
 
 pytest_plugins = ("_hooks_support",)  # the mods and registry fixtures
@@ -638,6 +640,49 @@ def test_a_class_replace_of_another_registry_on_top_is_not_undone_half(mods: Mod
     assert m.C is ByA
     a.unapply()  # the fix the error gives
     assert m.C is original
+
+
+_CROSSED = """
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+from spawnkit.hooks import HookRegistry
+import crossed
+sys.setswitchinterval(1e-6)  # switch threads as often as it can: the window is short
+for i in range(int(sys.argv[2])):
+    a, b = HookRegistry(name=f"a{i}"), HookRegistry(name=f"b{i}")
+    a.register("crossed.f", lambda r, x: [*r, "A"])
+    a.apply_hooks()
+    b.register("crossed.f", lambda r, x: [*r, "B"])  # f: B's chain on A's
+    b.register("crossed.g", lambda r, x: [*r, "B"])
+    b.apply_hooks()
+    a.register("crossed.g", lambda r, x: [*r, "A"])  # g: A's chain on B's
+    a.apply_hooks()
+    assert crossed.f(0) == [0, "A", "B"] and crossed.g(0) == [0, "B", "A"]
+    go = threading.Barrier(2)
+    threads = [threading.Thread(target=lambda r=r: (go.wait(), r.unapply()), daemon=True)
+               for r in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    if any(t.is_alive() for t in threads):
+        print(f"hung at round {i}", flush=True)
+        import os; os._exit(3)
+    assert crossed.f(0) == [0] and crossed.g(0) == [0], (crossed.f(0), crossed.g(0))
+print("done")
+"""
+
+
+def test_two_registries_each_inner_to_the_other_unapply_in_two_threads(tmp_path: Path) -> None:
+    """``A.unapply()`` rebuilds B's chain on f while ``B.unapply()`` rebuilds A's on g: with a
+    lock each, the two threads took them in two orders and both hung for good (within 70
+    rounds, 3 runs of 3).  Every registry shares one lock now; each round must end."""
+    (tmp_path / "crossed.py").write_text("def f(x):\n    return [x]\n\ndef g(x):\n    return [x]\n")
+    proc = subprocess.run(
+        [sys.executable, "-c", _CROSSED, str(tmp_path), "150"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stdout + proc.stderr
 
 
 def test_a_replace_over_another_registrys_hooks_says_they_never_run(mods: Modules) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import threading
 import types
 import weakref
 from typing import Any
@@ -104,6 +105,12 @@ def _seq(reg: Registration) -> int:
 #: inside the other's, and undoing or rebuilding the inner one rebuilds the outer one on what
 #: stands there then (``hooks/_layers``).
 REGISTRIES: weakref.WeakSet[Any] = weakref.WeakSet()
+
+#: The one lock of every registry.  Rebuilding an outer registry's chain takes its lock while
+#: the inner one's is held (``_apply.rebase_layers``), so with a lock each, ``A.unapply()`` and
+#: ``B.unapply()`` in two threads, each inner to the other on some target, took them in two
+#: orders and hung both threads for good.  One lock cannot be taken in two orders.
+LOCK = threading.RLock()
 
 #: module -> (registry name, id of the module): the target modules an ``apply_hooks()`` of
 #: that registry imported.  Another namespace's import guard must not take them for an early

@@ -110,7 +110,7 @@ class HookRegistry(RegistryQueries):
 
     def __init__(self, name: str = "spawnkit") -> None:
         self.name = name
-        self._lock = threading.RLock()
+        self._lock = _state.LOCK  # one for all: see there
         self._state = _state.State()
         self._applying = False  # an apply call runs (in the thread holding the lock)
         _state.REGISTRIES.add(self)  # a target another registry hooks too: hooks/_layers
