@@ -42,8 +42,9 @@ FAILURE_ONLY = ("logging", "traceback", "difflib", "spawnkit.platforms.explanati
 #: Modules a cold worker avoids altogether (issue #23): ``os.uname()`` stands for ``platform``;
 #: ``@record`` (spec/_record.py) for ``dataclasses``; code objects for ``inspect`` (and with it
 #: ``ast``, ``dis``, ``tokenize``), in the platform override check and the async-target test;
-#: ``_ctypes`` alone for ``ctypes``, in the parent-death guardian's ``clone``.
-AVOIDED = ("platform", "dataclasses", "inspect", "ast", "dis", "tokenize", "ctypes")
+#: ``_ctypes`` alone for ``ctypes``, in the parent-death guardian's ``clone``; ``copy`` only
+#: where a report holds a value beyond plain types, or a failed plugin load is asked again.
+AVOIDED = ("platform", "dataclasses", "inspect", "ast", "dis", "tokenize", "ctypes", "copy")
 
 
 def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path: Path) -> None:
