@@ -189,3 +189,15 @@ def test_a_comprehension_in_a_plain_def_around_a_generator_is_no_try_block(
     assert _apply(registry) == []
     assert next(m.stream(1, drop=True)) == 0
 
+
+def test_the_opcode_numbers_the_bytecode_readers_use_are_this_pythons() -> None:
+    """The readers take their opcode numbers from a table by version, not from ``opcode`` (a
+    cold worker's import): the table must be ``opcode.opmap``, name by name, missing included."""
+    import opcode
+
+    from spawnkit.hooks import _chain
+
+    mine = _chain._opmap()
+    assert {n: mine.get(n) for n in _chain.OPCODE_NAMES} == {
+        n: opcode.opmap.get(n) for n in _chain.OPCODE_NAMES
+    }

@@ -41,8 +41,13 @@ def at_startup(env: dict[str, str] | None = None) -> set[str]:
 FAILURE_ONLY = ("logging", "traceback", "difflib", "spawnkit.platforms.explanation")
 #: Modules a cold worker avoids altogether (issue #23): ``os.uname()`` stands for ``platform``;
 #: ``@record`` (spec/_record.py) for ``dataclasses``; code objects for ``inspect`` (and with it
-#: ``ast``, ``dis``, ``tokenize``), in the platform override check and the async-target test.
-AVOIDED = ("platform", "dataclasses", "inspect", "ast", "dis", "tokenize")
+#: ``ast``, ``dis``, ``tokenize``), in the platform override check and the async-target test;
+#: ``_ctypes`` alone for ``ctypes``, in the parent-death guardian's ``clone``; ``copy`` only
+#: where a report holds a value beyond plain types, or a failed plugin load is asked again;
+#: a table of opcode numbers by version for ``opcode``, in the AROUND hook's result check.
+AVOIDED = (
+    "platform", "dataclasses", "inspect", "ast", "dis", "tokenize", "ctypes", "copy", "opcode",
+)  # fmt: skip
 
 
 def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path: Path) -> None:

@@ -227,18 +227,41 @@ def _fork_beside() -> int:
     if number is None:
         return -1
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.syscall.restype = ctypes.c_long
+        syscall = _libc("syscall", "l")
         flags = _CLONE_PARENT | int(signal.SIGCHLD)
         if machine == "s390x":  # stack first, then flags
-            pid = int(libc.syscall(number, 0, flags, 0, 0, 0))
+            pid = int(syscall(number, 0, flags, 0, 0, 0))
         else:
-            pid = int(libc.syscall(number, flags, 0, 0, 0, 0))
+            pid = int(syscall(number, flags, 0, 0, 0, 0))
     except (OSError, AttributeError):
         return -1
     return pid if pid >= 0 else -1
+
+
+def _libc(name: str, result: str) -> Any:
+    """``ctypes.CDLL(None, use_errno=True)[name]`` returning the C type ``result`` (a struct
+    code: ``"l"`` long, ``"i"`` int), built from ``_ctypes`` alone, as ``ctypes`` builds it.
+
+    A cold worker makes one such call (``clone``) before its watcher thread starts; the
+    ``ctypes`` package over ``_ctypes`` (``ctypes``, ``ctypes._endian``) cost it ~0.8 ms to
+    import, and nothing else in a worker needs it.  Arguments are passed as ctypes passes
+    them without ``argtypes``: a Python int as a C int, bytes as ``char *``.
+    """
+    import _ctypes
+
+    class Result(_ctypes._SimpleCData):  # type: ignore[type-arg]
+        _type_ = result
+
+    class Function(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = Result
+
+    class Library:  # what a function pointer is looked up in: the process's own symbols
+        # None: the program and what it linked (libc), as CDLL(None); RTLD_LOCAL: ctypes'
+        # DEFAULT_MODE on Linux.  (The stubs know neither None here nor a library but CDLL.)
+        _handle = _ctypes.dlopen(None, _ctypes.RTLD_LOCAL)  # type: ignore[arg-type]
+
+    return Function((name, Library()))  # type: ignore[arg-type]
 
 
 def reap_guardian(worker_pid: int) -> None:
@@ -353,12 +376,10 @@ def _bind_to_worker(worker: int, worker_fd: int) -> bool:
     """Name the guardian (the launcher reaps it by name) and, as the worker's child, tie it
     to the worker with PDEATHSIG; False when it must not run (it could outlive the worker)."""
     try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = _libc("prctl", "i")
         if worker_fd < 0:
-            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        libc.prctl(_PR_SET_NAME, ctypes.c_char_p(_GUARDIAN_NAME + str(worker).encode()), 0, 0, 0)
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        prctl(_PR_SET_NAME, _GUARDIAN_NAME + str(worker).encode(), 0, 0, 0)
     except (OSError, AttributeError):
         return False
     return worker_fd >= 0 or os.getppid() == worker

@@ -541,6 +541,34 @@ _SPOILS = {
 }
 
 
+#: The opcodes the bytecode readers below use, by CPython version: ``opcode.opmap``'s numbers
+#: (fixed within a version; tests/test_hooks_generators.py checks them against it).  Importing
+#: ``opcode`` cost a cold worker with an AROUND hook ~0.4 ms; another version reads it.
+_OPCODES: dict[tuple[int, int], dict[str, int]] = {
+    (3, 10): {"RETURN_VALUE": 83, "LOAD_CONST": 100, "EXTENDED_ARG": 144,
+              "SETUP_FINALLY": 122, "SETUP_WITH": 143, "SETUP_ASYNC_WITH": 154},
+    (3, 11): {"RETURN_VALUE": 83, "LOAD_CONST": 100, "EXTENDED_ARG": 144, "CACHE": 0,
+              "PUSH_EXC_INFO": 35},
+    (3, 12): {"RETURN_VALUE": 83, "RETURN_CONST": 121, "LOAD_CONST": 100, "EXTENDED_ARG": 144,
+              "CACHE": 0, "PUSH_EXC_INFO": 35, "SETUP_FINALLY": 256, "SETUP_WITH": 258},
+    (3, 13): {"RETURN_VALUE": 36, "RETURN_CONST": 103, "LOAD_CONST": 83, "EXTENDED_ARG": 71,
+              "CACHE": 0, "PUSH_EXC_INFO": 33, "SETUP_FINALLY": 265, "SETUP_WITH": 266},
+}  # fmt: skip
+#: Every name ``_OPCODES`` answers for: a version's missing name is one it lacks.
+OPCODE_NAMES = ("RETURN_VALUE", "RETURN_CONST", "LOAD_CONST", "EXTENDED_ARG", "CACHE",
+                "PUSH_EXC_INFO", "SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH")  # fmt: skip
+
+
+def _opmap() -> dict[str, int]:
+    """``opcode.opmap`` for the names of ``OPCODE_NAMES``, without importing it where known."""
+    known = _OPCODES.get(sys.version_info[:2])
+    if known is None:
+        import opcode
+
+        return opcode.opmap
+    return known
+
+
 #: code object -> whether it returns something other than None somewhere (``_returns_value``)
 _RETURNS: dict[types.CodeType, bool] = {}
 
@@ -562,13 +590,11 @@ def _returns_value(code: types.CodeType) -> bool:
 
 def _scan_returns(code: types.CodeType) -> bool:
     """Read from the bytecode: a ``return`` of anything but the constant None (True when in
-    doubt: a generator, no return at all, an opcode this Python lacks).  ``opcode`` rather than
-    ``dis``: a worker whose hooks are all plain never imports either."""
+    doubt: a generator, no return at all, an opcode this Python lacks).  The numbers from
+    ``_opmap()``, not ``dis``: a worker whose hooks are all plain never imports either."""
     if code.co_flags & 0x220:  # a generator's or an async generator's return is no result
         return True
-    import opcode  # only when an AROUND hook is applied
-
-    ops = opcode.opmap
+    ops = _opmap()
     value, const, load = ops["RETURN_VALUE"], ops.get("RETURN_CONST"), ops["LOAD_CONST"]
     extended, cache = ops["EXTENDED_ARG"], ops.get("CACHE")
     consts, raw = code.co_consts, code.co_code
@@ -623,15 +649,14 @@ def _guards(code: types.CodeType) -> bool:
     opcode (3.10).  From 3.12 a comprehension is inlined (PEP 709) with a handler of its own
     that puts the loop variable back (``SWAP``): no ``try`` of the hook's, which made a plain
     def filtering its kwargs (``{k: v for k, v in kw.items() if ...}``) a false finding."""
-    import opcode  # only for a plain def AROUND a generator
-
+    ops = _opmap()
     raw = code.co_code
     table = getattr(code, "co_exceptiontable", None)
     if table is not None:
-        push = opcode.opmap.get("PUSH_EXC_INFO")
+        push = ops.get("PUSH_EXC_INFO")
         return any(raw[2 * target] == push for target in _handlers(table))
     names = ("SETUP_FINALLY", "SETUP_WITH", "SETUP_ASYNC_WITH")
-    setups = {opcode.opmap[n] for n in names if n in opcode.opmap}
+    setups = {ops[n] for n in names if n in ops}
     return any(raw[i] in setups for i in range(0, len(raw), 2))
 
 

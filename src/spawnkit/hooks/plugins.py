@@ -24,7 +24,6 @@ Which plugins are selected (metadata only, nothing imported) is ``_plugin_select
 
 from __future__ import annotations
 
-import copy
 import itertools
 import os
 import sys
@@ -177,6 +176,8 @@ class PluginManager:
     def _again(self, stage: str) -> Any:
         def build(first: BaseException) -> BaseException:
             if isinstance(first, SpawnkitError):
+                import copy  # a second call after a failure only: no worker that runs needs it
+
                 # Same type and fields (plugin, dist, ...), so callers see the first cause again.
                 return copy.copy(first)
             return PluginError(

@@ -279,6 +279,12 @@ def as_dict(obj: Any) -> Any:
         return kind(as_dict(v) for v in obj)
     if kind is dict:
         return {as_dict(k): as_dict(v) for k, v in obj.items()}
-    import copy
+    if kind in _ATOMS:
+        return obj
+    import copy  # only for what a report seldom holds: a cold worker never imports it
 
     return copy.deepcopy(obj)
+
+
+#: Types whose values ``copy.deepcopy`` returns as they are: most of a record's leaves.
+_ATOMS = frozenset({str, int, float, bool, type(None), bytes})
