@@ -233,7 +233,7 @@ def _fork_beside() -> int:
             pid = int(syscall(number, 0, flags, 0, 0, 0))
         else:
             pid = int(syscall(number, flags, 0, 0, 0, 0))
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError, ImportError):  # _ctypes is private: any change
         return -1
     return pid if pid >= 0 else -1
 
@@ -380,7 +380,7 @@ def _bind_to_worker(worker: int, worker_fd: int) -> bool:
         if worker_fd < 0:
             prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
         prctl(_PR_SET_NAME, _GUARDIAN_NAME + str(worker).encode(), 0, 0, 0)
-    except (OSError, AttributeError):
+    except (OSError, AttributeError, TypeError, ImportError):  # _ctypes is private (_libc)
         return False
     return worker_fd >= 0 or os.getppid() == worker
 
