@@ -552,9 +552,7 @@ def _add_other_failures(group: WorkerGroup, err: ChildError) -> None:
     if not own:
         return
     others = err.other_failures = {n: group._rank_failed(n) for n in own}
-    block = f"Also failed on their own, before the teardown stopped them ({len(own)} rank(s); "
-    block += "err.other_failures holds each error, traceback included):"
-    block += "".join(f"\n  {str(other).splitlines()[0]}" for other in others.values())
+    block = failure.also_failed(others)
     text, rank = str(err.args[0]) if err.args else "", err.rank or 0
     stages = group._stages_at.get(rank, [])
     said = group._errors.effect(rank, stages)
