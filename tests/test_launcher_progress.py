@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from _launcher_support import STAGES, Site, assert_group_gone, fault_env, make_site
@@ -130,6 +131,114 @@ def test_callback_error_during_teardown_is_logged(
     assert any("display gone" in rec.getMessage() for rec in caplog.records)
     with pytest.raises(ProgressCallbackError, match="display gone"):
         group.join(timeout=1)
+
+
+def _said(caplog: pytest.LogCaptureFixture, text: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+
+def _broken_at_start(rank: int, stage: str, elapsed: float) -> None:
+    if stage == "process_start":  # told by spawn_with_plugins itself, before any wait
+        raise RuntimeError("display gone at start")
+
+
+def test_callback_error_no_wait_raised_is_logged_by_terminate(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The callback raised as the launch told it a rank started, and the caller went straight
+    to terminate(): the teardown took the error as already raised and said nothing."""
+    group = spawn_with_plugins(
+        site.entry("sleep_forever"), namespace=site.ns, ready_timeout=60, progress=_broken_at_start
+    )
+    with caplog.at_level(logging.WARNING, logger="spawnkit.bootstrap"):
+        group.terminate()
+    said = _said(caplog, "display gone at start")
+    assert len(said) == 1 and group.run_id in said[0]
+    assert "No wait of the group raised it" in said[0]
+    assert_group_gone(group)
+    with pytest.raises(ProgressCallbackError, match="display gone at start"):
+        group.join(timeout=1)
+
+
+def test_callback_error_in_a_with_block_without_a_wait_is_logged(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The block's end reads what the ranks sent (to tell those still running): the callback
+    heard of the entry there and raised, and the teardown took that as said."""
+
+    def broken(rank: int, stage: str, elapsed: float) -> None:
+        if stage == "entry":
+            raise RuntimeError("display gone at entry")
+
+    with (
+        caplog.at_level(logging.WARNING, logger="spawnkit.bootstrap"),
+        spawn_with_plugins(
+            site.entry(), namespace=site.ns, ready_timeout=60, progress=broken
+        ) as group,
+    ):
+        _wait_exited(group.pids[0])  # without reaping it: the group's to see
+    assert len(_said(caplog, "display gone at entry")) == 1
+
+
+def _wait_exited(pid: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"worker {pid} still running after {timeout}s")
+
+
+def test_callback_error_while_polling_exit_codes_is_logged_by_terminate(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(rank: int, stage: str, elapsed: float) -> None:
+        if stage == "entry":
+            raise RuntimeError("display gone at entry")
+
+    group = spawn_with_plugins(site.entry(), namespace=site.ns, ready_timeout=60, progress=broken)
+    deadline = time.monotonic() + 60
+    while None in group.exit_codes and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert group.exit_codes == [0]
+    with caplog.at_level(logging.WARNING, logger="spawnkit.bootstrap"):
+        group.terminate()
+    assert len(_said(caplog, "display gone at entry")) == 1
+
+
+def test_callback_error_of_a_group_collected_unclosed_is_logged(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    import gc
+
+    group = spawn_with_plugins(
+        site.entry(), namespace=site.ns, ready_timeout=60, progress=_broken_at_start
+    )
+    deadline = time.monotonic() + 60
+    while None in group.exit_codes and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with caplog.at_level(logging.WARNING, logger="spawnkit.bootstrap"):
+        del group
+        gc.collect()
+    assert len(_said(caplog, "display gone at start")) == 1
+
+
+def test_callback_error_a_wait_raised_is_not_logged_again(
+    site: Site, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Control: the error a wait raised reached the caller; the teardown stays quiet."""
+    group = spawn_with_plugins(
+        site.entry("sleep_forever"), namespace=site.ns, ready_timeout=60, progress=_broken_at_start
+    )
+    with caplog.at_level(logging.WARNING, logger="spawnkit.bootstrap"):
+        with pytest.raises(ProgressCallbackError, match="display gone at start"):
+            group.join(timeout=60)
+        group.terminate()
+    assert _said(caplog, "display gone") == []
+    assert_group_gone(group)
 
 
 def test_progress_must_be_callable(site: Site) -> None:

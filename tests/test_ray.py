@@ -9,6 +9,7 @@ on one worker under ``--dist loadgroup``).
 from __future__ import annotations
 
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -83,6 +84,18 @@ def shout(payload=None):
 def exits(payload):
     print("ending with sys.exit", payload["code"])
     sys.exit(payload["code"])
+
+def shards(payload):
+    # Each rank checks its own shard; all meet first, so they fail together, as ranks
+    # hitting one bug do.
+    import os, time
+    from spawnkit.bootstrap import current_spec
+    spec = current_spec()
+    open(os.path.join(payload["dir"], f"at-{spec.rank}"), "w").close()
+    deadline = time.monotonic() + 60
+    while len(os.listdir(payload["dir"])) < spec.world_size and time.monotonic() < deadline:
+        time.sleep(0.01)
+    raise FileNotFoundError(f"shard-{spec.rank:05d}.parquet is missing")
 """
 
 TARGET_SRC = """
@@ -271,11 +284,45 @@ def test_failing_plugin_in_one_rank_surfaces_with_traceback(
     assert "register_fails_on_rank1" in str(err)  # the traceback is in the message too
     assert "Effect: Ray group" in str(err) and "rank 0:" in str(err)  # what else it stopped
     assert group.nodes[1] and group.nodes[1] in str(err)  # names the node
+    assert err.other_failures == {} and "Also failed" not in str(err)  # rank 0 did not fail
     assert err.pid == pids[1]
     # The failed rank's actor exits, and the healthy one is stopped too.
     assert _gone(pids)
     with pytest.raises(ChildRaisedError):  # the first failure stays the group's answer
         group.join(1)
+
+
+def test_other_ranks_own_failures_are_reported(ray_cluster: Any, tmp_path: Path) -> None:
+    """Two ranks failed, each for its own reason: only the first was said, the other's
+    exception appeared nowhere and the Effect line had it "at: process_start"."""
+    root = _site(tmp_path / "site")
+    (tmp_path / "met").mkdir()
+    group = skray.spawn_on_ray(
+        "skray_app.shout:shards",
+        {"dir": str(tmp_path / "met")},
+        nprocs=2,
+        namespace=_namespace(),
+        env=_env(root),
+        ready_timeout=READY_S,
+    )
+    try:
+        with pytest.raises(ChildRaisedError) as info:
+            group.results(timeout=READY_S)
+        pids = group.pids
+    finally:
+        group.terminate()
+    err = info.value
+    assert err.rank in (0, 1)
+    other = 1 - err.rank
+    assert list(err.other_failures) == [other]
+    assert err.other_failures[other].rank == other
+    assert isinstance(err.other_failures[other].child_exception, FileNotFoundError)
+    head = str(err).split("Child traceback")[0]
+    assert f"rank {other}: entry (failed too, below)" in head
+    assert "Also failed on their own" in head and f"shard-{other:05d}.parquet is missing" in head
+    again = pickle.loads(pickle.dumps(err))
+    assert isinstance(again.other_failures[other].child_exception, FileNotFoundError)
+    assert _gone(pids)
 
 
 def test_killed_actor_is_a_typed_error(ray_cluster: Any, tmp_path: Path) -> None:
@@ -301,6 +348,8 @@ def test_killed_actor_is_a_typed_error(ray_cluster: Any, tmp_path: Path) -> None
     assert info.value.rank == 0 and info.value.stage == "entry"
     assert info.value.pid == victim
     assert "rank 0" in str(info.value) and "died" in str(info.value)
+    assert info.value.other_failures == {}  # rank 1 was stopped, not failed
+    assert "Also failed" not in str(info.value)
     assert _gone(pids)
 
 

@@ -7,6 +7,7 @@ showed in ``os.environ`` and changed nothing.
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -210,3 +211,65 @@ def test_env_tz_sets_the_zone_of_a_spawned_and_a_warm_worker(
         results = group.results(timeout=120)
     assert results == [(("SKT", "SKT"), -5 * 3600, "SKT", "SKT-5")] * 2
     assert "TZ" not in os.environ
+
+
+_LOCALE = """
+import locale, sys
+
+def main():
+    return (
+        locale.setlocale(locale.LC_CTYPE),
+        sys.flags.utf8_mode,
+        locale.getpreferredencoding(False),
+        sys.getfilesystemencoding(),
+    )
+"""
+
+
+def _locale_of_a_fresh_interpreter(env: dict[str, str]) -> list[object]:
+    code = f"{_LOCALE}\nprint(repr(main()))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    return list(ast.literal_eval(done.stdout))
+
+
+@pytest.mark.parametrize(
+    ("method", "mode"), [("spawn", None), ("forkserver", "server"), ("forkserver", "worker")]
+)
+def test_env_locale_is_the_locale_of_a_spawned_and_a_warm_worker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, method: str, mode: str | None
+) -> None:
+    """``env={"LANG": ..., "LC_ALL": ...}``: the interpreter sets its locale (``LC_CTYPE``)
+    and its text encodings from them as it starts: a warm server started with the launcher's
+    kept those in every worker it forked (``open()``'s default encoding, the file system's,
+    UTF-8 mode), while ``os.environ`` there showed the locale asked for; a spawned worker,
+    started with it, had it right."""
+    name = f"loc_{os.getpid()}_{tmp_path.name}".replace("-", "_")
+    (tmp_path / f"{name}.py").write_text(_LOCALE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for var in ("LC_ALL", "LC_CTYPE", "PYTHONUTF8", "PYTHONCOERCECLOCALE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LANG", "C.UTF-8")  # the launcher's; every C library has both
+    asked = {"LANG": "C", "LC_ALL": "C"}
+    want = _locale_of_a_fresh_interpreter({**os.environ, **asked})
+    assert want != _locale_of_a_fresh_interpreter(dict(os.environ))  # they differ here
+    env = dict(asked)
+    if mode is not None:
+        env["SPAWNKIT_WARM_BOOTSTRAP"] = mode
+    with spawn_with_plugins(
+        f"{name}:main", nprocs=2, start_method=method, env=env,
+        ready_timeout=120, join_timeout=120,
+    ) as group:  # fmt: skip
+        results = group.results(timeout=120)
+    assert [list(r) for r in results] == [want] * 2
+
+
+def test_locale_variables_are_read_at_start_only_where_they_differ(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    monkeypatch.delenv("LC_ALL", raising=False)
+    monkeypatch.delenv("LC_CTYPE", raising=False)
+    env = {"LANG": "C.UTF-8", "LC_ALL": "C", "LC_TIME": "C", "LANGUAGE": "de"}
+    assert _environ.read_at_start(env) == {"LC_ALL": "C"}  # the worker sets the rest

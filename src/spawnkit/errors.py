@@ -450,8 +450,8 @@ class SpecValueError(SpecError, ValueError):
 # ------------------------------------------------------------------ launcher
 class ChildError(SpawnkitError):
     """A worker of a group failed; raised in the parent.  ``other_failures``: by rank, the
-    failures other ranks of a local group reported on their own while it was torn down for
-    this one (each its own ``ChildError``); the message lists them in brief."""
+    failures other ranks of a group (local or Ray) reported on their own while it was torn
+    down for this one (each its own ``ChildError``); the message lists them in brief."""
 
     rank: int | None = None
     pid: int | None = None

@@ -29,6 +29,7 @@ class ProgressRelay:
         self._run_id = run_id
         self._last: dict[int, str] = {}
         self.error: ProgressCallbackError | None = None
+        self._said = False  # ``error`` reached someone: a wait raised it, or it was logged
 
     def emit(self, rank: int, stage: str, elapsed: float) -> None:
         callback = self._callback
@@ -53,10 +54,23 @@ class ProgressRelay:
             err.__cause__ = exc
             self.error = err
 
-    def warn_if_new(self, told: ProgressCallbackError | None) -> None:
-        """Log the callback's error if it arose after ``told`` (during a teardown: the wait
-        call that started that teardown raises something else, so it would go unseen)."""
-        if self.error is not None and self.error is not told:
+    def raised(self) -> ProgressCallbackError:
+        """The error, to be raised by a wait now: said, so the teardown does not log it."""
+        assert self.error is not None
+        self._said = True
+        return self.error
+
+    def warn_unsaid(self) -> None:
+        """Log the callback's error if no wait raised it: it arose during a teardown (the wait
+        that started it raises something else), or in a call that is no wait (the launch's own
+        ``process_start``, ``exit_codes``, a ``with`` block's end) before ``terminate()`` or
+        the group's collection, where nothing else would ever say it."""
+        if self.error is not None and not self._said:
+            self._said = True
             logging.getLogger("spawnkit.bootstrap").warning(
-                "worker group %s: %s", self._run_id, self.error, exc_info=self.error.__cause__
+                "worker group %s: %s\n(No wait of the group raised it; join(), results() and "
+                "wait_ready() raise it.)",
+                self._run_id,
+                self.error,
+                exc_info=self.error.__cause__,
             )

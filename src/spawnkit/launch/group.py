@@ -353,8 +353,9 @@ class WorkerGroup(GroupContract):
                 _seen_now(self)
             while True:
                 if self._relay.error is not None:
+                    err = self._relay.raised()
                     self._close(initial_grace=0.0)
-                    raise self._relay.error
+                    raise err
                 # A failure recorded outside this loop (``exit_codes`` polls exits) comes
                 # before ``until()``: "every rank exited" must not turn it into success.
                 if self._failed and not self._closed:
@@ -452,7 +453,6 @@ class WorkerGroup(GroupContract):
     def _close(self, *, initial_grace: float) -> None:
         if self._closed:
             return
-        told = self._relay.error
         try:
             self._stop_workers(initial_grace)
         finally:
@@ -462,7 +462,7 @@ class WorkerGroup(GroupContract):
             self._ctx.release()  # it starts no more workers: its server may be let go
             for r in self._ranks:
                 _tell_end(self, r)
-            self._relay.warn_if_new(told)
+            self._relay.warn_unsaid()
             for r in self._ranks:
                 r.close()
             if self._output is not None:  # their last lines, before the group reports done
@@ -521,6 +521,9 @@ def _collected(group: WorkerGroup) -> None:
     ranks = getattr(group, "_ranks", ())  # none: __init__ refused an argument before them
     if _log is None:  # the interpreter's shutdown cleared this module: its exit handler said it
         return
+    relay = getattr(group, "_relay", None)
+    if relay is not None:  # never closed: a callback error no wait raised is said here or never
+        relay.warn_unsaid()
     if not getattr(group, "_closed", True) and any(r.exitcode is None for r in ranks):
         _log.warning(
             "worker group %s was garbage-collected while running; use it as a context "
@@ -549,9 +552,7 @@ def _add_other_failures(group: WorkerGroup, err: ChildError) -> None:
     if not own:
         return
     others = err.other_failures = {n: group._rank_failed(n) for n in own}
-    block = f"Also failed on their own, before the teardown stopped them ({len(own)} rank(s); "
-    block += "err.other_failures holds each error, traceback included):"
-    block += "".join(f"\n  {str(other).splitlines()[0]}" for other in others.values())
+    block = failure.also_failed(others)
     text, rank = str(err.args[0]) if err.args else "", err.rank or 0
     stages = group._stages_at.get(rank, [])
     said = group._errors.effect(rank, stages)

@@ -49,6 +49,7 @@ __all__ = [
     "Failed",
     "Worker",
     "actor_died_error",
+    "also_failed",
     "child_error",
     "current_thread_first",
     "effect_line",
@@ -399,6 +400,14 @@ def effect_line(group: str, others: Sequence[tuple[int, str]]) -> str:
     """What the failure does to the rest: ``group`` is torn down; where the other ranks were."""
     at = "; ".join(f"rank {rank}: {stage}" for rank, stage in others)
     return f"Effect: {group} is being torn down; the other ranks were at: {at or 'none'}."
+
+
+def also_failed(others: dict[int, ChildError]) -> str:
+    """The block after a failure's Effect line that names the other ranks' own failures in
+    brief (one line each), for every launcher alike (``err.other_failures`` holds them)."""
+    block = f"Also failed on their own, before the teardown stopped them ({len(others)} "
+    block += "rank(s); err.other_failures holds each error, traceback included):"
+    return block + "".join(f"\n  {str(other).splitlines()[0]}" for other in others.values())
 
 
 def _failed_where(stage: str) -> str:

@@ -49,9 +49,29 @@ class RankTable:
         host, node = str(where.get("host", "")), str(where.get("node", ""))
         return failure.Worker(rank, where.get("pid"), host, node, LAUNCHER)
 
-    def effect(self, rank: int) -> str:
-        others = [(r, self.stage[r]) for r in range(self.nprocs) if r != rank]
+    def effect(self, rank: int, ends: dict[int, str] | None = None) -> str:
+        """What rank ``rank`` failing affects (``ends``: how each other rank ended, once the
+        driver knows: failed too, returned, stopped)."""
+        ends = ends or {}
+        others = [
+            (r, f"{self.stage[r]} ({ends[r]})" if ends.get(r) else self.stage[r])
+            for r in range(self.nprocs)
+            if r != rank
+        ]
         return failure.effect_line(f"{self.name} ({self.nprocs} rank(s))", others)
+
+    def add_other_failures(
+        self, err: ChildError, others: dict[int, ChildError], said: str, ends: dict[int, str]
+    ) -> None:
+        """``others`` (the other ranks' own failures) on ``err``, as a local group's are: in
+        ``err.other_failures``, in brief after its Effect line (``said``, as it was built),
+        which now tells the ranks that failed from those stopped."""
+        err.other_failures = others
+        text, block = str(err.args[0]) if err.args else "", failure.also_failed(others)
+        if err.rank is None or not said or said not in text:  # a timeout's: no Effect line
+            err.args = (f"{text}\n{block}",)
+            return
+        err.args = (text.replace(said, f"{self.effect(err.rank, ends)}\n{block}", 1),)
 
     def died(self, rank: int, ray_says: str) -> ChildExitedError:
         return failure.actor_died_error(self.worker(rank), self.stage[rank], ray_says)

@@ -380,6 +380,7 @@ class RayWorkerGroup(GroupContract):
 
     def _stop_for(self, err: ChildError) -> None:
         if not self._closed:  # what the ranks wrote before it, ahead of the error
+            _add_own_failures(self, err)  # the other ranks' own, before they are stopped
             self._output.poll(self._ray, self._actors, _RPC_SLACK_S)
         self.terminate()
 
@@ -552,6 +553,40 @@ class RayWorkerGroup(GroupContract):
     def __repr__(self) -> str:
         ready = sum(r is not None for r in self._reports)
         return f"<RayWorkerGroup {self.run_id} nprocs={self.nprocs} ready={ready}>"
+
+
+def _add_own_failures(group: RayWorkerGroup, err: ChildError) -> None:
+    """The other ranks that failed on their own as ``err``'s did (their ``run`` returned a
+    failure, or their actor died), by now or within a short wait (a rank failing a moment
+    later, as ranks hitting one bug do), added to ``err`` as a local group adds its others';
+    a rank whose entry returned meanwhile is kept as finished."""
+    ray, ranks = group._ray, group._ranks
+    said = ranks.effect(err.rank) if err.rank is not None else ""  # the Effect line err has
+    pending = {ref: n for n, ref in group._run_refs if group._outcomes[n] is None}
+    pending = {ref: n for ref, n in pending.items() if n != err.rank}
+    if not pending:
+        return
+    done = ray.wait(list(pending), num_returns=len(pending), timeout=_RETURNED_WAIT_S)[0]
+    others: dict[int, ChildError] = {}
+    for ref in done:
+        rank = pending[ref]
+        try:
+            outcome = ray.get(ref, timeout=0)
+        except ray.exceptions.RayActorError as exc:  # it died on its own: nothing killed it yet
+            others[rank] = ranks.died(rank, str(exc))
+            continue
+        except ray.exceptions.RayError:
+            continue
+        if outcome.get("status") != "failed":
+            group._settle(rank, outcome)
+            continue
+        group._output.show(rank, outcome.get("output") or {}, final=True)
+        ranks.stage[rank] = outcome["failure"].stage or ranks.stage[rank]
+        others[rank] = group._raised(outcome["failure"])
+    if others:
+        ends = {n: "stopped" if o is None else "returned" for n, o in enumerate(group._outcomes)}
+        ends.update(dict.fromkeys(others, "failed too, below"))
+        ranks.add_other_failures(err, dict(sorted(others.items())), said, ends)
 
 
 def _rank_specs(template: ProcessSpec, where: list[dict[str, Any]]) -> list[bytes]:
