@@ -400,7 +400,9 @@ class Payload:
     the capturing process had applied, so the objects it built ran them; a worker names each
     hooked constructor of its namespace not among them (``bootstrap/_payload_hooks``).  Per
     namespace and target, not one flag: a launcher that bootstrapped another namespace ran
-    none of this one's constructor hooks.
+    none of this one's constructor hooks.  ``instances``: ``(module.NAME, path)`` of each
+    module-level instance the captured object held (``spec/_held_instances``), which a worker
+    gets as a copy that a hook on the module's object's attributes never reaches.
     """
 
     data: bytes = field(repr=False)
@@ -408,6 +410,7 @@ class Payload:
     digest: str = field(repr=False)
     by_value: bool = False
     hooked: tuple[tuple[str, str], ...] = ()
+    instances: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def capture(cls, obj: Any, *, by_value: bool | None = None) -> Payload:
@@ -461,8 +464,10 @@ class Payload:
                     kind="payload",
                 ) from exc
             used_value = True
-        hooked = _phase.built_hooked()
-        return cls(data, type_name, _checksum(data), by_value=used_value, hooked=hooked)
+        from spawnkit.spec._held_instances import held_instances
+
+        held = held_instances(obj, data, _path_to)
+        return cls(data, type_name, _checksum(data), used_value, _phase.built_hooked(), held)
 
     @classmethod
     def from_pickled(cls, data: bytes, type_name: str, *, by_value: bool = False) -> Payload:
