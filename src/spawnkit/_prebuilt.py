@@ -172,12 +172,21 @@ def init_pddddddddfddddddfd_frozen_post(
     self.__post_init__()
 
 
-def init_pppdd_frozen(self: Any, _0: Any, _1: Any, _2: Any, _3: Any = None, _4: Any = None) -> None:
+def init_pppddd_frozen(
+    self: Any,
+    _0: Any,
+    _1: Any,
+    _2: Any,
+    _3: Any = None,
+    _4: Any = None,
+    _5: Any = None,
+) -> None:
     _set(self, "_0", _0)
     _set(self, "_1", _1)
     _set(self, "_2", _2)
     _set(self, "_3", _3)
     _set(self, "_4", _4)
+    _set(self, "_5", _5)
 
 
 def init_pppddf_frozen(

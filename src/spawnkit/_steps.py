@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from types import FrameType
 
 __all__ = [
-    "LAUNCHER_MODULES", "PLUGIN", "PRELOAD", "STARTUP", "activating", "current_step",
+    "LAUNCHER_MODULES", "PLUGIN", "PRELOAD", "STARTUP", "activating", "activating_in",
+    "current_step",
     "mark_plugins_began", "platform_activate",
     "plugin_step", "plugins_began", "preload_step", "set_step", "split_step", "stage_of", "step",
     "blame", "who",
@@ -105,6 +106,21 @@ def platform_activate() -> tuple[str, str] | None:
             return None
         frame = frame.f_back  # type: ignore[assignment]
     return plugin, group
+
+
+def activating_in(thread: int) -> str | None:
+    """``<plugin>: activate() has not returned, at file:line`` while thread ``thread`` runs a
+    platform plugin's ``activate()`` (the line in ``activate()`` itself); None otherwise.  For
+    a watcher that finds discovery slow (doctor's ``--timeout``, a launch's ``ready_timeout``)."""
+    running = _activating
+    if running is None:
+        return None
+    plugin, _group, caller = running
+    frame = sys._current_frames().get(thread)
+    while frame is not None and frame.f_back is not None and frame.f_back is not caller:
+        frame = frame.f_back
+    at = f", at {frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
+    return f"{plugin}: activate() has not returned{at}"
 
 
 def mark_plugins_began() -> frozenset[str]:

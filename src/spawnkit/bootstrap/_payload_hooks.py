@@ -123,6 +123,43 @@ def unrun(
     return lines, fix
 
 
+def copied_instances(namespace: Namespace, payload: Payload, what: str) -> tuple[list[str], str]:
+    """One line per applied target patched on a module-level instance the launcher put in the
+    payload (``Payload.instances``): unpickled here, the payload's object is a copy, whose
+    attribute is the original.  Compared by identity with the module's object now (a target
+    named through a re-export counts); imports nothing."""
+    held: dict[int, tuple[Any, str, list[str]]] = {}
+    for name, where in payload.instances:
+        module, _, attr = name.rpartition(".")
+        value = getattr(sys.modules.get(module), attr, None)
+        if value is not None:
+            held.setdefault(id(value), (value, name, []))[2].append(where)
+    lines: list[str] = []
+    for applied in namespace.hooks.applied_targets() if held else ():
+        obj: Any = sys.modules.get(applied.module)
+        parts = applied.qualname.split(".")
+        for i, part in enumerate(parts[:-1]):
+            obj = getattr(obj, part, None)
+            hit = held.get(id(obj))
+            if hit is not None and hit[0] is obj:
+                who = ", ".join(dict.fromkeys(str(reg.source) for reg in applied.hooks))
+                lines.append(
+                    f"target {applied.target!r} (hooked by {who}) is patched on the module-level "
+                    f"{hit[1]}, but the {what}'s object at {', '.join(hit[2])} is a copy of it, "
+                    f"made by unpickling: its {'.'.join(parts[i + 1 :])} is the original, and "
+                    "calls through it never run the hook"
+                )
+                break
+    names = sorted({name for _, name, _ in held.values()})
+    refs = ", ".join(repr(":".join(n.rpartition(".")[::2])) for n in names)
+    fix = (
+        f"Fix: leave that object out of the {what} and pass its name ({refs}), which the entry "
+        "resolves here after the hooks (pkgutil.resolve_name), or what the entry needs to "
+        "build its own (a factory's arguments)."
+    )
+    return lines, fix
+
+
 def extra_payloads(spec: ProcessSpec) -> list[tuple[Payload | None, str]]:
     """Each ``spec.extra`` value (``rank_extra=``'s) as a payload to read: pickled again here,
     as the launcher pickled it, for the classes its pickle builds without calling them.  Under

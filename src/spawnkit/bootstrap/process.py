@@ -544,6 +544,9 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
         if payload is not None:
             lines, fix = _payload_hooks.unrun(ctors, payload, rebuilt, namespace.name, what)
             _report_conflicts(namespace, lines, fix)
+    for payload, what in carried[:2]:  # module-level instances the launcher put there: copies
+        if payload is not None and payload.instances:
+            _report_conflicts(namespace, *_payload_hooks.copied_instances(namespace, payload, what))
     from spawnkit.hooks._decide import REPLACED
 
     replaced = [h for h in namespace.hooks.stale_holders() if h["kind"].startswith(REPLACED)]

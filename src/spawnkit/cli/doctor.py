@@ -109,15 +109,7 @@ def _bounded_platform_section(
     thread.join(timeout)
     if found:
         return found[0]
-    running = _steps._activating
-    what = "platform discovery is still running"
-    if running is not None:
-        plugin, _group, caller = running
-        frame = sys._current_frames().get(thread.ident or 0)
-        while frame is not None and frame.f_back is not None and frame.f_back is not caller:
-            frame = frame.f_back
-        at = f", at {frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None else ""
-        what = f"{plugin}: activate() has not returned{at}"
+    what = _steps.activating_in(thread.ident or 0) or "platform discovery is still running"
     problems.append(
         f"platform: discovery did not finish within --timeout {timeout:g} s: {what}. A launch "
         "would wait as long in its parent before starting any worker; make activate() only "

@@ -15,7 +15,7 @@ from spawnkit.launch import _here
 from spawnkit.launch._checks import namespace_value
 from spawnkit.namespace import Namespace
 
-__all__ = ["parent_selection", "workers_started_by"]
+__all__ = ["launching", "parent_selection", "workers_started_by"]
 
 #: The start method of the launch or context whose selection runs now ("" for a spec of
 #: another launcher's): spawn and forkserver workers re-run ``__main__``'s body.
@@ -30,6 +30,64 @@ def workers_started_by(method: str) -> Iterator[None]:
         yield
     finally:
         _method.reset(token)
+
+
+#: The launch's ``ready_timeout``: how long its platform decision may run before the launcher
+#: says what it waits on (None: a context's selection, or no startup limit).
+_limit: ContextVar[float | None] = ContextVar("spawnkit_selection_limit", default=None)
+
+
+@contextlib.contextmanager
+def launching(method: str, ready_timeout: float | None) -> Iterator[None]:
+    """The selections made inside are a launch's: for workers ``method`` starts, and saying,
+    past ``ready_timeout``, which plugin they still wait on."""
+    token = _limit.set(ready_timeout)
+    try:
+        with workers_started_by(method):
+            yield
+    finally:
+        _limit.reset(token)
+
+
+@contextlib.contextmanager
+def _watched(ns: Namespace) -> Iterator[None]:
+    """Run a launch's platform decision, saying once past ``ready_timeout`` what it waits on.
+
+    Every platform plugin's ``activate()`` runs here, in the launcher's own thread, before any
+    worker starts; one that blocks (a driver query that never returns) held the launch forever
+    with nothing said, while the same call in a worker is bounded by ``ready_timeout``.  It
+    cannot be stopped from another thread (nor moved to one: a plugin's imports may set signal
+    handlers), so it is named.  A timer thread only where platform plugins are installed.
+    """
+    seconds = _limit.get()
+    if seconds is None or not _metadata.entry_points(ns.config.platform_group):
+        yield
+        return
+    import threading
+
+    timer = threading.Timer(seconds, _say_waiting, (ns, seconds, threading.get_ident()))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def _say_waiting(ns: Namespace, seconds: float, thread: int) -> None:
+    from spawnkit import _steps
+    from spawnkit._log import LazyLogger
+
+    what = _steps.activating_in(thread) or "platform discovery has not finished"
+    LazyLogger("spawnkit.launch").warning(
+        "after %g s (the launch's ready_timeout), %s: the launcher waits for it before "
+        "starting any worker, and nothing but its return (or Ctrl-C) ends the wait. Make "
+        "activate() only check for the hardware (no blocking driver call), or select a "
+        "platform by name (%s=<name>), which asks no other plugin.",
+        seconds,
+        what,
+        ns.config.platform_var,
+    )
 
 
 def parent_selection(
@@ -89,7 +147,8 @@ def _select(
     how = f"{config.platform_var}={name!r} (in env=)" if name else ""
     pinned = _here.applied_here(ns) is None
     with env_applied(env, fresh=True):
-        selection = ns.platforms.select(name, origin=how, pinned=pinned)
+        with _watched(ns):
+            selection = ns.platforms.select(name, origin=how, pinned=pinned)
         plugins = ns.plugins.select(
             names=names, platform=selection.name, lenient=lenient, origin=origin
         )

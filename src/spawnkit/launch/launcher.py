@@ -89,7 +89,7 @@ def spawn_with_plugins(
         ns = get_namespace(namespace)  # may load it from its entry point: work, traced
         here = _bootstrap_parent(ns) if bootstrap_parent else None  # this process too, first
         with _metadata.one_look():  # the spec's rows and the warm server's key: one scan
-            with _span(tracer, "build_spec"), _selection.workers_started_by(start_method):
+            with _span(tracer, "build_spec"), _selection.launching(start_method, ready_timeout):
                 template = build_spec(entry, payload, nprocs=nprocs, namespace=ns, env=env)
             if here is not None:  # its workers select as it did, or none starts
                 here.check_launch(ns, template, env)

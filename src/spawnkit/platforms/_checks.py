@@ -88,7 +88,9 @@ class Trace:
         self.mode = mode
         self.requested = requested
         self.candidates: list[Candidate] = []
-        self.probes: list[tuple[str, bool, str]] = []
+        self.probes: list[tuple[str, bool, str, bool]] = []
+        #: What the last built-in probe raised (None: it answered).
+        self.probe_error: Exception | None = None
         self.path: list[str] = []
         self.winner: PlatformSelection | None = None
         self.error: str | None = None

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Protocol
 import spawnkit._reference as _reference
 from spawnkit import _metadata
 from spawnkit._metadata import EntryPointInfo
-from spawnkit.errors import ConfigError, PlatformUnavailableError
+from spawnkit.errors import ConfigError, PlatformError, PlatformUnavailableError
 from spawnkit.platforms._checks import (
     Candidate,
     Trace,
@@ -41,6 +41,11 @@ _BY_NAME = {row.name: row for row in BUILTINS}
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 _Result = tuple[PlatformSelection, type[Platform]]
+
+#: A built-in probe that raised: what the refusal says happened (``reason``).
+_FAILED = (
+    "probe {reason}: a broken driver, runtime or torch install does that, not absent hardware."
+)
 
 
 def _cpu_engine(var: str) -> str:
@@ -111,11 +116,14 @@ class DecisionTable:
         if cpu_engine.lower() in _TRUE:
             trace.step(f"{cfg.cpu_engine_var}={cpu_engine}")
             return self._builtin(_BY_NAME["cpu"], trace)
-        # Row "unset, 0 activated", second part: CUDA, ROCm, XPU (table order), first present.
+        # Row "unset, 0 activated", second part: CUDA, ROCm, XPU (table order), first present;
+        # a probe that raised stops here, as an activate() that raised does.
         for row in BUILTINS:
             if row.auto and self._probe(row, trace).available:
                 trace.step(f"{row.name} available")
                 return self._builtin(row, trace)
+            if row.auto and trace.probe_error is not None:
+                raise self._probe_failed(row, trace) from trace.probe_error
         # Row "unset, 0 activated", last part: the namespace's base platform.
         trace.step("no accelerator found")
         return self._builtin(_BY_NAME["base"], trace)
@@ -129,6 +137,13 @@ class DecisionTable:
             raise reserved_error(claims, trace)
         if row.probe is not None:
             probe = self._probe(row, trace)
+            if trace.probe_error is not None:
+                raise trace.fail(
+                    PlatformUnavailableError,
+                    f"{how} selects the built-in {row.name!r} platform, but its hardware "
+                    f"{_FAILED.format(reason=probe.reason)} Fix that install, or select another "
+                    f"platform. Available names: {available_text(eps)}.",
+                ) from trace.probe_error
             if not probe.available:
                 raise trace.fail(
                     PlatformUnavailableError,
@@ -154,12 +169,29 @@ class DecisionTable:
         return PlatformSelection(row.name, "builtin", qualname, path=list(trace.path)), cls
 
     def _probe(self, row: Builtin, trace: Trace) -> Probe:
+        """The probe's answer; one that raised is no answer (``trace.probe_error``): a broken
+        driver or torch install, which the rows refuse rather than call the hardware absent."""
+        trace.probe_error = None
         try:
             probe = self._probes[row.name]()
         except Exception as exc:
-            probe = Probe(False, f"probe raised {exc_text(exc)}")
-        trace.probes.append((row.name, probe.available, probe.reason))
+            probe = Probe(False, f"raised {exc_text(exc)}")
+            trace.probe_error = exc
+        failed = trace.probe_error is not None
+        trace.probes.append((row.name, probe.available, probe.reason, failed))
         return probe
+
+    def _probe_failed(self, row: Builtin, trace: Trace) -> PlatformError:
+        cfg = self.namespace.config
+        return trace.fail(
+            PlatformUnavailableError,
+            f"auto-discovery could not tell whether this machine has the built-in {row.name!r} "
+            f"platform's hardware: its {_FAILED.format(reason=trace.probes[-1][2])} Discovery "
+            "stops instead of falling back to the next platform, which would run the job on "
+            f"other hardware than this machine has. Fix that install, or select a platform "
+            f"with {cfg.platform_var}=<name> ({cfg.platform_var}=cpu, or {cfg.cpu_engine_var}=1, "
+            "for the CPU).",
+        )
 
     def _named_plugin(self, matches: list[EntryPointInfo], how: str, trace: Trace) -> _Result:
         (ep,) = matches  # a duplicate name was refused before any row

@@ -39,11 +39,16 @@ class CandidateOutcome:
 
 @dataclass
 class ProbeOutcome:
-    """A built-in platform's hardware check."""
+    """A built-in platform's hardware check; ``failed``: the probe raised (no answer)."""
 
     name: str
     available: bool
     reason: str
+    failed: bool = False
+
+    def describe(self) -> str:
+        state = "FAILED" if self.failed else "available" if self.available else "absent"
+        return f"{self.name}: {state} ({self.reason})"
 
 
 @dataclass
@@ -85,10 +90,7 @@ class PlatformExplanation:
             lines.append("  candidates: none installed")
         if self.probes:
             lines.append("  built-in probes:")
-            lines.extend(
-                f"    - {p.name}: {'available' if p.available else 'absent'} ({p.reason})"
-                for p in self.probes
-            )
+            lines.extend(f"    - {p.describe()}" for p in self.probes)
         if self.path:
             lines.append("  path: " + " -> ".join(self.path))
         if self.winner is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pickle
 import sys
 import zlib
+from collections.abc import Callable
 from types import MethodType
 from typing import Any, TypeVar, overload
 
@@ -278,16 +279,19 @@ def _first(root: Any, match: Any, limit: int = 20000) -> Any:
     return None
 
 
-def _path_to(root: Any, target: Any, limit: int = 20000) -> str:
-    """Where ``target`` sits in ``root`` (``payload.log``, ``payload['files'][0]``), found by
-    a bounded walk of containers and attributes; ``""`` when not found within ``limit``."""
+def _path_to(
+    root: Any, target: Any, limit: int = 20000, match: Callable[[Any], bool] | None = None
+) -> str:
+    """Where ``target`` (or the first object ``match`` accepts) sits in ``root``
+    (``payload.log``, ``payload['files'][0]``), found by a bounded walk of containers and
+    attributes; ``""`` when not found within ``limit``."""
     from collections import deque
 
     queue: deque[tuple[Any, str]] = deque([(root, "payload")])
     seen: set[int] = set()
     while queue and len(seen) < limit:
         obj, path = queue.popleft()
-        if obj is target:
+        if obj is target or (match is not None and match(obj)):
             return path
         if id(obj) in seen or isinstance(obj, str | bytes | int | float | type):
             continue
@@ -329,6 +333,54 @@ def _held(obj: Any, path: str) -> list[tuple[Any, str]]:
     return found
 
 
+def _unpickle_error(type_name: str, data: bytes, exc: Exception) -> BootstrapError:
+    """The payload's unpickling failure, naming the class that failed, where in the payload it
+    sits and the fix (found only now, by unpickling it again: the success path pays nothing)."""
+    from spawnkit.spec import _unpickle_where
+
+    found = _unpickle_where.find(data, _path_to)
+    cause = f"{type(exc).__name__}: {exc}"
+    at = f" at {found.where}" if found and found.where else " (somewhere inside the payload)"
+    if found is None and not isinstance(exc, ImportError | AttributeError):
+        text = f"Payload ({type_name}) could not be unpickled: {cause}"
+    elif found is None or found.how == "import":
+        what = f" {found.name}{at}" if found else ""
+        text = (
+            f"Payload ({type_name}) refers to code this process cannot import:{what}: {cause}. "
+            + _import_fix(found.name if found else "", exc)
+        )
+    elif found.how == "setstate":
+        text = (
+            f"Payload ({type_name}) could not be unpickled: {found.name}{at} raised in its "
+            f"__setstate__: {cause}. Make {found.name}.__setstate__ work in the worker, or "
+            "leave that object out of the payload and pass what the entry needs to build it "
+            "there (a module:attribute reference, or a factory's arguments)."
+        )
+    else:
+        text = (
+            f"Payload ({type_name}) could not be unpickled: {found.name}{at} raised while its "
+            f"pickle rebuilt it (its __reduce__ call): {cause}. Make it rebuild in the worker, "
+            "or leave that object out of the payload and pass what the entry needs to build it "
+            "there (a module:attribute reference, or a factory's arguments)."
+        )
+    return BootstrapError(text, stage=PAYLOAD_STAGE, kind="payload")
+
+
+def _import_fix(name: str, exc: BaseException) -> str:
+    """How to make a class the worker cannot import reach it."""
+    if isinstance(exc, ImportError):
+        return (
+            "Install the package that defines it in the worker's environment (a module the "
+            "launcher made at run time, or found on a path only it has, is not importable "
+            "there), or capture it by value."
+        )
+    return (
+        f"The worker's module defines no {name.rpartition('.')[2] or 'such name'}: renamed or "
+        "moved since the payload was captured, or another version installed where the worker "
+        "runs; run the same code in the launcher and the workers, or capture it by value."
+    )
+
+
 def _checksum(data: bytes) -> str:
     """Length and CRC-32: enough to catch truncation and corruption in transit.
 
@@ -348,7 +400,9 @@ class Payload:
     the capturing process had applied, so the objects it built ran them; a worker names each
     hooked constructor of its namespace not among them (``bootstrap/_payload_hooks``).  Per
     namespace and target, not one flag: a launcher that bootstrapped another namespace ran
-    none of this one's constructor hooks.
+    none of this one's constructor hooks.  ``instances``: ``(module.NAME, path)`` of each
+    module-level instance the captured object held (``spec/_held_instances``), which a worker
+    gets as a copy that a hook on the module's object's attributes never reaches.
     """
 
     data: bytes = field(repr=False)
@@ -356,6 +410,7 @@ class Payload:
     digest: str = field(repr=False)
     by_value: bool = False
     hooked: tuple[tuple[str, str], ...] = ()
+    instances: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def capture(cls, obj: Any, *, by_value: bool | None = None) -> Payload:
@@ -409,8 +464,10 @@ class Payload:
                     kind="payload",
                 ) from exc
             used_value = True
-        hooked = _phase.built_hooked()
-        return cls(data, type_name, _checksum(data), by_value=used_value, hooked=hooked)
+        from spawnkit.spec._held_instances import held_instances
+
+        held = held_instances(obj, data, _path_to)
+        return cls(data, type_name, _checksum(data), used_value, _phase.built_hooked(), held)
 
     @classmethod
     def from_pickled(cls, data: bytes, type_name: str, *, by_value: bool = False) -> Payload:
@@ -452,20 +509,8 @@ class Payload:
             )
         try:
             obj = pickle.loads(self.data)
-        except (ImportError, AttributeError) as exc:
-            raise BootstrapError(
-                f"Payload ({self.type_name}) refers to code this process cannot import: "
-                f"{type(exc).__name__}: {exc}. Install the package that defines it in the "
-                "worker's environment, or capture it by value.",
-                stage=PAYLOAD_STAGE,
-                kind="payload",
-            ) from exc
         except Exception as exc:
-            raise BootstrapError(
-                f"Payload ({self.type_name}) could not be unpickled: {type(exc).__name__}: {exc}",
-                stage=PAYLOAD_STAGE,
-                kind="payload",
-            ) from exc
+            raise _unpickle_error(self.type_name, self.data, exc) from exc
         if expected_type is not None and not isinstance(obj, expected_type):
             from spawnkit._names import qualified_name  # failure path only
 
