@@ -21,19 +21,23 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["held_instances"]
+__all__ = ["class_refs", "held_instances"]
 
 _STRINGS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING"})
 _SCALARS = (str, bytes, int, float, bool, type(None))
 
 
 def held_instances(
-    obj: Any, data: bytes, path_to: Callable[..., str]
+    obj: Any,
+    data: bytes,
+    path_to: Callable[..., str],
+    refs: set[tuple[str, str]] | None = None,
 ) -> tuple[tuple[str, str], ...]:
     """``(module.NAME, path)`` of each module-level instance ``obj`` holds, ``path`` found by
-    ``path_to`` (the payload's bounded walk); ``()`` for most payloads, after one opcode pass."""
+    ``path_to`` (the payload's bounded walk); ``()`` for most payloads, after one opcode pass
+    (``refs``, when the caller made it already)."""
     candidates: dict[int, tuple[Any, str]] = {}
-    for module_name, qualname in _class_refs(data):
+    for module_name, qualname in class_refs(data) if refs is None else refs:
         module = sys.modules.get(module_name)
         cls: Any = module
         for part in qualname.split(".") if module is not None else ():
@@ -66,7 +70,7 @@ def _by_name(value: Any) -> bool:
         return False
 
 
-def _class_refs(data: bytes) -> set[tuple[str, str]]:
+def class_refs(data: bytes) -> set[tuple[str, str]]:
     """Every global the pickle loads (``GLOBAL``, ``INST``, ``STACK_GLOBAL`` with its strings
     from the memo too); a pickle this reader cannot follow: what was found so far."""
     found: set[tuple[str, str]] = set()

@@ -36,29 +36,15 @@ PAYLOAD_STAGE = "materialize_payload"
 CONSTRUCTORS = frozenset({"__init__", "__post_init__", "__attrs_post_init__", "model_post_init"})
 
 
-def _references_main(data: bytes) -> bool:
+def _references_main(refs: set[tuple[str, str]]) -> bool:
     """Whether a pickle refers to ``__main__`` by name, which a spawned child cannot honour.
 
     A spawned child re-imports the launching script as ``__mp_main__``, and a
     reference to ``__main__.Thing`` may then fail or, worse, re-run script code
-    before hooks are applied; such objects go by value instead.
+    before hooks are applied; such objects go by value instead.  ``refs``: the pickle's
+    globals (``_held_instances.class_refs``, one opcode pass shared with its other reader).
     """
-    import pickletools  # parent side only: workers never capture
-
-    strings: list[str] = []
-    for opcode, arg, _pos in pickletools.genops(data):
-        name = opcode.name
-        if name in ("GLOBAL", "INST") and isinstance(arg, str):
-            if arg.split(" ", 1)[0] in _MAIN_MODULES:
-                return True
-        elif name == "STACK_GLOBAL":
-            if len(strings) >= 2 and strings[-2] in _MAIN_MODULES:
-                return True
-        elif name in ("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8") and isinstance(
-            arg, str
-        ):
-            strings.append(arg)
-    return False
+    return any(module in _MAIN_MODULES for module, _ in refs)
 
 
 class _Shared(pickle.PicklingError):
@@ -420,9 +406,11 @@ class Payload:
         reference to an importable module, cloudpickle otherwise.
         """
         from spawnkit._names import qualified_name  # parent side: not on the unpickling path
+        from spawnkit.spec._held_instances import class_refs, held_instances
 
         type_name = qualified_name(type(obj))
         data: bytes | None = None
+        refs: set[tuple[str, str]] | None = None
         used_value = False
         if by_value is not True:
             try:
@@ -440,8 +428,9 @@ class Payload:
                         kind="payload",
                     ) from exc
                 data = None
-            if data is not None and by_value is None and _references_main(data):
-                data = None
+            refs = class_refs(data) if data is not None and by_value is None else None
+            if refs is not None and _references_main(refs):
+                data = refs = None
         if data is None:
             try:
                 import cloudpickle
@@ -464,9 +453,7 @@ class Payload:
                     kind="payload",
                 ) from exc
             used_value = True
-        from spawnkit.spec._held_instances import held_instances
-
-        held = held_instances(obj, data, _path_to)
+        held = held_instances(obj, data, _path_to, refs)
         return cls(data, type_name, _checksum(data), used_value, _phase.built_hooked(), held)
 
     @classmethod
