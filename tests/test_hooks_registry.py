@@ -822,6 +822,59 @@ def test_a_replace_over_another_registrys_hooks_says_they_never_run(mods: Module
     assert m.f is original
 
 
+def test_a_replace_over_another_registrys_hooks_under_another_name_says_they_never_run(
+    mods: Modules,
+) -> None:
+    """A wraps ``eng.f``, B REPLACEs ``eng.impl.f`` (the same function, A's chain propagated
+    there): B's replacement stands in for A's chain at both names.  Before, only the same
+    spelling was named; this one was silent while A's status() said applied."""
+    eng, impl = _two_names(mods, "def f(x):\n    return [x]\n", "f")
+    original = impl.f
+    a, b = _two(mods)
+    a.register(mods.name("eng.f"), lambda r, x: [*r, "A"])
+    b.register(mods.name("eng.impl.f"), lambda x: ["B"], HookType.REPLACE)
+    a.apply_hooks()
+    with pytest.raises(HookError, match=rf"namespace '{a.name}'.*never run"):
+        b.apply_hooks(conflicts="error")
+    assert eng.f(0) == impl.f(0) == [0, "A"]  # refused: nothing of B's patched
+    with pytest.warns(HookConflictWarning) as caught:
+        b.apply_hooks()
+    message = str(caught[0].message)
+    assert f"installed at '{mods.name('eng.f')}', the same object (" in message, message
+    assert eng.f(0) == impl.f(0) == ["B"]
+    b.unapply()
+    a.unapply()
+    assert eng.f is original and impl.f is original
+
+
+def test_hooks_of_another_registry_under_another_name_around_a_replacement_stay_quiet(
+    mods: Modules,
+) -> None:
+    """The control, across two names: B's AROUND wraps A's REPLACE, B's class REPLACE
+    derives from A's replacement class.  No warning (``-W error`` holds)."""
+    eng, impl = _two_names(mods, "def f(x):\n    return [x]\n\nclass C:\n    pass\n", "f, C")
+    a, b = _two(mods)
+
+    class ByA(impl.C):  # type: ignore[misc, name-defined]
+        pass
+
+    class ByB(ByA):
+        pass
+
+    a.register(mods.name("eng.f"), lambda x: ["A"], HookType.REPLACE)
+    b.register(mods.name("eng.impl.f"), lambda r, x: [*r, "B"])
+    a.register(mods.name("eng.C"), ByA, HookType.REPLACE)
+    b.register(mods.name("eng.impl.C"), ByB, HookType.REPLACE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a.apply_hooks()
+        b.apply_hooks()
+        assert eng.f(0) == impl.f(0) == ["A", "B"] and eng.C is ByB and impl.C is ByB
+        b.unapply()
+        a.unapply()
+    assert eng.f is impl.f and eng.C is impl.C is ByA.__base__
+
+
 def test_hooks_of_another_registry_around_a_replacement_stay_quiet(mods: Modules) -> None:
     """The control: B's AROUND wraps A's REPLACE (both run), and B's class REPLACE derived
     from A's replacement class keeps it; no warning (``-W error`` holds)."""

@@ -115,7 +115,9 @@ def _hides_other(
 
     replacer = next(r for r in reversed(regs) if r.hook_type is HookType.REPLACE).describe()
     display = call.st.display[key]
-    message = _layers.hides(key, display, res.owner, res.attr, before, installed, replacer)
+    message = _layers.hides(
+        key, display, res.owner, res.attr, before, installed, replacer, call.st
+    )
     if message is None:
         return
     if call.st.conflicts[0] == "error":

@@ -75,11 +75,14 @@ def _installing(key: str, owner: Any, attr: str, raw: Any) -> Layer | None:
     return None
 
 
-def _spelt_apart(raw: Any) -> Layer | None:
+def _spelt_apart(raw: Any, own: Any = None) -> Layer | None:
     """The record of another name whose chain ``raw`` is: its registry's sweep put it here
-    (``eng.run`` holding the chain B installed at ``eng.impl.run``).  Every applied record is
-    read: only on the rare path, where something else stands at a target."""
+    (``eng.run`` holding the chain B installed at ``eng.impl.run``), that registry not the one
+    of state ``own``.  Every applied record is read: only on the rare paths, where something
+    else stands at a target, or a REPLACE is built over what may be another's chain."""
     for registry in list(_state.REGISTRIES):
+        if registry._state is own:
+            continue
         for rec in registry._state.applied.values():
             if rec.installed_raw is raw:
                 return (registry, rec, None)
@@ -113,14 +116,25 @@ def refuse(rec: Record, layers: list[Layer], undoing: bool) -> None:
 
 
 def hides(
-    key: str, display: str, owner: Any, attr: str, before: Any, installed: Any, replacer: str
+    key: str,
+    display: str,
+    owner: Any,
+    attr: str,
+    before: Any,
+    installed: Any,
+    replacer: str,
+    own: Any,
 ) -> str | None:
     """What a REPLACE built now over another registry's chain (``before``) hides: that
     namespace's hooks never run, while its ``status()`` says applied.  Registered on one
     namespace, the other hooks would wrap the replacement (``_conflicts``); across two, the
     later one's REPLACE stands in for the other's whole chain.  A class REPLACE deriving from
-    the other's replacement class keeps it (no message)."""
+    the other's replacement class keeps it (no message).  The other may have hooked another
+    name of the object (``eng.run``, this one ``eng.impl.run``), its chain propagated here.
+    ``own``: the applying registry's state, whose chains under other names are its own."""
     found = _installing(key, owner, attr, before)
+    if found is None and len(_state.REGISTRIES) > 1:
+        found = _spelt_apart(before, own)
     if found is None:
         return None
     registry, rec, _ = found
@@ -129,9 +143,10 @@ def hides(
     ):
         return None
     hooks = ", ".join(r.describe() for r in rec.regs)
+    there = "there" if rec.display == display else f"at {rec.display!r}, the same object"
     return (
         f"target {display!r}: {replacer} is applied over what namespace "
-        f"{registry.name!r}'s hooks installed there ({hooks}), so those never run while its "
+        f"{registry.name!r}'s hooks installed {there} ({hooks}), so those never run while its "
         f"status() says applied. Fix: hook it with AROUND and call original_fn to keep "
         f"{registry.name!r}'s hooks running, or leave the target to one namespace"
     )
