@@ -6,7 +6,7 @@ import logging
 import subprocess
 import sys
 import warnings
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -614,6 +614,112 @@ def test_rebuilding_the_inner_registrys_chain_keeps_the_outer_ones_hooks(mods: M
     assert m.f is original
 
 
+def _two_names(mods: Modules, source: str, name: str) -> tuple[Any, Any]:
+    """A package ``eng`` re-exporting ``name`` from ``eng.impl``: one object, two targets."""
+    mods.write("eng.impl", source)
+    mods.write("eng.__init__", f"from .impl import {name}\n")
+    return mods.load("eng"), mods.load("eng.impl")
+
+
+@pytest.mark.parametrize("order", ["ab", "ba"])  # "ba": the control, correct before too
+def test_unapplying_the_inner_registry_keeps_the_outer_ones_hooks_under_another_name(
+    mods: Modules, order: str
+) -> None:
+    """A hooks ``eng.f``, B ``eng.impl.f`` (the same function): B's chain is built on A's,
+    found at ``eng.impl.f``.  Before, in order "ab", ``A.unapply()`` left ``eng.f`` bare (B's
+    hooks gone there, B's status() applied) and A's hook running at ``eng.impl.f``, which
+    kept it after ``B.unapply()`` too.  Now B's chain is rebuilt on the original at both
+    names, and the holder made in between follows."""
+    eng, impl = _two_names(mods, "def f(x):\n    return [x]\n", "f")
+    mods.write("user", "from PKG.eng import f\n")
+    original = impl.f
+    a, b = _two(mods)
+    a.register(mods.name("eng.f"), lambda r, x: [*r, "A"])
+    b.register(mods.name("eng.impl.f"), lambda r, x: [*r, "B"])
+    first, second = (a, b) if order == "ab" else (b, a)
+    first.apply_hooks()
+    user = mods.load("user")
+    second.apply_hooks()
+    both = [0, *order.upper()]
+    assert eng.f(0) == impl.f(0) == user.f(0) == both
+    a.unapply()
+    assert eng.f(0) == impl.f(0) == user.f(0) == [0, "B"]  # was [0] and [0, "A", "B"]
+    assert [s.state for s in b.status()] == ["applied"]
+    b.unapply()
+    assert eng.f is original and impl.f is original and user.f is original  # A's hook stayed
+
+
+def test_rebuilding_the_inner_registrys_chain_keeps_the_outer_ones_hooks_under_another_name(
+    mods: Modules,
+) -> None:
+    """A hook registered on A (``eng.f``) after B applied on ``eng.impl.f``: A's chain is
+    rebuilt, and B's, standing at the other name, is rebuilt on it (before, ``eng.f`` ran
+    A's new chain without B's hooks, ``eng.impl.f`` B's chain on A's old one)."""
+    eng, impl = _two_names(mods, "def f(x):\n    return [x]\n", "f")
+    original = impl.f
+    a, b = _two(mods)
+    a.register(mods.name("eng.f"), lambda r, x: [*r, "A"])
+    b.register(mods.name("eng.impl.f"), lambda r, x: [*r, "B"])
+    a.apply_hooks()
+    b.apply_hooks()
+    a.register(mods.name("eng.f"), lambda r, x: [*r, "A2"])
+    a.apply_hooks()
+    assert eng.f(0) == impl.f(0) == [0, "A", "A2", "B"]
+    a.unapply()
+    assert eng.f(0) == impl.f(0) == [0, "B"]
+    b.unapply()
+    assert eng.f is original and impl.f is original
+
+
+def test_a_method_hooked_through_two_spellings_of_its_class_by_two_registries(
+    mods: Modules,
+) -> None:
+    """``eng.Engine.run`` and ``eng.impl.Engine.run``: one place, two keys.  Before,
+    ``A.unapply()`` put the original back over B's chain (B's hooks gone, status() applied)."""
+    eng, impl = _two_names(mods, "class Engine:\n    def run(self, x):\n        return [x]\n",
+                           "Engine")  # fmt: skip
+    original = vars(impl.Engine)["run"]
+    a, b = _two(mods)
+    a.register(mods.name("eng.Engine.run"), lambda r, s, x: [*r, "A"])
+    b.register(mods.name("eng.impl.Engine.run"), lambda r, s, x: [*r, "B"])
+    a.apply_hooks()
+    b.apply_hooks()
+    a.unapply()
+    assert eng.Engine().run(0) == [0, "B"]  # was [0]
+    b.unapply()
+    assert vars(impl.Engine)["run"] is original
+
+
+def test_a_class_replace_of_another_registry_under_another_name_is_not_undone_half(
+    mods: Modules,
+) -> None:
+    """B's class REPLACE at ``eng.impl.C`` derives from A's at ``eng.C``: before,
+    ``A.unapply()`` put the original class back at ``eng.C`` and left B's (A's inside it) at
+    ``eng.impl.C``; now it names B, both spellings and the fix, and leaves both as they are."""
+    eng, impl = _two_names(mods, "class C:\n    pass\n", "C")
+    original = impl.C
+    a, b = _two(mods)
+
+    class ByA(original):  # type: ignore[misc, valid-type]
+        pass
+
+    class ByB(ByA):
+        pass
+
+    a.register(mods.name("eng.C"), ByA, HookType.REPLACE)
+    b.register(mods.name("eng.impl.C"), ByB, HookType.REPLACE)
+    a.apply_hooks()
+    b.apply_hooks()
+    spelt = mods.name("eng.impl.C")
+    with pytest.raises(HookError, match=rf"'{b.name}' replaced it \(as '{spelt}', the same"):
+        a.unapply()
+    assert eng.C is ByB and impl.C is ByB  # left as it was, not half undone
+    b.unapply()
+    assert eng.C is ByA and impl.C is ByA
+    a.unapply()
+    assert eng.C is original and impl.C is original
+
+
 def test_a_class_replace_of_another_registry_on_top_is_not_undone_half(mods: Modules) -> None:
     """A class REPLACE derives from the class below it, so A's replacement cannot leave from
     under B's: ``A.unapply()`` names B and the target and leaves that target as it is."""
@@ -714,6 +820,59 @@ def test_a_replace_over_another_registrys_hooks_says_they_never_run(mods: Module
     b.unapply()
     a.unapply()
     assert m.f is original
+
+
+def test_a_replace_over_another_registrys_hooks_under_another_name_says_they_never_run(
+    mods: Modules,
+) -> None:
+    """A wraps ``eng.f``, B REPLACEs ``eng.impl.f`` (the same function, A's chain propagated
+    there): B's replacement stands in for A's chain at both names.  Before, only the same
+    spelling was named; this one was silent while A's status() said applied."""
+    eng, impl = _two_names(mods, "def f(x):\n    return [x]\n", "f")
+    original = impl.f
+    a, b = _two(mods)
+    a.register(mods.name("eng.f"), lambda r, x: [*r, "A"])
+    b.register(mods.name("eng.impl.f"), lambda x: ["B"], HookType.REPLACE)
+    a.apply_hooks()
+    with pytest.raises(HookError, match=rf"namespace '{a.name}'.*never run"):
+        b.apply_hooks(conflicts="error")
+    assert eng.f(0) == impl.f(0) == [0, "A"]  # refused: nothing of B's patched
+    with pytest.warns(HookConflictWarning) as caught:
+        b.apply_hooks()
+    message = str(caught[0].message)
+    assert f"installed at '{mods.name('eng.f')}', the same object (" in message, message
+    assert eng.f(0) == impl.f(0) == ["B"]
+    b.unapply()
+    a.unapply()
+    assert eng.f is original and impl.f is original
+
+
+def test_hooks_of_another_registry_under_another_name_around_a_replacement_stay_quiet(
+    mods: Modules,
+) -> None:
+    """The control, across two names: B's AROUND wraps A's REPLACE, B's class REPLACE
+    derives from A's replacement class.  No warning (``-W error`` holds)."""
+    eng, impl = _two_names(mods, "def f(x):\n    return [x]\n\nclass C:\n    pass\n", "f, C")
+    a, b = _two(mods)
+
+    class ByA(impl.C):  # type: ignore[misc, name-defined]
+        pass
+
+    class ByB(ByA):
+        pass
+
+    a.register(mods.name("eng.f"), lambda x: ["A"], HookType.REPLACE)
+    b.register(mods.name("eng.impl.f"), lambda r, x: [*r, "B"])
+    a.register(mods.name("eng.C"), ByA, HookType.REPLACE)
+    b.register(mods.name("eng.impl.C"), ByB, HookType.REPLACE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a.apply_hooks()
+        b.apply_hooks()
+        assert eng.f(0) == impl.f(0) == ["A", "B"] and eng.C is ByB and impl.C is ByB
+        b.unapply()
+        a.unapply()
+    assert eng.f is impl.f and eng.C is impl.C is ByA.__base__
 
 
 def test_hooks_of_another_registry_around_a_replacement_stay_quiet(mods: Modules) -> None:

@@ -115,7 +115,9 @@ def _hides_other(
 
     replacer = next(r for r in reversed(regs) if r.hook_type is HookType.REPLACE).describe()
     display = call.st.display[key]
-    message = _layers.hides(key, display, res.owner, res.attr, before, installed, replacer)
+    message = _layers.hides(
+        key, display, res.owner, res.attr, before, installed, replacer, call.st
+    )
     if message is None:
         return
     if call.st.conflicts[0] == "error":
@@ -1147,11 +1149,13 @@ def rebase_layers(layers: list[Any]) -> list[str]:
     """Build each layer's chain again, bottom up, on what stands at the target now; what held
     its old chain is rebound to the new one.  Returns what could not be rebuilt (left as is)."""
     problems: list[str] = []
-    for registry, rec in layers:
+    for registry, rec, under in layers:
         with registry._lock:
             st = registry._state
             if st.applied.get(rec.key) is not rec:
                 continue  # changed meanwhile: its registry's own call rebuilt it
+            if under is not None:  # ours at another name of the object (hooks/_layers)
+                _put_under(rec, under)
             call = ApplyCall(st, frozenset(), registry._module_imported)
             rebinds: dict[int, Rebind] = {}
             skip: set[tuple[str, str]] = set()
@@ -1170,3 +1174,12 @@ def rebase_layers(layers: list[Any]) -> list[str]:
             registry._note_stale(call.stale)
             st.touch()
     return problems
+
+
+def _put_under(rec: Record, under: Record) -> None:
+    """Put at ``rec``'s place what its chain is to wrap now, as undoing or rebuilding ``under``
+    does at a shared place: ``rec``'s chain no longer leads from there, so ``_build`` resolves
+    it afresh, on that, and the sweep rebinds what held the old chain or that object."""
+    from spawnkit.hooks import _layers
+
+    put_attr(rec.res.owner, rec.res.attr, _layers.base_of(rec, under))
