@@ -1169,6 +1169,190 @@ def test_registrations_a_test_left_unapplied_are_a_leak(pytester: pytest.Pyteste
     assert "test_5_isolated registered" not in text
 
 
+OUTSIDE_REGISTERED_SUITE = """
+import textwrap
+
+from spawnkit import Namespace
+from spawnkit.hooks import HookRegistry, HookType
+
+ENGINE_A = Namespace("outside_reg_a", env_prefix="OUTSIDE_REG_A")
+ENGINE_B = Namespace("outside_reg_b", env_prefix="OUTSIDE_REG_B")
+
+ON_B = '''
+from spawnkit import Namespace
+from spawnkit.hooks import HookType
+
+ENGINE_B = Namespace("outside_reg_b", env_prefix="OUTSIDE_REG_B")
+
+@ENGINE_B.plugin_hook("textwrap.shorten", type=HookType.AFTER)
+def shout(result, *a, **k):
+    return result.upper()
+'''
+
+ON_DEFAULT = '''
+from spawnkit.hooks import HookType, plugin_hook
+
+@plugin_hook("textwrap.indent", type=HookType.AFTER)
+def shout(result, *a, **k):
+    return result.upper()
+'''
+
+
+def exclaim(result, *a, **k):
+    return result + "!"
+
+
+# the suite's own registration on B, made as the module is imported: never a test's leak
+ENGINE_B.hooks.register("textwrap.dedent", exclaim, HookType.AFTER)
+
+
+def test_1_isolates_the_default_its_plugin_registers_on_b(plugin_dist, isolated_hooks):
+    plugin_dist("outside-b", modules={"outside_b": ON_B})
+    import outside_b  # noqa: F401  (its decorator registers on ENGINE_B's registry)
+
+
+def test_2_isolates_a_its_plugin_registers_on_the_default(plugin_dist, isolated_hooks_for):
+    isolated_hooks_for(ENGINE_A)
+    plugin_dist("outside-default", modules={"outside_default": ON_DEFAULT})
+    import outside_default  # noqa: F401  (its decorator registers on the default registry)
+
+
+def test_3_registers_on_the_isolated_registry(plugin_dist, isolated_hooks_for):
+    isolated_hooks_for(ENGINE_B)
+    plugin_dist("outside-b2", modules={"outside_b2": ON_B})
+    import outside_b2  # noqa: F401
+
+
+def test_4_registers_on_the_isolated_default(isolated_hooks):
+    isolated_hooks.register("textwrap.wrap", exclaim, HookType.AFTER)
+    HookRegistry.register("textwrap.fill", exclaim, HookType.AFTER)  # the same, isolated
+
+
+def test_5_applies_b():
+    assert [r.target for r in ENGINE_B.hooks.registrations()] == ["textwrap.dedent"]
+    ENGINE_B.hooks.apply_hooks()
+    try:
+        shortened = textwrap.shorten("hello world", 50)
+        dedented = textwrap.dedent("a")
+    finally:
+        ENGINE_B.hooks.unapply()
+    assert (shortened, dedented) == ("hello world", "a!")
+
+
+def test_6_applies_the_default():
+    HookRegistry.apply_hooks()
+    try:
+        indented = textwrap.indent("hello", "  ")
+    finally:
+        HookRegistry.reset()
+    assert indented == "  hello", indented
+"""
+
+
+def test_isolated_hooks_fails_a_registration_left_on_a_registry_it_did_not_isolate(
+    pytester: pytest.Pytester,
+) -> None:
+    """An isolated test whose plugin registered on a namespace (or the default registry) it did
+    not isolate passed, and a later test that applied that registry ran the plugin's hook: the
+    later test's result depended on the order.  Now the leaking test fails naming it, and the
+    fixture removes it; the isolated registry's and the suite's registrations are no leak."""
+    pytester.makepyfile(test_outside_registered=OUTSIDE_REGISTERED_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=4, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_1_isolates_the_default_its_plugin_registers_on_b FAILED*",
+            "*test_2_isolates_a_its_plugin_registers_on_the_default FAILED*",
+            "*test_5_applies_b PASSED*",
+            "*test_6_applies_the_default PASSED*",
+        ]
+    )
+    text = result.stdout.str()
+    assert (
+        "'textwrap.shorten' registered through registry 'outside_reg_b' (AFTER hook "
+        "outside_b.shout" in text
+    )
+    assert "'textwrap.indent' registered through registry 'spawnkit' (AFTER hook" in text
+    assert "left registered (not applied) on a registry this test did not isolate" in text
+    assert "(the fixture removes them at teardown)" in text
+    assert "A registration left: reset() that registry before the test ends" in text
+    for quiet in ("outside_b2", "textwrap.wrap", "textwrap.fill"):
+        assert quiet not in text, quiet
+    assert "'textwrap.dedent' registered" not in text
+
+
+DECLARED_IN_TEST_SUITE = """
+import textwrap
+
+from spawnkit import Namespace
+from spawnkit.hooks import HookType
+
+
+def exclaim(result, *a, **k):
+    return result + "!"
+
+
+def test_1_declares_and_registers():
+    engine = Namespace("declared_here", env_prefix="DECLARED_HERE")
+    engine.hooks.register("textwrap.shorten", exclaim, HookType.AFTER)
+
+
+def test_2_a_namespace_of_its_own(spawnkit_namespace):
+    spawnkit_namespace.hooks.register("textwrap.shorten", exclaim, HookType.AFTER)
+
+
+def test_3_declares_registers_and_resets():
+    engine = Namespace("declared_tidy", env_prefix="DECLARED_TIDY")
+    engine.hooks.register("textwrap.shorten", exclaim, HookType.AFTER)
+    engine.hooks.reset()
+
+
+def test_4_isolated_declares_another(isolated_hooks):
+    engine = Namespace("declared_isolated", env_prefix="DECLARED_ISOLATED")
+    engine.hooks.register("textwrap.shorten", exclaim, HookType.AFTER)
+
+
+def test_5_declares_it_again_and_applies():
+    engine = Namespace("declared_isolated", env_prefix="DECLARED_ISOLATED")
+    engine.hooks.apply_hooks()
+    try:
+        shortened = textwrap.shorten("hello world", 50)
+    finally:
+        engine.hooks.reset()
+    assert shortened == "hello world", shortened
+"""
+
+
+def test_registrations_on_a_namespace_first_declared_in_the_test_are_named(
+    pytester: pytest.Pytester,
+) -> None:
+    """``Namespace("declared_here")`` in a test body stays declared: the next test declaring
+    that name got the same object, the first test's registrations included, nothing said (the
+    check skipped every namespace first declared in the test).  Now named, except the fresh
+    names ``spawnkit_namespace`` makes."""
+    pytester.makepyfile(test_declared=DECLARED_IN_TEST_SUITE)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:randomly", "-v", timeout=120
+    )
+    result.assert_outcomes(passed=4, failed=1, warnings=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_4_isolated_declares_another FAILED*",
+            "*test_5_declares_it_again_and_applies PASSED*",
+        ]
+    )
+    text = result.stdout.str()
+    assert "test_1_declares_and_registers registered 1 target(s)'" in text
+    assert "'textwrap.shorten' through registry 'declared_here': AFTER hook" in text
+    assert "Namespace 'declared_here' was first declared in this test and stays declared" in text
+    assert "request the spawnkit_namespace fixture (a fresh name)" in text
+    assert "Namespace 'declared_isolated' was first declared in this test" in text
+    for quiet in ("through registry 't_", "'declared_tidy'", "test_2_a_namespace_of_its_own reg"):
+        assert quiet not in text, quiet
+
+
 UNAPPLIED_BOOTSTRAP_SUITE = (
     UNDONE_BOOTSTRAP_SUITE.split("def test_1_")[0]
     + """

@@ -9,7 +9,11 @@ fixture fails the *leaking* test.  A leak is:
    registry with nothing applied, waiting or provided before is unapplied; otherwise it is
    named).  Not an ``on_import`` registration armed before the test that applied as the test
    imported its module: the suite's baseline arriving late (``_leftover.Patches.arrived``);
-2. a target of an isolated registry still holding the patched object after the restore.
+2. a target of an isolated registry still holding the patched object after the restore;
+3. a registration (hook, ``provide_module()``) the test made through a registry it did not
+   isolate, left neither applied nor removed (``_leftover.registered_since``; a plugin module
+   imported whose decorators register on another namespace): a later test's apply of that
+   registry ran it, unsaid.  The fixture removes it at teardown.
 
 The phase flags, isolated namespaces' plugin-loading state and their ``bootstrap_here()``
 record (``launch._here``) are restored too; and a module an isolated registry provided after
@@ -27,7 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from spawnkit import _reference
 from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME
-from spawnkit.testing._leftover import Patches, patches
+from spawnkit.testing._leftover import (
+    Patches,
+    declared_note,
+    declared_since,
+    forget_registered,
+    patches,
+    registered_since,
+)
 from spawnkit.testing._provisions import TriedImports, message
 
 if TYPE_CHECKING:
@@ -49,9 +60,12 @@ class HookLeak:
     sources: tuple[str, ...] = ()
     reason: str = ""
     restored: bool | None = False  # None: not yet, the fixture restores it at teardown
+    what: str = "patched"  # or "registered": left registered, not applied
 
     def describe(self) -> str:
         by = f" by {', '.join(self.sources)}" if self.sources else ""
+        if self.what != "patched" and self.sources:
+            by = f" ({'; '.join(self.sources)})"
         if self.restored is None:
             fixed = " (the fixture restores it at teardown)"
         elif self.restored:
@@ -61,9 +75,14 @@ class HookLeak:
                 " (NOT restored: that registry had patches, or on_import hooks armed, before the "
                 "test, which unapplying it would undo too)"
             )
-        return f"{self.target!r} patched through registry {self.registry!r}{by}: {self.reason}" + (
-            fixed
-        )
+        if self.what != "patched" and self.restored is not False:
+            fixed = (
+                " (the fixture removes them at teardown)"
+                if self.restored is None
+                else (" (removed by the fixture)")
+            )
+        head = f"{self.target!r} {self.what} through registry {self.registry!r}{by}"
+        return f"{head}: {self.reason}{fixed}"
 
 
 @dataclass
@@ -264,15 +283,38 @@ class HookIsolation:
 
     def leaks(self) -> list[HookLeak]:
         """Patches that would outlive the test if it ended now (rule 1 of the module docstring)."""
-        return [leak for _, leaks in self._outside_leaks() for leak in leaks]
+        found = [leak for _, leaks in self._outside_leaks() for leak in leaks]
+        return found + self._registered_leaks(None)
+
+    def _registered_leaks(self, restored: bool | None) -> list[HookLeak]:
+        """Registrations the test made through a registry it did not isolate and left neither
+        applied nor removed (rule 3): the next apply of that registry, in a later test, runs
+        them; on a namespace the test declared itself, a later ``Namespace()`` of its name too."""
+        left = registered_since(self._before, frozenset(r.name for r in self.registries))
+        declared = set(declared_since(self._before, left))
+        return [
+            HookLeak(
+                key[0],
+                key[1],
+                tuple(what),
+                "left registered (not applied) on a registry this test did not isolate: a later "
+                "test's apply of that registry (apply_hooks(), bootstrap_here()) runs it beside "
+                "its own; reset() that registry, or isolate it too"
+                + (f". {declared_note([key[0]])}" if key[0] in declared else ""),
+                restored,
+                "registered",
+            )
+            for key, what in left.items()
+        ]
 
     def finish(self) -> list[HookLeak]:
         """Restore everything; return every leak found (rule 1 and rule 2)."""
         from spawnkit.errors import HookError
         from spawnkit.spec import _phase
 
-        found: list[HookLeak] = []
         self._tried.disarm()
+        found = self._registered_leaks(True)
+        forget_registered(self._before, frozenset(r.name for r in self.registries))
         isolated, self._isolated = self._isolated, []
         self._restored = [iso.registry for iso in isolated]
         for iso in reversed(isolated):
@@ -372,5 +414,11 @@ def format_leaks(leaks: list[HookLeak], *, when: str) -> str:
         "the fixture yields (isolated_hooks.register(...); isolated_hooks.apply_hooks()), "
         "isolate that namespace too (isolated_hooks_for(namespace)), or call unapply() on the "
         "other registry (e.g. namespace.hooks.unapply()) before the test ends."
+        + (
+            " A registration left: reset() that registry before the test ends (unapply() keeps "
+            "registrations)."
+            if any(leak.what == "registered" for leak in leaks)
+            else ""
+        )
     )
     return "\n".join(lines)

@@ -31,6 +31,7 @@ look per namespace registry.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +40,10 @@ __all__ = [
     "Left",
     "Leftovers",
     "Patches",
+    "declared_since",
+    "forget_registered",
     "here_records",
+    "own_namespace",
     "patches",
     "registered_since",
     "registries",
@@ -165,35 +169,70 @@ def patches() -> Patches:
     return found
 
 
-def registered_since(before: Patches) -> dict[Key, list[str]]:
-    """The registrations (hooks, ``provide_module()`` calls) made since ``before`` and left
-    neither applied, nor armed, nor removed: a later apply of that registry applies them.
+def own_namespace(name: str) -> None:
+    """Note a namespace ``spawnkit_namespace`` made: a fresh name no later test declares, so
+    what is left registered on it reaches no one."""
+    _FRESH.add(name)
 
-    Only registries that existed then (and the default one): a namespace first made since is
-    the test's own (``spawnkit_namespace``'s), which no later test applies."""
-    found: dict[Key, list[str]] = {}
+
+_FRESH: set[str] = set()
+
+
+def _left_since(before: Patches, skip: frozenset[str]) -> Iterator[tuple[Any, Any, int]]:
+    """``(registry, its state, seq then)`` per registry with registrations made since ``before``
+    (the registry's lock held), but those named in ``skip`` and ``spawnkit_namespace``'s."""
     for reg in registries():
-        if isinstance(reg, str):
+        if isinstance(reg, str) or reg.name in skip or reg.name in _FRESH:
             continue
         mark = before.marks.get(reg.name)
-        if mark is None and reg is not reg._default:
-            continue
         with reg._lock:
             st = reg._state
             since = mark[1] if mark is not None and mark[0] is st else 0
-            if st.seq <= since:
-                continue
-            for key, regs in st.regs.items():
-                rec = st.applied.get(key)
-                seqs = rec.seqs if rec is not None else ()
-                left = [r.describe() for r in regs if r.seq > since and r.seq not in seqs]
-                if left and key not in st.waiting:
-                    found.setdefault((reg.name, st.display[key]), []).extend(left)
-            for name, prov in st.provides.items():
-                if prov.seq > since and name not in st.provided:
-                    what = f"provide_module({name!r}) of {prov.what} from {prov.source}"
-                    found.setdefault((reg.name, name), []).append(what)
+            if st.seq > since:
+                yield reg, st, since
+
+
+def registered_since(before: Patches, skip: frozenset[str] = frozenset()) -> dict[Key, list[str]]:
+    """The registrations (hooks, ``provide_module()`` calls) made since ``before`` and left
+    neither applied, nor armed, nor removed: a later apply of that registry applies them.
+
+    A namespace first declared since counts too: under a fixed name (``Namespace("myengine")``
+    in the test) it stays declared, and a later test declaring that name gets it, these
+    registrations included; not ``spawnkit_namespace``'s (a fresh name, :func:`own_namespace`).
+    ``skip``: registry names not to read (an ``isolated_hooks`` test's own)."""
+    found: dict[Key, list[str]] = {}
+    for reg, st, since in _left_since(before, skip):
+        for key, regs in st.regs.items():
+            rec = st.applied.get(key)
+            seqs = rec.seqs if rec is not None else ()
+            left = [r.describe() for r in regs if r.seq > since and r.seq not in seqs]
+            if left and key not in st.waiting:
+                found.setdefault((reg.name, st.display[key]), []).extend(left)
+        for name, prov in st.provides.items():
+            if prov.seq > since and name not in st.provided:
+                what = f"provide_module({name!r}) of {prov.what} from {prov.source}"
+                found.setdefault((reg.name, name), []).append(what)
     return found
+
+
+def forget_registered(before: Patches, skip: frozenset[str]) -> None:
+    """Remove what :func:`registered_since` finds (an ``isolated_hooks`` test's leak through a
+    registry it did not isolate), so no later apply of that registry runs it."""
+    for _reg, st, since in _left_since(before, skip):
+        st.touch()
+        for key, regs in st.regs.items():
+            rec = st.applied.get(key)
+            seqs = rec.seqs if rec is not None else ()
+            if key not in st.waiting:
+                st.regs[key] = [r for r in regs if r.seq <= since or r.seq in seqs]
+        for name in [n for n, p in st.provides.items() if p.seq > since]:
+            if name not in st.provided:
+                del st.provides[name]
+
+
+def declared_since(before: Patches, keys: Iterable[Key]) -> list[str]:
+    """The registries of ``keys`` whose namespace was first declared since ``before``."""
+    return sorted({k[0] for k in keys if k[0] not in before.marks and k[0] != "spawnkit"})
 
 
 def here_records() -> dict[str, Any]:
@@ -226,6 +265,18 @@ def _registered_line(key: Key, what: list[str]) -> str:
     return f"{key[1]!r} through registry {key[0]!r}: {'; '.join(what)}"
 
 
+def declared_note(names: list[str]) -> str:
+    """Why registrations on a namespace the test declared itself are left for later tests."""
+    listed = ", ".join(repr(n) for n in names)
+    return (
+        f"Namespace {listed} was first declared in this test and stays declared for the "
+        "process: a later test's Namespace() of that name returns this one, these registrations "
+        "included (other settings there raise NamespaceError). For a namespace of the test's "
+        "own, request the spawnkit_namespace fixture (a fresh name); an engine's namespace is "
+        "declared in its module and isolated with isolated_hooks_for(namespace)."
+    )
+
+
 _FIX = (
     "Fix: request isolated_hooks in this test (isolated_hooks_for(namespace) for an engine's own "
     "namespace): its teardown undoes what bootstrap_here(), apply_plugin_hooks() or "
@@ -246,9 +297,11 @@ class Left:
         armed: dict[Key, str],
         provided: dict[Key, str],
         registered: dict[Key, list[str]],
+        declared: Iterable[str] = (),
     ) -> None:
         self.applied, self.armed, self.provided = applied, armed, provided
         self.registered = registered
+        self.declared = list(declared)  # registered on: namespaces first declared in the test
 
     def __bool__(self) -> bool:
         return bool(self.applied or self.armed or self.provided or self.registered)
@@ -278,6 +331,7 @@ class Leftovers:
         self.left = {k: who for k, who in self.left.items() if k in now.applied}  # undone: gone
         self.left.update(fired)
         self.placed = {k: who for k, who in self.placed.items() if k in now.provided}
+        registered = registered_since(before)
         left = Left(
             {
                 k: by
@@ -286,7 +340,8 @@ class Leftovers:
             },
             before.armed_since(now),
             {k: by for k, by in now.provided.items() if k not in before.provided},
-            registered_since(before),
+            registered,
+            declared_since(before, registered),
         )
         if not left:
             return None
@@ -365,6 +420,7 @@ def _warning(nodeid: str, left: Left) -> str:
             "A later test's bootstrap_here(), apply_plugin_hooks() or apply_hooks() of that "
             "registry applies them beside its own (a hook of a module purged since too): that "
             "test runs hooks it never registered.",
+            *([declared_note(left.declared)] if left.declared else []),
         ]
     lines.append(
         "Every later test in this process runs what is left (an armed hook's once a test "

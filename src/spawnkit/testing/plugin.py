@@ -14,7 +14,14 @@ import pytest
 
 from spawnkit.testing._env import PlatformSelection, PluginAllowlist
 from spawnkit.testing._isolation import HookIsolation, format_leaks
-from spawnkit.testing._leftover import HookLeakWarning, Leftovers, Patches, here_records, patches
+from spawnkit.testing._leftover import (
+    HookLeakWarning,
+    Leftovers,
+    Patches,
+    here_records,
+    own_namespace,
+    patches,
+)
 from spawnkit.testing._modes import LAUNCH_MODES, LaunchMode
 from spawnkit.testing._sandbox import DistSandbox
 
@@ -123,6 +130,7 @@ def spawnkit_namespace() -> Any:
     from spawnkit.namespace import Namespace
 
     name = f"t_{uuid.uuid4().hex[:10]}"
+    own_namespace(name)  # no later test declares it: what the test leaves on it reaches no one
     return Namespace(name, name.upper())
 
 
