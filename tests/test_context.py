@@ -175,6 +175,80 @@ def test_a_pool_whose_warm_server_is_gone_fails_instead_of_waiting_forever(
     assert out["terminated"]
 
 
+PLAIN_POOLS = """
+    import json, os, threading, time, warnings
+    import multiprocessing as mp
+    import multiprocessing.pool
+
+
+    def timed(out, key, call):
+        began = time.monotonic()
+        try:
+            out[key] = call()
+        except Exception as exc:
+            out[key] = {{"error": type(exc).__name__, "message": str(exc)}}
+        out[key + "_s"] = time.monotonic() - began
+
+
+    def work(ctx, out):
+        import joblib
+        from {eng} import procs
+
+        calls = [joblib.delayed(procs.tokenizer_task)(x) for x in "abcd"]
+        timed(out, "joblib", lambda: joblib.Parallel(n_jobs=2, backend=ctx)(calls))
+        pool = multiprocessing.pool.Pool(2, maxtasksperchild=1, context=ctx)
+        timed(out, "pool", lambda: pool.map(procs.tokenizer_task, "abcd", chunksize=1))
+        pool.close()
+        timed(out, "join", pool.join)
+        out["children"] = len(mp.active_children())
+
+
+    if __name__ == "__main__":
+        import spawnkit
+        from {eng}.ns import NS
+
+        ctx = spawnkit.get_context(os.environ["CTX_METHOD"], namespace=NS)
+        warnings.simplefilter("error")  # users run with -W error: the pools may not warn
+        out = {{}}
+        worker = threading.Thread(target=work, args=(ctx, out), daemon=True)
+        worker.start()
+        worker.join(60)
+        out["done"] = not worker.is_alive()
+        print(json.dumps(out), flush=True)
+        os._exit(0)
+    """
+
+
+@pytest.mark.parametrize("method", ["spawn", "fork"])
+def test_joblib_and_a_plain_pool_on_the_context_fail_with_the_root_cause(
+    engine: Engine, method: str
+) -> None:
+    """``joblib.Parallel(backend=ctx)`` (its ``MemmappingPool``, a plain ``Pool``) and
+    ``multiprocessing.pool.Pool(context=ctx)`` replaced each worker that failed its
+    bootstrap, forever: ``Parallel(...)`` and ``map()`` hung, unsaid."""
+    env = {f"{engine.prefix}_TEST_FAIL": "1", "CTX_METHOD": method}
+    out, stderr = engine.run(PLAIN_POOLS, env=env)
+    assert out["done"], out
+    for key in ("joblib", "pool"):
+        assert out[key]["error"] == "ChildRaisedError", out
+        assert "tokplug" in out[key]["message"] and "load_plugins" in out[key]["message"]
+        assert out[key + "_s"] < 30, out
+    assert out["join"] is None and out["children"] == 0, out
+    # Only the workers each pool started first failed; none was started in their place.
+    failed = [ln for ln in stderr.splitlines() if ln.startswith("spawnkit: process ")]
+    assert 1 <= len(failed) <= 4, stderr
+
+
+def test_joblib_and_a_plain_pool_on_the_context_run_with_the_plugins(engine: Engine) -> None:
+    """The control: healthy workers (replaced after each task, ``maxtasksperchild=1``) run
+    the hooks and nothing warns under ``-W error``."""
+    out, stderr = engine.run(PLAIN_POOLS, env={"CTX_METHOD": "spawn"})
+    expected = [[f"tok:{x}+plugin", True] for x in "abcd"]
+    assert out["done"] and out["joblib"] == out["pool"] == expected, out
+    assert out["join"] is None and out["children"] == 0, out
+    assert "spawnkit" not in stderr, stderr
+
+
 FORK = """
     import json, os
 

@@ -41,6 +41,7 @@ def _argv(how):
     python = sys.executable
     return {{
         "m": [python, "-m", "{pkg}.child"],
+        "nofds": [python, "-m", "{pkg}.child"],  # close_fds=False: subprocess's posix_spawn
         "flags": [python, "-u", "-X", "dev", "-m", "{pkg}.child"],
         "script": [python, os.path.join(_HERE, "child.py")],
         "here": [python, "-m", "{pkg}.child_here"],
@@ -55,6 +56,33 @@ def _argv(how):
     }}[how]
 
 
+def _os_started(how, argv):
+    # the child's stdout: started by os.posix_spawn(p), or forked and exec'd (os.exec*)
+    r, w = os.pipe()
+    python = argv[0]
+    if how.startswith("posix_spawn"):
+        spawn = getattr(os, how)
+        pid = spawn(python, argv, _ENV, file_actions=[(os.POSIX_SPAWN_DUP2, w, 1)])
+    else:
+        pid = os.fork()
+        if pid == 0:  # the child: said (never raised) here, then the exec
+            try:
+                os.dup2(w, 1)
+                if how == "execv":
+                    os.environ["PYTHONPATH"] = _ENV["PYTHONPATH"]
+                    os.execv(python, argv)
+                elif how == "execlp":
+                    os.execlpe(python, *argv, _ENV)
+                os.execve(python, argv, _ENV)
+            finally:
+                os._exit(127)  # the exec failed: no copy of the worker may run on
+    os.close(w)
+    with os.fdopen(r) as f:
+        out = f.read()
+    os.waitpid(pid, 0)
+    return out
+
+
 async def _started(argv):
     child = await asyncio.create_subprocess_exec(*argv, env=_ENV, stdout=subprocess.PIPE)
     out, _ = await child.communicate()
@@ -67,7 +95,12 @@ def schedule(how):
         return word(), init.__module__ + "." + init.__qualname__
     if how == "async":
         return word(), asyncio.run(_started(_argv("m"))).strip()
-    outs = [subprocess.run(_argv(how), env=_ENV, capture_output=True, text=True, timeout=120)
+    if how.partition(":")[0] in ("posix_spawn", "posix_spawnp", "execv", "execve", "execlp"):
+        call, _, child = how.partition(":")
+        outs = [_os_started(call, _argv(child or "m")) for _ in range(2)]
+        return word(), outs[0].strip()
+    outs = [subprocess.run(_argv(how), env=_ENV, capture_output=True, text=True, timeout=120,
+                           close_fds=how != "nofds")
             for _ in range(2)]  # the second start of the same module is not named again
     return word(), outs[0].stdout.strip() or outs[0].stderr[-500:]
 """
@@ -118,7 +151,13 @@ def app(tmp_path):  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize(
     ("how", "worker_start"),
-    [("m", "spawn"), ("m", "forkserver"), ("flags", "spawn"), ("script", "spawn")],
+    [
+        ("m", "spawn"),
+        ("m", "forkserver"),
+        ("flags", "spawn"),
+        ("script", "spawn"),
+        ("nofds", "spawn"),
+    ],
 )
 def test_a_python_child_running_the_engines_module_is_named_with_the_fix(  # type: ignore[no-untyped-def]
     app, how: str, worker_start: str
@@ -172,8 +211,58 @@ def test_an_asyncio_subprocess_is_named_at_the_line_that_started_it(app) -> None
 
 
 @pytest.mark.parametrize(
+    ("how", "call"),
+    [
+        ("posix_spawn", "os.posix_spawn"),
+        ("posix_spawnp:script", "os.posix_spawnp"),
+        ("execv", "os.execv"),  # forked first: said in the child, before its exec
+        ("execlp:code", "os.execve"),  # execlpe -> execvpe -> execve
+    ],
+)
+def test_a_python_child_started_through_os_is_named_too(  # type: ignore[no-untyped-def]
+    app, how: str, call: str
+) -> None:
+    """``os.posix_spawn([sys.executable, "-m", "eng.child"])``, or a fork that execs it
+    (``os.execv``): the child ran the engine's module with no plugin and no hook, unsaid,
+    since only ``subprocess.Popen`` was looked at."""
+    proc = run_script(app.script, how, "spawn")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout  # no hook
+    lines = warned(proc, "PlainChildWarning")
+    # two starts of it, named once; a forked child's exec in that child, which tells no one
+    assert len(lines) == (2 if how.startswith("exec") else 1), proc.stderr
+    line = lines[0]
+    assert line.startswith(str(app.script.parent / "site" / app.pkg / "engine.py")), line
+    assert f"was started through {call}" in line, line
+    assert f"package {app.pkg!r}, which this process hooks" in line, line
+    assert f"plugins of namespace {app.tag!r} (loud)" in line
+    assert f"spawnkit.bootstrap_here(<namespace {app.tag!r}>) first in that" in line
+
+
+@pytest.mark.parametrize("how", ["posix_spawn", "execv"])
+def test_under_w_error_a_posix_spawn_raises_and_a_forked_exec_still_execs(  # type: ignore[no-untyped-def]
+    app, how: str
+) -> None:
+    """``-W error::spawnkit.PlainChildWarning``: ``os.posix_spawn`` raises in the worker, as a
+    ``Popen`` does; a forked child between its fork and its exec never raises (a copy of the
+    worker would run on in it): it says so on stderr and execs."""
+    flags = ("-W", "error::spawnkit.PlainChildWarning")
+    env = {"PYTHONWARNINGS": "error::spawnkit.PlainChildWarning"}
+    proc = run_script(app.script, how, "spawn", flags=flags, env=env)
+    if how == "posix_spawn":
+        assert proc.returncode != 0, proc.stdout + proc.stderr
+        assert "PlainChildWarning: a Python child" in proc.stderr, proc.stderr
+        return
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[('hi!', 'hi')]", proc.stdout
+    assert len(warned(proc, "PlainChildWarning: a Python child")) == 2, proc.stderr  # 2 forks
+
+
+@pytest.mark.parametrize(
     ("how", "child"),
     [
+        ("posix_spawn:here", "hi!"),  # it calls bootstrap_here() first: hooked
+        ("execv:outside", '"a": 1'),  # json.tool: no hook of this process is in json
         ("here", "hi!"),  # it calls bootstrap_here() first: hooked, nothing to say
         ("outside", '"a": 1'),  # json.tool: no hook of this process is in json
         ("code-here", "hi!"),  # -c code that calls bootstrap_here() first: hooked

@@ -376,6 +376,7 @@ def arm_subprocess(namespace: Any, entry: str = "") -> None:
     if not (report.applied or report.loaded):
         return  # nothing a child would go without
     _popen_namespaces[namespace.name] = namespace, entry.partition(":")[0]
+    _stand_in_os()
     if "subprocess" in sys.modules:  # a bootstrap has imported it by now: the common case
         _stand_in_popen()
         return
@@ -417,3 +418,47 @@ def _stand_in_popen() -> None:
     __init__.__wrapped__ = subprocess.Popen.__init__  # type: ignore[attr-defined]
     __init__._spawnkit_python_children = True  # type: ignore[attr-defined]
     subprocess.Popen.__init__ = __init__  # type: ignore[method-assign,assignment]
+
+
+# ``os.posix_spawn``/``os.posix_spawnp`` start such a child without ``subprocess``, and
+# ``os.execv``/``os.execve`` (through which every ``os.exec*`` and ``os.spawn*`` goes) replace
+# a process with it: the new interpreter holds no hook.  Stood in for beside ``Popen``.  An
+# exec never raises (``-W error``): between a fork and its exec, a raise would leave a copy of
+# the worker running on in the child; the warning is written instead and the exec goes on.
+_OS_STARTS = ("posix_spawn", "posix_spawnp", "execv", "execve")
+
+
+def _stand_in_os() -> None:
+    for name in _OS_STARTS:
+        real = getattr(os, name, None)
+        if real is not None and not getattr(real, "_spawnkit_python_children", False):
+            setattr(os, name, _os_stand_in(name, real))
+
+
+def _os_stand_in(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
+    def start(*args: Any, **kwargs: Any) -> Any:
+        if _phase.hooks_applied() and len(args) > 1 and not _from_subprocess():
+            try:
+                from spawnkit.bootstrap import _python_child_check
+
+                namespaces = tuple(_popen_namespaces.values())
+                _python_child_check.check_os(f"os.{name}", args[0], args[1], namespaces)
+            except PlainChildWarning:
+                raise  # posix_spawn under -W error::spawnkit.PlainChildWarning (never exec)
+            except Exception:  # a check that fails says nothing: the child starts
+                pass
+        return real(*args, **kwargs)
+
+    start.__name__ = start.__qualname__ = name
+    start.__doc__ = real.__doc__
+    start.__wrapped__ = real  # type: ignore[attr-defined]
+    start._spawnkit_python_children = True  # type: ignore[attr-defined]
+    return start
+
+
+def _from_subprocess() -> bool:
+    """``subprocess`` itself calls ``os.posix_spawn`` (a ``Popen`` whose options allow it):
+    its ``Popen.__init__`` stand-in has looked at that child already."""
+    module = sys.modules.get("subprocess")
+    where = getattr(module, "__file__", None)
+    return where is not None and sys._getframe(2).f_code.co_filename == where

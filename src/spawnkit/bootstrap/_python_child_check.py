@@ -1,7 +1,11 @@
 """Whether a process about to be started through ``subprocess`` runs the engine's code unhooked.
 
 Imported by ``_plain_children``'s stand-in for ``Popen.__init__`` only as a process is
-started.  Named (``PlainChildWarning``, once per module or script): a Python interpreter (the
+started (and by its stand-ins for ``os.posix_spawn``/``os.posix_spawnp`` and for
+``os.execv``/``os.execve``, which every ``os.exec*`` and ``os.spawn*`` reaches: ``check_os``;
+an exec's warning is written and never raised, since between a fork and its exec a raise
+would leave a copy of the worker running in the child).  Named (``PlainChildWarning``, once
+per module or script): a Python interpreter (the
 ``executable=``, else ``argv[0]``, is ``sys.executable`` or called ``python``, ``python3``,
 ``python3.11``...) running ``-m X`` or a script that belongs to a top-level package one of
 this process's hook targets is in, when neither its source nor its packages' ``__init__``
@@ -52,7 +56,23 @@ def check(
         argv = [os.fsdecode(command)]
     else:
         argv = [os.fsdecode(a) for a in command]
-    if not argv or not _is_python(os.fsdecode(executable) if executable else argv[0]):
+    program = os.fsdecode(executable) if executable else (argv[0] if argv else "")
+    _check_argv(argv, program, os.fsdecode(cwd) if cwd else "", namespaces, "subprocess")
+
+
+def check_os(via: str, path: Any, command: Any, namespaces: Sequence[tuple[Any, str]]) -> None:
+    """``os.posix_spawn(path, argv, ...)`` and ``os.execv(path, argv)`` (``via``: which): the
+    same check; an exec's warning is written, never raised (``_warn``)."""
+    if isinstance(command, (str, bytes)):
+        return  # the call itself refuses it
+    argv = [os.fsdecode(a) for a in command]
+    _check_argv(argv, os.fsdecode(path), "", namespaces, via)
+
+
+def _check_argv(
+    argv: list[str], program: str, cwd: str, namespaces: Sequence[tuple[Any, str]], via: str
+) -> None:
+    if not argv or not program or not _is_python(program):
         return
     runs = _runs(argv[1:])
     if runs is None or runs in _told:
@@ -64,7 +84,7 @@ def check(
         elif runs.startswith("-m "):
             found = _module(runs[3:], tops)
         else:
-            found = _script(os.path.join(os.fsdecode(cwd) if cwd else os.getcwd(), runs), tops)
+            found = _script(os.path.join(cwd or os.getcwd(), runs), tops)
         if found is None:
             continue
         what, texts, top = found
@@ -76,7 +96,7 @@ def check(
         if told in _told or (starter == top and not own):
             return  # a library starting its own helper (torch's compile workers): no fix
         edit = ("that code" if told != runs else "that module") if own else ""
-        _warn(argv, what, namespace, level, edit)
+        _warn(argv, what, namespace, (level, via), edit)
         _told.add(told)
         return
 
@@ -234,9 +254,11 @@ def _read(path: str) -> str | None:
         return None
 
 
-def _warn(argv: list[str], what: str, namespace: Any, level: int, edit: str) -> None:
+def _warn(argv: list[str], what: str, namespace: Any, where: tuple[int, str], edit: str) -> None:
     """``edit``: where ``bootstrap_here()`` can go first (the engine's module, ``-c`` code); a
-    library's module (``-m torch.utils.collect_env``) cannot be edited: ``""``."""
+    library's module (``-m torch.utils.collect_env``) cannot be edited: ``""``.  ``where``:
+    the ``stacklevel`` and what started it (``subprocess``, ``os.posix_spawn``, ``os.execv``)."""
+    level, via = where
     name = namespace.name
     targets, plugins = namespace.hooks.applied_targets(), namespace.plugins.report.loaded
     if not (targets or plugins):
@@ -248,33 +270,48 @@ def _warn(argv: list[str], what: str, namespace: Any, level: int, edit: str) -> 
         if edit
         else ""
     )
-    warnings.warn(
-        f"a Python child ({command[:200]}) was started through subprocess: it runs "
+    replaces = " (it replaces the process that calls it)" if via.startswith("os.exec") else ""
+    message = (
+        f"a Python child ({command[:200]}) was started through {via}{replaces}: it runs "
         f"{what} without the plugins of namespace {name!r} "
         f"({', '.join(p.name for p in plugins)}) and the hooks on {len(targets)} target(s) of "
         f"this process, so none of those hooks runs there. {first}Start it from ctx = "
         f"spawnkit.get_context('spawn', namespace={name!r}) (ctx.Process), or silence this "
-        "with -W ignore::spawnkit.PlainChildWarning where the child needs no plugin.",
-        PlainChildWarning,
-        stacklevel=level,
+        "with -W ignore::spawnkit.PlainChildWarning where the child needs no plugin."
     )
+    if not replaces:
+        warnings.warn(message, PlainChildWarning, stacklevel=level)
+        return
+    try:  # an exec, maybe in a forked child: raised, it would leave a copy of this process
+        warnings.warn(message, PlainChildWarning, stacklevel=level)
+    except PlainChildWarning:  # -W error: said all the same, and the exec goes on
+        frame = sys._getframe(level - 1)
+        text = warnings.formatwarning(
+            message, PlainChildWarning, frame.f_code.co_filename, frame.f_lineno
+        )
+        sys.stderr.write(text)
+    sys.stderr.flush()  # the exec drops what Python still buffers
 
 
 def _starter() -> tuple[int, str]:
-    """``stacklevel`` for ``_warn`` (called from ``check``, as this is): the first frame
-    outside subprocess, asyncio and spawnkit, the line that started the child; and the top
+    """``stacklevel`` for ``_warn`` (called from ``_check_argv``, as this is): the first frame
+    outside subprocess, os, asyncio and spawnkit, the line that started the child; and the top
     package of that frame's module."""
     import subprocess
 
     stdlib = os.path.dirname(os.path.abspath(subprocess.__file__))
     skipped = (
         os.path.abspath(subprocess.__file__),
+        os.path.abspath(os.__file__),  # os.execl* and os.spawn* call os.execv/execve
         os.path.join(stdlib, "asyncio") + os.sep,
         os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
     )
     frame: types.FrameType | None = sys._getframe(1)  # check (spawnkit's): _warn's caller
     level = 2
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
+    while frame is not None and (
+        frame.f_code.co_filename == "<frozen os>"  # os is frozen in CPython 3.11+
+        or os.path.abspath(frame.f_code.co_filename).startswith(skipped)
+    ):
         frame = frame.f_back
         level += 1
     if frame is None:

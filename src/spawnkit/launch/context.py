@@ -205,6 +205,7 @@ class BootstrapPool(_mp_pool.Pool):
             self._fail_pending(self._spawnkit_broken)
             return _NoWorker()
         worker = ctx.Process(*args, **kwargs)
+        worker.__dict__["_spawnkit_pooled"] = True  # this pool stops itself: not a plain one
         self._spawnkit_started.append(worker)
         return _Starting(worker, self)
 

@@ -118,6 +118,25 @@ def _start(self: Any) -> None:
     """Start the child: through this context's warm server, or with an early pipe for fork."""
     base_start = _sub(self._spawnkit_package, "process").BaseProcess.start
     call = (self.__dict__.get("_target"), self.__dict__.get("_args", ()))  # start() drops them
+    if "_spawnkit_pooled" not in self.__dict__ and _is_pool_worker(call[0]):
+        from spawnkit.protocol import _pool_workers
+
+        # a plain pool's (joblib's): once one failed its bootstrap, a thread answers for it
+        _pool_workers.start(self, call[1], lambda: _start_process(self, base_start))
+        return
+    _start_process(self, base_start)
+    _relay_exit(self, *call)
+
+
+#: ``multiprocessing.pool.worker`` and ``multiprocess``'s copy: a pool's worker loop.
+_POOL_WORKERS = frozenset({("multiprocessing.pool", "worker"), ("multiprocess.pool", "worker")})
+
+
+def _is_pool_worker(target: Any) -> bool:
+    return (getattr(target, "__module__", ""), getattr(target, "__qualname__", "")) in _POOL_WORKERS
+
+
+def _start_process(self: Any, base_start: Any) -> None:
     if self._start_method == "forkserver":
         from spawnkit.protocol import warm
 
@@ -127,7 +146,6 @@ def _start(self: Any) -> None:
         base_start(self)
     else:
         _start_forked(self, base_start)
-    _relay_exit(self, *call)
 
 
 def _start_forked(self: Any, base_start: Any) -> None:
