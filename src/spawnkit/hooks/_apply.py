@@ -237,6 +237,7 @@ class ApplyCall:
         deferred: list[str] = []
         if only is not None:
             candidates = self._changed(only)
+            conditions = True  # a few keys: each is asked
         else:
             provided, failed = _decide.provide(st, self.journal)
             for name, exc in failed.items():
@@ -247,14 +248,15 @@ class ApplyCall:
             keys = list(st.regs)
             if st.spellings:  # a key left with only its other names' hooks still changes
                 keys += [k for k in st.spellings if k not in st.regs]
-            candidates = [
-                k
-                for k in self._changed(keys)
-                if not _decide.defer(st, k, strict, self.on_import)
-            ]
+            candidates = self._changed(keys)
+            on_import, conditions = _decide.asked_for(st)
+            if on_import:
+                candidates = [
+                    k for k in candidates if not _decide.defer(st, k, strict, self.on_import)
+                ]
             deferred = [k for k in st.waiting if k not in waiting]
         dropped = len(st.dropped)
-        for key in candidates:
+        for key in candidates if conditions else ():
             err = _decide.check_conditions(st, key)
             if err is not None:
                 self._fail(key, err)
@@ -276,11 +278,7 @@ class ApplyCall:
         restore_rebinds = _restore_orphans(self, orphans, pending)
         for key in pending:
             self._load_hooks(key)
-        self.classes = classes = {
-            k
-            for k, pairs in self.hooks.items()
-            if any(r.hook_type is HookType.REPLACE and isinstance(o, type) for r, o in pairs)
-        }
+        self.classes = classes = _class_replaces(self.hooks)
         # Whole-class REPLACE targets first, so that 'Class.method' targets land on the
         # replacement; within a round a target sorts before the targets below it.  A key is
         # its parts joined by '.', which sorts below every character an identifier may hold,
@@ -383,14 +381,18 @@ class ApplyCall:
         prev: Record | None,
         found: _resolve.Resolved | None = None,
     ) -> Record:
-        """Resolve (unless ``found``) and build one chain; installing it is the caller's."""
-        display = self.st.display[key]
+        """Resolve (unless ``found``) and build one chain; installing it is the caller's.
+
+        Once per target, a hundred in a worker's apply stage: the usual case (a function, or
+        a class's own method) takes no helper that would only hand its input back."""
+        st = self.st
+        display = st.display[key]
         regs = tuple(map(_first, pairs))
         others = None
         if prev is not None and not _replaced_since(prev, self.messages):
             res, before, original = prev.res, prev.before, prev.original
         else:
-            res = found or self.resolver.resolve(self.st.paths[key], display)
+            res = found or self.resolver.resolve(st.paths[key], display)
             others = other_references(res)  # first: before this call holds the original too
             if others:
                 self.counted.append(key)  # what held it is looked for (_hidden_holders)
@@ -405,21 +407,16 @@ class ApplyCall:
         else:
             if res.had_own and isinstance(res.owner, type):  # only a class's own method
                 self._check_override(key, res, regs)
-            notes = None if self.st.conflicts[0] == "error" else self.dropped
+            notes = None if st.conflicts[0] == "error" else self.dropped
             installed = build_chain(
                 func, pairs, key=key, display=display, is_async=is_async_callable(func),
-                notes=notes, through=_through(res, kind),
+                notes=notes, through=None if res.had_own else _through(res, kind),
             )  # fmt: skip
-            raw = _as_attribute(kind, installed)
-        if others is not None and any(r.hook_type is HookType.REPLACE for r in regs):
+            plain = kind == _resolve.FUNCTION or kind == _resolve.METHOD
+            raw = installed if plain else _as_attribute(kind, installed)
+        modules, replaces = _hook_modules(pairs)
+        if others is not None and replaces:
             _hides_other(self, key, res, before, installed, regs)  # another namespace's?
-        # the hooks' modules, and a 'module:qualname' hook's own (it may re-export the object)
-        modules: set[str] = set()
-        for reg, obj in pairs:
-            modules.add(hook_module(obj) or "")
-            if type(reg.hook) is str:
-                modules.add(reg.hook.partition(":")[0])
-        modules.discard("")
         return Record(
             key=key,
             display=display,
@@ -431,7 +428,7 @@ class ApplyCall:
             installed=installed,
             regs=regs,
             hooks=tuple(map(_second, pairs)),
-            hook_modules=frozenset(modules),
+            hook_modules=modules,
             bindings=list(prev.bindings) if prev is not None else [],
             others=others,
         )
@@ -475,6 +472,35 @@ class ApplyCall:
                 logger.debug(
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
+
+
+def _hook_modules(pairs: list[tuple[Registration, Any]]) -> tuple[frozenset[str], bool]:
+    """The hooks' modules, and a 'module:qualname' hook's own (it may re-export the object);
+    and whether one of the hooks is a REPLACE: one pass, once per target built."""
+    modules: set[str] = set()
+    replaces = False
+    for reg, obj in pairs:
+        module = hook_module(obj) if isinstance(obj, str) else getattr(obj, "__module__", None)
+        if module and isinstance(module, str):
+            modules.add(module)
+        if type(reg.hook) is str:
+            modules.add(reg.hook.partition(":")[0])
+        replaces = replaces or reg.hook_type is HookType.REPLACE
+    modules.discard("")
+    return frozenset(modules), replaces
+
+
+def _class_replaces(hooks: dict[str, list[tuple[Registration, Any]]]) -> set[str]:
+    """The keys a class replaces (a REPLACE hook that is a class): one flat pass over every
+    pending target's hooks, nearly always finding none."""
+    found: set[str] = set()
+    replace = HookType.REPLACE
+    for key, pairs in hooks.items():
+        for reg, obj in pairs:
+            if reg.hook_type is replace and isinstance(obj, type):
+                found.add(key)
+                break
+    return found
 
 
 def _restore_orphans(
@@ -766,8 +792,9 @@ def _install(
             call._fail(key, exc)
         return
     st.applied[key] = rec
-    if call.objects is not None:
-        _index(call.objects, key, rec)
+    objects = call.objects
+    if objects is not None and rec.res.had_own and rec.kind != _resolve.CLASS:  # _index's
+        objects[id(rec.held)] = objects[id(rec.installed)] = key
     if key not in call.patched_keys:  # (built again in this call: another name joined it)
         call.patched.append(rec.display)
         call.patched_keys[key] = None

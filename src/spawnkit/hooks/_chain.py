@@ -328,7 +328,8 @@ def build_chain(
             replace = pair  # the last one wins
         else:
             others.append(pair)
-    kept = _object_kept(original, replace, others, display)
+    # a function or method original serves nothing but its call: nothing to keep or refuse
+    kept = None if type(original) in _PLAIN else _object_kept(original, replace, others, display)
     if kept is not None:  # an object of the target's kind (a kernel for a kernel): as it is
         return kept
     inner: Any = original if through is None else through

@@ -24,6 +24,20 @@ __all__: list[str] = []
 logger = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is emitted
 
 
+def asked_for(st: State) -> tuple[bool, bool]:
+    """Whether any registration asks for ``on_import``, and whether any has a condition: one
+    pass over the registrations, so that an apply with neither (most workers) asks no target
+    whether it waits for its import or what its conditions say."""
+    on_import = condition = False
+    for regs in st.regs.values():
+        for reg in regs:
+            if reg.on_import:
+                on_import = True
+            if reg.condition is not None:
+                condition = True
+    return on_import, condition
+
+
 def check_conditions(st: State, key: str) -> Exception | None:
     """Call each untested condition of ``key``; a false one drops its hook, one that raises
     is returned (the target then fails as a whole)."""

@@ -127,9 +127,13 @@ class Journal:
         self.changes: list[Change] = []
 
     def put(self, owner: Any, attr: str, value: Any) -> None:
-        change = AttrChange(owner, attr, vars(owner).get(attr, ABSENT), value)
-        change.redo()
-        self.changes.append(change)
+        before = vars(owner).get(attr, ABSENT)
+        if value is ABSENT:
+            put_attr(owner, attr, value)
+        else:  # ``AttrChange.redo``, spelled out: one per patched target
+            setattr(owner, attr, value)
+            _phase.patched()
+        self.changes.append(AttrChange(owner, attr, before, value))
 
     def rebind(self, module: str, namespace: Any, name: Any, value: Any) -> None:
         change = BindingChange(module, namespace, name, item_of(namespace, name), value)

@@ -374,8 +374,29 @@ class Resolver:
         return _Owner(module, n, owner, walked)
 
     def resolve(self, path: TargetPath, display: str) -> Resolved:
-        """Import what is needed and find the target's owner and raw value."""
-        found = self._owner(path)
+        """Import what is needed and find the target's owner and raw value.
+
+        Once per target (a hundred in a worker's apply stage), so the owner cache is read
+        here rather than through ``_owner``, and a module or class owner is told apart
+        with one check each before the instance case."""
+        parts = path.parts
+        found = self._owners.get((path.module_hint, parts[:-1]))
+        if found is None:
+            found = self._owner(path)
+        if type(found) is _Owner:
+            _module, n, owner, _walked = found
+            if n < len(parts):
+                attr = parts[-1]
+                qualname = attr if n == len(parts) - 1 else ".".join(parts[n:])
+                if isinstance(owner, types.ModuleType):
+                    d = vars(owner)
+                    if attr in d:
+                        return Resolved(owner, attr, d[attr], True, owner.__name__, qualname, owner)
+        return self._resolve_slow(path, display, found)
+
+    def _resolve_slow(self, path: TargetPath, display: str, found: _Found) -> Resolved:
+        """Every case but a module's own attribute: a class member, an instance's, a module
+        ``__getattr__``'s, and each error."""
         if isinstance(found, _Unimportable):
             raise _unimportable_error(path, display, found) from found.cause
         if isinstance(found, _BadOwner):
@@ -677,6 +698,12 @@ def classify(res: Resolved, display: str) -> tuple[str, Any]:
     unknown descriptors.
     """
     raw = res.raw
+    if type(raw) is types.FunctionType:  # nearly every target: a module's function, a method
+        owner = res.owner
+        if isinstance(owner, types.ModuleType):
+            return FUNCTION, raw
+        if isinstance(owner, type):
+            return METHOD, raw
     if isinstance(raw, type):
         return CLASS, raw
     plain = _on_object(res, display)

@@ -62,7 +62,7 @@ def _checked(
         )
     try:
         path = _resolve.parse_target(target)
-        htype = _resolve.coerce_hook_type(hook_type)
+        htype = hook_type if type(hook_type) is HookType else _resolve.coerce_hook_type(hook_type)
     except HookError as exc:
         raise type(exc)(f"{exc} (hook {describe_hook(hook)} from {src})") from None
     if isinstance(hook, str):
