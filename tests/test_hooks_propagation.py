@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from _plugin_app import LAUNCH, MAIN, run_script, warned, write_app
-from spawnkit.errors import HookApplyError
+from spawnkit.errors import HookApplyError, HookError
 from spawnkit.hooks import HookRegistry, HookType
 
 LIB = """
@@ -478,6 +478,37 @@ def test_class_attributes_holding_an_original_are_rebound_and_restored_exactly(
     for name in ("tokfn", "plain", "maker", "engine_cls"):
         assert vars(engine)[name] is raw[name], name  # the very wrapper objects come back
     assert engine.tokfn is rope
+
+
+
+@pytest.mark.parametrize("made", ["after", "before"])  # "before": the control, right before too
+def test_class_attributes_bound_after_the_apply_get_the_original_back_on_unapply(
+    mods: Modules, registry: type[HookRegistry], made: str
+) -> None:
+    """A class made after ``apply_hooks()`` (the engine module the entry imports, or the one a
+    worker's or ``bootstrap_here()``'s apply imported with the target's package) holds the
+    chain itself: ``unapply()`` put only module globals back, so ``Engine.tokfn`` kept
+    running the hook after the direct call no longer did, unsaid."""
+    lib = mods.load("lib", LIB)
+    rope = lib.get_rope
+    if made == "before":
+        holder = mods.load("holder", CLASSES_HOLDING)
+    registry.register(mods.name("lib.get_rope"), lambda r, x: ("hooked", *r))
+    registry.apply_hooks()
+    if made == "after":
+        holder = mods.load("holder", CLASSES_HOLDING)
+    engine = holder.Engine
+    assert engine().run(1) == engine.plain(1) == ("hooked", "rope", 1)
+    if made == "after":  # a class refusing setattr holds the chain: named, not passed over
+        with pytest.raises(HookError, match=r"holder\.Locked\.tokfn: AttributeError"):
+            registry.unapply()
+    else:
+        registry.unapply()
+    assert lib.get_rope is rope and holder.get_rope is rope
+    assert engine().run(1) == engine.tokfn(1) == engine.plain(1) == ("rope", 1)
+    assert engine.maker() == ("rope", engine)  # was ("hooked", "rope", ...)
+    assert isinstance(vars(engine)["tokfn"], staticmethod)
+    assert isinstance(vars(engine)["maker"], classmethod)
 
 
 CLASS_TABLES = """

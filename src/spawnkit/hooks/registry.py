@@ -628,11 +628,18 @@ def _restore_all(st: _state.State) -> list[str]:
         except Exception as exc:
             problems.append(f"{rec.display!r}: {type(exc).__name__}: {exc}")
     st.applied = kept
-    for modname, namespace, name, _label, rebind in find_holders(rebinds):
+    # one level down too, as the apply's sweep: a class defined after the apply (or as it
+    # imported the target's package) holds the chain itself, `tokfn = staticmethod(tokenize)`
+    late = find_holders(rebinds, containers=True, stale=[])
+    for modname, namespace, name, label, rebind in late:
         if not _apply.late_binding(rebind, name, own):
             continue  # the plugin's own name for its replacement class
-        namespace[name] = rebind.new
-        logger.debug("restored late binding %s.%s", modname, name)
+        try:
+            journal.rebind(modname, namespace, name, rebind.new)
+        except (AttributeError, TypeError, ValueError) as exc:  # a class refusing setattr
+            problems.append(f"{modname}.{label}: {type(exc).__name__}: {exc}")
+            continue
+        logger.debug("restored late binding %s.%s", modname, label)
     if layered:
         problems += _apply.rebase_layers(layered)
     for provided in reversed(_decide.forget(st)):
