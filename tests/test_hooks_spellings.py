@@ -216,3 +216,52 @@ def test_a_worker_runs_both_plugins_hooks_through_every_name(tmp_path: Path) -> 
     assert ast.literal_eval(proc.stdout.strip().splitlines()[-1]) == [[(True, ["tracer"])] * 4]
     (line,) = warned(proc, "HookConflictWarning")
     assert "the same object under another name" in line and "mixes REPLACE" in line
+
+
+ENGINE_CLASS = (
+    "class Engine:\n    def run(self):\n        return 'orig'\n\ndef make():\n    return Engine()\n"
+)
+
+
+@pytest.mark.parametrize("applies", ["one", "two"])
+def test_a_class_replace_under_two_names_of_one_class_is_refused_naming_both(
+    mods: Modules, registry: type[HookRegistry], applies: str
+) -> None:
+    """``eng.Engine`` (a package re-export) and ``eng.impl.Engine`` REPLACEd by two classes:
+    before, each name got its own replacement (``from eng import Engine`` and ``make()`` one,
+    ``eng.Engine`` the other), and ``status()`` said applied for both.  Now refused, naming
+    both spellings and the fix; nothing is left half-patched."""
+    mods.write("impl", ENGINE_CLASS)
+    mods.write("__init__", "from .impl import Engine\n")
+    impl = mods.load("impl")
+    original = impl.Engine
+    one = type("One", (original,), {"run": lambda self: "one"})
+    two = type("Two", (original,), {"run": lambda self: "two"})
+    registry.register(mods.name("Engine"), one, HookType.REPLACE)
+    if applies == "two":
+        registry.apply_hooks()
+    registry.register(mods.name("impl.Engine"), two, HookType.REPLACE)
+    with pytest.raises(HookApplyError, match="class REPLACE on") as info:
+        registry.apply_hooks()
+    message = str(info.value)
+    assert mods.name("Engine'") in message and mods.name("impl.Engine'") in message
+    assert "one class under two names" in message and "register the REPLACEs on one name" in message
+    pkg = __import__(mods.pkg)
+    assert impl.make().run() == pkg.Engine().run() == ("one" if applies == "two" else "orig")
+
+
+def test_a_class_replace_beside_a_method_hook_through_another_name_stays_quiet(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """The control: a class REPLACE on one name and a method hook through the other."""
+    mods.write("impl", ENGINE_CLASS)
+    mods.write("__init__", "from .impl import Engine\n")
+    impl = mods.load("impl")
+    one = type("One", (impl.Engine,), {"run": lambda self: "one"})
+    registry.register(mods.name("Engine"), one, HookType.REPLACE)
+    registry.register(mods.name("impl.Engine.run"), lambda r, self: r + "+A", HookType.AFTER)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        registry.apply_hooks()
+    assert impl.make().run() == "one"
+    assert [s.state for s in registry.status()] == ["applied", "applied"]

@@ -777,6 +777,7 @@ def _install(
             if same is not None:
                 _join(call, key, same, rebinds, skip, found)
                 return
+            _class_spelled(st, key, found)
         rec = call._build(key, call.hooks[key], prev, found)
         if prev is not None and _raw_at(prev) is not prev.installed_raw:
             call.layered += _stacked(prev, undoing=False)  # ours rebuilt under another's
@@ -828,6 +829,29 @@ def _spelling_of(call: ApplyCall, key: str, res: _resolve.Resolved) -> str | Non
     if found is None or (found.held is not held and found.installed is not held):
         return None
     return same
+
+
+def _class_spelled(st: State, key: str, res: _resolve.Resolved) -> None:
+    """Refuse a class REPLACE on another name of a class this registry replaced already (a
+    package's re-export: ``eng.Engine`` and ``eng.impl.Engine``).  Each name got its own
+    replacement class, and the sweep left the other's at every ``from`` import, so code
+    through one name built one plugin's class and never the other's, while ``status()``
+    said applied for both.  Two classes cannot be one chain (``_join`` skips classes)."""
+    raw = res.raw
+    if not isinstance(raw, type) or not res.had_own:
+        return
+    for other, rec in st.applied.items():
+        if other != key and rec.kind == _resolve.CLASS and raw in (rec.original, rec.installed):
+            one, two = st.display[key], rec.display
+            message = (
+                f"class REPLACE on {one!r} and on {two!r}: one class under two names (a "
+                f"package's re-export), so each name would get its own replacement class and "
+                f"code through one name would build only that one ({describe_hook(rec.installed)}"
+                f" at {two!r}). Fix: register the REPLACEs on one name only (the sweep puts "
+                "the replacement at every other name and import of it); to change the class "
+                "twice, derive one replacement from the other, or hook its methods instead"
+            )
+            raise HookConflictError(message, conflicts=[message])
 
 
 def _join(
