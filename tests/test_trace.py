@@ -541,6 +541,42 @@ def test_traced_warm_launches_with_opentelemetry_reuse_their_server(
         ]
 
 
+def test_a_warm_server_keeps_no_traced_launchs_context_for_later_launches(
+    site: Site, tmp_path: Path, otel_spans: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server a traced launch started applied that launch's ``TRACEPARENT``/``TRACESTATE``
+    to its own environment: a later untraced launch's workers forked from it continued the
+    first launch's (ended) trace, and a later traced launch's got its ``TRACESTATE``. Each
+    worker now has its own launch's context or none, the server still shared."""
+    monkeypatch.delenv("TRACEPARENT", raising=False)
+    monkeypatch.delenv("TRACESTATE", raising=False)
+    (site.root / f"{site.tag}_ctx5.py").write_text(
+        "import os\n\ndef where():\n    return (os.getppid(), os.environ.get('TRACEPARENT'),"
+        " os.environ.get('TRACESTATE'))\n"
+    )
+    launches: list[dict[str, Any]] = [
+        {"trace": tmp_path / "first.json", "env": {"TRACEPARENT": _CALLER, "TRACESTATE": "v=1"}},
+        {},  # untraced
+        {"trace": tmp_path / "third.json"},  # traced, no trace state
+    ]
+    seen = []
+    for kwargs in launches:
+        with spawn_with_plugins(
+            f"{site.tag}_ctx5:where",
+            namespace=site.ns,
+            start_method="forkserver",
+            ready_timeout=60,
+            **kwargs,
+        ) as group:
+            seen.append(group.results(timeout=60)[0])
+    assert len({server for server, _, _ in seen}) == 1, "each launch started its own server"
+    assert seen[0][1].split("-")[1] == _CALLER.split("-")[1] and seen[0][2] == "v=1"
+    assert seen[1][1:] == (None, None), "an untraced launch's worker got another's context"
+    roots = [s for s in otel_spans.get_finished_spans() if s.name == "spawn_with_plugins"]
+    assert seen[2][1].split("-")[1] == f"{roots[-1].context.trace_id:032x}"
+    assert seen[2][2] is None, "a traced launch's worker got another launch's trace state"
+
+
 _DISABLED_SDK_LAUNCHER = """
 import json, sys
 from opentelemetry import trace
