@@ -676,6 +676,33 @@ def test_the_callers_trace_context_is_the_root_spans_parent_and_the_ranks_get_it
     assert seen == [(mine, "vendor=abc")] * 2
 
 
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_the_ranks_get_no_trace_state_of_the_launchers_own_beside_the_launchs_context(
+    site: Site, tmp_path: Path, otel_spans: Any, monkeypatch: pytest.MonkeyPatch, start_method: str
+) -> None:
+    """A launcher whose own environment has a ``TRACESTATE`` (its parent's carrier, a CI job's)
+    and a root span without one: the ranks got the launch's ``TRACEPARENT`` beside the
+    launcher's ``TRACESTATE``, another trace's state read as this one's. Now an empty one."""
+    monkeypatch.setenv("TRACEPARENT", _CALLER)  # not the root's parent: env= is (README)
+    monkeypatch.setenv("TRACESTATE", "ci=stale")
+    (site.root / f"{site.tag}_ctx6.py").write_text(
+        "import os\n\ndef both():\n"
+        "    return os.environ.get('TRACEPARENT'), os.environ.get('TRACESTATE')\n"
+    )
+    with spawn_with_plugins(
+        f"{site.tag}_ctx6:both",
+        namespace=site.ns,
+        start_method=start_method,
+        ready_timeout=60,
+        trace=tmp_path / "state.json",
+    ) as group:
+        ((traceparent, tracestate),) = group.results(timeout=60)
+    root = next(s for s in otel_spans.get_finished_spans() if s.name == "spawn_with_plugins")
+    assert traceparent.split("-")[1] == f"{root.context.trace_id:032x}"
+    assert not root.context.trace_state
+    assert tracestate == ""  # W3C: an empty trace state is none
+
+
 def test_a_malformed_traceparent_in_env_is_refused_before_any_rank(
     site: Site, tmp_path: Path, otel_spans: Any
 ) -> None:
