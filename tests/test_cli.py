@@ -119,6 +119,19 @@ def test_unknown_namespace_is_one_line_exit_2() -> None:
     assert_one_line_usage(code, err, "unknown namespace 'no.such.engine'", "spawnkit.demo")
 
 
+@pytest.mark.parametrize("command", ["doctor", "launch"])
+@pytest.mark.parametrize("empty", ["", " "])
+def test_an_empty_namespace_is_refused_not_taken_for_the_default(
+    command: str, empty: str, entry_module: str
+) -> None:
+    """``--namespace "$ENGINE_NS"`` with the variable unset ran under spawnkit's default
+    namespace: the engine's plugins never loaded, its variables unread, exit 0."""
+    argv = ["launch", f"{entry_module}:work"] if command == "launch" else ["doctor"]
+    code, out, err = run_cli(*argv, "--namespace", empty, "--timeout", "60")
+    assert_one_line_usage(code, err, f"--namespace {empty!r} names no namespace", "leave")
+    assert out == ""
+
+
 def test_namespace_module_attr_must_be_a_namespace() -> None:
     code, _, err = run_cli("doctor", "--namespace", "os:path")
     assert_one_line_usage(code, err, "is not a spawnkit.Namespace")

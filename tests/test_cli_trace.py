@@ -177,3 +177,32 @@ def test_summary_shows_the_exit_code_of_a_rank_that_did_not_exit_0(
     exits = {ln.split(" exit")[0].strip(): ln for ln in out.splitlines() if " exit" in ln}
     assert exits["rank 1"].startswith("    rank 1 exit with code -9 (SIGKILL) at "), out
     assert exits["rank 0"].startswith("    rank 0 exit at "), out  # exit 0: said as before
+
+
+_FAILED_BEFORE_REPORT = "it failed before its report"
+
+
+def test_summary_says_only_of_a_rank_that_it_failed_before_its_report(
+    tmp_path: Path, entry_module: str
+) -> None:
+    """A forkserver launch's trace has the warm server's track, its stages as the launcher
+    read them: the summary said under it that it "failed before its report", of a server that
+    started and served every rank. The control: a rank whose entry module raised as it was
+    imported (before its report) is still said to have failed so."""
+    trace = tmp_path / "warm.json"
+    args = ["--nprocs", "2", "--start-method", "forkserver", "--timeout", "120"]
+    code, _, err = run_cli("launch", f"{entry_module}:work", *args, "--trace", str(trace))
+    assert code == 0, err
+    code, out, err = run_cli("trace", str(trace))
+    assert code == 0, err
+    assert out.count("warm-start server (pid ") == 1, out
+    assert _FAILED_BEFORE_REPORT not in out, out
+    broken = f"{entry_module}_broken"
+    (tmp_path / f"{broken}.py").write_text("raise RuntimeError('no')\n\ndef work():\n    pass\n")
+    failed = tmp_path / "failed.json"
+    code, _, err = run_cli("launch", f"{broken}:work", "--timeout", "120", "--trace", str(failed))
+    assert code == 1, err
+    code, out, err = run_cli("trace", str(failed))
+    assert code == 0, err
+    rank0 = out.split("rank 0 (pid ", 1)[1]
+    assert _FAILED_BEFORE_REPORT in rank0, out

@@ -178,6 +178,32 @@ def test_cli_demo_reports_failure_with_exit_status(broken_demo_plugin, demo_plat
 
 
 @pytest.mark.needs_torch
+@pytest.mark.parametrize("target", ["file", "-"])
+def test_cli_demo_json_of_a_failed_run_says_it_failed(
+    broken_demo_plugin, demo_platform, tmp_path, target
+) -> None:
+    """``demo --json FILE`` of a run that failed wrote nothing: FILE from an earlier run that
+    passed stayed as it was (``"ok": true``), and ``--json -`` printed no document; ``launch``
+    writes ``{"ok": false, ...}``, and so does ``demo`` now."""
+    import io
+    import json
+
+    from spawnkit.cli import main
+
+    path = tmp_path / "demo.json"
+    path.write_text('{"ok": true, "results": []}\n')  # an earlier run's
+    out, err = io.StringIO(), io.StringIO()
+    where = str(path) if target == "file" else "-"
+    code = main(["demo", "--requests", "4", "--json", where], stdout=out, stderr=err)
+    assert code == 1
+    data = json.loads(path.read_text() if target == "file" else out.getvalue())
+    assert data["ok"] is False and data["exit_status"] == 1
+    assert data["error"] == "ChildRaisedError" and data["stage"] == "load_plugins"
+    assert data["rank"] in (0, 1) and "exploded while registering" in data["message"]
+    assert "spawnkit: FAILED: ChildRaisedError" in err.getvalue()
+
+
+@pytest.mark.needs_torch
 def test_cli_demo_json(tmp_path, demo_platform) -> None:
     import io
     import json
@@ -189,6 +215,7 @@ def test_cli_demo_json(tmp_path, demo_platform) -> None:
     code = main(["demo", "--requests", "4", "--json", str(target)], stdout=out, stderr=err)
     assert code == 0, err.getvalue()
     data = json.loads(target.read_text())
+    assert data["ok"] is True  # as launch's: `jq .ok` tells a passed run from a failed one
     assert [r["rank"] for r in data["results"]] == [0, 1]
     assert all(r["hook_events"] for r in data["results"])
     text = out.getvalue()

@@ -541,6 +541,42 @@ def test_traced_warm_launches_with_opentelemetry_reuse_their_server(
         ]
 
 
+def test_a_warm_server_keeps_no_traced_launchs_context_for_later_launches(
+    site: Site, tmp_path: Path, otel_spans: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server a traced launch started applied that launch's ``TRACEPARENT``/``TRACESTATE``
+    to its own environment: a later untraced launch's workers forked from it continued the
+    first launch's (ended) trace, and a later traced launch's got its ``TRACESTATE``. Each
+    worker now has its own launch's context or none, the server still shared."""
+    monkeypatch.delenv("TRACEPARENT", raising=False)
+    monkeypatch.delenv("TRACESTATE", raising=False)
+    (site.root / f"{site.tag}_ctx5.py").write_text(
+        "import os\n\ndef where():\n    return (os.getppid(), os.environ.get('TRACEPARENT'),"
+        " os.environ.get('TRACESTATE'))\n"
+    )
+    launches: list[dict[str, Any]] = [
+        {"trace": tmp_path / "first.json", "env": {"TRACEPARENT": _CALLER, "TRACESTATE": "v=1"}},
+        {},  # untraced
+        {"trace": tmp_path / "third.json"},  # traced, no trace state
+    ]
+    seen = []
+    for kwargs in launches:
+        with spawn_with_plugins(
+            f"{site.tag}_ctx5:where",
+            namespace=site.ns,
+            start_method="forkserver",
+            ready_timeout=60,
+            **kwargs,
+        ) as group:
+            seen.append(group.results(timeout=60)[0])
+    assert len({server for server, _, _ in seen}) == 1, "each launch started its own server"
+    assert seen[0][1].split("-")[1] == _CALLER.split("-")[1] and seen[0][2] == "v=1"
+    assert seen[1][1:] == (None, None), "an untraced launch's worker got another's context"
+    roots = [s for s in otel_spans.get_finished_spans() if s.name == "spawn_with_plugins"]
+    assert seen[2][1].split("-")[1] == f"{roots[-1].context.trace_id:032x}"
+    assert seen[2][2] is None, "a traced launch's worker got another launch's trace state"
+
+
 _DISABLED_SDK_LAUNCHER = """
 import json, sys
 from opentelemetry import trace
@@ -638,6 +674,33 @@ def test_the_callers_trace_context_is_the_root_spans_parent_and_the_ranks_get_it
     assert root.context.trace_state.get("vendor") == "abc"
     mine = f"00-{trace_id:032x}-{root.context.span_id:016x}-01"
     assert seen == [(mine, "vendor=abc")] * 2
+
+
+@pytest.mark.parametrize("start_method", ["spawn", "forkserver"])
+def test_the_ranks_get_no_trace_state_of_the_launchers_own_beside_the_launchs_context(
+    site: Site, tmp_path: Path, otel_spans: Any, monkeypatch: pytest.MonkeyPatch, start_method: str
+) -> None:
+    """A launcher whose own environment has a ``TRACESTATE`` (its parent's carrier, a CI job's)
+    and a root span without one: the ranks got the launch's ``TRACEPARENT`` beside the
+    launcher's ``TRACESTATE``, another trace's state read as this one's. Now an empty one."""
+    monkeypatch.setenv("TRACEPARENT", _CALLER)  # not the root's parent: env= is (README)
+    monkeypatch.setenv("TRACESTATE", "ci=stale")
+    (site.root / f"{site.tag}_ctx6.py").write_text(
+        "import os\n\ndef both():\n"
+        "    return os.environ.get('TRACEPARENT'), os.environ.get('TRACESTATE')\n"
+    )
+    with spawn_with_plugins(
+        f"{site.tag}_ctx6:both",
+        namespace=site.ns,
+        start_method=start_method,
+        ready_timeout=60,
+        trace=tmp_path / "state.json",
+    ) as group:
+        ((traceparent, tracestate),) = group.results(timeout=60)
+    root = next(s for s in otel_spans.get_finished_spans() if s.name == "spawn_with_plugins")
+    assert traceparent.split("-")[1] == f"{root.context.trace_id:032x}"
+    assert not root.context.trace_state
+    assert tracestate == ""  # W3C: an empty trace state is none
 
 
 def test_a_malformed_traceparent_in_env_is_refused_before_any_rank(

@@ -53,8 +53,15 @@ def resolve_namespace(spec: str | None) -> Namespace:
     from spawnkit.errors import NamespaceError
     from spawnkit.namespace import DEFAULT_NAMESPACE_NAME, get_namespace
 
-    if spec is None or spec == "":
+    if spec is None:
         return get_namespace(None)
+    if not spec.strip():  # `--namespace "$ENGINE_NS"`, the variable unset: not the default
+        raise UsageError(
+            f"--namespace {spec!r} names no namespace (an unset shell variable?); spawnkit's "
+            "default would run without the engine's plugins and variables",
+            "pass the engine's namespace name (e.g. 'spawnkit.demo') or module:attr, or leave "
+            "--namespace out for spawnkit's default",
+        )
     if ":" in spec:
         fix = "pass 'module:attr' naming an importable module that declares the Namespace"
         try:

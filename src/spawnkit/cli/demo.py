@@ -73,13 +73,7 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
 
     # Before anything is printed: without torch this is the command's one line (exit 1).
     require_torch("spawnkit demo")
-    from spawnkit.cli._group import (
-        _traced,
-        exit_status,
-        render_failure,
-        report_interrupt,
-        trace_exit,
-    )
+    from spawnkit.cli._group import _traced, report_failure, report_interrupt, trace_exit
     from spawnkit.cli._live import StageDisplay
     from spawnkit.cli._output import check_json_target, emit_json
     from spawnkit.cli.trace import check_trace_target
@@ -110,10 +104,11 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     except KeyboardInterrupt:
         return report_interrupt(display, "demo", err)
     except SpawnkitError as exc:
-        render_failure(exc, out, err, debug=args.debug)
-        return exit_status(exc)
+        # --json FILE gets its {"ok": false, ...} as launch's does: nothing was written, so
+        # a FILE from an earlier run that passed stayed, saying "ok": true for this one.
+        return report_failure(exc, out, err, as_json=args.json, debug=args.debug)
     if args.json:
-        emit_json(out, args.json, run_.to_dict())
+        emit_json(out, args.json, {"ok": True, **run_.to_dict()})
     if args.json != "-":
         _render(run_, out)
         if args.trace:

@@ -159,7 +159,9 @@ def _summary(track: Track) -> str:
     """``name: stage a-b ms (d ms), ...``, then its three slowest plugin loads and imports."""
     parts = [f"{name} {(t1 - t0):.1f} ms (at {t0:.1f})" for _, name, t0, t1 in track.stages()]
     lines = [f"{track.name}: " + ", ".join(parts)]
-    if track.seen_by_launcher:  # no report came: not the worker's own clock reads
+    # no report came: not the worker's own clock reads (a warm server's stages are always
+    # the launcher's reading of its messages, and say nothing of a failure)
+    if track.seen_by_launcher and track.name.startswith("rank "):
         lines.append(
             "    (stage times as the launcher received the rank's stage messages: it failed "
             "before its report, which carries the worker's own)"

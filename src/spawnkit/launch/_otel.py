@@ -18,6 +18,7 @@ get no ``TRACEPARENT``.
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
 from collections.abc import Mapping
 from typing import Any
@@ -107,6 +108,10 @@ class OtelBridge:
         TraceContextTextMapPropagator().inject(carrier, context=set_span_in_context(self.root))
         out = {k: v for k, v in (env or {}).items() if k not in _CARRIER}
         out.update({v: carrier[h] for v, h in _CARRIER.items() if h in carrier})
+        if TRACESTATE_VAR not in out and os.environ.get(TRACESTATE_VAR):
+            # The root has no trace state: the ranks would inherit the launcher's own
+            # TRACESTATE, another trace's, beside the root's TRACEPARENT.  Empty is W3C's none.
+            out[TRACESTATE_VAR] = ""
         return out
 
     def emit(self, rec: Recorder) -> None:

@@ -411,14 +411,17 @@ def get_launch_context(
     _check_choices(context, start_method, preload)
     if start_method == "spawn":
         return LaunchContext(context, "spawn", _variant(context, "spawn"))
-    from spawnkit.bootstrap._parent_death import RUN_ID_VAR
+    from spawnkit.bootstrap.process import _PER_LAUNCH_ENV
     from spawnkit.protocol import warm
 
     mode = warm.bootstrap_mode(template.env)
     from spawnkit._environ import read_at_start
 
     boot = None
-    shared_env = {k: v for k, v in template.env.items() if k != RUN_ID_VAR}
+    # Not this launch's own entries (the run's id, a traced launch's TRACEPARENT/TRACESTATE):
+    # the server applied them to its environment, so every later launch's worker forked from
+    # it, traced or not, continued this launch's (long ended) trace with its trace state.
+    shared_env = {k: v for k, v in template.env.items() if k not in _PER_LAUNCH_ENV}
     at_start = {**read_at_start(shared_env), **warm.server_reads(shared_env)}
     if mode == "server":
         boot = template.replace(env=shared_env, payload=None, extra={})
