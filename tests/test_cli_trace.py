@@ -164,6 +164,24 @@ def test_plot_over_its_own_trace_is_refused(
     assert Path("start.svg").read_text() == written
 
 
+def test_plot_to_a_folder_or_a_full_disk_is_said_not_an_internal_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry_module: str
+) -> None:
+    """Before: ``internal error: IsADirectoryError ... report it`` (exit 1) for a folder named
+    like a picture, and the same for a picture the disk could not take."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run_cli("launch", f"{entry_module}:work", "--trace", "start.json")
+    assert code == 0, err
+    Path("d.svg").mkdir()
+    code, out, err = run_cli("trace", "start.json", "--plot", "d.svg")
+    _one_usage_line(code, out, err, "--plot 'd.svg' is a folder")
+    Path("full.svg").symlink_to("/dev/full")  # every write: ENOSPC
+    code, out, err = run_cli("trace", "start.json", "--plot", "full.svg")
+    assert code == 1 and "internal error" not in err, err
+    assert "the timeline was NOT written to full.svg" in err and "No space left" in err, err
+
+
 def test_summary_shows_the_exit_code_of_a_rank_that_did_not_exit_0(
     tmp_path: Path, entry_module: str
 ) -> None:

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any, TextIO
 
-from spawnkit.cli._errors import EXIT_OK, UsageError
+from spawnkit.cli._errors import EXIT_FAILURE, EXIT_OK, UsageError
 from spawnkit.cli._output import Output
 from spawnkit.cli._trace_plot import Track
 
@@ -150,7 +150,11 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     if args.plot:
         from spawnkit.cli._trace_plot import plot_tracks
 
-        plot_tracks(tracks, args.plot, title=Path(args.file).name)
+        try:
+            plot_tracks(tracks, args.plot, title=Path(args.file).name)
+        except OSError as exc:  # a full disk, a file it may not replace: not spawnkit's bug
+            err.write(f"spawnkit trace: the timeline was NOT written to {args.plot}: {exc}\n")
+            return EXIT_FAILURE
         out.line(f"timeline written to {args.plot}")
     return EXIT_OK
 
@@ -213,6 +217,10 @@ def _check_plot(target: str, trace: str) -> None:
     folder = Path(target).parent
     if str(folder) and not folder.is_dir():
         raise UsageError(f"the folder of --plot file {target!r} does not exist")
+    if Path(target).is_dir():
+        raise UsageError(
+            f"--plot {target!r} is a folder", f"name a file in it, e.g. --plot {target}/start.svg"
+        )
     if importlib.util.find_spec("matplotlib") is None:
         raise UsageError(
             "--plot needs matplotlib (the 'plot' extra), which is not installed", PLOT_HINT
