@@ -306,3 +306,62 @@ def test_a_child_whose_warm_server_ends_is_told_the_server_ended_even_before_it_
     assert own["error"] == "ChildExitedError" and own["server_alive"], out
     assert "killed by SIGSEGV in stage 'load_plugins'" in own["text"], out
     assert own["s"] < 2.0, out  # no wait for a server that is not ending (_ENDING_WAIT)
+
+
+SERVER_REPLACED = """
+    import json, os, signal, time
+    import spawnkit
+    from spawnkit.protocol import warm
+    from {eng}.ns import NS
+    from crashplug_{eng} import square
+
+    def state(pid):
+        with open(f"/proc/{{pid}}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+
+    def told(p, pid):
+        err = p.bootstrap_error()
+        os.kill(p.pid, signal.SIGKILL)
+        return {{"error": type(err).__name__, "text": str(err).splitlines()[0],
+                "server_pid": getattr(err, "server_pid", None), "pid": pid}}
+
+    if __name__ == "__main__":
+        os.environ[warm.MODE_VAR] = "worker"  # each worker loads its plugins itself
+        os.environ["{prefix}_CRASH"] = "hang"  # still in its bootstrap when its server ends
+        out = {{}}
+        ctx = spawnkit.get_context("forkserver", namespace=NS)
+        pid = ctx.Process._spawnkit_server.pid
+        p = ctx.Process(target=square, args=(2,))
+        p.start()
+        os.kill(pid, signal.SIGKILL)
+        p.join(30)
+        deadline = time.monotonic() + 30
+        while state(pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        spawnkit.get_context("forkserver", namespace=NS)  # a later launch replaces it
+        out["replaced"] = told(p, pid)
+        ctx = spawnkit.get_context("forkserver", namespace=NS, preload=["ending_{eng}"])
+        pid = ctx.Process._spawnkit_server.pid
+        p = ctx.Process(target=square, args=(2,))
+        p.start()
+        os.kill(pid, signal.SIGTERM)  # it ends as a killed server, only slower
+        p.join(30)
+        warm.shutdown_forkservers()  # as it ends: not yet reapable, gone by its wait's end
+        out["stopped"] = told(p, pid)
+        print(json.dumps(out))
+    """
+
+
+def test_a_child_whose_killed_server_was_stopped_or_replaced_since_names_it_and_its_signal(
+    engine: Engine,
+) -> None:
+    """A killed server that a later launch replaced (``get_server``: ``alive()`` reaped it)
+    was said to have "exited with code 0", as "(pid None)"; one stopped while its SIGKILL
+    was on its way (``stop()``: not yet reapable when it looked) left no code at all, and
+    its worker was told as having exited on its own (``ChildExitedError``)."""
+    out, _ = engine.run(SERVER_REPLACED, timeout=240)
+    for case in ("replaced", "stopped"):
+        told = out[case]
+        assert told["error"] == "ForkServerError", (case, out)
+        assert f"fork server (pid {told['pid']}) could not start" in told["text"], out
+        assert "it was killed by SIGKILL" in told["text"] and told["server_pid"] == told["pid"]

@@ -154,6 +154,7 @@ class WarmServer:
         #: the leases of those that may still start workers from it (see Lease)
         self.holders: weakref.WeakSet[Lease] = weakref.WeakSet()
         self.pid: int | None = None
+        self.last_pid: int | None = None  # kept once stop() cleared pid: its errors name it
         self.ended_code: int | None = None  # its exit, where it ended before stop() asked
         self.address: Any = None
         self.fork_timeout = _FORK_TIMEOUT
@@ -293,16 +294,16 @@ class WarmServer:
         return f"it exited with code {code}"
 
     def _reap(self, timeout: float) -> int | None:
-        return None if self.pid is None else _fork_loop.reap_within(self.pid, timeout)
+        if self.pid is None or self.ended_code is not None:  # reaped: a new waitpid says 0
+            return None if self.pid is None else self.ended_code
+        return _fork_loop.reap_within(self.pid, timeout)
 
     def alive(self) -> bool:
-        if self.pid is None:
+        """Reaps one that ended, keeping how (its workers were told "exited with code 0")."""
+        if self.pid is None or self.ended_code is not None:
             return False
-        try:
-            pid, _ = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:
-            return False
-        return pid == 0
+        self.ended_code = _fork_loop.reap_within(self.pid, 0.0)
+        return self.ended_code is None
 
     def let_go(self, why: str = "") -> None:
         """Serve no new launch: close the alive pipe, and the server exits once the workers
@@ -330,11 +331,14 @@ class WarmServer:
             if self.pid is not None:
                 # The server also exits when its last worker closes its copy of the alive
                 # pipe; a worker still running would keep it waiting, so bound the wait.
-                if self._reap(timeout) is None:
+                code = self._reap(timeout)
+                if code is None:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(self.pid, signal.SIGKILL)
                     self._reap(timeout)
-                self.pid = None
+                elif self.ended_code is None and code != 0:  # let go, it exits 0: a SIGKILL
+                    self.ended_code = code  # on its way as stop() began (see gone_error)
+                self.last_pid, self.pid = self.pid, None
             if self.address is not None:
                 util = _pkg(self.package, "util")
                 if not util.is_abstract_socket_namespace(self.address):
@@ -416,10 +420,10 @@ class WarmServer:
     ) -> ForkServerError:
         """The typed error of a launch that raced the server's death (or found it stuck);
         ``ending``: what it did (a closed socket or pipe) says it is ending (``gone_error``)."""
-        pid = self.pid
-        if kill and pid is not None:
+        pid = self.pid if self.pid is not None else self.last_pid  # stopped since: named still
+        if kill and self.pid is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(self.pid, signal.SIGKILL)
         wait = 1.0 if kill else _ENDING_WAIT if ending else 0.0
         state = state or self._exit_text(wait, running="it is still running")
         err = ForkServerError(
