@@ -19,10 +19,12 @@ from _context_support import Engine, make_engine
 from spawnkit.testing import write_distribution
 
 CRASH_PLUGIN = """
-    import ctypes, os, signal, sys
+    import ctypes, os, signal, sys, time
 
     def register():
         kind = os.environ.get("{prefix}_CRASH", "")
+        if kind == "hang":  # a worker still starting when its warm server ends
+            time.sleep(60)
         if kind == "kbint":
             raise KeyboardInterrupt("crashplug interrupted")
         if kind == "exit":
@@ -55,6 +57,7 @@ def engine(tmp_path: Path) -> Engine:
         modules={
             f"crashplug_{found.eng}": found.fmt(CRASH_PLUGIN),
             f"late_{found.eng}": LATE_TARGET,
+            f"ending_{found.eng}": ENDING_SERVER,
         },
     )
     return found
@@ -70,6 +73,20 @@ if multiprocessing.parent_process() is not None:
 
 def late_square(x):
     return x * x
+"""
+
+
+#: A preload: its warm server, sent SIGTERM, ends as a SIGKILLed process does, only slower:
+#: its descriptors (its workers' status pipes) close first, and it is reapable only after.
+ENDING_SERVER = """
+import os, signal, time
+
+def _end(signum, frame):
+    os.closerange(3, 1 << 16)
+    time.sleep(0.5)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+signal.signal(signal.SIGTERM, _end)
 """
 
 
@@ -230,3 +247,121 @@ def test_a_target_whose_module_raises_as_the_child_loads_it_is_said_with_its_err
     assert out["exitcode"] == 70, out
     assert (out["type"], out["stage"]) == ("ChildRaisedError", "resolve_entry"), out
     assert "late module refuses to load in a child" in out["text"], out
+
+
+SERVER_ENDS = """
+    import json, os, signal, time
+    import spawnkit
+    from spawnkit.protocol import warm
+    from {eng}.ns import NS
+    from crashplug_{eng} import square
+
+    def started(ctx):
+        p = ctx.Process(target=square, args=(2,))
+        p.start()
+        return p
+
+    def told(p):
+        p.join(30)  # its status pipe: a status, or EOF
+        began = time.monotonic()
+        err = p.bootstrap_error()
+        return {{"error": type(err).__name__, "text": str(err).splitlines()[0],
+                "cause": type(err.__cause__).__name__, "s": time.monotonic() - began}}
+
+    if __name__ == "__main__":
+        os.environ[warm.MODE_VAR] = "worker"  # each worker loads its plugins itself
+        out = {{}}
+        os.environ["{prefix}_CRASH"] = "hang"  # still in its bootstrap when its server ends
+        ctx = spawnkit.get_context("forkserver", namespace=NS, preload=["ending_{eng}"])
+        p = started(ctx)
+        os.kill(ctx.Process._spawnkit_server.pid, signal.SIGTERM)
+        out["ended"] = told(p)
+        os.kill(p.pid, signal.SIGKILL)  # (p.kill() sends nothing once its exit code is set)
+        os.environ["{prefix}_CRASH"] = "segv"  # control: the server is fine, the child is not
+        ctx = spawnkit.get_context("forkserver", namespace=NS)
+        p = started(ctx)
+        out["own"] = told(p)
+        out["own"]["server_alive"] = ctx.Process._spawnkit_server.alive()
+        print(json.dumps(out))
+    """
+
+
+def test_a_child_whose_warm_server_ends_is_told_the_server_ended_even_before_it_is_reapable(
+    engine: Engine,
+) -> None:
+    """SIGKILL is asynchronous: a killed server's pipes close (its worker's status reads EOF,
+    made exit code 255) a moment before ``waitpid`` can reap it.  A pool's handler thread,
+    woken by that EOF, checked the server at once, found it running and told a child still
+    in its bootstrap as having exited with code 255 (CI: test_context's SERVER_GONE got
+    ``ChildExitedError``, about 1 run in 30).  Here the server takes 0.5 s from its pipes
+    closing to its end; a child that dies on its own while its server is fine is still told
+    as its own exit, at once."""
+    out, _ = engine.run(SERVER_ENDS, timeout=240)
+    ended = out["ended"]
+    assert ended["error"] == "ForkServerError", out
+    assert "could not start a worker: it ended before process" in ended["text"], out
+    assert "it was killed by SIGKILL" in ended["text"], out
+    assert ended["cause"] == "ChildExitedError" and ended["s"] < 30, out
+    own = out["own"]
+    assert own["error"] == "ChildExitedError" and own["server_alive"], out
+    assert "killed by SIGSEGV in stage 'load_plugins'" in own["text"], out
+    assert own["s"] < 2.0, out  # no wait for a server that is not ending (_ENDING_WAIT)
+
+
+SERVER_REPLACED = """
+    import json, os, signal, time
+    import spawnkit
+    from spawnkit.protocol import warm
+    from {eng}.ns import NS
+    from crashplug_{eng} import square
+
+    def state(pid):
+        with open(f"/proc/{{pid}}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0]
+
+    def told(p, pid):
+        err = p.bootstrap_error()
+        os.kill(p.pid, signal.SIGKILL)
+        return {{"error": type(err).__name__, "text": str(err).splitlines()[0],
+                "server_pid": getattr(err, "server_pid", None), "pid": pid}}
+
+    if __name__ == "__main__":
+        os.environ[warm.MODE_VAR] = "worker"  # each worker loads its plugins itself
+        os.environ["{prefix}_CRASH"] = "hang"  # still in its bootstrap when its server ends
+        out = {{}}
+        ctx = spawnkit.get_context("forkserver", namespace=NS)
+        pid = ctx.Process._spawnkit_server.pid
+        p = ctx.Process(target=square, args=(2,))
+        p.start()
+        os.kill(pid, signal.SIGKILL)
+        p.join(30)
+        deadline = time.monotonic() + 30
+        while state(pid) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        spawnkit.get_context("forkserver", namespace=NS)  # a later launch replaces it
+        out["replaced"] = told(p, pid)
+        ctx = spawnkit.get_context("forkserver", namespace=NS, preload=["ending_{eng}"])
+        pid = ctx.Process._spawnkit_server.pid
+        p = ctx.Process(target=square, args=(2,))
+        p.start()
+        os.kill(pid, signal.SIGTERM)  # it ends as a killed server, only slower
+        p.join(30)
+        warm.shutdown_forkservers()  # as it ends: not yet reapable, gone by its wait's end
+        out["stopped"] = told(p, pid)
+        print(json.dumps(out))
+    """
+
+
+def test_a_child_whose_killed_server_was_stopped_or_replaced_since_names_it_and_its_signal(
+    engine: Engine,
+) -> None:
+    """A killed server that a later launch replaced (``get_server``: ``alive()`` reaped it)
+    was said to have "exited with code 0", as "(pid None)"; one stopped while its SIGKILL
+    was on its way (``stop()``: not yet reapable when it looked) left no code at all, and
+    its worker was told as having exited on its own (``ChildExitedError``)."""
+    out, _ = engine.run(SERVER_REPLACED, timeout=240)
+    for case in ("replaced", "stopped"):
+        told = out[case]
+        assert told["error"] == "ForkServerError", (case, out)
+        assert f"fork server (pid {told['pid']}) could not start" in told["text"], out
+        assert "it was killed by SIGKILL" in told["text"] and told["server_pid"] == told["pid"]

@@ -227,12 +227,22 @@ def _marks(raw: bytes) -> tuple[bytes, str]:
 def _server_gone(proc: Any, err: Exception) -> Exception | None:
     """A forkserver context's child that died with no word while its warm server is gone
     (killed: the OOM killer) died of that: the server's ``ForkServerError`` names the cause,
-    the child's own exit its detail, as a start the dead server could not serve is told."""
+    the child's own exit its detail, as a start the dead server could not serve is told.  A
+    child whose status pipe the server closed unwritten (``status_lost``; its "255" is no exit
+    of its own, it may still run) is classified once the server is seen to end, bounded:
+    checked at once, a killed server whose pipes had closed but that ``waitpid`` could not yet
+    reap was found running, and the OOM killer's work told as the child's exit (CI)."""
     server = getattr(proc, "_spawnkit_server", None) if proc._start_method == "forkserver" else None
     if server is None:
         return None
+    ending = getattr(proc._popen, "status_lost", False)  # the server is ending: see it end
+    what = (
+        "it ended before process {} (pid {}) it had forked ran its target"
+        if ending
+        else "process {} (pid {}) it had forked ended before its target ran"
+    )
     gone: Exception | None = server.gone_error(
-        f"process {proc.name!r} (pid {proc.pid}) it had forked ended before its target ran"
+        what.format(repr(proc.name), proc.pid), ending=ending
     )
     if gone is not None:
         gone.__cause__ = err

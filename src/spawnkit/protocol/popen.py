@@ -161,6 +161,13 @@ def _warm_popen(package: str) -> type:
         #: perf_counter at start, spec pickled, connected, sent, pid read (``bench.warm_split``).
         marks: tuple[float, ...] = ()
 
+        #: The server closed this worker's status pipe with no status in it: it is ending
+        #: (killed), and the 255 the package makes of that is no exit of the worker's.
+        status_lost = False
+
+        def poll(self, flag: int = os.WNOHANG) -> int | None:
+            return _warm_poll(self, package, flag)
+
         def _launch(self, process_obj: Any) -> None:
             begun = time.perf_counter()
             server = warm.current_server()
@@ -190,6 +197,22 @@ def _warm_popen(package: str) -> type:
             self.marks = (begun, pickled, connected, sent, time.perf_counter())
 
     return WarmPopen
+
+
+def _warm_poll(popen: Any, package: str, flag: int) -> int | None:
+    """The package's forkserver ``poll()``, remembering a status pipe that read EOF: only a
+    server that is ending closes one unwritten, and a SIGKILLed server's pipes close a moment
+    before ``waitpid`` can reap it (``context_process._server_gone``)."""
+    if popen.returncode is None:
+        timeout = 0 if flag == os.WNOHANG else None
+        if not _sub(package, "connection").wait([popen.sentinel], timeout):
+            return None
+        try:
+            popen.returncode = _sub(package, "forkserver").read_signed(popen.sentinel)
+        except (OSError, EOFError):
+            popen.returncode, popen.status_lost = 255, True  # the package's code for it
+    code: int | None = popen.returncode
+    return code
 
 
 #: The four variants, by the module attribute that names each Process class:

@@ -81,6 +81,10 @@ _FORK_TIMEOUT = 30.0
 _DUMP_WAIT = 0.5
 _STOP_TIMEOUT = 5.0
 _LET_GO_WAIT = 1.0  # for a superseded idle server to exit once let go (never killed)
+#: For a server seen ending (a pipe or socket of its closed) to become reapable: SIGKILL is
+#: asynchronous, its descriptors close a moment before waitpid sees it exit (microseconds, a
+#: few milliseconds on a loaded machine); past this it is said to be still running.
+_ENDING_WAIT = 2.0
 
 _servers: dict[tuple[Any, ...], WarmServer] = {}
 _servers_lock = threading.Lock()
@@ -150,6 +154,7 @@ class WarmServer:
         #: the leases of those that may still start workers from it (see Lease)
         self.holders: weakref.WeakSet[Lease] = weakref.WeakSet()
         self.pid: int | None = None
+        self.last_pid: int | None = None  # kept once stop() cleared pid: its errors name it
         self.ended_code: int | None = None  # its exit, where it ended before stop() asked
         self.address: Any = None
         self.fork_timeout = _FORK_TIMEOUT
@@ -289,16 +294,16 @@ class WarmServer:
         return f"it exited with code {code}"
 
     def _reap(self, timeout: float) -> int | None:
-        return None if self.pid is None else _fork_loop.reap_within(self.pid, timeout)
+        if self.pid is None or self.ended_code is not None:  # reaped: a new waitpid says 0
+            return None if self.pid is None else self.ended_code
+        return _fork_loop.reap_within(self.pid, timeout)
 
     def alive(self) -> bool:
-        if self.pid is None:
+        """Reaps one that ended, keeping how (its workers were told "exited with code 0")."""
+        if self.pid is None or self.ended_code is not None:
             return False
-        try:
-            pid, _ = os.waitpid(self.pid, os.WNOHANG)
-        except ChildProcessError:
-            return False
-        return pid == 0
+        self.ended_code = _fork_loop.reap_within(self.pid, 0.0)
+        return self.ended_code is None
 
     def let_go(self, why: str = "") -> None:
         """Serve no new launch: close the alive pipe, and the server exits once the workers
@@ -326,11 +331,14 @@ class WarmServer:
             if self.pid is not None:
                 # The server also exits when its last worker closes its copy of the alive
                 # pipe; a worker still running would keep it waiting, so bound the wait.
-                if self._reap(timeout) is None:
+                code = self._reap(timeout)
+                if code is None:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(self.pid, signal.SIGKILL)
                     self._reap(timeout)
-                self.pid = None
+                elif self.ended_code is None and code != 0:  # let go, it exits 0: a SIGKILL
+                    self.ended_code = code  # on its way as stop() began (see gone_error)
+                self.last_pid, self.pid = self.pid, None
             if self.address is not None:
                 util = _pkg(self.package, "util")
                 if not util.is_abstract_socket_namespace(self.address):
@@ -360,7 +368,7 @@ class WarmServer:
             client.connect(self.address)
         except OSError as exc:
             client.close()
-            raise self._gone(f"connecting to it failed ({exc})") from exc
+            raise self._gone(f"connecting to it failed ({exc})", ending=True) from exc
         with client:
             parent_r, child_w = os.pipe()
             child_r, parent_w = os.pipe()
@@ -372,7 +380,7 @@ class WarmServer:
                 os.close(parent_r)
                 os.close(parent_w)
                 if isinstance(exc, OSError):
-                    raise self._gone(f"sending it the request failed ({exc})") from exc
+                    raise self._gone(f"sending it the request failed ({exc})", ending=True) from exc
                 raise
             finally:
                 os.close(child_r)
@@ -390,25 +398,34 @@ class WarmServer:
         try:
             pid: int = _pkg(self.package, "forkserver").read_signed(sentinel)
         except (EOFError, OSError) as exc:
-            raise self._gone("it closed the connection before forking a worker") from exc
+            raise self._gone(
+                "it closed the connection before forking a worker", ending=True
+            ) from exc
         return pid
 
-    def gone_error(self, what: str) -> ForkServerError | None:
+    def gone_error(self, what: str, *, ending: bool = False) -> ForkServerError | None:
         """``_gone``'s error if this server has exited by now (a worker of it that died with no
-        word died of that: the server's death is the cause to name), else None."""
+        word died of that: the server's death is the cause to name), else None.  ``ending``:
+        the caller saw it end (it closed a worker's status pipe unwritten), so it is waited
+        for, bounded (``_ENDING_WAIT``): checked at once, a killed server was found running."""
         # replaced since (get_server stops a dead one): what it had ended with
-        code = self._reap(0.0) if self.pid is not None else self.ended_code
+        wait = _ENDING_WAIT if ending else 0.0
+        code = self._reap(wait) if self.pid is not None else self.ended_code
         if code is None:
             return None
         return self._gone(what, state=self._code_text(code))
 
-    def _gone(self, what: str, *, kill: bool = False, state: str = "") -> ForkServerError:
-        """The typed error of a launch that raced the server's death (or found it stuck)."""
-        pid = self.pid
-        if kill and pid is not None:
+    def _gone(
+        self, what: str, *, kill: bool = False, state: str = "", ending: bool = False
+    ) -> ForkServerError:
+        """The typed error of a launch that raced the server's death (or found it stuck);
+        ``ending``: what it did (a closed socket or pipe) says it is ending (``gone_error``)."""
+        pid = self.pid if self.pid is not None else self.last_pid  # stopped since: named still
+        if kill and self.pid is not None:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        state = state or self._exit_text(1.0 if kill else 0.0, running="it is still running")
+                os.kill(self.pid, signal.SIGKILL)
+        wait = 1.0 if kill else _ENDING_WAIT if ending else 0.0
+        state = state or self._exit_text(wait, running="it is still running")
         err = ForkServerError(
             f"the warm-start fork server (pid {pid}) could not start a worker: {what}; {state}. "
             "Effect: this launch started no further worker and is being torn down. The next "
