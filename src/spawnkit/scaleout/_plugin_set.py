@@ -22,6 +22,7 @@ entry-point rows (``spec.entry_points``), which it loads by module name from its
 node's installation.  :func:`check_loaded_versions` holds each distribution it will load
 (the pinned platform's, the selected plugins') to the launcher's version, with the same
 error, warning and opt-out; rows it never loads (another platform's package) do not count.
+So does a Ray rank whose spec records no plugin set (``spawn_spec_on_ray(build_spec(...))``).
 """
 
 from __future__ import annotations
@@ -89,7 +90,11 @@ def check_plugin_set(spec: Any, *, node: str, rank: int) -> None:
     """Refuse (or, when allowed, warn) if this node's plugin set differs from the launcher's."""
     ctl = spec._control
     if ctl.plugin_rows is None:
-        return  # a spec not written by a launcher that records its plugin set
+        # a spec not written by a launcher that records its plugin set: ``build_spec``'s
+        # (``spawn_spec_on_ray(build_spec(...))``) still has the launcher's rows, by which
+        # the rank imports each plugin from its own node
+        check_loaded_versions(spec, node=node, rank=rank)
+        return
     here = plugin_rows(spec.namespace, spec.plugins)
     if plugin_digest(here) == ctl.plugin_digest:
         return
