@@ -77,8 +77,11 @@ def two_versions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Pat
         try:
             cluster = Cluster(initialize_head=True, head_node_args={
                 "num_cpus": 0, "object_store_memory": NODE["object_store_memory"]})
+            import spawnkit
+
+            under_test = str(Path(spawnkit.__file__).parent.parent)  # not the venv's install
             for site in (v1, v2):  # each raylet (and its workers) sees its own version
-                os.environ["PYTHONPATH"] = str(site)
+                os.environ["PYTHONPATH"] = os.pathsep.join([str(site), under_test])
                 nodes.append(cluster.add_node(**NODE).node_id)
             os.environ.pop("PYTHONPATH")
             ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
@@ -150,3 +153,25 @@ def test_allow_plugin_drift_runs_with_a_warning(
     err = capfd.readouterr().err
     assert "another plugin set than the launcher" in err
     assert "SKDRIFT_ALLOW_PLUGIN_DRIFT=1 allows this" in err
+
+
+def test_a_template_of_build_spec_is_held_to_the_launchers_versions(
+    two_versions: tuple[Path, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``spawn_spec_on_ray(build_spec(...))``: the template records no plugin set, only the
+    launcher's entry-point rows, by which each rank imports the plugin from its own node:
+    before, the rank on node B ran 2.0's hook, results ``patched by 1.0`` and ``by 2.0``."""
+    import spawnkit
+
+    v1, nodes = two_versions
+    monkeypatch.syspath_prepend(str(v1))
+    template = spawnkit.build_spec(
+        "skdrift_app:main", namespace=NamespaceConfig.build("skdrift", "SKDRIFT")
+    )
+    with skray.spawn_spec_on_ray(
+        template, nprocs=2, strategy="STRICT_SPREAD", ready_timeout=120, join_timeout=120
+    ) as group, pytest.raises(ChildRaisedError) as info:
+        group.results()
+    err = info.value
+    assert err.exc_type == "spawnkit.errors.PluginDriftError" and err.stage == "plugin_check"
+    assert "skdrift-plugin: launcher 1.0, node 2.0" in str(err) and nodes[1] in str(err)

@@ -359,6 +359,120 @@ def test_a_rank_of_a_job_of_another_size_than_the_spec_is_refused(
     assert json.loads((out / "rank3.json").read_text())["world_size"] == 4
 
 
+def _write_versioned(root: Path, version: str | None) -> Path:
+    """The app and, unless ``version`` is None, the plugin at ``version`` (its hook says which)."""
+    write_distribution(
+        root,
+        "sktr-app",
+        "1.0",
+        modules={"sktr_app.entry": ENTRY_SRC, "sktr_app.target": TARGET_SRC},
+    )
+    if version is not None:
+        write_distribution(
+            root,
+            "sktr-plugin",
+            version,
+            entry_points={"sktr.plugins": {"patcher": "sktr_plugin:register"}},
+            modules={"sktr_plugin": PLUGIN_SRC.replace("(patched)", f"(patched by {version})")},
+        )
+    return root
+
+
+def test_a_rank_whose_node_has_another_plugin_version_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A spec written where sktr-plugin 1.0 is installed, run by a rank whose node has 2.0
+    (``spawnkit launch --spec-dir`` across nodes): before, the rank imported the plugin by
+    module name and ran 2.0's hook, exit 0, nothing said; a node without it failed on
+    "No module named ..., from sktr-plugin 1.0 ... Fix or upgrade sktr-plugin"."""
+    from spawnkit import write_launch_spec
+
+    launcher = _write_versioned(tmp_path / "v1", "1.0")
+    key = generate_key()
+    out = tmp_path / "out"
+    out.mkdir()
+    spec_file = tmp_path / "spec.bin"
+    monkeypatch.syspath_prepend(str(launcher))
+    payload = {"tag": "t1", "out": str(out)}
+    write_launch_spec(spec_file, "sktr_app.entry:main", payload, key=key, namespace=_namespace())
+    ranks = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "GROUP_RANK": "1"}
+    for node_version, shown in (("2.0", "node 2.0"), (None, "node not installed")):
+        env = _env(_write_versioned(tmp_path / f"node-{node_version}", node_version), key)
+        env["TORCHELASTIC_ERROR_FILE"] = str(tmp_path / "err.json")
+        proc = _rank_by_hand(spec_file, env, **ranks)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert not list(out.iterdir())  # no plugin loaded, the entry never ran
+        doc = json.loads((tmp_path / "err.json").read_text())
+        assert doc["message"]["extraInfo"]["spawnkit_stage"] == "plugin_check"
+        text = doc["message"]["message"]
+        assert text.startswith("spawnkit.errors.PluginDriftError"), text
+        assert "rank 0 on node 1" in text and f"sktr-plugin: launcher 1.0, {shown}" in text
+        assert "pip install 'sktr-plugin==1.0'" in text and "SKTR_ALLOW_PLUGIN_DRIFT=1" in text
+    # allowed: it runs with its node's version, and says so
+    env = _env(tmp_path / "node-2.0", key)
+    proc = _rank_by_hand(spec_file, dict(env, SKTR_ALLOW_PLUGIN_DRIFT="1"), **ranks)
+    assert proc.returncode == 0, proc.stderr
+    assert "another plugin set than the launcher" in proc.stderr, proc.stderr
+    assert json.loads((out / "rank0.json").read_text())["greet"] == "hello x (patched by 2.0)"
+    # the control: a node with the launcher's version runs quietly
+    (out / "rank0.json").unlink()
+    proc = _rank_by_hand(spec_file, _env(tmp_path / "v1", key), **ranks)
+    assert proc.returncode == 0, proc.stderr
+    assert "plugin set" not in proc.stderr, proc.stderr
+    assert json.loads((out / "rank0.json").read_text())["greet"] == "hello x (patched by 1.0)"
+
+
+def test_a_rank_whose_own_environment_selects_otherwise_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``write_launch_spec(...)`` with no selection (the plugin ``patcher`` selected), then
+    ``SKTR_PLUGINS='' torchrun -m spawnkit.run ...`` (or ``SKTR_PLATFORM=cpu``): the spec
+    pins the launcher's selection, so before, the rank loaded ``patcher`` on ``base`` all the
+    same, exit 0, the variable doing nothing."""
+    from spawnkit import write_launch_spec
+
+    root = _write_versioned(tmp_path / "site", "1.0")
+    key = generate_key()
+    out = tmp_path / "out"
+    out.mkdir()
+    spec_file = tmp_path / "spec.bin"
+    monkeypatch.syspath_prepend(str(root))
+    payload = {"tag": "t1", "out": str(out)}
+    write_launch_spec(spec_file, "sktr_app.entry:main", payload, key=key, namespace=_namespace())
+    env = _env(root, key)
+    env["TORCHELASTIC_ERROR_FILE"] = str(tmp_path / "err.json")
+    ranks = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
+    for var, value, kind, said in (
+        ("SKTR_PLUGINS", "", "PluginDriftError", "(selecting no plugin), but the launcher "
+         "selected patcher for every rank"),
+        ("SKTR_PLATFORM", "cpu", "ConfigError", "but the launcher pinned platform 'base'"),
+    ):  # fmt: skip
+        proc = _rank_by_hand(spec_file, dict(env, **{var: value}), **ranks)
+        assert proc.returncode == 1, proc.stdout + proc.stderr
+        assert not list(out.iterdir())  # the entry never ran
+        doc = json.loads((tmp_path / "err.json").read_text())
+        assert doc["message"]["extraInfo"]["spawnkit_stage"] == "plugin_check"
+        text = doc["message"]["message"]
+        assert text.startswith(f"spawnkit.errors.{kind}"), text
+        assert f"{var}={value!r} in its own environment" in text and said in text, text
+        assert "does nothing" in text and "unset it in this node's environment" in text, text
+    allowed = dict(env, SKTR_PLUGINS="", SKTR_ALLOW_PLUGIN_DRIFT="1")
+    proc = _rank_by_hand(spec_file, allowed, **ranks)
+    assert proc.returncode == 0 and "allows this" in proc.stderr, proc.stderr
+    assert json.loads((out / "rank0.json").read_text())["greet"] == "hello x (patched by 1.0)"
+    # the controls: the same selection (however spelt) and platform, or the launcher's own
+    # choice carried in the spec, run quietly
+    same = dict(env, SKTR_PLUGINS=" patcher,", SKTR_PLATFORM="base")
+    proc = _rank_by_hand(spec_file, same, **ranks)
+    assert proc.returncode == 0 and "own environment" not in proc.stderr, proc.stderr
+    write_launch_spec(
+        spec_file, "sktr_app.entry:main", payload, key=key, namespace=_namespace(),
+        env={"SKTR_PLUGINS": "patcher"},
+    )  # fmt: skip
+    proc = _rank_by_hand(spec_file, dict(env, SKTR_PLUGINS=""), **ranks)
+    assert proc.returncode == 0 and "own environment" not in proc.stderr, proc.stderr
+
+
 def test_spec_for_rank_holds_a_spec_to_its_rank_count(tmp_path: Path) -> None:
     from spawnkit.errors import ConfigError
 

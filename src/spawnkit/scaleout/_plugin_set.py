@@ -16,6 +16,13 @@ A rank scans its own node's metadata for the same groups and compares: a
 difference is a :class:`~spawnkit.errors.PluginDriftError` naming node,
 rank, distribution and both versions, or, with ``<PREFIX>_ALLOW_PLUGIN_DRIFT=1``,
 one warning saying what runs differently.
+
+A torchrun rank (``spawnkit.run``) has no such record: its spec carries the launcher's
+entry-point rows (``spec.entry_points``), which it loads by module name from its own
+node's installation.  :func:`check_loaded_versions` holds each distribution it will load
+(the pinned platform's, the selected plugins') to the launcher's version, with the same
+error, warning and opt-out; rows it never loads (another platform's package) do not count.
+So does a Ray rank whose spec records no plugin set (``spawn_spec_on_ray(build_spec(...))``).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from typing import Any
 from spawnkit import _metadata
 from spawnkit.errors import PluginDriftError
 
-__all__ = ["check_plugin_set", "plugin_digest", "plugin_rows"]
+__all__ = ["check_loaded_versions", "check_plugin_set", "plugin_digest", "plugin_rows"]
 
 _log = logging.getLogger("spawnkit.ray")
 
@@ -83,7 +90,11 @@ def check_plugin_set(spec: Any, *, node: str, rank: int) -> None:
     """Refuse (or, when allowed, warn) if this node's plugin set differs from the launcher's."""
     ctl = spec._control
     if ctl.plugin_rows is None:
-        return  # a spec not written by a launcher that records its plugin set
+        # a spec not written by a launcher that records its plugin set: ``build_spec``'s
+        # (``spawn_spec_on_ray(build_spec(...))``) still has the launcher's rows, by which
+        # the rank imports each plugin from its own node
+        check_loaded_versions(spec, node=node, rank=rank)
+        return
     here = plugin_rows(spec.namespace, spec.plugins)
     if plugin_digest(here) == ctl.plugin_digest:
         return
@@ -96,6 +107,44 @@ def check_plugin_set(spec: Any, *, node: str, rank: int) -> None:
     if not diffs:  # same versions, other entry points: a distribution changed in place
         changed = sorted(set(ctl.plugin_rows) ^ set(here))
         diffs = [(row[3], row[4], row[4]) for row in changed[:1]]
+    _refuse(spec, diffs, node=node, rank=rank)
+
+
+def _dist_key(name: str) -> str:
+    return name.lower().replace("_", "-")
+
+
+def check_loaded_versions(
+    spec: Any, *, node: str, rank: int, extra_path: Sequence[str] = ()
+) -> None:
+    """Refuse (or, when allowed, warn) if a distribution this rank loads from the launcher's
+    entry-point rows (``spec.entry_points``) has another version on this node, or none:
+    the rank imports the module by name, so another version's hooks would run unsaid."""
+    rows = spec.entry_points
+    if rows is None:
+        return  # a spec built by hand: no launcher's rows to hold it to
+    config = spec.namespace
+    loaded = [
+        row
+        for row in rows
+        if (row[2] == config.platform_group and row[0] == spec.platform)
+        or (row[2] == config.plugin_group and (spec.plugins is None or row[0] in spec.plugins))
+    ]
+    if not loaded:
+        return
+    ours = {_dist_key(row[3]): row[4] for row in plugin_rows(config, None, extra_path)}
+    diffs = sorted(
+        {
+            (row[3], row[4], ours.get(_dist_key(row[3]), ""))
+            for row in loaded
+            if ours.get(_dist_key(row[3])) != row[4]
+        }
+    )
+    if diffs:
+        _refuse(spec, diffs, node=node, rank=rank)
+
+
+def _refuse(spec: Any, diffs: list[tuple[str, str, str]], *, node: str, rank: int) -> None:
     shown = "; ".join(
         f"{dist}: launcher {want or 'not installed'}, node {got or 'not installed'}"
         for dist, want, got in diffs

@@ -160,9 +160,12 @@ class RankActor:
 
             self._capture = Capture()
             self._capture.start()
+            from spawnkit.scaleout._node_selection import check_node_selection
             from spawnkit.scaleout._plugin_set import check_plugin_set
 
-            check_plugin_set(spec, node=self._node, rank=rank)  # before any plugin loads
+            # before any plugin loads: the selection the raylet's environment would make
+            check_node_selection(spec, node=self._node, rank=rank, launcher="driver")
+            check_plugin_set(spec, node=self._node, rank=rank)
             from spawnkit.bootstrap.process import bootstrap_process
 
             booting = True

@@ -40,6 +40,8 @@ __all__ = [
 #: Stage name reported when the spec file itself is refused (before any bootstrap stage).
 READ_SPEC_STAGE = "read_spec"
 _LAUNCHER = "torchrun"
+#: Stage name of the node's checks against the launcher's selection (as a Ray rank's).
+_NODE_CHECK_STAGE = "plugin_check"
 
 
 class RankEnvError(ValueError):
@@ -313,6 +315,11 @@ def _run(spec: ProcessSpec, result_dir: str | None = None) -> int:
     from spawnkit.protocol.failure import failing_stage
     from spawnkit.scaleout.progress import ProgressListener
 
+    try:
+        _check_node(spec)
+    except Exception as exc:
+        _report(exc, rank=spec.rank, stage=getattr(exc, "stage", "") or _NODE_CHECK_STAGE)
+        return 1
     os.environ.update(spec.env)
     listener = ProgressListener()
     result: Any = None
@@ -332,6 +339,21 @@ def _run(spec: ProcessSpec, result_dir: str | None = None) -> int:
     if result_dir:
         _publish_result(result_dir, spec.rank, result)
     return 0
+
+
+def _check_node(spec: ProcessSpec) -> None:
+    """This node's installation against the launcher's, before any plugin loads: a rank
+    imports each plugin by module name, so another version on this node (``spawnkit launch
+    --spec-dir`` across nodes, a spec written in another environment) ran its hooks unsaid."""
+    from spawnkit.scaleout._node_selection import check_node_selection
+    from spawnkit.scaleout._plugin_set import check_loaded_versions
+
+    path = [p for p in spec.env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    node = os.environ.get("GROUP_RANK", "")
+    # and this node's own <PREFIX>_PLUGINS / _PLATFORM, which the spec's pinned selection
+    # would leave doing nothing
+    check_node_selection(spec, node=node, rank=spec.rank, launcher="launcher")
+    check_loaded_versions(spec, node=node, rank=spec.rank, extra_path=path)
 
 
 def _result_path(folder: str, rank: int) -> str:
