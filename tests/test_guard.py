@@ -234,12 +234,32 @@ spawnkit.bootstrap_here(A)
 from {mod} import func  # code of the user's between the two calls: rebound by B's sweep
 if sys.argv[1] == "tuple":
     HELD = (func,)  # ... or not: a tuple keeps A's hooked function
-try:
-    spawnkit.bootstrap_here(B)
-except spawnkit.ImportGuardError as exc:
-    print(json.dumps({{"error": str(exc), "findings": exc.findings}}))
+if sys.argv[1] == "object":
+    import argparse
+    BOX = argparse.Namespace(fn=func)  # an attribute of another module's class's instance
+
+
+def main():
+    held = func if sys.argv[1] == "local" else None  # a local of a function still running
+    try:
+        spawnkit.bootstrap_here(B)
+    except spawnkit.ImportGuardError as exc:
+        print(json.dumps({{"error": str(exc), "findings": exc.findings}}))
+    else:
+        print(json.dumps({{"ran": func(), "home": sys.modules[{mod!r}].func(),
+            "held": held() if held else None,
+            "state": [s.state for s in B.hooks.status()]}}))
+
+
+if sys.argv[1] in ("local", "in-function"):
+    main()  # bootstrap_here(B) from a function: its frame outlives B's apply
 else:
-    print(json.dumps({{"ran": func(), "home": sys.modules[{mod!r}].func()}}))
+    try:
+        spawnkit.bootstrap_here(B)
+    except spawnkit.ImportGuardError as exc:
+        print(json.dumps({{"error": str(exc), "findings": exc.findings}}))
+    else:
+        print(json.dumps({{"ran": func(), "home": sys.modules[{mod!r}].func()}}))
 """
 
 
@@ -303,3 +323,45 @@ def test_a_reference_the_second_namespace_cannot_rebind_is_refused_naming_both(
     assert "__main__.HELD[0] (tuple item)" in message
     assert f"call spawnkit.bootstrap_here({b!r}) right after bootstrap_here({a!r})" in message
     assert "unknown" not in message
+
+
+def test_a_second_namespace_bootstrapped_from_a_function_stays_quiet(tmp_path: Path) -> None:
+    """Control: ``bootstrap_here(B)`` called from a function whose locals hold nothing of A's
+    (the references A's own record keeps to its chain are no holder): both run, no warning
+    under ``-W error``."""
+    found = _two_namespaces(tmp_path, "in-function")
+    assert found.get("ran") == found.get("home") == "orig+A+B", found
+    assert found.get("state") == ["applied"], found
+
+
+def test_a_local_the_second_namespace_cannot_see_is_refused_naming_both(tmp_path: Path) -> None:
+    """A local of the running function that calls ``bootstrap_here(B)``, bound to A's hooked
+    function in between: no sweep or search reads the applying thread's frames, so it ran
+    only A's hooks while B's ``status()`` said applied, unsaid.  The count of references to
+    A's chain says so: refused, naming both namespaces, the target and the fix."""
+    found = _two_namespaces(tmp_path, "local")
+    message = str(found.get("error"))
+    a, b = found["a"], found["b"]
+    assert f"bootstrap_here({b!r}) after bootstrap_here({a!r})" in message, found
+    assert f"both hook '{str(a).replace('twa', 'twt')}.mod.func'" in message
+    assert f"__main__.main() local held (namespace {a!r}'s hooks only)" in message
+    assert f"call spawnkit.bootstrap_here({b!r}) right after bootstrap_here({a!r})" in message
+    assert "too late" not in message and "re-export" not in message
+    findings = found["findings"]
+    assert isinstance(findings, list)
+    assert [f["imported_by"] for f in findings] == [a], findings
+
+
+def test_an_object_the_second_namespace_names_is_refused_as_between(tmp_path: Path) -> None:
+    """An object's attribute made between the two calls, named by the reference search
+    (``__main__.BOX.cb.func``): the refusal said B "came too late", naming the holder's
+    module as a hook target module, and that the target "names a re-export" defined in
+    spawnkit's own chain module; now it names both namespaces and the fix."""
+    found = _two_namespaces(tmp_path, "object")
+    message = str(found.get("error"))
+    a, b = found["a"], found["b"]
+    assert f"bootstrap_here({b!r}) after bootstrap_here({a!r})" in message, found
+    assert "BOX.fn (an object's attribute, which no sweep reads)" in message, message
+    assert f"call spawnkit.bootstrap_here({b!r}) right after bootstrap_here({a!r})" in message
+    assert "too late" not in message and "re-export" not in message
+    assert "spawnkit.hooks._chain" not in message

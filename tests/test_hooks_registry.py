@@ -898,3 +898,62 @@ def test_hooks_of_another_registry_around_a_replacement_stay_quiet(mods: Modules
     assert m.f(0) == ["A", "B"] and m.C is ByB
     b.unapply()
     a.unapply()
+
+
+_THREE_KINDS = """
+def f(x):
+    return [x]
+
+class E:
+    @staticmethod
+    def s(x):
+        return [x]
+
+    def m(self, x):
+        return [x]
+"""
+
+
+def test_a_second_registry_on_the_first_ones_chains_sees_no_holder(mods: Modules) -> None:
+    """Control: B's originals are A's chains, which A's record holds (twice: what it
+    installed, raw and callable); those references are no holder of the user's, for a
+    function, a ``staticmethod`` and a method alike: nothing stale, nothing logged."""
+    mods.load("ops", _THREE_KINDS)
+    a, b = _two(mods)
+    targets = [mods.name(t) for t in ("ops.f", "ops.E.s", "ops.E.m")]
+    for target in targets:
+        a.register(target, lambda r, *x: [*r, "A"])
+        b.register(target, lambda r, *x: [*r, "B"])
+    a.apply_hooks()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        b.apply_hooks()
+    assert b.stale_holders() == []
+    assert [s.state for s in b.status()] == ["applied"] * 3
+
+
+_NAME = "test_a_local_holding_the_first_registrys_chain_is_named_by_the_second"
+
+
+def test_a_local_holding_the_first_registrys_chain_is_named_by_the_second(
+    mods: Modules, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A local of the running function that applies B, bound to A's chain in between: no
+    sweep or search reads the applying thread's frames, so calls through it ran A's hooks
+    only while B's ``status()`` said applied, unsaid.  The count of references to A's chain
+    says so: a stale holder naming both, the hook ``partial``, the fix logged."""
+    ops = mods.load("ops", _THREE_KINDS)
+    a, b = _two(mods)
+    target = mods.name("ops.f")
+    a.register(target, lambda r, x: [*r, "A"])
+    b.register(target, lambda r, x: [*r, "B"])
+    a.apply_hooks()
+    held = ops.f
+    with caplog.at_level(logging.WARNING, logger="spawnkit.hooks"):
+        b.apply_hooks()
+    assert held(0) == [0, "A"] and ops.f(0) == [0, "A", "B"]
+    (holder,) = b.stale_holders()
+    assert holder["target"] == target
+    assert holder["name"] == f"{_NAME}() local held (namespace {a.name!r}'s hooks only)"
+    assert b.status()[0].state == "partial"
+    assert "right after the other's" in caplog.text

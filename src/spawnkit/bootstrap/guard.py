@@ -872,8 +872,29 @@ def _unrebound_lines(ns_name: str, holders: list[dict[str, str]], ending: str) -
         else f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}"
         for h in holders
     ]
-    lines.append("  " + p.stale_fix({h["kind"] for h in holders}))
-    return lines
+    kinds, between = {h["kind"] for h in holders}, _between_lines(ns_name, holders)
+    if between:
+        kinds.discard(p.LAYERED)  # its fix is the one named there
+    if kinds:
+        lines.append("  " + p.stale_fix(kinds))
+    return lines + between
+
+
+def _between_lines(ns_name: str, holders: list[dict[str, str]]) -> list[str]:
+    """The fix for holders of another namespace's hooked objects (``imported_by``: the
+    worker's ``_check_stale`` tags them), made by code between its ``bootstrap_here()`` and
+    this one's: neither moving an import nor hooking another function is it."""
+    others = sorted({h["imported_by"] for h in holders if h.get("imported_by")})
+    if not others:
+        return []
+    after = ", ".join(f"bootstrap_here({o!r})" for o in others)
+    return [
+        f"  These hold the hooked objects of namespace{'s' if len(others) > 1 else ''} "
+        f"{', '.join(map(repr, others))}, made after {after}; fix: call "
+        f"spawnkit.bootstrap_here({ns_name!r}) right after {after}, before the code that "
+        "made those references runs (or make them after it), so that both namespaces' hooks "
+        "are in place when they are made."
+    ]
 
 
 def check_stale(

@@ -18,7 +18,7 @@ import os
 import socket
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -487,15 +487,42 @@ def _check_stale(
         result.stale_holders = holders
     policy = result.policy if result is not None else _guard_policy(namespace, spec)
     before = namespace.plugins.report.modules_before
-    guard.check_stale(namespace, holders, policy, defined=_defined_early(namespace, before))
+    layered = _layered(namespace)
+    for holder in holders:
+        if holder["target"] in layered:  # made between the two bootstraps: no early import
+            holder["imported_by"] = layered[holder["target"]]
+    defined = _defined_early(namespace, before, layered)
+    guard.check_stale(namespace, holders, policy, defined=defined)
 
 
-def _defined_early(namespace: Namespace, before: frozenset[str]) -> dict[str, str]:
+def _layered(namespace: Namespace) -> dict[str, str]:
+    """Target (as displayed) -> the namespace whose hooked object its original is
+    (``bootstrap_here(A)`` then ``bootstrap_here(B)``: B's chain wraps A's), so what holds it
+    was made after A's apply.  Asked only when there are holders, with two registries."""
+    from spawnkit.hooks import _layers, _state
+
+    if len(_state.REGISTRIES) < 2:
+        return {}
+    st = namespace.hooks._state
+    chains = _layers.chains_of_others(st)
+    return {
+        rec.display: chains[id(rec.original)][0]
+        for rec in list(st.applied.values())
+        if id(rec.original) in chains
+    }
+
+
+def _defined_early(
+    namespace: Namespace, before: frozenset[str], layered: Collection[str] = ()
+) -> dict[str, str]:
     """Target (as displayed) -> the module defining its original, where that is not the
     module the target names and was imported before plugins loaded: a target named by its
-    re-export, whose defining module the guard's check of the named module did not see."""
+    re-export, whose defining module the guard's check of the named module did not see.  Not
+    a target in ``layered``: its original is another namespace's chain, made by spawnkit."""
     out: dict[str, str] = {}
     for rec in list(namespace.hooks._state.applied.values()):
+        if rec.display in layered:
+            continue
         original = rec.original
         glob = getattr(original, "__globals__", None)
         home = glob.get("__name__") if type(glob) is dict else None

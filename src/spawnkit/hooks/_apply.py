@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from itertools import repeat
 from operator import is_, itemgetter
 from types import FrameType, FunctionType, MethodType, ModuleType
@@ -24,11 +25,12 @@ from weakref import getweakrefcount
 
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookApplyError, HookConflictError, HookRegistrationError
-from spawnkit.hooks import _conflicts, _decide, _on_import, _resolve
+from spawnkit.hooks import _conflicts, _decide, _on_import, _resolve, _state
 from spawnkit.hooks._chain import build_chain, inherited, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of, put_attr
 from spawnkit.hooks._propagate import (
     CALLED_AT_IMPORT,
+    LAYERED,
     LRU_CACHE,
     ClassAttrs,
     DispatchTable,
@@ -608,6 +610,7 @@ def _hidden_holders(call: ApplyCall) -> None:
         found[holder.target] = found.get(holder.target, 0) + 1
     wanted: list[tuple[Any, str, Any]] = []
     ignored: set[str] = set()
+    layered: dict[str, tuple[str, int]] = {}  # key -> the namespace below, references left
     for key in call.classes:
         rec = call.st.applied.get(key)
         if rec is not None and rec.kind == _resolve.CLASS and key in call.patched_keys:
@@ -617,10 +620,14 @@ def _hidden_holders(call: ApplyCall) -> None:
         rec = call.st.applied.get(key)
         if rec is None or not rec.others:  # an install that failed
             continue
-        seen, held = len(rec.bindings) + found.get(key, 0), rec.held
+        # one module under two names (``__main__`` and ``__mp_main__``) is one reference
+        seen = len({(id(b[1]), b[2]) for b in rec.bindings}) + found.get(key, 0)
+        held = rec.held
         if rec.others > seen:
             for name in rec.hook_modules:  # a plugin's `from eng.ops import tok as _orig`
                 seen += sum(map(is_, list(vars(sys.modules.get(name, sys)).values()), repeat(held)))
+        if rec.others > seen and len(_state.REGISTRIES) > 1:
+            seen += _layer_below(call, rec, seen, layered)
         if rec.others > seen:
             wanted.append((held, key, rec.installed_raw))
             ignored |= rec.hook_modules
@@ -632,6 +639,9 @@ def _hidden_holders(call: ApplyCall) -> None:
             named, items = hidden_holders(wanted, ignored, call.stale, weak)
             call.stale += named
             _rebind_items(call, items)
+            if layered:
+                said = {h.target for h in named} | {item[4] for item in items}
+                _unexplained_layers(call, layered, said)
         except Exception as exc:  # a diagnosis: it must not fail the apply it diagnoses
             keys = map(_second, wanted)
             logger.warning(
@@ -641,6 +651,79 @@ def _hidden_holders(call: ApplyCall) -> None:
                 type(exc).__name__,
                 exc,
             )
+
+
+def _layer_below(
+    call: ApplyCall, rec: Record, seen: int, layered: dict[str, tuple[str, int]]
+) -> int:
+    """The references to ``rec``'s original that the record of another namespace holds,
+    where that original is its chain (``bootstrap_here(A)`` then ``bootstrap_here(B)``: B's
+    chain wraps A's); what is left is noted in ``layered``.  Rare: counts left over with
+    two registries (``_layers``, imported only then)."""
+    from spawnkit.hooks import _layers
+
+    below = _layers.chains_of_others(call.st).get(id(rec.original))
+    if below is None:
+        return 0
+    name, under = below
+    own = _layers.held_by_record(under, rec.original)
+    layered[rec.key] = (name, (rec.others or 0) - seen - own)
+    return own
+
+
+def _unexplained_layers(
+    call: ApplyCall, layered: dict[str, tuple[str, int]], named: set[str]
+) -> None:
+    """Into ``call.stale``: for a target whose original is another namespace's chain, with
+    references to it left that the search named none of, the locals of the applying
+    thread's running code that hold it.  Made after that namespace's apply (its sweep
+    rebound what held the original before), where neither the sweep nor the search reads
+    (the search skips this thread's frames, whose locals usually end with the apply; not
+    those of the function that called ``bootstrap_here(B)``).  Unsaid, those ran only the
+    other namespace's hooks."""
+    for key, (other, left) in layered.items():
+        if left <= 0 or key in named:
+            continue
+        rec = call.st.applied[key]
+        for module, where in _held_by_locals(rec.original):
+            label = f"{where} (namespace {other!r}'s hooks only)"
+            call.stale.append(StaleHolder(module, label, LAYERED, key))
+
+
+def _held_by_locals(raw: Any) -> list[tuple[str, str]]:
+    """(module, "func() local name[.attr]") of each local of the applying thread's running
+    code (not spawnkit's) that holds ``raw`` (or the function a ``staticmethod`` wraps),
+    itself or as an attribute of an object it holds: the count says something holds it, and
+    only what is found is named (a count alone may include garbage not yet collected)."""
+    found: list[tuple[str, str]] = []
+    wanted = (raw, getattr(raw, "__func__", raw))
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        module = frame.f_globals.get("__name__")
+        local = frame.f_locals  # a module's own code: its globals, the sweep's
+        if (
+            type(module) is str
+            and module.partition(".")[0] != "spawnkit"
+            and local is not frame.f_globals
+        ):
+            where = f"{frame.f_code.co_name}() local"
+            for name, value in list(local.items()):
+                if _one_of(value, wanted):
+                    found.append((module, f"{where} {name}"))
+                    continue
+                attrs = getattr(value, "__dict__", None)
+                if type(attrs) is dict and not isinstance(value, (ModuleType, type, FunctionType)):
+                    found += [
+                        (module, f"{where} {name}.{attr}")
+                        for attr, item in list(attrs.items())
+                        if _one_of(item.func if type(item) is partial else item, wanted)
+                    ]
+        frame = frame.f_back
+    return found
+
+
+def _one_of(item: Any, wanted: tuple[Any, ...]) -> bool:
+    return any(item is w for w in wanted)  # identity: a local's own __eq__ is never asked
 
 
 def _weak_originals(call: ApplyCall, ignored: set[str]) -> list[tuple[Any, str]]:
@@ -695,6 +778,7 @@ def _filled_caches(call: ApplyCall) -> None:
     from spawnkit.hooks._caches import filled_caches
 
     call.stale += filled_caches(modules, fresh)
+
 
 _LRU = frozenset({LRU_CACHE})
 
@@ -1091,6 +1175,7 @@ def _error(self: ApplyCall, problems: list[str], strict: bool = True) -> HookApp
         lines.append("Rollback itself failed for: " + "; ".join(problems))
     shown = {display.get(k, k): v for k, v in self.failures.items()}
     return HookApplyError("\n".join(lines), failures=shown)
+
 
 # ------------------------------------------- first-time targets, as their modules import
 # To patch a target the call imports its module, and with it whatever that module imports.

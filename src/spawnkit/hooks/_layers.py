@@ -89,6 +89,28 @@ def _spelt_apart(raw: Any, own: Any = None) -> Layer | None:
     return None
 
 
+def chains_of_others(own: Any) -> dict[int, tuple[str, Record]]:
+    """id of each chain another registry than state ``own``'s installed (its raw object in
+    the owner's ``__dict__``) -> that namespace's name and record: a target of ``own``'s whose
+    original is one of them wraps that namespace's hooks (``bootstrap_here(A)`` then
+    ``bootstrap_here(B)``).  Read on the rare paths only: a count left unexplained, a stale
+    holder reported."""
+    found: dict[int, tuple[str, Record]] = {}
+    for registry in list(_state.REGISTRIES):
+        if registry._state is not own:
+            for rec in registry._state.applied.values():
+                found[id(rec.installed_raw)] = (registry.name, rec)
+    return found
+
+
+def held_by_record(rec: Record, raw: Any) -> int:
+    """References ``rec`` (another registry's record of the chain ``raw``) holds to what a
+    count of ``raw`` takes in (``_propagate.other_references``: the function, or a
+    ``staticmethod``'s and the function inside it): its ``installed_raw`` and ``installed``."""
+    inner = raw.__func__ if type(raw) in (staticmethod, classmethod) else raw
+    return sum(v is raw or v is inner for v in (rec.installed_raw, rec.installed))
+
+
 def base_of(upper: Record, under: Record) -> Any:
     """What ``upper``'s chain is to be built on, its target another name of ``under``'s: what
     stands at ``under``'s place now (the original ``under``'s undoing put back, or its new

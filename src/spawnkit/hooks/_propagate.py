@@ -212,8 +212,17 @@ BEGUN = (
     "hook never runs for it"
 )
 
+#: A holder's kind for a local of the applying thread's running code bound to another
+#: namespace's hooked object (``_apply._unexplained_layers``): ``bootstrap_here(A)``, then
+#: ``fn = mod.func`` (or ``e = Engine()`` keeping it) in the function that then calls
+#: ``bootstrap_here(B)``, whose chain wraps A's; no search reads that thread's frames.
+LAYERED = (
+    "a local of the running code that applied these hooks, which no sweep reads, bound "
+    "after the other namespace's hooks were applied"
+)
+
 #: The kinds ``_hidden`` finds by reference: not a module's global, nor one level below
-BY_REFERENCE = frozenset({HIDDEN, WEAK, RUNNING, BEGUN})
+BY_REFERENCE = frozenset({HIDDEN, WEAK, RUNNING, BEGUN, LAYERED})
 
 #: A holder's kind for an ``lru_cache`` whose results came from an original before the hooks
 #: (``_caches``): nothing to rebind, values computed from it.
@@ -903,6 +912,12 @@ _FIXES = {
         "pool after the hooks are applied (from the entry, or from a hook), or hook a "
         "function the loop calls at each step instead: a call never reaches hooks applied "
         "after it began."
+    ),
+    LAYERED: (
+        "for a reference to another namespace's hooked object made between that namespace's "
+        "bootstrap_here() and this one's, call this namespace's bootstrap_here() right after "
+        "the other's, before the code that keeps the function runs (or keep it after both), "
+        "so that it gets both namespaces' hooks."
     ),
     RUNNING: (
         "for a thread or pool task a module started as it was imported and handed the "

@@ -353,11 +353,15 @@ def _too_late(ns: Namespace, exc: ImportGuardError) -> ImportGuardError:
     modules = sorted({str(f.get("module", "")) for f in exc.findings if isinstance(f, dict)})
     others = sorted({str(f["imported_by"]) for f in exc.findings if f.get("imported_by")})
     if others and all(f.get("imported_by") for f in exc.findings):  # not too late: between
-        named = ", ".join(repr(m) for m in modules)
+        # a stale holder's finding names where it is held, not what both hook: its target
+        targets = sorted({str(f["target"]) for f in exc.findings if f.get("target")})
+        named = ", ".join(repr(m) for m in targets or modules)
+        what = f"{named}, which the other namespace's hooks" + (" wrapped" if targets else "")
         return ImportGuardError(
             f"spawnkit.bootstrap_here({ns.name!r}) after bootstrap_here("
-            f"{', '.join(map(repr, others))}): both hook module(s) {named}, which the other "
-            f"namespace's hooks imported, and code that ran in between holds its hooked objects "
+            f"{', '.join(map(repr, others))}): both hook "
+            f"{'' if targets else 'module(s) '}{what}{'' if targets else ' imported'}, and code "
+            f"that ran in between holds its hooked objects "
             f"where {ns.name!r}'s hooks cannot reach them. To run anyway with these hooks "
             f"ineffective there, set {ns.config.guard_var}=warn.\n{exc}",
             findings=exc.findings,
