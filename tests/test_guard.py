@@ -347,6 +347,7 @@ def test_a_local_the_second_namespace_cannot_see_is_refused_naming_both(tmp_path
     assert f"__main__.main() local held (namespace {a!r}'s hooks only)" in message
     assert f"call spawnkit.bootstrap_here({b!r}) right after bootstrap_here({a!r})" in message
     assert "too late" not in message and "re-export" not in message
+    assert "without the hooks" not in message  # A's hooks do run through it: B's do not
     findings = found["findings"]
     assert isinstance(findings, list)
     assert [f["imported_by"] for f in findings] == [a], findings

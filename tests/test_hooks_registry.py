@@ -957,3 +957,4 @@ def test_a_local_holding_the_first_registrys_chain_is_named_by_the_second(
     assert holder["name"] == f"{_NAME}() local held (namespace {a.name!r}'s hooks only)"
     assert b.status()[0].state == "partial"
     assert "right after the other's" in caplog.text
+    assert "run the other namespace's hooks only, not these" in caplog.text, caplog.text
