@@ -16,7 +16,9 @@ import copyreg
 import io
 import pickle
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any
+
+from spawnkit._namedtuple import NamedTuple
 
 __all__ = ["Culprit", "find"]
 
