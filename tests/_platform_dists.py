@@ -122,6 +122,7 @@ class PluginSite:
             if (getattr(module, "__file__", None) or "").startswith(root):
                 del sys.modules[name]
         self.pm.reset_for_tests()
+        self.ns.hooks.reset()  # what a platform package registered: no later test's
         _metadata.clear_cache()
 
 

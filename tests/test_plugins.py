@@ -18,6 +18,7 @@ from _bootstrap_helpers import World, isolated_imports, make_world
 from spawnkit.errors import PlatformPluginError, PluginError
 from spawnkit.hooks.plugins import PluginSelectionWarning, apply_plugin_hooks, load_plugins
 from spawnkit.hooks.types import HookSource, HookType
+from spawnkit.namespace import get_namespace
 from spawnkit.spec import _phase
 
 RAISING_CALLBACK = """
@@ -70,7 +71,7 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[World]:
         monkeypatch.delenv(w.ns.config.lenient_var, raising=False)
         w.ns.platforms.set_selection("testdev")
         yield w
-        w.ns.hooks.unapply()
+        w.ns.hooks.reset()  # unapplied and forgotten: its registrations are no later test's
         _phase.leave_worker()
 
 
@@ -638,6 +639,7 @@ def test_hooks_put_on_another_namespaces_registry_are_said(world: World) -> None
     assert f"in namespace '{ns}_other''s registry" in text
     assert f"spawnkit.get_namespace({ns!r}).hooks" in text
     assert world.ns.hooks.registrations() == []
+    get_namespace(f"{ns}_other").hooks.reset()  # the plugin's, on a namespace it declared
 
 
 def test_apply_waiting_for_another_threads_loading_is_bounded(
