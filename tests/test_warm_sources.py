@@ -402,3 +402,77 @@ def test_an_optional_configuration_created_between_warm_launches_is_read(tmp_pat
     assert first == again == "engine:default" and same == server  # still missing: kept
     created, new_server = out["created"]
     assert created == out["spawned"][0] == "engine:tuned" and new_server != server
+
+
+_CONTEXT_LAUNCHER = """
+import json, os, pathlib, sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+PLUGIN = pathlib.Path({site!r}) / "{pkg}" / "plugin.py"
+
+def child(ctx):
+    from {pkg}.engine import put
+    queue = ctx.Queue()
+    proc = ctx.Process(target=put, args=(queue,))
+    proc.start()
+    said = queue.get(timeout=120)
+    proc.join(60)
+    return said
+
+def pool(ctx):
+    from {pkg}.engine import main
+    with ctx.Pool(1, maxtasksperchild=1) as workers:
+        return workers.apply_async(main).get(120)
+
+def edit(old, new):
+    PLUGIN.write_text(PLUGIN.read_text().replace(old, new))  # longer: see the first test
+
+if __name__ == "__main__":
+    warm = spawnkit.get_context("forkserver", namespace=NS)
+    cold = spawnkit.get_context("spawn", namespace=NS)
+    out = {{"first": child(warm), "again": child(warm), "pooled": pool(warm)}}
+    edit(":v1", ":second")
+    out["edited"], out["spawned"] = child(warm), child(cold)[0]
+    out["pooled_edited"] = pool(warm)
+    edit(":second", ":third!")
+    # A launch meets the edit first and lets the context's server go: the context's next
+    # child must not fail for it (ForkServerError "was shut down" before).
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.engine:main", namespace=NS, start_method="forkserver", ready_timeout=120,
+    ) as group:
+        out["launched"] = group.results(timeout=120)[0]
+    try:
+        out["after_launch"] = child(warm)
+    except Exception as exc:
+        out["after_launch"] = [type(exc).__name__, str(exc)]
+    print("OUT", json.dumps(out))
+"""
+
+_CONTEXT_ENGINE = _ENGINE + """
+def put(queue):
+    queue.put(main())
+"""
+
+
+def test_a_forkserver_context_runs_an_edited_plugin_in_its_next_child(tmp_path: Path) -> None:
+    """A context keeps its warm server for its life: a plugin edited between two of its
+    children ran as it was in the second (a spawn context's ran the edit), unsaid; and once a
+    launch had let that server go for the edit, the context's next child failed."""
+    app = write_app(
+        tmp_path, "wctx", _CONTEXT_LAUNCHER, plugins={"edits": "plugin:register"},
+        modules={"plugin": _PLUGIN, "engine": _CONTEXT_ENGINE},
+    )  # fmt: skip
+    proc = run_script(app.script)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    (first, server), (again, same) = out["first"], out["again"]
+    assert first == again == out["pooled"][0] == "engine:v1"
+    assert same == server == out["pooled"][1], "an unchanged plugin keeps the context's server"
+    edited, new_server = out["edited"]
+    # Before the fix: 'engine:v1' from the context's first server.
+    assert edited == out["spawned"] == out["pooled_edited"][0] == "engine:second"
+    assert new_server != server and out["pooled_edited"][1] == new_server
+    assert out["launched"][0] == out["after_launch"][0] == "engine:third!"
+    assert out["after_launch"][1] == out["launched"][1], "the launch's new server is shared"
