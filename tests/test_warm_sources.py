@@ -476,3 +476,127 @@ def test_a_forkserver_context_runs_an_edited_plugin_in_its_next_child(tmp_path: 
     assert new_server != server and out["pooled_edited"][1] == new_server
     assert out["launched"][0] == out["after_launch"][0] == "engine:third!"
     assert out["after_launch"][1] == out["launched"][1], "the launch's new server is shared"
+
+
+_LISTING_LAUNCHER = """
+import json, os, pathlib, sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+MODELS = pathlib.Path({site!r}) / "{pkg}" / "models"
+
+def launch(method):
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.engine:main", namespace=NS, start_method=method,
+        ready_timeout=120, join_timeout=120,
+    ) as group:
+        return group.results(timeout=120)[0]
+
+if __name__ == "__main__":
+    out = {{"first": launch("forkserver")}}
+    # What a launcher writes beside its script and in its working directory (both on
+    # sys.path, listed by importlib.metadata as the plugins load) keeps its warm server.
+    pathlib.Path(sys.argv[0]).with_name("log.txt").write_text("launched")
+    pathlib.Path("out.json").write_text("{{}}")
+    out["again"] = launch("forkserver")
+    (MODELS / "qwen.py").write_text("NAME = 'qwen'")  # a developer adds a model
+    out["added"], out["spawned"] = launch("forkserver"), launch("spawn")
+    print("OUT", json.dumps(out))
+"""
+
+# A registry built as its module is imported, from the modules its package's directory lists
+# (SGLang's model registry: pkgutil.iter_modules of its models package), hooked by the plugin.
+_REGISTRY = """
+import importlib, os, pkgutil
+from {pkg} import models
+
+def answer():
+    return "+".join(
+        importlib.import_module(f"{pkg}.models.{{m.name}}").NAME
+        for m in pkgutil.iter_modules(models.__path__)
+    )
+
+MODELS = answer()
+
+def registered():
+    return MODELS
+"""
+
+_LISTING_ENGINE = """
+import os
+
+def main():
+    from {pkg}.registry import registered
+    return [registered(), os.getppid()]
+"""
+
+_LISTING_PLUGIN = """
+import importlib.metadata
+from spawnkit.hooks import HookType
+import spawnkit
+
+def register():
+    # importlib.metadata lists every sys.path directory, the launcher's own among them
+    assert importlib.metadata.entry_points(group="{tag}.plugins", name="lists")
+    spawnkit.Namespace({tag!r}).hooks.register(
+        "{pkg}.registry.registered", lambda result: result + ":hooked", HookType.AFTER
+    )
+"""
+
+
+def test_a_module_added_to_a_directory_listed_at_import_is_found_by_the_next_warm_launch(
+    tmp_path: Path,
+) -> None:
+    app = write_app(
+        tmp_path, "wlist", _LISTING_LAUNCHER, plugins={"lists": "plugin:register"},
+        modules={
+            "plugin": _LISTING_PLUGIN, "registry": _REGISTRY, "engine": _LISTING_ENGINE,
+            "models.__init__": "", "models.llama": "NAME = 'llama'",
+        },
+    )  # fmt: skip
+    proc = run_script(app.script)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    (first, server), (again, same) = out["first"], out["again"]
+    assert first == again == "llama:hooked"
+    assert same == server, "files written on sys.path directories must keep the warm server"
+    # Before: 'llama:hooked' from the server's own listing, while a spawned worker found qwen.
+    added, new_server = out["added"]
+    assert added == out["spawned"][0] == "llama+qwen:hooked" and new_server != server
+
+
+def test_reads_notes_directories_listed_and_puts_the_listings_back(tmp_path: Path) -> None:
+    import glob
+    import pkgutil
+
+    listdir, scandir = os.listdir, os.scandir
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "c").mkdir()
+    with _sources.Reads() as reads:
+        list(pkgutil.iter_modules([str(tmp_path / "a")]))
+        glob.glob(str(tmp_path / "b" / "*.json"))
+        list((tmp_path / "c").iterdir())
+        with os.scandir(os.open(tmp_path, os.O_RDONLY)):  # a descriptor: no path
+            pass
+        kept = os.listdir
+        # what shutil's import asks: an rmtree imported meanwhile keeps its safe, fd-based way
+        assert os.scandir in os.supports_fd and os.listdir in os.supports_fd
+    assert reads.listed == {str(tmp_path / d) for d in "abc"}
+    assert os.listdir is listdir and os.scandir is scandir
+    assert kept not in os.supports_fd and scandir in os.supports_fd
+    assert kept(tmp_path) and reads.listed == {str(tmp_path / d) for d in "abc"}
+    sys.path.insert(0, str(tmp_path / "c"))  # a sys.path directory: the key's, not listed
+    try:
+        listed = [s[0] for s in _sources.snapshot(time.time_ns(), (), reads.listed)]
+    finally:
+        sys.path.remove(str(tmp_path / "c"))
+    assert str(tmp_path / "a") in listed and str(tmp_path / "b") in listed
+    assert str(tmp_path / "c") not in listed
+    a = str(tmp_path / "a")
+    sources = [s for s in _sources.snapshot(time.time_ns(), (), {a}) if s[0] == a]
+    assert len(sources) == 1 and _sources.changed(sources) == []
+    time.sleep(0.01)
+    (tmp_path / "a" / "new.py").write_text("")  # an entry comes: the directory's mtime moves
+    assert _sources.changed(sources) == [a]
