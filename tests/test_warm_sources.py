@@ -478,6 +478,10 @@ def test_a_forkserver_context_runs_an_edited_plugin_in_its_next_child(tmp_path: 
     assert out["after_launch"][1] == out["launched"][1], "the launch's new server is shared"
 
 
+#: A package's first ``__pycache__``, written as the server imports it, moves its directory's
+#: mtime once (one server more, then it settles): these tests look at one change at a time.
+_NO_PYC = {"PYTHONDONTWRITEBYTECODE": "1"}
+
 _LISTING_LAUNCHER = """
 import json, os, pathlib, sys
 sys.path.insert(0, {site!r})
@@ -555,7 +559,7 @@ def test_a_module_added_to_a_directory_listed_at_import_is_found_by_the_next_war
             "models.__init__": "", "models.llama": "NAME = 'llama'",
         },
     )  # fmt: skip
-    proc = run_script(app.script)
+    proc = run_script(app.script, env=_NO_PYC)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.split("OUT ", 1)[1])
     (first, server), (again, same) = out["first"], out["again"]
@@ -600,3 +604,87 @@ def test_reads_notes_directories_listed_and_puts_the_listings_back(tmp_path: Pat
     time.sleep(0.01)
     (tmp_path / "a" / "new.py").write_text("")  # an entry comes: the directory's mtime moves
     assert _sources.changed(sources) == [a]
+
+
+_BUILT_LAUNCHER = """
+import json, pathlib, sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+PACKAGE = pathlib.Path({site!r}) / "{pkg}"
+
+def launch(method):
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.engine:main", namespace=NS, start_method=method,
+        ready_timeout=120, join_timeout=120,
+    ) as group:
+        return group.results(timeout=120)[0]
+
+if __name__ == "__main__":
+    out = {{"first": launch("forkserver")}}
+    pathlib.Path(sys.argv[0]).with_name("log.txt").write_text("launched")
+    out["again"] = launch("forkserver")
+    (PACKAGE / "_fast.py").write_text("")  # an in-place build (build_ext --inplace) is done
+    out["built"], out["spawned"] = launch("forkserver"), launch("spawn")
+    print("OUT", json.dumps(out))
+"""
+
+# A hook target with an optional compiled part, as engines import theirs.
+_BUILT_ENGINE = """
+import os
+try:
+    from {pkg} import _fast
+    FAST = True
+except ImportError:
+    FAST = False
+
+def answer():
+    return "fast" if FAST else "slow"
+
+def main():
+    return [answer(), os.getppid()]
+"""
+
+
+def test_a_submodule_a_warm_server_failed_to_import_is_imported_once_it_is_there(
+    tmp_path: Path,
+) -> None:
+    app = write_app(
+        tmp_path, "wopt", _BUILT_LAUNCHER, plugins={"edits": "plugin:register"},
+        modules={"plugin": _PLUGIN, "engine": _BUILT_ENGINE},
+    )  # fmt: skip
+    proc = run_script(app.script, env=_NO_PYC)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    (first, server), (again, same) = out["first"], out["again"]
+    assert first == again == "slow:v1"
+    assert same == server, "a file written beside the launching script keeps the warm server"
+    # Before: 'slow:v1' from the server's failed import, while a spawned worker ran fast.
+    built, new_server = out["built"]
+    assert built == out["spawned"][0] == "fast:v1" and new_server != server
+
+
+def test_reads_notes_where_a_submodule_was_missed_and_leaves_meta_path_as_it_was(
+    tmp_path: Path,
+) -> None:
+    import importlib
+
+    package = tmp_path / "wopt_probe_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    finders = list(sys.meta_path)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with _sources.Reads() as reads:
+            importlib.import_module("wopt_probe_pkg")
+            with pytest.raises(ImportError):
+                importlib.import_module("wopt_probe_pkg._fast")
+            with pytest.raises(ImportError):
+                importlib.import_module("wopt_probe_top_level_missing")  # sys.path: the key's
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [n for n in sys.modules if n.startswith("wopt_probe")]:
+            del sys.modules[name]
+    assert reads.listed == {str(package)}
+    assert sys.meta_path == finders

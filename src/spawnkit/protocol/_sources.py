@@ -103,10 +103,29 @@ class _NotedListing:
         return self.listed(path)
 
 
+class _NotedMisses:
+    """Last on ``sys.meta_path`` while the server bootstraps: asked only for a module no other
+    finder found, it notes the package directories a submodule was looked for in (an
+    optional ``from eng import _fast`` that failed) and finds nothing itself.  A module put
+    there since (``build_ext --inplace`` done) is imported by a spawned worker; a warm one kept
+    the server's fallback.  A top-level module is looked for on ``sys.path``: not noted."""
+
+    __slots__ = ("paths",)
+
+    def __init__(self, paths: set[str]) -> None:
+        self.paths: set[str] | None = paths
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        paths = self.paths
+        if paths is not None and path is not None:
+            paths.update(os.path.abspath(entry) for entry in path if isinstance(entry, str))
+
+
 class Reads:
     """The files opened for reading during the block (``open``, ``io.open``, what pathlib's
-    ``read_text`` calls), and the directories listed (``os.listdir``, ``os.scandir``), for
-    :func:`snapshot`; a file opened to write or update is output."""
+    ``read_text`` calls), and the directories listed (``os.listdir``, ``os.scandir``) or
+    searched in vain for a submodule, for :func:`snapshot`; a file opened to write or update
+    is output."""
 
     def __enter__(self) -> Reads:
         self.paths: set[str] = set()
@@ -120,6 +139,8 @@ class Reads:
             setattr(os, name, noted)
             if noted.listed in os.supports_fd:  # shutil's import asks (its rmtree's safe way)
                 os.supports_fd.add(noted)
+        self._misses = _NotedMisses(self.listed)
+        sys.meta_path.append(self._misses)
         # Python 3.10's pathlib opens and lists through the functions its accessor kept at
         # import (3.11 looks them up)
         self._accessor = getattr(sys.modules.get("pathlib"), "_NormalAccessor", None)
@@ -133,6 +154,9 @@ class Reads:
             builtins.open = opened
         if io.open is ours:
             io.open = opened
+        self._misses.paths = None
+        if self._misses in sys.meta_path:
+            sys.meta_path.remove(self._misses)
         for name, noted in self._lists.items():
             noted.paths = None
             os.supports_fd.discard(noted)
