@@ -402,3 +402,289 @@ def test_an_optional_configuration_created_between_warm_launches_is_read(tmp_pat
     assert first == again == "engine:default" and same == server  # still missing: kept
     created, new_server = out["created"]
     assert created == out["spawned"][0] == "engine:tuned" and new_server != server
+
+
+_CONTEXT_LAUNCHER = """
+import json, os, pathlib, sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+PLUGIN = pathlib.Path({site!r}) / "{pkg}" / "plugin.py"
+
+def child(ctx):
+    from {pkg}.engine import put
+    queue = ctx.Queue()
+    proc = ctx.Process(target=put, args=(queue,))
+    proc.start()
+    said = queue.get(timeout=120)
+    proc.join(60)
+    return said
+
+def pool(ctx):
+    from {pkg}.engine import main
+    with ctx.Pool(1, maxtasksperchild=1) as workers:
+        return workers.apply_async(main).get(120)
+
+def edit(old, new):
+    PLUGIN.write_text(PLUGIN.read_text().replace(old, new))  # longer: see the first test
+
+if __name__ == "__main__":
+    warm = spawnkit.get_context("forkserver", namespace=NS)
+    cold = spawnkit.get_context("spawn", namespace=NS)
+    out = {{"first": child(warm), "again": child(warm), "pooled": pool(warm)}}
+    edit(":v1", ":second")
+    out["edited"], out["spawned"] = child(warm), child(cold)[0]
+    out["pooled_edited"] = pool(warm)
+    edit(":second", ":third!")
+    # A launch meets the edit first and lets the context's server go: the context's next
+    # child must not fail for it (ForkServerError "was shut down" before).
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.engine:main", namespace=NS, start_method="forkserver", ready_timeout=120,
+    ) as group:
+        out["launched"] = group.results(timeout=120)[0]
+    try:
+        out["after_launch"] = child(warm)
+    except Exception as exc:
+        out["after_launch"] = [type(exc).__name__, str(exc)]
+    print("OUT", json.dumps(out))
+"""
+
+_CONTEXT_ENGINE = _ENGINE + """
+def put(queue):
+    queue.put(main())
+"""
+
+
+def test_a_forkserver_context_runs_an_edited_plugin_in_its_next_child(tmp_path: Path) -> None:
+    """A context keeps its warm server for its life: a plugin edited between two of its
+    children ran as it was in the second (a spawn context's ran the edit), unsaid; and once a
+    launch had let that server go for the edit, the context's next child failed."""
+    app = write_app(
+        tmp_path, "wctx", _CONTEXT_LAUNCHER, plugins={"edits": "plugin:register"},
+        modules={"plugin": _PLUGIN, "engine": _CONTEXT_ENGINE},
+    )  # fmt: skip
+    proc = run_script(app.script)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    (first, server), (again, same) = out["first"], out["again"]
+    assert first == again == out["pooled"][0] == "engine:v1"
+    assert same == server == out["pooled"][1], "an unchanged plugin keeps the context's server"
+    edited, new_server = out["edited"]
+    # Before the fix: 'engine:v1' from the context's first server.
+    assert edited == out["spawned"] == out["pooled_edited"][0] == "engine:second"
+    assert new_server != server and out["pooled_edited"][1] == new_server
+    assert out["launched"][0] == out["after_launch"][0] == "engine:third!"
+    assert out["after_launch"][1] == out["launched"][1], "the launch's new server is shared"
+
+
+#: A package's first ``__pycache__``, written as the server imports it, moves its directory's
+#: mtime once (one server more, then it settles): these tests look at one change at a time.
+_NO_PYC = {"PYTHONDONTWRITEBYTECODE": "1"}
+
+_LISTING_LAUNCHER = """
+import json, os, pathlib, sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+MODELS = pathlib.Path({site!r}) / "{pkg}" / "models"
+
+def launch(method):
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.engine:main", namespace=NS, start_method=method,
+        ready_timeout=120, join_timeout=120,
+    ) as group:
+        return group.results(timeout=120)[0]
+
+if __name__ == "__main__":
+    out = {{"first": launch("forkserver")}}
+    # What a launcher writes beside its script and in its working directory (both on
+    # sys.path, listed by importlib.metadata as the plugins load) keeps its warm server.
+    pathlib.Path(sys.argv[0]).with_name("log.txt").write_text("launched")
+    pathlib.Path("out.json").write_text("{{}}")
+    out["again"] = launch("forkserver")
+    (MODELS / "qwen.py").write_text("NAME = 'qwen'")  # a developer adds a model
+    out["added"], out["spawned"] = launch("forkserver"), launch("spawn")
+    print("OUT", json.dumps(out))
+"""
+
+# A registry built as its module is imported, from the modules its package's directory lists
+# (SGLang's model registry: pkgutil.iter_modules of its models package), hooked by the plugin.
+_REGISTRY = """
+import importlib, os, pkgutil
+from {pkg} import models
+
+def answer():
+    return "+".join(
+        importlib.import_module(f"{pkg}.models.{{m.name}}").NAME
+        for m in pkgutil.iter_modules(models.__path__)
+    )
+
+MODELS = answer()
+
+def registered():
+    return MODELS
+"""
+
+_LISTING_ENGINE = """
+import os
+
+def main():
+    from {pkg}.registry import registered
+    return [registered(), os.getppid()]
+"""
+
+_LISTING_PLUGIN = """
+import importlib.metadata
+from spawnkit.hooks import HookType
+import spawnkit
+
+def register():
+    # importlib.metadata lists every sys.path directory, the launcher's own among them
+    assert importlib.metadata.entry_points(group="{tag}.plugins", name="lists")
+    spawnkit.Namespace({tag!r}).hooks.register(
+        "{pkg}.registry.registered", lambda result: result + ":hooked", HookType.AFTER
+    )
+"""
+
+
+def test_a_module_added_to_a_directory_listed_at_import_is_found_by_the_next_warm_launch(
+    tmp_path: Path,
+) -> None:
+    app = write_app(
+        tmp_path, "wlist", _LISTING_LAUNCHER, plugins={"lists": "plugin:register"},
+        modules={
+            "plugin": _LISTING_PLUGIN, "registry": _REGISTRY, "engine": _LISTING_ENGINE,
+            "models.__init__": "", "models.llama": "NAME = 'llama'",
+        },
+    )  # fmt: skip
+    proc = run_script(app.script, env=_NO_PYC)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    (first, server), (again, same) = out["first"], out["again"]
+    assert first == again == "llama:hooked"
+    assert same == server, "files written on sys.path directories must keep the warm server"
+    # Before: 'llama:hooked' from the server's own listing, while a spawned worker found qwen.
+    added, new_server = out["added"]
+    assert added == out["spawned"][0] == "llama+qwen:hooked" and new_server != server
+
+
+def test_reads_notes_directories_listed_and_puts_the_listings_back(tmp_path: Path) -> None:
+    import glob
+    import pkgutil
+
+    listdir, scandir = os.listdir, os.scandir
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "c").mkdir()
+    with _sources.Reads() as reads:
+        list(pkgutil.iter_modules([str(tmp_path / "a")]))
+        glob.glob(str(tmp_path / "b" / "*.json"))
+        list((tmp_path / "c").iterdir())
+        with os.scandir(os.open(tmp_path, os.O_RDONLY)):  # a descriptor: no path
+            pass
+        kept = os.listdir
+        # what shutil's import asks: an rmtree imported meanwhile keeps its safe, fd-based way
+        assert os.scandir in os.supports_fd and os.listdir in os.supports_fd
+    assert reads.listed == {str(tmp_path / d) for d in "abc"}
+    assert os.listdir is listdir and os.scandir is scandir
+    assert kept not in os.supports_fd and scandir in os.supports_fd
+    assert kept(tmp_path) and reads.listed == {str(tmp_path / d) for d in "abc"}
+    sys.path.insert(0, str(tmp_path / "c"))  # a sys.path directory: the key's, not listed
+    try:
+        listed = [s[0] for s in _sources.snapshot(time.time_ns(), (), reads.listed)]
+    finally:
+        sys.path.remove(str(tmp_path / "c"))
+    assert str(tmp_path / "a") in listed and str(tmp_path / "b") in listed
+    assert str(tmp_path / "c") not in listed
+    a = str(tmp_path / "a")
+    sources = [s for s in _sources.snapshot(time.time_ns(), (), {a}) if s[0] == a]
+    assert len(sources) == 1 and _sources.changed(sources) == []
+    time.sleep(0.01)
+    (tmp_path / "a" / "new.py").write_text("")  # an entry comes: the directory's mtime moves
+    assert _sources.changed(sources) == [a]
+
+
+_BUILT_LAUNCHER = """
+import json, pathlib, sys
+sys.path.insert(0, {site!r})
+import spawnkit
+
+NS = spawnkit.Namespace({tag!r}, env_prefix={prefix!r})
+PACKAGE = pathlib.Path({site!r}) / "{pkg}"
+
+def launch(method):
+    with spawnkit.spawn_with_plugins(
+        "{pkg}.engine:main", namespace=NS, start_method=method,
+        ready_timeout=120, join_timeout=120,
+    ) as group:
+        return group.results(timeout=120)[0]
+
+if __name__ == "__main__":
+    out = {{"first": launch("forkserver")}}
+    pathlib.Path(sys.argv[0]).with_name("log.txt").write_text("launched")
+    out["again"] = launch("forkserver")
+    (PACKAGE / "_fast.py").write_text("")  # an in-place build (build_ext --inplace) is done
+    out["built"], out["spawned"] = launch("forkserver"), launch("spawn")
+    print("OUT", json.dumps(out))
+"""
+
+# A hook target with an optional compiled part, as engines import theirs.
+_BUILT_ENGINE = """
+import os
+try:
+    from {pkg} import _fast
+    FAST = True
+except ImportError:
+    FAST = False
+
+def answer():
+    return "fast" if FAST else "slow"
+
+def main():
+    return [answer(), os.getppid()]
+"""
+
+
+def test_a_submodule_a_warm_server_failed_to_import_is_imported_once_it_is_there(
+    tmp_path: Path,
+) -> None:
+    app = write_app(
+        tmp_path, "wopt", _BUILT_LAUNCHER, plugins={"edits": "plugin:register"},
+        modules={"plugin": _PLUGIN, "engine": _BUILT_ENGINE},
+    )  # fmt: skip
+    proc = run_script(app.script, env=_NO_PYC)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.split("OUT ", 1)[1])
+    (first, server), (again, same) = out["first"], out["again"]
+    assert first == again == "slow:v1"
+    assert same == server, "a file written beside the launching script keeps the warm server"
+    # Before: 'slow:v1' from the server's failed import, while a spawned worker ran fast.
+    built, new_server = out["built"]
+    assert built == out["spawned"][0] == "fast:v1" and new_server != server
+
+
+def test_reads_notes_where_a_submodule_was_missed_and_leaves_meta_path_as_it_was(
+    tmp_path: Path,
+) -> None:
+    import importlib
+
+    package = tmp_path / "wopt_probe_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    finders = list(sys.meta_path)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        with _sources.Reads() as reads:
+            importlib.import_module("wopt_probe_pkg")
+            with pytest.raises(ImportError):
+                importlib.import_module("wopt_probe_pkg._fast")
+            with pytest.raises(ImportError):
+                importlib.import_module("wopt_probe_top_level_missing")  # sys.path: the key's
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in [n for n in sys.modules if n.startswith("wopt_probe")]:
+            del sys.modules[name]
+    assert reads.listed == {str(package)}
+    assert sys.meta_path == finders

@@ -16,6 +16,14 @@ read.  While the server bootstraps and preloads, ``open`` notes each file opened
 (:class:`Reads`), and those are listed too, a missing one as missing (its coming is a
 change).  Not the kernel's own files (``/proc``, ``/sys``, ``/dev``: they read as changed at
 every look), nor what the installed trees hold.
+
+And a directory listed as it loads (``os.listdir``, ``os.scandir``: ``pkgutil.iter_modules``,
+``glob``, ``os.walk``, ``Path.iterdir``): a registry that imports every module of its package
+(SGLang's model registry), a plugin that reads each ``*.json`` of its directory.  A spawned
+worker lists it again and finds a file added since; a warm one had the server's list.  The
+directory's own ``stat`` moves when an entry comes or goes.  Not a ``sys.path`` directory
+(what ``importlib.metadata`` lists: what is installed there is the key's, and a launcher's
+log or output written beside its script would start a server at every launch).
 """
 
 from __future__ import annotations
@@ -78,19 +86,65 @@ class _NotedOpen:
         return self.opened(file, mode, *args, **kwargs)
 
 
+class _NotedListing:
+    """``os.listdir`` or ``os.scandir`` while the server bootstraps: lists, and notes the
+    directory (``None``: the working directory); after the block it notes nothing."""
+
+    __slots__ = ("listed", "paths")
+
+    def __init__(self, listed: Any) -> None:
+        self.listed = listed
+        self.paths: set[str] | None = set()
+
+    def __call__(self, path: Any = None) -> Any:
+        paths = self.paths
+        if paths is not None and (path is None or isinstance(path, (str, bytes, os.PathLike))):
+            paths.add(os.path.abspath(os.fsdecode("." if path is None else path)))
+        return self.listed(path)
+
+
+class _NotedMisses:
+    """Last on ``sys.meta_path`` while the server bootstraps: asked only for a module no other
+    finder found, it notes the package directories a submodule was looked for in (an
+    optional ``from eng import _fast`` that failed) and finds nothing itself.  A module put
+    there since (``build_ext --inplace`` done) is imported by a spawned worker; a warm one kept
+    the server's fallback.  A top-level module is looked for on ``sys.path``: not noted."""
+
+    __slots__ = ("paths",)
+
+    def __init__(self, paths: set[str]) -> None:
+        self.paths: set[str] | None = paths
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        paths = self.paths
+        if paths is not None and path is not None:
+            paths.update(os.path.abspath(entry) for entry in path if isinstance(entry, str))
+
+
 class Reads:
     """The files opened for reading during the block (``open``, ``io.open``, what pathlib's
-    ``read_text`` calls), for :func:`snapshot`; a file opened to write or update is output."""
+    ``read_text`` calls), and the directories listed (``os.listdir``, ``os.scandir``) or
+    searched in vain for a submodule, for :func:`snapshot`; a file opened to write or update
+    is output."""
 
     def __enter__(self) -> Reads:
         self.paths: set[str] = set()
+        self.listed: set[str] = set()
         self._ours = ours = _NotedOpen(builtins.open)
         ours.paths = self.paths
         builtins.open = io.open = ours
-        # Python 3.10's pathlib opens through the io.open it kept at import (3.11 looks it up)
+        self._lists = {name: _NotedListing(getattr(os, name)) for name in _LISTINGS}
+        for name, noted in self._lists.items():
+            noted.paths = self.listed
+            setattr(os, name, noted)
+            if noted.listed in os.supports_fd:  # shutil's import asks (its rmtree's safe way)
+                os.supports_fd.add(noted)
+        self._misses = _NotedMisses(self.listed)
+        sys.meta_path.append(self._misses)
+        # Python 3.10's pathlib opens and lists through the functions its accessor kept at
+        # import (3.11 looks them up)
         self._accessor = getattr(sys.modules.get("pathlib"), "_NormalAccessor", None)
-        if self._accessor is not None and vars(self._accessor).get("open") is ours.opened:
-            self._accessor.open = ours
+        self._swap(ours.opened, ours, {n: (w.listed, w) for n, w in self._lists.items()})
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -100,14 +154,38 @@ class Reads:
             builtins.open = opened
         if io.open is ours:
             io.open = opened
-        if self._accessor is not None and vars(self._accessor).get("open") is ours:
-            self._accessor.open = opened
+        self._misses.paths = None
+        if self._misses in sys.meta_path:
+            sys.meta_path.remove(self._misses)
+        for name, noted in self._lists.items():
+            noted.paths = None
+            os.supports_fd.discard(noted)
+            if getattr(os, name) is noted:
+                setattr(os, name, noted.listed)
+        self._swap(ours, opened, {n: (w, w.listed) for n, w in self._lists.items()})
+
+    def _swap(self, old: Any, new: Any, lists: dict[str, tuple[Any, Any]]) -> None:
+        """Python 3.10's ``pathlib._NormalAccessor``: each of its functions that is ``old``
+        (``open``; per name in ``lists``, the listing's) becomes ``new``."""
+        accessor = self._accessor
+        if accessor is None:
+            return
+        for name, (was, now) in {"open": (old, new), **lists}.items():
+            if vars(accessor).get(name) is was:
+                setattr(accessor, name, now)
 
 
-def snapshot(started_ns: int, read: Iterable[str] = ()) -> list[Source]:
-    """In the server, once ready: every imported module's file, and every file in ``read``,
-    outside the installed trees that can be looked at now (a module inside a zip cannot, and
-    is left out, or it would read as changed at every launch).
+#: The functions that list a directory, as the standard library's helpers call them.
+_LISTINGS = ("listdir", "scandir")
+
+
+def snapshot(
+    started_ns: int, read: Iterable[str] = (), listed: Iterable[str] = ()
+) -> list[Source]:
+    """In the server, once ready: every imported module's file, every file in ``read`` and
+    every directory in ``listed`` but those on ``sys.path``, outside the installed trees that
+    can be looked at now (a module inside a zip cannot, and is left out, or it would read as
+    changed at every launch).
 
     A file changed since the server started (``started_ns``, wall clock) may have changed
     after the server imported it: it is listed as changed already, so the next launch starts
@@ -118,7 +196,8 @@ def snapshot(started_ns: int, read: Iterable[str] = ()) -> list[Source]:
     now_ns = time.time_ns()
     seen: set[str] = set()
     out: list[Source] = []
-    read = set(read)
+    on_path = {os.path.abspath(entry) for entry in sys.path}
+    read = set(read) | (set(listed) - on_path)
     files = [getattr(module, "__file__", None) for module in list(sys.modules.values())]
     for path in [*files, *sorted(read), *_mapped_libraries()]:
         if not isinstance(path, str):

@@ -140,12 +140,27 @@ def _start_process(self: Any, base_start: Any) -> None:
     if self._start_method == "forkserver":
         from spawnkit.protocol import warm
 
-        with warm.launching(self._spawnkit_server):
+        server = _context_server(self)
+        self._spawnkit_forked_from = server  # its own, whichever the context has later
+        with warm.launching(server):
             base_start(self)
     elif self._start_method != "fork":
         base_start(self)
     else:
         _start_forked(self, base_start)
+
+
+def _context_server(proc: Any) -> Any:
+    """The context's warm server, a new one where a file its workers run changed since it
+    started (``warm.for_context``); kept on the context's Process class from then on."""
+    from spawnkit.protocol import warm
+
+    owner: Any = next(c for c in type(proc).__mro__ if "_spawnkit_server" in vars(c))
+    server = owner._spawnkit_server
+    current = warm.for_context(server, proc._spawnkit_spec.namespace, owner._spawnkit_lease)
+    if current is not server:
+        owner._spawnkit_server = current
+    return current
 
 
 def _start_forked(self: Any, base_start: Any) -> None:
@@ -232,7 +247,8 @@ def _server_gone(proc: Any, err: Exception) -> Exception | None:
     of its own, it may still run) is classified once the server is seen to end, bounded:
     checked at once, a killed server whose pipes had closed but that ``waitpid`` could not yet
     reap was found running, and the OOM killer's work told as the child's exit (CI)."""
-    server = getattr(proc, "_spawnkit_server", None) if proc._start_method == "forkserver" else None
+    forked = proc._start_method == "forkserver"
+    server = proc.__dict__.get("_spawnkit_forked_from") if forked else None
     if server is None:
         return None
     ending = getattr(proc._popen, "status_lost", False)  # the server is ending: see it end
@@ -350,6 +366,7 @@ def _reduce_ex(self: Any, protocol: int) -> tuple[Any, ...]:
     """Pickle as the fixed class, the spec in the state and the call as opaque bytes; an
     engine's subclass travels in those bytes too, with its own attributes (its arguments)."""
     state = dict(self.__dict__)
+    state.pop("_spawnkit_forked_from", None)  # the launcher's handle on its server
     call: tuple[Any, ...] = (
         state.pop("_target", None), state.pop("_args", ()), state.pop("_kwargs", {})
     )  # fmt: skip

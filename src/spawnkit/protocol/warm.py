@@ -60,6 +60,7 @@ __all__ = [
     "WarmServer",
     "bootstrap_mode",
     "current_server",
+    "for_context",
     "get_server",
     "launcher_modules",
     "launching",
@@ -151,6 +152,7 @@ class WarmServer:
         #: env= entries read only as a process starts, or by the server: it is exec'd with them
         self.exec_env = exec_env or {}
         self.let_go_why = ""  # why a later launch left it for a new server (let_go)
+        self.edited = False  # let go because a file its workers run changed (_as_found)
         #: the leases of those that may still start workers from it (see Lease)
         self.holders: weakref.WeakSet[Lease] = weakref.WeakSet()
         self.pid: int | None = None
@@ -832,8 +834,34 @@ def _as_found(server: WarmServer) -> bool:
         len(edited),
     )
     server.let_go(f"{edited[0]} changed since it started ({len(edited)} file(s) in all)")
+    server.edited = True
     _retired.append(server)
     return False
+
+
+def for_context(server: WarmServer, namespace: Any, holder: Lease | None) -> WarmServer:
+    """The server a ``get_context("forkserver")`` context's next child forks from: ``server``
+    while every file its workers run is as it found it, else one started for the same
+    selection now, as the next launch gets (:func:`_as_found`).
+
+    A context keeps its server for its life (a pool replacing workers, an engine making its
+    processes from one module-level context): a plugin or hook target edited since ran as it
+    was in every later child, where a ``"spawn"`` context's ran the edit, unsaid; and a child
+    started after some launch had let that server go for the edit failed instead.  The same
+    ``stat`` per listed file as a launch's look."""
+    if not server.edited and not _sources.changed(server.sources):
+        return server
+    if holder is not None:  # no longer this context's: let go by the new one's start
+        server.holders.discard(holder)
+    return get_server(
+        server.package,
+        server.preload,
+        namespace,
+        server.boot,
+        server.start_timeout,
+        server.exec_env,
+        holder,
+    )
 
 
 def shutdown_forkservers(timeout: float = _STOP_TIMEOUT) -> int:

@@ -266,7 +266,7 @@ def _prepare(
     # who asked for a rank while there was none: the launcher warns (WarmServerWarning);
     # the files whose code its workers run: the launcher forks from it while none changed
     report = {"started": started, "rankless": take_rankless_reads()}
-    sources = _sources.snapshot(int(started * 1e9), reads.paths)
+    sources = _sources.snapshot(int(started * 1e9), reads.paths, reads.listed)
     status.send(proto.Ready({**report, "sources": sources}))
     return spares
 
