@@ -670,3 +670,88 @@ def test_a_subclass_with_a_forward_of_its_own_stays_another_op(cpu_ns: Any) -> N
     parametrize.register_parametrization(wrapped, "scale", _Scale())
     assert type(wrapped).__name__ == "ParametrizedShifted" and wrapped(torch.zeros(1)).item() == 5
     assert ToyChild(namespace=cpu_ns)(torch.zeros(1)).item() == 2  # at its home: another op
+
+
+class _Graphs:
+    """A ``torch.compile`` backend that records the size of each graph a call runs."""
+
+    def __init__(self) -> None:
+        self.ran: list[int] = []
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        kinds = ("call_function", "call_method", "call_module")
+        size = sum(node.op in kinds for node in gm.graph.nodes)
+
+        def run(*args: Any) -> Any:
+            self.ran.append(size)
+            return gm.forward(*args)
+
+        return run
+
+
+@pytest.mark.parametrize("fullgraph", [True, False])
+def test_compiling_before_the_first_call_keeps_every_op_in_one_graph(
+    cpu_ns: Any, fullgraph: bool
+) -> None:
+    """``torch.compile(model)`` before any eager call: each op chose its kernel inside dynamo's
+    trace, whose platform initialization and registry locks it cannot trace: a graph break at
+    every op, kept in the compiled code (two graphs a call, the ops run between them, unsaid),
+    and ``fullgraph=True`` (vLLM's compile) failed with dynamo's "Unsupported context
+    manager" inside spawnkit."""
+    CustomOp.register_oot_forward(Toy, fn=_oot, platform_key="cpu")
+    model = torch.nn.Sequential(
+        torch.nn.Linear(4, 4), Toy(namespace=cpu_ns), RMSNorm(4, namespace=cpu_ns),
+        NativeOnly(namespace=cpu_ns), torch.nn.Linear(4, 4),
+    )  # fmt: skip
+    reference = copy.deepcopy(model)
+    graphs = _Graphs()
+    compiled = torch.compile(model, backend=graphs, fullgraph=fullgraph)
+    x = torch.randn(2, 4)
+    for _ in range(2):
+        graphs.ran.clear()
+        torch.testing.assert_close(compiled(x), reference(x))
+        assert len(graphs.ran) == 1, graphs.ran
+    choices = [op.dispatch_choice for op in model[1:4]]
+    assert choices == ["oot:cpu", "forward_native", "forward_native"]
+    torch.testing.assert_close(model(x), reference(x))  # eager calls afterwards choose alike
+
+
+def test_a_hook_on_the_chosen_kernel_is_compiled_in(cpu_ns: Any, mods: Any, registry: Any) -> None:
+    """Control: the kernel compiled in is the class's method as it is now, hooks included."""
+    ops = mods.load("ops", _OPS)
+    registry.register(mods.name("ops.Norm.forward_cpu"), lambda o, s, x: o(s, x) * 10, "AROUND")
+    registry.apply_hooks()
+    graphs = _Graphs()
+    op = ops.Norm(namespace=cpu_ns)
+    compiled = torch.compile(op, backend=graphs, fullgraph=True)
+    assert compiled(torch.zeros(1)).item() == 20 and graphs.ran
+    assert op.dispatch_choice == "forward_cpu"
+
+
+def test_a_choice_made_while_compiling_still_warns_and_refuses(site: PluginSite) -> None:
+    """Control: the ``CustomOpWarning`` of a choice made in the trace is issued; escalated, or
+    an op with no forward, the call fails with spawnkit's text (dynamo wraps what a function
+    it runs at trace time raises in its own error, naming the type)."""
+    _ascend(site)
+
+    class Norm(RMSNorm):
+        pass
+
+    class Empty(CustomOp):
+        pass
+
+    CustomOp.register_oot_forward(Norm, fn=_oot, platform_key="ascend")
+    x = torch.ones(1, 4)
+    with pytest.warns(CustomOpWarning, match="platform_key='npu'"):
+        torch.compile(Norm(4, namespace=site.ns), backend="eager", fullgraph=True)(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CustomOpWarning)
+
+        class Other(RMSNorm):
+            pass
+
+        CustomOp.register_oot_forward(Other, fn=_oot, platform_key="ascend")
+        with pytest.raises(Exception, match=r"CustomOpWarning: .* platform_key='npu'"):
+            torch.compile(Other(4, namespace=site.ns), backend="eager")(x)
+    with pytest.raises(Exception, match=r"CustomOpError: .* define forward_native"):
+        torch.compile(Empty(namespace=site.ns), backend="eager")(x)

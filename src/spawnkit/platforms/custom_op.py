@@ -6,7 +6,8 @@ platform (as SGLang and vLLM run it), then ``forward_native``; on ROCm a kernel 
 ``rocm``/``hip`` and ``forward_hip`` come before the CUDA ones.
 Decided at the first call, not construction, because models are often built before
 ``init_backend()`` registers the kernels; the choice is then kept on the instance (``_kernel``)
-and the class's ``forward`` still runs at every call, so a hook on it runs every time. Keyed by
+and the class's ``forward`` still runs at every call, so a hook on it runs every time (a first
+call inside ``torch.compile``'s trace chooses at trace time and pins nothing). Keyed by
 exact class: a subclass does not inherit its parent's kernel, except the class that now stands
 at its parent's home (a plugin's class REPLACE of the op) and a class made at run time with no
 forward of its own (torch's ``parametrize``, FSDP2's ``fully_shard``).
@@ -210,6 +211,8 @@ class CustomOp(torch.nn.Module):
         """Run the kernel chosen at this instance's first call (choosing it then)."""
         impl = self.__dict__.get("_kernel")
         if impl is None:
+            if _is_compiling():
+                return _run_compiled(self, args, kwargs)
             choice, impl = self._choose_forward()
             self._dispatch_choice = choice
             self.__dict__["_kernel"] = impl
@@ -240,6 +243,42 @@ class CustomOp(torch.nn.Module):
 
 
 _forward = CustomOp.forward
+_is_compiling = torch.compiler.is_compiling
+#: (op class, ``oot:<key>``) -> the kernel a choice made while compiling found
+_compiled_kernels: dict[tuple[type, str], Callable[..., Any]] = {}
+
+
+def _choice_while_compiling(op: CustomOp) -> str:
+    """Choose ``op``'s kernel as Python, outside dynamo's trace, and give the trace its name.
+
+    ``torch.compile(model)`` before the model's first eager call made each op choose inside
+    the trace, where the platform's initialization and the registry's locks cannot be traced:
+    a graph break at every op, frozen into the compiled code (the model ran as pieces, each
+    op outside the graph, unsaid), and ``fullgraph=True`` (vLLM's compile) failed inside
+    spawnkit.  Marked as ``torch.compiler.assume_constant_result`` marks a function, without
+    importing ``torch._dynamo`` (seconds) for every process that imports ``CustomOp``: dynamo
+    runs it as Python at trace time and keeps the answer.  Nothing is pinned on the instance
+    (``_kernel``), which the trace read as absent: a later eager call chooses again, the same.
+    What the choice raises (``CustomOpError``, an escalated ``CustomOpWarning``) reaches the
+    caller as the cause of dynamo's ``InternalTorchDynamoError``, whose message is its text.
+    """
+    choice, impl = op._choose_forward()
+    op._dispatch_choice = choice
+    if choice.startswith("oot:"):
+        _compiled_kernels[(type(op), choice)] = impl.__func__  # type: ignore[attr-defined]
+    return choice
+
+
+_choice_while_compiling._dynamo_marked_constant = True  # type: ignore[attr-defined]
+
+
+def _run_compiled(op: CustomOp, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The chosen kernel, as code dynamo traces into the graph (a method looked up on the
+    class, so a hook on ``forward_cuda`` is traced too)."""
+    choice = _choice_while_compiling(op)
+    if choice.startswith("oot:"):
+        return _compiled_kernels[(type(op), choice)](op, *args, **kwargs)
+    return getattr(op, choice)(*args, **kwargs)
 
 
 def _dispatch_order(platform: Any) -> tuple[tuple[tuple[str, ...], str], ...]:
