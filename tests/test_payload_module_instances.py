@@ -110,3 +110,25 @@ def test_module_level_values_that_unpickle_as_themselves_are_not_noted() -> None
     import re
 
     assert Payload.capture({"flags": re.IGNORECASE, "none": None, "n": 3}).instances == ()
+
+
+class _Held:
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+
+def test_the_pickle_globals_reader_finds_a_class_in_every_protocol() -> None:
+    """One reader of a pickle's globals serves the launcher's capture and a worker whose
+    opcode simulation gave up (``_payload_hooks``): GLOBAL and INST (protocols 0, 1), a
+    memoized STACK_GLOBAL (2-5), a second object of one class read back through the memo."""
+    import pickle
+
+    from spawnkit.spec._held_instances import class_refs
+
+    ref = (__name__, "_Held")
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        data = pickle.dumps({"a": _Held(1), "b": [_Held(2), Path("x")]}, protocol)
+        found = class_refs(data)
+        assert ref in found, (protocol, found)
+        assert any(module.startswith("pathlib") for module, _ in found), (protocol, found)
+    assert class_refs(b"not a pickle") == set()

@@ -203,7 +203,9 @@ def _references(data: bytes) -> set[tuple[str, str]]:
     try:
         return _built(pickletools, data)
     except Exception:
-        return _globals(pickletools, data)
+        from spawnkit.spec._held_instances import class_refs  # every global: rare, here only
+
+        return class_refs(data)
 
 
 def _built(pickletools: Any, data: bytes) -> set[tuple[str, str]]:
@@ -241,40 +243,6 @@ def _built(pickletools: Any, data: bytes) -> set[tuple[str, str]]:
         elif name in ("GET", "BINGET", "LONG_BINGET"):
             pushed = memo.get(arg)
         stack.extend([pushed] * len(opcode.stack_after))
-    return found
-
-
-def _globals(pickletools: Any, data: bytes) -> set[tuple[str, str]]:
-    """Every global a pickle loads (its classes, among others): how a pickle the simulation
-    cannot follow is read."""
-    found: set[tuple[str, str]] = set()
-    strings: list[str | None] = []  # what each opcode pushed, None for what was not a string
-    memo: dict[int, str | None] = {}
-    try:
-        for opcode, arg, _pos in pickletools.genops(data):
-            name = opcode.name
-            if name in _STRINGS:
-                strings.append(arg if isinstance(arg, str) else None)
-                continue
-            if name == "GLOBAL" and isinstance(arg, str):
-                module, _, qualname = arg.partition(" ")
-                found.add((module, qualname))
-            elif name == "STACK_GLOBAL" and len(strings) >= 2:
-                pushed_module, pushed_name = strings[-2], strings[-1]
-                if pushed_module is not None and pushed_name is not None:
-                    found.add((pushed_module, pushed_name))
-            elif name == "MEMOIZE":
-                memo[len(memo)] = strings[-1] if strings else None
-                continue  # the value stays on the stack
-            elif name in ("BINPUT", "LONG_BINPUT", "PUT") and isinstance(arg, int):
-                memo[arg] = strings[-1] if strings else None
-                continue
-            elif name in ("BINGET", "LONG_BINGET", "GET") and isinstance(arg, int):
-                strings.append(memo.get(arg))
-                continue
-            strings.append(None)
-    except Exception:  # not a pickle this reader follows: what was found so far
-        pass
     return found
 
 

@@ -10,7 +10,9 @@ them with its applied targets (``bootstrap/_payload_hooks.copied_instances``).
 
 Found from the pickle's class references: a module that defines a class the payload builds
 and holds an instance of it as a global (``ENGINE = Engine()``); only then is the payload
-walked for that object.  Parent side only: imported by ``Payload.capture``.
+walked for that object.  Imported by ``Payload.capture`` in the launcher, and by a worker only
+to read a pickle's globals (``class_refs``) where its opcode simulation gave up
+(``bootstrap/_payload_hooks``).
 """
 
 from __future__ import annotations
