@@ -427,7 +427,7 @@ def pool(ctx):
         return workers.apply_async(main).get(120)
 
 def edit(old, new):
-    PLUGIN.write_text(PLUGIN.read_text().replace(old, new))  # longer: see the first test
+    PLUGIN.write_text(PLUGIN.read_text().replace(old, new))  # each longer: see the first test
 
 if __name__ == "__main__":
     warm = spawnkit.get_context("forkserver", namespace=NS)
@@ -436,7 +436,7 @@ if __name__ == "__main__":
     edit(":v1", ":second")
     out["edited"], out["spawned"] = child(warm), child(cold)[0]
     out["pooled_edited"] = pool(warm)
-    edit(":second", ":third!")
+    edit(":second", ":third-edit")
     # A launch meets the edit first and lets the context's server go: the context's next
     # child must not fail for it (ForkServerError "was shut down" before).
     with spawnkit.spawn_with_plugins(
@@ -474,7 +474,7 @@ def test_a_forkserver_context_runs_an_edited_plugin_in_its_next_child(tmp_path: 
     # Before the fix: 'engine:v1' from the context's first server.
     assert edited == out["spawned"] == out["pooled_edited"][0] == "engine:second"
     assert new_server != server and out["pooled_edited"][1] == new_server
-    assert out["launched"][0] == out["after_launch"][0] == "engine:third!"
+    assert out["launched"][0] == out["after_launch"][0] == "engine:third-edit"
     assert out["after_launch"][1] == out["launched"][1], "the launch's new server is shared"
 
 
