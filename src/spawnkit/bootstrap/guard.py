@@ -840,20 +840,6 @@ def _imported_at(module: str) -> str:
     return f"; {module} was imported at {site.describe()}" if site is not None else ""
 
 
-def _runs(holders: list[dict[str, str]], layered: str) -> str:
-    """What a call through the holders runs: one bound to another namespace's chain (after
-    its ``bootstrap_here``) runs that namespace's hooks; only this one's are missing."""
-    count = sum(h["kind"] == layered for h in holders)
-    if not count:
-        return "the original, without the hooks"
-    if count == len(holders):
-        return "the other namespace's hooks only, not these"
-    return (
-        "the original, without the hooks (those bound after another namespace's hooks: "
-        "its hooks only)"
-    )
-
-
 def _unrebound_lines(ns_name: str, holders: list[dict[str, str]], ending: str) -> list[str]:
     """The apply stage's report: what the holders are, one line each, and the fix."""
     from spawnkit.hooks import _propagate as p  # if any
@@ -867,7 +853,7 @@ def _unrebound_lines(ns_name: str, holders: list[dict[str, str]], ending: str) -
         if all(h["kind"] == p.BEGUN for h in holders)
         else f"import guard ({ns_name}): {n} {level}reference{s} to hooked originals "
         "could not be rebound after the hooks were applied; calls through "
-        f"{'them' if n > 1 else 'it'} run {_runs(holders, p.LAYERED)}{ending}"
+        f"{'them' if n > 1 else 'it'} run {p.what_runs(holders)}{ending}"
         if any(h["kind"] != p.CALLED_AT_IMPORT for h in holders)
         else f"import guard ({ns_name}): {n} call{s} of hooked target{s} ran the "
         f"original{s} as {'their modules were' if n > 1 else 'its module was'} imported, "

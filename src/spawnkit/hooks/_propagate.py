@@ -928,6 +928,21 @@ _FIXES = {
 }
 
 
+def what_runs(holders: list[dict[str, str]]) -> str:
+    """What a call through unrebound holders runs: one bound to another namespace's chain
+    (``LAYERED``, after its ``bootstrap_here``) runs that namespace's hooks; only these are
+    missing there."""
+    layered = sum(h["kind"] == LAYERED for h in holders)
+    if not layered:
+        return "the original, without the hooks"
+    if layered == len(holders):
+        return "the other namespace's hooks only, not these"
+    return (
+        "the original, without the hooks (those bound after another namespace's hooks: "
+        "its hooks only)"
+    )
+
+
 def stale_fix(kinds: Collection[str]) -> str:
     """The one fix for every holder the sweep reports: where the reference should come from."""
     made = {

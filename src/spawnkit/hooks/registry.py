@@ -21,7 +21,7 @@ from spawnkit.errors import HookError, HookRegistrationError
 from spawnkit.hooks import _apply, _conflicts, _decide, _on_import, _provide, _resolve, _state
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import Journal
-from spawnkit.hooks._propagate import BEGUN, LAYERED, Rebind, StaleHolder, find_holders, stale_fix
+from spawnkit.hooks._propagate import BEGUN, Rebind, StaleHolder, find_holders, stale_fix, what_runs
 from spawnkit.hooks._provide import Provision
 from spawnkit.hooks._queries import RegistryQueries
 from spawnkit.hooks.types import (
@@ -665,23 +665,10 @@ def _stale_message(holders: list[dict[str, str]]) -> str:
     else:
         head = (
             f"{len(holders)} reference(s) to hooked originals could not be rebound: {listed}. "
-            + _through(holders)
+            + f"Calls through them run {what_runs(holders)}. "
         )
     return head + stale_fix({h["kind"] for h in holders})
 
-
-def _through(holders: list[dict[str, str]]) -> str:
-    """What a call through the holders runs: a ``LAYERED`` one holds another namespace's
-    chain, whose hooks do run; only these are missing."""
-    layered = sum(h["kind"] == LAYERED for h in holders)
-    if not layered:
-        return "Calls through them run the original, without the hooks. "
-    if layered == len(holders):
-        return "Calls through them run the other namespace's hooks only, not these. "
-    return (
-        "Calls through them run the original, without the hooks (those bound after another "
-        "namespace's hooks: that namespace's hooks only). "
-    )
 
 
 def plugin_hook(
