@@ -74,6 +74,7 @@ def main(
     err_stream = stderr if stderr is not None else sys.stderr
     debug = "--debug" in args_list
     command = _command_of(args_list)
+    args: argparse.Namespace | None = None
     try:
         parser = build_parser()
         # launch's own arguments end at "--", whatever their order: argparse fills ENTRY and
@@ -97,7 +98,9 @@ def main(
         err_stream.write(exc.line(command) + "\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        err_stream.write(f"spawnkit {command}: interrupted\n".replace("  ", " "))
+        line = f"spawnkit {command}: interrupted".replace("  ", " ")
+        _interrupted_json(args, command, line, Output(out_stream))
+        err_stream.write(line + "\n")
         return 130
     except Exception as exc:
         from spawnkit.errors import SpawnkitError
@@ -113,3 +116,28 @@ def main(
                 "(rerun with --debug for the traceback, and report it)\n"
             )
         return EXIT_FAILURE
+
+
+def _interrupted_json(
+    args: argparse.Namespace | None, command: str, line: str, out: Output
+) -> None:
+    """A Ctrl-C that reached here (torchrun's or ray's run, or before the launch) still writes
+    the ``--json`` document launch and demo promise, saying it was interrupted."""
+    target = getattr(args, "json", None) if command in ("launch", "demo") else None
+    if not isinstance(target, str):
+        return
+    import contextlib
+    import signal
+
+    from spawnkit.cli._group import interrupted_document
+    from spawnkit.cli._output import emit_json
+
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C: write it whole
+    try:
+        with contextlib.suppress(OSError):
+            emit_json(
+                out, target, interrupted_document(line, launcher=getattr(args, "launcher", None))
+            )
+    finally:
+        if previous is not None:  # None: a handler not installed from Python
+            signal.signal(signal.SIGINT, previous)

@@ -23,6 +23,7 @@ from spawnkit.cli._output import Output, emit_json
 __all__ = [
     "EXIT_INTERRUPTED",
     "exit_status",
+    "interrupted_document",
     "report_interrupt",
     "render_failure",
     "render_stage_table",
@@ -143,6 +144,7 @@ def run_group(
 
     display = StageDisplay(out, nprocs, mode="quiet" if as_json == "-" else "auto")
     started = time.monotonic()
+    summary = {"entry": entry, "nprocs": nprocs, "start_method": start_method}
     group = None
     try:
         with display.showing():
@@ -164,11 +166,10 @@ def run_group(
                 results = group.results()  # bounded by the group's join_timeout
                 reports = group.wait_ready(timeout=1.0)
     except KeyboardInterrupt:
-        return report_interrupt(display, "launch", err, group)
+        return report_interrupt(display, "launch", err, group, out=out, as_json=as_json, **summary)
     except SpawnkitError as exc:
         _name_the_timeout_option(exc)
         return report_failure(exc, out, err, as_json=as_json, debug=debug)
-    summary = {"entry": entry, "nprocs": nprocs, "start_method": start_method}
     unwritten = trace_not_written(group) if trace else None
     code = report_success(
         out,
@@ -243,19 +244,48 @@ def report_success(
     return EXIT_OK
 
 
-def report_interrupt(display: StageDisplay, command: str, err: TextIO, group: Any = None) -> int:
+def report_interrupt(
+    display: StageDisplay,
+    command: str,
+    err: TextIO,
+    group: Any = None,
+    *,
+    out: Output | None = None,
+    as_json: str | None = None,
+    **fields: Any,
+) -> int:
     """After Ctrl-C (the launcher has stopped the group): one line on stderr, status 130.
 
     ``group`` is stopped here too, for a Ctrl-C between the launch returning and the ``with``
-    taking it over; a further Ctrl-C while the line is written is ignored.
+    taking it over; a further Ctrl-C while the line is written is ignored.  With ``--json``
+    the document says so (``"interrupted": true`` and each rank's state): a reader of stdout
+    got nothing before, and a ``--json FILE`` kept an earlier run's ``"ok": true``.
     """
     if group is not None:
         with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C: SIGKILL, then on
             group.__exit__(KeyboardInterrupt, None, None)
     with _sigint_ignored():
-        err.write(display.interrupted_line(command) + "\n")
+        line = display.interrupted_line(command)
+        if as_json and out is not None:
+            emit_json(
+                out, as_json, interrupted_document(line, ranks=display.rank_states(), **fields)
+            )
+        err.write(line + "\n")
         err.flush()
     return EXIT_INTERRUPTED
+
+
+def interrupted_document(message: str, **fields: Any) -> dict[str, Any]:
+    """The ``--json`` document of a run ended by Ctrl-C (``_app`` writes it for the launchers
+    that let ``KeyboardInterrupt`` reach it: torchrun, ray, a Ctrl-C before the launch)."""
+    return {
+        "ok": False,
+        "interrupted": True,
+        **fields,
+        "error": "KeyboardInterrupt",
+        "message": message,
+        "exit_status": EXIT_INTERRUPTED,
+    }
 
 
 @contextlib.contextmanager

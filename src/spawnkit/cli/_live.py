@@ -113,6 +113,19 @@ class StageDisplay:
             if view.end == DONE and view.entry_at is not None and view.end_elapsed is not None
         }
 
+    def rank_states(self) -> list[dict[str, Any]]:
+        """Each rank as a Ctrl-C left it, for ``--json``: its last stage and how it ended
+        (``stopped``: running when the group was stopped; ``not started``: never reported)."""
+        with self._lock:
+            return [
+                {
+                    "rank": rank,
+                    "stage": view.stage,
+                    "state": view.end or (STOPPED if view.stage != "starting" else "not started"),
+                }
+                for rank, view in enumerate(self.ranks)
+            ]
+
     def interrupted_line(self, command: str) -> str:
         """The one line a Ctrl-C leaves: how many workers were stopped, and where each was."""
         with self._lock:

@@ -102,7 +102,7 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
         with display.showing():
             run_ = engine.run()
     except KeyboardInterrupt:
-        return report_interrupt(display, "demo", err)
+        return report_interrupt(display, "demo", err, out=out, as_json=args.json)
     except SpawnkitError as exc:
         # --json FILE gets its {"ok": false, ...} as launch's does: nothing was written, so
         # a FILE from an earlier run that passed stayed, saying "ok": true for this one.
