@@ -36,7 +36,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["ABSENT", "Reads", "changed", "snapshot"]
+__all__ = ["ABSENT", "Reads", "changed", "installed_roots", "snapshot"]
 
 #: The kernel's files: their size and times change with every look.
 _VIRTUAL = ("/proc/", "/sys/", "/dev/")
@@ -48,7 +48,7 @@ Source = tuple[str, int, int, int]
 ABSENT = -2
 
 
-def _installed_roots() -> tuple[str, ...]:
+def installed_roots() -> tuple[str, ...]:
     """The interpreter's and the environment's trees: the standard library, site-packages
     (the user's too), which change only by installing; and spawnkit's own package, edited or
     not: the launcher runs the copy it imported, and its server must speak that protocol."""
@@ -108,17 +108,21 @@ class _NotedMisses:
     finder found, it notes the package directories a submodule was looked for in (an
     optional ``from eng import _fast`` that failed) and finds nothing itself.  A module put
     there since (``build_ext --inplace`` done) is imported by a spawned worker; a warm one kept
-    the server's fallback.  A top-level module is looked for on ``sys.path``: not noted."""
+    the server's fallback.  A top-level module is looked for on ``sys.path``: its name is
+    noted (``names``), for ``_shadows.watch``."""
 
-    __slots__ = ("paths",)
+    __slots__ = ("names", "paths")
 
-    def __init__(self, paths: set[str]) -> None:
+    def __init__(self, paths: set[str], names: set[str]) -> None:
         self.paths: set[str] | None = paths
+        self.names = names
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
         paths = self.paths
         if paths is not None and path is not None:
             paths.update(os.path.abspath(entry) for entry in path if isinstance(entry, str))
+        elif paths is not None:
+            self.names.add(fullname)
 
 
 class Reads:
@@ -139,7 +143,8 @@ class Reads:
             setattr(os, name, noted)
             if noted.listed in os.supports_fd:  # shutil's import asks (its rmtree's safe way)
                 os.supports_fd.add(noted)
-        self._misses = _NotedMisses(self.listed)
+        self.missed: set[str] = set()  # top-level imports no finder found
+        self._misses = _NotedMisses(self.listed, self.missed)
         sys.meta_path.append(self._misses)
         # Python 3.10's pathlib opens and lists through the functions its accessor kept at
         # import (3.11 looks them up)
@@ -192,7 +197,7 @@ def snapshot(
     a server that imports it as it is.  Not a file dated later than now: a clock that
     disagrees with the file system's (a network mount) would start a server every launch.
     """
-    roots = _installed_roots()
+    roots = installed_roots()
     now_ns = time.time_ns()
     seen: set[str] = set()
     out: list[Source] = []

@@ -47,7 +47,7 @@ from spawnkit._log import LazyLogger
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, ForkServerError
 from spawnkit.platforms.discovery import env_applied
-from spawnkit.protocol import _fork_loop, _main_code, _sources, failure
+from spawnkit.protocol import _fork_loop, _main_code, _shadows, _sources, failure
 from spawnkit.protocol import messages as proto
 from spawnkit.protocol.child import send_start_data
 from spawnkit.protocol.failure import Exited, Failed
@@ -169,6 +169,8 @@ class WarmServer:
         self.rankless: list[tuple[str, str]] = []
         #: the files its workers run the code of, as it found them when ready (_sources)
         self.sources: list[_sources.Source] = []
+        #: the sys.path directories where a new module would shadow one it imported (_shadows)
+        self.shadows: list[_shadows.Shadow] = []
         #: (step, CLOCK_MONOTONIC its STARTED was read, seconds it took): a start-up trace's
         self.steps: list[tuple[str, float, float]] = []
         self.start_window = (0.0, 0.0)  # CLOCK_MONOTONIC around start()
@@ -233,13 +235,7 @@ class WarmServer:
             self.stop(0.5)
             raise err
         self.fork_timeout = max(timeout, 1.0)
-        self._took(final.report)
-
-    def _took(self, report: dict[str, Any]) -> None:
-        """What the server's READY says: its start, who asked for a rank, the files it ran."""
-        self.started_at = float(report.get("started", time.time()))
-        self.rankless = list(report.get("rankless", ()))
-        self.sources = list(report.get("sources", ()))
+        _took(self, final.report)
 
     def _read_status(self, conn: Any, timeout: float) -> tuple[Any, str]:
         """The server's last message (``Ready``, ``Failed``, ``Exited``; None: it died or hung)
@@ -819,11 +815,26 @@ def _env_diff(before: tuple[Any, ...], after: tuple[Any, ...], most: int = 8) ->
     return "; ".join(parts)
 
 
+def _took(server: WarmServer, report: dict[str, Any]) -> None:
+    """What the server's READY says: its start, who asked for a rank, the files it ran and
+    where a module made since would be imported in place of one it imported."""
+    server.started_at = float(report.get("started", time.time()))
+    server.rankless = list(report.get("rankless", ()))
+    server.sources = list(report.get("sources", ()))
+    server.shadows = list(report.get("shadows", ()))
+
+
+def _changed(server: WarmServer) -> list[str]:
+    """The files changed since the server found them, and those made since that a fresh
+    import would take in place of one it imported."""
+    return _sources.changed(server.sources) + _shadows.shadowed(server.shadows)
+
+
 def _as_found(server: WarmServer) -> bool:
     """Whether every file the server's workers run the code of is as the server found it;
     if not, the server is let go: its workers would run the code as it was, where a spawned
     worker runs the file's."""
-    edited = _sources.changed(server.sources)
+    edited = _changed(server)
     if not edited:
         return True
     _log.info(
@@ -849,7 +860,7 @@ def for_context(server: WarmServer, namespace: Any, holder: Lease | None) -> War
     was in every later child, where a ``"spawn"`` context's ran the edit, unsaid; and a child
     started after some launch had let that server go for the edit failed instead.  The same
     ``stat`` per listed file as a launch's look."""
-    if not server.edited and not _sources.changed(server.sources):
+    if not server.edited and not _changed(server):
         return server
     if holder is not None:  # no longer this context's: let go by the new one's start
         server.holders.discard(holder)

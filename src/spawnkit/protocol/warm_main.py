@@ -42,6 +42,7 @@ from spawnkit.protocol import (
     _fork_sockets,
     _fork_state,
     _main_code,
+    _shadows,
     _sources,
     failure,
 )
@@ -266,8 +267,11 @@ def _prepare(
     # who asked for a rank while there was none: the launcher warns (WarmServerWarning);
     # the files whose code its workers run: the launcher forks from it while none changed
     report = {"started": started, "rankless": take_rankless_reads()}
-    sources = _sources.snapshot(int(started * 1e9), reads.paths, reads.listed)
-    status.send(proto.Ready({**report, "sources": sources}))
+    started_ns = int(started * 1e9)
+    sources = _sources.snapshot(started_ns, reads.paths, reads.listed)
+    # where a module put since would be imported in place of the server's (_shadows)
+    shadows = _shadows.watch(started_ns, _sources.installed_roots(), reads.missed)
+    status.send(proto.Ready({**report, "sources": sources, "shadows": shadows}))
     return spares
 
 
