@@ -34,6 +34,8 @@ import os
 import sys
 import time
 from collections.abc import Iterable
+from importlib._bootstrap_external import FileLoader
+from importlib.machinery import BYTECODE_SUFFIXES, SOURCE_SUFFIXES
 from typing import Any
 
 __all__ = ["ABSENT", "Reads", "changed", "installed_roots", "snapshot"]
@@ -125,6 +127,39 @@ class _NotedMisses:
             self.names.add(fullname)
 
 
+#: What the import system reads through ``FileLoader.get_data`` as it imports: not data.
+_CODE_SUFFIXES = tuple(SOURCE_SUFFIXES + BYTECODE_SUFFIXES)
+
+
+class _NotedData:
+    """``FileLoader.get_data`` while the server bootstraps: ``pkgutil.get_data`` (and a
+    loader's own ``get_data``) read a package's data file through it, by ``io.open_code``,
+    which the ``open`` stand-in never sees; a table edited since was read by a spawned worker
+    and not by a warm one.  Sources and bytecode it reads as modules are imported are not
+    noted (the modules' files are listed).  After the block it notes nothing."""
+
+    def __init__(self, paths: set[str]) -> None:
+        self.paths: set[str] | None = paths
+        self.real = FileLoader.get_data
+        noted = self
+
+        def get_data(loader: Any, path: Any) -> bytes:
+            paths = noted.paths
+            if paths is not None and isinstance(path, str) and not path.endswith(_CODE_SUFFIXES):
+                paths.add(os.path.abspath(path))  # before: one not there counts too
+            return noted.real(loader, path)
+
+        self.ours = get_data
+
+    def __enter__(self) -> None:
+        setattr(FileLoader, "get_data", self.ours)  # setattr: mypy refuses a method assigned
+
+    def __exit__(self, *exc: object) -> None:
+        self.paths = None  # a copy kept meanwhile reads as the real one from now on
+        if FileLoader.__dict__.get("get_data") is self.ours:  # a wrapper put over ours is kept
+            setattr(FileLoader, "get_data", self.real)
+
+
 class Reads:
     """The files opened for reading during the block (``open``, ``io.open``, what pathlib's
     ``read_text`` calls), and the directories listed (``os.listdir``, ``os.scandir``) or
@@ -146,6 +181,8 @@ class Reads:
         self.missed: set[str] = set()  # top-level imports no finder found
         self._misses = _NotedMisses(self.listed, self.missed)
         sys.meta_path.append(self._misses)
+        self._data = _NotedData(self.paths)
+        self._data.__enter__()
         # Python 3.10's pathlib opens and lists through the functions its accessor kept at
         # import (3.11 looks them up)
         self._accessor = getattr(sys.modules.get("pathlib"), "_NormalAccessor", None)
@@ -159,6 +196,7 @@ class Reads:
             builtins.open = opened
         if io.open is ours:
             io.open = opened
+        self._data.__exit__()
         self._misses.paths = None
         if self._misses in sys.meta_path:
             sys.meta_path.remove(self._misses)
