@@ -75,7 +75,7 @@ def new_10(
     return _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9))
 
 
-def init_dddddddddddd_frozen(
+def init_ddddddddddddd_frozen(
     self: Any,
     _0: Any = None,
     _1: Any = None,
@@ -89,6 +89,7 @@ def init_dddddddddddd_frozen(
     _9: Any = None,
     _10: Any = None,
     _11: Any = None,
+    _12: Any = None,
 ) -> None:
     _set(self, "_0", _0)
     _set(self, "_1", _1)
@@ -102,6 +103,7 @@ def init_dddddddddddd_frozen(
     _set(self, "_9", _9)
     _set(self, "_10", _10)
     _set(self, "_11", _11)
+    _set(self, "_12", _12)
 
 
 def init_ffffddf(

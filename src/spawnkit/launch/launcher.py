@@ -417,6 +417,7 @@ def build_spec(
         captured = Payload.capture(payload)
     child_env = check_env_values(env)
     platform, plugins, entry_points = parent_selection(ns, child_env)
+    detected = None if _platform_chosen(ns.config, child_env) else platform
     run_id = run_id or uuid.uuid4().hex[:16]
     child_env[RUN_ID_VAR] = run_id
     return ProcessSpec(
@@ -430,7 +431,19 @@ def build_spec(
         payload=captured,
         entry_payload=entry_payload,
         run_id=run_id,
+        _control=LaunchControl(detected_platform=detected),
     )
+
+
+def _platform_chosen(config: Any, env: Mapping[str, str]) -> bool:
+    """Whether the user chose the platform (``<PREFIX>_PLATFORM``, or ``_USE_CPU_ENGINE``, in
+    ``env=`` or this process's environment), not this machine's detection."""
+    from spawnkit.launch._checks import namespace_value
+    from spawnkit.platforms._table import _TRUE
+
+    chosen = (namespace_value(env, os.environ, config.platform_var) or "").strip()
+    cpu = (namespace_value(env, os.environ, config.cpu_engine_var) or "").strip().lower()
+    return bool(chosen) or cpu in _TRUE
 
 
 def entry_reference(entry: str | Callable[..., Any]) -> tuple[str, Payload | None]:

@@ -28,6 +28,9 @@ class LaunchControl:
     what a rank on another node compares with its own (``scaleout._plugin_set``).
     ``extra_hooked``: as ``Payload.hooked``, for the ``rank_extra`` values (built in the
     launcher, which had applied these constructors and class REPLACEs then).
+    ``detected_platform``: ``build_spec``'s platform where its own detection chose it (no
+    ``<PREFIX>_PLATFORM``): this machine's hardware, which a Ray rank's node may not have
+    (``scaleout.ray.spawn_spec_on_ray`` leaves it to each rank's node, as ``spawn_on_ray``).
     """
 
     fault_conn: Connection | None = field(default=None, repr=False, compare=False)
@@ -42,6 +45,7 @@ class LaunchControl:
     plugin_rows: tuple[tuple[str, str, str, str, str], ...] | None = None
     plugin_digest: str = ""
     extra_hooked: tuple[tuple[str, str], ...] = ()
+    detected_platform: str | None = None
 
     def replace(self, **changes: Any) -> LaunchControl:
         return replace(self, **changes)
