@@ -11,6 +11,7 @@ import os
 import signal
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ def app(tmp_path: Path) -> tuple[Path, str]:
     return tmp_path, module
 
 
-def _document(out: str) -> dict[str, object]:
+def _document(out: str) -> dict[str, Any]:
     """The JSON document after the workers' own lines on stdout."""
     start = out.index("{\n")
     data = json.loads(out[start:])
@@ -116,3 +117,20 @@ def test_ctrl_c_before_the_launch_still_writes_the_document(tmp_path: Path) -> N
         "message": "spawnkit launch: interrupted",
         "exit_status": 130,
     }, data
+
+
+def test_ctrl_c_of_the_demo_with_json_writes_the_interrupted_document(tmp_path: Path) -> None:
+    pytest.importorskip("torch", reason="spawnkit demo needs torch")
+    argv = [SPAWNKIT, "demo", "--nprocs", "2", "--requests", "1000000", "--json"]
+    run = Launched(argv, tmp_path)
+    try:
+        run.wait_for(r"Scheduler initialized!", count=2, timeout=120)
+        os.killpg(run.proc.pid, signal.SIGINT)
+        code, out, err = run.finish(timeout=60)
+    finally:
+        run.kill()
+    assert code == 130, err
+    data = _document(out)
+    assert data["ok"] is False and data["interrupted"] is True and data["exit_status"] == 130
+    assert [r["state"] for r in data["ranks"]] == ["stopped", "stopped"], data
+    assert data["message"] == err.strip().splitlines()[-1], err
