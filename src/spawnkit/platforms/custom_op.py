@@ -26,6 +26,7 @@ import sys
 import threading
 import types
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -39,6 +40,7 @@ except ImportError as _exc:
 
 from spawnkit._names import qualified_name
 from spawnkit.errors import CustomOpError, CustomOpWarning
+from spawnkit.spec import _phase
 
 __all__ = ["CustomOp"]
 
@@ -216,6 +218,8 @@ class CustomOp(torch.nn.Module):
             choice, impl = self._choose_forward()
             self._dispatch_choice = choice
             self.__dict__["_kernel"] = impl
+            with _registry_lock:
+                _pinned.add(self)
         return impl(*args, **kwargs)
 
     def forward_native(self, *args: Any, **kwargs: Any) -> Any:
@@ -226,6 +230,8 @@ class CustomOp(torch.nn.Module):
         """Choose again at the next call (after a registration made on purpose later)."""
         self.__dict__.pop("_kernel", None)
         self._dispatch_choice = None
+        with _registry_lock:
+            _pinned.discard(self)
 
     def _replicate_for_data_parallel(self) -> Any:
         # DataParallel copies __dict__: a replica must not keep a kernel bound to the original.
@@ -271,14 +277,62 @@ def _choice_while_compiling(op: CustomOp) -> str:
 
 _choice_while_compiling._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
+#: Each instance holding a kernel in ``_kernel``, for ``_drop_pins`` (weakly: ops die with
+#: their model); added at the choice, once per instance.
+_pinned: weakref.WeakSet[CustomOp] = weakref.WeakSet()
+
+
+def _drop_pins(owner: Any, attr: str, before: Any) -> None:
+    """Forget each kernel chosen from what the hook engine just changed (``owner.attr`` was
+    ``before``): that op chooses again at its next call, this time with the hook (or without
+    the removed one).
+
+    A kernel is pinned at an op's first call and the direct path runs it with no lookup, so a
+    hook applied on an op's ``forward_cuda`` or its registered kernel after the model ran once
+    (``bootstrap_here()``, a later ``apply_hooks()``) never ran, and one removed
+    (``unapply()``, ``isolated_hooks``) kept running, while the report said otherwise.
+    Checking at each call cost ~90 ns (the ``custom_op_overhead`` target is 1.05x); the
+    engine says when a target changes instead (``spec._phase.watch_patches``).  Dropped: a
+    pin whose function is ``before`` (a registered kernel, a method of the class or a base
+    patched where it is defined), and one whose method is ``attr`` of a class the op is an
+    instance of (a hook put on a subclass that inherited the method).  The choice itself
+    (``dispatch_choice``) stays until the next call makes it again.
+    """
+    old = getattr(before, "__func__", before)  # through a staticmethod or classmethod
+    from_class = owner if isinstance(owner, type) else None
+    with _registry_lock:
+        for op in list(_pinned):
+            kernel = op.__dict__.get("_kernel")
+            if kernel is None:
+                _pinned.discard(op)
+            elif getattr(kernel, "__func__", kernel) is old or (
+                from_class is not None
+                and op.__dict__.get("_dispatch_choice") == attr
+                and from_class in type(op).__mro__
+            ):
+                op.__dict__.pop("_kernel", None)
+                _pinned.discard(op)
+        for key, fn in list(_compiled_kernels.items()):
+            if fn is old:  # dynamo guards on the entry: the graph that traced it traces again
+                del _compiled_kernels[key]
+
+
+_phase.watch_patches(_drop_pins)
+
 
 def _run_compiled(op: CustomOp, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The chosen kernel, as code dynamo traces into the graph (a method looked up on the
-    class, so a hook on ``forward_cuda`` is traced too)."""
+    """The chosen kernel, as code dynamo traces into the graph, read where dynamo guards on it:
+    a registered one from ``_compiled_kernels`` (which ``_drop_pins`` empties of a kernel a
+    hook's apply or removal changes), a method off the op's class, as it is now (hooks
+    included).  Read off the op, the method was not guarded: a hook applied on
+    ``forward_cuda`` after the compiled op ran never ran in it."""
     choice = _choice_while_compiling(op)
     if choice.startswith("oot:"):
         return _compiled_kernels[(type(op), choice)](op, *args, **kwargs)
-    return getattr(op, choice)(*args, **kwargs)
+    method = getattr(type(op), choice)
+    if isinstance(method, types.FunctionType):
+        return method(op, *args, **kwargs)
+    return getattr(op, choice)(*args, **kwargs)  # a staticmethod, a callable object
 
 
 def _dispatch_order(platform: Any) -> tuple[tuple[tuple[str, ...], str], ...]:
