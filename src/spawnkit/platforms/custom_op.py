@@ -7,7 +7,8 @@ platform (as SGLang and vLLM run it), then ``forward_native``; on ROCm a kernel 
 Decided at the first call, not construction, because models are often built before
 ``init_backend()`` registers the kernels; the choice is then kept on the instance (``_kernel``)
 and the class's ``forward`` still runs at every call, so a hook on it runs every time (a first
-call inside ``torch.compile``'s trace chooses at trace time and pins nothing). Keyed by
+call inside ``torch.compile``'s trace chooses at trace time and pins nothing); a hook applied
+or removed later on the chosen kernel makes the op choose again (``_drop_pins``). Keyed by
 exact class: a subclass does not inherit its parent's kernel, except the class that now stands
 at its parent's home (a plugin's class REPLACE of the op) and a class made at run time with no
 forward of its own (torch's ``parametrize``, FSDP2's ``fully_shard``).
