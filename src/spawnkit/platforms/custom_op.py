@@ -216,11 +216,10 @@ class CustomOp(torch.nn.Module):
         if impl is None:
             if _is_compiling():
                 return _run_compiled(self, args, kwargs)
+            patches = _phase.patches
             choice, impl = self._choose_forward()
             self._dispatch_choice = choice
-            self.__dict__["_kernel"] = impl
-            with _registry_lock:
-                _pinned.add(self)
+            _pin(self, impl, patches)
         return impl(*args, **kwargs)
 
     def forward_native(self, *args: Any, **kwargs: Any) -> Any:
@@ -229,10 +228,9 @@ class CustomOp(torch.nn.Module):
 
     def reset_dispatch(self) -> None:
         """Choose again at the next call (after a registration made on purpose later)."""
-        self.__dict__.pop("_kernel", None)
-        self._dispatch_choice = None
         with _registry_lock:
-            _pinned.discard(self)
+            _unpin(self)
+        self._dispatch_choice = None
 
     def _replicate_for_data_parallel(self) -> Any:
         # DataParallel copies __dict__: a replica must not keep a kernel bound to the original.
@@ -278,9 +276,44 @@ def _choice_while_compiling(op: CustomOp) -> str:
 
 _choice_while_compiling._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
-#: Each instance holding a kernel in ``_kernel``, for ``_drop_pins`` (weakly: ops die with
-#: their model); added at the choice, once per instance.
-_pinned: weakref.WeakSet[CustomOp] = weakref.WeakSet()
+#: The instances holding a kernel in ``_kernel`` (weakly: ops die with their model), by
+#: ``id()`` of the kernel's function and by the method name chosen, so that ``_drop_pins``
+#: visits only those a change can concern (a late apply of many targets over a model of
+#: thousands of ops).  Guarded by ``_registry_lock``.
+_pinned: dict[int | str, weakref.WeakSet[CustomOp]] = {}
+
+
+def _pin_keys(op: CustomOp) -> tuple[int | str, ...]:
+    kernel = op.__dict__.get("_kernel")
+    if kernel is None:
+        return ()
+    choice = op.__dict__.get("_dispatch_choice") or ""
+    by_id = id(getattr(kernel, "__func__", kernel))
+    return (by_id,) if choice.startswith("oot:") else (by_id, choice)
+
+
+def _pin(op: CustomOp, impl: Callable[..., Any], patches: int) -> None:
+    """Keep ``op``'s kernel, chosen at its first call, unless a hook target changed while it
+    chose (``patches``, the engine's count, moved: another thread's apply, an apply the
+    platform's initialization ran): what it chose may predate that change, so it is run this
+    once and chosen again at the next call."""
+    with _registry_lock:
+        if _phase.patches != patches:
+            return
+        op.__dict__["_kernel"] = impl
+        for key in _pin_keys(op):
+            _pinned.setdefault(key, weakref.WeakSet()).add(op)
+
+
+def _unpin(op: CustomOp) -> None:
+    """Forget ``op``'s kernel: it chooses again at its next call.  Lock held."""
+    for key in _pin_keys(op):
+        ops = _pinned.get(key)
+        if ops is not None:
+            ops.discard(op)
+            if not ops:
+                del _pinned[key]
+    op.__dict__.pop("_kernel", None)
 
 
 def _drop_pins(owner: Any, attr: str, before: Any) -> None:
@@ -299,20 +332,20 @@ def _drop_pins(owner: Any, attr: str, before: Any) -> None:
     instance of (a hook put on a subclass that inherited the method).  The choice itself
     (``dispatch_choice``) stays until the next call makes it again.
     """
+    if not (_pinned or _compiled_kernels):
+        return
     old = getattr(before, "__func__", before)  # through a staticmethod or classmethod
-    from_class = owner if isinstance(owner, type) else None
     with _registry_lock:
-        for op in list(_pinned):
+        ops = list(_pinned.get(id(old), ()))
+        if isinstance(owner, type):
+            ops += [op for op in _pinned.get(attr, ()) if owner in type(op).__mro__]
+        for op in ops:
             kernel = op.__dict__.get("_kernel")
-            if kernel is None:
-                _pinned.discard(op)
-            elif getattr(kernel, "__func__", kernel) is old or (
-                from_class is not None
-                and op.__dict__.get("_dispatch_choice") == attr
-                and from_class in type(op).__mro__
+            if kernel is not None and (
+                getattr(kernel, "__func__", kernel) is old  # not another function at its id
+                or op.__dict__.get("_dispatch_choice") == attr
             ):
-                op.__dict__.pop("_kernel", None)
-                _pinned.discard(op)
+                _unpin(op)
         for key, fn in list(_compiled_kernels.items()):
             if fn is old:  # dynamo guards on the entry: the graph that traced it traces again
                 del _compiled_kernels[key]
