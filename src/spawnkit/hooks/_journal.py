@@ -39,12 +39,13 @@ def put_item(container: Any, key: Any, value: Any) -> None:
 
 
 def put_attr(owner: Any, attr: str, value: Any) -> None:
+    before = vars(owner).get(attr, ABSENT)
     if value is ABSENT:
         if attr in vars(owner):
             delattr(owner, attr)
     else:
         setattr(owner, attr, value)
-    _phase.patched()  # a lazy proxy resolved before this looks again
+    _phase.patched(owner, attr, before)  # a lazy proxy, a pinned kernel: look again
 
 
 # The records below are Plain, not dataclasses: each change class a worker defines would
@@ -132,7 +133,7 @@ class Journal:
             put_attr(owner, attr, value)
         else:  # ``AttrChange.redo``, spelled out: one per patched target
             setattr(owner, attr, value)
-            _phase.patched()
+            _phase.patched(owner, attr, before)
         self.changes.append(AttrChange(owner, attr, before, value))
 
     def rebind(self, module: str, namespace: Any, name: Any, value: Any) -> None:

@@ -7,7 +7,8 @@ platform (as SGLang and vLLM run it), then ``forward_native``; on ROCm a kernel 
 Decided at the first call, not construction, because models are often built before
 ``init_backend()`` registers the kernels; the choice is then kept on the instance (``_kernel``)
 and the class's ``forward`` still runs at every call, so a hook on it runs every time (a first
-call inside ``torch.compile``'s trace chooses at trace time and pins nothing). Keyed by
+call inside ``torch.compile``'s trace chooses at trace time and pins nothing); a hook applied
+or removed later on the chosen kernel makes the op choose again (``_drop_pins``). Keyed by
 exact class: a subclass does not inherit its parent's kernel, except the class that now stands
 at its parent's home (a plugin's class REPLACE of the op) and a class made at run time with no
 forward of its own (torch's ``parametrize``, FSDP2's ``fully_shard``).
@@ -26,6 +27,7 @@ import sys
 import threading
 import types
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -39,6 +41,7 @@ except ImportError as _exc:
 
 from spawnkit._names import qualified_name
 from spawnkit.errors import CustomOpError, CustomOpWarning
+from spawnkit.spec import _phase
 
 __all__ = ["CustomOp"]
 
@@ -213,9 +216,10 @@ class CustomOp(torch.nn.Module):
         if impl is None:
             if _is_compiling():
                 return _run_compiled(self, args, kwargs)
+            patches = _phase.patches
             choice, impl = self._choose_forward()
             self._dispatch_choice = choice
-            self.__dict__["_kernel"] = impl
+            _pin(self, impl, patches)
         return impl(*args, **kwargs)
 
     def forward_native(self, *args: Any, **kwargs: Any) -> Any:
@@ -224,7 +228,8 @@ class CustomOp(torch.nn.Module):
 
     def reset_dispatch(self) -> None:
         """Choose again at the next call (after a registration made on purpose later)."""
-        self.__dict__.pop("_kernel", None)
+        with _registry_lock:
+            _unpin(self)
         self._dispatch_choice = None
 
     def _replicate_for_data_parallel(self) -> Any:
@@ -271,14 +276,97 @@ def _choice_while_compiling(op: CustomOp) -> str:
 
 _choice_while_compiling._dynamo_marked_constant = True  # type: ignore[attr-defined]
 
+#: The instances holding a kernel in ``_kernel`` (weakly: ops die with their model), by
+#: ``id()`` of the kernel's function and by the method name chosen, so that ``_drop_pins``
+#: visits only those a change can concern (a late apply of many targets over a model of
+#: thousands of ops).  Guarded by ``_registry_lock``.
+_pinned: dict[int | str, weakref.WeakSet[CustomOp]] = {}
+
+
+def _pin_keys(op: CustomOp) -> tuple[int | str, ...]:
+    kernel = op.__dict__.get("_kernel")
+    if kernel is None:
+        return ()
+    choice = op.__dict__.get("_dispatch_choice") or ""
+    by_id = id(getattr(kernel, "__func__", kernel))
+    return (by_id,) if choice.startswith("oot:") else (by_id, choice)
+
+
+def _pin(op: CustomOp, impl: Callable[..., Any], patches: int) -> None:
+    """Keep ``op``'s kernel, chosen at its first call, unless a hook target changed while it
+    chose (``patches``, the engine's count, moved: another thread's apply, an apply the
+    platform's initialization ran): what it chose may predate that change, so it is run this
+    once and chosen again at the next call."""
+    with _registry_lock:
+        if _phase.patches != patches:
+            return
+        op.__dict__["_kernel"] = impl
+        for key in _pin_keys(op):
+            _pinned.setdefault(key, weakref.WeakSet()).add(op)
+
+
+def _unpin(op: CustomOp) -> None:
+    """Forget ``op``'s kernel: it chooses again at its next call.  Lock held."""
+    for key in _pin_keys(op):
+        ops = _pinned.get(key)
+        if ops is not None:
+            ops.discard(op)
+            if not ops:
+                del _pinned[key]
+    op.__dict__.pop("_kernel", None)
+
+
+def _drop_pins(owner: Any, attr: str, before: Any) -> None:
+    """Forget each kernel chosen from what the hook engine just changed (``owner.attr`` was
+    ``before``): that op chooses again at its next call, this time with the hook (or without
+    the removed one).
+
+    A kernel is pinned at an op's first call and the direct path runs it with no lookup, so a
+    hook applied on an op's ``forward_cuda`` or its registered kernel after the model ran once
+    (``bootstrap_here()``, a later ``apply_hooks()``) never ran, and one removed
+    (``unapply()``, ``isolated_hooks``) kept running, while the report said otherwise.
+    Checking at each call cost ~90 ns (the ``custom_op_overhead`` target is 1.05x); the
+    engine says when a target changes instead (``spec._phase.watch_patches``).  Dropped: a
+    pin whose function is ``before`` (a registered kernel, a method of the class or a base
+    patched where it is defined), and one whose method is ``attr`` of a class the op is an
+    instance of (a hook put on a subclass that inherited the method).  The choice itself
+    (``dispatch_choice``) stays until the next call makes it again.
+    """
+    if not (_pinned or _compiled_kernels):
+        return
+    old = getattr(before, "__func__", before)  # through a staticmethod or classmethod
+    with _registry_lock:
+        ops = list(_pinned.get(id(old), ()))
+        if isinstance(owner, type):
+            ops += [op for op in _pinned.get(attr, ()) if owner in type(op).__mro__]
+        for op in ops:
+            kernel = op.__dict__.get("_kernel")
+            if kernel is not None and (
+                getattr(kernel, "__func__", kernel) is old  # not another function at its id
+                or op.__dict__.get("_dispatch_choice") == attr
+            ):
+                _unpin(op)
+        for key, fn in list(_compiled_kernels.items()):
+            if fn is old:  # dynamo guards on the entry: the graph that traced it traces again
+                del _compiled_kernels[key]
+
+
+_phase.watch_patches(_drop_pins)
+
 
 def _run_compiled(op: CustomOp, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The chosen kernel, as code dynamo traces into the graph (a method looked up on the
-    class, so a hook on ``forward_cuda`` is traced too)."""
+    """The chosen kernel, as code dynamo traces into the graph, read where dynamo guards on it:
+    a registered one from ``_compiled_kernels`` (which ``_drop_pins`` empties of a kernel a
+    hook's apply or removal changes), a method off the op's class, as it is now (hooks
+    included).  Read off the op, the method was not guarded: a hook applied on
+    ``forward_cuda`` after the compiled op ran never ran in it."""
     choice = _choice_while_compiling(op)
     if choice.startswith("oot:"):
         return _compiled_kernels[(type(op), choice)](op, *args, **kwargs)
-    return getattr(op, choice)(*args, **kwargs)
+    method = getattr(type(op), choice)
+    if isinstance(method, types.FunctionType):
+        return method(op, *args, **kwargs)
+    return getattr(op, choice)(*args, **kwargs)  # a staticmethod, a callable object
 
 
 def _dispatch_order(platform: Any) -> tuple[tuple[tuple[str, ...], str], ...]:

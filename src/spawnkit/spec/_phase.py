@@ -20,6 +20,9 @@ _worker_namespace: Any = None
 #: By name, each namespace whose plugin hooks this process applied, and how to ask its ledger
 #: (live: hooks undone since are gone) which applied targets an object built now runs hooked.
 _applied_by: dict[str, Callable[[], list[str]]] = {}
+#: Told ``(owner, attr, before)`` at each such change: what keeps a choice made from a target
+#: (``CustomOp``'s pinned kernels) drops it then, instead of checking at each call.
+_watchers: list[Callable[[Any, str, Any], None]] = []
 
 
 def enter_worker(namespace: Any = None) -> None:
@@ -52,9 +55,23 @@ def built_hooked() -> tuple[tuple[str, str], ...]:
     return tuple((ns, target) for ns, ask in _applied_by.items() for target in ask())
 
 
-def patched() -> None:
+def patched(owner: Any, attr: str, before: Any) -> None:
+    """``owner.attr`` was ``before`` (the raw value, or the journal's ``ABSENT``) and changed."""
     global patches
     patches += 1
+    for watcher in _watchers:
+        watcher(owner, attr, before)
+
+
+def watch_patches(watcher: Callable[[Any, str, Any], None]) -> None:
+    """Call ``watcher(owner, attr, before)`` after each change of a hook target's owner.
+
+    A module above the hook engine that keeps what it resolved from a target learns of the
+    change here, without the engine importing it (a ``CustomOp`` kernel pinned at an op's first
+    call; the engine imports no torch).  A watcher must not raise: the engine is mid-apply.
+    """
+    if watcher not in _watchers:
+        _watchers.append(watcher)
 
 
 def hooks_applied() -> bool:
