@@ -201,7 +201,7 @@ class _Loop:
         if spare is None:
             pid = os.fork()
             if pid == 0:
-                self._child(child_r, fds, child_w, learn_w, time.monotonic())
+                self._child(child_r, fds, child_w, learn_w, time.monotonic(), False)
         else:
             pid = spare[0]
         # Each write below wakes a process, which may take this CPU from the server before its
@@ -337,6 +337,7 @@ class _Loop:
             _rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
             _prefault.populate(self.learner.pages or [])  # while idle: the pages its worker writes
             _parent_death.watch_ahead()  # and the thread that arm_parent_death starts
+            ahead = self._ahead()  # and its worker's first steps, which need no request
             msg = b""
             with contextlib.suppress(OSError):  # EOF or an error: the server let it go, or died
                 msg, fds, _flags, _addr = socket.recv_fds(
@@ -354,7 +355,7 @@ class _Loop:
             os._exit(0)
         child_r, *rest = fds
         learn_w = rest.pop() if msg == b"gl" else None
-        self._child(child_r, rest, None, learn_w, handed)
+        self._child(child_r, rest, None, learn_w, handed, ahead)
 
     def _child(
         self,
@@ -363,16 +364,20 @@ class _Loop:
         child_w: int | None,
         learn_w: int | None,
         handed: float,
+        ahead: bool,
     ) -> NoReturn:
         """What a worker runs, forked on request (``child_w``: the server's end of its status
         pipe) or a spare handed a request: what the package's own loop runs, with every
-        descriptor of the server closed.  ``handed``: when it got the request (a trace's)."""
+        descriptor of the server closed.  ``handed``: when it got the request (a trace's);
+        ``ahead``: a spare that took its worker's first steps while it waited (``_ahead``)."""
         code = 1
         try:
             from spawnkit.protocol import _fork_exit, _fork_state  # imported by warm_main
 
-            _fork_state.forked(handed)
-            _fork_exit.forked(self.util._exit_function)  # on every Python (see _fork_exit)
+            _fork_state.handed_at(handed)
+            if not ahead:
+                _fork_state.reseed()
+                _fork_exit.forked(self.util._exit_function)  # on every Python (see _fork_exit)
             if child_w is not None:  # forked just now: the server's descriptors are open here
                 signal.set_wakeup_fd(-1)
                 self._close_server_fds()
@@ -390,6 +395,20 @@ class _Loop:
                 _fork_exit.run()  # what a spawned worker's interpreter would call as it exits
             finally:
                 os._exit(code)  # whatever that raised: a worker never returns into the loop
+
+    def _ahead(self) -> bool:
+        """In a spare, before its request: the worker's fresh entropy and its exit list
+        (``_fork_state``, ``_fork_exit``), which depend on nothing the request brings: 0.07 ms
+        of a trivial warm start, now paid while idle.  Whether they were done: one that
+        raised is done again, where a worker's failure reaches its launcher (``_child``)."""
+        try:
+            from spawnkit.protocol import _fork_exit, _fork_state  # imported by warm_main
+
+            _fork_state.reseed()
+            _fork_exit.forked(self.util._exit_function)
+        except Exception:
+            return False
+        return True
 
     def _close_server_fds(self) -> None:
         """In a child: the listener, the selector, the alive and signal pipes, every started
