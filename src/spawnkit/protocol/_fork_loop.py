@@ -337,7 +337,7 @@ class _Loop:
             _rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
             _prefault.populate(self.learner.pages or [])  # while idle: the pages its worker writes
             _parent_death.watch_ahead()  # and the thread that arm_parent_death starts
-            ahead = self._ahead()  # and its worker's first steps, which need no request
+            ahead = _ahead(self.util._exit_function)  # its worker's first steps: no request
             msg = b""
             with contextlib.suppress(OSError):  # EOF or an error: the server let it go, or died
                 msg, fds, _flags, _addr = socket.recv_fds(
@@ -367,17 +367,15 @@ class _Loop:
         ahead: bool,
     ) -> NoReturn:
         """What a worker runs, forked on request (``child_w``: the server's end of its status
-        pipe) or a spare handed a request: what the package's own loop runs, with every
-        descriptor of the server closed.  ``handed``: when it got the request (a trace's);
-        ``ahead``: a spare that took its worker's first steps while it waited (``_ahead``)."""
+        pipe) or a spare handed a request (``ahead``: its first steps taken while it waited):
+        what the package's own loop runs, every descriptor of the server closed."""
         code = 1
         try:
-            from spawnkit.protocol import _fork_exit, _fork_state  # imported by warm_main
+            from spawnkit.protocol import _fork_state  # imported by warm_main
 
-            _fork_state.handed_at(handed)
-            if not ahead:
-                _fork_state.reseed()
-                _fork_exit.forked(self.util._exit_function)  # on every Python (see _fork_exit)
+            _fork_state.handed_at(handed)  # when it got the request (a trace's)
+            if not ahead:  # forked on request, or its spare's _ahead raised: reported here
+                _first_steps(self.util._exit_function)
             if child_w is not None:  # forked just now: the server's descriptors are open here
                 signal.set_wakeup_fd(-1)
                 self._close_server_fds()
@@ -396,20 +394,6 @@ class _Loop:
             finally:
                 os._exit(code)  # whatever that raised: a worker never returns into the loop
 
-    def _ahead(self) -> bool:
-        """In a spare, before its request: the worker's fresh entropy and its exit list
-        (``_fork_state``, ``_fork_exit``), which depend on nothing the request brings: 0.07 ms
-        of a trivial warm start, now paid while idle.  Whether they were done: one that
-        raised is done again, where a worker's failure reaches its launcher (``_child``)."""
-        try:
-            from spawnkit.protocol import _fork_exit, _fork_state  # imported by warm_main
-
-            _fork_state.reseed()
-            _fork_exit.forked(self.util._exit_function)
-        except Exception:
-            return False
-        return True
-
     def _close_server_fds(self) -> None:
         """In a child: the listener, the selector, the alive and signal pipes, every started
         worker's status pipe and every spare's socket.  A spare's socket left open here would
@@ -422,6 +406,26 @@ class _Loop:
         for fd in (self.alive_r, self.sig_r, self.sig_w, *learning, *self.pid_to_fd.values()):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _ahead(exit_function: Any) -> bool:
+    """In a spare, before its request: its worker's first steps, which depend on nothing the
+    request brings (0.07 ms of a trivial warm start, now paid while idle).  Whether they were
+    done: where they raised, they run again after the request, whose launcher hears of it."""
+    try:
+        _first_steps(exit_function)
+    except Exception:
+        return False
+    return True
+
+
+def _first_steps(exit_function: Any) -> None:
+    """A worker's fresh entropy and its exit list (``_fork_state``, ``_fork_exit``), before
+    any of its code runs."""
+    from spawnkit.protocol import _fork_exit, _fork_state  # imported by warm_main
+
+    _fork_state.reseed()
+    _fork_exit.forked(exit_function)  # on every Python (see _fork_exit)
 
 
 # -------------------------------------------------------------------- server exit
