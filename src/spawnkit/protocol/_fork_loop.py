@@ -201,7 +201,7 @@ class _Loop:
         if spare is None:
             pid = os.fork()
             if pid == 0:
-                self._child(child_r, fds, child_w, learn_w, time.monotonic())
+                self._child(child_r, fds, child_w, learn_w, time.monotonic(), False)
         else:
             pid = spare[0]
         # Each write below wakes a process, which may take this CPU from the server before its
@@ -337,6 +337,7 @@ class _Loop:
             _rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
             _prefault.populate(self.learner.pages or [])  # while idle: the pages its worker writes
             _parent_death.watch_ahead()  # and the thread that arm_parent_death starts
+            ahead = _ahead(self.util._exit_function)  # its worker's first steps: no request
             msg = b""
             with contextlib.suppress(OSError):  # EOF or an error: the server let it go, or died
                 msg, fds, _flags, _addr = socket.recv_fds(
@@ -354,7 +355,7 @@ class _Loop:
             os._exit(0)
         child_r, *rest = fds
         learn_w = rest.pop() if msg == b"gl" else None
-        self._child(child_r, rest, None, learn_w, handed)
+        self._child(child_r, rest, None, learn_w, handed, ahead)
 
     def _child(
         self,
@@ -363,16 +364,18 @@ class _Loop:
         child_w: int | None,
         learn_w: int | None,
         handed: float,
+        ahead: bool,
     ) -> NoReturn:
         """What a worker runs, forked on request (``child_w``: the server's end of its status
-        pipe) or a spare handed a request: what the package's own loop runs, with every
-        descriptor of the server closed.  ``handed``: when it got the request (a trace's)."""
+        pipe) or a spare handed a request (``ahead``: its first steps taken while it waited):
+        what the package's own loop runs, every descriptor of the server closed."""
         code = 1
         try:
-            from spawnkit.protocol import _fork_exit, _fork_state  # imported by warm_main
+            from spawnkit.protocol import _fork_state  # imported by warm_main
 
-            _fork_state.forked(handed)
-            _fork_exit.forked(self.util._exit_function)  # on every Python (see _fork_exit)
+            _fork_state.handed_at(handed)  # when it got the request (a trace's)
+            if not ahead:  # forked on request, or its spare's _ahead raised: reported here
+                _first_steps(self.util._exit_function)
             if child_w is not None:  # forked just now: the server's descriptors are open here
                 signal.set_wakeup_fd(-1)
                 self._close_server_fds()
@@ -403,6 +406,26 @@ class _Loop:
         for fd in (self.alive_r, self.sig_r, self.sig_w, *learning, *self.pid_to_fd.values()):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _ahead(exit_function: Any) -> bool:
+    """In a spare, before its request: its worker's first steps, which depend on nothing the
+    request brings (0.07 ms of a trivial warm start, now paid while idle).  Whether they were
+    done: where they raised, they run again after the request, whose launcher hears of it."""
+    try:
+        _first_steps(exit_function)
+    except Exception:
+        return False
+    return True
+
+
+def _first_steps(exit_function: Any) -> None:
+    """A worker's fresh entropy and its exit list (``_fork_state``, ``_fork_exit``), before
+    any of its code runs."""
+    from spawnkit.protocol import _fork_exit, _fork_state  # imported by warm_main
+
+    _fork_state.reseed()
+    _fork_exit.forked(exit_function)  # on every Python (see _fork_exit)
 
 
 # -------------------------------------------------------------------- server exit

@@ -10,7 +10,7 @@ imported ``numpy.random`` started from that server's one state, on every rank of
 the same "random" numbers everywhere, with nothing said.  The server keeps the state numpy's
 import gave (``watch``); when nothing but draws changed it since (``settle``: no ``seed()``
 dropped the ``SeedSequence`` its import made, no ``set_state()`` was called), each forked
-worker reseeds from entropy (``forked``), as a spawned one would have.  A plugin that seeded
+worker reseeds from entropy (``reseed``), as a spawned one would have.  A plugin that seeded
 it on purpose is repeated by every spawned worker, so its state is kept.
 
 The same holds for a ``random.Random()`` a module creates as it is imported (``_rng =
@@ -48,7 +48,7 @@ from typing import Any
 
 from spawnkit.hooks import _on_import
 
-__all__ = ["forked", "settle", "watch"]
+__all__ = ["handed_at", "reseed", "settle", "watch"]
 
 _MTRAND = "numpy.random.mtrand"  # creates the global RandomState when it is imported
 _token: int | None = None
@@ -239,13 +239,18 @@ def _settle_generators() -> None:
         module.set_state = _set_state  # type: ignore[union-attr]
 
 
-def forked(handed: float) -> None:
-    """In each forked worker, first: when it got its request (``child.START_MARKS``), and fresh
-    entropy for numpy's global random state and torch's CPU generator where the server's were
-    their imports' own, and for the generators noted seeded from entropy."""
+def handed_at(handed: float) -> None:
+    """In each forked worker: when it got its request (``child.START_MARKS``)."""
     from spawnkit.protocol.child import note_start  # imported by the server (warm_main)
 
     note_start("handed", handed)
+
+
+def reseed() -> None:
+    """In each forked worker, before any of its code runs: fresh entropy for numpy's global
+    random state and torch's CPU generator where the server's were their imports' own, and for
+    the generators noted seeded from entropy.  A spare draws it while it waits for its request
+    (``_fork_loop``); each spare becomes one worker, so no two workers share a draw."""
     if _reseed:
         sys.modules[_MTRAND]._rand.seed()
     if _torch_reseed:

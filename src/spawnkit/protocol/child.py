@@ -27,6 +27,7 @@ import struct
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -196,6 +197,10 @@ class _Reporter:
     held and written with that next one: one write, so one wake-up of the launcher, instead
     of two.  What announces work that may block (a STARTED, HELLO in a cold worker) or ends
     the report (RESULT, FAILED, EXITED, ``close``) is written at once, with anything held.
+    A stage that cannot block where it runs (``quiet``, see ``_quiet_stages``) has its STARTED
+    held too.  Each write wakes the launcher, whose reading takes this CPU from a worker on a
+    busy two-core machine (0.1 ms a write, a twentieth of a warm start): a warm trivial worker
+    writes once before its entry, not four times.
     A broken pipe usually means the launcher is gone, and the parent-death watcher ends this
     process; ``lost`` keeps why, for the last message (``_unsent``): the entry may have closed
     the pipe itself (``os.closerange(3, ...)``) while the launcher waits.  Each write first
@@ -208,6 +213,7 @@ class _Reporter:
 
     def __init__(self, conn: Any, sigint_restore: bool = False) -> None:
         self._conn = conn
+        self.quiet: Callable[[str], bool] = _loud
         self.stage = proto.PRE_BOOTSTRAP
         self.ready_sent = False
         self.sigint_restore = sigint_restore
@@ -254,7 +260,7 @@ class _Reporter:
 
     def stage_started(self, stage: str) -> None:
         self.stage = str(getattr(stage, "value", stage))
-        self.send(proto.StageStarted(self.stage))
+        self.send(proto.StageStarted(self.stage), hold=self.quiet(self.stage))
         if self.stage == _ENTRY:
             report_pages()
 
@@ -331,6 +337,47 @@ def report_pages() -> None:
         prefault.report()
 
 
+def _quiet_stages(spec: ProcessSpec, *, forked: bool) -> Callable[[str], bool]:
+    """Whether a stage of ``spec``'s worker cannot block, asked as it starts: it runs only
+    spawnkit's own bookkeeping, no import, plugin, payload or entry code.  ``forked``: a warm
+    worker, whose ``arm_parent_death`` finds its server's environment, platform and watcher
+    thread in place; ``materialize_payload`` with no payload (and an entry named, not sent by
+    value) has nothing to unpickle; ``resolve_entry`` of an entry whose module is imported and
+    holds the entry's first name (no import, no module ``__getattr__``) only reads it."""
+    empty = spec.payload is None and (bool(spec.entry) or spec.entry_payload is None)
+
+    def quiet(stage: str) -> bool:
+        if stage == _PARENT_DEATH:
+            return forked
+        if stage == _PAYLOAD:
+            return empty
+        if stage == _RESOLVE:
+            return _imported_entry(spec.entry)
+        return False
+
+    return quiet
+
+
+def _imported_entry(reference: str) -> bool:
+    module_name, _, qualname = reference.partition(":")
+    module = sys.modules.get(module_name.strip())
+    if not isinstance(module, types.ModuleType):
+        return False  # not imported (or an object standing in for a module)
+    if getattr(getattr(module, "__spec__", None), "_initializing", False):
+        return False  # still importing: its lock may be another thread's
+    return qualname.strip().split(".")[0] in module.__dict__
+
+
+def _loud(stage: str) -> bool:
+    """Every stage's STARTED at once: a reporter not told which stages cannot block."""
+    return False
+
+
+_PARENT_DEATH = Stage.ARM_PARENT_DEATH.value
+_PAYLOAD = Stage.PAYLOAD.value
+_RESOLVE = Stage.RESOLVE_ENTRY.value
+
+
 def _sendable(report: Any) -> Any:
     """The report with each field that does not pickle emptied and named in ``unsent``."""
     sendable = getattr(report, "sendable", None)
@@ -379,9 +426,8 @@ def child_main(spec: ProcessSpec) -> None:
     if deaf:  # started with SIGINT blocked: ignored until the entry (heard again there)
         _hear_sigint(False)
     reporter = _Reporter(spec.report_conn, deaf)
-    # HELLO carries the signal a stuck start is asked for its stacks with: held for the first
-    # stage's STARTED only where nothing can block before it (a forked warm worker; a cold
-    # one still imports the bootstrap below).
+    # HELLO carries the signal a stuck start is asked for its stacks with: held only where
+    # nothing can block before a STARTED (a warm worker; a cold one imports the bootstrap).
     warm = "spawnkit.bootstrap.process" in sys.modules
     hello = proto.Hello(os.getpid(), socket.gethostname(), dump_signal, tuple(_marks))
     reporter.send(hello, hold=warm)
@@ -389,6 +435,7 @@ def child_main(spec: ProcessSpec) -> None:
         from spawnkit.bootstrap.process import Bootstrapper
 
         boot = Bootstrapper(spec, listener=reporter)
+        reporter.quiet = _quiet_stages(spec, forked=boot.inherited is not None)
         boot.freeze_gc = True  # this process is the worker: its heap is the bootstrap's
         result = boot.run()
     except SystemExit as exc:
@@ -460,8 +507,6 @@ def _unsent(reporter: _Reporter, spec: ProcessSpec, what: str, text: str) -> Non
 def _unawaited(result: Any) -> str:
     """What to say of an entry that returned a coroutine (a sync wrapper of an ``async def``,
     which the entry's check before the call cannot see): none of its body ran."""
-    import types  # only on this failure path
-
     if not isinstance(result, types.CoroutineType):
         return ""
     result.close()  # never awaited, said here: no RuntimeWarning at exit besides
