@@ -40,6 +40,7 @@ def main(payload):
         "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "from_spec": os.environ.get("SKTR_FROM_SPEC"),
         "key_visible": "SPAWNKIT_SPEC_KEY" in os.environ,
+        "platform": report.platform.get("name"),
     }
     with open(os.path.join(payload["out"], f"rank{spec.rank}.json"), "w") as fh:
         json.dump(out, fh)
@@ -425,10 +426,11 @@ def test_a_rank_whose_node_has_another_plugin_version_is_refused(
 def test_a_rank_whose_own_environment_selects_otherwise_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``write_launch_spec(...)`` with no selection (the plugin ``patcher`` selected), then
-    ``SKTR_PLUGINS='' torchrun -m spawnkit.run ...`` (or ``SKTR_PLATFORM=cpu``): the spec
-    pins the launcher's selection, so before, the rank loaded ``patcher`` on ``base`` all the
-    same, exit 0, the variable doing nothing."""
+    """``write_launch_spec(...)`` with no plugin selection (the plugin ``patcher`` selected)
+    and ``SKTR_PLATFORM=base`` chosen, then ``SKTR_PLUGINS='' torchrun -m spawnkit.run ...``
+    (or ``SKTR_PLATFORM=cpu``): the spec pins the launcher's selection, so before, the rank
+    loaded ``patcher`` on ``base`` all the same, exit 0, the variable doing nothing.  A
+    platform the launcher only detected is left to the node, whose variable then decides."""
     from spawnkit import write_launch_spec
 
     root = _write_versioned(tmp_path / "site", "1.0")
@@ -438,7 +440,11 @@ def test_a_rank_whose_own_environment_selects_otherwise_is_refused(
     spec_file = tmp_path / "spec.bin"
     monkeypatch.syspath_prepend(str(root))
     payload = {"tag": "t1", "out": str(out)}
+    detected = tmp_path / "detected.bin"
+    write_launch_spec(detected, "sktr_app.entry:main", payload, key=key, namespace=_namespace())
+    monkeypatch.setenv("SKTR_PLATFORM", "base")  # the launcher's choice
     write_launch_spec(spec_file, "sktr_app.entry:main", payload, key=key, namespace=_namespace())
+    monkeypatch.delenv("SKTR_PLATFORM")
     env = _env(root, key)
     env["TORCHELASTIC_ERROR_FILE"] = str(tmp_path / "err.json")
     ranks = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}
@@ -471,6 +477,11 @@ def test_a_rank_whose_own_environment_selects_otherwise_is_refused(
     )  # fmt: skip
     proc = _rank_by_hand(spec_file, dict(env, SKTR_PLUGINS=""), **ranks)
     assert proc.returncode == 0 and "own environment" not in proc.stderr, proc.stderr
+    # a platform the launcher detected, not chose: this node's variable is followed
+    (out / "rank0.json").unlink()
+    proc = _rank_by_hand(detected, dict(env, SKTR_PLATFORM="cpu"), **ranks)
+    assert proc.returncode == 0 and "own environment" not in proc.stderr, proc.stderr
+    assert json.loads((out / "rank0.json").read_text())["platform"] == "cpu"
 
 
 def test_spec_for_rank_holds_a_spec_to_its_rank_count(tmp_path: Path) -> None:

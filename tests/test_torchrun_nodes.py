@@ -57,13 +57,25 @@ def _job(tmp_path: Path, fail: bool) -> tuple[list[str], dict[str, str], Path]:
     return common, make_env(tmp_path, site), out
 
 
-def _two_nodes(common: list[str], env: dict[str, str], cwd: Path) -> list[tuple[int, str]]:
-    written = subprocess.run([SPAWNKIT, "launch", *common, "--print-only"], env=env, cwd=cwd,
-                             capture_output=True, text=True, timeout=120)
+def _two_nodes(
+    common: list[str],
+    env: dict[str, str],
+    cwd: Path,
+    node1: dict[str, str] | None = None,
+    writer: dict[str, str] | None = None,
+) -> list[tuple[int, str]]:
+    """Write the spec (as node 0 would), then run both nodes; ``node1``: node 1's own
+    environment entries (its hardware, as a platform plugin reads it); ``writer``: those of
+    the command that writes the spec."""
+    written = subprocess.run([SPAWNKIT, "launch", *common, "--print-only"],
+                             env={**env, **(writer or {})}, cwd=cwd, capture_output=True,
+                             text=True, timeout=120)
     assert written.returncode == 0, written.stderr
+    envs = (env, {**env, **(node1 or {})})
     procs = [
-        subprocess.Popen([SPAWNKIT, "launch", *common, "--node-rank", str(rank)], env=env,
-                         cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen([SPAWNKIT, "launch", *common, "--node-rank", str(rank)],
+                         env=envs[rank], cwd=cwd, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
         for rank in (0, 1)
     ]
     ended: list[tuple[int, str]] = []
@@ -129,3 +141,69 @@ def test_a_failure_torchrun_restarts_for_does_not_end_a_multi_node_job(tmp_path:
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "FAILED on node" not in proc.stderr
     assert json.loads(proc.stdout)["results"] == ["'r0-attempt1'", "'r1-attempt1'"]
+
+
+
+_PLATFORM = """
+import os
+from spawnkit.platforms.interface import Platform, PlatformEnum
+
+class FakeAcc(Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "fakeacc"
+    device_type = "cpu"
+
+def activate():  # the hardware: present where FAKEACC=1
+    return "nodes_fakeacc.FakeAcc" if os.environ.get("FAKEACC") == "1" else None
+"""
+
+_PLATFORM_JOB = """
+import os
+
+def job(payload):
+    from spawnkit.bootstrap import current_spec
+    from spawnkit.platforms import current_platform
+    rank = current_spec().rank
+    with open(os.path.join(payload["out"], f"rank{rank}"), "w") as fh:
+        fh.write(current_platform.device_name or "base")
+"""
+
+
+def _node_platforms(tmp_path: Path, writer: dict[str, str]) -> list[str]:
+    """The platform each rank of a 2-node job ran, node 1 alone having the accelerator;
+    ``writer``: the environment entries of the command that writes the spec (on node 0)."""
+    site = tmp_path / "site"
+    write_distribution(
+        site, "nodes-fakeacc", "1.0",
+        entry_points={"spawnkit.platforms": {"fakeacc": "nodes_fakeacc:activate"}},
+        modules={"nodes_fakeacc.py": _PLATFORM, "nodes_platform_app.py": _PLATFORM_JOB},
+    )  # fmt: skip
+    out = tmp_path / "out"
+    out.mkdir()
+    payload = tmp_path / "payload.json"
+    payload.write_text(json.dumps({"out": str(out)}))
+    env = make_env(tmp_path, site)
+    for name in ("FAKEACC", "SPAWNKIT_PLATFORM", "SPAWNKIT_PLUGINS"):
+        env.pop(name, None)
+    common = [
+        "nodes_platform_app:job", "--launcher", "torchrun", "--payload-file", str(payload),
+        "--nnodes", "2", "--nproc-per-node", "1",
+        "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-id", uuid.uuid4().hex[:8],
+        "--spec-dir", str(tmp_path / "spec"), "--timeout", "150",
+    ]  # fmt: skip
+    ended = _two_nodes(common, env, tmp_path, node1={"FAKEACC": "1"}, writer=writer)
+    for code, err in ended:
+        assert code == 0, err[-3000:]
+    return [(out / f"rank{rank}").read_text() for rank in (0, 1)]
+
+
+def test_each_node_runs_its_own_platform_unless_the_launcher_chose_one(tmp_path: Path) -> None:
+    """The spec is written on node 0, whose detection finds no accelerator (``base``); node
+    1 has one.  Before, the spec pinned node 0's detection: node 1's rank ran ``base``, exit
+    0, nothing said, where a rank started there on its own runs ``fakeacc``."""
+    (tmp_path / "detected").mkdir()
+    assert _node_platforms(tmp_path / "detected", {}) == ["base", "fakeacc"]
+    # SPAWNKIT_PLATFORM where the spec is written: the user's choice, run by every rank
+    (tmp_path / "chosen").mkdir()
+    chosen = _node_platforms(tmp_path / "chosen", {"SPAWNKIT_PLATFORM": "base"})
+    assert chosen == ["base", "base"]

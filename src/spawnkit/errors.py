@@ -90,7 +90,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "BootstrapError": ("payload", "worker_reuse"),
     "ForkServerError": ("preload",),
     "PlatformError": ("init",),
-    "SpecError": ("signature",),
+    "SpecError": ("signature", "version"),
 }
 
 #: Former classes, now a kind of their parent: name -> (parent, kind).

@@ -6,7 +6,7 @@ But a rank's environment is its node's (torchrun's shell on that node, the rayle
 Ray), and ``<PREFIX>_PLUGINS`` (or ``<PREFIX>_PLATFORM``) set there was read by no one or
 by the wrong one, unsaid:
 
-* torchrun: the spec pins the launcher's plugins and platform, so
+* torchrun: the spec pins the launcher's plugins (and a platform it chose), so
   ``SRT_PLUGINS=one torchrun -m spawnkit.run ...`` loaded every plugin the spec names,
   the variable doing nothing;
 * Ray, with no selection in the driver (``spec.plugins`` None): the rank read its
@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spawnkit.errors import ConfigError, PluginDriftError
 
-__all__ = ["check_node_selection"]
+if TYPE_CHECKING:
+    from spawnkit.spec import ProcessSpec
+
+__all__ = ["check_node_selection", "node_decides_platform"]
 
 _log = logging.getLogger("spawnkit.scaleout")
 
@@ -41,6 +44,17 @@ def _launcher_plugins(spec: Any) -> tuple[set[str], set[str]] | None:
     if spec.plugins is not None:
         return set(spec.plugins), known
     return known, known  # Ray's record of no selection: every plugin it found
+
+
+def node_decides_platform(template: ProcessSpec) -> ProcessSpec:
+    """``build_spec``'s platform where its own detection chose it (no ``<PREFIX>_PLATFORM``)
+    is the launcher's hardware: pinned, a rank on a node with an accelerator the launcher
+    lacks ran the launcher's platform, unsaid (Ray's ``spawn_spec_on_ray``, torchrun across
+    nodes).  Each rank's node decides, as ``spawn_on_ray``'s ranks do, its own
+    ``<PREFIX>_PLATFORM`` included; a platform chosen, or set on the template since, stays."""
+    if template.platform is not None and template.platform == template._control.detected_platform:
+        return template.replace(platform=None)
+    return template
 
 
 def check_node_selection(spec: Any, *, node: str, rank: int, launcher: str) -> None:
@@ -98,8 +112,9 @@ def _check_plugins(spec: Any, where: str, node: str, rank: int, launcher: str) -
 
 
 def _check_platform(spec: Any, where: str, launcher: str) -> None:
-    """A platform the spec pins (torchrun's) and this rank's environment names another:
-    the pin wins, and the variable did nothing.  An unpinned rank (Ray's) reads it itself."""
+    """A platform the spec pins (one torchrun's launcher chose) and this rank's environment
+    names another: the pin wins, and the variable did nothing.  An unpinned rank (Ray's, or
+    one whose launcher only detected its platform: ``node_decides_platform``) reads it itself."""
     var = spec.namespace.platform_var
     raw = os.environ.get(var, "").strip()
     if not raw or spec.platform is None or var in spec.env or raw == spec.platform:

@@ -66,6 +66,7 @@ from spawnkit.launch.group import GroupContract
 from spawnkit.launch.launcher import entry_reference
 from spawnkit.protocol import failure
 from spawnkit.protocol.failure import PRE_BOOTSTRAP
+from spawnkit.scaleout._node_selection import node_decides_platform
 from spawnkit.scaleout._ray_nodes import dead_nodes, wait_node_dead
 from spawnkit.scaleout._ray_place import not_placed, release, start_actors
 from spawnkit.scaleout._ray_ranks import LAUNCHER as _LAUNCHER
@@ -190,16 +191,6 @@ def spawn_on_ray(
     )
 
 
-def _node_decides_platform(template: ProcessSpec) -> ProcessSpec:
-    """``build_spec``'s platform where this driver's detection chose it (no
-    ``<PREFIX>_PLATFORM``) is this machine's hardware: pinned, a rank on a node with an
-    accelerator the driver lacks ran the driver's platform, unsaid.  Each rank's node decides,
-    as ``spawn_on_ray``'s ranks do; a platform chosen, or set on the template since, stays."""
-    if template.platform is not None and template.platform == template._control.detected_platform:
-        return template.replace(platform=None)
-    return template
-
-
 def _bundle(resources: Mapping[str, float] | None) -> dict[str, float]:
     bundle = {str(k): float(v) for k, v in (resources or {"CPU": 1.0}).items()}
     bad = {k: v for k, v in bundle.items() if v < 0}
@@ -253,7 +244,7 @@ def spawn_spec_on_ray(
 
     actor_env = dict(env)
     actor_env[RUN_ID_VAR] = run_id
-    template = _node_decides_platform(
+    template = node_decides_platform(
         template.replace(env=env, run_id=run_id, world_size=nprocs, rank=0, local_rank=0)
     )
     return RayWorkerGroup(

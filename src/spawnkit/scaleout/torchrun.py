@@ -76,13 +76,16 @@ def rank_from_env(environ: Mapping[str, str] | None = None) -> tuple[int, int, i
 
 
 def spec_for_rank(template: ProcessSpec, environ: Mapping[str, str] | None = None) -> ProcessSpec:
-    """This rank's spec: the template with torchrun's ranks, minus the never-copy env names."""
+    """This rank's spec: the template with torchrun's ranks, minus the never-copy env names,
+    and the platform the launcher only detected (its own hardware) left to this rank's node."""
+    from spawnkit.scaleout._node_selection import node_decides_platform
     from spawnkit.scaleout.env import split_env
 
     rank, local_rank, world = rank_from_env(environ)
     _check_world(template.world_size, world, os.environ if environ is None else environ)
     env, _dropped = split_env(template.env, context=f"torchrun rank {rank}")
-    return template.replace(rank=rank, local_rank=local_rank, world_size=world, env=env)
+    spec = template.replace(rank=rank, local_rank=local_rank, world_size=world, env=env)
+    return node_decides_platform(spec)
 
 
 def _check_world(written: int, world: int, environ: Mapping[str, str]) -> None:

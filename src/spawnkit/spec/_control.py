@@ -29,8 +29,8 @@ class LaunchControl:
     ``extra_hooked``: as ``Payload.hooked``, for the ``rank_extra`` values (built in the
     launcher, which had applied these constructors and class REPLACEs then).
     ``detected_platform``: ``build_spec``'s platform where its own detection chose it (no
-    ``<PREFIX>_PLATFORM``): this machine's hardware, which a Ray rank's node may not have
-    (``scaleout.ray.spawn_spec_on_ray`` leaves it to each rank's node, as ``spawn_on_ray``).
+    ``<PREFIX>_PLATFORM``): this machine's hardware, which a Ray or torchrun rank's node may
+    not have (``scaleout._node_selection.node_decides_platform`` leaves it to that node).
     """
 
     fault_conn: Connection | None = field(default=None, repr=False, compare=False)

@@ -13,6 +13,10 @@ real dataclass twin made the first time one asks, and ``__init__``'s signature, 
 
 It lives with the spec types because the spec and its payload pass through it (construction,
 pickling, ``replace``): type plumbing, not a step of the payload's walk.
+
+A frozen record pickles as its values in field order; unpickled with another count of them (a
+worker whose spawnkit lays the record out otherwise than its launcher's) it raises
+``SpecError[version]`` naming both spawnkits (``_layout``), not ``zip()``'s bare ``ValueError``.
 """
 
 from __future__ import annotations
@@ -24,7 +28,16 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 import spawnkit._templates as _templates  # not `from spawnkit import`: see _templates
 from spawnkit._plain import FrozenPlain, Plain
 
-__all__ = ["as_dict", "default", "field", "field_names", "record", "replace"]
+__all__ = [
+    "as_dict",
+    "default",
+    "field",
+    "field_names",
+    "reading",
+    "record",
+    "replace",
+    "set_state",
+]
 
 _T = TypeVar("_T")
 
@@ -127,7 +140,7 @@ def _build(cls: type[_T], frozen: bool, slots: bool) -> type[_T]:
         ns["__slots__"] = tuple(fields)
     if frozen:
         ns["__getstate__"] = _getstate  # unpickling must not go through the refused setattr
-        ns["__setstate__"] = _setstate
+        ns.setdefault("__setstate__", set_state)  # ProcessSpec's ends reading a spec
     base = FrozenPlain if frozen else Plain
     return cast("type[_T]", type(cls.__name__, (base,), ns))
 
@@ -203,9 +216,29 @@ def _getstate(self: Any) -> list[Any]:
     return [getattr(self, name) for name in self._fields]
 
 
-def _setstate(self: Any, state: list[Any]) -> None:
-    for name, value in zip(self._fields, state, strict=True):
+def set_state(self: Any, state: list[Any]) -> None:
+    """A frozen record's ``__setstate__``: its values in field order, as many as it has."""
+    fields = self._fields
+    if len(state) != len(fields):  # pickled by a spawnkit with another layout of this record
+        from spawnkit.spec._layout import other_layout
+
+        global _built_by
+        built_by, _built_by = _built_by, None
+        raise other_layout(type(self).__name__, len(fields), len(state), built_by)
+    for name, value in zip(fields, state, strict=True):
         object.__setattr__(self, name, value)
+
+
+#: ``(version, package folder)`` of the spawnkit that pickled the spec being unpickled now:
+#: set as its ``ProcessSpec`` is made, before any record inside it is filled, and cleared
+#: once it is whole (``reading``), so a record of another layout can say who built it.
+_built_by: tuple[str, str] | None = None
+
+
+def reading(built_by: tuple[str, str] | None) -> None:
+    """Note (or, with None, forget) which spawnkit pickled the spec being unpickled."""
+    global _built_by
+    _built_by = built_by
 
 
 _twins: dict[type, Any] = {}

@@ -7,6 +7,7 @@ skips ``__post_init__``, and plain ``type(...) is`` tests keep one spec per rank
 
 from __future__ import annotations
 
+import copyreg
 from itertools import chain
 from multiprocessing.connection import Connection
 from typing import Any, NoReturn
@@ -14,7 +15,7 @@ from typing import Any, NoReturn
 from spawnkit.spec._control import CONTEXTS, NO_CONTROL, LaunchControl
 from spawnkit.spec._namespace_config import GUARD_POLICIES, NamespaceConfig
 from spawnkit.spec._record import field as _field
-from spawnkit.spec._record import record, replace
+from spawnkit.spec._record import reading, record, replace, set_state
 from spawnkit.spec.payload import Payload
 
 __all__ = ["ProcessSpec", "check_spec"]
@@ -54,6 +55,29 @@ class ProcessSpec:
     def replace(self, **changes: Any) -> ProcessSpec:
         """A copy with some fields changed (one spec per rank from a template)."""
         return replace(self, **changes)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> ProcessSpec:
+        if args and type(args[0]) is tuple and args[0][:1] == _BUILT_BY:
+            reading(args[0][1:])  # unpickling (__reduce__): the spawnkit that pickled it
+        return object.__new__(cls)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # This spawnkit's version and folder go first, read before any record inside the
+        # spec: a worker whose spawnkit lays a record out otherwise says which two differ.
+        # As arguments of __new__, which an older spawnkit's ProcessSpec ignores.
+        from spawnkit.spec._layout import this_spawnkit
+
+        marker = (*_BUILT_BY, *this_spawnkit())
+        state = [getattr(self, name) for name in _FIELDS]
+        return copyreg.__newobj__, (type(self), marker), state  # type: ignore[attr-defined]
+
+    def __setstate__(self, state: list[Any]) -> None:
+        set_state(self, state)
+        reading(None)
+
+
+_BUILT_BY = ("spawnkit-built-by",)
+_FIELDS: tuple[str, ...] = ProcessSpec._fields  # type: ignore[attr-defined]
 
 
 _ROW_FIELDS = 5  # (name, value, group, dist, version)
