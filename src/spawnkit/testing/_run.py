@@ -111,22 +111,18 @@ def _same_file(a: str | None, b: str | None) -> bool:
 
 
 def by_reference_name(entry: Callable[..., Any]) -> str | None:
-    """``"module:qualname"`` when a fresh spawned child can import ``entry`` by name, else None."""
-    module_name = getattr(entry, "__module__", None)
-    qualname = getattr(entry, "__qualname__", None)
-    if not isinstance(module_name, str) or not isinstance(qualname, str):
-        return None
-    if module_name in ("__main__", "__mp_main__") or "<" in qualname:
-        return None
-    module = sys.modules.get(module_name)
-    if module is None:
-        return None
-    obj: Any = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    if obj is not entry:
-        return None
-    return f"{module_name}:{qualname}" if _importable_fresh(module) else None
+    """``"module:qualname"`` when a fresh spawned child can import ``entry`` by name, else None.
+
+    The launcher's own naming (``launcher._by_name``): a classmethod and a method of a
+    module-level instance (``ENGINE.run``) are new objects at each attribute read, so an
+    identity test sent them by value, and the copied instance ran unhooked here while a real
+    launch of the same callable ran the hook.
+    """
+    from spawnkit.launch.launcher import _by_name
+
+    ref = _by_name(entry)
+    module = sys.modules.get(ref.partition(":")[0]) if ref else None
+    return ref if module is not None and _importable_fresh(module) else None
 
 
 def _importable_fresh(module: ModuleType) -> bool:
