@@ -293,6 +293,7 @@ def _how_to_send(
                 "'module:qualname' or a callable",
                 stage=Stage.RESOLVE_ENTRY.value,
             )
+        _refuse_unrun(entry)
         ref = by_reference_name(entry)
         if ref is not None:
             launched = ref
@@ -302,6 +303,18 @@ def _how_to_send(
                 by_value.append(module)
             launched = _wrap_by_value(entry)
     return launched, by_value
+
+
+def _refuse_unrun(entry: Callable[..., Any]) -> None:
+    """An ``async def`` or generator entry, refused here as ``spawn_with_plugins`` refuses it:
+    the by-value wrapper (a plain function) hid it from the launcher's check, so the worker
+    ran the bootstrap and the test got ``ChildRaisedError`` about a coroutine nothing awaited
+    (or a generator that could not be pickled) where a launch raises ``EntryResolutionError``
+    before any worker starts."""
+    from spawnkit.bootstrap import _entry
+
+    what = f"entry {getattr(entry, '__module__', '?')}:{getattr(entry, '__qualname__', entry)}"
+    _entry.refuse_unrun(entry, what, stage=Stage.RESOLVE_ENTRY.value)
 
 
 @contextlib.contextmanager
