@@ -442,6 +442,32 @@ def test_doctor_says_an_allow_list_that_names_no_plugin(
     assert found.startswith(f"{var}={raw!r} is set but blank") and "'mine' (" in found
 
 
+def test_doctor_without_a_child_fails_on_a_plugin_name_a_launch_refuses(
+    tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``<PREFIX>_PLUGINS=mnie`` (a typo): every launch refuses in its parent (``PluginError``)
+    before any worker, from metadata alone, but only doctor's dry run said so: ``--no-child``
+    printed "OK" and exited 0.  Lenient mode, where a launch runs without it, stays OK."""
+    ns = _registered(tmp_path, installed)
+    installed(
+        "mine-plugin",
+        entry_points={f"{ns}.plugins": {"mine": f"{ns}_mine:register"}},
+        modules={f"{ns}_mine": "def register():\n    pass\n"},
+    )
+    prefix = ns.upper()
+    monkeypatch.setenv(f"{prefix}_PLUGINS", "mnie")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 1, out + err
+    (problem,) = json.loads(out)["problems"]
+    assert problem.startswith(f"plugins: PluginError: {prefix}_PLUGINS='mnie' selects 'mnie'")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--json")  # said once, not twice
+    assert code == 1 and json.loads(out)["problems"] == [problem], out + err
+    monkeypatch.setenv(f"{prefix}_LENIENT_PLUGINS", "1")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 0, out + err
+    assert any("Lenient mode" in w for w in json.loads(out)["warnings"])
+
+
 def test_doctor_timeout_bounds_a_hung_platform_activate(tmp_path: Path, installed) -> None:
     """A platform plugin whose ``activate()`` never returns (a driver query that hangs): doctor
     asks it in its own process, and ``--timeout`` bounded only the dry run, so doctor hung."""

@@ -143,6 +143,33 @@ def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, 
     return rows
 
 
+def _plugin_refusal(
+    namespace: Any, platform: dict[str, Any], warnings_out: list[str], problems: list[str]
+) -> bool:
+    """The launcher's own plugin selection (``PluginManager.select``), which refuses in the
+    parent before any worker: a ``<PREFIX>_PLUGINS`` name no plugin has, an excluded platform
+    plugin named, two distributions with one name.  Metadata only, yet only the dry run said
+    it, so ``--no-child`` printed "OK" (exit 0) for a configuration every launch refuses.
+    True when it refuses (the dry run's failure would say it again)."""
+    import warnings
+
+    from spawnkit.errors import SpawnkitError
+
+    chosen = platform.get("selection")
+    if not chosen:  # the platform's problem is listed; the rule needs a platform
+        return False
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            namespace.plugins.select(platform=chosen["name"])
+    except SpawnkitError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        problems.append(f"plugins: {type(exc).__name__}: {first}")
+        return True
+    warnings_out.extend(f"plugins: {w.message}" for w in caught)  # lenient mode's
+    return False
+
+
 #: How ``site`` tells a ``.pth`` line that runs code from one that adds a path.
 _PTH_CODE = ("import ", "import\t")
 
@@ -190,7 +217,9 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     data["plugins"] = _plugins_section(namespace, warnings_out)
     data["startup_code"] = _startup_code(data["plugins"], data["platform"])
     data["dry_run"] = None
-    strict_env = _environment_findings(namespace, warnings_out, problems, data["platform"])
+    # a launch's own refusal, already listed: the dry run's launch fails with it again
+    said = _environment_findings(namespace, warnings_out, problems, data["platform"])
+    said |= _plugin_refusal(namespace, data["platform"], warnings_out, problems)
     if child:
         from spawnkit.cli._group import run_probe
 
@@ -202,7 +231,7 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
         outcome = run_probe(namespace, timeout=timeout, env=quiet)
         data["dry_run"] = outcome
         if outcome.get("error"):
-            if not strict_env:  # already the problem listed, with every variable
+            if not said:
                 problems.append(f"dry run in a spawned worker failed: {outcome['error']}")
         else:
             result = outcome.get("result") or {}
