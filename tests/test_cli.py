@@ -459,13 +459,31 @@ def test_doctor_without_a_child_fails_on_a_plugin_name_a_launch_refuses(
     code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
     assert code == 1, out + err
     (problem,) = json.loads(out)["problems"]
-    assert problem.startswith(f"plugins: PluginError: {prefix}_PLUGINS='mnie' selects 'mnie'")
+    assert problem.startswith(f"launch refused: PluginError: {prefix}_PLUGINS='mnie' selects")
     code, out, err = run_cli("doctor", "--namespace", ns, "--json")  # said once, not twice
     assert code == 1 and json.loads(out)["problems"] == [problem], out + err
     monkeypatch.setenv(f"{prefix}_LENIENT_PLUGINS", "1")
     code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
     assert code == 0, out + err
     assert any("Lenient mode" in w for w in json.loads(out)["warnings"])
+
+
+@pytest.mark.parametrize("suffix", ["IMPORT_GUARD", "HOOK_CONFLICTS"])
+def test_doctor_without_a_child_fails_on_a_policy_a_launch_refuses(
+    tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """``<PREFIX>_IMPORT_GUARD=strict`` (no such policy): every launch refuses it in its parent
+    (``ConfigError``), and ``--no-child`` printed "OK", exit 0."""
+    ns = _registered(tmp_path, installed)
+    var = f"{ns.upper()}_{suffix}"
+    monkeypatch.setenv(var, "strict")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 1, out + err
+    (problem,) = json.loads(out)["problems"]
+    assert problem.startswith(f"launch refused: ConfigError: {var}='strict' is not a")
+    monkeypatch.setenv(var, "off" if suffix == "IMPORT_GUARD" else "ignore")  # control
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 0, out + err
 
 
 def test_doctor_timeout_bounds_a_hung_platform_activate(tmp_path: Path, installed) -> None:

@@ -11,6 +11,7 @@ import importlib.metadata as md
 import os
 import platform as _platform
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -143,31 +144,49 @@ def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, 
     return rows
 
 
-def _plugin_refusal(
+def _launch_refusals(
     namespace: Any, platform: dict[str, Any], warnings_out: list[str], problems: list[str]
 ) -> bool:
-    """The launcher's own plugin selection (``PluginManager.select``), which refuses in the
-    parent before any worker: a ``<PREFIX>_PLUGINS`` name no plugin has, an excluded platform
-    plugin named, two distributions with one name.  Metadata only, yet only the dry run said
-    it, so ``--no-child`` printed "OK" (exit 0) for a configuration every launch refuses.
-    True when it refuses (the dry run's failure would say it again)."""
+    """What every launch refuses in its parent before any worker, from the environment and
+    metadata alone (``launch._selection._select``): an ``<PREFIX>_IMPORT_GUARD`` or
+    ``<PREFIX>_HOOK_CONFLICTS`` value that is no policy, and the plugin selection
+    (``PluginManager.select``: a ``<PREFIX>_PLUGINS`` name no plugin has, an excluded platform
+    plugin named, two distributions with one name).  Only the dry run said these, so
+    ``--no-child`` printed "OK" (exit 0).  True when one refuses (the dry run's failure
+    would say it again)."""
+    from spawnkit.bootstrap import guard
+    from spawnkit.errors import SpawnkitError
+    from spawnkit.hooks import _conflicts
+
+    cfg = namespace.config
+    checks: list[Callable[[], object]] = [
+        lambda: guard.resolve_policy(
+            cfg.guard_policy, os.environ.get(cfg.guard_var), var=cfg.guard_var
+        ),
+        lambda: _conflicts.parse_policy(
+            cfg.hook_conflicts_var, os.environ.get(cfg.hook_conflicts_var)
+        ),
+    ]
+    chosen = platform.get("selection")
+    if chosen:  # else the platform's problem is listed; the exclusion rule needs a platform
+        checks.append(lambda: _select_plugins(namespace, chosen["name"], warnings_out))
+    before = len(problems)
+    for check in checks:
+        try:
+            check()
+        except SpawnkitError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            problems.append(f"launch refused: {type(exc).__name__}: {first}")
+    return len(problems) > before
+
+
+def _select_plugins(namespace: Any, platform: str, warnings_out: list[str]) -> None:
     import warnings
 
-    from spawnkit.errors import SpawnkitError
-
-    chosen = platform.get("selection")
-    if not chosen:  # the platform's problem is listed; the rule needs a platform
-        return False
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            namespace.plugins.select(platform=chosen["name"])
-    except SpawnkitError as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        problems.append(f"plugins: {type(exc).__name__}: {first}")
-        return True
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        namespace.plugins.select(platform=platform)
     warnings_out.extend(f"plugins: {w.message}" for w in caught)  # lenient mode's
-    return False
 
 
 #: How ``site`` tells a ``.pth`` line that runs code from one that adds a path.
@@ -219,7 +238,7 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     data["dry_run"] = None
     # a launch's own refusal, already listed: the dry run's launch fails with it again
     said = _environment_findings(namespace, warnings_out, problems, data["platform"])
-    said |= _plugin_refusal(namespace, data["platform"], warnings_out, problems)
+    said |= _launch_refusals(namespace, data["platform"], warnings_out, problems)
     if child:
         from spawnkit.cli._group import run_probe
 
