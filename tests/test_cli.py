@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -484,6 +485,28 @@ def test_doctor_without_a_child_fails_on_a_policy_a_launch_refuses(
     monkeypatch.setenv(var, "off" if suffix == "IMPORT_GUARD" else "ignore")  # control
     code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
     assert code == 0, out + err
+
+
+def test_doctor_lists_a_plugin_in_a_misspelt_group_once(tmp_path: Path, installed) -> None:
+    """A plugin declared in ``<ns>.plugin`` (no ``s``) is never loaded; a launch warns of it
+    (``PluginSelectionWarning``), doctor's report said nothing (``--no-child``: not a word;
+    with the dry run only its launch's raw warning on stderr, outside ``--json``)."""
+    ns = _registered(tmp_path, installed)
+    installed(
+        "slip-plugin",
+        entry_points={f"{ns}.plugin": {"slip": f"{ns}_slip:register"}},
+        modules={f"{ns}_slip": "def register():\n    pass\n"},
+    )
+    for extra in (["--no-child"], []):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            code, out, err = run_cli("doctor", "--namespace", ns, "--json", *extra)
+        assert code == 0, out + err
+        (found,) = [w for w in json.loads(out)["warnings"] if "slip-plugin" in w]
+        assert found.startswith("plugins: distribution slip-plugin 1.2 declares")
+        assert f"in group '{ns}.plugin', which no namespace reads" in found
+        # said once, in the report: not again by the dry run's launch
+        assert not [w for w in caught if "slip-plugin" in str(w.message)], extra
 
 
 def test_doctor_timeout_bounds_a_hung_platform_activate(tmp_path: Path, installed) -> None:

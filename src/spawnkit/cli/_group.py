@@ -324,14 +324,20 @@ def run_probe(
     namespace: Any, *, timeout: float, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """``spawnkit doctor``'s dry run: one clean spawned worker, full bootstrap, then a report."""
+    import re
     import warnings
 
     from spawnkit.errors import EnvVariableWarning, SpawnkitError
+    from spawnkit.hooks.plugins import PluginSelectionWarning
     from spawnkit.launch import spawn_with_plugins
+    from spawnkit.launch._group_check import find_group_problems
 
     try:
         with warnings.catch_warnings():
+            # doctor lists these itself, once, in its report
             warnings.simplefilter("ignore", EnvVariableWarning)
+            for message in find_group_problems(namespace):
+                warnings.filterwarnings("ignore", re.escape(message), PluginSelectionWarning)
             group = spawn_with_plugins(
                 "spawnkit.cli._probe:probe",
                 nprocs=1,

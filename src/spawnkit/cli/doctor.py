@@ -127,7 +127,10 @@ def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, 
     rows = [{k: getattr(i, k) for k in keys} for i in infos]
     raw = os.environ.get(namespace.config.plugins_var)
     from spawnkit.hooks._plugin_selection import blank_message, is_blank
+    from spawnkit.launch._group_check import find_group_problems
 
+    # a misspelt group's plugins: a launch warns of them, doctor listed nothing
+    warnings_out.extend(f"plugins: {message}" for message in find_group_problems(namespace))
     if raw is not None and is_blank(raw):
         origin = f"{namespace.config.plugins_var}={raw!r}"
         blank = blank_message(namespace, infos, origin, raw=raw)
