@@ -509,6 +509,30 @@ def test_doctor_lists_a_plugin_in_a_misspelt_group_once(tmp_path: Path, installe
         assert not [w for w in caught if "slip-plugin" in str(w.message)], extra
 
 
+@pytest.mark.parametrize("lenient", [False, True])
+def test_doctor_says_a_plugin_selection_warning_once_with_its_dry_run(
+    tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch, lenient: bool
+) -> None:
+    """A blank allow-list (or a lenient run without a name that matches nothing) is in doctor's
+    report; the dry run's launch warned of it again, raw, on stderr."""
+    ns = _registered(tmp_path, installed)
+    installed(
+        "mine-plugin",
+        entry_points={f"{ns}.plugins": {"mine": f"{ns}_mine:register"}},
+        modules={f"{ns}_mine": "def register():\n    pass\n"},
+    )
+    monkeypatch.setenv(f"{ns.upper()}_PLUGINS", "mnie" if lenient else "")
+    if lenient:
+        monkeypatch.setenv(f"{ns.upper()}_LENIENT_PLUGINS", "1")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = run_cli("doctor", "--namespace", ns, "--json")
+    assert code == 0, out + err
+    said = "Lenient mode" if lenient else "is set but blank"
+    assert [w for w in json.loads(out)["warnings"] if said in w], out
+    assert not [w for w in caught if said in str(w.message)]
+
+
 def test_doctor_timeout_bounds_a_hung_platform_activate(tmp_path: Path, installed) -> None:
     """A platform plugin whose ``activate()`` never returns (a driver query that hangs): doctor
     asks it in its own process, and ``--timeout`` bounded only the dry run, so doctor hung."""

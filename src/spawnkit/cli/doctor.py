@@ -250,7 +250,8 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
         # issues them once, in this process, where -W / PYTHONWARNINGS filter them.
         own = os.environ.get(cfg.hook_conflicts_var, "").strip().lower() in ("", "warn")
         quiet = {cfg.hook_conflicts_var: "ignore"} if own else None
-        outcome = run_probe(namespace, timeout=timeout, env=quiet)
+        listed = [w[len("plugins: ") :] if w.startswith("plugins: ") else w for w in warnings_out]
+        outcome = run_probe(namespace, timeout=timeout, env=quiet, listed=listed)
         data["dry_run"] = outcome
         if outcome.get("error"):
             if not said:
