@@ -9,6 +9,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -440,6 +441,96 @@ def test_doctor_says_an_allow_list_that_names_no_plugin(
     assert code == 0, out + err
     (found,) = [w for w in json.loads(out)["warnings"] if "is set but blank" in w]
     assert found.startswith(f"{var}={raw!r} is set but blank") and "'mine' (" in found
+
+
+def test_doctor_without_a_child_fails_on_a_plugin_name_a_launch_refuses(
+    tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``<PREFIX>_PLUGINS=mnie`` (a typo): every launch refuses in its parent (``PluginError``)
+    before any worker, from metadata alone, but only doctor's dry run said so: ``--no-child``
+    printed "OK" and exited 0.  Lenient mode, where a launch runs without it, stays OK."""
+    ns = _registered(tmp_path, installed)
+    installed(
+        "mine-plugin",
+        entry_points={f"{ns}.plugins": {"mine": f"{ns}_mine:register"}},
+        modules={f"{ns}_mine": "def register():\n    pass\n"},
+    )
+    prefix = ns.upper()
+    monkeypatch.setenv(f"{prefix}_PLUGINS", "mnie")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 1, out + err
+    (problem,) = json.loads(out)["problems"]
+    assert problem.startswith(f"launch refused: PluginError: {prefix}_PLUGINS='mnie' selects")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--json")  # said once, not twice
+    assert code == 1 and json.loads(out)["problems"] == [problem], out + err
+    monkeypatch.setenv(f"{prefix}_LENIENT_PLUGINS", "1")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 0, out + err
+    assert any("Lenient mode" in w for w in json.loads(out)["warnings"])
+
+
+@pytest.mark.parametrize("suffix", ["IMPORT_GUARD", "HOOK_CONFLICTS"])
+def test_doctor_without_a_child_fails_on_a_policy_a_launch_refuses(
+    tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch, suffix: str
+) -> None:
+    """``<PREFIX>_IMPORT_GUARD=strict`` (no such policy): every launch refuses it in its parent
+    (``ConfigError``), and ``--no-child`` printed "OK", exit 0."""
+    ns = _registered(tmp_path, installed)
+    var = f"{ns.upper()}_{suffix}"
+    monkeypatch.setenv(var, "strict")
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 1, out + err
+    (problem,) = json.loads(out)["problems"]
+    assert problem.startswith(f"launch refused: ConfigError: {var}='strict' is not a")
+    monkeypatch.setenv(var, "off" if suffix == "IMPORT_GUARD" else "ignore")  # control
+    code, out, err = run_cli("doctor", "--namespace", ns, "--no-child", "--json")
+    assert code == 0, out + err
+
+
+def test_doctor_lists_a_plugin_in_a_misspelt_group_once(tmp_path: Path, installed) -> None:
+    """A plugin declared in ``<ns>.plugin`` (no ``s``) is never loaded; a launch warns of it
+    (``PluginSelectionWarning``), doctor's report said nothing (``--no-child``: not a word;
+    with the dry run only its launch's raw warning on stderr, outside ``--json``)."""
+    ns = _registered(tmp_path, installed)
+    installed(
+        "slip-plugin",
+        entry_points={f"{ns}.plugin": {"slip": f"{ns}_slip:register"}},
+        modules={f"{ns}_slip": "def register():\n    pass\n"},
+    )
+    for extra in (["--no-child"], []):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            code, out, err = run_cli("doctor", "--namespace", ns, "--json", *extra)
+        assert code == 0, out + err
+        (found,) = [w for w in json.loads(out)["warnings"] if "slip-plugin" in w]
+        assert found.startswith("plugins: distribution slip-plugin 1.2 declares")
+        assert f"in group '{ns}.plugin', which no namespace reads" in found
+        # said once, in the report: not again by the dry run's launch
+        assert not [w for w in caught if "slip-plugin" in str(w.message)], extra
+
+
+@pytest.mark.parametrize("lenient", [False, True])
+def test_doctor_says_a_plugin_selection_warning_once_with_its_dry_run(
+    tmp_path: Path, installed, monkeypatch: pytest.MonkeyPatch, lenient: bool
+) -> None:
+    """A blank allow-list (or a lenient run without a name that matches nothing) is in doctor's
+    report; the dry run's launch warned of it again, raw, on stderr."""
+    ns = _registered(tmp_path, installed)
+    installed(
+        "mine-plugin",
+        entry_points={f"{ns}.plugins": {"mine": f"{ns}_mine:register"}},
+        modules={f"{ns}_mine": "def register():\n    pass\n"},
+    )
+    monkeypatch.setenv(f"{ns.upper()}_PLUGINS", "mnie" if lenient else "")
+    if lenient:
+        monkeypatch.setenv(f"{ns.upper()}_LENIENT_PLUGINS", "1")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        code, out, err = run_cli("doctor", "--namespace", ns, "--json")
+    assert code == 0, out + err
+    said = "Lenient mode" if lenient else "is set but blank"
+    assert [w for w in json.loads(out)["warnings"] if said in w], out
+    assert not [w for w in caught if said in str(w.message)]
 
 
 def test_doctor_timeout_bounds_a_hung_platform_activate(tmp_path: Path, installed) -> None:

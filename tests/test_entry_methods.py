@@ -22,7 +22,8 @@ from spawnkit.launch.launcher import entry_reference
 from spawnkit.namespace import Namespace
 from spawnkit.protocol import warm as _warm_server
 from spawnkit.spec import Payload
-from spawnkit.testing import write_distribution
+from spawnkit.testing import run_entry, write_distribution
+from spawnkit.testing._run import by_reference_name
 
 _SCHED = """
 class Engine:
@@ -121,3 +122,16 @@ def test_a_local_instances_method_still_runs(site: _Site) -> None:
     """The control: by value, as before; its class is found by name, so its method is hooked
     at the class level only where a hook says so (here: none, the hook is ENGINE's own)."""
     assert site.launch(site.sched.Engine().run) == "run"
+
+
+def test_run_entry_sends_a_bound_method_as_a_launch_does(site: _Site) -> None:
+    """``spawnkit.testing.run_entry`` named entries by identity: a method of a module-level
+    instance failed it and went by value, so the test saw the original (``"run"``) where a
+    real launch of the same callable ran the hook; and a method of a local instance, which a
+    launch sends by value, stays so (the control)."""
+    eng = site.sched
+    assert by_reference_name(eng.ENGINE.run) == f"{site.pkg}.sched:ENGINE.run"
+    assert by_reference_name(eng.Engine.serve) == f"{site.pkg}.sched:Engine.serve"
+    assert by_reference_name(eng.Engine().run) is None
+    assert run_entry(eng.ENGINE.run, namespace=site.ns, timeout=60).result == "run+hooked"
+    assert site.launch(eng.ENGINE.run) == "run+hooked"

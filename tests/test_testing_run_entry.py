@@ -296,6 +296,27 @@ def test_non_callable_entry_is_an_entry_resolution_error_before_spawning():
         run_entry(42, timeout=TIMEOUT)
 
 
+def _unrun_entries():
+    async def serve(payload=None):
+        return 1
+
+    def stream(payload=None):
+        yield 1
+
+    return serve, stream
+
+
+@pytest.mark.parametrize("kind", ["an `async def` function", "a generator function"])
+def test_an_unrun_entry_is_the_launchers_entry_resolution_error_before_spawning(kind):
+    """Sent by value inside run_entry's wrapper, an ``async def`` (or generator) entry passed the
+    launcher's check: a worker ran, and the test got ``ChildRaisedError`` where
+    ``spawn_with_plugins`` raises ``EntryResolutionError`` before any worker starts."""
+    entry = _unrun_entries()[kind.startswith("a gen")]
+    with pytest.raises(EntryResolutionError, match=f"is {kind}") as info:
+        run_entry(entry, timeout=TIMEOUT)
+    assert info.value.stage == "resolve_entry"
+
+
 def test_entry_past_the_timeout_is_a_timeout_and_leaves_no_worker():
     start = time.monotonic()
     with pytest.raises(EntryTimeoutError) as info:

@@ -12,7 +12,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any, TextIO
 
 from spawnkit.bootstrap.stages import Stage
@@ -321,17 +321,30 @@ def _name_the_timeout_option(exc: BaseException) -> None:
 
 
 def run_probe(
-    namespace: Any, *, timeout: float, env: dict[str, str] | None = None
+    namespace: Any,
+    *,
+    timeout: float,
+    env: dict[str, str] | None = None,
+    listed: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """``spawnkit doctor``'s dry run: one clean spawned worker, full bootstrap, then a report."""
+    """``spawnkit doctor``'s dry run: one clean spawned worker, full bootstrap, then a report.
+
+    ``listed``: what doctor's report already says; the dry run's launch, which warns of the
+    same plugin selection (a blank allow-list, lenient mode, a misspelt group), does not say
+    it again on stderr."""
+    import re
     import warnings
 
     from spawnkit.errors import EnvVariableWarning, SpawnkitError
+    from spawnkit.hooks.plugins import PluginSelectionWarning
     from spawnkit.launch import spawn_with_plugins
 
     try:
         with warnings.catch_warnings():
+            # doctor lists these itself, once, in its report
             warnings.simplefilter("ignore", EnvVariableWarning)
+            for message in listed:
+                warnings.filterwarnings("ignore", re.escape(message), PluginSelectionWarning)
             group = spawn_with_plugins(
                 "spawnkit.cli._probe:probe",
                 nprocs=1,

@@ -11,6 +11,7 @@ import importlib.metadata as md
 import os
 import platform as _platform
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -126,7 +127,10 @@ def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, 
     rows = [{k: getattr(i, k) for k in keys} for i in infos]
     raw = os.environ.get(namespace.config.plugins_var)
     from spawnkit.hooks._plugin_selection import blank_message, is_blank
+    from spawnkit.launch._group_check import find_group_problems
 
+    # a misspelt group's plugins: a launch warns of them, doctor listed nothing
+    warnings_out.extend(f"plugins: {message}" for message in find_group_problems(namespace))
     if raw is not None and is_blank(raw):
         origin = f"{namespace.config.plugins_var}={raw!r}"
         blank = blank_message(namespace, infos, origin, raw=raw)
@@ -141,6 +145,51 @@ def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, 
                 "match no installed plugin (check the spelling)"
             )
     return rows
+
+
+def _launch_refusals(
+    namespace: Any, platform: dict[str, Any], warnings_out: list[str], problems: list[str]
+) -> bool:
+    """What every launch refuses in its parent before any worker, from the environment and
+    metadata alone (``launch._selection._select``): an ``<PREFIX>_IMPORT_GUARD`` or
+    ``<PREFIX>_HOOK_CONFLICTS`` value that is no policy, and the plugin selection
+    (``PluginManager.select``: a ``<PREFIX>_PLUGINS`` name no plugin has, an excluded platform
+    plugin named, two distributions with one name).  Only the dry run said these, so
+    ``--no-child`` printed "OK" (exit 0).  True when one refuses (the dry run's failure
+    would say it again)."""
+    from spawnkit.bootstrap import guard
+    from spawnkit.errors import SpawnkitError
+    from spawnkit.hooks import _conflicts
+
+    cfg = namespace.config
+    checks: list[Callable[[], object]] = [
+        lambda: guard.resolve_policy(
+            cfg.guard_policy, os.environ.get(cfg.guard_var), var=cfg.guard_var
+        ),
+        lambda: _conflicts.parse_policy(
+            cfg.hook_conflicts_var, os.environ.get(cfg.hook_conflicts_var)
+        ),
+    ]
+    chosen = platform.get("selection")
+    if chosen:  # else the platform's problem is listed; the exclusion rule needs a platform
+        checks.append(lambda: _select_plugins(namespace, chosen["name"], warnings_out))
+    before = len(problems)
+    for check in checks:
+        try:
+            check()
+        except SpawnkitError as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            problems.append(f"launch refused: {type(exc).__name__}: {first}")
+    return len(problems) > before
+
+
+def _select_plugins(namespace: Any, platform: str, warnings_out: list[str]) -> None:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        namespace.plugins.select(platform=platform)
+    warnings_out.extend(f"plugins: {w.message}" for w in caught)  # lenient mode's
 
 
 #: How ``site`` tells a ``.pth`` line that runs code from one that adds a path.
@@ -190,7 +239,9 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     data["plugins"] = _plugins_section(namespace, warnings_out)
     data["startup_code"] = _startup_code(data["plugins"], data["platform"])
     data["dry_run"] = None
-    strict_env = _environment_findings(namespace, warnings_out, problems, data["platform"])
+    # a launch's own refusal, already listed: the dry run's launch fails with it again
+    said = _environment_findings(namespace, warnings_out, problems, data["platform"])
+    said |= _launch_refusals(namespace, data["platform"], warnings_out, problems)
     if child:
         from spawnkit.cli._group import run_probe
 
@@ -199,10 +250,11 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
         # issues them once, in this process, where -W / PYTHONWARNINGS filter them.
         own = os.environ.get(cfg.hook_conflicts_var, "").strip().lower() in ("", "warn")
         quiet = {cfg.hook_conflicts_var: "ignore"} if own else None
-        outcome = run_probe(namespace, timeout=timeout, env=quiet)
+        listed = [w[len("plugins: ") :] if w.startswith("plugins: ") else w for w in warnings_out]
+        outcome = run_probe(namespace, timeout=timeout, env=quiet, listed=listed)
         data["dry_run"] = outcome
         if outcome.get("error"):
-            if not strict_env:  # already the problem listed, with every variable
+            if not said:
                 problems.append(f"dry run in a spawned worker failed: {outcome['error']}")
         else:
             result = outcome.get("result") or {}

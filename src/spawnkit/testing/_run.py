@@ -111,22 +111,18 @@ def _same_file(a: str | None, b: str | None) -> bool:
 
 
 def by_reference_name(entry: Callable[..., Any]) -> str | None:
-    """``"module:qualname"`` when a fresh spawned child can import ``entry`` by name, else None."""
-    module_name = getattr(entry, "__module__", None)
-    qualname = getattr(entry, "__qualname__", None)
-    if not isinstance(module_name, str) or not isinstance(qualname, str):
-        return None
-    if module_name in ("__main__", "__mp_main__") or "<" in qualname:
-        return None
-    module = sys.modules.get(module_name)
-    if module is None:
-        return None
-    obj: Any = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    if obj is not entry:
-        return None
-    return f"{module_name}:{qualname}" if _importable_fresh(module) else None
+    """``"module:qualname"`` when a fresh spawned child can import ``entry`` by name, else None.
+
+    The launcher's own naming (``launcher._by_name``): a classmethod and a method of a
+    module-level instance (``ENGINE.run``) are new objects at each attribute read, so an
+    identity test sent them by value, and the copied instance ran unhooked here while a real
+    launch of the same callable ran the hook.
+    """
+    from spawnkit.launch.launcher import _by_name
+
+    ref = _by_name(entry)
+    module = sys.modules.get(ref.partition(":")[0]) if ref else None
+    return ref if module is not None and _importable_fresh(module) else None
 
 
 def _importable_fresh(module: ModuleType) -> bool:
@@ -297,6 +293,7 @@ def _how_to_send(
                 "'module:qualname' or a callable",
                 stage=Stage.RESOLVE_ENTRY.value,
             )
+        _refuse_unrun(entry)
         ref = by_reference_name(entry)
         if ref is not None:
             launched = ref
@@ -306,6 +303,18 @@ def _how_to_send(
                 by_value.append(module)
             launched = _wrap_by_value(entry)
     return launched, by_value
+
+
+def _refuse_unrun(entry: Callable[..., Any]) -> None:
+    """An ``async def`` or generator entry, refused here as ``spawn_with_plugins`` refuses it:
+    the by-value wrapper (a plain function) hid it from the launcher's check, so the worker
+    ran the bootstrap and the test got ``ChildRaisedError`` about a coroutine nothing awaited
+    (or a generator that could not be pickled) where a launch raises ``EntryResolutionError``
+    before any worker starts."""
+    from spawnkit.bootstrap import _entry
+
+    what = f"entry {getattr(entry, '__module__', '?')}:{getattr(entry, '__qualname__', entry)}"
+    _entry.refuse_unrun(entry, what, stage=Stage.RESOLVE_ENTRY.value)
 
 
 @contextlib.contextmanager
