@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from itertools import repeat
-from operator import is_, itemgetter
+from operator import is_, itemgetter, methodcaller
 from types import FrameType, FunctionType, MethodType, ModuleType
 from typing import Any
 from weakref import getweakrefcount
@@ -553,7 +553,14 @@ def _owner_holders(call: ApplyCall) -> None:
     for the first time lives in.  That owner is patched in place, so the sweep rebinds
     nothing there, yet their ``Scheduler.default_limit()`` (``Scheduler()``, for a hooked
     constructor) or ``utils.is_hip()`` at import ran the original.  The owner's own module
-    is left out: it always runs before the hooks."""
+    is left out: it always runs before the hooks.
+
+    First, by name only: a module of those packages imported then at all (C-level passes
+    over the keys; a worker's are nearly always imported by the call itself), before the
+    per-target walk for the owners (0.03 ms of a worker's apply stage, for none)."""
+    packages = set(map(_first, map(_package_of, call.early)))  # those of `related`, and more
+    if next(_imported_before(call, packages), None) is None:
+        return
     owners: dict[int, dict[str | None, str]] = {}
     for key in call.early:
         rec = call.st.applied.get(key)
@@ -573,6 +580,9 @@ def _owner_holders(call: ApplyCall) -> None:
             found = owners.get(id(value))
             if found is not None and value is not module and _home(value) != name:
                 call.rebound.setdefault(name, {}).setdefault(held, {}).update(found)
+
+
+_package_of = methodcaller("partition", ".")
 
 
 def _imported_before(call: ApplyCall, related: set[str]) -> Iterator[tuple[str, dict[str, Any]]]:
