@@ -871,7 +871,8 @@ def _install(
             if same is not None:
                 _join(call, key, same, rebinds, skip, found)
                 return
-            _class_spelled(st, key, found)
+            if isinstance(found.raw, type):  # (a class REPLACE's: no call a function target)
+                _class_spelled(st, key, found)
         rec = call._build(key, call.hooks[key], prev, found)
         if prev is not None and _raw_at(prev) is not prev.installed_raw:
             call.layered += _stacked(prev, undoing=False)  # ours rebuilt under another's
