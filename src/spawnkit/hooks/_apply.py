@@ -199,6 +199,8 @@ class ApplyCall:
         # of a module (sorted together below) are resolved from it.
         self.resolver = _resolve.Resolver()
         self.loaded: dict[str, Any] = {}  # 'module:qualname' hook -> object, for this call
+        # a lone hook (object's id, string, type) -> its _hook_modules: see _modules_of
+        self.hook_mods: dict[tuple[int, str | None, HookType], tuple[frozenset[str], bool]] = {}
         self.hooks: dict[str, list[tuple[Registration, Any]]] = {}
         self.failures: dict[str, tuple[list[str], str]] = {}
         self.errors: dict[str, BaseException] = {}
@@ -416,7 +418,7 @@ class ApplyCall:
             )  # fmt: skip
             plain = kind == _resolve.FUNCTION or kind == _resolve.METHOD
             raw = installed if plain else _as_attribute(kind, installed)
-        modules, replaces = _hook_modules(pairs)
+        modules, replaces = _modules_of(self, pairs)
         if others is not None and replaces:
             _hides_other(self, key, res, before, installed, regs)  # another namespace's?
         return Record(
@@ -490,6 +492,21 @@ def _hook_modules(pairs: list[tuple[Registration, Any]]) -> tuple[frozenset[str]
         replaces = replaces or reg.hook_type is HookType.REPLACE
     modules.discard("")
     return frozenset(modules), replaces
+
+
+def _modules_of(
+    call: ApplyCall, pairs: list[tuple[Registration, Any]]
+) -> tuple[frozenset[str], bool]:
+    """``_hook_modules(pairs)``, read once a hook for the targets that have that hook alone:
+    a plugin's one hook on many targets (the object lives as long as the call's cache)."""
+    if len(pairs) != 1:
+        return _hook_modules(pairs)
+    reg, obj = pairs[0]
+    one = (id(obj), reg.hook if type(reg.hook) is str else None, reg.hook_type)
+    found = call.hook_mods.get(one)
+    if found is None:
+        found = call.hook_mods[one] = _hook_modules(pairs)
+    return found
 
 
 def _class_replaces(hooks: dict[str, list[tuple[Registration, Any]]]) -> set[str]:
