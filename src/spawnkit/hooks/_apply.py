@@ -1226,7 +1226,7 @@ def _error(self: ApplyCall, problems: list[str], strict: bool = True) -> HookApp
 def _install_new(call: ApplyCall, keys: list[str]) -> None:
     """Install the targets among ``keys`` applied for the first time (see above)."""
     st, paths, early, classes = call.st, call.st.paths, call.early, call.classes
-    fresh = sorted(k for k in keys if k not in st.applied)
+    fresh = sorted([k for k in keys if k not in st.applied])  # (no generator frame a key)
     rebinds: dict[int, Rebind] = {}
     skip: set[tuple[str, str]] = set()
 
