@@ -227,8 +227,9 @@ class ApplyCall:
     def _changed(self, keys: list[str]) -> list[str]:
         st = self.st
         out = []
+        plain = not st.aliases and not st.dropped  # live() is then the registrations: no call
         for k in keys:
-            regs = st.live(k)
+            regs = st.regs.get(k, []) if plain else st.live(k)
             if regs and (k not in st.applied or st.applied[k].seqs != tuple(r.seq for r in regs)):
                 out.append(k)
         return out
