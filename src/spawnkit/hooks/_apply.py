@@ -401,12 +401,16 @@ class ApplyCall:
             others = other_references(res)  # first: before this call holds the original too
             if others:
                 self.counted.append(key)  # what held it is looked for (_hidden_holders)
-            weak = _weakly_held(res.raw)
-            if weak is not None:
-                self.weak[key] = id(weak)  # ... and what holds its weak references
-            before = vars(res.owner).get(res.attr, ABSENT)
             original = res.raw
-        kind, func = _resolve.classify(res, display)
+            if type(original) is not FunctionType or getweakrefcount(original):  # (else none)
+                weak = _weakly_held(original)
+                if weak is not None:
+                    self.weak[key] = id(weak)  # ... and what holds its weak references
+            before = vars(res.owner).get(res.attr, ABSENT)
+        if type(res.raw) is FunctionType and isinstance(res.owner, ModuleType):
+            kind, func = _resolve.FUNCTION, res.raw  # classify's first answer, the usual one
+        else:
+            kind, func = _resolve.classify(res, display)
         if kind == _resolve.CLASS:
             installed = raw = _replacement_class(display, pairs, func, self.messages)
         else:
@@ -423,20 +427,11 @@ class ApplyCall:
         if others is not None and replaces:
             _hides_other(self, key, res, before, installed, regs)  # another namespace's?
         return Record(
-            key=key,
-            display=display,
-            res=res,
-            kind=kind,
-            before=before,
-            original=original,
-            installed_raw=raw,
-            installed=installed,
-            regs=regs,
-            hooks=tuple(map(_second, pairs)),
-            hook_modules=modules,
-            bindings=list(prev.bindings) if prev is not None else [],
+            key=key, display=display, res=res, kind=kind, before=before, original=original,
+            installed_raw=raw, installed=installed, regs=regs, hooks=tuple(map(_second, pairs)),
+            hook_modules=modules, bindings=list(prev.bindings) if prev is not None else [],
             others=others,
-        )
+        )  # fmt: skip
 
     def _check_override(
         self, key: str, res: _resolve.Resolved, regs: tuple[Registration, ...]
@@ -914,7 +909,7 @@ def _install(
         call.patched_keys[key] = None
     if not rec.res.had_own and isinstance(rec.res.owner, ModuleType):
         _stood_in(call, rec, prev)  # found through a module's __getattr__: rare
-    if rec.propagates:
+    if isinstance(rec.res.owner, ModuleType) or rec.propagates:  # (a module's: it does)
         _look_for(rec, prev, rebinds, skip)
 
 
