@@ -347,6 +347,18 @@ def built_hooked(registry: RegistryQueries) -> list[str]:
         ]
 
 
+def imported_target_modules(registry: Any) -> dict[str, list[Registration]]:
+    """``registry.target_modules()`` of the modules imported now: the import guard's question,
+    as plugins finish loading, when a worker's target modules are not imported yet (one
+    C-level pass over the guesses says so, before the per-target grouping)."""
+    with registry._lock:
+        st = registry._state
+        if not st.applied and sys.modules.keys().isdisjoint(_guessed_modules(st).values()):
+            return {}
+    found: dict[str, list[Registration]] = registry.target_modules()
+    return {module: regs for module, regs in found.items() if module in sys.modules}
+
+
 def _guessed_modules(st: _state.State) -> dict[str, str]:
     """Each registered target's module as ``guess_module`` finds it, kept while neither the
     registrations nor ``sys.modules`` changed: the guard and the apply stage ask in turn."""
