@@ -479,7 +479,8 @@ def check(
         began = _steps.plugins_began()
         before = began if began is not None else frozenset(sys.modules)
     plugin_imports = plugin_imports or {}
-    targets_by_module: Mapping[str, list[Any]] = registry.target_modules()
+    from spawnkit.hooks._queries import imported_target_modules  # loaded: the registry's
+    targets_by_module: Mapping[str, list[Any]] = imported_target_modules(registry)
     early: list[tuple[str, list[Any], ImportSite | None]] = []
     for module in sorted(targets_by_module):
         if module not in sys.modules:

@@ -229,10 +229,11 @@ class Bootstrapper:
         if problem:
             raise self._order_error(stage, problem)
         self._running = stage
+        name = stage.value  # an enum's value is a property: read once a stage
         if self.listener is not None:
-            self.listener.stage_started(stage.value)
-        previous_step = guard.set_step(stage.value)
-        start = self.stage_starts[stage.value] = time.monotonic()
+            self.listener.stage_started(name)
+        previous_step = guard.set_step(name)
+        start = self.stage_starts[name] = time.monotonic()
         try:
             result = action()
         except BaseException as exc:
@@ -250,9 +251,9 @@ class Bootstrapper:
         guard.set_step(previous_step)
         self._running = None
         self._next += 1
-        self.stage_seconds[stage.value] = seconds
+        self.stage_seconds[name] = seconds
         if self.listener is not None:
-            self.listener.stage_finished(stage.value, seconds)
+            self.listener.stage_finished(name, seconds)
         return result
 
     # -------------------------------------------------------------- stages
@@ -642,6 +643,9 @@ def _order_problem(
     stage: Stage, next_index: int, running: Stage | None, failed: Stage | None
 ) -> str:
     """Why ``stage`` may not run now ('' when it may)."""
+    in_order = next_index < len(STAGE_ORDER) and stage is STAGE_ORDER[next_index]
+    if in_order and failed is None and running is None:
+        return ""  # in order, as every stage of a worker is: no message (the order) to build
     order = " -> ".join(s.value for s in STAGE_ORDER)
     if failed is not None:
         return (

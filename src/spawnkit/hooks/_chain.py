@@ -246,7 +246,7 @@ def _generator_flag(func: Any) -> int:
     flags: int = plain.__code__.co_flags
     if flags & _CO_ITERABLE_COROUTINE:
         return 0
-    return flags & (_CO_GENERATOR | _CO_ASYNC_GENERATOR)
+    return flags & _GENERATOR_FLAGS
 
 
 def _layer_codes() -> frozenset[types.CodeType]:
@@ -322,8 +322,11 @@ def build_chain(
     replace: tuple[Registration, Any] | None = None
     others: list[tuple[Registration, Any]] = []
     for pair in hooks:
-        if not is_async and _makes_coroutine(pair[1]):
-            raise _coroutine_on_sync(pair[0], original, display)
+        if not is_async:  # a plain function: _makes_coroutine's first case, inline
+            hook = pair[1]
+            plain = type(hook) is types.FunctionType and not hook.__dict__
+            if hook.__code__.co_flags & _CO_COROUTINE if plain else _makes_coroutine(hook):
+                raise _coroutine_on_sync(pair[0], original, display)
         if pair[0].hook_type is _REPLACE:
             replace = pair  # the last one wins
         else:
@@ -533,6 +536,8 @@ def _keep_methods(wrapper: Any, original: Any, replacement: Any) -> None:
 _CO_COROUTINE = 0x80
 #: ``inspect.CO_ASYNC_GENERATOR``: ``async def`` with ``yield``
 _CO_ASYNC_GENERATOR = 0x200
+#: either generator flag: what a chain's outermost layer must keep (``_outermost``)
+_GENERATOR_FLAGS = _CO_GENERATOR | _CO_ASYNC_GENERATOR
 
 _SPOILS = {
     HookType.BEFORE: "where its arguments belong (every call raises TypeError)",

@@ -10,7 +10,7 @@ callback, and another thread's changes (listed as the plugin's).
 from __future__ import annotations
 
 import sys
-from itertools import chain
+from itertools import chain, repeat
 from operator import is_
 from typing import Any
 
@@ -38,9 +38,7 @@ _STDLIB = frozenset(sys.stdlib_module_names) - {"__main__"}
 _UNWATCHED = _STDLIB | {"spawnkit"}
 
 
-def _watched(name: str, module: Any) -> dict[str, Any] | None:
-    if name.partition(".")[0] in _UNWATCHED:
-        return None
+def _namespace_of(module: Any) -> dict[str, Any] | None:
     try:
         namespace = module.__dict__
     except Exception:  # a lazy or broken module object
@@ -66,7 +64,9 @@ class OutsideWatch:
 
     def _add(self, items: list[tuple[str, Any]]) -> None:
         for name, module in items:
-            namespace = _watched(name, module)
+            if name.partition(".")[0] in _UNWATCHED:
+                continue  # (no call for it: a watch starts from the hundreds of such modules)
+            namespace = _namespace_of(module)
             if namespace is None:
                 continue
             known = name in self._entries
@@ -91,7 +91,7 @@ class OutsideWatch:
         return (
             sum(map(len, spaces)) == len(self._values)
             and all(map(is_, chain.from_iterable(map(dict.values, spaces)), self._values))
-            and all(map(is_, map(_last_key, spaces), self._last))
+            and all(map(is_, map(next, map(reversed, spaces), repeat(_ABSENT)), self._last))
         )
 
     def changes(self, new_modules: list[str]) -> list[str]:
@@ -129,10 +129,6 @@ def _differences(name: str, entry: _Entry, namespace: dict[str, Any]) -> list[st
 
 
 _ABSENT: Any = object()
-
-
-def _last_key(namespace: dict[str, Any]) -> Any:
-    return next(reversed(namespace), _ABSENT)
 
 
 def _is_submodule(package: str, attr: str, value: Any) -> bool:

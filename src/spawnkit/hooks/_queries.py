@@ -347,13 +347,46 @@ def built_hooked(registry: RegistryQueries) -> list[str]:
         ]
 
 
+def imported_target_modules(registry: Any) -> dict[str, list[Registration]]:
+    """``registry.target_modules()`` of the modules imported now: the import guard's question,
+    as plugins finish loading, when a worker's target modules are not imported yet (one
+    C-level pass over the guesses says so, before the per-target grouping)."""
+    with registry._lock:
+        st = registry._state
+        if not st.applied and sys.modules.keys().isdisjoint(_guessed_modules(st).values()):
+            return {}
+    found: dict[str, list[Registration]] = registry.target_modules()
+    return {module: regs for module, regs in found.items() if module in sys.modules}
+
+
 def _guessed_modules(st: _state.State) -> dict[str, str]:
     """Each registered target's module as ``guess_module`` finds it, kept while neither the
     registrations nor ``sys.modules`` changed: the guard and the apply stage ask in turn."""
     mark = (st.version, len(sys.modules), next(reversed(sys.modules), None))
     if st.guessed[0] != mark:
-        st.guessed = (mark, {key: _resolve.guess_module(st.paths[key]) for key in st.regs})
+        st.guessed = (mark, _guesses(st))
     return st.guessed[1]
+
+
+def _guesses(st: _state.State) -> dict[str, str]:
+    """``guess_module`` of each registered target, guessed once per owner where no part of
+    it is imported (as plugins load): the guess is then read from the parts before the
+    attribute alone, the same for every attribute of one class or module (a worker's import
+    guard asks for a hundred targets of ten modules)."""
+    out: dict[str, str] = {}
+    by_owner: dict[str, str] = {}
+    modules, paths, guess = sys.modules, st.paths, _resolve.guess_module
+    for key in st.regs:
+        path = paths[key]
+        if path.module_hint is not None or path.parts[0] in modules:
+            out[key] = guess(path)
+            continue
+        owner = key[: key.rindex(".")]  # the key is the parts joined by '.'
+        found = by_owner.get(owner)
+        if found is None:
+            found = by_owner[owner] = guess(path)
+        out[key] = found
+    return out
 
 
 def _kind_name(rec: _state.Record) -> str:

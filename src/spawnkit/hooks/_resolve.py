@@ -784,7 +784,7 @@ def import_hook(spec: str) -> Any:
 
 def check_hook_spec(hook: str) -> None:
     """Validate the spelling of a string hook at register time (no import)."""
-    if hook in _WELL_SPELLED:
+    if hook in WELL_SPELLED:
         return  # a plugin registers one hook on many targets
     try:
         _reference.parse(hook)
@@ -793,11 +793,11 @@ def check_hook_spec(hook: str) -> None:
             f"hook {hook!r} is not a valid 'module:qualname' string (e.g. "
             f"'my_plugin.hooks:timer'): {exc.why}"
         ) from None
-    _WELL_SPELLED.add(hook)
+    WELL_SPELLED.add(hook)
 
 
 #: String hooks ``check_hook_spec`` passed: spelling does not change.
-_WELL_SPELLED: set[str] = set()
+WELL_SPELLED: set[str] = set()
 
 
 def coerce_hook_type(hook_type: object) -> HookType:

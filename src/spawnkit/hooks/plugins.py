@@ -599,8 +599,12 @@ def _platform_answer(returned: object) -> bool:
 def _elsewhere(registry: Any, source: Any) -> dict[int, tuple[Any, int]]:
     """Every registry but ``registry`` a plugin could register into by mistake (the default
     one; another namespace's that exists), with how many registrations ``source`` has there."""
-    default = type(registry).default()
-    found = {} if default is registry else {id(default): (default, _count_from(default, source))}
+    # Not created for the asking (a worker has none): a plugin registering there creates it
+    # (HookRegistry.default()), so where there is none yet, none was registered there.
+    default = type(registry)._default
+    found = {}
+    if default is not None and default is not registry:
+        found[id(default)] = (default, _count_from(default, source))
     for ns in list(_namespace_registry.DECLARED.values()):
         other = getattr(ns, "_hooks", None)  # not created for the asking
         if other is not None and other is not registry and id(other) not in found:
@@ -616,7 +620,7 @@ def _check_elsewhere(ns: str, registry: Any, source: Any, before: dict[int, Any]
         start = before.get(id(other), (other, 0))[1]
         if count <= start:
             continue
-        if other is type(registry).default():
+        if other is type(registry)._default:
             _refuse_misrouted(ns, other, source, start)
             continue
         stray = [r for r in other.registrations() if r.source == source][start:]

@@ -56,7 +56,8 @@ def _checked(
             f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
             f"be a HookSource, got {src!r}"
         )
-    if _steps.platform_activate() is not None:  # the message is formatted only to refuse
+    # the message is formatted only to refuse; no call at all outside an activate()
+    if _steps._activating is not None and _steps.platform_activate() is not None:
         _refuse_in_activate(
             _cannot(hook, src, target), "registered it", "the hook would never be applied"
         )
@@ -67,7 +68,8 @@ def _checked(
         raise type(exc)(f"{exc} (hook {describe_hook(hook)} from {src})") from None
     if isinstance(hook, str):
         try:
-            _resolve.check_hook_spec(hook)
+            if hook not in _resolve.WELL_SPELLED:  # a plugin registers one hook on many targets
+                _resolve.check_hook_spec(hook)
         except HookRegistrationError as exc:
             raise HookRegistrationError(f"{_cannot(hook, src, target)}: {exc}") from None
     elif not callable(hook) or (isinstance(hook, type) and htype is not HookType.REPLACE):
@@ -449,12 +451,13 @@ def _late(self: HookRegistry, what: Callable[[], str]) -> bool:
     ``what`` names the registration only when refused: ``register()`` runs once per hook.
     """
     phase = sys.modules.get("spawnkit.spec._phase")
-    ns = phase.worker_namespace() if phase is not None else None
+    # its flags read directly (worker_namespace(), too_early()): two calls a hook otherwise
+    ns = phase._worker_namespace if phase is not None else None
     if ns is None:
         return False
     mine = ns.hooks
     if mine is self:
-        return not phase.too_early()  # type: ignore[union-attr]
+        return not (phase._in_worker and not phase._hooks_applied)  # type: ignore[union-attr]
     if self is HookRegistry._default:
         raise HookRegistrationError(
             f"cannot register {what()}: this process is a worker of namespace {ns.name!r}, "
