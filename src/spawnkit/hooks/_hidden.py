@@ -81,7 +81,7 @@ from operator import itemgetter, methodcaller
 from typing import Any
 from weakref import ReferenceType, WeakSet
 
-from spawnkit.hooks._propagate import BEGUN, HIDDEN, RUNNING, WEAK, StaleHolder
+from spawnkit.hooks._propagate import BEGUN, HIDDEN, RUNNING, WEAK, ClassAttrs, StaleHolder
 
 __all__ = ["HIDDEN", "Found", "hidden_holders"]
 
@@ -136,6 +136,10 @@ class Found:
         # (``BEGUN``): (module, label) by thread id; it stands for that thread's paths
         self.calls: dict[int, dict[int, tuple[str, str]]] = {}
         self.spent: set[int] = set()  # started Threads whose run() has called their target
+        # the class a class decorator copied (``_superseded``) that holds an original as its
+        # own attribute: (module, label, the class, attribute, original's id), to be set
+        self.copies: list[tuple[str, str, type, str, int]] = []
+        self.originals: set[int] = set()  # the ids of the originals looked for (not weak)
 
 
 def hidden_holders(
@@ -172,6 +176,7 @@ def hidden_holders(
     weakly = set(map(id, map(_first, refs)))
     trails: dict[int, _Trail] = {i: {i: ((), i in weakly, i)} for i in frontier}
     found = Found()
+    found.originals = {id(original) for original, _, _ in originals}
     calls = _Calls([*map(_first, originals), *map(_first, weak)])
     keys.update((id(original), key) for original, key in weak)
     kept = _running_locals(roots, found, skip, ignored, calls)  # (alive until the climb ends)
@@ -250,6 +255,9 @@ def _items(
     ``out``, as the sweep names a plain tuple global's items."""
     by_id = {id(original): (original, key) for original, key, _ in originals}
     items = []
+    for module, label, cls, name, origin in found.copies:
+        shown = f"{label} (the class before a class decorator copied it)"
+        items.append((module, shown, ClassAttrs(cls), name, by_id[origin][1]))
     for origin, paths in found.items.items():
         original, key = by_id[origin]
         for module, label, holder, depth in paths:
@@ -349,6 +357,8 @@ def _climb(
         module = roots.get(rid)
         if module is not None:
             _reached(ref, module, frontier, trails, found, classes)
+        elif issubclass(type(ref), type) and _superseded(ref, found):
+            skip.add(rid)  # its attributes are set once, and nothing climbs through it
         elif not _ours(ref):
             mine = _trail(ref, frontier, trails, classes, members, spent)
             if mine:
@@ -357,6 +367,41 @@ def _climb(
                 if any(holder == rid for _, _, holder in mine.values()):
                     found.holders[rid] = ref  # it holds an original itself: kept to be set
     return dict(islice(above.items(), _WIDTH))
+
+
+def _superseded(cls: type, found: Found) -> bool:
+    """Whether ``cls`` is a class a class decorator copied, whose home now holds the copy
+    under its name (``@dataclass(slots=True)`` makes a new class with the same functions, and
+    the first one stays referred to: a frozen one's ``__setattr__`` closure, 3.10's
+    ``__weakref__`` descriptor); the originals it holds as its own attributes go into
+    ``found.copies``.  Named, it read as a holder no sweep reads, the hook ``partial``; set
+    instead, an instance a registry made from it before the copy (``@dataclass(slots=True)``
+    over ``@OPS.register``) runs the hook too."""
+    qualname = type.__dict__["__qualname__"].__get__(cls, type)
+    module = vars(cls).get("__module__")
+    if type(module) is not str or "<" in qualname:
+        return False
+    namespace = getattr(sys.modules.get(module), "__dict__", None)
+    home: Any = _ABSENT
+    for part in qualname.split("."):  # read as stored: no module's or class's __getattr__
+        if type(namespace) is not dict and type(namespace) is not types.MappingProxyType:
+            return False
+        home = namespace.get(part, _ABSENT)
+        namespace = vars(home) if issubclass(type(home), type) else None
+    if home is cls or not issubclass(type(home), type) or vars(home).get("__module__") != module:
+        return False
+    if type.__dict__["__qualname__"].__get__(home, type) != qualname:
+        return False
+    # Not climbed through: what else it holds, its copy holds too (the decorator copied its
+    # namespace), where the sweep reads it.
+    own = [(name, value) for name, value in list(vars(cls).items()) if type(name) is str]
+    for name, value in own:
+        held = value.__func__ if type(value) in (staticmethod, classmethod) else value
+        for original in (value, held):
+            if id(original) in found.originals:
+                found.copies.append((module, f"{qualname}.{name}", cls, name, id(original)))
+                break
+    return True
 
 
 def _once(paths: list[Any], path: Any) -> None:
