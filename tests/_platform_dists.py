@@ -31,6 +31,24 @@ class {cls}({base}):
 """
 
 
+def node_accelerator(module: str) -> str:
+    """A platform plugin module ``module`` whose hardware is present only where ``FAKEACC=1``:
+    one machine's processes stand for nodes with and without an accelerator (the Ray and
+    torchrun node tests)."""
+    return f"""
+import os
+from spawnkit.platforms.interface import Platform, PlatformEnum
+
+class FakeAcc(Platform):
+    _enum = PlatformEnum.OOT
+    device_name = "fakeacc"
+    device_type = "cpu"
+
+def activate():  # the hardware: present where FAKEACC=1
+    return "{module}.FakeAcc" if os.environ.get("FAKEACC") == "1" else None
+"""
+
+
 class PluginSite:
     """A namespace plus a site directory of real distributions for it."""
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from _platform_dists import node_accelerator
 from _ray_support import local_ray_cluster
 from spawnkit.testing import write_distribution
 
@@ -28,18 +29,6 @@ import spawnkit.scaleout.ray as skray  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spawnkit-ray")]
 
-_PLATFORM = """
-import os
-from spawnkit.platforms.interface import Platform, PlatformEnum
-
-class FakeAcc(Platform):
-    _enum = PlatformEnum.OOT
-    device_name = "fakeacc"
-    device_type = "cpu"
-
-def activate():  # the hardware: present where FAKEACC=1
-    return "skdp_fakeacc.FakeAcc" if os.environ.get("FAKEACC") == "1" else None
-"""
 
 _APP = """
 def main(payload=None):
@@ -54,7 +43,7 @@ def accelerated_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]
     write_distribution(
         site, "skdp-fakeacc", "1.0",
         entry_points={"spawnkit.platforms": {"fakeacc": "skdp_fakeacc:activate"}},
-        modules={"skdp_fakeacc.py": _PLATFORM, "skdp_app.py": _APP},
+        modules={"skdp_fakeacc.py": node_accelerator("skdp_fakeacc"), "skdp_app.py": _APP},
     )  # fmt: skip
     saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "FAKEACC")}
     src = str(Path(spawnkit.__file__).parent.parent)  # the source under test

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from _platform_dists import node_accelerator
 from _scaleout_cli_support import SPAWNKIT, make_env
 from spawnkit.testing import write_distribution
 
@@ -144,18 +145,6 @@ def test_a_failure_torchrun_restarts_for_does_not_end_a_multi_node_job(tmp_path:
 
 
 
-_PLATFORM = """
-import os
-from spawnkit.platforms.interface import Platform, PlatformEnum
-
-class FakeAcc(Platform):
-    _enum = PlatformEnum.OOT
-    device_name = "fakeacc"
-    device_type = "cpu"
-
-def activate():  # the hardware: present where FAKEACC=1
-    return "nodes_fakeacc.FakeAcc" if os.environ.get("FAKEACC") == "1" else None
-"""
 
 _PLATFORM_JOB = """
 import os
@@ -176,7 +165,10 @@ def _node_platforms(tmp_path: Path, writer: dict[str, str]) -> list[str]:
     write_distribution(
         site, "nodes-fakeacc", "1.0",
         entry_points={"spawnkit.platforms": {"fakeacc": "nodes_fakeacc:activate"}},
-        modules={"nodes_fakeacc.py": _PLATFORM, "nodes_platform_app.py": _PLATFORM_JOB},
+        modules={
+            "nodes_fakeacc.py": node_accelerator("nodes_fakeacc"),
+            "nodes_platform_app.py": _PLATFORM_JOB,
+        },
     )  # fmt: skip
     out = tmp_path / "out"
     out.mkdir()
