@@ -12,8 +12,9 @@ entry would run: the same clock the parent reads right before its request.
 
 Given a pickled ``ProcessSpec`` (``spec=``), the forking interpreter also imports
 ``spawnkit.spec`` and each child unpickles that spec before it writes its stamp: the least
-any warm-start protocol must do for a worker (hand it its spec), with nothing of spawnkit's
-protocol around it.  ``warm_split`` prints it as the floor a Python fork server can reach.
+a warm-start protocol that forks on request must do for a worker (fork, hand it its spec),
+with nothing of spawnkit's protocol around it.  ``warm_split`` prints it as that floor; a spare
+forked ahead of the request does not pay its fork there.
 """
 
 from __future__ import annotations

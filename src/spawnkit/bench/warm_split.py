@@ -18,9 +18,11 @@ only the worker module (and so torch for the torch worker), whose child
 writes its stamp to a pipe where its entry would run
 (:class:`~spawnkit.bench._raw_fork.RawForker`).  The target (#23): a warm worker starts
 (``LaunchContext.start`` -> entry running) within 2x that raw fork.
-Beside it, the floor: the same raw fork whose children first unpickle the
-worker's ``ProcessSpec``, the least any fork server must hand a worker, so
-the table says how much of the distance to the target no protocol can close.
+Beside it, the floor: the same raw fork, of an interpreter that also holds ``spawnkit.spec``,
+whose children first unpickle the worker's ``ProcessSpec``: the least a server that forks on
+request must do for a worker.  It is no bound for spares (``_fork_loop``), forked before the
+request, whose start pays no fork: a spare that only unpickled its spec could start faster
+than the raw fork (an unpickle in a fresh child: 0.2-0.3 ms on the 2-core machine).
 
 Each start, raw or warm, begins 0.1 s after the one before, as an engine launches a group on
 a server that sat idle: a server forks its spares, and they take the pages a worker writes
@@ -211,7 +213,8 @@ def report(results: dict[str, Any]) -> None:
     print(f"load average {results['load'][0]:.2f}; times in ms, medians of per-worker phases")
     print(
         "floor: the same raw fork whose children first unpickle the worker's ProcessSpec, the "
-        "least a fork server must hand a worker; x: over the raw fork; warm: from the start of "
+        "least a server forking on request must do (a spare, forked ahead, pays no fork); "
+        "x: over the raw fork; warm: from the start of "
         "the worker's process (LaunchContext.start); call: from the spawn_with_plugins call, "
         "whose own work before each start is the launcher column (rank 0: the spec, the "
         "launch context, the group; every rank: its pipes)"
