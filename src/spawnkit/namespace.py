@@ -218,13 +218,21 @@ def _new_hooks(ns: Namespace) -> HookRegistry:
 def _new_platforms(ns: Namespace) -> PlatformManager:
     from spawnkit.platforms.discovery import PlatformManager
 
-    return PlatformManager.default() if ns.config == default_config() else PlatformManager(ns)
+    return PlatformManager.default() if _default_config(ns) else PlatformManager(ns)
 
 
 def _new_plugins(ns: Namespace) -> PluginManager:
     from spawnkit.hooks.plugins import PluginManager
 
-    return PluginManager.default() if ns.config == default_config() else PluginManager(ns)
+    return PluginManager.default() if _default_config(ns) else PluginManager(ns)
+
+
+def _default_config(ns: Namespace) -> bool:
+    """Whether ``ns`` has the default namespace's settings (its managers are the default ones).
+    Its name first: an engine's namespace (a worker's, nearly always) is told by one string
+    compare, not the field-by-field compare of two configs, once per manager it builds."""
+    config = ns.config
+    return config.name == DEFAULT_NAMESPACE_NAME and config == default_config()
 
 
 def _new_hook_class(ns: Namespace) -> type[_Registry]:

@@ -26,7 +26,7 @@ from weakref import getweakrefcount
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookApplyError, HookConflictError, HookRegistrationError
 from spawnkit.hooks import _conflicts, _decide, _on_import, _resolve, _state
-from spawnkit.hooks._chain import build_chain, inherited, is_async_callable
+from spawnkit.hooks._chain import _CO_COROUTINE, build_chain, inherited, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of, put_attr
 from spawnkit.hooks._propagate import (
     CALLED_AT_IMPORT,
@@ -417,8 +417,14 @@ class ApplyCall:
             if res.had_own and isinstance(res.owner, type):  # only a class's own method
                 self._check_override(key, res, regs)
             notes = None if st.conflicts[0] == "error" else self.dropped
+            # is_async_callable's first case inline: a plain function, nearly every target
+            plain_async = type(func) is FunctionType and (
+                "inspect" not in sys.modules or not func.__dict__
+            )
             installed = build_chain(
-                func, pairs, key=key, display=display, is_async=is_async_callable(func),
+                func, pairs, key=key, display=display,
+                is_async=func.__code__.co_flags & _CO_COROUTINE != 0
+                if plain_async else is_async_callable(func),
                 notes=notes, through=None if res.had_own else _through(res, kind),
             )  # fmt: skip
             plain = kind == _resolve.FUNCTION or kind == _resolve.METHOD

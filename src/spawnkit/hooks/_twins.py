@@ -62,7 +62,9 @@ def twins_of(modules: set[str]) -> dict[str, list[str]]:
     if asked and shared is None:
         shared = _ending_as(asked)
     for module in asked:
-        found[module] = _scan(module, shared or {})
+        names = shared.get(module.rpartition(".")[2]) if shared else None
+        # no other name ends as it does (the usual case): no twin, and nothing to read
+        found[module] = [] if not names or names == [module] else _scan(module, shared or {})
     return {module: list(found[module]) for module in modules if found[module]}
 
 
