@@ -127,9 +127,72 @@ def _settle_first(seconds: float, out: Output) -> dict[str, Any] | None:
     return settled._asdict()
 
 
+def _run_one(
+    name: str,
+    quick: bool,
+    settle_s: float,
+    out: Output,
+    everything: dict[str, Any],
+    missed: list[str],
+    marks: tuple[str, str],
+) -> None:
+    from spawnkit.bench import load
+
+    module = load(name)
+    out.heading(f"{name}{' (quick)' if quick else ''}")
+    settled = _settle_first(settle_s, out)
+    start = time.perf_counter()
+    results = module.run(quick)
+    elapsed = time.perf_counter() - start
+    # The module prints its table with print(), as the script does; it goes to our stream.
+    with contextlib.redirect_stdout(out.stream):
+        module.report(results)
+    found = module.checks(results)
+    missed += [f"{name}: {c.label}" for c in found if not c.ok]
+    yes, no = marks
+    out.table(
+        ["target", "value", "limit", ""],
+        [(c.label, f"{c.value:.3f}", c.target_text, yes if c.ok else no) for c in found],
+        title=f"{name} targets ({elapsed:.1f} s)",
+    )
+    everything[name] = dict(
+        results,
+        checks=[dict(c._asdict(), ok=c.ok) for c in found],
+        seconds=elapsed,
+        settled=settled,
+    )
+
+
+def _write_interrupted(target: str, everything: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Ctrl-C still writes ``--json FILE``: left as it was, an earlier run's figures in it read
+    as this run's.  The document says it was interrupted and keeps the benchmarks that
+    finished (their figures are whole); a second Ctrl-C while it is written is ignored."""
+    import signal
+
+    from spawnkit.bench import load_average
+    from spawnkit.cli._group import interrupted_document
+
+    finished = [name for name in names if name in everything]
+    left = [name for name in names if name not in everything]
+    everything["load_average"]["end"] = load_average()
+    document = interrupted_document(
+        f"spawnkit bench: interrupted in {left[0] if left else 'the summary'}",
+        finished=finished,
+        not_run=left,
+        **everything,
+    )
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with contextlib.suppress(UsageError):  # an unwritable file: the interrupt still wins
+            _write_json(target, document)
+    finally:
+        if previous is not None:  # None: a handler not installed from Python
+            signal.signal(signal.SIGINT, previous)
+
+
 def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     from spawnkit._extras import require_torch
-    from spawnkit.bench import load, load_average
+    from spawnkit.bench import load_average
     from spawnkit.bench._checks import marks_for
 
     names = tuple(dict.fromkeys(args.only)) if args.only else BENCHMARKS
@@ -146,30 +209,14 @@ def run(args: argparse.Namespace, out: Output, err: TextIO) -> int:
     missed: list[str] = []
     total = 0
     settle_s = args.settle if args.settle is not None else (0.0 if args.quick else SETTLE_S)
-    for name in names:
-        module = load(name)
-        out.heading(f"{name}{' (quick)' if args.quick else ''}")
-        settled = _settle_first(settle_s, out)
-        start = time.perf_counter()
-        results = module.run(args.quick)
-        elapsed = time.perf_counter() - start
-        # The module prints its table with print(), as the script does; it goes to our stream.
-        with contextlib.redirect_stdout(out.stream):
-            module.report(results)
-        found = module.checks(results)
-        total += len(found)
-        missed += [f"{name}: {c.label}" for c in found if not c.ok]
-        out.table(
-            ["target", "value", "limit", ""],
-            [(c.label, f"{c.value:.3f}", c.target_text, yes if c.ok else no) for c in found],
-            title=f"{name} targets ({elapsed:.1f} s)",
-        )
-        everything[name] = dict(
-            results,
-            checks=[dict(c._asdict(), ok=c.ok) for c in found],
-            seconds=elapsed,
-            settled=settled,
-        )
+    try:
+        for name in names:
+            _run_one(name, args.quick, settle_s, out, everything, missed, (yes, no))
+            total += len(everything[name]["checks"])
+    except KeyboardInterrupt:
+        if args.json:
+            _write_interrupted(args.json, everything, names)
+        raise  # _app.main says "spawnkit bench: interrupted" and exits 130
     everything["load_average"]["end"] = load_average()
     out.line(f"load average at end: {everything['load_average']['end']} (1, 5, 15 min)")
     if args.plot and "spawn_latency" in everything:
