@@ -121,7 +121,12 @@ def _bounded_platform_section(
     return {"selection": None, "explanation": None, "text": text, "timed_out": True}
 
 
-def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, Any]]:
+def _plugins_section(
+    namespace: Any, warnings_out: list[str], problems: list[str], *, selects: bool
+) -> list[dict[str, Any]]:
+    """``selects``: the launch's own plugin selection runs later (``_launch_refusals``) and
+    names an unknown ``<PREFIX>_PLUGINS`` name itself, as a refusal or lenient mode's warning;
+    this section's "check the spelling" line would say it a second time."""
     infos = namespace.plugins.discover()
     keys = ("name", "value", "dist", "version", "status", "reason")
     rows = [{k: getattr(i, k) for k in keys} for i in infos]
@@ -134,9 +139,9 @@ def _plugins_section(namespace: Any, warnings_out: list[str]) -> list[dict[str, 
     if raw is not None and is_blank(raw):
         origin = f"{namespace.config.plugins_var}={raw!r}"
         blank = blank_message(namespace, infos, origin, raw=raw)
-        if blank:
-            warnings_out.append(blank)
-    if raw is not None:
+        if blank:  # a launch warns it as a PluginSelectionWarning: -W error refuses
+            _said_as_a_launch(blank, _blank_warning(blank), warnings_out, problems)
+    if raw is not None and not selects:
         wanted = {n.strip() for n in raw.split(",") if n.strip()}
         unknown = sorted(wanted - {i.name for i in infos})
         if unknown:
@@ -172,7 +177,7 @@ def _launch_refusals(
     ]
     chosen = platform.get("selection")
     if chosen:  # else the platform's problem is listed; the exclusion rule needs a platform
-        checks.append(lambda: _select_plugins(namespace, chosen["name"], warnings_out))
+        checks.append(lambda: _select_plugins(namespace, chosen["name"], warnings_out, problems))
     before = len(problems)
     for check in checks:
         try:
@@ -183,13 +188,71 @@ def _launch_refusals(
     return len(problems) > before
 
 
-def _select_plugins(namespace: Any, platform: str, warnings_out: list[str]) -> None:
+def _select_plugins(
+    namespace: Any, platform: str, warnings_out: list[str], problems: list[str]
+) -> None:
     import warnings
 
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+        warnings.simplefilter("always")  # each is said, whatever this process warned before
         namespace.plugins.select(platform=platform)
-    warnings_out.extend(f"plugins: {w.message}" for w in caught)  # lenient mode's
+    for w in caught:  # lenient mode's
+        message = w.message if isinstance(w.message, Warning) else w.category(w.message)
+        issued = (message, w.filename, w.lineno, _module_of(w.filename))
+        _said_as_a_launch(f"plugins: {w.message}", issued, warnings_out, problems)
+
+
+def _blank_warning(message: str) -> tuple[Warning, str, int, str | None]:
+    """The warning a launch issues for a blank allow-list (``launch._selection``), from the
+    first frame outside spawnkit, as the launch's own is."""
+    from spawnkit.errors import PluginSelectionWarning
+    from spawnkit.launch._env_check import _user_line
+
+    filename, lineno, module = _user_line()
+    text = f"{message}. -W ignore::spawnkit.PluginSelectionWarning silences this."
+    return PluginSelectionWarning(text), filename, lineno, module
+
+
+#: How a problem made of a launch's warning begins (the dry run's launch is told it was said).
+_REFUSED_WARNING = "launch refused: PluginSelectionWarning: "
+_BY_THE_FILTER = (
+    " (this process's warnings filter makes the warning an error, and a launch under it raises it)"
+)
+
+
+def _said_as_a_launch(
+    line: str,
+    issued: tuple[Warning, str, int, str | None],
+    warnings_out: list[str],
+    problems: list[str],
+) -> None:
+    """A warning a launch issues in its parent, listed as what a launch under this process's
+    warning filters (``-W``, ``PYTHONWARNINGS``) does with it: ``error`` makes the launch raise
+    it, so doctor said "OK" of a launch that refuses.  Replayed through ``warn_explicit``
+    with a fresh registry, so an earlier warning of this process hides nothing."""
+    import warnings
+
+    message, filename, lineno, module = issued
+    with warnings.catch_warnings(record=True):  # the filters stay this process's
+        try:
+            # module=None would skip the warning (CPython's C warn_explicit): name it or omit it
+            where: dict[str, Any] = {"module": module} if module is not None else {}
+            warnings.warn_explicit(message, type(message), filename, lineno, registry={}, **where)
+        except Warning as exc:
+            problems.append(
+                f"launch refused: {type(exc).__name__}: {line.removeprefix('plugins: ')}"
+                + _BY_THE_FILTER
+            )
+            return
+    warnings_out.append(line)
+
+
+def _module_of(filename: str) -> str | None:
+    """The module ``warnings`` matched a filter's module field against at the warning."""
+    for name, module in list(sys.modules.items()):
+        if getattr(module, "__file__", None) == filename:
+            return name
+    return None
 
 
 #: How ``site`` tells a ``.pth`` line that runs code from one that adds a path.
@@ -227,6 +290,18 @@ def _startup_code(plugins: list[dict[str, Any]], platform: dict[str, Any]) -> li
     return found
 
 
+def _said_already(warnings_out: list[str], problems: list[str]) -> list[str]:
+    """The plugin-selection warnings doctor's report says, as the launch words them: the dry
+    run's launch does not say them again, nor raise one a ``-W error`` filter refuses (said as
+    a problem: doctor would stop as an internal error)."""
+    listed = [w[len("plugins: ") :] if w.startswith("plugins: ") else w for w in warnings_out]
+    return listed + [
+        p[len(_REFUSED_WARNING) : -len(_BY_THE_FILTER)]
+        for p in problems
+        if p.startswith(_REFUSED_WARNING) and p.endswith(_BY_THE_FILTER)
+    ]
+
+
 def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> dict[str, Any]:
     """Everything ``doctor`` shows, as plain data; ``ok`` is False when a worker would fail."""
     problems: list[str] = []
@@ -236,12 +311,15 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
     if data["platform"].get("timed_out"):  # its thread holds the locks a launch takes
         return {**data, "plugins": [], "startup_code": [], "dry_run": None, "ok": False,
                 "warnings": warnings_out, "problems": problems}  # fmt: skip
-    data["plugins"] = _plugins_section(namespace, warnings_out)
+    selects = bool(data["platform"].get("selection"))
+    before = len(problems)
+    data["plugins"] = _plugins_section(namespace, warnings_out, problems, selects=selects)
     data["startup_code"] = _startup_code(data["plugins"], data["platform"])
     data["dry_run"] = None
     # a launch's own refusal, already listed: the dry run's launch fails with it again
     said = _environment_findings(namespace, warnings_out, problems, data["platform"])
     said |= _launch_refusals(namespace, data["platform"], warnings_out, problems)
+    said |= len(problems) > before  # a warning the filters make a launch raise, too
     if child:
         from spawnkit.cli._group import run_probe
 
@@ -250,7 +328,7 @@ def collect(namespace: Any, *, child: bool = True, timeout: float = 120.0) -> di
         # issues them once, in this process, where -W / PYTHONWARNINGS filter them.
         own = os.environ.get(cfg.hook_conflicts_var, "").strip().lower() in ("", "warn")
         quiet = {cfg.hook_conflicts_var: "ignore"} if own else None
-        listed = [w[len("plugins: ") :] if w.startswith("plugins: ") else w for w in warnings_out]
+        listed = _said_already(warnings_out, problems)
         outcome = run_probe(namespace, timeout=timeout, env=quiet, listed=listed)
         data["dry_run"] = outcome
         if outcome.get("error"):
