@@ -71,6 +71,8 @@ def test_doctor_without_a_child_fails_where_the_warning_filter_makes_a_launch_re
     env = _selections(ns)[["lenient", "blank"].index(case)]
     launch = _cli(tmp_path, env, "launch", "wfapp:hello", "--namespace", ns, flags=("-W", ERROR))
     assert launch.returncode != 0 and "PluginSelectionWarning" in launch.stderr, launch
+    # the user's own filter refused: said as such, not as a spawnkit bug to report
+    assert "internal error" not in launch.stderr and "warnings filter" in launch.stderr, launch
     doctor = _cli(tmp_path, env, "doctor", "--namespace", ns, "--no-child", "--json",
                   flags=("-W", ERROR))  # fmt: skip
     assert doctor.returncode == 1, doctor

@@ -110,6 +110,11 @@ def main(
         prefix = f"spawnkit {command}: " if command else "spawnkit: "
         if isinstance(exc, SpawnkitError):
             err_stream.write(f"{prefix}{type(exc).__name__}: {exc}\n")
+        elif isinstance(exc, Warning):  # the user's own ``-W error::...``: a refusal, no bug
+            err_stream.write(
+                f"{prefix}{type(exc).__name__}: {exc} (raised as an error by this process's "
+                "warnings filter, -W or PYTHONWARNINGS: the launch refused as it asked)\n"
+            )
         else:
             err_stream.write(
                 f"{prefix}internal error: {type(exc).__name__}: {exc} "
