@@ -10,10 +10,12 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import logging
 import os
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -81,11 +83,17 @@ def test_bench_prints_the_table_targets_and_json(tmp_path: Path) -> None:
 
 
 def test_a_quick_run_does_not_wait_for_a_quiet_machine(tmp_path: Path) -> None:
+    """Run in this process, it also leaves the hooks' logger and the warning filters as they
+    were: it set ``spawnkit.hooks`` to ERROR for good, so every later hook warning of the
+    process (another test's, on this xdist worker) went unsaid."""
     target = tmp_path / "bench.json"
+    hooks_log = logging.getLogger("spawnkit.hooks")
+    level, filters = hooks_log.level, list(warnings.filters)
     code, out, err = run_cli("bench", "--quick", "--only", "hook_overhead", "--json", str(target))
     assert code == 0, err
     assert "machine quiet" not in out and "machine still busy" not in out
     assert json.loads(target.read_text())["hook_overhead"]["settled"] is None
+    assert hooks_log.level == level and warnings.filters == filters
 
 
 def _spinners(n: int) -> list[subprocess.Popen[bytes]]:

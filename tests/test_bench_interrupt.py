@@ -12,8 +12,11 @@ import signal
 from pathlib import Path
 
 import psutil
+import pytest
 
 from test_interrupt import SPAWNKIT, Launched, assert_gone
+
+pytestmark = pytest.mark.needs_torch  # bootstrap_stages, the benchmark interrupted, needs torch
 
 STALE = {"hook_overhead": {"an earlier run": True}, "bootstrap_stages": {"an earlier run": True}}
 

@@ -282,10 +282,24 @@ def time_interpreter(args: list[str], repeat: int) -> float:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    """Measure every variant; the figures as a dict (also used by ``spawnkit bench``)."""
+    """Measure every variant; the figures as a dict (also used by ``spawnkit bench``).
+
+    The hooks' log and conflict warnings are quiet while it measures (mixing is expected here)
+    and as they were afterwards: set for good, a ``spawnkit bench`` run in-process
+    (``spawnkit.cli.main``, a notebook) silenced every later hook warning of that process."""
+    logger = logging.getLogger("spawnkit.hooks")
+    level = logger.level
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=HookConflictWarning)
+        logger.setLevel(logging.ERROR)
+        try:
+            return _run(quick)
+        finally:
+            logger.setLevel(level)
+
+
+def _run(quick: bool) -> dict[str, Any]:
     number, repeat = (100_000, 5) if quick else (300_000, 15)
-    logging.getLogger("spawnkit.hooks").setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", category=HookConflictWarning)  # mixing is expected here
     wrapt = _wrapt()
 
     with tempfile.TemporaryDirectory() as tmp:
