@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from spawnkit.cli._errors import EXIT_FAILURE, EXIT_OK
 from spawnkit.cli._output import Output
+from spawnkit.cli.launch import positive_seconds
 
 __all__ = ["add_parser", "collect", "run"]
 
@@ -36,7 +37,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
         "--timeout",
-        type=float,
+        type=positive_seconds,
         default=120.0,
         metavar="S",
         help="bound on platform discovery and on the dry run, each (120 s)",
@@ -98,7 +99,7 @@ def _bounded_platform_section(
     held doctor forever while ``--timeout`` bounded only the dry run.  Names the plugin."""
     import threading
 
-    from spawnkit import _steps
+    from spawnkit import _steps, _waits
 
     found: list[dict[str, Any]] = []
     thread = threading.Thread(
@@ -107,7 +108,7 @@ def _bounded_platform_section(
         daemon=True,  # a hung activate() must not keep doctor from exiting
     )
     thread.start()
-    thread.join(timeout)
+    _waits.join_thread(thread, timeout)
     if found:
         return found[0]
     what = _steps.activating_in(thread.ident or 0) or "platform discovery is still running"

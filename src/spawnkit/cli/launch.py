@@ -14,6 +14,7 @@ built by the same code as ``spawn_with_plugins``'s.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable
@@ -41,6 +42,12 @@ def _at_least(kind: Callable[[str], _N], low: _N, words: str) -> Callable[[str],
             raise argparse.ArgumentTypeError(f"{text!r} is not a {words}") from None
         if kind is float and not value > low:  # NaN included
             raise argparse.ArgumentTypeError(f"{text} must be more than {low:g} seconds")
+        if kind is float and not math.isfinite(value):
+            # inf reached the launcher as ready_timeout=inf, refused there with "pass None",
+            # an argument the command-line user does not have
+            raise argparse.ArgumentTypeError(
+                f"{text} is not a finite number of seconds: pass the bound itself (86400: a day)"
+            )
         if not value >= low:
             raise argparse.ArgumentTypeError(f"{value} must be at least {low}")
         return value

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
+from spawnkit._waits import wait as _wait
 from spawnkit.bootstrap._parent_death import reap_guardian
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import BootstrapError
@@ -211,7 +212,7 @@ def reap_ranks(ranks: Sequence[Rank], timeout: float, drain: Callable[[Rank], No
         left = end - time.monotonic()
         if not pending or left <= 0:
             return {r.pid for r in pending.values()}
-        for obj in _mp_wait(list(pending), left):
+        for obj in _wait(list(pending), left):
             drain(pending[obj])
             pending[obj].reap(max(0.0, min(1.0, end - time.monotonic())))
 

@@ -59,12 +59,18 @@ def _watched(ns: Namespace) -> Iterator[None]:
     cannot be stopped from another thread (nor moved to one: a plugin's imports may set signal
     handlers), so it is named.  A timer thread only where platform plugins are installed.
     """
-    seconds = _limit.get()
-    if seconds is None or not _metadata.entry_points(ns.config.platform_group):
-        yield
-        return
     import threading
 
+    seconds = _limit.get()
+    # A Timer past threading.TIMEOUT_MAX (292 years; 49.7 days on Windows) dies in its own
+    # thread with OverflowError: such a launch outlives any watch, as with None.
+    if (
+        seconds is None
+        or seconds > threading.TIMEOUT_MAX
+        or not _metadata.entry_points(ns.config.platform_group)
+    ):
+        yield
+        return
     timer = threading.Timer(seconds, _say_waiting, (ns, seconds, threading.get_ident()))
     timer.daemon = True
     timer.start()

@@ -46,10 +46,10 @@ import signal
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from multiprocessing.connection import wait as _mp_wait
 from types import TracebackType
 from typing import Any, TypeVar
 
+from spawnkit._waits import wait as _wait
 from spawnkit.errors import ChildError, GroupExitWarning
 from spawnkit.launch import _interrupt, _sigterm
 from spawnkit.launch._checks import DEFAULT_GRACE_PERIOD, DEFAULT_READY_TIMEOUT, check_seconds
@@ -678,5 +678,5 @@ def _ready(ranks: Sequence[Rank], timeout: float | None) -> tuple[list[Rank], li
         if timeout:
             time.sleep(min(timeout, 0.05))
         return [], []
-    ready = [by_obj[obj] for obj in _mp_wait(list(by_obj), timeout)]
+    ready = [by_obj[obj] for obj in _wait(list(by_obj), timeout)]
     return [r for kind, r in ready if kind == "report"], [r for kind, r in ready if kind == "exit"]

@@ -39,10 +39,9 @@ import warnings
 import weakref
 from collections.abc import Iterator, Mapping
 from multiprocessing.connection import Connection
-from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
-from spawnkit import _steps
+from spawnkit import _steps, _waits
 from spawnkit._log import LazyLogger
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, ForkServerError
@@ -253,7 +252,7 @@ class WarmServer:
                 return _TIMED_OUT, step
             # poll-based: select() refuses descriptors above 1024, which a serving
             # process with many sockets open hands out.
-            if not conn.poll(left):
+            if not _waits.wait([conn], left):
                 continue
             try:
                 msg = conn.recv()
@@ -387,7 +386,7 @@ class WarmServer:
     def read_child_pid(self, sentinel: int) -> int:
         """The forked worker's pid, which the server writes first; bounded (see ``launching``)."""
         timeout = getattr(_tls, "timeout", None) or self.fork_timeout
-        if not _mp_wait([sentinel], timeout):
+        if not _waits.wait([sentinel], timeout):
             raise self._gone(
                 f"it did not fork a worker within {timeout:.0f} s (stopped or stuck), so the "
                 "launcher killed it",
