@@ -164,14 +164,24 @@ class DispatchTable:
         self.function.register(cls, value)
 
 
-def dispatch_registry(obj: object) -> types.MappingProxyType[Any, Any] | None:
-    """The registry of a singledispatch function, or of a ``singledispatchmethod``'s
-    dispatcher; None for anything else."""
+def dispatcher_of(obj: object) -> Any:
+    """The singledispatch function ``obj`` is, or the one a ``singledispatchmethod`` or a hook
+    chain installed for one (``_dispatch_base``) stands for; None for anything else.  A chain's
+    is read through: hooking the function and one of its implementations in one apply, the
+    sweep found the chain at the function's home and never rebound the implementation."""
     if type(obj) is functools.singledispatchmethod:
         obj = obj.dispatcher
+    if type(obj) is types.FunctionType and obj.__code__ in CHAIN_CODES:
+        obj = obj.__dict__.get("__wrapped__")
     if type(obj) is not types.FunctionType or obj.__code__ is not _DISPATCH_CODE:
         return None
-    found = obj.__dict__.get("registry")
+    return obj
+
+
+def dispatch_registry(obj: object) -> types.MappingProxyType[Any, Any] | None:
+    """The registry of a singledispatch function (``dispatcher_of``); None for anything else."""
+    function = dispatcher_of(obj)
+    found = None if function is None else function.__dict__.get("registry")
     return found if type(found) is types.MappingProxyType else None
 
 
@@ -562,8 +572,10 @@ def _dispatch_items(functions: list[types.FunctionType]) -> Iterator[Any]:
     (``@process.register(int)``)."""
     # every singledispatch function is one closure of one code object: comparing codes reads
     # no function's ``__dict__`` (which CPython would create for each on first read)
-    dispatching = compress(functions, map(is_, map(_code, functions), repeat(_DISPATCH_CODE)))
-    registries = filter(None, map(dispatch_registry, dispatching))
+    codes = list(map(_code, functions))
+    dispatching = compress(functions, map(is_, codes, repeat(_DISPATCH_CODE)))
+    hooked = compress(functions, map(CHAIN_CODES.__contains__, codes))  # one's chain (rare)
+    registries = filter(None, map(dispatch_registry, chain(dispatching, hooked)))
     return _flat(map(types.MappingProxyType.values, registries))
 
 
@@ -714,7 +726,7 @@ def _inspect(
         registry = dispatch_registry(value) if kind is types.FunctionType else None
         if registry is not None:  # walked once, with the first module holding the function
             seen.add(id(value))
-            _inspect_registry(modname, name, value, registry, hit, found)
+            _inspect_registry(modname, name, dispatcher_of(value), registry, hit, found)
         if kind in _MUTABLE:
             seen.add(id(value))
             entries = list(value.items()) if kind in _DICTS else list(enumerate(value))
