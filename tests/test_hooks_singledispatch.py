@@ -11,8 +11,11 @@ left its registry alone.  Real modules on ``sys.path``, the real hook engine.
 
 from __future__ import annotations
 
+import importlib
+import sys
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spawnkit.hooks import HookRegistry, HookType
@@ -94,3 +97,40 @@ def test_the_function_and_an_implementation_hooked_in_one_apply_both_run(
     registry.unapply()
     assert mod.process.registry[int] is process_int
     assert mod.process(1) == ("int", 1, ("generic", 1))
+
+
+ELSEWHERE = """
+import PKG.dispatch as dispatching
+
+
+@dispatching.process.register(complex)
+def process_complex(x):
+    return ('complex', x)
+"""
+
+
+def test_an_implementation_registered_into_another_package_s_function_is_rebound(
+    mods: Modules, registry: type[HookRegistry], tmp_path: Path
+) -> None:
+    """``import eng.serialize as ser; @ser.to_bytes.register(Blob)`` in an extension of
+    another top-level package: the sweep never read that function's registry (not a global
+    of the target's module, not in its package), and the climb names no path through a
+    function.  Before the fix ('complex', 1j) by every path, nothing listed or said."""
+    mod = mods.load("dispatch", DISPATCH)
+    ext = f"ext_{mods.pkg}"
+    (tmp_path / ext).mkdir()
+    (tmp_path / ext / "__init__.py").write_text("")
+    (tmp_path / ext / "impls.py").write_text(ELSEWHERE.replace("PKG", mods.pkg))
+    try:
+        impls = importlib.import_module(f"{ext}.impls")
+        registry.register(f"{ext}.impls.process_complex", _tag("C"))
+        registry.apply_hooks()
+        assert mod.process(1j) == mod.process.dispatch(complex)(1j) == ("complex", 1j, "C")
+        (applied,) = registry.applied_targets()
+        assert list(applied.propagated_to) == [(mod.__name__, "process.registry[complex]")]
+        registry.unapply()
+        assert mod.process.registry[complex] is impls.process_complex
+        assert mod.process(1j) == ("complex", 1j)
+    finally:
+        for name in [n for n in sys.modules if n == ext or n.startswith(ext + ".")]:
+            del sys.modules[name]
