@@ -14,11 +14,13 @@ from __future__ import annotations
 import importlib
 import sys
 import types
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spawnkit.hooks import HookRegistry, HookType
+from spawnkit.namespace import Namespace
 
 if TYPE_CHECKING:
     from _hooks_support import Modules
@@ -134,3 +136,27 @@ def test_an_implementation_registered_into_another_package_s_function_is_rebound
     finally:
         for name in [n for n in sys.modules if n == ext or n.startswith(ext + ".")]:
             del sys.modules[name]
+
+
+def test_two_namespaces_hooking_one_singledispatch_function_both_run_through_dispatch(
+    mods: Modules,
+) -> None:
+    """The second namespace's chain wraps the first's: its ``dispatch`` hands out the first's
+    hooked implementation inside its own hooks, in the order a call runs them."""
+    mod = mods.load("dispatch", DISPATCH)
+    tag = uuid.uuid4().hex[:8]
+    first = Namespace(f"sda{tag}", env_prefix=f"SDA{tag}".upper())
+    second = Namespace(f"sdb{tag}", env_prefix=f"SDB{tag}".upper())
+    first.hooks.register(mods.name("dispatch.process"), _tag("A"))
+    first.hooks.apply_hooks()
+    second.hooks.register(mods.name("dispatch.process"), _tag("B"))
+    second.hooks.apply_hooks()
+    try:
+        assert mod.process("s") == ("generic", "s", "A", "B")
+        assert (
+            mod.process.dispatch(str)("s") == mod.process.registry[object]("s") == mod.process("s")
+        )
+    finally:
+        second.hooks.reset()
+        first.hooks.reset()
+    assert mod.process.dispatch(str)("s") == ("generic", "s")

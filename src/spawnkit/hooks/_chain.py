@@ -352,7 +352,7 @@ def build_chain(
         inner = factories[htype](obj, inner, _Where(reg, display, key, verb))
     if inner is not original:  # a layer of ours: a hook object is innermost only under others
         inner = _outermost(inner, original, flag, display, replace)
-        if through is None and "dispatch" in getattr(original, "__dict__", ()):
+        if through is None and type(original) is _FUNCTION and "dispatch" in original.__dict__:
             _dispatching(inner, original, hooks, key, display, is_async)  # singledispatch's
     return inner  # type: ignore[no-any-return]
 
@@ -482,6 +482,7 @@ def _jit_imported(_name: str) -> None:
         _torchscript.mark(chain, original, display, jit)
 
 
+_FUNCTION = types.FunctionType
 #: what a target or a hook usually is: nothing of its interface but the call to keep
 _PLAIN = frozenset({types.FunctionType, types.MethodType, types.BuiltinFunctionType})
 #: special methods callers use through syntax (``kernel[grid]``, ``len(obj)``, ``with obj:``),

@@ -22,22 +22,37 @@ from __future__ import annotations
 
 import functools
 import types
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["attach", "is_dispatching"]
+__all__ = ["STANDING", "attach", "is_dispatching", "standing"]
 
 #: the code every ``functools.singledispatch`` function shares (its ``wrapper``)
 _DISPATCH_CODE = getattr(functools.singledispatch(len), "__code__", None)
 
+#: id of each chain installed for a singledispatch function -> a weak reference to it: the
+#: sweep reads the function's registry through it (``_propagate``), testing ids in C over a
+#: module's functions only while this is not empty (a dead chain's entry is dropped as the
+#: next is made, and a reused id fails the reference's identity check)
+STANDING: dict[int, weakref.ReferenceType[Any]] = {}
+
+
+def standing(obj: Any) -> bool:
+    """Whether ``obj`` is a live chain of :data:`STANDING`."""
+    ref = STANDING.get(id(obj))
+    return ref is not None and ref() is obj
+
 
 def is_dispatching(original: Any) -> bool:
     """Whether ``original`` is a ``functools.singledispatch`` function (not one of its
-    implementations): a plain function of the shared code with its ``dispatch``."""
-    return (
-        type(original) is types.FunctionType
-        and original.__code__ is _DISPATCH_CODE
-        and "dispatch" in original.__dict__
+    implementations): a plain function of the shared code with its ``dispatch``; or the
+    chain of one (another namespace's hooks wrapping it: its implementations come out of its
+    own ``dispatch`` inside its hooks, and the new ones go around them)."""
+    if type(original) is not types.FunctionType:
+        return False
+    return (original.__code__ is _DISPATCH_CODE and "dispatch" in original.__dict__) or standing(
+        original
     )
 
 
@@ -96,3 +111,6 @@ def attach(chain: Any, original: Any, rebuild: Callable[[Any], Any]) -> None:
     dispatch.__doc__ = getattr(original.dispatch, "__doc__", None)
     chain.dispatch = dispatch
     chain.registry = HookedRegistry(hooked)
+    for key in [key for key, ref in STANDING.items() if ref() is None]:
+        del STANDING[key]
+    STANDING[id(chain)] = weakref.ref(chain)

@@ -59,6 +59,7 @@ from typing import Any
 
 from spawnkit._namedtuple import NamedTuple
 from spawnkit.hooks._chain import CHAIN_CODES
+from spawnkit.hooks._dispatch_base import STANDING, standing
 
 __all__: list[str] = []
 
@@ -171,8 +172,10 @@ def dispatcher_of(obj: object) -> Any:
     sweep found the chain at the function's home and never rebound the implementation."""
     if type(obj) is functools.singledispatchmethod:
         obj = obj.dispatcher
-    if type(obj) is types.FunctionType and obj.__code__ in CHAIN_CODES:
-        obj = obj.__dict__.get("__wrapped__")
+    for _ in range(8):  # a chain of a chain: another namespace's hooks around the first's
+        if type(obj) is not types.FunctionType or obj.__code__ not in CHAIN_CODES:
+            break
+        obj = obj.__dict__.get("__wrapped__") if STANDING and standing(obj) else None
     if type(obj) is not types.FunctionType or obj.__code__ is not _DISPATCH_CODE:
         return None
     return obj
@@ -572,10 +575,13 @@ def _dispatch_items(functions: list[types.FunctionType]) -> Iterator[Any]:
     (``@process.register(int)``)."""
     # every singledispatch function is one closure of one code object: comparing codes reads
     # no function's ``__dict__`` (which CPython would create for each on first read)
-    codes = list(map(_code, functions))
-    dispatching = compress(functions, map(is_, codes, repeat(_DISPATCH_CODE)))
-    hooked = compress(functions, map(CHAIN_CODES.__contains__, codes))  # one's chain (rare)
-    registries = filter(None, map(dispatch_registry, chain(dispatching, hooked)))
+    dispatching: Iterator[Any] = compress(
+        functions, map(is_, map(_code, functions), repeat(_DISPATCH_CODE))
+    )
+    if STANDING:  # the chain installed for one (rare): by id, in C
+        hooked = compress(functions, map(STANDING.__contains__, map(id, functions)))
+        dispatching = chain(dispatching, hooked)
+    registries = filter(None, map(dispatch_registry, dispatching))
     return _flat(map(types.MappingProxyType.values, registries))
 
 
