@@ -199,3 +199,87 @@ def test_each_node_runs_its_own_platform_unless_the_launcher_chose_one(tmp_path:
     (tmp_path / "chosen").mkdir()
     chosen = _node_platforms(tmp_path / "chosen", {"SPAWNKIT_PLATFORM": "base"})
     assert chosen == ["base", "base"]
+
+
+_KERNELS = """
+import os
+
+def register():  # the device's kernels: a general plugin of the platform's distribution
+    os.environ["NODES_KERNELS"] = "loaded"
+"""
+
+_KERNELS_JOB = """
+import os
+
+def job(payload):
+    from spawnkit.bootstrap import current_spec
+    from spawnkit.platforms import current_platform
+    rank = current_spec().rank
+    with open(os.path.join(payload["out"], f"rank{rank}"), "w") as fh:
+        fh.write(f"{current_platform.device_name or 'base'} {os.environ.get('NODES_KERNELS')}")
+"""
+
+
+def _kernel_nodes(tmp_path: Path, launcher_has_it: bool) -> tuple[list[tuple[int, str]], Path]:
+    """A 2-node job whose platform distribution also ships its kernels as a general plugin;
+    node 1 has the accelerator where the launcher (node 0, which writes the spec) has not,
+    and the other way round."""
+    site = tmp_path / "site"
+    write_distribution(
+        site, "nodes-kacc", "1.0",
+        entry_points={"spawnkit.platforms": {"fakeacc": "nodes_kacc:activate"},
+                      "spawnkit.plugins": {"kacc_kernels": "nodes_kacc_kernels:register"}},
+        modules={
+            "nodes_kacc.py": node_accelerator("nodes_kacc"),
+            "nodes_kacc_kernels.py": _KERNELS,
+            "nodes_kernels_app.py": _KERNELS_JOB,
+        },
+    )  # fmt: skip
+    out = tmp_path / "out"
+    out.mkdir()
+    payload = tmp_path / "payload.json"
+    payload.write_text(json.dumps({"out": str(out)}))
+    env = make_env(tmp_path, site)
+    for name in ("FAKEACC", "SPAWNKIT_PLATFORM", "SPAWNKIT_PLUGINS", "SPAWNKIT_LENIENT_PLUGINS"):
+        env.pop(name, None)
+    common = [
+        "nodes_kernels_app:job", "--launcher", "torchrun", "--payload-file", str(payload),
+        "--nnodes", "2", "--nproc-per-node", "1",
+        "--rdzv-endpoint", f"127.0.0.1:{_free_port()}", "--rdzv-id", uuid.uuid4().hex[:8],
+        "--spec-dir", str(tmp_path / "spec"), "--timeout", "150",
+    ]  # fmt: skip
+    acc = {"FAKEACC": "1"}
+    if launcher_has_it:  # node 0 and the spec's writer have it, node 1 not
+        ended = _two_nodes(common, {**env, **acc}, tmp_path, node1={"FAKEACC": "0"}, writer=acc)
+    else:
+        ended = _two_nodes(common, env, tmp_path, node1=acc)
+    return ended, out
+
+
+def test_a_node_on_another_platform_than_the_launcher_s_is_told_of_its_plugins(
+    tmp_path: Path,
+) -> None:
+    """The launcher only detected its platform, so each node decides its own; its plugin
+    selection (the platform's kernels, ``kacc_kernels``) was made for its platform.  A node
+    on another platform refused with the check for a user's own ``SPAWNKIT_PLUGINS`` ("the
+    parent's selection (names=) selects 'kacc_kernels' ... leave the plugin out of
+    SPAWNKIT_PLUGINS"), naming neither the node nor either platform: now a
+    ``PluginDriftError`` that names them.  The other way round the node loads its own
+    platform's kernels, as a rank started there alone would (not skipped)."""
+    (tmp_path / "cpu-launcher").mkdir()
+    ended, out = _kernel_nodes(tmp_path / "cpu-launcher", launcher_has_it=False)
+    for code, err in ended:
+        assert code == 0, err[-3000:]
+    assert [(out / f"rank{r}").read_text() for r in (0, 1)] == ["base None", "fakeacc loaded"]
+
+    (tmp_path / "acc-launcher").mkdir()
+    ended, _ = _kernel_nodes(tmp_path / "acc-launcher", launcher_has_it=True)
+    _, (code1, err1) = ended
+    assert code1 != 0
+    assert "PluginDriftError" in err1, err1[-3000:]
+    said = err1[err1.index("PluginDriftError") :]
+    assert "rank 1 on host" in said and "(node 1)" in said
+    assert "runs platform 'base'" in said and "detected 'fakeacc'" in said
+    assert "'kacc_kernels' (nodes-kacc 1.0)" in said
+    assert "SPAWNKIT_PLATFORM" in said and "SPAWNKIT_LENIENT_PLUGINS=1" in said
+    assert "names=" not in said

@@ -153,6 +153,17 @@ def _vouched(result: GuardResult | None) -> bool:
     )
 
 
+def _plugins_for_node(namespace: Namespace, spec: ProcessSpec) -> Any:
+    """The namespace's plugin manager, once a rank whose node decides its platform has been
+    checked against the launcher's platform's plugins (``_node_platform``; imported only for
+    such a rank: torchrun across nodes, ``spawn_spec_on_ray``)."""
+    if spec.platform is None and spec._control.detected_platform is not None:
+        from spawnkit.bootstrap._node_platform import check_node_platform
+
+        check_node_platform(namespace, spec)
+    return namespace.plugins
+
+
 class Bootstrapper:
     """The staged bootstrap of one worker; one method per row of ``STAGES``, run in its order.
 
@@ -331,7 +342,7 @@ class Bootstrapper:
     @_staged
     def load_plugins(self) -> None:
         """Register every selected plugin's hooks, then run the import guard over the targets."""
-        manager = self.namespace.plugins
+        manager = _plugins_for_node(self.namespace, self.spec)
         # True forces lenient; False leaves the namespace's variable and default in charge.
         # apply_deferred=False: a plugin's own apply_plugin_hooks() waits for the apply stage.
         with atexit_kept:  # exit callbacks of modules a plugin imports stay rebindable

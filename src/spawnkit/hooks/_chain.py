@@ -337,16 +337,8 @@ def build_chain(
         return kept
     inner: Any = original if through is None else through
     if replace is not None:
-        reg, obj = replace
-        if is_async:
-            if others and is_async_callable(obj):
-                inner = obj
-            else:
-                inner = _async_call(obj, _Where(reg, display, key, "raised by"))
-        elif others:
-            inner = obj
-        else:
-            inner = _sync_call(obj, _Where(reg, display, key, "raised by"))
+        where = _Where(replace[0], display, key, "raised by")
+        inner = _replacing(replace[1], bool(others), is_async, where)
     factories = _ASYNC if is_async else _SYNC
     flag = _generator_flag(original)
     for reg, obj in others:
@@ -360,7 +352,43 @@ def build_chain(
         inner = factories[htype](obj, inner, _Where(reg, display, key, verb))
     if inner is not original:  # a layer of ours: a hook object is innermost only under others
         inner = _outermost(inner, original, flag, display, replace)
+        if through is None and type(original) is _FUNCTION and "dispatch" in original.__dict__:
+            _dispatching(inner, original, hooks, key, display, is_async)  # singledispatch's
     return inner  # type: ignore[no-any-return]
+
+
+def _replacing(obj: Any, others: bool, is_async: bool, where: _Where) -> Any:
+    """The innermost layer of a chain with a REPLACE ``obj``: the replacement itself under
+    other hooks (which note what it raises), else a layer that notes it."""
+    if is_async:
+        if others and is_async_callable(obj):
+            return obj
+        return _async_call(obj, where)
+    return obj if others else _sync_call(obj, where)
+
+
+def _dispatching(
+    chain: Any,
+    original: Any,
+    hooks: Sequence[tuple[Registration, Any]],
+    key: str,
+    display: str,
+    is_async: bool,
+) -> None:
+    """A singledispatch function's chain: its ``dispatch`` and ``registry`` hand out its
+    implementations inside the same hooks (``_dispatch_base``), else a caller that looks one
+    up calls it unhooked."""
+    from spawnkit.hooks import _dispatch_base
+
+    if not _dispatch_base.is_dispatching(original):
+        return
+
+    def rebuild(impl: Any) -> Any:  # said once already, for the chain itself: notes dropped
+        return build_chain(
+            original, hooks, key=key, display=display, is_async=is_async, notes=[], through=impl
+        )
+
+    _dispatch_base.attach(chain, original, rebuild)
 
 
 def inherited(owner: type, attr: str) -> Callable[..., Any]:
@@ -454,6 +482,7 @@ def _jit_imported(_name: str) -> None:
         _torchscript.mark(chain, original, display, jit)
 
 
+_FUNCTION = types.FunctionType
 #: what a target or a hook usually is: nothing of its interface but the call to keep
 _PLAIN = frozenset({types.FunctionType, types.MethodType, types.BuiltinFunctionType})
 #: special methods callers use through syntax (``kernel[grid]``, ``len(obj)``, ``with obj:``),

@@ -37,6 +37,11 @@ functions and cells (a decorator's ``__wrapped__``: the sweep names the wrapper 
 A reference from C code (an ``atexit`` callback, a torch kernel) has no referrer to climb
 to, and stays unnamed.
 
+Rebound too: a ``functools.singledispatch`` registry's entry (``process.registry[Blob]``,
+filled through ``@ser.to_bytes.register(Blob)`` by a module of another package), which lives
+in the function's cells; looked for (``_dispatch_tables``) once the climb met a plain dict
+with ``object`` as a key.
+
 Rebound, not named: a path of containers only from a module's global, which the sweep's
 one level of exact ``dict``/``list`` did not reach: an engine's registry that subclasses
 ``dict`` (``@OPS.register("tok")`` into ``class OpRegistry(dict)``), a list of records
@@ -140,6 +145,9 @@ class Found:
         # own attribute: (module, label, the class, attribute, original's id), to be set
         self.copies: list[tuple[str, str, type, str, int]] = []
         self.originals: set[int] = set()  # the ids of the originals looked for (not weak)
+        # a plain dict with ``object`` as a key met on the way: perhaps a singledispatch
+        # registry, which lives in a function's cells, where no path is named
+        self.tables = False
 
 
 def hidden_holders(
@@ -193,7 +201,12 @@ def hidden_holders(
     out += [StaleHolder(m, label, "closure variable", keys[o]) for m, label, o in found.wrapped]
     out += _in_threads(found, keys, weakly)
     del kept
-    return out, _items(found, originals, out, named)
+    items = _items(found, originals, out, named)
+    if found.tables:  # registries are looked for only then: a heap pass (_dispatch_tables)
+        from spawnkit.hooks._dispatch_tables import registered
+
+        items += registered(originals, ignored)
+    return out, items
 
 
 def _in_threads(found: Found, keys: dict[int, str], weakly: set[int]) -> list[StaleHolder]:
@@ -354,6 +367,8 @@ def _climb(
                     known[origin] = step
                     above[rid] = ref
             continue
+        if type(ref) is dict and object in ref:
+            found.tables = True
         module = roots.get(rid)
         if module is not None:
             _reached(ref, module, frontier, trails, found, classes)

@@ -59,6 +59,7 @@ from typing import Any
 
 from spawnkit._namedtuple import NamedTuple
 from spawnkit.hooks._chain import CHAIN_CODES
+from spawnkit.hooks._dispatch_base import STANDING, standing
 
 __all__: list[str] = []
 
@@ -164,14 +165,26 @@ class DispatchTable:
         self.function.register(cls, value)
 
 
-def dispatch_registry(obj: object) -> types.MappingProxyType[Any, Any] | None:
-    """The registry of a singledispatch function, or of a ``singledispatchmethod``'s
-    dispatcher; None for anything else."""
+def dispatcher_of(obj: object) -> Any:
+    """The singledispatch function ``obj`` is, or the one a ``singledispatchmethod`` or a hook
+    chain installed for one (``_dispatch_base``) stands for; None for anything else.  A chain's
+    is read through: hooking the function and one of its implementations in one apply, the
+    sweep found the chain at the function's home and never rebound the implementation."""
     if type(obj) is functools.singledispatchmethod:
         obj = obj.dispatcher
+    for _ in range(8):  # a chain of a chain: another namespace's hooks around the first's
+        if type(obj) is not types.FunctionType or obj.__code__ not in CHAIN_CODES:
+            break
+        obj = obj.__dict__.get("__wrapped__") if STANDING and standing(obj) else None
     if type(obj) is not types.FunctionType or obj.__code__ is not _DISPATCH_CODE:
         return None
-    found = obj.__dict__.get("registry")
+    return obj
+
+
+def dispatch_registry(obj: object) -> types.MappingProxyType[Any, Any] | None:
+    """The registry of a singledispatch function (``dispatcher_of``); None for anything else."""
+    function = dispatcher_of(obj)
+    found = None if function is None else function.__dict__.get("registry")
     return found if type(found) is types.MappingProxyType else None
 
 
@@ -562,7 +575,12 @@ def _dispatch_items(functions: list[types.FunctionType]) -> Iterator[Any]:
     (``@process.register(int)``)."""
     # every singledispatch function is one closure of one code object: comparing codes reads
     # no function's ``__dict__`` (which CPython would create for each on first read)
-    dispatching = compress(functions, map(is_, map(_code, functions), repeat(_DISPATCH_CODE)))
+    dispatching: Iterator[Any] = compress(
+        functions, map(is_, map(_code, functions), repeat(_DISPATCH_CODE))
+    )
+    if STANDING:  # the chain installed for one (rare): by id, in C
+        hooked = compress(functions, map(STANDING.__contains__, map(id, functions)))
+        dispatching = chain(dispatching, hooked)
     registries = filter(None, map(dispatch_registry, dispatching))
     return _flat(map(types.MappingProxyType.values, registries))
 
@@ -714,7 +732,7 @@ def _inspect(
         registry = dispatch_registry(value) if kind is types.FunctionType else None
         if registry is not None:  # walked once, with the first module holding the function
             seen.add(id(value))
-            _inspect_registry(modname, name, value, registry, hit, found)
+            _inspect_registry(modname, name, dispatcher_of(value), registry, hit, found)
         if kind in _MUTABLE:
             seen.add(id(value))
             entries = list(value.items()) if kind in _DICTS else list(enumerate(value))
