@@ -21,20 +21,24 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from operator import itemgetter, methodcaller
-from typing import TYPE_CHECKING, Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.spec.payload import CONSTRUCTORS
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from spawnkit.hooks.types import AppliedTarget
     from spawnkit.namespace import Namespace
     from spawnkit.spec import ProcessSpec
     from spawnkit.spec.payload import Payload
 
+    # a class target, its replacement, its registrations
+    Replaced = tuple[str, type, tuple[Any, ...]]
+
 __all__: list[str] = []
 
 _STRINGS = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8", "UNICODE", "STRING"})
-Replaced = tuple[str, type, tuple[Any, ...]]  # a class target, its replacement, its registrations
 _last, _split = itemgetter(2), methodcaller("rpartition", ".")
 
 

@@ -14,12 +14,15 @@ import sys
 import threading
 import warnings
 from collections.abc import Collection, Mapping
-from typing import Any
 
 from spawnkit import _steps
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._plain import Plain
 from spawnkit.errors import ConfigError, ImportGuardError, ImportGuardWarning
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "POLICIES",

@@ -20,10 +20,10 @@ import time
 import warnings
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
 
 import spawnkit._collector as _collector
 from spawnkit import _metadata
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._names import qualified_name
 from spawnkit.bootstrap import _entry, _payload_hooks, _plain_children, guard
 from spawnkit.bootstrap import report as reports
@@ -41,9 +41,13 @@ from spawnkit.hooks._slots import atexit_kept
 from spawnkit.spec import _phase
 
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
     from spawnkit.bootstrap.guard import GuardResult
     from spawnkit.namespace import Namespace
     from spawnkit.spec import ProcessSpec
+else:
+    from spawnkit._compat import TypeVar
 
 __all__ = [
     "Bootstrapper", "boot_identity", "bootstrap_process", "current_report", "current_spec",

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import enum
 import types
-from typing import Any, ClassVar
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._names import qualified_name
 from spawnkit.errors import PlatformContractError
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 __all__ = ["DeviceMixin", "Platform", "PlatformEnum"]
 

@@ -29,12 +29,15 @@ import threading
 import time
 import types
 from collections.abc import Callable
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.protocol import failure
 from spawnkit.protocol import messages as proto
 from spawnkit.spec import ProcessSpec
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "START_MARKS",

@@ -30,8 +30,8 @@ import pickle
 import signal
 import socket
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._names import qualified_name
 from spawnkit.bootstrap.stages import Stage
@@ -42,6 +42,9 @@ from spawnkit.errors import (
     ForkSafetyError,
     NodeLostError,
 )
+
+if TYPE_CHECKING:
+    from typing import Any, Protocol
 
 __all__ = [
     "PRE_BOOTSTRAP",

@@ -16,10 +16,12 @@ about ten times as much to define, and that is start-up time of every rank.
 
 from __future__ import annotations
 
-from typing import Any
-
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 from spawnkit.protocol.failure import PRE_BOOTSTRAP, Exited, Failed
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "Exited",

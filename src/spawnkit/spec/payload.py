@@ -13,11 +13,16 @@ import sys
 import zlib
 from collections.abc import Callable
 from types import MethodType
-from typing import Any, TypeVar, overload
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.errors import BootstrapError, BootstrapOrderError
 from spawnkit.spec import _phase
 from spawnkit.spec._record import field, record
+
+if TYPE_CHECKING:
+    from typing import Any, TypeVar, overload
+else:
+    from spawnkit._compat import TypeVar
 
 __all__ = ["Payload"]
 
@@ -465,11 +470,13 @@ class Payload:
     def size(self) -> int:
         return len(self.data)
 
-    @overload
-    def materialize(self, expected_type: None = None) -> Any: ...
+    if TYPE_CHECKING:  # the stubs are for type checkers only: no typing.overload at run time
 
-    @overload
-    def materialize(self, expected_type: type[T]) -> T: ...
+        @overload
+        def materialize(self, expected_type: None = None) -> Any: ...
+
+        @overload
+        def materialize(self, expected_type: type[T]) -> T: ...
 
     def materialize(self, expected_type: type[Any] | None = None) -> Any:
         """Unpickle the object; in a worker, only after the bootstrap applied hooks.

@@ -10,13 +10,16 @@ from __future__ import annotations
 import copyreg
 from itertools import chain
 from multiprocessing.connection import Connection
-from typing import Any, NoReturn
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.spec._control import CONTEXTS, NO_CONTROL, LaunchControl
 from spawnkit.spec._namespace_config import GUARD_POLICIES, NamespaceConfig
 from spawnkit.spec._record import field as _field
 from spawnkit.spec._record import reading, record, replace, set_state
 from spawnkit.spec.payload import Payload
+
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 __all__ = ["ProcessSpec", "check_spec"]
 
