@@ -108,7 +108,9 @@ def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path
 #: statement needs from ``spawnkit._compat``, ``HookOptions``/``HookState`` on first use).
 #: A launching *script* is another matter: a spawn child re-runs it through ``runpy``, whose
 #: ``pkgutil`` imports ``typing`` in any child, spawnkit's or not; hence a ``-c`` launcher.
-COLD_AVOIDED = ("typing",)
+#: ``spawnkit.protocol.failure`` (47 kB of bytecode): making a failure record from an exception
+#: and the parent's error from a record; the records themselves are in ``protocol/_failed.py``.
+COLD_AVOIDED = ("typing", "spawnkit.protocol.failure")
 
 _CENSUS_ENTRY = """
 import sys
@@ -176,7 +178,7 @@ def cold_extra(tmp_path: Path) -> list[str]:
     return [m for m in extra if m not in at_startup(env)]
 
 
-def test_a_cold_worker_imports_no_typing(tmp_path: Path) -> None:
+def test_a_cold_worker_imports_no_typing_nor_failure_only_modules(tmp_path: Path) -> None:
     extra = cold_extra(tmp_path)
     assert any(m.startswith("spawnkit.hooks") for m in extra), extra  # it read the census
     found = [m for m in COLD_AVOIDED if m in extra]
