@@ -342,7 +342,7 @@ def _declared_text(label: str, cls: type, base: type, declared: list[type]) -> s
     public name it defines became an interface name, so a misspelt override was accepted."""
     import difflib  # only on this error path
 
-    from spawnkit.platforms.interface import _contract
+    from spawnkit.platforms._contract import _contract
 
     known = list(_contract(base))
     new = [(k, n) for k in declared for n in vars(k) if not n.startswith("_") and n not in known]
