@@ -112,7 +112,11 @@ def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path
 #: and the parent's error from a record; the records themselves are in ``protocol/_failed.py``.
 #: ``spawnkit.platforms._contract``: the platform interface's check, for classes spawnkit does not
 #: ship (its own are checked by a test, not by every worker defining them).
-COLD_AVOIDED = ("typing", "spawnkit.protocol.failure", "spawnkit.platforms._contract")
+#: ``spawnkit.spec._capture``: capturing a payload (plain pickle or cloudpickle, the refusals),
+#: which only a launching process does.
+COLD_AVOIDED = (
+    "typing", "spawnkit.protocol.failure", "spawnkit.platforms._contract", "spawnkit.spec._capture",
+)  # fmt: skip
 
 _CENSUS_ENTRY = """
 import sys
