@@ -114,8 +114,11 @@ def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path
 #: ship (its own are checked by a test, not by every worker defining them).
 #: ``spawnkit.spec._capture``: capturing a payload (plain pickle or cloudpickle, the refusals),
 #: which only a launching process does.
+#: ``spawnkit.bootstrap._guard_findings``: what the import guard says of a target imported too
+#: early (where, what holds it, the message); a worker whose targets came in time has none.
 COLD_AVOIDED = (
     "typing", "spawnkit.protocol.failure", "spawnkit.platforms._contract", "spawnkit.spec._capture",
+    "spawnkit.bootstrap._guard_findings",
 )  # fmt: skip
 
 _CENSUS_ENTRY = """
