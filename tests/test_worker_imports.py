@@ -114,6 +114,8 @@ def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path
 #: ship (its own are checked by a test, not by every worker defining them).
 #: ``spawnkit.spec._capture``: capturing a payload (plain pickle or cloudpickle, the refusals),
 #: which only a launching process does.
+#: ``spawnkit.bootstrap._payload_hooks``: the payload's unrun constructor hooks and copied
+#: instances, checked only where a constructor is hooked or an instance was carried.
 #: ``spawnkit.spec._spec_checks``: a spec's field checks, run where it is built (a worker only
 #: unpickles it). ``spawnkit.bootstrap._guard_findings``: what the import guard says of a
 #: target imported too early (where, what holds it, the message); a worker whose targets came
@@ -121,6 +123,7 @@ def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path
 COLD_AVOIDED = (
     "typing", "spawnkit.protocol.failure", "spawnkit.platforms._contract", "spawnkit.spec._capture",
     "spawnkit.bootstrap._guard_findings", "spawnkit.spec._spec_checks",
+    "spawnkit.bootstrap._payload_hooks",
 )  # fmt: skip
 
 _CENSUS_ENTRY = """
