@@ -67,6 +67,8 @@ def test_guard_module_imports_only_the_standard_library(tmp_path: Path) -> None:
             "spawnkit._namedtuple",  # ImportSite's base: standard library only itself
             "spawnkit._templates",  # the code its __new__ is made from: standard library only
             "spawnkit._prebuilt",
+            "spawnkit._compat",  # TYPE_CHECKING without typing: standard library only itself
+            "spawnkit.bootstrap._first_imports",  # the guard's recorder, in its own module
         )
         and not m.startswith("spawnkit.bootstrap.lazy")
     ]

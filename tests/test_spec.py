@@ -25,10 +25,12 @@ from spawnkit.spec._control import LaunchControl
 
 _Ctl = LaunchControl  # short, for the table of wrong fields
 
-# spawnkit._plain: the spec types' record base (@record), standard library only itself; and
-# spawnkit._templates/_prebuilt: the code their __init__ is made from (standard library only)
+# spawnkit._plain: the spec types' record base (@record), standard library only itself;
+# spawnkit._templates/_prebuilt: the code their __init__ is made from (standard library only);
+# spawnkit._compat: TYPE_CHECKING and typing's stand-ins, so that unpickling imports no typing
 ALLOWED_SPAWNKIT = (
     "spawnkit",
+    "spawnkit._compat",
     "spawnkit._plain",
     "spawnkit._templates",
     "spawnkit._prebuilt",

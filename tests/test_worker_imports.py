@@ -101,3 +101,99 @@ def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path
     # the report still says which platform won and how, without the explanation types
     assert platform["name"] == "base" and platform["kind"] == "base", platform
     assert "pinned by the parent" in platform["how"] and "base platform" in platform["how"]
+
+
+#: Not in a cold worker beyond what a raw spawn worker of the same launcher has (issue #23):
+#: ``typing`` (1.5 ms; annotation-only names under ``TYPE_CHECKING``, the few a class
+#: statement needs from ``spawnkit._compat``, ``HookOptions``/``HookState`` on first use).
+#: A launching *script* is another matter: a spawn child re-runs it through ``runpy``, whose
+#: ``pkgutil`` imports ``typing`` in any child, spawnkit's or not; hence a ``-c`` launcher.
+#: ``spawnkit.protocol.failure`` (47 kB of bytecode): making a failure record from an exception
+#: and the parent's error from a record; the records themselves are in ``protocol/_failed.py``.
+#: ``spawnkit.platforms._contract``: the platform interface's check, for classes spawnkit does not
+#: ship (its own are checked by a test, not by every worker defining them).
+#: ``spawnkit.spec._capture``: capturing a payload (plain pickle or cloudpickle, the refusals),
+#: which only a launching process does.
+#: ``spawnkit.bootstrap._payload_hooks``: the payload's unrun constructor hooks and copied
+#: instances, checked only where a constructor is hooked or an instance was carried.
+#: ``spawnkit.spec._spec_checks``: a spec's field checks, run where it is built (a worker only
+#: unpickles it). ``spawnkit.bootstrap._guard_findings``: what the import guard says of a
+#: target imported too early (where, what holds it, the message); a worker whose targets came
+#: in time has none.
+COLD_AVOIDED = (
+    "typing", "spawnkit.protocol.failure", "spawnkit.platforms._contract", "spawnkit.spec._capture",
+    "spawnkit.bootstrap._guard_findings", "spawnkit.spec._spec_checks",
+    "spawnkit.bootstrap._payload_hooks",
+)  # fmt: skip
+
+_CENSUS_ENTRY = """
+import sys
+
+def raw(conn):
+    conn.send(sorted(sys.modules))
+    conn.close()
+
+def run():
+    from wi_target import f
+    return [f(), sorted(sys.modules)]
+"""
+
+_CENSUS_LAUNCH = """
+import json, multiprocessing as mp
+import wc_entry
+
+ctx = mp.get_context("spawn")
+r, w = ctx.Pipe(duplex=False)
+p = ctx.Process(target=wc_entry.raw, args=(w,))
+p.start()
+w.close()
+try:
+    assert r.poll(60), "the raw spawn worker sent nothing within 60 s"
+    raw = r.recv()
+finally:
+    p.join(60)
+    if p.is_alive():
+        p.kill()
+        p.join(5)
+
+from spawnkit import spawn_with_plugins
+from spawnkit.namespace import Namespace
+
+Namespace("wi_ns", "WI_NS")
+with spawn_with_plugins("wc_entry:run", namespace="wi_ns") as group:
+    patched, cold = group.results(timeout=60)[0]
+print(json.dumps([patched, sorted(set(cold) - set(raw))]))
+"""
+
+
+def cold_extra(tmp_path: Path) -> list[str]:
+    """The modules a cold worker has at its entry that a raw spawn worker does not: the census
+    of ``spawnkit bench --only spawn_latency``, for one worker with one plugin's hook."""
+    write_distribution(
+        tmp_path,
+        "wi-plugin",
+        "1.0",
+        entry_points={"wi_ns.plugins": {"wi": "wi_plugin:register"}},
+        modules={
+            "wi_plugin": _PLUGIN,
+            "wi_target": "def f():\n    return 1\n",
+            "wc_entry": _CENSUS_ENTRY,
+        },
+    )
+    env = dict(os.environ, CUDA_VISIBLE_DEVICES="", HIP_VISIBLE_DEVICES="")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path), env.get("PYTHONPATH")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CENSUS_LAUNCH],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    patched, extra = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert patched == 2  # the plugin's hook ran
+    return [m for m in extra if m not in at_startup(env)]
+
+
+def test_a_cold_worker_imports_no_typing_nor_failure_only_modules(tmp_path: Path) -> None:
+    extra = cold_extra(tmp_path)
+    assert any(m.startswith("spawnkit.hooks") for m in extra), extra  # it read the census
+    found = [m for m in COLD_AVOIDED if m in extra]
+    assert found == [], f"a cold worker imported {found}"

@@ -9,9 +9,9 @@ drag hook targets in with it.
 from __future__ import annotations
 
 import sys as _sys
-from typing import TYPE_CHECKING, Any
 
 from spawnkit import errors as _errors
+from spawnkit._compat import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
@@ -66,6 +66,8 @@ __all__ = sorted([*_EXPORTS, "__version__"])
 _EXPORTS.update(dict.fromkeys(_errors._DEPRECATED, "spawnkit.errors"))
 
 if TYPE_CHECKING:
+    from typing import Any
+
     # ``X as X``: the explicit re-export form, so that ``from spawnkit import X`` type-checks
     # under ``mypy --strict`` (which cannot read the computed ``__all__`` above).
     from spawnkit.bootstrap import BootstrapReport as BootstrapReport

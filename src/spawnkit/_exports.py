@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["load_export"]
 

@@ -4,7 +4,11 @@ emitted: until something imports ``logging`` nothing can have configured a handl
 from __future__ import annotations
 
 import sys
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["DEBUG", "INFO", "LazyLogger"]
 

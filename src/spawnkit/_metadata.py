@@ -17,12 +17,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING, Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 
 if TYPE_CHECKING:
     import importlib.metadata as md
+    from typing import Any
 
 __all__ = ["EntryPointInfo", "clear_cache", "entry_points", "load_entry_point", "seed", "snapshot"]
 

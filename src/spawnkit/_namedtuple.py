@@ -18,9 +18,12 @@ import collections
 import sys
 from operator import itemgetter
 from types import CodeType, FunctionType
-from typing import TYPE_CHECKING, Any, NoReturn
 
 import spawnkit._templates as _templates  # not `from spawnkit import`: see _templates
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
 
 __all__ = ["NamedTuple"]
 

@@ -8,12 +8,15 @@ platforms below the ``Namespace`` facade can find one by name without importing 
 from __future__ import annotations
 
 import sys
-from typing import Any
 
 from spawnkit import _metadata
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.errors import NamespaceError
 from spawnkit.spec import _phase
 from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, NamespaceConfig
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "DECLARED", "NAMESPACE_GROUP", "describe_unknown", "find", "load_registered",

@@ -13,7 +13,13 @@ import os
 import threading
 import weakref
 from collections.abc import Callable
-from typing import Generic, TypeVar
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Generic, TypeVar
+else:
+    from spawnkit._compat import Generic, TypeVar
 
 __all__ = ["Once", "OnceState"]
 

@@ -15,7 +15,11 @@ compared fields and refuses assignment, with the error a frozen dataclass raises
 from __future__ import annotations
 
 from reprlib import recursive_repr
-from typing import Any, ClassVar
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 __all__ = ["FrozenPlain", "Plain"]
 

@@ -6,7 +6,10 @@ is used, under the names and globals its class gives it: the globals below only 
 
 from __future__ import annotations
 
-from typing import Any
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _set: Any = object.__setattr__
 _tuple_new: Any = tuple.__new__

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Iterable
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "BadReference", "ImportFailed", "MissingAttribute", "parse", "reference_to", "resolve",

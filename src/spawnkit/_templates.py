@@ -15,7 +15,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from types import CodeType
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["compiled", "signature_line", "template"]
 
@@ -37,6 +41,8 @@ def template(name: str, source: Callable[[str], str], method: str) -> CodeType:
         if built is not None:
             code = built.__code__
         else:
+            from typing import Any  # the generated source's annotations; not on a cold path
+
             scope: dict[str, Any] = {}
             exec(source(name), {"Any": Any}, scope)  # generated from digits and flags only
             code = scope[name].__code__

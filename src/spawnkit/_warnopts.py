@@ -10,7 +10,11 @@ from __future__ import annotations
 import os
 import sys
 import types
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["reapply", "user_stacklevel"]
 

@@ -25,7 +25,11 @@ former classes stay importable as deprecated aliases of their parent (module
 from __future__ import annotations
 
 import warnings
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "BootstrapError",

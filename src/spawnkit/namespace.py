@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, NoReturn, TypeVar
 
 from spawnkit import _namespace_registry, _reference
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.errors import NamespaceError
 from spawnkit.spec import NamespaceConfig, _phase
 from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, default_config
 
 if TYPE_CHECKING:
+    from typing import Any, ClassVar, NoReturn, TypeVar
+
     from typing_extensions import Unpack
 
     from spawnkit.hooks.plugins import PluginManager
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from spawnkit.hooks.types import HookType as _HookType
     from spawnkit.platforms.discovery import PlatformManager
     from spawnkit.platforms.interface import Platform
+else:
+    from spawnkit._compat import TypeVar
 
 __all__ = ["DEFAULT_NAMESPACE_NAME", "Namespace", "default_namespace", "get_namespace"]
 

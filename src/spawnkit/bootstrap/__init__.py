@@ -11,13 +11,15 @@ the hook engine, the platforms or the launcher with it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._exports import load_export
 
 # Bound eagerly: the submodule ``lazy`` and the function ``lazy`` share a name, and importing
 # the submodule would otherwise leave the *module* as ``spawnkit.bootstrap.lazy``.
 from spawnkit.bootstrap.lazy import LazyObject, lazy
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS: dict[str, str] = {
     "Bootstrapper": "spawnkit.bootstrap.process",

@@ -6,12 +6,15 @@ Called by the ``resolve_entry`` stage, after hooks, so the entry read is the pat
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from spawnkit import _reference
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._names import qualified_name
 from spawnkit.errors import EntryResolutionError
 from spawnkit.hooks._chain import called_function
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

@@ -21,7 +21,11 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "PARENT_DIED_EXIT_CODE",

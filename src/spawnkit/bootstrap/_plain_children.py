@@ -53,11 +53,14 @@ import sys
 import warnings
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import PlainChildWarning
 from spawnkit.spec import _phase
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

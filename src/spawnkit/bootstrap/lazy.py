@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import importlib
 import threading
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["LazyObject", "lazy"]
 

@@ -20,12 +20,12 @@ import time
 import warnings
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
 
 import spawnkit._collector as _collector
 from spawnkit import _metadata
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._names import qualified_name
-from spawnkit.bootstrap import _entry, _payload_hooks, _plain_children, guard
+from spawnkit.bootstrap import _entry, _hooked_ctors, _plain_children, guard
 from spawnkit.bootstrap import report as reports
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.bootstrap.stages import SHARED_STAGES, STAGE_ORDER, STAGES, Stage, StageListener
@@ -41,9 +41,14 @@ from spawnkit.hooks._slots import atexit_kept
 from spawnkit.spec import _phase
 
 if TYPE_CHECKING:
+    from typing import Any, TypeVar
+
     from spawnkit.bootstrap.guard import GuardResult
     from spawnkit.namespace import Namespace
     from spawnkit.spec import ProcessSpec
+    from spawnkit.spec.payload import Payload
+else:
+    from spawnkit._compat import TypeVar
 
 __all__ = [
     "Bootstrapper", "boot_identity", "bootstrap_process", "current_report", "current_spec",
@@ -574,18 +579,11 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
 
         _script_copy.check_entry(namespace, spec, entry, Stage.RESOLVE_ENTRY.value)
     _check_overrides(namespace)
-    ctors = _payload_hooks.hooked_constructors(namespace)
-    rebuilt = _payload_hooks.replaced_classes(namespace)
+    ctors = _hooked_ctors.hooked_constructors(namespace)
+    rebuilt = _hooked_ctors.replaced_classes(namespace)
     carried = [(spec.payload, "payload"), (spec.entry_payload, "by-value entry")]
-    if (ctors or rebuilt) and spec.extra:  # rank_extra's values: unpickled after the hooks
-        carried += _payload_hooks.extra_payloads(spec)  # in a forkserver's worker
-    for payload, what in carried if ctors or rebuilt else ():  # what unpickling did not run
-        if payload is not None:
-            lines, fix = _payload_hooks.unrun(ctors, payload, rebuilt, namespace.name, what)
-            _report_conflicts(namespace, lines, fix)
-    for payload, what in carried[:2]:  # module-level instances the launcher put there: copies
-        if payload is not None and payload.instances:
-            _report_conflicts(namespace, *_payload_hooks.copied_instances(namespace, payload, what))
+    if ctors or rebuilt or any(p is not None and p.instances for p, _ in carried):
+        _check_payloads(namespace, spec, ctors, rebuilt, carried)
     from spawnkit.hooks._decide import REPLACED
 
     replaced = [h for h in namespace.hooks.stale_holders() if h["kind"].startswith(REPLACED)]
@@ -595,6 +593,29 @@ def _check_in_effect(boot: Bootstrapper, entry: object, *, by_value: bool) -> No
         result.stale_holders = [*result.stale_holders, *replaced]
     policy = result.policy if result is not None else _guard_policy(namespace, spec)
     guard.check_stale(namespace, replaced, policy, stage=Stage.RESOLVE_ENTRY.value)
+
+
+def _check_payloads(
+    namespace: Any,
+    spec: ProcessSpec,
+    ctors: list[Any],
+    rebuilt: list[Any],
+    carried: list[tuple[Payload | None, str]],
+) -> None:
+    """What unpickling the payloads did not run, and the module-level instances they carry as
+    copies (``_payload_hooks``, imported only where a constructor is hooked, a class REPLACE
+    builds otherwise or a payload holds such an instance: issue #23)."""
+    from spawnkit.bootstrap import _payload_hooks
+
+    if (ctors or rebuilt) and spec.extra:  # rank_extra's values: unpickled after the hooks
+        carried = [*carried, *_payload_hooks.extra_payloads(spec)]  # in a forkserver's worker
+    for payload, what in carried if ctors or rebuilt else ():  # what unpickling did not run
+        if payload is not None:
+            lines, fix = _payload_hooks.unrun(ctors, payload, rebuilt, namespace.name, what)
+            _report_conflicts(namespace, lines, fix)
+    for payload, what in carried[:2]:  # module-level instances the launcher put there: copies
+        if payload is not None and payload.instances:
+            _report_conflicts(namespace, *_payload_hooks.copied_instances(namespace, payload, what))
 
 
 def _check_platform_replaced(namespace: Namespace) -> None:

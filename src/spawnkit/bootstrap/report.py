@@ -9,12 +9,13 @@ so the parent can unpickle a report cheaply.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 from spawnkit.spec._record import as_dict, default, field, field_names, record
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from spawnkit.namespace import Namespace
 
 __all__ = ["BootstrapReport", "Who"]

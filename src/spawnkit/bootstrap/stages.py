@@ -7,13 +7,17 @@
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Protocol
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 from spawnkit.spec.payload import PAYLOAD_STAGE
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from spawnkit.bootstrap.report import BootstrapReport
+else:
+    from spawnkit._compat import Protocol
 
 __all__ = ["SHARED_STAGES", "STAGES", "STAGE_ORDER", "Stage", "StageListener", "StageRow"]
 

@@ -5,15 +5,13 @@ Imports neither torch nor any hook target; the plugin loader is imported on firs
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._exports import load_export
 from spawnkit.hooks.registry import HookRegistry, plugin_hook
 from spawnkit.hooks.types import (
     UNKNOWN_SOURCE,
     AppliedTarget,
     HookSource,
-    HookState,
     HookStatus,
     HookType,
     Registration,
@@ -22,6 +20,9 @@ from spawnkit.hooks.types import (
 )
 
 if TYPE_CHECKING:
+    from typing import Any
+
+    from spawnkit.hooks._hints import HookState
     from spawnkit.hooks.plugins import PluginManager, apply_plugin_hooks, load_plugins
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
 _LAZY = dict.fromkeys(
     ("PluginManager", "apply_plugin_hooks", "load_plugins"), "spawnkit.hooks.plugins"
 )
+_LAZY["HookState"] = "spawnkit.hooks._hints"  # needs typing, which a cold worker does not import
 
 
 def __getattr__(name: str) -> Any:

@@ -20,9 +20,9 @@ from functools import partial
 from itertools import repeat
 from operator import is_, itemgetter, methodcaller
 from types import FrameType, FunctionType, MethodType, ModuleType
-from typing import Any
 from weakref import getweakrefcount
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookApplyError, HookConflictError, HookRegistrationError
 from spawnkit.hooks import _conflicts, _decide, _on_import, _resolve, _state
@@ -43,6 +43,9 @@ from spawnkit.hooks._propagate import (
 from spawnkit.hooks._slots import atexit_kept
 from spawnkit.hooks._state import Record, State
 from spawnkit.hooks.types import HookType, Registration, describe_hook
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

@@ -12,11 +12,13 @@ import sys
 import types
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
 
-from spawnkit._compat import add_note
+from spawnkit._compat import TYPE_CHECKING, add_note
 from spawnkit.errors import HookConflictError, HookRegistrationError
 from spawnkit.hooks.types import HookType, Registration
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

@@ -8,8 +8,8 @@ Once per process; the parent never loads plugins, so every rank reports its own.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import ConfigError, HookConflictError, HookConflictWarning
 from spawnkit.hooks.types import HookType, Registration

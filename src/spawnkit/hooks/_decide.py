@@ -7,8 +7,8 @@ import importlib.util
 import sys
 import types
 from collections.abc import Callable, Iterator
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._log import LazyLogger
 from spawnkit.errors import HookRegistrationError
 from spawnkit.hooks import _on_import, _resolve
@@ -18,6 +18,9 @@ from spawnkit.hooks._propagate import StaleHolder
 from spawnkit.hooks._provide import Provided, place
 from spawnkit.hooks._state import Record, State
 from spawnkit.hooks.types import Registration, describe_callable
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Callable
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast
+else:
+    from spawnkit._compat import Generic, ParamSpec, TypeVar, cast
 
 __all__: list[str] = []
 
@@ -18,7 +24,7 @@ class hybridmethod(Generic[P, R]):
 
     def __init__(self, func: Callable[Concatenate[Any, P], R]) -> None:
         self.__func__ = func
-        functools.update_wrapper(cast(Any, self), func)
+        functools.update_wrapper(cast("Any", self), func)
 
     def __set_name__(self, owner: type, name: str) -> None:
         self._name = name

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._plain import Plain
 from spawnkit.spec import _phase
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

@@ -16,9 +16,12 @@ import weakref
 from collections.abc import Callable, Iterable, Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.hooks._slots import atexit_kept
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

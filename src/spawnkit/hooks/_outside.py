@@ -12,9 +12,12 @@ from __future__ import annotations
 import sys
 from itertools import chain, repeat
 from operator import is_
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

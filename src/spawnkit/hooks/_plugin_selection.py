@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import TYPE_CHECKING, Protocol
 
 from spawnkit import _metadata
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._warnopts import user_stacklevel
 from spawnkit.errors import PluginError, PluginSelectionWarning
 from spawnkit.spec._record import record
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from spawnkit.hooks.registry import HookRegistry
     from spawnkit.platforms.discovery import PlatformManager
     from spawnkit.spec import NamespaceConfig
+else:
+    from spawnkit._compat import Protocol
 
 __all__ = ["PluginInfo", "PluginOwner", "PluginSelectionWarning"]
 

@@ -55,11 +55,14 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Collection, Iterator, KeysView
 from itertools import chain, compress, repeat
 from operator import and_, attrgetter, is_, is_not, methodcaller, not_
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 from spawnkit.hooks._chain import CHAIN_CODES
 from spawnkit.hooks._dispatch_base import STANDING, standing
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 
@@ -987,7 +990,8 @@ def stale_fix(kinds: Collection[str]) -> str:
     return "Fix: " + " And ".join(fixes)
 
 
-_Module = tuple[str, dict[str, Any], list[Any]]  # name, globals, their values
+if TYPE_CHECKING:
+    _Module = tuple[str, dict[str, Any], list[Any]]  # name, globals, their values
 
 
 def _holding(

@@ -12,12 +12,15 @@ import importlib.util
 import sys
 import types
 from collections.abc import Callable
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._plain import FrozenPlain, Plain
 from spawnkit.errors import HookRegistrationError, HookTargetError
 from spawnkit.hooks._journal import Change, Journal
 from spawnkit.hooks.types import HookSource, describe_callable
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

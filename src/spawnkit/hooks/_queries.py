@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, cast
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.hooks import _apply, _conflicts, _decide, _resolve, _state
 from spawnkit.hooks._chain import is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
@@ -15,11 +15,15 @@ from spawnkit.hooks._propagate import Holder, Rebind, StaleHolder, find_holders
 from spawnkit.hooks.types import (
     AppliedTarget,
     HookSource,
-    HookState,
     HookStatus,
     HookType,
     Registration,
 )
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from spawnkit.hooks._hints import HookState
 
 __all__: list[str] = []
 
@@ -412,4 +416,5 @@ def _find_imported(path: _resolve.TargetPath) -> tuple[Any, str, str] | None:
 def _status(
     target: str, hook: str, hook_type: str, source: HookSource, state: str, reason: str
 ) -> HookStatus:
-    return HookStatus(target, hook, hook_type, source, cast(HookState, state), reason)
+    known: HookState = state  # type: ignore[assignment]  # _decide gives only these names
+    return HookStatus(target, hook, hook_type, source, known, reason)

@@ -14,13 +14,16 @@ import sys
 import threading
 import time
 import types
-from typing import Any
 
 from spawnkit import _reference
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._names import one_edit as _one_edit
 from spawnkit.errors import HookRegistrationError, HookTargetError, ImportWaitError
 from spawnkit.hooks.types import HookType
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

@@ -17,7 +17,11 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Collection, Iterator
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__: list[str] = []
 

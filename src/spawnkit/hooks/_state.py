@@ -7,13 +7,16 @@ import sys
 import threading
 import types
 import weakref
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._plain import Plain
 from spawnkit.hooks import _on_import, _resolve
 from spawnkit.hooks._propagate import StaleHolder
 from spawnkit.hooks._provide import Provided, Provision
 from spawnkit.hooks.types import Registration
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["Record", "State"]
 

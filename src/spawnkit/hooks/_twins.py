@@ -16,7 +16,11 @@ import sys
 from collections import Counter
 from itertools import compress
 from operator import itemgetter, methodcaller
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["fix", "reason", "twins", "twins_of"]
 

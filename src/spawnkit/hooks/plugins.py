@@ -32,9 +32,9 @@ import time
 import types
 import warnings
 from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata, _namespace_registry, _steps
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._once import Once, OnceState
@@ -48,6 +48,8 @@ from spawnkit.spec._namespace_config import DEFAULT_NAMESPACE_NAME, default_conf
 from spawnkit.spec._record import field, record, replace
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from spawnkit.hooks.registry import HookRegistry
     from spawnkit.platforms.discovery import PlatformManager
     from spawnkit.spec import NamespaceConfig

@@ -13,9 +13,9 @@ import sys
 import threading
 import types
 from collections.abc import Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from spawnkit import _steps
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookError, HookRegistrationError
 from spawnkit.hooks import _apply, _conflicts, _decide, _on_import, _provide, _resolve, _state
@@ -26,7 +26,6 @@ from spawnkit.hooks._provide import Provision
 from spawnkit.hooks._queries import RegistryQueries
 from spawnkit.hooks.types import (
     UNKNOWN_SOURCE,
-    HookOptions,
     HookSource,
     HookType,
     Registration,
@@ -35,7 +34,13 @@ from spawnkit.hooks.types import (
 )
 
 if TYPE_CHECKING:
+    from typing import Any, ClassVar, TypeVar
+
     from typing_extensions import Unpack
+
+    from spawnkit.hooks._hints import HookOptions
+else:
+    from spawnkit._compat import TypeVar
 
 __all__ = ["HookRegistry", "plugin_hook"]
 

@@ -6,9 +6,15 @@ import contextlib
 import enum
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import Any, Literal, TypedDict
 
+from spawnkit._compat import TYPE_CHECKING
+from spawnkit._exports import load_export
 from spawnkit.spec._record import field, record
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from spawnkit.hooks._hints import HookOptions, HookState
 
 __all__ = [
     "UNKNOWN_SOURCE", "AppliedTarget", "HookOptions", "HookSource", "HookState", "HookStatus",
@@ -33,14 +39,6 @@ class HookType(enum.Enum):
     # Members are singletons, so identity is equality: hash in C instead of Enum's Python
     # ``__hash__`` (by name), which every hook-type dict lookup at apply time would call.
     __hash__ = object.__hash__
-
-
-class HookOptions(TypedDict, total=False):
-    """The keywords every ``plugin_hook`` decorator passes on to ``HookRegistry.register``."""
-
-    on_import: bool
-    optional: bool
-    condition: Callable[[], object] | None
 
 
 @record(frozen=True)
@@ -136,11 +134,6 @@ class AppliedTarget:
         return tuple(seen)
 
 
-#: Where a registration stands (README "Hooks a real plugin needs"); ``partial``: applied, but a
-#: reference the stale-binding sweep could not rebind still calls the original.
-HookState = Literal["applied", "pending", "skipped", "failed", "provided", "partial"]
-
-
 @record(frozen=True)
 class HookStatus:
     """One registration (or provided module, ``hook_type`` ``PROVIDE``) and where it stands."""
@@ -168,3 +161,11 @@ def describe_callable(obj: Any) -> str:
     if qualname is None:
         return repr(obj)
     return f"{module}:{qualname}" if module else str(qualname)
+
+
+# Loaded on first use: they need ``typing``, which a cold worker does not import (_hints).
+_HINTS = dict.fromkeys(("HookOptions", "HookState"), "spawnkit.hooks._hints")
+
+
+def __getattr__(name: str) -> Any:
+    return load_export(globals(), _HINTS, name)

@@ -7,13 +7,14 @@ package long before a platform may be chosen, and resolving then would run every
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._exports import load_export
 from spawnkit.platforms._selection import PlatformSelection
 from spawnkit.platforms.interface import DeviceMixin, Platform, PlatformEnum
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from spawnkit.platforms._current import explain_platform, initialize_current_platform
     from spawnkit.platforms.builtin import (
         BUILTIN_PLATFORMS,

@@ -9,10 +9,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import TYPE_CHECKING, Any
 
 import spawnkit._reference as _reference
 from spawnkit import _metadata, _steps
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._metadata import EntryPointInfo
 from spawnkit._names import qualified_name
@@ -27,6 +27,8 @@ from spawnkit.platforms.builtin import BUILTINS
 from spawnkit.platforms.interface import Platform, PlatformEnum
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from spawnkit.platforms._selection import PlatformSelection
     from spawnkit.platforms.explanation import CandidateOutcome, PlatformExplanation
     from spawnkit.spec import NamespaceConfig
@@ -340,7 +342,7 @@ def _declared_text(label: str, cls: type, base: type, declared: list[type]) -> s
     public name it defines became an interface name, so a misspelt override was accepted."""
     import difflib  # only on this error path
 
-    from spawnkit.platforms.interface import _contract
+    from spawnkit.platforms._contract import _contract
 
     known = list(_contract(base))
     new = [(k, n) for k in declared for n in vars(k) if not n.startswith("_") and n not in known]

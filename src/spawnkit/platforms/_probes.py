@@ -11,9 +11,12 @@ import importlib.util
 import os
 import sys
 from types import ModuleType
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "VISIBILITY_VARS",

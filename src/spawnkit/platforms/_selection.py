@@ -5,9 +5,11 @@ Apart from ``explanation`` (which re-exports it) so a worker never defines those
 
 from __future__ import annotations
 
-from typing import Any
-
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.spec._record import as_dict, field, record
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["PlatformSelection"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
 
 import spawnkit._reference as _reference
 from spawnkit import _metadata
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._metadata import EntryPointInfo
 from spawnkit.errors import ConfigError, PlatformError, PlatformUnavailableError
 from spawnkit.platforms._checks import (
@@ -33,7 +33,11 @@ from spawnkit.platforms.builtin import BUILTINS, Builtin
 from spawnkit.platforms.interface import Platform
 
 if TYPE_CHECKING:
+    from typing import Protocol
+
     from spawnkit.spec import NamespaceConfig
+else:
+    from spawnkit._compat import Protocol
 
 __all__: list[str] = []
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 from spawnkit.platforms._probes import Probe, cuda_available, rocm_available, xpu_available
 from spawnkit.platforms.interface import Platform, PlatformEnum
 
 if TYPE_CHECKING:
     from types import ModuleType
+    from typing import Any
 
 __all__ = [
     "BUILTINS", "BUILTIN_PLATFORMS", "BUILTIN_PROBES", "Builtin", "CpuPlatform", "CudaPlatform",

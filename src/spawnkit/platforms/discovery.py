@@ -16,8 +16,8 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._log import INFO, LazyLogger
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._once import Once, OnceState
@@ -30,6 +30,8 @@ from spawnkit.platforms.builtin import BUILTINS
 from spawnkit.platforms.interface import Platform
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from spawnkit.platforms.explanation import PlatformExplanation
     from spawnkit.spec import NamespaceConfig
 

@@ -29,12 +29,16 @@ import threading
 import time
 import types
 from collections.abc import Callable
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.bootstrap.stages import Stage
-from spawnkit.protocol import failure
 from spawnkit.protocol import messages as proto
 from spawnkit.spec import ProcessSpec
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from spawnkit.protocol._failed import Failed
 
 __all__ = [
     "START_MARKS",
@@ -99,15 +103,17 @@ def set_early_fd(fd: int | None) -> None:
     _early_fd = fd
 
 
-def report_early(exc: BaseException, package: str, stage: str = failure.PRE_BOOTSTRAP) -> None:
+def report_early(exc: BaseException, package: str, stage: str = proto.PRE_BOOTSTRAP) -> None:
     """Send ``exc``'s failure record down the early-error pipe, if this process has one."""
     if _early_fd is None:
         return
+    from spawnkit.protocol import failure  # only on a failure path (issue #23)
+
     dumps, loads = picklers(package)
     send_early(failure.record(stage, exc, dumps, loads))
 
 
-def send_early(rec: failure.Failed) -> None:
+def send_early(rec: Failed) -> None:
     """Write ``rec`` to the early-error pipe, once; what does not fit its buffer is dropped.
 
     The pipe is read only after this process exited, so a write must never block.
@@ -387,7 +393,22 @@ def _sendable(report: Any) -> Any:
 
 
 def _failing_stage(exc: BaseException, reporter: _Reporter) -> str:
+    from spawnkit.protocol import failure  # only on a failure path (issue #23)
+
     return failure.failing_stage(exc, reporter.stage, reporter.ready_sent)
+
+
+def _record(
+    exc: BaseException,
+    reporter: _Reporter,
+    dumps: Callable[[Any], bytes],
+    loads: Callable[[bytes], Any],
+) -> Failed:
+    """The failure record of ``exc``, made by :mod:`spawnkit.protocol.failure`, which only a
+    failing worker imports (issue #23)."""
+    from spawnkit.protocol import failure
+
+    return failure.record(_failing_stage(exc, reporter), exc, dumps, loads)
 
 
 def _exit_code(exc: SystemExit) -> int:
@@ -444,7 +465,7 @@ def child_main(spec: ProcessSpec) -> None:
     except BaseException as exc:
         if deaf:
             _hear_sigint(False)
-        rec = failure.record(_failing_stage(exc, reporter), exc, dumps, loads)
+        rec = _record(exc, reporter, dumps, loads)
         reporter.send(rec)
         reporter.close()
         _flush()
@@ -525,6 +546,8 @@ def _report_exit(exc: SystemExit, reporter: _Reporter, deaf: bool, spec: Process
     code = _exit_code(exc)
     if code != 0 or not reporter.ready_sent:
         import traceback  # only on this failure path
+
+        from spawnkit.protocol import failure
 
         text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         rec = failure.exited(_failing_stage(exc, reporter), exc, text)

@@ -30,8 +30,8 @@ import pickle
 import signal
 import socket
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._names import qualified_name
 from spawnkit.bootstrap.stages import Stage
@@ -42,6 +42,10 @@ from spawnkit.errors import (
     ForkSafetyError,
     NodeLostError,
 )
+from spawnkit.protocol._failed import PRE_BOOTSTRAP, Exited, Failed
+
+if TYPE_CHECKING:
+    from typing import Any, Protocol
 
 __all__ = [
     "PRE_BOOTSTRAP",
@@ -61,38 +65,6 @@ __all__ = [
     "record",
     "stopped_error",
 ]
-
-PRE_BOOTSTRAP = "process_start"
-"""The stage a rank is in before its first message: interpreter start, ``__main__``
-re-import and spec unpickling."""
-
-
-# ------------------------------------------------------------------ the record
-class Failed(NamedTuple):
-    """A stage or the entry raised.  ``exc_bytes`` is None when the exception did not pickle."""
-
-    stage: str
-    exc_type: str
-    message: str
-    traceback_text: str
-    exc_bytes: bytes | None = None
-    rank: int | None = None
-    pid: int = 0
-    host: str = ""
-    node: str = ""
-    #: Why ``exc_bytes`` is None where the worker can say more than the traceback does: an
-    #: exception group's member that would not load as itself (``_pickled``).
-    unsent: str = ""
-
-
-class Exited(NamedTuple):
-    """A stage or the entry called ``sys.exit(code)``; sent just before the process exits."""
-
-    stage: str
-    code: int
-    traceback_text: str
-    said: str = ""  # the argument's repr when it was no number: sys.exit("bad config") exits 1
-
 
 def exited(stage: str, exc: SystemExit, traceback_text: str) -> Exited:
     """The record of a ``sys.exit()``: its exit code as the interpreter turns it into one, and

@@ -8,7 +8,8 @@ knows which rank spoke.  Every field is a builtin, so the parent can read a
 message without importing anything the child had imported; the child's
 exception travels twice, pickled (best effort) and as text (always): the
 failure record and what the parent makes of it live in
-:mod:`spawnkit.protocol.failure`, shared with the Ray and torchrun launchers.
+:mod:`spawnkit.protocol.failure` (the records themselves in ``_failed``), shared with the Ray and
+torchrun launchers.
 Messages are named tuples rather than dataclasses because every worker
 defines all seven before its first stage: a frozen slotted dataclass costs
 about ten times as much to define, and that is start-up time of every rank.
@@ -16,10 +17,12 @@ about ten times as much to define, and that is start-up time of every rank.
 
 from __future__ import annotations
 
-from typing import Any
-
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
-from spawnkit.protocol.failure import PRE_BOOTSTRAP, Exited, Failed
+from spawnkit.protocol._failed import PRE_BOOTSTRAP, Exited, Failed
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "Exited",

@@ -18,16 +18,18 @@ import os
 import pickle
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._plain import Plain
 from spawnkit.errors import ConfigError
+from spawnkit.protocol._failed import PRE_BOOTSTRAP, Failed
 from spawnkit.protocol.child import child_main, picklers, send_start_data
-from spawnkit.protocol.failure import PRE_BOOTSTRAP, Failed
 from spawnkit.spec import ProcessSpec
 from spawnkit.spec._control import CONTEXTS
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from spawnkit.protocol.warm import Lease, WarmServer
 
 __all__ = [

@@ -7,9 +7,12 @@ launcher's value; a field of its own leaves ``extra`` to the engine. Standard li
 from __future__ import annotations
 
 from multiprocessing.connection import Connection
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.spec._record import field, record, replace
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["CONTEXTS", "NO_CONTROL", "LaunchControl"]
 

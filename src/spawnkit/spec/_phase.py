@@ -9,7 +9,11 @@ a forked child, which inherits the parent's.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 _in_worker = False
 #: Bumped each time a hook target's owner changes (a patch installed or undone): a lazy proxy

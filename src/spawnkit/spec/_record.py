@@ -23,10 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from types import CodeType, FunctionType
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 import spawnkit._templates as _templates  # not `from spawnkit import`: see _templates
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._plain import FrozenPlain, Plain
+
+if TYPE_CHECKING:
+    from typing import Any, TypeVar, cast, overload
+else:
+    from spawnkit._compat import TypeVar, cast
 
 __all__ = [
     "as_dict",
@@ -92,10 +97,12 @@ def field(
     return _Field(default, default_factory, repr, compare)
 
 
-@overload
-def record(cls: type[_T], /) -> type[_T]: ...
-@overload
-def record(*, frozen: bool = ..., slots: bool = ...) -> Callable[[type[_T]], type[_T]]: ...
+if TYPE_CHECKING:  # the stubs are for type checkers only: no typing.overload at run time
+
+    @overload
+    def record(cls: type[_T], /) -> type[_T]: ...
+    @overload
+    def record(*, frozen: bool = ..., slots: bool = ...) -> Callable[[type[_T]], type[_T]]: ...
 
 
 @dataclass_transform(field_specifiers=(field,))
