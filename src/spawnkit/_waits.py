@@ -15,7 +15,11 @@ import threading
 import time
 from collections.abc import Sequence
 from multiprocessing.connection import wait as _mp_wait
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["LONGEST_WAIT", "join_thread", "wait"]
 

@@ -20,10 +20,13 @@ its platform's plugins, as a rank started there alone would load them.
 from __future__ import annotations
 
 import os
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.errors import PluginDriftError
 from spawnkit.hooks._plugin_selection import classify, is_lenient
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["check_node_platform"]
 

@@ -24,7 +24,11 @@ import functools
 import types
 import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["STANDING", "attach", "is_dispatching", "standing"]
 
@@ -76,7 +80,7 @@ class _Hooked:
         return self.around(self.original.dispatch(cls))
 
 
-class HookedRegistry(Mapping[Any, Any]):
+class HookedRegistry(Mapping[object, object]):
     """``process.registry`` of a hooked singledispatch function: the original's classes, each
     with the hooks around its implementation.  Read-only, as the original's is."""
 

@@ -23,9 +23,12 @@ import functools
 import gc
 import types
 from collections.abc import Collection
-from typing import Any
 
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.hooks._propagate import DispatchTable, dispatcher_of
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["registered"]
 
