@@ -6,9 +6,10 @@ status.  The standard loop forks when a request arrives, so every warm start wai
 ``fork()`` of the whole server: 0.9 ms for a 28 MB server, 3.9 ms for one holding torch (the
 2-core machine).  This loop forks *spares* while it is idle.  A spare is a forked copy of
 the server, blocked on a socket; a request hands it the request's descriptors and it runs
-exactly what a child forked on request runs (the package's ``_serve_one``)::
+exactly what a child forked on request runs (``_fork_child.serve``: the package's child path,
+less what the spare did while it waited)::
 
-    launcher ──connect, fds──▶ server ──fds (SCM_RIGHTS)──▶ spare ──_serve_one──▶ worker
+    launcher ──connect, fds──▶ server ──fds (SCM_RIGHTS)──▶ spare ──_fork_child──▶ worker
         ◀────────── pid ────────┘  at once (the fork happened while the server was idle):
                                    after the spare is handed a burst's first request,
                                    before it is handed the rest of a burst (``_serve``)
@@ -35,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from spawnkit.bootstrap import _parent_death
-from spawnkit.protocol import _prefault
+from spawnkit.protocol import _fork_child, _prefault
 
 __all__ = ["SPARE_NAME", "SPARES_VAR", "most_spares", "reap_within", "serve_forever"]
 
@@ -337,7 +338,7 @@ class _Loop:
             _rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
             _prefault.populate(self.learner.pages or [])  # while idle: the pages its worker writes
             _parent_death.watch_ahead()  # and the thread that arm_parent_death starts
-            ahead = _ahead(self.util._exit_function)  # its worker's first steps: no request
+            ahead = _ahead(self.util, self.old_handlers)  # its worker's first steps: no request
             msg = b""
             with contextlib.suppress(OSError):  # EOF or an error: the server let it go, or died
                 msg, fds, _flags, _addr = socket.recv_fds(
@@ -382,7 +383,7 @@ class _Loop:
                 os.close(child_w)
             if learn_w is not None:
                 _prefault.arm(learn_w)
-            code = self.forkserver._serve_one(child_r, fds, [], self.old_handlers)
+            code = _fork_child.serve(self.forkserver, child_r, fds, self.old_handlers)
         except Exception:
             sys.excepthook(*sys.exc_info())
             sys.stderr.flush()
@@ -408,12 +409,16 @@ class _Loop:
                 os.close(fd)
 
 
-def _ahead(exit_function: Any) -> bool:
+def _ahead(util: Any, handlers: dict[Any, Any]) -> bool:
     """In a spare, before its request: its worker's first steps, which depend on nothing the
-    request brings (0.07 ms of a trivial warm start, now paid while idle).  Whether they were
-    done: where they raised, they run again after the request, whose launcher hears of it."""
+    request brings (0.07 ms of a trivial warm start, now paid while idle), and the part of
+    multiprocessing's child start that does not either (``_fork_child.ahead``).  Whether the
+    first steps were done: where they raised, they run again after the request, whose
+    launcher hears of it."""
+    with contextlib.suppress(Exception):  # what raised there is done after the request
+        _fork_child.ahead(util.__name__.rpartition(".")[0], handlers)
     try:
-        _first_steps(exit_function)
+        _first_steps(util._exit_function)
     except Exception:
         return False
     return True
@@ -447,8 +452,16 @@ def _retire_spares(loop: _Loop) -> None:
 def _rename(name: bytes | None) -> None:
     if name is None:
         return
-    with contextlib.suppress(OSError), open("/proc/self/comm", "wb") as f:
-        f.write(name)
+    try:  # no file object: this runs on a worker's start, after its request
+        fd = os.open("/proc/self/comm", os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.write(fd, name)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _alive(sock: socket.socket) -> bool:
