@@ -162,7 +162,7 @@ class OwnPages:
             try:
                 signal.set_wakeup_fd(-1)
                 os.closerange(0, r)
-                os.closerange(r + 1, _MAXFD)
+                os.closerange(r + 1, os.sysconf("SC_OPEN_MAX"))  # the limit now
                 os.read(r, 1)  # EOF: let go, or the server is gone
             finally:
                 os._exit(0)
@@ -214,7 +214,6 @@ class OwnPages:
 
 #: The most the server takes back after its forks (4 MiB: 2.4 MiB learned on a trivial server).
 _OWN_MOST = 4 << 20
-_MAXFD = os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536
 
 
 def arm(fd: int) -> None:
