@@ -6,9 +6,10 @@ status.  The standard loop forks when a request arrives, so every warm start wai
 ``fork()`` of the whole server: 0.9 ms for a 28 MB server, 3.9 ms for one holding torch (the
 2-core machine).  This loop forks *spares* while it is idle.  A spare is a forked copy of
 the server, blocked on a socket; a request hands it the request's descriptors and it runs
-exactly what a child forked on request runs (the package's ``_serve_one``)::
+exactly what a child forked on request runs (``_fork_child.serve``: the package's child path,
+less what the spare did while it waited)::
 
-    launcher ──connect, fds──▶ server ──fds (SCM_RIGHTS)──▶ spare ──_serve_one──▶ worker
+    launcher ──connect, fds──▶ server ──fds (SCM_RIGHTS)──▶ spare ──_fork_child──▶ worker
         ◀────────── pid ────────┘  at once (the fork happened while the server was idle):
                                    after the spare is handed a burst's first request,
                                    before it is handed the rest of a burst (``_serve``)
@@ -16,7 +17,9 @@ exactly what a child forked on request runs (the package's ``_serve_one``)::
 A request with no spare ready (a burst larger than the pool, a spare that died) is forked on
 request, as before: a spare never makes a start slower, only earlier.  A spare also takes,
 while it waits, the pages a worker will write (``_prefault``: learned from the server's first
-worker that reaches its entry), so the copy-on-write faults of its start are paid ahead too.
+worker that reaches its entry), so the copy-on-write faults of its start are paid ahead too;
+and the server, whose own pages each fork leaves shared, takes back those it writes between
+two forks while it idles (``_prefault.OwnPages``), not on the next request's way to a spare.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from spawnkit.bootstrap import _parent_death
-from spawnkit.protocol import _prefault
+from spawnkit.protocol import _fork_child, _prefault
 
 __all__ = ["SPARE_NAME", "SPARES_VAR", "most_spares", "reap_within", "serve_forever"]
 
@@ -123,6 +126,7 @@ class _Loop:
         self.settled = False  # idle for _IDLE_S since the last request: refill back to back
         self.lost = 0  # spares in a row that ended before a request reached them
         self.learner = _prefault.Learner()  # the pages a worker writes, for spares to take
+        self.own = _prefault.OwnPages()  # the pages the server writes, taken back after forks
         try:
             with open("/proc/self/comm", "rb") as f:
                 self.comm: bytes | None = f.read().rstrip(b"\n")
@@ -162,9 +166,12 @@ class _Loop:
 
     def _one_round(self) -> None:
         wait = None if len(self.spares) >= self.target else (0 if self.settled else _IDLE_S)
+        if wait is None and self.most:
+            self.own.settle(self.learner.pages is not None and self.learner.fd is None)
         ready = [key.fileobj for key, _events in self.selector.select(wait)]
         if not ready:  # idle: a burst (if any) is over; fork one spare, then look again
             self.settled = True
+            self.own.idle()
             if len(self.spares) < self.target:
                 self._add_spare()
             return
@@ -198,10 +205,12 @@ class _Loop:
         spare = self._live_spare()
         learn_w = self._learner()
         handed = fds if learn_w is None else [*fds, learn_w]  # the learn pipe goes last
+        self.own.served = True
         if spare is None:
             pid = os.fork()
             if pid == 0:
                 self._child(child_r, fds, child_w, learn_w, time.monotonic(), False)
+            self.own.forked = True
         else:
             pid = spare[0]
         # Each write below wakes a process, which may take this CPU from the server before its
@@ -280,7 +289,7 @@ class _Loop:
                 with contextlib.suppress(BrokenPipeError):
                     self.forkserver.write_signed(child_w, os.waitstatus_to_exitcode(status))
                 os.close(child_w)
-            elif not self._forget_spare(pid):
+            elif not self.own.reaped(pid) and not self._forget_spare(pid):
                 warnings.warn(f"forkserver: waitpid returned unexpected pid {pid}", stacklevel=1)
 
     def _forget_spare(self, pid: int) -> bool:
@@ -322,6 +331,7 @@ class _Loop:
         if pid == 0:
             ours.close()
             self._spare(theirs)
+        self.own.forked = True
         theirs.close()
         self.spares.append((pid, ours))
 
@@ -333,11 +343,11 @@ class _Loop:
         fds: list[int] = []
         try:
             signal.set_wakeup_fd(-1)  # first: the wakeup fd is closed next, its number reused
-            self._close_server_fds()
+            _close_server_fds(self)
             _rename(f"{SPARE_NAME}{os.getppid()}".encode()[:15])
             _prefault.populate(self.learner.pages or [])  # while idle: the pages its worker writes
             _parent_death.watch_ahead()  # and the thread that arm_parent_death starts
-            ahead = _ahead(self.util._exit_function)  # its worker's first steps: no request
+            ahead = _ahead(self.util, self.old_handlers)  # its worker's first steps: no request
             msg = b""
             with contextlib.suppress(OSError):  # EOF or an error: the server let it go, or died
                 msg, fds, _flags, _addr = socket.recv_fds(
@@ -378,11 +388,11 @@ class _Loop:
                 _first_steps(self.util._exit_function)
             if child_w is not None:  # forked just now: the server's descriptors are open here
                 signal.set_wakeup_fd(-1)
-                self._close_server_fds()
+                _close_server_fds(self)
                 os.close(child_w)
             if learn_w is not None:
                 _prefault.arm(learn_w)
-            code = self.forkserver._serve_one(child_r, fds, [], self.old_handlers)
+            code = _fork_child.serve(self.forkserver, child_r, fds, self.old_handlers)
         except Exception:
             sys.excepthook(*sys.exc_info())
             sys.stderr.flush()
@@ -394,26 +404,32 @@ class _Loop:
             finally:
                 os._exit(code)  # whatever that raised: a worker never returns into the loop
 
-    def _close_server_fds(self) -> None:
-        """In a child: the listener, the selector, the alive and signal pipes, every started
-        worker's status pipe and every spare's socket.  A spare's socket left open here would
-        keep that spare from reading its server's death as EOF."""
-        self.listener.close()
-        self.selector.close()
-        for _pid, sock in self.spares:
-            sock.close()
-        learning = () if self.learner.fd is None else (self.learner.fd,)
-        for fd in (self.alive_r, self.sig_r, self.sig_w, *learning, *self.pid_to_fd.values()):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+
+def _close_server_fds(loop: _Loop) -> None:
+    """In a child: the listener, the selector, the alive and signal pipes, every started
+    worker's status pipe and every spare's socket.  A spare's socket left open here would
+    keep that spare from reading its server's death as EOF."""
+    loop.listener.close()
+    loop.selector.close()
+    for _pid, sock in loop.spares:
+        sock.close()
+    # the learn pipe, and its witness's (which reads EOF only once no child holds it either)
+    learning = [fd for fd in (loop.learner.fd, loop.own.pipe) if fd is not None]
+    for fd in (loop.alive_r, loop.sig_r, loop.sig_w, *learning, *loop.pid_to_fd.values()):
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
-def _ahead(exit_function: Any) -> bool:
+def _ahead(util: Any, handlers: dict[Any, Any]) -> bool:
     """In a spare, before its request: its worker's first steps, which depend on nothing the
-    request brings (0.07 ms of a trivial warm start, now paid while idle).  Whether they were
-    done: where they raised, they run again after the request, whose launcher hears of it."""
+    request brings (0.07 ms of a trivial warm start, now paid while idle), and the part of
+    multiprocessing's child start that does not either (``_fork_child.ahead``).  Whether the
+    first steps were done: where they raised, they run again after the request, whose
+    launcher hears of it."""
+    with contextlib.suppress(Exception):  # what raised there is done after the request
+        _fork_child.ahead(util.__name__.rpartition(".")[0], handlers)
     try:
-        _first_steps(exit_function)
+        _first_steps(util._exit_function)
     except Exception:
         return False
     return True
@@ -431,6 +447,7 @@ def _first_steps(exit_function: Any) -> None:
 # -------------------------------------------------------------------- server exit
 def _retire_spares(loop: _Loop) -> None:
     """Let every spare go (EOF on its socket) and reap it: none outlives its server."""
+    loop.own.stop()
     spares = [pid for pid, _sock in loop.spares] + sorted(loop.let_go)  # let go, not reaped
     for _pid, sock in loop.spares:
         sock.close()
@@ -447,8 +464,16 @@ def _retire_spares(loop: _Loop) -> None:
 def _rename(name: bytes | None) -> None:
     if name is None:
         return
-    with contextlib.suppress(OSError), open("/proc/self/comm", "wb") as f:
-        f.write(name)
+    try:  # no file object: this runs on a worker's start, after its request
+        fd = os.open("/proc/self/comm", os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        os.write(fd, name)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _alive(sock: socket.socket) -> bool:
