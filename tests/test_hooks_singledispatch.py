@@ -222,3 +222,64 @@ def test_a_hook_on_a_singledispatchmethod_is_refused_naming_the_implementations_
     registry.unapply()
     assert handle.dispatcher.registry[int] is impl is vars(mod.Handler)["handle_int"]
     assert h.handle(1) == sub.handle(1) == ("int", 1)
+
+
+WRAPPED_METHODS = """
+import functools
+
+
+class Handler:
+    @functools.singledispatchmethod
+    @classmethod
+    def handle(cls, x):
+        return ('generic', cls.__name__, x)
+
+    @handle.register(int)
+    @classmethod
+    def handle_int(cls, x):
+        return ('int', cls.__name__, x)
+
+    @functools.singledispatchmethod
+    @staticmethod
+    def convert(x):
+        return ('generic', x)
+
+    @convert.register(int)
+    @staticmethod
+    def convert_int(x):
+        return ('int', x)
+
+
+class Sub(Handler):
+    pass
+"""
+
+
+@pytest.mark.parametrize("vouched", [False, True], ids=["swept", "clean-dispatch-module"])
+def test_a_classmethod_or_staticmethod_implementation_of_a_singledispatchmethod_is_rebound(
+    mods: Modules, registry: type[HookRegistry], vouched: bool
+) -> None:
+    """The implementation the refusal above names, when the registry holds it wrapped in a
+    ``classmethod``/``staticmethod``: before the fix only ``Handler.handle_int(1)`` ran the
+    hook; ``Handler.handle(1)``, ``Sub.handle(1)`` and ``dispatch(int)`` ran the original
+    (a 'stale holder' in the log, the registry entry's ``__func__``)."""
+    mod = mods.load("dispatch", WRAPPED_METHODS)
+    handle, convert = vars(mod.Handler)["handle"], vars(mod.Handler)["convert"]
+    first = handle.dispatcher.registry[int], convert.dispatcher.registry[int]
+    assert mod.Handler.handle(1) == ("int", "Handler", 1)  # the dispatch cache knows int
+    registry.register(mods.name("dispatch.Handler.handle_int"), lambda r, *a: (*r, "I"))
+    registry.register(mods.name("dispatch.Handler.convert_int"), lambda r, *a: (*r, "C"))
+    registry.apply_hooks(clean_modules={mods.name("dispatch")} if vouched else set())
+    h = mod.Handler()
+    assert mod.Handler.handle(1) == h.handle(1) == ("int", "Handler", 1, "I")
+    assert mod.Sub.handle(1) == ("int", "Sub", 1, "I")
+    assert handle.dispatcher.dispatch(int).__get__(None, mod.Handler)(1) == h.handle(1)
+    assert mod.Handler.convert(1) == h.convert(1) == mod.Sub.convert(1) == ("int", 1, "C")
+    assert mod.Handler.handle("s") == ("generic", "Handler", "s")
+    labels = {label for a in registry.applied_targets() for _, label in a.propagated_to}
+    assert labels == {"Handler.handle.registry[int]", "Handler.convert.registry[int]"}
+    assert registry.stale_holders() == []
+    registry.unapply()
+    assert (handle.dispatcher.registry[int], convert.dispatcher.registry[int]) == first
+    assert first == (vars(mod.Handler)["handle_int"], vars(mod.Handler)["convert_int"])
+    assert mod.Sub.handle(1) == ("int", "Sub", 1) and mod.Handler.convert(1) == ("int", 1)
