@@ -19,6 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
+from spawnkit.errors import HookApplyError
 from spawnkit.hooks import HookRegistry, HookType
 from spawnkit.namespace import Namespace
 
@@ -160,3 +163,123 @@ def test_two_namespaces_hooking_one_singledispatch_function_both_run_through_dis
         second.hooks.reset()
         first.hooks.reset()
     assert mod.process.dispatch(str)("s") == ("generic", "s")
+
+
+METHOD = """
+import functools
+
+
+class Handler:
+    @functools.singledispatchmethod
+    def handle(self, x):
+        return ('generic', x)
+
+    @handle.register(int)
+    def handle_int(self, x):
+        return ('int', x)
+
+    @handle.register(bytes)
+    def _(self, x):
+        return ('bytes', x)
+
+    @handle.register(float)
+    def _(self, x):  # the class's ``_`` now: the bytes one has no name left
+        return ('float', x)
+
+
+class Sub(Handler):
+    pass
+"""
+
+
+def test_a_hook_on_a_singledispatchmethod_is_refused_naming_the_implementations_to_hook(
+    mods: Modules, registry: type[HookRegistry]
+) -> None:
+    """A hook on the descriptor would run on no path (``h.handle(x)`` binds what the
+    dispatcher's ``dispatch`` finds).  Before the fix the refusal was the generic
+    'singledispatchmethod descriptor ... REPLACE the class instead', naming nothing to hook;
+    the implementations it names now run their hooks on every path."""
+    mod = mods.load("dispatch", METHOD)
+    handle = vars(mod.Handler)["handle"]
+    for target in ("dispatch.Handler.handle", "dispatch.Sub.handle"):
+        with HookRegistry.isolated():
+            HookRegistry.register(mods.name(target), _tag("B"))
+            with pytest.raises(HookApplyError) as info:
+                HookRegistry.apply_hooks()
+        text = str(info.value)
+        assert f"{mods.name(target)!r} is a functools.singledispatchmethod" in text
+        names = f"{mods.name('dispatch.Handler.handle_int')!r}, {mods.name('dispatch.Handler._')!r}"
+        assert f"({names}; 1 registered without a name of its own" in text
+        assert f"REPLACE the class {target.split('.')[1]} with a subclass" in text
+    assert vars(mod.Handler)["handle"] is handle  # nothing was left half-applied
+    # what it names: every path runs the hook, and unapply() puts everything back
+    impl = vars(mod.Handler)["handle_int"]
+    registry.register(mods.name("dispatch.Handler.handle_int"), lambda r, *a: (*r, "I"))
+    registry.apply_hooks()
+    h, sub = mod.Handler(), mod.Sub()
+    assert h.handle(1) == sub.handle(1) == handle.dispatcher.dispatch(int)(h, 1) == ("int", 1, "I")
+    assert h.handle("s") == ("generic", "s")
+    registry.unapply()
+    assert handle.dispatcher.registry[int] is impl is vars(mod.Handler)["handle_int"]
+    assert h.handle(1) == sub.handle(1) == ("int", 1)
+
+
+WRAPPED_METHODS = """
+import functools
+
+
+class Handler:
+    @functools.singledispatchmethod
+    @classmethod
+    def handle(cls, x):
+        return ('generic', cls.__name__, x)
+
+    @handle.register(int)
+    @classmethod
+    def handle_int(cls, x):
+        return ('int', cls.__name__, x)
+
+    @functools.singledispatchmethod
+    @staticmethod
+    def convert(x):
+        return ('generic', x)
+
+    @convert.register(int)
+    @staticmethod
+    def convert_int(x):
+        return ('int', x)
+
+
+class Sub(Handler):
+    pass
+"""
+
+
+@pytest.mark.parametrize("vouched", [False, True], ids=["swept", "clean-dispatch-module"])
+def test_a_classmethod_or_staticmethod_implementation_of_a_singledispatchmethod_is_rebound(
+    mods: Modules, registry: type[HookRegistry], vouched: bool
+) -> None:
+    """The implementation the refusal above names, when the registry holds it wrapped in a
+    ``classmethod``/``staticmethod``: before the fix only ``Handler.handle_int(1)`` ran the
+    hook; ``Handler.handle(1)``, ``Sub.handle(1)`` and ``dispatch(int)`` ran the original
+    (a 'stale holder' in the log, the registry entry's ``__func__``)."""
+    mod = mods.load("dispatch", WRAPPED_METHODS)
+    handle, convert = vars(mod.Handler)["handle"], vars(mod.Handler)["convert"]
+    first = handle.dispatcher.registry[int], convert.dispatcher.registry[int]
+    assert mod.Handler.handle(1) == ("int", "Handler", 1)  # the dispatch cache knows int
+    registry.register(mods.name("dispatch.Handler.handle_int"), lambda r, *a: (*r, "I"))
+    registry.register(mods.name("dispatch.Handler.convert_int"), lambda r, *a: (*r, "C"))
+    registry.apply_hooks(clean_modules={mods.name("dispatch")} if vouched else set())
+    h = mod.Handler()
+    assert mod.Handler.handle(1) == h.handle(1) == ("int", "Handler", 1, "I")
+    assert mod.Sub.handle(1) == ("int", "Sub", 1, "I")
+    assert handle.dispatcher.dispatch(int).__get__(None, mod.Handler)(1) == h.handle(1)
+    assert mod.Handler.convert(1) == h.convert(1) == mod.Sub.convert(1) == ("int", 1, "C")
+    assert mod.Handler.handle("s") == ("generic", "Handler", "s")
+    labels = {label for a in registry.applied_targets() for _, label in a.propagated_to}
+    assert labels == {"Handler.handle.registry[int]", "Handler.convert.registry[int]"}
+    assert registry.stale_holders() == []
+    registry.unapply()
+    assert (handle.dispatcher.registry[int], convert.dispatcher.registry[int]) == first
+    assert first == (vars(mod.Handler)["handle_int"], vars(mod.Handler)["convert_int"])
+    assert mod.Sub.handle(1) == ("int", "Sub", 1) and mod.Handler.convert(1) == ("int", 1)

@@ -16,11 +16,18 @@ and one for ``object`` calls the generic implementation, not the dispatch again 
 an implementation calling its generic one, would call itself).  ``register`` stays the
 original's: a later registration is found by both.  ``unapply()`` puts the original function
 back, whose ``dispatch`` and ``registry`` were never changed.
+
+A ``functools.singledispatchmethod`` is refused instead (``method_refusal``): every call of
+``obj.handle(x)`` asks the descriptor's dispatcher for the implementation and binds that, so
+a wrapper of the descriptor, of the dispatcher's call or of its ``register`` runs on no path;
+each implementation hooked by its own name runs on all of them (the sweep rebinds the
+registry entry, ``_propagate``), which is what the refusal names.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 import types
 import weakref
 from collections.abc import Callable, Iterator, Mapping
@@ -30,7 +37,7 @@ from spawnkit._compat import TYPE_CHECKING
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["STANDING", "attach", "is_dispatching", "standing"]
+__all__ = ["STANDING", "attach", "is_dispatching", "method_refusal", "standing"]
 
 #: the code every ``functools.singledispatch`` function shares (its ``wrapper``)
 _DISPATCH_CODE = getattr(functools.singledispatch(len), "__code__", None)
@@ -118,3 +125,42 @@ def attach(chain: Any, original: Any, rebuild: Callable[[Any], Any]) -> None:
     for key in [key for key, ref in STANDING.items() if ref() is None]:
         del STANDING[key]
     STANDING[id(chain)] = weakref.ref(chain)
+
+
+def _name_of(impl: Any, owner: type) -> str | None:
+    """A target name that resolves to ``impl``: a class attribute along ``owner``'s MRO
+    (``Handler.handle_int``), else a global of its module; None for one registered as ``_``."""
+    func = getattr(impl, "__func__", impl)  # a classmethod's or staticmethod's function
+    for cls in getattr(owner, "__mro__", ()):
+        for attr, value in vars(cls).items():
+            if value is impl or getattr(value, "__func__", None) is func:
+                return f"{cls.__module__}.{cls.__qualname__}.{attr}"
+    module = sys.modules.get(str(getattr(func, "__module__", "")))
+    name = getattr(func, "__name__", "")
+    if module is not None and name and getattr(module, name, None) is func:
+        return f"{module.__name__}.{name}"
+    return None
+
+
+def method_refusal(method: Any, owner: type, attr: str, display: str, where: str) -> str:
+    """Why the ``functools.singledispatchmethod`` ``method`` (``owner.attr``) is not hooked,
+    and the targets that are hooked in its place."""
+    registry = getattr(method.dispatcher, "registry", {})
+    names = [_name_of(impl, owner) for cls, impl in registry.items() if cls is not object]
+    named = ", ".join(repr(n) for n in names if n is not None) or "none has a name of its own"
+    unnamed = names.count(None)
+    also = (
+        f"; {unnamed} registered without a name of its own (def _): give it one to hook it"
+        if unnamed and len(names) > unnamed
+        else ""
+    )
+    return (
+        f"hook target {display!r} is a functools.singledispatchmethod{where}: a call "
+        f"(obj.{attr}(x), through a subclass, or {attr}.dispatcher.dispatch(cls)) binds the "
+        "implementation registered for the argument's class, and a hook on the descriptor "
+        "would run on none of these paths. Hook the registered implementations instead, each "
+        f"by its own target name ({named}{also}): every path then runs their hooks and "
+        "unapply() puts them back. The generic implementation (for object) has no target "
+        f"name: move its body into a method it calls and hook that, or REPLACE the class "
+        f"{getattr(owner, '__qualname__', owner)!s} with a subclass."
+    )

@@ -151,20 +151,35 @@ class DispatchTable:
     read-only view of a dict in the function's closure) holds the original: dispatch calls it
     and the hook never runs.  ``register(cls, new)`` is the one way in, and it clears the
     dispatch cache that already remembers the original for ``int``.
+
+    A ``singledispatchmethod``'s entry may be a ``classmethod``/``staticmethod`` (the class's
+    ``handle_int``, hooked by that name): reads see through it as ``ClassAttrs`` does, writes
+    wrap the new function the same way, and writing back the first function read restores the
+    very object, else every dispatch kept calling the original.
     """
 
-    __slots__ = ("function",)
+    __slots__ = ("_first", "function")
 
     def __init__(self, function: Any) -> None:
         self.function = function  # the singledispatch function (a method's ``dispatcher``)
+        self._first: dict[Any, Any] = {}  # class -> the wrapper first read there
 
     def __repr__(self) -> str:
         return f"DispatchTable({getattr(self.function, '__qualname__', self.function)!r})"
 
     def get(self, cls: type, default: Any = None) -> Any:
-        return self.function.registry.get(cls, default)
+        raw = self.function.registry.get(cls, default)
+        if type(raw) in _METHOD_WRAPPERS:
+            self._first.setdefault(cls, raw)
+            return raw.__func__
+        return raw
 
     def __setitem__(self, cls: type, value: Any) -> None:
+        first = self._first.get(cls)
+        if first is not None and first.__func__ is not value:
+            value = type(first)(value)
+        elif first is not None:
+            value = first
         self.function.register(cls, value)
 
 
@@ -260,6 +275,8 @@ _WRAPPED_AS: dict[type, str] = {
     functools.partialmethod: "func",  # ``run_fast = partialmethod(run, fast=True)``
 }
 _WRAPPERS = frozenset(_WRAPPED_AS)
+#: what a ``singledispatchmethod``'s registry may hold around an implementation
+_METHOD_WRAPPERS = (classmethod, staticmethod)
 _DICTS = frozenset({dict, OrderedDict, defaultdict})
 _LISTS = frozenset({list})
 _TUPLES = frozenset({tuple})
@@ -620,7 +637,7 @@ def _class_items(classes: list[type], immutable_too: bool) -> Iterator[Any]:
     inside = [
         _flat(map(dict.values, dicts)),
         _flat(compress(items, map(_LISTS.__contains__, kinds))),
-        _dispatch_items(list(map(_dispatcher, sdms))),
+        map(_unwrap, _dispatch_items(list(map(_dispatcher, sdms)))),  # a classmethod's too
     ]
     if not immutable_too:
         return _flat(inside)
@@ -767,7 +784,7 @@ def _inspect_registry(
     """The implementations a singledispatch function dispatches to (``process.registry[int]``)."""
     table = DispatchTable(function)
     for cls, impl in list(registry.items()):
-        rebind = hit(impl)
+        rebind = hit(impl.__func__ if type(impl) in _METHOD_WRAPPERS else impl)
         if rebind is not None:
             label = f"{name}.registry[{getattr(cls, '__qualname__', cls)}]"
             found.append(Holder(modname, table, cls, label, rebind))

@@ -20,6 +20,7 @@ from spawnkit._compat import TYPE_CHECKING
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._names import one_edit as _one_edit
 from spawnkit.errors import HookRegistrationError, HookTargetError, ImportWaitError
+from spawnkit.hooks import _dispatch_base
 from spawnkit.hooks.types import HookType
 
 if TYPE_CHECKING:
@@ -746,6 +747,9 @@ def classify(res: Resolved, display: str) -> tuple[str, Any]:
         kind = _partial_kind(raw)
         if kind is not None:
             return kind, raw
+    if isinstance(raw, functools.singledispatchmethod):
+        text = _dispatch_base.method_refusal(raw, res.owner, res.attr, display, where)
+        raise HookTargetError(text, target=display)
     raise HookTargetError(
         f"hook target {display!r} is a {type(raw).__name__} descriptor{where}; only plain, "
         "class and static methods (sync or async) can be wrapped. REPLACE the class instead.",

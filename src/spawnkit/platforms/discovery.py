@@ -15,7 +15,7 @@ import itertools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 
 from spawnkit._compat import TYPE_CHECKING
 from spawnkit._log import INFO, LazyLogger
@@ -452,6 +452,19 @@ def _drop_inherited(manager: PlatformManager) -> None:
     manager._init_once.reset()
     manager._built = manager._current = manager._trace = None
     manager._forked = False
+
+
+def decisions_for_tests() -> dict[PlatformManager, tuple[Any, str | None, frozenset[Any]]]:
+    """Each manager's platform built (or None), pin and selections made so far, for the pytest
+    plugin to forget what one test decided (``spawnkit.testing._platforms``)."""
+    return {m: (m.built(), m._pinned, frozenset(m._selections)) for m in list(_managers)}
+
+
+def forget_selections_for_tests(manager: PlatformManager, keys: Collection[Any]) -> None:
+    """Drop ``manager``'s selections ``keys`` (a test's ``select()``), keeping its platform."""
+    with manager._lock:
+        for key in keys:
+            manager._selections.pop(key, None)
 
 
 def _after_fork() -> None:

@@ -23,6 +23,7 @@ from spawnkit.testing._leftover import (
     patches,
 )
 from spawnkit.testing._modes import LAUNCH_MODES, LaunchMode
+from spawnkit.testing._platforms import Decisions, decisions, forget_since, taking_in
 from spawnkit.testing._sandbox import DistSandbox
 
 if TYPE_CHECKING:
@@ -47,6 +48,9 @@ _BEFORE_CALL = pytest.StashKey[Patches]()  # on a test without the fixture: befo
 _IN_SETUP = pytest.StashKey["pytest.Item | None"]()  # on the config: the test being set up
 #: on such a test: the ``bootstrap_here()`` records and the phase flags as its setup began
 _HERE_BEFORE = pytest.StashKey[tuple[dict[str, Any], Any]]()
+#: on every test: the platform managers' decisions and ``bootstrap_here()`` records as its
+#: setup began (``_platforms``: what the test decides is forgotten after it)
+_PLATFORMS = pytest.StashKey[tuple[Decisions, dict[str, Any]]]()
 _MODE_IDS = frozenset(m.id for m in LAUNCH_MODES)
 _MODES_TEXT = ", ".join(repr(m.id) for m in LAUNCH_MODES)
 
@@ -198,12 +202,12 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     """Take a test's baseline before its fixtures run: a function-scoped fixture is the
     test's own, and what it applies and leaves is that test's leak (taken after the fixtures,
     it was the baseline: no warning, and a later isolated test ran hooked code unexplained)."""
-    if "_spawnkit_hook_isolation" in getattr(item, "fixturenames", ()):
-        return (yield)
-    item.stash[_BEFORE_CALL] = patches()
-    from spawnkit.spec import _phase
+    item.stash[_PLATFORMS] = (decisions(), here_records())
+    if "_spawnkit_hook_isolation" not in getattr(item, "fixturenames", ()):
+        item.stash[_BEFORE_CALL] = patches()
+        from spawnkit.spec import _phase
 
-    item.stash[_HERE_BEFORE] = (here_records(), _phase.snapshot())
+        item.stash[_HERE_BEFORE] = (here_records(), _phase.snapshot())
     item.config.stash[_IN_SETUP] = item
     try:
         return (yield)
@@ -216,14 +220,19 @@ def pytest_fixture_setup(fixturedef: Any, request: pytest.FixtureRequest) -> Ite
     """A module-, class- or session-scoped fixture set up for the test is the suite's: what it
     applies outlives the test by design, so it joins the test's baseline."""
     item = request.config.stash.get(_IN_SETUP, None)
-    before = item.stash.get(_BEFORE_CALL, None) if item is not None else None
-    if item is None or before is None or fixturedef.scope == "function":
+    if item is None or fixturedef.scope == "function":
         return (yield)
-    ahead = patches()
+    before = item.stash.get(_BEFORE_CALL, None)
+    ahead = patches() if before is not None else None
+    decided, recorded = decisions(), here_records()
     try:
         return (yield)
     finally:
-        item.stash[_BEFORE_CALL] = item.stash[_BEFORE_CALL].taking_in(ahead, patches())
+        if ahead is not None:
+            item.stash[_BEFORE_CALL] = item.stash[_BEFORE_CALL].taking_in(ahead, patches())
+        platforms, records = item.stash[_PLATFORMS]
+        made = {n: r for n, r in here_records().items() if recorded.get(n) is not r}
+        item.stash[_PLATFORMS] = (taking_in(platforms, decided, decisions()), records | made)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -261,14 +270,28 @@ def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
         if before is not None:
             del item.stash[_BEFORE_CALL]  # it holds the registries' states
         leftovers = item.config.stash.get(_LEFTOVERS, None)
+        message = None
         if before is not None and leftovers is not None:
             message = leftovers.after_test(item.nodeid, before)
             here = item.stash.get(_HERE_BEFORE, None)
             if here is not None:
                 _forget_undone_bootstraps(*here, leftovers.left_by(item.nodeid))
-            if message is not None:
-                path, line, _ = item.location
-                warnings.warn_explicit(message, HookLeakWarning, path, (line or 0) + 1)
+        _forget_platforms(item)
+        if message is not None:
+            path, line, _ = item.location
+            warnings.warn_explicit(message, HookLeakWarning, path, (line or 0) + 1)
+
+
+def _forget_platforms(item: pytest.Item) -> None:
+    """The platforms the test decided in this process, forgotten (``_platforms``), but a
+    namespace's whose ``bootstrap_here()`` the test left applied."""
+    taken = item.stash.get(_PLATFORMS, None)
+    if taken is None:
+        return
+    del item.stash[_PLATFORMS]
+    platforms, records = taken
+    kept = {name for name, record in here_records().items() if records.get(name) is not record}
+    forget_since(platforms, kept)
 
 
 def _forget_undone_bootstraps(before: dict[str, Any], phase: Any, kept: set[str]) -> None:
