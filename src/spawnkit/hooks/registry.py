@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from spawnkit import _steps
+from spawnkit._flags import check_flag
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit.errors import HookError, HookRegistrationError
 from spawnkit.hooks import _apply, _conflicts, _decide, _on_import, _provide, _resolve, _state
@@ -49,8 +50,17 @@ _BOTH = (True, False)  # strict, then lenient
 
 
 def _checked(
-    target: str, hook: Any, hook_type: object, src: object, condition: object
+    target: str,
+    hook: Any,
+    hook_type: object,
+    src: object,
+    condition: object,
+    flags: tuple[object, object],
 ) -> tuple[_resolve.TargetPath, HookType]:
+    """The registration as the registry records it, or its refusal (``flags``: ``on_import``
+    and ``optional``, read by truth value before, so ``optional="false"`` made it optional)."""
+    for name, flag in zip(("on_import", "optional"), flags, strict=True):
+        check_flag(name, flag, call=f"register({target!r}, ...)", error=HookRegistrationError)
     if not isinstance(src, HookSource):
         raise HookRegistrationError(
             f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
@@ -154,7 +164,7 @@ class HookRegistry(RegistryQueries):
         """
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         late = _late(self, lambda: f"hook {describe_hook(hook)} from {src} on target {target!r}")
-        path, htype = _checked(target, hook, hook_type, src, condition)
+        path, htype = _checked(target, hook, hook_type, src, condition, (on_import, optional))
         if late and _not_this_platform(self, src):
             return
         with self._lock:
@@ -241,6 +251,7 @@ class HookRegistry(RegistryQueries):
         rebind is kept for :meth:`stale_holders`. ``conflicts``: warn / error / ignore, and
         ``conflicts_var`` names the variable that chose it.
         """
+        check_flag("strict", strict, call="apply_hooks")
         _drop_other_platforms(self)  # another platform's import-time hooks; before the lock
         with self._lock:
             if self._applying:
@@ -671,7 +682,6 @@ def _stale_message(holders: list[dict[str, str]]) -> str:
             + f"Calls through them run {what_runs(holders)}. "
         )
     return head + stale_fix({h["kind"] for h in holders})
-
 
 
 def plugin_hook(

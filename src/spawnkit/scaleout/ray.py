@@ -177,6 +177,9 @@ def spawn_on_ray(
 
     ``resources`` is what *one* rank needs (default ``{"CPU": 1}``); ``strategy`` as in Ray.
     """
+    from spawnkit._flags import check_flag
+
+    check_flag("prefix_output", prefix_output, call="spawn_on_ray")  # before the spec's work
     template = build_template(
         entry, payload, namespace=namespace, env=env, platform=platform, plugins=plugins
     )
@@ -212,8 +215,10 @@ def spawn_spec_on_ray(
     prefix_output: bool = False,
 ) -> RayWorkerGroup:
     """:func:`spawn_on_ray` from a ready spec template (what ``spawn_with_plugins`` builds)."""
+    from spawnkit._flags import check_flag
     from spawnkit.launch._checks import check_count, check_seconds
 
+    check_flag("prefix_output", prefix_output, call="spawn_spec_on_ray")
     check_count("nprocs", nprocs)
     check_seconds("ready_timeout", ready_timeout, none="no startup limit")
     check_seconds("join_timeout", join_timeout, none="no limit")

@@ -213,6 +213,8 @@ def _shared_text(type_name: str, root: Any, found: Any) -> str:
 
 
 _INHERITED = "through inheritance"
+# what ``Payload.capture(by_value=None)`` means, for a refused value's message
+_BY_VALUE_NONE = "plain pickle where it can take the object by reference, else by value"
 
 
 def _inherited_text(type_name: str, root: Any, exc: BaseException) -> str | None:
@@ -405,8 +407,12 @@ class Payload:
         ``by_value=None`` picks plain pickle when it can take the object by
         reference to an importable module, cloudpickle otherwise.
         """
+        from spawnkit._flags import check_flag
         from spawnkit._names import qualified_name  # parent side: not on the unpickling path
         from spawnkit.spec._held_instances import class_refs, held_instances
+
+        # by_value="yes" (or 1) was neither True nor False: read as None, the automatic choice
+        check_flag("by_value", by_value, call="Payload.capture", none=_BY_VALUE_NONE)
 
         type_name = qualified_name(type(obj))
         data: bytes | None = None
