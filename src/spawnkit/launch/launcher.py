@@ -29,6 +29,7 @@ from spawnkit.launch._checks import (
     DEFAULT_READY_TIMEOUT,
     check_count,
     check_entry_module,
+    check_env_form,
     check_env_values,
     check_preload,
     check_seconds,
@@ -139,7 +140,9 @@ def _top(entry: str) -> str:
 
 
 def _open_trace(trace: str | os.PathLike[str] | None, env: dict[str, str] | None) -> Any:
-    """The launch's tracer (None when off) and the env carrying its trace context to ranks."""
+    """The launch's tracer (None when off) and the env carrying its trace context to ranks:
+    ``env=``'s form checked first (its values are build_spec's, or the trace's TRACEPARENT's)."""
+    check_env_form(env)
     if trace is None:
         return None, env
     from spawnkit.launch._trace import open_trace  # only when asked for: see spawnkit._trace
