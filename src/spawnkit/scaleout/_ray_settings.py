@@ -52,7 +52,9 @@ def plugin_selection(
     names = tuple(dict.fromkeys(n.strip() for n in raw.split(",") if n.strip()))
     installed = {row[0]: row for row in rows if row[2] == config.plugin_group}
     unknown = sorted(set(names) - set(installed))
-    if not unknown or env.get(config.allow_plugin_drift_var, "") == "1":
+    from spawnkit.scaleout._plugin_set import drift_allowed
+
+    if drift_allowed(config.allow_plugin_drift_var, env) or not unknown:  # a bad value: refused
         return names
     from spawnkit.hooks._plugin_selection import PluginInfo, parse_bool, refuse_unknown
 
