@@ -56,6 +56,7 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from spawnkit._waits import in_slices
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import (
     ChildError,
@@ -319,7 +320,7 @@ class RayWorkerGroup(GroupContract):
     def _place(self, bundle: dict[str, float], strategy: str) -> None:
         ray = self._ray
         try:
-            ray.get(self._pg.ready(), timeout=self._remaining())
+            _ray_get(ray, self._pg.ready(), self._remaining())
         except ray.exceptions.GetTimeoutError:
             waited = time.monotonic() - self._t0
             raise not_placed(ray, self.run_id, self.nprocs, bundle, strategy, waited) from None
@@ -342,7 +343,7 @@ class RayWorkerGroup(GroupContract):
         """``ray.get`` with an actor's death turned into ``ChildExitedError``."""
         ray = self._ray
         try:
-            return ray.get(ref, timeout=timeout)
+            return _ray_get(ray, ref, timeout)
         except ray.exceptions.RayActorError as exc:
             # A rank that failed returns its record from run() and then exits: when the
             # driver asks later, the actor is gone but the record (and traceback) is not.
@@ -595,6 +596,13 @@ def _add_own_failures(group: RayWorkerGroup, err: ChildError) -> None:
         ends = {n: "stopped" if o is None else "returned" for n, o in enumerate(group._outcomes)}
         ends.update(dict.fromkeys(others, "failed too, below"))
         ranks.add_other_failures(err, dict(sorted(others.items())), said, ends)
+
+
+def _ray_get(ray: Any, ref: Any, timeout: float | None) -> Any:
+    """``ray.get(ref, timeout=timeout)`` for any finite ``timeout``: Ray takes it in
+    milliseconds as a C ``long``, so ``ready_timeout=sys.maxsize`` (accepted as seconds) was a
+    bare ``OverflowError`` from placing the group, in place of the run."""
+    return in_slices(lambda s: ray.get(ref, timeout=s), timeout, ray.exceptions.GetTimeoutError)
 
 
 def _rank_specs(template: ProcessSpec, where: list[dict[str, Any]]) -> list[bytes]:
