@@ -141,9 +141,7 @@ def build_template(
     # here travel in env= (see _ray_settings), and the plugin selection is resolved here.
     env = {**driver_settings(config, env), **env}
     pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    selected: tuple[str, ...] | None = tuple(plugins) if plugins is not None else None
-    if selected is None:
-        selected = plugin_selection(ns, env, plugin_rows(config, None, pythonpath))
+    selected = plugin_selection(ns, env, plugin_rows(config, None, pythonpath), plugins)
     # The launcher's plugin set, for each rank to compare with its own node's.
     rows = plugin_rows(config, selected, pythonpath)
     return ProcessSpec(
