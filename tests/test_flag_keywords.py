@@ -122,3 +122,34 @@ def test_spawnkit_run_main_refuses_a_restartable_that_is_no_bool() -> None:
 
     with pytest.raises(ConfigError, match=r"main\(restartable='no'\)"):
         main(["--spec", "/nonexistent"], restartable="no")
+
+
+@pytest.mark.parametrize("policy", ["ERROR", "errors", "Ignore", "strict", None])
+def test_apply_hooks_refuses_a_conflict_policy_it_would_read_as_warn(policy: Any) -> None:
+    """``apply_hooks(conflicts="ERROR")`` warned and applied both REPLACE hooks: every value
+    but ``"error"``/``"ignore"`` was read as ``"warn"``."""
+    import json
+    import warnings
+
+    from spawnkit.errors import HookConflictError
+    from spawnkit.hooks.types import HookType
+
+    reg = HookRegistry(name=f"flags-{uuid.uuid4().hex[:8]}")
+    reg.register("json.dumps", lambda *a, **k: "one", HookType.REPLACE)
+    reg.register("json.dumps", lambda *a, **k: "two", HookType.REPLACE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # before: HookConflictWarning, then applied
+        with pytest.raises(ConfigError, match=rf"apply_hooks\(conflicts={policy!r}\)"):
+            reg.apply_hooks(conflicts=policy)
+    assert json.dumps(1) == "1"  # nothing was applied
+    # the control: "error" refuses the conflict, naming the argument (before: "because =error")
+    with pytest.raises(HookConflictError, match=r"refused because conflicts='error'") as info:
+        reg.apply_hooks(conflicts="error")
+    assert "pass conflicts='warn' to run with them" in str(info.value)
+    assert json.dumps(1) == "1"
+
+
+def test_apply_hooks_refuses_one_clean_module_name_as_a_string() -> None:
+    reg = HookRegistry(name=f"flags-{uuid.uuid4().hex[:8]}")
+    with pytest.raises(ConfigError, match=r"clean_modules='engine'\): one string.*\('engine',\)"):
+        reg.apply_hooks(clean_modules="engine")

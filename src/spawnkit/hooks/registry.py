@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 from spawnkit import _steps
 from spawnkit._flags import check_flag
 from spawnkit._log import DEBUG, LazyLogger
-from spawnkit.errors import HookError, HookRegistrationError
+from spawnkit.errors import ConfigError, HookError, HookRegistrationError
 from spawnkit.hooks import _apply, _conflicts, _decide, _on_import, _provide, _resolve, _state
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import Journal
@@ -47,6 +47,27 @@ H = TypeVar("H")
 #: apply_hooks() rounds for hooks registered while it applies (by a target module or a hook)
 _MAX_ROUNDS = 8
 _BOTH = (True, False)  # strict, then lenient
+
+
+def _check_apply_args(strict: object, conflicts: object, clean_modules: object) -> None:
+    """``apply_hooks()``'s arguments as it reads them: ``strict`` by truth value (``"no"`` was
+    strict), ``conflicts`` by equality with ``"error"``/``"ignore"`` (``"ERROR"`` or
+    ``"errors"`` warned and applied), ``clean_modules`` as names (a str was its letters)."""
+    check_flag("strict", strict, call="apply_hooks")
+    if conflicts not in _conflicts.POLICIES:
+        raise ConfigError(
+            f"apply_hooks(conflicts={conflicts!r}): the hook conflict policy is one of "
+            f"{', '.join(map(repr, _conflicts.POLICIES))} (lower case); any other value was read "
+            "as 'warn'. Nothing was applied.",
+            setting="conflicts",
+        )
+    if isinstance(clean_modules, str | bytes):
+        raise ConfigError(
+            f"apply_hooks(clean_modules={clean_modules!r}): one string, which would be read as "
+            f"its letters; pass a collection of module names: clean_modules=({clean_modules!r},). "
+            "Nothing was applied.",
+            setting="clean_modules",
+        )
 
 
 def _checked(
@@ -251,7 +272,7 @@ class HookRegistry(RegistryQueries):
         rebind is kept for :meth:`stale_holders`. ``conflicts``: warn / error / ignore, and
         ``conflicts_var`` names the variable that chose it.
         """
-        check_flag("strict", strict, call="apply_hooks")
+        _check_apply_args(strict, conflicts, clean_modules)
         _drop_other_platforms(self)  # another platform's import-time hooks; before the lock
         with self._lock:
             if self._applying:
