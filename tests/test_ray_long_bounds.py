@@ -4,7 +4,10 @@
 no more than ``threading.TIMEOUT_MAX`` (292 years on Linux): ``spawn_on_ray(...,
 ready_timeout=sys.maxsize)``, which ``check_seconds`` accepts, raised a bare
 ``OverflowError`` while placing the group, and a bound of 10**12 s a ``RayTaskError
-(OverflowError)`` from every rank's ``wait_ready``, in place of the run.  Real local cluster.
+(OverflowError)`` from every rank's ``wait_ready``, in place of the run.  And
+``ready_timeout=None``, which the check accepts as "no startup limit" (its message says so),
+was ``TypeError: unsupported operand type(s) for +: 'float' and 'NoneType'``.  Real local
+cluster.
 """
 
 from __future__ import annotations
@@ -22,12 +25,14 @@ pytestmark = [pytest.mark.xdist_group("spawnkit-ray"), pytest.mark.timeout(300)]
 
 
 @pytest.mark.parametrize(
-    "bound", [MONTH, 1e12, float(sys.maxsize)], ids=["month", "past-TIMEOUT_MAX", "maxsize"]
+    "bound",
+    [MONTH, 1e12, float(sys.maxsize), None],
+    ids=["month", "past-TIMEOUT_MAX", "maxsize", "none"],
 )
 def test_a_ray_group_keeps_a_bound_of_any_length(
     ray_cluster: Any,  # noqa: F811
     tmp_path: Path,
-    bound: float,
+    bound: float | None,
 ) -> None:
     import spawnkit.scaleout.ray as skray
 
@@ -42,3 +47,4 @@ def test_a_ray_group_keeps_a_bound_of_any_length(
     assert [r["rank"] for r in results] == [0, 1]
     assert all(r["tag"] == "long" for r in results)
     assert group.exit_codes == [0, 0]
+

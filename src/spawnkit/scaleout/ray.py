@@ -49,6 +49,7 @@ each node's own).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import pickle
 import time
@@ -165,7 +166,7 @@ def spawn_on_ray(
     namespace: Namespace | NamespaceConfig | str | None = None,
     resources: Mapping[str, float] | None = None,
     env: Mapping[str, str] | None = None,
-    ready_timeout: float = 300.0,
+    ready_timeout: float | None = 300.0,
     join_timeout: float | None = None,
     platform: str | None = None,
     plugins: Sequence[str] | None = None,
@@ -208,7 +209,7 @@ def spawn_spec_on_ray(
     *,
     nprocs: int,
     resources: Mapping[str, float] | None = None,
-    ready_timeout: float = 300.0,
+    ready_timeout: float | None = 300.0,
     join_timeout: float | None = None,
     strategy: str = "PACK",
     prefix_output: bool = False,
@@ -278,7 +279,7 @@ class RayWorkerGroup(GroupContract):
         bundle: dict[str, float],
         actor_env: dict[str, str],
         dropped_env: list[str],
-        ready_timeout: float,
+        ready_timeout: float | None,
         join_timeout: float | None,
         strategy: str,
         prefix_output: bool = False,
@@ -293,7 +294,8 @@ class RayWorkerGroup(GroupContract):
         self.ready_timeout = ready_timeout
         self.join_timeout = join_timeout
         self._t0 = time.monotonic()
-        self._deadline = self._t0 + ready_timeout
+        # None: no startup limit, as check_seconds says (before: float + None, a TypeError)
+        self._deadline = self._t0 + (math.inf if ready_timeout is None else ready_timeout)
         self._actors: list[Any] = []
         self._ranks = RankTable(self.run_id, nprocs)
         self._run_refs: list[tuple[int, Any]] = []
