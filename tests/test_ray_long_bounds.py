@@ -48,3 +48,27 @@ def test_a_ray_group_keeps_a_bound_of_any_length(
     assert all(r["tag"] == "long" for r in results)
     assert group.exit_codes == [0, 0]
 
+
+def test_a_ray_groups_wait_refuses_a_timeout_the_local_group_refuses(
+    ray_cluster: Any,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """``wait_ready(timeout=-1)`` tore the Ray group down as late ranks ("did not finish their
+    bootstrap within 0.7s ... Raise ready_timeout"), ``"5"`` was a bare ``TypeError``; the
+    local group refuses both, and the group runs on."""
+    import spawnkit.scaleout.ray as skray
+    from spawnkit.errors import ConfigError
+
+    root = _site(tmp_path / "site")
+    with skray.spawn_on_ray(
+        "skray_app.entry:main", {"tag": "args"}, nprocs=1, namespace=_namespace(),
+        env=_env(root), ready_timeout=120, join_timeout=120,
+    ) as group:  # fmt: skip
+        for call, wait, value in [
+            ("wait_ready", group.wait_ready, -1), ("wait_ready", group.wait_ready, "5"),
+            ("join", group.join, float("nan")), ("join", group.join, "5"),
+            ("join", group.results, -1.0),
+        ]:  # fmt: skip
+            with pytest.raises(ConfigError, match=rf"^{call}\(timeout={value!r}\)"):
+                wait(timeout=value)
+        assert [r["tag"] for r in group.results(timeout=120)] == ["args"]  # it ran on

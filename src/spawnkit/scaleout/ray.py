@@ -64,6 +64,7 @@ from spawnkit.errors import (
     ChildExitedError,
     LauncherUnavailableError,
 )
+from spawnkit.launch._checks import check_seconds
 from spawnkit.launch.group import GroupContract
 from spawnkit.launch.launcher import entry_reference
 from spawnkit.protocol import failure
@@ -402,6 +403,7 @@ class RayWorkerGroup(GroupContract):
         self._ranks.stage[rank] = "finished"
 
     def wait_ready(self, timeout: float | None = None) -> list[BootstrapReport]:
+        timeout = _seconds(timeout, "wait_ready")
         self._raise_first()
         if all(r is not None for r in self._reports):
             return [r for r in self._reports if r is not None]
@@ -467,6 +469,7 @@ class RayWorkerGroup(GroupContract):
 
     def join(self, timeout: float | None = None) -> bool:
         """A rank's death raises ``ChildExitedError``, or ``NodeLostError`` with its node."""
+        timeout = _seconds(timeout, "join")
         self._raise_first()
         deadline = None if timeout is None else time.monotonic() + timeout
         join_deadline = None if self.join_timeout is None else self._t0 + self.join_timeout
@@ -596,6 +599,13 @@ def _add_own_failures(group: RayWorkerGroup, err: ChildError) -> None:
         ends = {n: "stopped" if o is None else "returned" for n, o in enumerate(group._outcomes)}
         ends.update(dict.fromkeys(others, "failed too, below"))
         ranks.add_other_failures(err, dict(sorted(others.items())), said, ends)
+
+
+def _seconds(timeout: object, call: str) -> float | None:
+    """A wait's ``timeout`` checked as the local group checks it: ``wait_ready(timeout=-1)``
+    tore the group down as late ranks, ``"5"`` was a bare ``TypeError``."""
+    none = "the group's ready_timeout" if call == "wait_ready" else "no limit"
+    return check_seconds("timeout", timeout, none=none, zero_ok=True, call=call)
 
 
 def _ray_get(ray: Any, ref: Any, timeout: float | None) -> Any:
