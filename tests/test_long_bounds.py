@@ -126,3 +126,43 @@ def test_cli_timeout_inf_is_a_usage_error(command: str) -> None:
         f"spawnkit {command}: error: argument --timeout: inf is not a finite number of seconds"
     )
     assert "ready_timeout" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_an_event_wait_and_a_call_past_the_longest_slice_keep_the_whole_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the Ray path waits with (a rank's ready event, ``ray.get``), the slice made
+    short: each waits the whole bound, and returns as soon as its answer is there."""
+    from spawnkit import _waits
+
+    monkeypatch.setattr(_waits, "LONGEST_WAIT", 0.05)
+    event = threading.Event()
+    began = time.monotonic()
+    assert _waits.wait_event(event, 0.4) is False
+    assert time.monotonic() - began >= 0.4
+    threading.Timer(0.2, event.set).start()
+    began = time.monotonic()
+    assert _waits.wait_event(event, 30.0) is True
+    assert 0.15 <= time.monotonic() - began < 10.0
+
+    slices: list[float | None] = []
+
+    def call(seconds: float | None) -> str:
+        slices.append(seconds)
+        assert seconds is not None and seconds <= 0.05
+        time.sleep(seconds)
+        if len(slices) < 4:
+            raise TimeoutError
+        return "done"
+
+    assert _waits.in_slices(call, 30.0, TimeoutError) == "done" and len(slices) == 4
+
+    def never(seconds: float | None) -> str:
+        assert seconds is not None and seconds <= 0.05
+        time.sleep(seconds)
+        raise TimeoutError
+
+    began = time.monotonic()
+    with pytest.raises(TimeoutError):
+        _waits.in_slices(never, 0.3, TimeoutError)
+    assert time.monotonic() - began >= 0.3

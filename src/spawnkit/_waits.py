@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import wait as _mp_wait
 
 from spawnkit._compat import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeVar
+else:
+    from spawnkit._compat import TypeVar
 
-__all__ = ["LONGEST_WAIT", "join_thread", "wait"]
+__all__ = ["LONGEST_WAIT", "in_slices", "join_thread", "wait", "wait_event"]
+
+T = TypeVar("T")
 
 #: The longest single wait handed to the operating system, in seconds.
 LONGEST_WAIT = 86400.0
@@ -49,3 +53,33 @@ def join_thread(thread: threading.Thread, timeout: float) -> None:
         if left <= 0:
             return
         thread.join(min(left, LONGEST_WAIT))
+
+
+def wait_event(event: threading.Event, timeout: float) -> bool:
+    """``event.wait(timeout)`` for any finite ``timeout`` (``Event.wait`` raises
+    ``OverflowError`` past ``threading.TIMEOUT_MAX``: a Ray rank's ``wait_ready`` given a
+    startup bound of ``sys.maxsize`` died with it in the actor)."""
+    end = time.monotonic() + max(timeout, 0.0)
+    while True:
+        left = max(end - time.monotonic(), 0.0)
+        if event.wait(min(left, LONGEST_WAIT)) or left <= LONGEST_WAIT:
+            return event.is_set()
+
+
+def in_slices(
+    call: Callable[[float | None], T], timeout: float | None, expired: type[BaseException]
+) -> T:
+    """``call(timeout)`` for any finite ``timeout``: called again with what is left while it
+    raises ``expired`` for a slice of at most ``LONGEST_WAIT`` (``ray.get`` takes its timeout
+    in milliseconds as a C ``long``: ``ready_timeout=sys.maxsize`` was a bare ``OverflowError``
+    from placing the group)."""
+    if timeout is None or timeout <= LONGEST_WAIT:
+        return call(timeout)
+    end = time.monotonic() + timeout
+    while True:
+        left = max(end - time.monotonic(), 0.0)
+        try:
+            return call(min(left, LONGEST_WAIT))
+        except expired:
+            if left <= LONGEST_WAIT:
+                raise

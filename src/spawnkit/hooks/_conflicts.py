@@ -95,12 +95,13 @@ def report(st: State, policy: str = "warn", var: str = "", found: list[str] | No
     if not fresh:
         return
     knob = f"{var}=ignore" if var else "-W ignore::spawnkit.HookConflictWarning"
-    if policy == "error":
+    if policy == "error":  # apply_hooks(conflicts="error") names no variable: "because =error"
+        said, warn = (f"{var}=error", f"set {var}=warn") if var else ("conflicts='error'", "")
         raise HookConflictError(
-            f"{len(fresh)} hook conflict(s), refused because {var}=error:\n"
+            f"{len(fresh)} hook conflict(s), refused because {said}:\n"
             + "\n".join(f"  - {m}" for m in fresh)
-            + f"\nFix: remove or reorder the conflicting plugins' hooks; or set {var}=warn "
-            "to run with them.",
+            + "\nFix: remove or reorder the conflicting plugins' hooks; or "
+            f"{warn or 'pass conflicts=' + repr('warn')} to run with them.",
             conflicts=fresh,
         )
     st.conflicts_reported.update(fresh)

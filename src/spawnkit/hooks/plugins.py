@@ -35,6 +35,7 @@ from collections.abc import Callable, Collection
 
 from spawnkit import _metadata, _namespace_registry, _steps
 from spawnkit._compat import TYPE_CHECKING
+from spawnkit._flags import check_flag
 from spawnkit._log import DEBUG, LazyLogger
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._once import Once, OnceState
@@ -72,6 +73,8 @@ _log = LazyLogger("spawnkit.hooks")  # logging is imported only if a record is e
 #: How long apply_plugin_hooks() in one thread waits for load_plugins() running in another
 #: (the launcher's default ready_timeout: a bootstrap slower than that fails anyway).
 LOAD_WAIT_S = 300.0
+
+_LENIENT_NONE = "the namespace's <PREFIX>_LENIENT_PLUGINS, else its strict_plugins, decides"
 
 
 @record(frozen=True)
@@ -227,6 +230,7 @@ class PluginManager:
         distributions provide.  Lenient mode turns each into one warning.
         ``origin`` says where ``names`` came from, for the message.
         """
+        check_flag("lenient", lenient, call="select", none=_LENIENT_NONE)
         infos, unknown, origin = _sel.classify(self.namespace, names, platform, origin)
         lenient = _sel.is_lenient(self.namespace, lenient)
         if unknown:
@@ -256,6 +260,8 @@ class PluginManager:
         loaded (the warm-start server checks there that it left the process safe to fork); what
         it raises fails plugin loading, with the plugin named.
         """
+        check_flag("lenient", lenient, call="load", none=_LENIENT_NONE)
+        check_flag("apply_deferred", apply_deferred, call="load")
         result = self._load_once.run(lambda: self._load(names, lenient, after_each))
         if result is None:
             return []
@@ -357,6 +363,7 @@ class PluginManager:
         After this, payloads and lazy proxies may be resolved in a worker.
         ``clean_modules`` is passed to ``HookRegistry.apply_hooks``.
         """
+        check_flag("strict", strict, call="apply")
         if self._load_once.running_here():
             # Called from inside a plugin while plugins load: later plugins have not
             # registered yet, so applying now would patch a half-built registry and mark

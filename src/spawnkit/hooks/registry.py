@@ -16,8 +16,9 @@ from collections.abc import Callable, Collection, Iterator
 
 from spawnkit import _steps
 from spawnkit._compat import TYPE_CHECKING
+from spawnkit._flags import check_flag
 from spawnkit._log import DEBUG, LazyLogger
-from spawnkit.errors import HookError, HookRegistrationError
+from spawnkit.errors import ConfigError, HookError, HookRegistrationError
 from spawnkit.hooks import _apply, _conflicts, _decide, _on_import, _provide, _resolve, _state
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import Journal
@@ -53,9 +54,39 @@ _MAX_ROUNDS = 8
 _BOTH = (True, False)  # strict, then lenient
 
 
+def _check_apply_args(strict: object, conflicts: object, clean_modules: object) -> None:
+    """``apply_hooks()``'s arguments as it reads them: ``strict`` by truth value (``"no"`` was
+    strict), ``conflicts`` by equality with ``"error"``/``"ignore"`` (``"ERROR"`` or
+    ``"errors"`` warned and applied), ``clean_modules`` as names (a str was its letters)."""
+    check_flag("strict", strict, call="apply_hooks")
+    if conflicts not in _conflicts.POLICIES:
+        raise ConfigError(
+            f"apply_hooks(conflicts={conflicts!r}): the hook conflict policy is one of "
+            f"{', '.join(map(repr, _conflicts.POLICIES))} (lower case); any other value was read "
+            "as 'warn'. Nothing was applied.",
+            setting="conflicts",
+        )
+    if isinstance(clean_modules, str | bytes):
+        raise ConfigError(
+            f"apply_hooks(clean_modules={clean_modules!r}): one string, which would be read as "
+            f"its letters; pass a collection of module names: clean_modules=({clean_modules!r},). "
+            "Nothing was applied.",
+            setting="clean_modules",
+        )
+
+
 def _checked(
-    target: str, hook: Any, hook_type: object, src: object, condition: object
+    target: str,
+    hook: Any,
+    hook_type: object,
+    src: object,
+    condition: object,
+    flags: tuple[object, object],
 ) -> tuple[_resolve.TargetPath, HookType]:
+    """The registration as the registry records it, or its refusal (``flags``: ``on_import``
+    and ``optional``, read by truth value before, so ``optional="false"`` made it optional)."""
+    for name, flag in zip(("on_import", "optional"), flags, strict=True):
+        check_flag(name, flag, call=f"register({target!r}, ...)", error=HookRegistrationError)
     if not isinstance(src, HookSource):
         raise HookRegistrationError(
             f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
@@ -159,7 +190,7 @@ class HookRegistry(RegistryQueries):
         """
         src = source if source is not None else (current_plugin_source.get() or UNKNOWN_SOURCE)
         late = _late(self, lambda: f"hook {describe_hook(hook)} from {src} on target {target!r}")
-        path, htype = _checked(target, hook, hook_type, src, condition)
+        path, htype = _checked(target, hook, hook_type, src, condition, (on_import, optional))
         if late and _not_this_platform(self, src):
             return
         with self._lock:
@@ -246,6 +277,7 @@ class HookRegistry(RegistryQueries):
         rebind is kept for :meth:`stale_holders`. ``conflicts``: warn / error / ignore, and
         ``conflicts_var`` names the variable that chose it.
         """
+        _check_apply_args(strict, conflicts, clean_modules)
         _drop_other_platforms(self)  # another platform's import-time hooks; before the lock
         with self._lock:
             if self._applying:
@@ -676,7 +708,6 @@ def _stale_message(holders: list[dict[str, str]]) -> str:
             + f"Calls through them run {what_runs(holders)}. "
         )
     return head + stale_fix({h["kind"] for h in holders})
-
 
 
 def plugin_hook(

@@ -20,6 +20,7 @@ __all__ = [
     "DEFAULT_READY_TIMEOUT",
     "check_count",
     "check_entry_module",
+    "check_env_form",
     "check_env_values",
     "check_preload",
     "check_seconds",
@@ -44,12 +45,25 @@ def check_count(name: str, value: Any) -> int:
     return value
 
 
+def check_env_form(env: object) -> None:
+    """``env=`` is a mapping (or None): ``env=os.environ.items()`` or a list of pairs was a bare
+    ``AttributeError`` (no ``.items()``/``.get``) from whichever code read it first."""
+    if env is not None and not isinstance(env, Mapping):
+        raise ConfigError(
+            f"env= is a {type(env).__name__}, not a mapping: pass the workers' variables as a "
+            "dict of name to text, e.g. env={'OMP_NUM_THREADS': '1'} (dict(pairs) makes one "
+            "from (name, value) pairs). No worker was started.",
+            setting="env",
+        )
+
+
 def check_env_values(env: Mapping[Any, Any] | None) -> dict[str, str]:
     """``env=`` as the workers will read it: text for text, each name one a process can set.
 
     Every value was made ``str(value)``: ``None`` arrived as the text ``"None"`` (a variable
     meant to be unset was set), ``True`` as ``"True"`` (off for code that tests for ``"1"``).
     """
+    check_env_form(env)
     checked: dict[str, str] = {}
     for key, value in (env or {}).items():
         if not isinstance(key, str) or not key or "=" in key or "\0" in key:

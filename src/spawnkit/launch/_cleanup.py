@@ -244,6 +244,21 @@ def unreaped_warning(pids: list[int]) -> str:
     )
 
 
+def _check_timeout(timeout: object) -> None:
+    """``timeout=nan`` never expired (``monotonic() >= nan`` is false), so a process ignoring
+    SIGTERM held ``cleanup()`` forever and was never sent SIGKILL; ``-1`` read as 0, ``"5"``
+    was a bare ``TypeError``."""
+    from spawnkit.errors import ConfigError
+    from spawnkit.launch._checks import check_seconds
+
+    if check_seconds("timeout", timeout, none="", zero_ok=True, call="cleanup") is None:
+        raise ConfigError(
+            "cleanup(timeout=None): must be a number of seconds (0: SIGKILL right after "
+            "SIGTERM).",
+            setting="timeout",
+        )
+
+
 def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:
     """End every process of run ``run_id`` still alive: workers, their children, orphans.
 
@@ -251,6 +266,7 @@ def cleanup(run_id: str, *, timeout: float = 5.0) -> CleanupResult:
     """
     if not run_id:
         raise ValueError("cleanup() needs the run id of a worker group (WorkerGroup.run_id)")
+    _check_timeout(timeout)
     protected = {os.getpid()}
     with contextlib.suppress(psutil.Error):
         protected.update(p.pid for p in psutil.Process().parents())

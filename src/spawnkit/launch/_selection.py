@@ -140,6 +140,9 @@ def _select(
     _conflicts.parse_policy(
         config.hook_conflicts_var, namespace_value(env, os.environ, config.hook_conflicts_var)
     )
+    drift = namespace_value(env, os.environ, config.allow_plugin_drift_var)
+    if drift is not None:  # read by Ray and torchrun ranks (scaleout._plugin_set.drift_allowed)
+        _parse_bool(config.allow_plugin_drift_var, drift)
     lenient = (
         _parse_bool(config.lenient_var, env[config.lenient_var])
         if config.lenient_var in env

@@ -37,7 +37,7 @@ from spawnkit.bootstrap import _plain_children
 from spawnkit.bootstrap.report import BootstrapReport
 from spawnkit.errors import ConfigError, ImportGuardError
 from spawnkit.launch import _here
-from spawnkit.launch._checks import check_preload
+from spawnkit.launch._checks import check_preload, check_seconds
 from spawnkit.launch._selection import parent_selection, workers_started_by
 from spawnkit.namespace import Namespace, get_namespace
 from spawnkit.protocol import context_process
@@ -80,6 +80,7 @@ def get_context(
     ns = get_namespace(namespace)
     preload = check_preload(preload, "get_context")
     _check(method, context, preload)
+    _check_timeout(method, timeout)
     boot_in_server = True
     if method == "forkserver":
         from spawnkit.protocol import warm
@@ -183,6 +184,20 @@ def _check(method: str, context: str, preload: tuple[str, ...]) -> None:
             "context='multiprocess' needs the multiprocess package: pip install multiprocess",
             setting="context",
         ) from exc
+
+
+def _check_timeout(method: str, timeout: object) -> None:
+    """``timeout=`` bounds the fork server's start: with ``spawn``/``fork``, which have no
+    server, it was dropped unsaid (a caller meaning each child's bootstrap got no bound);
+    ``-1`` made the server "stuck starting up", ``"5"`` was a bare ``TypeError``."""
+    check_seconds("timeout", timeout, none="the fork server's default, 120 s", call="get_context")
+    if timeout is not None and method != "forkserver":
+        raise ConfigError(
+            f"get_context({method!r}, timeout={timeout!r}): timeout= bounds the fork server's "
+            f"start, and method={method!r} has no server: it would bound nothing (not a "
+            "child's bootstrap). Drop timeout=, or use method='forkserver'.",
+            setting="timeout",
+        )
 
 
 class BootstrapPool(_mp_pool.Pool):

@@ -20,6 +20,7 @@ from types import MethodType
 from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata, _reference
+from spawnkit._flags import check_flag
 from spawnkit.bootstrap import _plain_children
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
@@ -28,6 +29,7 @@ from spawnkit.launch._checks import (
     DEFAULT_READY_TIMEOUT,
     check_count,
     check_entry_module,
+    check_env_form,
     check_env_values,
     check_preload,
     check_seconds,
@@ -80,8 +82,8 @@ def spawn_with_plugins(
     from spawnkit.launch.group import WorkerGroup
     from spawnkit.protocol.popen import get_launch_context
 
-    # Refused by their values alone, before the trace opens (no file, no span: nothing ran).
     _check_limits(nprocs, ready_timeout, join_timeout, grace_period, rank_extra)
+    _check_flags(prefix_output=prefix_output, bootstrap_parent=bootstrap_parent)
     call_names = None if entry_args is None else _entry_args(entry_args)
     preload = check_preload(preload)
     tracer, env = _open_trace(trace, env)
@@ -138,7 +140,9 @@ def _top(entry: str) -> str:
 
 
 def _open_trace(trace: str | os.PathLike[str] | None, env: dict[str, str] | None) -> Any:
-    """The launch's tracer (None when off) and the env carrying its trace context to ranks."""
+    """The launch's tracer (None when off) and the env carrying its trace context to ranks:
+    ``env=``'s form checked first (its values are build_spec's, or the trace's TRACEPARENT's)."""
+    check_env_form(env)
     if trace is None:
         return None, env
     from spawnkit.launch._trace import open_trace  # only when asked for: see spawnkit._trace
@@ -273,6 +277,12 @@ def _check_sendable(lctx: LaunchContext, extra: Mapping[str, Any], rank: int) ->
             ) from exc
 
 
+def _check_flags(**flags: object) -> None:
+    """On/off keywords are bools: read by truth value, ``prefix_output="no"`` meant on."""
+    for name, value in flags.items():
+        check_flag(name, value, call="spawn_with_plugins")
+
+
 def _check_limits(
     nprocs: int,
     ready_timeout: float | None,
@@ -280,6 +290,7 @@ def _check_limits(
     grace_period: float,
     rank_extra: object,
 ) -> None:
+    """Refused by their values alone, before the trace opens (no file, no span: nothing ran)."""
     if rank_extra is not None and not callable(rank_extra):
         raise ConfigError(
             f"rank_extra={rank_extra!r}: must be a function of the rank returning a mapping, "

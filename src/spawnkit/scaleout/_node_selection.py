@@ -95,7 +95,9 @@ def _check_plugins(spec: Any, where: str, node: str, rank: int, launcher: str) -
         f"{where} has {var}={raw!r} in its own environment (selecting {here}), but the "
         f"{launcher} selected {shown} for every rank: {runs}"
     )
-    if os.environ.get(allow, "") == "1":
+    from spawnkit.scaleout._plugin_set import drift_allowed
+
+    if drift_allowed(allow, os.environ):
         _log.warning("%s (%s=1 allows this).", message, allow)
         return
     node_env = "this node's environment"

@@ -30,7 +30,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from spawnkit import _metadata
@@ -144,6 +144,15 @@ def check_loaded_versions(
         _refuse(spec, diffs, node=node, rank=rank)
 
 
+def drift_allowed(var: str, environ: Mapping[str, str]) -> bool:
+    """``<PREFIX>_ALLOW_PLUGIN_DRIFT`` read as every boolean variable of a namespace is: it
+    counted only ``"1"``, so ``=true`` got the refusal telling the user to set it, and
+    ``=maybe`` was off where ``_LENIENT_PLUGINS=maybe`` is refused."""
+    from spawnkit.hooks._plugin_selection import parse_bool
+
+    return parse_bool(var, environ.get(var, ""))
+
+
 def _refuse(spec: Any, diffs: list[tuple[str, str, str]], *, node: str, rank: int) -> None:
     shown = "; ".join(
         f"{dist}: launcher {want or 'not installed'}, node {got or 'not installed'}"
@@ -151,7 +160,7 @@ def _refuse(spec: Any, diffs: list[tuple[str, str, str]], *, node: str, rank: in
     )
     var = spec.namespace.allow_plugin_drift_var
     where = f"rank {rank} on node {node or '<unknown>'} (host {os.uname().nodename})"
-    if os.environ.get(var, "") == "1":
+    if drift_allowed(var, os.environ):
         _log.warning(
             "%s has another plugin set than the launcher (%s); it runs with its node's "
             "plugins, so its hooks may differ from the other ranks' (%s=1 allows this).",

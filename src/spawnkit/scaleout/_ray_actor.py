@@ -116,7 +116,9 @@ class RankActor:
 
     def wait_ready(self, timeout: float) -> dict[str, Any]:
         """``ready`` with the report, ``failed`` with the record, or ``pending`` with the stage."""
-        self._progress.ready_event.wait(max(0.0, timeout))
+        from spawnkit._waits import wait_event
+
+        wait_event(self._progress.ready_event, timeout)  # a bound past Event.wait's too
         if self._progress.failure is not None:
             return {"status": "failed", "failure": self._progress.failure}
         if self._progress.report is not None:

@@ -23,8 +23,10 @@ platform fails in ``initialize_platform``, naming it).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from spawnkit.errors import ConfigError
 
 __all__ = ["driver_settings", "plugin_selection"]
 
@@ -37,22 +39,35 @@ def driver_settings(config: Any, env: Mapping[str, str]) -> dict[str, str]:
 
 
 def plugin_selection(
-    ns: Any, env: Mapping[str, str], rows: tuple[tuple[str, str, str, str, str], ...]
+    ns: Any,
+    env: Mapping[str, str],
+    rows: tuple[tuple[str, str, str, str, str], ...],
+    given: Sequence[str] | None = None,
 ) -> tuple[str, ...] | None:
-    """The general plugins ``env``'s ``<PREFIX>_PLUGINS`` selects (None: no selection, all).
+    """The general plugins ``spawn_on_ray(plugins=given)`` or else ``env``'s
+    ``<PREFIX>_PLUGINS`` selects (None: no selection, all).
 
     A name no row of the driver's installation provides is refused here, once, as the local
     launcher refuses it (lenient: warned, and left out); with ``<PREFIX>_ALLOW_PLUGIN_DRIFT=1``
     each rank's node decides instead, so the name is kept for the ranks to check.
     """
     config = ns.config
-    raw = env.get(config.plugins_var)
-    if raw is None:
+    if given is not None:
+        names = _given_names(given)
+        if not all(isinstance(n, str) and n.strip() for n in names):
+            return names  # ProcessSpec refuses it, naming the item
+        origin = f"spawn_on_ray(plugins={list(names)!r})"
+    elif config.plugins_var in env:
+        raw = env[config.plugins_var]
+        names = tuple(dict.fromkeys(n.strip() for n in raw.split(",") if n.strip()))
+        origin = f"{config.plugins_var}={raw!r}"
+    else:
         return None
-    names = tuple(dict.fromkeys(n.strip() for n in raw.split(",") if n.strip()))
     installed = {row[0]: row for row in rows if row[2] == config.plugin_group}
     unknown = sorted(set(names) - set(installed))
-    if not unknown or env.get(config.allow_plugin_drift_var, "") == "1":
+    from spawnkit.scaleout._plugin_set import drift_allowed
+
+    if drift_allowed(config.allow_plugin_drift_var, env) or not unknown:  # a bad value: refused
         return names
     from spawnkit.hooks._plugin_selection import PluginInfo, parse_bool, refuse_unknown
 
@@ -66,5 +81,17 @@ def plugin_selection(
         PluginInfo(name, value, dist, version, group, "selected", "")
         for name, value, group, dist, version in installed.values()
     ]
-    refuse_unknown(ns, unknown, infos, lenient, f"{config.plugins_var}={raw!r}")
+    refuse_unknown(ns, unknown, infos, lenient, origin)
     return tuple(n for n in names if n not in unknown)
+
+
+def _given_names(given: Sequence[str]) -> tuple[str, ...]:
+    """``plugins=`` as a tuple: a str was read as its letters (``plugins="patcher"`` selected
+    ``'p'``, ``'a'``, ...), which every rank then refused once its actor had started."""
+    if isinstance(given, str | bytes):
+        raise ConfigError(
+            f"spawn_on_ray(plugins={given!r}): one string, which would be read as its letters; "
+            f"pass a sequence of plugin names: plugins=({given!r},). No actor was started.",
+            setting="plugins",
+        )
+    return tuple(given)

@@ -49,6 +49,7 @@ each node's own).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import pickle
 import time
@@ -56,12 +57,14 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from spawnkit._waits import in_slices
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import (
     ChildError,
     ChildExitedError,
     LauncherUnavailableError,
 )
+from spawnkit.launch._checks import check_seconds
 from spawnkit.launch.group import GroupContract
 from spawnkit.launch.launcher import entry_reference
 from spawnkit.protocol import failure
@@ -140,9 +143,7 @@ def build_template(
     # here travel in env= (see _ray_settings), and the plugin selection is resolved here.
     env = {**driver_settings(config, env), **env}
     pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    selected: tuple[str, ...] | None = tuple(plugins) if plugins is not None else None
-    if selected is None:
-        selected = plugin_selection(ns, env, plugin_rows(config, None, pythonpath))
+    selected = plugin_selection(ns, env, plugin_rows(config, None, pythonpath), plugins)
     # The launcher's plugin set, for each rank to compare with its own node's.
     rows = plugin_rows(config, selected, pythonpath)
     return ProcessSpec(
@@ -166,7 +167,7 @@ def spawn_on_ray(
     namespace: Namespace | NamespaceConfig | str | None = None,
     resources: Mapping[str, float] | None = None,
     env: Mapping[str, str] | None = None,
-    ready_timeout: float = 300.0,
+    ready_timeout: float | None = 300.0,
     join_timeout: float | None = None,
     platform: str | None = None,
     plugins: Sequence[str] | None = None,
@@ -177,6 +178,9 @@ def spawn_on_ray(
 
     ``resources`` is what *one* rank needs (default ``{"CPU": 1}``); ``strategy`` as in Ray.
     """
+    from spawnkit._flags import check_flag
+
+    check_flag("prefix_output", prefix_output, call="spawn_on_ray")  # before the spec's work
     template = build_template(
         entry, payload, namespace=namespace, env=env, platform=platform, plugins=plugins
     )
@@ -206,14 +210,16 @@ def spawn_spec_on_ray(
     *,
     nprocs: int,
     resources: Mapping[str, float] | None = None,
-    ready_timeout: float = 300.0,
+    ready_timeout: float | None = 300.0,
     join_timeout: float | None = None,
     strategy: str = "PACK",
     prefix_output: bool = False,
 ) -> RayWorkerGroup:
     """:func:`spawn_on_ray` from a ready spec template (what ``spawn_with_plugins`` builds)."""
+    from spawnkit._flags import check_flag
     from spawnkit.launch._checks import check_count, check_seconds
 
+    check_flag("prefix_output", prefix_output, call="spawn_spec_on_ray")
     check_count("nprocs", nprocs)
     check_seconds("ready_timeout", ready_timeout, none="no startup limit")
     check_seconds("join_timeout", join_timeout, none="no limit")
@@ -274,7 +280,7 @@ class RayWorkerGroup(GroupContract):
         bundle: dict[str, float],
         actor_env: dict[str, str],
         dropped_env: list[str],
-        ready_timeout: float,
+        ready_timeout: float | None,
         join_timeout: float | None,
         strategy: str,
         prefix_output: bool = False,
@@ -289,7 +295,8 @@ class RayWorkerGroup(GroupContract):
         self.ready_timeout = ready_timeout
         self.join_timeout = join_timeout
         self._t0 = time.monotonic()
-        self._deadline = self._t0 + ready_timeout
+        # None: no startup limit, as check_seconds says (before: float + None, a TypeError)
+        self._deadline = self._t0 + (math.inf if ready_timeout is None else ready_timeout)
         self._actors: list[Any] = []
         self._ranks = RankTable(self.run_id, nprocs)
         self._run_refs: list[tuple[int, Any]] = []
@@ -314,7 +321,7 @@ class RayWorkerGroup(GroupContract):
     def _place(self, bundle: dict[str, float], strategy: str) -> None:
         ray = self._ray
         try:
-            ray.get(self._pg.ready(), timeout=self._remaining())
+            _ray_get(ray, self._pg.ready(), self._remaining())
         except ray.exceptions.GetTimeoutError:
             waited = time.monotonic() - self._t0
             raise not_placed(ray, self.run_id, self.nprocs, bundle, strategy, waited) from None
@@ -337,7 +344,7 @@ class RayWorkerGroup(GroupContract):
         """``ray.get`` with an actor's death turned into ``ChildExitedError``."""
         ray = self._ray
         try:
-            return ray.get(ref, timeout=timeout)
+            return _ray_get(ray, ref, timeout)
         except ray.exceptions.RayActorError as exc:
             # A rank that failed returns its record from run() and then exits: when the
             # driver asks later, the actor is gone but the record (and traceback) is not.
@@ -396,6 +403,7 @@ class RayWorkerGroup(GroupContract):
         self._ranks.stage[rank] = "finished"
 
     def wait_ready(self, timeout: float | None = None) -> list[BootstrapReport]:
+        timeout = _seconds(timeout, "wait_ready")
         self._raise_first()
         if all(r is not None for r in self._reports):
             return [r for r in self._reports if r is not None]
@@ -461,6 +469,7 @@ class RayWorkerGroup(GroupContract):
 
     def join(self, timeout: float | None = None) -> bool:
         """A rank's death raises ``ChildExitedError``, or ``NodeLostError`` with its node."""
+        timeout = _seconds(timeout, "join")
         self._raise_first()
         deadline = None if timeout is None else time.monotonic() + timeout
         join_deadline = None if self.join_timeout is None else self._t0 + self.join_timeout
@@ -590,6 +599,20 @@ def _add_own_failures(group: RayWorkerGroup, err: ChildError) -> None:
         ends = {n: "stopped" if o is None else "returned" for n, o in enumerate(group._outcomes)}
         ends.update(dict.fromkeys(others, "failed too, below"))
         ranks.add_other_failures(err, dict(sorted(others.items())), said, ends)
+
+
+def _seconds(timeout: object, call: str) -> float | None:
+    """A wait's ``timeout`` checked as the local group checks it: ``wait_ready(timeout=-1)``
+    tore the group down as late ranks, ``"5"`` was a bare ``TypeError``."""
+    none = "the group's ready_timeout" if call == "wait_ready" else "no limit"
+    return check_seconds("timeout", timeout, none=none, zero_ok=True, call=call)
+
+
+def _ray_get(ray: Any, ref: Any, timeout: float | None) -> Any:
+    """``ray.get(ref, timeout=timeout)`` for any finite ``timeout``: Ray takes it in
+    milliseconds as a C ``long``, so ``ready_timeout=sys.maxsize`` (accepted as seconds) was a
+    bare ``OverflowError`` from placing the group, in place of the run."""
+    return in_slices(lambda s: ray.get(ref, timeout=s), timeout, ray.exceptions.GetTimeoutError)
 
 
 def _rank_specs(template: ProcessSpec, where: list[dict[str, Any]]) -> list[bytes]:

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from spawnkit._flags import check_flag
 from spawnkit._rank_env import FAILURE_STORE_VAR, RESTART_VAR, RESULT_DIR_VAR
 from spawnkit.bootstrap import guard as _guard
 from spawnkit.spec import _phase
@@ -233,6 +234,7 @@ def main(argv: Sequence[str] | None = None, *, restartable: bool = False) -> int
     ``restartable``: this process is ``python -m spawnkit.run`` and may exec its own command
     line again (``sys.orig_argv``); a program that calls ``main()`` itself would run twice.
     """
+    check_flag("restartable", restartable, call="spawnkit.run.main")
     _guard.arm()  # before anything below can import a hook target
     # A worker before hooks from its first statement, as a local one: a lazy proxy used
     # while the spec is unpickled is refused instead of binding the unpatched original.

@@ -201,6 +201,8 @@ def _shared_text(type_name: str, root: Any, found: Any) -> str:
 
 
 _INHERITED = "through inheritance"
+# what ``Payload.capture(by_value=None)`` means, for a refused value's message
+_BY_VALUE_NONE = "plain pickle where it can take the object by reference, else by value"
 
 
 def _inherited_text(type_name: str, root: Any, exc: BaseException) -> str | None:

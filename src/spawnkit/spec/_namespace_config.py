@@ -42,6 +42,9 @@ class NamespaceConfig:
     extra_env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        from spawnkit._flags import check_flag
+
+        check_flag("strict_plugins", self.strict_plugins, call=f"Namespace({self.name!r}, ...)")
         if self.guard_policy not in GUARD_POLICIES:
             raise ValueError(
                 f"namespace {self.name!r}: guard_policy must be one of {GUARD_POLICIES}, "

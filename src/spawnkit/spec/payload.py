@@ -123,9 +123,13 @@ class Payload:
         ``by_value=None`` picks plain pickle when it can take the object by
         reference to an importable module, cloudpickle otherwise.
         """
+        from spawnkit._flags import check_flag
         from spawnkit._names import qualified_name  # parent side: not on the unpickling path
         from spawnkit.spec import _capture
         from spawnkit.spec._held_instances import class_refs, held_instances
+
+        # by_value="yes" (or 1) was neither True nor False: read as None, the automatic choice
+        check_flag("by_value", by_value, call="Payload.capture", none=_capture._BY_VALUE_NONE)
 
         type_name = qualified_name(type(obj))
         data: bytes | None = None

@@ -130,7 +130,11 @@ def write_distribution(
     lists every file written (as pip writes it), so the next version can remove them.
     ``validate=False`` writes a malformed entry-point value verbatim, as a broken plugin would have.
     """
+    from spawnkit._flags import check_flag
+
     check_dist_name(name)
+    check_flag("add_to_sys_path", add_to_sys_path, call="write_distribution")
+    check_flag("validate", validate, call="write_distribution")
     base = Path(root)
     base.mkdir(parents=True, exist_ok=True)
     eps = {g: dict(v) for g, v in (entry_points or {}).items()}

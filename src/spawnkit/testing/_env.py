@@ -119,6 +119,9 @@ class PlatformSelection(_NamespaceVars):
         self, enabled: bool = True, *, namespace: Namespace | str | NamespaceConfig | None = None
     ) -> str:
         """Set (``"1"``) or remove the namespace's CPU-engine fallback variable."""
+        from spawnkit._flags import check_flag
+
+        check_flag("enabled", enabled, call="use_cpu_engine")
         ns = self._ns(namespace)
         var = ns.config.cpu_engine_var
         self._set(ns, var, "1" if enabled else None)

@@ -121,6 +121,9 @@ def make_venv(
     path: str | os.PathLike[str], *, inherit: bool = True, timeout: float = 120.0
 ) -> Path:
     """A venv at ``path`` (``inherit``: sees this interpreter's packages); its interpreter."""
+    from spawnkit._flags import check_flag
+
+    check_flag("inherit", inherit, call="make_venv")
     venv = Path(path)
     subprocess.run(
         [sys.executable, "-m", "venv", "--without-pip", str(venv)],

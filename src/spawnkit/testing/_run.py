@@ -350,7 +350,11 @@ def run_entry(
     separately, the entry.  Extra keyword arguments go to ``spawn_with_plugins``.
     """
     from spawnkit.launch import spawn_with_plugins
+    from spawnkit.launch._checks import check_env_form, check_seconds
 
+    check_env_form(env)  # env=pairs: dict() took them, then .get() failed
+    # named as the caller wrote it: the launcher's check said "ready_timeout='5'"
+    check_seconds("timeout", timeout, none="no limit", call="run_entry")
     ns = get_namespace(namespace)
     overlay, child_env = _selection(ns.config, platform, plugins, env)
     _with_warning_filters(child_env, env)
