@@ -8,9 +8,11 @@ too: an int where a bool belongs is a value computed for something else.
 
 from __future__ import annotations
 
-from typing import Any
-
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.errors import ConfigError
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["check_flag"]
 

@@ -128,7 +128,6 @@ class Payload:
         from spawnkit.spec import _capture
         from spawnkit.spec._held_instances import class_refs, held_instances
 
-        # by_value="yes" (or 1) was neither True nor False: read as None, the automatic choice
         check_flag("by_value", by_value, call="Payload.capture", none=_capture._BY_VALUE_NONE)
 
         type_name = qualified_name(type(obj))
