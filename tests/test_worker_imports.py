@@ -124,11 +124,14 @@ def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path
 #: its ``Process`` class from ``protocol/_process_classes.py``, whose ``_Popen`` asks ``popen``
 #: only when a process is started.  ``spawnkit.hooks._propagate`` (50 kB): the stale-binding
 #: sweep, run only where a target's original has another reference (``other_references``); its
-#: types and kinds are in ``hooks/_stale.py``.
+#: types and kinds are in ``hooks/_stale.py``.  ``spawnkit.platforms._checks`` (26 kB): the
+#: checks of a platform candidate that is activated or imported; a worker whose launcher pinned
+#: its platform decides through ``platforms/_trace.py`` alone.
 COLD_AVOIDED = (
     "typing", "spawnkit.protocol.failure", "spawnkit.platforms._contract", "spawnkit.spec._capture",
     "spawnkit.bootstrap._guard_findings", "spawnkit.spec._spec_checks",
     "spawnkit.bootstrap._payload_hooks", "spawnkit.protocol.popen", "spawnkit.hooks._propagate",
+    "spawnkit.platforms._checks",
 )  # fmt: skip
 
 _CENSUS_ENTRY = """
