@@ -16,7 +16,7 @@ from pathlib import Path
 from _hooks_support import Modules
 from _plugin_app import LAUNCH, MAIN, guard_stops_then_warns, write_app
 from spawnkit.hooks import HookRegistry, HookType
-from spawnkit.hooks._propagate import FILLED
+from spawnkit.hooks._stale import FILLED
 
 _UTILS = """
 import functools

@@ -30,7 +30,7 @@ import pytest
 from _hooks_support import Modules
 from _plugin_app import LAUNCH, MAIN, guard_stops_then_warns, write_app
 from spawnkit.hooks import HookRegistry, HookType
-from spawnkit.hooks._propagate import HIDDEN, WEAK
+from spawnkit.hooks._stale import HIDDEN, WEAK
 
 # A web framework of its own top-level package (so no sweep reads its objects' attributes).
 _WEB = """

@@ -627,7 +627,7 @@ def test_batched_queries_answer_as_one_target_at_a_time_from_one_sweep(
         registry.register(target, plugin.hook)
     one_by_one = {t: registry.sweep_preview(t) for t in targets}
     bindings = {t: registry.stale_bindings(t) for t in targets}
-    from spawnkit.hooks import _queries
+    from spawnkit.hooks import _propagate  # the sweep the queries import when asked
 
     sweeps: list[bool] = []
 
@@ -635,8 +635,8 @@ def test_batched_queries_answer_as_one_target_at_a_time_from_one_sweep(
         sweeps.append(kwargs["containers"])
         return find_holders(*args, **kwargs)
 
-    find_holders = _queries.find_holders
-    monkeypatch.setattr(_queries, "find_holders", counted)
+    find_holders = _propagate.find_holders
+    monkeypatch.setattr(_propagate, "find_holders", counted)
     previews = registry.sweep_previews(targets)
     # lib.other and lib.ALIAS share one original: the alias needs a second sweep of its own
     assert sweeps == [True, True]
@@ -657,7 +657,7 @@ def test_the_import_guard_sweeps_twice_per_check_whatever_the_number_of_early_ta
     mods: Modules, registry: type[HookRegistry], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from spawnkit.bootstrap import guard
-    from spawnkit.hooks import _queries
+    from spawnkit.hooks import _propagate  # the sweep the queries import when asked
 
     libs = [mods.load(f"lib{i}", LIB) for i in range(3)]
     user = mods.load(
@@ -667,13 +667,13 @@ def test_the_import_guard_sweeps_twice_per_check_whatever_the_number_of_early_ta
         registry.register(f"{lib.__name__}.get_rope", lambda r, x: r)
         registry.register(f"{lib.__name__}.Engine.run", lambda r, s: r)
     sweeps: list[bool] = []
-    find_holders = _queries.find_holders
+    find_holders = _propagate.find_holders
 
     def counted(*args, **kwargs):  # type: ignore[no-untyped-def]
         sweeps.append(kwargs["containers"])
         return find_holders(*args, **kwargs)
 
-    monkeypatch.setattr(_queries, "find_holders", counted)
+    monkeypatch.setattr(_propagate, "find_holders", counted)
     with pytest.warns(guard.ImportGuardWarning, match="3 hook target module"):
         result = guard.check("ns", registry.default(), "warn", before=frozenset(sys.modules))
     assert sorted(sweeps) == [False, True]  # 6 targets in 3 modules: one sweep of each kind

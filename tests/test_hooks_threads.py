@@ -14,7 +14,7 @@ import pytest
 
 from _plugin_app import LAUNCH, MAIN, guard_stops_then_warns, write_app
 from spawnkit.hooks import HookRegistry, HookType
-from spawnkit.hooks._propagate import BEGUN, RUNNING
+from spawnkit.hooks._stale import BEGUN, RUNNING
 
 TIMEOUT = 30.0
 

@@ -120,10 +120,18 @@ def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path
 #: unpickles it). ``spawnkit.bootstrap._guard_findings``: what the import guard says of a
 #: target imported too early (where, what holds it, the message); a worker whose targets came
 #: in time has none.
+#: ``spawnkit.protocol.popen`` (32 kB): the launcher's half of the protocol; a worker unpickles
+#: its ``Process`` class from ``protocol/_process_classes.py``, whose ``_Popen`` asks ``popen``
+#: only when a process is started.  ``spawnkit.hooks._propagate`` (50 kB): the stale-binding
+#: sweep, run only where a target's original has another reference (``other_references``); its
+#: types and kinds are in ``hooks/_stale.py``.  ``spawnkit.platforms._checks`` (26 kB): the
+#: checks of a platform candidate that is activated or imported; a worker whose launcher pinned
+#: its platform decides through ``platforms/_trace.py`` alone.
 COLD_AVOIDED = (
     "typing", "spawnkit.protocol.failure", "spawnkit.platforms._contract", "spawnkit.spec._capture",
     "spawnkit.bootstrap._guard_findings", "spawnkit.spec._spec_checks",
-    "spawnkit.bootstrap._payload_hooks",
+    "spawnkit.bootstrap._payload_hooks", "spawnkit.protocol.popen", "spawnkit.hooks._propagate",
+    "spawnkit.platforms._checks",
 )  # fmt: skip
 
 _CENSUS_ENTRY = """
@@ -197,3 +205,70 @@ def test_a_cold_worker_imports_no_typing_nor_failure_only_modules(tmp_path: Path
     assert any(m.startswith("spawnkit.hooks") for m in extra), extra  # it read the census
     found = [m for m in COLD_AVOIDED if m in extra]
     assert found == [], f"a cold worker imported {found}"
+
+
+_STARTS_UNPICKLED_CLASS = """
+import json
+from spawnkit.errors import ConfigError
+from spawnkit.protocol import _process_classes
+
+proc = _process_classes._StdSpawnProcess(target=print)
+try:
+    proc.start()
+except ConfigError as exc:
+    print(json.dumps([exc.setting, str(exc)]))
+"""
+
+
+def test_a_process_class_started_without_the_launchers_popen_says_so() -> None:
+    """What a worker unpickles its ``Process`` from does not import the launcher's Popen; a
+    process that starts such a class without ``spawnkit.protocol.popen`` is told, and starts
+    nothing."""
+    proc = subprocess.run(
+        [sys.executable, "-c", _STARTS_UNPICKLED_CLASS],
+        capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    setting, message = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert setting == "start_method"
+    assert "_StdSpawnProcess" in message and "spawnkit.protocol.popen" in message
+    assert "spawn_with_plugins()" in message
+
+
+def test_the_launchers_spawn_context_still_starts_its_process_class(tmp_path: Path) -> None:
+    """The class a worker unpickles is the one ``spawn_context()`` starts: its Popen comes
+    from ``popen`` once that is imported, and the child runs behind the guard."""
+    (tmp_path / "sc_entry.py").write_text(
+        "import sys\ndef send(conn):\n"
+        "    conn.send(['spawnkit.bootstrap.guard' in sys.modules,"
+        " 'spawnkit.protocol.popen' in sys.modules])\n    conn.close()\n"
+    )
+    code = textwrap.dedent(
+        """\
+        import json
+        from spawnkit.protocol.popen import spawn_context
+        import sc_entry
+
+        ctx = spawn_context()
+        r, w = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=sc_entry.send, args=(w,))
+        p.start()
+        w.close()
+        try:
+            assert r.poll(60), "the child sent nothing within 60 s"
+            print(json.dumps([type(p).__module__, r.recv()]))
+        finally:
+            p.join(60)
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+        """
+    )
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path), env.get("PYTHONPATH")) if p)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+        env=env, check=True,
+    )  # fmt: skip
+    module, (guarded, popen_loaded) = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert module == "spawnkit.protocol._process_classes"
+    assert guarded and not popen_loaded  # armed by the command line, class read without popen

@@ -465,18 +465,19 @@ def _imported_at(module: str) -> str:
 def _unrebound_lines(ns_name: str, holders: list[dict[str, str]], ending: str) -> list[str]:
     """The apply stage's report: what the holders are, one line each, and the fix."""
     from spawnkit.hooks import _propagate as p  # if any
+    from spawnkit.hooks import _stale as k
 
     n, s = len(holders), "s" if len(holders) > 1 else ""
-    level = "" if any(h["kind"] in p.BY_REFERENCE for h in holders) else "module-level "
+    level = "" if any(h["kind"] in k.BY_REFERENCE for h in holders) else "module-level "
     lines = [
         f"import guard ({ns_name}): {n} call{s} of hooked original{s} began in another "
         "thread before the hooks were applied (a loop still running, or a pool's "
         f"initializer that ran); the hooks never run for {'them' if n > 1 else 'it'}{ending}"
-        if all(h["kind"] == p.BEGUN for h in holders)
+        if all(h["kind"] == k.BEGUN for h in holders)
         else f"import guard ({ns_name}): {n} {level}reference{s} to hooked originals "
         "could not be rebound after the hooks were applied; calls through "
         f"{'them' if n > 1 else 'it'} run {p.what_runs(holders)}{ending}"
-        if any(h["kind"] != p.CALLED_AT_IMPORT for h in holders)
+        if any(h["kind"] != k.CALLED_AT_IMPORT for h in holders)
         else f"import guard ({ns_name}): {n} call{s} of hooked target{s} ran the "
         f"original{s} as {'their modules were' if n > 1 else 'its module was'} imported, "
         f"before the hooks were applied; what {'they' if n > 1 else 'it'} computed there "
@@ -485,18 +486,18 @@ def _unrebound_lines(ns_name: str, holders: list[dict[str, str]], ending: str) -
     lines += [
         f"- {h['module']}: {h['name']} ran the original of {h['target']!r} ({h['kind']})"
         + _imported_at(h["module"])
-        if h["kind"] == p.CALLED_AT_IMPORT
+        if h["kind"] == k.CALLED_AT_IMPORT
         else f"- {h['module']}.{h['name']} ({h['kind']}) keeps what the original of "
         f"{h['target']!r} answered"
-        if h["kind"] == p.FILLED
+        if h["kind"] == k.FILLED
         else f"- {h['module']}.{h['name']} ({h['kind']}), of {h['target']!r}"
-        if h["kind"] == p.BEGUN
+        if h["kind"] == k.BEGUN
         else f"- {h['module']}.{h['name']} ({h['kind']}) holds {h['target']!r}"
         for h in holders
     ]
     kinds, between = {h["kind"] for h in holders}, _between_lines(ns_name, holders)
     if between:
-        kinds.discard(p.LAYERED)  # its fix is the one named there
+        kinds.discard(k.LAYERED)  # its fix is the one named there
     if kinds:
         lines.append("  " + p.stale_fix(kinds))
     return lines + between

@@ -28,19 +28,18 @@ from spawnkit.errors import HookApplyError, HookConflictError, HookRegistrationE
 from spawnkit.hooks import _conflicts, _decide, _on_import, _resolve, _state
 from spawnkit.hooks._chain import _CO_COROUTINE, build_chain, inherited, is_async_callable
 from spawnkit.hooks._journal import ABSENT, Journal, item_of, put_attr
-from spawnkit.hooks._propagate import (
+from spawnkit.hooks._slots import atexit_kept
+from spawnkit.hooks._stale import (
     CALLED_AT_IMPORT,
     LAYERED,
     LRU_CACHE,
     ClassAttrs,
     DispatchTable,
+    Holder,
     Rebind,
     StaleHolder,
-    find_holders,
     other_references,
-    stood_in_globals,
 )
-from spawnkit.hooks._slots import atexit_kept
 from spawnkit.hooks._state import Record, State
 from spawnkit.hooks.types import HookType, Registration, describe_hook
 
@@ -462,7 +461,7 @@ class ApplyCall:
         """Rebind what holds an original; keep the references that cannot be rebound."""
         applied = self.st.applied
         clean = _vouched(self.clean_modules, rebinds)
-        holders = find_holders(rebinds, skip, clean, containers=True, stale=self.stale)
+        holders = _swept(rebinds, skip, clean, self.stale)
         for modname, container, key, label, rebind in holders:
             try:
                 self.journal.rebind(modname, container, key, rebind.new)
@@ -481,6 +480,21 @@ class ApplyCall:
                 logger.debug(
                     "rebound stale binding %s.%s to the hooked %r", modname, label, rec.display
                 )
+
+
+def _swept(
+    rebinds: dict[int, Rebind],
+    skip: frozenset[tuple[str, str]],
+    clean: frozenset[str],
+    stale: list[StaleHolder],
+) -> list[Holder]:
+    """``_propagate.find_holders``, imported only where an original has another reference to
+    sweep for: a worker whose targets were imported after its hooks has none (issue #23)."""
+    if not rebinds:
+        return []
+    from spawnkit.hooks._propagate import find_holders
+
+    return find_holders(rebinds, skip, clean, containers=True, stale=stale)
 
 
 def _hook_modules(pairs: list[tuple[Registration, Any]]) -> tuple[frozenset[str], bool]:
@@ -1029,6 +1043,8 @@ def _stood_in(call: ApplyCall, rec: Record, prev: Record | None) -> None:
     which no ``sys.modules`` entry holds.  Set there too, journaled and
     kept as a binding, so ``unapply()`` puts the original back; the sweep reads those globals
     from now on (``_propagate.STOOD_IN``)."""
+    from spawnkit.hooks._propagate import stood_in_globals  # torch's stand-ins: few workers
+
     namespace = stood_in_globals(rec.res.owner, rec.original)
     if namespace is None:
         return
@@ -1046,6 +1062,8 @@ def _unbind(call: ApplyCall) -> list[str]:
     had installed (``from eng.utils import is_hip`` run after ``is_hip`` was hooked, see
     ``_install_new``), back to the originals; the steps that failed.  What those modules
     computed from a hooked target as they ran stays: the worker fails with the call's error."""
+    from spawnkit.hooks._propagate import find_holders
+
     rebinds: dict[int, Rebind] = {}
     recs = list(filter(None, map(call.st.applied.get, call.patched_keys)))
     for rec in recs:

@@ -17,7 +17,7 @@ import sys
 import types
 from typing import Any
 
-from spawnkit.hooks._propagate import FILLED, LRU_CACHE, StaleHolder
+from spawnkit.hooks._stale import FILLED, LRU_CACHE, StaleHolder
 
 __all__ = ["filled_caches"]
 

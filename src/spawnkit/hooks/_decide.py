@@ -14,8 +14,8 @@ from spawnkit.errors import HookRegistrationError
 from spawnkit.hooks import _on_import, _resolve
 from spawnkit.hooks._chain import CHAIN_CODES
 from spawnkit.hooks._journal import ABSENT, Journal
-from spawnkit.hooks._propagate import StaleHolder
 from spawnkit.hooks._provide import Provided, place
+from spawnkit.hooks._stale import StaleHolder
 from spawnkit.hooks._state import Record, State
 from spawnkit.hooks.types import Registration, describe_callable
 

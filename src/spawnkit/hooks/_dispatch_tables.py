@@ -25,7 +25,7 @@ import types
 from collections.abc import Collection
 
 from spawnkit._compat import TYPE_CHECKING
-from spawnkit.hooks._propagate import DispatchTable, dispatcher_of
+from spawnkit.hooks._stale import DispatchTable, dispatcher_of
 
 if TYPE_CHECKING:
     from typing import Any

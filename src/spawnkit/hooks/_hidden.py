@@ -86,7 +86,7 @@ from operator import itemgetter, methodcaller
 from typing import Any
 from weakref import ReferenceType, WeakSet
 
-from spawnkit.hooks._propagate import BEGUN, HIDDEN, RUNNING, WEAK, ClassAttrs, StaleHolder
+from spawnkit.hooks._stale import BEGUN, HIDDEN, RUNNING, WEAK, ClassAttrs, StaleHolder
 
 __all__ = ["HIDDEN", "Found", "hidden_holders"]
 

@@ -11,7 +11,7 @@ from spawnkit.hooks import _apply, _conflicts, _decide, _resolve, _state
 from spawnkit.hooks._chain import is_async_callable
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import ABSENT
-from spawnkit.hooks._propagate import Holder, Rebind, StaleHolder, find_holders
+from spawnkit.hooks._stale import Holder, Rebind, StaleHolder
 from spawnkit.hooks.types import (
     AppliedTarget,
     HookSource,
@@ -26,6 +26,16 @@ if TYPE_CHECKING:
     from spawnkit.hooks._hints import HookState
 
 __all__: list[str] = []
+
+
+def _swept(
+    batch: dict[int, Rebind], skip: frozenset[tuple[str, str]], containers: bool,
+    stale: list[StaleHolder],
+) -> list[Holder]:  # fmt: skip
+    """``_propagate.find_holders``: the sweep, imported when a query asks for it (issue #23)."""
+    from spawnkit.hooks._propagate import find_holders
+
+    return find_holders(batch, skip, containers=containers, stale=stale)
 
 
 class RegistryQueries:
@@ -266,7 +276,7 @@ class RegistryQueries:
         }
         for batch, skip in zip(batches, skips, strict=True):
             stale: list[StaleHolder] = []
-            for h in find_holders(batch, frozenset(skip), containers=containers, stale=stale):
+            for h in _swept(batch, frozenset(skip), containers, stale):
                 by_key[h.rebind.key][0].append(h)
             for s in stale:
                 by_key[s.target][1].append(s)

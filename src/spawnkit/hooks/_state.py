@@ -11,8 +11,8 @@ import weakref
 from spawnkit._compat import TYPE_CHECKING
 from spawnkit._plain import Plain
 from spawnkit.hooks import _on_import, _resolve
-from spawnkit.hooks._propagate import StaleHolder
 from spawnkit.hooks._provide import Provided, Provision
+from spawnkit.hooks._stale import StaleHolder
 from spawnkit.hooks.types import Registration
 
 if TYPE_CHECKING:

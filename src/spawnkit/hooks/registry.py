@@ -22,9 +22,9 @@ from spawnkit.errors import ConfigError, HookError, HookRegistrationError
 from spawnkit.hooks import _apply, _conflicts, _decide, _on_import, _provide, _resolve, _state
 from spawnkit.hooks._hybrid import hybridmethod
 from spawnkit.hooks._journal import Journal
-from spawnkit.hooks._propagate import BEGUN, Rebind, StaleHolder, find_holders, stale_fix, what_runs
 from spawnkit.hooks._provide import Provision
 from spawnkit.hooks._queries import RegistryQueries
+from spawnkit.hooks._stale import BEGUN, Rebind, StaleHolder
 from spawnkit.hooks.types import (
     UNKNOWN_SOURCE,
     HookSource,
@@ -653,6 +653,8 @@ def imported_by_other(registry: str, module: str) -> str | None:
 
 
 def _restore_all(st: _state.State) -> list[str]:
+    from spawnkit.hooks._propagate import find_holders
+
     journal = Journal()
     rebinds: dict[int, Rebind] = {}
     problems: list[str] = []
@@ -691,6 +693,8 @@ def _restore_all(st: _state.State) -> list[str]:
 
 
 def _stale_message(holders: list[dict[str, str]]) -> str:
+    from spawnkit.hooks._propagate import stale_fix, what_runs
+
     listed = "; ".join(
         f"{h['module']}.{h['name']} ({h['kind']}), of {h['target']!r}"
         if h["kind"] == BEGUN

@@ -10,25 +10,16 @@ from spawnkit import _metadata
 from spawnkit._compat import TYPE_CHECKING
 from spawnkit._metadata import EntryPointInfo
 from spawnkit.errors import ConfigError, PlatformError, PlatformUnavailableError
-from spawnkit.platforms._checks import (
-    Candidate,
-    Trace,
-    activate,
-    activate_all,
-    available_text,
-    base_class,
-    conflict_error,
-    ep_label,
-    exc_text,
-    for_base,
-    not_found_error,
-    platform_source,
-    plugin_class,
-    refuse_duplicates,
-    reserved_error,
-)
 from spawnkit.platforms._probes import Probe
 from spawnkit.platforms._selection import PlatformSelection
+from spawnkit.platforms._trace import (
+    Candidate,
+    Trace,
+    base_class,
+    ep_label,
+    exc_text,
+    refuse_duplicates,
+)
 from spawnkit.platforms.builtin import BUILTINS, Builtin
 from spawnkit.platforms.interface import Platform
 
@@ -102,13 +93,15 @@ class DecisionTable:
         # Row "a plugin name": only that plugin is imported; activate() -> None is unavailable.
         if requested is not None and any(ep.name == requested for ep in eps):
             return self._named_plugin([ep for ep in eps if ep.name == requested], how, trace)
+        from spawnkit.platforms import _checks  # the rows below activate candidates
+
         # Row "an unknown name": PlatformNotFoundError listing what is installed.
         if requested is not None:
-            raise not_found_error(requested, how, eps, trace)
-        active = activate_all(eps, trace)
+            raise _checks.not_found_error(requested, how, eps, trace)
+        active = _checks.activate_all(eps, trace)
         # Row "unset, N activated": PlatformConflictError naming each plugin and distribution.
         if len(active) > 1:
-            raise conflict_error(active, trace)
+            raise _checks.conflict_error(active, trace)
         # Row "unset, 1 activated": that plugin.
         if active:
             ep, qualname = active[0]
@@ -138,8 +131,12 @@ class DecisionTable:
     ) -> _Result:
         claims = [ep for ep in eps if ep.name.lower() == row.name]
         if claims:
+            from spawnkit.platforms._checks import reserved_error
+
             raise reserved_error(claims, trace)
         if row.probe is not None:
+            from spawnkit.platforms._checks import available_text  # the refusals' list
+
             probe = self._probe(row, trace)
             if trace.probe_error is not None:
                 raise trace.fail(
@@ -168,6 +165,8 @@ class DecisionTable:
             return sel, base
         cls, qualname = _reference.resolve_name(row.qualname), row.qualname
         if not issubclass(cls, base):  # the class that runs, named as such
+            from spawnkit.platforms._checks import for_base
+
             cls, qualname = for_base(row.name, cls, base, self._composed, trace)
         trace.step(f"built-in {row.name!r}")
         return PlatformSelection(row.name, "builtin", qualname, path=list(trace.path)), cls
@@ -198,6 +197,8 @@ class DecisionTable:
         )
 
     def _named_plugin(self, matches: list[EntryPointInfo], how: str, trace: Trace) -> _Result:
+        from spawnkit.platforms._checks import activate
+
         (ep,) = matches  # a duplicate name was refused before any row
         outcome, _ = activate(ep, trace)
         if outcome.qualname is None:
@@ -212,6 +213,8 @@ class DecisionTable:
         return self._plugin(ep, outcome.qualname, trace)
 
     def _plugin(self, ep: EntryPointInfo, qualname: str, trace: Trace) -> _Result:
+        from spawnkit.platforms._checks import platform_source, plugin_class
+
         base = base_class(self.namespace.config, trace)
         with platform_source(ep):  # the class's module, imported now: this platform's too
             cls = plugin_class(ep, qualname, base, trace)

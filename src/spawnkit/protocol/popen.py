@@ -4,10 +4,11 @@ The exchange as a whole is drawn in :mod:`spawnkit.protocol`.  Here: the
 guarded command line (its first statement arms the import guard, before
 ``__main__`` is re-imported or anything is unpickled), the bytes the parent
 writes (preparation data, then the ``Process`` carrying the spec, never
-blocking the launcher), the early-error pipe it reads, and the four Process
-variants: package (``multiprocessing`` or its dill-based fork ``multiprocess``,
-the same classes under another name) x method (spawn, or forkserver from a
-warm server), built from one table so they cannot drift apart.
+blocking the launcher), the early-error pipe it reads, and the Popen of the four
+Process variants (the classes themselves are in ``_process_classes``, which a child
+imports to unpickle its own without this module): package (``multiprocessing`` or
+its dill-based fork ``multiprocess``, the same classes under another name) x method
+(spawn, or forkserver from a warm server), built from one table so they cannot drift apart.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable
 from spawnkit._compat import TYPE_CHECKING
 from spawnkit._plain import Plain
 from spawnkit.errors import ConfigError
+from spawnkit.protocol import _process_classes
 from spawnkit.protocol._failed import PRE_BOOTSTRAP, Failed
 from spawnkit.protocol.child import child_main, picklers, send_start_data
 from spawnkit.spec import ProcessSpec
@@ -217,64 +219,18 @@ def _warm_poll(popen: Any, package: str, flag: int) -> int | None:
     return code
 
 
-#: The four variants, by the module attribute that names each Process class:
-#: (package, start method).  The names are stable because a child unpickles its
-#: ``Process`` by reference.
-_VARIANTS: dict[str, tuple[str, str]] = {
-    "_StdSpawnProcess": ("multiprocessing", "spawn"),
-    "_DillSpawnProcess": ("multiprocess", "spawn"),
-    "_StdWarmProcess": ("multiprocessing", "forkserver"),
-    "_DillWarmProcess": ("multiprocess", "forkserver"),
-}
-
-
 def popen_class(package: str, method: str) -> type:
     """The Popen of ``package`` for ``method`` (spawn or forkserver): guarded, early-error pipe."""
     return _guarded_spawn_popen(package) if method == "spawn" else _warm_popen(package)
 
 
-class LazyClasses:
-    """Process classes that are module attributes with stable names, built on first access.
-
-    A child unpickles its ``Process`` by reference; building lazily keeps a ``multiprocessing``
-    worker from importing ``multiprocess``, dill or the forkserver machinery.
-    """
-
-    def __init__(self, module: str, variants: dict[str, tuple[str, str]], build: Any) -> None:
-        self.module, self.variants, self.build = module, variants, build
-        self.built: dict[str, type] = {}
-
-    def get(self, name: str) -> type:
-        if name not in self.variants:
-            raise AttributeError(f"module {self.module!r} has no attribute {name!r}")
-        cls = self.built.get(name)
-        if cls is None:
-            cls = self.built[name] = self.build(name)
-        return cls
-
-    def variant(self, package: str, method: str) -> type:
-        """The class for ``package`` and start ``method``."""
-        return self.get(next(n for n, v in self.variants.items() if v == (package, method)))
-
-
-def _process_class(name: str) -> type:
-    """Build the Process class ``name`` of :data:`_VARIANTS`: the package's own, our Popen."""
-    package, method = _VARIANTS[name]
-    context = _sub(package, "context")
-    base = context.SpawnProcess if method == "spawn" else context.ForkServerProcess
-    namespace = {
-        "_start_method": method,
-        "_Popen": staticmethod(popen_class(package, method)),
-        "__module__": __name__,
-        "__qualname__": name,
-    }
-    return type(name, (base,), namespace)
-
-
-_classes = LazyClasses(__name__, _VARIANTS, _process_class)
-__getattr__ = _classes.get
-_variant = _classes.variant
-_StdSpawnProcess = _classes.get("_StdSpawnProcess")
+_process_classes.use_popens(popen_class)
+#: The Process classes live in ``_process_classes`` (what a child unpickles); here by their
+#: old names too, for the launchers that ask this module.
+LazyClasses = _process_classes.LazyClasses
+__getattr__ = _process_classes.classes.get
+_variant = _process_classes.classes.variant
+_StdSpawnProcess = _process_classes.classes.get("_StdSpawnProcess")
 
 
 class _GuardedSpawnContext(_sub("multiprocessing", "context").SpawnContext):  # type: ignore[misc]
@@ -350,8 +306,8 @@ class _Discard:
 class LaunchContext(Plain):
     """What the launcher needs from a context: pipes, processes, how results pickle.
 
-    Plain, not a dataclass: every worker imports this module (its ``Process`` class lives
-    here), and the generated code would cost it ~1 ms (spawnkit._plain).
+    Plain, not a dataclass: a warm server preloads this module for its workers, and the
+    generated code would cost it ~1 ms (spawnkit._plain).
     """
 
     _fields = ("package", "start_method", "process_class", "server", "fork_timeout", "lease")
