@@ -210,8 +210,9 @@ def test_records_of_one_shape_share_one_compiled_init_each_under_its_own_names()
 
 
 def test_a_frozen_record_fills_its_dict_in_one_call_and_a_slotted_one_field_by_field() -> None:
-    # object.__setattr__ once a field cost a worker's apply stage ~0.2 us a record, two
-    # hundred records a run (issue #23): a frozen record without slots sets __dict__ whole.
+    # object.__setattr__ once a field cost ~0.2 us a record: a worker's plugin stage builds a
+    # Registration a hook, its report as many records again (issue #23): a frozen record
+    # without slots sets __dict__ whole.
     import dis
 
     @record(frozen=True)

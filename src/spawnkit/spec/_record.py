@@ -151,8 +151,9 @@ def _init(cls: type, fields: dict[str, _Field], frozen: bool, post: bool, whole:
     """The ``__init__`` a dataclass would have: its signature, defaults and factories.
 
     ``whole``: a frozen record without slots sets its ``__dict__`` once, not each field through
-    ``object.__setattr__`` (a call a field: the worker's apply stage builds two hundred such
-    records, issue #23); it costs the instance its shared-key dict."""
+    ``object.__setattr__`` (a call a field: a worker's plugin stage builds a ``Registration`` a
+    hook, its report as many records again, issue #23); it costs the instance its shared-key
+    dict."""
     kinds: list[str] = []
     defaults: list[Any] = []
     scope: dict[str, Any] = {"_FACTORY": _FACTORY, "_set": object.__setattr__}
