@@ -207,3 +207,38 @@ def test_records_of_one_shape_share_one_compiled_init_each_under_its_own_names()
     with pytest.raises(TypeError, match=r"unexpected keyword argument 'a'"):
         Right(a=1)  # type: ignore[call-arg]
     assert str(inspect.signature(Open)) == "(x: 'int', y: 'list[int]' = <factory>) -> None"
+
+
+def test_a_frozen_record_fills_its_dict_in_one_call_and_a_slotted_one_field_by_field() -> None:
+    # object.__setattr__ once a field cost ~0.2 us a record: a worker's plugin stage builds a
+    # Registration a hook, its report as many records again (issue #23): a frozen record
+    # without slots sets __dict__ whole.
+    import dis
+
+    @record(frozen=True)
+    class Wide:
+        a: int
+        b: int
+        c: list[int] = field(default_factory=list)
+        d: int = 4
+
+        def __post_init__(self) -> None:
+            object.__setattr__(self, "e", self.a + self.d)
+
+    @record(frozen=True, slots=True)
+    class Slotted:
+        a: int
+        b: int = 2
+
+    def calls(cls: type) -> int:
+        ops = [i.opname for i in dis.get_instructions(cls.__init__)]  # type: ignore[misc]
+        return sum(op.startswith("CALL") and op != "CALL_INTRINSIC_1" for op in ops)
+
+    assert calls(Wide) == 3  # _set(self, "__dict__", {...}), the factory, __post_init__
+    assert calls(Slotted) == 2  # no __dict__: _set a field
+    wide = Wide(1, 2)
+    assert vars(wide) == {"a": 1, "b": 2, "c": [], "d": 4, "e": 5} and wide.c is not Wide(1, 2).c
+    assert Wide(1, 2, [3]) == Wide(1, 2, [3]) and hash(Wide(1, 2, None)) == hash(Wide(1, 2, None))
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'a'"):
+        wide.a = 2  # type: ignore[misc]
+    assert (Slotted(1).a, Slotted(1).b) == (1, 2) and not hasattr(Slotted(1), "__dict__")

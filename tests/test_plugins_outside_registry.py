@@ -172,3 +172,46 @@ def test_the_watch_sees_each_kind_of_change_however_many_globals_it_holds() -> N
     finally:
         for n in names:
             sys.modules.pop(n, None)
+
+
+def test_a_module_under_two_names_is_compared_once_and_its_change_said_under_both() -> None:
+    """``__main__`` and ``__mp_main__`` in a spawned worker are one module: the check after
+    each plugin looks at its globals once (they were a fifth of a worker's watched values),
+    and a change to it is still listed under each name, also once it was placed again."""
+    import sys
+    import types
+    import uuid
+
+    from spawnkit.hooks._outside import OutsideWatch
+
+    tag = uuid.uuid4().hex[:8]
+    one, two, other = (f"ow_{tag}_{n}" for n in ("main", "mp_main", "other"))
+    mod, third = types.ModuleType(one), types.ModuleType(other)
+    for m in (mod, third):
+        m.__spec__ = types.SimpleNamespace(name=m.__name__)
+        m.a, m.b = object(), object()
+    mine = {id(vars(mod)), id(vars(third))}
+
+    def changes(new: list[str]) -> list[str]:
+        return sorted(c for c in watch.changes(new) if c.startswith(f"ow_{tag}_"))
+
+    def watched_once() -> bool:  # each namespace's values in the flat snapshot once
+        ours = [space for space in watch._spaces if id(space) in mine]
+        return len(ours) == len({id(space) for space in ours}) == 2
+
+    try:
+        sys.modules.update({one: mod, two: mod, other: third})
+        watch = OutsideWatch()
+        assert watched_once()
+        assert changes([]) == []
+        mod.b = object()
+        assert changes([]) == [f"{one}:b", f"{two}:b"]
+        assert watched_once() and changes([]) == []
+        sys.modules[other] = third  # placed again under a name already watched
+        assert changes([other]) == []
+        del mod.a
+        assert changes([]) == [f"{one}:a", f"{two}:a"]
+        assert watched_once()
+    finally:
+        for n in (one, two, other):
+            sys.modules.pop(n, None)

@@ -125,9 +125,9 @@ _FACTORY: Any = None
 '''
 
 
-def render(records: list[tuple[tuple[str, ...], bool, bool]], arities: list[int]) -> str:
+def render(records: list[tuple[tuple[str, ...], bool, bool, bool]], arities: list[int]) -> str:
     """The text of ``_prebuilt.py`` for these record shapes and named-tuple arities."""
-    factories = sorted({i for kinds, _, _ in records for i, k in enumerate(kinds) if k == "f"})
+    factories = sorted({i for kinds, *_ in records for i, k in enumerate(kinds) if k == "f"})
     parts = [_HEADER, *(f"_f{i}: Any = None\n" for i in factories)]
     for n in sorted(set(arities)):
         parts.append("\n\n" + _namedtuple.new_source(_namedtuple.new_name(n)))
@@ -136,7 +136,7 @@ def render(records: list[tuple[tuple[str, ...], bool, bool]], arities: list[int]
     return "".join(parts)
 
 
-def _own_shapes() -> tuple[list[tuple[tuple[str, ...], bool, bool]], list[int]]:
+def _own_shapes() -> tuple[list[tuple[tuple[str, ...], bool, bool, bool]], list[int]]:
     """Import every module of spawnkit; the shapes its classes met."""
     for info in pkgutil.walk_packages(spawnkit.__path__, "spawnkit."):
         if info.name.endswith("__main__"):

@@ -78,7 +78,7 @@ def new_10(
     return _tuple_new(_cls, (_0, _1, _2, _3, _4, _5, _6, _7, _8, _9))
 
 
-def init_ddddddddddddd_frozen(
+def init_ddddddddddddd_frozen_each(
     self: Any,
     _0: Any = None,
     _1: Any = None,
@@ -129,13 +129,10 @@ def init_ffffddf(
 
 
 def init_pddd_frozen(self: Any, _0: Any, _1: Any = None, _2: Any = None, _3: Any = None) -> None:
-    _set(self, "_0", _0)
-    _set(self, "_1", _1)
-    _set(self, "_2", _2)
-    _set(self, "_3", _3)
+    _set(self, "__dict__", {"_0": _0, "_1": _1, "_2": _2, "_3": _3})
 
 
-def init_pddddddddfddddddfd_frozen_post(
+def init_pddddddddfddddddfd_frozen_each_post(
     self: Any,
     _0: Any,
     _1: Any = None,
@@ -177,7 +174,7 @@ def init_pddddddddfddddddfd_frozen_post(
     self.__post_init__()
 
 
-def init_pppddd_frozen(
+def init_pppddd_frozen_each(
     self: Any,
     _0: Any,
     _1: Any,
@@ -203,12 +200,18 @@ def init_pppddf_frozen(
     _4: Any = None,
     _5: Any = None,
 ) -> None:
-    _set(self, "_0", _0)
-    _set(self, "_1", _1)
-    _set(self, "_2", _2)
-    _set(self, "_3", _3)
-    _set(self, "_4", _4)
-    _set(self, "_5", _f5() if _5 is _FACTORY else _5)
+    _set(
+        self,
+        "__dict__",
+        {
+            "_0": _0,
+            "_1": _1,
+            "_2": _2,
+            "_3": _3,
+            "_4": _4,
+            "_5": _f5() if _5 is _FACTORY else _5,
+        },
+    )
 
 
 def init_ppppdd_frozen(
@@ -220,12 +223,7 @@ def init_ppppdd_frozen(
     _4: Any = None,
     _5: Any = None,
 ) -> None:
-    _set(self, "_0", _0)
-    _set(self, "_1", _1)
-    _set(self, "_2", _2)
-    _set(self, "_3", _3)
-    _set(self, "_4", _4)
-    _set(self, "_5", _5)
+    _set(self, "__dict__", {"_0": _0, "_1": _1, "_2": _2, "_3": _3, "_4": _4, "_5": _5})
 
 
 def init_ppppdddfffffffdfffff(
@@ -282,12 +280,7 @@ def init_pppppd_frozen(
     _4: Any,
     _5: Any = None,
 ) -> None:
-    _set(self, "_0", _0)
-    _set(self, "_1", _1)
-    _set(self, "_2", _2)
-    _set(self, "_3", _3)
-    _set(self, "_4", _4)
-    _set(self, "_5", _5)
+    _set(self, "__dict__", {"_0": _0, "_1": _1, "_2": _2, "_3": _3, "_4": _4, "_5": _5})
 
 
 def init_pppppdd_frozen(
@@ -300,13 +293,7 @@ def init_pppppdd_frozen(
     _5: Any = None,
     _6: Any = None,
 ) -> None:
-    _set(self, "_0", _0)
-    _set(self, "_1", _1)
-    _set(self, "_2", _2)
-    _set(self, "_3", _3)
-    _set(self, "_4", _4)
-    _set(self, "_5", _5)
-    _set(self, "_6", _6)
+    _set(self, "__dict__", {"_0": _0, "_1": _1, "_2": _2, "_3": _3, "_4": _4, "_5": _5, "_6": _6})
 
 
 def init_pppppddd_frozen(
@@ -320,14 +307,20 @@ def init_pppppddd_frozen(
     _6: Any = None,
     _7: Any = None,
 ) -> None:
-    _set(self, "_0", _0)
-    _set(self, "_1", _1)
-    _set(self, "_2", _2)
-    _set(self, "_3", _3)
-    _set(self, "_4", _4)
-    _set(self, "_5", _5)
-    _set(self, "_6", _6)
-    _set(self, "_7", _7)
+    _set(
+        self,
+        "__dict__",
+        {
+            "_0": _0,
+            "_1": _1,
+            "_2": _2,
+            "_3": _3,
+            "_4": _4,
+            "_5": _5,
+            "_6": _6,
+            "_7": _7,
+        },
+    )
 
 
 def init_pppppdddd_frozen(
@@ -342,18 +335,24 @@ def init_pppppdddd_frozen(
     _7: Any = None,
     _8: Any = None,
 ) -> None:
-    _set(self, "_0", _0)
-    _set(self, "_1", _1)
-    _set(self, "_2", _2)
-    _set(self, "_3", _3)
-    _set(self, "_4", _4)
-    _set(self, "_5", _5)
-    _set(self, "_6", _6)
-    _set(self, "_7", _7)
-    _set(self, "_8", _8)
+    _set(
+        self,
+        "__dict__",
+        {
+            "_0": _0,
+            "_1": _1,
+            "_2": _2,
+            "_3": _3,
+            "_4": _4,
+            "_5": _5,
+            "_6": _6,
+            "_7": _7,
+            "_8": _8,
+        },
+    )
 
 
-def init_pppppppppdddd_frozen_post(
+def init_pppppppppdddd_frozen_each_post(
     self: Any,
     _0: Any,
     _1: Any,

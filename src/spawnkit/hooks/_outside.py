@@ -60,7 +60,11 @@ class OutsideWatch:
 
     def __init__(self) -> None:
         self._entries: dict[str, _Entry] = {}
+        # The flat snapshot holds each namespace once: a module under two names (``__main__``
+        # and ``__mp_main__``, a fifth of a worker's watched values) is looked at once a
+        # callback; a change found is then said under each of its names (``changes``).
         self._spaces: list[dict[str, Any]] = []
+        self._flat: set[int] = set()  # id() of each of _spaces: the entries keep them alive
         self._values: list[Any] = []
         self._last: list[Any] = []
         self._add(list(sys.modules.items()))
@@ -76,13 +80,19 @@ class OutsideWatch:
             entry = self._entries[name] = _entry(namespace)
             if known:  # a module placed again under a name already watched
                 self._flatten()
-            else:  # the flat snapshot follows _entries' order: append
+            elif id(namespace) not in self._flat:  # the flat snapshot follows _entries' order
+                self._flat.add(id(namespace))
                 self._spaces.append(namespace)
                 self._values += entry.values
                 self._last.append(entry.keys[-1] if entry.keys else _ABSENT)
 
     def _flatten(self) -> None:
-        entries = self._entries.values()
+        self._flat = set()
+        entries = []
+        for e in self._entries.values():  # each namespace once, at its first name
+            if id(e.namespace) not in self._flat:
+                self._flat.add(id(e.namespace))
+                entries.append(e)
         self._spaces = [e.namespace for e in entries]
         self._values = [v for e in entries for v in e.values]
         self._last = [e.keys[-1] if e.keys else _ABSENT for e in entries]

@@ -131,8 +131,10 @@ def _build(cls: type[_T], frozen: bool, slots: bool) -> type[_T]:
             ns.pop(name, None)  # a slot's descriptor takes the name; no default: no attribute
         else:
             ns[name] = f.default  # as a dataclass keeps it: the class attribute is the default
+    # a frozen record with slots (or its own) has no __dict__: its fields are set one by one
+    whole = frozen and not slots and "__slots__" not in ns
     ns.update(
-        __init__=_init(cls, fields, frozen, "__post_init__" in own),
+        __init__=_init(cls, fields, frozen, "__post_init__" in own, whole),
         __match_args__=tuple(fields),
         _fields=tuple(fields),
         _hidden=frozenset(n for n, f in fields.items() if not f.repr),
@@ -152,8 +154,13 @@ def _build(cls: type[_T], frozen: bool, slots: bool) -> type[_T]:
     return cast("type[_T]", type(cls.__name__, (base,), ns))
 
 
-def _init(cls: type, fields: dict[str, _Field], frozen: bool, post: bool) -> Any:
-    """The ``__init__`` a dataclass would have: its signature, defaults and factories."""
+def _init(cls: type, fields: dict[str, _Field], frozen: bool, post: bool, whole: bool) -> Any:
+    """The ``__init__`` a dataclass would have: its signature, defaults and factories.
+
+    ``whole``: a frozen record without slots sets its ``__dict__`` once, not each field through
+    ``object.__setattr__`` (a call a field: a worker's plugin stage builds a ``Registration`` a
+    hook, its report as many records again, issue #23); it costs the instance its shared-key
+    dict."""
     kinds: list[str] = []
     defaults: list[Any] = []
     scope: dict[str, Any] = {"_FACTORY": _FACTORY, "_set": object.__setattr__}
@@ -169,11 +176,11 @@ def _init(cls: type, fields: dict[str, _Field], frozen: bool, post: bool) -> Any
             raise TypeError(f"@record {cls.__qualname__}: {name!r} has no default but follows one")
         else:
             kinds.append("p")
-    template = _init_code(tuple(kinds), frozen, post)
+    template = _init_code(tuple(kinds), frozen, post, whole)
     code = template.replace(
         co_varnames=("self", *fields),
         co_names=_renamed(template.co_names, fields),  # self.<field> = ...
-        co_consts=_renamed(template.co_consts, fields),  # _set(self, "<field>", ...)
+        co_consts=_renamed(template.co_consts, fields),  # "<field>" (a key, or _set's name)
     )
     init = FunctionType(code, scope, "__init__", tuple(defaults) or None)
     init.__qualname__ = f"{cls.__qualname__}.__init__"
@@ -184,39 +191,66 @@ def _init(cls: type, fields: dict[str, _Field], frozen: bool, post: bool) -> Any
 
 
 # One ``__init__`` template per shape (each field plain, defaulted or a factory; frozen; a
-# ``__post_init__``), its placeholders ``_0``, ``_1``... renamed for each record: a parameter,
-# the attribute it sets (a name, or for a frozen record a constant) share the placeholder.
-# spawnkit's own shapes are prebuilt (spawnkit._templates).
-shapes: set[tuple[tuple[str, ...], bool, bool]] = set()
+# ``__post_init__``; a frozen one's ``__dict__`` set whole), its placeholders ``_0``, ``_1``...
+# renamed for each record: a parameter, the attribute it sets (a name, or for a frozen record
+# a constant: a key of the dict, or ``_set``'s name) share the placeholder.  spawnkit's own
+# shapes are prebuilt (spawnkit._templates).
+shapes: set[tuple[tuple[str, ...], bool, bool, bool]] = set()
 
 
-def _init_code(kinds: tuple[str, ...], frozen: bool, post: bool) -> CodeType:
-    shapes.add((kinds, frozen, post))
-    name = init_name(kinds, frozen, post)
-    return _templates.template(name, lambda n: init_source(n, kinds, frozen, post), "__init__")
+def _init_code(kinds: tuple[str, ...], frozen: bool, post: bool, whole: bool) -> CodeType:
+    shapes.add((kinds, frozen, post, whole))
+    name = init_name(kinds, frozen, post, whole)
+    return _templates.template(
+        name, lambda n: init_source(n, kinds, frozen, post, whole), "__init__"
+    )
 
 
-def init_name(kinds: tuple[str, ...], frozen: bool, post: bool) -> str:
-    return f"init_{''.join(kinds) or 'none'}{'_frozen' if frozen else ''}{'_post' if post else ''}"
+def init_name(kinds: tuple[str, ...], frozen: bool, post: bool, whole: bool) -> str:
+    how = ("_frozen" if whole else "_frozen_each") if frozen else ""
+    return f"init_{''.join(kinds) or 'none'}{how}{'_post' if post else ''}"
 
 
-def init_source(name: str, kinds: tuple[str, ...], frozen: bool, post: bool) -> str:
-    """``def name(self, _0, _1=None, ...)`` setting each field (by ``_set`` when frozen)."""
-    params, lines = ["self: Any"], []
+def init_source(name: str, kinds: tuple[str, ...], frozen: bool, post: bool, whole: bool) -> str:
+    """``def name(self, _0, _1=None, ...)`` setting each field (by ``_set`` when frozen: the
+    ``__dict__`` at once when ``whole``)."""
+    params, values, lines = ["self: Any"], [], []
     for i, kind in enumerate(kinds):
         params.append(f"_{i}: Any" if kind == "p" else f"_{i}: Any = None")
-        value = f"_f{i}() if _{i} is _FACTORY else _{i}" if kind == "f" else f"_{i}"
-        lines.append(f'_set(self, "_{i}", {value})' if frozen else f"self._{i} = {value}")
+        values.append(f"_f{i}() if _{i} is _FACTORY else _{i}" if kind == "f" else f"_{i}")
+    if frozen and whole:
+        lines.append(_set_dict([f'"_{i}": {value}' for i, value in enumerate(values)]))
+    else:
+        for i, value in enumerate(values):
+            lines.append(f'_set(self, "_{i}", {value})' if frozen else f"self._{i} = {value}")
     if post:
         lines.append("self.__post_init__()")
     body = "".join(f"    {line}\n" for line in lines or ["pass"])
     return f"{_templates.signature_line(name, params, 'None')}\n{body}"
 
 
+def _set_dict(items: list[str]) -> str:
+    """``_set(self, "__dict__", {...})``, an item a line where one line would pass 100 columns."""
+    line = f'_set(self, "__dict__", {{{", ".join(items)}}})'
+    if len(line) <= 96:  # under the body's indent
+        return line
+    inner = "".join(f"            {item},\n" for item in items)
+    return f'_set(\n        self,\n        "__dict__",\n        {{\n{inner}        }},\n    )'
+
+
 def _renamed(names: tuple[Any, ...], fields: dict[str, _Field]) -> tuple[Any, ...]:
-    """``names`` with each placeholder ``_<i>`` replaced by the i-th field's name."""
+    """``names`` with each placeholder ``_<i>`` replaced by the i-th field's name (also in a
+    tuple of them: a dict display's constant keys, ``BUILD_CONST_KEY_MAP``'s up to 3.13)."""
     by_placeholder = {f"_{i}": name for i, name in enumerate(fields)}
-    return tuple(by_placeholder.get(n, n) if isinstance(n, str) else n for n in names)
+
+    def one(n: Any) -> Any:
+        if isinstance(n, str):
+            return by_placeholder.get(n, n)
+        if type(n) is tuple and n and all(isinstance(k, str) for k in n):
+            return tuple(by_placeholder.get(k, k) for k in n)
+        return n
+
+    return tuple(map(one, names))
 
 
 def _getstate(self: Any) -> list[Any]:
