@@ -225,7 +225,7 @@ class _Reporter:
         self.sigint_restore = sigint_restore
         self._held: list[bytes] = []
         if conn is not None:  # the pickler conn.send() would use: the launcher reads with it
-            self._dumps = _kept_dumps(sys.modules[type(conn).__module__]._ForkingPickler)
+            self._dumps = sys.modules[type(conn).__module__]._ForkingPickler.dumps
             self._pipe = _identity(conn.fileno())
 
     def send(self, msg: proto.Message, hold: bool = False) -> None:
@@ -296,60 +296,6 @@ class _Reporter:
                 pass
             self._held.clear()
             self._conn = None
-
-
-def _kept_dumps(cls: Any) -> Callable[[Any], bytes]:
-    """``cls.dumps``, or for multiprocessing's own ``ForkingPickler`` one pickler kept for every
-    message (``_KeptPickler``); another package's pickler is used as it is."""
-    if cls.__module__ == "multiprocessing.reduction" and cls.__name__ == "ForkingPickler":
-        return _KeptPickler(cls)
-    dumps: Callable[[Any], bytes] = cls.dumps
-    return dumps
-
-
-class _KeptPickler:
-    """``ForkingPickler.dumps(obj)``, the same bytes, from one pickler kept across messages.
-
-    ``dumps`` builds a pickler per call, and each copies the reducer tables
-    (``copyreg.dispatch_table`` and those ``ForkingPickler.register`` added): a warm worker
-    sends eight messages before its entry, each 6 us instead of 3 on a quiet machine.  The
-    kept pickler is used while both tables are equal to the copies it was built with (a
-    reducer registered or replaced since, by the payload's or the entry's imports, builds a
-    new one, as ``dumps`` would have), with its memo cleared, so each message pickles alone.
-    """
-
-    __slots__ = ("_buf", "_cls", "_pickler", "_tables")
-
-    def __init__(self, cls: Any) -> None:
-        self._cls = cls
-        self._buf: Any = None
-        self._pickler: Any = None
-        self._tables: tuple[dict[Any, Any], dict[Any, Any]] = ({}, {})
-
-    def __call__(self, obj: Any) -> bytes:
-        cls = self._cls
-        kept, extra = self._tables
-        if (
-            self._pickler is None
-            or cls._copyreg_dispatch_table != kept
-            or cls._extra_reducers != extra
-        ):
-            import io
-
-            self._buf = io.BytesIO()
-            self._pickler = cls(self._buf)
-            self._tables = (dict(cls._copyreg_dispatch_table), dict(cls._extra_reducers))
-        buf, pickler = self._buf, self._pickler
-        buf.seek(0)
-        buf.truncate()
-        pickler.clear_memo()
-        try:
-            pickler.dump(obj)
-        except BaseException:
-            self._pickler = None  # whatever state a failed dump left: a fresh one next time
-            raise
-        data: bytes = buf.getvalue()
-        return data
 
 
 def _identity(fd: int) -> tuple[int, int]:
