@@ -85,8 +85,9 @@ def _checked(
 ) -> tuple[_resolve.TargetPath, HookType]:
     """The registration as the registry records it, or its refusal (``flags``: ``on_import``
     and ``optional``, read by truth value before, so ``optional="false"`` made it optional)."""
-    for name, flag in zip(("on_import", "optional"), flags, strict=True):
-        check_flag(name, flag, call=f"register({target!r}, ...)", error=HookRegistrationError)
+    if type(flags[0]) is not bool or type(flags[1]) is not bool:  # per hook: no call for bools
+        for name, flag in zip(("on_import", "optional"), flags, strict=True):
+            check_flag(name, flag, call=f"register({target!r}, ...)", error=HookRegistrationError)
     if not isinstance(src, HookSource):
         raise HookRegistrationError(
             f"cannot register hook {describe_hook(hook)} on target {target!r}: source must "
