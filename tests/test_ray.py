@@ -525,6 +525,19 @@ def test_unknown_strategy_is_refused_before_placing() -> None:
         skray.spawn_on_ray("time:sleep", 1, nprocs=2, strategy="spread")
 
 
+@pytest.mark.parametrize(
+    ("amount", "why"),
+    [(True, "a bool would be read as 1"), ("2", "a str is none"), (float("nan"), "not finite")],
+)
+def test_a_resource_amount_that_is_no_number_is_refused_before_ray(amount: Any, why: str) -> None:
+    """``float()`` read ``{"GPU": True}`` as one GPU and ``"2"`` as two, and NaN passed the
+    positive-amount check; refused by value, before Ray is even asked for a cluster."""
+    with pytest.raises(ConfigError, match=why) as info:
+        skray.spawn_on_ray("json:dumps", nprocs=1, resources={"CPU": 1, "GPU": amount})
+    assert info.value.setting == "resources"
+    assert "'GPU'" in str(info.value) and "No actor was started" in str(info.value)
+
+
 # ----------------------------------------------------- round 2: paths that were quiet
 def test_a_rank_without_a_node_id_is_reported(caplog: pytest.LogCaptureFixture) -> None:
     """The actor keeps why it has no node id; the driver says node-loss detection is off."""

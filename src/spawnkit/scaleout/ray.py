@@ -62,6 +62,7 @@ from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import (
     ChildError,
     ChildExitedError,
+    ConfigError,
     LauncherUnavailableError,
 )
 from spawnkit.launch._checks import check_seconds
@@ -196,6 +197,24 @@ def spawn_on_ray(
 
 
 def _bundle(resources: Mapping[str, float] | None) -> dict[str, float]:
+    """One rank's bundle; each amount a finite number: ``float()`` read ``{"GPU": True}`` as
+    one GPU, ``"2"`` as two and let NaN through (no comparison with it is true)."""
+    for key, value in (resources or {}).items():
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or not math.isfinite(value):
+            what = (
+                f"a bool would be read as {int(value)}"
+                if isinstance(value, bool)
+                else f"a {type(value).__name__} is none"
+                if not number
+                else "this one is not finite"
+            )
+            raise ConfigError(
+                f"spawn_on_ray(resources={{{key!r}: {value!r}}}): an amount of a resource is a "
+                f"finite number of units per rank, and {what}; pass e.g. "
+                f"resources={{{key!r}: 1}}. No actor was started.",
+                setting="resources",
+            )
     bundle = {str(k): float(v) for k, v in (resources or {"CPU": 1.0}).items()}
     bad = {k: v for k, v in bundle.items() if v < 0}
     if bad or not any(v > 0 for v in bundle.values()):
@@ -234,6 +253,7 @@ def spawn_spec_on_ray(
             "a spec for Ray ranks cannot hold report_conn/death_conn: those are pipes of this "
             "process; Ray actors report through their method results instead."
         )
+    bundle = _bundle(resources)  # by its values alone: before Ray is imported or asked
     ray = _ray()
     if not ray.is_initialized():
         raise LauncherUnavailableError(
@@ -241,7 +261,6 @@ def spawn_spec_on_ray(
             "this process. spawnkit does not start clusters: call ray.init(address=...) (or "
             "ray.init() for a local one) first."
         )
-    bundle = _bundle(resources)
     run_id = template.run_id or f"ray-{uuid.uuid4().hex[:12]}"
     env, dropped = split_env(template.env, context=f"Ray group {run_id}")
     # A runtime env of its own makes Ray start new worker processes for this group; the run
