@@ -132,6 +132,25 @@ def test_an_env_value_that_is_not_text_is_refused_not_stringified(
         assert "No worker was started" in str(err)
 
 
+@pytest.mark.parametrize("run_id", ["", "  ", 5])
+def test_a_blank_run_id_is_refused_not_replaced_by_a_random_one(
+    tmp_path: Path, run_id: Any
+) -> None:
+    """``run_id=""`` got a random id, another on each call (the caller's record and
+    ``cleanup(run_id)`` never matched the workers); ``"  "`` was kept as the id itself."""
+    from spawnkit import write_launch_spec
+
+    for call in (
+        lambda: build_spec("json:dumps", run_id=run_id),
+        lambda: write_launch_spec(tmp_path / "spec", "json:dumps", key="k" * 32, run_id=run_id),
+    ):
+        with pytest.raises(ConfigError, match="a run id is non-blank text") as info:
+            call()
+        assert info.value.setting == "run_id" and "cleanup(run_id)" in str(info.value)
+    assert not (tmp_path / "spec").exists()
+    assert build_spec("json:dumps", run_id="job-7").run_id == "job-7"  # a given id is kept
+
+
 @pytest.mark.parametrize(
     ("preload", "says"),
     [

@@ -23,6 +23,7 @@ __all__ = [
     "check_env_form",
     "check_env_values",
     "check_preload",
+    "check_run_id",
     "check_seconds",
     "namespace_value",
 ]
@@ -126,6 +127,22 @@ def check_seconds(
         bound = "at least 0" if zero_ok else "more than 0"
         raise ConfigError(f"{shown}: must be {bound} seconds{or_none}.", setting=name)
     return seconds
+
+
+def check_run_id(run_id: object, call: str) -> None:
+    """A run id given is kept: ``run_id=""`` (one computed empty by mistake) was replaced by a
+    random id, another on each call, so the caller's record and ``cleanup(run_id)`` never
+    matched the workers; ``"  "`` was kept as the id itself."""
+    if run_id is None or (isinstance(run_id, str) and run_id.strip()):
+        return
+    raise ConfigError(
+        f"{call}(run_id={run_id!r}): a run id is non-blank text naming the group: every "
+        "worker carries it (SPAWNKIT_RUN_ID, inherited by its own children), "
+        "spawnkit.cleanup(run_id) finds the run's processes by it, and records and traces "
+        "name the group with it. Pass a non-blank str, or None (the default) for a generated "
+        "one. No worker was started.",
+        setting="run_id",
+    )
 
 
 def check_entry_module(entry: str) -> None:

@@ -32,6 +32,7 @@ from spawnkit.launch._checks import (
     check_env_form,
     check_env_values,
     check_preload,
+    check_run_id,
     check_seconds,
 )
 from spawnkit.namespace import Namespace, get_namespace
@@ -417,6 +418,7 @@ def build_spec(
     from spawnkit.launch._selection import parent_selection
 
     check_count("nprocs", nprocs)
+    check_run_id(run_id, "build_spec")
     ns = get_namespace(namespace)
     entry_str, entry_payload = entry_reference(entry)
     if entry_str:
