@@ -395,6 +395,32 @@ def test_use_cpu_engine_that_is_no_boolean_is_refused_in_the_parent(
         build_spec("os:getpid", namespace=ns)
 
 
+def test_a_strict_env_that_is_no_boolean_is_refused_on_a_clean_launch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``<PREFIX>_STRICT_ENV=maybe`` was read only when a variable was to be reported: every
+    clean launch accepted it, and the first with a typo refused instead of warning.  Checked
+    on each launch now, as ``_LENIENT_PLUGINS`` and ``_ALLOW_PLUGIN_DRIFT`` are."""
+    from spawnkit.scaleout.ray import spawn_on_ray
+
+    ns = _ns()
+    var = ns.config.strict_env_var
+    with pytest.raises(ConfigError, match=f"{var}='maybe' is not a boolean") as info:
+        build_spec("os:getpid", namespace=ns, env={var: "maybe"})
+    assert info.value.setting == var
+    monkeypatch.setenv(var, "maybe")
+    for launch in (
+        lambda: build_spec("os:getpid", namespace=ns),
+        lambda: spawn_on_ray("os:getpid", nprocs=1, namespace=ns),  # before Ray is asked
+    ):
+        with pytest.raises(ConfigError, match="1/0, true/false") as info:
+            launch()
+        assert info.value.setting == var
+    for fine in ("1", "off", " TRUE "):  # controls: what parse_bool reads as on or off
+        monkeypatch.setenv(var, fine)
+        build_spec("os:getpid", namespace=ns)
+
+
 # ---------------------------------------------------- spawnkit's own process-wide variables
 _OWN = re.compile(r"SPAWNKIT_[A-Z0-9_]+")
 

@@ -155,7 +155,20 @@ def _unknown(name: str, var: str, known: set[str], prefix: str) -> EnvFinding:
 def check_env(ns: Namespace, overrides: Mapping[str, str] | None = None) -> list[EnvFinding]:
     """Warn once about each finding (``EnvVariableWarning``), or refuse them all when strict."""
     environ = {**os.environ, **(overrides or {})}
+    _strict(ns, environ)  # its value on its own, as the other on/off variables: once a launch
     return _report(ns, environ, find_env_problems(ns, environ))
+
+
+def _strict(ns: Namespace, environ: Mapping[str, str]) -> bool:
+    """``<PREFIX>_STRICT_ENV`` read as on or off; a value that is neither is a ``ConfigError``.
+
+    Read only when there was something to report, ``=maybe`` was refused on no launch of a
+    clean environment, and then refused the first launch with a typo in it instead of
+    warning, or naming the typo: checked by :func:`check_env` on every launch now."""
+    raw = environ.get(ns.config.strict_env_var)
+    from spawnkit.hooks._plugin_selection import parse_bool
+
+    return raw is not None and parse_bool(ns.config.strict_env_var, raw)
 
 
 def check_cpu_engine(
@@ -201,10 +214,7 @@ def _report(
     if not findings:
         return findings
     strict_var = ns.config.strict_env_var
-    raw = environ.get(strict_var)
-    from spawnkit.hooks._plugin_selection import parse_bool
-
-    if raw is not None and parse_bool(strict_var, raw):
+    if _strict(ns, environ):
         raise ConfigError(
             f"{len(findings)} variable(s) would not take effect in namespace {ns.name!r}:\n"
             + "\n".join(f"  - {f.message}" for f in findings)
