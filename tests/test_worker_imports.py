@@ -126,7 +126,7 @@ def test_a_successful_cold_worker_imports_neither_logging_nor_traceback(tmp_path
 #: sweep, run only where a target's original has another reference (``other_references``); its
 #: types and kinds are in ``hooks/_stale.py``.  ``spawnkit.platforms._checks`` (26 kB): the
 #: checks of a platform candidate that is activated or imported; a worker whose launcher pinned
-#: its platform decides through ``platforms/_trace.py`` alone.
+#: its platform decides through ``platforms/_candidates.py`` alone.
 COLD_AVOIDED = (
     "typing", "spawnkit.protocol.failure", "spawnkit.platforms._contract", "spawnkit.spec._capture",
     "spawnkit.bootstrap._guard_findings", "spawnkit.spec._spec_checks",

@@ -1,7 +1,7 @@
 """What platform discovery checks about each candidate it imports or activates.
 
 Apart from ``discovery`` so its decision table reads as its rows; every error is made through
-:class:`Trace` (``_trace``), so it carries what the resolution looked at.  Imported by the rows
+:class:`Trace` (``_candidates``), so it carries what the resolution looked at.  Imported by the rows
 that run these checks, never by a worker whose platform its launcher pinned (issue #23).
 """
 
@@ -23,7 +23,7 @@ from spawnkit.errors import (
     PlatformNotFoundError,
     PlatformPluginError,
 )
-from spawnkit.platforms._trace import Candidate, Trace, ep_label, exc_text
+from spawnkit.platforms._candidates import Candidate, Trace, ep_label, exc_text
 from spawnkit.platforms.builtin import BUILTINS
 from spawnkit.platforms.interface import Platform, PlatformEnum
 

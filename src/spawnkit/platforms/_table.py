@@ -10,9 +10,7 @@ from spawnkit import _metadata
 from spawnkit._compat import TYPE_CHECKING
 from spawnkit._metadata import EntryPointInfo
 from spawnkit.errors import ConfigError, PlatformError, PlatformUnavailableError
-from spawnkit.platforms._probes import Probe
-from spawnkit.platforms._selection import PlatformSelection
-from spawnkit.platforms._trace import (
+from spawnkit.platforms._candidates import (
     Candidate,
     Trace,
     base_class,
@@ -20,6 +18,8 @@ from spawnkit.platforms._trace import (
     exc_text,
     refuse_duplicates,
 )
+from spawnkit.platforms._probes import Probe
+from spawnkit.platforms._selection import PlatformSelection
 from spawnkit.platforms.builtin import BUILTINS, Builtin
 from spawnkit.platforms.interface import Platform
 

@@ -22,10 +22,10 @@ from spawnkit._log import INFO, LazyLogger
 from spawnkit._namedtuple import NamedTuple
 from spawnkit._once import Once, OnceState
 from spawnkit.errors import PlatformError
+from spawnkit.platforms._candidates import Trace, exc_text
 from spawnkit.platforms._probes import Probe
 from spawnkit.platforms._selection import PlatformSelection
 from spawnkit.platforms._table import DecisionTable, NamespaceView
-from spawnkit.platforms._trace import Trace, exc_text
 from spawnkit.platforms.builtin import BUILTINS
 from spawnkit.platforms.interface import Platform
 
