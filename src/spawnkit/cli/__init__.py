@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TextIO
+
+from spawnkit._compat import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from typing import TextIO
 
 __all__ = ["main"]
 

@@ -7,8 +7,7 @@ the wire between the two is :mod:`spawnkit.protocol`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._exports import load_export
 
 _EXPORTS: dict[str, str] = {
@@ -22,6 +21,8 @@ _EXPORTS: dict[str, str] = {
 __all__ = ["WorkerGroup", "build_spec", "cleanup", "spawn_with_plugins", "write_launch_spec"]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from spawnkit.launch._cleanup import cleanup
     from spawnkit.launch.group import WorkerGroup
     from spawnkit.launch.launcher import spawn_with_plugins

@@ -9,11 +9,14 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Mapping
-from typing import Any
 
 from spawnkit import _reference
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit.bootstrap.stages import Stage
 from spawnkit.errors import ConfigError, EntryResolutionError
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "DEFAULT_GRACE_PERIOD",

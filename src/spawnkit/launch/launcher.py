@@ -17,9 +17,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MethodType
-from typing import TYPE_CHECKING, Any
 
 from spawnkit import _metadata, _reference
+from spawnkit._compat import TYPE_CHECKING
 from spawnkit._flags import check_flag
 from spawnkit.bootstrap import _plain_children
 from spawnkit.bootstrap.stages import Stage
@@ -43,6 +43,8 @@ from spawnkit.spec._control import LaunchControl
 # worker (as __mp_main__): what only the parent runs (the group, its ranks and relays, the
 # selection, the Popen side) is imported where it is called, not here (about 16 ms a worker).
 if TYPE_CHECKING:
+    from typing import Any
+
     from spawnkit.launch._here import Applied
     from spawnkit.launch._output import OutputRelay
     from spawnkit.launch._progress import ProgressCallback
