@@ -129,24 +129,40 @@ class Engine:
         return textwrap.dedent(text).format(eng=self.eng, ns=self.ns, prefix=self.prefix)
 
     def run(
-        self, body: str, *, env: dict[str, str] | None = None, timeout: float = 300
+        self, body: str, *, env: dict[str, str] | None = None, timeout: float = 240
     ) -> tuple[Any, str]:
-        """Run ``body`` (a script that prints one JSON line last); returns (that JSON, stderr)."""
+        """Run ``body`` (a script that prints one JSON line last); returns (that JSON, stderr).
+
+        In its own session: past ``timeout`` (under the suite's 300 s) the whole group is
+        killed, a worker the script left behind included (it holds the script's stdout, so
+        the output would never end), and what the script wrote so far is the failure."""
         import os
+        import signal
 
         script = self.root / f"script_{uuid.uuid4().hex[:6]}.py"
         header = f"import sys; sys.path[:0] = [{str(self.root / 'site')!r}]\n"
         script.write_text(header + self.fmt(body))
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             [sys.executable, str(script)],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=timeout,
             cwd=self.root,
             env={**os.environ, **(env or {})},
+            start_new_session=True,
         )
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-        return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            stdout, stderr = proc.communicate(timeout=30)
+            exited = proc.returncode
+            raise AssertionError(
+                f"the script's output did not end within {timeout} s (its exit status: "
+                f"{exited}; a process it started may hold its stdout):\n{stdout}\n{stderr}"
+            ) from None
+        assert proc.returncode == 0, stdout + stderr
+        return json.loads(stdout.strip().splitlines()[-1]), stderr
 
 
 def make_engine(tmp_path: Path) -> Engine:

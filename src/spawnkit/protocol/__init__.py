@@ -76,6 +76,10 @@ by ``get_launch_context``; its handle is ``protocol/warm.py``, its main
                      report/death/fault ends)        a spare takes them
                                                      (SCM_RIGHTS), else fork
     sentinel     <== the worker's pid; its exit status when it ends
+                                                     known pipe <== the server's byte once
+                                                     the pid is written, read before the
+                                                     target (_known.target_next): at
+                                                     EOF (server gone) it exits instead
     data pipe    ==> preparation data + Process, the same bytes as spawn's
                                                      forked worker: 2 (stdlib spawn._main),
                                                      then 3-5 without the shared stages

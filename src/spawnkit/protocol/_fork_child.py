@@ -32,7 +32,12 @@ import os
 import signal
 import sys
 import threading
-from typing import Any
+
+from spawnkit._compat import TYPE_CHECKING
+from spawnkit.protocol import _known
+
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["ahead", "serve"]
 
@@ -62,9 +67,13 @@ def ahead(package: str, handlers: dict[Any, Any]) -> None:
     _stdin = sys.stdin
 
 
-def serve(forkserver: Any, child_r: int, fds: list[int], handlers: dict[Any, Any]) -> int:
+def serve(
+    forkserver: Any, child_r: int, fds: list[int], handlers: dict[Any, Any], known_r: int
+) -> int:
     """The request's worker, from ``child_r`` (its start data) and ``fds`` (the server's
-    alive pipe, the resource tracker, the launcher's descriptors): its exit code."""
+    alive pipe, the resource tracker, the launcher's descriptors): its exit code.
+    ``known_r``: read just before its target (``_known``)."""
+    _known.expect(known_r)
     package = forkserver.__name__.rpartition(".")[0]
     if not _direct(package):
         code: int = forkserver._serve_one(child_r, fds, [], handlers)

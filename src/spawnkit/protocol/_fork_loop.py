@@ -214,28 +214,23 @@ class _Loop:
         self.target = min(self.most, max(self.target, self.burst))
         spare = self._live_spare()
         learn_w = self._learner()
-        handed = fds if learn_w is None else [*fds, learn_w]  # the learn pipe goes last
+        # The worker's word that its launcher has its pid, written only once it does: the
+        # worker runs its target only after reading it (``_fork_child.target_next``).
+        known_r, known_w = os.pipe()
+        handed = [*fds, learn_w, known_r] if learn_w is not None else [*fds, known_r]
         self.own.served = True
-        if spare is None:
-            pid = os.fork()
-            if pid == 0:
-                self._child(child_r, fds, child_w, learn_w, time.monotonic(), False)
-            self.own.forked = True
-        else:
-            pid = spare[0]
-        # Each write below wakes a process, which may take this CPU from the server before its
-        # next line (0.17 ms each, 2 cores).  A burst's first request (a lone worker, a group's
-        # rank 0) hands the spare first: its start-up is what the caller waits for.  Within a
-        # burst the pid goes first: a woken spare may take this CPU for its whole start-up
-        # while the launcher waits for the pid before it can send the next rank's request.
-        first = spare if self.burst == 1 else None
-        if first is not None:
-            self._hand(first, child_r, handed, learn_w)
-        with contextlib.suppress(BrokenPipeError):  # the launcher vanished
-            self.forkserver.write_signed(child_w, pid)
-        self.pid_to_fd[pid] = child_w  # set before the next round reaps: no status is lost
-        if spare is not None and first is None:
-            self._hand(spare, child_r, handed, learn_w)
+        try:
+            if spare is None:
+                pid = os.fork()
+                if pid == 0:
+                    os.close(known_w)  # or it would hold its own word's pipe open
+                    self._child(child_r, fds, child_w, learn_w, time.monotonic(), False, known_r)
+                self.own.forked = True
+            else:
+                pid = spare[0]
+            _reply(self, spare, pid, child_r, child_w, handed, learn_w, known_w)
+        finally:
+            os.close(known_w)  # killed before this, the worker reads EOF and exits
         os.close(child_r)
         for fd in handed:
             os.close(fd)
@@ -374,8 +369,9 @@ class _Loop:
         if not fds:
             os._exit(0)
         child_r, *rest = fds
+        known_r = rest.pop()  # the known pipe goes last, the learn pipe before it
         learn_w = rest.pop() if msg == b"gl" else None
-        self._child(child_r, rest, None, learn_w, handed, ahead)
+        self._child(child_r, rest, None, learn_w, handed, ahead, known_r)
 
     def _child(
         self,
@@ -385,6 +381,7 @@ class _Loop:
         learn_w: int | None,
         handed: float,
         ahead: bool,
+        known_r: int,
     ) -> NoReturn:
         """What a worker runs, forked on request (``child_w``: the server's end of its status
         pipe) or a spare handed a request (``ahead``: its first steps taken while it waited):
@@ -402,7 +399,7 @@ class _Loop:
                 os.close(child_w)
             if learn_w is not None:
                 _prefault.arm(learn_w)
-            code = _fork_child.serve(self.forkserver, child_r, fds, self.old_handlers)
+            code = _fork_child.serve(self.forkserver, child_r, fds, self.old_handlers, known_r)
         except Exception:
             sys.excepthook(*sys.exc_info())
             sys.stderr.flush()
@@ -413,6 +410,38 @@ class _Loop:
                 _fork_exit.run()  # what a spawned worker's interpreter would call as it exits
             finally:
                 os._exit(code)  # whatever that raised: a worker never returns into the loop
+
+
+def _reply(
+    loop: _Loop,
+    spare: tuple[int, socket.socket] | None,
+    pid: int,
+    child_r: int,
+    child_w: int,
+    handed: list[int],
+    learn_w: int | None,
+    known_w: int,
+) -> None:
+    """The pid to the launcher, the request to the spare (if one takes it), and then the
+    worker's word that its launcher has its pid."""
+    # Each write below wakes a process, which may take this CPU from the server before its
+    # next line (0.17 ms each, 2 cores).  A burst's first request (a lone worker, a group's
+    # rank 0) hands the spare first: its start-up is what the caller waits for.  Within a
+    # burst the pid goes first: a woken spare may take this CPU for its whole start-up
+    # while the launcher waits for the pid before it can send the next rank's request.
+    first = spare if loop.burst == 1 else None
+    if first is not None:
+        loop._hand(first, child_r, handed, learn_w)
+    told = False
+    with contextlib.suppress(BrokenPipeError):  # the launcher vanished
+        loop.forkserver.write_signed(child_w, pid)
+        told = True
+    loop.pid_to_fd[pid] = child_w  # set before the next round reaps: no status is lost
+    if told:  # in the launcher's pipe now, which it reads even if this server dies next
+        with contextlib.suppress(OSError):
+            os.write(known_w, b"k")  # before a later hand: its spare never waits for it
+    if spare is not None and first is None:
+        loop._hand(spare, child_r, handed, learn_w)
 
 
 def _close_server_fds(loop: _Loop) -> None:

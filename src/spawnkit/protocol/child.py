@@ -336,8 +336,12 @@ _ENTRY = Stage.ENTRY.value
 
 def report_pages() -> None:
     """Where a start is done (an entry, a context child's target, about to run): a warm
+    worker runs its target only if its launcher learned its pid (``_known``), and a warm
     server's learning worker reports the pages its start wrote (``_prefault``); any other
-    process has nothing to do, and a spawned one never imports the module for it."""
+    process has nothing to do, and a spawned one never imports the modules for it."""
+    known = sys.modules.get("spawnkit.protocol._known")
+    if known is not None:
+        known.target_next()
     prefault = sys.modules.get("spawnkit.protocol._prefault")
     if prefault is not None:
         prefault.report()

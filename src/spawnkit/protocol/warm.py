@@ -396,7 +396,10 @@ class WarmServer:
             pid: int = _pkg(self.package, "forkserver").read_signed(sentinel)
         except (EOFError, OSError) as exc:
             raise self._gone(
-                "it closed the connection before forking a worker", ending=True
+                "it closed the connection before telling the launcher the pid of the worker it "
+                "was starting (a worker it forked or handed the request exits without running "
+                "its target)",
+                ending=True,
             ) from exc
         return pid
 
