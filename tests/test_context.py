@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -173,6 +174,56 @@ def test_a_pool_whose_warm_server_is_gone_fails_instead_of_waiting_forever(
     assert out["first"] == ["tok:a+plugin", "tok:b+plugin"]
     assert out["second"] == "ForkServerError" and out["waited"] < 30
     assert out["terminated"]
+
+
+EXECUTOR_SERVER_GONE = """
+    import concurrent.futures as cf
+    import json, os, signal, threading, time
+    import spawnkit
+    from {eng}.ns import NS
+    from {eng}.procs import tokenizer_task
+
+
+    def alive(pid):
+        try:
+            with open(f"/proc/{{pid}}/stat") as f:
+                return f.read().rpartition(")")[2].split()[0] != "Z"
+        except FileNotFoundError:
+            return False
+
+
+    if __name__ == "__main__":
+        ctx = spawnkit.get_context("forkserver", namespace=NS)
+        ex = cf.ProcessPoolExecutor(2, mp_context=ctx)
+        first = [r[0] for r in ex.map(tokenizer_task, "ab")]
+        pids = list(ex._processes)
+        os.kill(ctx.Process._spawnkit_server.pid, signal.SIGKILL)  # the OOM killer, say
+        time.sleep(1)
+        ended = threading.Thread(target=ex.shutdown, kwargs={{"cancel_futures": True}}, daemon=True)
+        ended.start()
+        ended.join(30)
+        deadline = time.monotonic() + 10
+        while any(alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = [p for p in pids if alive(p)]
+        for p in left:  # what this test found: ended here, not left to the machine
+            os.kill(p, signal.SIGKILL)
+        print(json.dumps({{"first": first, "pids": pids, "left": left,
+                           "shut_down": not ended.is_alive()}}))
+        os._exit(0)
+    """
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; pidfd")
+def test_an_executor_broken_by_its_servers_death_ends_its_workers(engine: Engine) -> None:
+    """``ProcessPoolExecutor(mp_context=ctx)`` whose warm server was killed: the executor broke
+    and "terminated" its workers, which the package's Popen did not signal (their lost status
+    read as exit code 255), so they waited for tasks forever after the launcher exited."""
+    out, _ = engine.run(EXECUTOR_SERVER_GONE)
+    assert out["first"] == ["tok:a+plugin", "tok:b+plugin"]
+    assert out["shut_down"]
+    assert len(out["pids"]) == 2
+    assert out["left"] == [], f"workers {out['left']} outlived their executor's shutdown"
 
 
 PLAIN_POOLS = """

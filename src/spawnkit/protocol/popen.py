@@ -13,10 +13,12 @@ its dill-based fork ``multiprocess``, the same classes under another name) x met
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import os
 import pickle
+import signal
 import time
 from collections.abc import Callable
 
@@ -161,16 +163,19 @@ def _warm_popen(package: str) -> type:
     class WarmPopen(popen_forkserver.Popen):  # type: ignore[misc,name-defined]
         #: The read end of the child's early-error pipe (see :func:`early_failure`).
         early_error_fd: int
-
         #: perf_counter at start, spec pickled, connected, sent, pid read (``bench.warm_split``).
         marks: tuple[float, ...] = ()
-
         #: The server closed this worker's status pipe with no status in it: it is ending
         #: (killed), and the 255 the package makes of that is no exit of the worker's.
         status_lost = False
+        pidfd = -1  # the worker's, taken as its pid arrived (:func:`_signal_lost`)
 
         def poll(self, flag: int = os.WNOHANG) -> int | None:
             return _warm_poll(self, package, flag)
+
+        def _send_signal(self, sig: int) -> None:
+            if not _signal_lost(self, sig):
+                super()._send_signal(sig)
 
         def _launch(self, process_obj: Any) -> None:
             begun = time.perf_counter()
@@ -190,7 +195,8 @@ def _warm_popen(package: str) -> type:
             finally:
                 os.close(early_w)
             parent_w = os.dup(w)
-            self.finalizer = util.Finalize(self, util.close_fds, (parent_w, self.sentinel, early_r))
+            fds = [parent_w, self.sentinel, early_r]
+            self.finalizer = util.Finalize(self, util.close_fds, fds)
             try:
                 send_start_data(w, buf.getvalue())
             finally:
@@ -198,9 +204,36 @@ def _warm_popen(package: str) -> type:
             sent = time.perf_counter()
             # Bounded: a server that died or stopped after the connect must not hang start().
             self.pid = server.read_child_pid(self.sentinel)
+            self.pidfd = _pidfd(self.pid, fds)
             self.marks = (begun, pickled, connected, sent, time.perf_counter())
 
     return WarmPopen
+
+
+def _pidfd(pid: int, fds: list[int]) -> int:
+    """A pidfd of ``pid``, closed with ``fds`` (the Popen's finalizer's); -1 where none."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux 5.3+, or gone already (its status says so)
+        return -1
+    fds.append(fd)
+    return fd
+
+
+def _signal_lost(popen: Any, sig: int) -> bool:
+    """``terminate()``/``kill()`` of a warm worker whose status its server, killed, never
+    wrote (True: done here): the package's Popen sends nothing once it has a returncode, and
+    the 255 it made of the lost status is no exit.  A ``ProcessPoolExecutor`` broken by the
+    server's death "terminated" its workers so, and they waited for tasks forever,
+    re-parented to init, after the launcher had exited.  Sent through the pidfd taken at
+    start, which no other process can come to own; without one, nothing is sent (the pid
+    may be another's now)."""
+    if not popen.status_lost:
+        return False
+    if popen.pidfd >= 0:
+        with contextlib.suppress(OSError):  # it exited meanwhile (ProcessLookupError)
+            signal.pidfd_send_signal(popen.pidfd, sig)
+    return True
 
 
 def _warm_poll(popen: Any, package: str, flag: int) -> int | None:
