@@ -44,15 +44,15 @@ def target(path):
 """
 
 _SCRIPT = """
-    import json, os, sys, time
+    import json, os, time
     import spawnkit
     from {eng}.ns import NS
     from skpid_target import target
 
     if __name__ == "__main__":
         ctx = spawnkit.get_context("forkserver", namespace=NS, preload=["skpid_killer"])
-        proc = ctx.Process(target=target, args=(sys.argv[1] if len(sys.argv) > 1 else "",))
-        began = time.monotonic()
+        proc = ctx.Process(target=target, args=(os.environ["SKPID_MARKER"],))
+        message = ""
         try:
             proc.start()
             outcome = "started"
@@ -78,8 +78,7 @@ def test_a_worker_whose_server_died_before_telling_its_pid_never_runs_its_target
 ) -> None:
     marker = engine.root / "target_ran"
     began = time.monotonic()
-    script = _SCRIPT.replace('sys.argv[1] if len(sys.argv) > 1 else ""', repr(str(marker)))
-    out, err = engine.run(script, timeout=60)
+    out, err = engine.run(_SCRIPT, env={"SKPID_MARKER": str(marker)}, timeout=60)
     assert out["outcome"] == "ForkServerError"
     assert "before telling the launcher the pid" in out["message"]
     assert not marker.exists(), (

@@ -215,7 +215,7 @@ class _Loop:
         spare = self._live_spare()
         learn_w = self._learner()
         # The worker's word that its launcher has its pid, written only once it does: the
-        # worker runs its target only after reading it (``_fork_child.target_next``).
+        # worker runs its target only after reading it (``_known.target_next``).
         known_r, known_w = os.pipe()
         handed = [*fds, learn_w, known_r] if learn_w is not None else [*fds, known_r]
         self.own.served = True
